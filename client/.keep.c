@@ -1,0 +1,1 @@
+/* Keeps the client library target non-empty until its sources exist. */

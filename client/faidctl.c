@@ -1,0 +1,52 @@
+/* faidctl: subcommand dispatch, version and top-level help. */
+#include "faidctl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"devices", faidctl_devices, "list OpenCL devices and their indices"},
+    {"decode", faidctl_decode, "decode one compressed chunk to .npy"},
+    {"process", faidctl_process, "reduce frames from files with the daemon's code path"},
+    {"replay", faidctl_replay, "send frames to a faid instance (stand-in detector)"},
+    {"sub", faidctl_sub, "subscribe to results and summarise or save them"},
+    {"status", faidctl_control, "show the daemon's state and counters"},
+    {"config", faidctl_control, "show the daemon's effective configuration"},
+    {"reload", faidctl_control, "make the daemon re-read its configuration file"},
+    {"reset", faidctl_control, "reset the daemon's aggregate counters"},
+    {"stop", faidctl_control, "stop the daemon cleanly"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: faidctl COMMAND [options]   (faidctl COMMAND --help for details)\n\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s  %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("faidctl %s\n", FAID_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "faidctl: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,40 @@
+/* faid_log: one log line format for the whole program, on stderr:
+ *   2026-11-21T23:10:05.123Z faid[1234] WARN  ingest: frame 17: corrupt bslz4 block 3
+ * Levels error/warn/info/debug; faid_log_ratelimited() lets a per-frame error through at most a
+ * few times a second per call site and counts what it suppressed. Thread-safe. */
+#ifndef FAID_LOG_H
+#define FAID_LOG_H
+
+#include <stdint.h>
+
+typedef enum { FAID_LOG_ERROR = 0, FAID_LOG_WARN, FAID_LOG_INFO, FAID_LOG_DEBUG } faid_log_level;
+
+void faid_log_set_level(faid_log_level level);
+faid_log_level faid_log_get_level(void);
+/* Parses "error" | "warn" | "info" | "debug"; returns 0 or FAID_EINVAL. */
+int faid_log_parse_level(const char *name, faid_log_level *out);
+void faid_log_set_name(const char *program);
+
+void faid_log(faid_log_level level, const char *component, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* State of one rate-limited call site: keep it static at the site. */
+typedef struct faid_ratelimit {
+    int64_t window_start_ns;
+    int emitted;
+    int64_t suppressed;
+} faid_ratelimit;
+
+void faid_log_ratelimited(faid_ratelimit *rl, faid_log_level level, const char *component,
+                          const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Monotonic and wall clocks in nanoseconds. */
+int64_t faid_now_ns(void);
+int64_t faid_wall_ns(void);
+
+#define FAID_ERROR(comp, ...) faid_log(FAID_LOG_ERROR, comp, __VA_ARGS__)
+#define FAID_WARN(comp, ...) faid_log(FAID_LOG_WARN, comp, __VA_ARGS__)
+#define FAID_INFO(comp, ...) faid_log(FAID_LOG_INFO, comp, __VA_ARGS__)
+#define FAID_DEBUG(comp, ...) faid_log(FAID_LOG_DEBUG, comp, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,30 @@
+/* faid_setup: the immutable "reduction setup": geometry, mask, CSR matrices and per-pixel
+ * corrections derived from one configuration, with a version number. Built off the hot path
+ * (start or reload), shared read-only by every worker, swapped between frames. */
+#ifndef FAID_SETUP_H
+#define FAID_SETUP_H
+
+#include "faid_config.h"
+#include "faid_csr.h"
+#include "faid_reduce.h"
+
+typedef struct faid_setup {
+    uint64_t version;
+    char config_hash[17];
+    faid_config cfg;
+    faid_geometry geom;
+    int rows, cols;
+    size_t npix;
+    uint8_t *mask;           /* npix, non-zero = masked (preset gaps | user mask) */
+    float *solid_angle;      /* npix or NULL */
+    float *polarization;     /* npix or NULL */
+    float *dark, *flat;      /* npix or NULL */
+    faid_corrections corr;   /* points into the arrays above */
+    faid_csr *csr;           /* 1D radial */
+    faid_csr *csr2d;         /* cake, or NULL */
+} faid_setup;
+
+faid_setup *faid_setup_new(const faid_config *cfg, uint64_t version, faid_diag *d);
+void faid_setup_destroy(faid_setup **s);
+
+#endif

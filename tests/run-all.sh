@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README states it: installs dependencies (Debian packages and the
+# Python references in .venv), builds with -Werror, runs every test with ctest, then builds again
+# with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite once more.
+# FAID_SKIP_SANITIZE=1 skips the second pass (quick local runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+
+bash deploy/install-deps.sh --python
+
+echo "== build (Release, -Werror)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFAID_WERROR=ON >/dev/null
+cmake --build build -j"$jobs"
+echo "== tests"
+(cd build && ctest --output-on-failure -j"$jobs" --timeout 1500)
+
+if [ "${FAID_SKIP_SANITIZE:-0}" != 1 ]; then
+    echo "== build (ASan + UBSan)"
+    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFAID_WERROR=ON -DFAID_SANITIZE=ON >/dev/null
+    cmake --build build-asan -j"$jobs"
+    echo "== tests under ASan + UBSan"
+    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:suppressions=$PWD/tests/asan.supp"
+    export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    (cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 3000 -LE slow)
+fi
