@@ -1,0 +1,839 @@
+/* faid_engine: decode -> preprocess -> integrate for one frame, on an OpenCL device or with the
+ * plain C reference (see faid_engine.h).
+ *
+ * DESIGN. An engine owns one OpenCL context and in-order profiling queue, a cache of programs
+ * keyed by (frame dtype, error model), and a "resource set" derived from the current setup:
+ *   static device arrays, uploaded once per setup: normp (normalization x flat x solid angle x
+ *   polarization folded per pixel, 0 where a pixel can never contribute: mask, dummy flat, NaN),
+ *   dark, and per matrix (1D, optional 2D cake) indptr / indices / coefficients;
+ *   frame slots: a pinned staging buffer (CL_MEM_ALLOC_HOST_PTR, mapped once) holding the block
+ *   table and the compressed bytes, device buffers for the compressed chunk, the decoded frame,
+ *   the decode error flag, the preprocessed image (unfused path only) and the profiles, and a
+ *   pinned host buffer the profiles are read back into.
+ * Everything is sized at creation / set_setup from shape x the widest frame dtype (4 bytes), so
+ * processing a frame allocates nothing. Slots exist so that a later pipelined API can keep K frames
+ * in flight (one slot per frame, events chaining the stages); faid_engine_process uses slot 0 and
+ * waits.
+ *
+ * Per frame: CPU block-table parse (bslz4) or CPU decode (lz4, lz4-raw) into staging, one H2D,
+ * GPU decode when available, then either the fused kernel (raw gathered through the CSR indices
+ * and preprocessed on the fly: one launch per matrix) or preprocess + integrate, one D2H of all
+ * profile arrays, the decode error flag checked before anything is used.
+ *
+ * The work-group size of the integration is a pure function of the device type and the matrix
+ * shape (no timing-based autotune), so the daemon and faidctl give bit-identical results. */
+#include "faid_engine.h"
+
+#include "faid_cl.h"
+#include "faid_log.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAID_ENGINE_SLOTS 1
+#define ACC_BYTES (10 * sizeof(float)) /* local scratch per work-item, see integrate.cl */
+#define NOUT 8                         /* output arrays per bin */
+#define NDTYPES (FAID_DT_BOOL + 1)
+#define NEM 3
+
+typedef struct eng_matrix {
+    int present;
+    int nbins;
+    int has_coef;
+    size_t wg;
+    cl_mem indptr, indices, coef;
+} eng_matrix;
+
+typedef struct eng_slot {
+    cl_mem staging;        /* pinned: [block table offsets | csizes | compressed bytes] */
+    uint8_t *staging_ptr;  /* mapped once */
+    size_t staging_bytes;
+    size_t table_bytes;    /* bytes reserved for the block table at the start of staging */
+    cl_mem d_comp;         /* compressed chunk on the device */
+    cl_mem d_table;        /* block table on the device */
+    cl_mem d_raw;          /* decoded frame, native dtype */
+    cl_mem d_err;          /* decode error flag */
+    cl_mem d_pre;          /* float4 per pixel (unfused path) */
+    cl_mem d_out;          /* NOUT * (nbins1 + nbins2) floats */
+    cl_mem h_out;          /* pinned mirror of d_out + error flag */
+    float *h_out_ptr;
+    uint8_t *cpu_scratch;  /* CPU decode scratch (one bslz4 block) */
+} eng_slot;
+
+typedef struct eng_res {
+    const faid_setup *setup;
+    size_t npix;
+    size_t max_raw_bytes;
+    size_t max_comp_bytes;
+    uint32_t max_blocks;
+    size_t nout;           /* total floats in d_out */
+    /* OpenCL */
+    cl_mem d_normp, d_dark, d_one;
+    int do_dark;
+    eng_matrix m[2];
+    eng_slot slot[FAID_ENGINE_SLOTS];
+    /* reference */
+    uint8_t *ref_raw;
+    float *ref_pre;
+} eng_res;
+
+typedef struct eng_prog {
+    cl_program prog;
+    cl_kernel pre, int_pre, int_raw;
+} eng_prog;
+
+struct faid_engine {
+    int is_ref;
+    int fused;
+    char name[400];
+    faid_cl_ctx *ctx;
+    size_t wg_override;
+    eng_prog progs[NDTYPES][NEM];
+    eng_res *res;
+};
+
+/* ------------------------------------------------------------------------------------------ */
+
+static double now_us(void)
+{
+    return (double)faid_now_ns() * 1e-3;
+}
+
+static int raw_code(faid_dtype t)
+{
+    switch (t) {
+    case FAID_DT_U8: return 1;
+    case FAID_DT_U16: return 2;
+    case FAID_DT_U32: return 4;
+    case FAID_DT_I8: return -1;
+    case FAID_DT_I16: return -2;
+    case FAID_DT_I32: return -4;
+    case FAID_DT_F32: return 32;
+    default: return 0;
+    }
+}
+
+static void release_mem(cl_mem *m)
+{
+    if (*m) {
+        clReleaseMemObject(*m);
+        *m = NULL;
+    }
+}
+
+static int is_dummy_f(float x, float dummy, float delta)
+{
+    return delta != 0.0f ? fabsf(x - dummy) <= delta : x == dummy;
+}
+
+/* Folds the static per-pixel factors in the reference's float32 order (see preprocess.cl). */
+static void fold_norm(const faid_corrections *c, float *normp)
+{
+    for (size_t i = 0; i < c->npix; i++) {
+        float n = 0.0f;
+        if (!(c->mask && c->mask[i])) {
+            n = c->normalization_factor;
+            if (c->flat) {
+                if (c->do_dummy && is_dummy_f(c->flat[i], c->dummy, c->delta_dummy))
+                    n = 0.0f;
+                else
+                    n *= c->flat[i];
+            }
+            if (c->solid_angle)
+                n *= c->solid_angle[i];
+            if (c->polarization)
+                n *= c->polarization[i];
+            if (isnan(n))
+                n = 0.0f;
+        }
+        normp[i] = n;
+    }
+}
+
+/* Integration work-group: enough work-items per bin to keep a GPU busy on long rows (1D with
+ * thousands of entries per bin), 32 (one NVIDIA warp) on short rows (2D cake); small on CPU
+ * devices, where PoCL runs a work-group as a loop. */
+static size_t choose_wg(const faid_cl_device_info *dev, const faid_csr *csr, size_t override)
+{
+    size_t wg;
+    if (override) {
+        wg = override;
+    } else if (dev->is_gpu) {
+        double avg = csr->nbins > 0 ? (double)csr->nnz / csr->nbins : 0.0;
+        wg = 32;
+        while (wg < 256 && (double)wg * 16.0 < avg)
+            wg *= 2;
+    } else {
+        wg = 8;
+    }
+    size_t maxwg = dev->max_wg ? dev->max_wg : 1;
+    while (wg > maxwg)
+        wg >>= 1;
+    size_t p = 1;
+    while (p * 2 <= wg)
+        p *= 2;
+    return p;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* programs */
+
+static void prog_release(eng_prog *p)
+{
+    if (p->pre)
+        clReleaseKernel(p->pre);
+    if (p->int_pre)
+        clReleaseKernel(p->int_pre);
+    if (p->int_raw)
+        clReleaseKernel(p->int_raw);
+    if (p->prog)
+        clReleaseProgram(p->prog);
+    memset(p, 0, sizeof *p);
+}
+
+static int get_prog(faid_engine *e, faid_dtype dt, faid_error_model em, eng_prog **out,
+                    faid_diag *d)
+{
+    int code = raw_code(dt);
+    if (!code)
+        return faid_fail(d, FAID_EDTYPE, "frame dtype %s is not supported (uint8/16/32, "
+                                         "int8/16/32, float32)", faid_dtype_name(dt));
+    if ((int)em < 0 || (int)em >= NEM)
+        return faid_fail(d, FAID_EINVAL, "error model %d unknown", (int)em);
+    eng_prog *p = &e->progs[dt][em];
+    if (p->prog) {
+        *out = p;
+        return FAID_OK;
+    }
+    char opts[128];
+    snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d", code, (int)em);
+    const char *names[] = {"process/preprocess.cl", "process/integrate.cl"};
+    int64_t t0 = faid_now_ns();
+    int rc = faid_cl_build(e->ctx, names, 2, opts, &p->prog, d);
+    if (rc)
+        return rc;
+    cl_int err;
+    p->pre = clCreateKernel(p->prog, "faid_preprocess", &err);
+    if (err == CL_SUCCESS)
+        p->int_pre = clCreateKernel(p->prog, "faid_integrate_pre", &err);
+    if (err == CL_SUCCESS)
+        p->int_raw = clCreateKernel(p->prog, "faid_integrate_raw", &err);
+    if (err != CL_SUCCESS) {
+        prog_release(p);
+        return faid_cl_fail(d, err, "clCreateKernel", __FILE__, __LINE__);
+    }
+    FAID_DEBUG("engine", "built process kernels (%s) for %s in %.0f ms", opts, e->ctx->info.name,
+               (double)(faid_now_ns() - t0) * 1e-6);
+    *out = p;
+    return FAID_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* resources */
+
+static void res_destroy(faid_engine *e, eng_res **pr)
+{
+    eng_res *r = *pr;
+    if (!r)
+        return;
+    if (e->ctx)
+        clFinish(e->ctx->queue);
+    for (int s = 0; s < FAID_ENGINE_SLOTS; s++) {
+        eng_slot *sl = &r->slot[s];
+        if (sl->staging && sl->staging_ptr)
+            clEnqueueUnmapMemObject(e->ctx->queue, sl->staging, sl->staging_ptr, 0, NULL, NULL);
+        if (sl->h_out && sl->h_out_ptr)
+            clEnqueueUnmapMemObject(e->ctx->queue, sl->h_out, sl->h_out_ptr, 0, NULL, NULL);
+        if (e->ctx)
+            clFinish(e->ctx->queue);
+        release_mem(&sl->staging);
+        release_mem(&sl->d_comp);
+        release_mem(&sl->d_table);
+        release_mem(&sl->d_raw);
+        release_mem(&sl->d_err);
+        release_mem(&sl->d_pre);
+        release_mem(&sl->d_out);
+        release_mem(&sl->h_out);
+        free(sl->cpu_scratch);
+    }
+    for (int k = 0; k < 2; k++) {
+        release_mem(&r->m[k].indptr);
+        release_mem(&r->m[k].indices);
+        release_mem(&r->m[k].coef);
+    }
+    release_mem(&r->d_normp);
+    release_mem(&r->d_dark);
+    release_mem(&r->d_one);
+    free(r->ref_raw);
+    free(r->ref_pre);
+    free(r);
+    *pr = NULL;
+}
+
+static int check_csr(const faid_csr *csr, size_t npix, const char *what, faid_diag *d)
+{
+    if (!csr)
+        return faid_fail(d, FAID_ECONFIG, "setup has no %s integration matrix", what);
+    if (csr->nbins <= 0 || !csr->indptr || (csr->nnz > 0 && !csr->indices))
+        return faid_fail(d, FAID_ECONFIG, "%s integration matrix is empty or incomplete", what);
+    if ((size_t)csr->npix != npix)
+        return faid_fail(d, FAID_ESHAPE, "%s integration matrix is for %d pixels, setup has %zu",
+                         what, (int)csr->npix, npix);
+    if (csr->nnz > INT32_MAX)
+        return faid_fail(d, FAID_ERANGE, "%s integration matrix: %lld entries exceed int32",
+                         what, (long long)csr->nnz);
+    return FAID_OK;
+}
+
+/* Uploads a blocking copy of host data into a new read-only device buffer. */
+static cl_mem upload(faid_engine *e, const void *host, size_t bytes, faid_diag *d)
+{
+    return faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, (void *)host, d);
+}
+
+static int res_matrix(faid_engine *e, eng_res *r, int k, const faid_csr *csr, faid_diag *d)
+{
+    eng_matrix *m = &r->m[k];
+    m->present = 1;
+    m->nbins = csr->nbins;
+    m->has_coef = csr->data != NULL;
+    m->wg = choose_wg(&e->ctx->info, csr, e->wg_override);
+    m->indptr = upload(e, csr->indptr, ((size_t)csr->nbins + 1) * sizeof(int32_t), d);
+    if (!m->indptr)
+        return d ? d->code : FAID_ECL;
+    if (csr->nnz > 0) {
+        m->indices = upload(e, csr->indices, (size_t)csr->nnz * sizeof(int32_t), d);
+        if (!m->indices)
+            return d ? d->code : FAID_ECL;
+    } else {
+        m->indices = r->d_one;
+        clRetainMemObject(m->indices);
+    }
+    if (m->has_coef && csr->nnz > 0) {
+        m->coef = upload(e, csr->data, (size_t)csr->nnz * sizeof(float), d);
+        if (!m->coef)
+            return d ? d->code : FAID_ECL;
+    } else {
+        m->has_coef = 0;
+        m->coef = r->d_one;
+        clRetainMemObject(m->coef);
+    }
+    return FAID_OK;
+}
+
+static size_t max_comp_bound(size_t npix)
+{
+    size_t best = 0;
+    const size_t sizes[] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        size_t nbytes = npix * sizes[i];
+        size_t b = faid_bslz4_bound(nbytes, sizes[i], 0);
+        if (b > best)
+            best = b;
+        b = faid_lz4h5_bound(nbytes, 0);
+        if (b > best)
+            best = b;
+        /* one raw LZ4 block (lz4-raw) */
+        b = nbytes + nbytes / 255 + 16;
+        if (b > best)
+            best = b;
+    }
+    return best;
+}
+
+static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
+{
+    cl_int err;
+    sl->table_bytes = ((size_t)r->max_blocks * 2 * sizeof(uint32_t) + 63) & ~(size_t)63;
+    sl->staging_bytes = sl->table_bytes + r->max_comp_bytes;
+    sl->staging = faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR,
+                                 sl->staging_bytes, NULL, d);
+    if (!sl->staging)
+        return d ? d->code : FAID_ECL;
+    sl->staging_ptr = clEnqueueMapBuffer(e->ctx->queue, sl->staging, CL_TRUE, CL_MAP_WRITE, 0,
+                                         sl->staging_bytes, 0, NULL, NULL, &err);
+    if (err != CL_SUCCESS)
+        return faid_cl_fail(d, err, "clEnqueueMapBuffer(staging)", __FILE__, __LINE__);
+    sl->d_comp = faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY, r->max_comp_bytes, NULL, d);
+    sl->d_table = sl->d_comp ? faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY, sl->table_bytes, NULL, d)
+                             : NULL;
+    sl->d_raw = sl->d_table ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, r->max_raw_bytes, NULL, d)
+                            : NULL;
+    sl->d_err = sl->d_raw ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, sizeof(cl_int), NULL, d)
+                          : NULL;
+    sl->d_out = sl->d_err ? faid_cl_buffer(e->ctx, CL_MEM_WRITE_ONLY, r->nout * sizeof(float),
+                                           NULL, d)
+                          : NULL;
+    sl->h_out = sl->d_out ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
+                                           (r->nout + 4) * sizeof(float), NULL, d)
+                          : NULL;
+    if (!sl->h_out)
+        return d ? d->code : FAID_ECL;
+    sl->h_out_ptr = clEnqueueMapBuffer(e->ctx->queue, sl->h_out, CL_TRUE,
+                                       CL_MAP_READ | CL_MAP_WRITE, 0,
+                                       (r->nout + 4) * sizeof(float), 0, NULL, NULL, &err);
+    if (err != CL_SUCCESS)
+        return faid_cl_fail(d, err, "clEnqueueMapBuffer(results)", __FILE__, __LINE__);
+    /* the decode error flag starts clear; the engine clears it again only after an error */
+    cl_int zero = 0;
+    FAID_CL_TRY(d, clEnqueueWriteBuffer(e->ctx->queue, sl->d_err, CL_TRUE, 0, sizeof zero, &zero,
+                                        0, NULL, NULL));
+    if (!e->fused) {
+        sl->d_pre = faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, r->npix * 4 * sizeof(float), NULL,
+                                   d);
+        if (!sl->d_pre)
+            return d ? d->code : FAID_ECL;
+    }
+    return FAID_OK;
+}
+
+static int res_create(faid_engine *e, const faid_setup *s, eng_res **out, faid_diag *d)
+{
+    *out = NULL;
+    if (!s)
+        return faid_fail(d, FAID_EINVAL, "engine: no setup");
+    if (s->rows <= 0 || s->cols <= 0 || (size_t)s->rows * (size_t)s->cols != s->npix)
+        return faid_fail(d, FAID_ESHAPE, "engine: setup shape %dx%d does not match %zu pixels",
+                         s->rows, s->cols, s->npix);
+    if (s->npix > (size_t)INT32_MAX / 4)
+        return faid_fail(d, FAID_ERANGE, "engine: %zu pixels is too many", s->npix);
+    if (s->corr.npix != s->npix)
+        return faid_fail(d, FAID_ESHAPE, "engine: corrections cover %zu pixels, setup has %zu",
+                         s->corr.npix, s->npix);
+    int rc = check_csr(s->csr, s->npix, "1D", d);
+    if (!rc && s->csr2d)
+        rc = check_csr(s->csr2d, s->npix, "2D", d);
+    if (rc)
+        return rc;
+    eng_res *r = calloc(1, sizeof *r);
+    if (!r)
+        return faid_fail(d, FAID_ENOMEM, "engine: out of memory");
+    r->setup = s;
+    r->npix = s->npix;
+    r->max_raw_bytes = s->npix * 4;
+    r->max_comp_bytes = max_comp_bound(s->npix);
+    r->max_blocks = faid_bslz4_max_blocks(r->max_raw_bytes, 1, 0);
+    r->nout = (size_t)NOUT * ((size_t)s->csr->nbins + (s->csr2d ? (size_t)s->csr2d->nbins : 0));
+
+    if (e->is_ref) {
+        r->ref_raw = malloc(r->max_raw_bytes);
+        r->ref_pre = malloc(s->npix * 4 * sizeof(float));
+        if (!r->ref_raw || !r->ref_pre) {
+            res_destroy(e, &r);
+            return faid_fail(d, FAID_ENOMEM, "engine: out of memory for %zu pixels", s->npix);
+        }
+        *out = r;
+        return FAID_OK;
+    }
+
+    float *normp = malloc(s->npix * sizeof(float));
+    if (!normp) {
+        res_destroy(e, &r);
+        return faid_fail(d, FAID_ENOMEM, "engine: out of memory for %zu pixels", s->npix);
+    }
+    fold_norm(&s->corr, normp);
+    const float one = 1.0f;
+    r->d_one = upload(e, &one, sizeof one, d);
+    r->d_normp = r->d_one ? upload(e, normp, s->npix * sizeof(float), d) : NULL;
+    free(normp);
+    if (!r->d_normp)
+        goto fail;
+    r->do_dark = s->corr.dark != NULL;
+    if (r->do_dark) {
+        r->d_dark = upload(e, s->corr.dark, s->npix * sizeof(float), d);
+        if (!r->d_dark)
+            goto fail;
+    } else {
+        r->d_dark = r->d_one;
+        clRetainMemObject(r->d_dark);
+    }
+    if ((rc = res_matrix(e, r, 0, s->csr, d)))
+        goto fail_rc;
+    if (s->csr2d && (rc = res_matrix(e, r, 1, s->csr2d, d)))
+        goto fail_rc;
+    for (int k = 0; k < FAID_ENGINE_SLOTS; k++) {
+        if ((rc = slot_create(e, r, &r->slot[k], d)))
+            goto fail_rc;
+        r->slot[k].cpu_scratch = malloc(8192 * 4);
+        if (!r->slot[k].cpu_scratch) {
+            rc = faid_fail(d, FAID_ENOMEM, "engine: out of memory");
+            goto fail_rc;
+        }
+    }
+    *out = r;
+    return FAID_OK;
+fail:
+    rc = d && d->code ? d->code : FAID_ECL;
+fail_rc:
+    faid_diag_prefix(d, "engine setup on %s: ", e->name);
+    res_destroy(e, &r);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* public API */
+
+faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_diag *d)
+{
+    faid_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        faid_fail(d, FAID_ENOMEM, "engine: out of memory");
+        return NULL;
+    }
+    e->fused = 1;
+    const char *ov = getenv("FAID_ENGINE_WG");
+    if (ov && *ov) {
+        long v = strtol(ov, NULL, 10);
+        if (v > 0 && v <= 1024)
+            e->wg_override = (size_t)v;
+    }
+    if (!device || !*device)
+        device = "auto";
+    if (strcmp(device, "ref") == 0) {
+        e->is_ref = 1;
+        snprintf(e->name, sizeof e->name, "reference C");
+    } else {
+        faid_cl_device_info info;
+        if (faid_cl_select(device, &info, d)) {
+            free(e);
+            return NULL;
+        }
+        e->ctx = faid_cl_ctx_new(&info, 1, d);
+        if (!e->ctx) {
+            free(e);
+            return NULL;
+        }
+        snprintf(e->name, sizeof e->name, "%s (%s)", info.name, info.platform_name);
+    }
+    if (faid_engine_set_setup(e, setup, d)) {
+        faid_engine_destroy(&e);
+        return NULL;
+    }
+    return e;
+}
+
+void faid_engine_destroy(faid_engine **pe)
+{
+    if (!pe || !*pe)
+        return;
+    faid_engine *e = *pe;
+    res_destroy(e, &e->res);
+    for (int t = 0; t < NDTYPES; t++)
+        for (int m = 0; m < NEM; m++)
+            prog_release(&e->progs[t][m]);
+    faid_cl_ctx_destroy(&e->ctx);
+    free(e);
+    *pe = NULL;
+}
+
+const char *faid_engine_device_name(const faid_engine *e)
+{
+    return e ? e->name : "";
+}
+
+int faid_engine_set_setup(faid_engine *e, const faid_setup *setup, faid_diag *d)
+{
+    if (!e)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    /* build the new resources before dropping the old ones, so a failed reload keeps the engine
+     * working with the previous setup */
+    eng_res *r = NULL;
+    int rc = res_create(e, setup, &r, d);
+    if (rc)
+        return rc;
+    res_destroy(e, &e->res);
+    e->res = r;
+    return FAID_OK;
+}
+
+int faid_engine_set_fused(faid_engine *e, int fused, faid_diag *d)
+{
+    if (!e)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    fused = fused != 0;
+    if (e->fused == fused || e->is_ref) {
+        e->fused = fused;
+        return FAID_OK;
+    }
+    e->fused = fused;
+    if (!e->res)
+        return FAID_OK;
+    return faid_engine_set_setup(e, e->res->setup, d);
+}
+
+int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d)
+{
+    if (!e)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    if (e->is_ref)
+        return raw_code(dtype) ? FAID_OK
+                               : faid_fail(d, FAID_EDTYPE, "frame dtype %s is not supported",
+                                           faid_dtype_name(dtype));
+    if (!e->res)
+        return faid_fail(d, FAID_EINVAL, "engine: no setup");
+    eng_prog *p;
+    return get_prog(e, dtype, e->res->setup->corr.error_model, &p, d);
+}
+
+size_t faid_engine_workgroup(const faid_engine *e, int which)
+{
+    if (!e || !e->res || e->is_ref || which < 0 || which > 1 || !e->res->m[which].present)
+        return 0;
+    return e->res->m[which].wg;
+}
+
+faid_result *faid_result_new(const faid_setup *setup)
+{
+    if (!setup || !setup->csr)
+        return NULL;
+    faid_result *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->p1d = faid_profile_new(setup->csr->nbins, 0);
+    if (!r->p1d) {
+        free(r);
+        return NULL;
+    }
+    if (setup->csr2d) {
+        r->p2d = faid_profile_new(setup->csr2d->npt_rad, setup->csr2d->npt_azim);
+        if (!r->p2d) {
+            faid_result_destroy(&r);
+            return NULL;
+        }
+    }
+    return r;
+}
+
+void faid_result_destroy(faid_result **pr)
+{
+    if (!pr || !*pr)
+        return;
+    faid_profile_destroy(&(*pr)->p1d);
+    faid_profile_destroy(&(*pr)->p2d);
+    free(*pr);
+    *pr = NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* processing */
+
+static int check_frame(const eng_res *r, const faid_frame *f, faid_result *res, faid_diag *d)
+{
+    const faid_setup *s = r->setup;
+    if (!f || !res)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL frame or result");
+    if (f->rows != s->rows || f->cols != s->cols)
+        return faid_fail(d, FAID_ESHAPE, "frame is %dx%d, the setup expects %dx%d", f->rows,
+                         f->cols, s->rows, s->cols);
+    if (!raw_code(f->dtype))
+        return faid_fail(d, FAID_EDTYPE, "frame dtype %s is not supported (uint8/16/32, "
+                                         "int8/16/32, float32)", faid_dtype_name(f->dtype));
+    if (!f->data && f->len)
+        return faid_fail(d, FAID_EINVAL, "frame has no data");
+    if (f->len > r->max_comp_bytes)
+        return faid_fail(d, FAID_ESIZE, "frame payload of %zu bytes exceeds the %zu bytes a %dx%d "
+                                        "frame can take", f->len, r->max_comp_bytes, s->rows,
+                         s->cols);
+    if (!res->p1d || res->p1d->nbins != s->csr->nbins)
+        return faid_fail(d, FAID_ESIZE, "result has %d bins, the setup %d (make the result with "
+                                        "faid_result_new after a reload)",
+                         res->p1d ? res->p1d->nbins : 0, s->csr->nbins);
+    if (s->csr2d && (!res->p2d || res->p2d->nbins != s->csr2d->nbins))
+        return faid_fail(d, FAID_ESIZE, "result has no or a different 2D profile than the setup");
+    return FAID_OK;
+}
+
+static int decode_cpu(const faid_frame *f, void *dst, size_t raw_bytes, faid_diag *d)
+{
+    size_t esz = faid_dtype_size(f->dtype);
+    if (f->encoding == FAID_ENC_NONE) {
+        if (f->len != raw_bytes)
+            return faid_fail(d, FAID_ESIZE, "raw frame of %zu bytes, expected %zu", f->len,
+                             raw_bytes);
+        memcpy(dst, f->data, raw_bytes);
+        return FAID_OK;
+    }
+    return faid_decode(f->encoding, f->data, f->len, esz, dst, raw_bytes, d);
+}
+
+static int process_ref(faid_engine *e, const faid_frame *f, faid_result *res, faid_diag *d)
+{
+    eng_res *r = e->res;
+    const faid_setup *s = r->setup;
+    size_t raw_bytes = r->npix * faid_dtype_size(f->dtype);
+    double t0 = now_us();
+    int rc = decode_cpu(f, r->ref_raw, raw_bytes, d);
+    if (rc)
+        return rc;
+    double t1 = now_us();
+    rc = faid_ref_preprocess(&s->corr, f->dtype, r->ref_raw, r->ref_pre, d);
+    if (rc)
+        return rc;
+    double t2 = now_us();
+    rc = faid_ref_integrate(s->csr, &s->corr, r->ref_pre, res->p1d, d);
+    if (!rc && s->csr2d)
+        rc = faid_ref_integrate(s->csr2d, &s->corr, r->ref_pre, res->p2d, d);
+    if (rc)
+        return rc;
+    double t3 = now_us();
+    memset(&res->t, 0, sizeof res->t);
+    res->t.decode_us = t1 - t0;
+    res->t.preprocess_us = t2 - t1;
+    res->t.integrate_us = t3 - t2;
+    res->t.total_us = t3 - t0;
+    return FAID_OK;
+}
+
+static double ev_us(cl_event ev)
+{
+    if (!ev)
+        return 0.0;
+    cl_ulong a = 0, b = 0;
+    if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL) != CL_SUCCESS ||
+        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL) != CL_SUCCESS)
+        return 0.0;
+    return b > a ? (double)(b - a) * 1e-3 : 0.0;
+}
+
+enum { EV_H2D, EV_DEC, EV_PRE, EV_INT1, EV_INT2, EV_D2H, EV_ERR, EV_N };
+
+static int set_int_args(faid_engine *e, cl_kernel k, int fused, const eng_res *r,
+                        const eng_slot *sl, const eng_matrix *m, cl_int out_off, faid_diag *d)
+{
+    const faid_corrections *c = &r->setup->corr;
+    cl_uint a = 0;
+    cl_int nb = m->nbins, hc = m->has_coef;
+    cl_float empty = c->empty;
+    if (fused) {
+        cl_int do_dark = r->do_dark, do_dummy = c->do_dummy;
+        cl_float dummy = c->dummy, ddummy = c->delta_dummy;
+        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
+        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
+        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
+        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
+        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
+        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof dummy, &dummy));
+        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
+    } else {
+        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
+    }
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indptr));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indices));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->coef));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof hc, &hc));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof nb, &nb));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof empty, &empty));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_out));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof out_off, &out_off));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, m->wg * ACC_BYTES, NULL));
+    (void)e;
+    return FAID_OK;
+}
+
+static void copy_profile(faid_profile *p, const float *src)
+{
+    size_t n = (size_t)p->nbins;
+    float *dst[NOUT] = {p->I, p->sigma, p->std, p->count,
+                        p->sum_signal, p->sum_norm, p->sum_variance, p->sum_norm_sq};
+    for (int k = 0; k < NOUT; k++)
+        memcpy(dst[k], src + (size_t)k * n, n * sizeof(float));
+}
+
+static int process_cl(faid_engine *e, const faid_frame *f, faid_result *res, faid_diag *d)
+{
+    eng_res *r = e->res;
+    eng_slot *sl = &r->slot[0];
+    cl_command_queue q = e->ctx->queue;
+    const faid_corrections *c = &r->setup->corr;
+    size_t raw_bytes = r->npix * faid_dtype_size(f->dtype);
+    cl_event ev[EV_N] = {0};
+    int rc;
+    double t0 = now_us();
+    eng_prog *p;
+    if ((rc = get_prog(e, f->dtype, c->error_model, &p, d)))
+        return rc;
+
+    /* host side: into pinned staging (compressed frames would be uploaded compressed once the GPU
+     * decoder is wired; until then they are decoded here) */
+    uint8_t *stage = sl->staging_ptr + sl->table_bytes;
+    double cpu_dec0 = now_us();
+    if ((rc = decode_cpu(f, stage, raw_bytes, d)))
+        return rc;
+    double cpu_dec = now_us() - cpu_dec0;
+    double stage_us = cpu_dec;
+
+    rc = FAID_ECL;
+    FAID_CL_TRY_GOTO(d, rc, out, clEnqueueWriteBuffer(q, sl->d_raw, CL_FALSE, 0, raw_bytes, stage,
+                                                      0, NULL, &ev[EV_H2D]));
+    int nm = r->m[1].present ? 2 : 1;
+    if (!e->fused) {
+        cl_int npix = (cl_int)r->npix, do_dark = r->do_dark, do_dummy = c->do_dummy;
+        cl_float dummy = c->dummy, ddummy = c->delta_dummy;
+        cl_kernel k = p->pre;
+        cl_uint a = 0;
+        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
+        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
+        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
+        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof npix, &npix));
+        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
+        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
+        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof dummy, &dummy));
+        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
+        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
+        size_t lws = e->ctx->info.is_gpu ? 256 : 64;
+        if (lws > e->ctx->info.max_wg)
+            lws = e->ctx->info.max_wg;
+        size_t gws = (r->npix + lws - 1) / lws * lws;
+        FAID_CL_TRY_GOTO(d, rc, out, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
+                                                            &ev[EV_PRE]));
+    }
+    cl_int off = 0;
+    for (int m = 0; m < nm; m++) {
+        const eng_matrix *mx = &r->m[m];
+        cl_kernel k = e->fused ? p->int_raw : p->int_pre;
+        if ((rc = set_int_args(e, k, e->fused, r, sl, mx, off, d)))
+            goto out;
+        rc = FAID_ECL;
+        size_t lws = mx->wg, gws = (size_t)mx->nbins * mx->wg;
+        FAID_CL_TRY_GOTO(d, rc, out, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
+                                                            &ev[EV_INT1 + m]));
+        off += NOUT * mx->nbins;
+    }
+    FAID_CL_TRY_GOTO(d, rc, out, clEnqueueReadBuffer(q, sl->d_out, CL_FALSE, 0,
+                                                     r->nout * sizeof(float), sl->h_out_ptr, 0,
+                                                     NULL, &ev[EV_D2H]));
+    FAID_CL_TRY_GOTO(d, rc, out, clFinish(q));
+    rc = FAID_OK;
+
+    copy_profile(res->p1d, sl->h_out_ptr);
+    if (nm == 2)
+        copy_profile(res->p2d, sl->h_out_ptr + NOUT * r->m[0].nbins);
+    memset(&res->t, 0, sizeof res->t);
+    res->t.decode_us = cpu_dec + ev_us(ev[EV_DEC]);
+    res->t.preprocess_us = ev_us(ev[EV_PRE]);
+    res->t.integrate_us = ev_us(ev[EV_INT1]) + ev_us(ev[EV_INT2]);
+    res->t.h2d_us = ev_us(ev[EV_H2D]);
+    res->t.d2h_us = ev_us(ev[EV_D2H]);
+    res->t.transfer_us = res->t.h2d_us + res->t.d2h_us;
+    res->t.stage_us = stage_us;
+    res->t.total_us = now_us() - t0;
+out:
+    if (rc)
+        clFinish(q);
+    for (int i = 0; i < EV_N; i++)
+        if (ev[i])
+            clReleaseEvent(ev[i]);
+    return rc;
+}
+
+int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *res, faid_diag *d)
+{
+    if (!e || !e->res)
+        return faid_fail(d, FAID_EINVAL, "engine: no setup");
+    int rc = check_frame(e->res, f, res, d);
+    if (rc)
+        return rc;
+    return e->is_ref ? process_ref(e, f, res, d) : process_cl(e, f, res, d);
+}

@@ -1,0 +1,141 @@
+/* process/preprocess.cl: per-pixel corrections of a raw detector frame (algorithms.md §4, pyFAI's
+ * corrections4a semantics), and the double-float ("dw") arithmetic shared with integrate.cl.
+ *
+ * Build-time constants:
+ *   RAW_CODE   element type of the raw frame as pyFAI codes it: unsigned +itemsize (1, 2, 4),
+ *              signed -itemsize (-1, -2, -4), float32 32
+ *   EM         error model: 0 none, 1 poisson, 2 azimuthal (faid_error_model values)
+ *
+ * Static per-pixel inputs are folded on the host once per setup (faid_engine.c), in the same
+ * float32 operation order as the reference:
+ *   normp[i] = normalization_factor * flat * solid_angle * polarization, or 0 for a pixel that
+ *              can never contribute (masked, dummy flat, NaN or zero norm)
+ *   dark[i]  = dark current (only read when do_dark)
+ * so the per-frame work is: raw -> (signal, variance, norm, count) with all-zero for invalid
+ * pixels (masked, dummy raw value, NaN signal/variance, zero norm). Poisson variance is max(raw, 1)
+ * of the raw value before dark subtraction, as pyFAI does.
+ *
+ * Never build with fast-math options: the dw helpers need IEEE float32 without re-association,
+ * and contraction is switched off so that every device rounds the same expressions the same way. */
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef RAW_CODE
+#define RAW_CODE 4
+#endif
+#ifndef EM
+#define EM 1
+#endif
+
+#if RAW_CODE == 1
+typedef uchar raw_t;
+#elif RAW_CODE == 2
+typedef ushort raw_t;
+#elif RAW_CODE == 4
+typedef uint raw_t;
+#elif RAW_CODE == -1
+typedef char raw_t;
+#elif RAW_CODE == -2
+typedef short raw_t;
+#elif RAW_CODE == -4
+typedef int raw_t;
+#elif RAW_CODE == 32
+typedef float raw_t;
+#else
+#error "unsupported RAW_CODE"
+#endif
+
+/* ---- double-float arithmetic (value = hi + lo, |lo| <= ulp(hi)/2) ---- */
+
+inline float2 dw_two_sum(float a, float b)
+{
+    float s = a + b;
+    float ap = s - b;
+    float bp = s - ap;
+    return (float2)(s, (a - ap) + (b - bp));
+}
+
+/* Requires |a| >= |b| (or a == 0). */
+inline float2 dw_fast_two_sum(float a, float b)
+{
+    float s = a + b;
+    return (float2)(s, b - (s - a));
+}
+
+inline float2 dw_two_prod(float a, float b)
+{
+    float p = a * b;
+    return (float2)(p, fma(a, b, -p));
+}
+
+inline float2 dw_add_fp(float2 x, float y)
+{
+    float2 s = dw_two_sum(x.s0, y);
+    return dw_fast_two_sum(s.s0, x.s1 + s.s1);
+}
+
+inline float2 dw_add(float2 x, float2 y)
+{
+    float2 s = dw_two_sum(x.s0, y.s0);
+    float2 t = dw_two_sum(x.s1, y.s1);
+    float2 v = dw_fast_two_sum(s.s0, s.s1 + t.s0);
+    return dw_fast_two_sum(v.s0, t.s1 + v.s1);
+}
+
+inline float2 dw_mul_fp(float2 x, float y)
+{
+    float2 p = dw_two_prod(x.s0, y);
+    return dw_fast_two_sum(p.s0, fma(x.s1, y, p.s1));
+}
+
+inline float2 dw_mul(float2 x, float2 y)
+{
+    float2 p = dw_two_prod(x.s0, y.s0);
+    float l = fma(x.s1, y.s0, x.s0 * y.s1);
+    return dw_fast_two_sum(p.s0, p.s1 + l);
+}
+
+/* x / y rounded to float: one Newton-style correction of the float quotient. */
+inline float dw_div_to_fp(float2 x, float2 y)
+{
+    float q = x.s0 / y.s0;
+    float2 p = dw_mul_fp(y, q);
+    float2 r = dw_add(x, (float2)(-p.s0, -p.s1));
+    return q + (r.s0 + r.s1) / y.s0;
+}
+
+/* ---- one pixel ---- */
+
+inline float4 faid_pixel(__global const raw_t *raw, __global const float *dark,
+                         __global const float *normp, uint i, int do_dark, int do_dummy,
+                         float dummy, float delta_dummy)
+{
+    float n = normp[i];
+    if (n == 0.0f)
+        return (float4)(0.0f);
+    float v = (float)raw[i];
+    if (do_dummy) {
+        int is_dummy = delta_dummy != 0.0f ? fabs(v - dummy) <= delta_dummy : v == dummy;
+        if (is_dummy)
+            return (float4)(0.0f);
+    }
+    float s = do_dark ? v - dark[i] : v;
+#if EM == 0
+    float var = 0.0f;
+#else
+    float var = fmax(v, 1.0f);
+#endif
+    if (isnan(s) || isnan(var) || isnan(n))
+        return (float4)(0.0f);
+    return (float4)(s, var, n, 1.0f);
+}
+
+/* One work-item per pixel; any work-group size. out[i] = (signal, variance, norm, count). */
+__kernel void faid_preprocess(__global const raw_t *raw, __global const float *dark,
+                              __global const float *normp, int npix, int do_dark, int do_dummy,
+                              float dummy, float delta_dummy, __global float4 *out)
+{
+    int i = get_global_id(0);
+    if (i >= npix)
+        return;
+    out[i] = faid_pixel(raw, dark, normp, (uint)i, do_dark, do_dummy, dummy, delta_dummy);
+}
