@@ -1,0 +1,1204 @@
+/* faid_proto: msgpack writer/reader and the native input, output and control encodings (see
+ * faid_proto.h and PROTOCOL.md). Everything here works on caller-provided buffers and never
+ * allocates, so the daemon can use it per frame; every read is checked against the end of the
+ * buffer because the bytes come from the network. */
+#include "faid_proto.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------- */
+/* Writer                                                                                        */
+
+void faid_mpw_init(faid_mpw *w, void *buf, size_t cap)
+{
+    w->buf = buf;
+    w->cap = cap;
+    w->len = 0;
+    w->overflow = 0;
+}
+
+int faid_mpw_finish(const faid_mpw *w, faid_diag *d)
+{
+    if (w->overflow)
+        return faid_fail(d, FAID_ESIZE, "msgpack message does not fit in %zu bytes", w->cap);
+    return 0;
+}
+
+static void put(faid_mpw *w, const void *p, size_t n)
+{
+    if (w->overflow)
+        return;
+    if (n > w->cap - w->len) {
+        w->overflow = 1;
+        return;
+    }
+    if (n)
+        memcpy(w->buf + w->len, p, n);
+    w->len += n;
+}
+
+static void put_u8(faid_mpw *w, uint8_t v) { put(w, &v, 1); }
+
+static void put_be(faid_mpw *w, uint8_t tag, uint64_t v, int nbytes)
+{
+    uint8_t b[9];
+    b[0] = tag;
+    for (int k = 0; k < nbytes; k++)
+        b[1 + k] = (uint8_t)(v >> (8 * (nbytes - 1 - k)));
+    put(w, b, (size_t)nbytes + 1);
+}
+
+void faid_mpw_nil(faid_mpw *w) { put_u8(w, 0xc0); }
+
+void faid_mpw_bool(faid_mpw *w, int v) { put_u8(w, v ? 0xc3 : 0xc2); }
+
+void faid_mpw_uint(faid_mpw *w, uint64_t v)
+{
+    if (v < 128)
+        put_u8(w, (uint8_t)v);
+    else if (v <= 0xff)
+        put_be(w, 0xcc, v, 1);
+    else if (v <= 0xffff)
+        put_be(w, 0xcd, v, 2);
+    else if (v <= 0xffffffffu)
+        put_be(w, 0xce, v, 4);
+    else
+        put_be(w, 0xcf, v, 8);
+}
+
+void faid_mpw_int(faid_mpw *w, int64_t v)
+{
+    if (v >= 0) {
+        faid_mpw_uint(w, (uint64_t)v);
+        return;
+    }
+    if (v >= -32)
+        put_u8(w, (uint8_t)(int8_t)v);
+    else if (v >= INT8_MIN)
+        put_be(w, 0xd0, (uint64_t)v & 0xff, 1);
+    else if (v >= INT16_MIN)
+        put_be(w, 0xd1, (uint64_t)v & 0xffff, 2);
+    else if (v >= INT32_MIN)
+        put_be(w, 0xd2, (uint64_t)v & 0xffffffffu, 4);
+    else
+        put_be(w, 0xd3, (uint64_t)v, 8);
+}
+
+void faid_mpw_f32(faid_mpw *w, float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    put_be(w, 0xca, u, 4);
+}
+
+void faid_mpw_f64(faid_mpw *w, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    put_be(w, 0xcb, u, 8);
+}
+
+void faid_mpw_strn(faid_mpw *w, const char *s, size_t n)
+{
+    if (n < 32)
+        put_u8(w, (uint8_t)(0xa0 | n));
+    else if (n <= 0xff)
+        put_be(w, 0xd9, n, 1);
+    else if (n <= 0xffff)
+        put_be(w, 0xda, n, 2);
+    else if ((uint64_t)n <= 0xffffffffu)
+        put_be(w, 0xdb, n, 4);
+    else {
+        w->overflow = 1;
+        return;
+    }
+    put(w, s, n);
+}
+
+void faid_mpw_str(faid_mpw *w, const char *s) { faid_mpw_strn(w, s ? s : "", s ? strlen(s) : 0); }
+
+void faid_mpw_bin(faid_mpw *w, const void *p, size_t n)
+{
+    if (n <= 0xff)
+        put_be(w, 0xc4, n, 1);
+    else if (n <= 0xffff)
+        put_be(w, 0xc5, n, 2);
+    else if ((uint64_t)n <= 0xffffffffu)
+        put_be(w, 0xc6, n, 4);
+    else {
+        w->overflow = 1;
+        return;
+    }
+    put(w, p, n);
+}
+
+void faid_mpw_array(faid_mpw *w, uint32_t n)
+{
+    if (n < 16)
+        put_u8(w, (uint8_t)(0x90 | n));
+    else if (n <= 0xffff)
+        put_be(w, 0xdc, n, 2);
+    else
+        put_be(w, 0xdd, n, 4);
+}
+
+void faid_mpw_map(faid_mpw *w, uint32_t n)
+{
+    if (n < 16)
+        put_u8(w, (uint8_t)(0x80 | n));
+    else if (n <= 0xffff)
+        put_be(w, 0xde, n, 2);
+    else
+        put_be(w, 0xdf, n, 4);
+}
+
+void faid_mpw_raw(faid_mpw *w, const void *p, size_t n) { put(w, p, n); }
+
+void faid_mpw_ndarray(faid_mpw *w, const char *dtype, const uint64_t *shape, int ndim,
+                      const void *data, size_t nbytes)
+{
+    faid_mpw_map(w, 3);
+    faid_mpw_str(w, FAID_K_ARR_DTYPE);
+    faid_mpw_str(w, dtype);
+    faid_mpw_str(w, FAID_K_ARR_SHAPE);
+    faid_mpw_array(w, (uint32_t)ndim);
+    for (int k = 0; k < ndim; k++)
+        faid_mpw_uint(w, shape[k]);
+    faid_mpw_str(w, FAID_K_ARR_DATA);
+    faid_mpw_bin(w, data, nbytes);
+}
+
+const char *faid_proto_dtype_descr(faid_dtype t)
+{
+    switch (t) {
+    case FAID_DT_U8: return "|u1";
+    case FAID_DT_U16: return "<u2";
+    case FAID_DT_U32: return "<u4";
+    case FAID_DT_U64: return "<u8";
+    case FAID_DT_I8: return "|i1";
+    case FAID_DT_I16: return "<i2";
+    case FAID_DT_I32: return "<i4";
+    case FAID_DT_I64: return "<i8";
+    case FAID_DT_F32: return "<f4";
+    case FAID_DT_F64: return "<f8";
+    case FAID_DT_BOOL: return "|b1";
+    default: return NULL;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Reader                                                                                        */
+
+void faid_mpr_init(faid_mpr *r, const void *buf, size_t len)
+{
+    r->p = buf;
+    r->end = r->p + (buf ? len : 0);
+}
+
+static int take(faid_mpr *r, size_t n, const uint8_t **out, faid_diag *d)
+{
+    if ((size_t)(r->end - r->p) < n)
+        return faid_fail(d, FAID_ETRUNC, "msgpack: truncated (need %zu bytes, %zu left)", n,
+                         (size_t)(r->end - r->p));
+    *out = r->p;
+    r->p += n;
+    return 0;
+}
+
+static int take_be(faid_mpr *r, int n, uint64_t *v, faid_diag *d)
+{
+    const uint8_t *b = NULL;
+    int rc = take(r, (size_t)n, &b, d);
+    if (rc)
+        return rc;
+    uint64_t x = 0;
+    for (int k = 0; k < n; k++)
+        x = (x << 8) | b[k];
+    *v = x;
+    return 0;
+}
+
+static int take_bytes(faid_mpr *r, faid_mp_obj *o, faid_mp_type t, int lenbytes, faid_diag *d)
+{
+    uint64_t n = 0;
+    int rc = take_be(r, lenbytes, &n, d);
+    if (rc)
+        return rc;
+    o->type = t;
+    o->len = (uint32_t)n;
+    return take(r, (size_t)n, &o->ptr, d);
+}
+
+static int take_ext(faid_mpr *r, faid_mp_obj *o, size_t n, faid_diag *d)
+{
+    const uint8_t *t = NULL;
+    int rc = take(r, 1, &t, d);
+    if (rc)
+        return rc;
+    o->type = FAID_MP_EXT;
+    o->ext_type = (int8_t)t[0];
+    o->len = (uint32_t)n;
+    return take(r, n, &o->ptr, d);
+}
+
+int faid_mpr_next(faid_mpr *r, faid_mp_obj *o, faid_diag *d)
+{
+    memset(o, 0, sizeof(*o));
+    const uint8_t *b = NULL;
+    int rc = take(r, 1, &b, d);
+    if (rc)
+        return rc;
+    uint8_t c = b[0];
+    uint64_t v = 0;
+    if (c <= 0x7f) {
+        o->type = FAID_MP_UINT;
+        o->u = c;
+        return 0;
+    }
+    if (c >= 0xe0) {
+        o->type = FAID_MP_INT;
+        o->i = (int8_t)c;
+        return 0;
+    }
+    if ((c & 0xf0) == 0x80) {
+        o->type = FAID_MP_MAP;
+        o->len = c & 0x0f;
+        return 0;
+    }
+    if ((c & 0xf0) == 0x90) {
+        o->type = FAID_MP_ARRAY;
+        o->len = c & 0x0f;
+        return 0;
+    }
+    if ((c & 0xe0) == 0xa0) {
+        o->type = FAID_MP_STR;
+        o->len = c & 0x1f;
+        return take(r, o->len, &o->ptr, d);
+    }
+    switch (c) {
+    case 0xc0: o->type = FAID_MP_NIL; return 0;
+    case 0xc2: o->type = FAID_MP_BOOL; o->b = 0; return 0;
+    case 0xc3: o->type = FAID_MP_BOOL; o->b = 1; return 0;
+    case 0xc4: return take_bytes(r, o, FAID_MP_BIN, 1, d);
+    case 0xc5: return take_bytes(r, o, FAID_MP_BIN, 2, d);
+    case 0xc6: return take_bytes(r, o, FAID_MP_BIN, 4, d);
+    case 0xc7:
+    case 0xc8:
+    case 0xc9:
+        if ((rc = take_be(r, c == 0xc7 ? 1 : c == 0xc8 ? 2 : 4, &v, d)))
+            return rc;
+        return take_ext(r, o, (size_t)v, d);
+    case 0xca: {
+        if ((rc = take_be(r, 4, &v, d)))
+            return rc;
+        uint32_t u = (uint32_t)v;
+        float f;
+        memcpy(&f, &u, 4);
+        o->type = FAID_MP_FLOAT;
+        o->f = f;
+        return 0;
+    }
+    case 0xcb:
+        if ((rc = take_be(r, 8, &v, d)))
+            return rc;
+        o->type = FAID_MP_FLOAT;
+        memcpy(&o->f, &v, 8);
+        return 0;
+    case 0xcc:
+    case 0xcd:
+    case 0xce:
+    case 0xcf:
+        if ((rc = take_be(r, 1 << (c - 0xcc), &v, d)))
+            return rc;
+        o->type = FAID_MP_UINT;
+        o->u = v;
+        return 0;
+    case 0xd0:
+    case 0xd1:
+    case 0xd2:
+    case 0xd3: {
+        int n = 1 << (c - 0xd0);
+        if ((rc = take_be(r, n, &v, d)))
+            return rc;
+        int64_t s;
+        if (n == 1)
+            s = (int8_t)v;
+        else if (n == 2)
+            s = (int16_t)v;
+        else if (n == 4)
+            s = (int32_t)v;
+        else
+            s = (int64_t)v;
+        if (s >= 0) {
+            o->type = FAID_MP_UINT;
+            o->u = (uint64_t)s;
+        } else {
+            o->type = FAID_MP_INT;
+            o->i = s;
+        }
+        return 0;
+    }
+    case 0xd4: return take_ext(r, o, 1, d);
+    case 0xd5: return take_ext(r, o, 2, d);
+    case 0xd6: return take_ext(r, o, 4, d);
+    case 0xd7: return take_ext(r, o, 8, d);
+    case 0xd8: return take_ext(r, o, 16, d);
+    case 0xd9: return take_bytes(r, o, FAID_MP_STR, 1, d);
+    case 0xda: return take_bytes(r, o, FAID_MP_STR, 2, d);
+    case 0xdb: return take_bytes(r, o, FAID_MP_STR, 4, d);
+    case 0xdc:
+    case 0xdd:
+        if ((rc = take_be(r, c == 0xdc ? 2 : 4, &v, d)))
+            return rc;
+        o->type = FAID_MP_ARRAY;
+        o->len = (uint32_t)v;
+        return 0;
+    case 0xde:
+    case 0xdf:
+        if ((rc = take_be(r, c == 0xde ? 2 : 4, &v, d)))
+            return rc;
+        o->type = FAID_MP_MAP;
+        o->len = (uint32_t)v;
+        return 0;
+    default:
+        return faid_fail(d, FAID_EFORMAT, "msgpack: invalid type byte 0x%02x", c);
+    }
+}
+
+/* Iterative skip: a count of items still to read replaces recursion, so depth only matters as a
+ * sanity limit on what senders may nest. Each container adds its children to the count; the
+ * count cannot exceed the bytes left (every item takes at least one byte), which bounds the loop
+ * against headers that claim billions of items. */
+int faid_mpr_skip(faid_mpr *r, faid_diag *d)
+{
+    uint64_t pending = 1;
+    while (pending > 0) {
+        faid_mp_obj o;
+        int rc = faid_mpr_next(r, &o, d);
+        if (rc)
+            return rc;
+        pending--;
+        uint64_t add = 0;
+        if (o.type == FAID_MP_ARRAY)
+            add = o.len;
+        else if (o.type == FAID_MP_MAP)
+            add = 2ull * o.len;
+        pending += add;
+        if (pending > (uint64_t)(r->end - r->p))
+            return faid_fail(d, FAID_ETRUNC, "msgpack: container claims %llu items, %zu bytes left",
+                             (unsigned long long)pending, (size_t)(r->end - r->p));
+    }
+    return 0;
+}
+
+int faid_mp_str_eq(const faid_mp_obj *o, const char *s)
+{
+    size_t n = strlen(s);
+    return o->type == FAID_MP_STR && o->len == n && (n == 0 || memcmp(o->ptr, s, n) == 0);
+}
+
+int faid_mp_to_u64(const faid_mp_obj *o, uint64_t *out)
+{
+    if (o->type == FAID_MP_UINT) {
+        *out = o->u;
+        return 0;
+    }
+    if (o->type == FAID_MP_FLOAT && o->f >= 0 && o->f < 18446744073709551616.0 &&
+        o->f == floor(o->f)) {
+        *out = (uint64_t)o->f;
+        return 0;
+    }
+    return FAID_EFORMAT;
+}
+
+int faid_mp_to_i64(const faid_mp_obj *o, int64_t *out)
+{
+    if (o->type == FAID_MP_INT) {
+        *out = o->i;
+        return 0;
+    }
+    if (o->type == FAID_MP_UINT && o->u <= (uint64_t)INT64_MAX) {
+        *out = (int64_t)o->u;
+        return 0;
+    }
+    if (o->type == FAID_MP_FLOAT && o->f >= -9223372036854775808.0 &&
+        o->f < 9223372036854775808.0 && o->f == floor(o->f)) {
+        *out = (int64_t)o->f;
+        return 0;
+    }
+    return FAID_EFORMAT;
+}
+
+int faid_mp_to_f64(const faid_mp_obj *o, double *out)
+{
+    switch (o->type) {
+    case FAID_MP_FLOAT: *out = o->f; return 0;
+    case FAID_MP_UINT: *out = (double)o->u; return 0;
+    case FAID_MP_INT: *out = (double)o->i; return 0;
+    default: return FAID_EFORMAT;
+    }
+}
+
+int faid_mp_to_cstr(const faid_mp_obj *o, char *out, size_t cap)
+{
+    if (cap == 0)
+        return FAID_ESIZE;
+    out[0] = '\0';
+    if (o->type != FAID_MP_STR)
+        return FAID_EFORMAT;
+    if (o->len >= cap)
+        return FAID_ESIZE;
+    memcpy(out, o->ptr, o->len);
+    out[o->len] = '\0';
+    return 0;
+}
+
+/* Prints a str/bin value for a diagnostic, escaping what is not printable. */
+static void printable(const faid_mp_obj *o, char *out, size_t cap)
+{
+    size_t j = 0;
+    for (uint32_t k = 0; k < o->len && j + 5 < cap; k++) {
+        uint8_t c = o->ptr[k];
+        if (c >= 32 && c < 127 && c != '"' && c != '\\')
+            out[j++] = (char)c;
+        else
+            j += (size_t)snprintf(out + j, cap - j, "\\x%02x", c);
+    }
+    out[j < cap ? j : cap - 1] = '\0';
+}
+
+int faid_proto_map_find(const void *buf, size_t len, const char *key, faid_mp_obj *val,
+                        faid_mpr *at, faid_diag *d)
+{
+    faid_mpr r;
+    faid_mp_obj o;
+    faid_mpr_init(&r, buf, len);
+    int rc = faid_mpr_next(&r, &o, d);
+    if (rc)
+        return rc;
+    if (o.type != FAID_MP_MAP)
+        return faid_fail(d, FAID_EFORMAT, "message is not a msgpack map");
+    for (uint32_t k = 0; k < o.len; k++) {
+        faid_mp_obj kk;
+        if ((rc = faid_mpr_next(&r, &kk, d)))
+            return rc;
+        if (faid_mp_str_eq(&kk, key)) {
+            if ((rc = faid_mpr_next(&r, val, d)))
+                return rc;
+            if (at)
+                *at = r;
+            return 0;
+        }
+        if (kk.type == FAID_MP_ARRAY || kk.type == FAID_MP_MAP)
+            return faid_fail(d, FAID_EFORMAT, "map key is a container");
+        if ((rc = faid_mpr_skip(&r, d)))
+            return rc;
+    }
+    return faid_fail(d, FAID_ERANGE, "key \"%s\" not found", key);
+}
+
+/* Reads a map key, which must be a string. */
+static int read_key(faid_mpr *r, faid_mp_obj *k, faid_diag *d)
+{
+    int rc = faid_mpr_next(r, k, d);
+    if (rc)
+        return rc;
+    if (k->type != FAID_MP_STR)
+        return faid_fail(d, FAID_EFORMAT, "map key is not a string (msgpack type %d)", k->type);
+    return 0;
+}
+
+int faid_proto_read_array(faid_mpr *r, faid_array_view *a, faid_diag *d)
+{
+    memset(a, 0, sizeof(*a));
+    faid_mp_obj o;
+    int rc = faid_mpr_next(r, &o, d);
+    if (rc)
+        return rc;
+    if (o.type != FAID_MP_MAP)
+        return faid_fail(d, FAID_EFORMAT, "array: expected a {dtype, shape, data} map");
+    int have_dtype = 0, have_shape = 0, have_data = 0;
+    for (uint32_t k = 0; k < o.len; k++) {
+        faid_mp_obj key, v;
+        if ((rc = read_key(r, &key, d)))
+            return rc;
+        if (faid_mp_str_eq(&key, FAID_K_ARR_DTYPE)) {
+            if ((rc = faid_mpr_next(r, &v, d)))
+                return rc;
+            if (faid_mp_to_cstr(&v, a->descr, sizeof(a->descr)))
+                return faid_fail(d, FAID_EFORMAT, "array: dtype is not a short string");
+            a->dtype = faid_dtype_parse(a->descr);
+            if (a->dtype == FAID_DT_INVALID)
+                return faid_fail(d, FAID_EDTYPE, "array: unknown dtype \"%s\"", a->descr);
+            if (a->descr[0] == '>' && faid_dtype_size(a->dtype) > 1)
+                return faid_fail(d, FAID_EDTYPE, "array: big-endian dtype \"%s\"", a->descr);
+            have_dtype = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_ARR_SHAPE)) {
+            if ((rc = faid_mpr_next(r, &v, d)))
+                return rc;
+            if (v.type != FAID_MP_ARRAY || v.len > FAID_PROTO_MAX_DIMS)
+                return faid_fail(d, FAID_EFORMAT, "array: shape must be a list of at most %d ints",
+                                 FAID_PROTO_MAX_DIMS);
+            a->ndim = (int)v.len;
+            a->nelem = 1;
+            for (uint32_t j = 0; j < v.len; j++) {
+                faid_mp_obj e;
+                if ((rc = faid_mpr_next(r, &e, d)))
+                    return rc;
+                if (e.type != FAID_MP_UINT || e.u > (1ull << 40))
+                    return faid_fail(d, FAID_EFORMAT, "array: bad shape entry %u", j);
+                a->shape[j] = e.u;
+                a->nelem *= e.u;
+                if (a->nelem > (1ull << 40))
+                    return faid_fail(d, FAID_EFORMAT, "array: shape too large");
+            }
+            have_shape = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_ARR_DATA)) {
+            if ((rc = faid_mpr_next(r, &v, d)))
+                return rc;
+            if (v.type != FAID_MP_BIN)
+                return faid_fail(d, FAID_EFORMAT, "array: data is not bin");
+            a->data = v.ptr;
+            a->nbytes = v.len;
+            have_data = 1;
+        } else if ((rc = faid_mpr_skip(r, d))) {
+            return rc;
+        }
+    }
+    if (!have_dtype || !have_shape || !have_data)
+        return faid_fail(d, FAID_EFORMAT, "array: missing %s",
+                         !have_dtype ? "dtype" : !have_shape ? "shape" : "data");
+    if (a->nelem * faid_dtype_size(a->dtype) != a->nbytes)
+        return faid_fail(d, FAID_ESIZE, "array: %zu data bytes for %llu elements of %s",
+                         a->nbytes, (unsigned long long)a->nelem, a->descr);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* JSON rendering                                                                                */
+
+typedef struct json_out {
+    char *buf;
+    size_t cap, len;
+    int cut;
+} json_out;
+
+static void jprintf(json_out *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jprintf(json_out *j, const char *fmt, ...)
+{
+    if (j->cut)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(j->buf + j->len, j->cap - j->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= j->cap - j->len) {
+        j->cut = 1;
+        j->buf[j->cap - 1] = '\0';
+        return;
+    }
+    j->len += (size_t)n;
+}
+
+static void jstring(json_out *j, const uint8_t *p, uint32_t n)
+{
+    jprintf(j, "\"");
+    for (uint32_t k = 0; k < n && !j->cut; k++) {
+        uint8_t c = p[k];
+        if (c == '"' || c == '\\')
+            jprintf(j, "\\%c", c);
+        else if (c < 32)
+            jprintf(j, "\\u%04x", c);
+        else
+            jprintf(j, "%c", c);
+    }
+    jprintf(j, "\"");
+}
+
+static int json_value(faid_mpr *r, json_out *j, int depth, int max_items, faid_diag *d)
+{
+    faid_mp_obj o;
+    if (depth > FAID_MP_MAX_DEPTH)
+        return faid_fail(d, FAID_EFORMAT, "msgpack: nested deeper than %d", FAID_MP_MAX_DEPTH);
+    int rc = faid_mpr_next(r, &o, d);
+    if (rc)
+        return rc;
+    switch (o.type) {
+    case FAID_MP_NIL: jprintf(j, "null"); break;
+    case FAID_MP_BOOL: jprintf(j, o.b ? "true" : "false"); break;
+    case FAID_MP_UINT: jprintf(j, "%llu", (unsigned long long)o.u); break;
+    case FAID_MP_INT: jprintf(j, "%lld", (long long)o.i); break;
+    case FAID_MP_FLOAT:
+        if (isfinite(o.f))
+            jprintf(j, "%.17g", o.f);
+        else
+            jprintf(j, "\"%s\"", isnan(o.f) ? "NaN" : o.f > 0 ? "Infinity" : "-Infinity");
+        break;
+    case FAID_MP_STR: jstring(j, o.ptr, o.len); break;
+    case FAID_MP_BIN: jprintf(j, "{\"bin\": %u}", o.len); break;
+    case FAID_MP_EXT: jprintf(j, "{\"ext\": %d, \"bytes\": %u}", o.ext_type, o.len); break;
+    case FAID_MP_ARRAY:
+    case FAID_MP_MAP: {
+        int is_map = o.type == FAID_MP_MAP;
+        jprintf(j, is_map ? "{" : "[");
+        for (uint32_t k = 0; k < o.len; k++) {
+            int show = max_items <= 0 || is_map || k < (uint32_t)max_items;
+            if (!show) {
+                for (uint32_t rest = k; rest < o.len; rest++)
+                    if ((rc = faid_mpr_skip(r, d)))
+                        return rc;
+                jprintf(j, ", \"... %u more\"", o.len - k);
+                break;
+            }
+            if (k)
+                jprintf(j, ", ");
+            if (is_map) {
+                if ((rc = json_value(r, j, depth + 1, max_items, d)))
+                    return rc;
+                jprintf(j, ": ");
+            }
+            if ((rc = json_value(r, j, depth + 1, max_items, d)))
+                return rc;
+        }
+        jprintf(j, is_map ? "}" : "]");
+        break;
+    }
+    }
+    return 0;
+}
+
+int faid_mp_to_json(const void *buf, size_t len, char *out, size_t cap, int max_items,
+                    faid_diag *d)
+{
+    if (cap == 0)
+        return faid_fail(d, FAID_ESIZE, "json: no room");
+    out[0] = '\0';
+    json_out j = {out, cap, 0, 0};
+    faid_mpr r;
+    faid_mpr_init(&r, buf, len);
+    int rc = json_value(&r, &j, 0, max_items, d);
+    if (rc)
+        return rc;
+    if (j.cut)
+        return faid_fail(d, FAID_ESIZE, "json: output cut at %zu bytes", cap);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Native input                                                                                  */
+
+const char *faid_in_type_name(faid_in_type t)
+{
+    switch (t) {
+    case FAID_IN_START: return "start";
+    case FAID_IN_IMAGE: return "image";
+    case FAID_IN_END: return "end";
+    default: return "invalid";
+    }
+}
+
+int faid_proto_is_native(const void *buf, size_t len)
+{
+    if (!buf || len == 0)
+        return 0;
+    uint8_t c = ((const uint8_t *)buf)[0];
+    return (c & 0xf0) == 0x80 || c == 0xde || c == 0xdf;
+}
+
+static int read_rational(faid_mpr *r, const char *key, uint64_t out[2], faid_diag *d)
+{
+    faid_mp_obj o, a, b;
+    int rc = faid_mpr_next(r, &o, d);
+    if (rc)
+        return rc;
+    if (o.type != FAID_MP_ARRAY || o.len != 2)
+        return faid_fail(d, FAID_EFORMAT, "header key \"%s\": expected [numerator, denominator]",
+                         key);
+    if ((rc = faid_mpr_next(r, &a, d)) || (rc = faid_mpr_next(r, &b, d)))
+        return rc;
+    if (faid_mp_to_u64(&a, &out[0]) || faid_mp_to_u64(&b, &out[1]))
+        return faid_fail(d, FAID_EFORMAT, "header key \"%s\": entries must be unsigned ints",
+                         key);
+    return 0;
+}
+
+static int read_u64_key(faid_mpr *r, const char *key, uint64_t *out, faid_diag *d)
+{
+    faid_mp_obj v;
+    int rc = faid_mpr_next(r, &v, d);
+    if (rc)
+        return rc;
+    if (faid_mp_to_u64(&v, out))
+        return faid_fail(d, FAID_EFORMAT, "header key \"%s\": expected an unsigned integer", key);
+    return 0;
+}
+
+static int read_str_key(faid_mpr *r, const char *key, char *out, size_t cap, faid_diag *d)
+{
+    faid_mp_obj v;
+    int rc = faid_mpr_next(r, &v, d);
+    if (rc)
+        return rc;
+    rc = faid_mp_to_cstr(&v, out, cap);
+    if (rc == FAID_ESIZE)
+        return faid_fail(d, FAID_EFORMAT, "header key \"%s\": string longer than %zu bytes", key,
+                         cap - 1);
+    if (rc)
+        return faid_fail(d, FAID_EFORMAT, "header key \"%s\": expected a string", key);
+    if (memchr(v.ptr, '\0', v.len))
+        return faid_fail(d, FAID_EFORMAT, "header key \"%s\": string contains NUL", key);
+    return 0;
+}
+
+int faid_proto_decode_input(const void *buf, size_t len, faid_in_header *h, faid_diag *d)
+{
+    memset(h, 0, sizeof(*h));
+    h->nimages = -1;
+    h->dtype = FAID_DT_INVALID;
+    faid_mpr r;
+    faid_mp_obj o;
+    faid_mpr_init(&r, buf, len);
+    if (!faid_proto_is_native(buf, len))
+        return faid_fail(d, FAID_EFORMAT, "header is not a msgpack map (first byte 0x%02x)",
+                         len ? ((const uint8_t *)buf)[0] : 0);
+    int rc = faid_mpr_next(&r, &o, d);
+    if (rc)
+        return rc;
+    int have_version = 0, have_series = 0, have_shape = 0, have_encoding = 0;
+    char text[64];
+    for (uint32_t k = 0; k < o.len; k++) {
+        faid_mp_obj key, v;
+        if ((rc = read_key(&r, &key, d)))
+            return rc;
+        if (faid_mp_str_eq(&key, FAID_K_TYPE)) {
+            if ((rc = read_str_key(&r, FAID_K_TYPE, text, sizeof(text), d)))
+                return rc;
+            if (strcmp(text, "image") == 0)
+                h->type = FAID_IN_IMAGE;
+            else if (strcmp(text, "start") == 0)
+                h->type = FAID_IN_START;
+            else if (strcmp(text, "end") == 0)
+                h->type = FAID_IN_END;
+            else
+                return faid_fail(d, FAID_EFORMAT, "header key \"type\": unknown message type \"%s\"",
+                                 text);
+        } else if (faid_mp_str_eq(&key, FAID_K_PROTOCOL_VERSION)) {
+            uint64_t ver = 0;
+            if ((rc = read_u64_key(&r, FAID_K_PROTOCOL_VERSION, &ver, d)))
+                return rc;
+            if (ver != FAID_PROTO_VERSION)
+                return faid_fail(d, FAID_EPROTO,
+                                 "header key \"protocol_version\": %llu is not supported (this is %d)",
+                                 (unsigned long long)ver, FAID_PROTO_VERSION);
+            h->protocol_version = (uint32_t)ver;
+            have_version = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_SERIES_ID)) {
+            if ((rc = read_u64_key(&r, FAID_K_SERIES_ID, &h->series_id, d)))
+                return rc;
+            have_series = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_SERIES_UNIQUE_ID)) {
+            if ((rc = read_str_key(&r, FAID_K_SERIES_UNIQUE_ID, h->series_unique_id,
+                                   sizeof(h->series_unique_id), d)))
+                return rc;
+        } else if (faid_mp_str_eq(&key, FAID_K_FRAME_ID)) {
+            if ((rc = read_u64_key(&r, FAID_K_FRAME_ID, &h->frame_id, d)))
+                return rc;
+            h->has_frame_id = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_SHAPE)) {
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            if (v.type != FAID_MP_ARRAY || v.len != 2)
+                return faid_fail(d, FAID_ESHAPE, "header key \"shape\": expected [rows, cols]");
+            uint64_t dims[2] = {0, 0};
+            for (int j = 0; j < 2; j++) {
+                faid_mp_obj e;
+                if ((rc = faid_mpr_next(&r, &e, d)))
+                    return rc;
+                if (faid_mp_to_u64(&e, &dims[j]) || dims[j] == 0 || dims[j] > (1u << 20))
+                    return faid_fail(d, FAID_ESHAPE,
+                                     "header key \"shape\": dimension %d must be in 1..%u", j,
+                                     1u << 20);
+            }
+            h->rows = (int)dims[0];
+            h->cols = (int)dims[1];
+            have_shape = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_DTYPE)) {
+            if ((rc = read_str_key(&r, FAID_K_DTYPE, text, sizeof(text), d)))
+                return rc;
+            h->dtype = faid_dtype_parse(text);
+            if (!faid_dtype_is_frame(h->dtype))
+                return faid_fail(d, FAID_EDTYPE, "header key \"dtype\": \"%s\" is not a frame type",
+                                 text);
+            if (text[0] == '>' && faid_dtype_size(h->dtype) > 1)
+                return faid_fail(d, FAID_EDTYPE, "header key \"dtype\": big-endian \"%s\"", text);
+        } else if (faid_mp_str_eq(&key, FAID_K_ENCODING)) {
+            if ((rc = read_str_key(&r, FAID_K_ENCODING, text, sizeof(text), d)))
+                return rc;
+            if (faid_encoding_parse(text, &h->encoding) != 0)
+                return faid_fail(d, FAID_EUNSUP, "header key \"encoding\": unknown encoding \"%s\"",
+                                 text);
+            have_encoding = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_TIMESTAMP)) {
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            if (faid_mp_to_f64(&v, &h->timestamp))
+                return faid_fail(d, FAID_EFORMAT, "header key \"timestamp\": expected a number");
+            h->has_timestamp = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_START_TIME)) {
+            if ((rc = read_rational(&r, FAID_K_START_TIME, h->start_time, d)))
+                return rc;
+            h->has_start_time = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_STOP_TIME)) {
+            if ((rc = read_rational(&r, FAID_K_STOP_TIME, h->stop_time, d)))
+                return rc;
+            h->has_stop_time = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_REAL_TIME)) {
+            if ((rc = read_rational(&r, FAID_K_REAL_TIME, h->real_time, d)))
+                return rc;
+            h->has_real_time = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_NIMAGES)) {
+            uint64_t n = 0;
+            if ((rc = read_u64_key(&r, FAID_K_NIMAGES, &n, d)))
+                return rc;
+            h->nimages = n > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)n;
+        } else if (faid_mp_str_eq(&key, FAID_K_USER_DATA)) {
+            const uint8_t *start = r.p;
+            if ((rc = faid_mpr_skip(&r, d)))
+                return rc;
+            h->user_data = start;
+            h->user_data_len = (size_t)(r.p - start);
+        } else {
+            /* Unknown keys are skipped so that newer senders work with older daemons. */
+            if ((rc = faid_mpr_skip(&r, d)))
+                return rc;
+        }
+    }
+    if (r.p != r.end)
+        return faid_fail(d, FAID_EFORMAT, "header: %zu trailing bytes after the map",
+                         (size_t)(r.end - r.p));
+    if (h->type == FAID_IN_INVALID)
+        return faid_fail(d, FAID_EFORMAT, "header: missing key \"type\"");
+    if (!have_version)
+        return faid_fail(d, FAID_EFORMAT, "header: missing key \"protocol_version\"");
+    if (!have_series)
+        return faid_fail(d, FAID_EFORMAT, "header: missing key \"series_id\"");
+    if (h->type == FAID_IN_IMAGE) {
+        if (!h->has_frame_id)
+            return faid_fail(d, FAID_EFORMAT, "image header: missing key \"frame_id\"");
+        if (!have_shape)
+            return faid_fail(d, FAID_EFORMAT, "image header: missing key \"shape\"");
+        if (h->dtype == FAID_DT_INVALID)
+            return faid_fail(d, FAID_EFORMAT, "image header: missing key \"dtype\"");
+        if (!have_encoding)
+            return faid_fail(d, FAID_EFORMAT, "image header: missing key \"encoding\"");
+    }
+    return 0;
+}
+
+static const char *encoding_wire_name(faid_encoding e) { return faid_encoding_name(e); }
+
+int faid_proto_encode_input(const faid_in_header *h, void *buf, size_t cap, size_t *out_len,
+                            faid_diag *d)
+{
+    if (h->type != FAID_IN_START && h->type != FAID_IN_IMAGE && h->type != FAID_IN_END)
+        return faid_fail(d, FAID_EINVAL, "encode input: invalid message type");
+    uint32_t n = 3;
+    int image = h->type == FAID_IN_IMAGE;
+    if (h->series_unique_id[0])
+        n++;
+    if (image)
+        n += 4;
+    if (h->has_timestamp)
+        n++;
+    n += (uint32_t)(h->has_start_time + h->has_stop_time + h->has_real_time);
+    if (h->type == FAID_IN_START && h->nimages >= 0)
+        n++;
+    if (h->user_data && h->user_data_len)
+        n++;
+    faid_mpw w;
+    faid_mpw_init(&w, buf, cap);
+    faid_mpw_map(&w, n);
+    faid_mpw_str(&w, FAID_K_TYPE);
+    faid_mpw_str(&w, faid_in_type_name(h->type));
+    faid_mpw_str(&w, FAID_K_PROTOCOL_VERSION);
+    faid_mpw_uint(&w, FAID_PROTO_VERSION);
+    faid_mpw_str(&w, FAID_K_SERIES_ID);
+    faid_mpw_uint(&w, h->series_id);
+    if (h->series_unique_id[0]) {
+        faid_mpw_str(&w, FAID_K_SERIES_UNIQUE_ID);
+        faid_mpw_str(&w, h->series_unique_id);
+    }
+    if (image) {
+        const char *dt = faid_dtype_name(h->dtype);
+        if (!faid_dtype_is_frame(h->dtype) || !dt)
+            return faid_fail(d, FAID_EDTYPE, "encode input: invalid frame dtype");
+        faid_mpw_str(&w, FAID_K_FRAME_ID);
+        faid_mpw_uint(&w, h->frame_id);
+        faid_mpw_str(&w, FAID_K_SHAPE);
+        faid_mpw_array(&w, 2);
+        faid_mpw_uint(&w, (uint64_t)(h->rows > 0 ? h->rows : 0));
+        faid_mpw_uint(&w, (uint64_t)(h->cols > 0 ? h->cols : 0));
+        faid_mpw_str(&w, FAID_K_DTYPE);
+        faid_mpw_str(&w, dt);
+        faid_mpw_str(&w, FAID_K_ENCODING);
+        faid_mpw_str(&w, encoding_wire_name(h->encoding));
+    }
+    if (h->has_timestamp) {
+        faid_mpw_str(&w, FAID_K_TIMESTAMP);
+        faid_mpw_f64(&w, h->timestamp);
+    }
+    const struct {
+        int has;
+        const char *key;
+        const uint64_t *v;
+    } rat[3] = {{h->has_start_time, FAID_K_START_TIME, h->start_time},
+                {h->has_stop_time, FAID_K_STOP_TIME, h->stop_time},
+                {h->has_real_time, FAID_K_REAL_TIME, h->real_time}};
+    for (int k = 0; k < 3; k++) {
+        if (!rat[k].has)
+            continue;
+        faid_mpw_str(&w, rat[k].key);
+        faid_mpw_array(&w, 2);
+        faid_mpw_uint(&w, rat[k].v[0]);
+        faid_mpw_uint(&w, rat[k].v[1]);
+    }
+    if (h->type == FAID_IN_START && h->nimages >= 0) {
+        faid_mpw_str(&w, FAID_K_NIMAGES);
+        faid_mpw_uint(&w, (uint64_t)h->nimages);
+    }
+    if (h->user_data && h->user_data_len) {
+        faid_mpw_str(&w, FAID_K_USER_DATA);
+        faid_mpw_raw(&w, h->user_data, h->user_data_len);
+    }
+    int rc = faid_mpw_finish(&w, d);
+    if (rc)
+        return rc;
+    *out_len = w.len;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Output                                                                                        */
+
+static const char *const out_names[] = {"invalid", FAID_TOPIC_START, FAID_TOPIC_RESULT,
+                                        FAID_TOPIC_END, FAID_TOPIC_STATS, FAID_TOPIC_ERROR};
+
+const char *faid_out_type_name(faid_out_type t)
+{
+    if ((int)t < 0 || (size_t)t >= sizeof(out_names) / sizeof(out_names[0]))
+        return "invalid";
+    return out_names[t];
+}
+
+faid_out_type faid_out_type_parse(const char *name, size_t len)
+{
+    for (size_t k = 1; k < sizeof(out_names) / sizeof(out_names[0]); k++)
+        if (strlen(out_names[k]) == len && memcmp(out_names[k], name, len) == 0)
+            return (faid_out_type)k;
+    return FAID_OUT_INVALID;
+}
+
+int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_diag *d)
+{
+    memset(m, 0, sizeof(*m));
+    m->device = -1;
+    faid_mpr r;
+    faid_mp_obj o;
+    faid_mpr_init(&r, buf, len);
+    int rc = faid_mpr_next(&r, &o, d);
+    if (rc)
+        return rc;
+    if (o.type != FAID_MP_MAP)
+        return faid_fail(d, FAID_EFORMAT, "output message is not a msgpack map");
+    for (uint32_t k = 0; k < o.len; k++) {
+        faid_mp_obj key, v;
+        if ((rc = read_key(&r, &key, d)))
+            return rc;
+        faid_array_view *arr = NULL;
+        if (faid_mp_str_eq(&key, FAID_K_I))
+            arr = &m->I;
+        else if (faid_mp_str_eq(&key, FAID_K_SIGMA))
+            arr = &m->sigma;
+        else if (faid_mp_str_eq(&key, FAID_K_STD))
+            arr = &m->std;
+        else if (faid_mp_str_eq(&key, FAID_K_COUNT))
+            arr = &m->count;
+        else if (faid_mp_str_eq(&key, FAID_K_RADIAL))
+            arr = &m->radial;
+        if (arr) {
+            if ((rc = faid_proto_read_array(&r, arr, d))) {
+                char name[64];
+                printable(&key, name, sizeof(name));
+                faid_diag_prefix(d, "key \"%s\": ", name);
+                return rc;
+            }
+            continue;
+        }
+        if ((rc = faid_mpr_next(&r, &v, d)))
+            return rc;
+        if (faid_mp_str_eq(&key, FAID_K_TYPE)) {
+            if (v.type == FAID_MP_STR)
+                m->type = faid_out_type_parse((const char *)v.ptr, v.len);
+        } else if (faid_mp_str_eq(&key, FAID_K_SERIES_ID)) {
+            faid_mp_to_u64(&v, &m->series_id);
+        } else if (faid_mp_str_eq(&key, FAID_K_FRAME_ID)) {
+            m->has_frame_id = faid_mp_to_u64(&v, &m->frame_id) == 0;
+        } else if (faid_mp_str_eq(&key, FAID_K_SETUP_VERSION)) {
+            faid_mp_to_u64(&v, &m->setup_version);
+        } else if (faid_mp_str_eq(&key, FAID_K_MSG_NUMBER)) {
+            faid_mp_to_u64(&v, &m->msg_number);
+        } else if (faid_mp_str_eq(&key, FAID_K_LATENCY_US)) {
+            faid_mp_to_f64(&v, &m->latency_us);
+        } else if (faid_mp_str_eq(&key, FAID_K_DEVICE)) {
+            int64_t dev;
+            if (faid_mp_to_i64(&v, &dev) == 0 && dev >= -1 && dev < 1 << 20)
+                m->device = (int)dev;
+        } else if (faid_mp_str_eq(&key, FAID_K_UNIT)) {
+            faid_mp_to_cstr(&v, m->unit, sizeof(m->unit));
+        } else if (faid_mp_str_eq(&key, FAID_K_CODE)) {
+            faid_mp_to_cstr(&v, m->code, sizeof(m->code));
+        } else if (faid_mp_str_eq(&key, FAID_K_MESSAGE)) {
+            if (v.type == FAID_MP_STR) {
+                size_t n = v.len < sizeof(m->message) - 1 ? v.len : sizeof(m->message) - 1;
+                memcpy(m->message, v.ptr, n);
+                m->message[n] = '\0';
+            }
+        } else if (faid_mp_str_eq(&key, FAID_K_STAGE)) {
+            faid_mp_to_cstr(&v, m->stage, sizeof(m->stage));
+        }
+        /* The value head is read: skip the children of containers we do not interpret. */
+        if (v.type == FAID_MP_ARRAY || v.type == FAID_MP_MAP) {
+            uint64_t n = v.type == FAID_MP_MAP ? 2ull * v.len : v.len;
+            for (uint64_t j = 0; j < n; j++)
+                if ((rc = faid_mpr_skip(&r, d)))
+                    return rc;
+        }
+    }
+    if (m->type == FAID_OUT_INVALID)
+        return faid_fail(d, FAID_EFORMAT, "output message: missing or unknown \"type\"");
+    return 0;
+}
+
+void faid_proto_write_error(faid_mpw *w, const faid_out_error *e)
+{
+    faid_mpw_map(w, 7 + (e->has_frame_id ? 1 : 0));
+    faid_mpw_str(w, FAID_K_TYPE);
+    faid_mpw_str(w, FAID_TOPIC_ERROR);
+    faid_mpw_str(w, FAID_K_SERIES_ID);
+    faid_mpw_uint(w, e->series_id);
+    if (e->has_frame_id) {
+        faid_mpw_str(w, FAID_K_FRAME_ID);
+        faid_mpw_uint(w, e->frame_id);
+    }
+    faid_mpw_str(w, FAID_K_CODE);
+    faid_mpw_str(w, faid_errname(e->code));
+    faid_mpw_str(w, "errno");
+    faid_mpw_int(w, e->code);
+    faid_mpw_str(w, FAID_K_STAGE);
+    faid_mpw_str(w, e->stage ? e->stage : "");
+    faid_mpw_str(w, FAID_K_MESSAGE);
+    faid_mpw_str(w, e->message ? e->message : "");
+    faid_mpw_str(w, FAID_K_MSG_NUMBER);
+    faid_mpw_uint(w, e->msg_number);
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Control                                                                                       */
+
+static const char *const ctl_names[] = {"invalid", "status", "config", "reload",
+                                        "reset",   "stop",   "ping"};
+
+const char *faid_ctl_cmd_name(faid_ctl_cmd c)
+{
+    if ((int)c < 0 || (size_t)c >= sizeof(ctl_names) / sizeof(ctl_names[0]))
+        return "invalid";
+    return ctl_names[c];
+}
+
+faid_ctl_cmd faid_ctl_cmd_parse(const char *name, size_t len)
+{
+    for (size_t k = 1; k < sizeof(ctl_names) / sizeof(ctl_names[0]); k++)
+        if (strlen(ctl_names[k]) == len && memcmp(ctl_names[k], name, len) == 0)
+            return (faid_ctl_cmd)k;
+    return FAID_CTL_INVALID;
+}
+
+int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, size_t *out_len,
+                              faid_diag *d)
+{
+    if (q->cmd == FAID_CTL_INVALID || q->cmd > FAID_CTL_PING)
+        return faid_fail(d, FAID_EINVAL, "control: invalid command");
+    faid_mpw w;
+    faid_mpw_init(&w, buf, cap);
+    int with_path = q->cmd == FAID_CTL_RELOAD && q->path[0];
+    faid_mpw_map(&w, with_path ? 2 : 1);
+    faid_mpw_str(&w, FAID_K_CMD);
+    faid_mpw_str(&w, faid_ctl_cmd_name(q->cmd));
+    if (with_path) {
+        faid_mpw_str(&w, FAID_K_PATH);
+        faid_mpw_strn(&w, q->path, strnlen(q->path, sizeof(q->path)));
+    }
+    int rc = faid_mpw_finish(&w, d);
+    if (rc)
+        return rc;
+    *out_len = w.len;
+    return 0;
+}
+
+int faid_proto_decode_request(const void *buf, size_t len, faid_ctl_request *q, faid_diag *d)
+{
+    memset(q, 0, sizeof(*q));
+    const uint8_t *b = buf;
+    if (!faid_proto_is_native(buf, len)) {
+        /* A bare command word, possibly followed by whitespace or a newline from a shell. */
+        size_t n = 0;
+        while (n < len && b[n] > ' ' && b[n] < 127)
+            n++;
+        for (size_t k = n; k < len; k++)
+            if (b[k] != ' ' && b[k] != '\n' && b[k] != '\r' && b[k] != '\t')
+                return faid_fail(d, FAID_EFORMAT,
+                                 "control: request is neither a msgpack map nor a command word");
+        q->cmd = faid_ctl_cmd_parse((const char *)b, n);
+        if (q->cmd == FAID_CTL_INVALID)
+            return faid_fail(d, FAID_EINVAL, "control: unknown command \"%.*s\"",
+                             (int)(n < 32 ? n : 32), (const char *)b);
+        return 0;
+    }
+    faid_mpr r;
+    faid_mp_obj o;
+    faid_mpr_init(&r, buf, len);
+    int rc = faid_mpr_next(&r, &o, d);
+    if (rc)
+        return rc;
+    for (uint32_t k = 0; k < o.len; k++) {
+        faid_mp_obj key, v;
+        if ((rc = read_key(&r, &key, d)))
+            return rc;
+        if (faid_mp_str_eq(&key, FAID_K_CMD)) {
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            if (v.type != FAID_MP_STR)
+                return faid_fail(d, FAID_EFORMAT, "control: \"cmd\" is not a string");
+            q->cmd = faid_ctl_cmd_parse((const char *)v.ptr, v.len);
+            if (q->cmd == FAID_CTL_INVALID) {
+                char name[64];
+                printable(&v, name, sizeof(name));
+                return faid_fail(d, FAID_EINVAL, "control: unknown command \"%s\"", name);
+            }
+        } else if (faid_mp_str_eq(&key, FAID_K_PATH)) {
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            if (faid_mp_to_cstr(&v, q->path, sizeof(q->path)) ||
+                memchr(v.ptr, '\0', v.len))
+                return faid_fail(d, FAID_EFORMAT, "control: \"path\" is not a string that fits");
+        } else if ((rc = faid_mpr_skip(&r, d))) {
+            return rc;
+        }
+    }
+    if (q->cmd == FAID_CTL_INVALID)
+        return faid_fail(d, FAID_EFORMAT, "control: missing \"cmd\"");
+    return 0;
+}

@@ -1,0 +1,338 @@
+/* faid_proto: the wire protocol of faid in C, shared by the daemon and the clients, so that every
+ * key, topic and array layout has exactly one definition. proto/PROTOCOL.md is the normative
+ * description; this header is its C form.
+ *
+ * It has three layers:
+ *   1. a bounds-checked msgpack writer (into a caller buffer, never allocates) and reader (a cursor
+ *      over received bytes, never allocates, depth-limited), so the hot path allocates nothing and
+ *      no byte sequence can make a decoder read out of bounds;
+ *   2. the native input protocol: the header map of a [header, payload] multipart image message
+ *      and the single-part series start/end messages (encode for senders, decode for the daemon);
+ *   3. the output messages (start, result, end, stats, error; first key always "type") and the
+ *      control requests and replies, with the key names as macros and a generic decoder for
+ *      subscribers.
+ *
+ * Strings handed out by decoders point into the caller's buffer (no copy): keep the buffer alive
+ * while the decoded view is used. */
+#ifndef FAID_PROTO_H
+#define FAID_PROTO_H
+
+#include "faid_codec.h"
+#include "faid_dtype.h"
+#include "faid_err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Version of the wire protocol, echoed as "protocol_version" in every native input header (the
+ * daemon rejects other major versions) and in every output "start" and control reply. */
+#define FAID_PROTO_VERSION 1
+/* "magic_number" in start messages, as Jungfraujoch does to detect sender/receiver skew. */
+#define FAID_PROTO_MAGIC 0x46414944u /* "FAID" */
+
+/* ---------------------------------------------------------------------------------------------
+ * Topics of the PUB socket (first frame of every output message). None is a prefix of another,
+ * so a subscription to one topic never matches a different one. */
+#define FAID_TOPIC_START "start"
+#define FAID_TOPIC_RESULT "result"
+#define FAID_TOPIC_END "end"
+#define FAID_TOPIC_STATS "stats"
+#define FAID_TOPIC_ERROR "error"
+
+/* ---------------------------------------------------------------------------------------------
+ * Keys. Input header keys (native protocol). */
+#define FAID_K_TYPE "type"                     /* "image" | "start" | "end" (and output types) */
+#define FAID_K_PROTOCOL_VERSION "protocol_version"
+#define FAID_K_SERIES_ID "series_id"           /* uint */
+#define FAID_K_SERIES_UNIQUE_ID "series_unique_id" /* str, optional */
+#define FAID_K_FRAME_ID "frame_id"             /* uint; DECTRIS/Jungfraujoch call it image_id */
+#define FAID_K_SHAPE "shape"                   /* [rows, cols] (slow, fast) */
+#define FAID_K_DTYPE "dtype"                   /* "uint16", "<u2", ... */
+#define FAID_K_ENCODING "encoding"             /* "bslz4" | "lz4" | "lz4-raw" | "none" */
+#define FAID_K_TIMESTAMP "timestamp"           /* float64 s since the epoch, optional */
+#define FAID_K_START_TIME "start_time"         /* [num, den] rational, optional (DECTRIS) */
+#define FAID_K_STOP_TIME "stop_time"
+#define FAID_K_REAL_TIME "real_time"
+#define FAID_K_USER_DATA "user_data"           /* any msgpack value, passed through to results */
+#define FAID_K_NIMAGES "nimages"               /* start: expected frame count, optional */
+
+/* Output keys. */
+#define FAID_K_MAGIC_NUMBER "magic_number"
+#define FAID_K_SOFTWARE_VERSION "software_version"
+#define FAID_K_SETUP_VERSION "setup_version"
+#define FAID_K_CONFIG_HASH "config_hash"
+#define FAID_K_MSG_NUMBER "msg_number"         /* per-socket sequence number (gap detection) */
+#define FAID_K_DEVICE "device"                 /* worker index that computed a result */
+#define FAID_K_I "I"
+#define FAID_K_SIGMA "sigma"
+#define FAID_K_STD "std"
+#define FAID_K_COUNT "count"
+#define FAID_K_RADIAL "radial"                 /* start: bin centres in `unit` */
+#define FAID_K_AZIMUTHAL "azimuthal"           /* start: azimuthal bin centres (deg), 2D only */
+#define FAID_K_UNIT "unit"
+#define FAID_K_NPT "npt"
+#define FAID_K_NPT_AZIM "npt_azim"
+#define FAID_K_I2D "I_2d"                      /* result: cake [npt, npt_azim], 2D only */
+#define FAID_K_SIGMA2D "sigma_2d"
+#define FAID_K_COUNT2D "count_2d"
+#define FAID_K_RECEIVED_NS "received_ns"       /* wall clock, ns since the epoch */
+#define FAID_K_DONE_NS "done_ns"
+#define FAID_K_LATENCY_US "latency_us"         /* receive -> result ready */
+#define FAID_K_QUEUE_US "queue_us"             /* time waiting in the frame queue */
+#define FAID_K_DECODE_US "decode_us"
+#define FAID_K_PREPROCESS_US "preprocess_us"
+#define FAID_K_INTEGRATE_US "integrate_us"
+#define FAID_K_TRANSFER_US "transfer_us"
+#define FAID_K_COMPUTE_US "compute_us"         /* engine total */
+#define FAID_K_PAYLOAD_BYTES "payload_bytes"
+#define FAID_K_CODE "code"                     /* error: symbolic code, "FAID_ECORRUPT" */
+#define FAID_K_MESSAGE "message"               /* error: human text */
+#define FAID_K_STAGE "stage"                   /* error/drop: "ingest" | "queue" | "worker" | ... */
+#define FAID_K_COUNTERS "counters"             /* map of counter name -> uint */
+#define FAID_K_DROPS "drops"                   /* map "stage.reason" -> uint */
+#define FAID_K_ERRORS "errors"                 /* map "stage.code" -> uint */
+#define FAID_K_GEOMETRY "geometry"             /* start: map of PONI values (SI units) */
+#define FAID_K_PARAMETERS "parameters"         /* start: map of integration parameters */
+#define FAID_K_CONFIG "config"                 /* YAML text of the effective configuration */
+#define FAID_K_STATE "state"
+#define FAID_K_OK "ok"
+#define FAID_K_CMD "cmd"
+#define FAID_K_ERROR "error"
+#define FAID_K_PATH "path"
+
+/* Array maps: {"dtype": "<f4", "shape": [n, ...], "data": bin little-endian C order}. */
+#define FAID_K_ARR_DTYPE "dtype"
+#define FAID_K_ARR_SHAPE "shape"
+#define FAID_K_ARR_DATA "data"
+
+/* ---------------------------------------------------------------------------------------------
+ * msgpack writer. Writes into buf[cap]; on overflow it stops writing, sets `overflow` and every
+ * later call is a no-op, so a message is built without checking each call and validated once
+ * with faid_mpw_finish(). */
+typedef struct faid_mpw {
+    uint8_t *buf;
+    size_t cap;
+    size_t len;
+    int overflow;
+} faid_mpw;
+
+void faid_mpw_init(faid_mpw *w, void *buf, size_t cap);
+/* 0, or FAID_ESIZE when the buffer was too small (len then tells nothing useful). */
+int faid_mpw_finish(const faid_mpw *w, faid_diag *d);
+
+void faid_mpw_nil(faid_mpw *w);
+void faid_mpw_bool(faid_mpw *w, int v);
+void faid_mpw_uint(faid_mpw *w, uint64_t v);
+void faid_mpw_int(faid_mpw *w, int64_t v);
+void faid_mpw_f32(faid_mpw *w, float v);
+void faid_mpw_f64(faid_mpw *w, double v);
+void faid_mpw_str(faid_mpw *w, const char *s);
+void faid_mpw_strn(faid_mpw *w, const char *s, size_t n);
+void faid_mpw_bin(faid_mpw *w, const void *p, size_t n);
+void faid_mpw_array(faid_mpw *w, uint32_t n);
+void faid_mpw_map(faid_mpw *w, uint32_t n);
+/* Appends bytes that already are one complete msgpack value (pass-through of user_data). */
+void faid_mpw_raw(faid_mpw *w, const void *p, size_t n);
+/* An array map {dtype, shape, data}; dtype is a numpy descriptor such as "<f4". */
+void faid_mpw_ndarray(faid_mpw *w, const char *dtype, const uint64_t *shape, int ndim,
+                      const void *data, size_t nbytes);
+/* Numpy descriptor of a faid dtype ("<u2", "<f4", "|u1"); NULL for FAID_DT_INVALID. */
+const char *faid_proto_dtype_descr(faid_dtype t);
+
+/* ---------------------------------------------------------------------------------------------
+ * msgpack reader. */
+typedef enum {
+    FAID_MP_NIL = 0,
+    FAID_MP_BOOL,
+    FAID_MP_UINT,
+    FAID_MP_INT, /* negative integers only */
+    FAID_MP_FLOAT,
+    FAID_MP_STR,
+    FAID_MP_BIN,
+    FAID_MP_ARRAY,
+    FAID_MP_MAP,
+    FAID_MP_EXT,
+} faid_mp_type;
+
+typedef struct faid_mp_obj {
+    faid_mp_type type;
+    int b;
+    uint64_t u;
+    int64_t i;
+    double f;
+    const uint8_t *ptr; /* STR, BIN, EXT: the bytes (inside the reader's buffer) */
+    uint32_t len;       /* STR, BIN, EXT: byte length; ARRAY: items; MAP: pairs */
+    int8_t ext_type;
+} faid_mp_obj;
+
+/* Nesting deeper than this is rejected (protects the recursive skip). */
+#define FAID_MP_MAX_DEPTH 32
+
+typedef struct faid_mpr {
+    const uint8_t *p;
+    const uint8_t *end;
+} faid_mpr;
+
+void faid_mpr_init(faid_mpr *r, const void *buf, size_t len);
+/* Reads the next item's head: scalars whole, STR/BIN/EXT with their bytes, ARRAY/MAP only their
+ * count (the items follow). FAID_ETRUNC / FAID_EFORMAT on bad bytes. */
+int faid_mpr_next(faid_mpr *r, faid_mp_obj *o, faid_diag *d);
+/* Skips one complete item (with all its children). */
+int faid_mpr_skip(faid_mpr *r, faid_diag *d);
+/* True when o is a STR equal to s. */
+int faid_mp_str_eq(const faid_mp_obj *o, const char *s);
+/* Numeric conversions; FAID_EFORMAT when o is not a number representable in the target. */
+int faid_mp_to_u64(const faid_mp_obj *o, uint64_t *out);
+int faid_mp_to_i64(const faid_mp_obj *o, int64_t *out);
+int faid_mp_to_f64(const faid_mp_obj *o, double *out);
+/* Copies a STR into out (NUL-terminated); FAID_ESIZE if it does not fit, FAID_EFORMAT if not STR. */
+int faid_mp_to_cstr(const faid_mp_obj *o, char *out, size_t cap);
+
+/* Looks key up in the top-level map of buf; on success *val holds the value's head and, for
+ * containers, *at is positioned on its first child (at may be NULL). FAID_ERANGE if absent. */
+int faid_proto_map_find(const void *buf, size_t len, const char *key, faid_mp_obj *val,
+                        faid_mpr *at, faid_diag *d);
+
+/* A decoded array map (view into the message). */
+#define FAID_PROTO_MAX_DIMS 4
+typedef struct faid_array_view {
+    faid_dtype dtype;
+    char descr[8];           /* as sent, e.g. "<f4" */
+    int ndim;
+    uint64_t shape[FAID_PROTO_MAX_DIMS];
+    uint64_t nelem;
+    const uint8_t *data;     /* little-endian, unaligned: memcpy before use */
+    size_t nbytes;
+} faid_array_view;
+
+/* Reads an array map at the reader (which must be positioned on the map head). Checks that data
+ * holds exactly nelem * itemsize bytes of a little-endian (or single-byte) dtype. */
+int faid_proto_read_array(faid_mpr *r, faid_array_view *a, faid_diag *d);
+
+/* Renders one msgpack value as JSON text (bin as {"bin": N bytes}, arrays longer than max_items
+ * elided with "..."); for faidctl sub/status. out is always NUL-terminated; FAID_ESIZE when cut. */
+int faid_mp_to_json(const void *buf, size_t len, char *out, size_t cap, int max_items,
+                    faid_diag *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Native input protocol. An image is a 2-part ZeroMQ message [header map, payload]; start and end
+ * are 1-part messages holding only the header map. */
+typedef enum {
+    FAID_IN_INVALID = 0,
+    FAID_IN_START,
+    FAID_IN_IMAGE,
+    FAID_IN_END,
+} faid_in_type;
+
+#define FAID_SERIES_UID_MAX 64
+
+typedef struct faid_in_header {
+    faid_in_type type;
+    uint32_t protocol_version;
+    uint64_t series_id;
+    char series_unique_id[FAID_SERIES_UID_MAX]; /* "" when absent */
+    /* image only */
+    int has_frame_id;         /* set even when decoding fails later, for the error reply */
+    uint64_t frame_id;
+    int rows, cols;
+    faid_dtype dtype;
+    faid_encoding encoding;
+    /* optional */
+    int has_timestamp;
+    double timestamp;         /* s since the epoch */
+    int has_start_time, has_stop_time, has_real_time;
+    uint64_t start_time[2], stop_time[2], real_time[2]; /* numerator, denominator */
+    int64_t nimages;          /* start: -1 when absent */
+    const uint8_t *user_data; /* raw msgpack value inside the header buffer, or NULL */
+    size_t user_data_len;
+} faid_in_header;
+
+/* Returns the message type name ("start", "image", "end"). */
+const char *faid_in_type_name(faid_in_type t);
+/* True when the first bytes look like a msgpack map (native protocol candidate). */
+int faid_proto_is_native(const void *buf, size_t len);
+/* Decodes and validates a header. Unknown keys are ignored (forward compatibility). Failures name
+ * the key; h->has_frame_id/frame_id are set as soon as the frame id was read. */
+int faid_proto_decode_input(const void *buf, size_t len, faid_in_header *h, faid_diag *d);
+/* Encodes a header (for senders: faidctl replay, tests). */
+int faid_proto_encode_input(const faid_in_header *h, void *buf, size_t cap, size_t *out_len,
+                            faid_diag *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Output messages. The daemon's encoders live beside the daemon (they need its state); the shapes
+ * of the messages are specified in PROTOCOL.md. Subscribers decode them with this generic view. */
+typedef enum {
+    FAID_OUT_INVALID = 0,
+    FAID_OUT_START,
+    FAID_OUT_RESULT,
+    FAID_OUT_END,
+    FAID_OUT_STATS,
+    FAID_OUT_ERROR,
+} faid_out_type;
+
+const char *faid_out_type_name(faid_out_type t); /* == topic */
+faid_out_type faid_out_type_parse(const char *name, size_t len);
+
+typedef struct faid_out_msg {
+    faid_out_type type;
+    uint64_t series_id;
+    int has_frame_id;
+    uint64_t frame_id;
+    uint64_t setup_version;
+    uint64_t msg_number;
+    /* result */
+    faid_array_view I, sigma, std, count;
+    double latency_us;
+    int device;
+    /* start */
+    faid_array_view radial;
+    char unit[32];
+    /* error */
+    char code[32];
+    char message[512];
+    char stage[32];
+} faid_out_msg;
+
+/* Decodes the fields above from an output message body (the part after the topic). Missing
+ * optional fields stay zero; arrays absent have nelem 0. */
+int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_diag *d);
+
+/* Encoders shared by the daemon and tests. Each writes one complete map. */
+typedef struct faid_out_error {
+    uint64_t series_id;
+    int has_frame_id;
+    uint64_t frame_id;
+    int code;                 /* faid error code */
+    const char *stage;
+    const char *message;
+    uint64_t msg_number;
+} faid_out_error;
+void faid_proto_write_error(faid_mpw *w, const faid_out_error *e);
+
+/* ---------------------------------------------------------------------------------------------
+ * Control socket (REQ/REP). A request is a msgpack map {"cmd": NAME, ...arguments}; a bare text
+ * frame "status" is accepted too (for shells: zmq tools, netcat-style). Every reply is a msgpack
+ * map whose first keys are "ok" (bool) and "cmd"; on failure "error" holds the reason. */
+typedef enum {
+    FAID_CTL_INVALID = 0,
+    FAID_CTL_STATUS,
+    FAID_CTL_CONFIG,
+    FAID_CTL_RELOAD,
+    FAID_CTL_RESET,
+    FAID_CTL_STOP,
+    FAID_CTL_PING,
+} faid_ctl_cmd;
+
+const char *faid_ctl_cmd_name(faid_ctl_cmd c);
+faid_ctl_cmd faid_ctl_cmd_parse(const char *name, size_t len);
+
+typedef struct faid_ctl_request {
+    faid_ctl_cmd cmd;
+    char path[1024]; /* reload: optional configuration file to read instead of the current one */
+} faid_ctl_request;
+
+int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, size_t *out_len,
+                              faid_diag *d);
+int faid_proto_decode_request(const void *buf, size_t len, faid_ctl_request *q, faid_diag *d);
+
+#endif
