@@ -25,6 +25,8 @@ typedef struct faid_csr_params {
     double rad_range[2];     /* in unit */
     int has_azim_range;
     double azim_range[2];    /* degrees */
+    int f64_corners;         /* 0 (default): corner positions rounded to float32 as pyFAI stores
+                              * them; 1: keep float64 corners (not bit-compatible with pyFAI) */
 } faid_csr_params;
 
 typedef struct faid_csr {
@@ -45,5 +47,27 @@ typedef struct faid_csr {
 int faid_csr_build(const faid_geometry *g, const uint8_t *mask, const faid_csr_params *p,
                    faid_csr **out, faid_diag *d);
 void faid_csr_destroy(faid_csr **csr);
+
+/* Pixel positions in the unit's internal (unscaled) form as pyFAI integrates in it: q in nm^-1
+ * for both q units, 2theta in radians, r in metres; chi in radians in [-pi, pi). Centres are
+ * rows*cols values, corners (rows+1)*(cols+1) values, corner (i, j) at i*(cols+1)+j. Which arrays
+ * are needed: rad_center for split no/bbox; chi_center for no/bbox in 2D or with an azimuth
+ * range; rad_corner for bbox/full; chi_corner for full, and for bbox in 2D or with an azimuth
+ * range. Others may be NULL. */
+typedef struct faid_csr_positions {
+    int rows, cols;
+    const double *rad_center, *chi_center;
+    const double *rad_corner, *chi_corner;
+    int orientation;         /* 1..4 as pyFAI (0 = 3): decides the sign of a pixel's area */
+} faid_csr_positions;
+
+/* The builder behind faid_csr_build, for callers that already hold positions (tests feed it
+ * pyFAI's own arrays). p->unit only selects the scale of ranges and bin centres. */
+int faid_csr_build_from_positions(const faid_csr_positions *pos, const uint8_t *mask,
+                                  const faid_csr_params *p, faid_csr **out, faid_diag *d);
+
+/* The unit pyFAI integrates in for u (e.g. 2th_rad for 2th_deg) and the factor from that
+ * internal unit to u (180/pi, 0.1 for q_A^-1, 1000 for r_mm, else 1). */
+faid_unit faid_unit_internal(faid_unit u, double *scale);
 
 #endif
