@@ -1,0 +1,619 @@
+/* faid_client: ZeroMQ sockets and message handling for faid's clients (see faid_client.h).
+ * Each object owns its own ZeroMQ context with one I/O thread, so objects are independent and a
+ * destroy never waits on another object's sockets. Received messages are kept as zmq_msg_t and
+ * decoded in place (proto's decoders hand out views), so a result is never copied. */
+#include "faid_client.h"
+
+#include "faid_dtype.h"
+#include "faid_log.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+/* ------------------------------------------------------------------------------------------- */
+/* Common                                                                                        */
+
+static int zfail(faid_diag *d, const char *what, const char *endpoint)
+{
+    return faid_fail(d, FAID_EZMQ, "%s %s: %s", what, endpoint, zmq_strerror(zmq_errno()));
+}
+
+static int set_int(void *sock, int opt, int v) { return zmq_setsockopt(sock, opt, &v, sizeof v); }
+
+/* Opens a context and a socket of type and connects (or binds) it to endpoint. */
+static int open_socket(void **ctx, void **sock, int type, const char *endpoint, int bind,
+                       faid_diag *d)
+{
+    *sock = NULL;
+    *ctx = zmq_ctx_new();
+    if (!*ctx)
+        return zfail(d, "cannot create a ZeroMQ context for", endpoint);
+    *sock = zmq_socket(*ctx, type);
+    if (!*sock) {
+        int rc = zfail(d, "cannot create a socket for", endpoint);
+        zmq_ctx_term(*ctx);
+        *ctx = NULL;
+        return rc;
+    }
+    /* Closing never blocks unless the caller asks for it later (the sender sets its own). */
+    set_int(*sock, ZMQ_LINGER, 0);
+    return 0;
+}
+
+static int attach(void *sock, const char *endpoint, int bind, faid_diag *d)
+{
+    int rc = bind ? zmq_bind(sock, endpoint) : zmq_connect(sock, endpoint);
+    if (rc != 0)
+        return zfail(d, bind ? "cannot bind" : "cannot connect to", endpoint);
+    return 0;
+}
+
+static void close_socket(void **ctx, void **sock)
+{
+    if (*sock)
+        zmq_close(*sock);
+    if (*ctx)
+        zmq_ctx_term(*ctx);
+    *sock = NULL;
+    *ctx = NULL;
+}
+
+/* Waits up to timeout_ms for sock to become readable: 1 readable, 0 timeout, <0 error. */
+static int wait_readable(void *sock, int timeout_ms)
+{
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    for (;;) {
+        int n = zmq_poll(&it, 1, timeout_ms);
+        if (n < 0 && zmq_errno() == EINTR)
+            return 0; /* a signal: let the caller look at its flags */
+        if (n < 0)
+            return -1;
+        return n > 0 && (it.revents & ZMQ_POLLIN);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Arrays                                                                                        */
+
+int faid_array_view_to_f64(const faid_array_view *a, double *out, size_t n, faid_diag *d)
+{
+    if (a->nelem != n)
+        return faid_fail(d, FAID_ESIZE, "array of %llu elements where %zu were expected",
+                         (unsigned long long)a->nelem, n);
+    size_t es = faid_dtype_size(a->dtype);
+    if (es == 0 || a->dtype == FAID_DT_INVALID || a->dtype == FAID_DT_BOOL)
+        return faid_fail(d, FAID_EDTYPE, "array dtype \"%s\" has no numeric value", a->descr);
+    if (a->nbytes < n * es)
+        return faid_fail(d, FAID_ETRUNC, "array holds %zu bytes, %zu needed", a->nbytes, n * es);
+    /* The data sits at any offset inside a msgpack buffer: copy through an aligned chunk. */
+    uint64_t chunk[256];
+    size_t per = sizeof(chunk) / es;
+    for (size_t i = 0; i < n; i += per) {
+        size_t k = n - i < per ? n - i : per;
+        memcpy(chunk, a->data + i * es, k * es);
+        faid_dtype_to_f64(a->dtype, chunk, k, out + i);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Subscriber                                                                                    */
+
+struct faid_sub {
+    void *ctx, *sock;
+    faid_sub_kind kind;
+    char endpoint[256];
+    zmq_msg_t body;      /* the message the last faid_sub_msg views */
+    int have_body;
+    faid_series_info series;
+};
+
+faid_sub *faid_sub_new(const char *endpoint, faid_sub_kind kind, int rcvhwm, faid_diag *d)
+{
+    if (!endpoint || !*endpoint) {
+        faid_fail(d, FAID_EINVAL, "subscriber: no endpoint given");
+        return NULL;
+    }
+    faid_sub *s = calloc(1, sizeof(*s));
+    if (!s) {
+        faid_fail(d, FAID_ENOMEM, "subscriber: out of memory");
+        return NULL;
+    }
+    s->kind = kind;
+    snprintf(s->endpoint, sizeof(s->endpoint), "%s", endpoint);
+    if (open_socket(&s->ctx, &s->sock, kind == FAID_SUB_LOSSLESS ? ZMQ_PULL : ZMQ_SUB, endpoint,
+                    0, d))
+        goto fail;
+    if (rcvhwm > 0)
+        set_int(s->sock, ZMQ_RCVHWM, rcvhwm);
+    if (kind == FAID_SUB_PUB && zmq_setsockopt(s->sock, ZMQ_SUBSCRIBE, "", 0) != 0) {
+        zfail(d, "cannot subscribe at", endpoint);
+        goto fail;
+    }
+    if (attach(s->sock, endpoint, 0, d))
+        goto fail;
+    return s;
+fail:
+    faid_sub_destroy(&s);
+    return NULL;
+}
+
+void faid_sub_destroy(faid_sub **ps)
+{
+    if (!ps || !*ps)
+        return;
+    faid_sub *s = *ps;
+    if (s->have_body)
+        zmq_msg_close(&s->body);
+    close_socket(&s->ctx, &s->sock);
+    free(s->series.radial);
+    free(s);
+    *ps = NULL;
+}
+
+const faid_series_info *faid_sub_series(const faid_sub *s) { return &s->series; }
+
+/* Copies a top-level string value of the message into out ("" when absent or not a string). */
+static void find_str(const uint8_t *body, size_t len, const char *key, char *out, size_t cap)
+{
+    faid_mp_obj v;
+    out[0] = '\0';
+    if (faid_proto_map_find(body, len, key, &v, NULL, NULL) == 0 && v.type == FAID_MP_STR &&
+        faid_mp_to_cstr(&v, out, cap) != 0)
+        out[0] = '\0';
+}
+
+static int update_series(faid_sub *s, const faid_sub_msg *msg, faid_diag *d)
+{
+    faid_series_info *si = &s->series;
+    const faid_out_msg *m = &msg->m;
+    double *radial = NULL;
+    size_t n = (size_t)m->radial.nelem;
+    if (n > 0) {
+        radial = malloc(n * sizeof(double));
+        if (!radial)
+            return faid_fail(d, FAID_ENOMEM, "start message: no memory for %zu bins", n);
+        int rc = faid_array_view_to_f64(&m->radial, radial, n, d);
+        if (rc) {
+            free(radial);
+            faid_diag_prefix(d, "start message, key \"%s\": ", FAID_K_RADIAL);
+            return rc;
+        }
+    }
+    free(si->radial);
+    si->radial = radial;
+    si->nbins = n;
+    si->valid = 1;
+    si->series_id = m->series_id;
+    si->setup_version = m->setup_version;
+    snprintf(si->unit, sizeof(si->unit), "%s", m->unit);
+    find_str(msg->body, msg->len, FAID_K_SERIES_UNIQUE_ID, si->series_unique_id,
+             sizeof(si->series_unique_id));
+    find_str(msg->body, msg->len, FAID_K_SOFTWARE_VERSION, si->software_version,
+             sizeof(si->software_version));
+    find_str(msg->body, msg->len, FAID_K_CONFIG_HASH, si->config_hash, sizeof(si->config_hash));
+    return 0;
+}
+
+int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d)
+{
+    memset(msg, 0, sizeof(*msg));
+    if (s->have_body) {
+        zmq_msg_close(&s->body);
+        s->have_body = 0;
+    }
+    int ready = wait_readable(s->sock, timeout_ms);
+    if (ready < 0)
+        return zfail(d, "cannot poll", s->endpoint);
+    if (ready == 0)
+        return faid_fail(d, FAID_ETIMEOUT, "no message from %s within %d ms", s->endpoint,
+                         timeout_ms);
+
+    /* Read every part of the message: [topic, body] on PUB, [body] or [topic, body] on the
+     * lossless channel. Extra parts are consumed so the next receive starts on a new message. */
+    int nparts = 0, more = 1;
+    zmq_msg_t part;
+    while (more) {
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, s->sock, nparts == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            zmq_msg_close(&part);
+            return zfail(d, "cannot receive from", s->endpoint);
+        }
+        more = zmq_msg_more(&part);
+        nparts++;
+        if (nparts == 1 && more) {
+            size_t tl = zmq_msg_size(&part);
+            if (tl >= sizeof(msg->topic))
+                tl = sizeof(msg->topic) - 1;
+            memcpy(msg->topic, zmq_msg_data(&part), tl);
+            msg->topic[tl] = '\0';
+            zmq_msg_close(&part);
+        } else if (!s->have_body) {
+            s->body = part;
+            s->have_body = 1;
+        } else {
+            zmq_msg_close(&part);
+        }
+    }
+    msg->recv_wall_ns = faid_wall_ns();
+    msg->body = zmq_msg_data(&s->body);
+    msg->len = zmq_msg_size(&s->body);
+    if (nparts > 2)
+        return faid_fail(d, FAID_EPROTO, "message from %s has %d parts, expected at most 2",
+                         s->endpoint, nparts);
+    int rc = faid_proto_decode_output(msg->body, msg->len, &msg->m, d);
+    if (rc) {
+        faid_diag_prefix(d, "%s message from %s: ", msg->topic[0] ? msg->topic : "untitled",
+                         s->endpoint);
+        return rc;
+    }
+    if (msg->topic[0] && strcmp(msg->topic, faid_out_type_name(msg->m.type)) != 0)
+        return faid_fail(d, FAID_EPROTO, "message from %s: topic \"%s\" but type \"%s\"",
+                         s->endpoint, msg->topic, faid_out_type_name(msg->m.type));
+    if (msg->m.type == FAID_OUT_START)
+        return update_series(s, msg, d);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Control                                                                                       */
+
+struct faid_ctl {
+    void *ctx, *sock;
+    char endpoint[256];
+    int timeout_ms;
+    zmq_msg_t reply;
+    int have_reply;
+};
+
+static int ctl_open(faid_ctl *c, faid_diag *d)
+{
+    int rc = open_socket(&c->ctx, &c->sock, ZMQ_REQ, c->endpoint, 0, d);
+    if (rc)
+        return rc;
+    set_int(c->sock, ZMQ_SNDTIMEO, c->timeout_ms);
+    return attach(c->sock, c->endpoint, 0, d);
+}
+
+faid_ctl *faid_ctl_new(const char *endpoint, int timeout_ms, faid_diag *d)
+{
+    if (!endpoint || !*endpoint || timeout_ms <= 0) {
+        faid_fail(d, FAID_EINVAL, "control: need an endpoint and a positive timeout");
+        return NULL;
+    }
+    faid_ctl *c = calloc(1, sizeof(*c));
+    if (!c) {
+        faid_fail(d, FAID_ENOMEM, "control: out of memory");
+        return NULL;
+    }
+    snprintf(c->endpoint, sizeof(c->endpoint), "%s", endpoint);
+    c->timeout_ms = timeout_ms;
+    if (ctl_open(c, d)) {
+        faid_ctl_destroy(&c);
+        return NULL;
+    }
+    return c;
+}
+
+void faid_ctl_destroy(faid_ctl **pc)
+{
+    if (!pc || !*pc)
+        return;
+    faid_ctl *c = *pc;
+    if (c->have_reply)
+        zmq_msg_close(&c->reply);
+    close_socket(&c->ctx, &c->sock);
+    free(c);
+    *pc = NULL;
+}
+
+const char *faid_ctl_endpoint(const faid_ctl *c) { return c->endpoint; }
+
+static int ctl_timeout(faid_ctl *c, faid_diag *d)
+{
+    /* A REQ socket that sent and got no answer cannot send again: start over with a new one. */
+    close_socket(&c->ctx, &c->sock);
+    faid_diag tmp;
+    if (ctl_open(c, &tmp))
+        close_socket(&c->ctx, &c->sock);
+    return faid_fail(d, FAID_ETIMEOUT, "no answer from faid at %s within %g s", c->endpoint,
+                     c->timeout_ms / 1000.0);
+}
+
+int faid_ctl_call(faid_ctl *c, const faid_ctl_request *q, faid_ctl_reply *r, faid_diag *d)
+{
+    memset(r, 0, sizeof(*r));
+    if (c->have_reply) {
+        zmq_msg_close(&c->reply);
+        c->have_reply = 0;
+    }
+    if (!c->sock) {
+        int rc = ctl_open(c, d);
+        if (rc)
+            return rc;
+    }
+    uint8_t req[1200];
+    size_t len;
+    int rc = faid_proto_encode_request(q, req, sizeof(req), &len, d);
+    if (rc)
+        return rc;
+    if (zmq_send(c->sock, req, len, 0) < 0) {
+        if (zmq_errno() == EAGAIN)
+            return ctl_timeout(c, d);
+        return zfail(d, "cannot send a request to", c->endpoint);
+    }
+    int ready = wait_readable(c->sock, c->timeout_ms);
+    if (ready < 0)
+        return zfail(d, "cannot poll", c->endpoint);
+    if (ready == 0)
+        return ctl_timeout(c, d);
+    zmq_msg_init(&c->reply);
+    c->have_reply = 1;
+    if (zmq_msg_recv(&c->reply, c->sock, 0) < 0)
+        return zfail(d, "cannot receive the reply from", c->endpoint);
+    /* A multi-part reply is not part of the protocol: drain it so the socket stays usable. */
+    int more = zmq_msg_more(&c->reply);
+    while (more) {
+        zmq_msg_t extra;
+        zmq_msg_init(&extra);
+        if (zmq_msg_recv(&extra, c->sock, 0) < 0) {
+            zmq_msg_close(&extra);
+            break;
+        }
+        more = zmq_msg_more(&extra);
+        zmq_msg_close(&extra);
+    }
+    r->body = zmq_msg_data(&c->reply);
+    r->len = zmq_msg_size(&c->reply);
+
+    faid_mp_obj v;
+    faid_diag fd;
+    rc = faid_proto_map_find(r->body, r->len, FAID_K_OK, &v, NULL, &fd);
+    if (rc || v.type != FAID_MP_BOOL)
+        return faid_fail(d, FAID_EPROTO, "reply from %s to \"%s\" is not a control reply%s%s",
+                         c->endpoint, faid_ctl_cmd_name(q->cmd), rc ? ": " : "",
+                         rc ? fd.msg : "");
+    r->ok = v.b;
+    if (!r->ok) {
+        if (faid_proto_map_find(r->body, r->len, FAID_K_ERROR, &v, NULL, NULL) == 0 &&
+            v.type == FAID_MP_STR) {
+            size_t n = v.len < sizeof(r->error) - 1 ? v.len : sizeof(r->error) - 1;
+            memcpy(r->error, v.ptr, n);
+            r->error[n] = '\0';
+        } else {
+            snprintf(r->error, sizeof(r->error), "(no reason given)");
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Sender                                                                                        */
+
+struct faid_sender {
+    void *ctx, *sock;
+    char endpoint[256];
+    int timeout_ms;
+    uint8_t *hdr;        /* encode buffer for headers */
+    size_t hdr_cap;
+};
+
+faid_sender *faid_sender_new(const char *endpoint, int bind, int sndhwm, int timeout_ms,
+                             faid_diag *d)
+{
+    if (!endpoint || !*endpoint) {
+        faid_fail(d, FAID_EINVAL, "sender: no endpoint given");
+        return NULL;
+    }
+    faid_sender *s = calloc(1, sizeof(*s));
+    if (!s) {
+        faid_fail(d, FAID_ENOMEM, "sender: out of memory");
+        return NULL;
+    }
+    snprintf(s->endpoint, sizeof(s->endpoint), "%s", endpoint);
+    s->timeout_ms = timeout_ms;
+    s->hdr_cap = 64 * 1024;
+    s->hdr = malloc(s->hdr_cap);
+    if (!s->hdr) {
+        faid_fail(d, FAID_ENOMEM, "sender: out of memory");
+        goto fail;
+    }
+    if (open_socket(&s->ctx, &s->sock, ZMQ_PUSH, endpoint, bind, d))
+        goto fail;
+    if (sndhwm > 0)
+        set_int(s->sock, ZMQ_SNDHWM, sndhwm);
+    set_int(s->sock, ZMQ_SNDTIMEO, timeout_ms);
+    /* Queued frames must leave before the process exits: keep them up to the timeout. */
+    set_int(s->sock, ZMQ_LINGER, timeout_ms);
+    if (attach(s->sock, endpoint, bind, d))
+        goto fail;
+    return s;
+fail:
+    faid_sender_destroy(&s);
+    return NULL;
+}
+
+void faid_sender_destroy(faid_sender **ps)
+{
+    if (!ps || !*ps)
+        return;
+    faid_sender *s = *ps;
+    close_socket(&s->ctx, &s->sock);
+    free(s->hdr);
+    free(s);
+    *ps = NULL;
+}
+
+static int send_fail(faid_sender *s, const char *what, faid_diag *d)
+{
+    if (zmq_errno() == EAGAIN)
+        return faid_fail(d, FAID_ETIMEOUT, "%s: no receiver took it at %s within %g s", what,
+                         s->endpoint, s->timeout_ms / 1000.0);
+    if (zmq_errno() == EINTR)
+        return faid_fail(d, FAID_ESTOPPED, "%s: interrupted", what);
+    return zfail(d, what, s->endpoint);
+}
+
+int faid_sender_series(faid_sender *s, const faid_in_header *h, faid_diag *d)
+{
+    if (h->type != FAID_IN_START && h->type != FAID_IN_END)
+        return faid_fail(d, FAID_EINVAL, "sender: a series message must be start or end");
+    size_t len;
+    int rc = faid_proto_encode_input(h, s->hdr, s->hdr_cap, &len, d);
+    if (rc)
+        return rc;
+    if (zmq_send(s->sock, s->hdr, len, 0) < 0)
+        return send_fail(s, h->type == FAID_IN_START ? "series start" : "series end", d);
+    return 0;
+}
+
+/* Zero-copy payloads belong to the caller, who keeps them until the sender is destroyed. */
+static void keep_buffer(void *data, void *hint)
+{
+    (void)data;
+    (void)hint;
+}
+
+int faid_sender_image(faid_sender *s, const faid_in_header *h, const void *payload, size_t len,
+                      int zero_copy, faid_diag *d)
+{
+    if (h->type != FAID_IN_IMAGE)
+        return faid_fail(d, FAID_EINVAL, "sender: an image message needs type image");
+    size_t hlen;
+    int rc = faid_proto_encode_input(h, s->hdr, s->hdr_cap, &hlen, d);
+    if (rc)
+        return rc;
+    zmq_msg_t m;
+    if (zero_copy)
+        rc = zmq_msg_init_data(&m, (void *)payload, len, keep_buffer, NULL);
+    else if ((rc = zmq_msg_init_size(&m, len)) == 0)
+        memcpy(zmq_msg_data(&m), payload, len);
+    if (rc != 0)
+        return zfail(d, "cannot prepare a frame for", s->endpoint);
+    /* The header goes first with SNDMORE; once it is queued ZeroMQ takes the remaining parts of
+     * the message without blocking, so a timeout can only hit the first part. */
+    if (zmq_send(s->sock, s->hdr, hlen, ZMQ_SNDMORE) < 0) {
+        zmq_msg_close(&m);
+        return send_fail(s, "image header", d);
+    }
+    if (zmq_msg_send(&m, s->sock, 0) < 0) {
+        zmq_msg_close(&m);
+        return send_fail(s, "image payload", d);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* .dat files                                                                                    */
+
+int faid_dat_path(char *out, size_t cap, const char *dir, const char *stem, uint64_t frame_id,
+                  faid_diag *d)
+{
+    char clean[256];
+    size_t j = 0;
+    for (const char *p = stem && *stem ? stem : "frame"; *p && j + 1 < sizeof(clean); p++) {
+        char ch = *p;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '.' || ch == '_' || ch == '-';
+        clean[j++] = ok ? ch : '_';
+    }
+    clean[j] = '\0';
+    int n = snprintf(out, cap, "%s%s%s_%05llu.dat", dir && *dir ? dir : "",
+                     dir && *dir ? "/" : "", clean, (unsigned long long)frame_id);
+    if (n < 0 || (size_t)n >= cap)
+        return faid_fail(d, FAID_ESIZE, "output path for frame %llu in %s is too long",
+                         (unsigned long long)frame_id, dir ? dir : ".");
+    return 0;
+}
+
+void faid_dat_series_stem(char *out, size_t cap, uint64_t series_id, const char *unique_id)
+{
+    if (unique_id && *unique_id)
+        snprintf(out, cap, "%s", unique_id);
+    else
+        snprintf(out, cap, "series%llu", (unsigned long long)series_id);
+}
+
+int faid_dat_write(const char *path, const faid_dat_meta *meta, const double *radial,
+                   const double *I, const double *sigma, const double *std, const double *count,
+                   size_t n, faid_diag *d)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return faid_fail(d, FAID_EIO, "%s: cannot create: %s", path, strerror(errno));
+    const char *unit = meta->unit && *meta->unit ? meta->unit : "bin";
+    fprintf(f, "# faid integrated profile\n");
+    fprintf(f, "# unit: %s\n", unit);
+    fprintf(f, "# software_version: %s\n",
+            meta->software_version && *meta->software_version ? meta->software_version
+                                                               : "unknown");
+    fprintf(f, "# config_hash: %s\n",
+            meta->config_hash && *meta->config_hash ? meta->config_hash : "unknown");
+    if (meta->series && *meta->series)
+        fprintf(f, "# series: %s\n", meta->series);
+    if (meta->has_series_id)
+        fprintf(f, "# series_id: %llu\n", (unsigned long long)meta->series_id);
+    if (meta->has_frame_id)
+        fprintf(f, "# frame_id: %llu\n", (unsigned long long)meta->frame_id);
+    if (meta->has_setup_version)
+        fprintf(f, "# setup_version: %llu\n", (unsigned long long)meta->setup_version);
+    fprintf(f, "# columns: %s I sigma std count\n", unit);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%.9g %.9g %.9g %.9g %.9g\n", radial ? radial[i] : (double)i, I[i],
+                sigma ? sigma[i] : NAN, std ? std[i] : NAN, count ? count[i] : 0.0);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return faid_fail(d, FAID_EIO, "%s: write failed: %s", path, strerror(errno));
+    return 0;
+}
+
+int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,
+                       faid_diag *d)
+{
+    const faid_out_msg *m = &msg->m;
+    if (m->type != FAID_OUT_RESULT)
+        return faid_fail(d, FAID_EINVAL, "%s: only result messages hold a profile", path);
+    size_t n = (size_t)m->I.nelem;
+    if (n == 0)
+        return faid_fail(d, FAID_EPROTO, "result of frame %llu has no \"%s\" array",
+                         (unsigned long long)m->frame_id, FAID_K_I);
+    double *buf = malloc(4 * n * sizeof(double));
+    if (!buf)
+        return faid_fail(d, FAID_ENOMEM, "%s: out of memory for %zu bins", path, n);
+    double *I = buf, *sg = buf + n, *sd = buf + 2 * n, *ct = buf + 3 * n;
+    const faid_array_view *opt[3] = {&m->sigma, &m->std, &m->count};
+    double *optv[3] = {sg, sd, ct};
+    int rc = faid_array_view_to_f64(&m->I, I, n, d);
+    for (int k = 0; k < 3 && rc == 0; k++) {
+        if (opt[k]->nelem == 0)
+            optv[k] = NULL;
+        else
+            rc = faid_array_view_to_f64(opt[k], optv[k], n, d);
+    }
+    if (rc) {
+        faid_diag_prefix(d, "result of frame %llu: ", (unsigned long long)m->frame_id);
+        free(buf);
+        return rc;
+    }
+    const faid_series_info *si = &s->series;
+    int axis = si->valid && si->nbins == n && si->series_id == m->series_id;
+    faid_dat_meta meta = {
+        .unit = axis ? si->unit : "bin",
+        .software_version = si->valid ? si->software_version : NULL,
+        .config_hash = si->valid ? si->config_hash : NULL,
+        .series = si->valid ? si->series_unique_id : NULL,
+        .has_series_id = 1,
+        .series_id = m->series_id,
+        .has_frame_id = m->has_frame_id,
+        .frame_id = m->frame_id,
+        .has_setup_version = 1,
+        .setup_version = m->setup_version,
+    };
+    rc = faid_dat_write(path, &meta, axis ? si->radial : NULL, I, optv[0], optv[1], optv[2], n, d);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,158 @@
+/* faid_client: the small C client library of faid, used by faidctl and by anyone who wants to talk
+ * to a running daemon from C. It wraps the ZeroMQ sockets and the wire protocol of proto/ so a
+ * caller never handles msgpack or socket options:
+ *   - faid_sub     receives output messages (start, result, end, stats, error) from the PUB socket
+ *                  or from the lossless PUSH channel and decodes them into faid_out_msg views;
+ *                  it remembers the last `start` so a result can be written with its radial axis;
+ *   - faid_ctl     sends control requests (status, config, reload, reset, stop, ping) over REQ
+ *                  with a receive timeout, so a dead daemon gives a message instead of a hang;
+ *   - faid_sender  sends native input messages (series start, images, end) over PUSH, for
+ *                  `faidctl replay` and tests, with zero-copy payloads;
+ *   - faid_dat_*   writes a profile as the text .dat file that `faidctl sub --out` and
+ *                  `faidctl process` produce.
+ *
+ * Ownership is visible in the signatures: faid_X_new() returns NULL on failure (with the reason in
+ * the faid_diag), faid_X_destroy(&p) releases and sets p to NULL (a NULL p is fine). Every other
+ * function returns 0 or a negative faid error code (faid_err.h) with a message in the diag.
+ * Objects are not thread-safe: use each from one thread. */
+#ifndef FAID_CLIENT_H
+#define FAID_CLIENT_H
+
+#include "faid_err.h"
+#include "faid_proto.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Subscriber. */
+typedef enum {
+    FAID_SUB_PUB = 0,  /* SUB socket connected to the daemon's monitoring PUB output (lossy) */
+    FAID_SUB_LOSSLESS, /* PULL socket connected to the daemon's lossless PUSH output */
+} faid_sub_kind;
+
+/* What the last `start` message said about the series; results are interpreted with it. */
+typedef struct faid_series_info {
+    int valid;                       /* 0 until a start message arrived */
+    uint64_t series_id;
+    char series_unique_id[FAID_SERIES_UID_MAX];
+    char unit[32];                   /* radial unit, e.g. "q_nm^-1" */
+    char software_version[64];
+    char config_hash[40];
+    uint64_t setup_version;
+    size_t nbins;                    /* length of radial */
+    double *radial;                  /* bin centres in unit (owned by the faid_sub) */
+} faid_series_info;
+
+/* One received message. The views (body, m's arrays and strings) point into a buffer the faid_sub
+ * owns; they stay valid until the next faid_sub_recv() on the same faid_sub or its destruction. */
+typedef struct faid_sub_msg {
+    char topic[16];                  /* topic frame, "" when the channel sends none */
+    const uint8_t *body;             /* the msgpack map */
+    size_t len;
+    faid_out_msg m;                  /* decoded view of body */
+    int64_t recv_wall_ns;            /* wall clock at receipt (faid_wall_ns) */
+} faid_sub_msg;
+
+typedef struct faid_sub faid_sub;
+
+/* Connects to endpoint ("tcp://host:port", "ipc://...") and, for FAID_SUB_PUB, subscribes to every
+ * topic. rcvhwm 0 = the ZeroMQ default. */
+faid_sub *faid_sub_new(const char *endpoint, faid_sub_kind kind, int rcvhwm, faid_diag *d);
+void faid_sub_destroy(faid_sub **s);
+/* Waits at most timeout_ms (-1 = forever) for one message. FAID_ETIMEOUT when none came;
+ * FAID_EFORMAT / FAID_ETRUNC / FAID_EPROTO when a message arrived but could not be decoded (it is
+ * consumed, msg->body/len still show its raw bytes); FAID_EZMQ on a socket failure. A start message
+ * also updates faid_sub_series(). */
+int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d);
+/* Series information from the last start message (valid == 0 before one arrived). */
+const faid_series_info *faid_sub_series(const faid_sub *s);
+
+/* Converts an array view (any numeric dtype, unaligned little-endian data) to float64. n must equal
+ * a->nelem; FAID_ESIZE otherwise, FAID_EDTYPE for a type without a numeric value. */
+int faid_array_view_to_f64(const faid_array_view *a, double *out, size_t n, faid_diag *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Control. */
+typedef struct faid_ctl faid_ctl;
+
+/* A reply: the msgpack map as received (owned by the faid_ctl, valid until its next call). */
+typedef struct faid_ctl_reply {
+    const uint8_t *body;
+    size_t len;
+    int ok;                          /* the reply's "ok" */
+    char error[512];                 /* the reply's "error" when !ok, else "" */
+} faid_ctl_reply;
+
+/* Prepares a REQ socket to endpoint; timeout_ms bounds every call (> 0). Connecting does not wait
+ * for the daemon: a missing daemon shows as FAID_ETIMEOUT at the first call. */
+faid_ctl *faid_ctl_new(const char *endpoint, int timeout_ms, faid_diag *d);
+void faid_ctl_destroy(faid_ctl **c);
+/* Sends q and waits for the reply. FAID_ETIMEOUT with "no answer from faid at ENDPOINT within S s"
+ * when none came (the socket is then renewed, so the next call works); FAID_EPROTO when the reply
+ * is not a control reply. A reply with ok == false still returns 0: check r->ok. */
+int faid_ctl_call(faid_ctl *c, const faid_ctl_request *q, faid_ctl_reply *r, faid_diag *d);
+const char *faid_ctl_endpoint(const faid_ctl *c);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sender of the native input protocol. */
+typedef struct faid_sender faid_sender;
+
+/* A PUSH socket that connects to endpoint (or binds it when bind != 0). timeout_ms bounds each send
+ * (the receiver absent or not keeping up) and the final flush in destroy; -1 waits forever.
+ * sndhwm 0 = the ZeroMQ default. */
+faid_sender *faid_sender_new(const char *endpoint, int bind, int sndhwm, int timeout_ms,
+                             faid_diag *d);
+/* Waits up to the timeout for queued messages to leave, then closes. Zero-copy payloads may be
+ * freed once this returned. */
+void faid_sender_destroy(faid_sender **s);
+/* Sends a single-part start or end message (h->type FAID_IN_START or FAID_IN_END). */
+int faid_sender_series(faid_sender *s, const faid_in_header *h, faid_diag *d);
+/* Sends one image [header, payload]. With zero_copy the payload is handed to ZeroMQ without a
+ * copy and must stay unchanged and alive until faid_sender_destroy() returned; otherwise it is
+ * copied. FAID_ETIMEOUT when the send could not complete within the timeout. */
+int faid_sender_image(faid_sender *s, const faid_in_header *h, const void *payload, size_t len,
+                      int zero_copy, faid_diag *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Profile text files (.dat): `#` header lines, then one line per bin with the columns
+ * `radial I sigma std count`:
+ *   # faid integrated profile
+ *   # unit: q_nm^-1
+ *   # software_version: 0.1.0
+ *   # config_hash: 0123456789abcdef
+ *   # series_id: 1
+ *   # frame_id: 7
+ *   # setup_version: 1
+ *   # columns: q_nm^-1 I sigma std count
+ * Values are written with enough digits to read back float32 exactly. */
+typedef struct faid_dat_meta {
+    const char *unit;                /* radial unit name */
+    const char *software_version;
+    const char *config_hash;
+    const char *series;              /* series name or input file stem, may be NULL */
+    int has_series_id;
+    uint64_t series_id;
+    int has_frame_id;
+    uint64_t frame_id;
+    int has_setup_version;
+    uint64_t setup_version;
+} faid_dat_meta;
+
+/* Writes n bins; sigma, std and count may be NULL (written as nan / 0). */
+int faid_dat_write(const char *path, const faid_dat_meta *meta, const double *radial,
+                   const double *I, const double *sigma, const double *std, const double *count,
+                   size_t n, faid_diag *d);
+/* The file name both faidctl commands use: DIR/STEM_FFFFF.dat (frame id zero-padded to 5 digits,
+ * more digits when larger). Characters of stem outside [A-Za-z0-9._-] become '_'. FAID_ESIZE when
+ * it does not fit in cap. */
+int faid_dat_path(char *out, size_t cap, const char *dir, const char *stem, uint64_t frame_id,
+                  faid_diag *d);
+/* The stem of a series for faid_dat_path: its unique id when it has one, else "series<ID>". */
+void faid_dat_series_stem(char *out, size_t cap, uint64_t series_id, const char *unique_id);
+/* Writes the result msg with the series information of s (its radial axis when the series start
+ * was seen and matches in length, else the bin index with unit "bin"). */
+int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,
+                       faid_diag *d);
+
+#endif
