@@ -446,8 +446,10 @@ static void calc_bounds(const faid_csr_params *p, double scale, double rmin, dou
 {
     b->min0 = rmin > 0.0 ? rmin : 0.0;
     b->maxin0 = rmax > 0.0 ? rmax : 0.0;
-    b->maxin1 = cmax < M_PI ? cmax : M_PI;
-    b->min1 = cmin > -M_PI ? cmin : -M_PI;
+    /* pyFAI clips chi with pi rounded to float32 (3.1415927410...) */
+    const double pi32 = (double)(float)M_PI;
+    b->maxin1 = cmax < pi32 ? cmax : pi32;
+    b->min1 = cmin > -pi32 ? cmin : -pi32;
     if (p->has_rad_range) {
         double lo = p->rad_range[0] / scale, hi = p->rad_range[1] / scale;
         b->min0 = lo < hi ? lo : hi;
@@ -639,6 +641,7 @@ static int build_full(const pixsrc *s, const faid_csr_params *p, double scale, f
     int rc = builder_init(&bl, csr->nbins, (int64_t)npix * 2);
     float *buffer = calloc((size_t)bins0 + 1, sizeof(float));
     size_t boxcap = 256;
+    int64_t bw0 = 15, bw1 = 15;
     float *box = calloc(boxcap, sizeof(float));
     if (rc || !buffer || !box) {
         builder_free(&bl);
@@ -718,7 +721,14 @@ static int build_full(const pixsrc *s, const faid_csr_params *p, double scale, f
             max1 = fmax(fmax(f[1], f[3]), fmax(f[5], f[7]));
             double off0 = floor(min0), off1 = floor(min1);
             int64_t w0 = (int64_t)(ceil(max0) - off0), w1 = (int64_t)(ceil(max1) - off1);
-            size_t need = (size_t)(w0 + 1) * (size_t)(w1 + 1);
+            /* pyFAI keeps one (bw0+1) x (bw1+1) box, 16 x 16 at first, and reshapes it to the
+             * current pixel's size only when that is larger on either axis. The row length
+             * bounds how far an area is stacked, so the same shape rule is kept here. */
+            if (w0 > bw0 || w1 > bw1) {
+                bw0 = w0;
+                bw1 = w1;
+            }
+            size_t need = (size_t)(bw0 + 1) * (size_t)(bw1 + 1);
             if (need > boxcap) {
                 float *nb = realloc(box, need * sizeof(float));
                 if (!nb) {
@@ -733,7 +743,7 @@ static int build_full(const pixsrc *s, const faid_csr_params *p, double scale, f
                 f[2 * k] -= off0;
                 f[2 * k + 1] -= off1;
             }
-            int64_t nrow = w1 + 1;
+            int64_t nrow = bw1 + 1;
             integrate2d(box, nrow, f[0], f[1], f[2], f[3]);
             integrate2d(box, nrow, f[2], f[3], f[4], f[5]);
             integrate2d(box, nrow, f[4], f[5], f[6], f[7]);
