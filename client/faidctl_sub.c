@@ -1,11 +1,408 @@
-/* faidctl sub: placeholder until the module lands. */
+/* faidctl sub: subscribes to a daemon's output, shows a live one-line summary (results/s, latency,
+ * frames missing by id, messages lost by sequence number, errors), optionally prints every message
+ * as a JSON line and writes every profile as a .dat file, and ends after N results, the end of a
+ * series, a timeout or Ctrl-C with a summary on stdout.
+ *
+ * Gap accounting: frames may arrive out of order (several devices), so the frame ids seen in the
+ * current series are kept in a bitmap and "missing" is the number of ids between the smallest and
+ * the largest seen that never arrived. "lost" counts holes in msg_number, which the daemon numbers
+ * without gaps over start/result/end/error: on the lossy PUB socket it shows what the high-water
+ * mark dropped, including messages that carry no frame id. */
 #include "faidctl.h"
 
+#include "faid_client.h"
+#include "faid_log.h"
+#include "faid_proto.h"
+
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DEFAULT_FROM "tcp://127.0.0.1:5556"
+/* Frame ids beyond this many above the series' first id are counted but not tracked for gaps
+ * (bounds the bitmap at 16 MiB whatever ids a sender invents). */
+#define MAX_TRACKED_IDS (1ull << 27)
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: faidctl sub [--from ENDPOINT] [--lossless] [--count N] [--timeout S]\n"
+            "                   [--until-end] [--out DIR] [--json] [--quiet] [--rcvhwm N]\n"
+            "  --from ENDPOINT  the daemon's output (default %s)\n"
+            "  --lossless       ENDPOINT is the lossless PUSH output: read it with PULL\n"
+            "  --count N        stop after N results\n"
+            "  --timeout S      stop after S seconds (exit status 1 if --count was not reached)\n"
+            "  --until-end      stop after the first series end message\n"
+            "  --out DIR        write each profile to DIR/<series>_<frame_id>.dat\n"
+            "  --json           print every message as one JSON line on stdout\n"
+            "  --quiet          no live summary line on stderr\n"
+            "  --rcvhwm N       receive high-water mark in messages (default ZeroMQ's)\n",
+            DEFAULT_FROM);
+}
+
+typedef struct id_tracker {
+    int active;
+    uint64_t series_id;
+    uint64_t base, min, max;   /* base = first id seen; bitmap bit k = id base + k */
+    uint8_t *bits;
+    size_t cap_bits;
+    uint64_t unique, duplicates, untracked;
+} id_tracker;
+
+typedef struct sub_stats {
+    uint64_t results, starts, ends, errors, stats, bad, lost;
+    uint64_t missing_done, unique_done, duplicates_done; /* over finished series */
+    int have_msgno;
+    uint64_t last_msgno;
+    double lat_sum, lat_max;
+    uint64_t lat_n;
+    double e2e_sum, e2e_max;
+    uint64_t e2e_n;
+    uint64_t files;
+    uint64_t bytes;
+    int64_t first_ns, last_ns;
+} sub_stats;
+
+static uint64_t tracker_missing(const id_tracker *t)
+{
+    if (!t->active || t->unique == 0)
+        return 0;
+    uint64_t span = t->max - t->min + 1;
+    return span > t->unique ? span - t->unique : 0;
+}
+
+static void tracker_finish(id_tracker *t, sub_stats *st)
+{
+    if (t->active) {
+        st->missing_done += tracker_missing(t);
+        st->unique_done += t->unique;
+        st->duplicates_done += t->duplicates;
+    }
+    free(t->bits);
+    memset(t, 0, sizeof(*t));
+}
+
+/* Records a frame id; returns 0, or FAID_ENOMEM. */
+static int tracker_add(id_tracker *t, sub_stats *st, uint64_t series_id, uint64_t id)
+{
+    if (t->active && t->series_id != series_id)
+        tracker_finish(t, st);
+    if (!t->active) {
+        t->active = 1;
+        t->series_id = series_id;
+        t->base = t->min = t->max = id;
+    }
+    if (id < t->min)
+        t->min = id;
+    if (id > t->max)
+        t->max = id;
+    if (id < t->base || id - t->base >= MAX_TRACKED_IDS) {
+        /* Out of the bitmap: counted as unique, without duplicate detection. */
+        t->unique++;
+        t->untracked++;
+        return 0;
+    }
+    uint64_t k = id - t->base;
+    if (k >= t->cap_bits) {
+        size_t ncap = t->cap_bits ? t->cap_bits : 4096;
+        while (ncap <= k)
+            ncap *= 2;
+        uint8_t *nb = realloc(t->bits, ncap / 8);
+        if (!nb)
+            return FAID_ENOMEM;
+        memset(nb + t->cap_bits / 8, 0, (ncap - t->cap_bits) / 8);
+        t->bits = nb;
+        t->cap_bits = ncap;
+    }
+    if (t->bits[k / 8] & (1u << (k % 8))) {
+        t->duplicates++;
+    } else {
+        t->bits[k / 8] |= (uint8_t)(1u << (k % 8));
+        t->unique++;
+    }
+    return 0;
+}
+
+static int make_dir(const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) == 0)
+        return S_ISDIR(sb.st_mode) ? 0 : -1;
+    return mkdir(dir, 0777);
+}
+
+static void live_line(const sub_stats *st, const id_tracker *t, int tty, double elapsed)
+{
+    double fps = elapsed > 0 ? (double)st->results / elapsed : 0;
+    fprintf(stderr,
+            "%ssub: %llu results  %.1f frames/s  latency %.2f ms (max %.2f)  missing %llu  "
+            "lost %llu  errors %llu%s",
+            tty ? "\r\033[K" : "", (unsigned long long)st->results, fps,
+            st->lat_n ? st->lat_sum / (double)st->lat_n / 1000.0 : 0.0, st->lat_max / 1000.0,
+            (unsigned long long)(st->missing_done + tracker_missing(t)),
+            (unsigned long long)st->lost, (unsigned long long)(st->errors + st->bad),
+            tty ? "" : "\n");
+    fflush(stderr);
+}
 
 int faidctl_sub(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "faidctl %s: not implemented yet\n", argv[0]);
-    return 1;
+    const char *from = DEFAULT_FROM, *outdir = NULL;
+    int lossless = 0, until_end = 0, json = 0, quiet = 0, rcvhwm = 0;
+    long long count = -1;
+    double timeout = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        char *end = NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--from") == 0 && more) {
+            from = argv[++i];
+        } else if (strcmp(a, "--lossless") == 0) {
+            lossless = 1;
+        } else if (strcmp(a, "--until-end") == 0) {
+            until_end = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (strcmp(a, "--out") == 0 && more) {
+            outdir = argv[++i];
+        } else if (strcmp(a, "--count") == 0 && more) {
+            count = strtoll(argv[++i], &end, 10);
+            if (*end || count < 1) {
+                fprintf(stderr, "faidctl sub: --count needs a positive integer, got '%s'\n",
+                        argv[i]);
+                return 2;
+            }
+        } else if (strcmp(a, "--timeout") == 0 && more) {
+            timeout = strtod(argv[++i], &end);
+            if (*end || !(timeout > 0)) {
+                fprintf(stderr, "faidctl sub: --timeout needs seconds > 0, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(a, "--rcvhwm") == 0 && more) {
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > 1 << 24) {
+                fprintf(stderr, "faidctl sub: --rcvhwm needs a positive integer, got '%s'\n",
+                        argv[i]);
+                return 2;
+            }
+            rcvhwm = (int)v;
+        } else {
+            fprintf(stderr, "faidctl sub: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (outdir && make_dir(outdir) != 0) {
+        fprintf(stderr, "faidctl sub: cannot use output directory %s: %s\n", outdir,
+                strerror(errno));
+        return 1;
+    }
+
+    faid_diag d;
+    faid_diag_clear(&d);
+    faid_sub *s = faid_sub_new(from, lossless ? FAID_SUB_LOSSLESS : FAID_SUB_PUB, rcvhwm, &d);
+    if (!s) {
+        fprintf(stderr, "faidctl sub: %s\n", d.msg);
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    int tty = isatty(STDERR_FILENO);
+    sub_stats st;
+    memset(&st, 0, sizeof(st));
+    id_tracker tr;
+    memset(&tr, 0, sizeof(tr));
+    size_t json_cap = 1 << 20;
+    char *json_buf = json ? malloc(json_cap) : NULL;
+    if (json && !json_buf) {
+        fprintf(stderr, "faidctl sub: out of memory\n");
+        faid_sub_destroy(&s);
+        return 1;
+    }
+    const char *why = "interrupted";
+    int status = 0;
+    int64_t t0 = faid_now_ns(), next_line = t0 + 1000000000LL;
+    int64_t deadline = timeout > 0 ? t0 + (int64_t)(timeout * 1e9) : INT64_MAX;
+
+    for (;;) {
+        if (stop_flag)
+            break;
+        int64_t now = faid_now_ns();
+        if (now >= deadline) {
+            why = "timeout";
+            break;
+        }
+        if (!quiet && now >= next_line) {
+            live_line(&st, &tr, tty, (double)(now - t0) / 1e9);
+            next_line = now + (tty ? 1000000000LL : 5000000000LL);
+        }
+        int64_t wait_ns = next_line - now;
+        if (deadline - now < wait_ns)
+            wait_ns = deadline - now;
+        int wait_ms = (int)(wait_ns / 1000000) + 1;
+
+        faid_sub_msg msg;
+        int rc = faid_sub_recv(s, wait_ms, &msg, &d);
+        if (rc == FAID_ETIMEOUT)
+            continue;
+        if (rc == FAID_EZMQ) {
+            fprintf(stderr, "%sfaidctl sub: %s\n", tty && !quiet ? "\n" : "", d.msg);
+            status = 1;
+            why = "socket error";
+            break;
+        }
+        if (rc) {
+            st.bad++;
+            fprintf(stderr, "%sfaidctl sub: %s\n", tty && !quiet ? "\n" : "", d.msg);
+            continue;
+        }
+        const faid_out_msg *m = &msg.m;
+        if (st.first_ns == 0)
+            st.first_ns = msg.recv_wall_ns;
+        st.last_ns = msg.recv_wall_ns;
+        st.bytes += msg.len;
+        if (m->type != FAID_OUT_STATS) {
+            if (st.have_msgno && m->msg_number > st.last_msgno + 1)
+                st.lost += m->msg_number - st.last_msgno - 1;
+            /* A smaller number means the daemon restarted: start counting again. */
+            st.have_msgno = 1;
+            st.last_msgno = m->msg_number;
+        }
+        if (json) {
+            if (faid_mp_to_json(msg.body, msg.len, json_buf, json_cap, 8, &d) == 0)
+                printf("%s\n", json_buf);
+            else
+                fprintf(stderr, "faidctl sub: cannot render a %s message: %s\n",
+                        faid_out_type_name(m->type), d.msg);
+        }
+        switch (m->type) {
+        case FAID_OUT_START:
+            st.starts++;
+            if (tr.active && tr.series_id != m->series_id)
+                tracker_finish(&tr, &st);
+            break;
+        case FAID_OUT_STATS: st.stats++; break;
+        case FAID_OUT_ERROR:
+            st.errors++;
+            if (!quiet) {
+                char frame[40] = "";
+                if (m->has_frame_id)
+                    snprintf(frame, sizeof(frame), ", frame %llu",
+                             (unsigned long long)m->frame_id);
+                fprintf(stderr, "%sfaidctl sub: error from faid (series %llu%s): %s %s: %s\n",
+                        tty ? "\n" : "", (unsigned long long)m->series_id, frame, m->stage,
+                        m->code, m->message);
+            }
+            break;
+        case FAID_OUT_END: st.ends++; break;
+        case FAID_OUT_RESULT: {
+            st.results++;
+            if (m->latency_us > 0) {
+                st.lat_sum += m->latency_us;
+                st.lat_n++;
+                if (m->latency_us > st.lat_max)
+                    st.lat_max = m->latency_us;
+            }
+            faid_mp_obj v;
+            uint64_t rns;
+            if (faid_proto_map_find(msg.body, msg.len, FAID_K_RECEIVED_NS, &v, NULL, NULL) == 0 &&
+                faid_mp_to_u64(&v, &rns) == 0 && rns > 0 && msg.recv_wall_ns > (int64_t)rns) {
+                double e2e = (double)(msg.recv_wall_ns - (int64_t)rns) / 1000.0;
+                st.e2e_sum += e2e;
+                st.e2e_n++;
+                if (e2e > st.e2e_max)
+                    st.e2e_max = e2e;
+            }
+            if (m->has_frame_id && tracker_add(&tr, &st, m->series_id, m->frame_id) != 0) {
+                fprintf(stderr, "faidctl sub: out of memory tracking frame ids\n");
+                status = 1;
+                why = "out of memory";
+                goto done;
+            }
+            if (outdir) {
+                const faid_series_info *si = faid_sub_series(s);
+                char stem[FAID_SERIES_UID_MAX + 32], path[4096];
+                faid_dat_series_stem(stem, sizeof(stem), m->series_id,
+                                     si->valid && si->series_id == m->series_id
+                                         ? si->series_unique_id
+                                         : NULL);
+                if (faid_dat_path(path, sizeof(path), outdir, stem, m->frame_id, &d) != 0 ||
+                    faid_sub_write_dat(s, &msg, path, &d) != 0) {
+                    fprintf(stderr, "%sfaidctl sub: %s\n", tty && !quiet ? "\n" : "", d.msg);
+                    status = 1;
+                    why = "write error";
+                    goto done;
+                }
+                st.files++;
+            }
+            break;
+        }
+        default: break;
+        }
+        if (count > 0 && st.results >= (uint64_t)count) {
+            why = "count reached";
+            break;
+        }
+        if (until_end && m->type == FAID_OUT_END) {
+            why = "series end";
+            break;
+        }
+    }
+    if (strcmp(why, "timeout") == 0 && count > 0)
+        status = 1;
+done:
+    if (!quiet && tty)
+        fputc('\n', stderr);
+    tracker_finish(&tr, &st);
+    double span = st.last_ns > st.first_ns ? (double)(st.last_ns - st.first_ns) / 1e9 : 0;
+    printf("stopped: %s\n", why);
+    printf("results: %llu\n", (unsigned long long)st.results);
+    printf("unique frames: %llu\n", (unsigned long long)st.unique_done);
+    printf("missing frames: %llu\n", (unsigned long long)st.missing_done);
+    printf("duplicate frames: %llu\n", (unsigned long long)st.duplicates_done);
+    printf("lost messages: %llu\n", (unsigned long long)st.lost);
+    printf("messages: start %llu, end %llu, error %llu, stats %llu, undecodable %llu\n",
+           (unsigned long long)st.starts, (unsigned long long)st.ends,
+           (unsigned long long)st.errors, (unsigned long long)st.stats,
+           (unsigned long long)st.bad);
+    printf("rate: %.1f results/s over %.3f s, %.2f MB received\n",
+           span > 0 ? (double)(st.results > 1 ? st.results - 1 : 0) / span : 0.0, span,
+           (double)st.bytes / 1e6);
+    if (st.lat_n)
+        printf("latency (faid, received -> result): mean %.3f ms, max %.3f ms\n",
+               st.lat_sum / (double)st.lat_n / 1000.0, st.lat_max / 1000.0);
+    if (st.e2e_n)
+        printf("latency (faid received -> here): mean %.3f ms, max %.3f ms\n",
+               st.e2e_sum / (double)st.e2e_n / 1000.0, st.e2e_max / 1000.0);
+    if (outdir)
+        printf("files: %llu written to %s\n", (unsigned long long)st.files, outdir);
+    if (status == 1 && strcmp(why, "timeout") == 0)
+        fprintf(stderr, "faidctl sub: timeout after %g s with %llu of %lld results\n", timeout,
+                (unsigned long long)st.results, count);
+    fflush(stdout);
+    free(json_buf);
+    faid_sub_destroy(&s);
+    return status;
 }
