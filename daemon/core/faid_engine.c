@@ -128,24 +128,25 @@ static int is_dummy_f(float x, float dummy, float delta)
     return delta != 0.0f ? fabsf(x - dummy) <= delta : x == dummy;
 }
 
-/* Folds the static per-pixel factors in the reference's float32 order (see preprocess.cl). */
+/* Folds the static per-pixel factors in the reference's float32 order (faid_ref_preprocess:
+ * normalization x flat x polarization x solid angle); 0 marks a pixel that can never contribute
+ * (masked, flat equal to the dummy, non-finite or zero norm). As in the reference, a flat equal to
+ * 0 is rejected even without dummy checking (pyFAI's placeholder dummy). */
 static void fold_norm(const faid_corrections *c, float *normp)
 {
+    const float dummy = c->do_dummy ? c->dummy : 0.0f;
+    const float ddummy = c->do_dummy ? c->delta_dummy : 0.0f;
     for (size_t i = 0; i < c->npix; i++) {
         float n = 0.0f;
-        if (!(c->mask && c->mask[i])) {
+        if (!(c->mask && c->mask[i]) && !(c->flat && is_dummy_f(c->flat[i], dummy, ddummy))) {
             n = c->normalization_factor;
-            if (c->flat) {
-                if (c->do_dummy && is_dummy_f(c->flat[i], c->dummy, c->delta_dummy))
-                    n = 0.0f;
-                else
-                    n *= c->flat[i];
-            }
-            if (c->solid_angle)
-                n *= c->solid_angle[i];
+            if (c->flat)
+                n *= c->flat[i];
             if (c->polarization)
                 n *= c->polarization[i];
-            if (isnan(n))
+            if (c->solid_angle)
+                n *= c->solid_angle[i];
+            if (!isfinite(n))
                 n = 0.0f;
         }
         normp[i] = n;
@@ -323,20 +324,15 @@ static int res_matrix(faid_engine *e, eng_res *r, int k, const faid_csr *csr, fa
     return FAID_OK;
 }
 
+/* Largest valid bslz4 chunk of npix elements of any frame dtype (the codec rejects blocks smaller
+ * than the default, so the default block count bounds the framing overhead). Other encodings are
+ * decoded on the CPU straight from the caller's bytes and need no staging room of their own. */
 static size_t max_comp_bound(size_t npix)
 {
     size_t best = 0;
     const size_t sizes[] = {1, 2, 4};
     for (int i = 0; i < 3; i++) {
-        size_t nbytes = npix * sizes[i];
-        size_t b = faid_bslz4_bound(nbytes, sizes[i], 0);
-        if (b > best)
-            best = b;
-        b = faid_lz4h5_bound(nbytes, 0);
-        if (b > best)
-            best = b;
-        /* one raw LZ4 block (lz4-raw) */
-        b = nbytes + nbytes / 255 + 16;
+        size_t b = faid_bslz4_bound(npix * sizes[i], sizes[i], 0);
         if (b > best)
             best = b;
     }
@@ -347,7 +343,8 @@ static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
 {
     cl_int err;
     sl->table_bytes = ((size_t)r->max_blocks * 2 * sizeof(uint32_t) + 63) & ~(size_t)63;
-    sl->staging_bytes = sl->table_bytes + r->max_comp_bytes;
+    sl->staging_bytes = sl->table_bytes +
+                        (r->max_comp_bytes > r->max_raw_bytes ? r->max_comp_bytes : r->max_raw_bytes);
     sl->staging = faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR,
                                  sl->staging_bytes, NULL, d);
     if (!sl->staging)
@@ -632,8 +629,8 @@ static int check_frame(const eng_res *r, const faid_frame *f, faid_result *res, 
                                          "int8/16/32, float32)", faid_dtype_name(f->dtype));
     if (!f->data && f->len)
         return faid_fail(d, FAID_EINVAL, "frame has no data");
-    if (f->len > r->max_comp_bytes)
-        return faid_fail(d, FAID_ESIZE, "frame payload of %zu bytes exceeds the %zu bytes a %dx%d "
+    if (f->encoding == FAID_ENC_BSLZ4 && f->len > r->max_comp_bytes)
+        return faid_fail(d, FAID_ESIZE, "bslz4 payload of %zu bytes exceeds the %zu bytes a %dx%d "
                                         "frame can take", f->len, r->max_comp_bytes, s->rows,
                          s->cols);
     if (!res->p1d || res->p1d->nbins != s->csr->nbins)

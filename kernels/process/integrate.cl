@@ -18,9 +18,22 @@
  * (poisson, none) or the weighted incremental variance (azimuthal), O = sum c*norm,
  * N = sum c*count, O2 = sum (c*norm)^2.
  *
+ * Error models none / poisson: each work-item sums the entries lid, lid+wg, ... of the bin, then a
+ * halving tree adds the partial sums (the sums are order-independent up to rounding).
+ * Azimuthal: pyFAI's sequential recurrence VV += w^2 (x - mean_before)(x - mean_after), with
+ * w = c*norm and x = signal/norm, depends strongly on the order of the entries, and merging
+ * partial accumulators (§7.3 merge rule) can differ from the sequential result by tens of percent
+ * when coefficients vary (pixel splitting). So the kernel reproduces the sequential order exactly:
+ * the entries are taken in tiles of wg, an inclusive work-group scan (double-float) gives every
+ * entry the prefix sums S and O of all entries before it in CSR order, and each entry's term
+ * w^2 (S_a/O_a - x)((S_a + c*s)/(O_a + w) - x) is then independent of the others and summed like
+ * the Poisson terms. The first valid entry of a bin (O_a == 0) contributes no variance, as in the
+ * reference.
+ *
  * Output: out[out_off + k*nbins + b] for k = 0 I, 1 sigma (standard error of the mean), 2 std,
- * 3 count, 4 sum_signal, 5 sum_norm, 6 sum_variance, 7 sum_norm_sq; I, sigma and std of a bin without
- * valid pixels (count 0) are `empty`; with error model none sigma and std are `empty` too. */
+ * 3 count, 4 sum_signal, 5 sum_norm, 6 sum_variance, 7 sum_norm_sq; I, sigma and std of a bin
+ * without valid pixels (O2 == 0, as the reference tests it) are `empty`; with error model none
+ * sigma and std are `empty` too. */
 
 typedef struct faid_acc {
     float2 s, vv, o, n, o2;
@@ -33,68 +46,6 @@ inline faid_acc acc_zero(void)
     return a;
 }
 
-#if EM == 2
-/* Weighted incremental variance (pyFAI's azimuthal model, §7.3). */
-inline void acc_add(faid_acc *a, float c, float4 q)
-{
-    if (!(isfinite(q.s0) && isfinite(q.s2) && q.s3 > 0.0f && c > 0.0f))
-        return;
-    float2 w = dw_two_prod(c, q.s2);
-    float2 w2 = dw_mul(w, w);
-    if (a->o2.s0 <= 0.0f) {
-        a->s = dw_two_prod(c, q.s0);
-        a->vv = (float2)(0.0f);
-        a->o = w;
-        a->n = dw_two_prod(c, q.s3);
-        a->o2 = w2;
-        return;
-    }
-    float x = q.s0 / q.s2;
-    float mu_a = dw_div_to_fp(a->s, a->o);
-    a->s = dw_add(a->s, dw_two_prod(c, q.s0));
-    a->o = dw_add(a->o, w);
-    a->o2 = dw_add(a->o2, w2);
-    float mu_b = dw_div_to_fp(a->s, a->o);
-    a->vv = dw_add(a->vv, dw_mul_fp(w2, (mu_a - x) * (mu_b - x)));
-    a->n = dw_add(a->n, dw_two_prod(c, q.s3));
-}
-
-/* Merge rule of §7.3: order so that O_a >= O_b, then
- * VV = VV_a + VV_b + (mu_a - mu_b)^2 * O_a * O2_b / O. */
-inline faid_acc acc_merge(faid_acc a, faid_acc b)
-{
-    if (b.o2.s0 <= 0.0f)
-        return a;
-    if (a.o2.s0 <= 0.0f)
-        return b;
-    if (a.o.s0 < b.o.s0) {
-        faid_acc t = a;
-        a = b;
-        b = t;
-    }
-    faid_acc r;
-    r.s = dw_add(a.s, b.s);
-    r.o = dw_add(a.o, b.o);
-    r.o2 = dw_add(a.o2, b.o2);
-    r.n = dw_add(a.n, b.n);
-    float d = dw_div_to_fp(a.s, a.o) - dw_div_to_fp(b.s, b.o);
-    float term = d * d * a.o.s0 * (b.o2.s0 / r.o.s0);
-    r.vv = dw_add_fp(dw_add(a.vv, b.vv), term);
-    return r;
-}
-#else
-inline void acc_add(faid_acc *a, float c, float4 q)
-{
-    if (!(isfinite(q.s0) && isfinite(q.s1) && isfinite(q.s2) && q.s3 > 0.0f))
-        return;
-    float2 w = dw_two_prod(c, q.s2);
-    a->s = dw_add(a->s, dw_two_prod(c, q.s0));
-    a->vv = dw_add(a->vv, dw_mul_fp(dw_two_prod(c, c), q.s1));
-    a->o = dw_add(a->o, w);
-    a->o2 = dw_add(a->o2, dw_mul(w, w));
-    a->n = dw_add(a->n, dw_two_prod(c, q.s3));
-}
-
 inline faid_acc acc_merge(faid_acc a, faid_acc b)
 {
     faid_acc r;
@@ -105,7 +56,6 @@ inline faid_acc acc_merge(faid_acc a, faid_acc b)
     r.o2 = dw_add(a.o2, b.o2);
     return r;
 }
-#endif
 
 inline void acc_store(__local float2 *scratch, int lid, faid_acc a)
 {
@@ -129,6 +79,112 @@ inline faid_acc acc_load(__local const float2 *scratch, int lid)
     return a;
 }
 
+/* Entry k of the matrix as (signal, variance, norm, count): from the preprocessed image, or
+ * computed from the raw frame (fused). `fused` is a literal at every call site, so the unused
+ * branch disappears after inlining. */
+inline float4 entry_q(int fused, __global const float4 *pre, __global const raw_t *raw,
+                      __global const float *dark, __global const float *normp, int do_dark,
+                      int do_dummy, float dummy, float delta_dummy, int idx)
+{
+    if (fused)
+        return faid_pixel(raw, dark, normp, (uint)idx, do_dark, do_dummy, dummy, delta_dummy);
+    return pre[idx];
+}
+
+/* Partial accumulator of this work-item over bin [start, end). */
+inline faid_acc integrate_entries(int fused, __global const float4 *pre,
+                                  __global const raw_t *raw, __global const float *dark,
+                                  __global const float *normp, int do_dark, int do_dummy,
+                                  float dummy, float delta_dummy, __global const int *indices,
+                                  __global const float *coef, int has_coef, int start, int end,
+                                  __local float2 *scratch)
+{
+    int lid = get_local_id(0);
+    int wg = get_local_size(0);
+    faid_acc a = acc_zero();
+#if EM == 2
+    float2 carry_s = (float2)(0.0f), carry_o = (float2)(0.0f);
+    for (int base = start; base < end; base += wg) {
+        int k = base + lid;
+        float2 cs = (float2)(0.0f), w = (float2)(0.0f);
+        float c = 0.0f, x = 0.0f, cnt = 0.0f;
+        int valid = 0;
+        if (k < end) {
+            c = has_coef ? coef[k] : 1.0f;
+            float4 q = entry_q(fused, pre, raw, dark, normp, do_dark, do_dummy, dummy,
+                               delta_dummy, indices[k]);
+            valid = c != 0.0f && q.s3 != 0.0f;
+            if (valid) {
+                cs = dw_two_prod(c, q.s0);
+                w = dw_two_prod(c, q.s2);
+                x = q.s0 / q.s2;
+                cnt = q.s3;
+            }
+        }
+        /* inclusive scan of (c*s, w) over the tile, Hillis-Steele */
+        scratch[2 * lid] = cs;
+        scratch[2 * lid + 1] = w;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int off = 1; off < wg; off <<= 1) {
+            float2 ps = (float2)(0.0f), po = (float2)(0.0f);
+            if (lid >= off) {
+                ps = scratch[2 * (lid - off)];
+                po = scratch[2 * (lid - off) + 1];
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (lid >= off) {
+                scratch[2 * lid] = dw_add(ps, scratch[2 * lid]);
+                scratch[2 * lid + 1] = dw_add(po, scratch[2 * lid + 1]);
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        float2 ex_s = (float2)(0.0f), ex_o = (float2)(0.0f);
+        if (lid > 0) {
+            ex_s = scratch[2 * (lid - 1)];
+            ex_o = scratch[2 * (lid - 1) + 1];
+        }
+        float2 tot_s = scratch[2 * (wg - 1)], tot_o = scratch[2 * (wg - 1) + 1];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (valid) {
+            float2 o_a = dw_add(carry_o, ex_o);
+            float2 w2 = dw_mul(w, w);
+            if (o_a.s0 != 0.0f) {
+                float2 s_a = dw_add(carry_s, ex_s);
+                float mu_a = dw_div_to_fp(s_a, o_a);
+                float mu_b = dw_div_to_fp(dw_add(s_a, cs), dw_add(o_a, w));
+                a.vv = dw_add(a.vv, dw_mul_fp(w2, (mu_a - x) * (mu_b - x)));
+            }
+            a.o2 = dw_add(a.o2, w2);
+            a.n = dw_add(a.n, dw_two_prod(c, cnt));
+        }
+        carry_s = dw_add(carry_s, tot_s);
+        carry_o = dw_add(carry_o, tot_o);
+    }
+    /* every work-item holds the bin totals of S and O; only work-item 0 contributes them */
+    if (lid == 0) {
+        a.s = carry_s;
+        a.o = carry_o;
+    }
+#else
+    for (int k = start + lid; k < end; k += wg) {
+        float c = has_coef ? coef[k] : 1.0f;
+        float4 q = entry_q(fused, pre, raw, dark, normp, do_dark, do_dummy, dummy, delta_dummy,
+                           indices[k]);
+        if (c == 0.0f || q.s3 == 0.0f)
+            continue;
+        float2 w = dw_two_prod(c, q.s2);
+        a.s = dw_add(a.s, dw_two_prod(c, q.s0));
+#if EM != 0
+        a.vv = dw_add(a.vv, dw_mul_fp(dw_two_prod(c, c), q.s1));
+#endif
+        a.o = dw_add(a.o, w);
+        a.o2 = dw_add(a.o2, dw_mul(w, w));
+        a.n = dw_add(a.n, dw_two_prod(c, q.s3));
+    }
+#endif
+    return a;
+}
+
 /* Tree reduction of the work-group's partial accumulators, then work-item 0 writes bin b. */
 inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, int nbins, float empty,
                              __global float *out)
@@ -137,9 +193,9 @@ inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, int nbi
     int wg = get_local_size(0);
     acc_store(scratch, lid, a);
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int half = wg >> 1; half > 0; half >>= 1) {
-        if (lid < half)
-            acc_store(scratch, lid, acc_merge(acc_load(scratch, lid), acc_load(scratch, lid + half)));
+    for (int step = wg >> 1; step > 0; step >>= 1) {
+        if (lid < step)
+            acc_store(scratch, lid, acc_merge(acc_load(scratch, lid), acc_load(scratch, lid + step)));
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid != 0)
@@ -148,7 +204,7 @@ inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, int nbi
     float count = a.n.s0;
     float vv = fmax(a.vv.s0, 0.0f);
     float mean = empty, sem = empty, std = empty;
-    if (count > 0.0f) {
+    if (a.o2.s0 > 0.0f) {
         mean = dw_div_to_fp(a.s, a.o);
 #if EM != 0
         sem = sqrt(vv) / a.o.s0;
@@ -165,8 +221,8 @@ inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, int nbi
     out[7 * nbins + b] = a.o2.s0;
 }
 
-/* Global size nbins * wg, local size wg (power of two). coef may be a dummy buffer when
- * has_coef == 0 (every coefficient 1). */
+/* Global size nbins * wg, local size wg (power of two); scratch holds 10 floats per work-item.
+ * coef may be a dummy buffer when has_coef == 0 (every coefficient 1). */
 __kernel void faid_integrate_pre(__global const float4 *pre, __global const int *indptr,
                                  __global const int *indices, __global const float *coef,
                                  int has_coef, int nbins, float empty, __global float *out,
@@ -175,14 +231,9 @@ __kernel void faid_integrate_pre(__global const float4 *pre, __global const int 
     int b = get_group_id(0);
     if (b >= nbins)
         return;
-    int lid = get_local_id(0);
-    int wg = get_local_size(0);
-    faid_acc a = acc_zero();
-    int end = indptr[b + 1];
-    for (int k = indptr[b] + lid; k < end; k += wg) {
-        float c = has_coef ? coef[k] : 1.0f;
-        acc_add(&a, c, pre[indices[k]]);
-    }
+    faid_acc a = integrate_entries(0, pre, (__global const raw_t *)0, (__global const float *)0,
+                                   (__global const float *)0, 0, 0, 0.0f, 0.0f, indices, coef,
+                                   has_coef, indptr[b], indptr[b + 1], scratch);
     reduce_and_write(a, scratch, b, nbins, empty, out + out_off);
 }
 
@@ -196,15 +247,8 @@ __kernel void faid_integrate_raw(__global const raw_t *raw, __global const float
     int b = get_group_id(0);
     if (b >= nbins)
         return;
-    int lid = get_local_id(0);
-    int wg = get_local_size(0);
-    faid_acc a = acc_zero();
-    int end = indptr[b + 1];
-    for (int k = indptr[b] + lid; k < end; k += wg) {
-        float c = has_coef ? coef[k] : 1.0f;
-        float4 q = faid_pixel(raw, dark, normp, (uint)indices[k], do_dark, do_dummy, dummy,
-                              delta_dummy);
-        acc_add(&a, c, q);
-    }
+    faid_acc a = integrate_entries(1, (__global const float4 *)0, raw, dark, normp, do_dark,
+                                   do_dummy, dummy, delta_dummy, indices, coef, has_coef,
+                                   indptr[b], indptr[b + 1], scratch);
     reduce_and_write(a, scratch, b, nbins, empty, out + out_off);
 }

@@ -8,12 +8,13 @@
  *
  * Static per-pixel inputs are folded on the host once per setup (faid_engine.c), in the same
  * float32 operation order as the reference:
- *   normp[i] = normalization_factor * flat * solid_angle * polarization, or 0 for a pixel that
- *              can never contribute (masked, dummy flat, NaN or zero norm)
+ *   normp[i] = normalization_factor * flat * polarization * solid_angle, or 0 for a pixel that
+ *              can never contribute (masked, dummy flat, non-finite or zero norm)
  *   dark[i]  = dark current (only read when do_dark)
  * so the per-frame work is: raw -> (signal, variance, norm, count) with all-zero for invalid
- * pixels (masked, dummy raw value, NaN signal/variance, zero norm). Poisson variance is max(raw, 1)
- * of the raw value before dark subtraction, as pyFAI does.
+ * pixels (masked, non-finite or dummy raw value, non-finite signal, zero norm). Poisson variance
+ * is max(raw, 1) of the raw value before dark subtraction, as pyFAI does; the other models carry
+ * variance 0. faid_ref_preprocess (faid_reduce_ref.c) is the reference of these rules.
  *
  * Never build with fast-math options: the dw helpers need IEEE float32 without re-association,
  * and contraction is switched off so that every device rounds the same expressions the same way. */
@@ -113,19 +114,21 @@ inline float4 faid_pixel(__global const raw_t *raw, __global const float *dark,
     if (n == 0.0f)
         return (float4)(0.0f);
     float v = (float)raw[i];
+    if (!isfinite(v))
+        return (float4)(0.0f);
     if (do_dummy) {
         int is_dummy = delta_dummy != 0.0f ? fabs(v - dummy) <= delta_dummy : v == dummy;
         if (is_dummy)
             return (float4)(0.0f);
     }
     float s = do_dark ? v - dark[i] : v;
-#if EM == 0
-    float var = 0.0f;
-#else
-    float var = fmax(v, 1.0f);
-#endif
-    if (isnan(s) || isnan(var) || isnan(n))
+    if (!isfinite(s))
         return (float4)(0.0f);
+#if EM == 1
+    float var = fmax(v, 1.0f);
+#else
+    float var = 0.0f; /* none; azimuthal estimates the variance from the spread instead */
+#endif
     return (float4)(s, var, n, 1.0f);
 }
 

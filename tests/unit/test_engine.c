@@ -1,0 +1,471 @@
+/* test_engine: the OpenCL engine (PoCL, device "cpu") against the plain C reference engine ("ref")
+ * on a small synthetic setup built by hand: a 1D matrix with two-bin splitting and a 2D cake, a
+ * mask, dark, flat (with one dummy flat pixel), solid angle, polarization, dummy raw values and
+ * empty bins. Covers every error model, frame dtypes uint16/uint32/int32/float32, encodings none
+ * and bslz4, fused and unfused kernels, a reload, determinism (same frame twice is bit-identical)
+ * and a corrupt bslz4 frame (an error, and the next good frame is unaffected).
+ *
+ * Agreement criterion per bin: |x_cl - x_ref| <= 1e-5 * max(|x_ref|, mean |x_ref|) for I, sigma
+ * and std; the reference is float64 (faid_reduce.h), the kernels compensated float32. */
+#include "faid_test.h"
+
+#include "faid_engine.h"
+#include "faid_log.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROWS 37
+#define COLS 53
+#define NPIX (ROWS * COLS)
+#define NRAD 24
+#define NAZIM 8
+#define TOL 1e-5
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static double urand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Poisson-ish counts: normal approximation around lambda, clamped at 0. */
+static double counts(double lambda)
+{
+    double u1 = urand() + 1e-12, u2 = urand();
+    double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    double v = floor(lambda + sqrt(lambda) * z + 0.5);
+    return v < 0 ? 0 : v;
+}
+
+/* Hand-built matrices: radius from an off-centre beam; each pixel split between its bin and the
+ * next by its fractional position (coefficients sum to 1), the 2D matrix by chi octant too.
+ * Bins beyond the largest radius stay empty; masked pixels are absent. */
+static faid_csr *make_csr(const uint8_t *mask, int nazim)
+{
+    int nbins = nazim ? NRAD * nazim : NRAD;
+    faid_csr *c = calloc(1, sizeof *c);
+    c->nbins = nbins;
+    c->npt_rad = NRAD;
+    c->npt_azim = nazim;
+    c->npix = NPIX;
+    c->indptr = calloc((size_t)nbins + 1, sizeof(int32_t));
+    int32_t *cnt = calloc((size_t)nbins, sizeof(int32_t));
+    int32_t *bin0 = malloc(NPIX * sizeof(int32_t));
+    float *frac = malloc(NPIX * sizeof(float));
+    const double cy = 11.3, cx = 17.8, rmax = 60.0;
+    for (int i = 0; i < NPIX; i++) {
+        bin0[i] = -1;
+        if (mask[i])
+            continue;
+        double dy = i / COLS - cy, dx = i % COLS - cx;
+        double f = sqrt(dx * dx + dy * dy) / rmax * NRAD;
+        int b = (int)f;
+        if (b >= NRAD - 1)
+            continue;
+        int a = 0;
+        if (nazim) {
+            double chi = atan2(dy, dx) + 3.141592653589793;
+            a = (int)(chi / 6.283185307179586 * nazim);
+            if (a >= nazim)
+                a = nazim - 1;
+        }
+        bin0[i] = nazim ? b * nazim + a : b;
+        frac[i] = (float)(f - b);
+        cnt[bin0[i]]++;
+        cnt[bin0[i] + (nazim ? nazim : 1)]++;
+    }
+    for (int b = 0; b < nbins; b++)
+        c->indptr[b + 1] = c->indptr[b] + cnt[b];
+    c->nnz = c->indptr[nbins];
+    c->indices = malloc((size_t)c->nnz * sizeof(int32_t));
+    c->data = malloc((size_t)c->nnz * sizeof(float));
+    memset(cnt, 0, (size_t)nbins * sizeof(int32_t));
+    for (int i = 0; i < NPIX; i++) {
+        if (bin0[i] < 0)
+            continue;
+        int b = bin0[i], b2 = b + (nazim ? nazim : 1);
+        int k = c->indptr[b] + cnt[b]++;
+        c->indices[k] = i;
+        c->data[k] = 1.0f - frac[i];
+        k = c->indptr[b2] + cnt[b2]++;
+        c->indices[k] = i;
+        c->data[k] = frac[i];
+    }
+    free(cnt);
+    free(bin0);
+    free(frac);
+    return c;
+}
+
+static void free_csr(faid_csr *c)
+{
+    if (!c)
+        return;
+    free(c->indptr);
+    free(c->indices);
+    free(c->data);
+    free(c);
+}
+
+typedef struct variant {
+    faid_error_model em;
+    int dark, flat, solid, pol, dummy, cake;
+    float delta_dummy;
+} variant;
+
+static void make_setup(faid_setup *s, const variant *v)
+{
+    memset(s, 0, sizeof *s);
+    s->rows = ROWS;
+    s->cols = COLS;
+    s->npix = NPIX;
+    s->mask = calloc(NPIX, 1);
+    for (int i = 0; i < NPIX; i++)
+        s->mask[i] = (i % 97) == 5 || (i / COLS == 20 && i % COLS > 40); /* bad pixels + a gap */
+    s->dark = malloc(NPIX * sizeof(float));
+    s->flat = malloc(NPIX * sizeof(float));
+    s->solid_angle = malloc(NPIX * sizeof(float));
+    s->polarization = malloc(NPIX * sizeof(float));
+    for (int i = 0; i < NPIX; i++) {
+        s->dark[i] = (float)(urand() * 4.0);
+        s->flat[i] = (float)(0.8 + 0.4 * urand());
+        s->solid_angle[i] = (float)(0.9 + 0.1 * urand());
+        s->polarization[i] = (float)(0.95 + 0.05 * urand());
+    }
+    s->flat[321] = 7.0f; /* equals the dummy value: invalid when dummy checking is on */
+    faid_corrections *c = &s->corr;
+    c->npix = NPIX;
+    c->mask = s->mask;
+    c->dark = v->dark ? s->dark : NULL;
+    c->flat = v->flat ? s->flat : NULL;
+    c->solid_angle = v->solid ? s->solid_angle : NULL;
+    c->polarization = v->pol ? s->polarization : NULL;
+    c->do_dummy = v->dummy;
+    c->dummy = 7.0f;
+    c->delta_dummy = v->delta_dummy;
+    c->normalization_factor = 1.5f;
+    c->error_model = v->em;
+    c->empty = -3.0f;
+    s->csr = make_csr(s->mask, 0);
+    s->csr2d = v->cake ? make_csr(s->mask, NAZIM) : NULL;
+}
+
+static void free_setup(faid_setup *s)
+{
+    free(s->mask);
+    free(s->dark);
+    free(s->flat);
+    free(s->solid_angle);
+    free(s->polarization);
+    free_csr(s->csr);
+    free_csr(s->csr2d);
+}
+
+/* A ring pattern with noise, a few dummy-valued pixels, and type-specific oddities. */
+static void *make_frame(faid_dtype t, size_t *nbytes)
+{
+    size_t es = faid_dtype_size(t);
+    void *buf = malloc(NPIX * es);
+    for (int i = 0; i < NPIX; i++) {
+        double dy = i / COLS - 11.3, dx = i % COLS - 17.8;
+        double r = sqrt(dx * dx + dy * dy);
+        double lam = 20.0 + 400.0 * exp(-(r - 25.0) * (r - 25.0) / 8.0) + 3000.0 * (i % 211 == 3);
+        double v = counts(lam);
+        if (i % 53 == 9)
+            v = 7; /* dummy */
+        if (t == FAID_DT_I32 && i % 61 == 1)
+            v = -2; /* negative counts are valid signed input */
+        switch (t) {
+        case FAID_DT_U16: ((uint16_t *)buf)[i] = (uint16_t)(v > 65535 ? 65535 : v); break;
+        case FAID_DT_U32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+        case FAID_DT_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+        case FAID_DT_F32:
+            ((float *)buf)[i] = i % 89 == 4 ? NAN : (float)(v + 0.25 * urand());
+            break;
+        default: break;
+        }
+    }
+    *nbytes = NPIX * es;
+    return buf;
+}
+
+static double mean_abs(const float *x, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += fabs(x[i]);
+    return n ? s / n : 0;
+}
+
+/* Returns the worst |cl - ref| / max(|ref|, mean|ref|) over the bins. */
+static double worst(const float *cl, const float *ref, int n)
+{
+    double m = mean_abs(ref, n), w = 0;
+    for (int i = 0; i < n; i++) {
+        double scale = fmax(fabs(ref[i]), m);
+        double e = fabs((double)cl[i] - ref[i]);
+        if (isnan(cl[i]) != isnan(ref[i]))
+            return INFINITY;
+        if (scale > 0 && e / scale > w)
+            w = e / scale;
+        else if (scale == 0 && e > 0)
+            return INFINITY;
+    }
+    return w;
+}
+
+static double max_err_seen = 0.0;
+
+static void compare(const faid_profile *cl, const faid_profile *ref, const char *what, int has_err)
+{
+    CHECK(cl->nbins == ref->nbins);
+    double wi = worst(cl->I, ref->I, ref->nbins);
+    double ws = worst(cl->sigma, ref->sigma, ref->nbins);
+    double wd = worst(cl->std, ref->std, ref->nbins);
+    double wc = worst(cl->count, ref->count, ref->nbins);
+    CHECK_MSG(wi <= TOL, "%s: I differs by %.3g (relative)", what, wi);
+    CHECK_MSG(ws <= TOL, "%s: sigma differs by %.3g (relative)", what, ws);
+    CHECK_MSG(wd <= TOL, "%s: std differs by %.3g (relative)", what, wd);
+    CHECK_MSG(wc <= TOL, "%s: count differs by %.3g (relative)", what, wc);
+    double wsum = worst(cl->sum_signal, ref->sum_signal, ref->nbins);
+    double wn = worst(cl->sum_norm, ref->sum_norm, ref->nbins);
+    CHECK_MSG(wsum <= TOL && wn <= TOL, "%s: sums differ (signal %.3g, norm %.3g)", what, wsum, wn);
+    double m = fmax(fmax(wi, ws), fmax(wd, wc));
+    if (m > max_err_seen)
+        max_err_seen = m;
+    /* empty bins carry the configured value in both */
+    int empties = 0;
+    for (int b = 0; b < ref->nbins; b++)
+        if (ref->count[b] == 0) {
+            empties++;
+            CHECK(cl->I[b] == -3.0f && ref->I[b] == -3.0f);
+        }
+    CHECK_MSG(empties > 0, "%s: the synthetic setup should leave some bins empty", what);
+    if (!has_err)
+        for (int b = 0; b < ref->nbins; b++)
+            if (ref->count[b] > 0) {
+                CHECK(cl->sigma[b] == -3.0f && ref->sigma[b] == -3.0f);
+                break;
+            }
+}
+
+static int profile_equal(const faid_profile *a, const faid_profile *b)
+{
+    size_t n = (size_t)a->nbins * sizeof(float);
+    return a->nbins == b->nbins && !memcmp(a->I, b->I, n) && !memcmp(a->sigma, b->sigma, n) &&
+           !memcmp(a->std, b->std, n) && !memcmp(a->count, b->count, n) &&
+           !memcmp(a->sum_signal, b->sum_signal, n) && !memcmp(a->sum_norm, b->sum_norm, n) &&
+           !memcmp(a->sum_variance, b->sum_variance, n) &&
+           !memcmp(a->sum_norm_sq, b->sum_norm_sq, n);
+}
+
+static int result_equal(const faid_result *a, const faid_result *b)
+{
+    if (!profile_equal(a->p1d, b->p1d))
+        return 0;
+    if (!!a->p2d != !!b->p2d)
+        return 0;
+    return !a->p2d || profile_equal(a->p2d, b->p2d);
+}
+
+typedef struct ctx {
+    faid_engine *cl, *ref;
+} ctx;
+
+/* Reduces one frame with both engines (setups already set) and compares. */
+static void run_one(ctx *c, const faid_setup *s, faid_dtype t, faid_encoding enc, const char *what)
+{
+    size_t nbytes;
+    void *raw = make_frame(t, &nbytes);
+    faid_frame f = {raw, nbytes, FAID_ENC_NONE, t, ROWS, COLS};
+    uint8_t *comp = NULL;
+    if (enc == FAID_ENC_BSLZ4) {
+        size_t es = faid_dtype_size(t), cap = faid_bslz4_bound(nbytes, es, 0), clen = 0;
+        comp = malloc(cap);
+        CHECK(faid_bslz4_encode(raw, nbytes, es, 0, comp, cap, &clen, NULL) == 0);
+        f.data = comp;
+        f.len = clen;
+        f.encoding = enc;
+    }
+    faid_result *rc = faid_result_new(s), *rr = faid_result_new(s), *r2 = faid_result_new(s);
+    faid_diag d = {0};
+    int e1 = faid_engine_process(c->cl, &f, rc, &d);
+    CHECK_MSG(e1 == 0, "%s: cl: %s", what, d.msg);
+    int e2 = faid_engine_process(c->ref, &f, rr, &d);
+    CHECK_MSG(e2 == 0, "%s: ref: %s", what, d.msg);
+    if (!e1 && !e2) {
+        int has_err = s->corr.error_model != FAID_EM_NONE;
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s 1D", what);
+        compare(rc->p1d, rr->p1d, buf, has_err);
+        if (s->csr2d) {
+            snprintf(buf, sizeof buf, "%s 2D", what);
+            compare(rc->p2d, rr->p2d, buf, has_err);
+        }
+        /* determinism: the same frame again gives the same bits */
+        CHECK_MSG(faid_engine_process(c->cl, &f, r2, &d) == 0, "%s: %s", what, d.msg);
+        CHECK_MSG(result_equal(rc, r2), "%s: second run differs", what);
+    }
+    faid_result_destroy(&rc);
+    faid_result_destroy(&rr);
+    faid_result_destroy(&r2);
+    free(comp);
+    free(raw);
+}
+
+#define NVARIANTS 5
+static faid_setup setups[NVARIANTS];
+
+static void test_variants(ctx *c)
+{
+    const variant vs[NVARIANTS] = {
+        {FAID_EM_POISSON, 1, 1, 1, 1, 1, 1, 0.0f},
+        {FAID_EM_NONE, 1, 1, 1, 1, 1, 0, 0.0f},
+        {FAID_EM_AZIMUTHAL, 1, 1, 1, 1, 1, 1, 0.0f},
+        {FAID_EM_POISSON, 0, 0, 0, 0, 0, 0, 0.0f},
+        {FAID_EM_AZIMUTHAL, 0, 1, 0, 1, 1, 0, 0.6f},
+    };
+    for (int k = 0; k < NVARIANTS; k++) {
+        faid_setup *s = &setups[k];
+        make_setup(s, &vs[k]);
+        faid_diag d = {0};
+        /* the engines are reloaded from one setup to the next: this also exercises set_setup */
+        CHECK_MSG(faid_engine_set_setup(c->cl, s, &d) == 0, "%s", d.msg);
+        CHECK_MSG(faid_engine_set_setup(c->ref, s, &d) == 0, "%s", d.msg);
+        char what[128];
+        snprintf(what, sizeof what, "variant %d (%s) uint16", k, faid_error_model_name(vs[k].em));
+        run_one(c, s, FAID_DT_U16, FAID_ENC_NONE, what);
+        if (k == 0) {
+            const faid_dtype ts[] = {FAID_DT_U32, FAID_DT_I32, FAID_DT_F32};
+            for (int i = 0; i < 3; i++) {
+                snprintf(what, sizeof what, "poisson %s", faid_dtype_name(ts[i]));
+                run_one(c, s, ts[i], FAID_ENC_NONE, what);
+            }
+            run_one(c, s, FAID_DT_U32, FAID_ENC_BSLZ4, "poisson uint32 bslz4");
+            run_one(c, s, FAID_DT_U16, FAID_ENC_BSLZ4, "poisson uint16 bslz4");
+        }
+    }
+}
+
+/* Fused and unfused kernels compute the same pixel function in the same order: same bits. */
+static void test_fused_unfused(ctx *c)
+{
+    faid_setup *s = &setups[2]; /* azimuthal, with cake */
+    faid_diag d = {0};
+    CHECK_MSG(faid_engine_set_setup(c->cl, s, &d) == 0, "%s", d.msg);
+    size_t nbytes;
+    void *raw = make_frame(FAID_DT_U32, &nbytes);
+    faid_frame f = {raw, nbytes, FAID_ENC_NONE, FAID_DT_U32, ROWS, COLS};
+    faid_result *a = faid_result_new(s), *b = faid_result_new(s);
+    CHECK_MSG(faid_engine_process(c->cl, &f, a, &d) == 0, "%s", d.msg);
+    CHECK_MSG(faid_engine_set_fused(c->cl, 0, &d) == 0, "%s", d.msg);
+    CHECK_MSG(faid_engine_process(c->cl, &f, b, &d) == 0, "%s", d.msg);
+    CHECK_MSG(result_equal(a, b), "fused and unfused results differ");
+    CHECK(faid_engine_set_fused(c->cl, 1, &d) == 0);
+    faid_result_destroy(&a);
+    faid_result_destroy(&b);
+    free(raw);
+}
+
+/* A corrupt bslz4 frame is an error for that frame only; shape / dtype / size mismatches are
+ * errors naming the cause. */
+static void test_errors(ctx *c)
+{
+    faid_setup *s = &setups[0];
+    faid_diag d = {0};
+    CHECK(faid_engine_set_setup(c->cl, s, &d) == 0);
+    CHECK(faid_engine_set_setup(c->ref, s, &d) == 0);
+    size_t nbytes, es = 4, clen = 0;
+    void *raw = make_frame(FAID_DT_U32, &nbytes);
+    size_t cap = faid_bslz4_bound(nbytes, es, 0);
+    uint8_t *good = malloc(cap), *bad = malloc(cap);
+    CHECK(faid_bslz4_encode(raw, nbytes, es, 0, good, cap, &clen, NULL) == 0);
+    memcpy(bad, good, clen);
+    /* overwrite the start of block 0's LZ4 data: a literal run that overruns the block */
+    memset(bad + 16, 0xFF, 24);
+    faid_frame fg = {good, clen, FAID_ENC_BSLZ4, FAID_DT_U32, ROWS, COLS};
+    faid_frame fb = fg;
+    fb.data = bad;
+    faid_result *r0 = faid_result_new(s), *r1 = faid_result_new(s);
+    faid_engine *engines[2] = {c->cl, c->ref};
+    for (int k = 0; k < 2; k++) {
+        faid_engine *e = engines[k];
+        CHECK_MSG(faid_engine_process(e, &fg, r0, &d) == 0, "%s", d.msg);
+        faid_diag_clear(&d);
+        int rc = faid_engine_process(e, &fb, r1, &d);
+        CHECK_MSG(rc == FAID_ECORRUPT || rc == FAID_ETRUNC || rc == FAID_ESIZE,
+                  "corrupt frame on %s gave %d (%s)", faid_engine_device_name(e), rc, d.msg);
+        CHECK(d.msg[0] != '\0');
+        CHECK_MSG(faid_engine_process(e, &fg, r1, &d) == 0, "%s", d.msg);
+        CHECK_MSG(result_equal(r0, r1), "good frame after a corrupt one differs on %s",
+                  faid_engine_device_name(e));
+        /* truncated payload */
+        faid_frame ft = fg;
+        ft.len = clen / 2;
+        CHECK(faid_engine_process(e, &ft, r1, &d) < 0);
+        /* wrong shape, unsupported dtype, raw size mismatch */
+        faid_frame fs = fg;
+        fs.rows = ROWS + 1;
+        CHECK(faid_engine_process(e, &fs, r1, &d) == FAID_ESHAPE);
+        fs = fg;
+        fs.dtype = FAID_DT_F64;
+        CHECK(faid_engine_process(e, &fs, r1, &d) == FAID_EDTYPE);
+        faid_frame fr = {raw, nbytes - 4, FAID_ENC_NONE, FAID_DT_U32, ROWS, COLS};
+        CHECK(faid_engine_process(e, &fr, r1, &d) == FAID_ESIZE);
+        fr.len = nbytes;
+        CHECK_MSG(faid_engine_process(e, &fr, r1, &d) == 0, "%s", d.msg);
+        CHECK(result_equal(r0, r1));
+    }
+    /* a result made for another setup is refused */
+    faid_result *other = faid_result_new(&setups[1]); /* no cake */
+    CHECK(faid_engine_process(c->cl, &fg, other, &d) == FAID_ESIZE);
+    faid_result_destroy(&other);
+    faid_result_destroy(&r0);
+    faid_result_destroy(&r1);
+    free(good);
+    free(bad);
+    free(raw);
+}
+
+int main(void)
+{
+    faid_log_set_level(FAID_LOG_ERROR);
+    variant v0 = {FAID_EM_POISSON, 1, 1, 1, 1, 1, 1, 0.0f};
+    faid_setup boot;
+    make_setup(&boot, &v0);
+    faid_diag d = {0};
+    ctx c = {0};
+    c.ref = faid_engine_new(&boot, "ref", &d);
+    CHECK_MSG(c.ref != NULL, "ref engine: %s", d.msg);
+    c.cl = faid_engine_new(&boot, "cpu", &d);
+    if (!c.cl) {
+        fprintf(stderr, "SKIP OpenCL part: %s\n", d.msg);
+        faid_engine_destroy(&c.ref);
+        free_setup(&boot);
+        return faid_test_finish();
+    }
+    CHECK(strlen(faid_engine_device_name(c.cl)) > 0);
+    CHECK(faid_engine_workgroup(c.cl, 0) >= 1);
+    if (c.ref) {
+        test_variants(&c);
+        test_fused_unfused(&c);
+        test_errors(&c);
+        printf("worst relative difference OpenCL vs reference: %.3g (tolerance %.0e)\n",
+               max_err_seen, TOL);
+    }
+    faid_engine_destroy(&c.cl);
+    faid_engine_destroy(&c.ref);
+    CHECK(c.cl == NULL && c.ref == NULL);
+    free_setup(&boot);
+    for (int k = 0; k < NVARIANTS; k++)
+        if (setups[k].csr)
+            free_setup(&setups[k]);
+    return faid_test_finish();
+}
