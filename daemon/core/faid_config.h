@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #define FAID_PATH_MAX 1024
+#define FAID_CONFIG_MAX_OPTIONS 96
 
 typedef enum { FAID_QUEUE_BLOCK = 0, FAID_QUEUE_DROP_OLDEST, FAID_QUEUE_DROP_NEWEST } faid_queue_policy;
 
@@ -64,6 +65,17 @@ typedef struct faid_config {
     int64_t max_frame_bytes;
     double stats_interval;             /* s */
     char log_level[16];
+
+    /* The detector and geometry keys as written (or their defaults): faid_config_resolve derives
+     * the effective preset, rows/cols, pixel sizes and geometry above from them, the .poni file
+     * and the presets, following the precedence documented in docs/configuration.md. */
+    char key_preset[64];
+    int key_shape[2];
+    double key_pixel[2];
+    faid_geometry key_geom;
+
+    /* bookkeeping: line (1-based) where each option of the table was given, 0 = default */
+    int given_line[FAID_CONFIG_MAX_OPTIONS];
 } faid_config;
 
 /* Fills cfg with the embedded default. */
@@ -73,9 +85,86 @@ int faid_config_load(const char *path, faid_config *cfg, faid_diag *d);
 /* Applies a YAML document held in memory (what = name used in messages). */
 int faid_config_load_string(const char *yaml, size_t len, const char *what, faid_config *cfg,
                             faid_diag *d);
-/* Writes the effective configuration as YAML that faid_config_load accepts. */
+/* Writes the effective configuration as YAML that faid_config_load accepts; FAID_ESIZE when it
+ * does not fit in cap bytes (NUL included). */
 int faid_config_dump(const faid_config *cfg, char *buf, size_t cap);
-/* 16 hex digits identifying the effective reduction parameters. */
+/* 16 hex digits identifying the effective reduction parameters (geometry, detector, integration
+ * options and the names of the mask/dark/flat files; faid_setup adds their contents). */
 void faid_config_hash(const faid_config *cfg, char out[17]);
+
+/* ---- the option table ---------------------------------------------------------------------- */
+
+typedef enum {
+    FAID_OT_INT,     /* int */
+    FAID_OT_INT64,   /* int64_t */
+    FAID_OT_DOUBLE,  /* double */
+    FAID_OT_BOOL,    /* int 0/1 */
+    FAID_OT_STRING,  /* char[cap]; with choices: one of them */
+    FAID_OT_PATH,    /* char[FAID_PATH_MAX]; relative to the YAML file's folder; null = none */
+    FAID_OT_ENUM,    /* int-sized enum, value = index in choices */
+    FAID_OT_PAIR,    /* two doubles at off and off2: [a, b] */
+    FAID_OT_SHAPE,   /* two ints at off and off2: [rows, cols] */
+    FAID_OT_DEVICES, /* auto | cpu | gpu | ref | index | [index, ...], stored as text "0,1" */
+} faid_opt_type;
+
+enum {
+    FAID_OPT_RELOAD = 1u << 0,    /* takes effect on `reload` without a restart */
+    FAID_OPT_NULLABLE = 1u << 1,  /* null is a value ("absent"); has_off flags presence */
+    FAID_OPT_REDUCTION = 1u << 2, /* enters the configuration hash */
+    FAID_OPT_MIN_EXCL = 1u << 3,  /* the lower bound is exclusive */
+    FAID_OPT_NONFINITE = 1u << 4, /* .nan / .inf accepted */
+    FAID_OPT_ORDERED = 1u << 5,   /* PAIR: first < second */
+};
+
+typedef struct faid_option {
+    const char *name;           /* "integration.npt"; top-level keys have no dot */
+    faid_opt_type type;
+    const char *unit;           /* "m", "rad", "deg", ... or "" */
+    double min, max;            /* inclusive numeric range (each element of PAIR / SHAPE) */
+    const char *def;            /* default as YAML text; NULL = computed (see help) */
+    unsigned flags;
+    const char *const *choices; /* ENUM / STRING: NULL-terminated allowed names */
+    size_t off, off2;           /* offsetof(faid_config, ...): where a value is stored */
+    size_t eff, eff2;           /* where the effective value is read (dump, get, hash) */
+    int has_off;                /* offset of the presence flag (NULLABLE numbers), -1 = none */
+    size_t cap;                 /* STRING / PATH / DEVICES capacity */
+    const char *help;
+} faid_option;
+
+/* The table (*n entries). */
+const faid_option *faid_config_options(size_t *n);
+/* Looks an option up by its full name; NULL if unknown. */
+const faid_option *faid_config_find(const char *key);
+
+/* Applies one option from YAML text (e.g. key "integration.npt", value "500", or "[0.5, 30]"),
+ * then re-resolves the detector and geometry. Relative paths stay relative to the cwd. */
+int faid_config_set(faid_config *cfg, const char *key, const char *value, faid_diag *d);
+/* Writes the effective value of one option as YAML flow text (`config get`). */
+int faid_config_get(const faid_config *cfg, const char *key, char *buf, size_t cap,
+                    faid_diag *d);
+/* Recomputes detector and geometry from the options: preset -> detector.shape/pixel_size ->
+ * poni_file (geometry; detector when no preset is given) -> explicit geometry keys. Called by the
+ * loaders; needed only after editing fields by hand. */
+int faid_config_resolve(faid_config *cfg, faid_diag *d);
+/* 1 when every option of the table and the effective geometry are equal. */
+int faid_config_equal(const faid_config *a, const faid_config *b);
+
+typedef enum {
+    FAID_DUMP_PLAIN = 0,   /* effective configuration, loads back identically */
+    FAID_DUMP_ANNOTATED,   /* the same with every option's help, unit, range, default as comments */
+    FAID_DUMP_MARKDOWN,    /* the reference table of docs/configuration.md (cfg ignored) */
+} faid_dump_style;
+
+/* As faid_config_dump, into a malloc'ed string (NULL when out of memory). */
+char *faid_config_dump_alloc(const faid_config *cfg, faid_dump_style style);
+/* The documented example (deploy/faid.example.yaml): the embedded default, annotated. */
+char *faid_config_example(void);
+
+/* 64-bit FNV-1a, chained from h (start with FAID_FNV_OFFSET). */
+#define FAID_FNV_OFFSET 0xcbf29ce484222325ull
+uint64_t faid_fnv1a(uint64_t h, const void *data, size_t len);
+/* The hash behind faid_config_hash; with_paths = 0 leaves out the file names (faid_setup hashes
+ * the file contents instead). */
+uint64_t faid_config_hash64(const faid_config *cfg, int with_paths);
 
 #endif

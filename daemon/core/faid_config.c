@@ -1,0 +1,1448 @@
+/* faid_config: the option table and everything it drives (see faid_config.h).
+ *
+ * One static table lists every option with its storage, range, default, flags and help. The
+ * embedded default is the table's defaults applied through the same setters as a YAML file, so a
+ * default can never escape validation. YAML is read with libyaml's document API, which keeps the
+ * line of every node for messages. After the options are applied, faid_config_resolve() derives
+ * the effective detector and geometry (presets, .poni file, explicit keys). The dump, the
+ * annotated example, the Markdown reference, `config get` and the hash are all generated from
+ * the table, so documentation and behaviour cannot drift apart. */
+#include "faid_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#ifndef FAID_VERSION
+#define FAID_VERSION "unknown"
+#endif
+
+/* ---- the table ------------------------------------------------------------------------------ */
+
+static const char *const unit_names[] = {"q_nm^-1", "q_A^-1", "2th_deg", "2th_rad",
+                                         "r_mm",    "r_m",    NULL};
+static const char *const split_names[] = {"no", "bbox", "full", NULL};
+static const char *const em_names[] = {"none", "poisson", "azimuthal", NULL};
+static const char *const mode_names[] = {"connect", "bind", NULL};
+static const char *const proto_names[] = {"auto", "native", "dectris-v1", "dectris-v2", NULL};
+static const char *const policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
+static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
+
+#define OFF(f) offsetof(faid_config, f)
+#define HUGE_V DBL_MAX
+#define R FAID_OPT_RELOAD
+#define N FAID_OPT_NULLABLE
+#define H FAID_OPT_REDUCTION
+#define X FAID_OPT_MIN_EXCL
+
+/* name, type, unit, min, max, default, flags, choices, off, off2, eff, eff2, has_off, cap, help */
+#define OPT(name, type, unit, lo, hi, def, flags, choices, f, f2, e, e2, has, cap, help) \
+    {name, type, unit, lo, hi, def, flags, choices, OFF(f), OFF(f2), OFF(e), OFF(e2), has, cap, help}
+#define SIMPLE(name, type, unit, lo, hi, def, flags, choices, f, cap, help) \
+    OPT(name, type, unit, lo, hi, def, flags, choices, f, f, f, f, -1, cap, help)
+
+static const faid_option options[] = {
+    OPT("detector.preset", FAID_OT_STRING, "", 0, 0, "eiger_4m", R | H | N, NULL, key_preset,
+        key_preset, preset, preset, -1, 64,
+        "Detector model, by pyFAI name or alias (eiger_4m, Eiger4M, pilatus1m, ...): shape, pixel "
+        "size and module gaps, which are masked. null = no preset (then detector.shape and "
+        "detector.pixel_size, or a .poni file naming the detector, must say what it is). When "
+        "the configuration names no detector at all (no preset, no shape, no detector in the "
+        ".poni file) the EIGER 4M preset applies."),
+    OPT("detector.shape", FAID_OT_SHAPE, "pixels", 1, 65536, NULL, R | H, NULL, key_shape[0],
+        key_shape[1], rows, cols, -1, 0,
+        "Frame shape [rows, columns] (rows = slow axis = dim1). Overrides the preset and the "
+        ".poni file. Default: from the preset or the .poni file."),
+    OPT("detector.pixel_size", FAID_OT_PAIR, "m", 0, 0.01, NULL, R | H | X, NULL, key_pixel[0],
+        key_pixel[1], pixel1, pixel2, -1, 0,
+        "Pixel size [pixel1, pixel2] (rows, columns) in metres. Overrides the preset and the "
+        ".poni file. Default: from the preset or the .poni file."),
+    SIMPLE("detector.mask", FAID_OT_PATH, "", 0, 0, "null", R | H | N, NULL, mask_path,
+           FAID_PATH_MAX,
+           "Mask .npy file (rows x columns, any numeric or bool dtype, non-zero = masked), "
+           "combined with the preset's module gaps. Relative to the configuration file's "
+           "folder."),
+    OPT("detector.orientation", FAID_OT_INT, "", 1, 4, "3", R | H, NULL, key_geom.orientation,
+        key_geom.orientation, geometry.orientation, geometry.orientation, -1, 0,
+        "pyFAI detector orientation (1..4, 3 = no flip). Default: from the .poni file, else 3."),
+    SIMPLE("geometry.poni_file", FAID_OT_PATH, "", 0, 0, "null", R | H | N, NULL, poni_file,
+           FAID_PATH_MAX,
+           "pyFAI .poni calibration (version 1 or 2). Gives the geometry and, when no preset is "
+           "set, the detector. Explicit geometry keys below override its values. Relative to "
+           "the configuration file's folder."),
+    OPT("geometry.dist", FAID_OT_DOUBLE, "m", 0, 1000, "0.1", R | H | X, NULL, key_geom.dist,
+        key_geom.dist, geometry.dist, geometry.dist, -1, 0,
+        "Sample to detector distance along the detector normal (pyFAI dist)."),
+    OPT("geometry.poni1", FAID_OT_DOUBLE, "m", -10, 10, NULL, R | H, NULL, key_geom.poni1,
+        key_geom.poni1, geometry.poni1, geometry.poni1, -1, 0,
+        "Point of normal incidence along the rows (slow axis), from the outer corner of pixel "
+        "(0, 0). Default: from the .poni file, else the detector centre."),
+    OPT("geometry.poni2", FAID_OT_DOUBLE, "m", -10, 10, NULL, R | H, NULL, key_geom.poni2,
+        key_geom.poni2, geometry.poni2, geometry.poni2, -1, 0,
+        "Point of normal incidence along the columns (fast axis). Default: from the .poni "
+        "file, else the detector centre."),
+    OPT("geometry.rot1", FAID_OT_DOUBLE, "rad", -7, 7, "0.0", R | H, NULL, key_geom.rot1,
+        key_geom.rot1, geometry.rot1, geometry.rot1, -1, 0, "pyFAI rotation 1."),
+    OPT("geometry.rot2", FAID_OT_DOUBLE, "rad", -7, 7, "0.0", R | H, NULL, key_geom.rot2,
+        key_geom.rot2, geometry.rot2, geometry.rot2, -1, 0, "pyFAI rotation 2."),
+    OPT("geometry.rot3", FAID_OT_DOUBLE, "rad", -7, 7, "0.0", R | H, NULL, key_geom.rot3,
+        key_geom.rot3, geometry.rot3, geometry.rot3, -1, 0, "pyFAI rotation 3."),
+    OPT("geometry.wavelength", FAID_OT_DOUBLE, "m", 0, 1e-6, "1.0e-10", R | H | X, NULL,
+        key_geom.wavelength, key_geom.wavelength, geometry.wavelength, geometry.wavelength, -1,
+        0, "X-ray wavelength (1.0e-10 m = 1 A, 12.4 keV)."),
+    SIMPLE("integration.npt", FAID_OT_INT, "bins", 1, 100000, "1000", R | H, NULL, npt, 0,
+           "Number of radial bins (1D profile, and radial bins of the 2D cake)."),
+    SIMPLE("integration.unit", FAID_OT_ENUM, "", 0, 0, "q_nm^-1", R | H, unit_names, unit, 0,
+           "Radial unit of the bins, the ranges and the output."),
+    SIMPLE("integration.split", FAID_OT_ENUM, "", 0, 0, "full", R | H, split_names, split, 0,
+           "Pixel splitting as pyFAI: no (pixel centre), bbox (bounding box), full (exact pixel "
+           "area)."),
+    SIMPLE("integration.error_model", FAID_OT_ENUM, "", 0, 0, "poisson", R | H, em_names,
+           error_model, 0,
+           "Variance model: poisson (variance = max(raw, 1)), azimuthal (spread within each "
+           "bin) or none."),
+    SIMPLE("integration.solid_angle", FAID_OT_BOOL, "", 0, 0, "true", R | H, NULL, solid_angle, 0,
+           "Divide by the relative solid angle of each pixel (cos^3 of the incidence angle)."),
+    OPT("integration.polarization_factor", FAID_OT_DOUBLE, "", -1, 1, "null", R | H | N, NULL,
+        polarization_factor, polarization_factor, polarization_factor, polarization_factor,
+        (int)OFF(has_polarization), 0,
+        "Polarization correction factor (0.99 typical at a synchrotron, 0 unpolarised). null = "
+        "no correction."),
+    OPT("integration.radial_range", FAID_OT_PAIR, "unit", -1e9, 1e9, "null",
+        R | H | N | FAID_OPT_ORDERED, NULL, radial_range[0], radial_range[1], radial_range[0],
+        radial_range[1], (int)OFF(has_radial_range), 0,
+        "[min, max] of the radial bins in integration.unit. null = the extent of the unmasked "
+        "pixels."),
+    OPT("integration.azimuth_range", FAID_OT_PAIR, "deg", -360, 360, "null",
+        R | H | N | FAID_OPT_ORDERED, NULL, azimuth_range[0], azimuth_range[1],
+        azimuth_range[0], azimuth_range[1], (int)OFF(has_azimuth_range), 0,
+        "[min, max] of chi in degrees (pyFAI's chi, in [-180, 180)). Pixels outside are left "
+        "out of the 1D profile; the cake spans it. null = all."),
+    SIMPLE("integration.npt_azim", FAID_OT_INT, "bins", 0, 36000, "0", R | H | N, NULL, npt_azim,
+           0,
+           "Azimuthal bins of the 2D cake (npt_azim x npt radial bins), computed besides the 1D "
+           "profile. 0 or null = no cake."),
+    SIMPLE("integration.dark", FAID_OT_PATH, "", 0, 0, "null", R | H | N, NULL, dark_path,
+           FAID_PATH_MAX,
+           "Dark current .npy (rows x columns, any numeric dtype), subtracted from every frame."),
+    SIMPLE("integration.flat", FAID_OT_PATH, "", 0, 0, "null", R | H | N, NULL, flat_path,
+           FAID_PATH_MAX,
+           "Flat field .npy (rows x columns, any numeric dtype); frames are divided by it."),
+    OPT("integration.dummy", FAID_OT_DOUBLE, "counts", -HUGE_V, HUGE_V, "null", R | H | N, NULL,
+        dummy, dummy, dummy, dummy, (int)OFF(has_dummy), 0,
+        "Pixel value that marks invalid pixels (with delta_dummy). null = none."),
+    SIMPLE("integration.delta_dummy", FAID_OT_DOUBLE, "counts", 0, HUGE_V, "0.0", R | H, NULL,
+           delta_dummy, 0,
+           "Tolerance around integration.dummy: |value - dummy| <= delta_dummy is invalid (0 = "
+           "exact match)."),
+    SIMPLE("integration.normalization_factor", FAID_OT_DOUBLE, "", 0, HUGE_V, "1.0", R | H | X,
+           NULL, normalization_factor, 0,
+           "Every pixel's normalisation is multiplied by this (monitor, exposure time)."),
+    SIMPLE("integration.empty", FAID_OT_DOUBLE, "", -HUGE_V, HUGE_V, "0.0",
+           R | H | FAID_OPT_NONFINITE, NULL, empty, 0,
+           "Value reported for I, sigma and std in bins without any pixel (.nan allowed)."),
+    SIMPLE("input.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5555", 0, NULL, input_endpoint,
+           256, "ZeroMQ endpoint the detector stream arrives on."),
+    SIMPLE("input.mode", FAID_OT_ENUM, "", 0, 0, "bind", 0, mode_names, input_bind, 0,
+           "bind the input socket (detector connects) or connect to the detector."),
+    SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, proto_names, input_protocol, 32,
+           "Input message format; auto detects it per message."),
+    SIMPLE("input.max_frame_bytes", FAID_OT_INT64, "bytes", 1024, 68719476736.0, "268435456", 0,
+           NULL, max_frame_bytes, 0,
+           "Largest accepted frame message; larger ones are rejected and counted."),
+    SIMPLE("output.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5556", 0, NULL, output_endpoint,
+           256, "ZeroMQ PUB endpoint results are published on."),
+    SIMPLE("output.lossless_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL,
+           lossless_endpoint, 256,
+           "Optional PUSH endpoint that receives every result (blocking, never drops). null = "
+           "off."),
+    SIMPLE("control.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://127.0.0.1:5557", 0, NULL,
+           control_endpoint, 256,
+           "ZeroMQ REP endpoint of the control socket (status, config get, reload, stop)."),
+    SIMPLE("devices", FAID_OT_DEVICES, "", 0, 0, "auto", 0, NULL, devices, 128,
+           "Compute devices: auto (every GPU, else the CPU OpenCL device), gpu, cpu, ref (plain "
+           "C reference), an index or a list of indices from `faidctl devices`."),
+    SIMPLE("queue.depth", FAID_OT_INT, "frames", 1, 65536, "64", 0, NULL, queue_depth, 0,
+           "Frames waiting between ingest and the devices."),
+    SIMPLE("queue.policy", FAID_OT_ENUM, "", 0, 0, "block", 0, policy_names, queue_policy, 0,
+           "When the queue is full: block the input, drop_oldest or drop_newest (every drop is "
+           "counted)."),
+    SIMPLE("pipeline.inflight", FAID_OT_INT, "frames", 1, 64, "4", 0, NULL, inflight, 0,
+           "Frames in flight per device (overlap of transfers and compute)."),
+    SIMPLE("stats.interval", FAID_OT_DOUBLE, "s", 0, 86400, "1.0", R, NULL, stats_interval, 0,
+           "Period of the published stats message; 0 = off."),
+    SIMPLE("log.level", FAID_OT_STRING, "", 0, 0, "info", R, level_names, log_level, 16,
+           "Least severe log level written to stderr."),
+};
+
+#undef R
+#undef N
+#undef H
+#undef X
+
+#define NOPT (sizeof options / sizeof options[0])
+_Static_assert(sizeof options / sizeof options[0] <= FAID_CONFIG_MAX_OPTIONS,
+               "raise FAID_CONFIG_MAX_OPTIONS");
+
+const faid_option *faid_config_options(size_t *n)
+{
+    if (n)
+        *n = NOPT;
+    return options;
+}
+
+const faid_option *faid_config_find(const char *key)
+{
+    for (size_t i = 0; i < NOPT; i++)
+        if (strcmp(options[i].name, key) == 0)
+            return &options[i];
+    return NULL;
+}
+
+static int opt_index(const char *key)
+{
+    const faid_option *o = faid_config_find(key);
+    return o ? (int)(o - options) : -1;
+}
+
+/* ---- growable text buffer ------------------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_vprintf(sbuf *b, const char *fmt, va_list ap)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        size_t room = b->cap - b->n;
+        va_list aq;
+        va_copy(aq, ap);
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? room : 0, fmt, aq);
+        va_end(aq);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->p && (size_t)k < room) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t ncap = (b->cap ? b->cap * 2 : 4096) + (size_t)k + 1;
+        char *np = realloc(b->p, ncap);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = ncap;
+        b->p[b->n] = '\0';
+    }
+}
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- value formatting ----------------------------------------------------------------------- */
+
+/* Shortest decimal text that reads back to exactly v. */
+static void fmt_double(char *out, size_t cap, double v)
+{
+    if (isnan(v)) {
+        snprintf(out, cap, ".nan");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(out, cap, v > 0 ? ".inf" : "-.inf");
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, cap, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            break;
+    }
+    /* YAML 1.1 readers (PyYAML) take "1" for an integer and "1e-10" for a string: keep floats
+     * visibly floats with a '.' in the mantissa. */
+    if (!strchr(out, '.') && strlen(out) + 3 < cap) {
+        char *e = strpbrk(out, "eE");
+        size_t at = e ? (size_t)(e - out) : strlen(out);
+        memmove(out + at + 2, out + at, strlen(out + at) + 1);
+        memcpy(out + at, ".0", 2);
+    }
+}
+
+/* True when s reads back as the same string without quotes (no YAML indicator, not a word or
+ * number that YAML would type). */
+static int plain_safe(const char *s)
+{
+    static const char *const words[] = {"null", "Null", "NULL", "~", "true", "True", "TRUE",
+                                        "false", "False", "FALSE", "yes", "Yes", "YES", "no",
+                                        "No", "NO", "on", "On", "ON", "off", "Off", "OFF", NULL};
+    if (!*s || !(isalpha((unsigned char)*s) || *s == '/' || *s == '_'))
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("_.-/^+", *p))
+            return 0;
+    for (int i = 0; words[i]; i++)
+        if (strcmp(s, words[i]) == 0)
+            return 0;
+    return 1;
+}
+
+static void sb_quoted(sbuf *b, const char *s)
+{
+    if (plain_safe(s)) {
+        sb_printf(b, "%s", s);
+        return;
+    }
+    sb_printf(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            sb_printf(b, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            sb_printf(b, "\\x%02x", *p);
+        else
+            sb_printf(b, "%c", *p);
+    }
+    sb_printf(b, "\"");
+}
+
+#define AT(cfg, off, T) ((T *)((char *)(cfg) + (off)))
+#define CAT(cfg, off, T) ((const T *)((const char *)(cfg) + (off)))
+
+static int has_value(const faid_option *o, const faid_config *cfg)
+{
+    if (o->has_off >= 0)
+        return *CAT(cfg, (size_t)o->has_off, int) != 0;
+    if (o->type == FAID_OT_STRING || o->type == FAID_OT_PATH)
+        return CAT(cfg, o->eff, char)[0] != '\0';
+    return 1;
+}
+
+/* The effective value as YAML flow text. */
+static void fmt_value(const faid_option *o, const faid_config *cfg, sbuf *b)
+{
+    char t1[64], t2[64];
+    if ((o->flags & FAID_OPT_NULLABLE) && !has_value(o, cfg)) {
+        sb_printf(b, "null");
+        return;
+    }
+    switch (o->type) {
+    case FAID_OT_INT:
+        sb_printf(b, "%d", *CAT(cfg, o->eff, int));
+        break;
+    case FAID_OT_INT64:
+        sb_printf(b, "%lld", (long long)*CAT(cfg, o->eff, int64_t));
+        break;
+    case FAID_OT_DOUBLE:
+        fmt_double(t1, sizeof t1, *CAT(cfg, o->eff, double));
+        sb_printf(b, "%s", t1);
+        break;
+    case FAID_OT_BOOL:
+        sb_printf(b, "%s", *CAT(cfg, o->eff, int) ? "true" : "false");
+        break;
+    case FAID_OT_ENUM: {
+        int v = *CAT(cfg, o->eff, int);
+        int n = 0;
+        while (o->choices[n])
+            n++;
+        sb_printf(b, "%s", v >= 0 && v < n ? o->choices[v] : "?");
+        break;
+    }
+    case FAID_OT_STRING:
+        if (o->choices)
+            sb_printf(b, "%s", CAT(cfg, o->eff, char));
+        else
+            sb_quoted(b, CAT(cfg, o->eff, char));
+        break;
+    case FAID_OT_PATH:
+        sb_quoted(b, CAT(cfg, o->eff, char));
+        break;
+    case FAID_OT_PAIR:
+        fmt_double(t1, sizeof t1, *CAT(cfg, o->eff, double));
+        fmt_double(t2, sizeof t2, *CAT(cfg, o->eff2, double));
+        sb_printf(b, "[%s, %s]", t1, t2);
+        break;
+    case FAID_OT_SHAPE:
+        sb_printf(b, "[%d, %d]", *CAT(cfg, o->eff, int), *CAT(cfg, o->eff2, int));
+        break;
+    case FAID_OT_DEVICES: {
+        const char *v = CAT(cfg, o->eff, char);
+        if (strchr(v, ','))
+            sb_printf(b, "[%s]", v);
+        else
+            sb_printf(b, "%s", v);
+        break;
+    }
+    }
+}
+
+/* ---- applying YAML nodes -------------------------------------------------------------------- */
+
+typedef struct ctx {
+    const char *what;  /* file name for messages */
+    const char *base;  /* folder relative paths are resolved against, NULL = leave them */
+    yaml_document_t *doc;
+} ctx;
+
+static int node_line(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
+
+static const char *scalar(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+
+static int is_null(const yaml_node_t *n)
+{
+    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return 0;
+    const char *v = scalar(n);
+    return !*v || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
+           strcmp(v, "NULL") == 0;
+}
+
+/* Message helper that always records: "<file>:<line>: <key>: <msg>". */
+static int failk(faid_diag *d, const ctx *c, const yaml_node_t *n, const char *key, int code,
+                 const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int failk(faid_diag *d, const ctx *c, const yaml_node_t *n, const char *key, int code,
+                 const char *fmt, ...)
+{
+    char msg[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n)
+        return faid_fail(d, code, "%s:%d: %s: %s", c->what, node_line(n), key, msg);
+    return faid_fail(d, code, "%s: %s: %s", c->what, key, msg);
+}
+
+static int parse_double(const ctx *c, const yaml_node_t *n, const faid_option *o, double *out,
+                        faid_diag *d)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return failk(d, c, n, o->name, FAID_ECONFIG, "expected a number");
+    const char *v = scalar(n);
+    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return failk(d, c, n, o->name, FAID_ECONFIG, "expected a number, got the string \"%s\"",
+                     v);
+    double x;
+    if (strcmp(v, ".nan") == 0 || strcmp(v, ".NaN") == 0 || strcmp(v, ".NAN") == 0) {
+        x = NAN;
+    } else if (strcmp(v, ".inf") == 0 || strcmp(v, "+.inf") == 0 || strcmp(v, ".Inf") == 0) {
+        x = INFINITY;
+    } else if (strcmp(v, "-.inf") == 0 || strcmp(v, "-.Inf") == 0) {
+        x = -INFINITY;
+    } else {
+        char *end;
+        errno = 0;
+        x = strtod(v, &end);
+        /* strtod also reads hex floats, "inf" and "nan": YAML's spellings are the ones above. */
+        if (end == v || *end || strpbrk(v, "xXiInN"))
+            return failk(d, c, n, o->name, FAID_ECONFIG, "expected a number, got '%s'", v);
+        if (errno == ERANGE && isinf(x))
+            return failk(d, c, n, o->name, FAID_ERANGE, "%s is out of range", v);
+    }
+    if (!isfinite(x) && !(o->flags & FAID_OPT_NONFINITE))
+        return failk(d, c, n, o->name, FAID_ERANGE, "must be a finite number, got '%s'", v);
+    if (isfinite(x)) {
+        int low = (o->flags & FAID_OPT_MIN_EXCL) ? x <= o->min : x < o->min;
+        if (low || x > o->max) {
+            char lo[64], hi[64];
+            fmt_double(lo, sizeof lo, o->min);
+            fmt_double(hi, sizeof hi, o->max);
+            return failk(d, c, n, o->name, FAID_ERANGE, "%s is out of range %s%s, %s]%s%s", v,
+                         (o->flags & FAID_OPT_MIN_EXCL) ? "(" : "[", lo, hi,
+                         *o->unit ? " " : "", o->unit);
+        }
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_int(const ctx *c, const yaml_node_t *n, const faid_option *o, long long *out,
+                     faid_diag *d)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return failk(d, c, n, o->name, FAID_ECONFIG, "expected an integer");
+    const char *v = scalar(n);
+    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return failk(d, c, n, o->name, FAID_ECONFIG,
+                     "expected an integer, got the string \"%s\"", v);
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end)
+        return failk(d, c, n, o->name, FAID_ECONFIG, "expected an integer, got '%s'", v);
+    if (errno == ERANGE || (double)x < o->min || (double)x > o->max)
+        return failk(d, c, n, o->name, FAID_ERANGE, "%s is out of range [%.0f, %.0f]%s%s", v,
+                     o->min, o->max, *o->unit ? " " : "", o->unit);
+    *out = x;
+    return 0;
+}
+
+static int parse_bool(const ctx *c, const yaml_node_t *n, const faid_option *o, int *out,
+                      faid_diag *d)
+{
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On",
+                                      "ON", NULL};
+    static const char *const no[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off",
+                                     "OFF", NULL};
+    if (n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+        for (int i = 0; yes[i]; i++)
+            if (strcmp(scalar(n), yes[i]) == 0) {
+                *out = 1;
+                return 0;
+            }
+        for (int i = 0; no[i]; i++)
+            if (strcmp(scalar(n), no[i]) == 0) {
+                *out = 0;
+                return 0;
+            }
+    }
+    return failk(d, c, n, o->name, FAID_ECONFIG, "expected true or false%s%s%s",
+                 n->type == YAML_SCALAR_NODE ? ", got '" : "",
+                 n->type == YAML_SCALAR_NODE ? scalar(n) : "",
+                 n->type == YAML_SCALAR_NODE ? "'" : "");
+}
+
+static void choices_text(const char *const *ch, char *out, size_t cap)
+{
+    size_t k = 0;
+    out[0] = '\0';
+    for (int i = 0; ch[i] && k < cap; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%s%s", i ? ", " : "", ch[i]);
+}
+
+static int plain_text(const ctx *c, const yaml_node_t *n, const faid_option *o, const char **out,
+                      faid_diag *d)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return failk(d, c, n, o->name, FAID_ECONFIG, "expected a single value, got a %s",
+                     n->type == YAML_SEQUENCE_NODE ? "list" : "mapping");
+    *out = scalar(n);
+    if (strlen(*out) != n->data.scalar.length)
+        return failk(d, c, n, o->name, FAID_ECONFIG, "contains a NUL character");
+    return 0;
+}
+
+static int parse_choice(const ctx *c, const yaml_node_t *n, const faid_option *o, int *out,
+                        faid_diag *d)
+{
+    const char *v;
+    int rc = plain_text(c, n, o, &v, d);
+    if (rc)
+        return rc;
+    for (int i = 0; o->choices[i]; i++)
+        if (strcmp(v, o->choices[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    char list[256];
+    choices_text(o->choices, list, sizeof list);
+    return failk(d, c, n, o->name, FAID_ECONFIG, "'%s' is not one of: %s", v, list);
+}
+
+static int seq_items(const ctx *c, const yaml_node_t *n, const faid_option *o, int want,
+                     yaml_node_t **items, faid_diag *d)
+{
+    if (n->type != YAML_SEQUENCE_NODE)
+        return failk(d, c, n, o->name, FAID_ECONFIG, "expected a list of %d values [a, b]",
+                     want);
+    int k = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (k != want)
+        return failk(d, c, n, o->name, FAID_ECONFIG, "expected %d values, got %d", want, k);
+    for (int i = 0; i < k; i++) {
+        items[i] = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+        if (!items[i])
+            return failk(d, c, n, o->name, FAID_ECONFIG, "malformed list");
+    }
+    return 0;
+}
+
+static int set_path(const ctx *c, const yaml_node_t *n, const faid_option *o, const char *v,
+                    char *dst, size_t cap, faid_diag *d)
+{
+    size_t need;
+    if (c->base && *c->base && v[0] != '/')
+        need = (size_t)snprintf(dst, cap, "%s/%s", c->base, v);
+    else
+        need = (size_t)snprintf(dst, cap, "%s", v);
+    if (need >= cap) {
+        dst[0] = '\0';
+        return failk(d, c, n, o->name, FAID_ECONFIG, "path too long (%zu bytes, at most %zu)",
+                     need, cap - 1);
+    }
+    return 0;
+}
+
+static int valid_devices_word(const char *v)
+{
+    if (strcmp(v, "auto") == 0 || strcmp(v, "cpu") == 0 || strcmp(v, "gpu") == 0 ||
+        strcmp(v, "ref") == 0)
+        return 1;
+    if (!*v || strlen(v) > 4)
+        return 0;
+    for (const char *p = v; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return 0;
+    return 1;
+}
+
+static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, faid_config *cfg,
+                      faid_diag *d)
+{
+    int rc = 0;
+    if (is_null(n)) {
+        if (!(o->flags & FAID_OPT_NULLABLE))
+            return failk(d, c, n, o->name, FAID_ECONFIG, "a value is required (null is not "
+                                                         "allowed here)");
+        if (o->has_off >= 0)
+            *AT(cfg, (size_t)o->has_off, int) = 0;
+        else if (o->type == FAID_OT_STRING || o->type == FAID_OT_PATH)
+            AT(cfg, o->off, char)[0] = '\0';
+        else if (o->type == FAID_OT_INT)
+            *AT(cfg, o->off, int) = 0;
+        return 0;
+    }
+    switch (o->type) {
+    case FAID_OT_INT:
+    case FAID_OT_INT64: {
+        long long x;
+        if ((rc = parse_int(c, n, o, &x, d)))
+            return rc;
+        if (o->type == FAID_OT_INT)
+            *AT(cfg, o->off, int) = (int)x;
+        else
+            *AT(cfg, o->off, int64_t) = x;
+        break;
+    }
+    case FAID_OT_DOUBLE: {
+        double x;
+        if ((rc = parse_double(c, n, o, &x, d)))
+            return rc;
+        *AT(cfg, o->off, double) = x;
+        break;
+    }
+    case FAID_OT_BOOL:
+        return parse_bool(c, n, o, AT(cfg, o->off, int), d);
+    case FAID_OT_ENUM: {
+        int x;
+        if ((rc = parse_choice(c, n, o, &x, d)))
+            return rc;
+        *AT(cfg, o->off, int) = x;
+        break;
+    }
+    case FAID_OT_STRING: {
+        const char *v;
+        if ((rc = plain_text(c, n, o, &v, d)))
+            return rc;
+        if (o->choices) {
+            int x;
+            if ((rc = parse_choice(c, n, o, &x, d)))
+                return rc;
+        } else if (o->off == OFF(key_preset)) {
+            if (!faid_detector_find(v)) {
+                char list[600];
+                size_t k = 0;
+                list[0] = '\0';
+                for (const faid_detector_preset *p = faid_detector_presets; p->name && k < 500;
+                     p++)
+                    k += (size_t)snprintf(list + k, sizeof list - k, "%s%s",
+                                          p == faid_detector_presets ? "" : ", ",
+                                          p->alias ? p->alias : p->name);
+                return failk(d, c, n, o->name, FAID_ECONFIG, "unknown detector '%s' (known: %s)",
+                             v, list);
+            }
+        } else if (o->name[0] && strstr(o->name, "endpoint") && !strstr(v, "://")) {
+            return failk(d, c, n, o->name, FAID_ECONFIG,
+                         "'%s' is not a ZeroMQ endpoint (e.g. tcp://*:5555)", v);
+        }
+        if (!*v)
+            return failk(d, c, n, o->name, FAID_ECONFIG, "must not be empty");
+        if (strlen(v) >= o->cap)
+            return failk(d, c, n, o->name, FAID_ECONFIG, "too long (at most %zu characters)",
+                         o->cap - 1);
+        memcpy(AT(cfg, o->off, char), v, strlen(v) + 1);
+        break;
+    }
+    case FAID_OT_PATH: {
+        const char *v;
+        if ((rc = plain_text(c, n, o, &v, d)))
+            return rc;
+        if (!*v)
+            return failk(d, c, n, o->name, FAID_ECONFIG, "empty path (use null for none)");
+        return set_path(c, n, o, v, AT(cfg, o->off, char), o->cap, d);
+    }
+    case FAID_OT_PAIR: {
+        yaml_node_t *it[2];
+        double a, b;
+        if ((rc = seq_items(c, n, o, 2, it, d)) || (rc = parse_double(c, it[0], o, &a, d)) ||
+            (rc = parse_double(c, it[1], o, &b, d)))
+            return rc;
+        if ((o->flags & FAID_OPT_ORDERED) && !(a < b))
+            return failk(d, c, n, o->name, FAID_ERANGE, "the first value must be smaller than "
+                                                        "the second");
+        *AT(cfg, o->off, double) = a;
+        *AT(cfg, o->off2, double) = b;
+        break;
+    }
+    case FAID_OT_SHAPE: {
+        yaml_node_t *it[2];
+        long long a, b;
+        if ((rc = seq_items(c, n, o, 2, it, d)) || (rc = parse_int(c, it[0], o, &a, d)) ||
+            (rc = parse_int(c, it[1], o, &b, d)))
+            return rc;
+        if (a * b > (1ll << 30))
+            return failk(d, c, n, o->name, FAID_ERANGE, "%lld x %lld pixels is too large", a, b);
+        *AT(cfg, o->off, int) = (int)a;
+        *AT(cfg, o->off2, int) = (int)b;
+        break;
+    }
+    case FAID_OT_DEVICES: {
+        char buf[128];
+        char *dst = AT(cfg, o->off, char);
+        if (n->type == YAML_SCALAR_NODE) {
+            const char *v = scalar(n);
+            if (!valid_devices_word(v))
+                return failk(d, c, n, o->name, FAID_ECONFIG,
+                             "'%s': expected auto, gpu, cpu, ref, a device index or a list of "
+                             "indices", v);
+            snprintf(dst, o->cap, "%s", v);
+            break;
+        }
+        if (n->type != YAML_SEQUENCE_NODE)
+            return failk(d, c, n, o->name, FAID_ECONFIG, "expected a word or a list of indices");
+        int k = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+        if (k < 1 || k > 16)
+            return failk(d, c, n, o->name, FAID_ECONFIG, "expected 1 to 16 device indices");
+        size_t len = 0;
+        for (int i = 0; i < k; i++) {
+            yaml_node_t *it = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+            const faid_option idx = {.name = o->name, .min = 0, .max = 255, .unit = ""};
+            long long x;
+            if (!it)
+                return failk(d, c, n, o->name, FAID_ECONFIG, "malformed list");
+            if ((rc = parse_int(c, it, &idx, &x, d)))
+                return rc;
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%lld", i ? "," : "", x);
+        }
+        snprintf(dst, o->cap, "%s", buf);
+        break;
+    }
+    }
+    if (o->has_off >= 0)
+        *AT(cfg, (size_t)o->has_off, int) = 1;
+    return 0;
+}
+
+/* Edit distance for "did you mean" hints (short strings only). */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 40 || lb > 40)
+        return 99;
+    int row[41];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int prev = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int cur = row[j];
+            int sub = prev + (a[i - 1] != b[j - 1]);
+            int del = row[j] + 1, ins = row[j - 1] + 1;
+            row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            prev = cur;
+        }
+    }
+    return row[lb];
+}
+
+static int unknown_key(const ctx *c, const yaml_node_t *kn, const char *full, faid_diag *d)
+{
+    const char *best = NULL;
+    int bd = 3;
+    for (size_t i = 0; i < NOPT; i++) {
+        int e = edit_distance(full, options[i].name);
+        if (e < bd) {
+            bd = e;
+            best = options[i].name;
+        }
+    }
+    if (best)
+        return faid_fail(d, FAID_ECONFIG, "%s:%d: unknown key '%s' (did you mean '%s'?)", c->what,
+                         node_line(kn), full, best);
+    return faid_fail(d, FAID_ECONFIG, "%s:%d: unknown key '%s' (see docs/configuration.md)",
+                     c->what, node_line(kn), full);
+}
+
+static int is_section(const char *name)
+{
+    size_t l = strlen(name);
+    for (size_t i = 0; i < NOPT; i++)
+        if (strncmp(options[i].name, name, l) == 0 && options[i].name[l] == '.')
+            return 1;
+    return 0;
+}
+
+static int apply_key(const ctx *c, const char *full, const yaml_node_t *kn, const yaml_node_t *vn,
+                     faid_config *cfg, int *seen, faid_diag *d)
+{
+    int idx = opt_index(full);
+    if (idx < 0)
+        return unknown_key(c, kn, full, d);
+    if (seen[idx])
+        return faid_fail(d, FAID_ECONFIG, "%s:%d: duplicate key '%s' (first at line %d)", c->what,
+                         node_line(kn), full, seen[idx]);
+    seen[idx] = node_line(kn);
+    int rc = apply_node(c, &options[idx], vn, cfg, d);
+    if (rc)
+        return rc;
+    cfg->given_line[idx] = node_line(kn);
+    return 0;
+}
+
+static int key_text(const ctx *c, const yaml_node_t *kn, const char **out, faid_diag *d)
+{
+    if (!kn || kn->type != YAML_SCALAR_NODE)
+        return faid_fail(d, FAID_ECONFIG, "%s:%d: keys must be plain words", c->what,
+                         kn ? node_line(kn) : 0);
+    *out = scalar(kn);
+    if (strlen(*out) != kn->data.scalar.length || strlen(*out) > 64)
+        return faid_fail(d, FAID_ECONFIG, "%s:%d: malformed key", c->what, node_line(kn));
+    return 0;
+}
+
+static int apply_document(const ctx *c, faid_config *cfg, faid_diag *d)
+{
+    yaml_node_t *root = yaml_document_get_root_node(c->doc);
+    if (!root || is_null(root))
+        return 0; /* empty file: the defaults */
+    if (root->type != YAML_MAPPING_NODE)
+        return faid_fail(d, FAID_ECONFIG,
+                         "%s:%d: expected a mapping of sections (detector:, geometry:, ...)",
+                         c->what, node_line(root));
+    int seen[FAID_CONFIG_MAX_OPTIONS] = {0};
+    int seen_section[FAID_CONFIG_MAX_OPTIONS] = {0};
+    for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *kn = yaml_document_get_node(c->doc, pr->key);
+        yaml_node_t *vn = yaml_document_get_node(c->doc, pr->value);
+        const char *k;
+        int rc = key_text(c, kn, &k, d);
+        if (rc)
+            return rc;
+        if (!vn)
+            return faid_fail(d, FAID_ECONFIG, "%s:%d: %s: missing value", c->what, node_line(kn),
+                             k);
+        if (!is_section(k)) {
+            if ((rc = apply_key(c, k, kn, vn, cfg, seen, d)))
+                return rc;
+            continue;
+        }
+        /* Sections are recorded by the index of their first option to catch duplicates. */
+        size_t sl = strlen(k);
+        int sidx = 0;
+        while (!(strncmp(options[sidx].name, k, sl) == 0 && options[sidx].name[sl] == '.'))
+            sidx++;
+        if (seen_section[sidx])
+            return faid_fail(d, FAID_ECONFIG, "%s:%d: duplicate section '%s' (first at line %d)",
+                             c->what, node_line(kn), k, seen_section[sidx]);
+        seen_section[sidx] = node_line(kn);
+        if (is_null(vn))
+            continue;
+        if (vn->type != YAML_MAPPING_NODE)
+            return faid_fail(d, FAID_ECONFIG, "%s:%d: %s: expected a mapping of keys", c->what,
+                             node_line(vn), k);
+        for (yaml_node_pair_t *q = vn->data.mapping.pairs.start; q < vn->data.mapping.pairs.top;
+             q++) {
+            yaml_node_t *kk = yaml_document_get_node(c->doc, q->key);
+            yaml_node_t *vv = yaml_document_get_node(c->doc, q->value);
+            const char *sub;
+            if ((rc = key_text(c, kk, &sub, d)))
+                return rc;
+            if (!vv)
+                return faid_fail(d, FAID_ECONFIG, "%s:%d: %s.%s: missing value", c->what,
+                                 node_line(kk), k, sub);
+            char full[160];
+            snprintf(full, sizeof full, "%s.%s", k, sub);
+            if ((rc = apply_key(c, full, kk, vv, cfg, seen, d)))
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* Parses one YAML document from memory; on success *doc must be deleted by the caller. */
+static int load_doc(const char *yaml, size_t len, const char *what, yaml_document_t *doc,
+                    faid_diag *d)
+{
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p))
+        return faid_fail(d, FAID_ENOMEM, "%s: cannot initialise the YAML parser", what);
+    yaml_parser_set_input_string(&p, (const unsigned char *)yaml, len);
+    if (!yaml_parser_load(&p, doc)) {
+        int rc = faid_fail(d, FAID_ECONFIG, "%s:%d:%d: YAML syntax error: %s%s%s", what,
+                           (int)p.problem_mark.line + 1, (int)p.problem_mark.column + 1,
+                           p.problem ? p.problem : "unknown problem", p.context ? " " : "",
+                           p.context ? p.context : "");
+        yaml_parser_delete(&p);
+        return rc;
+    }
+    /* A second document would be silently ignored: refuse it. */
+    yaml_document_t extra;
+    int ok = yaml_parser_load(&p, &extra);
+    int more = ok && yaml_document_get_root_node(&extra) != NULL;
+    int line = more ? (int)yaml_document_get_root_node(&extra)->start_mark.line + 1
+                    : (int)p.problem_mark.line + 1;
+    if (ok)
+        yaml_document_delete(&extra);
+    yaml_parser_delete(&p);
+    if (!ok || more) {
+        yaml_document_delete(doc);
+        return faid_fail(d, FAID_ECONFIG, "%s:%d: %s", what, line,
+                         more ? "only one YAML document is allowed"
+                              : "YAML syntax error after the document");
+    }
+    return 0;
+}
+
+static int apply_text(const char *yaml, size_t len, const char *what, const char *base,
+                      faid_config *cfg, faid_diag *d)
+{
+    yaml_document_t doc;
+    int rc = load_doc(yaml, len, what, &doc, d);
+    if (rc)
+        return rc;
+    ctx c = {what, base, &doc};
+    rc = apply_document(&c, cfg, d);
+    yaml_document_delete(&doc);
+    return rc;
+}
+
+/* Applies one option from YAML text without marking it given (defaults). */
+static int apply_value_text(const faid_option *o, const char *text, const char *what,
+                            faid_config *cfg, faid_diag *d)
+{
+    yaml_document_t doc;
+    int rc = load_doc(text, strlen(text), what, &doc, d);
+    if (rc)
+        return rc;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    ctx c = {what, NULL, &doc};
+    if (!root)
+        rc = faid_fail(d, FAID_ECONFIG, "%s: %s: empty value", what, o->name);
+    else
+        rc = apply_node(&c, o, root, cfg, d);
+    yaml_document_delete(&doc);
+    return rc;
+}
+
+/* ---- resolution of detector and geometry ---------------------------------------------------- */
+
+static int given(const faid_config *cfg, const char *key)
+{
+    int i = opt_index(key);
+    return i >= 0 && cfg->given_line[i] > 0;
+}
+
+static int fail_at(const faid_config *cfg, faid_diag *d, const char *key, int code,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int fail_at(const faid_config *cfg, faid_diag *d, const char *key, int code,
+                   const char *fmt, ...)
+{
+    char msg[800];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *what = cfg->source[0] ? cfg->source : "configuration";
+    int i = key ? opt_index(key) : -1;
+    if (i >= 0 && cfg->given_line[i] > 0)
+        return faid_fail(d, code, "%s:%d: %s: %s", what, cfg->given_line[i], key, msg);
+    if (key)
+        return faid_fail(d, code, "%s: %s: %s", what, key, msg);
+    return faid_fail(d, code, "%s: %s", what, msg);
+}
+
+int faid_config_resolve(faid_config *cfg, faid_diag *d)
+{
+    faid_geometry pg;
+    char pdet[64] = "";
+    int have_poni = cfg->poni_file[0] != '\0';
+    memset(&pg, 0, sizeof pg);
+    if (have_poni) {
+        faid_diag pd = {0};
+        if (faid_poni_read(cfg->poni_file, &pg, pdet, sizeof pdet, &pd) != 0)
+            return fail_at(cfg, d, "geometry.poni_file", pd.code ? pd.code : FAID_EIO, "%s",
+                           pd.msg);
+    }
+    /* pyFAI writes "Detector" for a detector without a model name. */
+    const faid_detector_preset *poni_preset =
+        pdet[0] && strcmp(pdet, "Detector") != 0 ? faid_detector_find(pdet) : NULL;
+    int poni_has_det = have_poni && (poni_preset || pg.rows > 0 || pg.pixel1 > 0);
+
+    const faid_detector_preset *p = NULL;
+    if (given(cfg, "detector.preset")) {
+        if (cfg->key_preset[0] && !(p = faid_detector_find(cfg->key_preset)))
+            return fail_at(cfg, d, "detector.preset", FAID_ECONFIG, "unknown detector '%s'",
+                           cfg->key_preset);
+    } else if (poni_has_det) {
+        p = poni_preset;
+    } else if (!given(cfg, "detector.shape") && cfg->key_preset[0]) {
+        if (!(p = faid_detector_find(cfg->key_preset)))
+            return fail_at(cfg, d, "detector.preset", FAID_ECONFIG, "unknown detector '%s'",
+                           cfg->key_preset);
+    }
+    cfg->rows = cfg->cols = 0;
+    cfg->pixel1 = cfg->pixel2 = 0;
+    cfg->preset[0] = '\0';
+    if (p) {
+        snprintf(cfg->preset, sizeof cfg->preset, "%s", p->alias ? p->alias : p->name);
+        cfg->rows = p->rows;
+        cfg->cols = p->cols;
+        cfg->pixel1 = p->pixel1;
+        cfg->pixel2 = p->pixel2;
+    }
+    if (poni_has_det && !given(cfg, "detector.preset")) {
+        if (pg.rows > 0 && pg.cols > 0) {
+            cfg->rows = pg.rows;
+            cfg->cols = pg.cols;
+        }
+        if (pg.pixel1 > 0 && pg.pixel2 > 0) {
+            cfg->pixel1 = pg.pixel1;
+            cfg->pixel2 = pg.pixel2;
+        }
+    }
+    if (given(cfg, "detector.shape")) {
+        cfg->rows = cfg->key_shape[0];
+        cfg->cols = cfg->key_shape[1];
+    }
+    if (given(cfg, "detector.pixel_size")) {
+        cfg->pixel1 = cfg->key_pixel[0];
+        cfg->pixel2 = cfg->key_pixel[1];
+    }
+    if (cfg->rows <= 0 || cfg->cols <= 0)
+        return fail_at(cfg, d, NULL, FAID_ECONFIG,
+                       "the detector shape is unknown: set detector.preset or detector.shape%s",
+                       have_poni ? " (the .poni file gives none)" : "");
+    if (!(cfg->pixel1 > 0) || !(cfg->pixel2 > 0))
+        return fail_at(cfg, d, NULL, FAID_ECONFIG,
+                       "the pixel size is unknown: set detector.preset or detector.pixel_size%s",
+                       have_poni ? " (the .poni file gives none)" : "");
+
+    /* Geometry: the explicit key wins, then the .poni file, then the key's default. */
+    faid_geometry g = cfg->key_geom;
+    const faid_geometry *k = &cfg->key_geom;
+    if (!given(cfg, "geometry.poni1"))
+        g.poni1 = have_poni ? pg.poni1 : 0.5 * cfg->rows * cfg->pixel1;
+    if (!given(cfg, "geometry.poni2"))
+        g.poni2 = have_poni ? pg.poni2 : 0.5 * cfg->cols * cfg->pixel2;
+    if (have_poni) {
+        if (!given(cfg, "geometry.dist"))
+            g.dist = pg.dist;
+        if (!given(cfg, "geometry.rot1"))
+            g.rot1 = pg.rot1;
+        if (!given(cfg, "geometry.rot2"))
+            g.rot2 = pg.rot2;
+        if (!given(cfg, "geometry.rot3"))
+            g.rot3 = pg.rot3;
+        if (!given(cfg, "geometry.wavelength") && pg.wavelength > 0)
+            g.wavelength = pg.wavelength;
+        if (!given(cfg, "detector.orientation") && pg.orientation >= 1 && pg.orientation <= 4)
+            g.orientation = pg.orientation;
+    }
+    (void)k;
+    if (!(g.dist > 0) || !isfinite(g.dist))
+        return fail_at(cfg, d, "geometry.dist", FAID_ERANGE, "distance must be positive");
+    if (!(g.wavelength > 0))
+        return fail_at(cfg, d, "geometry.wavelength", FAID_ERANGE, "wavelength must be positive");
+    g.rows = cfg->rows;
+    g.cols = cfg->cols;
+    g.pixel1 = cfg->pixel1;
+    g.pixel2 = cfg->pixel2;
+    if (g.orientation < 1 || g.orientation > 4)
+        g.orientation = 3;
+    cfg->geometry = g;
+    return 0;
+}
+
+/* ---- public entry points -------------------------------------------------------------------- */
+
+void faid_config_default(faid_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < NOPT; i++) {
+        if (!options[i].def)
+            continue;
+        faid_diag d = {0};
+        /* The table's defaults are validated by the unit tests; a failure here is a bug in the
+         * table, never an input error. */
+        if (apply_value_text(&options[i], options[i].def, "default", cfg, &d) != 0)
+            fprintf(stderr, "faid_config: bad default for %s: %s\n", options[i].name, d.msg);
+    }
+    if (faid_config_resolve(cfg, NULL) != 0)
+        fprintf(stderr, "faid_config: the embedded default does not resolve\n");
+}
+
+int faid_config_load_string(const char *yaml, size_t len, const char *what, faid_config *cfg,
+                            faid_diag *d)
+{
+    int rc = apply_text(yaml, len, what, NULL, cfg, d);
+    if (rc)
+        return rc;
+    return faid_config_resolve(cfg, d);
+}
+
+int faid_config_load(const char *path, faid_config *cfg, faid_diag *d)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return faid_fail(d, FAID_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        if (cap >= (1u << 24)) {
+            rc = faid_fail(d, FAID_ESIZE, "%s: configuration file larger than 16 MiB", path);
+            break;
+        }
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf)
+        return faid_fail(d, FAID_ENOMEM, "%s: out of memory", path);
+    if (!rc && err)
+        rc = faid_fail(d, FAID_EIO, "%s: read error", path);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    /* Relative paths inside are relative to the file's folder, made absolute so that they stay
+     * valid whatever the daemon's working directory becomes. */
+    char dir[FAID_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    char absdir[PATH_MAX];
+    const char *base = realpath(dir, absdir) ? absdir : dir;
+    if (strlen(path) >= sizeof cfg->source) {
+        free(buf);
+        return faid_fail(d, FAID_EINVAL, "%s: path too long", path);
+    }
+    char saved_source[FAID_PATH_MAX];
+    memcpy(saved_source, cfg->source, sizeof saved_source);
+    snprintf(cfg->source, sizeof cfg->source, "%s", path);
+    rc = apply_text(buf, n, path, base, cfg, d);
+    free(buf);
+    if (!rc)
+        rc = faid_config_resolve(cfg, d);
+    if (rc)
+        memcpy(cfg->source, saved_source, sizeof saved_source);
+    return rc;
+}
+
+int faid_config_set(faid_config *cfg, const char *key, const char *value, faid_diag *d)
+{
+    int idx = opt_index(key);
+    if (idx < 0) {
+        const char *best = NULL;
+        int bd = 3;
+        for (size_t i = 0; i < NOPT; i++) {
+            int e = edit_distance(key, options[i].name);
+            if (e < bd) {
+                bd = e;
+                best = options[i].name;
+            }
+        }
+        if (best)
+            return faid_fail(d, FAID_ECONFIG, "unknown key '%s' (did you mean '%s'?)", key, best);
+        return faid_fail(d, FAID_ECONFIG, "unknown key '%s'", key);
+    }
+    int rc = apply_value_text(&options[idx], value, "--set", cfg, d);
+    if (rc)
+        return rc;
+    /* Marked as given on "line 1" of the command line so that it wins over presets. */
+    cfg->given_line[idx] = cfg->given_line[idx] > 0 ? cfg->given_line[idx] : 1;
+    return faid_config_resolve(cfg, d);
+}
+
+int faid_config_get(const faid_config *cfg, const char *key, char *buf, size_t cap,
+                    faid_diag *d)
+{
+    const faid_option *o = faid_config_find(key);
+    if (!o)
+        return faid_fail(d, FAID_ECONFIG, "unknown key '%s'", key);
+    sbuf b = {0};
+    fmt_value(o, cfg, &b);
+    if (b.oom) {
+        free(b.p);
+        return faid_fail(d, FAID_ENOMEM, "out of memory");
+    }
+    int rc = 0;
+    if (!cap || b.n >= cap)
+        rc = faid_fail(d, FAID_ESIZE, "%s: value does not fit in %zu bytes", key, cap);
+    else
+        memcpy(buf, b.p, b.n + 1);
+    free(b.p);
+    return rc;
+}
+
+int faid_config_equal(const faid_config *a, const faid_config *b)
+{
+    for (size_t i = 0; i < NOPT; i++) {
+        sbuf x = {0}, y = {0};
+        fmt_value(&options[i], a, &x);
+        fmt_value(&options[i], b, &y);
+        int same = !x.oom && !y.oom && x.n == y.n && memcmp(x.p, y.p, x.n) == 0;
+        free(x.p);
+        free(y.p);
+        if (!same)
+            return 0;
+    }
+    const faid_geometry *g = &a->geometry, *h = &b->geometry;
+    return g->dist == h->dist && g->poni1 == h->poni1 && g->poni2 == h->poni2 &&
+           g->rot1 == h->rot1 && g->rot2 == h->rot2 && g->rot3 == h->rot3 &&
+           g->wavelength == h->wavelength && g->pixel1 == h->pixel1 && g->pixel2 == h->pixel2 &&
+           g->rows == h->rows && g->cols == h->cols && g->orientation == h->orientation;
+}
+
+/* ---- dump, example, Markdown ---------------------------------------------------------------- */
+
+static const char *type_name(const faid_option *o)
+{
+    switch (o->type) {
+    case FAID_OT_INT:
+    case FAID_OT_INT64:
+        return "integer";
+    case FAID_OT_DOUBLE:
+        return "number";
+    case FAID_OT_BOOL:
+        return "bool";
+    case FAID_OT_STRING:
+        return o->choices ? "choice" : "string";
+    case FAID_OT_PATH:
+        return "path";
+    case FAID_OT_ENUM:
+        return "choice";
+    case FAID_OT_PAIR:
+        return "[number, number]";
+    case FAID_OT_SHAPE:
+        return "[integer, integer]";
+    case FAID_OT_DEVICES:
+        return "devices";
+    }
+    return "?";
+}
+
+static void range_text(const faid_option *o, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (o->choices) {
+        choices_text(o->choices, out, cap);
+        return;
+    }
+    if (o->type != FAID_OT_INT && o->type != FAID_OT_INT64 && o->type != FAID_OT_DOUBLE &&
+        o->type != FAID_OT_PAIR && o->type != FAID_OT_SHAPE)
+        return;
+    char lo[64], hi[64];
+    int ints = o->type == FAID_OT_INT || o->type == FAID_OT_INT64 || o->type == FAID_OT_SHAPE;
+    if (ints) {
+        snprintf(lo, sizeof lo, "%.0f", o->min);
+        snprintf(hi, sizeof hi, "%.0f", o->max);
+    } else {
+        fmt_double(lo, sizeof lo, o->min);
+        fmt_double(hi, sizeof hi, o->max);
+    }
+    if (o->min <= -HUGE_V && o->max >= HUGE_V)
+        snprintf(out, cap, "any");
+    else if (o->max >= HUGE_V)
+        snprintf(out, cap, "%s %s", (o->flags & FAID_OPT_MIN_EXCL) ? ">" : ">=", lo);
+    else
+        snprintf(out, cap, "%s%s, %s]", (o->flags & FAID_OPT_MIN_EXCL) ? "(" : "[", lo, hi);
+}
+
+static void wrap_comment(sbuf *b, const char *indent, const char *text)
+{
+    const int width = 96;
+    const char *p = text;
+    while (*p) {
+        int room = width - (int)strlen(indent) - 2;
+        int len = (int)strlen(p);
+        int cut = len;
+        if (len > room) {
+            cut = room;
+            while (cut > 0 && p[cut] != ' ')
+                cut--;
+            if (cut == 0)
+                cut = room;
+        }
+        sb_printf(b, "%s# %.*s\n", indent, cut, p);
+        p += cut;
+        while (*p == ' ')
+            p++;
+    }
+}
+
+static void dump(const faid_config *cfg, faid_dump_style style, sbuf *b)
+{
+    if (style == FAID_DUMP_MARKDOWN) {
+        sb_printf(b, "| key | type | unit | default | range / choices | reload | description "
+                     "|\n|---|---|---|---|---|---|---|\n");
+        for (size_t i = 0; i < NOPT; i++) {
+            const faid_option *o = &options[i];
+            char range[256];
+            range_text(o, range, sizeof range);
+            sb_printf(b, "| `%s` | %s | %s | %s%s%s | %s | %s | ", o->name, type_name(o),
+                      o->unit, o->def ? "`" : "", o->def ? o->def : "computed",
+                      o->def ? "`" : "", range, (o->flags & FAID_OPT_RELOAD) ? "yes" : "no");
+            for (const char *p = o->help; *p; p++)
+                sb_printf(b, *p == '|' ? "\\|" : "%c", *p);
+            sb_printf(b, " |\n");
+        }
+        return;
+    }
+    if (style == FAID_DUMP_ANNOTATED) {
+        sb_printf(b, "# faid configuration (faid %s). Every option with its default; generated "
+                     "from the option\n# table (faid --dump-config --annotated). Units are SI "
+                     "unless stated; relative paths\n# are relative to this file's folder. "
+                     "Reference: docs/configuration.md.\n",
+                  FAID_VERSION);
+    } else {
+        sb_printf(b, "# faid %s effective configuration (source: %s)\n", FAID_VERSION,
+                  cfg->source[0] ? cfg->source : "embedded default");
+    }
+    char section[64] = "";
+    for (size_t i = 0; i < NOPT; i++) {
+        const faid_option *o = &options[i];
+        const char *dot = strchr(o->name, '.');
+        const char *key = o->name;
+        const char *indent = "";
+        if (dot) {
+            size_t sl = (size_t)(dot - o->name);
+            if (strlen(section) != sl || strncmp(section, o->name, sl) != 0) {
+                snprintf(section, sizeof section, "%.*s", (int)sl, o->name);
+                sb_printf(b, "%s%s:\n", style == FAID_DUMP_ANNOTATED ? "\n" : "", section);
+            }
+            key = dot + 1;
+            indent = "  ";
+        } else {
+            section[0] = '\0';
+            if (style == FAID_DUMP_ANNOTATED)
+                sb_printf(b, "\n");
+        }
+        if (style == FAID_DUMP_ANNOTATED) {
+            wrap_comment(b, indent, o->help);
+            char range[256], meta[512];
+            range_text(o, range, sizeof range);
+            snprintf(meta, sizeof meta, "%s%s%s%s%s; default: %s; %s", type_name(o),
+                     *o->unit ? ", " : "", o->unit, *range ? "; " : "", range,
+                     o->def ? o->def : "computed",
+                     (o->flags & FAID_OPT_RELOAD) ? "reloadable" : "needs a restart");
+            wrap_comment(b, indent, meta);
+        }
+        sb_printf(b, "%s%s: ", indent, key);
+        fmt_value(o, cfg, b);
+        sb_printf(b, "\n");
+    }
+}
+
+char *faid_config_dump_alloc(const faid_config *cfg, faid_dump_style style)
+{
+    sbuf b = {0};
+    dump(cfg, style, &b);
+    if (b.oom || !b.p) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+int faid_config_dump(const faid_config *cfg, char *buf, size_t cap)
+{
+    char *s = faid_config_dump_alloc(cfg, FAID_DUMP_PLAIN);
+    if (!s)
+        return FAID_ENOMEM;
+    size_t n = strlen(s);
+    int rc = 0;
+    if (n >= cap)
+        rc = FAID_ESIZE;
+    else
+        memcpy(buf, s, n + 1);
+    free(s);
+    return rc;
+}
+
+char *faid_config_example(void)
+{
+    faid_config *cfg = malloc(sizeof *cfg);
+    if (!cfg)
+        return NULL;
+    faid_config_default(cfg);
+    char *s = faid_config_dump_alloc(cfg, FAID_DUMP_ANNOTATED);
+    free(cfg);
+    return s;
+}
+
+/* ---- hash ----------------------------------------------------------------------------------- */
+
+uint64_t faid_fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+uint64_t faid_config_hash64(const faid_config *cfg, int with_paths)
+{
+    uint64_t h = FAID_FNV_OFFSET;
+    for (size_t i = 0; i < NOPT; i++) {
+        const faid_option *o = &options[i];
+        if (!(o->flags & FAID_OPT_REDUCTION) || (!with_paths && o->type == FAID_OT_PATH))
+            continue;
+        sbuf b = {0};
+        sb_printf(&b, "%s=", o->name);
+        fmt_value(o, cfg, &b);
+        sb_printf(&b, "\n");
+        if (b.p)
+            h = faid_fnv1a(h, b.p, b.n);
+        free(b.p);
+    }
+    return h;
+}
+
+void faid_config_hash(const faid_config *cfg, char out[17])
+{
+    snprintf(out, 17, "%016llx", (unsigned long long)faid_config_hash64(cfg, 1));
+}
