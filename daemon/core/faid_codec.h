@@ -10,6 +10,11 @@
  *                     length + LZ4 block, a block whose length equals its decoded size is raw
  *   FAID_ENC_LZ4_RAW  one raw LZ4 block, decoded size known (DECTRIS v1 "lz4<")
  *
+ * Block counts: a bslz4 chunk of n elements with header block size bs elements holds n / bs full
+ * blocks, then one partial block of (n mod bs) rounded down to a multiple of 8 elements when that
+ * is not 0, then (n mod 8) x E raw tail bytes. An HDF5-LZ4 chunk holds ceil(total / B) blocks of
+ * B = min(header block size, total) bytes, the last one shorter.
+ *
  * Every decoder validates against the expected decoded size and fails with FAID_ECORRUPT /
  * FAID_ETRUNC / FAID_ESIZE and a message; no input can make it read or write out of bounds. */
 #ifndef FAID_CODEC_H
@@ -46,8 +51,25 @@ typedef struct faid_block_table {
     uint32_t *csize;       /* compressed size of block k */
 } faid_block_table;
 
-/* Upper bound on the block count of a chunk that decodes to total_bytes. */
+/* Upper bound on the block count of a chunk that decodes to total_bytes when its header block
+ * size is at least block_bytes (0 = the default 8192-byte block). A chunk with smaller blocks
+ * than the table was sized for fails in the parsers with FAID_ESIZE and a message. */
 uint32_t faid_bslz4_max_blocks(uint64_t total_bytes, size_t elem_size, uint32_t block_bytes);
+
+/* Default bitshuffle block in elements: 8192 / E rounded down to a multiple of 8, at least 128
+ * (2048 for E = 4). 0 for elem_size 0. */
+uint64_t faid_bslz4_default_block_elems(size_t elem_size);
+
+/* Default block of the HDF5 LZ4 filter (clamped to the chunk size when writing). */
+#define FAID_LZ4H5_DEFAULT_BLOCK (1u << 30)
+
+/* Allocates the arrays of t for cap blocks (t is overwritten); free with faid_block_table_free. */
+int faid_block_table_alloc(faid_block_table *t, uint32_t cap, faid_diag *d);
+void faid_block_table_free(faid_block_table *t);
+
+/* Reads the 12-byte header common to the bslz4 and HDF5-LZ4 framings. */
+int faid_bslz4_header(const uint8_t *src, size_t len, uint64_t *total_bytes,
+                      uint32_t *block_bytes, faid_diag *d);
 
 /* Parses and validates a bslz4 chunk header and block prefixes. expect_bytes is the decoded size
  * implied by shape x dtype (0 = take it from the header). */
@@ -60,6 +82,10 @@ int faid_lz4h5_table(const uint8_t *src, size_t len, uint64_t expect_bytes, faid
 /* Decoders: dst must hold exactly dst_len bytes, the expected decoded size. */
 int faid_bslz4_decode(const uint8_t *src, size_t len, size_t elem_size, void *dst, size_t dst_len,
                       faid_diag *d);
+/* Decodes a chunk whose table faid_bslz4_table already built (no allocation: scratch holds
+ * t->block_bytes bytes). */
+int faid_bslz4_decode_table(const uint8_t *src, const faid_block_table *t, void *dst,
+                            size_t dst_len, void *scratch, faid_diag *d);
 int faid_lz4h5_decode(const uint8_t *src, size_t len, void *dst, size_t dst_len, faid_diag *d);
 int faid_lz4raw_decode(const uint8_t *src, size_t len, void *dst, size_t dst_len, faid_diag *d);
 /* Dispatch on the encoding. */

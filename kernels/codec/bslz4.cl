@@ -1,0 +1,360 @@
+/* bslz4.cl: block-parallel decoding of bitshuffle-LZ4 chunks (HDF5 filter 32008, DECTRIS "bslz4")
+ * and of HDF5-LZ4 chunks (DECTRIS v2 "lz4"), one work-group per block, OpenCL 1.2 C.
+ *
+ * The host (faid_clcodec.c) parses and validates the block table on the CPU and uploads it as a
+ * packed uint32 array: offset[0..nblocks-1] (byte offset of block k's LZ4 data inside the chunk,
+ * after its 4-byte length prefix) followed by csize[0..nblocks-1] (its compressed length).
+ *
+ * Launch: global size (nblocks + 1) x WG, local size WG. Group k < nblocks decodes block k; group
+ * nblocks copies the raw tail (0 bytes is fine), so the tail is written whether or not there is a
+ * partial block.
+ *
+ * Build constants (-D):
+ *   ELEM_SIZE   element size in bytes, 1, 2, 4 or 8 (bslz4_decode only)
+ *   BLOCK_CAP   decoded bytes a group can hold in local memory, a multiple of 64; any block size
+ *               of the chunk header up to BLOCK_CAP is decoded, the host rejects larger ones
+ *   WG          work-group size (a power of two, at least 8)
+ *
+ * Local memory per group: BLOCK_CAP (decoded block) + CMP_CAP (compressed block, later reused to
+ * stage the unshuffled block for coalesced writes), about 16.1 KiB for BLOCK_CAP = 8192.
+ *
+ * Robustness: every literal and match copy is bounded by the remaining input and output, offsets
+ * must stay inside the block's own output, the decoded length must equal the expected one, and the
+ * table entries are re-checked against the chunk length and the local capacities, so no input can
+ * make a group read or write out of bounds. A failing group stores (block index + 1) into *err if
+ * it is still 0, and writes nothing to dst; the host must zero *err before the launch. The LZ4
+ * end-of-block rules that liblz4 enforces (the last 5 bytes are literals, a literal run reaching
+ * the last 12 output bytes or the last 8 input bytes ends the block) are enforced too, so that the
+ * GPU and the CPU decoder agree on everything an LZ4 encoder can produce.
+ *
+ * All work-items parse the token stream redundantly (they read the same local bytes, so control
+ * flow is uniform and the barriers inside the loop are legal) and split each literal and match
+ * copy between them. A barrier precedes a match copy only when its source overlaps output written
+ * since the last barrier. Output positions only grow and copies read only below the current
+ * position, so there is no write-after-read hazard.
+ *
+ * Device byte order is assumed little-endian (checked by the host). */
+
+#ifndef WG
+#define WG 128
+#endif
+#ifndef BLOCK_CAP
+#define BLOCK_CAP 8192
+#endif
+#ifndef ELEM_SIZE
+#define ELEM_SIZE 4
+#endif
+
+/* Work sharing: PAR_FOR(i, n) { body } runs body for i = 0..n-1 spread over the group. The trip
+ * count of the outer loop is the same for every work-item (n is uniform) and the inner "loop"
+ * runs once or not at all: a per-item trip count (for (i = lid; i < n; i += WG)) is miscompiled
+ * by PoCL's work-group vectorizer when some items have no iteration. */
+#define PAR_FOR(i, n)                                                                            \
+    for (uint i##_base = 0, i##_n = (n); i##_base < i##_n; i##_base += WG)                       \
+        for (uint i = i##_base + get_local_id(0); i < i##_n; i = i##_n)
+
+/* Room for the worst-case LZ4 expansion of a full block plus up to 3 bytes of misalignment. */
+#define CMP_CAP (((BLOCK_CAP + BLOCK_CAP / 255 + 16 + 3) + 7) / 8 * 8)
+
+/* Every item of the failing group stores the flag (same value, only on the error path): PoCL's
+ * work-group vectorizer miscompiled the `if (get_local_id(0) == 0)` form. */
+#define ERR_SET(err, gid) atomic_cmpxchg((err), 0, (int)(gid) + 1)
+
+/* Transposes the 8x8 bit matrix in x (row r = byte r, column c = bit c). */
+inline ulong transpose8(ulong x)
+{
+    ulong t;
+    t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAUL;
+    x = x ^ t ^ (t << 7);
+    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCUL;
+    x = x ^ t ^ (t << 14);
+    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0UL;
+    x = x ^ t ^ (t << 28);
+    return x;
+}
+
+/* Copies chunk bytes [a, a + n) into local memory starting at cmp + (a & 3), with aligned 32-bit
+ * loads for every word lying inside the range's last full word and byte loads after it. Bytes
+ * read before a belong to the same aligned word, which lies inside the buffer. */
+inline void load_block(__global const uchar *chunk, uint a, uint n, __local uint *cmpw)
+{
+    __global const uint *cw = (__global const uint *)chunk;
+    __local uchar *cmp = (__local uchar *)cmpw;
+    const uint w0 = a >> 2;
+    const uint nw = ((a + n) >> 2) - w0;
+    PAR_FOR(i, nw)
+        cmpw[i] = cw[w0 + i];
+    const uint done = nw * 4;
+    const uint rest = a + n - 4 * w0 - done;
+    PAR_FOR(i, rest)
+        cmp[done + i] = chunk[4 * w0 + done + i];
+}
+
+/* Reads an LZ4 length extension; returns 0 on running past the input. */
+inline int lz4_extend(__local const uchar *cmp, uint *ip, uint iend, uint *len)
+{
+    uint b;
+    do {
+        if (*ip >= iend)
+            return 0;
+        b = cmp[(*ip)++];
+        *len += b;
+    } while (b == 255);
+    return 1;
+}
+
+/* Decodes the LZ4 block cmp[ip0, ip0 + csize) into dec[0, oend). Returns 1 when the block is valid
+ * and decodes to exactly oend bytes. Ends with a barrier, so dec is complete for every item. */
+inline int lz4_block(__local const uchar *cmp, uint ip0, uint csize, __local uchar *dec,
+                     uint oend)
+{
+    uint ip = ip0;
+    const uint iend = ip0 + csize;
+    uint op = 0;
+    uint synced = 0;
+    int ok = 0;
+    for (;;) {
+        const uint token = cmp[ip++];
+        uint lit = token >> 4;
+        if (lit == 15 && !lz4_extend(cmp, &ip, iend, &lit))
+            break;
+        if (lit > iend - ip || lit > oend - op)
+            break;
+        const int last = (oend - op < 12 || lit > oend - op - 12 || iend - ip < 8 ||
+                          lit > iend - ip - 8);
+        if (last && lit != iend - ip)
+            break;
+        PAR_FOR(i, lit)
+            dec[op + i] = cmp[ip + i];
+        ip += lit;
+        op += lit;
+        if (last) {
+            ok = op == oend;
+            break;
+        }
+        const uint off = (uint)cmp[ip] | ((uint)cmp[ip + 1] << 8);
+        ip += 2;
+        if (off == 0 || off > op)
+            break;
+        uint mlen = token & 15;
+        if (mlen == 15 && !lz4_extend(cmp, &ip, iend, &mlen))
+            break;
+        mlen += 4;
+        if (oend - op < 5 || mlen > oend - op - 5 || ip >= iend)
+            break;
+        const uint src = op - off;
+        if (src + min(mlen, off) > synced) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            synced = op;
+        }
+        if (off >= mlen) {
+            PAR_FOR(i, mlen)
+                dec[op + i] = dec[src + i];
+        } else {
+            PAR_FOR(i, mlen)
+                dec[op + i] = dec[src + i % off];
+        }
+        op += mlen;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return ok;
+}
+
+/* Interleaves ELEM_SIZE byte planes (w[j]: byte i = byte j of element i of a group of 8) into the
+ * ELEM_SIZE words of the 8 elements in memory order. */
+inline void zip_planes(const ulong *w, ulong *o)
+{
+#if ELEM_SIZE == 1
+    o[0] = w[0];
+#elif ELEM_SIZE == 2
+    const uchar8 a = as_uchar8(w[0]), b = as_uchar8(w[1]);
+    o[0] = as_ulong((uchar8)(a.s0, b.s0, a.s1, b.s1, a.s2, b.s2, a.s3, b.s3));
+    o[1] = as_ulong((uchar8)(a.s4, b.s4, a.s5, b.s5, a.s6, b.s6, a.s7, b.s7));
+#elif ELEM_SIZE == 4
+    const uchar8 a = as_uchar8(w[0]), b = as_uchar8(w[1]), c = as_uchar8(w[2]),
+                 d = as_uchar8(w[3]);
+    o[0] = as_ulong((uchar8)(a.s0, b.s0, c.s0, d.s0, a.s1, b.s1, c.s1, d.s1));
+    o[1] = as_ulong((uchar8)(a.s2, b.s2, c.s2, d.s2, a.s3, b.s3, c.s3, d.s3));
+    o[2] = as_ulong((uchar8)(a.s4, b.s4, c.s4, d.s4, a.s5, b.s5, c.s5, d.s5));
+    o[3] = as_ulong((uchar8)(a.s6, b.s6, c.s6, d.s6, a.s7, b.s7, c.s7, d.s7));
+#elif ELEM_SIZE == 8
+    const uchar8 a = as_uchar8(w[0]), b = as_uchar8(w[1]), c = as_uchar8(w[2]),
+                 d = as_uchar8(w[3]), e = as_uchar8(w[4]), f = as_uchar8(w[5]),
+                 g = as_uchar8(w[6]), h = as_uchar8(w[7]);
+#define FAID_ZIP8(k) as_ulong((uchar8)(a.k, b.k, c.k, d.k, e.k, f.k, g.k, h.k))
+    o[0] = FAID_ZIP8(s0);
+    o[1] = FAID_ZIP8(s1);
+    o[2] = FAID_ZIP8(s2);
+    o[3] = FAID_ZIP8(s3);
+    o[4] = FAID_ZIP8(s4);
+    o[5] = FAID_ZIP8(s5);
+    o[6] = FAID_ZIP8(s6);
+    o[7] = FAID_ZIP8(s7);
+#undef FAID_ZIP8
+#else
+#error "ELEM_SIZE must be 1, 2, 4 or 8"
+#endif
+}
+
+/* Bit-unshuffles the n-element block in dec into stage (both local). Row r of the shuffled bit
+ * matrix (r = 8j + k: byte j, bit k of every element) holds n/8 bytes. Rows whose length is a
+ * multiple of 4 are read 32 bits at a time (4 groups of 8 elements per item); others a byte at a
+ * time. */
+inline void unshuffle(__local const uchar *dec, uint n, __local ulong *stage)
+{
+    const uint row = n / 8;
+    if ((row & 3) == 0) {
+        __local const uint *dw = (__local const uint *)dec;
+        const uint rw = row / 4;
+        PAR_FOR(h, rw) {
+            ulong w[4][ELEM_SIZE];
+            for (uint j = 0; j < ELEM_SIZE; j++) {
+                uchar4 r[8];
+                for (uint k = 0; k < 8; k++)
+                    r[k] = as_uchar4(dw[(8 * j + k) * rw + h]);
+                w[0][j] = transpose8(as_ulong((uchar8)(r[0].s0, r[1].s0, r[2].s0, r[3].s0,
+                                                       r[4].s0, r[5].s0, r[6].s0, r[7].s0)));
+                w[1][j] = transpose8(as_ulong((uchar8)(r[0].s1, r[1].s1, r[2].s1, r[3].s1,
+                                                       r[4].s1, r[5].s1, r[6].s1, r[7].s1)));
+                w[2][j] = transpose8(as_ulong((uchar8)(r[0].s2, r[1].s2, r[2].s2, r[3].s2,
+                                                       r[4].s2, r[5].s2, r[6].s2, r[7].s2)));
+                w[3][j] = transpose8(as_ulong((uchar8)(r[0].s3, r[1].s3, r[2].s3, r[3].s3,
+                                                       r[4].s3, r[5].s3, r[6].s3, r[7].s3)));
+            }
+            for (uint q = 0; q < 4; q++) {
+                ulong o[ELEM_SIZE];
+                zip_planes(w[q], o);
+                for (uint m = 0; m < ELEM_SIZE; m++)
+                    stage[(4 * h + q) * ELEM_SIZE + m] = o[m];
+            }
+        }
+    } else {
+        PAR_FOR(g, row) {
+            ulong w[ELEM_SIZE];
+            for (uint j = 0; j < ELEM_SIZE; j++) {
+                ulong x = 0;
+                for (uint k = 0; k < 8; k++)
+                    x |= (ulong)dec[(8 * j + k) * row + g] << (8 * k);
+                w[j] = transpose8(x);
+            }
+            ulong o[ELEM_SIZE];
+            zip_planes(w, o);
+            for (uint m = 0; m < ELEM_SIZE; m++)
+                stage[g * ELEM_SIZE + m] = o[m];
+        }
+    }
+}
+
+/* Table entry of this group, re-checked on the device: returns 0 when it cannot be decoded. */
+inline int block_entry(__global const uint *table, uint nblocks, uint gid, uint chunk_len,
+                       uint block_bytes, uint last_bytes, uint *off, uint *csize, uint *dbytes)
+{
+    *off = table[gid];
+    *csize = table[nblocks + gid];
+    *dbytes = gid + 1 == nblocks ? last_bytes : block_bytes;
+    return *csize > 0 && *csize <= CMP_CAP - 3 && *csize <= chunk_len &&
+           *off <= chunk_len - *csize && *dbytes > 0 && *dbytes <= BLOCK_CAP;
+}
+
+/* Group nblocks: the raw tail (bitshuffle) at the end of the output. */
+inline void copy_tail(__global const uchar *chunk, uint chunk_len, uint tail_off, uint tail_bytes,
+                      __global uchar *dst, ulong tail_dst)
+{
+    if (tail_bytes > chunk_len || tail_off > chunk_len - tail_bytes)
+        return;
+    PAR_FOR(i, tail_bytes)
+        dst[tail_dst + i] = chunk[tail_off + i];
+}
+
+/* Arguments (both kernels):
+ *   chunk, chunk_off  the compressed chunk starts at byte chunk_off (a multiple of 4) of chunk
+ *   chunk_len         its length in bytes
+ *   table, table_off  packed uint32 table (nblocks offsets, then nblocks compressed sizes)
+ *                     starting at uint32 index table_off
+ *   nblocks           number of LZ4 blocks
+ *   block_bytes       decoded size of a full block (header block size), <= BLOCK_CAP
+ *   last_bytes        decoded size of the last block
+ *   tail_off          offset of the raw tail in the chunk, tail_bytes its length (0 for lz4)
+ *   dst, dst_off      decoded byte b lands at dst[dst_off + b]; dst_off a multiple of 8
+ *   err, err_idx      error flag err[err_idx], zeroed by the host; set to (failing block + 1)
+ */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+bslz4_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __global const uint *table,
+             uint table_off, uint nblocks, uint block_bytes, uint last_bytes, uint tail_off,
+             uint tail_bytes, __global uchar *dst, ulong dst_off, __global int *err, uint err_idx)
+{
+    chunk += chunk_off;
+    table += table_off;
+    dst += dst_off;
+    err += err_idx;
+    __local ulong decl[BLOCK_CAP / 8];
+    __local ulong cmpl[CMP_CAP / 8];
+    const uint gid = get_group_id(0);
+    if (gid >= nblocks) {
+        if (gid == nblocks)
+            copy_tail(chunk, chunk_len, tail_off, tail_bytes, dst,
+                      nblocks ? (ulong)(nblocks - 1) * block_bytes + last_bytes : 0);
+        return;
+    }
+    uint off, csize, dbytes;
+    if (!block_entry(table, nblocks, gid, chunk_len, block_bytes, last_bytes, &off, &csize,
+                     &dbytes) ||
+        dbytes % (8 * ELEM_SIZE) != 0 || block_bytes % (8 * ELEM_SIZE) != 0) {
+        ERR_SET(err, gid);
+        return;
+    }
+    __local uchar *cmp = (__local uchar *)cmpl;
+    __local uchar *dec = (__local uchar *)decl;
+    load_block(chunk, off, csize, (__local uint *)cmpl);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!lz4_block(cmp, off & 3, csize, dec, dbytes)) {
+        ERR_SET(err, gid);
+        return;
+    }
+    unshuffle(dec, dbytes / ELEM_SIZE, cmpl);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global ulong *out = (__global ulong *)(dst + (ulong)gid * block_bytes);
+    PAR_FOR(i, dbytes / 8)
+        out[i] = cmpl[i];
+}
+
+/* HDF5-LZ4 framing: no shuffle, any block size up to BLOCK_CAP, and a block whose compressed
+ * length equals its decoded length is stored raw. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+lz4h5_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __global const uint *table,
+             uint table_off, uint nblocks, uint block_bytes, uint last_bytes, uint tail_off,
+             uint tail_bytes, __global uchar *dst, ulong dst_off, __global int *err, uint err_idx)
+{
+    chunk += chunk_off;
+    table += table_off;
+    dst += dst_off;
+    err += err_idx;
+    __local ulong decl[BLOCK_CAP / 8];
+    __local ulong cmpl[CMP_CAP / 8];
+    const uint gid = get_group_id(0);
+    if (gid >= nblocks)
+        return;
+    uint off, csize, dbytes;
+    if (!block_entry(table, nblocks, gid, chunk_len, block_bytes, last_bytes, &off, &csize,
+                     &dbytes) ||
+        csize > dbytes) {
+        ERR_SET(err, gid);
+        return;
+    }
+    __global uchar *out = dst + (ulong)gid * block_bytes;
+    if (csize == dbytes) {
+        PAR_FOR(i, dbytes)
+            out[i] = chunk[off + i];
+        return;
+    }
+    __local uchar *cmp = (__local uchar *)cmpl;
+    __local uchar *dec = (__local uchar *)decl;
+    load_block(chunk, off, csize, (__local uint *)cmpl);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!lz4_block(cmp, off & 3, csize, dec, dbytes)) {
+        ERR_SET(err, gid);
+        return;
+    }
+    PAR_FOR(i, dbytes)
+        out[i] = dec[i];
+}

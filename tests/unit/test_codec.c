@@ -1,0 +1,398 @@
+/* Unit tests of faid_codec (CPU) and faid_clcodec (OpenCL, on whatever device "auto" picks):
+ * the 8x8 transpose against the bit-level definition of bitshuffle, the block-table parser's
+ * edge cases (algorithms.md §1.4), encoder -> decoder round trips for many sizes, element sizes
+ * and block sizes, the HDF5-LZ4 and raw LZ4 framings, and corrupt or truncated chunks, which
+ * must fail with an error code and never touch memory out of bounds (this suite also runs under
+ * ASan). The GPU decoder must agree byte for byte with the CPU decoder on every valid chunk and
+ * raise its error flag on corrupt ones. */
+#include "faid_clcodec.h"
+#include "faid_codec.h"
+#include "faid_test.h"
+
+#include <lz4.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Diffraction-like content: mostly small counts, a few bright pixels, so that the high bit
+ * planes compress well and the low ones do not. */
+static void fill(uint8_t *buf, size_t n, size_t e, int kind)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v;
+        if (kind == 0)
+            v = rng();
+        else if (kind == 1)
+            v = (rng() % 16 == 0) ? rng() % 5000 : rng() % 4;
+        else
+            v = 0;
+        for (size_t j = 0; j < e; j++)
+            buf[i * e + j] = (uint8_t)(v >> (8 * (j % 8)));
+    }
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+/* Bit-level definition: bit r of element e goes to shuffled bit r*n + e (LSB-first bytes). */
+static void test_bitshuffle_definition(void)
+{
+    const size_t sizes[] = {1, 2, 3, 4, 8};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t e = sizes[si];
+        for (size_t n = 8; n <= 64; n += 8) {
+            uint8_t in[64 * 8], ref[64 * 8], out[64 * 8], back[64 * 8];
+            fill(in, n, e, 0);
+            memset(ref, 0, sizeof ref);
+            for (size_t el = 0; el < n; el++)
+                for (size_t r = 0; r < 8 * e; r++) {
+                    int bit = (in[el * e + r / 8] >> (r % 8)) & 1;
+                    size_t to = r * n + el;
+                    ref[to / 8] |= (uint8_t)(bit << (to % 8));
+                }
+            faid_bitshuffle(in, out, n, e);
+            CHECK_MSG(memcmp(out, ref, n * e) == 0, "bitshuffle e=%zu n=%zu", e, n);
+            faid_bitunshuffle(out, back, n, e);
+            CHECK_MSG(memcmp(back, in, n * e) == 0, "bitunshuffle e=%zu n=%zu", e, n);
+        }
+    }
+}
+
+static int table_new(faid_block_table *t, uint32_t cap)
+{
+    return faid_block_table_alloc(t, cap, NULL);
+}
+
+/* Builds a bslz4 chunk by hand: header with the given block size, blocks compressed with liblz4
+ * from shuffled data, tail; optional trailing garbage. */
+static size_t encode(const uint8_t *data, size_t nbytes, size_t e, size_t bs_elems, uint8_t **out)
+{
+    size_t cap = faid_bslz4_bound(nbytes, e, bs_elems);
+    *out = malloc(cap + 64);
+    size_t len = 0;
+    faid_diag d;
+    int rc = faid_bslz4_encode(data, nbytes, e, bs_elems, *out, cap, &len, &d);
+    CHECK_MSG(rc == 0, "encode: %s", d.msg);
+    return rc ? 0 : len;
+}
+
+static void test_table_edges(void)
+{
+    faid_block_table t;
+    faid_diag d;
+    CHECK(table_new(&t, 64) == 0);
+    uint8_t data[4096 * 4];
+    fill(data, 4096, 4, 1);
+
+    /* n = 2048 x 2 uint32 with the default block (2048 elements): 2 full blocks, no tail. */
+    uint8_t *c;
+    size_t len = encode(data, 4096 * 4, 4, 0, &c);
+    CHECK(faid_bslz4_table(c, len, 4, 4096 * 4, &t, &d) == 0);
+    CHECK(t.nblocks == 2 && t.last_bytes == 8192 && t.tail_bytes == 0 && t.block_bytes == 8192);
+    CHECK(t.tail_offset == len);
+    CHECK(t.offset[0] == 16);
+    /* Trailing garbage after a chunk without a tail. */
+    CHECK(faid_bslz4_table(c, len + 1, 4, 0, &t, &d) == FAID_EFORMAT);
+    /* Wrong expected size. */
+    CHECK(faid_bslz4_table(c, len, 4, 4096 * 4 + 4, &t, &d) == FAID_ESIZE);
+    /* Every truncation fails. */
+    int all = 1;
+    for (size_t cut = 0; cut < len; cut++)
+        if (faid_bslz4_table(c, cut, 4, 0, &t, &d) == 0)
+            all = 0;
+    CHECK(all);
+    /* Zero and oversized block length. */
+    uint8_t *bad = malloc(len);
+    memcpy(bad, c, len);
+    put_be32(bad + 12, 0);
+    CHECK(faid_bslz4_table(bad, len, 4, 0, &t, &d) == FAID_ECORRUPT);
+    put_be32(bad + 12, 8192 + 8192 / 255 + 17);
+    CHECK(faid_bslz4_table(bad, len, 4, 0, &t, &d) == FAID_ECORRUPT);
+    put_be32(bad + 12, 0x7fffffff);
+    CHECK(faid_bslz4_table(bad, len, 4, 0, &t, &d) != 0);
+    /* Header block size not a multiple of 8 x E, zero, total not a multiple of E. */
+    memcpy(bad, c, len);
+    put_be32(bad + 8, 8192 + 4);
+    CHECK(faid_bslz4_table(bad, len, 4, 0, &t, &d) == FAID_EFORMAT);
+    put_be32(bad + 8, 0);
+    CHECK(faid_bslz4_table(bad, len, 4, 0, &t, &d) == FAID_EFORMAT);
+    memcpy(bad, c, len);
+    put_be64(bad, 4096 * 4 + 2);
+    CHECK(faid_bslz4_table(bad, len, 4, 0, &t, &d) == FAID_EFORMAT);
+    /* Huge total with a short chunk: clear error, no giant allocation. */
+    put_be64(bad, (uint64_t)1 << 40);
+    CHECK(faid_bslz4_table(bad, len, 4, 0, &t, &d) == FAID_ETRUNC);
+    CHECK(faid_bslz4_decode(bad, len, 4, data, sizeof data, &d) == FAID_ESIZE);
+    free(bad);
+    free(c);
+
+    /* Tail without partial block: n = 2048 + 5, n mod bs = 5 < 8. */
+    len = encode(data, 2053 * 4, 4, 0, &c);
+    CHECK(faid_bslz4_table(c, len, 4, 0, &t, &d) == 0);
+    CHECK(t.nblocks == 1 && t.tail_bytes == 20 && t.tail_offset == len - 20);
+    CHECK(faid_bslz4_table(c, len - 1, 4, 0, &t, &d) == FAID_ETRUNC);
+    free(c);
+    /* Partial block and a tail of >= 4 bytes: n = 2048 + 100 (96 in the partial block, 4 tail). */
+    len = encode(data, 2148 * 4, 4, 0, &c);
+    CHECK(faid_bslz4_table(c, len, 4, 0, &t, &d) == 0);
+    CHECK(t.nblocks == 2 && t.last_bytes == 96 * 4 && t.tail_bytes == 16);
+    free(c);
+    /* Only a tail: 7 elements. */
+    len = encode(data, 7 * 2, 2, 0, &c);
+    CHECK(len == 12 + 14);
+    CHECK(faid_bslz4_table(c, len, 2, 0, &t, &d) == 0);
+    CHECK(t.nblocks == 0 && t.tail_bytes == 14 && t.tail_offset == 12);
+    free(c);
+    /* Empty chunk. */
+    len = encode(data, 0, 4, 0, &c);
+    CHECK(len == 12 && faid_bslz4_table(c, len, 4, 0, &t, &d) == 0 && t.nblocks == 0);
+    free(c);
+    /* Non-default block size (32 elements) gives many blocks; a table too small says so. */
+    len = encode(data, 4096 * 4, 4, 32, &c);
+    CHECK(faid_bslz4_table(c, len, 4, 0, &t, &d) == FAID_ESIZE);
+    faid_block_table big;
+    CHECK(table_new(&big, faid_bslz4_max_blocks(4096 * 4, 4, 128)) == 0);
+    CHECK(faid_bslz4_table(c, len, 4, 0, &big, &d) == 0 && big.nblocks == 128 &&
+          big.block_bytes == 128);
+    faid_block_table_free(&big);
+    free(c);
+    faid_block_table_free(&t);
+}
+
+static void test_roundtrips(void)
+{
+    const size_t esz[] = {1, 2, 4, 8, 3};
+    const size_t counts[] = {0, 1, 7, 8, 9, 63, 64, 100, 1023, 1024, 1025, 2047, 2048, 2049,
+                             4095, 4096, 4103, 8191, 8192, 8193, 20000};
+    const size_t blocks[] = {0, 8, 64, 128, 1000, 4096};
+    size_t maxn = 20000;
+    uint8_t *data = malloc(maxn * 8);
+    uint8_t *back = malloc(maxn * 8 + 1);
+    int failures = 0;
+    for (size_t ei = 0; ei < sizeof esz / sizeof esz[0]; ei++)
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+            for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+                size_t e = esz[ei], n = counts[ci], bs = blocks[bi];
+                if (bs && bs < 64 && n > 4096)
+                    continue;
+                fill(data, n, e, (int)((ci + bi) % 3));
+                uint8_t *c;
+                size_t len = encode(data, n * e, e, bs, &c);
+                faid_diag d;
+                memset(back, 0xA5, n * e + 1);
+                int rc = faid_bslz4_decode(c, len, e, back, n * e, &d);
+                if (rc || memcmp(back, data, n * e) || back[n * e] != 0xA5) {
+                    failures++;
+                    fprintf(stderr, "bslz4 round trip e=%zu n=%zu bs=%zu: %s\n", e, n, bs,
+                            rc ? d.msg : "data differ");
+                }
+                /* Decoding to a wrong size fails. */
+                if (faid_bslz4_decode(c, len, e, back, n * e + e, &d) != FAID_ESIZE)
+                    failures++;
+                free(c);
+            }
+    CHECK(failures == 0);
+
+    /* HDF5-LZ4 framing, including raw blocks (random data) and a clamped block size. */
+    failures = 0;
+    const size_t lz_blocks[] = {0, 1000, 8192, 65536};
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+        for (size_t bi = 0; bi < sizeof lz_blocks / sizeof lz_blocks[0]; bi++)
+            for (int kind = 0; kind < 3; kind++) {
+                size_t nb = counts[ci] * 4;
+                fill(data, counts[ci], 4, kind);
+                size_t cap = faid_lz4h5_bound(nb, lz_blocks[bi]);
+                uint8_t *c = malloc(cap);
+                size_t len = 0;
+                faid_diag d;
+                int rc = faid_lz4h5_encode(data, nb, lz_blocks[bi], c, cap, &len, &d);
+                if (!rc)
+                    rc = faid_lz4h5_decode(c, len, back, nb, &d);
+                if (rc || memcmp(back, data, nb)) {
+                    failures++;
+                    fprintf(stderr, "lz4 round trip n=%zu bs=%zu: %s\n", nb, lz_blocks[bi],
+                            rc ? d.msg : "data differ");
+                }
+                if (len > 12 && faid_lz4h5_decode(c, len - 1, back, nb, &d) == 0)
+                    failures++;
+                if (faid_lz4h5_decode(c, len, back, nb + 1, &d) != FAID_ESIZE)
+                    failures++;
+                free(c);
+            }
+    CHECK(failures == 0);
+
+    /* One raw LZ4 block (DECTRIS v1 lz4<). */
+    fill(data, 5000, 2, 1);
+    int bound = LZ4_compressBound(10000);
+    uint8_t *c = malloc((size_t)bound);
+    int len = LZ4_compress_default((const char *)data, (char *)c, 10000, bound);
+    faid_diag d;
+    CHECK(faid_lz4raw_decode(c, (size_t)len, back, 10000, &d) == 0 &&
+          memcmp(back, data, 10000) == 0);
+    CHECK(faid_lz4raw_decode(c, (size_t)len, back, 9999, &d) != 0);
+    CHECK(faid_lz4raw_decode(c, (size_t)len, back, 10001, &d) == FAID_ESIZE);
+    CHECK(faid_lz4raw_decode(c, (size_t)len - 1, back, 10000, &d) != 0);
+    CHECK(faid_decode(FAID_ENC_LZ4_RAW, c, (size_t)len, 2, back, 10000, &d) == 0);
+    CHECK(faid_decode(FAID_ENC_NONE, data, 100, 2, back, 100, &d) == 0 &&
+          memcmp(back, data, 100) == 0);
+    CHECK(faid_decode(FAID_ENC_NONE, data, 100, 2, back, 102, &d) == FAID_ESIZE);
+    free(c);
+
+    faid_encoding enc;
+    CHECK(faid_encoding_parse("bslz4", &enc) == 0 && enc == FAID_ENC_BSLZ4);
+    CHECK(faid_encoding_parse("lz4-raw", &enc) == 0 && enc == FAID_ENC_LZ4_RAW);
+    CHECK(faid_encoding_parse("zstd", &enc) == -1);
+    CHECK(strcmp(faid_encoding_name(FAID_ENC_LZ4), "lz4") == 0);
+    free(data);
+    free(back);
+}
+
+/* Random corruption of valid chunks: any result is fine except a crash or an out-of-bounds access
+ * (ASan), and a decode that claims success must have produced a full-size output. Corrupting a
+ * block's LZ4 token stream so that its length is wrong must be reported. */
+static void test_corruption(void)
+{
+    uint8_t data[3000 * 4], back[3000 * 4];
+    fill(data, 3000, 4, 1);
+    uint8_t *c;
+    size_t len = encode(data, sizeof data, 4, 0, &c);
+    uint8_t *m = malloc(len);
+    int errors = 0;
+    for (int r = 0; r < 2000; r++) {
+        memcpy(m, c, len);
+        int nflip = 1 + (int)(rng() % 4);
+        for (int k = 0; k < nflip; k++)
+            m[rng() % len] ^= (uint8_t)(1u << (rng() % 8));
+        faid_diag d;
+        if (faid_bslz4_decode(m, len, 4, back, sizeof back, &d) != 0)
+            errors++;
+    }
+    CHECK(errors > 0);
+    /* A block length one short of the real one always fails: the data no longer parse to the
+     * block's size and the tail no longer lines up. */
+    memcpy(m, c, len);
+    uint32_t c0 = ((uint32_t)m[12] << 24) | ((uint32_t)m[13] << 16) | ((uint32_t)m[14] << 8) |
+                  m[15];
+    put_be32(m + 12, c0 - 1);
+    faid_diag d;
+    CHECK(faid_bslz4_decode(m, len, 4, back, sizeof back, &d) != 0);
+    free(m);
+    free(c);
+}
+
+/* The OpenCL decoder against the CPU decoder, on whatever device "auto" selects (PoCL here). */
+static void test_gpu(void)
+{
+    faid_cl_device_info dev;
+    faid_diag d;
+    if (faid_cl_select(getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "auto", &dev,
+                       &d) != 0) {
+        printf("test_codec: no OpenCL device (%s), GPU decoder not tested\n", d.msg);
+        return;
+    }
+    faid_cl_ctx *ctx = faid_cl_ctx_new(&dev, 0, &d);
+    CHECK_MSG(ctx != NULL, "%s", d.msg);
+    if (!ctx)
+        return;
+    const size_t esz[] = {1, 2, 4, 8};
+    const size_t counts[] = {1, 7, 8, 9, 100, 2047, 2048, 2049, 4103, 8192, 12345};
+    const size_t blocks[] = {0, 8, 256, 1000, 2048};
+    size_t maxn = 12345;
+    uint8_t *data = malloc(maxn * 8);
+    uint8_t *back = malloc(maxn * 8 + 16);
+    for (size_t ei = 0; ei < sizeof esz / sizeof esz[0]; ei++) {
+        size_t e = esz[ei];
+        faid_clcodec *cc = faid_clcodec_new(ctx, e, maxn * e, &d);
+        CHECK_MSG(cc != NULL, "clcodec e=%zu: %s", e, d.msg);
+        if (!cc)
+            continue;
+        int failures = 0;
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+            for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+                size_t n = counts[ci], bs = blocks[bi];
+                if (bs * e > 8192)
+                    continue;
+                fill(data, n, e, (int)((ci + bi) % 3));
+                uint8_t *c;
+                size_t len = encode(data, n * e, e, bs, &c);
+                memset(back, 0xA5, n * e + 16);
+                int rc = faid_clcodec_decode_host(cc, FAID_ENC_BSLZ4, c, len, back, n * e, &d);
+                if (rc || memcmp(back, data, n * e) || back[n * e] != 0xA5) {
+                    failures++;
+                    fprintf(stderr, "GPU bslz4 e=%zu n=%zu bs=%zu: %s\n", e, n, bs,
+                            rc ? d.msg : "data differ");
+                }
+                free(c);
+            }
+        CHECK_MSG(failures == 0, "e=%zu", e);
+
+        /* Corrupt chunks: the table parser or the kernel's error flag must catch what the CPU
+         * decoder catches for a wrong block length, and nothing may crash. */
+        size_t n = 6000;
+        fill(data, n, e, 1);
+        uint8_t *c;
+        size_t len = encode(data, n * e, e, 0, &c);
+        uint8_t *m = malloc(len);
+        int gpu_err = 0, agree = 1;
+        for (int r = 0; r < 60; r++) {
+            memcpy(m, c, len);
+            for (int k = 0; k < 3; k++)
+                m[12 + 4 + rng() % (len - 16)] ^= (uint8_t)(1u << (rng() % 8));
+            int rg = faid_clcodec_decode_host(cc, FAID_ENC_BSLZ4, m, len, back, n * e, &d);
+            gpu_err += rg != 0;
+            uint8_t *ref = malloc(n * e);
+            int rr = faid_bslz4_decode(m, len, e, ref, n * e, &d);
+            if (rr == 0 && rg == 0 && memcmp(ref, back, n * e) != 0)
+                agree = 0;
+            free(ref);
+        }
+        CHECK(gpu_err > 0);
+        CHECK(agree);
+        memcpy(m, c, len);
+        uint32_t c0 = ((uint32_t)m[12] << 24) | ((uint32_t)m[13] << 16) |
+                      ((uint32_t)m[14] << 8) | m[15];
+        put_be32(m + 12, c0 - 1);
+        CHECK(faid_clcodec_decode_host(cc, FAID_ENC_BSLZ4, m, len, back, n * e, &d) != 0);
+        free(m);
+        free(c);
+        faid_clcodec_destroy(&cc);
+        CHECK(cc == NULL);
+    }
+    free(data);
+    free(back);
+    faid_cl_ctx_destroy(&ctx);
+}
+
+int main(void)
+{
+    test_bitshuffle_definition();
+    test_table_edges();
+    test_roundtrips();
+    test_corruption();
+    if (!getenv("FAID_TEST_NO_GPU"))
+        test_gpu();
+    return faid_test_finish();
+}
