@@ -25,6 +25,7 @@
 #include "faid_engine.h"
 
 #include "faid_cl.h"
+#include "faid_clcodec.h"
 #include "faid_log.h"
 
 #include <math.h>
@@ -47,19 +48,21 @@ typedef struct eng_matrix {
 } eng_matrix;
 
 typedef struct eng_slot {
-    cl_mem staging;        /* pinned: [block table offsets | csizes | compressed bytes] */
+    /* pinned staging: [ ... packed block table | chunk bytes or decoded frame ]; the table is
+     * packed to end exactly at table_bytes so that table + chunk go over in one H2D copy */
+    cl_mem staging;
     uint8_t *staging_ptr;  /* mapped once */
     size_t staging_bytes;
     size_t table_bytes;    /* bytes reserved for the block table at the start of staging */
-    cl_mem d_comp;         /* compressed chunk on the device */
-    cl_mem d_table;        /* block table on the device */
+    cl_mem d_in;           /* device mirror of staging (table + compressed chunk) */
     cl_mem d_raw;          /* decoded frame, native dtype */
-    cl_mem d_err;          /* decode error flag */
+    cl_mem d_err;          /* decode error flag (clcodec sets it, the engine clears it) */
+    int err_dirty;         /* d_err may be non-zero: clear before the next decode */
+    faid_block_table tab;  /* host block table, capacity max_blocks */
     cl_mem d_pre;          /* float4 per pixel (unfused path) */
     cl_mem d_out;          /* NOUT * (nbins1 + nbins2) floats */
     cl_mem h_out;          /* pinned mirror of d_out + error flag */
     float *h_out_ptr;
-    uint8_t *cpu_scratch;  /* CPU decode scratch (one bslz4 block) */
 } eng_slot;
 
 typedef struct eng_res {
@@ -91,6 +94,9 @@ struct faid_engine {
     faid_cl_ctx *ctx;
     size_t wg_override;
     eng_prog progs[NDTYPES][NEM];
+    faid_clcodec *codec[3];  /* GPU decoders for 1-, 2- and 4-byte elements, built on demand */
+    size_t codec_max[3];     /* decoded bytes each was built for */
+    int codec_broken[3];     /* building failed once: decode on the CPU, do not retry */
     eng_res *res;
 };
 
@@ -231,6 +237,28 @@ static int get_prog(faid_engine *e, faid_dtype dt, faid_error_model em, eng_prog
     return FAID_OK;
 }
 
+/* The device decoder for elements of esz bytes, able to decode need bytes; NULL when the device
+ * cannot host one (the engine then decodes on the CPU; logged once). */
+static faid_clcodec *get_codec(faid_engine *e, size_t esz, size_t need)
+{
+    int i = esz == 1 ? 0 : esz == 2 ? 1 : 2;
+    if (e->codec[i] && e->codec_max[i] >= need)
+        return e->codec[i];
+    if (e->codec_broken[i])
+        return NULL;
+    faid_clcodec_destroy(&e->codec[i]);
+    faid_diag d = {0};
+    e->codec[i] = faid_clcodec_new(e->ctx, esz, need, &d);
+    if (!e->codec[i]) {
+        e->codec_broken[i] = 1;
+        FAID_WARN("engine", "no device decoder for %zu-byte elements on %s, decoding on the CPU: "
+                  "%s", esz, e->name, d.msg);
+        return NULL;
+    }
+    e->codec_max[i] = need;
+    return e->codec[i];
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* resources */
 
@@ -250,14 +278,13 @@ static void res_destroy(faid_engine *e, eng_res **pr)
         if (e->ctx)
             clFinish(e->ctx->queue);
         release_mem(&sl->staging);
-        release_mem(&sl->d_comp);
-        release_mem(&sl->d_table);
+        release_mem(&sl->d_in);
         release_mem(&sl->d_raw);
         release_mem(&sl->d_err);
         release_mem(&sl->d_pre);
         release_mem(&sl->d_out);
         release_mem(&sl->h_out);
-        free(sl->cpu_scratch);
+        faid_block_table_free(&sl->tab);
     }
     for (int k = 0; k < 2; k++) {
         release_mem(&r->m[k].indptr);
@@ -353,11 +380,9 @@ static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
                                          sl->staging_bytes, 0, NULL, NULL, &err);
     if (err != CL_SUCCESS)
         return faid_cl_fail(d, err, "clEnqueueMapBuffer(staging)", __FILE__, __LINE__);
-    sl->d_comp = faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY, r->max_comp_bytes, NULL, d);
-    sl->d_table = sl->d_comp ? faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY, sl->table_bytes, NULL, d)
-                             : NULL;
-    sl->d_raw = sl->d_table ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, r->max_raw_bytes, NULL, d)
-                            : NULL;
+    sl->d_in = faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY, sl->staging_bytes, NULL, d);
+    sl->d_raw = sl->d_in ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, r->max_raw_bytes, NULL, d)
+                         : NULL;
     sl->d_err = sl->d_raw ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, sizeof(cl_int), NULL, d)
                           : NULL;
     sl->d_out = sl->d_err ? faid_cl_buffer(e->ctx, CL_MEM_WRITE_ONLY, r->nout * sizeof(float),
@@ -453,11 +478,8 @@ static int res_create(faid_engine *e, const faid_setup *s, eng_res **out, faid_d
     for (int k = 0; k < FAID_ENGINE_SLOTS; k++) {
         if ((rc = slot_create(e, r, &r->slot[k], d)))
             goto fail_rc;
-        r->slot[k].cpu_scratch = malloc(8192 * 4);
-        if (!r->slot[k].cpu_scratch) {
-            rc = faid_fail(d, FAID_ENOMEM, "engine: out of memory");
+        if ((rc = faid_block_table_alloc(&r->slot[k].tab, r->max_blocks, d)))
             goto fail_rc;
-        }
     }
     *out = r;
     return FAID_OK;
@@ -520,6 +542,8 @@ void faid_engine_destroy(faid_engine **pe)
     for (int t = 0; t < NDTYPES; t++)
         for (int m = 0; m < NEM; m++)
             prog_release(&e->progs[t][m]);
+    for (int i = 0; i < 3; i++)
+        faid_clcodec_destroy(&e->codec[i]);
     faid_cl_ctx_destroy(&e->ctx);
     free(e);
     *pe = NULL;
@@ -571,7 +595,10 @@ int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d)
     if (!e->res)
         return faid_fail(d, FAID_EINVAL, "engine: no setup");
     eng_prog *p;
-    return get_prog(e, dtype, e->res->setup->corr.error_model, &p, d);
+    int rc = get_prog(e, dtype, e->res->setup->corr.error_model, &p, d);
+    if (!rc)
+        get_codec(e, faid_dtype_size(dtype), e->res->npix * faid_dtype_size(dtype));
+    return rc;
 }
 
 size_t faid_engine_workgroup(const faid_engine *e, int which)
@@ -752,18 +779,56 @@ static int process_cl(faid_engine *e, const faid_frame *f, faid_result *res, fai
     if ((rc = get_prog(e, f->dtype, c->error_model, &p, d)))
         return rc;
 
-    /* host side: into pinned staging (compressed frames would be uploaded compressed once the GPU
-     * decoder is wired; until then they are decoded here) */
+    /* host side: block table + compressed bytes into pinned staging for the device decoder, or
+     * the decoded frame when the CPU decodes (lz4-raw, unsupported blocks) or none is needed */
+    size_t esz = faid_dtype_size(f->dtype);
     uint8_t *stage = sl->staging_ptr + sl->table_bytes;
-    double cpu_dec0 = now_us();
-    if ((rc = decode_cpu(f, stage, raw_bytes, d)))
+    faid_block_table *t = &sl->tab;
+    faid_clcodec *codec = NULL;
+    double h0 = now_us();
+    if (f->encoding == FAID_ENC_BSLZ4 || f->encoding == FAID_ENC_LZ4) {
+        rc = f->encoding == FAID_ENC_BSLZ4
+                 ? faid_bslz4_table(f->data, f->len, esz, raw_bytes, t, d)
+                 : faid_lz4h5_table(f->data, f->len, raw_bytes, t, d);
+        if (rc && f->encoding == FAID_ENC_BSLZ4)
+            return rc;
+        /* an lz4 chunk whose table does not fit here is left to the CPU decoder's verdict */
+        if (!rc && faid_clcodec_table_bytes(t) <= sl->table_bytes) {
+            codec = get_codec(e, esz, r->max_raw_bytes);
+            if (codec && faid_clcodec_supports(codec, f->encoding, t, NULL) != FAID_OK)
+                codec = NULL;
+        }
+        faid_diag_clear(d);
+    }
+    size_t tb = 0;
+    if (codec) {
+        tb = faid_clcodec_table_bytes(t);
+        faid_clcodec_pack_table(t, (uint32_t *)(sl->staging_ptr + sl->table_bytes - tb));
+        memcpy(stage, f->data, f->len);
+    } else if ((rc = decode_cpu(f, stage, raw_bytes, d))) {
         return rc;
-    double cpu_dec = now_us() - cpu_dec0;
-    double stage_us = cpu_dec;
+    }
+    double stage_us = now_us() - h0;
 
     rc = FAID_ECL;
-    FAID_CL_TRY_GOTO(d, rc, out, clEnqueueWriteBuffer(q, sl->d_raw, CL_FALSE, 0, raw_bytes, stage,
-                                                      0, NULL, &ev[EV_H2D]));
+    if (codec) {
+        static const cl_int zero = 0;
+        if (sl->err_dirty)
+            FAID_CL_TRY_GOTO(d, rc, out, clEnqueueWriteBuffer(q, sl->d_err, CL_FALSE, 0,
+                                                              sizeof zero, &zero, 0, NULL, NULL));
+        sl->err_dirty = 1;
+        FAID_CL_TRY_GOTO(d, rc, out,
+                         clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE, sl->table_bytes - tb,
+                                              tb + f->len, stage - tb, 0, NULL, &ev[EV_H2D]));
+        faid_clcodec_io io = {sl->d_in, sl->table_bytes, sl->d_in, sl->table_bytes - tb,
+                              sl->d_raw, 0, sl->d_err, 0};
+        if ((rc = faid_clcodec_enqueue_io(codec, q, f->encoding, &io, t, 0, NULL, &ev[EV_DEC], d)))
+            goto out;
+        rc = FAID_ECL;
+    } else {
+        FAID_CL_TRY_GOTO(d, rc, out, clEnqueueWriteBuffer(q, sl->d_raw, CL_FALSE, 0, raw_bytes,
+                                                          stage, 0, NULL, &ev[EV_H2D]));
+    }
     int nm = r->m[1].present ? 2 : 1;
     if (!e->fused) {
         cl_int npix = (cl_int)r->npix, do_dark = r->do_dark, do_dummy = c->do_dummy;
@@ -801,20 +866,34 @@ static int process_cl(faid_engine *e, const faid_frame *f, faid_result *res, fai
     FAID_CL_TRY_GOTO(d, rc, out, clEnqueueReadBuffer(q, sl->d_out, CL_FALSE, 0,
                                                      r->nout * sizeof(float), sl->h_out_ptr, 0,
                                                      NULL, &ev[EV_D2H]));
+    cl_int *h_err = (cl_int *)(sl->h_out_ptr + r->nout);
+    *h_err = 0;
+    if (codec)
+        FAID_CL_TRY_GOTO(d, rc, out, clEnqueueReadBuffer(q, sl->d_err, CL_FALSE, 0, sizeof(cl_int),
+                                                         h_err, 0, NULL, &ev[EV_ERR]));
     FAID_CL_TRY_GOTO(d, rc, out, clFinish(q));
+    if (*h_err != 0) {
+        rc = faid_fail(d, FAID_ECORRUPT, "corrupt %s chunk: block %d failed to decode on the "
+                       "device (%u blocks, %zu bytes)", faid_encoding_name(f->encoding),
+                       (int)*h_err - 1, t->nblocks, f->len);
+        goto out;
+    }
+    if (codec)
+        sl->err_dirty = 0;
     rc = FAID_OK;
 
     copy_profile(res->p1d, sl->h_out_ptr);
     if (nm == 2)
         copy_profile(res->p2d, sl->h_out_ptr + NOUT * r->m[0].nbins);
     memset(&res->t, 0, sizeof res->t);
-    res->t.decode_us = cpu_dec + ev_us(ev[EV_DEC]);
+    res->t.decode_us = codec ? ev_us(ev[EV_DEC]) : f->encoding != FAID_ENC_NONE ? stage_us : 0.0;
     res->t.preprocess_us = ev_us(ev[EV_PRE]);
     res->t.integrate_us = ev_us(ev[EV_INT1]) + ev_us(ev[EV_INT2]);
     res->t.h2d_us = ev_us(ev[EV_H2D]);
     res->t.d2h_us = ev_us(ev[EV_D2H]);
     res->t.transfer_us = res->t.h2d_us + res->t.d2h_us;
     res->t.stage_us = stage_us;
+    res->t.device_decode = codec != NULL;
     res->t.total_us = now_us() - t0;
 out:
     if (rc)

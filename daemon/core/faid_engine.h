@@ -31,6 +31,7 @@ typedef struct faid_stage_times {
     double decode_us, preprocess_us, integrate_us, transfer_us, total_us;
     double h2d_us, d2h_us;
     double stage_us;         /* host copy / CPU work into the pinned staging buffer */
+    int device_decode;       /* 1 when the OpenCL decoder decoded the frame */
 } faid_stage_times;
 
 typedef struct faid_result {

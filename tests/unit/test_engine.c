@@ -298,6 +298,8 @@ static void run_one(ctx *c, const faid_setup *s, faid_dtype t, faid_encoding enc
     faid_diag d = {0};
     int e1 = faid_engine_process(c->cl, &f, rc, &d);
     CHECK_MSG(e1 == 0, "%s: cl: %s", what, d.msg);
+    if (!e1 && enc == FAID_ENC_BSLZ4)
+        CHECK_MSG(rc->t.device_decode == 1, "%s: not decoded by the OpenCL decoder", what);
     int e2 = faid_engine_process(c->ref, &f, rr, &d);
     CHECK_MSG(e2 == 0, "%s: ref: %s", what, d.msg);
     if (!e1 && !e2) {
@@ -403,6 +405,8 @@ static void test_errors(ctx *c)
         CHECK_MSG(rc == FAID_ECORRUPT || rc == FAID_ETRUNC || rc == FAID_ESIZE,
                   "corrupt frame on %s gave %d (%s)", faid_engine_device_name(e), rc, d.msg);
         CHECK(d.msg[0] != '\0');
+        if (e == c->cl) /* the block table is valid: the device decoder must catch it */
+            CHECK_MSG(strstr(d.msg, "device") != NULL, "unexpected error: %s", d.msg);
         CHECK_MSG(faid_engine_process(e, &fg, r1, &d) == 0, "%s", d.msg);
         CHECK_MSG(result_equal(r0, r1), "good frame after a corrupt one differs on %s",
                   faid_engine_device_name(e));
