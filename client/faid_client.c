@@ -563,7 +563,7 @@ int faid_dat_write(const char *path, const faid_dat_meta *meta, const double *ra
         fprintf(f, "# setup_version: %llu\n", (unsigned long long)meta->setup_version);
     fprintf(f, "# columns: %s I sigma std count\n", unit);
     for (size_t i = 0; i < n; i++)
-        fprintf(f, "%.9g %.9g %.9g %.9g %.9g\n", radial ? radial[i] : (double)i, I[i],
+        fprintf(f, "%.15g %.9g %.9g %.9g %.9g\n", radial ? radial[i] : (double)i, I[i],
                 sigma ? sigma[i] : NAN, std ? std[i] : NAN, count ? count[i] : 0.0);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)

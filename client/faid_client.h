@@ -125,7 +125,8 @@ int faid_sender_image(faid_sender *s, const faid_in_header *h, const void *paylo
  *   # frame_id: 7
  *   # setup_version: 1
  *   # columns: q_nm^-1 I sigma std count
- * Values are written with enough digits to read back float32 exactly. */
+ * The radial column has 15 significant digits (float64 bin centres), the others 9, enough to read
+ * float32 values back exactly. */
 typedef struct faid_dat_meta {
     const char *unit;                /* radial unit name */
     const char *software_version;

@@ -1,11 +1,612 @@
-/* faidctl replay: placeholder until the module lands. */
+/* faidctl replay: a stand-in detector. It sends a series of frames to a faid instance in the
+ * native protocol (proto/PROTOCOL.md §2): a start message, N images [header, payload] and an end
+ * message, over a PUSH socket that connects (or binds with --bind), at a set rate or as fast as the
+ * receiver takes them.
+ *
+ * Frames are synthetic (faid_synth: Debye-Scherrer rings, Bragg spots, Poisson noise, module gaps
+ * at the bad-pixel value) for the detector of a preset or configuration file, or come from .npy
+ * files (2-D frames or 3-D stacks). Compression is not free, so a handful of distinct frames are
+ * generated and encoded before the first send and then cycled; each payload is handed to ZeroMQ
+ * without a copy, so the send rate is bounded by the socket, not by this program. */
 #include "faidctl.h"
 
+#include "faid_client.h"
+#include "faid_codec.h"
+#include "faid_config.h"
+#include "faid_dtype.h"
+#include "faid_geometry.h"
+#include "faid_log.h"
+#include "faid_npy.h"
+#include "faid_proto.h"
+#include "faid_synth.h"
+
+#include <errno.h>
+#include <lz4.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_TO "tcp://127.0.0.1:5555"
+#define MAX_NPY 64
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: faidctl replay [--to ENDPOINT] [--bind] [--frames N] [--rate HZ]\n"
+            "                      [--preset NAME | -c CONFIG | --npy FILE...] [options]\n"
+            "  --to ENDPOINT        where faid's input listens (default %s)\n"
+            "  --bind               bind ENDPOINT instead of connecting to it\n"
+            "  --frames N           number of frames to send (default 100)\n"
+            "  --rate HZ            frames per second (default: as fast as possible)\n"
+            "  --preset NAME        synthetic frames for this detector (e.g. eiger_4m, pilatus1m)\n"
+            "  -c, --config FILE    synthetic frames for the detector and geometry of a faid\n"
+            "                       configuration (default: faid's embedded default)\n"
+            "  --npy FILE           send the frames of a .npy file (2-D frame or 3-D stack);\n"
+            "                       repeatable, frames are cycled in order\n"
+            "  --dtype TYPE         uint8|uint16|uint32|int8|int16|int32|float32 (default uint32\n"
+            "                       for synthetic frames, the file's type for .npy)\n"
+            "  --encoding ENC       bslz4|lz4|lz4-raw|none (default bslz4)\n"
+            "  --distinct K         synthetic frames generated before sending (default 8)\n"
+            "  --seed S             seed of the synthetic frames (default 12345)\n"
+            "  --series-id ID       series id (default 1)\n"
+            "  --series-unique-id S unique series name (default none)\n"
+            "  --first-frame ID     frame id of the first frame (default 0)\n"
+            "  --no-series          send only images (no start/end messages)\n"
+            "  --timeout S          give up when a send waits longer than S s (default 30)\n"
+            "  --hwm N              send high-water mark in messages (default ZeroMQ's)\n"
+            "  --copy               copy each payload into the socket (default zero-copy)\n"
+            "  --quiet              no progress lines on stderr\n",
+            DEFAULT_TO);
+}
+
+/* One raw LZ4 block (DECTRIS v1 "lz4<"): the decoded size is implied by shape and dtype. */
+static int lz4raw_encode(const void *src, size_t n, uint8_t *dst, size_t cap, size_t *out_len,
+                         faid_diag *d)
+{
+    if (n > LZ4_MAX_INPUT_SIZE || cap > INT32_MAX)
+        return faid_fail(d, FAID_ESIZE, "%zu bytes are too many for one LZ4 block", n);
+    int k = LZ4_compress_default(src, (char *)dst, (int)n, (int)cap);
+    if (k <= 0)
+        return faid_fail(d, FAID_ESIZE, "LZ4 compression of %zu bytes failed", n);
+    *out_len = (size_t)k;
+    return 0;
+}
+
+typedef struct frame_buf {
+    uint8_t *data;
+    size_t len;
+} frame_buf;
+
+typedef struct replay_frames {
+    int rows, cols;
+    faid_dtype dtype;
+    faid_encoding encoding;
+    size_t raw_bytes;      /* per frame, decoded */
+    int n;
+    frame_buf *f;
+} replay_frames;
+
+static void frames_free(replay_frames *r)
+{
+    for (int i = 0; i < r->n; i++)
+        free(r->f[i].data);
+    free(r->f);
+    r->f = NULL;
+    r->n = 0;
+}
+
+/* Encodes raw (rows*cols elements of r->dtype) into a new buffer appended to r. */
+static int frames_add(replay_frames *r, const void *raw, faid_diag *d)
+{
+    size_t es = faid_dtype_size(r->dtype);
+    size_t nbytes = r->raw_bytes;
+    size_t cap;
+    switch (r->encoding) {
+    case FAID_ENC_BSLZ4: cap = faid_bslz4_bound(nbytes, es, 0); break;
+    case FAID_ENC_LZ4: cap = faid_lz4h5_bound(nbytes, 0); break;
+    case FAID_ENC_LZ4_RAW: cap = nbytes <= LZ4_MAX_INPUT_SIZE ? (size_t)LZ4_compressBound((int)nbytes) : 0; break;
+    default: cap = nbytes; break;
+    }
+    uint8_t *dst = malloc(cap ? cap : 1);
+    frame_buf *nf = realloc(r->f, (size_t)(r->n + 1) * sizeof(*nf));
+    if (!dst || !nf) {
+        free(dst);
+        if (nf)
+            r->f = nf;
+        return faid_fail(d, FAID_ENOMEM, "out of memory for frame %d (%zu bytes)", r->n, cap);
+    }
+    r->f = nf;
+    size_t len = 0;
+    int rc = 0;
+    switch (r->encoding) {
+    case FAID_ENC_BSLZ4: rc = faid_bslz4_encode(raw, nbytes, es, 0, dst, cap, &len, d); break;
+    case FAID_ENC_LZ4: rc = faid_lz4h5_encode(raw, nbytes, 0, dst, cap, &len, d); break;
+    case FAID_ENC_LZ4_RAW: rc = lz4raw_encode(raw, nbytes, dst, cap, &len, d); break;
+    default:
+        memcpy(dst, raw, nbytes);
+        len = nbytes;
+        break;
+    }
+    if (rc) {
+        free(dst);
+        faid_diag_prefix(d, "encoding frame %d: ", r->n);
+        return rc;
+    }
+    r->f[r->n].data = dst;
+    r->f[r->n].len = len;
+    r->n++;
+    return 0;
+}
+
+/* Stores v, rounded and clamped to the range of t, as element i of dst. */
+static void store_as(faid_dtype t, void *dst, size_t i, double v)
+{
+    if (t == FAID_DT_F32) {
+        ((float *)dst)[i] = (float)v;
+        return;
+    }
+    double lo = 0, hi = 0;
+    switch (t) {
+    case FAID_DT_U8: hi = 255; break;
+    case FAID_DT_U16: hi = 65535; break;
+    case FAID_DT_U32: hi = 4294967295.0; break;
+    case FAID_DT_I8: lo = -128; hi = 127; break;
+    case FAID_DT_I16: lo = -32768; hi = 32767; break;
+    default: lo = -2147483648.0; hi = 2147483647.0; break;
+    }
+    v = v != v ? 0 : v < lo ? lo : v > hi ? hi : v + (v >= 0 ? 0.5 : -0.5);
+    switch (t) {
+    case FAID_DT_U8: ((uint8_t *)dst)[i] = (uint8_t)v; break;
+    case FAID_DT_U16: ((uint16_t *)dst)[i] = (uint16_t)v; break;
+    case FAID_DT_U32: ((uint32_t *)dst)[i] = (uint32_t)v; break;
+    case FAID_DT_I8: ((int8_t *)dst)[i] = (int8_t)v; break;
+    case FAID_DT_I16: ((int16_t *)dst)[i] = (int16_t)v; break;
+    default: ((int32_t *)dst)[i] = (int32_t)v; break;
+    }
+}
+
+/* Frames from .npy files: every 2-D array is a frame, every 3-D array a stack of frames. All must
+ * share one frame shape; with want_dtype set they are converted to it, else they keep their own
+ * (which must be a frame type, the same in every file). */
+static int load_npy(const char *const *paths, int npaths, faid_dtype want_dtype, replay_frames *r,
+                    faid_diag *d)
+{
+    for (int p = 0; p < npaths; p++) {
+        faid_array a;
+        memset(&a, 0, sizeof(a));
+        int rc = faid_npy_read(paths[p], &a, d);
+        if (rc)
+            return rc;
+        int rows, cols;
+        size_t nfr;
+        if (a.ndim == 2) {
+            nfr = 1;
+            rows = (int)a.shape[0];
+            cols = (int)a.shape[1];
+        } else if (a.ndim == 3) {
+            nfr = a.shape[0];
+            rows = (int)a.shape[1];
+            cols = (int)a.shape[2];
+        } else {
+            faid_array_free(&a);
+            return faid_fail(d, FAID_ESHAPE, "%s: %d-D array; frames are 2-D, stacks 3-D",
+                             paths[p], a.ndim);
+        }
+        faid_dtype dt = want_dtype != FAID_DT_INVALID ? want_dtype : a.dtype;
+        if (!faid_dtype_is_frame(dt)) {
+            faid_array_free(&a);
+            return faid_fail(d, FAID_EDTYPE,
+                             "%s: dtype %s is not a frame type; choose one with --dtype",
+                             paths[p], faid_dtype_name(a.dtype));
+        }
+        if (r->n == 0 && p == 0) {
+            r->rows = rows;
+            r->cols = cols;
+            r->dtype = dt;
+            r->raw_bytes = (size_t)rows * (size_t)cols * faid_dtype_size(dt);
+        } else if (rows != r->rows || cols != r->cols || dt != r->dtype) {
+            faid_array_free(&a);
+            return faid_fail(d, FAID_ESHAPE, "%s: frames of %dx%d %s after %dx%d %s", paths[p],
+                             rows, cols, faid_dtype_name(dt), r->rows, r->cols,
+                             faid_dtype_name(r->dtype));
+        }
+        if (rows <= 0 || cols <= 0 || nfr == 0) {
+            faid_array_free(&a);
+            return faid_fail(d, FAID_ESHAPE, "%s: holds no frame", paths[p]);
+        }
+        size_t npix = (size_t)rows * (size_t)cols, es_in = faid_dtype_size(a.dtype);
+        void *conv = NULL;
+        double *tmp = NULL;
+        if (dt != a.dtype) {
+            conv = malloc(r->raw_bytes);
+            tmp = malloc(npix * sizeof(double));
+            if (!conv || !tmp) {
+                free(conv);
+                free(tmp);
+                faid_array_free(&a);
+                return faid_fail(d, FAID_ENOMEM, "%s: out of memory", paths[p]);
+            }
+        }
+        for (size_t k = 0; k < nfr && rc == 0; k++) {
+            const uint8_t *src = (const uint8_t *)a.data + k * npix * es_in;
+            if (conv) {
+                faid_dtype_to_f64(a.dtype, src, npix, tmp);
+                for (size_t i = 0; i < npix; i++)
+                    store_as(dt, conv, i, tmp[i]);
+                src = conv;
+            }
+            rc = frames_add(r, src, d);
+        }
+        free(conv);
+        free(tmp);
+        faid_array_free(&a);
+        if (rc) {
+            faid_diag_prefix(d, "%s: ", paths[p]);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* The bad-pixel mask of a configuration: the preset's module gaps and the user's mask file. */
+static int config_mask(const faid_config *cfg, uint8_t *mask, size_t npix, faid_diag *d)
+{
+    const faid_detector_preset *p = cfg->preset[0] ? faid_detector_find(cfg->preset) : NULL;
+    if (p && p->rows == cfg->rows && p->cols == cfg->cols)
+        faid_detector_gap_mask(p, mask);
+    if (!cfg->mask_path[0])
+        return 0;
+    faid_array a;
+    memset(&a, 0, sizeof(a));
+    int rc = faid_npy_read(cfg->mask_path, &a, d);
+    if (rc)
+        return rc;
+    if (a.count != npix) {
+        faid_array_free(&a);
+        return faid_fail(d, FAID_ESHAPE, "%s: mask of %zu pixels for a %dx%d detector",
+                         cfg->mask_path, a.count, cfg->rows, cfg->cols);
+    }
+    double v[1024];
+    for (size_t i = 0; i < npix; i += 1024) {
+        size_t k = npix - i < 1024 ? npix - i : 1024;
+        faid_dtype_to_f64(a.dtype, (const uint8_t *)a.data + i * faid_dtype_size(a.dtype), k, v);
+        for (size_t j = 0; j < k; j++)
+            mask[i + j] |= v[j] != 0;
+    }
+    faid_array_free(&a);
+    return 0;
+}
+
+/* Synthetic frames for the detector of a preset, a configuration file or the default. */
+static int make_synthetic(const char *preset, const char *config, int distinct, uint64_t seed,
+                          replay_frames *r, faid_diag *d)
+{
+    int rc = 0;
+    faid_config *cfg = malloc(sizeof(*cfg));
+    if (!cfg)
+        return faid_fail(d, FAID_ENOMEM, "out of memory");
+    faid_config_default(cfg);
+    if (config) {
+        rc = faid_config_load(config, cfg, d);
+    } else if (preset) {
+        for (const char *c = preset; *c && rc == 0; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                  (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+                rc = faid_fail(d, FAID_EINVAL, "unknown detector preset '%s'", preset);
+        if (rc == 0 && !faid_detector_find(preset))
+            rc = faid_fail(d, FAID_EINVAL, "unknown detector preset '%s'", preset);
+        char yaml[160];
+        snprintf(yaml, sizeof(yaml), "detector:\n  preset: %s\n", preset);
+        if (rc == 0)
+            rc = faid_config_load_string(yaml, strlen(yaml), "--preset", cfg, d);
+    }
+    uint8_t *mask = NULL;
+    void *raw = NULL;
+    faid_synth *syn = NULL;
+    if (rc)
+        goto out;
+    faid_geometry g = cfg->geometry;
+    g.rows = cfg->rows;
+    g.cols = cfg->cols;
+    if (g.rows <= 0 || g.cols <= 0) {
+        rc = faid_fail(d, FAID_ESHAPE, "the configuration gives no detector shape");
+        goto out;
+    }
+    size_t npix = (size_t)g.rows * (size_t)g.cols;
+    r->rows = g.rows;
+    r->cols = g.cols;
+    r->raw_bytes = npix * faid_dtype_size(r->dtype);
+    mask = calloc(npix, 1);
+    raw = malloc(r->raw_bytes);
+    if (!mask || !raw) {
+        rc = faid_fail(d, FAID_ENOMEM, "out of memory for a %dx%d frame", g.rows, g.cols);
+        goto out;
+    }
+    if ((rc = config_mask(cfg, mask, npix, d)))
+        goto out;
+    faid_synth_params sp;
+    faid_synth_default_params(&sp);
+    sp.seed = seed;
+    syn = faid_synth_new(&g, mask, &sp, d);
+    if (!syn) {
+        rc = d && d->code ? d->code : FAID_EINVAL;
+        goto out;
+    }
+    for (int k = 0; k < distinct && rc == 0 && !stop_flag; k++) {
+        rc = faid_synth_frame(syn, (uint64_t)k, r->dtype, raw, r->raw_bytes, d);
+        if (rc == 0)
+            rc = frames_add(r, raw, d);
+    }
+out:
+    faid_synth_destroy(&syn);
+    free(raw);
+    free(mask);
+    free(cfg);
+    return rc;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || !*s || s[0] == '-')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void sleep_until(int64_t t_ns)
+{
+    struct timespec ts = {(time_t)(t_ns / 1000000000LL), (long)(t_ns % 1000000000LL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !stop_flag)
+        ;
+}
+
+static void progress(uint64_t sent, uint64_t total, uint64_t bytes, double elapsed, int tty)
+{
+    fprintf(stderr, "%sreplay: %llu/%llu frames  %.1f frames/s  %.1f MB/s%s",
+            tty ? "\r\033[K" : "", (unsigned long long)sent, (unsigned long long)total,
+            elapsed > 0 ? (double)sent / elapsed : 0.0,
+            elapsed > 0 ? (double)bytes / 1e6 / elapsed : 0.0, tty ? "" : "\n");
+    fflush(stderr);
+}
 
 int faidctl_replay(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "faidctl %s: not implemented yet\n", argv[0]);
-    return 1;
+    const char *to = DEFAULT_TO, *preset = NULL, *config = NULL;
+    const char *npy[MAX_NPY];
+    int nnpy = 0, bind = 0, no_series = 0, quiet = 0, copy = 0, hwm = 0;
+    uint64_t frames = 100, series_id = 1, first = 0, seed = 12345, distinct = 8;
+    double rate = 0, timeout = 30;
+    char series_uid[FAID_SERIES_UID_MAX] = "";
+    faid_dtype dtype = FAID_DT_INVALID;
+    faid_encoding enc = FAID_ENC_BSLZ4;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        const char *v = more ? argv[i + 1] : NULL;
+        char *end;
+        int bad = 0;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--bind") == 0) {
+            bind = 1;
+        } else if (strcmp(a, "--no-series") == 0) {
+            no_series = 1;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (strcmp(a, "--copy") == 0) {
+            copy = 1;
+        } else if (!more) {
+            bad = 1;
+        } else if (strcmp(a, "--to") == 0) {
+            to = v;
+            i++;
+        } else if (strcmp(a, "--preset") == 0) {
+            preset = v;
+            i++;
+        } else if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
+            config = v;
+            i++;
+        } else if (strcmp(a, "--npy") == 0) {
+            if (nnpy == MAX_NPY) {
+                fprintf(stderr, "faidctl replay: at most %d --npy files\n", MAX_NPY);
+                return 2;
+            }
+            npy[nnpy++] = v;
+            i++;
+        } else if (strcmp(a, "--frames") == 0) {
+            bad = parse_u64(v, &frames) != 0;
+            i++;
+        } else if (strcmp(a, "--series-id") == 0) {
+            bad = parse_u64(v, &series_id) != 0;
+            i++;
+        } else if (strcmp(a, "--first-frame") == 0) {
+            bad = parse_u64(v, &first) != 0;
+            i++;
+        } else if (strcmp(a, "--seed") == 0) {
+            bad = parse_u64(v, &seed) != 0;
+            i++;
+        } else if (strcmp(a, "--distinct") == 0) {
+            bad = parse_u64(v, &distinct) != 0 || distinct < 1 || distinct > 4096;
+            i++;
+        } else if (strcmp(a, "--hwm") == 0) {
+            uint64_t h;
+            bad = parse_u64(v, &h) != 0 || h < 1 || h > (1u << 24);
+            hwm = bad ? 0 : (int)h;
+            i++;
+        } else if (strcmp(a, "--rate") == 0) {
+            rate = strtod(v, &end);
+            bad = *end || !(rate >= 0 && rate < 1e9);
+            i++;
+        } else if (strcmp(a, "--timeout") == 0) {
+            timeout = strtod(v, &end);
+            bad = *end || !(timeout > 0 && timeout < 86400);
+            i++;
+        } else if (strcmp(a, "--series-unique-id") == 0) {
+            bad = strlen(v) >= sizeof(series_uid);
+            if (!bad)
+                snprintf(series_uid, sizeof(series_uid), "%s", v);
+            i++;
+        } else if (strcmp(a, "--dtype") == 0) {
+            dtype = faid_dtype_parse(v);
+            bad = !faid_dtype_is_frame(dtype);
+            i++;
+        } else if (strcmp(a, "--encoding") == 0) {
+            bad = faid_encoding_parse(v, &enc) != 0;
+            i++;
+        } else {
+            bad = 1;
+        }
+        if (bad) {
+            fprintf(stderr, "faidctl replay: bad, unknown or incomplete option '%s%s%s'\n", a,
+                    more ? " " : "", more ? v : "");
+            usage(stderr);
+            return 2;
+        }
+    }
+    if ((preset != NULL) + (config != NULL) + (nnpy > 0) > 1) {
+        fprintf(stderr, "faidctl replay: choose one of --preset, -c and --npy\n");
+        return 2;
+    }
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    faid_diag d;
+    faid_diag_clear(&d);
+    replay_frames fr;
+    memset(&fr, 0, sizeof(fr));
+    fr.encoding = enc;
+    int64_t tg = faid_now_ns();
+    int rc;
+    if (nnpy) {
+        rc = load_npy(npy, nnpy, dtype, &fr, &d);
+    } else {
+        fr.dtype = dtype != FAID_DT_INVALID ? dtype : FAID_DT_U32;
+        rc = make_synthetic(preset, config, (int)(distinct < frames ? distinct : frames ? frames : 1),
+                            seed, &fr, &d);
+    }
+    if (rc) {
+        fprintf(stderr, "faidctl replay: %s\n", d.msg);
+        frames_free(&fr);
+        return 1;
+    }
+    if (stop_flag) {
+        frames_free(&fr);
+        return 1;
+    }
+    uint64_t enc_total = 0;
+    for (int k = 0; k < fr.n; k++)
+        enc_total += fr.f[k].len;
+    if (!quiet)
+        fprintf(stderr,
+                "replay: %d distinct %dx%d %s frames, %s, %.2f MB each on average (%.1fx), "
+                "prepared in %.2f s\n",
+                fr.n, fr.rows, fr.cols, faid_dtype_name(fr.dtype), faid_encoding_name(enc),
+                (double)enc_total / fr.n / 1e6,
+                enc_total ? (double)fr.raw_bytes * fr.n / (double)enc_total : 0.0,
+                (double)(faid_now_ns() - tg) / 1e9);
+
+    faid_sender *s = faid_sender_new(to, bind, hwm, (int)(timeout * 1000 + 0.5), &d);
+    if (!s) {
+        fprintf(stderr, "faidctl replay: %s\n", d.msg);
+        frames_free(&fr);
+        return 1;
+    }
+    faid_in_header h;
+    memset(&h, 0, sizeof(h));
+    h.series_id = series_id;
+    snprintf(h.series_unique_id, sizeof(h.series_unique_id), "%s", series_uid);
+    h.nimages = (int64_t)frames;
+    int status = 0;
+    if (!no_series) {
+        h.type = FAID_IN_START;
+        if ((rc = faid_sender_series(s, &h, &d))) {
+            fprintf(stderr, "faidctl replay: %s\n", d.msg);
+            status = 1;
+        }
+    }
+    int tty = isatty(STDERR_FILENO);
+    uint64_t sent = 0, bytes = 0;
+    int64_t t0 = faid_now_ns(), next_line = t0 + 1000000000LL;
+    h.type = FAID_IN_IMAGE;
+    h.rows = fr.rows;
+    h.cols = fr.cols;
+    h.dtype = fr.dtype;
+    h.encoding = enc;
+    h.has_timestamp = 1;
+    for (uint64_t k = 0; k < frames && status == 0 && !stop_flag; k++) {
+        if (rate > 0)
+            sleep_until(t0 + (int64_t)((double)k * 1e9 / rate));
+        const frame_buf *b = &fr.f[k % (uint64_t)fr.n];
+        h.frame_id = first + k;
+        h.timestamp = (double)faid_wall_ns() / 1e9;
+        if ((rc = faid_sender_image(s, &h, b->data, b->len, !copy, &d))) {
+            fprintf(stderr, "%sfaidctl replay: frame %llu: %s\n", tty && !quiet ? "\n" : "",
+                    (unsigned long long)h.frame_id, d.msg);
+            status = 1;
+            break;
+        }
+        sent++;
+        bytes += b->len;
+        int64_t now = faid_now_ns();
+        if (!quiet && now >= next_line) {
+            progress(sent, frames, bytes, (double)(now - t0) / 1e9, tty);
+            next_line = now + (tty ? 1000000000LL : 5000000000LL);
+        }
+    }
+    int64_t t1 = faid_now_ns();
+    /* The end message goes out even after an interruption, so the daemon closes the series. */
+    if (!no_series && !(status && rc == FAID_ETIMEOUT)) {
+        h.type = FAID_IN_END;
+        if ((rc = faid_sender_series(s, &h, &d))) {
+            fprintf(stderr, "faidctl replay: %s\n", d.msg);
+            status = 1;
+        }
+    }
+    if (!quiet && tty)
+        fputc('\n', stderr);
+    /* Destroying waits for the queued frames to leave (bounded by the timeout); the payloads
+     * handed over without a copy are freed only after that. */
+    faid_sender_destroy(&s);
+    int64_t t2 = faid_now_ns();
+    frames_free(&fr);
+
+    /* Sends only queue a frame: the rate counts until the last one has left (the flush). */
+    double el = (double)(t2 - t0) / 1e9;
+    printf("frames: %llu\n", (unsigned long long)sent);
+    printf("series: %llu%s%s\n", (unsigned long long)series_id, series_uid[0] ? " " : "",
+           series_uid);
+    printf("frame ids: %llu..%llu\n", (unsigned long long)first,
+           (unsigned long long)(sent ? first + sent - 1 : first));
+    printf("bytes: %.2f MB sent (%.2f MB decoded)\n", (double)bytes / 1e6,
+           (double)fr.raw_bytes * (double)sent / 1e6);
+    printf("rate: %.1f frames/s, %.1f MB/s over %.3f s (of which %.3f s flushing the queue)\n",
+           el > 0 ? (double)sent / el : 0.0, el > 0 ? (double)bytes / 1e6 / el : 0.0, el,
+           (double)(t2 - t1) / 1e9);
+    if (stop_flag && status == 0) {
+        fprintf(stderr, "faidctl replay: interrupted after %llu frames\n",
+                (unsigned long long)sent);
+        status = 1;
+    }
+    return status;
 }
