@@ -79,8 +79,8 @@ int main(int argc, char **argv)
         if (!sp)
             continue;
         *sp = 0;
-        snprintf(params[nparams].key, sizeof params[nparams].key, "%s", line);
-        snprintf(params[nparams].val, sizeof params[nparams].val, "%s", sp + 1);
+        snprintf(params[nparams].key, sizeof params[nparams].key, "%.63s", line);
+        snprintf(params[nparams].val, sizeof params[nparams].val, "%.1023s", sp + 1);
         nparams++;
     }
     fclose(f);
