@@ -1,0 +1,442 @@
+/* faid-bench: per-stage timings of the frame engine on one device (never a test).
+ *
+ * Builds the reduction setup from the embedded default configuration (EIGER 4M, 2167 x 2070,
+ * 1000 bins in q_nm^-1, full pixel splitting, Poisson errors) with the command-line overrides,
+ * times that build (geometry + CSR), generates realistic frames with faid_synth (Debye-Scherrer
+ * rings, Bragg spots, Poisson noise, module gaps at the bad-pixel value; fixed seed) and
+ * compresses them with bitshuffle-LZ4. Then for each kernel variant (fused preprocess+integrate,
+ * and separate kernels) it reduces --frames frames from compressed bytes in host memory to
+ * profiles in host memory and reports the median per-stage device times (OpenCL profiling
+ * events), the host staging time and the end-to-end frames per second (wall clock over the
+ * whole run, synchronous: one frame at a time). One frame is also checked against the "ref"
+ * engine (float64 C) and the worst relative difference printed.
+ *
+ * Usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]
+ *                   [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype uint32]
+ *                   [--config FILE] [--variants fused,separate] [--no-check] [--json FILE]
+ *                   [--dump DIR]
+ * --dump DIR writes frame.npy, chunk.bslz4 and geometry.poni for tests/bench/pyfai_reference.py. */
+#include "faid_codec.h"
+#include "faid_config.h"
+#include "faid_engine.h"
+#include "faid_log.h"
+#include "faid_npy.h"
+#include "faid_setup.h"
+#include "faid_synth.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NDISTINCT 4 /* distinct frames cycled through (spots move between them) */
+
+typedef struct opts {
+    const char *device;
+    int frames;
+    const char *split;
+    int npt;
+    int azim;
+    const char *unit;
+    const char *em;
+    const char *dtype;
+    const char *config;
+    const char *variants;
+    int check;
+    const char *json;
+    const char *dump;
+} opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]\n"
+               "                  [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype T]\n"
+               "                  [--config FILE] [--variants fused,separate] [--no-check]\n"
+               "                  [--json FILE] [--dump DIR]\n");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    if (n <= 0)
+        return 0.0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+enum { S_STAGE, S_H2D, S_DEC, S_PRE, S_INT, S_D2H, S_TOTAL, S_N };
+static const char *stage_names[S_N] = {"host staging", "H2D", "decode", "preprocess",
+                                       "integrate", "D2H", "total (wall)"};
+
+typedef struct variant_result {
+    char name[32];
+    double med[S_N];
+    double fps;
+    double max_rel_err;
+    int checked;
+    int device_decode;
+    size_t wg1;
+} variant_result;
+
+static double rel_err(const float *a, const float *ref, int n)
+{
+    double m = 0, w = 0;
+    for (int i = 0; i < n; i++)
+        m += fabs(ref[i]);
+    m = n ? m / n : 0;
+    for (int i = 0; i < n; i++) {
+        double s = fmax(fabs(ref[i]), m);
+        double e = fabs((double)a[i] - ref[i]);
+        if (isnan(a[i]) != isnan(ref[i]))
+            return INFINITY;
+        if (s > 0 && e / s > w)
+            w = e / s;
+    }
+    return w;
+}
+
+static int write_poni(const char *path, const faid_config *cfg)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    const faid_geometry *g = &cfg->geometry;
+    const faid_detector_preset *p = cfg->preset[0] ? faid_detector_find(cfg->preset) : NULL;
+    fprintf(f, "# faid-bench geometry\nponi_version: 2\n");
+    if (p)
+        fprintf(f, "Detector: %s\nDetector_config: {\"orientation\": %d}\n", p->name,
+                g->orientation ? g->orientation : 3);
+    else
+        fprintf(f, "Detector: Detector\nDetector_config: {\"pixel1\": %.17g, \"pixel2\": %.17g, "
+                   "\"max_shape\": [%d, %d], \"orientation\": %d}\n",
+                g->pixel1, g->pixel2, g->rows, g->cols, g->orientation ? g->orientation : 3);
+    fprintf(f, "Distance: %.17g\nPoni1: %.17g\nPoni2: %.17g\nRot1: %.17g\nRot2: %.17g\n"
+               "Rot3: %.17g\nWavelength: %.17g\n",
+            g->dist, g->poni1, g->poni2, g->rot1, g->rot2, g->rot3, g->wavelength);
+    return fclose(f);
+}
+
+static int parse_args(int argc, char **argv, opts *o)
+{
+    *o = (opts){"auto", 100, NULL, 0, -1, NULL, NULL, "uint32", NULL, "fused,separate", 1,
+                NULL, NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKE(name) (strcmp(a, name) == 0 && v && ++i)
+        if (TAKE("--device"))
+            o->device = v;
+        else if (TAKE("--frames"))
+            o->frames = atoi(v);
+        else if (TAKE("--split"))
+            o->split = v;
+        else if (TAKE("--npt"))
+            o->npt = atoi(v);
+        else if (TAKE("--azim"))
+            o->azim = atoi(v);
+        else if (TAKE("--unit"))
+            o->unit = v;
+        else if (TAKE("--error-model"))
+            o->em = v;
+        else if (TAKE("--dtype"))
+            o->dtype = v;
+        else if (TAKE("--config"))
+            o->config = v;
+        else if (TAKE("--variants"))
+            o->variants = v;
+        else if (TAKE("--json"))
+            o->json = v;
+        else if (TAKE("--dump"))
+            o->dump = v;
+        else if (strcmp(a, "--no-check") == 0)
+            o->check = 0;
+        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else {
+            fprintf(stderr, "faid-bench: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return -1;
+        }
+#undef TAKE
+    }
+    if (o->frames < 1) {
+        fprintf(stderr, "faid-bench: --frames must be at least 1\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int build_config(const opts *o, faid_config *cfg, faid_diag *d)
+{
+    faid_config_default(cfg);
+    if (o->config && faid_config_load(o->config, cfg, d))
+        return -1;
+    char y[512];
+    size_t n = (size_t)snprintf(y, sizeof y, "integration:\n");
+    if (o->split)
+        n += (size_t)snprintf(y + n, sizeof y - n, "  split: %s\n", o->split);
+    if (o->npt > 0)
+        n += (size_t)snprintf(y + n, sizeof y - n, "  npt: %d\n", o->npt);
+    if (o->azim >= 0)
+        n += (size_t)snprintf(y + n, sizeof y - n, "  npt_azim: %d\n", o->azim);
+    if (o->unit)
+        n += (size_t)snprintf(y + n, sizeof y - n, "  unit: %s\n", o->unit);
+    if (o->em)
+        n += (size_t)snprintf(y + n, sizeof y - n, "  error_model: %s\n", o->em);
+    if (n > strlen("integration:\n") && faid_config_load_string(y, n, "command line", cfg, d))
+        return -1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    if (parse_args(argc, argv, &o))
+        return 2;
+    faid_log_set_name("faid-bench");
+    faid_diag d = {0};
+    faid_config cfg;
+    if (build_config(&o, &cfg, &d)) {
+        fprintf(stderr, "faid-bench: configuration: %s\n", d.msg);
+        return 1;
+    }
+    faid_dtype dt = faid_dtype_parse(o.dtype);
+    if (!faid_dtype_is_frame(dt)) {
+        fprintf(stderr, "faid-bench: --dtype %s is not a frame type\n", o.dtype);
+        return 2;
+    }
+    int64_t t0 = faid_now_ns();
+    faid_setup *s = faid_setup_new(&cfg, 1, &d);
+    double setup_ms = (double)(faid_now_ns() - t0) * 1e-6;
+    if (!s) {
+        fprintf(stderr, "faid-bench: setup: %s\n", d.msg);
+        return 1;
+    }
+    printf("faid-bench: %dx%d %s, %d bins %s, split %s, error model %s%s\n", s->rows, s->cols,
+           faid_dtype_name(dt), s->csr->nbins, faid_unit_name(cfg.unit),
+           faid_split_name(cfg.split), faid_error_model_name(cfg.error_model),
+           s->csr2d ? " + 2D cake" : "");
+    printf("setup build (geometry + CSR): %.1f ms, nnz %lld (%.1f MB)\n", setup_ms,
+           (long long)s->csr->nnz,
+           (double)s->csr->nnz * (s->csr->data ? 8.0 : 4.0) / 1e6);
+
+    /* frames */
+    size_t esz = faid_dtype_size(dt), raw_bytes = s->npix * esz;
+    size_t cap = faid_bslz4_bound(raw_bytes, esz, 0);
+    uint8_t *raw[NDISTINCT] = {0}, *comp[NDISTINCT] = {0};
+    size_t clen[NDISTINCT] = {0};
+    faid_synth_params sp;
+    faid_synth_default_params(&sp);
+    faid_synth *syn = faid_synth_new(&s->geom, s->mask, &sp, &d);
+    if (!syn) {
+        fprintf(stderr, "faid-bench: synthetic frames: %s\n", d.msg);
+        return 1;
+    }
+    double mean_clen = 0;
+    for (int k = 0; k < NDISTINCT; k++) {
+        raw[k] = malloc(raw_bytes);
+        comp[k] = malloc(cap);
+        if (!raw[k] || !comp[k] || faid_synth_frame(syn, (uint64_t)k, dt, raw[k], raw_bytes, &d) ||
+            faid_bslz4_encode(raw[k], raw_bytes, esz, 0, comp[k], cap, &clen[k], &d)) {
+            fprintf(stderr, "faid-bench: frame %d: %s\n", k, d.msg[0] ? d.msg : "out of memory");
+            return 1;
+        }
+        mean_clen += (double)clen[k] / NDISTINCT;
+    }
+    faid_synth_destroy(&syn);
+    printf("frames: %zu bytes raw, %.0f bytes bslz4 (ratio %.2f)\n", raw_bytes, mean_clen,
+           (double)raw_bytes / mean_clen);
+
+    if (o.dump) {
+        char path[4096];
+        size_t shape[2] = {(size_t)s->rows, (size_t)s->cols};
+        snprintf(path, sizeof path, "%s/frame.npy", o.dump);
+        int bad = faid_npy_write(path, dt, 2, shape, raw[0], &d) != 0;
+        snprintf(path, sizeof path, "%s/chunk.bslz4", o.dump);
+        FILE *f = fopen(path, "wb");
+        bad |= !f || fwrite(comp[0], 1, clen[0], f) != clen[0];
+        if (f)
+            bad |= fclose(f) != 0;
+        snprintf(path, sizeof path, "%s/geometry.poni", o.dump);
+        bad |= write_poni(path, &cfg) != 0;
+        if (bad) {
+            fprintf(stderr, "faid-bench: --dump %s: could not write the files\n", o.dump);
+            return 1;
+        }
+        printf("dumped frame.npy, chunk.bslz4, geometry.poni into %s\n", o.dump);
+    }
+
+    /* reference profile of frame 0 for the check */
+    faid_result *ref = NULL;
+    if (o.check) {
+        faid_engine *re = faid_engine_new(s, "ref", &d);
+        ref = re ? faid_result_new(s) : NULL;
+        faid_frame f0 = {comp[0], clen[0], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
+        if (!ref || faid_engine_process(re, &f0, ref, &d)) {
+            fprintf(stderr, "faid-bench: reference: %s\n", d.msg);
+            return 1;
+        }
+        printf("reference (C, float64) frame: %.1f ms\n", ref->t.total_us * 1e-3);
+        faid_engine_destroy(&re);
+    }
+
+    t0 = faid_now_ns();
+    faid_engine *e = faid_engine_new(s, o.device, &d);
+    if (!e) {
+        fprintf(stderr, "faid-bench: device %s: %s\n", o.device, d.msg);
+        return 1;
+    }
+    if (faid_engine_prepare(e, dt, &d)) {
+        fprintf(stderr, "faid-bench: kernels: %s\n", d.msg);
+        return 1;
+    }
+    double init_ms = (double)(faid_now_ns() - t0) * 1e-6;
+    printf("device: %s (engine init incl. kernel builds %.0f ms)\n", faid_engine_device_name(e),
+           init_ms);
+
+    variant_result vr[2];
+    int nv = 0;
+    faid_result *res = faid_result_new(s);
+    double *samples = malloc(sizeof(double) * (size_t)o.frames * S_N);
+    if (!res || !samples) {
+        fprintf(stderr, "faid-bench: out of memory\n");
+        return 1;
+    }
+    const char *vnames[2] = {"fused", "separate"};
+    for (int v = 0; v < 2; v++) {
+        if (!strstr(o.variants, vnames[v]))
+            continue;
+        if (strcmp(o.device, "ref") == 0 && v == 1)
+            continue;
+        if (faid_engine_set_fused(e, v == 0, &d)) {
+            fprintf(stderr, "faid-bench: %s: %s\n", vnames[v], d.msg);
+            return 1;
+        }
+        variant_result *r = &vr[nv++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->name, sizeof r->name, "%s", vnames[v]);
+        r->wg1 = faid_engine_workgroup(e, 0);
+        /* warm-up (first launches, caches) */
+        for (int k = 0; k < 3; k++) {
+            faid_frame f = {comp[k % NDISTINCT], clen[k % NDISTINCT], FAID_ENC_BSLZ4, dt, s->rows,
+                            s->cols};
+            if (faid_engine_process(e, &f, res, &d)) {
+                fprintf(stderr, "faid-bench: %s warm-up: %s\n", r->name, d.msg);
+                return 1;
+            }
+        }
+        if (o.check) {
+            faid_frame f0 = {comp[0], clen[0], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
+            if (faid_engine_process(e, &f0, res, &d) == 0) {
+                r->checked = 1;
+                r->max_rel_err = fmax(rel_err(res->p1d->I, ref->p1d->I, ref->p1d->nbins),
+                                      rel_err(res->p1d->sigma, ref->p1d->sigma, ref->p1d->nbins));
+            }
+        }
+        int64_t w0 = faid_now_ns();
+        for (int i = 0; i < o.frames; i++) {
+            int k = i % NDISTINCT;
+            faid_frame f = {comp[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
+            if (faid_engine_process(e, &f, res, &d)) {
+                fprintf(stderr, "faid-bench: %s frame %d: %s\n", r->name, i, d.msg);
+                return 1;
+            }
+            const faid_stage_times *t = &res->t;
+            double *row = samples + (size_t)i * S_N;
+            row[S_STAGE] = t->stage_us;
+            row[S_H2D] = t->h2d_us;
+            row[S_DEC] = t->decode_us;
+            row[S_PRE] = t->preprocess_us;
+            row[S_INT] = t->integrate_us;
+            row[S_D2H] = t->d2h_us;
+            row[S_TOTAL] = t->total_us;
+            r->device_decode = t->device_decode;
+        }
+        double wall = (double)(faid_now_ns() - w0) * 1e-9;
+        r->fps = o.frames / wall;
+        double *col = malloc(sizeof(double) * (size_t)o.frames);
+        for (int st = 0; st < S_N && col; st++) {
+            for (int i = 0; i < o.frames; i++)
+                col[i] = samples[(size_t)i * S_N + st];
+            r->med[st] = median(col, o.frames);
+        }
+        free(col);
+    }
+
+    /* table */
+    printf("\nmedian per frame over %d frames, microseconds (device stages from OpenCL events)\n",
+           o.frames);
+    printf("%-14s", "stage");
+    for (int v = 0; v < nv; v++)
+        printf(" %12s", vr[v].name);
+    printf("\n");
+    for (int st = 0; st < S_N; st++) {
+        printf("%-14s", stage_names[st]);
+        for (int v = 0; v < nv; v++)
+            printf(" %12.1f", vr[v].med[st]);
+        printf("\n");
+    }
+    printf("%-14s", "frames/s");
+    for (int v = 0; v < nv; v++)
+        printf(" %12.1f", vr[v].fps);
+    printf("\n%-14s", "GPU decode");
+    for (int v = 0; v < nv; v++)
+        printf(" %12s", vr[v].device_decode ? "yes" : "no");
+    printf("\n%-14s", "workgroup 1D");
+    for (int v = 0; v < nv; v++)
+        printf(" %12zu", vr[v].wg1);
+    if (o.check) {
+        printf("\n%-14s", "max rel. err");
+        for (int v = 0; v < nv; v++)
+            printf(" %12.2e", vr[v].checked ? vr[v].max_rel_err : NAN);
+    }
+    printf("\n");
+
+    if (o.json) {
+        FILE *f = fopen(o.json, "w");
+        if (!f) {
+            fprintf(stderr, "faid-bench: cannot write %s\n", o.json);
+            return 1;
+        }
+        fprintf(f, "{\n \"device\": \"%s\",\n \"rows\": %d, \"cols\": %d, \"dtype\": \"%s\",\n"
+                   " \"npt\": %d, \"npt_azim\": %d, \"split\": \"%s\", \"unit\": \"%s\",\n"
+                   " \"error_model\": \"%s\", \"frames\": %d,\n \"raw_bytes\": %zu, "
+                   "\"chunk_bytes_mean\": %.0f,\n \"setup_build_ms\": %.3f, \"nnz\": %lld,"
+                   " \"engine_init_ms\": %.3f,\n \"variants\": [\n",
+                faid_engine_device_name(e), s->rows, s->cols, faid_dtype_name(dt),
+                s->csr->npt_rad, s->csr2d ? s->csr2d->npt_azim : 0, faid_split_name(cfg.split),
+                faid_unit_name(cfg.unit), faid_error_model_name(cfg.error_model), o.frames,
+                raw_bytes, mean_clen, setup_ms, (long long)s->csr->nnz, init_ms);
+        for (int v = 0; v < nv; v++) {
+            fprintf(f, "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "
+                       "\"workgroup\": %zu",
+                    vr[v].name, vr[v].fps, vr[v].device_decode, vr[v].wg1);
+            const char *keys[S_N] = {"stage_us", "h2d_us", "decode_us", "preprocess_us",
+                                     "integrate_us", "d2h_us", "total_us"};
+            for (int st = 0; st < S_N; st++)
+                fprintf(f, ", \"%s\": %.3f", keys[st], vr[v].med[st]);
+            if (vr[v].checked)
+                fprintf(f, ", \"max_rel_err\": %.3e", vr[v].max_rel_err);
+            fprintf(f, "}%s\n", v + 1 < nv ? "," : "");
+        }
+        fprintf(f, " ]\n}\n");
+        fclose(f);
+    }
+
+    free(samples);
+    faid_result_destroy(&res);
+    faid_result_destroy(&ref);
+    faid_engine_destroy(&e);
+    for (int k = 0; k < NDISTINCT; k++) {
+        free(raw[k]);
+        free(comp[k]);
+    }
+    faid_setup_destroy(&s);
+    return 0;
+}
