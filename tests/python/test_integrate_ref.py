@@ -384,16 +384,11 @@ def test_through_faid_geometry(driver, work, split, dim):
     assert e_i <= TOL and e_s <= TOL
 
 
-def faidctl_process_available():
-    exe = os.path.join(BIN, "faidctl")
-    if not os.path.exists(exe):
-        return False
-    r = subprocess.run([exe, "process", "--help"], capture_output=True, text=True)
-    txt = (r.stdout + r.stderr).lower()
-    return r.returncode == 0 and "not implemented" not in txt
+def faidctl_exists():
+    return os.path.exists(os.path.join(BIN, "faidctl"))
 
 
-@pytest.mark.skipif(not faidctl_process_available(), reason="faidctl process not available yet")
+@pytest.mark.skipif(not faidctl_exists(), reason="faidctl not built")
 def test_faidctl_process_ref(work):
     """`faidctl process --device ref` gives the same profile as pyFAI (columns radial I sigma
     std count)."""
@@ -408,7 +403,11 @@ def test_faidctl_process_ref(work):
     np.save(os.path.join(w, "frame.npy"), frame)
     cfg = os.path.join(w, "cfg.yaml")
     with open(cfg, "w") as f:
-        f.write(f"""geometry:
+        f.write(f"""detector:
+  shape: [{shape[0]}, {shape[1]}]
+  pixel_size: [{p1}, {p2}]
+  mask: {os.path.join(w, 'mask.npy')}
+geometry:
   dist: {dist}
   poni1: {poni1}
   poni2: {poni2}
@@ -416,21 +415,19 @@ def test_faidctl_process_ref(work):
   rot2: {r2}
   rot3: {r3}
   wavelength: {wl}
-  pixel1: {p1}
-  pixel2: {p2}
-  shape: [{shape[0]}, {shape[1]}]
-mask:
-  file: {os.path.join(w, 'mask.npy')}
 integration:
   npt: 300
   unit: 2th_deg
   split: bbox
   error_model: poisson
+  solid_angle: true
 """)
+
     out = os.path.join(w, "out")
     r = subprocess.run([os.path.join(BIN, "faidctl"), "process", "-c", cfg, "-o", out,
                         "--device", "ref", os.path.join(w, "frame.npy")], capture_output=True, text=True)
-    if r.returncode != 0 and ("not implemented" in (r.stdout + r.stderr).lower()):
+    txt = (r.stdout + r.stderr).lower()
+    if r.returncode != 0 and ("not implemented" in txt or "unknown command" in txt):
         pytest.skip("faidctl process not implemented yet")
     assert r.returncode == 0, r.stderr
     dat = np.loadtxt(os.path.join(out, "frame_00000.dat"))
