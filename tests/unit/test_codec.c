@@ -386,8 +386,48 @@ static void test_gpu(void)
     faid_cl_ctx_destroy(&ctx);
 }
 
-int main(void)
+/* `test_codec encode bslz4|lz4 ELEM_SIZE BLOCK IN OUT`: encodes the raw bytes of IN with faid's
+ * encoder (BLOCK in elements for bslz4, in bytes for lz4; 0 = default) so that the Python tests
+ * can hand faid's chunks to hdf5plugin. */
+static int encode_file(char **argv)
 {
+    size_t e = strtoul(argv[3], NULL, 10), block = strtoul(argv[4], NULL, 10);
+    FILE *f = fopen(argv[5], "rb");
+    if (!f) {
+        fprintf(stderr, "test_codec encode: cannot open %s\n", argv[5]);
+        return 1;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    uint8_t *in = malloc((size_t)n + 1);
+    size_t got = fread(in, 1, (size_t)n, f);
+    fclose(f);
+    int lz = strcmp(argv[2], "lz4") == 0;
+    size_t cap = lz ? faid_lz4h5_bound(got, block) : faid_bslz4_bound(got, e, block);
+    uint8_t *out = malloc(cap);
+    size_t len = 0;
+    faid_diag d;
+    int rc = lz ? faid_lz4h5_encode(in, got, block, out, cap, &len, &d)
+                : faid_bslz4_encode(in, got, e, block, out, cap, &len, &d);
+    if (!rc) {
+        f = fopen(argv[6], "wb");
+        if (!f || fwrite(out, 1, len, f) != len)
+            rc = FAID_EIO;
+        if (f)
+            fclose(f);
+    } else {
+        fprintf(stderr, "test_codec encode: %s\n", d.msg);
+    }
+    free(in);
+    free(out);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 7 && strcmp(argv[1], "encode") == 0)
+        return encode_file(argv);
     test_bitshuffle_definition();
     test_table_edges();
     test_roundtrips();
