@@ -6,7 +6,10 @@
  *   signal = raw - dark; variance = max(raw, 1) (poisson) ; norm = normalization_factor * flat *
  *   solid_angle * polarization; masked / dummy / NaN / zero-norm pixels contribute nothing.
  * Integration gives per bin: I = sum(c*signal)/sum(c*norm), sigma (standard error of the mean),
- * std (per-pixel standard deviation), count, sum_signal, sum_norm, sum_variance, sum_norm_sq. */
+ * std (per-pixel standard deviation), count, sum_signal, sum_norm, sum_variance, sum_norm_sq.
+ * Bins without weight get `empty`; with error model none sigma and std are `empty` everywhere
+ * (pyFAI's sem/std). 2D profiles are stored bin = i_rad * nazim + i_azim (the CSR order); the
+ * user-facing (npt_azim, npt_rad) array is its transpose. Details: docs/integration.md. */
 #ifndef FAID_REDUCE_H
 #define FAID_REDUCE_H
 
