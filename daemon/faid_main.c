@@ -1,13 +1,248 @@
-/* faid: the server's entry point (placeholder until the daemon module lands). */
+/* faid: the server's entry point. Parses the command line, loads the configuration (or the
+ * embedded default), starts the pipeline threads and then serves the control socket and signals
+ * on the main thread until told to stop.
+ *
+ * Signals only set a flag and write one byte to a self-pipe that the main loop polls together
+ * with the control socket, so handling happens in ordinary code: SIGHUP reloads, SIGTERM/SIGINT
+ * stop (stop reading, finish and publish every frame in flight, publish end, exit 0). */
+#include "faid_server.h"
+
+#include "faid_log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t g_stop, g_reload;
+static int g_wake[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    if (sig == SIGHUP)
+        g_reload = 1;
+    else
+        g_stop = 1;
+    if (g_wake[1] >= 0) {
+        char c = 1;
+        ssize_t n = write(g_wake[1], &c, 1);
+        (void)n; /* a full pipe already holds a wake-up */
+    }
+    errno = saved;
+}
+
+static int install_signals(void)
+{
+    if (pipe(g_wake) != 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        fcntl(g_wake[i], F_SETFL, fcntl(g_wake[i], F_GETFL) | O_NONBLOCK);
+        fcntl(g_wake[i], F_SETFD, FD_CLOEXEC);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: faid [-c CONFIG.yaml] [--log-level LEVEL]\n"
+            "       faid [-c CONFIG.yaml] --dump-config\n"
+            "       faid --help | --version\n"
+            "\n"
+            "Fast azimuthal integration daemon: receives detector frames on a ZeroMQ PULL socket,\n"
+            "integrates them on the configured OpenCL devices and publishes the profiles on a PUB\n"
+            "socket (proto/PROTOCOL.md). Runs in the foreground and logs to stderr.\n"
+            "\n"
+            "  -c, --config FILE   configuration (YAML); without it the embedded default runs\n"
+            "  --dump-config       print the effective configuration and exit\n"
+            "  --log-level LEVEL   error | warn | info | debug (overrides log.level)\n"
+            "  -h, --help          this text\n"
+            "  -V, --version       version of faid and of its wire protocol\n"
+            "\n"
+            "Signals: SIGHUP reloads the configuration file; SIGTERM / SIGINT finish the frames\n"
+            "in flight, publish the series end and exit 0.\n");
+}
+
+/* Serves the control socket until a stop is requested. */
+static void serve(faid_server *s)
+{
+    size_t cap = 256 * 1024;
+    uint8_t *reply = malloc(cap);
+    if (!reply) {
+        FAID_ERROR("main", "out of memory for control replies");
+        return;
+    }
+    zmq_pollitem_t items[2] = {
+        {.socket = s->rep, .events = ZMQ_POLLIN},
+        {.socket = NULL, .fd = g_wake[0], .events = ZMQ_POLLIN},
+    };
+    while (!g_stop) {
+        int n = zmq_poll(items, 2, 500);
+        if (n < 0 && zmq_errno() != EINTR) {
+            FAID_ERROR("main", "zmq_poll: %s", zmq_strerror(zmq_errno()));
+            break;
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            char buf[64];
+            while (read(g_wake[0], buf, sizeof(buf)) > 0) {
+            }
+        }
+        if (g_reload) {
+            g_reload = 0;
+            uint64_t version = 0;
+            faid_diag d;
+            faid_diag_clear(&d);
+            FAID_INFO("main", "SIGHUP: reloading");
+            if (faid_server_reload(s, NULL, &version, &d))
+                FAID_WARN("main", "%s (the current setup stays)", d.msg);
+        }
+        if (!(items[0].revents & ZMQ_POLLIN))
+            continue;
+        zmq_msg_t req;
+        zmq_msg_init(&req);
+        if (zmq_msg_recv(&req, s->rep, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&req);
+            continue;
+        }
+        /* A multipart request is answered from its first part; the rest is discarded so the
+         * REP socket stays in step. */
+        int more = zmq_msg_more(&req);
+        while (more) {
+            zmq_msg_t extra;
+            zmq_msg_init(&extra);
+            if (zmq_msg_recv(&extra, s->rep, 0) < 0) {
+                zmq_msg_close(&extra);
+                break;
+            }
+            more = zmq_msg_more(&extra);
+            zmq_msg_close(&extra);
+        }
+        faid_mpw w;
+        faid_mpw_init(&w, reply, cap);
+        int stop = 0;
+        faid_control_handle(s, zmq_msg_data(&req), zmq_msg_size(&req), &w, &stop);
+        zmq_msg_close(&req);
+        if (w.overflow) {
+            faid_mpw_init(&w, reply, cap);
+            faid_mpw_map(&w, 2);
+            faid_mpw_str(&w, FAID_K_OK);
+            faid_mpw_bool(&w, 0);
+            faid_mpw_str(&w, FAID_K_ERROR);
+            faid_mpw_str(&w, "reply too large");
+        }
+        zmq_send(s->rep, reply, w.len, 0);
+        if (stop)
+            g_stop = 1;
+    }
+    free(reply);
+}
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
-        printf("faid %s\n", FAID_VERSION);
-        return 0;
+    const char *config_path = NULL;
+    const char *level_arg = NULL;
+    int dump = 0;
+    faid_log_set_name("faid");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+            printf("faid %s (protocol %d)\n", FAID_VERSION, FAID_PROTO_VERSION);
+            return 0;
+        } else if (strcmp(a, "--dump-config") == 0) {
+            dump = 1;
+        } else if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (strncmp(a, "--config=", 9) == 0) {
+            config_path = a + 9;
+        } else if (strcmp(a, "--log-level") == 0 && i + 1 < argc) {
+            level_arg = argv[++i];
+        } else {
+            fprintf(stderr, "faid: unknown argument '%s'\n\n", a);
+            usage(stderr);
+            return 2;
+        }
     }
-    fprintf(stderr, "faid: the server is not implemented yet\n");
-    return 1;
+
+    faid_config *cfg = malloc(sizeof(*cfg));
+    if (!cfg) {
+        fprintf(stderr, "faid: out of memory\n");
+        return 1;
+    }
+    faid_config_default(cfg);
+    faid_diag d;
+    faid_diag_clear(&d);
+    if (config_path && faid_config_load(config_path, cfg, &d)) {
+        fprintf(stderr, "faid: %s\n", d.msg);
+        free(cfg);
+        return 1;
+    }
+    if (dump) {
+        char *text = faid_config_dump_alloc(cfg, FAID_DUMP_PLAIN);
+        int ok = text != NULL;
+        if (ok)
+            fputs(text, stdout);
+        free(text);
+        free(cfg);
+        return ok ? 0 : 1;
+    }
+    faid_log_level lvl;
+    if (level_arg) {
+        if (faid_log_parse_level(level_arg, &lvl)) {
+            fprintf(stderr, "faid: --log-level '%s': expected error, warn, info or debug\n",
+                    level_arg);
+            free(cfg);
+            return 2;
+        }
+        faid_log_set_level(lvl);
+    } else if (faid_log_parse_level(cfg->log_level, &lvl) == 0) {
+        faid_log_set_level(lvl);
+    }
+    if (install_signals() != 0) {
+        fprintf(stderr, "faid: cannot create the signal pipe: %s\n", strerror(errno));
+        free(cfg);
+        return 1;
+    }
+    FAID_INFO("main", "faid %s starting (%s)", FAID_VERSION,
+              config_path ? config_path : "embedded default configuration");
+    faid_server *s = faid_server_new(cfg, config_path, &d);
+    free(cfg);
+    if (!s) {
+        FAID_ERROR("main", "%s", d.msg);
+        return 1;
+    }
+    if (faid_server_start(s, &d)) {
+        FAID_ERROR("main", "%s", d.msg);
+        faid_server_destroy(&s);
+        return 1;
+    }
+    FAID_INFO("main", "ready");
+    serve(s);
+    FAID_INFO("main", "stopping: finishing the frames in flight");
+    faid_server_shutdown(s);
+    FAID_INFO("main", "received %llu, processed %llu, failed %llu, dropped %llu",
+              (unsigned long long)faid_stat_get(&s->stats.received),
+              (unsigned long long)faid_stat_get(&s->stats.processed),
+              (unsigned long long)faid_stat_get(&s->stats.failed),
+              (unsigned long long)faid_stat_get(&s->stats.dropped));
+    faid_server_destroy(&s);
+    close(g_wake[0]);
+    close(g_wake[1]);
+    FAID_INFO("main", "bye");
+    return 0;
 }

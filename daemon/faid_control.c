@@ -1,0 +1,233 @@
+/* faid_control: requests of the control socket (status, config, reload, reset, stop, ping) and the
+ * status map shared with the periodic stats message. Runs on the main thread, so a reload (which
+ * builds a whole new reduction setup and engines) never delays a frame: the pipeline keeps using
+ * the old generation until the new one is swapped in. */
+#include "faid_server.h"
+
+#include "faid_log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+double faid_bits_to_f64(uint64_t bits)
+{
+    double v;
+    memcpy(&v, &bits, sizeof(v));
+    return v;
+}
+
+uint64_t faid_f64_to_bits(double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof(bits));
+    return bits;
+}
+
+static void kv_uint(faid_mpw *w, const char *k, uint64_t v)
+{
+    faid_mpw_str(w, k);
+    faid_mpw_uint(w, v);
+}
+
+void faid_counter_entries(faid_server *s, faid_mpw *w)
+{
+    faid_stats *st = &s->stats;
+    faid_mpw_str(w, FAID_K_COUNTERS);
+    faid_mpw_map(w, 9);
+    kv_uint(w, "received", faid_stat_get(&st->received));
+    kv_uint(w, "received_bytes", faid_stat_get(&st->received_bytes));
+    kv_uint(w, "processed", faid_stat_get(&st->processed));
+    kv_uint(w, "failed", faid_stat_get(&st->failed));
+    kv_uint(w, "dropped", faid_stat_get(&st->dropped));
+    kv_uint(w, "published", faid_stat_get(&st->published));
+    kv_uint(w, "lossless_sent", faid_stat_get(&st->lossless_sent));
+    kv_uint(w, "bad_input", faid_stat_get(&st->bad_input));
+    kv_uint(w, "series", faid_stat_get(&st->series));
+
+    faid_mpw_str(w, FAID_K_DROPS);
+    faid_mpw_map(w, FAID_NDROPS);
+    for (int r = 0; r < FAID_NDROPS; r++)
+        kv_uint(w, faid_drop_name((faid_drop_reason)r), faid_stat_get(&st->drops[r]));
+
+    /* Only the codes that happened: the table is sparse. A snapshot first, so the map head
+     * agrees with its entries even while counters move. */
+    uint64_t snap[FAID_NSTAGES][FAID_NCODES];
+    uint32_t n = 0;
+    for (int sg = 0; sg < FAID_NSTAGES; sg++)
+        for (int c = 0; c < FAID_NCODES; c++) {
+            snap[sg][c] = faid_stat_get(&st->errors[sg][c]);
+            n += snap[sg][c] != 0;
+        }
+    faid_mpw_str(w, FAID_K_ERRORS);
+    faid_mpw_map(w, n);
+    for (int sg = 0; sg < FAID_NSTAGES; sg++)
+        for (int c = 0; c < FAID_NCODES; c++)
+            if (snap[sg][c]) {
+                char key[64];
+                snprintf(key, sizeof(key), "%s.%s", faid_stage_name((faid_stage)sg),
+                         faid_errname(-c));
+                kv_uint(w, key, snap[sg][c]);
+            }
+}
+
+static const char *state_name(int st)
+{
+    switch (st) {
+    case FAID_STATE_RUNNING: return "running";
+    case FAID_STATE_STOPPING: return "stopping";
+    default: return "idle";
+    }
+}
+
+static const char *policy_name(faid_queue_policy p)
+{
+    switch (p) {
+    case FAID_QUEUE_DROP_OLDEST: return "drop_oldest";
+    case FAID_QUEUE_DROP_NEWEST: return "drop_newest";
+    default: return "block";
+    }
+}
+
+void faid_status_entries(faid_server *s, faid_mpw *w)
+{
+    faid_gen *g = faid_server_current_gen(s);
+    char uid[FAID_SERIES_UID_MAX];
+    pthread_mutex_lock(&s->info_mu);
+    snprintf(uid, sizeof(uid), "%s", s->series_uid);
+    pthread_mutex_unlock(&s->info_mu);
+
+    faid_mpw_str(w, FAID_K_STATE);
+    faid_mpw_str(w, state_name(atomic_load(&s->state)));
+    kv_uint(w, FAID_K_SERIES_ID, atomic_load(&s->series_id));
+    faid_mpw_str(w, FAID_K_SERIES_UNIQUE_ID);
+    faid_mpw_str(w, uid);
+    faid_mpw_str(w, "uptime_s");
+    faid_mpw_f64(w, (double)(faid_now_ns() - s->start_mono_ns) / 1e9);
+    faid_mpw_str(w, FAID_K_SOFTWARE_VERSION);
+    faid_mpw_str(w, FAID_VERSION);
+    kv_uint(w, FAID_K_PROTOCOL_VERSION, FAID_PROTO_VERSION);
+    kv_uint(w, FAID_K_SETUP_VERSION, g ? g->version : 0);
+    faid_mpw_str(w, FAID_K_CONFIG_HASH);
+    faid_mpw_str(w, g ? g->setup->config_hash : "");
+    faid_gen_release(&g);
+
+    faid_counter_entries(s, w);
+
+    faid_mpw_str(w, "queue");
+    faid_mpw_map(w, 5);
+    kv_uint(w, "depth", faid_queue_len(s->frames));
+    kv_uint(w, "capacity", faid_queue_cap(s->frames));
+    faid_mpw_str(w, "policy");
+    faid_mpw_str(w, policy_name(s->policy));
+    kv_uint(w, "results_depth", faid_queue_len(s->results));
+    kv_uint(w, "free_slots", faid_queue_len(s->pool));
+
+    faid_mpw_str(w, "fps");
+    faid_mpw_f64(w, faid_stats_fps(&s->stats));
+    faid_mpw_str(w, FAID_K_LATENCY_US);
+    faid_mpw_map(w, 4);
+    faid_mpw_str(w, "p50");
+    faid_mpw_f64(w, faid_stats_latency_quantile(&s->stats, 0.50));
+    faid_mpw_str(w, "p99");
+    faid_mpw_f64(w, faid_stats_latency_quantile(&s->stats, 0.99));
+    faid_mpw_str(w, "max");
+    faid_mpw_f64(w, (double)faid_stat_get(&s->stats.lat_max_ns) / 1e3);
+    kv_uint(w, "samples", faid_stat_get(&s->stats.lat_count));
+
+    faid_mpw_str(w, "devices");
+    faid_mpw_array(w, (uint32_t)s->nworkers);
+    for (int i = 0; i < s->nworkers; i++) {
+        faid_worker *wk = &s->workers[i];
+        faid_mpw_map(w, 6);
+        kv_uint(w, "index", (uint64_t)i);
+        faid_mpw_str(w, "spec");
+        faid_mpw_str(w, wk->spec);
+        faid_mpw_str(w, "name");
+        faid_mpw_str(w, wk->name);
+        kv_uint(w, "processed", faid_stat_get(&wk->processed));
+        kv_uint(w, "failed", faid_stat_get(&wk->failed));
+        faid_mpw_str(w, "busy");
+        faid_mpw_f64(w, faid_bits_to_f64(atomic_load(&wk->busy_frac_bits)));
+    }
+}
+
+static void reply_head(faid_mpw *w, uint32_t extra, int ok, faid_ctl_cmd cmd)
+{
+    faid_mpw_map(w, 2 + extra);
+    faid_mpw_str(w, FAID_K_OK);
+    faid_mpw_bool(w, ok);
+    faid_mpw_str(w, FAID_K_CMD);
+    faid_mpw_str(w, faid_ctl_cmd_name(cmd));
+}
+
+static void reply_error(faid_mpw *w, faid_ctl_cmd cmd, const faid_diag *d)
+{
+    reply_head(w, 2, 0, cmd);
+    faid_mpw_str(w, FAID_K_ERROR);
+    faid_mpw_str(w, d->msg);
+    faid_mpw_str(w, FAID_K_CODE);
+    faid_mpw_str(w, faid_errname(d->code ? d->code : FAID_EINVAL));
+}
+
+void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop)
+{
+    faid_ctl_request q;
+    faid_diag d;
+    faid_diag_clear(&d);
+    *stop = 0;
+    if (faid_proto_decode_request(req, len, &q, &d)) {
+        FAID_WARN("control", "bad request: %s", d.msg);
+        reply_error(w, FAID_CTL_INVALID, &d);
+        return;
+    }
+    FAID_DEBUG("control", "request %s", faid_ctl_cmd_name(q.cmd));
+    switch (q.cmd) {
+    case FAID_CTL_PING:
+        reply_head(w, 2, 1, q.cmd);
+        kv_uint(w, FAID_K_PROTOCOL_VERSION, FAID_PROTO_VERSION);
+        faid_mpw_str(w, FAID_K_SOFTWARE_VERSION);
+        faid_mpw_str(w, FAID_VERSION);
+        return;
+    case FAID_CTL_STATUS:
+        reply_head(w, FAID_STATUS_NKEYS, 1, q.cmd);
+        faid_status_entries(s, w);
+        return;
+    case FAID_CTL_CONFIG: {
+        faid_gen *g = faid_server_current_gen(s);
+        reply_head(w, 2, 1, q.cmd);
+        faid_mpw_str(w, FAID_K_CONFIG);
+        faid_mpw_str(w, g ? g->config_yaml : "");
+        faid_mpw_str(w, "source");
+        faid_mpw_str(w, s->config_path);
+        faid_gen_release(&g);
+        return;
+    }
+    case FAID_CTL_RELOAD: {
+        uint64_t version = 0;
+        if (faid_server_reload(s, q.path, &version, &d)) {
+            FAID_WARN("control", "%s (the current setup stays)", d.msg);
+            reply_error(w, q.cmd, &d);
+            return;
+        }
+        reply_head(w, 1, 1, q.cmd);
+        kv_uint(w, FAID_K_SETUP_VERSION, version);
+        return;
+    }
+    case FAID_CTL_RESET:
+        faid_stats_reset(&s->stats);
+        for (int i = 0; i < s->nworkers; i++)
+            atomic_store(&s->workers[i].busy_frac_bits, 0);
+        FAID_INFO("control", "aggregates reset");
+        reply_head(w, 0, 1, q.cmd);
+        return;
+    case FAID_CTL_STOP:
+        FAID_INFO("control", "stop requested");
+        reply_head(w, 0, 1, q.cmd);
+        *stop = 1;
+        return;
+    default:
+        faid_fail(&d, FAID_EINVAL, "unsupported command");
+        reply_error(w, q.cmd, &d);
+        return;
+    }
+}

@@ -1,0 +1,456 @@
+/* faid_server: lifecycle of the daemon (sockets, slot pool, generations, threads, orderly
+ * shutdown) and reload. See faid_server.h for the thread design. */
+#include "faid_server.h"
+
+#include "faid_cl.h"
+#include "faid_log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_USER_DATA (64 * 1024)
+
+/* ------------------------------------------------------------------------------------------- */
+/* Generations                                                                                   */
+
+void faid_gen_acquire(faid_gen *g)
+{
+    if (g)
+        atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+}
+
+static void gen_free(faid_gen *g)
+{
+    for (int i = 0; i < g->nworkers; i++) {
+        faid_engine_destroy(&g->engines[i]);
+        faid_result_destroy(&g->results[i]);
+    }
+    faid_setup_destroy(&g->setup);
+    free(g->config_yaml);
+    free(g);
+}
+
+void faid_gen_release(faid_gen **pg)
+{
+    if (!pg || !*pg)
+        return;
+    faid_gen *g = *pg;
+    *pg = NULL;
+    /* acq_rel: the thread that frees must see every use made by the others. */
+    if (atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1)
+        gen_free(g);
+}
+
+/* Upper bound of an encoded array map of nbytes data. */
+static size_t array_bound(size_t nbytes) { return nbytes + 64; }
+
+faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t version, faid_diag *d)
+{
+    faid_gen *g = calloc(1, sizeof(*g));
+    if (!g) {
+        faid_fail(d, FAID_ENOMEM, "out of memory building setup %llu",
+                  (unsigned long long)version);
+        return NULL;
+    }
+    atomic_init(&g->refs, 1);
+    g->version = version;
+    g->nworkers = s->nworkers;
+    int64_t t0 = faid_now_ns();
+    g->setup = faid_setup_new(cfg, version, d);
+    if (!g->setup)
+        goto fail;
+    unsigned seen = atomic_load(&s->dtypes_seen);
+    for (int i = 0; i < s->nworkers; i++) {
+        g->engines[i] = faid_engine_new(g->setup, s->workers[i].spec, d);
+        if (!g->engines[i]) {
+            faid_diag_prefix(d, "device %s: ", s->workers[i].spec);
+            goto fail;
+        }
+        /* Kernels for the frame types already seen are built now, not by the first frame. */
+        for (int t = 1; t < 32; t++)
+            if ((seen & (1u << t)) && faid_engine_prepare(g->engines[i], (faid_dtype)t, d)) {
+                faid_diag_prefix(d, "device %s: ", s->workers[i].spec);
+                goto fail;
+            }
+        g->results[i] = faid_result_new(g->setup);
+        if (!g->results[i]) {
+            faid_fail(d, FAID_ENOMEM, "out of memory for the result arrays");
+            goto fail;
+        }
+    }
+    g->config_yaml = faid_config_dump_alloc(cfg, FAID_DUMP_PLAIN);
+    if (!g->config_yaml) {
+        faid_fail(d, FAID_ENOMEM, "out of memory dumping the configuration");
+        goto fail;
+    }
+    size_t nb = (size_t)g->setup->csr->nbins;
+    size_t nb2 = g->setup->csr2d ? (size_t)g->setup->csr2d->nbins : 0;
+    g->result_bytes = 4 * array_bound(nb * 4) + 3 * array_bound(nb2 * 4) + 2048 + MAX_USER_DATA;
+    size_t nazim = g->setup->csr2d ? (size_t)g->setup->csr2d->npt_azim : 0;
+    g->start_bytes = array_bound(nb * 8) + array_bound(nazim * 8) + strlen(g->config_yaml) +
+                     4 * FAID_PATH_MAX + 4096 + (size_t)s->nworkers * 300 + MAX_USER_DATA;
+    FAID_INFO("setup", "setup %llu ready: %dx%d pixels, %d bins, %d device(s), %.0f ms",
+              (unsigned long long)version, g->setup->rows, g->setup->cols, (int)nb, s->nworkers,
+              (double)(faid_now_ns() - t0) / 1e6);
+    return g;
+fail:
+    gen_free(g);
+    return NULL;
+}
+
+faid_gen *faid_server_current_gen(faid_server *s)
+{
+    pthread_mutex_lock(&s->gen_mu);
+    faid_gen *g = s->gen;
+    faid_gen_acquire(g);
+    pthread_mutex_unlock(&s->gen_mu);
+    return g;
+}
+
+void faid_server_swap_gen(faid_server *s, faid_gen *g)
+{
+    pthread_mutex_lock(&s->gen_mu);
+    faid_gen *old = s->gen;
+    s->gen = g;
+    pthread_mutex_unlock(&s->gen_mu);
+    faid_gen_release(&old);
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Slots                                                                                         */
+
+faid_slot *faid_slot_get(faid_server *s, int timeout_ms)
+{
+    void *p = NULL;
+    if (faid_queue_pop(s->pool, &p, timeout_ms))
+        return NULL;
+    faid_slot *slot = p;
+    slot->kind = FAID_SLOT_FREE;
+    slot->counted = 0;
+    slot->has_frame_id = 0;
+    slot->err_msg[0] = '\0';
+    slot->err_code = 0;
+    slot->err_stage = NULL;
+    slot->reason = NULL;
+    slot->out_len = 0;
+    slot->series_uid[0] = '\0';
+    slot->device = -1;
+    memset(&slot->h, 0, sizeof(slot->h));
+    return slot;
+}
+
+void faid_slot_clear_frame(faid_slot *slot)
+{
+    if (slot->has_payload) {
+        zmq_msg_close(&slot->payload);
+        slot->has_payload = 0;
+    }
+    if (slot->has_hdr) {
+        zmq_msg_close(&slot->hdr);
+        slot->has_hdr = 0;
+        slot->h.user_data = NULL;
+        slot->h.user_data_len = 0;
+    }
+    faid_gen_release(&slot->gen);
+}
+
+void faid_slot_put(faid_server *s, faid_slot *slot)
+{
+    faid_slot_clear_frame(slot);
+    slot->kind = FAID_SLOT_FREE;
+    /* The pool's capacity is the number of slots: this never waits. */
+    faid_queue_push(s->pool, slot, -1);
+}
+
+int faid_slot_reserve(faid_slot *slot, size_t n)
+{
+    if (slot->out_cap >= n)
+        return 0;
+    uint8_t *p = realloc(slot->out, n);
+    if (!p)
+        return FAID_ENOMEM;
+    slot->out = p;
+    slot->out_cap = n;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Construction                                                                                  */
+
+static int parse_devices(faid_server *s, const char *spec, faid_diag *d)
+{
+    s->nworkers = 0;
+    if (strcmp(spec, "auto") == 0 || strcmp(spec, "gpu") == 0) {
+        faid_cl_device_info all[FAID_CL_MAX_DEVICES];
+        int n = 0;
+        faid_diag ld;
+        if (faid_cl_list(all, FAID_CL_MAX_DEVICES, &n, &ld) != 0)
+            n = 0;
+        for (int i = 0; i < n && s->nworkers < FAID_MAX_WORKERS; i++)
+            if (all[i].is_gpu)
+                snprintf(s->workers[s->nworkers++].spec, sizeof(s->workers[0].spec), "%d", i);
+        if (s->nworkers == 0) {
+            if (strcmp(spec, "gpu") == 0)
+                return faid_fail(d, FAID_ENODEV, "devices: gpu: no OpenCL GPU found");
+            /* auto without a GPU: the CPU OpenCL device, as the engine's "auto" picks it. */
+            snprintf(s->workers[s->nworkers++].spec, sizeof(s->workers[0].spec), "auto");
+        }
+        return 0;
+    }
+    const char *p = spec;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == 0 || n >= sizeof(s->workers[0].spec))
+            return faid_fail(d, FAID_ECONFIG, "devices: malformed list \"%s\"", spec);
+        if (s->nworkers == FAID_MAX_WORKERS)
+            return faid_fail(d, FAID_ECONFIG, "devices: more than %d devices", FAID_MAX_WORKERS);
+        memcpy(s->workers[s->nworkers].spec, p, n);
+        s->workers[s->nworkers].spec[n] = '\0';
+        s->nworkers++;
+        p += n + (comma ? 1 : 0);
+    }
+    if (s->nworkers == 0)
+        return faid_fail(d, FAID_ECONFIG, "devices: empty list");
+    return 0;
+}
+
+static void *make_socket(faid_server *s, int type, const char *endpoint, int bind, int hwm,
+                         int linger, const char *what, faid_diag *d)
+{
+    void *sock = zmq_socket(s->zctx, type);
+    if (!sock) {
+        faid_fail(d, FAID_EZMQ, "%s socket: %s", what, zmq_strerror(zmq_errno()));
+        return NULL;
+    }
+    int opt = hwm;
+    if (type == ZMQ_PULL)
+        zmq_setsockopt(sock, ZMQ_RCVHWM, &opt, sizeof(opt));
+    else if (type != ZMQ_REP)
+        zmq_setsockopt(sock, ZMQ_SNDHWM, &opt, sizeof(opt));
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof(linger));
+    int rc = bind ? zmq_bind(sock, endpoint) : zmq_connect(sock, endpoint);
+    if (rc != 0) {
+        faid_fail(d, FAID_EZMQ, "%s socket: cannot %s %s: %s", what, bind ? "bind" : "connect",
+                  endpoint, zmq_strerror(zmq_errno()));
+        zmq_close(sock);
+        return NULL;
+    }
+    FAID_INFO("server", "%s: %s %s", what, bind ? "bound to" : "connected to", endpoint);
+    return sock;
+}
+
+faid_server *faid_server_new(const faid_config *cfg, const char *config_path, faid_diag *d)
+{
+    faid_server *s = calloc(1, sizeof(*s));
+    if (!s) {
+        faid_fail(d, FAID_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->policy = cfg->queue_policy;
+    snprintf(s->config_path, sizeof(s->config_path), "%s", config_path ? config_path : "");
+    pthread_mutex_init(&s->gen_mu, NULL);
+    pthread_mutex_init(&s->info_mu, NULL);
+    faid_stats_init(&s->stats);
+    s->start_mono_ns = faid_now_ns();
+    s->next_version = 1;
+    s->max_user_data = MAX_USER_DATA;
+    atomic_init(&s->dtypes_seen, 0u);
+
+    if (parse_devices(s, cfg->devices, d))
+        goto fail;
+    for (int i = 0; i < s->nworkers; i++) {
+        s->workers[i].srv = s;
+        s->workers[i].index = i;
+    }
+
+    /* Enough slots that every stage can hold what its queue allows at once, plus events; the
+     * result queue can hold all of them, so nobody ever waits to hand a slot to the publisher. */
+    int depth = cfg->queue_depth > 0 ? cfg->queue_depth : 64;
+    s->nslots = 2 * (size_t)depth + 2 * (size_t)s->nworkers + 16;
+    s->slots = calloc(s->nslots, sizeof(faid_slot));
+    s->pool = faid_queue_new(s->nslots);
+    s->frames = faid_queue_new((size_t)depth);
+    s->results = faid_queue_new(s->nslots);
+    if (!s->slots || !s->pool || !s->frames || !s->results) {
+        faid_fail(d, FAID_ENOMEM, "out of memory for %zu frame slots", s->nslots);
+        goto fail;
+    }
+    for (size_t i = 0; i < s->nslots; i++) {
+        s->slots[i].device = -1;
+        faid_queue_push(s->pool, &s->slots[i], 0);
+    }
+
+    s->gen = faid_gen_build(s, cfg, s->next_version++, d);
+    if (!s->gen)
+        goto fail;
+    for (int i = 0; i < s->nworkers; i++) {
+        snprintf(s->workers[i].name, sizeof(s->workers[i].name), "%s",
+                 faid_engine_device_name(s->gen->engines[i]));
+        FAID_INFO("server", "worker %d: %s", i, s->workers[i].name);
+    }
+
+    s->zctx = zmq_ctx_new();
+    if (!s->zctx) {
+        faid_fail(d, FAID_EZMQ, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    s->pull = make_socket(s, ZMQ_PULL, cfg->input_endpoint, cfg->input_bind, depth, 0, "input", d);
+    if (!s->pull)
+        goto fail;
+    s->pub = make_socket(s, ZMQ_PUB, cfg->output_endpoint, 1, 1000, 1000, "output", d);
+    if (!s->pub)
+        goto fail;
+    if (cfg->lossless_endpoint[0]) {
+        s->push = make_socket(s, ZMQ_PUSH, cfg->lossless_endpoint, 1, depth, 2000,
+                              "lossless output", d);
+        if (!s->push)
+            goto fail;
+    }
+    s->rep = make_socket(s, ZMQ_REP, cfg->control_endpoint, 1, 0, 0, "control", d);
+    if (!s->rep)
+        goto fail;
+    return s;
+fail:
+    faid_server_destroy(&s);
+    return NULL;
+}
+
+int faid_server_start(faid_server *s, faid_diag *d)
+{
+    for (int i = 0; i < s->nworkers; i++) {
+        if (pthread_create(&s->workers[i].thread, NULL, faid_worker_main, &s->workers[i]))
+            return faid_fail(d, FAID_ENOMEM, "cannot start worker thread %d", i);
+        s->workers[i].started = 1;
+    }
+    if (pthread_create(&s->publish_thread, NULL, faid_publish_main, s))
+        return faid_fail(d, FAID_ENOMEM, "cannot start the publisher thread");
+    s->publish_started = 1;
+    if (pthread_create(&s->ingest_thread, NULL, faid_ingest_main, s))
+        return faid_fail(d, FAID_ENOMEM, "cannot start the ingest thread");
+    s->ingest_started = 1;
+    return 0;
+}
+
+void faid_server_shutdown(faid_server *s)
+{
+    atomic_store(&s->state, FAID_STATE_STOPPING);
+    atomic_store(&s->draining, 1);
+    atomic_store(&s->stop_ingest, 1);
+    /* Order matters: ingest stops and queues its last events, workers finish every queued
+     * frame, then the publisher sends everything that is left. */
+    if (s->ingest_started) {
+        pthread_join(s->ingest_thread, NULL);
+        s->ingest_started = 0;
+    }
+    if (s->frames)
+        faid_queue_close(s->frames);
+    for (int i = 0; i < s->nworkers; i++)
+        if (s->workers[i].started) {
+            pthread_join(s->workers[i].thread, NULL);
+            s->workers[i].started = 0;
+        }
+    if (s->results)
+        faid_queue_close(s->results);
+    if (s->publish_started) {
+        pthread_join(s->publish_thread, NULL);
+        s->publish_started = 0;
+    }
+}
+
+void faid_server_destroy(faid_server **ps)
+{
+    if (!ps || !*ps)
+        return;
+    faid_server *s = *ps;
+    faid_server_shutdown(s);
+    void **socks[] = {&s->pull, &s->pub, &s->push, &s->rep};
+    for (size_t i = 0; i < sizeof(socks) / sizeof(socks[0]); i++)
+        if (*socks[i]) {
+            zmq_close(*socks[i]);
+            *socks[i] = NULL;
+        }
+    if (s->slots)
+        for (size_t i = 0; i < s->nslots; i++) {
+            faid_slot_clear_frame(&s->slots[i]);
+            free(s->slots[i].out);
+        }
+    if (s->zctx)
+        zmq_ctx_term(s->zctx);
+    faid_gen_release(&s->gen);
+    faid_queue_destroy(&s->pool);
+    faid_queue_destroy(&s->frames);
+    faid_queue_destroy(&s->results);
+    free(s->slots);
+    pthread_mutex_destroy(&s->gen_mu);
+    pthread_mutex_destroy(&s->info_mu);
+    free(s);
+    *ps = NULL;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* Reload                                                                                        */
+
+/* Options that shape sockets, threads and pools: changing them needs a restart. */
+static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
+{
+#define FIXED_STR(field, key)                                                                   \
+    if (strcmp(a->field, b->field) != 0)                                                        \
+        return faid_fail(d, FAID_ECONFIG, "%s changed (\"%s\" -> \"%s\"): needs a restart", key, \
+                         a->field, b->field);
+#define FIXED_INT(field, key)                                                                   \
+    if (a->field != b->field)                                                                   \
+        return faid_fail(d, FAID_ECONFIG, "%s changed: needs a restart", key);
+    FIXED_STR(input_endpoint, "input.endpoint")
+    FIXED_INT(input_bind, "input.mode")
+    FIXED_STR(input_protocol, "input.protocol")
+    FIXED_STR(output_endpoint, "output.endpoint")
+    FIXED_STR(lossless_endpoint, "output.lossless_endpoint")
+    FIXED_STR(control_endpoint, "control.endpoint")
+    FIXED_STR(devices, "devices")
+    FIXED_INT(queue_depth, "queue.depth")
+    FIXED_INT(queue_policy, "queue.policy")
+#undef FIXED_STR
+#undef FIXED_INT
+    return 0;
+}
+
+int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid_diag *d)
+{
+    char file[FAID_PATH_MAX];
+    snprintf(file, sizeof(file), "%s", path && *path ? path : s->config_path);
+    faid_config *nc = malloc(sizeof(*nc));
+    if (!nc)
+        return faid_fail(d, FAID_ENOMEM, "reload: out of memory");
+    faid_config_default(nc);
+    int rc = 0;
+    if (file[0])
+        rc = faid_config_load(file, nc, d);
+    if (!rc)
+        rc = check_fixed(&s->cfg, nc, d);
+    if (!rc) {
+        faid_log_level lvl;
+        if (faid_log_parse_level(nc->log_level, &lvl) == 0)
+            faid_log_set_level(lvl);
+        faid_gen *g = faid_gen_build(s, nc, s->next_version, d);
+        if (!g) {
+            rc = d && d->code ? d->code : FAID_ECONFIG;
+        } else {
+            s->next_version++;
+            *version = g->version;
+            pthread_mutex_lock(&s->gen_mu);
+            s->cfg = *nc;
+            snprintf(s->config_path, sizeof(s->config_path), "%s", file);
+            pthread_mutex_unlock(&s->gen_mu);
+            faid_server_swap_gen(s, g);
+            FAID_INFO("server", "reloaded %s: setup version %llu", file[0] ? file : "(default)",
+                      (unsigned long long)*version);
+        }
+    }
+    if (rc)
+        faid_diag_prefix(d, "reload %s: ", file[0] ? file : "(embedded default)");
+    free(nc);
+    return rc;
+}

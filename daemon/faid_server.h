@@ -1,0 +1,188 @@
+/* faid_server: the daemon's shared state and the interfaces between its threads.
+ *
+ * DESIGN (docs/ARCHITECTURE.md has the long form).
+ *   main thread     control socket (REP), signals (self-pipe), reload: builds the next
+ *                   "generation" (reduction setup + one engine per worker) off the hot path
+ *   ingest thread   PULL socket -> validates -> frame queue (policy block/drop_oldest/drop_newest);
+ *                   series bookkeeping; events (start, end, error, drop) go straight to the
+ *                   result queue
+ *   worker i        frame queue -> engine of device i -> encodes the result message in the slot
+ *                   -> result queue
+ *   publisher       result queue -> PUB (non-blocking) and optional PUSH (lossless); start/end
+ *                   bookkeeping, periodic stats
+ * Ownership: a frame slot is owned by exactly one place at a time (free pool, ingest, frame queue,
+ * a worker, result queue, publisher) and travels by pointer through bounded queues; the pool is
+ * sized so that the result queue can always take every slot, hence pushes to it never wait.
+ * Shared otherwise: atomic counters (faid_stats) and the current generation pointer (mutex +
+ * reference count). Each frame holds a reference to the generation that was current when it was
+ * received, so a reload takes effect exactly between two received frames. */
+#ifndef FAID_SERVER_H
+#define FAID_SERVER_H
+
+#include "faid_config.h"
+#include "faid_engine.h"
+#include "faid_proto.h"
+#include "faid_queue.h"
+#include "faid_setup.h"
+#include "faid_stats.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#define FAID_MAX_WORKERS 16
+
+/* One reduction setup and what was built from it: immutable once published. */
+typedef struct faid_gen {
+    atomic_int refs;
+    uint64_t version;
+    faid_setup *setup;
+    int nworkers;
+    faid_engine *engines[FAID_MAX_WORKERS];  /* engine i is only ever used by worker i */
+    faid_result *results[FAID_MAX_WORKERS];
+    char *config_yaml;                       /* effective configuration as YAML */
+    size_t result_bytes;                     /* upper bound of one encoded result body */
+    size_t start_bytes;                      /* upper bound of one encoded start body */
+} faid_gen;
+
+void faid_gen_acquire(faid_gen *g);
+void faid_gen_release(faid_gen **g);
+
+typedef enum {
+    FAID_SLOT_FREE = 0,
+    FAID_SLOT_FRAME,   /* received image, on its way to a worker */
+    FAID_SLOT_RESULT,  /* encoded result body in out */
+    FAID_SLOT_ERROR,   /* error to publish (err_*) */
+    FAID_SLOT_DROP,    /* frame dropped by the policy: accounted, nothing published */
+    FAID_SLOT_START,   /* series start */
+    FAID_SLOT_END,     /* series end */
+} faid_slot_kind;
+
+#define FAID_ERRMSG_MAX 1024
+
+typedef struct faid_slot {
+    faid_slot_kind kind;
+    zmq_msg_t hdr, payload;   /* received parts, kept as the frame (no copy) */
+    int has_hdr, has_payload;
+    faid_in_header h;         /* decoded header; user_data points into hdr */
+    faid_gen *gen;            /* reference held while the slot carries a frame or a start */
+    int64_t recv_mono_ns, recv_wall_ns;
+    /* series accounting: seq identifies a series instance even if series_id repeats */
+    uint64_t series_seq;
+    uint64_t series_id;
+    char series_uid[FAID_SERIES_UID_MAX];
+    int counted;              /* this item accounts for one frame of series_seq */
+    /* start / end events */
+    const char *reason;
+    int64_t nimages;
+    uint64_t series_frames;   /* end: frames ingest saw in the series */
+    /* error */
+    int err_code;
+    const char *err_stage;
+    int has_frame_id;
+    uint64_t frame_id;
+    char err_msg[FAID_ERRMSG_MAX];
+    /* result: body encoded by the worker; msgnum_off = offset of a uint64 placeholder */
+    uint8_t *out;
+    size_t out_cap, out_len, msgnum_off;
+    uint64_t setup_version;
+    double latency_us;
+    int device;
+} faid_slot;
+
+typedef struct faid_server faid_server;
+
+typedef struct faid_worker {
+    faid_server *srv;
+    int index;
+    char spec[32];            /* device spec handed to faid_engine_new */
+    char name[256];           /* device name from the engine */
+    pthread_t thread;
+    int started;
+    atomic_uint_fast64_t processed, failed, busy_ns;
+    atomic_uint_fast64_t busy_frac_bits;   /* double: busy fraction over the last interval */
+} faid_worker;
+
+typedef enum { FAID_STATE_IDLE = 0, FAID_STATE_RUNNING, FAID_STATE_STOPPING } faid_state;
+
+struct faid_server {
+    faid_config cfg;                /* effective configuration (main thread; guarded by gen_mu) */
+    faid_queue_policy policy;       /* fixed for the life of the process */
+    char config_path[FAID_PATH_MAX];/* file of the current configuration, "" = embedded */
+    void *zctx;
+    void *pull, *pub, *push, *rep;
+    faid_queue *pool, *frames, *results;
+    faid_slot *slots;
+    size_t nslots;
+    size_t max_user_data;
+
+    pthread_mutex_t gen_mu;
+    faid_gen *gen;                  /* current generation */
+    uint64_t next_version;
+    atomic_uint dtypes_seen;        /* bit per faid_dtype, so a reload prepares those kernels */
+
+    int nworkers;
+    faid_worker workers[FAID_MAX_WORKERS];
+    pthread_t ingest_thread, publish_thread;
+    int ingest_started, publish_started;
+
+    atomic_int stop_ingest;         /* stop reading input */
+    atomic_int draining;            /* shutdown in progress (bounds waits on the PUSH socket) */
+    atomic_int state;               /* faid_state */
+    atomic_uint_fast64_t series_id;
+    pthread_mutex_t info_mu;
+    char series_uid[FAID_SERIES_UID_MAX];
+
+    faid_stats stats;
+    int64_t start_mono_ns;
+};
+
+/* Lifecycle (faid_server.c). new: sockets bound, pool and first generation built, no threads. */
+faid_server *faid_server_new(const faid_config *cfg, const char *config_path, faid_diag *d);
+int faid_server_start(faid_server *s, faid_diag *d);
+/* Stops reading, drains every frame in flight through the pipeline, publishes end, joins. */
+void faid_server_shutdown(faid_server *s);
+void faid_server_destroy(faid_server **s);
+
+/* Builds a generation from cfg for the server's workers (main thread, off the hot path). */
+faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t version, faid_diag *d);
+/* Returns the current generation with a reference the caller must release. */
+faid_gen *faid_server_current_gen(faid_server *s);
+/* Makes g current (takes over the caller's reference). */
+void faid_server_swap_gen(faid_server *s, faid_gen *g);
+/* Re-reads path (or the current file) and swaps in the new setup; on failure the old one stays
+ * and d says why. *version receives the new setup version. */
+int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid_diag *d);
+
+/* Slot helpers (faid_server.c). */
+faid_slot *faid_slot_get(faid_server *s, int timeout_ms);
+/* Releases zmq messages and the generation reference and returns the slot to the pool. */
+void faid_slot_put(faid_server *s, faid_slot *slot);
+/* Drops the frame data (zmq messages, generation) but keeps the slot for an event. */
+void faid_slot_clear_frame(faid_slot *slot);
+/* Makes sure slot->out holds at least n bytes (grows only when a bigger setup appears). */
+int faid_slot_reserve(faid_slot *slot, size_t n);
+
+/* Threads. */
+void *faid_ingest_main(void *server);
+void *faid_worker_main(void *worker);
+void *faid_publish_main(void *server);
+
+/* Writes "msg_number" with a fixed-width placeholder; returns the offset of its 8 value bytes,
+ * which the publisher fills in when it sends (faid_worker.c). */
+size_t faid_put_msgnum_placeholder(faid_mpw *w);
+
+/* Control (faid_control.c): handles one request, writes the reply body into w. Sets *stop when
+ * the daemon must stop after replying. */
+void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop);
+/* The status entries (FAID_STATUS_NKEYS key/value pairs, no map head): the body of the status
+ * reply and of stats messages. */
+#define FAID_STATUS_NKEYS 15
+void faid_status_entries(faid_server *s, faid_mpw *w);
+/* Daemon-wide counter maps, as in status and end: "counters", "drops", "errors" entries. */
+void faid_counter_entries(faid_server *s, faid_mpw *w);
+double faid_bits_to_f64(uint64_t bits);
+uint64_t faid_f64_to_bits(double v);
+
+#endif

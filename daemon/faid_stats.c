@@ -1,0 +1,109 @@
+/* faid_stats: counters, error/drop tables and the latency histogram (see faid_stats.h). */
+#include "faid_stats.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *faid_stage_name(faid_stage s)
+{
+    static const char *const names[] = {"ingest", "worker", "output"};
+    return (unsigned)s < FAID_NSTAGES ? names[s] : "unknown";
+}
+
+const char *faid_drop_name(faid_drop_reason r)
+{
+    static const char *const names[] = {"queue.oldest", "queue.newest",
+                                        "output.lossless_shutdown"};
+    return (unsigned)r < FAID_NDROPS ? names[r] : "unknown";
+}
+
+void faid_stats_init(faid_stats *st)
+{
+    /* Plain zeroing is a valid initial state for these lock-free atomics on every target gcc
+     * supports; atomic_init per field would say the same thing at length. */
+    memset(st, 0, sizeof(*st));
+}
+
+void faid_stats_error(faid_stats *st, faid_stage stage, int code)
+{
+    int idx = -code;
+    if (idx < 0 || idx >= FAID_NCODES)
+        idx = 0;
+    if ((unsigned)stage >= FAID_NSTAGES)
+        stage = FAID_STAGE_INGEST;
+    faid_stat_add(&st->errors[stage][idx], 1);
+}
+
+void faid_stats_drop(faid_stats *st, faid_drop_reason r)
+{
+    if ((unsigned)r < FAID_NDROPS)
+        faid_stat_add(&st->drops[r], 1);
+    faid_stat_add(&st->dropped, 1);
+}
+
+static int lat_bin(int64_t ns)
+{
+    double us = (double)ns / 1000.0;
+    if (us <= 1.0)
+        return 0;
+    int b = (int)(log2(us) * FAID_LAT_PER_OCTAVE) + 1;
+    return b >= FAID_LAT_BINS ? FAID_LAT_BINS - 1 : b;
+}
+
+void faid_stats_latency(faid_stats *st, int64_t ns)
+{
+    if (ns < 0)
+        ns = 0;
+    faid_stat_add(&st->lat_hist[lat_bin(ns)], 1);
+    faid_stat_add(&st->lat_count, 1);
+    uint64_t cur = faid_stat_get(&st->lat_max_ns);
+    while ((uint64_t)ns > cur &&
+           !atomic_compare_exchange_weak_explicit(&st->lat_max_ns, &cur, (uint64_t)ns,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+double faid_stats_latency_quantile(faid_stats *st, double q)
+{
+    uint64_t counts[FAID_LAT_BINS], total = 0;
+    for (int b = 0; b < FAID_LAT_BINS; b++) {
+        counts[b] = faid_stat_get(&st->lat_hist[b]);
+        total += counts[b];
+    }
+    if (total == 0)
+        return 0.0;
+    uint64_t want = (uint64_t)ceil(q * (double)total);
+    if (want == 0)
+        want = 1;
+    uint64_t acc = 0;
+    for (int b = 0; b < FAID_LAT_BINS; b++) {
+        acc += counts[b];
+        if (acc >= want)
+            return b == 0 ? 1.0 : exp2((double)b / FAID_LAT_PER_OCTAVE);
+    }
+    return exp2((double)FAID_LAT_BINS / FAID_LAT_PER_OCTAVE);
+}
+
+void faid_stats_reset(faid_stats *st)
+{
+    for (int b = 0; b < FAID_LAT_BINS; b++)
+        atomic_store_explicit(&st->lat_hist[b], 0, memory_order_relaxed);
+    atomic_store_explicit(&st->lat_max_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&st->lat_count, 0, memory_order_relaxed);
+    faid_stats_set_fps(st, 0.0);
+}
+
+void faid_stats_set_fps(faid_stats *st, double fps)
+{
+    uint64_t bits;
+    memcpy(&bits, &fps, sizeof(bits));
+    atomic_store_explicit(&st->fps_bits, bits, memory_order_relaxed);
+}
+
+double faid_stats_fps(faid_stats *st)
+{
+    uint64_t bits = faid_stat_get(&st->fps_bits);
+    double v;
+    memcpy(&v, &bits, sizeof(v));
+    return v;
+}

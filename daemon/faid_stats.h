@@ -1,0 +1,63 @@
+/* faid_stats: the daemon's counters, written by the pipeline threads with relaxed atomics and
+ * read by the control thread (status) and the publisher (stats, end). Frame counters satisfy,
+ * once the pipeline is idle: received = processed + failed + dropped (bad_input counts messages
+ * whose header could not be read at all, which are not frames of any series).
+ * Errors are counted per stage and code, drops per reason; the latency histogram has
+ * logarithmic bins (8 per octave of microseconds), so p50/p99 are exact to about 9 %. */
+#ifndef FAID_STATS_H
+#define FAID_STATS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef enum {
+    FAID_STAGE_INGEST = 0,
+    FAID_STAGE_WORKER,
+    FAID_STAGE_OUTPUT,
+    FAID_NSTAGES
+} faid_stage;
+
+typedef enum {
+    FAID_DROP_QUEUE_OLDEST = 0,
+    FAID_DROP_QUEUE_NEWEST,
+    FAID_DROP_LOSSLESS_SHUTDOWN,
+    FAID_NDROPS
+} faid_drop_reason;
+
+#define FAID_NCODES 32
+#define FAID_LAT_BINS 256
+#define FAID_LAT_PER_OCTAVE 8
+
+typedef struct faid_stats {
+    atomic_uint_fast64_t received, received_bytes, processed, failed, dropped;
+    atomic_uint_fast64_t published, lossless_sent, bad_input, series;
+    atomic_uint_fast64_t errors[FAID_NSTAGES][FAID_NCODES];
+    atomic_uint_fast64_t drops[FAID_NDROPS];
+    atomic_uint_fast64_t lat_hist[FAID_LAT_BINS];
+    atomic_uint_fast64_t lat_max_ns, lat_count;
+    atomic_uint_fast64_t fps_bits;   /* double, results per second over the last interval */
+} faid_stats;
+
+const char *faid_stage_name(faid_stage s);
+const char *faid_drop_name(faid_drop_reason r);
+
+void faid_stats_init(faid_stats *st);
+static inline void faid_stat_add(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+static inline uint64_t faid_stat_get(atomic_uint_fast64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+void faid_stats_error(faid_stats *st, faid_stage stage, int code);
+void faid_stats_drop(faid_stats *st, faid_drop_reason r);
+void faid_stats_latency(faid_stats *st, int64_t ns);
+/* Latency quantile q in [0, 1] in microseconds (upper edge of the bin), 0 without samples. */
+double faid_stats_latency_quantile(faid_stats *st, double q);
+/* Clears the aggregates (histogram, maximum, rate); counters stay cumulative. */
+void faid_stats_reset(faid_stats *st);
+void faid_stats_set_fps(faid_stats *st, double fps);
+double faid_stats_fps(faid_stats *st);
+
+#endif

@@ -1,0 +1,199 @@
+/* faid_worker: one thread per compute device. Takes frames from the frame queue, reduces each
+ * with the engine of the generation the frame was received under (switching engines between
+ * frames when a reload happened), and encodes the result message into the frame's slot, so the
+ * publisher only sends bytes.
+ *
+ * The engine call is synchronous for now (one frame in flight per device); the engine keeps its
+ * frame slots so that a pipelined API can overlap copies and kernels later. */
+#include "faid_server.h"
+
+#include "faid_log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define POLL_MS 200
+
+static faid_ratelimit rl_err;
+
+static void put_array_f32(faid_mpw *w, const char *key, const float *v, uint64_t n0, uint64_t n1)
+{
+    uint64_t shape[2] = {n0, n1};
+    faid_mpw_str(w, key);
+    faid_mpw_ndarray(w, "<f4", shape, n1 ? 2 : 1, v, (size_t)(n0 * (n1 ? n1 : 1)) * sizeof(float));
+}
+
+static void put_rational(faid_mpw *w, const char *key, const uint64_t v[2])
+{
+    faid_mpw_str(w, key);
+    faid_mpw_array(w, 2);
+    faid_mpw_uint(w, v[0]);
+    faid_mpw_uint(w, v[1]);
+}
+
+/* Writes the "msg_number" key and a fixed-width placeholder the publisher fills in; returns the
+ * offset of the 8 value bytes. */
+size_t faid_put_msgnum_placeholder(faid_mpw *w)
+{
+    static const uint8_t ph[9] = {0xcf, 0, 0, 0, 0, 0, 0, 0, 0};
+    faid_mpw_str(w, FAID_K_MSG_NUMBER);
+    faid_mpw_raw(w, ph, sizeof(ph));
+    return w->len - 8;
+}
+
+static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r, int64_t pop_ns,
+                         int64_t done_mono, int64_t done_wall)
+{
+    const faid_in_header *h = &slot->h;
+    const faid_profile *p = r->p1d;
+    const faid_profile *c = r->p2d;
+    uint32_t n = 21 + (c ? 3 : 0) + (uint32_t)(h->has_timestamp + h->has_start_time +
+                                                h->has_stop_time + h->has_real_time) +
+                 (h->user_data ? 1 : 0);
+    faid_mpw w;
+    faid_mpw_init(&w, slot->out, slot->out_cap);
+    faid_mpw_map(&w, n);
+    faid_mpw_str(&w, FAID_K_TYPE);
+    faid_mpw_str(&w, FAID_TOPIC_RESULT);
+    faid_mpw_str(&w, FAID_K_SERIES_ID);
+    faid_mpw_uint(&w, slot->series_id);
+    faid_mpw_str(&w, FAID_K_SERIES_UNIQUE_ID);
+    faid_mpw_str(&w, slot->series_uid);
+    faid_mpw_str(&w, FAID_K_FRAME_ID);
+    faid_mpw_uint(&w, h->frame_id);
+    faid_mpw_str(&w, FAID_K_SETUP_VERSION);
+    faid_mpw_uint(&w, slot->gen->version);
+    faid_mpw_str(&w, FAID_K_DEVICE);
+    faid_mpw_int(&w, wk->index);
+    put_array_f32(&w, FAID_K_I, p->I, (uint64_t)p->nbins, 0);
+    put_array_f32(&w, FAID_K_SIGMA, p->sigma, (uint64_t)p->nbins, 0);
+    put_array_f32(&w, FAID_K_STD, p->std, (uint64_t)p->nbins, 0);
+    put_array_f32(&w, FAID_K_COUNT, p->count, (uint64_t)p->nbins, 0);
+    if (c) {
+        put_array_f32(&w, FAID_K_I2D, c->I, (uint64_t)c->nrad, (uint64_t)c->nazim);
+        put_array_f32(&w, FAID_K_SIGMA2D, c->sigma, (uint64_t)c->nrad, (uint64_t)c->nazim);
+        put_array_f32(&w, FAID_K_COUNT2D, c->count, (uint64_t)c->nrad, (uint64_t)c->nazim);
+    }
+    faid_mpw_str(&w, FAID_K_RECEIVED_NS);
+    faid_mpw_uint(&w, (uint64_t)slot->recv_wall_ns);
+    faid_mpw_str(&w, FAID_K_DONE_NS);
+    faid_mpw_uint(&w, (uint64_t)done_wall);
+    faid_mpw_str(&w, FAID_K_LATENCY_US);
+    faid_mpw_f64(&w, (double)(done_mono - slot->recv_mono_ns) / 1e3);
+    faid_mpw_str(&w, FAID_K_QUEUE_US);
+    faid_mpw_f64(&w, (double)(pop_ns - slot->recv_mono_ns) / 1e3);
+    faid_mpw_str(&w, FAID_K_DECODE_US);
+    faid_mpw_f64(&w, r->t.decode_us);
+    faid_mpw_str(&w, FAID_K_PREPROCESS_US);
+    faid_mpw_f64(&w, r->t.preprocess_us);
+    faid_mpw_str(&w, FAID_K_INTEGRATE_US);
+    faid_mpw_f64(&w, r->t.integrate_us);
+    faid_mpw_str(&w, FAID_K_TRANSFER_US);
+    faid_mpw_f64(&w, r->t.transfer_us);
+    faid_mpw_str(&w, FAID_K_COMPUTE_US);
+    faid_mpw_f64(&w, r->t.total_us);
+    faid_mpw_str(&w, FAID_K_PAYLOAD_BYTES);
+    faid_mpw_uint(&w, slot->has_payload ? zmq_msg_size(&slot->payload) : 0);
+    if (h->has_timestamp) {
+        faid_mpw_str(&w, FAID_K_TIMESTAMP);
+        faid_mpw_f64(&w, h->timestamp);
+    }
+    if (h->has_start_time)
+        put_rational(&w, FAID_K_START_TIME, h->start_time);
+    if (h->has_stop_time)
+        put_rational(&w, FAID_K_STOP_TIME, h->stop_time);
+    if (h->has_real_time)
+        put_rational(&w, FAID_K_REAL_TIME, h->real_time);
+    if (h->user_data) {
+        faid_mpw_str(&w, FAID_K_USER_DATA);
+        faid_mpw_raw(&w, h->user_data, h->user_data_len);
+    }
+    slot->msgnum_off = faid_put_msgnum_placeholder(&w);
+    if (faid_mpw_finish(&w, NULL))
+        return FAID_ESIZE;
+    slot->out_len = w.len;
+    return 0;
+}
+
+static void fail_frame(faid_worker *wk, faid_slot *slot, const faid_diag *d)
+{
+    faid_server *s = wk->srv;
+    int code = d->code ? d->code : FAID_EINVAL;
+    slot->kind = FAID_SLOT_ERROR;
+    slot->err_code = code;
+    slot->err_stage = faid_stage_name(FAID_STAGE_WORKER);
+    snprintf(slot->err_msg, sizeof(slot->err_msg), "%s", d->msg);
+    slot->has_frame_id = 1;
+    slot->frame_id = slot->h.frame_id;
+    faid_stats_error(&s->stats, FAID_STAGE_WORKER, code);
+    faid_stat_add(&s->stats.failed, 1);
+    faid_stat_add(&wk->failed, 1);
+    faid_log_ratelimited(&rl_err, FAID_LOG_WARN, "worker", "device %d: frame %llu: %s: %s",
+                         wk->index, (unsigned long long)slot->frame_id, faid_errname(code),
+                         d->msg);
+    faid_slot_clear_frame(slot);
+}
+
+void *faid_worker_main(void *arg)
+{
+    faid_worker *wk = arg;
+    faid_server *s = wk->srv;
+    faid_gen *active = NULL;
+    for (;;) {
+        void *item = NULL;
+        int rc = faid_queue_pop(s->frames, &item, POLL_MS);
+        if (rc == FAID_ESTOPPED)
+            break;
+        if (rc)
+            continue;
+        faid_slot *slot = item;
+        int64_t pop_ns = faid_now_ns();
+        if (slot->gen != active) {
+            /* Frames arrive in reception order, so a worker only ever moves to newer setups;
+             * the reference keeps the engine alive while this worker may use it. */
+            faid_gen_release(&active);
+            active = slot->gen;
+            faid_gen_acquire(active);
+        }
+        faid_engine *eng = active->engines[wk->index];
+        faid_result *res = active->results[wk->index];
+        faid_frame f = {
+            .data = zmq_msg_data(&slot->payload),
+            .len = zmq_msg_size(&slot->payload),
+            .encoding = slot->h.encoding,
+            .dtype = slot->h.dtype,
+            .rows = slot->h.rows,
+            .cols = slot->h.cols,
+        };
+        faid_diag d;
+        faid_diag_clear(&d);
+        rc = faid_engine_process(eng, &f, res, &d);
+        int64_t done_mono = faid_now_ns();
+        int64_t done_wall = faid_wall_ns();
+        faid_stat_add(&wk->busy_ns, (uint64_t)(done_mono - pop_ns));
+        if (rc == 0 && faid_slot_reserve(slot, active->result_bytes) != 0)
+            rc = faid_fail(&d, FAID_ENOMEM, "out of memory for the result message");
+        if (rc == 0 && (rc = encode_result(wk, slot, res, pop_ns, done_mono, done_wall)) != 0)
+            faid_fail(&d, rc, "result message larger than its %zu-byte buffer", slot->out_cap);
+        if (rc) {
+            fail_frame(wk, slot, &d);
+        } else {
+            slot->kind = FAID_SLOT_RESULT;
+            slot->setup_version = active->version;
+            slot->device = wk->index;
+            slot->latency_us = (double)(done_mono - slot->recv_mono_ns) / 1e3;
+            faid_stats_latency(&s->stats, done_mono - slot->recv_mono_ns);
+            faid_stat_add(&s->stats.processed, 1);
+            faid_stat_add(&wk->processed, 1);
+            /* The payload is no longer needed; the generation reference stays with the slot
+             * until the publisher has announced that setup. */
+            if (slot->has_payload) {
+                zmq_msg_close(&slot->payload);
+                slot->has_payload = 0;
+            }
+        }
+        faid_queue_push(s->results, slot, -1);
+    }
+    faid_gen_release(&active);
+    return NULL;
+}
