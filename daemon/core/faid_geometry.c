@@ -321,14 +321,24 @@ int faid_geometry_radial_corners(const faid_geometry *g, faid_unit u, double *ou
     return rc;
 }
 
+/* The void functions cannot report a failure (only out of memory is possible once the shape is
+ * valid): they leave NaN so that nothing downstream mistakes the output for positions. */
+static void fill_nan(double *out, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        out[k] = NAN;
+}
+
 void faid_geometry_chi_centers(const faid_geometry *g, double *out)
 {
-    grid_eval(g, FAID_UNIT_R_M, 0, NULL, out);
+    if (g && out && g->rows > 0 && g->cols > 0 && grid_eval(g, FAID_UNIT_R_M, 0, NULL, out) != 0)
+        fill_nan(out, ncenters(g));
 }
 
 void faid_geometry_chi_corners(const faid_geometry *g, double *out)
 {
-    grid_eval(g, FAID_UNIT_R_M, 1, NULL, out);
+    if (g && out && g->rows > 0 && g->cols > 0 && grid_eval(g, FAID_UNIT_R_M, 1, NULL, out) != 0)
+        fill_nan(out, ncorners(g));
 }
 
 int faid_geometry_corner_array(const faid_geometry *g, faid_unit u, float *out)
@@ -397,7 +407,8 @@ int faid_geometry_delta(const faid_geometry *g, faid_unit u, double *out)
 
 void faid_geometry_chi_delta(const faid_geometry *g, double *out)
 {
-    delta_common(g, FAID_UNIT_R_M, 1, out);
+    if (g && out && g->rows > 0 && g->cols > 0 && delta_common(g, FAID_UNIT_R_M, 1, out) != 0)
+        fill_nan(out, ncenters(g));
 }
 
 void faid_geometry_solid_angle(const faid_geometry *g, double *out)
@@ -424,9 +435,7 @@ void faid_geometry_polarization(const faid_geometry *g, double factor, double ax
     size_t n = ncenters(g);
     double *chi = malloc(n * sizeof *chi);
     if (!chi || grid_eval(g, FAID_UNIT_2TH_RAD, 0, out, chi) != 0) {
-        /* Without memory the neutral factor keeps the caller's arrays defined. */
-        for (size_t k = 0; k < n; k++)
-            out[k] = 1.0;
+        fill_nan(out, n);
         free(chi);
         return;
     }
