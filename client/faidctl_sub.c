@@ -291,9 +291,11 @@ int faidctl_sub(int argc, char **argv)
             st.last_msgno = m->msg_number;
         }
         if (json) {
-            if (faid_mp_to_json(msg.body, msg.len, json_buf, json_cap, 8, &d) == 0)
+            /* Flushed per line so a pipe reader sees each message as it arrives. */
+            if (faid_mp_to_json(msg.body, msg.len, json_buf, json_cap, 8, &d) == 0) {
                 printf("%s\n", json_buf);
-            else
+                fflush(stdout);
+            } else
                 fprintf(stderr, "faidctl sub: cannot render a %s message: %s\n",
                         faid_out_type_name(m->type), d.msg);
         }

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Example subscriber for faid's output (proto/PROTOCOL.md section 3), in a few lines of Python.
+
+Every output message is [topic, body] with body a msgpack map whose first key is "type"; arrays are
+maps {"dtype", "shape", "data"} that numpy reads with frombuffer. This script subscribes to the
+monitoring PUB socket (or pulls from the lossless PUSH socket with --lossless), prints one line per
+result and a summary, and with --plot draws the latest profile with matplotlib (in a window, or
+into a PNG file with --plot-file, which works without a display).
+
+Needs pyzmq, msgpack and numpy; matplotlib only for --plot.
+
+    python3 faid_subscriber.py --from tcp://127.0.0.1:5556 --count 100
+    python3 faid_subscriber.py --from tcp://host:5558 --lossless --plot --plot-file latest.png
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import msgpack
+import numpy as np
+import zmq
+
+TOPICS = ("start", "result", "end", "stats", "error")
+
+
+def decode_array(a):
+    """A protocol array map -> numpy array (a view on the message bytes, read-only)."""
+    return np.frombuffer(a["data"], dtype=np.dtype(a["dtype"])).reshape(a["shape"])
+
+
+class Subscriber:
+    """Receives and decodes faid output messages; remembers the last start (radial axis, unit)."""
+
+    def __init__(self, endpoint, lossless=False, topics=TOPICS, rcvhwm=0):
+        self.ctx = zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.PULL if lossless else zmq.SUB)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        if rcvhwm:
+            self.sock.setsockopt(zmq.RCVHWM, rcvhwm)
+        if not lossless:
+            for t in topics:
+                self.sock.setsockopt(zmq.SUBSCRIBE, t.encode())
+        self.sock.connect(endpoint)
+        self.lossless = lossless
+        self.topics = set(topics)
+        self.start = None
+
+    def recv(self, timeout_s):
+        """The next message as a dict (with "topic" added), or None after timeout_s seconds."""
+        if not self.sock.poll(int(timeout_s * 1000)):
+            return None
+        parts = self.sock.recv_multipart()
+        topic = parts[0].decode("utf-8", "replace") if len(parts) > 1 else None
+        msg = msgpack.unpackb(parts[-1], raw=False)
+        if not isinstance(msg, dict) or "type" not in msg:
+            raise ValueError("message is not a faid output map")
+        msg["topic"] = topic or msg["type"]
+        if msg["type"] == "start":
+            self.start = msg
+        return msg
+
+    def radial(self, series_id, nbins):
+        """Bin centres and unit for a result of series_id, or the bin index when unknown."""
+        s = self.start
+        if s and s.get("series_id") == series_id and "radial" in s:
+            r = decode_array(s["radial"])
+            if r.size == nbins:
+                return r, s.get("unit", "?")
+        return np.arange(nbins, dtype=np.float64), "bin"
+
+    def close(self):
+        self.sock.close(0)
+
+
+class Plotter:
+    """Draws the latest profile; headless when it writes into a file."""
+
+    def __init__(self, path):
+        import matplotlib
+
+        if path:
+            matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        self.plt = plt
+        self.path = path
+        self.fig, self.ax = plt.subplots()
+        if not path:
+            plt.ion()
+            plt.show(block=False)
+
+    def update(self, x, unit, msg):
+        ax = self.ax
+        ax.clear()
+        y = decode_array(msg["I"])
+        if "sigma" in msg:
+            s = decode_array(msg["sigma"])
+            ax.fill_between(x, y - s, y + s, alpha=0.3, linewidth=0)
+        ax.plot(x, y)
+        ax.set_xlabel(unit)
+        ax.set_ylabel("I")
+        ax.set_title("series %s frame %s" % (msg.get("series_id"), msg.get("frame_id")))
+        if self.path:
+            self.fig.savefig(self.path)
+        else:
+            self.plt.pause(0.001)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--from", dest="endpoint", default="tcp://127.0.0.1:5556",
+                   help="faid's output endpoint (default %(default)s)")
+    p.add_argument("--lossless", action="store_true",
+                   help="ENDPOINT is the lossless PUSH output: read it with PULL")
+    p.add_argument("--count", type=int, default=0, help="stop after N results")
+    p.add_argument("--timeout", type=float, default=0, help="stop after S seconds")
+    p.add_argument("--until-end", action="store_true", help="stop after a series end message")
+    p.add_argument("--quiet", action="store_true", help="no line per result, only the summary")
+    p.add_argument("--stats", action="store_true", help="print a line per periodic stats message")
+    p.add_argument("--plot", action="store_true", help="plot the latest profile (matplotlib)")
+    p.add_argument("--plot-file", default=None,
+                   help="with --plot: write the plot to this PNG instead of a window")
+    p.add_argument("--plot-every", type=float, default=0.5,
+                   help="with --plot: seconds between redraws (default %(default)s)")
+    args = p.parse_args(argv)
+
+    if args.plot and not args.plot_file and not (os.environ.get("DISPLAY")
+                                                 or os.environ.get("WAYLAND_DISPLAY")):
+        args.plot_file = "faid_profile.png"
+        print("no display: plotting into %s" % args.plot_file, file=sys.stderr)
+    sub = Subscriber(args.endpoint, args.lossless)
+    plotter = Plotter(args.plot_file) if args.plot else None
+    t0 = time.monotonic()
+    deadline = t0 + args.timeout if args.timeout > 0 else None
+    results, errors, bad, lost = 0, 0, 0, 0
+    ids = {}
+    last_msgno = None
+    latencies = []
+    last_plot = 0.0
+    pending_plot = None
+    why = "interrupted"
+    try:
+        while True:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                why = "timeout"
+                break
+            wait = 0.5 if deadline is None else min(0.5, deadline - now)
+            try:
+                msg = sub.recv(wait)
+            except (ValueError, msgpack.exceptions.ExtraData,
+                    msgpack.exceptions.UnpackException) as e:
+                bad += 1
+                print("undecodable message: %s" % e, file=sys.stderr)
+                continue
+            if msg is None:
+                continue
+            kind = msg["type"]
+            if kind != "stats" and "msg_number" in msg:
+                n = msg["msg_number"]
+                if last_msgno is not None and n > last_msgno + 1:
+                    lost += n - last_msgno - 1
+                last_msgno = n
+            if kind == "start":
+                if not args.quiet:
+                    print("start series=%s unit=%s npt=%d setup=%s config_hash=%s" % (
+                        msg.get("series_id"), msg.get("unit"),
+                        decode_array(msg["radial"]).size if "radial" in msg else 0,
+                        msg.get("setup_version"), msg.get("config_hash")))
+            elif kind == "result":
+                results += 1
+                I = decode_array(msg["I"])
+                x, unit = sub.radial(msg.get("series_id"), I.size)
+                ids.setdefault(msg.get("series_id"), set()).add(msg.get("frame_id"))
+                if "latency_us" in msg:
+                    latencies.append(msg["latency_us"])
+                if not args.quiet:
+                    k = int(np.nanargmax(I)) if I.size and np.isfinite(I).any() else 0
+                    print("result series=%s frame=%s npt=%d max_I=%.6g at %s=%.6g latency_ms=%.3f"
+                          % (msg.get("series_id"), msg.get("frame_id"), I.size,
+                             I[k] if I.size else float("nan"), unit, x[k] if I.size else 0,
+                             msg.get("latency_us", 0) / 1000.0))
+                if plotter:
+                    pending_plot = (x, unit, msg)
+            elif kind == "stats":
+                if args.stats:
+                    c = msg.get("counters", {})
+                    print("stats state=%s fps=%s received=%s processed=%s dropped=%s" % (
+                        msg.get("state"), msg.get("fps"), c.get("received"), c.get("processed"),
+                        c.get("dropped")), flush=True)
+            elif kind == "error":
+                errors += 1
+                print("error series=%s frame=%s %s %s: %s" % (
+                    msg.get("series_id"), msg.get("frame_id"), msg.get("stage"),
+                    msg.get("code"), msg.get("message")), file=sys.stderr)
+            elif kind == "end" and not args.quiet:
+                print("end series=%s reason=%s processed=%s failed=%s dropped=%s" % (
+                    msg.get("series_id"), msg.get("reason"), msg.get("frames_processed"),
+                    msg.get("frames_failed"), msg.get("frames_dropped")))
+            if plotter and pending_plot and (time.monotonic() - last_plot >= args.plot_every):
+                plotter.update(*pending_plot)
+                pending_plot = None
+                last_plot = time.monotonic()
+            if args.count and results >= args.count:
+                why = "count reached"
+                break
+            if args.until_end and kind == "end":
+                why = "series end"
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if plotter and pending_plot:
+            plotter.update(*pending_plot)
+        sub.close()
+
+    missing = sum(max(s) - min(s) + 1 - len(s) for s in ids.values() if s)
+    print("stopped: %s" % why)
+    print("results: %d" % results)
+    print("missing frames: %d" % missing)
+    print("lost messages: %d" % lost)
+    print("errors: %d, undecodable: %d" % (errors, bad))
+    if latencies:
+        print("latency (faid, received -> result): mean %.3f ms, max %.3f ms" % (
+            sum(latencies) / len(latencies) / 1000.0, max(latencies) / 1000.0))
+    if args.count and results < args.count:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
