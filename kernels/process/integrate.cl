@@ -39,14 +39,14 @@ typedef struct faid_acc {
     float2 s, vv, o, n, o2;
 } faid_acc;
 
-inline faid_acc acc_zero(void)
+static inline faid_acc acc_zero(void)
 {
     faid_acc a;
     a.s = a.vv = a.o = a.n = a.o2 = (float2)(0.0f);
     return a;
 }
 
-inline faid_acc acc_merge(faid_acc a, faid_acc b)
+static inline faid_acc acc_merge(faid_acc a, faid_acc b)
 {
     faid_acc r;
     r.s = dw_add(a.s, b.s);
@@ -57,7 +57,7 @@ inline faid_acc acc_merge(faid_acc a, faid_acc b)
     return r;
 }
 
-inline void acc_store(__local float2 *scratch, int lid, faid_acc a)
+static inline void acc_store(__local float2 *scratch, int lid, faid_acc a)
 {
     __local float2 *p = scratch + 5 * lid;
     p[0] = a.s;
@@ -67,7 +67,7 @@ inline void acc_store(__local float2 *scratch, int lid, faid_acc a)
     p[4] = a.o2;
 }
 
-inline faid_acc acc_load(__local const float2 *scratch, int lid)
+static inline faid_acc acc_load(__local const float2 *scratch, int lid)
 {
     __local const float2 *p = scratch + 5 * lid;
     faid_acc a;
@@ -82,9 +82,9 @@ inline faid_acc acc_load(__local const float2 *scratch, int lid)
 /* Entry k of the matrix as (signal, variance, norm, count): from the preprocessed image, or
  * computed from the raw frame (fused). `fused` is a literal at every call site, so the unused
  * branch disappears after inlining. */
-inline float4 entry_q(int fused, __global const float4 *pre, __global const raw_t *raw,
-                      __global const float *dark, __global const float *normp, int do_dark,
-                      int do_dummy, float dummy, float delta_dummy, int idx)
+static inline float4 entry_q(int fused, __global const float4 *pre, __global const raw_t *raw,
+                             __global const float *dark, __global const float *normp, int do_dark,
+                             int do_dummy, float dummy, float delta_dummy, int idx)
 {
     if (fused)
         return faid_pixel(raw, dark, normp, (uint)idx, do_dark, do_dummy, dummy, delta_dummy);
@@ -92,12 +92,12 @@ inline float4 entry_q(int fused, __global const float4 *pre, __global const raw_
 }
 
 /* Partial accumulator of this work-item over bin [start, end). */
-inline faid_acc integrate_entries(int fused, __global const float4 *pre,
-                                  __global const raw_t *raw, __global const float *dark,
-                                  __global const float *normp, int do_dark, int do_dummy,
-                                  float dummy, float delta_dummy, __global const int *indices,
-                                  __global const float *coef, int has_coef, int start, int end,
-                                  __local float2 *scratch)
+static inline faid_acc integrate_entries(int fused, __global const float4 *pre,
+                                         __global const raw_t *raw, __global const float *dark,
+                                         __global const float *normp, int do_dark, int do_dummy,
+                                         float dummy, float delta_dummy,
+                                         __global const int *indices, __global const float *coef,
+                                         int has_coef, int start, int end, __local float2 *scratch)
 {
     int lid = get_local_id(0);
     int wg = get_local_size(0);
@@ -186,16 +186,18 @@ inline faid_acc integrate_entries(int fused, __global const float4 *pre,
 }
 
 /* Tree reduction of the work-group's partial accumulators, then work-item 0 writes bin b. */
-inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, int nbins, float empty,
-                             __global float *out)
+static inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, int nbins,
+                                    float empty, __global float *out)
 {
     int lid = get_local_id(0);
     int wg = get_local_size(0);
     acc_store(scratch, lid, a);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int step = wg >> 1; step > 0; step >>= 1) {
-        if (lid < step)
-            acc_store(scratch, lid, acc_merge(acc_load(scratch, lid), acc_load(scratch, lid + step)));
+        if (lid < step) {
+            faid_acc m = acc_merge(acc_load(scratch, lid), acc_load(scratch, lid + step));
+            acc_store(scratch, lid, m);
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid != 0)

@@ -47,7 +47,7 @@ typedef float raw_t;
 
 /* ---- double-float arithmetic (value = hi + lo, |lo| <= ulp(hi)/2) ---- */
 
-inline float2 dw_two_sum(float a, float b)
+static inline float2 dw_two_sum(float a, float b)
 {
     float s = a + b;
     float ap = s - b;
@@ -56,25 +56,25 @@ inline float2 dw_two_sum(float a, float b)
 }
 
 /* Requires |a| >= |b| (or a == 0). */
-inline float2 dw_fast_two_sum(float a, float b)
+static inline float2 dw_fast_two_sum(float a, float b)
 {
     float s = a + b;
     return (float2)(s, b - (s - a));
 }
 
-inline float2 dw_two_prod(float a, float b)
+static inline float2 dw_two_prod(float a, float b)
 {
     float p = a * b;
     return (float2)(p, fma(a, b, -p));
 }
 
-inline float2 dw_add_fp(float2 x, float y)
+static inline float2 dw_add_fp(float2 x, float y)
 {
     float2 s = dw_two_sum(x.s0, y);
     return dw_fast_two_sum(s.s0, x.s1 + s.s1);
 }
 
-inline float2 dw_add(float2 x, float2 y)
+static inline float2 dw_add(float2 x, float2 y)
 {
     float2 s = dw_two_sum(x.s0, y.s0);
     float2 t = dw_two_sum(x.s1, y.s1);
@@ -82,13 +82,13 @@ inline float2 dw_add(float2 x, float2 y)
     return dw_fast_two_sum(v.s0, t.s1 + v.s1);
 }
 
-inline float2 dw_mul_fp(float2 x, float y)
+static inline float2 dw_mul_fp(float2 x, float y)
 {
     float2 p = dw_two_prod(x.s0, y);
     return dw_fast_two_sum(p.s0, fma(x.s1, y, p.s1));
 }
 
-inline float2 dw_mul(float2 x, float2 y)
+static inline float2 dw_mul(float2 x, float2 y)
 {
     float2 p = dw_two_prod(x.s0, y.s0);
     float l = fma(x.s1, y.s0, x.s0 * y.s1);
@@ -96,7 +96,7 @@ inline float2 dw_mul(float2 x, float2 y)
 }
 
 /* x / y rounded to float: one Newton-style correction of the float quotient. */
-inline float dw_div_to_fp(float2 x, float2 y)
+static inline float dw_div_to_fp(float2 x, float2 y)
 {
     float q = x.s0 / y.s0;
     float2 p = dw_mul_fp(y, q);
@@ -106,9 +106,9 @@ inline float dw_div_to_fp(float2 x, float2 y)
 
 /* ---- one pixel ---- */
 
-inline float4 faid_pixel(__global const raw_t *raw, __global const float *dark,
-                         __global const float *normp, uint i, int do_dark, int do_dummy,
-                         float dummy, float delta_dummy)
+static inline float4 faid_pixel(__global const raw_t *raw, __global const float *dark,
+                                __global const float *normp, uint i, int do_dark, int do_dummy,
+                                float dummy, float delta_dummy)
 {
     float n = normp[i];
     if (n == 0.0f)
