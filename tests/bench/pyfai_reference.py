@@ -50,7 +50,8 @@ def main():
     from silx.opencl.codec.bitshuffle_lz4 import BitshuffleLz4
 
     frame = numpy.load(args.frame)
-    chunk = numpy.fromfile(args.chunk, dtype=numpy.uint8)
+    with open(args.chunk, "rb") as f:
+        chunk = f.read()
     ai = AzimuthalIntegrator()
     ai.load(args.poni)
     if ai.detector.shape is None or tuple(ai.detector.shape) != frame.shape:
@@ -95,7 +96,7 @@ def main():
     res.update(device=device.name.strip(), platform=device.platform.name.strip(),
                pyfai=pyFAI.version, frames=args.frames, setup_s=setup_s,
                silx_decode_bit_exact=decode_ok, shape=list(frame.shape),
-               dtype=str(frame.dtype), chunk_bytes=int(chunk.size))
+               dtype=str(frame.dtype), chunk_bytes=len(chunk))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
