@@ -150,7 +150,7 @@ void faid_sub_destroy(faid_sub **ps)
     if (s->have_body)
         zmq_msg_close(&s->body);
     close_socket(&s->ctx, &s->sock);
-    free(s->series.radial);
+    faid_series_info_clear(&s->series);
     free(s);
     *ps = NULL;
 }
@@ -167,9 +167,14 @@ static void find_str(const uint8_t *body, size_t len, const char *key, char *out
         out[0] = '\0';
 }
 
-static int update_series(faid_sub *s, const faid_sub_msg *msg, faid_diag *d)
+void faid_series_info_clear(faid_series_info *si)
 {
-    faid_series_info *si = &s->series;
+    free(si->radial);
+    memset(si, 0, sizeof(*si));
+}
+
+static int update_series(faid_series_info *si, const faid_sub_msg *msg, faid_diag *d)
+{
     const faid_out_msg *m = &msg->m;
     double *radial = NULL;
     size_t n = (size_t)m->radial.nelem;
@@ -197,6 +202,30 @@ static int update_series(faid_sub *s, const faid_sub_msg *msg, faid_diag *d)
              sizeof(si->software_version));
     find_str(msg->body, msg->len, FAID_K_CONFIG_HASH, si->config_hash, sizeof(si->config_hash));
     return 0;
+}
+
+/* Decodes msg->body (topic already set) and checks the topic against the type. */
+static int decode_body(faid_sub_msg *msg, faid_series_info *si, faid_diag *d)
+{
+    int rc = faid_proto_decode_output(msg->body, msg->len, &msg->m, d);
+    if (rc)
+        return rc;
+    if (msg->topic[0] && strcmp(msg->topic, faid_out_type_name(msg->m.type)) != 0)
+        return faid_fail(d, FAID_EPROTO, "topic \"%s\" but type \"%s\"", msg->topic,
+                         faid_out_type_name(msg->m.type));
+    if (msg->m.type == FAID_OUT_START && si)
+        return update_series(si, msg, d);
+    return 0;
+}
+
+int faid_out_decode(const uint8_t *body, size_t len, faid_sub_msg *msg, faid_series_info *si,
+                    faid_diag *d)
+{
+    memset(msg, 0, sizeof(*msg));
+    msg->body = body;
+    msg->len = len;
+    msg->recv_wall_ns = faid_wall_ns();
+    return decode_body(msg, si, d);
 }
 
 int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d)
@@ -245,18 +274,11 @@ int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d)
     if (nparts > 2)
         return faid_fail(d, FAID_EPROTO, "message from %s has %d parts, expected at most 2",
                          s->endpoint, nparts);
-    int rc = faid_proto_decode_output(msg->body, msg->len, &msg->m, d);
-    if (rc) {
+    int rc = decode_body(msg, &s->series, d);
+    if (rc)
         faid_diag_prefix(d, "%s message from %s: ", msg->topic[0] ? msg->topic : "untitled",
                          s->endpoint);
-        return rc;
-    }
-    if (msg->topic[0] && strcmp(msg->topic, faid_out_type_name(msg->m.type)) != 0)
-        return faid_fail(d, FAID_EPROTO, "message from %s: topic \"%s\" but type \"%s\"",
-                         s->endpoint, msg->topic, faid_out_type_name(msg->m.type));
-    if (msg->m.type == FAID_OUT_START)
-        return update_series(s, msg, d);
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------- */
@@ -390,6 +412,170 @@ int faid_ctl_call(faid_ctl *c, const faid_ctl_request *q, faid_ctl_reply *r, fai
     }
     return 0;
 }
+
+/* Human rendering of replies (faidctl status/config/...). */
+
+static void put_indent(FILE *f, int n)
+{
+    for (int i = 0; i < n; i++)
+        fputs("  ", f);
+}
+
+/* Prints a scalar (or a short array of scalars) on the current line; containers of other shapes
+ * are left to print_value. Returns 1 when it printed, 0 when o is a container to expand. */
+static int print_scalar(FILE *f, const faid_mp_obj *o)
+{
+    switch (o->type) {
+    case FAID_MP_NIL: fprintf(f, "null"); return 1;
+    case FAID_MP_BOOL: fprintf(f, "%s", o->b ? "true" : "false"); return 1;
+    case FAID_MP_UINT: fprintf(f, "%llu", (unsigned long long)o->u); return 1;
+    case FAID_MP_INT: fprintf(f, "%lld", (long long)o->i); return 1;
+    case FAID_MP_FLOAT: fprintf(f, "%.10g", o->f); return 1;
+    case FAID_MP_STR:
+        if (o->len)
+            fwrite(o->ptr, 1, o->len, f);
+        return 1;
+    case FAID_MP_BIN: fprintf(f, "<%u bytes>", o->len); return 1;
+    case FAID_MP_EXT: fprintf(f, "<ext %d, %u bytes>", o->ext_type, o->len); return 1;
+    default: return 0;
+    }
+}
+
+static int print_value(FILE *f, faid_mpr *r, const faid_mp_obj *o, int depth, faid_diag *d);
+
+/* Prints the items of the container whose head is o, one per line at depth. */
+static int print_children(FILE *f, faid_mpr *r, const faid_mp_obj *o, int depth, faid_diag *d)
+{
+    int rc;
+    for (uint32_t k = 0; k < o->len; k++) {
+        faid_mp_obj key, v;
+        put_indent(f, depth);
+        if (o->type == FAID_MP_MAP) {
+            if ((rc = faid_mpr_next(r, &key, d)))
+                return rc;
+            if (key.type == FAID_MP_ARRAY || key.type == FAID_MP_MAP)
+                return faid_fail(d, FAID_EFORMAT, "reply: a map key is a container");
+            print_scalar(f, &key);
+            fprintf(f, ":");
+        } else {
+            fprintf(f, "-");
+        }
+        if ((rc = faid_mpr_next(r, &v, d)))
+            return rc;
+        if ((rc = print_value(f, r, &v, depth + 1, d)))
+            return rc;
+    }
+    return 0;
+}
+
+/* Prints the value whose head is o after a "key:" already on the line. */
+static int print_value(FILE *f, faid_mpr *r, const faid_mp_obj *o, int depth, faid_diag *d)
+{
+    if (depth > FAID_MP_MAX_DEPTH)
+        return faid_fail(d, FAID_EFORMAT, "reply nested too deeply");
+    if (o->type == FAID_MP_STR && o->len && memchr(o->ptr, '\n', o->len)) {
+        /* Multi-line text (a YAML document): as a block under the key. */
+        fprintf(f, " |\n");
+        const char *p = (const char *)o->ptr, *end = p + o->len;
+        while (p < end) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+            put_indent(f, depth);
+            fwrite(p, 1, n, f);
+            fputc('\n', f);
+            p += n + (nl ? 1 : 0);
+        }
+        return 0;
+    }
+    if (o->type != FAID_MP_ARRAY && o->type != FAID_MP_MAP) {
+        fputc(' ', f);
+        print_scalar(f, o);
+        fputc('\n', f);
+        return 0;
+    }
+    if (o->len == 0) {
+        fprintf(f, " %s\n", o->type == FAID_MP_MAP ? "{}" : "[]");
+        return 0;
+    }
+    /* Arrays of scalars fit on one line: peek at the items first. */
+    if (o->type == FAID_MP_ARRAY) {
+        faid_mpr peek = *r;
+        int flat = 1;
+        for (uint32_t k = 0; k < o->len && flat; k++) {
+            faid_mp_obj it;
+            if (faid_mpr_next(&peek, &it, NULL) || it.type == FAID_MP_ARRAY ||
+                it.type == FAID_MP_MAP)
+                flat = 0;
+        }
+        if (flat) {
+            fprintf(f, " [");
+            for (uint32_t k = 0; k < o->len; k++) {
+                faid_mp_obj it;
+                int rc = faid_mpr_next(r, &it, d);
+                if (rc)
+                    return rc;
+                if (k < 16) {
+                    fprintf(f, k ? ", " : "");
+                    print_scalar(f, &it);
+                } else if (k == 16) {
+                    fprintf(f, ", ... (%u items)", o->len);
+                }
+            }
+            fprintf(f, "]\n");
+            return 0;
+        }
+    }
+    fputc('\n', f);
+    return print_children(f, r, o, depth, d);
+}
+
+/* The human form of a reply: every key but the bookkeeping ones ("ok", "cmd"), nested. */
+int faid_ctl_reply_print(FILE *f, const uint8_t *body, size_t len, faid_diag *d)
+{
+    faid_mpr r;
+    faid_mp_obj o;
+    faid_mpr_init(&r, body, len);
+    int rc = faid_mpr_next(&r, &o, d);
+    if (rc)
+        return rc;
+    if (o.type != FAID_MP_MAP)
+        return faid_fail(d, FAID_EPROTO, "reply is not a map");
+    int printed = 0;
+    for (uint32_t k = 0; k < o.len; k++) {
+        faid_mp_obj key, v;
+        if ((rc = faid_mpr_next(&r, &key, d)))
+            return rc;
+        if (key.type == FAID_MP_ARRAY || key.type == FAID_MP_MAP)
+            return faid_fail(d, FAID_EFORMAT, "reply: a map key is a container");
+        if (faid_mp_str_eq(&key, FAID_K_OK) || faid_mp_str_eq(&key, FAID_K_CMD) ||
+            faid_mp_str_eq(&key, FAID_K_TYPE)) {
+            if ((rc = faid_mpr_skip(&r, d)))
+                return rc;
+            continue;
+        }
+        if ((rc = faid_mpr_next(&r, &v, d)))
+            return rc;
+        /* The configuration is YAML already: print it as it is. */
+        if (faid_mp_str_eq(&key, FAID_K_CONFIG) && v.type == FAID_MP_STR) {
+            if (v.len) {
+                fwrite(v.ptr, 1, v.len, f);
+                if (v.ptr[v.len - 1] != '\n')
+                    fputc('\n', f);
+            }
+            printed = 1;
+            continue;
+        }
+        print_scalar(f, &key);
+        fprintf(f, ":");
+        if ((rc = print_value(f, &r, &v, 1, d)))
+            return rc;
+        printed = 1;
+    }
+    if (!printed)
+        fprintf(f, "ok\n");
+    return 0;
+}
+
 
 /* ------------------------------------------------------------------------------------------- */
 /* Sender                                                                                        */
@@ -574,7 +760,15 @@ int faid_dat_write(const char *path, const faid_dat_meta *meta, const double *ra
 int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,
                        faid_diag *d)
 {
-    const faid_out_msg *m = &msg->m;
+    return faid_result_write_dat(&s->series, &msg->m, path, d);
+}
+
+int faid_result_write_dat(const faid_series_info *si, const faid_out_msg *m, const char *path,
+                          faid_diag *d)
+{
+    static const faid_series_info none;
+    if (!si)
+        si = &none;
     if (m->type != FAID_OUT_RESULT)
         return faid_fail(d, FAID_EINVAL, "%s: only result messages hold a profile", path);
     size_t n = (size_t)m->I.nelem;
@@ -599,7 +793,6 @@ int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *p
         free(buf);
         return rc;
     }
-    const faid_series_info *si = &s->series;
     int axis = si->valid && si->nbins == n && si->series_id == m->series_id;
     faid_dat_meta meta = {
         .unit = axis ? si->unit : "bin",

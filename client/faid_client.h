@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Subscriber. */
@@ -68,6 +69,13 @@ int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d);
 /* Series information from the last start message (valid == 0 before one arrived). */
 const faid_series_info *faid_sub_series(const faid_sub *s);
 
+/* The same decoding without a socket, for messages obtained elsewhere: decodes body into msg
+ * (views into body) and, for a start message, updates si. faid_series_info_clear() releases what
+ * si owns and zeroes it. */
+int faid_out_decode(const uint8_t *body, size_t len, faid_sub_msg *msg, faid_series_info *si,
+                    faid_diag *d);
+void faid_series_info_clear(faid_series_info *si);
+
 /* Converts an array view (any numeric dtype, unaligned little-endian data) to float64. n must equal
  * a->nelem; FAID_ESIZE otherwise, FAID_EDTYPE for a type without a numeric value. */
 int faid_array_view_to_f64(const faid_array_view *a, double *out, size_t n, faid_diag *d);
@@ -93,6 +101,10 @@ void faid_ctl_destroy(faid_ctl **c);
  * is not a control reply. A reply with ok == false still returns 0: check r->ok. */
 int faid_ctl_call(faid_ctl *c, const faid_ctl_request *q, faid_ctl_reply *r, faid_diag *d);
 const char *faid_ctl_endpoint(const faid_ctl *c);
+/* Writes a reply map for people: nested "key: value" lines without the bookkeeping keys (ok, cmd),
+ * multi-line text as an indented block, the "config" YAML as it is, long arrays elided; "ok" when
+ * nothing else is left. FAID_EFORMAT / FAID_ETRUNC on a malformed reply. */
+int faid_ctl_reply_print(FILE *f, const uint8_t *body, size_t len, faid_diag *d);
 
 /* ---------------------------------------------------------------------------------------------
  * Sender of the native input protocol. */
@@ -151,8 +163,11 @@ int faid_dat_path(char *out, size_t cap, const char *dir, const char *stem, uint
                   faid_diag *d);
 /* The stem of a series for faid_dat_path: its unique id when it has one, else "series<ID>". */
 void faid_dat_series_stem(char *out, size_t cap, uint64_t series_id, const char *unique_id);
-/* Writes the result msg with the series information of s (its radial axis when the series start
- * was seen and matches in length, else the bin index with unit "bin"). */
+/* Writes the result m with the series information si (its radial axis when the series start
+ * was seen and matches in length, else the bin index with unit "bin"); si may be NULL. */
+int faid_result_write_dat(const faid_series_info *si, const faid_out_msg *m, const char *path,
+                          faid_diag *d);
+/* The same with the series information of s. */
 int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,
                        faid_diag *d);
 
