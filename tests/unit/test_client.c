@@ -470,8 +470,67 @@ static void test_paths(void)
     CHECK(faid_array_view_to_f64(&a, out, 3, &d) == FAID_ETRUNC);
 }
 
+static void test_reply_print(void)
+{
+    uint8_t buf[1024];
+    faid_mpw w;
+    faid_mpw_init(&w, buf, sizeof(buf));
+    faid_mpw_map(&w, 6);
+    faid_mpw_str(&w, FAID_K_OK);
+    faid_mpw_bool(&w, 1);
+    faid_mpw_str(&w, FAID_K_CMD);
+    faid_mpw_str(&w, "status");
+    faid_mpw_str(&w, FAID_K_STATE);
+    faid_mpw_str(&w, "running");
+    faid_mpw_str(&w, FAID_K_COUNTERS);
+    faid_mpw_map(&w, 2);
+    faid_mpw_str(&w, "received");
+    faid_mpw_uint(&w, 12);
+    faid_mpw_str(&w, "failed");
+    faid_mpw_int(&w, -1);
+    faid_mpw_str(&w, "devices");
+    faid_mpw_array(&w, 1);
+    faid_mpw_map(&w, 1);
+    faid_mpw_str(&w, "name");
+    faid_mpw_str(&w, "ref");
+    faid_mpw_str(&w, "ranks");
+    faid_mpw_array(&w, 20);
+    for (int i = 0; i < 20; i++)
+        faid_mpw_uint(&w, (uint64_t)i);
+    CHECK(faid_mpw_finish(&w, NULL) == 0);
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *f = open_memstream(&text, &tlen);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    faid_diag d;
+    CHECK(faid_ctl_reply_print(f, buf, w.len, &d) == 0);
+    fclose(f);
+    const char *want = "state: running\n"
+                       "counters:\n"
+                       "  received: 12\n"
+                       "  failed: -1\n"
+                       "devices:\n"
+                       "  -\n"
+                       "    name: ref\n"
+                       "ranks: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, ... (20 items)]\n";
+    CHECK_MSG(text && strcmp(text, want) == 0, "got:\n%s", text ? text : "(null)");
+    free(text);
+    /* A truncated reply is an error with a message, not a crash. */
+    f = open_memstream(&text, &tlen);
+    if (f) {
+        faid_diag_clear(&d);
+        int rc = faid_ctl_reply_print(f, buf, w.len / 2, &d);
+        fclose(f);
+        CHECK(rc == FAID_ETRUNC && d.msg[0]);
+        free(text);
+    }
+}
+
 int main(void)
 {
+    test_reply_print();
     void *ctx = zmq_ctx_new();
     test_paths();
     test_lossless_decode_and_dat(ctx);
