@@ -7,6 +7,7 @@
  * raise its error flag on corrupt ones. */
 #include "faid_clcodec.h"
 #include "faid_codec.h"
+#include "faid_log.h"
 #include "faid_test.h"
 
 #include <lz4.h>
@@ -424,10 +425,109 @@ static int encode_file(char **argv)
     return rc ? 1 : 0;
 }
 
+/* `test_codec bench [DEVICE [FRAMES [ELEM_SIZE]]]`: throughput of the device decoder on an
+ * EIGER 4M diffraction-like frame (2167 x 2070), one launch per frame, input already on the
+ * device (what the engine does after its H2D copy). Prints numbers; asserts only correctness. */
+static int bench(int argc, char **argv)
+{
+    const char *spec = argc > 2 ? argv[2] : "auto";
+    int frames = argc > 3 ? atoi(argv[3]) : 200;
+    size_t e = argc > 4 ? strtoul(argv[4], NULL, 10) : 4;
+    size_t n = 2167 * 2070, nbytes = n * e;
+    faid_diag d;
+    uint8_t *frame = malloc(nbytes), *back = malloc(nbytes);
+    rng_state = 12345;
+    fill(frame, n, e, 1);
+    uint8_t *c;
+    size_t len = encode(frame, nbytes, e, 0, &c);
+    int64_t t0 = faid_now_ns();
+    int reps = 3;
+    for (int r = 0; r < reps; r++)
+        faid_bslz4_decode(c, len, e, back, nbytes, &d);
+    double cpu_ms = (double)(faid_now_ns() - t0) / 1e6 / reps;
+    faid_block_table t;
+    faid_block_table_alloc(&t, faid_bslz4_max_blocks(nbytes, e, 0), &d);
+    t0 = faid_now_ns();
+    for (int r = 0; r < 100; r++)
+        faid_bslz4_table(c, len, e, nbytes, &t, &d);
+    double table_us = (double)(faid_now_ns() - t0) / 1e3 / 100;
+    printf("frame %zu x %zu B, chunk %zu B (ratio %.2f), %u blocks; CPU: table %.1f us, "
+           "decode %.2f ms/frame (1 thread)\n",
+           n, e, len, (double)nbytes / (double)len, t.nblocks, table_us, cpu_ms);
+    faid_cl_device_info dev;
+    if (faid_cl_select(spec, &dev, &d)) {
+        printf("no device: %s\n", d.msg);
+        return 1;
+    }
+    faid_cl_ctx *ctx = faid_cl_ctx_new(&dev, 1, &d);
+    faid_clcodec *cc = ctx ? faid_clcodec_new(ctx, e, nbytes, &d) : NULL;
+    if (!cc) {
+        printf("setup failed: %s\n", d.msg);
+        return 1;
+    }
+    uint32_t *packed = malloc(faid_clcodec_table_bytes(&t));
+    faid_clcodec_pack_table(&t, packed);
+    cl_mem bc = faid_cl_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, len, c, &d);
+    cl_mem bt = faid_cl_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                               faid_clcodec_table_bytes(&t), packed, &d);
+    cl_mem bd = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, nbytes, NULL, &d);
+    int zero = 0, flag = -1;
+    cl_mem be = faid_cl_buffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, 4, &zero, &d);
+    cl_event ev;
+    int rc = faid_clcodec_enqueue(cc, bc, bt, &t, bd, be, 0, NULL, &ev, &d);
+    clFinish(ctx->queue);
+    clEnqueueReadBuffer(ctx->queue, be, CL_TRUE, 0, 4, &flag, 0, NULL, NULL);
+    clEnqueueReadBuffer(ctx->queue, bd, CL_TRUE, 0, nbytes, back, 0, NULL, NULL);
+    int ok = rc == 0 && flag == 0 && memcmp(back, frame, nbytes) == 0;
+    printf("device %s, WG %zu: first launch %s\n", dev.name, faid_clcodec_wg(cc),
+           ok ? "correct" : "WRONG");
+    clReleaseEvent(ev);
+    double best = 1e30, sum = 0;
+    t0 = faid_now_ns();
+    for (int f = 0; f < frames && ok; f++) {
+        rc = faid_clcodec_enqueue(cc, bc, bt, &t, bd, be, 0, NULL, &ev, &d);
+        if (rc)
+            break;
+        clWaitForEvents(1, &ev);
+        cl_ulong a = 0, b = 0;
+        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL);
+        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL);
+        double us = (double)(b - a) / 1e3;
+        sum += us;
+        if (us < best)
+            best = us;
+        clReleaseEvent(ev);
+    }
+    double wall_sync = (double)(faid_now_ns() - t0) / 1e3 / frames;
+    t0 = faid_now_ns();
+    for (int f = 0; f < frames && ok; f++)
+        faid_clcodec_enqueue(cc, bc, bt, &t, bd, be, 0, NULL, NULL, &d);
+    clFinish(ctx->queue);
+    double wall_async = (double)(faid_now_ns() - t0) / 1e3 / frames;
+    printf("kernel: best %.1f us, mean %.1f us (%.0f frames/s, %.0f GB/s decoded); "
+           "back-to-back launches %.1f us/frame (%.0f frames/s); synchronous %.1f us\n",
+           best, sum / frames, 1e6 / (sum / frames), (double)nbytes / (sum / frames) / 1e3,
+           wall_async, 1e6 / wall_async, wall_sync);
+    clReleaseMemObject(bc);
+    clReleaseMemObject(bt);
+    clReleaseMemObject(bd);
+    clReleaseMemObject(be);
+    faid_clcodec_destroy(&cc);
+    faid_cl_ctx_destroy(&ctx);
+    faid_block_table_free(&t);
+    free(packed);
+    free(c);
+    free(frame);
+    free(back);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 7 && strcmp(argv[1], "encode") == 0)
         return encode_file(argv);
+    if (argc >= 2 && strcmp(argv[1], "bench") == 0)
+        return bench(argc, argv);
     test_bitshuffle_definition();
     test_table_edges();
     test_roundtrips();
