@@ -10,7 +10,9 @@
 #include "faid_log.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define POLL_MS 200
 
@@ -139,6 +141,14 @@ void *faid_worker_main(void *arg)
     faid_worker *wk = arg;
     faid_server *s = wk->srv;
     faid_gen *active = NULL;
+    /* Test hook: FAID_TEST_WORKER_DELAY_US makes every frame take at least that long, so the
+     * integration tests can overload the pipeline deterministically on a fast machine. */
+    long delay_us = 0;
+    const char *dv = getenv("FAID_TEST_WORKER_DELAY_US");
+    if (dv && *dv)
+        delay_us = strtol(dv, NULL, 10);
+    if (delay_us > 0)
+        FAID_WARN("worker", "device %d: test delay of %ld us per frame", wk->index, delay_us);
     for (;;) {
         void *item = NULL;
         int rc = faid_queue_pop(s->frames, &item, POLL_MS);
@@ -168,6 +178,10 @@ void *faid_worker_main(void *arg)
         faid_diag d;
         faid_diag_clear(&d);
         rc = faid_engine_process(eng, &f, res, &d);
+        if (delay_us > 0) {
+            struct timespec ts = {delay_us / 1000000, (delay_us % 1000000) * 1000};
+            nanosleep(&ts, NULL);
+        }
         int64_t done_mono = faid_now_ns();
         int64_t done_wall = faid_wall_ns();
         faid_stat_add(&wk->busy_ns, (uint64_t)(done_mono - pop_ns));

@@ -1,0 +1,485 @@
+"""Integration tests of the faid daemon: the real binary on free loopback ports with a small
+detector (PoCL CPU device), driven by Python senders and receivers that speak proto/PROTOCOL.md.
+
+Covered: N frames in -> N results with the right ids, each bit-identical to `faidctl process` on
+the same frame, configuration and device; malformed messages of every kind among good ones (the
+good ones all processed, the bad ones counted and answered, the daemon survives); SIGTERM during a
+stream (everything received is published, `end` accounts for every frame, exit 0); a subscriber
+that stops reading does not stall the pipeline; block / drop_oldest / drop_newest under overload
+(received = processed + dropped); control requests. Reload lives in test_daemon_reload.py.
+
+Nothing asserts on time: timeouts only turn a hang into a failure. Every daemon is stopped (and
+killed if it must be) even when a test fails."""
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import msgpack
+import numpy as np
+import pytest
+import zmq
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.environ.get("FAID_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "..", "..")))
+BIN = os.environ.get("FAID_BIN", os.path.join(SRC, "build", "bin"))
+FAID = os.path.join(BIN, "faid")
+FAIDCTL = os.path.join(BIN, "faidctl")
+LONG = 120  # s, only to turn hangs into failures
+
+ROWS, COLS = 128, 128
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ep(port):
+    return "tcp://127.0.0.1:%d" % port
+
+
+def config_text(ports, npt=64, dist=0.1, policy="block", depth=8, devices="cpu", lossless=False,
+                extra=""):
+    return f"""detector:
+  preset: null
+  shape: [{ROWS}, {COLS}]
+  pixel_size: [1.0e-4, 1.0e-4]
+geometry:
+  dist: {dist}
+  poni1: 0.0061
+  poni2: 0.0067
+  wavelength: 1.0e-10
+integration:
+  npt: {npt}
+  unit: q_nm^-1
+input:
+  endpoint: "{ep(ports['in'])}"
+  mode: bind
+  max_frame_bytes: 200000
+output:
+  endpoint: "{ep(ports['out'])}"
+  lossless_endpoint: {('"' + ep(ports['lossless']) + '"') if lossless else 'null'}
+control:
+  endpoint: "{ep(ports['ctl'])}"
+devices: {devices}
+queue:
+  depth: {depth}
+  policy: {policy}
+stats:
+  interval: 0.5
+{extra}"""
+
+
+class Daemon:
+    """faid running on free ports; stop() is idempotent and always leaves no process behind."""
+
+    def __init__(self, tmpdir, env=None, **cfg):
+        self.ports = {k: free_port() for k in ("in", "out", "lossless", "ctl")}
+        self.config = os.path.join(tmpdir, "faid.yaml")
+        with open(self.config, "w") as f:
+            f.write(config_text(self.ports, **cfg))
+        self.log = open(os.path.join(tmpdir, "faid.log"), "w+")
+        e = dict(os.environ)
+        e.setdefault("POCL_MAX_PTHREAD_COUNT", "2")
+        if env:
+            e.update(env)
+        self.proc = subprocess.Popen([FAID, "-c", self.config], stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=e)
+        self.ctx = zmq.Context()
+        self.returncode = None
+
+    def request(self, req, timeout=LONG):
+        """One control request on a fresh REQ socket (a lost reply cannot wedge later ones)."""
+        s = self.ctx.socket(zmq.REQ)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(ep(self.ports["ctl"]))
+        try:
+            s.send(msgpack.packb(req) if isinstance(req, dict) else req)
+            if not s.poll(timeout * 1000):
+                raise TimeoutError("no reply to %r" % (req,))
+            return msgpack.unpackb(s.recv())
+        finally:
+            s.close()
+
+    def wait_ready(self):
+        t_end = time.monotonic() + LONG
+        while time.monotonic() < t_end:
+            assert self.proc.poll() is None, "faid exited early:\n" + self.logtext()
+            try:
+                if self.request({"cmd": "ping"}, timeout=2)["ok"]:
+                    return
+            except TimeoutError:
+                pass
+        raise TimeoutError("faid did not answer ping:\n" + self.logtext())
+
+    def status(self):
+        r = self.request({"cmd": "status"})
+        assert r["ok"], r
+        return r
+
+    def wait_counters(self, pred, what):
+        t_end = time.monotonic() + LONG
+        while time.monotonic() < t_end:
+            st = self.status()
+            if pred(st["counters"]):
+                return st
+            time.sleep(0.1)
+        raise TimeoutError("%s never held; last status %r" % (what, st))
+
+    def logtext(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()[-6000:]
+
+    def terminate(self):
+        """SIGTERM and wait: returns the exit status."""
+        if self.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.returncode = self.proc.wait(LONG)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.returncode = self.proc.wait()
+        return self.returncode
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.terminate()
+        self.ctx.destroy(linger=0)
+        self.log.close()
+
+
+@pytest.fixture
+def tmpdir_():
+    with tempfile.TemporaryDirectory(prefix="faid-daemon-") as d:
+        yield d
+
+
+@pytest.fixture
+def daemons(tmpdir_):
+    started = []
+
+    def start(env=None, **cfg):
+        sub = os.path.join(tmpdir_, "d%d" % len(started))
+        os.makedirs(sub)
+        d = Daemon(sub, env=env, **cfg)
+        started.append(d)
+        d.wait_ready()
+        return d
+
+    yield start
+    for d in started:
+        d.stop()
+
+
+def header(frame_id, series_id=1, shape=(ROWS, COLS), dtype="uint16", encoding="none", **kw):
+    h = {"type": "image", "protocol_version": 1, "series_id": series_id, "frame_id": frame_id,
+         "shape": list(shape), "dtype": dtype, "encoding": encoding}
+    h.update(kw)
+    return msgpack.packb(h)
+
+
+def frames(n, seed=1, dtype=np.uint16):
+    rng = np.random.default_rng(seed)
+    return [rng.poisson(20 + 5 * k % 7, (ROWS, COLS)).astype(dtype) for k in range(n)]
+
+
+class Sender:
+    def __init__(self, daemon):
+        self.sock = daemon.ctx.socket(zmq.PUSH)
+        self.sock.setsockopt(zmq.LINGER, 2000)
+        self.sock.setsockopt(zmq.SNDTIMEO, LONG * 1000)
+        self.sock.connect(ep(daemon.ports["in"]))
+
+    def start(self, series_id=1, **kw):
+        self.sock.send(msgpack.packb(dict(type="start", protocol_version=1, series_id=series_id,
+                                          **kw)))
+
+    def end(self, series_id=1):
+        self.sock.send(msgpack.packb(dict(type="end", protocol_version=1, series_id=series_id)))
+
+    def image(self, frame_id, img, series_id=1, **kw):
+        self.sock.send_multipart([header(frame_id, series_id, img.shape, str(img.dtype), **kw),
+                                  img.tobytes()])
+
+    def raw(self, parts):
+        self.sock.send_multipart(parts)
+
+
+class Receiver:
+    """SUB (all topics) or PULL (lossless) collecting decoded messages in a thread."""
+
+    def __init__(self, daemon, lossless=False, hwm=None):
+        self.sock = daemon.ctx.socket(zmq.PULL if lossless else zmq.SUB)
+        if hwm is not None:
+            self.sock.setsockopt(zmq.RCVHWM, hwm)
+        self.sock.connect(ep(daemon.ports["lossless" if lossless else "out"]))
+        if not lossless:
+            self.sock.setsockopt(zmq.SUBSCRIBE, b"")
+        self.msgs = []
+        self.lock = threading.Lock()
+
+    def settle(self):
+        # A SUB only sees what is published after its subscription reached the PUB socket.
+        time.sleep(0.5)
+
+    def collect_until_end(self, n_ends=1, timeout=LONG):
+        ends = 0
+        t_end = time.monotonic() + timeout
+        while ends < n_ends:
+            left = t_end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no end message; got %s" % [m["type"] for m in self.msgs])
+            if not self.sock.poll(int(min(left, 1.0) * 1000)):
+                continue
+            topic, body = self.sock.recv_multipart()
+            m = msgpack.unpackb(body)
+            assert m["type"] == topic.decode(), (topic, m["type"])
+            assert next(iter(m)) == "type", "first key must be type"
+            self.msgs.append(m)
+            if m["type"] == "end":
+                ends += 1
+        return self.msgs
+
+    def of(self, kind):
+        return [m for m in self.msgs if m["type"] == kind]
+
+
+def arr(a):
+    return np.frombuffer(a["data"], a["dtype"]).reshape(a["shape"])
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def test_results_match_faidctl_process(daemons, tmpdir_):
+    d = daemons()
+    rx = Receiver(d)
+    rx.settle()
+    tx = Sender(d)
+    imgs = frames(5) + [f.astype(np.uint32) * 3 for f in frames(2, seed=9)]
+    tx.start(series_id=42, nimages=len(imgs), user_data={"sample": "lysozyme"})
+    for i, img in enumerate(imgs):
+        tx.image(100 + i, img, series_id=42, timestamp=1234.5 + i, user_data={"k": i})
+    tx.end(series_id=42)
+    msgs = rx.collect_until_end()
+
+    starts, results, ends = rx.of("start"), rx.of("result"), rx.of("end")
+    assert len(starts) == 1 and starts[0]["series_id"] == 42 and starts[0]["nimages"] == len(imgs)
+    assert starts[0]["user_data"] == {"sample": "lysozyme"}
+    assert starts[0]["protocol_version"] == 1 and starts[0]["magic_number"] == 0x46414944
+    assert msgs.index(starts[0]) < min(msgs.index(r) for r in results)
+    assert sorted(r["frame_id"] for r in results) == [100 + i for i in range(len(imgs))]
+    assert ends[0]["frames_received"] == len(imgs) and ends[0]["frames_processed"] == len(imgs)
+    assert ends[0]["reason"] == "end" and not ends[0]["incomplete"]
+    nums = [m["msg_number"] for m in msgs if "msg_number" in m]
+    assert nums == list(range(len(nums))), "PUB stream has gaps or disorder: %s" % nums
+    radial = arr(starts[0]["radial"])
+    assert radial.shape == (64,)
+
+    # The same frames through faidctl process (same config, same device) give the same bits.
+    out = os.path.join(tmpdir_, "proc")
+    os.makedirs(out)
+    for dt in ("uint16", "uint32"):
+        stack = np.stack([im for im in imgs if str(im.dtype) == dt])
+        np.save(os.path.join(out, dt + ".npy"), stack)
+        r = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "cpu", "-o", out,
+                            os.path.join(out, dt + ".npy")], capture_output=True, text=True,
+                           timeout=LONG)
+        assert r.returncode == 0, r.stderr
+    by_id = {r["frame_id"]: r for r in results}
+    seen = {"uint16": 0, "uint32": 0}
+    for i, img in enumerate(imgs):
+        dt = str(img.dtype)
+        k = seen[dt]
+        seen[dt] += 1
+        ref = np.loadtxt(os.path.join(out, "%s_%05d.dat" % (dt, k)), dtype=np.float64)
+        res = by_id[100 + i]
+        assert res["setup_version"] == 1 and res["series_id"] == 42
+        assert res["user_data"] == {"k": i} and res["timestamp"] == 1234.5 + i
+        assert res["latency_us"] >= 0 and res["received_ns"] <= res["done_ns"]
+        np.testing.assert_allclose(ref[:, 0], radial, rtol=1e-12)
+        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
+            got = arr(res[key])
+            assert got.dtype == np.float32 and got.shape == (64,)
+            want = ref[:, col].astype(np.float32)  # %.9g round-trips float32 exactly
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (i, key)
+    assert d.terminate() == 0
+
+
+def test_malformed_messages(daemons):
+    d = daemons()
+    rx = Receiver(d)
+    rx.settle()
+    tx = Sender(d)
+    good = frames(1 + 18 // 3)
+    ok = lambda i: tx.image(i, good[i])
+    bslz4_garbage = (ROWS * COLS * 2).to_bytes(8, "big") + (8192).to_bytes(4, "big") + \
+        b"\x00\x00\x10\x00" + os.urandom(300)
+    bad = [
+        # (parts, frame id named by the error or None)
+        ([b"not msgpack at all"], None),
+        ([b""], None),
+        ([msgpack.packb([1, 2, 3])], None),
+        ([b"\x8f\xa1a"], None),                                # truncated map
+        ([b"\xdf\xff\xff\xff\xff"], None),                     # map claiming 4G entries
+        ([msgpack.packb({"type": "image", "protocol_version": 1, "series_id": 1}), b"x"], None),
+        ([header(1001, protocol_version=99), good[0].tobytes()], None),
+        ([header(1002), good[0].tobytes(), b"third part"], 1002),
+        ([header(1003)], 1003),
+        ([header(1004, shape=(ROWS, COLS // 2)), good[0][:, :COLS // 2].tobytes()], 1004),
+        ([header(1005, dtype="float64"), good[0].astype(np.float64).tobytes()], None),
+        ([header(1006, encoding="zstd"), good[0].tobytes()], None),
+        ([header(1007), good[0].tobytes()[:-2]], 1007),       # raw payload too short
+        ([header(1008, dtype="uint32"), b"\0" * 190000], 1008),  # wrong size
+        ([header(1009), b"\0" * 300000], 1009),               # over max_frame_bytes
+        ([header(1010, encoding="bslz4"), bslz4_garbage], 1010),  # corrupt compressed data
+        ([header(1011, encoding="bslz4"), b"\0" * 11], 1011),  # truncated bslz4 header
+        ([msgpack.packb({"type": "end", "protocol_version": 1, "series_id": 77})], None),
+    ]
+    ok(0)
+    for k, (parts, _) in enumerate(bad):
+        tx.raw(parts)
+        if k % 3 == 2:
+            ok(1 + k // 3)
+    tx.end()
+    rx.collect_until_end()
+
+    results = rx.of("result")
+    assert sorted(r["frame_id"] for r in results) == list(range(len(good)))
+    errors = rx.of("error")
+    assert len(errors) == len(bad), [e["message"] for e in errors]
+    named = sorted(e["frame_id"] for e in errors if "frame_id" in e)
+    expect_named = sorted(fid for _, fid in bad if fid is not None)
+    assert set(expect_named) <= set(named)
+    for e in errors:
+        assert e["code"].startswith("FAID_E") and e["message"] and e["stage"] in ("ingest",
+                                                                                 "worker")
+    corrupt = [e for e in errors if e.get("frame_id") == 1010]
+    assert corrupt and corrupt[0]["stage"] == "worker"
+    st = d.status()
+    c = st["counters"]
+    assert c["processed"] == len(good)
+    assert c["failed"] + c["bad_input"] == len(bad)
+    assert c["received"] == c["processed"] + c["failed"] + c["dropped"]
+    assert sum(st["errors"].values()) == len(bad)
+    # Still alive and serving after all that.
+    tx.image(500, good[0])
+    d.wait_counters(lambda c: c["processed"] == len(good) + 1, "late frame processed")
+    assert d.request(b"ping")["ok"]
+    assert d.terminate() == 0
+
+
+def test_sigterm_during_stream_publishes_everything(daemons):
+    d = daemons(lossless=True, env={"FAID_TEST_WORKER_DELAY_US": "20000"})
+    rx = Receiver(d, lossless=True)
+    tx = Sender(d)
+    imgs = frames(3)
+    tx.start(series_id=5)
+    n = 60
+    for i in range(n):
+        tx.image(i, imgs[i % 3], series_id=5)
+    d.wait_counters(lambda c: c["processed"] >= 3, "some frames processed")
+    assert d.terminate() == 0
+    msgs = rx.collect_until_end(timeout=30)
+    end = rx.of("end")[0]
+    results = rx.of("result")
+    assert end["reason"] == "shutdown" and not end["incomplete"]
+    assert end["frames_received"] >= 3
+    assert end["frames_received"] == end["frames_processed"] + end["frames_failed"] + \
+        end["frames_dropped"]
+    assert end["frames_failed"] == 0 and end["frames_dropped"] == 0
+    assert len(results) == end["frames_processed"]
+    ids = [r["frame_id"] for r in results]
+    assert len(set(ids)) == len(ids)
+    # Frames are received in order, so what was received is a prefix of what was sent.
+    assert sorted(ids) == list(range(len(ids)))
+    nums = [m["msg_number"] for m in msgs]
+    assert nums == list(range(len(nums))), "lossless stream must have no gaps"
+
+
+def test_control_requests(daemons):
+    d = daemons()
+    st = d.status()
+    for key in ("state", "counters", "drops", "errors", "queue", "fps", "latency_us", "devices",
+                "setup_version", "config_hash"):
+        assert key in st
+    assert st["state"] == "idle" and st["queue"]["policy"] == "block"
+    assert st["queue"]["capacity"] == 8 and len(st["devices"]) == 1
+    cfg = d.request({"cmd": "config"})
+    assert cfg["ok"] and "npt: 64" in cfg["config"] and cfg["source"] == d.config
+    bad = d.request({"cmd": "fly"})
+    assert bad["ok"] is False and "fly" in bad["error"]
+    assert d.request(b"\x93\x01\x02")["ok"] is False
+    assert d.request({"cmd": "reset"})["ok"]
+    # Failed reload (missing file): the old setup stays.
+    r = d.request({"cmd": "reload", "path": "/nonexistent/faid.yaml"})
+    assert r["ok"] is False and "nonexistent" in r["error"]
+    assert d.status()["setup_version"] == st["setup_version"]
+    assert d.request({"cmd": "stop"})["ok"]
+    assert d.proc.wait(LONG) == 0
+
+
+def test_stalled_subscriber_does_not_stall_pipeline(daemons):
+    # A big profile makes each result large, so the stalled subscriber's buffers fill quickly.
+    d = daemons(npt=4000)
+    stalled = Receiver(d, hwm=1)
+    stalled.sock.setsockopt(zmq.RCVBUF, 4096)
+    stalled.settle()
+    tx = Sender(d)
+    img = frames(1)[0]
+    n = 1600
+    for i in range(n):
+        tx.image(i, img)
+    d.wait_counters(lambda c: c["processed"] == n, "all frames processed")
+    st = d.status()
+    assert st["counters"]["dropped"] == 0
+    # The stalled subscriber lost messages (the PUB dropped them for it alone).
+    got = 0
+    while stalled.sock.poll(500):
+        stalled.sock.recv_multipart()
+        got += 1
+    assert got < n
+    assert d.terminate() == 0
+
+
+@pytest.mark.parametrize("policy", ["block", "drop_oldest", "drop_newest"])
+def test_backpressure_policies(daemons, policy):
+    d = daemons(policy=policy, depth=4, env={"FAID_TEST_WORKER_DELAY_US": "30000"})
+    rx = Receiver(d, hwm=0)
+    rx.settle()
+    tx = Sender(d)
+    imgs = frames(2)
+    n = 40
+    tx.start(series_id=3)
+    for i in range(n):
+        tx.image(i, imgs[i % 2], series_id=3)
+    tx.end(series_id=3)
+    rx.collect_until_end()
+    end = rx.of("end")[0]
+    ids = sorted(r["frame_id"] for r in rx.of("result"))
+    assert end["frames_received"] == n
+    assert end["frames_received"] == end["frames_processed"] + end["frames_dropped"]
+    assert end["frames_failed"] == 0 and len(ids) == end["frames_processed"]
+    c = d.status()["counters"]
+    assert c["received"] == c["processed"] + c["dropped"]
+    drops = d.status()["drops"]
+    if policy == "block":
+        assert end["frames_dropped"] == 0 and ids == list(range(n))
+    else:
+        # The worker needs 30 ms per frame, the 40 frames arrive far faster: a 4-deep queue must
+        # overflow. Which frames survive follows from the policy alone.
+        assert end["frames_dropped"] > 0
+        reason = "queue.oldest" if policy == "drop_oldest" else "queue.newest"
+        assert drops[reason] == end["frames_dropped"]
+        if policy == "drop_oldest":
+            assert n - 1 in ids  # the newest frame is never evicted
+        else:
+            assert 0 in ids  # the first frame found an empty queue
+    assert d.terminate() == 0
