@@ -443,13 +443,16 @@ static int print_scalar(FILE *f, const faid_mp_obj *o)
 
 static int print_value(FILE *f, faid_mpr *r, const faid_mp_obj *o, int depth, faid_diag *d);
 
-/* Prints the items of the container whose head is o, one per line at depth. */
-static int print_children(FILE *f, faid_mpr *r, const faid_mp_obj *o, int depth, faid_diag *d)
+/* Prints the items of the container whose head is o, one per line at depth; with inline_first
+ * the first line continues the current one (a map as an item of a list: "- key: value"). */
+static int print_children(FILE *f, faid_mpr *r, const faid_mp_obj *o, int depth,
+                          int inline_first, faid_diag *d)
 {
     int rc;
     for (uint32_t k = 0; k < o->len; k++) {
         faid_mp_obj key, v;
-        put_indent(f, depth);
+        if (k > 0 || !inline_first)
+            put_indent(f, depth);
         if (o->type == FAID_MP_MAP) {
             if ((rc = faid_mpr_next(r, &key, d)))
                 return rc;
@@ -457,11 +460,23 @@ static int print_children(FILE *f, faid_mpr *r, const faid_mp_obj *o, int depth,
                 return faid_fail(d, FAID_EFORMAT, "reply: a map key is a container");
             print_scalar(f, &key);
             fprintf(f, ":");
-        } else {
-            fprintf(f, "-");
+            if ((rc = faid_mpr_next(r, &v, d)))
+                return rc;
+            if ((rc = print_value(f, r, &v, depth + 1, d)))
+                return rc;
+            continue;
         }
+        fprintf(f, "-");
         if ((rc = faid_mpr_next(r, &v, d)))
             return rc;
+        if (v.type == FAID_MP_MAP && v.len > 0) {
+            if (depth + 1 > FAID_MP_MAX_DEPTH)
+                return faid_fail(d, FAID_EFORMAT, "reply nested too deeply");
+            fputc(' ', f);
+            if ((rc = print_children(f, r, &v, depth + 1, 1, d)))
+                return rc;
+            continue;
+        }
         if ((rc = print_value(f, r, &v, depth + 1, d)))
             return rc;
     }
@@ -526,7 +541,7 @@ static int print_value(FILE *f, faid_mpr *r, const faid_mp_obj *o, int depth, fa
         }
     }
     fputc('\n', f);
-    return print_children(f, r, o, depth, d);
+    return print_children(f, r, o, depth, 0, d);
 }
 
 /* The human form of a reply: every key but the bookkeeping ones ("ok", "cmd"), nested. */

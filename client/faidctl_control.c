@@ -22,7 +22,8 @@ static void usage(FILE *f, const char *cmd)
             "  --json              print the reply as JSON\n",
             cmd, strcmp(cmd, "reload") == 0 ? " [CONFIG]" : "", DEFAULT_CONTROL);
     if (strcmp(cmd, "reload") == 0)
-        fprintf(f, "  CONFIG              read this configuration file instead of the current one\n");
+        fprintf(f, "  CONFIG              read this configuration file instead of the "
+                   "current one\n");
 }
 
 int faidctl_control(int argc, char **argv)

@@ -115,7 +115,9 @@ static int frames_add(replay_frames *r, const void *raw, faid_diag *d)
     switch (r->encoding) {
     case FAID_ENC_BSLZ4: cap = faid_bslz4_bound(nbytes, es, 0); break;
     case FAID_ENC_LZ4: cap = faid_lz4h5_bound(nbytes, 0); break;
-    case FAID_ENC_LZ4_RAW: cap = nbytes <= LZ4_MAX_INPUT_SIZE ? (size_t)LZ4_compressBound((int)nbytes) : 0; break;
+    case FAID_ENC_LZ4_RAW:
+        cap = nbytes <= LZ4_MAX_INPUT_SIZE ? (size_t)LZ4_compressBound((int)nbytes) : 0;
+        break;
     default: cap = nbytes; break;
     }
     uint8_t *dst = malloc(cap ? cap : 1);
@@ -502,8 +504,8 @@ int faidctl_replay(int argc, char **argv)
         rc = load_npy(npy, nnpy, dtype, &fr, &d);
     } else {
         fr.dtype = dtype != FAID_DT_INVALID ? dtype : FAID_DT_U32;
-        rc = make_synthetic(preset, config, (int)(distinct < frames ? distinct : frames ? frames : 1),
-                            seed, &fr, &d);
+        uint64_t k = distinct < frames ? distinct : frames ? frames : 1;
+        rc = make_synthetic(preset, config, (int)k, seed, &fr, &d);
     }
     if (rc) {
         fprintf(stderr, "faidctl replay: %s\n", d.msg);

@@ -333,7 +333,8 @@ static void test_control(void *ctx)
         int rc = faid_ctl_call(c, &q, &r, &d);
         pthread_join(th, NULL);
         CHECK_MSG(rc == 0, "%s", d.msg);
-        CHECK(a.decode_rc == 0 && a.got.cmd == FAID_CTL_RELOAD && strcmp(a.got.path, "x.yaml") == 0);
+        CHECK(a.decode_rc == 0 && a.got.cmd == FAID_CTL_RELOAD);
+        CHECK(strcmp(a.got.path, "x.yaml") == 0);
         CHECK(r.ok == ok);
         if (!ok)
             CHECK(strcmp(r.error, "no such file: x.yaml") == 0);
@@ -445,7 +446,8 @@ static void test_paths(void)
 {
     char p[64];
     faid_diag d;
-    CHECK(faid_dat_path(p, sizeof(p), "out", "a b", 3, &d) == 0 && strcmp(p, "out/a_b_00003.dat") == 0);
+    CHECK(faid_dat_path(p, sizeof(p), "out", "a b", 3, &d) == 0);
+    CHECK(strcmp(p, "out/a_b_00003.dat") == 0);
     CHECK(faid_dat_path(p, sizeof(p), "", "s", 123456, &d) == 0 && strcmp(p, "s_123456.dat") == 0);
     CHECK(faid_dat_path(p, 8, "out", "s", 1, &d) == FAID_ESIZE);
     faid_dat_series_stem(p, sizeof(p), 12, "");
@@ -512,9 +514,9 @@ static void test_reply_print(void)
                        "  received: 12\n"
                        "  failed: -1\n"
                        "devices:\n"
-                       "  -\n"
-                       "    name: ref\n"
-                       "ranks: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, ... (20 items)]\n";
+                       "  - name: ref\n"
+                       "ranks: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, "
+                       "... (20 items)]\n";
     CHECK_MSG(text && strcmp(text, want) == 0, "got:\n%s", text ? text : "(null)");
     free(text);
     /* A truncated reply is an error with a message, not a crash. */
