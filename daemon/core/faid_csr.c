@@ -16,7 +16,7 @@
  *    the part of a pixel outside the range is folded into the first/last bin;
  *  - full split: a pixel partly outside the radial range is renormalised to 1 over its in-range
  *    part; 1D areas are accumulated in float32, 2D areas with pyFAI's column-stacking scheme in
- *    float32;
+ *    float32 (slope, intercept and the partial-bin bounds rounded to float32 where pyFAI's are);
  *  - chi discontinuity at pi: a pixel whose corners straddle it is detected by the sign of an
  *    approximate algebraic area and its corners are moved by one period.
  * Written with pyFAI's splitBBox_common / splitpixel_common / regrid_common as the semantic
@@ -316,6 +316,16 @@ static void stack_area(float *box, int64_t nrow, int64_t col, float segment_area
     }
 }
 
+/* calc_area with every operand rounded to float32 first (the sums and differences of the bounds
+ * in float32, the rest in float64). pyFAI's area function is generic over the float type and its
+ * 2D edge integration calls it with one bound held in a float32 variable (a bin edge P); that
+ * call resolves to the float32 variant, which also rounds the other, float64 bound. */
+static float calc_area_f(float i1, float i2, float slope, float intercept)
+{
+    double mean_height = 0.5 * (double)slope * (double)(i2 + i1) + (double)intercept;
+    return (float)((double)(i2 - i1) * mean_height);
+}
+
 static void integrate2d(float *box, int64_t nrow, double start0, double start1, double stop0,
                         double stop1)
 {
@@ -332,7 +342,7 @@ static void integrate2d(float *box, int64_t nrow, double start0, double start1, 
             stack_area(box, nrow, (int64_t)start0, sa, (float)(stop0 - start0));
         } else {
             if (dP > 0) {
-                float sa = (float)calc_area(start0, (double)P, slope, intercept);
+                float sa = calc_area_f((float)start0, P, slope, intercept);
                 stack_area(box, nrow, (int64_t)P - 1, sa, dP);
             }
             for (int64_t i = (int64_t)floor((double)P); i < (int64_t)floor(stop0); i++) {
@@ -342,7 +352,7 @@ static void integrate2d(float *box, int64_t nrow, double start0, double start1, 
             P = (float)floor(stop0);
             dP = (float)(stop0 - (double)P);
             if (dP > 0) {
-                float sa = (float)calc_area((double)P, stop0, slope, intercept);
+                float sa = calc_area_f(P, (float)stop0, slope, intercept);
                 stack_area(box, nrow, (int64_t)P, sa, fabsf(dP));
             }
         }
@@ -354,7 +364,7 @@ static void integrate2d(float *box, int64_t nrow, double start0, double start1, 
         } else {
             dP = (float)((double)P - start0);
             if (dP < 0) {
-                float sa = (float)calc_area(start0, (double)P, slope, intercept);
+                float sa = calc_area_f((float)start0, P, slope, intercept);
                 stack_area(box, nrow, (int64_t)P, sa, fabsf(dP));
             }
             for (int64_t i = (int64_t)start0; i > (int64_t)ceil(stop0); i--) {
@@ -364,7 +374,7 @@ static void integrate2d(float *box, int64_t nrow, double start0, double start1, 
             P = (float)ceil(stop0);
             dP = (float)(stop0 - (double)P);
             if (dP < 0) {
-                float sa = (float)calc_area((double)P, stop0, slope, intercept);
+                float sa = calc_area_f(P, (float)stop0, slope, intercept);
                 stack_area(box, nrow, (int64_t)stop0, sa, fabsf(dP));
             }
         }
