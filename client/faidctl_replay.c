@@ -45,7 +45,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: faidctl replay [--to ENDPOINT] [--bind] [--frames N] [--rate HZ]\n"
             "                      [--preset NAME | -c CONFIG | --npy FILE...] [options]\n"
-            "  --to ENDPOINT        where faid's input listens (default %s)\n"
+            "  --to ENDPOINT        where faid's input listens (default: input.endpoint and\n"
+            "                       input.mode of the -c configuration, else %s)\n"
             "  --bind               bind ENDPOINT instead of connecting to it\n"
             "  --frames N           number of frames to send (default 100)\n"
             "  --rate HZ            frames per second (default: as fast as possible)\n"
@@ -292,7 +293,8 @@ static int config_mask(const faid_config *cfg, uint8_t *mask, size_t npix, faid_
 
 /* Synthetic frames for the detector of a preset, a configuration file or the default. */
 static int make_synthetic(const char *preset, const char *config, int distinct, uint64_t seed,
-                          replay_frames *r, faid_diag *d)
+                          replay_frames *r, char *input_ep, size_t ep_cap, int *ep_bind,
+                          faid_diag *d)
 {
     int rc = 0;
     faid_config *cfg = malloc(sizeof(*cfg));
@@ -318,6 +320,17 @@ static int make_synthetic(const char *preset, const char *config, int distinct, 
     faid_synth *syn = NULL;
     if (rc)
         goto out;
+    /* Where a daemon with this configuration listens ("*" meaning this host), or where it
+     * connects to, which this sender then binds. */
+    if (input_ep && cfg->input_endpoint[0]) {
+        const char *star = strstr(cfg->input_endpoint, "://*");
+        *ep_bind = !cfg->input_bind;
+        if (star && cfg->input_bind)
+            snprintf(input_ep, ep_cap, "%.*s://127.0.0.1%s", (int)(star - cfg->input_endpoint),
+                     cfg->input_endpoint, star + 4);
+        else
+            snprintf(input_ep, ep_cap, "%s", cfg->input_endpoint);
+    }
     faid_geometry g = cfg->geometry;
     g.rows = cfg->rows;
     g.cols = cfg->cols;
@@ -387,7 +400,9 @@ static void progress(uint64_t sent, uint64_t total, uint64_t bytes, double elaps
 
 int faidctl_replay(int argc, char **argv)
 {
-    const char *to = DEFAULT_TO, *preset = NULL, *config = NULL;
+    const char *to = NULL, *preset = NULL, *config = NULL;
+    char config_to[300] = "";
+    int config_bind = 0;
     const char *npy[MAX_NPY];
     int nnpy = 0, bind = 0, no_series = 0, quiet = 0, copy = 0, hwm = 0;
     uint64_t frames = 100, series_id = 1, first = 0, seed = 12345, distinct = 8;
@@ -505,7 +520,8 @@ int faidctl_replay(int argc, char **argv)
     } else {
         fr.dtype = dtype != FAID_DT_INVALID ? dtype : FAID_DT_U32;
         uint64_t k = distinct < frames ? distinct : frames ? frames : 1;
-        rc = make_synthetic(preset, config, (int)k, seed, &fr, &d);
+        rc = make_synthetic(preset, config, (int)k, seed, &fr, config ? config_to : NULL,
+                            sizeof(config_to), &config_bind, &d);
     }
     if (rc) {
         fprintf(stderr, "faidctl replay: %s\n", d.msg);
@@ -528,6 +544,12 @@ int faidctl_replay(int argc, char **argv)
                 enc_total ? (double)fr.raw_bytes * fr.n / (double)enc_total : 0.0,
                 (double)(faid_now_ns() - tg) / 1e9);
 
+    if (!to && config_to[0]) {
+        to = config_to;
+        bind = config_bind;
+    } else if (!to) {
+        to = DEFAULT_TO;
+    }
     faid_sender *s = faid_sender_new(to, bind, hwm, (int)(timeout * 1000 + 0.5), &d);
     if (!s) {
         fprintf(stderr, "faidctl replay: %s\n", d.msg);
