@@ -41,6 +41,7 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", NULL
 #define N FAID_OPT_NULLABLE
 #define H FAID_OPT_REDUCTION
 #define X FAID_OPT_MIN_EXCL
+#define D FAID_OPT_DERIVED
 
 /* name, type, unit, min, max, default, flags, choices, off, off2, eff, eff2, has_off, cap, help */
 #define OPT(name, type, unit, lo, hi, def, flags, choices, f, f2, e, e2, has, cap, help) \
@@ -49,18 +50,18 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", NULL
     OPT(name, type, unit, lo, hi, def, flags, choices, f, f, f, f, -1, cap, help)
 
 static const faid_option options[] = {
-    OPT("detector.preset", FAID_OT_STRING, "", 0, 0, "eiger_4m", R | H | N, NULL, key_preset,
+    OPT("detector.preset", FAID_OT_STRING, "", 0, 0, "eiger_4m", R | H | D | N, NULL, key_preset,
         key_preset, preset, preset, -1, 64,
         "Detector model, by pyFAI name or alias (eiger_4m, Eiger4M, pilatus1m, ...): shape, pixel "
         "size and module gaps, which are masked. null = no preset (then detector.shape and "
         "detector.pixel_size, or a .poni file naming the detector, must say what it is). When "
         "the configuration names no detector at all (no preset, no shape, no detector in the "
         ".poni file) the EIGER 4M preset applies."),
-    OPT("detector.shape", FAID_OT_SHAPE, "pixels", 1, 65536, NULL, R | H, NULL, key_shape[0],
+    OPT("detector.shape", FAID_OT_SHAPE, "pixels", 1, 65536, NULL, R | H | D, NULL, key_shape[0],
         key_shape[1], rows, cols, -1, 0,
         "Frame shape [rows, columns] (rows = slow axis = dim1). Overrides the preset and the "
         ".poni file. Default: from the preset or the .poni file."),
-    OPT("detector.pixel_size", FAID_OT_PAIR, "m", 0, 0.01, NULL, R | H | X, NULL, key_pixel[0],
+    OPT("detector.pixel_size", FAID_OT_PAIR, "m", 0, 0.01, NULL, R | H | D | X, NULL, key_pixel[0],
         key_pixel[1], pixel1, pixel2, -1, 0,
         "Pixel size [pixel1, pixel2] (rows, columns) in metres. Overrides the preset and the "
         ".poni file. Default: from the preset or the .poni file."),
@@ -69,7 +70,7 @@ static const faid_option options[] = {
            "Mask .npy file (rows x columns, any numeric or bool dtype, non-zero = masked), "
            "combined with the preset's module gaps. Relative to the configuration file's "
            "folder."),
-    OPT("detector.orientation", FAID_OT_INT, "", 1, 4, "3", R | H, NULL, key_geom.orientation,
+    OPT("detector.orientation", FAID_OT_INT, "", 1, 4, "3", R | H | D, NULL, key_geom.orientation,
         key_geom.orientation, geometry.orientation, geometry.orientation, -1, 0,
         "pyFAI detector orientation (1..4, 3 = no flip). Default: from the .poni file, else 3."),
     SIMPLE("geometry.poni_file", FAID_OT_PATH, "", 0, 0, "null", R | H | N, NULL, poni_file,
@@ -77,24 +78,24 @@ static const faid_option options[] = {
            "pyFAI .poni calibration (version 1 or 2). Gives the geometry and, when no preset is "
            "set, the detector. Explicit geometry keys below override its values. Relative to "
            "the configuration file's folder."),
-    OPT("geometry.dist", FAID_OT_DOUBLE, "m", 0, 1000, "0.1", R | H | X, NULL, key_geom.dist,
+    OPT("geometry.dist", FAID_OT_DOUBLE, "m", 0, 1000, "0.1", R | H | D | X, NULL, key_geom.dist,
         key_geom.dist, geometry.dist, geometry.dist, -1, 0,
         "Sample to detector distance along the detector normal (pyFAI dist)."),
-    OPT("geometry.poni1", FAID_OT_DOUBLE, "m", -10, 10, NULL, R | H, NULL, key_geom.poni1,
+    OPT("geometry.poni1", FAID_OT_DOUBLE, "m", -10, 10, NULL, R | H | D, NULL, key_geom.poni1,
         key_geom.poni1, geometry.poni1, geometry.poni1, -1, 0,
         "Point of normal incidence along the rows (slow axis), from the outer corner of pixel "
         "(0, 0). Default: from the .poni file, else the detector centre."),
-    OPT("geometry.poni2", FAID_OT_DOUBLE, "m", -10, 10, NULL, R | H, NULL, key_geom.poni2,
+    OPT("geometry.poni2", FAID_OT_DOUBLE, "m", -10, 10, NULL, R | H | D, NULL, key_geom.poni2,
         key_geom.poni2, geometry.poni2, geometry.poni2, -1, 0,
         "Point of normal incidence along the columns (fast axis). Default: from the .poni "
         "file, else the detector centre."),
-    OPT("geometry.rot1", FAID_OT_DOUBLE, "rad", -7, 7, "0.0", R | H, NULL, key_geom.rot1,
+    OPT("geometry.rot1", FAID_OT_DOUBLE, "rad", -7, 7, "0.0", R | H | D, NULL, key_geom.rot1,
         key_geom.rot1, geometry.rot1, geometry.rot1, -1, 0, "pyFAI rotation 1."),
-    OPT("geometry.rot2", FAID_OT_DOUBLE, "rad", -7, 7, "0.0", R | H, NULL, key_geom.rot2,
+    OPT("geometry.rot2", FAID_OT_DOUBLE, "rad", -7, 7, "0.0", R | H | D, NULL, key_geom.rot2,
         key_geom.rot2, geometry.rot2, geometry.rot2, -1, 0, "pyFAI rotation 2."),
-    OPT("geometry.rot3", FAID_OT_DOUBLE, "rad", -7, 7, "0.0", R | H, NULL, key_geom.rot3,
+    OPT("geometry.rot3", FAID_OT_DOUBLE, "rad", -7, 7, "0.0", R | H | D, NULL, key_geom.rot3,
         key_geom.rot3, geometry.rot3, geometry.rot3, -1, 0, "pyFAI rotation 3."),
-    OPT("geometry.wavelength", FAID_OT_DOUBLE, "m", 0, 1e-6, "1.0e-10", R | H | X, NULL,
+    OPT("geometry.wavelength", FAID_OT_DOUBLE, "m", 0, 1e-6, "1.0e-10", R | H | D | X, NULL,
         key_geom.wavelength, key_geom.wavelength, geometry.wavelength, geometry.wavelength, -1,
         0, "X-ray wavelength (1.0e-10 m = 1 A, 12.4 keV)."),
     SIMPLE("integration.npt", FAID_OT_INT, "bins", 1, 100000, "1000", R | H, NULL, npt, 0,
@@ -186,6 +187,7 @@ static const faid_option options[] = {
 #undef N
 #undef H
 #undef X
+#undef D
 
 #define NOPT (sizeof options / sizeof options[0])
 _Static_assert(sizeof options / sizeof options[0] <= FAID_CONFIG_MAX_OPTIONS,
@@ -960,17 +962,18 @@ static int given(const faid_config *cfg, const char *key)
     return i >= 0 && cfg->given_line[i] > 0;
 }
 
-static int fail_at(const faid_config *cfg, faid_diag *d, const char *key, int code,
-                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static int fail_at(const faid_config *cfg, faid_diag *d, const char *key, int code,
-                   const char *fmt, ...)
+static int fail_at(const faid_config *cfg, const char *what, faid_diag *d, const char *key,
+                   int code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int fail_at(const faid_config *cfg, const char *what, faid_diag *d, const char *key,
+                   int code, const char *fmt, ...)
 {
     char msg[800];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    const char *what = cfg->source[0] ? cfg->source : "configuration";
+    if (!what)
+        what = cfg->source[0] ? cfg->source : "configuration";
     int i = key ? opt_index(key) : -1;
     if (i >= 0 && cfg->given_line[i] > 0)
         return faid_fail(d, code, "%s:%d: %s: %s", what, cfg->given_line[i], key, msg);
@@ -979,7 +982,7 @@ static int fail_at(const faid_config *cfg, faid_diag *d, const char *key, int co
     return faid_fail(d, code, "%s: %s", what, msg);
 }
 
-int faid_config_resolve(faid_config *cfg, faid_diag *d)
+static int resolve(faid_config *cfg, const char *what, faid_diag *d)
 {
     faid_geometry pg;
     char pdet[64] = "";
@@ -988,7 +991,7 @@ int faid_config_resolve(faid_config *cfg, faid_diag *d)
     if (have_poni) {
         faid_diag pd = {0};
         if (faid_poni_read(cfg->poni_file, &pg, pdet, sizeof pdet, &pd) != 0)
-            return fail_at(cfg, d, "geometry.poni_file", pd.code ? pd.code : FAID_EIO, "%s",
+            return fail_at(cfg, what, d, "geometry.poni_file", pd.code ? pd.code : FAID_EIO, "%s",
                            pd.msg);
     }
     /* pyFAI writes "Detector" for a detector without a model name. */
@@ -999,13 +1002,13 @@ int faid_config_resolve(faid_config *cfg, faid_diag *d)
     const faid_detector_preset *p = NULL;
     if (given(cfg, "detector.preset")) {
         if (cfg->key_preset[0] && !(p = faid_detector_find(cfg->key_preset)))
-            return fail_at(cfg, d, "detector.preset", FAID_ECONFIG, "unknown detector '%s'",
+            return fail_at(cfg, what, d, "detector.preset", FAID_ECONFIG, "unknown detector '%s'",
                            cfg->key_preset);
     } else if (poni_has_det) {
         p = poni_preset;
     } else if (!given(cfg, "detector.shape") && cfg->key_preset[0]) {
         if (!(p = faid_detector_find(cfg->key_preset)))
-            return fail_at(cfg, d, "detector.preset", FAID_ECONFIG, "unknown detector '%s'",
+            return fail_at(cfg, what, d, "detector.preset", FAID_ECONFIG, "unknown detector '%s'",
                            cfg->key_preset);
     }
     cfg->rows = cfg->cols = 0;
@@ -1036,12 +1039,17 @@ int faid_config_resolve(faid_config *cfg, faid_diag *d)
         cfg->pixel1 = cfg->key_pixel[0];
         cfg->pixel2 = cfg->key_pixel[1];
     }
+    const char *culprit = have_poni                           ? "geometry.poni_file"
+                          : given(cfg, "detector.preset")     ? "detector.preset"
+                          : given(cfg, "detector.shape")      ? "detector.shape"
+                          : given(cfg, "detector.pixel_size") ? "detector.pixel_size"
+                                                              : NULL;
     if (cfg->rows <= 0 || cfg->cols <= 0)
-        return fail_at(cfg, d, NULL, FAID_ECONFIG,
+        return fail_at(cfg, what, d, culprit, FAID_ECONFIG,
                        "the detector shape is unknown: set detector.preset or detector.shape%s",
                        have_poni ? " (the .poni file gives none)" : "");
     if (!(cfg->pixel1 > 0) || !(cfg->pixel2 > 0))
-        return fail_at(cfg, d, NULL, FAID_ECONFIG,
+        return fail_at(cfg, what, d, culprit, FAID_ECONFIG,
                        "the pixel size is unknown: set detector.preset or detector.pixel_size%s",
                        have_poni ? " (the .poni file gives none)" : "");
 
@@ -1068,9 +1076,9 @@ int faid_config_resolve(faid_config *cfg, faid_diag *d)
     }
     (void)k;
     if (!(g.dist > 0) || !isfinite(g.dist))
-        return fail_at(cfg, d, "geometry.dist", FAID_ERANGE, "distance must be positive");
+        return fail_at(cfg, what, d, "geometry.dist", FAID_ERANGE, "distance must be positive");
     if (!(g.wavelength > 0))
-        return fail_at(cfg, d, "geometry.wavelength", FAID_ERANGE, "wavelength must be positive");
+        return fail_at(cfg, what, d, "geometry.wavelength", FAID_ERANGE, "wavelength must be positive");
     g.rows = cfg->rows;
     g.cols = cfg->cols;
     g.pixel1 = cfg->pixel1;
@@ -1080,6 +1088,8 @@ int faid_config_resolve(faid_config *cfg, faid_diag *d)
     cfg->geometry = g;
     return 0;
 }
+
+int faid_config_resolve(faid_config *cfg, faid_diag *d) { return resolve(cfg, NULL, d); }
 
 /* ---- public entry points -------------------------------------------------------------------- */
 
@@ -1105,7 +1115,7 @@ int faid_config_load_string(const char *yaml, size_t len, const char *what, faid
     int rc = apply_text(yaml, len, what, NULL, cfg, d);
     if (rc)
         return rc;
-    return faid_config_resolve(cfg, d);
+    return resolve(cfg, what, d);
 }
 
 int faid_config_load(const char *path, faid_config *cfg, faid_diag *d)
@@ -1190,9 +1200,9 @@ int faid_config_set(faid_config *cfg, const char *key, const char *value, faid_d
     int rc = apply_value_text(&options[idx], value, "--set", cfg, d);
     if (rc)
         return rc;
-    /* Marked as given on "line 1" of the command line so that it wins over presets. */
+    /* Marked as given (on "line 1" of the command line) so that it wins over presets. */
     cfg->given_line[idx] = cfg->given_line[idx] > 0 ? cfg->given_line[idx] : 1;
-    return faid_config_resolve(cfg, d);
+    return resolve(cfg, "--set", d);
 }
 
 int faid_config_get(const faid_config *cfg, const char *key, char *buf, size_t cap,
@@ -1270,6 +1280,13 @@ static void range_text(const faid_option *o, char *out, size_t cap)
         choices_text(o->choices, out, cap);
         return;
     }
+    if (o->off == OFF(key_preset)) {
+        size_t k = 0;
+        for (const faid_detector_preset *p = faid_detector_presets; p->name && k < cap; p++)
+            k += (size_t)snprintf(out + k, cap - k, "%s%s", p == faid_detector_presets ? "" : ", ",
+                                  p->alias ? p->alias : p->name);
+        return;
+    }
     if (o->type != FAID_OT_INT && o->type != FAID_OT_INT64 && o->type != FAID_OT_DOUBLE &&
         o->type != FAID_OT_PAIR && o->type != FAID_OT_SHAPE)
         return;
@@ -1279,8 +1296,8 @@ static void range_text(const faid_option *o, char *out, size_t cap)
         snprintf(lo, sizeof lo, "%.0f", o->min);
         snprintf(hi, sizeof hi, "%.0f", o->max);
     } else {
-        fmt_double(lo, sizeof lo, o->min);
-        fmt_double(hi, sizeof hi, o->max);
+        snprintf(lo, sizeof lo, "%g", o->min);
+        snprintf(hi, sizeof hi, "%g", o->max);
     }
     if (o->min <= -HUGE_V && o->max >= HUGE_V)
         snprintf(out, cap, "any");
@@ -1369,7 +1386,11 @@ static void dump(const faid_config *cfg, faid_dump_style style, sbuf *b)
                      (o->flags & FAID_OPT_RELOAD) ? "reloadable" : "needs a restart");
             wrap_comment(b, indent, meta);
         }
-        sb_printf(b, "%s%s: ", indent, key);
+        /* Left as a comment, a derived option keeps coming from the preset / .poni file when
+         * the user edits the file (a preset or poni_file added later still applies). */
+        int derived = style == FAID_DUMP_ANNOTATED && (o->flags & FAID_OPT_DERIVED) &&
+                      cfg->given_line[i] == 0;
+        sb_printf(b, "%s%s%s: ", indent, derived ? "# " : "", key);
         fmt_value(o, cfg, b);
         sb_printf(b, "\n");
     }

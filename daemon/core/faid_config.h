@@ -114,6 +114,8 @@ enum {
     FAID_OPT_MIN_EXCL = 1u << 3,  /* the lower bound is exclusive */
     FAID_OPT_NONFINITE = 1u << 4, /* .nan / .inf accepted */
     FAID_OPT_ORDERED = 1u << 5,   /* PAIR: first < second */
+    FAID_OPT_DERIVED = 1u << 6,   /* may come from the preset or the .poni file instead: the
+                                   * annotated dump comments it out unless it was given */
 };
 
 typedef struct faid_option {
