@@ -82,7 +82,8 @@ typedef struct faid_config {
 void faid_config_default(faid_config *cfg);
 /* Loads a YAML file over the defaults; relative paths inside are relative to the file. */
 int faid_config_load(const char *path, faid_config *cfg, faid_diag *d);
-/* Applies a YAML document held in memory (what = name used in messages). */
+/* Applies a YAML document held in memory over cfg (what = name used in messages); relative
+ * paths inside stay relative to the working directory. */
 int faid_config_load_string(const char *yaml, size_t len, const char *what, faid_config *cfg,
                             faid_diag *d);
 /* Writes the effective configuration as YAML that faid_config_load accepts; FAID_ESIZE when it
@@ -159,7 +160,9 @@ typedef enum {
 
 /* As faid_config_dump, into a malloc'ed string (NULL when out of memory). */
 char *faid_config_dump_alloc(const faid_config *cfg, faid_dump_style style);
-/* The documented example (deploy/faid.example.yaml): the embedded default, annotated. */
+/* The documented example (deploy/faid.example.yaml): the embedded default, annotated (what
+ * `faid --dump-config --annotated` prints without a configuration file). Options a preset or a
+ * .poni file can supply are commented out there, so that a copy stays editable. */
 char *faid_config_example(void);
 
 /* 64-bit FNV-1a, chained from h (start with FAID_FNV_OFFSET). */
