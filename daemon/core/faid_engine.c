@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FAID_ENGINE_SLOTS 1
+#define FAID_ENGINE_MAX_HOST 64                /* engine-owned pinned host buffers */
 #define ACC_BYTES (10 * sizeof(float)) /* local scratch per work-item, see integrate.cl */
 #define NOUT 8                         /* output arrays per bin */
 #define NDTYPES (FAID_DT_BOOL + 1)
@@ -47,7 +47,10 @@ typedef struct eng_matrix {
     cl_mem indptr, indices, coef;
 } eng_matrix;
 
+enum { EV_H2D, EV_H2DT, EV_DEC, EV_PRE, EV_INT1, EV_INT2, EV_D2H, EV_ERR, EV_N };
+
 typedef struct eng_slot {
+    cl_command_queue q;    /* own in-order queue: slots overlap each other on the device */
     /* pinned staging: [ ... packed block table | chunk bytes or decoded frame ]; the table is
      * packed to end exactly at table_bytes so that table + chunk go over in one H2D copy */
     cl_mem staging;
@@ -63,6 +66,18 @@ typedef struct eng_slot {
     cl_mem d_out;          /* NOUT * (nbins1 + nbins2) floats */
     cl_mem h_out;          /* pinned mirror of d_out + error flag */
     float *h_out_ptr;
+    /* the frame in flight (busy) */
+    int busy;
+    uint64_t tag;
+    cl_event ev[EV_N];
+    faid_encoding enc;
+    size_t len;
+    uint32_t nblocks;
+    int device_decode, zero_copy;
+    double t_submit, stage_us, table_us, cpu_decode_us;
+    /* reference device: the result computed at submit, and a slot buffer made on demand */
+    faid_result *ref_res;
+    uint8_t *ref_stage;
 } eng_slot;
 
 typedef struct eng_res {
@@ -76,7 +91,8 @@ typedef struct eng_res {
     cl_mem d_normp, d_dark, d_one;
     int do_dark;
     eng_matrix m[2];
-    eng_slot slot[FAID_ENGINE_SLOTS];
+    eng_slot *slot;
+    int nslots;
     /* reference */
     uint8_t *ref_raw;
     float *ref_pre;
@@ -94,6 +110,16 @@ struct faid_engine {
     faid_cl_ctx *ctx;
     size_t wg_override;
     eng_prog progs[NDTYPES][NEM];
+    int depth;               /* slots per resource set */
+    int head, inflight;      /* oldest slot in flight, number in flight (FIFO ring) */
+    struct {
+        cl_mem mem;
+        void *ptr;
+        size_t bytes;
+    } host[FAID_ENGINE_MAX_HOST]; /* faid_engine_host_alloc */
+    int nhost;
+    uint8_t *scratch;        /* CPU decode of a frame that lies in its own slot buffer */
+    size_t scratch_bytes;
     faid_clcodec *codec[3];  /* GPU decoders for 1-, 2- and 4-byte elements, built on demand */
     size_t codec_max[3];     /* decoded bytes each was built for */
     int codec_broken[3];     /* building failed once: decode on the CPU, do not retry */
@@ -262,21 +288,32 @@ static faid_clcodec *get_codec(faid_engine *e, size_t esz, size_t need)
 /* ------------------------------------------------------------------------------------------ */
 /* resources */
 
-static void res_destroy(faid_engine *e, eng_res **pr)
+static void slot_release_events(eng_slot *sl)
 {
-    eng_res *r = *pr;
-    if (!r)
+    for (int i = 0; i < EV_N; i++)
+        if (sl->ev[i]) {
+            clReleaseEvent(sl->ev[i]);
+            sl->ev[i] = NULL;
+        }
+}
+
+static void slots_destroy(faid_engine *e, eng_res *r)
+{
+    if (!r->slot)
         return;
-    if (e->ctx)
-        clFinish(e->ctx->queue);
-    for (int s = 0; s < FAID_ENGINE_SLOTS; s++) {
+    for (int s = 0; s < r->nslots; s++) {
         eng_slot *sl = &r->slot[s];
+        if (sl->q)
+            clFinish(sl->q);
+        slot_release_events(sl);
         if (sl->staging && sl->staging_ptr)
             clEnqueueUnmapMemObject(e->ctx->queue, sl->staging, sl->staging_ptr, 0, NULL, NULL);
         if (sl->h_out && sl->h_out_ptr)
             clEnqueueUnmapMemObject(e->ctx->queue, sl->h_out, sl->h_out_ptr, 0, NULL, NULL);
         if (e->ctx)
             clFinish(e->ctx->queue);
+        if (sl->q)
+            clReleaseCommandQueue(sl->q);
         release_mem(&sl->staging);
         release_mem(&sl->d_in);
         release_mem(&sl->d_raw);
@@ -285,7 +322,20 @@ static void res_destroy(faid_engine *e, eng_res **pr)
         release_mem(&sl->d_out);
         release_mem(&sl->h_out);
         faid_block_table_free(&sl->tab);
+        faid_result_destroy(&sl->ref_res);
+        free(sl->ref_stage);
     }
+    free(r->slot);
+    r->slot = NULL;
+    r->nslots = 0;
+}
+
+static void res_destroy(faid_engine *e, eng_res **pr)
+{
+    eng_res *r = *pr;
+    if (!r)
+        return;
+    slots_destroy(e, r);
     for (int k = 0; k < 2; k++) {
         release_mem(&r->m[k].indptr);
         release_mem(&r->m[k].indices);
@@ -369,6 +419,12 @@ static size_t max_comp_bound(size_t npix)
 static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
 {
     cl_int err;
+    sl->q = clCreateCommandQueue(e->ctx->context, e->ctx->info.device, CL_QUEUE_PROFILING_ENABLE,
+                                 &err);
+    if (err != CL_SUCCESS) {
+        sl->q = NULL;
+        return faid_cl_fail(d, err, "clCreateCommandQueue(slot)", __FILE__, __LINE__);
+    }
     sl->table_bytes = ((size_t)r->max_blocks * 2 * sizeof(uint32_t) + 63) & ~(size_t)63;
     sl->staging_bytes = sl->table_bytes +
                         (r->max_comp_bytes > r->max_raw_bytes ? r->max_comp_bytes : r->max_raw_bytes);
@@ -411,6 +467,32 @@ static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
     return FAID_OK;
 }
 
+/* The n frame slots of r (reference device: only the result each slot hands over). */
+static int slots_create(faid_engine *e, eng_res *r, int n, faid_diag *d)
+{
+    r->slot = calloc((size_t)n, sizeof *r->slot);
+    if (!r->slot)
+        return faid_fail(d, FAID_ENOMEM, "engine: out of memory");
+    r->nslots = n;
+    for (int k = 0; k < n; k++) {
+        eng_slot *sl = &r->slot[k];
+        int rc;
+        if (e->is_ref) {
+            sl->ref_res = faid_result_new(r->setup);
+            rc = sl->ref_res ? FAID_OK : faid_fail(d, FAID_ENOMEM, "engine: out of memory");
+        } else {
+            rc = slot_create(e, r, sl, d);
+            if (!rc)
+                rc = faid_block_table_alloc(&sl->tab, r->max_blocks, d);
+        }
+        if (rc) {
+            slots_destroy(e, r);
+            return rc;
+        }
+    }
+    return FAID_OK;
+}
+
 static int res_create(faid_engine *e, const faid_setup *s, eng_res **out, faid_diag *d)
 {
     *out = NULL;
@@ -446,6 +528,10 @@ static int res_create(faid_engine *e, const faid_setup *s, eng_res **out, faid_d
             res_destroy(e, &r);
             return faid_fail(d, FAID_ENOMEM, "engine: out of memory for %zu pixels", s->npix);
         }
+        if ((rc = slots_create(e, r, e->depth, d))) {
+            res_destroy(e, &r);
+            return rc;
+        }
         *out = r;
         return FAID_OK;
     }
@@ -475,12 +561,8 @@ static int res_create(faid_engine *e, const faid_setup *s, eng_res **out, faid_d
         goto fail_rc;
     if (s->csr2d && (rc = res_matrix(e, r, 1, s->csr2d, d)))
         goto fail_rc;
-    for (int k = 0; k < FAID_ENGINE_SLOTS; k++) {
-        if ((rc = slot_create(e, r, &r->slot[k], d)))
-            goto fail_rc;
-        if ((rc = faid_block_table_alloc(&r->slot[k].tab, r->max_blocks, d)))
-            goto fail_rc;
-    }
+    if ((rc = slots_create(e, r, e->depth, d)))
+        goto fail_rc;
     *out = r;
     return FAID_OK;
 fail:
@@ -502,6 +584,7 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
         return NULL;
     }
     e->fused = 1;
+    e->depth = 1;
     const char *ov = getenv("FAID_ENGINE_WG");
     if (ov && *ov) {
         long v = strtol(ov, NULL, 10);
@@ -539,6 +622,11 @@ void faid_engine_destroy(faid_engine **pe)
         return;
     faid_engine *e = *pe;
     res_destroy(e, &e->res);
+    while (e->nhost > 0) {
+        void *p = e->host[e->nhost - 1].ptr;
+        faid_engine_host_free(e, &p);
+    }
+    free(e->scratch);
     for (int t = 0; t < NDTYPES; t++)
         for (int m = 0; m < NEM; m++)
             prog_release(&e->progs[t][m]);
@@ -558,6 +646,9 @@ int faid_engine_set_setup(faid_engine *e, const faid_setup *setup, faid_diag *d)
 {
     if (!e)
         return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    if (e->inflight)
+        return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight, collect them before a "
+                         "reload", e->inflight);
     /* build the new resources before dropping the old ones, so a failed reload keeps the engine
      * working with the previous setup */
     eng_res *r = NULL;
@@ -574,6 +665,8 @@ int faid_engine_set_fused(faid_engine *e, int fused, faid_diag *d)
     if (!e)
         return faid_fail(d, FAID_EINVAL, "engine: NULL");
     fused = fused != 0;
+    if (e->inflight && e->fused != fused)
+        return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight", e->inflight);
     if (e->fused == fused || e->is_ref) {
         e->fused = fused;
         return FAID_OK;
@@ -643,11 +736,11 @@ void faid_result_destroy(faid_result **pr)
 /* ------------------------------------------------------------------------------------------ */
 /* processing */
 
-static int check_frame(const eng_res *r, const faid_frame *f, faid_result *res, faid_diag *d)
+static int check_frame(const eng_res *r, const faid_frame *f, faid_diag *d)
 {
     const faid_setup *s = r->setup;
-    if (!f || !res)
-        return faid_fail(d, FAID_EINVAL, "engine: NULL frame or result");
+    if (!f)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL frame");
     if (f->rows != s->rows || f->cols != s->cols)
         return faid_fail(d, FAID_ESHAPE, "frame is %dx%d, the setup expects %dx%d", f->rows,
                          f->cols, s->rows, s->cols);
@@ -660,12 +753,20 @@ static int check_frame(const eng_res *r, const faid_frame *f, faid_result *res, 
         return faid_fail(d, FAID_ESIZE, "bslz4 payload of %zu bytes exceeds the %zu bytes a %dx%d "
                                         "frame can take", f->len, r->max_comp_bytes, s->rows,
                          s->cols);
+    return FAID_OK;
+}
+
+static int check_result(const eng_res *r, const faid_result *res, int code, faid_diag *d)
+{
+    const faid_setup *s = r->setup;
+    if (!res)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL result");
     if (!res->p1d || res->p1d->nbins != s->csr->nbins)
-        return faid_fail(d, FAID_ESIZE, "result has %d bins, the setup %d (make the result with "
-                                        "faid_result_new after a reload)",
+        return faid_fail(d, code, "result has %d bins, the setup %d (make the result with "
+                                  "faid_result_new after a reload)",
                          res->p1d ? res->p1d->nbins : 0, s->csr->nbins);
     if (s->csr2d && (!res->p2d || res->p2d->nbins != s->csr2d->nbins))
-        return faid_fail(d, FAID_ESIZE, "result has no or a different 2D profile than the setup");
+        return faid_fail(d, code, "result has no or a different 2D profile than the setup");
     return FAID_OK;
 }
 
@@ -721,8 +822,6 @@ static double ev_us(cl_event ev)
     return b > a ? (double)(b - a) * 1e-3 : 0.0;
 }
 
-enum { EV_H2D, EV_DEC, EV_PRE, EV_INT1, EV_INT2, EV_D2H, EV_ERR, EV_N };
-
 static int set_int_args(faid_engine *e, cl_kernel k, int fused, const eng_res *r,
                         const eng_slot *sl, const eng_matrix *m, cl_int out_off, faid_diag *d)
 {
@@ -765,31 +864,66 @@ static void copy_profile(faid_profile *p, const float *src)
         memcpy(dst[k], src + (size_t)k * n, n * sizeof(float));
 }
 
-static int process_cl(faid_engine *e, const faid_frame *f, faid_result *res, faid_diag *d)
+static void profile_assign(faid_profile *dst, const faid_profile *src)
+{
+    size_t n = (size_t)src->nbins * sizeof(float);
+    memcpy(dst->I, src->I, n);
+    memcpy(dst->sigma, src->sigma, n);
+    memcpy(dst->std, src->std, n);
+    memcpy(dst->count, src->count, n);
+    memcpy(dst->sum_signal, src->sum_signal, n);
+    memcpy(dst->sum_norm, src->sum_norm, n);
+    memcpy(dst->sum_variance, src->sum_variance, n);
+    memcpy(dst->sum_norm_sq, src->sum_norm_sq, n);
+}
+
+/* Whether [p, p + n) lies inside one of the engine's pinned host buffers. */
+static int host_pinned(const faid_engine *e, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (int i = 0; i < e->nhost; i++) {
+        const uint8_t *h = e->host[i].ptr;
+        if (b >= h && n <= e->host[i].bytes && (size_t)(b - h) <= e->host[i].bytes - n)
+            return 1;
+    }
+    return 0;
+}
+
+/* Host part of a frame on an OpenCL device, then every device command of it on the slot's own
+ * queue, without waiting: H2D (block table + compressed bytes, or the decoded frame), decode,
+ * the integration kernel(s), D2H of the profiles and of the decode error flag. */
+static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f, faid_diag *d)
 {
     eng_res *r = e->res;
-    eng_slot *sl = &r->slot[0];
-    cl_command_queue q = e->ctx->queue;
     const faid_corrections *c = &r->setup->corr;
     size_t raw_bytes = r->npix * faid_dtype_size(f->dtype);
-    cl_event ev[EV_N] = {0};
     int rc;
-    double t0 = now_us();
     eng_prog *p;
     if ((rc = get_prog(e, f->dtype, c->error_model, &p, d)))
         return rc;
 
-    /* host side: block table + compressed bytes into pinned staging for the device decoder, or
-     * the decoded frame when the CPU decodes (lz4-raw, unsupported blocks) or none is needed */
+    /* Where the bytes are: in this slot's staging (written there by the producer), in engine
+     * pinned memory (the H2D reads them in place), or anywhere else (copied into staging). */
     size_t esz = faid_dtype_size(f->dtype);
     uint8_t *stage = sl->staging_ptr + sl->table_bytes;
+    const size_t stage_cap = sl->staging_bytes - sl->table_bytes;
+    const uint8_t *src = f->data;
+    const int in_stage = f->len > 0 && src == stage;
+    if (!in_stage && f->len && src < sl->staging_ptr + sl->staging_bytes &&
+        src + f->len > sl->staging_ptr)
+        return faid_fail(d, FAID_EINVAL, "frame bytes overlap a slot's staging buffer without "
+                                         "starting at it (faid_engine_slot_buffer)");
+    if (in_stage && f->len > stage_cap)
+        return faid_fail(d, FAID_ESIZE, "frame of %zu bytes overruns the %zu-byte slot buffer",
+                         f->len, stage_cap);
+    const int pinned = !in_stage && f->len && host_pinned(e, src, f->len);
     faid_block_table *t = &sl->tab;
     faid_clcodec *codec = NULL;
     double h0 = now_us();
     if (f->encoding == FAID_ENC_BSLZ4 || f->encoding == FAID_ENC_LZ4) {
         rc = f->encoding == FAID_ENC_BSLZ4
-                 ? faid_bslz4_table(f->data, f->len, esz, raw_bytes, t, d)
-                 : faid_lz4h5_table(f->data, f->len, raw_bytes, t, d);
+                 ? faid_bslz4_table(src, f->len, esz, raw_bytes, t, d)
+                 : faid_lz4h5_table(src, f->len, raw_bytes, t, d);
         if (rc && f->encoding == FAID_ENC_BSLZ4)
             return rc;
         /* an lz4 chunk whose table does not fit here is left to the CPU decoder's verdict */
@@ -804,30 +938,69 @@ static int process_cl(faid_engine *e, const faid_frame *f, faid_result *res, fai
     if (codec) {
         tb = faid_clcodec_table_bytes(t);
         faid_clcodec_pack_table(t, (uint32_t *)(sl->staging_ptr + sl->table_bytes - tb));
-        memcpy(stage, f->data, f->len);
+    }
+    double h1 = now_us();
+    /* direct: the H2D reads the caller's pinned bytes; otherwise from stage */
+    int direct = 0;
+    if (codec) {
+        direct = pinned;
+        if (!in_stage && !pinned)
+            memcpy(stage, src, f->len);
+    } else if (f->encoding == FAID_ENC_NONE && (in_stage || pinned)) {
+        if (f->len != raw_bytes)
+            return faid_fail(d, FAID_ESIZE, "raw frame of %zu bytes, expected %zu", f->len,
+                             raw_bytes);
+        direct = pinned;
+    } else if (in_stage) {
+        /* CPU decode of bytes that sit where the decoded frame goes: through the scratch */
+        if (e->scratch_bytes < raw_bytes) {
+            free(e->scratch);
+            e->scratch_bytes = 0;
+            e->scratch = malloc(r->max_raw_bytes);
+            if (!e->scratch)
+                return faid_fail(d, FAID_ENOMEM, "engine: out of memory");
+            e->scratch_bytes = r->max_raw_bytes;
+        }
+        if ((rc = decode_cpu(f, e->scratch, raw_bytes, d)))
+            return rc;
+        memcpy(stage, e->scratch, raw_bytes);
     } else if ((rc = decode_cpu(f, stage, raw_bytes, d))) {
         return rc;
     }
-    double stage_us = now_us() - h0;
+    double h2 = now_us();
 
+    cl_command_queue q = sl->q;
+    cl_event *ev = sl->ev;
     rc = FAID_ECL;
     if (codec) {
         static const cl_int zero = 0;
         if (sl->err_dirty)
-            FAID_CL_TRY_GOTO(d, rc, out, clEnqueueWriteBuffer(q, sl->d_err, CL_FALSE, 0,
-                                                              sizeof zero, &zero, 0, NULL, NULL));
+            FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueWriteBuffer(q, sl->d_err, CL_FALSE, 0,
+                                                               sizeof zero, &zero, 0, NULL, NULL));
         sl->err_dirty = 1;
-        FAID_CL_TRY_GOTO(d, rc, out,
-                         clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE, sl->table_bytes - tb,
-                                              tb + f->len, stage - tb, 0, NULL, &ev[EV_H2D]));
+        if (direct) {
+            if (tb)
+                FAID_CL_TRY_GOTO(d, rc, fail,
+                                 clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE, sl->table_bytes - tb,
+                                                      tb, stage - tb, 0, NULL, &ev[EV_H2DT]));
+            FAID_CL_TRY_GOTO(d, rc, fail,
+                             clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE, sl->table_bytes, f->len,
+                                                  src, 0, NULL, &ev[EV_H2D]));
+        } else {
+            FAID_CL_TRY_GOTO(d, rc, fail,
+                             clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE, sl->table_bytes - tb,
+                                                  tb + f->len, stage - tb, 0, NULL, &ev[EV_H2D]));
+        }
         faid_clcodec_io io = {sl->d_in, sl->table_bytes, sl->d_in, sl->table_bytes - tb,
                               sl->d_raw, 0, sl->d_err, 0};
         if ((rc = faid_clcodec_enqueue_io(codec, q, f->encoding, &io, t, 0, NULL, &ev[EV_DEC], d)))
-            goto out;
+            goto fail;
         rc = FAID_ECL;
     } else {
-        FAID_CL_TRY_GOTO(d, rc, out, clEnqueueWriteBuffer(q, sl->d_raw, CL_FALSE, 0, raw_bytes,
-                                                          stage, 0, NULL, &ev[EV_H2D]));
+        FAID_CL_TRY_GOTO(d, rc, fail,
+                         clEnqueueWriteBuffer(q, sl->d_raw, CL_FALSE, 0, raw_bytes,
+                                              direct ? (const void *)src : (const void *)stage, 0,
+                                              NULL, &ev[EV_H2D]));
     }
     int nm = r->m[1].present ? 2 : 1;
     if (!e->fused) {
@@ -835,81 +1008,323 @@ static int process_cl(faid_engine *e, const faid_frame *f, faid_result *res, fai
         cl_float dummy = c->dummy, ddummy = c->delta_dummy;
         cl_kernel k = p->pre;
         cl_uint a = 0;
-        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
-        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
-        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
-        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof npix, &npix));
-        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
-        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
-        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof dummy, &dummy));
-        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
-        FAID_CL_TRY_GOTO(d, rc, out, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
+        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
+        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
+        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
+        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof npix, &npix));
+        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
+        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
+        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof dummy, &dummy));
+        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
+        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
         size_t lws = e->ctx->info.is_gpu ? 256 : 64;
         if (lws > e->ctx->info.max_wg)
             lws = e->ctx->info.max_wg;
         size_t gws = (r->npix + lws - 1) / lws * lws;
-        FAID_CL_TRY_GOTO(d, rc, out, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
-                                                            &ev[EV_PRE]));
+        FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
+                                                             &ev[EV_PRE]));
     }
     cl_int off = 0;
     for (int m = 0; m < nm; m++) {
         const eng_matrix *mx = &r->m[m];
         cl_kernel k = e->fused ? p->int_raw : p->int_pre;
         if ((rc = set_int_args(e, k, e->fused, r, sl, mx, off, d)))
-            goto out;
+            goto fail;
         rc = FAID_ECL;
         size_t lws = mx->wg, gws = (size_t)mx->nbins * mx->wg;
-        FAID_CL_TRY_GOTO(d, rc, out, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
-                                                            &ev[EV_INT1 + m]));
+        FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
+                                                             &ev[EV_INT1 + m]));
         off += NOUT * mx->nbins;
     }
-    FAID_CL_TRY_GOTO(d, rc, out, clEnqueueReadBuffer(q, sl->d_out, CL_FALSE, 0,
-                                                     r->nout * sizeof(float), sl->h_out_ptr, 0,
-                                                     NULL, &ev[EV_D2H]));
+    FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueReadBuffer(q, sl->d_out, CL_FALSE, 0,
+                                                      r->nout * sizeof(float), sl->h_out_ptr, 0,
+                                                      NULL, &ev[EV_D2H]));
     cl_int *h_err = (cl_int *)(sl->h_out_ptr + r->nout);
     *h_err = 0;
     if (codec)
-        FAID_CL_TRY_GOTO(d, rc, out, clEnqueueReadBuffer(q, sl->d_err, CL_FALSE, 0, sizeof(cl_int),
-                                                         h_err, 0, NULL, &ev[EV_ERR]));
-    FAID_CL_TRY_GOTO(d, rc, out, clFinish(q));
-    if (*h_err != 0) {
+        FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueReadBuffer(q, sl->d_err, CL_FALSE, 0,
+                                                          sizeof(cl_int), h_err, 0, NULL,
+                                                          &ev[EV_ERR]));
+    FAID_CL_TRY_GOTO(d, rc, fail, clFlush(q));
+    sl->enc = f->encoding;
+    sl->len = f->len;
+    sl->nblocks = codec ? t->nblocks : 0;
+    sl->device_decode = codec != NULL;
+    sl->zero_copy = direct || (in_stage && (codec || f->encoding == FAID_ENC_NONE));
+    sl->table_us = h1 - h0;
+    sl->stage_us = h2 - h0;
+    sl->cpu_decode_us = codec || f->encoding == FAID_ENC_NONE ? 0.0 : h2 - h1;
+    return FAID_OK;
+fail:
+    clFinish(q);
+    slot_release_events(sl);
+    return rc;
+}
+
+/* Waits for (or polls) the slot's last command, checks the decode flag, copies the profiles and
+ * the stage times into res. FAID_EBUSY only when polling found it unfinished (nothing done). */
+static int cl_collect(faid_engine *e, eng_slot *sl, faid_result *res, int block, faid_diag *d)
+{
+    eng_res *r = e->res;
+    cl_event last = sl->ev[EV_ERR] ? sl->ev[EV_ERR] : sl->ev[EV_D2H];
+    int rc = FAID_ECL;
+    if (!block) {
+        cl_int st = CL_COMPLETE;
+        FAID_CL_TRY_GOTO(d, rc, out, clGetEventInfo(last, CL_EVENT_COMMAND_EXECUTION_STATUS,
+                                                    sizeof st, &st, NULL));
+        if (st > CL_COMPLETE)
+            return FAID_EBUSY;
+    }
+    FAID_CL_TRY_GOTO(d, rc, out, clWaitForEvents(1, &last));
+    const cl_int h_err = *(const cl_int *)(sl->h_out_ptr + r->nout);
+    if (h_err != 0) {
         rc = faid_fail(d, FAID_ECORRUPT, "corrupt %s chunk: block %d failed to decode on the "
-                       "device (%u blocks, %zu bytes)", faid_encoding_name(f->encoding),
-                       (int)*h_err - 1, t->nblocks, f->len);
+                       "device (%u blocks, %zu bytes)", faid_encoding_name(sl->enc),
+                       (int)h_err - 1, sl->nblocks, sl->len);
         goto out;
     }
-    if (codec)
+    if (sl->device_decode)
         sl->err_dirty = 0;
-    rc = FAID_OK;
-
     copy_profile(res->p1d, sl->h_out_ptr);
-    if (nm == 2)
+    if (r->m[1].present)
         copy_profile(res->p2d, sl->h_out_ptr + NOUT * r->m[0].nbins);
+    const cl_event *ev = sl->ev;
     memset(&res->t, 0, sizeof res->t);
-    res->t.decode_us = codec ? ev_us(ev[EV_DEC]) : f->encoding != FAID_ENC_NONE ? stage_us : 0.0;
+    res->t.decode_us = sl->device_decode ? ev_us(ev[EV_DEC]) : sl->cpu_decode_us;
     res->t.preprocess_us = ev_us(ev[EV_PRE]);
     res->t.integrate_us = ev_us(ev[EV_INT1]) + ev_us(ev[EV_INT2]);
-    res->t.h2d_us = ev_us(ev[EV_H2D]);
+    res->t.h2d_us = ev_us(ev[EV_H2D]) + ev_us(ev[EV_H2DT]);
     res->t.d2h_us = ev_us(ev[EV_D2H]);
     res->t.transfer_us = res->t.h2d_us + res->t.d2h_us;
-    res->t.stage_us = stage_us;
-    res->t.device_decode = codec != NULL;
-    res->t.total_us = now_us() - t0;
+    res->t.stage_us = sl->stage_us;
+    res->t.table_us = sl->table_us;
+    res->t.device_decode = sl->device_decode;
+    res->t.zero_copy = sl->zero_copy;
+    res->t.total_us = now_us() - sl->t_submit;
+    rc = FAID_OK;
 out:
     if (rc)
-        clFinish(q);
-    for (int i = 0; i < EV_N; i++)
-        if (ev[i])
-            clReleaseEvent(ev[i]);
+        clFinish(sl->q);
+    slot_release_events(sl);
     return rc;
+}
+
+static int ref_submit(faid_engine *e, eng_slot *sl, const faid_frame *f, faid_diag *d)
+{
+    return process_ref(e, f, sl->ref_res, d);
+}
+
+static eng_slot *next_slot(faid_engine *e)
+{
+    eng_res *r = e->res;
+    return &r->slot[(e->head + e->inflight) % r->nslots];
+}
+
+int faid_engine_submit(faid_engine *e, const faid_frame *f, uint64_t tag, faid_diag *d)
+{
+    if (!e || !e->res)
+        return faid_fail(d, FAID_EINVAL, "engine: no setup");
+    if (e->inflight >= e->res->nslots)
+        return faid_fail(d, FAID_EBUSY, "engine: all %d slots are in flight, collect first",
+                         e->res->nslots);
+    int rc = check_frame(e->res, f, d);
+    if (rc)
+        return rc;
+    eng_slot *sl = next_slot(e);
+    sl->t_submit = now_us();
+    rc = e->is_ref ? ref_submit(e, sl, f, d) : cl_submit(e, sl, f, d);
+    if (rc)
+        return rc;
+    sl->busy = 1;
+    sl->tag = tag;
+    e->inflight++;
+    return FAID_OK;
+}
+
+/* Collects the oldest frame (checked by the caller: one in flight, res matches the setup). */
+static int collect_oldest(faid_engine *e, faid_result *res, uint64_t *tag, int block, int named,
+                          faid_diag *d)
+{
+    int rc = FAID_OK;
+    eng_slot *sl = &e->res->slot[e->head];
+    if (e->is_ref) {
+        profile_assign(res->p1d, sl->ref_res->p1d);
+        if (res->p2d && sl->ref_res->p2d)
+            profile_assign(res->p2d, sl->ref_res->p2d);
+        res->t = sl->ref_res->t;
+    } else {
+        rc = cl_collect(e, sl, res, block, d);
+        if (rc == FAID_EBUSY)
+            return rc;
+        if (rc && named)
+            faid_diag_prefix(d, "frame %llu: ", (unsigned long long)sl->tag);
+    }
+    if (tag)
+        *tag = sl->tag;
+    sl->busy = 0;
+    e->head = (e->head + 1) % e->res->nslots;
+    e->inflight--;
+    return rc;
+}
+
+int faid_engine_collect(faid_engine *e, faid_result *res, uint64_t *tag, int block, faid_diag *d)
+{
+    if (!e || !e->res)
+        return faid_fail(d, FAID_EINVAL, "engine: no setup");
+    if (!e->inflight)
+        return faid_fail(d, FAID_EINVAL, "engine: no frame in flight");
+    int rc = check_result(e->res, res, FAID_EINVAL, d);
+    if (rc)
+        return rc;
+    return collect_oldest(e, res, tag, block, 1, d);
 }
 
 int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *res, faid_diag *d)
 {
     if (!e || !e->res)
         return faid_fail(d, FAID_EINVAL, "engine: no setup");
-    int rc = check_frame(e->res, f, res, d);
+    if (e->inflight)
+        return faid_fail(d, FAID_EBUSY, "engine: %d frames submitted and not collected",
+                         e->inflight);
+    int rc = check_frame(e->res, f, d);
+    if (!rc)
+        rc = check_result(e->res, res, FAID_ESIZE, d);
     if (rc)
         return rc;
-    return e->is_ref ? process_ref(e, f, res, d) : process_cl(e, f, res, d);
+    if (e->is_ref)
+        return process_ref(e, f, res, d);
+    eng_slot *sl = next_slot(e);
+    sl->t_submit = now_us();
+    if ((rc = cl_submit(e, sl, f, d)))
+        return rc;
+    sl->busy = 1;
+    e->inflight++;
+    return collect_oldest(e, res, NULL, 1, 0, d);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* depth and zero-copy buffers */
+
+int faid_engine_set_depth(faid_engine *e, int depth, faid_diag *d)
+{
+    if (!e)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    if (depth == 0)
+        depth = FAID_ENGINE_DEPTH_DEFAULT;
+    if (depth < 1 || depth > FAID_ENGINE_DEPTH_MAX)
+        return faid_fail(d, FAID_ERANGE, "engine: depth %d out of range 1..%d", depth,
+                         FAID_ENGINE_DEPTH_MAX);
+    if (e->inflight)
+        return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight, collect them before "
+                         "changing the depth", e->inflight);
+    if (e->res && e->res->nslots == depth) {
+        e->depth = depth;
+        return FAID_OK;
+    }
+    int old = e->depth;
+    e->depth = depth;
+    if (!e->res)
+        return FAID_OK;
+    slots_destroy(e, e->res);
+    e->head = 0;
+    int rc = slots_create(e, e->res, depth, d);
+    if (rc) {
+        /* keep a working engine: back to the previous depth */
+        e->depth = old;
+        faid_diag dd = {0};
+        if (slots_create(e, e->res, old, &dd))
+            FAID_WARN("engine", "could not restore %d slots: %s", old, dd.msg);
+    }
+    return rc;
+}
+
+int faid_engine_depth(const faid_engine *e)
+{
+    return e && e->res ? e->res->nslots : 0;
+}
+
+int faid_engine_in_flight(const faid_engine *e)
+{
+    return e ? e->inflight : 0;
+}
+
+int faid_engine_slot_buffer(faid_engine *e, void **ptr, size_t *cap, faid_diag *d)
+{
+    if (!e || !e->res || !ptr || !cap)
+        return faid_fail(d, FAID_EINVAL, "engine: no setup or NULL argument");
+    if (e->inflight >= e->res->nslots)
+        return faid_fail(d, FAID_EBUSY, "engine: all %d slots are in flight, collect first",
+                         e->res->nslots);
+    eng_slot *sl = next_slot(e);
+    size_t n = e->res->max_comp_bytes > e->res->max_raw_bytes ? e->res->max_comp_bytes
+                                                                : e->res->max_raw_bytes;
+    if (e->is_ref) {
+        if (!sl->ref_stage && !(sl->ref_stage = malloc(n)))
+            return faid_fail(d, FAID_ENOMEM, "engine: out of memory");
+        *ptr = sl->ref_stage;
+        *cap = n;
+        return FAID_OK;
+    }
+    *ptr = sl->staging_ptr + sl->table_bytes;
+    *cap = sl->staging_bytes - sl->table_bytes;
+    return FAID_OK;
+}
+
+void *faid_engine_host_alloc(faid_engine *e, size_t bytes, faid_diag *d)
+{
+    if (!e || !bytes) {
+        faid_fail(d, FAID_EINVAL, "engine: NULL engine or 0 bytes");
+        return NULL;
+    }
+    if (e->nhost == FAID_ENGINE_MAX_HOST) {
+        faid_fail(d, FAID_ERANGE, "engine: more than %d pinned host buffers",
+                  FAID_ENGINE_MAX_HOST);
+        return NULL;
+    }
+    cl_mem m = NULL;
+    void *p;
+    if (e->is_ref) {
+        p = malloc(bytes);
+        if (!p) {
+            faid_fail(d, FAID_ENOMEM, "engine: out of memory for %zu bytes", bytes);
+            return NULL;
+        }
+    } else {
+        m = faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, d);
+        if (!m)
+            return NULL;
+        cl_int err;
+        p = clEnqueueMapBuffer(e->ctx->queue, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes,
+                               0, NULL, NULL, &err);
+        if (err != CL_SUCCESS) {
+            faid_cl_fail(d, err, "clEnqueueMapBuffer(host)", __FILE__, __LINE__);
+            clReleaseMemObject(m);
+            return NULL;
+        }
+    }
+    e->host[e->nhost].mem = m;
+    e->host[e->nhost].ptr = p;
+    e->host[e->nhost].bytes = bytes;
+    e->nhost++;
+    return p;
+}
+
+void faid_engine_host_free(faid_engine *e, void **pp)
+{
+    if (!e || !pp || !*pp)
+        return;
+    for (int i = 0; i < e->nhost; i++) {
+        if (e->host[i].ptr != *pp)
+            continue;
+        if (e->host[i].mem) {
+            clEnqueueUnmapMemObject(e->ctx->queue, e->host[i].mem, e->host[i].ptr, 0, NULL, NULL);
+            clFinish(e->ctx->queue);
+            clReleaseMemObject(e->host[i].mem);
+        } else {
+            free(e->host[i].ptr);
+        }
+        e->host[i] = e->host[--e->nhost];
+        *pp = NULL;
+        return;
+    }
 }

@@ -31,7 +31,9 @@ typedef struct faid_stage_times {
     double decode_us, preprocess_us, integrate_us, transfer_us, total_us;
     double h2d_us, d2h_us;
     double stage_us;         /* host copy / CPU work into the pinned staging buffer */
+    double table_us;         /* part of stage_us: block-table parse + packing (bslz4, lz4) */
     int device_decode;       /* 1 when the OpenCL decoder decoded the frame */
+    int zero_copy;           /* 1 when the H2D read the frame where the caller left it (pinned) */
 } faid_stage_times;
 
 typedef struct faid_result {
@@ -63,7 +65,60 @@ int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d);
  * It is a function of the device type and the matrix only (FAID_ENGINE_WG overrides it). */
 size_t faid_engine_workgroup(const faid_engine *e, int which);
 
-/* Reduces one frame. Errors (wrong shape/dtype for the setup, corrupt payload) name the cause. */
+/* Reduces one frame. Errors (wrong shape/dtype for the setup, corrupt payload) name the cause.
+ * Refused (FAID_EBUSY) while frames submitted with faid_engine_submit are in flight. It runs the
+ * same code as submit + collect, so both give the same bits for the same frame. */
 int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *r, faid_diag *d);
+
+/* ---- Pipelined API: up to `depth` frames in flight ----
+ *
+ * Each slot has its own pinned staging, device buffers and in-order command queue, so the H2D
+ * copy of one frame overlaps the kernels of another and the host prepares frame n+1 while the
+ * device works on frame n. Frames complete in submission order (FIFO):
+ *
+ *     faid_engine_set_depth(e, 0, &d);              // default depth
+ *     while (more) {
+ *         if (faid_engine_in_flight(e) == faid_engine_depth(e))
+ *             rc = faid_engine_collect(e, res, &tag, 1, &d);   // oldest frame
+ *         faid_engine_submit(e, &frame, frame_id, &d);
+ *     }
+ *     while (faid_engine_in_flight(e)) faid_engine_collect(e, res, &tag, 1, &d);
+ *
+ * The reference device runs the frame at submit and hands the result over at collect.
+ * set_setup, set_fused and set_depth are refused (FAID_EBUSY) while frames are in flight. */
+#define FAID_ENGINE_DEPTH_DEFAULT 4
+#define FAID_ENGINE_DEPTH_MAX 32
+
+/* Number of slots (0 = FAID_ENGINE_DEPTH_DEFAULT, at most FAID_ENGINE_DEPTH_MAX). An engine
+ * starts with depth 1 (what faid_engine_process needs); each slot of an EIGER 4M costs about 18 MB
+ * of pinned host memory and 36 MB of device memory. */
+int faid_engine_set_depth(faid_engine *e, int depth, faid_diag *d);
+int faid_engine_depth(const faid_engine *e);
+int faid_engine_in_flight(const faid_engine *e);
+
+/* Queues one frame and returns without waiting for the device. The CPU work (block-table parse,
+ * copy into pinned staging, or CPU decode for encodings the device decoder does not take) happens
+ * here; errors found here (shape, dtype, malformed table) are returned at once and the frame is
+ * not in flight. FAID_EBUSY when every slot is in flight (collect first). The caller's bytes may
+ * be reused as soon as submit returns, except when they lie in engine memory (next paragraph). */
+int faid_engine_submit(faid_engine *e, const faid_frame *f, uint64_t tag, faid_diag *d);
+
+/* Waits (block != 0) for the oldest frame in flight, or checks it (block == 0), and moves its
+ * profiles and stage times into r. Returns 0 with *tag = the frame's tag; FAID_EBUSY (block == 0,
+ * the oldest frame is not done) or FAID_EINVAL (nothing in flight, NULL or mismatched result):
+ * no frame was consumed; any other negative code: the oldest frame failed (e.g. FAID_ECORRUPT
+ * from the device decoder), it is consumed, *tag names it and d says why. */
+int faid_engine_collect(faid_engine *e, faid_result *r, uint64_t *tag, int block, faid_diag *d);
+
+/* Zero-copy input. (1) The staging area of the slot the next submit takes: a producer (network
+ * receive) may write the frame's bytes there and submit a frame whose data points at it; the
+ * area is valid until that submit. FAID_EBUSY when every slot is in flight. (2) Pinned host
+ * memory owned by the engine (any number of buffers, freed by faid_engine_host_free or with the
+ * engine, surviving set_setup): a frame whose bytes lie in it is copied to the device straight
+ * from there, without the memcpy into staging; such bytes must stay untouched until the frame
+ * is collected. The reference device gets plain memory. */
+int faid_engine_slot_buffer(faid_engine *e, void **ptr, size_t *cap, faid_diag *d);
+void *faid_engine_host_alloc(faid_engine *e, size_t bytes, faid_diag *d);
+void faid_engine_host_free(faid_engine *e, void **p);
 
 #endif

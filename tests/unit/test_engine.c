@@ -3,7 +3,9 @@
  * mask, dark, flat (with one dummy flat pixel), solid angle, polarization, dummy raw values and
  * empty bins. Covers every error model, frame dtypes uint16/uint32/int32/float32, encodings none
  * and bslz4, fused and unfused kernels, a reload, determinism (same frame twice is bit-identical)
- * and a corrupt bslz4 frame (an error, and the next good frame is unaffected).
+ * and a corrupt bslz4 frame (an error, and the next good frame is unaffected). The pipelined API
+ * (submit / collect with several frames in flight, zero-copy inputs) must give the same bits as
+ * faid_engine_process, in submission order, with a corrupt frame failing alone.
  *
  * Agreement criterion per bin: |x_cl - x_ref| <= 1e-5 * max(|x_ref|, mean |x_ref|) for I, sigma
  * and std; the reference is float64 (faid_reduce.h), the kernels compensated float32. */
@@ -438,6 +440,141 @@ static void test_errors(ctx *c)
     free(raw);
 }
 
+#define NPF 7
+#define BAD_FRAME 3
+
+/* Frames of several kinds (uint32 / uint16 bslz4, raw uint32, one corrupt) submitted with up to
+ * `depth` in flight and collected in order, each compared bit for bit with faid_engine_process;
+ * then the same frames from the zero-copy inputs (slot buffer, engine pinned memory). */
+static void pipeline_on(faid_engine *e, const faid_setup *s, int depth)
+{
+    faid_diag d = {0};
+    const char *name = faid_engine_device_name(e);
+    CHECK_MSG(faid_engine_set_setup(e, s, &d) == 0, "%s", d.msg);
+    CHECK_MSG(faid_engine_set_depth(e, depth, &d) == 0, "%s: %s", name, d.msg);
+    CHECK(faid_engine_depth(e) == depth);
+    CHECK(faid_engine_in_flight(e) == 0);
+    void *raw[NPF];
+    uint8_t *comp[NPF];
+    faid_frame f[NPF];
+    faid_result *sync[NPF], *got = faid_result_new(s);
+    for (int k = 0; k < NPF; k++) {
+        faid_dtype t = k == 4 ? FAID_DT_U16 : FAID_DT_U32;
+        size_t nbytes, es = faid_dtype_size(t), clen = 0;
+        raw[k] = make_frame(t, &nbytes);
+        f[k] = (faid_frame){raw[k], nbytes, FAID_ENC_NONE, t, ROWS, COLS};
+        size_t cap = faid_bslz4_bound(nbytes, es, 0);
+        comp[k] = malloc(cap);
+        CHECK(faid_bslz4_encode(raw[k], nbytes, es, 0, comp[k], cap, &clen, NULL) == 0);
+        if (k != 5) { /* frame 5 goes uncompressed */
+            f[k].data = comp[k];
+            f[k].len = clen;
+            f[k].encoding = FAID_ENC_BSLZ4;
+        }
+        if (k == BAD_FRAME) /* valid block table, corrupt LZ4 data in block 0 */
+            memset(comp[k] + 16, 0xFF, 24);
+        sync[k] = faid_result_new(s);
+        int rc = faid_engine_process(e, &f[k], sync[k], &d);
+        CHECK_MSG((rc == 0) == (k != BAD_FRAME), "%s: sync frame %d gave %d (%s)", name, k, rc,
+                  d.msg);
+    }
+    /* nothing in flight: collect refuses and consumes nothing */
+    uint64_t tag = 999;
+    CHECK(faid_engine_collect(e, got, &tag, 1, &d) == FAID_EINVAL && tag == 999);
+    /* submit all, collecting the oldest whenever every slot is taken */
+    int next = 0, done = 0, want = 0, refused_full = 0, rejected = -1;
+    while (done < NPF) {
+        if (next < NPF && faid_engine_in_flight(e) < depth) {
+            int rc = faid_engine_submit(e, &f[next], 100 + (uint64_t)next, &d);
+            if (rc) { /* the reference decodes at submit: the corrupt frame fails here */
+                CHECK_MSG(next == BAD_FRAME, "%s: submit %d: %s", name, next, d.msg);
+                CHECK(rc == FAID_ECORRUPT || rc == FAID_ETRUNC || rc == FAID_ESIZE);
+                rejected = next;
+                done++;
+            }
+            next++;
+            if (faid_engine_in_flight(e) == depth && !refused_full) {
+                refused_full = 1;
+                CHECK(faid_engine_submit(e, &f[0], 1, &d) == FAID_EBUSY);
+                CHECK(faid_engine_process(e, &f[0], got, &d) == FAID_EBUSY);
+                CHECK(faid_engine_set_setup(e, s, &d) == FAID_EBUSY);
+                void *p;
+                size_t cap;
+                CHECK(faid_engine_slot_buffer(e, &p, &cap, &d) == FAID_EBUSY);
+            }
+            continue;
+        }
+        int rc = faid_engine_collect(e, got, &tag, 0, &d);
+        if (rc == FAID_EBUSY)
+            rc = faid_engine_collect(e, got, &tag, 1, &d);
+        CHECK(rc != FAID_EBUSY && rc != FAID_EINVAL);
+        int k = (int)tag - 100;
+        if (want == rejected)
+            want++;
+        CHECK_MSG(k == want, "%s: collected tag %llu, expected %d", name,
+                  (unsigned long long)tag, 100 + want);
+        want = k + 1;
+        if (k == BAD_FRAME) {
+            CHECK_MSG(rc == FAID_ECORRUPT && strstr(d.msg, "frame 103") != NULL,
+                      "%s: corrupt frame: %d %s", name, rc, d.msg);
+        } else if (k >= 0 && k < NPF) {
+            CHECK_MSG(rc == 0, "%s: frame %d: %s", name, k, d.msg);
+            CHECK_MSG(result_equal(got, sync[k]), "%s: pipelined frame %d differs from the "
+                      "synchronous result", name, k);
+        }
+        done++;
+    }
+    CHECK(refused_full || depth >= NPF);
+    CHECK(faid_engine_in_flight(e) == 0);
+    /* zero-copy inputs: the slot buffer, then engine pinned memory; several in flight */
+    for (int k = 0; k < NPF; k++) {
+        if (k == BAD_FRAME)
+            continue;
+        void *p;
+        size_t cap;
+        faid_frame g = f[k];
+        if (k % 2) {
+            CHECK_MSG(faid_engine_slot_buffer(e, &p, &cap, &d) == 0, "%s", d.msg);
+        } else {
+            p = faid_engine_host_alloc(e, f[k].len, &d);
+            cap = f[k].len;
+            CHECK_MSG(p != NULL, "%s", d.msg);
+        }
+        if (!p || cap < f[k].len)
+            break;
+        memcpy(p, f[k].data, f[k].len);
+        g.data = p;
+        CHECK_MSG(faid_engine_submit(e, &g, (uint64_t)k, &d) == 0, "%s zero-copy %d: %s", name,
+                  k, d.msg);
+        if (faid_engine_in_flight(e) == depth || k == NPF - 1) {
+            while (faid_engine_in_flight(e) > 0) {
+                CHECK_MSG(faid_engine_collect(e, got, &tag, 1, &d) == 0, "%s", d.msg);
+                CHECK(tag < NPF && result_equal(got, sync[tag]));
+                if (strcmp(name, "reference C") != 0)
+                    CHECK_MSG(got->t.zero_copy == 1, "%s: frame %llu was copied", name,
+                              (unsigned long long)tag);
+            }
+        }
+    }
+    CHECK(faid_engine_in_flight(e) == 0);
+    CHECK(faid_engine_set_depth(e, FAID_ENGINE_DEPTH_MAX + 1, &d) == FAID_ERANGE);
+    CHECK(faid_engine_depth(e) == depth);
+    CHECK_MSG(faid_engine_set_depth(e, 1, &d) == 0, "%s", d.msg);
+    for (int k = 0; k < NPF; k++) {
+        free(raw[k]);
+        free(comp[k]);
+        faid_result_destroy(&sync[k]);
+    }
+    faid_result_destroy(&got);
+}
+
+static void test_pipeline(ctx *c)
+{
+    pipeline_on(c->cl, &setups[0], 3);   /* poisson with cake: two integration launches */
+    pipeline_on(c->cl, &setups[1], 8);   /* deeper than the number of frames */
+    pipeline_on(c->ref, &setups[0], 2);
+}
+
 int main(void)
 {
     faid_log_set_level(FAID_LOG_ERROR);
@@ -461,6 +598,7 @@ int main(void)
         test_variants(&c);
         test_fused_unfused(&c);
         test_errors(&c);
+        test_pipeline(&c);
         printf("worst relative difference OpenCL vs reference: %.3g (tolerance %.0e)\n",
                max_err_seen, TOL);
     }
