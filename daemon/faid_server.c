@@ -300,7 +300,10 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     s->pull = make_socket(s, ZMQ_PULL, cfg->input_endpoint, cfg->input_bind, depth, 0, "input", d);
     if (!s->pull)
         goto fail;
-    s->pub = make_socket(s, ZMQ_PUB, cfg->output_endpoint, 1, 1000, 1000, "output", d);
+    /* A subscriber that is behind holds at most this many messages in faid's memory (results of
+     * a large 2D cake are megabytes each); beyond it ZeroMQ drops for that subscriber alone. */
+    int pub_hwm = 2 * depth > 16 ? 2 * depth : 16;
+    s->pub = make_socket(s, ZMQ_PUB, cfg->output_endpoint, 1, pub_hwm, 1000, "output", d);
     if (!s->pub)
         goto fail;
     if (cfg->lossless_endpoint[0]) {
