@@ -1,6 +1,7 @@
 /* process/integrate.cl: CSR integration, one work-group per bin (algorithms.md §7), for the 1D
  * radial and the 2D cake matrices alike (a bin is a CSR row; the host picks the matrix).
  * Concatenated after preprocess.cl (raw_t, EM, faid_pixel and the dw_* helpers come from there).
+ * Build-time constant UNROLL (default 4): entries each work-item loads before accumulating them.
  *
  * Kernels:
  *   faid_integrate_pre  reads preprocessed pixels (float4 signal, variance, norm, count) written
@@ -34,6 +35,11 @@
  * 3 count, 4 sum_signal, 5 sum_norm, 6 sum_variance, 7 sum_norm_sq; I, sigma and std of a bin
  * without valid pixels (O2 == 0, as the reference tests it) are `empty`; with error model none
  * sigma and std are `empty` too. */
+
+/* Entries per work-item per main-loop iteration (loads in flight per work-item). */
+#ifndef UNROLL
+#define UNROLL 4
+#endif
 
 typedef struct faid_acc {
     float2 s, vv, o, n, o2;
@@ -90,6 +96,35 @@ static inline float4 entry_q(int fused, __global const float4 *pre, __global con
         return faid_pixel(raw, dark, normp, (uint)idx, do_dark, do_dummy, dummy, delta_dummy);
     return pre[idx];
 }
+
+/* As entry_q, with every load issued unconditionally (the index is a valid pixel either way), so
+ * that the compiler can hoist them; same value. */
+static inline float4 entry_q_nb(int fused, __global const float4 *pre, __global const raw_t *raw,
+                                __global const float *dark, __global const float *normp,
+                                int do_dark, int do_dummy, float dummy, float delta_dummy, int idx)
+{
+    if (fused)
+        return faid_pixel_v(normp[idx], (float)raw[idx], do_dark ? dark[idx] : 0.0f, do_dark,
+                            do_dummy, dummy, delta_dummy);
+    return pre[idx];
+}
+
+#if EM != 2
+/* Adds entry (c, q) to a, skipping entries that carry nothing (error models none / poisson). */
+static inline void acc_entry(faid_acc *a, float c, float4 q)
+{
+    if (c == 0.0f || q.s3 == 0.0f)
+        return;
+    float2 w = dw_two_prod(c, q.s2);
+    a->s = dw_add(a->s, dw_two_prod(c, q.s0));
+#if EM != 0
+    a->vv = dw_add(a->vv, dw_mul_fp(dw_two_prod(c, c), q.s1));
+#endif
+    a->o = dw_add(a->o, w);
+    a->o2 = dw_add(a->o2, dw_mul(w, w));
+    a->n = dw_add(a->n, dw_two_prod(c, q.s3));
+}
+#endif
 
 /* Partial accumulator of this work-item over bin [start, end). */
 static inline faid_acc integrate_entries(int fused, __global const float4 *pre,
@@ -166,20 +201,29 @@ static inline faid_acc integrate_entries(int fused, __global const float4 *pre,
         a.o = carry_o;
     }
 #else
-    for (int k = start + lid; k < end; k += wg) {
+    /* Each work-item takes the entries lid, lid + wg, ... in that order. The main loop takes
+     * UNROLL of them at a time and issues every load (indices, coefficients, then the gathers)
+     * before the first use, so that a work-item has UNROLL gathers in flight instead of one;
+     * the accumulation order is unchanged, so are the bits. */
+    int k = start + lid;
+    for (; k + (UNROLL - 1) * wg < end; k += UNROLL * wg) {
+        int idx[UNROLL];
+        float c[UNROLL];
+        float4 q[UNROLL];
+        for (int u = 0; u < UNROLL; u++)
+            idx[u] = indices[k + u * wg];
+        for (int u = 0; u < UNROLL; u++)
+            c[u] = has_coef ? coef[k + u * wg] : 1.0f;
+        for (int u = 0; u < UNROLL; u++)
+            q[u] = entry_q_nb(fused, pre, raw, dark, normp, do_dark, do_dummy, dummy, delta_dummy,
+                              idx[u]);
+        for (int u = 0; u < UNROLL; u++)
+            acc_entry(&a, c[u], q[u]);
+    }
+    for (; k < end; k += wg) {
         float c = has_coef ? coef[k] : 1.0f;
-        float4 q = entry_q(fused, pre, raw, dark, normp, do_dark, do_dummy, dummy, delta_dummy,
-                           indices[k]);
-        if (c == 0.0f || q.s3 == 0.0f)
-            continue;
-        float2 w = dw_two_prod(c, q.s2);
-        a.s = dw_add(a.s, dw_two_prod(c, q.s0));
-#if EM != 0
-        a.vv = dw_add(a.vv, dw_mul_fp(dw_two_prod(c, c), q.s1));
-#endif
-        a.o = dw_add(a.o, w);
-        a.o2 = dw_add(a.o2, dw_mul(w, w));
-        a.n = dw_add(a.n, dw_two_prod(c, q.s3));
+        acc_entry(&a, c, entry_q_nb(fused, pre, raw, dark, normp, do_dark, do_dummy, dummy,
+                                    delta_dummy, indices[k]));
     }
 #endif
     return a;

@@ -106,14 +106,14 @@ static inline float dw_div_to_fp(float2 x, float2 y)
 
 /* ---- one pixel ---- */
 
-static inline float4 faid_pixel(__global const raw_t *raw, __global const float *dark,
-                                __global const float *normp, uint i, int do_dark, int do_dummy,
-                                float dummy, float delta_dummy)
+/* The per-pixel rule on values already loaded: n = normp[i], v = (float)raw[i], dk = dark[i]
+ * (read only when do_dark). Split from the loads so that integrate.cl can issue the loads of
+ * several entries before using any of them. */
+static inline float4 faid_pixel_v(float n, float v, float dk, int do_dark, int do_dummy,
+                                  float dummy, float delta_dummy)
 {
-    float n = normp[i];
     if (n == 0.0f)
         return (float4)(0.0f);
-    float v = (float)raw[i];
     if (!isfinite(v))
         return (float4)(0.0f);
     if (do_dummy) {
@@ -121,7 +121,7 @@ static inline float4 faid_pixel(__global const raw_t *raw, __global const float 
         if (is_dummy)
             return (float4)(0.0f);
     }
-    float s = do_dark ? v - dark[i] : v;
+    float s = do_dark ? v - dk : v;
     if (!isfinite(s))
         return (float4)(0.0f);
 #if EM == 1
@@ -130,6 +130,17 @@ static inline float4 faid_pixel(__global const raw_t *raw, __global const float 
     float var = 0.0f; /* none; azimuthal estimates the variance from the spread instead */
 #endif
     return (float4)(s, var, n, 1.0f);
+}
+
+static inline float4 faid_pixel(__global const raw_t *raw, __global const float *dark,
+                                __global const float *normp, uint i, int do_dark, int do_dummy,
+                                float dummy, float delta_dummy)
+{
+    float n = normp[i];
+    if (n == 0.0f)
+        return (float4)(0.0f);
+    return faid_pixel_v(n, (float)raw[i], do_dark ? dark[i] : 0.0f, do_dark, do_dummy, dummy,
+                        delta_dummy);
 }
 
 /* One work-item per pixel; any work-group size. out[i] = (signal, variance, norm, count). */

@@ -4,17 +4,25 @@
  * 1000 bins in q_nm^-1, full pixel splitting, Poisson errors) with the command-line overrides,
  * times that build (geometry + CSR), generates realistic frames with faid_synth (Debye-Scherrer
  * rings, Bragg spots, Poisson noise, module gaps at the bad-pixel value; fixed seed) and
- * compresses them with bitshuffle-LZ4. Then for each kernel variant (fused preprocess+integrate,
- * and separate kernels) it reduces --frames frames from compressed bytes in host memory to
- * profiles in host memory and reports the median per-stage device times (OpenCL profiling
- * events), the host staging time and the end-to-end frames per second (wall clock over the
- * whole run, synchronous: one frame at a time). One frame is also checked against the "ref"
- * engine (float64 C) and the worst relative difference printed.
+ * compresses them with bitshuffle-LZ4. Then for each variant it reduces --frames frames from
+ * compressed bytes in host memory to profiles in host memory and reports the median per-stage
+ * device times (OpenCL profiling events), the host staging time and the frames per second (wall
+ * clock over the whole run):
+ *   fused           faid_engine_process, one frame at a time, preprocessing inside integration
+ *   separate        the same with a separate preprocess kernel
+ *   pipelined       faid_engine_submit / collect with --depth frames in flight, fused kernels,
+ *                   frames lying in engine pinned host memory (as a receive pool would put them):
+ *                   the H2D reads them in place, no host copy
+ *   pipelined-copy  the same with frames in ordinary (pageable) memory, copied into the slot's
+ *                   pinned staging by submit
+ * Every pipelined result is compared bit for bit with the synchronous fused result of the same
+ * frame ("identical"). One frame is also checked against the "ref" engine (float64 C) and the
+ * worst relative difference printed.
  *
  * Usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]
  *                   [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype uint32]
- *                   [--config FILE] [--variants fused,separate] [--no-check] [--json FILE]
- *                   [--dump DIR]
+ *                   [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]
+ *                   [--depth K] [--no-check] [--json FILE] [--dump DIR]
  * --dump DIR writes frame.npy, chunk.bslz4 and geometry.poni for tests/bench/pyfai_reference.py. */
 #include "faid_codec.h"
 #include "faid_config.h"
@@ -42,6 +50,7 @@ typedef struct opts {
     const char *dtype;
     const char *config;
     const char *variants;
+    int depth;
     int check;
     const char *json;
     const char *dump;
@@ -51,8 +60,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]\n"
                "                  [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype T]\n"
-               "                  [--config FILE] [--variants fused,separate] [--no-check]\n"
-               "                  [--json FILE] [--dump DIR]\n");
+               "                  [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]\n"
+               "                  [--depth K] [--no-check] [--json FILE] [--dump DIR]\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -69,9 +78,9 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-enum { S_STAGE, S_H2D, S_DEC, S_PRE, S_INT, S_D2H, S_TOTAL, S_N };
-static const char *stage_names[S_N] = {"host staging", "H2D", "decode", "preprocess",
-                                       "integrate", "D2H", "total (wall)"};
+enum { S_STAGE, S_TABLE, S_H2D, S_DEC, S_PRE, S_INT, S_D2H, S_TOTAL, S_N };
+static const char *stage_names[S_N] = {"host staging", " table parse", "H2D", "decode",
+                                       "preprocess", "integrate", "D2H", "total (wall)"};
 
 typedef struct variant_result {
     char name[32];
@@ -80,8 +89,55 @@ typedef struct variant_result {
     double max_rel_err;
     int checked;
     int device_decode;
+    int depth;      /* frames in flight (1: synchronous) */
+    int zero_copy;  /* the H2D read the frames in place */
+    int identical;  /* pipelined: -1 not compared, 1 every result equal to the synchronous one */
     size_t wg1;
 } variant_result;
+
+#define NVARIANTS 4
+static const char *vnames[NVARIANTS] = {"fused", "separate", "pipelined", "pipelined-copy"};
+
+/* Whether name is one of the comma-separated items of list. */
+static int in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *q = strchr(p, ',');
+        size_t len = q ? (size_t)(q - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p = q ? q + 1 : p + len;
+    }
+    return 0;
+}
+
+static int profile_same(const faid_profile *a, const faid_profile *b)
+{
+    size_t n = (size_t)a->nbins * sizeof(float);
+    return a->nbins == b->nbins && !memcmp(a->I, b->I, n) && !memcmp(a->sigma, b->sigma, n) &&
+           !memcmp(a->std, b->std, n) && !memcmp(a->count, b->count, n) &&
+           !memcmp(a->sum_signal, b->sum_signal, n) && !memcmp(a->sum_norm, b->sum_norm, n) &&
+           !memcmp(a->sum_variance, b->sum_variance, n) &&
+           !memcmp(a->sum_norm_sq, b->sum_norm_sq, n);
+}
+
+static int result_same(const faid_result *a, const faid_result *b)
+{
+    return profile_same(a->p1d, b->p1d) && (!a->p2d || profile_same(a->p2d, b->p2d));
+}
+
+static void record(double *row, const faid_stage_times *t)
+{
+    row[S_STAGE] = t->stage_us;
+    row[S_TABLE] = t->table_us;
+    row[S_H2D] = t->h2d_us;
+    row[S_DEC] = t->decode_us;
+    row[S_PRE] = t->preprocess_us;
+    row[S_INT] = t->integrate_us;
+    row[S_D2H] = t->d2h_us;
+    row[S_TOTAL] = t->total_us;
+}
 
 static double rel_err(const float *a, const float *ref, int n)
 {
@@ -123,8 +179,8 @@ static int write_poni(const char *path, const faid_config *cfg)
 
 static int parse_args(int argc, char **argv, opts *o)
 {
-    *o = (opts){"auto", 100, NULL, 0, -1, NULL, NULL, "uint32", NULL, "fused,separate", 1,
-                NULL, NULL};
+    *o = (opts){"auto", 100, NULL, 0, -1, NULL, NULL, "uint32", NULL,
+                "fused,separate,pipelined,pipelined-copy", FAID_ENGINE_DEPTH_DEFAULT, 1, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -149,6 +205,8 @@ static int parse_args(int argc, char **argv, opts *o)
             o->config = v;
         else if (TAKE("--variants"))
             o->variants = v;
+        else if (TAKE("--depth"))
+            o->depth = atoi(v);
         else if (TAKE("--json"))
             o->json = v;
         else if (TAKE("--dump"))
@@ -168,6 +226,23 @@ static int parse_args(int argc, char **argv, opts *o)
     if (o->frames < 1) {
         fprintf(stderr, "faid-bench: --frames must be at least 1\n");
         return -1;
+    }
+    if (o->depth < 1 || o->depth > FAID_ENGINE_DEPTH_MAX) {
+        fprintf(stderr, "faid-bench: --depth must be within 1..%d\n", FAID_ENGINE_DEPTH_MAX);
+        return -1;
+    }
+    for (const char *p = o->variants; *p;) {
+        const char *q = strchr(p, ',');
+        size_t len = q ? (size_t)(q - p) : strlen(p);
+        int known = 0;
+        for (int v = 0; v < NVARIANTS; v++)
+            known |= strlen(vnames[v]) == len && strncmp(p, vnames[v], len) == 0;
+        if (!known) {
+            fprintf(stderr, "faid-bench: unknown variant '%.*s' (fused, separate, pipelined, "
+                            "pipelined-copy)\n", (int)len, p);
+            return -1;
+        }
+        p = q ? q + 1 : p + len;
     }
     return 0;
 }
@@ -300,21 +375,37 @@ int main(int argc, char **argv)
     printf("device: %s (engine init incl. kernel builds %.0f ms)\n", faid_engine_device_name(e),
            init_ms);
 
-    variant_result vr[2];
+    variant_result vr[NVARIANTS];
     int nv = 0;
     faid_result *res = faid_result_new(s);
+    faid_result *sync[NDISTINCT] = {0};
     double *samples = malloc(sizeof(double) * (size_t)o.frames * S_N);
     if (!res || !samples) {
         fprintf(stderr, "faid-bench: out of memory\n");
         return 1;
     }
-    const char *vnames[2] = {"fused", "separate"};
-    for (int v = 0; v < 2; v++) {
-        if (!strstr(o.variants, vnames[v]))
+    /* the frames again, in engine pinned memory, for the zero-copy pipelined variant */
+    void *pinned[NDISTINCT] = {0};
+    /* synchronous fused results, compared bit for bit with every pipelined result */
+    if (in_list(o.variants, "pipelined") || in_list(o.variants, "pipelined-copy")) {
+        for (int k = 0; k < NDISTINCT; k++) {
+            faid_frame f = {comp[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
+            sync[k] = faid_result_new(s);
+            if (!sync[k] || faid_engine_process(e, &f, sync[k], &d)) {
+                fprintf(stderr, "faid-bench: frame %d: %s\n", k,
+                        sync[k] ? d.msg : "out of memory");
+                return 1;
+            }
+        }
+    }
+    for (int v = 0; v < NVARIANTS; v++) {
+        if (!in_list(o.variants, vnames[v]))
             continue;
         if (strcmp(o.device, "ref") == 0 && v == 1)
             continue;
-        if (faid_engine_set_fused(e, v == 0, &d)) {
+        const int pipe = v >= 2;
+        if (faid_engine_set_fused(e, v != 1, &d) ||
+            faid_engine_set_depth(e, pipe ? o.depth : 1, &d)) {
             fprintf(stderr, "faid-bench: %s: %s\n", vnames[v], d.msg);
             return 1;
         }
@@ -322,10 +413,24 @@ int main(int argc, char **argv)
         memset(r, 0, sizeof *r);
         snprintf(r->name, sizeof r->name, "%s", vnames[v]);
         r->wg1 = faid_engine_workgroup(e, 0);
+        r->depth = faid_engine_depth(e);
+        r->identical = -1;
+        const uint8_t *src[NDISTINCT];
+        for (int k = 0; k < NDISTINCT; k++)
+            src[k] = comp[k];
+        if (v == 2) {
+            for (int k = 0; k < NDISTINCT; k++) {
+                if (!pinned[k] && !(pinned[k] = faid_engine_host_alloc(e, clen[k], &d))) {
+                    fprintf(stderr, "faid-bench: pinned frames: %s\n", d.msg);
+                    return 1;
+                }
+                memcpy(pinned[k], comp[k], clen[k]);
+                src[k] = pinned[k];
+            }
+        }
         /* warm-up (first launches, caches) */
-        for (int k = 0; k < 3; k++) {
-            faid_frame f = {comp[k % NDISTINCT], clen[k % NDISTINCT], FAID_ENC_BSLZ4, dt, s->rows,
-                            s->cols};
+        for (int k = 0; k < NDISTINCT; k++) {
+            faid_frame f = {src[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
             if (faid_engine_process(e, &f, res, &d)) {
                 fprintf(stderr, "faid-bench: %s warm-up: %s\n", r->name, d.msg);
                 return 1;
@@ -340,23 +445,46 @@ int main(int argc, char **argv)
             }
         }
         int64_t w0 = faid_now_ns();
-        for (int i = 0; i < o.frames; i++) {
-            int k = i % NDISTINCT;
-            faid_frame f = {comp[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
-            if (faid_engine_process(e, &f, res, &d)) {
-                fprintf(stderr, "faid-bench: %s frame %d: %s\n", r->name, i, d.msg);
-                return 1;
+        if (!pipe) {
+            for (int i = 0; i < o.frames; i++) {
+                int k = i % NDISTINCT;
+                faid_frame f = {src[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
+                if (faid_engine_process(e, &f, res, &d)) {
+                    fprintf(stderr, "faid-bench: %s frame %d: %s\n", r->name, i, d.msg);
+                    return 1;
+                }
+                record(samples + (size_t)i * S_N, &res->t);
+                r->device_decode = res->t.device_decode;
+                r->zero_copy = res->t.zero_copy;
             }
-            const faid_stage_times *t = &res->t;
-            double *row = samples + (size_t)i * S_N;
-            row[S_STAGE] = t->stage_us;
-            row[S_H2D] = t->h2d_us;
-            row[S_DEC] = t->decode_us;
-            row[S_PRE] = t->preprocess_us;
-            row[S_INT] = t->integrate_us;
-            row[S_D2H] = t->d2h_us;
-            row[S_TOTAL] = t->total_us;
-            r->device_decode = t->device_decode;
+        } else {
+            /* keep depth frames in flight: collect the oldest only when every slot is taken */
+            int submitted = 0, collected = 0;
+            r->identical = 1;
+            while (collected < o.frames) {
+                if (submitted < o.frames && faid_engine_in_flight(e) < r->depth) {
+                    int k = submitted % NDISTINCT;
+                    faid_frame f = {src[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
+                    if (faid_engine_submit(e, &f, (uint64_t)submitted, &d)) {
+                        fprintf(stderr, "faid-bench: %s frame %d: %s\n", r->name, submitted,
+                                d.msg);
+                        return 1;
+                    }
+                    submitted++;
+                    continue;
+                }
+                uint64_t tag = 0;
+                if (faid_engine_collect(e, res, &tag, 1, &d)) {
+                    fprintf(stderr, "faid-bench: %s collect: %s\n", r->name, d.msg);
+                    return 1;
+                }
+                if (!result_same(res, sync[tag % NDISTINCT]))
+                    r->identical = 0;
+                record(samples + (size_t)collected * S_N, &res->t);
+                r->device_decode = res->t.device_decode;
+                r->zero_copy = res->t.zero_copy;
+                collected++;
+            }
         }
         double wall = (double)(faid_now_ns() - w0) * 1e-9;
         r->fps = o.frames / wall;
@@ -368,33 +496,45 @@ int main(int argc, char **argv)
         }
         free(col);
     }
+    if (faid_engine_set_depth(e, 1, &d))
+        fprintf(stderr, "faid-bench: %s\n", d.msg);
 
     /* table */
-    printf("\nmedian per frame over %d frames, microseconds (device stages from OpenCL events)\n",
+    printf("\nmedian per frame over %d frames, microseconds (device stages from OpenCL events;\n"
+           "total = submit to collect; frames/s = frames / wall time of the whole run)\n",
            o.frames);
     printf("%-14s", "stage");
     for (int v = 0; v < nv; v++)
-        printf(" %12s", vr[v].name);
+        printf(" %14s", vr[v].name);
     printf("\n");
     for (int st = 0; st < S_N; st++) {
         printf("%-14s", stage_names[st]);
         for (int v = 0; v < nv; v++)
-            printf(" %12.1f", vr[v].med[st]);
+            printf(" %14.1f", vr[v].med[st]);
         printf("\n");
     }
     printf("%-14s", "frames/s");
     for (int v = 0; v < nv; v++)
-        printf(" %12.1f", vr[v].fps);
+        printf(" %14.1f", vr[v].fps);
+    printf("\n%-14s", "in flight");
+    for (int v = 0; v < nv; v++)
+        printf(" %14d", vr[v].depth);
+    printf("\n%-14s", "zero-copy H2D");
+    for (int v = 0; v < nv; v++)
+        printf(" %14s", vr[v].zero_copy ? "yes" : "no");
+    printf("\n%-14s", "identical");
+    for (int v = 0; v < nv; v++)
+        printf(" %14s", vr[v].identical < 0 ? "-" : vr[v].identical ? "yes" : "NO");
     printf("\n%-14s", "GPU decode");
     for (int v = 0; v < nv; v++)
-        printf(" %12s", vr[v].device_decode ? "yes" : "no");
+        printf(" %14s", vr[v].device_decode ? "yes" : "no");
     printf("\n%-14s", "workgroup 1D");
     for (int v = 0; v < nv; v++)
-        printf(" %12zu", vr[v].wg1);
+        printf(" %14zu", vr[v].wg1);
     if (o.check) {
         printf("\n%-14s", "max rel. err");
         for (int v = 0; v < nv; v++)
-            printf(" %12.2e", vr[v].checked ? vr[v].max_rel_err : NAN);
+            printf(" %14.2e", vr[v].checked ? vr[v].max_rel_err : NAN);
     }
     printf("\n");
 
@@ -415,10 +555,12 @@ int main(int argc, char **argv)
                 raw_bytes, mean_clen, setup_ms, (long long)s->csr->nnz, init_ms);
         for (int v = 0; v < nv; v++) {
             fprintf(f, "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "
-                       "\"workgroup\": %zu",
-                    vr[v].name, vr[v].fps, vr[v].device_decode, vr[v].wg1);
-            const char *keys[S_N] = {"stage_us", "h2d_us", "decode_us", "preprocess_us",
-                                     "integrate_us", "d2h_us", "total_us"};
+                       "\"workgroup\": %zu, \"depth\": %d, \"zero_copy\": %d, "
+                       "\"identical\": %d",
+                    vr[v].name, vr[v].fps, vr[v].device_decode, vr[v].wg1, vr[v].depth,
+                    vr[v].zero_copy, vr[v].identical);
+            const char *keys[S_N] = {"stage_us", "table_us", "h2d_us", "decode_us",
+                                     "preprocess_us", "integrate_us", "d2h_us", "total_us"};
             for (int st = 0; st < S_N; st++)
                 fprintf(f, ", \"%s\": %.3f", keys[st], vr[v].med[st]);
             if (vr[v].checked)
@@ -430,6 +572,10 @@ int main(int argc, char **argv)
     }
 
     free(samples);
+    for (int k = 0; k < NDISTINCT; k++) {
+        faid_engine_host_free(e, &pinned[k]);
+        faid_result_destroy(&sync[k]);
+    }
     faid_result_destroy(&res);
     faid_result_destroy(&ref);
     faid_engine_destroy(&e);
