@@ -40,7 +40,8 @@ struct faid_clcodec {
     size_t h_packed_cap;
 };
 
-/* Local memory of one work-group for a given capacity; mirrors CMP_CAP in bslz4.cl. */
+/* Local memory of one work-group for a given capacity, at most (with the CMP_LOCAL or STAGE
+ * buffer of bslz4.cl; the default build uses only the first term). */
 static size_t local_bytes(uint32_t cap)
 {
     size_t cmp = ((size_t)cap + cap / 255 + 16 + 3 + 7) / 8 * 8;
@@ -61,9 +62,10 @@ static void variant_release(clcodec_variant *v)
 static int variant_build(faid_clcodec *c, uint32_t cap, clcodec_variant *v, faid_diag *d)
 {
     memset(v, 0, sizeof *v);
-    char opts[256];
-    snprintf(opts, sizeof opts, "-D ELEM_SIZE=%zu -D BLOCK_CAP=%u -D WG=%zu", c->elem_size, cap,
-             c->wg);
+    char opts[512];
+    const char *extra = getenv("FAID_CLCODEC_DEFINES");
+    snprintf(opts, sizeof opts, "-D ELEM_SIZE=%zu -D BLOCK_CAP=%u -D WG=%zu %s", c->elem_size,
+             cap, c->wg, extra ? extra : "");
     const char *names[] = {"codec/bslz4.cl"};
     int rc = faid_cl_build(c->ctx, names, 1, opts, &v->prog, d);
     if (rc)
@@ -122,7 +124,7 @@ faid_clcodec *faid_clcodec_new(faid_cl_ctx *ctx, size_t elem_size, size_t max_de
     c->ctx = ctx;
     c->elem_size = elem_size;
     c->max_decoded = max_decoded_bytes;
-    size_t wg = 128;
+    size_t wg = 32;
     const char *env = getenv("FAID_CLCODEC_WG");
     if (env && *env) {
         char *end;
@@ -254,10 +256,11 @@ int faid_clcodec_enqueue_io(faid_clcodec *c, cl_command_queue queue, faid_encodi
     int rc = faid_clcodec_supports(c, enc, t, d);
     if (rc)
         return rc;
-    if (io->chunk_offset % 4 || io->table_offset % 4 || io->dst_offset % 8)
+    if (io->chunk_offset % 4 || io->table_offset % 4 || io->dst_offset % (8 * c->elem_size))
         return faid_fail(d, FAID_EINVAL,
                          "device decoder: chunk and table offsets must be multiples of 4 and the "
-                         "output offset a multiple of 8");
+                         "output offset a multiple of %zu",
+                         8 * c->elem_size);
     if (io->chunk_offset > UINT32_MAX - (t->tail_offset + t->tail_bytes) ||
         io->table_offset / 4 > UINT32_MAX || io->err_index > UINT32_MAX)
         return faid_fail(d, FAID_EINVAL, "device decoder: buffer offsets too large");

@@ -36,10 +36,12 @@ typedef struct faid_clcodec faid_clcodec;
 
 /* Builds the decoder for elements of elem_size bytes (1, 2, 4 or 8; HDF5-LZ4 chunks ignore it)
  * and chunks that decode to at most max_decoded_bytes. The program is compiled once here with
- * BLOCK_CAP = 8192 (the default bitshuffle block, 16.1 KiB of local memory per work-group);
+ * BLOCK_CAP = 8192 (the default bitshuffle block, 8 KiB of local memory per work-group);
  * chunks with larger header block sizes get a second program on first use, when the device's
  * local memory allows it. Environment FAID_CLCODEC_WG overrides the work-group size (default
- * 128, clamped to the device). Returns NULL with d filled on failure. */
+ * 32, one warp per block on NVIDIA, the fastest measured; clamped to the device) and
+ * FAID_CLCODEC_DEFINES adds build options for tuning experiments (e.g. "-D CMP_LOCAL=1").
+ * Returns NULL with d filled on failure. */
 faid_clcodec *faid_clcodec_new(faid_cl_ctx *ctx, size_t elem_size, size_t max_decoded_bytes,
                                faid_diag *d);
 void faid_clcodec_destroy(faid_clcodec **c);
@@ -66,7 +68,8 @@ typedef struct faid_clcodec_io {
     size_t chunk_offset;
     cl_mem table;        /* packed table at byte table_offset (multiple of 4) */
     size_t table_offset;
-    cl_mem dst;          /* t->total_bytes decoded bytes at dst_offset (multiple of 8) */
+    cl_mem dst;          /* t->total_bytes decoded bytes at dst_offset (multiple of 8 x
+                            elem_size; 64 always works) */
     size_t dst_offset;
     cl_mem err;          /* int error flag at index err_index (zeroed by the caller) */
     size_t err_index;

@@ -299,20 +299,45 @@ void faid_bitshuffle(const void *in, void *out, size_t n, size_t elem_size)
         }
 }
 
+/* Unshuffles the 8 elements of column g: gathers byte plane j from rows 8j..8j+7, transposes,
+ * and scatters into the 8 x E output bytes (one contiguous run per group). */
+static inline void unshuffle_group(const uint8_t *src, uint8_t *dst, size_t row, size_t g, size_t e)
+{
+    uint8_t *o = dst + 8 * g * e;
+    for (size_t j = 0; j < e; j++) {
+        const uint8_t *r = src + 8 * j * row + g;
+        uint64_t w = (uint64_t)r[0] | (uint64_t)r[row] << 8 | (uint64_t)r[2 * row] << 16 |
+                     (uint64_t)r[3 * row] << 24 | (uint64_t)r[4 * row] << 32 |
+                     (uint64_t)r[5 * row] << 40 | (uint64_t)r[6 * row] << 48 |
+                     (uint64_t)r[7 * row] << 56;
+        w = transpose8(w);
+        for (size_t i = 0; i < 8; i++)
+            o[i * e + j] = (uint8_t)(w >> (8 * i));
+    }
+}
+
 void faid_bitunshuffle(const void *in, void *out, size_t n, size_t elem_size)
 {
-    const uint8_t *src = in;
-    uint8_t *dst = out;
     size_t row = n / 8;
-    for (size_t j = 0; j < elem_size; j++)
-        for (size_t g = 0; g < row; g++) {
-            uint64_t w = 0;
-            for (int k = 0; k < 8; k++)
-                w |= (uint64_t)src[(8 * j + (size_t)k) * row + g] << (8 * k);
-            w = transpose8(w);
-            for (int i = 0; i < 8; i++)
-                dst[(8 * g + (size_t)i) * elem_size + j] = (uint8_t)(w >> (8 * i));
-        }
+    /* Constant element sizes let the compiler unroll the byte-plane loop. */
+    switch (elem_size) {
+    case 1:
+        for (size_t g = 0; g < row; g++)
+            unshuffle_group(in, out, row, g, 1);
+        break;
+    case 2:
+        for (size_t g = 0; g < row; g++)
+            unshuffle_group(in, out, row, g, 2);
+        break;
+    case 4:
+        for (size_t g = 0; g < row; g++)
+            unshuffle_group(in, out, row, g, 4);
+        break;
+    default:
+        for (size_t g = 0; g < row; g++)
+            unshuffle_group(in, out, row, g, elem_size);
+        break;
+    }
 }
 
 /* One LZ4 block of known decoded size. */

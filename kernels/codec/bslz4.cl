@@ -36,7 +36,7 @@
  * Device byte order is assumed little-endian (checked by the host). */
 
 #ifndef WG
-#define WG 128
+#define WG 32
 #endif
 #ifndef BLOCK_CAP
 #define BLOCK_CAP 8192
@@ -53,8 +53,30 @@
     for (uint i##_base = 0, i##_n = (n); i##_base < i##_n; i##_base += WG)                       \
         for (uint i = i##_base + get_local_id(0); i < i##_n; i = i##_n)
 
+/* CMP_LOCAL 1: copy each compressed block into local memory before parsing it (costs CMP_CAP
+ * bytes of local memory per group); 0: parse it straight from global memory (through L1). */
+#ifndef CMP_LOCAL
+#define CMP_LOCAL 0
+#endif
+
 /* Room for the worst-case LZ4 expansion of a full block plus up to 3 bytes of misalignment. */
 #define CMP_CAP (((BLOCK_CAP + BLOCK_CAP / 255 + 16 + 3) + 7) / 8 * 8)
+#if CMP_LOCAL
+#define CMP_SPACE __local
+#else
+#define CMP_SPACE __global
+#endif
+
+/* The 8 elements of one column group as one vector of ELEM_SIZE ulongs. */
+#if ELEM_SIZE == 1
+#define OUTV ulong
+#elif ELEM_SIZE == 2
+#define OUTV ulong2
+#elif ELEM_SIZE == 4
+#define OUTV ulong4
+#else
+#define OUTV ulong8
+#endif
 
 /* Every item of the failing group stores the flag (same value, only on the error path): PoCL's
  * work-group vectorizer miscompiled the `if (get_local_id(0) == 0)` form. */
@@ -91,7 +113,7 @@ inline void load_block(__global const uchar *chunk, uint a, uint n, __local uint
 }
 
 /* Reads an LZ4 length extension; returns 0 on running past the input. */
-inline int lz4_extend(__local const uchar *cmp, uint *ip, uint iend, uint *len)
+inline int lz4_extend(CMP_SPACE const uchar *cmp, uint *ip, uint iend, uint *len)
 {
     uint b;
     do {
@@ -105,7 +127,7 @@ inline int lz4_extend(__local const uchar *cmp, uint *ip, uint iend, uint *len)
 
 /* Decodes the LZ4 block cmp[ip0, ip0 + csize) into dec[0, oend). Returns 1 when the block is valid
  * and decodes to exactly oend bytes. Ends with a barrier, so dec is complete for every item. */
-inline int lz4_block(__local const uchar *cmp, uint ip0, uint csize, __local uchar *dec,
+inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local uchar *dec,
                      uint oend)
 {
     uint ip = ip0;
@@ -124,8 +146,26 @@ inline int lz4_block(__local const uchar *cmp, uint ip0, uint csize, __local uch
                           lit > iend - ip - 8);
         if (last && lit != iend - ip)
             break;
-        PAR_FOR(i, lit)
-            dec[op + i] = cmp[ip + i];
+        for (uint b = 0; b < lit; b += 4 * WG) {
+            const uint i = b + get_local_id(0);
+            uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+            if (i < lit)
+                v0 = cmp[ip + i];
+            if (i + WG < lit)
+                v1 = cmp[ip + i + WG];
+            if (i + 2 * WG < lit)
+                v2 = cmp[ip + i + 2 * WG];
+            if (i + 3 * WG < lit)
+                v3 = cmp[ip + i + 3 * WG];
+            if (i < lit)
+                dec[op + i] = v0;
+            if (i + WG < lit)
+                dec[op + i + WG] = v1;
+            if (i + 2 * WG < lit)
+                dec[op + i + 2 * WG] = v2;
+            if (i + 3 * WG < lit)
+                dec[op + i + 3 * WG] = v3;
+        }
         ip += lit;
         op += lit;
         if (last) {
@@ -147,12 +187,38 @@ inline int lz4_block(__local const uchar *cmp, uint ip0, uint csize, __local uch
             barrier(CLK_LOCAL_MEM_FENCE);
             synced = op;
         }
-        if (off >= mlen) {
-            PAR_FOR(i, mlen)
-                dec[op + i] = dec[src + i];
-        } else {
-            PAR_FOR(i, mlen)
-                dec[op + i] = dec[src + i % off];
+        /* Byte i comes from src + (i mod off) (a repeating pattern when the match overlaps its
+         * own output); r tracks that index for this item's 4 bytes of each round of 4 x WG. */
+        const uint step = off >= mlen ? WG : WG % off;
+        const uint period = off >= mlen ? 0xFFFFFFFFu : off;
+        uint r = off >= mlen ? get_local_id(0) : get_local_id(0) % off;
+        for (uint b = 0; b < mlen; b += 4 * WG) {
+            const uint i = b + get_local_id(0);
+            uint r1 = r + step;
+            r1 -= r1 >= period ? period : 0;
+            uint r2 = r1 + step;
+            r2 -= r2 >= period ? period : 0;
+            uint r3 = r2 + step;
+            r3 -= r3 >= period ? period : 0;
+            uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+            if (i < mlen)
+                v0 = dec[src + r];
+            if (i + WG < mlen)
+                v1 = dec[src + r1];
+            if (i + 2 * WG < mlen)
+                v2 = dec[src + r2];
+            if (i + 3 * WG < mlen)
+                v3 = dec[src + r3];
+            if (i < mlen)
+                dec[op + i] = v0;
+            if (i + WG < mlen)
+                dec[op + i + WG] = v1;
+            if (i + 2 * WG < mlen)
+                dec[op + i + 2 * WG] = v2;
+            if (i + 3 * WG < mlen)
+                dec[op + i + 3 * WG] = v3;
+            r = r3 + step;
+            r -= r >= period ? period : 0;
         }
         op += mlen;
     }
@@ -161,46 +227,40 @@ inline int lz4_block(__local const uchar *cmp, uint ip0, uint csize, __local uch
 }
 
 /* Interleaves ELEM_SIZE byte planes (w[j]: byte i = byte j of element i of a group of 8) into the
- * ELEM_SIZE words of the 8 elements in memory order. */
-inline void zip_planes(const ulong *w, ulong *o)
+ * 8 elements in memory order. */
+inline OUTV zip_planes(const ulong *w)
 {
 #if ELEM_SIZE == 1
-    o[0] = w[0];
+    return w[0];
 #elif ELEM_SIZE == 2
     const uchar8 a = as_uchar8(w[0]), b = as_uchar8(w[1]);
-    o[0] = as_ulong((uchar8)(a.s0, b.s0, a.s1, b.s1, a.s2, b.s2, a.s3, b.s3));
-    o[1] = as_ulong((uchar8)(a.s4, b.s4, a.s5, b.s5, a.s6, b.s6, a.s7, b.s7));
+    return (ulong2)(as_ulong((uchar8)(a.s0, b.s0, a.s1, b.s1, a.s2, b.s2, a.s3, b.s3)),
+                    as_ulong((uchar8)(a.s4, b.s4, a.s5, b.s5, a.s6, b.s6, a.s7, b.s7)));
 #elif ELEM_SIZE == 4
     const uchar8 a = as_uchar8(w[0]), b = as_uchar8(w[1]), c = as_uchar8(w[2]),
                  d = as_uchar8(w[3]);
-    o[0] = as_ulong((uchar8)(a.s0, b.s0, c.s0, d.s0, a.s1, b.s1, c.s1, d.s1));
-    o[1] = as_ulong((uchar8)(a.s2, b.s2, c.s2, d.s2, a.s3, b.s3, c.s3, d.s3));
-    o[2] = as_ulong((uchar8)(a.s4, b.s4, c.s4, d.s4, a.s5, b.s5, c.s5, d.s5));
-    o[3] = as_ulong((uchar8)(a.s6, b.s6, c.s6, d.s6, a.s7, b.s7, c.s7, d.s7));
+    return (ulong4)(as_ulong((uchar8)(a.s0, b.s0, c.s0, d.s0, a.s1, b.s1, c.s1, d.s1)),
+                    as_ulong((uchar8)(a.s2, b.s2, c.s2, d.s2, a.s3, b.s3, c.s3, d.s3)),
+                    as_ulong((uchar8)(a.s4, b.s4, c.s4, d.s4, a.s5, b.s5, c.s5, d.s5)),
+                    as_ulong((uchar8)(a.s6, b.s6, c.s6, d.s6, a.s7, b.s7, c.s7, d.s7)));
 #elif ELEM_SIZE == 8
     const uchar8 a = as_uchar8(w[0]), b = as_uchar8(w[1]), c = as_uchar8(w[2]),
                  d = as_uchar8(w[3]), e = as_uchar8(w[4]), f = as_uchar8(w[5]),
                  g = as_uchar8(w[6]), h = as_uchar8(w[7]);
 #define FAID_ZIP8(k) as_ulong((uchar8)(a.k, b.k, c.k, d.k, e.k, f.k, g.k, h.k))
-    o[0] = FAID_ZIP8(s0);
-    o[1] = FAID_ZIP8(s1);
-    o[2] = FAID_ZIP8(s2);
-    o[3] = FAID_ZIP8(s3);
-    o[4] = FAID_ZIP8(s4);
-    o[5] = FAID_ZIP8(s5);
-    o[6] = FAID_ZIP8(s6);
-    o[7] = FAID_ZIP8(s7);
+    return (ulong8)(FAID_ZIP8(s0), FAID_ZIP8(s1), FAID_ZIP8(s2), FAID_ZIP8(s3), FAID_ZIP8(s4),
+                    FAID_ZIP8(s5), FAID_ZIP8(s6), FAID_ZIP8(s7));
 #undef FAID_ZIP8
 #else
 #error "ELEM_SIZE must be 1, 2, 4 or 8"
 #endif
 }
 
-/* Bit-unshuffles the n-element block in dec into stage (both local). Row r of the shuffled bit
- * matrix (r = 8j + k: byte j, bit k of every element) holds n/8 bytes. Rows whose length is a
- * multiple of 4 are read 32 bits at a time (4 groups of 8 elements per item); others a byte at a
- * time. */
-inline void unshuffle(__local const uchar *dec, uint n, __local ulong *stage)
+/* Bit-unshuffles the n-element block in dec into out (column group g, the 8 elements 8g..8g+7,
+ * lands at out[g]). Row r of the shuffled bit matrix (r = 8j + k: byte j, bit k of every element)
+ * holds n/8 bytes. Rows whose length is a multiple of 4 are read 32 bits at a time (4 column
+ * groups per item); others a byte at a time. */
+inline void unshuffle(__local const uchar *dec, uint n, __global OUTV *out)
 {
     const uint row = n / 8;
     if ((row & 3) == 0) {
@@ -221,12 +281,10 @@ inline void unshuffle(__local const uchar *dec, uint n, __local ulong *stage)
                 w[3][j] = transpose8(as_ulong((uchar8)(r[0].s3, r[1].s3, r[2].s3, r[3].s3,
                                                        r[4].s3, r[5].s3, r[6].s3, r[7].s3)));
             }
-            for (uint q = 0; q < 4; q++) {
-                ulong o[ELEM_SIZE];
-                zip_planes(w[q], o);
-                for (uint m = 0; m < ELEM_SIZE; m++)
-                    stage[(4 * h + q) * ELEM_SIZE + m] = o[m];
-            }
+            out[4 * h] = zip_planes(w[0]);
+            out[4 * h + 1] = zip_planes(w[1]);
+            out[4 * h + 2] = zip_planes(w[2]);
+            out[4 * h + 3] = zip_planes(w[3]);
         }
     } else {
         PAR_FOR(g, row) {
@@ -237,10 +295,7 @@ inline void unshuffle(__local const uchar *dec, uint n, __local ulong *stage)
                     x |= (ulong)dec[(8 * j + k) * row + g] << (8 * k);
                 w[j] = transpose8(x);
             }
-            ulong o[ELEM_SIZE];
-            zip_planes(w, o);
-            for (uint m = 0; m < ELEM_SIZE; m++)
-                stage[g * ELEM_SIZE + m] = o[m];
+            out[g] = zip_planes(w);
         }
     }
 }
@@ -252,7 +307,7 @@ inline int block_entry(__global const uint *table, uint nblocks, uint gid, uint 
     *off = table[gid];
     *csize = table[nblocks + gid];
     *dbytes = gid + 1 == nblocks ? last_bytes : block_bytes;
-    return *csize > 0 && *csize <= CMP_CAP - 3 && *csize <= chunk_len &&
+    return *csize > 0 && (!CMP_LOCAL || *csize <= CMP_CAP - 3) && *csize <= chunk_len &&
            *off <= chunk_len - *csize && *dbytes > 0 && *dbytes <= BLOCK_CAP;
 }
 
@@ -288,7 +343,9 @@ bslz4_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
     dst += dst_off;
     err += err_idx;
     __local ulong decl[BLOCK_CAP / 8];
+#if CMP_LOCAL
     __local ulong cmpl[CMP_CAP / 8];
+#endif
     const uint gid = get_group_id(0);
     if (gid >= nblocks) {
         if (gid == nblocks)
@@ -303,19 +360,19 @@ bslz4_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
         ERR_SET(err, gid);
         return;
     }
-    __local uchar *cmp = (__local uchar *)cmpl;
     __local uchar *dec = (__local uchar *)decl;
+#if CMP_LOCAL
     load_block(chunk, off, csize, (__local uint *)cmpl);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (!lz4_block(cmp, off & 3, csize, dec, dbytes)) {
+    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes);
+#else
+    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes);
+#endif
+    if (!ok) {
         ERR_SET(err, gid);
         return;
     }
-    unshuffle(dec, dbytes / ELEM_SIZE, cmpl);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    __global ulong *out = (__global ulong *)(dst + (ulong)gid * block_bytes);
-    PAR_FOR(i, dbytes / 8)
-        out[i] = cmpl[i];
+    unshuffle(dec, dbytes / ELEM_SIZE, (__global OUTV *)(dst + (ulong)gid * block_bytes));
 }
 
 /* HDF5-LZ4 framing: no shuffle, any block size up to BLOCK_CAP, and a block whose compressed
@@ -330,7 +387,9 @@ lz4h5_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
     dst += dst_off;
     err += err_idx;
     __local ulong decl[BLOCK_CAP / 8];
+#if CMP_LOCAL
     __local ulong cmpl[CMP_CAP / 8];
+#endif
     const uint gid = get_group_id(0);
     if (gid >= nblocks)
         return;
@@ -347,11 +406,15 @@ lz4h5_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
             out[i] = chunk[off + i];
         return;
     }
-    __local uchar *cmp = (__local uchar *)cmpl;
     __local uchar *dec = (__local uchar *)decl;
+#if CMP_LOCAL
     load_block(chunk, off, csize, (__local uint *)cmpl);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (!lz4_block(cmp, off & 3, csize, dec, dbytes)) {
+    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes);
+#else
+    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes);
+#endif
+    if (!ok) {
         ERR_SET(err, gid);
         return;
     }
