@@ -892,7 +892,8 @@ static int host_pinned(const faid_engine *e, const void *p, size_t n)
 /* Host part of a frame on an OpenCL device, then every device command of it on the slot's own
  * queue, without waiting: H2D (block table + compressed bytes, or the decoded frame), decode,
  * the integration kernel(s), D2H of the profiles and of the decode error flag. */
-static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f, faid_diag *d)
+static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f,
+                     const faid_block_table *ftab, faid_diag *d)
 {
     eng_res *r = e->res;
     const faid_corrections *c = &r->setup->corr;
@@ -917,17 +918,31 @@ static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f, faid_dia
         return faid_fail(d, FAID_ESIZE, "frame of %zu bytes overruns the %zu-byte slot buffer",
                          f->len, stage_cap);
     const int pinned = !in_stage && f->len && host_pinned(e, src, f->len);
-    faid_block_table *t = &sl->tab;
+    const int lzx = f->encoding == FAID_ENC_BSLZ4 || f->encoding == FAID_ENC_LZ4;
+    const faid_block_table *t = &sl->tab;
     faid_clcodec *codec = NULL;
     double h0 = now_us();
-    if (f->encoding == FAID_ENC_BSLZ4 || f->encoding == FAID_ENC_LZ4) {
+    /* Bytes to be copied into staging are copied first: the table walk then reads them from
+     * the cache instead of taking one memory miss per block in the caller's cold buffer. */
+    int copied = 0;
+    if (lzx && !in_stage && !pinned && f->len <= stage_cap) {
+        memcpy(stage, src, f->len);
+        copied = 1;
+    }
+    double hc = now_us();
+    if (lzx && ftab) {
+        t = ftab; /* checked by check_table */
+    } else if (lzx) {
+        const uint8_t *walk = copied ? stage : src;
         rc = f->encoding == FAID_ENC_BSLZ4
-                 ? faid_bslz4_table(src, f->len, esz, raw_bytes, t, d)
-                 : faid_lz4h5_table(src, f->len, raw_bytes, t, d);
+                 ? faid_bslz4_table(walk, f->len, esz, raw_bytes, &sl->tab, d)
+                 : faid_lz4h5_table(walk, f->len, raw_bytes, &sl->tab, d);
         if (rc && f->encoding == FAID_ENC_BSLZ4)
             return rc;
+    }
+    if (lzx) {
         /* an lz4 chunk whose table does not fit here is left to the CPU decoder's verdict */
-        if (!rc && faid_clcodec_table_bytes(t) <= sl->table_bytes) {
+        if (!rc && faid_clcodec_table_bytes(t) <= sl->table_bytes && f->len <= stage_cap) {
             codec = get_codec(e, esz, r->max_raw_bytes);
             if (codec && faid_clcodec_supports(codec, f->encoding, t, NULL) != FAID_OK)
                 codec = NULL;
@@ -944,7 +959,7 @@ static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f, faid_dia
     int direct = 0;
     if (codec) {
         direct = pinned;
-        if (!in_stage && !pinned)
+        if (!in_stage && !pinned && !copied)
             memcpy(stage, src, f->len);
     } else if (f->encoding == FAID_ENC_NONE && (in_stage || pinned)) {
         if (f->len != raw_bytes)
@@ -1051,7 +1066,7 @@ static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f, faid_dia
     sl->nblocks = codec ? t->nblocks : 0;
     sl->device_decode = codec != NULL;
     sl->zero_copy = direct || (in_stage && (codec || f->encoding == FAID_ENC_NONE));
-    sl->table_us = h1 - h0;
+    sl->table_us = h1 - hc;
     sl->stage_us = h2 - h0;
     sl->cpu_decode_us = codec || f->encoding == FAID_ENC_NONE ? 0.0 : h2 - h1;
     return FAID_OK;
@@ -1109,6 +1124,21 @@ out:
     return rc;
 }
 
+/* A caller's block table must at least describe a chunk of this frame's size and dtype. */
+static int check_table(const eng_res *r, const faid_frame *f, const faid_block_table *t,
+                       faid_diag *d)
+{
+    size_t raw_bytes = r->npix * faid_dtype_size(f->dtype);
+    if (t->total_bytes != raw_bytes)
+        return faid_fail(d, FAID_ESIZE, "block table of a chunk that decodes to %llu bytes given "
+                         "with a frame of %zu bytes", (unsigned long long)t->total_bytes,
+                         raw_bytes);
+    if (f->encoding == FAID_ENC_BSLZ4 && t->elem_size != faid_dtype_size(f->dtype))
+        return faid_fail(d, FAID_EINVAL, "block table of %u-byte elements given with a %s frame",
+                         t->elem_size, faid_dtype_name(f->dtype));
+    return FAID_OK;
+}
+
 static int ref_submit(faid_engine *e, eng_slot *sl, const faid_frame *f, faid_diag *d)
 {
     return process_ref(e, f, sl->ref_res, d);
@@ -1122,17 +1152,27 @@ static eng_slot *next_slot(faid_engine *e)
 
 int faid_engine_submit(faid_engine *e, const faid_frame *f, uint64_t tag, faid_diag *d)
 {
+    return faid_engine_submit_table(e, f, NULL, tag, d);
+}
+
+int faid_engine_submit_table(faid_engine *e, const faid_frame *f, const faid_block_table *table,
+                             uint64_t tag, faid_diag *d)
+{
     if (!e || !e->res)
         return faid_fail(d, FAID_EINVAL, "engine: no setup");
     if (e->inflight >= e->res->nslots)
         return faid_fail(d, FAID_EBUSY, "engine: all %d slots are in flight, collect first",
                          e->res->nslots);
     int rc = check_frame(e->res, f, d);
+    if (!rc && table && (f->encoding == FAID_ENC_BSLZ4 || f->encoding == FAID_ENC_LZ4))
+        rc = check_table(e->res, f, table, d);
+    else if (f && f->encoding != FAID_ENC_BSLZ4 && f->encoding != FAID_ENC_LZ4)
+        table = NULL;
     if (rc)
         return rc;
     eng_slot *sl = next_slot(e);
     sl->t_submit = now_us();
-    rc = e->is_ref ? ref_submit(e, sl, f, d) : cl_submit(e, sl, f, d);
+    rc = e->is_ref ? ref_submit(e, sl, f, d) : cl_submit(e, sl, f, table, d);
     if (rc)
         return rc;
     sl->busy = 1;
@@ -1195,7 +1235,7 @@ int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *res, f
         return process_ref(e, f, res, d);
     eng_slot *sl = next_slot(e);
     sl->t_submit = now_us();
-    if ((rc = cl_submit(e, sl, f, d)))
+    if ((rc = cl_submit(e, sl, f, NULL, d)))
         return rc;
     sl->busy = 1;
     e->inflight++;

@@ -557,6 +557,30 @@ static void pipeline_on(faid_engine *e, const faid_setup *s, int depth)
         }
     }
     CHECK(faid_engine_in_flight(e) == 0);
+    /* block tables parsed by the caller: same bits; a table of other bytes is caught or at
+     * worst decodes wrongly, never crashes; a table of another size is refused at submit */
+    faid_block_table tab = {0}, tab16 = {0};
+    CHECK(faid_block_table_alloc(&tab, 64, &d) == 0 && faid_block_table_alloc(&tab16, 64, &d) == 0);
+    CHECK(faid_bslz4_table(f[4].data, f[4].len, 2, NPIX * 2, &tab16, &d) == 0);
+    for (int k = 0; k < NPF; k++) {
+        if (k == BAD_FRAME || f[k].encoding != FAID_ENC_BSLZ4 || f[k].dtype != FAID_DT_U32)
+            continue;
+        CHECK_MSG(faid_bslz4_table(f[k].data, f[k].len, 4, NPIX * 4, &tab, &d) == 0, "%s", d.msg);
+        CHECK_MSG(faid_engine_submit_table(e, &f[k], &tab, (uint64_t)k, &d) == 0, "%s", d.msg);
+        CHECK(faid_engine_collect(e, got, &tag, 1, &d) == 0 && tag == (uint64_t)k);
+        CHECK_MSG(result_equal(got, sync[k]), "%s: frame %d with a given table differs", name, k);
+        CHECK(faid_engine_submit_table(e, &f[k], &tab16, 0, &d) < 0);
+        CHECK(faid_engine_in_flight(e) == 0);
+    }
+    CHECK(faid_bslz4_table(f[0].data, f[0].len, 4, NPIX * 4, &tab, &d) == 0);
+    if (faid_engine_submit_table(e, &f[1], &tab, 1, &d) == 0) {
+        int rc = faid_engine_collect(e, got, &tag, 1, &d);
+        CHECK_MSG(rc == 0 || rc == FAID_ECORRUPT, "%s: foreign table gave %d (%s)", name, rc,
+                  d.msg);
+    }
+    faid_block_table_free(&tab);
+    faid_block_table_free(&tab16);
+    CHECK(faid_engine_in_flight(e) == 0);
     CHECK(faid_engine_set_depth(e, FAID_ENGINE_DEPTH_MAX + 1, &d) == FAID_ERANGE);
     CHECK(faid_engine_depth(e) == depth);
     CHECK_MSG(faid_engine_set_depth(e, 1, &d) == 0, "%s", d.msg);
