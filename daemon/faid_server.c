@@ -67,6 +67,13 @@ faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t versio
             faid_diag_prefix(d, "device %s: ", s->workers[i].spec);
             goto fail;
         }
+        int depth = cfg->inflight < 1 ? 1
+                    : cfg->inflight > FAID_ENGINE_DEPTH_MAX ? FAID_ENGINE_DEPTH_MAX
+                                                            : cfg->inflight;
+        if (faid_engine_set_depth(g->engines[i], depth, d)) {
+            faid_diag_prefix(d, "device %s: pipeline.inflight %d: ", s->workers[i].spec, depth);
+            goto fail;
+        }
         /* Kernels for the frame types already seen are built now, not by the first frame. */
         for (int t = 1; t < 32; t++)
             if ((seen & (1u << t)) && faid_engine_prepare(g->engines[i], (faid_dtype)t, d)) {

@@ -136,78 +136,160 @@ static void fail_frame(faid_worker *wk, faid_slot *slot, const faid_diag *d)
     faid_slot_clear_frame(slot);
 }
 
+/* Frames submitted to the engine and not yet collected, oldest first (the engine completes
+ * them in submission order). */
+typedef struct inflight {
+    faid_slot *slot[FAID_ENGINE_DEPTH_MAX];
+    int64_t pop_ns[FAID_ENGINE_DEPTH_MAX];
+    int head, n;
+} inflight;
+
+typedef struct wstate {
+    faid_worker *wk;
+    faid_gen *active;
+    inflight q;
+    long delay_us;
+    int64_t busy_from;        /* start of the current busy period (something in flight) */
+} wstate;
+
+static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop_ns)
+{
+    faid_worker *wk = w->wk;
+    faid_server *s = wk->srv;
+    faid_gen *g = w->active;
+    int64_t done_mono = faid_now_ns();
+    int64_t done_wall = faid_wall_ns();
+    if (rc == 0 && faid_slot_reserve(slot, g->result_bytes) != 0)
+        rc = faid_fail(d, FAID_ENOMEM, "out of memory for the result message");
+    if (rc == 0 &&
+        (rc = encode_result(wk, slot, g->results[wk->index], pop_ns, done_mono, done_wall)) != 0)
+        faid_fail(d, rc, "result message larger than its %zu-byte buffer", slot->out_cap);
+    if (rc) {
+        fail_frame(wk, slot, d);
+    } else {
+        slot->kind = FAID_SLOT_RESULT;
+        slot->setup_version = g->version;
+        slot->device = wk->index;
+        slot->latency_us = (double)(done_mono - slot->recv_mono_ns) / 1e3;
+        faid_stats_latency(&s->stats, done_mono - slot->recv_mono_ns);
+        faid_stat_add(&s->stats.processed, 1);
+        faid_stat_add(&wk->processed, 1);
+        /* The payload is no longer needed; the generation reference stays with the slot until
+         * the publisher has announced that setup. */
+        if (slot->has_payload) {
+            zmq_msg_close(&slot->payload);
+            slot->has_payload = 0;
+        }
+    }
+    faid_queue_push(s->results, slot, -1);
+}
+
+/* Collects the oldest frame in flight (waiting for it) and hands it on. */
+static void collect_one(wstate *w)
+{
+    faid_worker *wk = w->wk;
+    faid_slot *slot = w->q.slot[w->q.head];
+    int64_t pop_ns = w->q.pop_ns[w->q.head];
+    faid_diag d;
+    faid_diag_clear(&d);
+    uint64_t tag = 0;
+    int rc = faid_engine_collect(w->active->engines[wk->index], w->active->results[wk->index],
+                                 &tag, 1, &d);
+    if (rc == FAID_EINVAL || rc == FAID_EBUSY) {
+        /* Nothing was consumed: the engine lost track of the frame. Answer it rather than
+         * leaving its series without an end. */
+        faid_diag_prefix(&d, "collect: ");
+    } else if (rc == 0 && tag != slot->frame_id) {
+        rc = faid_fail(&d, FAID_EINVAL, "engine returned frame %llu, expected %llu",
+                       (unsigned long long)tag, (unsigned long long)slot->frame_id);
+    }
+    if (w->delay_us > 0) {
+        struct timespec ts = {w->delay_us / 1000000, (w->delay_us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+    w->q.head = (w->q.head + 1) % FAID_ENGINE_DEPTH_MAX;
+    w->q.n--;
+    int64_t now = faid_now_ns();
+    faid_stat_add(&wk->busy_ns, (uint64_t)(now - w->busy_from));
+    w->busy_from = now;
+    finish(w, slot, rc, &d, pop_ns);
+}
+
+static void drain(wstate *w)
+{
+    while (w->q.n > 0)
+        collect_one(w);
+}
+
+static void submit(wstate *w, faid_slot *slot, int64_t pop_ns)
+{
+    faid_worker *wk = w->wk;
+    if (slot->gen != w->active) {
+        /* Frames arrive in reception order, so a worker only ever moves to newer setups. The
+         * frames of the old engine complete first; the reference keeps that engine alive while
+         * this worker may use it. */
+        drain(w);
+        faid_gen_release(&w->active);
+        w->active = slot->gen;
+        faid_gen_acquire(w->active);
+    }
+    faid_frame f = {
+        .data = zmq_msg_data(&slot->payload),
+        .len = zmq_msg_size(&slot->payload),
+        .encoding = slot->h.encoding,
+        .dtype = slot->h.dtype,
+        .rows = slot->h.rows,
+        .cols = slot->h.cols,
+    };
+    slot->frame_id = slot->h.frame_id;
+    faid_diag d;
+    faid_diag_clear(&d);
+    if (w->q.n == 0)
+        w->busy_from = faid_now_ns();
+    int rc = faid_engine_submit(w->active->engines[wk->index], &f, slot->h.frame_id, &d);
+    if (rc) {
+        /* Refused at submit (malformed block table, ...): not in flight, answer it now. */
+        finish(w, slot, rc, &d, pop_ns);
+        return;
+    }
+    int tail = (w->q.head + w->q.n) % FAID_ENGINE_DEPTH_MAX;
+    w->q.slot[tail] = slot;
+    w->q.pop_ns[tail] = pop_ns;
+    w->q.n++;
+}
+
 void *faid_worker_main(void *arg)
 {
     faid_worker *wk = arg;
     faid_server *s = wk->srv;
-    faid_gen *active = NULL;
+    wstate w = {.wk = wk};
     /* Test hook: FAID_TEST_WORKER_DELAY_US makes every frame take at least that long, so the
      * integration tests can overload the pipeline deterministically on a fast machine. */
-    long delay_us = 0;
     const char *dv = getenv("FAID_TEST_WORKER_DELAY_US");
     if (dv && *dv)
-        delay_us = strtol(dv, NULL, 10);
-    if (delay_us > 0)
-        FAID_WARN("worker", "device %d: test delay of %ld us per frame", wk->index, delay_us);
+        w.delay_us = strtol(dv, NULL, 10);
+    if (w.delay_us > 0)
+        FAID_WARN("worker", "device %d: test delay of %ld us per frame", wk->index, w.delay_us);
     for (;;) {
-        void *item = NULL;
-        int rc = faid_queue_pop(s->frames, &item, POLL_MS);
-        if (rc == FAID_ESTOPPED)
-            break;
-        if (rc)
+        int depth = w.active ? faid_engine_depth(w.active->engines[wk->index]) : 1;
+        if (w.q.n >= depth) {
+            collect_one(&w);
             continue;
-        faid_slot *slot = item;
-        int64_t pop_ns = faid_now_ns();
-        if (slot->gen != active) {
-            /* Frames arrive in reception order, so a worker only ever moves to newer setups;
-             * the reference keeps the engine alive while this worker may use it. */
-            faid_gen_release(&active);
-            active = slot->gen;
-            faid_gen_acquire(active);
         }
-        faid_engine *eng = active->engines[wk->index];
-        faid_result *res = active->results[wk->index];
-        faid_frame f = {
-            .data = zmq_msg_data(&slot->payload),
-            .len = zmq_msg_size(&slot->payload),
-            .encoding = slot->h.encoding,
-            .dtype = slot->h.dtype,
-            .rows = slot->h.rows,
-            .cols = slot->h.cols,
-        };
-        faid_diag d;
-        faid_diag_clear(&d);
-        rc = faid_engine_process(eng, &f, res, &d);
-        if (delay_us > 0) {
-            struct timespec ts = {delay_us / 1000000, (delay_us % 1000000) * 1000};
-            nanosleep(&ts, NULL);
+        /* With frames in flight, only take what is already queued; otherwise wait. */
+        void *item = NULL;
+        int rc = faid_queue_pop(s->frames, &item, w.q.n ? 0 : POLL_MS);
+        if (rc == FAID_ESTOPPED) {
+            drain(&w);
+            break;
         }
-        int64_t done_mono = faid_now_ns();
-        int64_t done_wall = faid_wall_ns();
-        faid_stat_add(&wk->busy_ns, (uint64_t)(done_mono - pop_ns));
-        if (rc == 0 && faid_slot_reserve(slot, active->result_bytes) != 0)
-            rc = faid_fail(&d, FAID_ENOMEM, "out of memory for the result message");
-        if (rc == 0 && (rc = encode_result(wk, slot, res, pop_ns, done_mono, done_wall)) != 0)
-            faid_fail(&d, rc, "result message larger than its %zu-byte buffer", slot->out_cap);
         if (rc) {
-            fail_frame(wk, slot, &d);
-        } else {
-            slot->kind = FAID_SLOT_RESULT;
-            slot->setup_version = active->version;
-            slot->device = wk->index;
-            slot->latency_us = (double)(done_mono - slot->recv_mono_ns) / 1e3;
-            faid_stats_latency(&s->stats, done_mono - slot->recv_mono_ns);
-            faid_stat_add(&s->stats.processed, 1);
-            faid_stat_add(&wk->processed, 1);
-            /* The payload is no longer needed; the generation reference stays with the slot
-             * until the publisher has announced that setup. */
-            if (slot->has_payload) {
-                zmq_msg_close(&slot->payload);
-                slot->has_payload = 0;
-            }
+            if (w.q.n)
+                collect_one(&w);
+            continue;
         }
-        faid_queue_push(s->results, slot, -1);
+        submit(&w, item, faid_now_ns());
     }
-    faid_gen_release(&active);
+    faid_gen_release(&w.active);
     return NULL;
 }
