@@ -3,8 +3,9 @@
  * frames when a reload happened), and encodes the result message into the frame's slot, so the
  * publisher only sends bytes.
  *
- * The engine call is synchronous for now (one frame in flight per device); the engine keeps its
- * frame slots so that a pipelined API can overlap copies and kernels later. */
+ * Up to pipeline.inflight frames are in flight per device (engine submit/collect): the CPU part
+ * and the upload of one frame overlap the kernels of the previous ones. Frames complete in
+ * submission order, so results of one worker leave in reception order. */
 #include "faid_server.h"
 
 #include "faid_log.h"
