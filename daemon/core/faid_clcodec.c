@@ -40,7 +40,7 @@ struct faid_clcodec {
     size_t h_packed_cap;
 };
 
-/* Local memory of one work-group for a given capacity, at most (with the CMP_LOCAL or STAGE
+/* Local memory of one work-group for a given capacity, at most (with the CMP_LOCAL
  * buffer of bslz4.cl; the default build uses only the first term). */
 static size_t local_bytes(uint32_t cap)
 {
