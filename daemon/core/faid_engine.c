@@ -1,24 +1,33 @@
 /* faid_engine: decode -> preprocess -> integrate for one frame, on an OpenCL device or with the
  * plain C reference (see faid_engine.h).
  *
- * DESIGN. An engine owns one OpenCL context and in-order profiling queue, a cache of programs
- * keyed by (frame dtype, error model), and a "resource set" derived from the current setup:
+ * DESIGN. An engine owns one OpenCL context (its queue serves uploads and mappings), a cache of
+ * programs keyed by (frame dtype, error model), pinned host buffers handed to the caller
+ * (faid_engine_host_alloc) and a "resource set" derived from the current setup:
  *   static device arrays, uploaded once per setup: normp (normalization x flat x solid angle x
  *   polarization folded per pixel, 0 where a pixel can never contribute: mask, dummy flat, NaN),
  *   dark, and per matrix (1D, optional 2D cake) indptr / indices / coefficients;
- *   frame slots: a pinned staging buffer (CL_MEM_ALLOC_HOST_PTR, mapped once) holding the block
- *   table and the compressed bytes, device buffers for the compressed chunk, the decoded frame,
- *   the decode error flag, the preprocessed image (unfused path only) and the profiles, and a
- *   pinned host buffer the profiles are read back into.
- * Everything is sized at creation / set_setup from shape x the widest frame dtype (4 bytes), so
- * processing a frame allocates nothing. Slots exist so that a later pipelined API can keep K frames
- * in flight (one slot per frame, events chaining the stages); faid_engine_process uses slot 0 and
- * waits.
+ *   `depth` frame slots, each with its own in-order profiling queue, a pinned staging buffer
+ *   (CL_MEM_ALLOC_HOST_PTR, mapped once) holding the block table and the compressed bytes, device
+ *   buffers for the compressed chunk, the decoded frame, the preprocessed image (unfused path
+ *   only) and the profiles followed by the decode error flag, and a pinned host mirror of the
+ *   latter.
+ * Everything is sized at creation / set_setup / set_depth from shape x the widest frame dtype
+ * (4 bytes), so processing a frame allocates nothing.
  *
- * Per frame: CPU block-table parse (bslz4) or CPU decode (lz4, lz4-raw) into staging, one H2D,
- * GPU decode when available, then either the fused kernel (raw gathered through the CSR indices
- * and preprocessed on the fly: one launch per matrix) or preprocess + integrate, one D2H of all
- * profile arrays, the decode error flag checked before anything is used.
+ * Frames in flight form a FIFO ring over the slots (head, inflight): submit fills the next slot
+ * and enqueues all of its commands without waiting; collect waits for the oldest slot's last
+ * command. Separate queues let the device overlap the H2D copy of one frame with the kernels of
+ * another and run kernels of different frames side by side; the host prepares frame n+1 while the
+ * device works. faid_engine_process is submit + collect of one frame, so both APIs run the same
+ * commands with the same arguments and give the same bits.
+ *
+ * Per frame: CPU block-table parse (bslz4; skipped when the caller passes the table) or CPU decode
+ * (lz4 blocks the device cannot take, lz4-raw) into staging, one H2D (two when the bytes lie in
+ * engine pinned memory and are read in place), GPU decode when available, then either the fused
+ * kernel (raw gathered through the CSR indices and preprocessed on the fly: one launch per matrix)
+ * or preprocess + integrate, one D2H of all profile arrays and the decode error flag, the flag
+ * checked before anything is used. That is 4 commands per frame in the common case.
  *
  * The work-group size of the integration is a pure function of the device type and the matrix
  * shape (no timing-based autotune), so the daemon and faidctl give bit-identical results. */
@@ -47,7 +56,7 @@ typedef struct eng_matrix {
     cl_mem indptr, indices, coef;
 } eng_matrix;
 
-enum { EV_H2D, EV_H2DT, EV_DEC, EV_PRE, EV_INT1, EV_INT2, EV_D2H, EV_ERR, EV_N };
+enum { EV_H2D, EV_H2DT, EV_DEC, EV_PRE, EV_INT1, EV_INT2, EV_D2H, EV_N };
 
 typedef struct eng_slot {
     cl_command_queue q;    /* own in-order queue: slots overlap each other on the device */
@@ -59,8 +68,7 @@ typedef struct eng_slot {
     size_t table_bytes;    /* bytes reserved for the block table at the start of staging */
     cl_mem d_in;           /* device mirror of staging (table + compressed chunk) */
     cl_mem d_raw;          /* decoded frame, native dtype */
-    cl_mem d_err;          /* decode error flag (clcodec sets it, the engine clears it) */
-    int err_dirty;         /* d_err may be non-zero: clear before the next decode */
+    int err_dirty;         /* the decode error flag may be non-zero: clear before a decode */
     faid_block_table tab;  /* host block table, capacity max_blocks */
     cl_mem d_pre;          /* float4 per pixel (unfused path) */
     cl_mem d_out;          /* NOUT * (nbins1 + nbins2) floats */
@@ -101,6 +109,7 @@ typedef struct eng_res {
 typedef struct eng_prog {
     cl_program prog;
     cl_kernel pre, int_pre, int_raw;
+    size_t kwg_pre, kwg_raw; /* largest work-group the integration kernels allow (registers) */
 } eng_prog;
 
 struct faid_engine {
@@ -257,6 +266,11 @@ static int get_prog(faid_engine *e, faid_dtype dt, faid_error_model em, eng_prog
         prog_release(p);
         return faid_cl_fail(d, err, "clCreateKernel", __FILE__, __LINE__);
     }
+    p->kwg_pre = p->kwg_raw = 0;
+    clGetKernelWorkGroupInfo(p->int_pre, e->ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE,
+                             sizeof p->kwg_pre, &p->kwg_pre, NULL);
+    clGetKernelWorkGroupInfo(p->int_raw, e->ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE,
+                             sizeof p->kwg_raw, &p->kwg_raw, NULL);
     FAID_DEBUG("engine", "built process kernels (%s) for %s in %.0f ms", opts, e->ctx->info.name,
                (double)(faid_now_ns() - t0) * 1e-6);
     *out = p;
@@ -317,7 +331,6 @@ static void slots_destroy(faid_engine *e, eng_res *r)
         release_mem(&sl->staging);
         release_mem(&sl->d_in);
         release_mem(&sl->d_raw);
-        release_mem(&sl->d_err);
         release_mem(&sl->d_pre);
         release_mem(&sl->d_out);
         release_mem(&sl->h_out);
@@ -439,10 +452,9 @@ static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
     sl->d_in = faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY, sl->staging_bytes, NULL, d);
     sl->d_raw = sl->d_in ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, r->max_raw_bytes, NULL, d)
                          : NULL;
-    sl->d_err = sl->d_raw ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, sizeof(cl_int), NULL, d)
-                          : NULL;
-    sl->d_out = sl->d_err ? faid_cl_buffer(e->ctx, CL_MEM_WRITE_ONLY, r->nout * sizeof(float),
-                                           NULL, d)
+    /* the profiles, then the decode error flag (an int) at index nout: one D2H reads both */
+    sl->d_out = sl->d_raw ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE,
+                                           (r->nout + 1) * sizeof(float), NULL, d)
                           : NULL;
     sl->h_out = sl->d_out ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
                                            (r->nout + 4) * sizeof(float), NULL, d)
@@ -456,7 +468,8 @@ static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
         return faid_cl_fail(d, err, "clEnqueueMapBuffer(results)", __FILE__, __LINE__);
     /* the decode error flag starts clear; the engine clears it again only after an error */
     cl_int zero = 0;
-    FAID_CL_TRY(d, clEnqueueWriteBuffer(e->ctx->queue, sl->d_err, CL_TRUE, 0, sizeof zero, &zero,
+    FAID_CL_TRY(d, clEnqueueWriteBuffer(e->ctx->queue, sl->d_out, CL_TRUE,
+                                        r->nout * sizeof(float), sizeof zero, &zero,
                                         0, NULL, NULL));
     if (!e->fused) {
         sl->d_pre = faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, r->npix * 4 * sizeof(float), NULL,
@@ -823,7 +836,8 @@ static double ev_us(cl_event ev)
 }
 
 static int set_int_args(faid_engine *e, cl_kernel k, int fused, const eng_res *r,
-                        const eng_slot *sl, const eng_matrix *m, cl_int out_off, faid_diag *d)
+                        const eng_slot *sl, const eng_matrix *m, size_t wg, cl_int out_off,
+                        faid_diag *d)
 {
     const faid_corrections *c = &r->setup->corr;
     cl_uint a = 0;
@@ -850,7 +864,7 @@ static int set_int_args(faid_engine *e, cl_kernel k, int fused, const eng_res *r
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof empty, &empty));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_out));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof out_off, &out_off));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, m->wg * ACC_BYTES, NULL));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, wg * ACC_BYTES, NULL));
     (void)e;
     return FAID_OK;
 }
@@ -987,11 +1001,14 @@ static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f,
     cl_command_queue q = sl->q;
     cl_event *ev = sl->ev;
     rc = FAID_ECL;
-    if (codec) {
+    if (sl->err_dirty) {
+        /* a corrupt frame left the flag set: clear it (only then: one command less per frame) */
         static const cl_int zero = 0;
-        if (sl->err_dirty)
-            FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueWriteBuffer(q, sl->d_err, CL_FALSE, 0,
-                                                               sizeof zero, &zero, 0, NULL, NULL));
+        FAID_CL_TRY_GOTO(d, rc, fail,
+                         clEnqueueWriteBuffer(q, sl->d_out, CL_FALSE, r->nout * sizeof(float),
+                                              sizeof zero, &zero, 0, NULL, NULL));
+    }
+    if (codec) {
         sl->err_dirty = 1;
         if (direct) {
             if (tb)
@@ -1007,7 +1024,7 @@ static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f,
                                                   tb + f->len, stage - tb, 0, NULL, &ev[EV_H2D]));
         }
         faid_clcodec_io io = {sl->d_in, sl->table_bytes, sl->d_in, sl->table_bytes - tb,
-                              sl->d_raw, 0, sl->d_err, 0};
+                              sl->d_raw, 0, sl->d_out, r->nout};
         if ((rc = faid_clcodec_enqueue_io(codec, q, f->encoding, &io, t, 0, NULL, &ev[EV_DEC], d)))
             goto fail;
         rc = FAID_ECL;
@@ -1043,23 +1060,23 @@ static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f,
     for (int m = 0; m < nm; m++) {
         const eng_matrix *mx = &r->m[m];
         cl_kernel k = e->fused ? p->int_raw : p->int_pre;
-        if ((rc = set_int_args(e, k, e->fused, r, sl, mx, off, d)))
+        /* the chosen size, halved while the compiled kernel cannot take it (a property of
+         * device and program, so still the same on every run) */
+        size_t lws = mx->wg, kmax = e->fused ? p->kwg_raw : p->kwg_pre;
+        while (kmax && lws > kmax && lws > 1)
+            lws >>= 1;
+        if ((rc = set_int_args(e, k, e->fused, r, sl, mx, lws, off, d)))
             goto fail;
         rc = FAID_ECL;
-        size_t lws = mx->wg, gws = (size_t)mx->nbins * mx->wg;
+        size_t gws = (size_t)mx->nbins * lws;
         FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
                                                              &ev[EV_INT1 + m]));
         off += NOUT * mx->nbins;
     }
+    /* profiles and decode flag in one copy */
     FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueReadBuffer(q, sl->d_out, CL_FALSE, 0,
-                                                      r->nout * sizeof(float), sl->h_out_ptr, 0,
-                                                      NULL, &ev[EV_D2H]));
-    cl_int *h_err = (cl_int *)(sl->h_out_ptr + r->nout);
-    *h_err = 0;
-    if (codec)
-        FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueReadBuffer(q, sl->d_err, CL_FALSE, 0,
-                                                          sizeof(cl_int), h_err, 0, NULL,
-                                                          &ev[EV_ERR]));
+                                                      (r->nout + 1) * sizeof(float),
+                                                      sl->h_out_ptr, 0, NULL, &ev[EV_D2H]));
     FAID_CL_TRY_GOTO(d, rc, fail, clFlush(q));
     sl->enc = f->encoding;
     sl->len = f->len;
@@ -1081,7 +1098,7 @@ fail:
 static int cl_collect(faid_engine *e, eng_slot *sl, faid_result *res, int block, faid_diag *d)
 {
     eng_res *r = e->res;
-    cl_event last = sl->ev[EV_ERR] ? sl->ev[EV_ERR] : sl->ev[EV_D2H];
+    cl_event last = sl->ev[EV_D2H];
     int rc = FAID_ECL;
     if (!block) {
         cl_int st = CL_COMPLETE;

@@ -61,8 +61,9 @@ void faid_result_destroy(faid_result **r);
 int faid_engine_set_fused(faid_engine *e, int fused, faid_diag *d);
 /* Builds the kernels for frames of this dtype now (otherwise done on the first such frame). */
 int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d);
-/* Integration work-group size used for matrix 0 (1D) or 1 (2D); 0 for the reference device.
- * It is a function of the device type and the matrix only (FAID_ENGINE_WG overrides it). */
+/* Integration work-group size chosen for matrix 0 (1D) or 1 (2D); 0 for the reference device.
+ * It is a function of the device type and the matrix only (FAID_ENGINE_WG overrides it); a launch
+ * halves it while the compiled kernel allows less (CL_KERNEL_WORK_GROUP_SIZE, e.g. registers). */
 size_t faid_engine_workgroup(const faid_engine *e, int which);
 
 /* Reduces one frame. Errors (wrong shape/dtype for the setup, corrupt payload) name the cause.

@@ -10,7 +10,10 @@
 # for the pyFAI + silx side-by-side run.
 #
 # Environment: FAID_BIN (default build/bin), DEVICE (default gpu), FRAMES (default 500),
-# PYFAI_FRAMES (default 200), CONFIGS (default "full no bbox cake u16": which runs to do).
+# PYFAI_FRAMES (default 200), CONFIGS (default "full no bbox cake u16": which runs to do),
+# DEPTH (frames in flight of the pipelined variants, default 4), SWEEP (default
+# "depth2 depth8 depth16 wg128 wg512 wg1024 dwg64 dwg128 dwg256 parsers0": extra pipelined runs of
+# the full-split configuration, one knob changed each, for tuning; "" skips them).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,6 +23,8 @@ DEVICE=${DEVICE:-gpu}
 FRAMES=${FRAMES:-500}
 PYFAI_FRAMES=${PYFAI_FRAMES:-200}
 CONFIGS=${CONFIGS:-full no bbox cake u16}
+DEPTH=${DEPTH:-4}
+SWEEP=${SWEEP-depth2 depth8 depth16 wg128 wg512 wg1024 dwg64 dwg128 dwg256 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
 say() { echo "gpu-run: $*" | tee -a "$LOG/gpu-run.log"; }
@@ -96,13 +101,34 @@ for c in $CONFIGS; do
     fi
     extra=""
     [ "$c" = full ] && extra="--dump $LOG/data"
-    say "faid-bench $c: $bench --device $DEVICE --frames $FRAMES $a"
+    say "faid-bench $c: $bench --device $DEVICE --frames $FRAMES --depth $DEPTH $a"
     # shellcheck disable=SC2086
-    if ! "$bench" --device "$DEVICE" --frames "$FRAMES" $a $extra --json "$LOG/bench_$c.json" \
-        >"$LOG/bench_$c.log" 2>&1; then
+    if ! "$bench" --device "$DEVICE" --frames "$FRAMES" --depth "$DEPTH" $a $extra \
+        --json "$LOG/bench_$c.json" >"$LOG/bench_$c.log" 2>&1; then
         say "ERROR: faid-bench $c failed, tail of $LOG/bench_$c.log:"
         tail -n 20 "$LOG/bench_$c.log" | tee -a "$LOG/gpu-run.log"
         status=1
+    fi
+done
+
+# 4b. tuning sweep: the pipelined variant of the full-split run with one knob changed
+for w in $SWEEP; do
+    envs=(FAID_SWEEP=1)
+    a="--depth $DEPTH"
+    case $w in
+        depth*) a="--depth ${w#depth}" ;;
+        dwg*) envs=(FAID_CLCODEC_WG="${w#dwg}") ;;
+        wg*) envs=(FAID_ENGINE_WG="${w#wg}") ;;
+        parsers*) a="$a --parsers ${w#parsers}" ;;
+        *) say "WARNING: unknown sweep item '$w' skipped"; continue ;;
+    esac
+    say "sweep $w: ${envs[*]} $bench --split full --variants pipelined --no-check $a"
+    # shellcheck disable=SC2086
+    if ! env "${envs[@]}" "$bench" --device "$DEVICE" --frames "$FRAMES" --split full \
+        --variants pipelined --no-check $a --json "$LOG/sweep_$w.json" \
+        >"$LOG/sweep_$w.log" 2>&1; then
+        say "WARNING: sweep $w failed, tail of $LOG/sweep_$w.log:"
+        tail -n 5 "$LOG/sweep_$w.log" | tee -a "$LOG/gpu-run.log"
     fi
 done
 
@@ -125,39 +151,61 @@ else
     say "pyFAI reference skipped (no .whl/*.whl or no dumped frame)"
 fi
 
-# 6. compact table, last
-python3 - "$LOG" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
+# 6. compact table, last (the tuning sweep and the pyFAI comparison come before it)
+python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
 import json, os, sys
-log, configs = sys.argv[1], sys.argv[2:]
-rows = []
-dev = ""
-for c in configs:
-    p = os.path.join(log, f"bench_{c}.json")
-    if not os.path.exists(p):
-        rows.append((c, "FAILED", *[""] * 9))
-        continue
-    j = json.load(open(p))
-    dev = j["device"]
-    for v in j["variants"]:
-        rows.append((c, v["name"], f'{v["stage_us"]:.0f}', f'{v["h2d_us"]:.0f}',
-                     f'{v["decode_us"]:.0f}', f'{v["preprocess_us"]:.0f}',
-                     f'{v["integrate_us"]:.0f}', f'{v["d2h_us"]:.0f}', f'{v["total_us"]:.0f}',
-                     f'{v["fps"]:.0f}', f'{v.get("max_rel_err", float("nan")):.1e}'))
-print(f"\nfaid-bench on {dev}: median us per frame (device stages from events), fps end-to-end")
-hdr = ("config", "variant", "stage", "h2d", "decode", "prep", "integr", "d2h", "total", "fps",
-       "relerr")
-w = [8, 9, 6, 6, 7, 6, 7, 5, 7, 7, 8]
-print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
-for r in rows:
-    print(" ".join(str(x).rjust(n) for x, n in zip(r, w)))
+log, sweep, configs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
+def fmt(v, k, f="{:.0f}"):
+    x = v.get(k)
+    return "" if x is None else f.format(x)
+if sweep:
+    print("\ntuning sweep, full split, pipelined, one knob changed each (median us per frame)")
+    hdr = ("knob", "fps", "infl", "decode", "integr", "h2d", "parse", "stage", "latency")
+    w = [10, 8, 5, 7, 7, 6, 6, 6, 8]
+    print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
+    for k in sweep:
+        p = os.path.join(log, f"sweep_{k}.json")
+        if not os.path.exists(p):
+            print(k.rjust(10), "FAILED".rjust(8))
+            continue
+        v = json.load(open(p))["variants"][0]
+        row = (k, fmt(v, "fps"), fmt(v, "depth"), fmt(v, "decode_us"), fmt(v, "integrate_us"),
+               fmt(v, "h2d_us"), fmt(v, "table_us"), fmt(v, "stage_us"), fmt(v, "total_us"))
+        print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
+best = None
+full = os.path.join(log, "bench_full.json")
+if os.path.exists(full):
+    best = max(json.load(open(full))["variants"], key=lambda v: v["fps"])
 p = os.path.join(log, "pyfai.json")
 if os.path.exists(p):
     j = json.load(open(p))
     print(f'\npyFAI {j.get("pyfai")} + silx on {j.get("device")}: decode {j.get("silx_decode_us", 0):.0f} us, '
           f'integrate (host frame) {j.get("pyfai_host_us", 0):.0f} us, pipeline {j.get("pipeline_fps", 0):.0f} fps')
-    full = os.path.join(log, "bench_full.json")
-    if os.path.exists(full):
-        best = max(v["fps"] for v in json.load(open(full))["variants"])
-        print(f'faid / pyFAI pipeline (full split): {best / j["pipeline_fps"]:.1f}x')
+    if best and j.get("pipeline_fps"):
+        print(f'faid {best["name"]} / pyFAI pipeline (full split): {best["fps"] / j["pipeline_fps"]:.1f}x')
+rows = []
+dev = ""
+for c in configs:
+    p = os.path.join(log, f"bench_{c}.json")
+    if not os.path.exists(p):
+        rows.append((c, "FAILED", *[""] * 12))
+        continue
+    j = json.load(open(p))
+    dev = j["device"]
+    for v in j["variants"]:
+        ident = {1: "yes", 0: "NO"}.get(v.get("identical", -1), "-")
+        rows.append((c, v["name"], fmt(v, "depth"), fmt(v, "stage_us"), fmt(v, "table_us"),
+                     fmt(v, "h2d_us"), fmt(v, "decode_us"), fmt(v, "preprocess_us"),
+                     fmt(v, "integrate_us"), fmt(v, "d2h_us"), fmt(v, "total_us"),
+                     fmt(v, "fps"), ident, f'{v.get("max_rel_err", float("nan")):.1e}'))
+print(f"\nfaid-bench on {dev}: median us per frame (device stages from OpenCL events; total ="
+      f" submit-to-result latency); fps = frames / wall time; infl = frames in flight;"
+      f" ident = bits equal to the synchronous result")
+hdr = ("config", "variant", "infl", "stage", "parse", "h2d", "decode", "prep", "integr", "d2h",
+       "total", "fps", "ident", "relerr")
+w = [6, 14, 4, 6, 6, 6, 7, 6, 7, 5, 7, 7, 5, 8]
+print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
+for r in rows:
+    print(" ".join(str(x).rjust(n) for x, n in zip(r, w)))
 EOF
 exit $status
