@@ -22,7 +22,9 @@
  * Usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]
  *                   [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype uint32]
  *                   [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]
- *                   [--depth K] [--no-check] [--json FILE] [--dump DIR]
+ *                   [--depth K] [--parsers P] [--no-check] [--json FILE] [--dump DIR]
+ * --parsers P (pipelined variants): P threads parse the block tables ahead of the submitting
+ * thread, as the daemon's ingest threads do (default min(4, CPUs - 1); 0: submit parses).
  * --dump DIR writes frame.npy, chunk.bslz4 and geometry.poni for tests/bench/pyfai_reference.py. */
 #include "faid_codec.h"
 #include "faid_config.h"
@@ -33,11 +35,16 @@
 #include "faid_synth.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NDISTINCT 4 /* distinct frames cycled through (spots move between them) */
+#define RING 64     /* block tables parsed ahead by the parser threads */
 
 typedef struct opts {
     const char *device;
@@ -51,6 +58,7 @@ typedef struct opts {
     const char *config;
     const char *variants;
     int depth;
+    int parsers;
     int check;
     const char *json;
     const char *dump;
@@ -61,7 +69,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]\n"
                "                  [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype T]\n"
                "                  [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]\n"
-               "                  [--depth K] [--no-check] [--json FILE] [--dump DIR]\n");
+               "                  [--depth K] [--parsers P] [--no-check] [--json FILE]\n"
+               "                  [--dump DIR]\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -92,6 +101,7 @@ typedef struct variant_result {
     int depth;      /* frames in flight (1: synchronous) */
     int zero_copy;  /* the H2D read the frames in place */
     int identical;  /* pipelined: -1 not compared, 1 every result equal to the synchronous one */
+    int parsers;    /* threads parsing block tables ahead (pipelined) */
     size_t wg1;
 } variant_result;
 
@@ -125,6 +135,48 @@ static int profile_same(const faid_profile *a, const faid_profile *b)
 static int result_same(const faid_result *a, const faid_result *b)
 {
     return profile_same(a->p1d, b->p1d) && (!a->p2d || profile_same(a->p2d, b->p2d));
+}
+
+/* Parser threads: frame i's table goes into ring[i % RING] once that slot is free for it. */
+typedef struct parse_slot {
+    faid_block_table tab;
+    _Atomic long seq; /* 2 i: free for frame i; 2 i + 1: holds frame i's table */
+} parse_slot;
+
+typedef struct parse_job {
+    parse_slot *ring;
+    const uint8_t *const *src;
+    const size_t *clen;
+    size_t esz, raw_bytes;
+    long nframes;
+    int nthreads, id;
+    _Atomic int *failed;
+    double *parse_us; /* per frame */
+    char msg[1100];
+} parse_job;
+
+static void *parser_main(void *arg)
+{
+    parse_job *j = arg;
+    for (long i = j->id; i < j->nframes; i += j->nthreads) {
+        parse_slot *ps = &j->ring[i % RING];
+        while (atomic_load_explicit(&ps->seq, memory_order_acquire) != 2 * i) {
+            if (atomic_load(j->failed))
+                return NULL;
+            sched_yield();
+        }
+        int k = (int)(i % NDISTINCT);
+        faid_diag d = {0};
+        int64_t t0 = faid_now_ns();
+        if (faid_bslz4_table(j->src[k], j->clen[k], j->esz, j->raw_bytes, &ps->tab, &d)) {
+            snprintf(j->msg, sizeof j->msg, "frame %ld: %s", i, d.msg);
+            atomic_store(j->failed, 1);
+            return NULL;
+        }
+        j->parse_us[i] = (double)(faid_now_ns() - t0) * 1e-3;
+        atomic_store_explicit(&ps->seq, 2 * i + 1, memory_order_release);
+    }
+    return NULL;
 }
 
 static void record(double *row, const faid_stage_times *t)
@@ -180,7 +232,8 @@ static int write_poni(const char *path, const faid_config *cfg)
 static int parse_args(int argc, char **argv, opts *o)
 {
     *o = (opts){"auto", 100, NULL, 0, -1, NULL, NULL, "uint32", NULL,
-                "fused,separate,pipelined,pipelined-copy", FAID_ENGINE_DEPTH_DEFAULT, 1, NULL, NULL};
+                "fused,separate,pipelined,pipelined-copy", FAID_ENGINE_DEPTH_DEFAULT, -1, 1, NULL,
+                NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -207,6 +260,8 @@ static int parse_args(int argc, char **argv, opts *o)
             o->variants = v;
         else if (TAKE("--depth"))
             o->depth = atoi(v);
+        else if (TAKE("--parsers"))
+            o->parsers = atoi(v);
         else if (TAKE("--json"))
             o->json = v;
         else if (TAKE("--dump"))
@@ -225,6 +280,14 @@ static int parse_args(int argc, char **argv, opts *o)
     }
     if (o->frames < 1) {
         fprintf(stderr, "faid-bench: --frames must be at least 1\n");
+        return -1;
+    }
+    if (o->parsers < 0) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        o->parsers = ncpu > 1 ? (int)(ncpu - 1 < 4 ? ncpu - 1 : 4) : 0;
+    }
+    if (o->parsers > 64) {
+        fprintf(stderr, "faid-bench: --parsers must be within 0..64\n");
         return -1;
     }
     if (o->depth < 1 || o->depth > FAID_ENGINE_DEPTH_MAX) {
@@ -384,6 +447,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "faid-bench: out of memory\n");
         return 1;
     }
+    /* block tables parsed ahead (pipelined variants) */
+    parse_slot *ring = calloc(RING, sizeof *ring);
+    double *parse_us = calloc((size_t)o.frames, sizeof *parse_us);
+    if (!ring || !parse_us) {
+        fprintf(stderr, "faid-bench: out of memory\n");
+        return 1;
+    }
+    for (int t = 0; t < RING; t++)
+        if (faid_block_table_alloc(&ring[t].tab, faid_bslz4_max_blocks(raw_bytes, esz, 0), &d)) {
+            fprintf(stderr, "faid-bench: %s\n", d.msg);
+            return 1;
+        }
     /* the frames again, in engine pinned memory, for the zero-copy pipelined variant */
     void *pinned[NDISTINCT] = {0};
     /* synchronous fused results, compared bit for bit with every pipelined result */
@@ -461,15 +536,49 @@ int main(int argc, char **argv)
             /* keep depth frames in flight: collect the oldest only when every slot is taken */
             int submitted = 0, collected = 0;
             r->identical = 1;
+            r->parsers = o.parsers;
+            _Atomic int failed = 0;
+            pthread_t th[64];
+            parse_job jobs[64];
+            for (int t = 0; t < RING; t++)
+                atomic_store(&ring[t].seq, 2L * t);
+            w0 = faid_now_ns(); /* the parsers are part of the run */
+            for (int t = 0; t < o.parsers; t++) {
+                jobs[t] = (parse_job){ring, src, clen, esz, raw_bytes, o.frames, o.parsers, t,
+                                      &failed, parse_us, ""};
+                if (pthread_create(&th[t], NULL, parser_main, &jobs[t])) {
+                    fprintf(stderr, "faid-bench: cannot start parser threads\n");
+                    return 1;
+                }
+            }
             while (collected < o.frames) {
                 if (submitted < o.frames && faid_engine_in_flight(e) < r->depth) {
                     int k = submitted % NDISTINCT;
                     faid_frame f = {src[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
-                    if (faid_engine_submit(e, &f, (uint64_t)submitted, &d)) {
+                    parse_slot *ps = &ring[submitted % RING];
+                    if (o.parsers) {
+                        while (atomic_load_explicit(&ps->seq, memory_order_acquire) !=
+                               2L * submitted + 1) {
+                            if (atomic_load(&failed))
+                                break;
+                            sched_yield();
+                        }
+                        if (atomic_load(&failed)) {
+                            for (int t = 0; t < o.parsers; t++)
+                                if (jobs[t].msg[0])
+                                    fprintf(stderr, "faid-bench: %s parser: %s\n", r->name,
+                                            jobs[t].msg);
+                            return 1;
+                        }
+                    }
+                    if (faid_engine_submit_table(e, &f, o.parsers ? &ps->tab : NULL,
+                                                 (uint64_t)submitted, &d)) {
                         fprintf(stderr, "faid-bench: %s frame %d: %s\n", r->name, submitted,
                                 d.msg);
                         return 1;
                     }
+                    atomic_store_explicit(&ps->seq, 2L * (submitted + RING),
+                                          memory_order_release);
                     submitted++;
                     continue;
                 }
@@ -481,10 +590,14 @@ int main(int argc, char **argv)
                 if (!result_same(res, sync[tag % NDISTINCT]))
                     r->identical = 0;
                 record(samples + (size_t)collected * S_N, &res->t);
+                if (o.parsers)
+                    samples[(size_t)collected * S_N + S_TABLE] = parse_us[tag];
                 r->device_decode = res->t.device_decode;
                 r->zero_copy = res->t.zero_copy;
                 collected++;
             }
+            for (int t = 0; t < o.parsers; t++)
+                pthread_join(th[t], NULL);
         }
         double wall = (double)(faid_now_ns() - w0) * 1e-9;
         r->fps = o.frames / wall;
@@ -519,6 +632,9 @@ int main(int argc, char **argv)
     printf("\n%-14s", "in flight");
     for (int v = 0; v < nv; v++)
         printf(" %14d", vr[v].depth);
+    printf("\n%-14s", "table parsers");
+    for (int v = 0; v < nv; v++)
+        printf(" %14d", vr[v].parsers);
     printf("\n%-14s", "zero-copy H2D");
     for (int v = 0; v < nv; v++)
         printf(" %14s", vr[v].zero_copy ? "yes" : "no");
@@ -556,9 +672,9 @@ int main(int argc, char **argv)
         for (int v = 0; v < nv; v++) {
             fprintf(f, "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "
                        "\"workgroup\": %zu, \"depth\": %d, \"zero_copy\": %d, "
-                       "\"identical\": %d",
+                       "\"identical\": %d, \"parsers\": %d",
                     vr[v].name, vr[v].fps, vr[v].device_decode, vr[v].wg1, vr[v].depth,
-                    vr[v].zero_copy, vr[v].identical);
+                    vr[v].zero_copy, vr[v].identical, vr[v].parsers);
             const char *keys[S_N] = {"stage_us", "table_us", "h2d_us", "decode_us",
                                      "preprocess_us", "integrate_us", "d2h_us", "total_us"};
             for (int st = 0; st < S_N; st++)
@@ -572,6 +688,10 @@ int main(int argc, char **argv)
     }
 
     free(samples);
+    for (int t = 0; t < RING; t++)
+        faid_block_table_free(&ring[t].tab);
+    free(ring);
+    free(parse_us);
     for (int k = 0; k < NDISTINCT; k++) {
         faid_engine_host_free(e, &pinned[k]);
         faid_result_destroy(&sync[k]);
