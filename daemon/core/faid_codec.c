@@ -133,8 +133,8 @@ int faid_bslz4_table(const uint8_t *src, size_t len, size_t elem_size, uint64_t 
     if (elem_size == 0 || elem_size > FAID_BSLZ4_MAX_ELEM)
         return faid_fail(d, FAID_EINVAL, "bslz4: element size %zu is not supported (1..%d)",
                          elem_size, FAID_BSLZ4_MAX_ELEM);
-    uint64_t total;
-    uint32_t bbytes;
+    uint64_t total = 0;
+    uint32_t bbytes = 0;
     int rc = faid_bslz4_header(src, len, &total, &bbytes, d);
     if (rc)
         return rc;
@@ -210,8 +210,8 @@ int faid_bslz4_table(const uint8_t *src, size_t len, size_t elem_size, uint64_t 
 int faid_lz4h5_table(const uint8_t *src, size_t len, uint64_t expect_bytes, faid_block_table *t,
                      faid_diag *d)
 {
-    uint64_t total;
-    uint32_t bbytes;
+    uint64_t total = 0;
+    uint32_t bbytes = 0;
     int rc = faid_bslz4_header(src, len, &total, &bbytes, d);
     if (rc)
         return rc;
@@ -391,8 +391,8 @@ void faid_block_table_free(faid_block_table *t)
 static int table_for_chunk(const uint8_t *src, size_t len, size_t elem_size, size_t dst_len,
                            faid_block_table *t, faid_diag *d)
 {
-    uint64_t total;
-    uint32_t bbytes;
+    uint64_t total = 0;
+    uint32_t bbytes = 0;
     int rc = faid_bslz4_header(src, len, &total, &bbytes, d);
     if (rc)
         return rc;

@@ -544,7 +544,7 @@ static int plain_text(const ctx *c, const yaml_node_t *n, const faid_option *o, 
 static int parse_choice(const ctx *c, const yaml_node_t *n, const faid_option *o, int *out,
                         faid_diag *d)
 {
-    const char *v;
+    const char *v = NULL;
     int rc = plain_text(c, n, o, &v, d);
     if (rc)
         return rc;
@@ -649,7 +649,7 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
         break;
     }
     case FAID_OT_STRING: {
-        const char *v;
+        const char *v = NULL;
         if ((rc = plain_text(c, n, o, &v, d)))
             return rc;
         if (o->choices) {
@@ -682,7 +682,7 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
         break;
     }
     case FAID_OT_PATH: {
-        const char *v;
+        const char *v = NULL;
         if ((rc = plain_text(c, n, o, &v, d)))
             return rc;
         if (!*v)
@@ -844,7 +844,7 @@ static int apply_document(const ctx *c, faid_config *cfg, faid_diag *d)
          pr++) {
         yaml_node_t *kn = yaml_document_get_node(c->doc, pr->key);
         yaml_node_t *vn = yaml_document_get_node(c->doc, pr->value);
-        const char *k;
+        const char *k = NULL;
         int rc = key_text(c, kn, &k, d);
         if (rc)
             return rc;
@@ -874,7 +874,7 @@ static int apply_document(const ctx *c, faid_config *cfg, faid_diag *d)
              q++) {
             yaml_node_t *kk = yaml_document_get_node(c->doc, q->key);
             yaml_node_t *vv = yaml_document_get_node(c->doc, q->value);
-            const char *sub;
+            const char *sub = NULL;
             if ((rc = key_text(c, kk, &sub, d)))
                 return rc;
             if (!vv)
