@@ -73,18 +73,24 @@ void faid_counter_entries(faid_server *s, faid_mpw *w)
 static const char *state_name(int st)
 {
     switch (st) {
-    case FAID_STATE_RUNNING: return "running";
-    case FAID_STATE_STOPPING: return "stopping";
-    default: return "idle";
+    case FAID_STATE_RUNNING:
+        return "running";
+    case FAID_STATE_STOPPING:
+        return "stopping";
+    default:
+        return "idle";
     }
 }
 
 static const char *policy_name(faid_queue_policy p)
 {
     switch (p) {
-    case FAID_QUEUE_DROP_OLDEST: return "drop_oldest";
-    case FAID_QUEUE_DROP_NEWEST: return "drop_newest";
-    default: return "block";
+    case FAID_QUEUE_DROP_OLDEST:
+        return "drop_oldest";
+    case FAID_QUEUE_DROP_NEWEST:
+        return "drop_newest";
+    default:
+        return "block";
     }
 }
 

@@ -20,11 +20,11 @@
 typedef struct ingest {
     faid_server *s;
     faid_queue_policy policy;
-    int open;               /* a series is open */
-    uint64_t seq;           /* instance number of the open series */
+    int open;     /* a series is open */
+    uint64_t seq; /* instance number of the open series */
     uint64_t series_id;
     char uid[FAID_SERIES_UID_MAX];
-    uint64_t frames;        /* frames of the open series so far */
+    uint64_t frames; /* frames of the open series so far */
 } ingest;
 
 static faid_ratelimit rl_bad, rl_drop;
@@ -148,8 +148,10 @@ static int validate_image(const faid_server *s, faid_slot *slot, int nparts, fai
     const faid_in_header *h = &slot->h;
     const faid_setup *su = slot->gen->setup;
     if (nparts != 2)
-        return faid_fail(d, FAID_EPROTO, "image message has %d part(s), expected 2 (header, "
-                                         "payload)", nparts);
+        return faid_fail(d, FAID_EPROTO,
+                         "image message has %d part(s), expected 2 (header, "
+                         "payload)",
+                         nparts);
     size_t len = zmq_msg_size(&slot->payload);
     if (su->cfg.max_frame_bytes > 0 && (int64_t)len > su->cfg.max_frame_bytes)
         return faid_fail(d, FAID_ESIZE, "payload of %zu bytes exceeds max_frame_bytes %lld", len,
@@ -169,8 +171,10 @@ static int validate_image(const faid_server *s, faid_slot *slot, int nparts, fai
     case FAID_ENC_BSLZ4:
     case FAID_ENC_LZ4:
         if (len < 12)
-            return faid_fail(d, FAID_ETRUNC, "%s payload of %zu bytes is shorter than its "
-                                             "12-byte header", faid_encoding_name(h->encoding), len);
+            return faid_fail(d, FAID_ETRUNC,
+                             "%s payload of %zu bytes is shorter than its "
+                             "12-byte header",
+                             faid_encoding_name(h->encoding), len);
         if (be64(p) != expect)
             return faid_fail(d, FAID_ESIZE, "%s header says %llu decoded bytes, expected %llu",
                              faid_encoding_name(h->encoding), (unsigned long long)be64(p),
@@ -293,8 +297,9 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
     const void *hb = zmq_msg_data(&slot->hdr);
     size_t hl = zmq_msg_size(&slot->hdr);
     if (!faid_proto_is_native(hb, hl)) {
-        faid_fail(&d, FAID_EPROTO, "first part is not a msgpack map (first byte 0x%02x, %zu "
-                                   "bytes): not a native faid message",
+        faid_fail(&d, FAID_EPROTO,
+                  "first part is not a msgpack map (first byte 0x%02x, %zu "
+                  "bytes): not a native faid message",
                   hl ? ((const uint8_t *)hb)[0] : 0, hl);
         faid_stat_add(&s->stats.received_bytes, bytes);
         reject(in, slot, &d, 0);
@@ -336,8 +341,7 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
         if (!in->open || in->series_id != slot->h.series_id) {
             if (in->open)
                 faid_fail(&d, FAID_EPROTO, "end of series %llu while series %llu is open",
-                          (unsigned long long)slot->h.series_id,
-                          (unsigned long long)in->series_id);
+                          (unsigned long long)slot->h.series_id, (unsigned long long)in->series_id);
             else
                 faid_fail(&d, FAID_EPROTO, "end of series %llu but no series is open",
                           (unsigned long long)slot->h.series_id);

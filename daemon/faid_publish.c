@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SERIES 32
-#define END_WAIT_NS (30ll * 1000000000ll)
+#define MAX_SERIES        32
+#define END_WAIT_NS       (30ll * 1000000000ll)
 #define LOSSLESS_GRACE_NS (5ll * 1000000000ll)
 
 typedef struct series_rec {
@@ -34,12 +34,12 @@ typedef struct series_rec {
 
 typedef struct publisher {
     faid_server *s;
-    uint8_t *buf;             /* events: start, end, error, stats */
+    uint8_t *buf; /* events: start, end, error, stats */
     size_t cap;
     uint64_t msg_number;
-    uint64_t announced;       /* highest setup version announced by a start */
+    uint64_t announced; /* highest setup version announced by a start */
     series_rec series[MAX_SERIES];
-    int64_t drain_since_ns;   /* first lossless wait during shutdown */
+    int64_t drain_since_ns; /* first lossless wait during shutdown */
     /* stats interval bookkeeping */
     int64_t last_stats_ns;
     uint64_t last_processed;

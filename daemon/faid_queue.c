@@ -188,4 +188,7 @@ size_t faid_queue_len(faid_queue *q)
     return n;
 }
 
-size_t faid_queue_cap(const faid_queue *q) { return q->cap; }
+size_t faid_queue_cap(const faid_queue *q)
+{
+    return q->cap;
+}

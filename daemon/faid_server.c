@@ -43,14 +43,16 @@ void faid_gen_release(faid_gen **pg)
 }
 
 /* Upper bound of an encoded array map of nbytes data. */
-static size_t array_bound(size_t nbytes) { return nbytes + 64; }
+static size_t array_bound(size_t nbytes)
+{
+    return nbytes + 64;
+}
 
 faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t version, faid_diag *d)
 {
     faid_gen *g = calloc(1, sizeof(*g));
     if (!g) {
-        faid_fail(d, FAID_ENOMEM, "out of memory building setup %llu",
-                  (unsigned long long)version);
+        faid_fail(d, FAID_ENOMEM, "out of memory building setup %llu", (unsigned long long)version);
         return NULL;
     }
     atomic_init(&g->refs, 1);
@@ -67,7 +69,7 @@ faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t versio
             faid_diag_prefix(d, "device %s: ", s->workers[i].spec);
             goto fail;
         }
-        int depth = cfg->inflight < 1 ? 1
+        int depth = cfg->inflight < 1                       ? 1
                     : cfg->inflight > FAID_ENGINE_DEPTH_MAX ? FAID_ENGINE_DEPTH_MAX
                                                             : cfg->inflight;
         if (faid_engine_set_depth(g->engines[i], depth, d)) {
@@ -314,8 +316,8 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     if (!s->pub)
         goto fail;
     if (cfg->lossless_endpoint[0]) {
-        s->push = make_socket(s, ZMQ_PUSH, cfg->lossless_endpoint, 1, depth, 2000,
-                              "lossless output", d);
+        s->push =
+            make_socket(s, ZMQ_PUSH, cfg->lossless_endpoint, 1, depth, 2000, "lossless output", d);
         if (!s->push)
             goto fail;
     }
@@ -406,12 +408,12 @@ void faid_server_destroy(faid_server **ps)
 /* Options that shape sockets, threads and pools: changing them needs a restart. */
 static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
 {
-#define FIXED_STR(field, key)                                                                   \
-    if (strcmp(a->field, b->field) != 0)                                                        \
-        return faid_fail(d, FAID_ECONFIG, "%s changed (\"%s\" -> \"%s\"): needs a restart", key, \
+#define FIXED_STR(field, key)                                                                      \
+    if (strcmp(a->field, b->field) != 0)                                                           \
+        return faid_fail(d, FAID_ECONFIG, "%s changed (\"%s\" -> \"%s\"): needs a restart", key,   \
                          a->field, b->field);
-#define FIXED_INT(field, key)                                                                   \
-    if (a->field != b->field)                                                                   \
+#define FIXED_INT(field, key)                                                                      \
+    if (a->field != b->field)                                                                      \
         return faid_fail(d, FAID_ECONFIG, "%s changed: needs a restart", key);
     FIXED_STR(input_endpoint, "input.endpoint")
     FIXED_INT(input_bind, "input.mode")

@@ -39,11 +39,11 @@ typedef struct faid_gen {
     uint64_t version;
     faid_setup *setup;
     int nworkers;
-    faid_engine *engines[FAID_MAX_WORKERS];  /* engine i is only ever used by worker i */
+    faid_engine *engines[FAID_MAX_WORKERS]; /* engine i is only ever used by worker i */
     faid_result *results[FAID_MAX_WORKERS];
-    char *config_yaml;                       /* effective configuration as YAML */
-    size_t result_bytes;                     /* upper bound of one encoded result body */
-    size_t start_bytes;                      /* upper bound of one encoded start body */
+    char *config_yaml;   /* effective configuration as YAML */
+    size_t result_bytes; /* upper bound of one encoded result body */
+    size_t start_bytes;  /* upper bound of one encoded start body */
 } faid_gen;
 
 void faid_gen_acquire(faid_gen *g);
@@ -51,32 +51,32 @@ void faid_gen_release(faid_gen **g);
 
 typedef enum {
     FAID_SLOT_FREE = 0,
-    FAID_SLOT_FRAME,   /* received image, on its way to a worker */
-    FAID_SLOT_RESULT,  /* encoded result body in out */
-    FAID_SLOT_ERROR,   /* error to publish (err_*) */
-    FAID_SLOT_DROP,    /* frame dropped by the policy: accounted, nothing published */
-    FAID_SLOT_START,   /* series start */
-    FAID_SLOT_END,     /* series end */
+    FAID_SLOT_FRAME,  /* received image, on its way to a worker */
+    FAID_SLOT_RESULT, /* encoded result body in out */
+    FAID_SLOT_ERROR,  /* error to publish (err_*) */
+    FAID_SLOT_DROP,   /* frame dropped by the policy: accounted, nothing published */
+    FAID_SLOT_START,  /* series start */
+    FAID_SLOT_END,    /* series end */
 } faid_slot_kind;
 
 #define FAID_ERRMSG_MAX 1024
 
 typedef struct faid_slot {
     faid_slot_kind kind;
-    zmq_msg_t hdr, payload;   /* received parts, kept as the frame (no copy) */
+    zmq_msg_t hdr, payload; /* received parts, kept as the frame (no copy) */
     int has_hdr, has_payload;
-    faid_in_header h;         /* decoded header; user_data points into hdr */
-    faid_gen *gen;            /* reference held while the slot carries a frame or a start */
+    faid_in_header h; /* decoded header; user_data points into hdr */
+    faid_gen *gen;    /* reference held while the slot carries a frame or a start */
     int64_t recv_mono_ns, recv_wall_ns;
     /* series accounting: seq identifies a series instance even if series_id repeats */
     uint64_t series_seq;
     uint64_t series_id;
     char series_uid[FAID_SERIES_UID_MAX];
-    int counted;              /* this item accounts for one frame of series_seq */
+    int counted; /* this item accounts for one frame of series_seq */
     /* start / end events */
     const char *reason;
     int64_t nimages;
-    uint64_t series_frames;   /* end: frames ingest saw in the series */
+    uint64_t series_frames; /* end: frames ingest saw in the series */
     /* error */
     int err_code;
     const char *err_stage;
@@ -96,20 +96,20 @@ typedef struct faid_server faid_server;
 typedef struct faid_worker {
     faid_server *srv;
     int index;
-    char spec[32];            /* device spec handed to faid_engine_new */
-    char name[256];           /* device name from the engine */
+    char spec[32];  /* device spec handed to faid_engine_new */
+    char name[256]; /* device name from the engine */
     pthread_t thread;
     int started;
     atomic_uint_fast64_t processed, failed, busy_ns;
-    atomic_uint_fast64_t busy_frac_bits;   /* double: busy fraction over the last interval */
+    atomic_uint_fast64_t busy_frac_bits; /* double: busy fraction over the last interval */
 } faid_worker;
 
 typedef enum { FAID_STATE_IDLE = 0, FAID_STATE_RUNNING, FAID_STATE_STOPPING } faid_state;
 
 struct faid_server {
-    faid_config cfg;                /* effective configuration (main thread; guarded by gen_mu) */
-    faid_queue_policy policy;       /* fixed for the life of the process */
-    char config_path[FAID_PATH_MAX];/* file of the current configuration, "" = embedded */
+    faid_config cfg;                 /* effective configuration (main thread; guarded by gen_mu) */
+    faid_queue_policy policy;        /* fixed for the life of the process */
+    char config_path[FAID_PATH_MAX]; /* file of the current configuration, "" = embedded */
     void *zctx;
     void *pull, *pub, *push, *rep;
     faid_queue *pool, *frames, *results;
@@ -118,18 +118,18 @@ struct faid_server {
     size_t max_user_data;
 
     pthread_mutex_t gen_mu;
-    faid_gen *gen;                  /* current generation */
+    faid_gen *gen; /* current generation */
     uint64_t next_version;
-    atomic_uint dtypes_seen;        /* bit per faid_dtype, so a reload prepares those kernels */
+    atomic_uint dtypes_seen; /* bit per faid_dtype, so a reload prepares those kernels */
 
     int nworkers;
     faid_worker workers[FAID_MAX_WORKERS];
     pthread_t ingest_thread, publish_thread;
     int ingest_started, publish_started;
 
-    atomic_int stop_ingest;         /* stop reading input */
-    atomic_int draining;            /* shutdown in progress (bounds waits on the PUSH socket) */
-    atomic_int state;               /* faid_state */
+    atomic_int stop_ingest; /* stop reading input */
+    atomic_int draining;    /* shutdown in progress (bounds waits on the PUSH socket) */
+    atomic_int state;       /* faid_state */
     atomic_uint_fast64_t series_id;
     pthread_mutex_t info_mu;
     char series_uid[FAID_SERIES_UID_MAX];

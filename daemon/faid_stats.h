@@ -24,8 +24,8 @@ typedef enum {
     FAID_NDROPS
 } faid_drop_reason;
 
-#define FAID_NCODES 32
-#define FAID_LAT_BINS 256
+#define FAID_NCODES         32
+#define FAID_LAT_BINS       256
 #define FAID_LAT_PER_OCTAVE 8
 
 typedef struct faid_stats {
@@ -35,7 +35,7 @@ typedef struct faid_stats {
     atomic_uint_fast64_t drops[FAID_NDROPS];
     atomic_uint_fast64_t lat_hist[FAID_LAT_BINS];
     atomic_uint_fast64_t lat_max_ns, lat_count;
-    atomic_uint_fast64_t fps_bits;   /* double, results per second over the last interval */
+    atomic_uint_fast64_t fps_bits; /* double, results per second over the last interval */
 } faid_stats;
 
 const char *faid_stage_name(faid_stage s);

@@ -50,9 +50,10 @@ static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r,
     const faid_in_header *h = &slot->h;
     const faid_profile *p = r->p1d;
     const faid_profile *c = r->p2d;
-    uint32_t n = 21 + (c ? 3 : 0) + (uint32_t)(h->has_timestamp + h->has_start_time +
-                                                h->has_stop_time + h->has_real_time) +
-                 (h->user_data ? 1 : 0);
+    uint32_t n =
+        21 + (c ? 3 : 0) +
+        (uint32_t)(h->has_timestamp + h->has_start_time + h->has_stop_time + h->has_real_time) +
+        (h->user_data ? 1 : 0);
     faid_mpw w;
     faid_mpw_init(&w, slot->out, slot->out_cap);
     faid_mpw_map(&w, n);
@@ -132,8 +133,7 @@ static void fail_frame(faid_worker *wk, faid_slot *slot, const faid_diag *d)
     faid_stat_add(&s->stats.failed, 1);
     faid_stat_add(&wk->failed, 1);
     faid_log_ratelimited(&rl_err, FAID_LOG_WARN, "worker", "device %d: frame %llu: %s: %s",
-                         wk->index, (unsigned long long)slot->frame_id, faid_errname(code),
-                         d->msg);
+                         wk->index, (unsigned long long)slot->frame_id, faid_errname(code), d->msg);
     faid_slot_clear_frame(slot);
 }
 
@@ -150,7 +150,7 @@ typedef struct wstate {
     faid_gen *active;
     inflight q;
     long delay_us;
-    int64_t busy_from;        /* start of the current busy period (something in flight) */
+    int64_t busy_from; /* start of the current busy period (something in flight) */
 } wstate;
 
 static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop_ns)
@@ -194,8 +194,8 @@ static void collect_one(wstate *w)
     faid_diag d;
     faid_diag_clear(&d);
     uint64_t tag = 0;
-    int rc = faid_engine_collect(w->active->engines[wk->index], w->active->results[wk->index],
-                                 &tag, 1, &d);
+    int rc = faid_engine_collect(w->active->engines[wk->index], w->active->results[wk->index], &tag,
+                                 1, &d);
     if (rc == FAID_EINVAL || rc == FAID_EBUSY) {
         /* Nothing was consumed: the engine lost track of the frame. Answer it rather than
          * leaving its series without an end. */

@@ -40,7 +40,10 @@ static void put(faid_mpw *w, const void *p, size_t n)
     w->len += n;
 }
 
-static void put_u8(faid_mpw *w, uint8_t v) { put(w, &v, 1); }
+static void put_u8(faid_mpw *w, uint8_t v)
+{
+    put(w, &v, 1);
+}
 
 static void put_be(faid_mpw *w, uint8_t tag, uint64_t v, int nbytes)
 {
@@ -51,9 +54,15 @@ static void put_be(faid_mpw *w, uint8_t tag, uint64_t v, int nbytes)
     put(w, b, (size_t)nbytes + 1);
 }
 
-void faid_mpw_nil(faid_mpw *w) { put_u8(w, 0xc0); }
+void faid_mpw_nil(faid_mpw *w)
+{
+    put_u8(w, 0xc0);
+}
 
-void faid_mpw_bool(faid_mpw *w, int v) { put_u8(w, v ? 0xc3 : 0xc2); }
+void faid_mpw_bool(faid_mpw *w, int v)
+{
+    put_u8(w, v ? 0xc3 : 0xc2);
+}
 
 void faid_mpw_uint(faid_mpw *w, uint64_t v)
 {
@@ -118,7 +127,10 @@ void faid_mpw_strn(faid_mpw *w, const char *s, size_t n)
     put(w, s, n);
 }
 
-void faid_mpw_str(faid_mpw *w, const char *s) { faid_mpw_strn(w, s ? s : "", s ? strlen(s) : 0); }
+void faid_mpw_str(faid_mpw *w, const char *s)
+{
+    faid_mpw_strn(w, s ? s : "", s ? strlen(s) : 0);
+}
 
 void faid_mpw_bin(faid_mpw *w, const void *p, size_t n)
 {
@@ -155,7 +167,10 @@ void faid_mpw_map(faid_mpw *w, uint32_t n)
         put_be(w, 0xdf, n, 4);
 }
 
-void faid_mpw_raw(faid_mpw *w, const void *p, size_t n) { put(w, p, n); }
+void faid_mpw_raw(faid_mpw *w, const void *p, size_t n)
+{
+    put(w, p, n);
+}
 
 void faid_mpw_ndarray(faid_mpw *w, const char *dtype, const uint64_t *shape, int ndim,
                       const void *data, size_t nbytes)
@@ -174,18 +189,30 @@ void faid_mpw_ndarray(faid_mpw *w, const char *dtype, const uint64_t *shape, int
 const char *faid_proto_dtype_descr(faid_dtype t)
 {
     switch (t) {
-    case FAID_DT_U8: return "|u1";
-    case FAID_DT_U16: return "<u2";
-    case FAID_DT_U32: return "<u4";
-    case FAID_DT_U64: return "<u8";
-    case FAID_DT_I8: return "|i1";
-    case FAID_DT_I16: return "<i2";
-    case FAID_DT_I32: return "<i4";
-    case FAID_DT_I64: return "<i8";
-    case FAID_DT_F32: return "<f4";
-    case FAID_DT_F64: return "<f8";
-    case FAID_DT_BOOL: return "|b1";
-    default: return NULL;
+    case FAID_DT_U8:
+        return "|u1";
+    case FAID_DT_U16:
+        return "<u2";
+    case FAID_DT_U32:
+        return "<u4";
+    case FAID_DT_U64:
+        return "<u8";
+    case FAID_DT_I8:
+        return "|i1";
+    case FAID_DT_I16:
+        return "<i2";
+    case FAID_DT_I32:
+        return "<i4";
+    case FAID_DT_I64:
+        return "<i8";
+    case FAID_DT_F32:
+        return "<f4";
+    case FAID_DT_F64:
+        return "<f8";
+    case FAID_DT_BOOL:
+        return "|b1";
+    default:
+        return NULL;
     }
 }
 
@@ -279,12 +306,23 @@ int faid_mpr_next(faid_mpr *r, faid_mp_obj *o, faid_diag *d)
         return take(r, o->len, &o->ptr, d);
     }
     switch (c) {
-    case 0xc0: o->type = FAID_MP_NIL; return 0;
-    case 0xc2: o->type = FAID_MP_BOOL; o->b = 0; return 0;
-    case 0xc3: o->type = FAID_MP_BOOL; o->b = 1; return 0;
-    case 0xc4: return take_bytes(r, o, FAID_MP_BIN, 1, d);
-    case 0xc5: return take_bytes(r, o, FAID_MP_BIN, 2, d);
-    case 0xc6: return take_bytes(r, o, FAID_MP_BIN, 4, d);
+    case 0xc0:
+        o->type = FAID_MP_NIL;
+        return 0;
+    case 0xc2:
+        o->type = FAID_MP_BOOL;
+        o->b = 0;
+        return 0;
+    case 0xc3:
+        o->type = FAID_MP_BOOL;
+        o->b = 1;
+        return 0;
+    case 0xc4:
+        return take_bytes(r, o, FAID_MP_BIN, 1, d);
+    case 0xc5:
+        return take_bytes(r, o, FAID_MP_BIN, 2, d);
+    case 0xc6:
+        return take_bytes(r, o, FAID_MP_BIN, 4, d);
     case 0xc7:
     case 0xc8:
     case 0xc9:
@@ -341,14 +379,22 @@ int faid_mpr_next(faid_mpr *r, faid_mp_obj *o, faid_diag *d)
         }
         return 0;
     }
-    case 0xd4: return take_ext(r, o, 1, d);
-    case 0xd5: return take_ext(r, o, 2, d);
-    case 0xd6: return take_ext(r, o, 4, d);
-    case 0xd7: return take_ext(r, o, 8, d);
-    case 0xd8: return take_ext(r, o, 16, d);
-    case 0xd9: return take_bytes(r, o, FAID_MP_STR, 1, d);
-    case 0xda: return take_bytes(r, o, FAID_MP_STR, 2, d);
-    case 0xdb: return take_bytes(r, o, FAID_MP_STR, 4, d);
+    case 0xd4:
+        return take_ext(r, o, 1, d);
+    case 0xd5:
+        return take_ext(r, o, 2, d);
+    case 0xd6:
+        return take_ext(r, o, 4, d);
+    case 0xd7:
+        return take_ext(r, o, 8, d);
+    case 0xd8:
+        return take_ext(r, o, 16, d);
+    case 0xd9:
+        return take_bytes(r, o, FAID_MP_STR, 1, d);
+    case 0xda:
+        return take_bytes(r, o, FAID_MP_STR, 2, d);
+    case 0xdb:
+        return take_bytes(r, o, FAID_MP_STR, 4, d);
     case 0xdc:
     case 0xdd:
         if ((rc = take_be(r, c == 0xdc ? 2 : 4, &v, d)))
@@ -435,10 +481,17 @@ int faid_mp_to_i64(const faid_mp_obj *o, int64_t *out)
 int faid_mp_to_f64(const faid_mp_obj *o, double *out)
 {
     switch (o->type) {
-    case FAID_MP_FLOAT: *out = o->f; return 0;
-    case FAID_MP_UINT: *out = (double)o->u; return 0;
-    case FAID_MP_INT: *out = (double)o->i; return 0;
-    default: return FAID_EFORMAT;
+    case FAID_MP_FLOAT:
+        *out = o->f;
+        return 0;
+    case FAID_MP_UINT:
+        *out = (double)o->u;
+        return 0;
+    case FAID_MP_INT:
+        *out = (double)o->i;
+        return 0;
+    default:
+        return FAID_EFORMAT;
     }
 }
 
@@ -570,10 +623,12 @@ int faid_proto_read_array(faid_mpr *r, faid_array_view *a, faid_diag *d)
     }
     if (!have_dtype || !have_shape || !have_data)
         return faid_fail(d, FAID_EFORMAT, "array: missing %s",
-                         !have_dtype ? "dtype" : !have_shape ? "shape" : "data");
+                         !have_dtype   ? "dtype"
+                         : !have_shape ? "shape"
+                                       : "data");
     if (a->nelem * faid_dtype_size(a->dtype) != a->nbytes)
-        return faid_fail(d, FAID_ESIZE, "array: %zu data bytes for %llu elements of %s",
-                         a->nbytes, (unsigned long long)a->nelem, a->descr);
+        return faid_fail(d, FAID_ESIZE, "array: %zu data bytes for %llu elements of %s", a->nbytes,
+                         (unsigned long long)a->nelem, a->descr);
     return 0;
 }
 
@@ -627,19 +682,33 @@ static int json_value(faid_mpr *r, json_out *j, int depth, int max_items, faid_d
     if (rc)
         return rc;
     switch (o.type) {
-    case FAID_MP_NIL: jprintf(j, "null"); break;
-    case FAID_MP_BOOL: jprintf(j, o.b ? "true" : "false"); break;
-    case FAID_MP_UINT: jprintf(j, "%llu", (unsigned long long)o.u); break;
-    case FAID_MP_INT: jprintf(j, "%lld", (long long)o.i); break;
+    case FAID_MP_NIL:
+        jprintf(j, "null");
+        break;
+    case FAID_MP_BOOL:
+        jprintf(j, o.b ? "true" : "false");
+        break;
+    case FAID_MP_UINT:
+        jprintf(j, "%llu", (unsigned long long)o.u);
+        break;
+    case FAID_MP_INT:
+        jprintf(j, "%lld", (long long)o.i);
+        break;
     case FAID_MP_FLOAT:
         if (isfinite(o.f))
             jprintf(j, "%.17g", o.f);
         else
             jprintf(j, "\"%s\"", isnan(o.f) ? "NaN" : o.f > 0 ? "Infinity" : "-Infinity");
         break;
-    case FAID_MP_STR: jstring(j, o.ptr, o.len); break;
-    case FAID_MP_BIN: jprintf(j, "{\"bin\": %u}", o.len); break;
-    case FAID_MP_EXT: jprintf(j, "{\"ext\": %d, \"bytes\": %u}", o.ext_type, o.len); break;
+    case FAID_MP_STR:
+        jstring(j, o.ptr, o.len);
+        break;
+    case FAID_MP_BIN:
+        jprintf(j, "{\"bin\": %u}", o.len);
+        break;
+    case FAID_MP_EXT:
+        jprintf(j, "{\"ext\": %d, \"bytes\": %u}", o.ext_type, o.len);
+        break;
     case FAID_MP_ARRAY:
     case FAID_MP_MAP: {
         int is_map = o.type == FAID_MP_MAP;
@@ -670,8 +739,7 @@ static int json_value(faid_mpr *r, json_out *j, int depth, int max_items, faid_d
     return 0;
 }
 
-int faid_mp_to_json(const void *buf, size_t len, char *out, size_t cap, int max_items,
-                    faid_diag *d)
+int faid_mp_to_json(const void *buf, size_t len, char *out, size_t cap, int max_items, faid_diag *d)
 {
     if (cap == 0)
         return faid_fail(d, FAID_ESIZE, "json: no room");
@@ -693,10 +761,14 @@ int faid_mp_to_json(const void *buf, size_t len, char *out, size_t cap, int max_
 const char *faid_in_type_name(faid_in_type t)
 {
     switch (t) {
-    case FAID_IN_START: return "start";
-    case FAID_IN_IMAGE: return "image";
-    case FAID_IN_END: return "end";
-    default: return "invalid";
+    case FAID_IN_START:
+        return "start";
+    case FAID_IN_IMAGE:
+        return "image";
+    case FAID_IN_END:
+        return "end";
+    default:
+        return "invalid";
     }
 }
 
@@ -720,8 +792,7 @@ static int read_rational(faid_mpr *r, const char *key, uint64_t out[2], faid_dia
     if ((rc = faid_mpr_next(r, &a, d)) || (rc = faid_mpr_next(r, &b, d)))
         return rc;
     if (faid_mp_to_u64(&a, &out[0]) || faid_mp_to_u64(&b, &out[1]))
-        return faid_fail(d, FAID_EFORMAT, "header key \"%s\": entries must be unsigned ints",
-                         key);
+        return faid_fail(d, FAID_EFORMAT, "header key \"%s\": entries must be unsigned ints", key);
     return 0;
 }
 
@@ -783,16 +854,17 @@ int faid_proto_decode_input(const void *buf, size_t len, faid_in_header *h, faid
             else if (strcmp(text, "end") == 0)
                 h->type = FAID_IN_END;
             else
-                return faid_fail(d, FAID_EFORMAT, "header key \"type\": unknown message type \"%s\"",
-                                 text);
+                return faid_fail(d, FAID_EFORMAT,
+                                 "header key \"type\": unknown message type \"%s\"", text);
         } else if (faid_mp_str_eq(&key, FAID_K_PROTOCOL_VERSION)) {
             uint64_t ver = 0;
             if ((rc = read_u64_key(&r, FAID_K_PROTOCOL_VERSION, &ver, d)))
                 return rc;
             if (ver != FAID_PROTO_VERSION)
-                return faid_fail(d, FAID_EPROTO,
-                                 "header key \"protocol_version\": %llu is not supported (this is %d)",
-                                 (unsigned long long)ver, FAID_PROTO_VERSION);
+                return faid_fail(
+                    d, FAID_EPROTO,
+                    "header key \"protocol_version\": %llu is not supported (this is %d)",
+                    (unsigned long long)ver, FAID_PROTO_VERSION);
             h->protocol_version = (uint32_t)ver;
             have_version = 1;
         } else if (faid_mp_str_eq(&key, FAID_K_SERIES_ID)) {
@@ -898,7 +970,10 @@ int faid_proto_decode_input(const void *buf, size_t len, faid_in_header *h, faid
     return 0;
 }
 
-static const char *encoding_wire_name(faid_encoding e) { return faid_encoding_name(e); }
+static const char *encoding_wire_name(faid_encoding e)
+{
+    return faid_encoding_name(e);
+}
 
 int faid_proto_encode_input(const faid_in_header *h, void *buf, size_t cap, size_t *out_len,
                             faid_diag *d)
@@ -983,7 +1058,7 @@ int faid_proto_encode_input(const faid_in_header *h, void *buf, size_t cap, size
 /* ------------------------------------------------------------------------------------------- */
 /* Output                                                                                        */
 
-static const char *const out_names[] = {"invalid", FAID_TOPIC_START, FAID_TOPIC_RESULT,
+static const char *const out_names[] = {"invalid",      FAID_TOPIC_START, FAID_TOPIC_RESULT,
                                         FAID_TOPIC_END, FAID_TOPIC_STATS, FAID_TOPIC_ERROR};
 
 const char *faid_out_type_name(faid_out_type t)
@@ -1191,8 +1266,7 @@ int faid_proto_decode_request(const void *buf, size_t len, faid_ctl_request *q, 
         } else if (faid_mp_str_eq(&key, FAID_K_PATH)) {
             if ((rc = faid_mpr_next(&r, &v, d)))
                 return rc;
-            if (faid_mp_to_cstr(&v, q->path, sizeof(q->path)) ||
-                memchr(v.ptr, '\0', v.len))
+            if (faid_mp_to_cstr(&v, q->path, sizeof(q->path)) || memchr(v.ptr, '\0', v.len))
                 return faid_fail(d, FAID_EFORMAT, "control: \"path\" is not a string that fits");
         } else if ((rc = faid_mpr_skip(&r, d))) {
             return rc;

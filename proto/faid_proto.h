@@ -33,77 +33,77 @@
 /* ---------------------------------------------------------------------------------------------
  * Topics of the PUB socket (first frame of every output message). None is a prefix of another,
  * so a subscription to one topic never matches a different one. */
-#define FAID_TOPIC_START "start"
+#define FAID_TOPIC_START  "start"
 #define FAID_TOPIC_RESULT "result"
-#define FAID_TOPIC_END "end"
-#define FAID_TOPIC_STATS "stats"
-#define FAID_TOPIC_ERROR "error"
+#define FAID_TOPIC_END    "end"
+#define FAID_TOPIC_STATS  "stats"
+#define FAID_TOPIC_ERROR  "error"
 
 /* ---------------------------------------------------------------------------------------------
  * Keys. Input header keys (native protocol). */
-#define FAID_K_TYPE "type"                     /* "image" | "start" | "end" (and output types) */
+#define FAID_K_TYPE             "type" /* "image" | "start" | "end" (and output types) */
 #define FAID_K_PROTOCOL_VERSION "protocol_version"
-#define FAID_K_SERIES_ID "series_id"           /* uint */
+#define FAID_K_SERIES_ID        "series_id"        /* uint */
 #define FAID_K_SERIES_UNIQUE_ID "series_unique_id" /* str, optional */
-#define FAID_K_FRAME_ID "frame_id"             /* uint; DECTRIS/Jungfraujoch call it image_id */
-#define FAID_K_SHAPE "shape"                   /* [rows, cols] (slow, fast) */
-#define FAID_K_DTYPE "dtype"                   /* "uint16", "<u2", ... */
-#define FAID_K_ENCODING "encoding"             /* "bslz4" | "lz4" | "lz4-raw" | "none" */
-#define FAID_K_TIMESTAMP "timestamp"           /* float64 s since the epoch, optional */
-#define FAID_K_START_TIME "start_time"         /* [num, den] rational, optional (DECTRIS) */
-#define FAID_K_STOP_TIME "stop_time"
-#define FAID_K_REAL_TIME "real_time"
-#define FAID_K_USER_DATA "user_data"           /* any msgpack value, passed through to results */
-#define FAID_K_NIMAGES "nimages"               /* start: expected frame count, optional */
+#define FAID_K_FRAME_ID         "frame_id"         /* uint; DECTRIS/Jungfraujoch call it image_id */
+#define FAID_K_SHAPE            "shape"            /* [rows, cols] (slow, fast) */
+#define FAID_K_DTYPE            "dtype"            /* "uint16", "<u2", ... */
+#define FAID_K_ENCODING         "encoding"         /* "bslz4" | "lz4" | "lz4-raw" | "none" */
+#define FAID_K_TIMESTAMP        "timestamp"        /* float64 s since the epoch, optional */
+#define FAID_K_START_TIME       "start_time"       /* [num, den] rational, optional (DECTRIS) */
+#define FAID_K_STOP_TIME        "stop_time"
+#define FAID_K_REAL_TIME        "real_time"
+#define FAID_K_USER_DATA        "user_data" /* any msgpack value, passed through to results */
+#define FAID_K_NIMAGES          "nimages"   /* start: expected frame count, optional */
 
 /* Output keys. */
-#define FAID_K_MAGIC_NUMBER "magic_number"
+#define FAID_K_MAGIC_NUMBER     "magic_number"
 #define FAID_K_SOFTWARE_VERSION "software_version"
-#define FAID_K_SETUP_VERSION "setup_version"
-#define FAID_K_CONFIG_HASH "config_hash"
-#define FAID_K_MSG_NUMBER "msg_number"         /* per-socket sequence number (gap detection) */
-#define FAID_K_DEVICE "device"                 /* worker index that computed a result */
-#define FAID_K_I "I"
-#define FAID_K_SIGMA "sigma"
-#define FAID_K_STD "std"
-#define FAID_K_COUNT "count"
-#define FAID_K_RADIAL "radial"                 /* start: bin centres in `unit` */
-#define FAID_K_AZIMUTHAL "azimuthal"           /* start: azimuthal bin centres (deg), 2D only */
-#define FAID_K_UNIT "unit"
-#define FAID_K_NPT "npt"
-#define FAID_K_NPT_AZIM "npt_azim"
-#define FAID_K_I2D "I_2d"                      /* result: cake [npt, npt_azim], 2D only */
-#define FAID_K_SIGMA2D "sigma_2d"
-#define FAID_K_COUNT2D "count_2d"
-#define FAID_K_RECEIVED_NS "received_ns"       /* wall clock, ns since the epoch */
-#define FAID_K_DONE_NS "done_ns"
-#define FAID_K_LATENCY_US "latency_us"         /* receive -> result ready */
-#define FAID_K_QUEUE_US "queue_us"             /* time waiting in the frame queue */
-#define FAID_K_DECODE_US "decode_us"
-#define FAID_K_PREPROCESS_US "preprocess_us"
-#define FAID_K_INTEGRATE_US "integrate_us"
-#define FAID_K_TRANSFER_US "transfer_us"
-#define FAID_K_COMPUTE_US "compute_us"         /* engine total */
-#define FAID_K_PAYLOAD_BYTES "payload_bytes"
-#define FAID_K_CODE "code"                     /* error: symbolic code, "FAID_ECORRUPT" */
-#define FAID_K_MESSAGE "message"               /* error: human text */
-#define FAID_K_STAGE "stage"                   /* error/drop: "ingest" | "queue" | "worker" | ... */
-#define FAID_K_COUNTERS "counters"             /* map of counter name -> uint */
-#define FAID_K_DROPS "drops"                   /* map "stage.reason" -> uint */
-#define FAID_K_ERRORS "errors"                 /* map "stage.code" -> uint */
-#define FAID_K_GEOMETRY "geometry"             /* start: map of PONI values (SI units) */
-#define FAID_K_PARAMETERS "parameters"         /* start: map of integration parameters */
-#define FAID_K_CONFIG "config"                 /* YAML text of the effective configuration */
-#define FAID_K_STATE "state"
-#define FAID_K_OK "ok"
-#define FAID_K_CMD "cmd"
-#define FAID_K_ERROR "error"
-#define FAID_K_PATH "path"
+#define FAID_K_SETUP_VERSION    "setup_version"
+#define FAID_K_CONFIG_HASH      "config_hash"
+#define FAID_K_MSG_NUMBER       "msg_number" /* per-socket sequence number (gap detection) */
+#define FAID_K_DEVICE           "device"     /* worker index that computed a result */
+#define FAID_K_I                "I"
+#define FAID_K_SIGMA            "sigma"
+#define FAID_K_STD              "std"
+#define FAID_K_COUNT            "count"
+#define FAID_K_RADIAL           "radial"    /* start: bin centres in `unit` */
+#define FAID_K_AZIMUTHAL        "azimuthal" /* start: azimuthal bin centres (deg), 2D only */
+#define FAID_K_UNIT             "unit"
+#define FAID_K_NPT              "npt"
+#define FAID_K_NPT_AZIM         "npt_azim"
+#define FAID_K_I2D              "I_2d" /* result: cake [npt, npt_azim], 2D only */
+#define FAID_K_SIGMA2D          "sigma_2d"
+#define FAID_K_COUNT2D          "count_2d"
+#define FAID_K_RECEIVED_NS      "received_ns" /* wall clock, ns since the epoch */
+#define FAID_K_DONE_NS          "done_ns"
+#define FAID_K_LATENCY_US       "latency_us" /* receive -> result ready */
+#define FAID_K_QUEUE_US         "queue_us"   /* time waiting in the frame queue */
+#define FAID_K_DECODE_US        "decode_us"
+#define FAID_K_PREPROCESS_US    "preprocess_us"
+#define FAID_K_INTEGRATE_US     "integrate_us"
+#define FAID_K_TRANSFER_US      "transfer_us"
+#define FAID_K_COMPUTE_US       "compute_us" /* engine total */
+#define FAID_K_PAYLOAD_BYTES    "payload_bytes"
+#define FAID_K_CODE             "code"       /* error: symbolic code, "FAID_ECORRUPT" */
+#define FAID_K_MESSAGE          "message"    /* error: human text */
+#define FAID_K_STAGE            "stage"      /* error/drop: "ingest" | "queue" | "worker" | ... */
+#define FAID_K_COUNTERS         "counters"   /* map of counter name -> uint */
+#define FAID_K_DROPS            "drops"      /* map "stage.reason" -> uint */
+#define FAID_K_ERRORS           "errors"     /* map "stage.code" -> uint */
+#define FAID_K_GEOMETRY         "geometry"   /* start: map of PONI values (SI units) */
+#define FAID_K_PARAMETERS       "parameters" /* start: map of integration parameters */
+#define FAID_K_CONFIG           "config"     /* YAML text of the effective configuration */
+#define FAID_K_STATE            "state"
+#define FAID_K_OK               "ok"
+#define FAID_K_CMD              "cmd"
+#define FAID_K_ERROR            "error"
+#define FAID_K_PATH             "path"
 
 /* Array maps: {"dtype": "<f4", "shape": [n, ...], "data": bin little-endian C order}. */
 #define FAID_K_ARR_DTYPE "dtype"
 #define FAID_K_ARR_SHAPE "shape"
-#define FAID_K_ARR_DATA "data"
+#define FAID_K_ARR_DATA  "data"
 
 /* ---------------------------------------------------------------------------------------------
  * msgpack writer. Writes into buf[cap]; on overflow it stops writing, sets `overflow` and every
@@ -185,7 +185,8 @@ int faid_mp_str_eq(const faid_mp_obj *o, const char *s);
 int faid_mp_to_u64(const faid_mp_obj *o, uint64_t *out);
 int faid_mp_to_i64(const faid_mp_obj *o, int64_t *out);
 int faid_mp_to_f64(const faid_mp_obj *o, double *out);
-/* Copies a STR into out (NUL-terminated); FAID_ESIZE if it does not fit, FAID_EFORMAT if not STR. */
+/* Copies a STR into out (NUL-terminated); FAID_ESIZE if it does not fit, FAID_EFORMAT if not STR.
+ */
 int faid_mp_to_cstr(const faid_mp_obj *o, char *out, size_t cap);
 
 /* Looks key up in the top-level map of buf; on success *val holds the value's head and, for
@@ -197,11 +198,11 @@ int faid_proto_map_find(const void *buf, size_t len, const char *key, faid_mp_ob
 #define FAID_PROTO_MAX_DIMS 4
 typedef struct faid_array_view {
     faid_dtype dtype;
-    char descr[8];           /* as sent, e.g. "<f4" */
+    char descr[8]; /* as sent, e.g. "<f4" */
     int ndim;
     uint64_t shape[FAID_PROTO_MAX_DIMS];
     uint64_t nelem;
-    const uint8_t *data;     /* little-endian, unaligned: memcpy before use */
+    const uint8_t *data; /* little-endian, unaligned: memcpy before use */
     size_t nbytes;
 } faid_array_view;
 
@@ -232,17 +233,17 @@ typedef struct faid_in_header {
     uint64_t series_id;
     char series_unique_id[FAID_SERIES_UID_MAX]; /* "" when absent */
     /* image only */
-    int has_frame_id;         /* set even when decoding fails later, for the error reply */
+    int has_frame_id; /* set even when decoding fails later, for the error reply */
     uint64_t frame_id;
     int rows, cols;
     faid_dtype dtype;
     faid_encoding encoding;
     /* optional */
     int has_timestamp;
-    double timestamp;         /* s since the epoch */
+    double timestamp; /* s since the epoch */
     int has_start_time, has_stop_time, has_real_time;
     uint64_t start_time[2], stop_time[2], real_time[2]; /* numerator, denominator */
-    int64_t nimages;          /* start: -1 when absent */
+    int64_t nimages;                                    /* start: -1 when absent */
     const uint8_t *user_data; /* raw msgpack value inside the header buffer, or NULL */
     size_t user_data_len;
 } faid_in_header;
@@ -302,7 +303,7 @@ typedef struct faid_out_error {
     uint64_t series_id;
     int has_frame_id;
     uint64_t frame_id;
-    int code;                 /* faid error code */
+    int code; /* faid error code */
     const char *stage;
     const char *message;
     uint64_t msg_number;

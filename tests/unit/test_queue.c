@@ -90,8 +90,8 @@ static void test_close_wakes(void)
     faid_queue_destroy(&q);
 }
 
-#define PRODUCERS 3
-#define CONSUMERS 3
+#define PRODUCERS    3
+#define CONSUMERS    3
 #define PER_PRODUCER 20000
 
 typedef struct shared {
