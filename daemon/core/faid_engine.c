@@ -38,6 +38,7 @@
 #include "faid_log.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,28 +57,14 @@ typedef struct eng_matrix {
     cl_mem indptr, indices, coef;
 } eng_matrix;
 
-enum { EV_H2D, EV_H2DT, EV_DEC, EV_PRE, EV_INT1, EV_INT2, EV_D2H, EV_N };
+enum { EV_H2D, EV_H2DT, EV_DEC, EV_PRE, EV_INT1, EV_INT2, EV_N };
 
-typedef struct eng_slot {
-    cl_command_queue q;    /* own in-order queue: slots overlap each other on the device */
-    /* pinned staging: [ ... packed block table | chunk bytes or decoded frame ]; the table is
-     * packed to end exactly at table_bytes so that table + chunk go over in one H2D copy */
-    cl_mem staging;
-    uint8_t *staging_ptr;  /* mapped once */
-    size_t staging_bytes;
-    size_t table_bytes;    /* bytes reserved for the block table at the start of staging */
-    cl_mem d_in;           /* device mirror of staging (table + compressed chunk) */
-    cl_mem d_raw;          /* decoded frame, native dtype */
-    int err_dirty;         /* the decode error flag may be non-zero: clear before a decode */
+/* One frame of a slot. */
+typedef struct eng_lane {
     faid_block_table tab;  /* host block table, capacity max_blocks */
-    cl_mem d_pre;          /* float4 per pixel (unfused path) */
-    cl_mem d_out;          /* NOUT * (nbins1 + nbins2) floats */
-    cl_mem h_out;          /* pinned mirror of d_out + error flag */
-    float *h_out_ptr;
-    /* the frame in flight (busy) */
-    int busy;
+    int err_dirty;         /* the decode error flag may be non-zero: clear before a decode */
+    cl_event ev[EV_N];     /* EV_INT* only when integrated alone (not batched) */
     uint64_t tag;
-    cl_event ev[EV_N];
     faid_encoding enc;
     size_t len;
     uint32_t nblocks;
@@ -86,6 +73,37 @@ typedef struct eng_slot {
     /* reference device: the result computed at submit, and a slot buffer made on demand */
     faid_result *ref_res;
     uint8_t *ref_stage;
+} eng_lane;
+
+/* A slot takes up to `batch` frames (lanes) that are integrated together; its commands go to its
+ * own in-order queue, so slots overlap each other on the device. Lane f occupies
+ *   staging, d_in  [f * lane_bytes, +lane_bytes): [ ... packed block table | chunk or frame ];
+ *                  the table is packed to end exactly at table_bytes, so table + chunk go over
+ *                  in one H2D copy
+ *   d_raw          [f * raw_stride, +max_raw_bytes): the decoded frame, native dtype
+ *   d_out, h_out   floats [f * out_stride, +nout): profiles, then the decode error flag (int) */
+typedef struct eng_slot {
+    cl_command_queue q;
+    cl_mem staging;
+    uint8_t *staging_ptr;  /* mapped once */
+    size_t lane_bytes;
+    size_t table_bytes;    /* bytes reserved for the block table at the start of a lane */
+    cl_mem d_in;
+    cl_mem d_raw;
+    size_t raw_stride;     /* bytes, a multiple of 4096 */
+    cl_mem d_pre;          /* float4 per pixel (unfused path, lanes one after the other) */
+    cl_mem d_out;
+    cl_mem h_out;          /* pinned mirror of d_out */
+    float *h_out_ptr;
+    size_t out_stride;     /* floats */
+    eng_lane *lane;
+    int nlanes;            /* lanes allocated (the batch it was made for) */
+    int n;                 /* lanes filled */
+    int ncol;              /* lanes collected */
+    int closed;            /* integration and D2H enqueued */
+    faid_dtype dtype;      /* of every frame in the slot (one program per batch) */
+    cl_event ev_bint[2];   /* batched integration, per matrix */
+    cl_event ev_d2h;
 } eng_slot;
 
 typedef struct eng_res {
@@ -108,8 +126,9 @@ typedef struct eng_res {
 
 typedef struct eng_prog {
     cl_program prog;
-    cl_kernel pre, int_pre, int_raw;
-    size_t kwg_pre, kwg_raw; /* largest work-group the integration kernels allow (registers) */
+    cl_kernel pre, int_pre, int_raw, int_batch; /* int_batch: NULL for the azimuthal model */
+    /* largest work-group the integration kernels allow (registers) */
+    size_t kwg_pre, kwg_raw, kwg_batch;
 } eng_prog;
 
 struct faid_engine {
@@ -120,7 +139,9 @@ struct faid_engine {
     size_t wg_override;
     eng_prog progs[NDTYPES][NEM];
     int depth;               /* slots per resource set */
-    int head, inflight;      /* oldest slot in flight, number in flight (FIFO ring) */
+    int batch;               /* frames per slot, integrated in one pass over the matrix */
+    int head, used;          /* oldest slot in use, slots in use (FIFO ring) */
+    int inflight;            /* frames submitted and not collected */
     struct {
         cl_mem mem;
         void *ptr;
@@ -222,6 +243,12 @@ static size_t choose_wg(const faid_cl_device_info *dev, const faid_csr *csr, siz
 /* ------------------------------------------------------------------------------------------ */
 /* programs */
 
+/* Program builds are serialized over the engines of the process, and a failed build is tried
+ * once more: PoCL's kernel cache is not safe against concurrent use (two daemon workers, one
+ * building while the other compiled at its first launch, gave "unable to rename temporary ..."
+ * build failures). A real compile error fails twice, at the cost of a second build. */
+static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void prog_release(eng_prog *p)
 {
     if (p->pre)
@@ -230,6 +257,8 @@ static void prog_release(eng_prog *p)
         clReleaseKernel(p->int_pre);
     if (p->int_raw)
         clReleaseKernel(p->int_raw);
+    if (p->int_batch)
+        clReleaseKernel(p->int_batch);
     if (p->prog)
         clReleaseProgram(p->prog);
     memset(p, 0, sizeof *p);
@@ -250,10 +279,21 @@ static int get_prog(faid_engine *e, faid_dtype dt, faid_error_model em, eng_prog
         return FAID_OK;
     }
     char opts[128];
-    snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d", code, (int)em);
+    snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d", code, (int)em, e->batch);
     const char *names[] = {"process/preprocess.cl", "process/integrate.cl"};
     int64_t t0 = faid_now_ns();
+    pthread_mutex_lock(&build_lock);
     int rc = faid_cl_build(e->ctx, names, 2, opts, &p->prog, d);
+    if (rc) {
+        faid_diag d2 = {0};
+        rc = faid_cl_build(e->ctx, names, 2, opts, &p->prog, &d2);
+        if (!rc) {
+            FAID_WARN("engine", "process kernels built on the second attempt on %s (first: %s)",
+                      e->ctx->info.name, d ? d->msg : "?");
+            faid_diag_clear(d);
+        }
+    }
+    pthread_mutex_unlock(&build_lock);
     if (rc)
         return rc;
     cl_int err;
@@ -262,6 +302,8 @@ static int get_prog(faid_engine *e, faid_dtype dt, faid_error_model em, eng_prog
         p->int_pre = clCreateKernel(p->prog, "faid_integrate_pre", &err);
     if (err == CL_SUCCESS)
         p->int_raw = clCreateKernel(p->prog, "faid_integrate_raw", &err);
+    if (err == CL_SUCCESS && em != FAID_EM_AZIMUTHAL)
+        p->int_batch = clCreateKernel(p->prog, "faid_integrate_raw_b", &err);
     if (err != CL_SUCCESS) {
         prog_release(p);
         return faid_cl_fail(d, err, "clCreateKernel", __FILE__, __LINE__);
@@ -271,6 +313,10 @@ static int get_prog(faid_engine *e, faid_dtype dt, faid_error_model em, eng_prog
                              sizeof p->kwg_pre, &p->kwg_pre, NULL);
     clGetKernelWorkGroupInfo(p->int_raw, e->ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE,
                              sizeof p->kwg_raw, &p->kwg_raw, NULL);
+    p->kwg_batch = 0;
+    if (p->int_batch)
+        clGetKernelWorkGroupInfo(p->int_batch, e->ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE,
+                                 sizeof p->kwg_batch, &p->kwg_batch, NULL);
     FAID_DEBUG("engine", "built process kernels (%s) for %s in %.0f ms", opts, e->ctx->info.name,
                (double)(faid_now_ns() - t0) * 1e-6);
     *out = p;
@@ -288,7 +334,11 @@ static faid_clcodec *get_codec(faid_engine *e, size_t esz, size_t need)
         return NULL;
     faid_clcodec_destroy(&e->codec[i]);
     faid_diag d = {0};
+    pthread_mutex_lock(&build_lock);
     e->codec[i] = faid_clcodec_new(e->ctx, esz, need, &d);
+    if (!e->codec[i] && d.code == FAID_ECL) /* see build_lock */
+        e->codec[i] = faid_clcodec_new(e->ctx, esz, need, &d);
+    pthread_mutex_unlock(&build_lock);
     if (!e->codec[i]) {
         e->codec_broken[i] = 1;
         FAID_WARN("engine", "no device decoder for %zu-byte elements on %s, decoding on the CPU: "
@@ -302,13 +352,25 @@ static faid_clcodec *get_codec(faid_engine *e, size_t esz, size_t need)
 /* ------------------------------------------------------------------------------------------ */
 /* resources */
 
-static void slot_release_events(eng_slot *sl)
+static void release_event(cl_event *ev)
 {
-    for (int i = 0; i < EV_N; i++)
-        if (sl->ev[i]) {
-            clReleaseEvent(sl->ev[i]);
-            sl->ev[i] = NULL;
-        }
+    if (*ev) {
+        clReleaseEvent(*ev);
+        *ev = NULL;
+    }
+}
+
+/* Events of every lane and of the slot; the slot is empty again. */
+static void slot_reset(faid_engine *e, eng_slot *sl)
+{
+    (void)e;
+    for (int f = 0; f < sl->nlanes; f++)
+        for (int i = 0; i < EV_N; i++)
+            release_event(&sl->lane[f].ev[i]);
+    release_event(&sl->ev_bint[0]);
+    release_event(&sl->ev_bint[1]);
+    release_event(&sl->ev_d2h);
+    sl->n = sl->ncol = sl->closed = 0;
 }
 
 static void slots_destroy(faid_engine *e, eng_res *r)
@@ -319,7 +381,7 @@ static void slots_destroy(faid_engine *e, eng_res *r)
         eng_slot *sl = &r->slot[s];
         if (sl->q)
             clFinish(sl->q);
-        slot_release_events(sl);
+        slot_reset(e, sl);
         if (sl->staging && sl->staging_ptr)
             clEnqueueUnmapMemObject(e->ctx->queue, sl->staging, sl->staging_ptr, 0, NULL, NULL);
         if (sl->h_out && sl->h_out_ptr)
@@ -334,13 +396,17 @@ static void slots_destroy(faid_engine *e, eng_res *r)
         release_mem(&sl->d_pre);
         release_mem(&sl->d_out);
         release_mem(&sl->h_out);
-        faid_block_table_free(&sl->tab);
-        faid_result_destroy(&sl->ref_res);
-        free(sl->ref_stage);
+        for (int f = 0; f < sl->nlanes; f++) {
+            faid_block_table_free(&sl->lane[f].tab);
+            faid_result_destroy(&sl->lane[f].ref_res);
+            free(sl->lane[f].ref_stage);
+        }
+        free(sl->lane);
     }
     free(r->slot);
     r->slot = NULL;
     r->nslots = 0;
+    e->head = e->used = e->inflight = 0;
 }
 
 static void res_destroy(faid_engine *e, eng_res **pr)
@@ -432,6 +498,7 @@ static size_t max_comp_bound(size_t npix)
 static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
 {
     cl_int err;
+    const size_t nb = (size_t)e->batch;
     sl->q = clCreateCommandQueue(e->ctx->context, e->ctx->info.device, CL_QUEUE_PROFILING_ENABLE,
                                  &err);
     if (err != CL_SUCCESS) {
@@ -439,38 +506,39 @@ static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
         return faid_cl_fail(d, err, "clCreateCommandQueue(slot)", __FILE__, __LINE__);
     }
     sl->table_bytes = ((size_t)r->max_blocks * 2 * sizeof(uint32_t) + 63) & ~(size_t)63;
-    sl->staging_bytes = sl->table_bytes +
-                        (r->max_comp_bytes > r->max_raw_bytes ? r->max_comp_bytes : r->max_raw_bytes);
+    sl->lane_bytes = sl->table_bytes +
+                     (r->max_comp_bytes > r->max_raw_bytes ? r->max_comp_bytes : r->max_raw_bytes);
+    sl->lane_bytes = (sl->lane_bytes + 4095) & ~(size_t)4095;
+    sl->raw_stride = (r->max_raw_bytes + 4095) & ~(size_t)4095;
+    sl->out_stride = (r->nout + 1 + 15) & ~(size_t)15;
     sl->staging = faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR,
-                                 sl->staging_bytes, NULL, d);
+                                 nb * sl->lane_bytes, NULL, d);
     if (!sl->staging)
         return d ? d->code : FAID_ECL;
     sl->staging_ptr = clEnqueueMapBuffer(e->ctx->queue, sl->staging, CL_TRUE, CL_MAP_WRITE, 0,
-                                         sl->staging_bytes, 0, NULL, NULL, &err);
+                                         nb * sl->lane_bytes, 0, NULL, NULL, &err);
     if (err != CL_SUCCESS)
         return faid_cl_fail(d, err, "clEnqueueMapBuffer(staging)", __FILE__, __LINE__);
-    sl->d_in = faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY, sl->staging_bytes, NULL, d);
-    sl->d_raw = sl->d_in ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, r->max_raw_bytes, NULL, d)
+    const size_t out_bytes = nb * sl->out_stride * sizeof(float);
+    sl->d_in = faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY, nb * sl->lane_bytes, NULL, d);
+    sl->d_raw = sl->d_in ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, nb * sl->raw_stride, NULL, d)
                          : NULL;
-    /* the profiles, then the decode error flag (an int) at index nout: one D2H reads both */
-    sl->d_out = sl->d_raw ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE,
-                                           (r->nout + 1) * sizeof(float), NULL, d)
-                          : NULL;
+    sl->d_out = sl->d_raw ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, out_bytes, NULL, d) : NULL;
     sl->h_out = sl->d_out ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
-                                           (r->nout + 4) * sizeof(float), NULL, d)
+                                           out_bytes, NULL, d)
                           : NULL;
     if (!sl->h_out)
         return d ? d->code : FAID_ECL;
     sl->h_out_ptr = clEnqueueMapBuffer(e->ctx->queue, sl->h_out, CL_TRUE,
-                                       CL_MAP_READ | CL_MAP_WRITE, 0,
-                                       (r->nout + 4) * sizeof(float), 0, NULL, NULL, &err);
+                                       CL_MAP_READ | CL_MAP_WRITE, 0, out_bytes, 0, NULL, NULL,
+                                       &err);
     if (err != CL_SUCCESS)
         return faid_cl_fail(d, err, "clEnqueueMapBuffer(results)", __FILE__, __LINE__);
-    /* the decode error flag starts clear; the engine clears it again only after an error */
-    cl_int zero = 0;
-    FAID_CL_TRY(d, clEnqueueWriteBuffer(e->ctx->queue, sl->d_out, CL_TRUE,
-                                        r->nout * sizeof(float), sizeof zero, &zero,
-                                        0, NULL, NULL));
+    /* the decode error flags start clear (whole buffer zeroed); the engine clears a flag again
+     * only after an error */
+    memset(sl->h_out_ptr, 0, out_bytes);
+    FAID_CL_TRY(d, clEnqueueWriteBuffer(e->ctx->queue, sl->d_out, CL_TRUE, 0, out_bytes,
+                                        sl->h_out_ptr, 0, NULL, NULL));
     if (!e->fused) {
         sl->d_pre = faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, r->npix * 4 * sizeof(float), NULL,
                                    d);
@@ -480,7 +548,7 @@ static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
     return FAID_OK;
 }
 
-/* The n frame slots of r (reference device: only the result each slot hands over). */
+/* The n frame slots of r (reference device: only the result each lane hands over). */
 static int slots_create(faid_engine *e, eng_res *r, int n, faid_diag *d)
 {
     r->slot = calloc((size_t)n, sizeof *r->slot);
@@ -489,14 +557,22 @@ static int slots_create(faid_engine *e, eng_res *r, int n, faid_diag *d)
     r->nslots = n;
     for (int k = 0; k < n; k++) {
         eng_slot *sl = &r->slot[k];
-        int rc;
-        if (e->is_ref) {
-            sl->ref_res = faid_result_new(r->setup);
-            rc = sl->ref_res ? FAID_OK : faid_fail(d, FAID_ENOMEM, "engine: out of memory");
-        } else {
+        int rc = FAID_OK;
+        sl->lane = calloc((size_t)e->batch, sizeof *sl->lane);
+        if (!sl->lane)
+            rc = faid_fail(d, FAID_ENOMEM, "engine: out of memory");
+        else
+            sl->nlanes = e->batch;
+        if (!rc && !e->is_ref)
             rc = slot_create(e, r, sl, d);
-            if (!rc)
-                rc = faid_block_table_alloc(&sl->tab, r->max_blocks, d);
+        for (int f = 0; !rc && f < e->batch; f++) {
+            if (e->is_ref) {
+                sl->lane[f].ref_res = faid_result_new(r->setup);
+                if (!sl->lane[f].ref_res)
+                    rc = faid_fail(d, FAID_ENOMEM, "engine: out of memory");
+            } else {
+                rc = faid_block_table_alloc(&sl->lane[f].tab, r->max_blocks, d);
+            }
         }
         if (rc) {
             slots_destroy(e, r);
@@ -598,6 +674,7 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
     }
     e->fused = 1;
     e->depth = 1;
+    e->batch = 1;
     const char *ov = getenv("FAID_ENGINE_WG");
     if (ov && *ov) {
         long v = strtol(ov, NULL, 10);
@@ -835,9 +912,11 @@ static double ev_us(cl_event ev)
     return b > a ? (double)(b - a) * 1e-3 : 0.0;
 }
 
+/* Arguments of the one-frame integration kernels (fused: the frame at element raw_off of
+ * d_raw; unfused: d_pre). */
 static int set_int_args(faid_engine *e, cl_kernel k, int fused, const eng_res *r,
                         const eng_slot *sl, const eng_matrix *m, size_t wg, cl_int out_off,
-                        faid_diag *d)
+                        cl_uint raw_off, faid_diag *d)
 {
     const faid_corrections *c = &r->setup->corr;
     cl_uint a = 0;
@@ -865,8 +944,50 @@ static int set_int_args(faid_engine *e, cl_kernel k, int fused, const eng_res *r
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_out));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof out_off, &out_off));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, wg * ACC_BYTES, NULL));
+    if (fused)
+        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof raw_off, &raw_off));
     (void)e;
     return FAID_OK;
+}
+
+/* Arguments of faid_integrate_raw_b for the slot's n frames. */
+static int set_batch_args(cl_kernel k, const eng_res *r, const eng_slot *sl, const eng_matrix *m,
+                          size_t wg, cl_int out_off, cl_uint raw_stride, faid_diag *d)
+{
+    const faid_corrections *c = &r->setup->corr;
+    cl_uint a = 0;
+    cl_int nb = m->nbins, hc = m->has_coef, n = sl->n, os = (cl_int)sl->out_stride;
+    cl_int do_dark = r->do_dark, do_dummy = c->do_dummy;
+    cl_float empty = c->empty, dummy = c->dummy, ddummy = c->delta_dummy;
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof raw_stride, &raw_stride));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof n, &n));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof dummy, &dummy));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indptr));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indices));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->coef));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof hc, &hc));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof nb, &nb));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof empty, &empty));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_out));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof out_off, &out_off));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof os, &os));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, wg * ACC_BYTES, NULL));
+    return FAID_OK;
+}
+
+/* The chosen work-group size, halved while the compiled kernel cannot take it (a property of
+ * device and program, so still the same on every run). */
+static size_t launch_wg(size_t wg, size_t kmax)
+{
+    while (kmax && wg > kmax && wg > 1)
+        wg >>= 1;
+    return wg;
 }
 
 static void copy_profile(faid_profile *p, const float *src)
@@ -903,13 +1024,14 @@ static int host_pinned(const faid_engine *e, const void *p, size_t n)
     return 0;
 }
 
-/* Host part of a frame on an OpenCL device, then every device command of it on the slot's own
- * queue, without waiting: H2D (block table + compressed bytes, or the decoded frame), decode,
- * the integration kernel(s), D2H of the profiles and of the decode error flag. */
-static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f,
+/* Host part of one frame on an OpenCL device, into lane f of slot sl, then its device commands on
+ * the slot's queue, without waiting: H2D (block table + compressed bytes, or the decoded frame)
+ * and the decode. The integration and the D2H follow when the slot closes (slot_close). */
+static int cl_submit(faid_engine *e, eng_slot *sl, int f_lane, const faid_frame *f,
                      const faid_block_table *ftab, faid_diag *d)
 {
     eng_res *r = e->res;
+    eng_lane *ln = &sl->lane[f_lane];
     const faid_corrections *c = &r->setup->corr;
     size_t raw_bytes = r->npix * faid_dtype_size(f->dtype);
     int rc;
@@ -917,15 +1039,18 @@ static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f,
     if ((rc = get_prog(e, f->dtype, c->error_model, &p, d)))
         return rc;
 
-    /* Where the bytes are: in this slot's staging (written there by the producer), in engine
+    /* Where the bytes are: in this lane's staging (written there by the producer), in engine
      * pinned memory (the H2D reads them in place), or anywhere else (copied into staging). */
     size_t esz = faid_dtype_size(f->dtype);
-    uint8_t *stage = sl->staging_ptr + sl->table_bytes;
-    const size_t stage_cap = sl->staging_bytes - sl->table_bytes;
+    uint8_t *lane_base = sl->staging_ptr + (size_t)f_lane * sl->lane_bytes;
+    uint8_t *stage = lane_base + sl->table_bytes;
+    const size_t stage_cap = sl->lane_bytes - sl->table_bytes;
+    const size_t in_off = (size_t)f_lane * sl->lane_bytes;    /* lane in d_in */
+    const size_t raw_off = (size_t)f_lane * sl->raw_stride;   /* lane in d_raw */
+    const size_t flag_idx = (size_t)f_lane * sl->out_stride + r->nout;
     const uint8_t *src = f->data;
     const int in_stage = f->len > 0 && src == stage;
-    if (!in_stage && f->len && src < sl->staging_ptr + sl->staging_bytes &&
-        src + f->len > sl->staging_ptr)
+    if (!in_stage && f->len && src < lane_base + sl->lane_bytes && src + f->len > lane_base)
         return faid_fail(d, FAID_EINVAL, "frame bytes overlap a slot's staging buffer without "
                                          "starting at it (faid_engine_slot_buffer)");
     if (in_stage && f->len > stage_cap)
@@ -933,7 +1058,7 @@ static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f,
                          f->len, stage_cap);
     const int pinned = !in_stage && f->len && host_pinned(e, src, f->len);
     const int lzx = f->encoding == FAID_ENC_BSLZ4 || f->encoding == FAID_ENC_LZ4;
-    const faid_block_table *t = &sl->tab;
+    const faid_block_table *t = &ln->tab;
     faid_clcodec *codec = NULL;
     double h0 = now_us();
     /* Bytes to be copied into staging are copied first: the table walk then reads them from
@@ -949,8 +1074,8 @@ static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f,
     } else if (lzx) {
         const uint8_t *walk = copied ? stage : src;
         rc = f->encoding == FAID_ENC_BSLZ4
-                 ? faid_bslz4_table(walk, f->len, esz, raw_bytes, &sl->tab, d)
-                 : faid_lz4h5_table(walk, f->len, raw_bytes, &sl->tab, d);
+                 ? faid_bslz4_table(walk, f->len, esz, raw_bytes, &ln->tab, d)
+                 : faid_lz4h5_table(walk, f->len, raw_bytes, &ln->tab, d);
         if (rc && f->encoding == FAID_ENC_BSLZ4)
             return rc;
     }
@@ -966,7 +1091,7 @@ static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f,
     size_t tb = 0;
     if (codec) {
         tb = faid_clcodec_table_bytes(t);
-        faid_clcodec_pack_table(t, (uint32_t *)(sl->staging_ptr + sl->table_bytes - tb));
+        faid_clcodec_pack_table(t, (uint32_t *)(stage - tb));
     }
     double h1 = now_us();
     /* direct: the H2D reads the caller's pinned bytes; otherwise from stage */
@@ -999,145 +1124,203 @@ static int cl_submit(faid_engine *e, eng_slot *sl, const faid_frame *f,
     double h2 = now_us();
 
     cl_command_queue q = sl->q;
-    cl_event *ev = sl->ev;
+    cl_event *ev = ln->ev;
     rc = FAID_ECL;
-    if (sl->err_dirty) {
+    if (ln->err_dirty) {
         /* a corrupt frame left the flag set: clear it (only then: one command less per frame) */
         static const cl_int zero = 0;
         FAID_CL_TRY_GOTO(d, rc, fail,
-                         clEnqueueWriteBuffer(q, sl->d_out, CL_FALSE, r->nout * sizeof(float),
+                         clEnqueueWriteBuffer(q, sl->d_out, CL_FALSE, flag_idx * sizeof(float),
                                               sizeof zero, &zero, 0, NULL, NULL));
+        ln->err_dirty = 0;
     }
     if (codec) {
-        sl->err_dirty = 1;
+        ln->err_dirty = 1;
         if (direct) {
             if (tb)
                 FAID_CL_TRY_GOTO(d, rc, fail,
-                                 clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE, sl->table_bytes - tb,
-                                                      tb, stage - tb, 0, NULL, &ev[EV_H2DT]));
+                                 clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE,
+                                                      in_off + sl->table_bytes - tb, tb,
+                                                      stage - tb, 0, NULL, &ev[EV_H2DT]));
             FAID_CL_TRY_GOTO(d, rc, fail,
-                             clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE, sl->table_bytes, f->len,
-                                                  src, 0, NULL, &ev[EV_H2D]));
+                             clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE, in_off + sl->table_bytes,
+                                                  f->len, src, 0, NULL, &ev[EV_H2D]));
         } else {
             FAID_CL_TRY_GOTO(d, rc, fail,
-                             clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE, sl->table_bytes - tb,
-                                                  tb + f->len, stage - tb, 0, NULL, &ev[EV_H2D]));
+                             clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE,
+                                                  in_off + sl->table_bytes - tb, tb + f->len,
+                                                  stage - tb, 0, NULL, &ev[EV_H2D]));
         }
-        faid_clcodec_io io = {sl->d_in, sl->table_bytes, sl->d_in, sl->table_bytes - tb,
-                              sl->d_raw, 0, sl->d_out, r->nout};
+        faid_clcodec_io io = {sl->d_in, in_off + sl->table_bytes, sl->d_in,
+                              in_off + sl->table_bytes - tb, sl->d_raw, raw_off, sl->d_out,
+                              flag_idx};
         if ((rc = faid_clcodec_enqueue_io(codec, q, f->encoding, &io, t, 0, NULL, &ev[EV_DEC], d)))
             goto fail;
         rc = FAID_ECL;
     } else {
         FAID_CL_TRY_GOTO(d, rc, fail,
-                         clEnqueueWriteBuffer(q, sl->d_raw, CL_FALSE, 0, raw_bytes,
+                         clEnqueueWriteBuffer(q, sl->d_raw, CL_FALSE, raw_off, raw_bytes,
                                               direct ? (const void *)src : (const void *)stage, 0,
                                               NULL, &ev[EV_H2D]));
     }
-    int nm = r->m[1].present ? 2 : 1;
-    if (!e->fused) {
-        cl_int npix = (cl_int)r->npix, do_dark = r->do_dark, do_dummy = c->do_dummy;
-        cl_float dummy = c->dummy, ddummy = c->delta_dummy;
-        cl_kernel k = p->pre;
-        cl_uint a = 0;
-        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
-        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
-        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
-        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof npix, &npix));
-        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
-        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
-        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof dummy, &dummy));
-        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
-        FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
-        size_t lws = e->ctx->info.is_gpu ? 256 : 64;
-        if (lws > e->ctx->info.max_wg)
-            lws = e->ctx->info.max_wg;
-        size_t gws = (r->npix + lws - 1) / lws * lws;
-        FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
-                                                             &ev[EV_PRE]));
-    }
-    cl_int off = 0;
-    for (int m = 0; m < nm; m++) {
-        const eng_matrix *mx = &r->m[m];
-        cl_kernel k = e->fused ? p->int_raw : p->int_pre;
-        /* the chosen size, halved while the compiled kernel cannot take it (a property of
-         * device and program, so still the same on every run) */
-        size_t lws = mx->wg, kmax = e->fused ? p->kwg_raw : p->kwg_pre;
-        while (kmax && lws > kmax && lws > 1)
-            lws >>= 1;
-        if ((rc = set_int_args(e, k, e->fused, r, sl, mx, lws, off, d)))
-            goto fail;
-        rc = FAID_ECL;
-        size_t gws = (size_t)mx->nbins * lws;
-        FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
-                                                             &ev[EV_INT1 + m]));
-        off += NOUT * mx->nbins;
-    }
-    /* profiles and decode flag in one copy */
-    FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueReadBuffer(q, sl->d_out, CL_FALSE, 0,
-                                                      (r->nout + 1) * sizeof(float),
-                                                      sl->h_out_ptr, 0, NULL, &ev[EV_D2H]));
-    FAID_CL_TRY_GOTO(d, rc, fail, clFlush(q));
-    sl->enc = f->encoding;
-    sl->len = f->len;
-    sl->nblocks = codec ? t->nblocks : 0;
-    sl->device_decode = codec != NULL;
-    sl->zero_copy = direct || (in_stage && (codec || f->encoding == FAID_ENC_NONE));
-    sl->table_us = h1 - hc;
-    sl->stage_us = h2 - h0;
-    sl->cpu_decode_us = codec || f->encoding == FAID_ENC_NONE ? 0.0 : h2 - h1;
+    ln->enc = f->encoding;
+    ln->len = f->len;
+    ln->nblocks = codec ? t->nblocks : 0;
+    ln->device_decode = codec != NULL;
+    ln->zero_copy = direct || (in_stage && (codec || f->encoding == FAID_ENC_NONE));
+    ln->table_us = h1 - hc;
+    ln->stage_us = h2 - h0;
+    ln->cpu_decode_us = codec || f->encoding == FAID_ENC_NONE ? 0.0 : h2 - h1;
     return FAID_OK;
 fail:
     clFinish(q);
-    slot_release_events(sl);
+    for (int i = 0; i < EV_N; i++)
+        release_event(&ln->ev[i]);
     return rc;
 }
 
-/* Waits for (or polls) the slot's last command, checks the decode flag, copies the profiles and
- * the stage times into res. FAID_EBUSY only when polling found it unfinished (nothing done). */
-static int cl_collect(faid_engine *e, eng_slot *sl, faid_result *res, int block, faid_diag *d)
+/* Enqueues the integration of the slot's n frames and one D2H of their profiles and decode
+ * flags: one launch per matrix for the whole batch (fused kernels, error models none and
+ * poisson, batch > 1), else the one-frame kernels lane after lane. */
+static int slot_close(faid_engine *e, eng_slot *sl, faid_diag *d)
 {
     eng_res *r = e->res;
-    cl_event last = sl->ev[EV_D2H];
+    const faid_corrections *c = &r->setup->corr;
+    cl_command_queue q = sl->q;
+    eng_prog *p;
+    int rc = get_prog(e, sl->dtype, c->error_model, &p, d);
+    if (rc)
+        return rc;
+    const size_t esz = faid_dtype_size(sl->dtype);
+    const int nm = r->m[1].present ? 2 : 1;
+    rc = FAID_ECL;
+    if (e->fused && p->int_batch && e->batch > 1) {
+        cl_int moff = 0;
+        for (int m = 0; m < nm; m++) {
+            const eng_matrix *mx = &r->m[m];
+            size_t lws = launch_wg(mx->wg, p->kwg_batch), gws = (size_t)mx->nbins * lws;
+            if ((rc = set_batch_args(p->int_batch, r, sl, mx, lws, moff,
+                                     (cl_uint)(sl->raw_stride / esz), d)))
+                goto fail;
+            rc = FAID_ECL;
+            FAID_CL_TRY_GOTO(d, rc, fail,
+                             clEnqueueNDRangeKernel(q, p->int_batch, 1, NULL, &gws, &lws, 0, NULL,
+                                                    &sl->ev_bint[m]));
+            moff += NOUT * mx->nbins;
+        }
+    } else {
+        for (int f = 0; f < sl->n; f++) {
+            eng_lane *ln = &sl->lane[f];
+            cl_uint raw_off = (cl_uint)((size_t)f * sl->raw_stride / esz);
+            if (!e->fused) {
+                cl_int npix = (cl_int)r->npix, do_dark = r->do_dark, do_dummy = c->do_dummy;
+                cl_float dummy = c->dummy, ddummy = c->delta_dummy;
+                cl_kernel k = p->pre;
+                cl_uint a = 0;
+                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
+                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
+                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
+                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof npix, &npix));
+                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
+                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
+                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof dummy, &dummy));
+                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
+                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
+                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof raw_off, &raw_off));
+                size_t lws = e->ctx->info.is_gpu ? 256 : 64;
+                if (lws > e->ctx->info.max_wg)
+                    lws = e->ctx->info.max_wg;
+                size_t gws = (r->npix + lws - 1) / lws * lws;
+                FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0,
+                                                                     NULL, &ln->ev[EV_PRE]));
+            }
+            cl_int off = (cl_int)((size_t)f * sl->out_stride);
+            for (int m = 0; m < nm; m++) {
+                const eng_matrix *mx = &r->m[m];
+                cl_kernel k = e->fused ? p->int_raw : p->int_pre;
+                size_t lws = launch_wg(mx->wg, e->fused ? p->kwg_raw : p->kwg_pre);
+                size_t gws = (size_t)mx->nbins * lws;
+                if ((rc = set_int_args(e, k, e->fused, r, sl, mx, lws, off, raw_off, d)))
+                    goto fail;
+                rc = FAID_ECL;
+                FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0,
+                                                                     NULL, &ln->ev[EV_INT1 + m]));
+                off += NOUT * mx->nbins;
+            }
+        }
+    }
+    /* profiles and decode flags of every lane in one copy */
+    FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueReadBuffer(q, sl->d_out, CL_FALSE, 0,
+                                                      (size_t)sl->n * sl->out_stride *
+                                                          sizeof(float),
+                                                      sl->h_out_ptr, 0, NULL, &sl->ev_d2h));
+    FAID_CL_TRY_GOTO(d, rc, fail, clFlush(q));
+    sl->closed = 1;
+    return FAID_OK;
+fail:
+    clFinish(q);
+    release_event(&sl->ev_bint[0]);
+    release_event(&sl->ev_bint[1]);
+    release_event(&sl->ev_d2h);
+    return rc;
+}
+
+/* Waits for (or polls) the slot's D2H, checks lane f's decode flag, copies its profiles and stage
+ * times into res. FAID_EBUSY only when polling found it unfinished (nothing consumed). */
+static int cl_collect(faid_engine *e, eng_slot *sl, int f, faid_result *res, int block,
+                      faid_diag *d)
+{
+    eng_res *r = e->res;
+    eng_lane *ln = &sl->lane[f];
     int rc = FAID_ECL;
+    if (!sl->closed && (rc = slot_close(e, sl, d)))
+        goto out;
+    rc = FAID_ECL;
     if (!block) {
         cl_int st = CL_COMPLETE;
-        FAID_CL_TRY_GOTO(d, rc, out, clGetEventInfo(last, CL_EVENT_COMMAND_EXECUTION_STATUS,
+        FAID_CL_TRY_GOTO(d, rc, out, clGetEventInfo(sl->ev_d2h, CL_EVENT_COMMAND_EXECUTION_STATUS,
                                                     sizeof st, &st, NULL));
         if (st > CL_COMPLETE)
             return FAID_EBUSY;
     }
-    FAID_CL_TRY_GOTO(d, rc, out, clWaitForEvents(1, &last));
-    const cl_int h_err = *(const cl_int *)(sl->h_out_ptr + r->nout);
+    FAID_CL_TRY_GOTO(d, rc, out, clWaitForEvents(1, &sl->ev_d2h));
+    const float *h = sl->h_out_ptr + (size_t)f * sl->out_stride;
+    cl_int h_err;
+    memcpy(&h_err, h + r->nout, sizeof h_err);
     if (h_err != 0) {
         rc = faid_fail(d, FAID_ECORRUPT, "corrupt %s chunk: block %d failed to decode on the "
-                       "device (%u blocks, %zu bytes)", faid_encoding_name(sl->enc),
-                       (int)h_err - 1, sl->nblocks, sl->len);
+                       "device (%u blocks, %zu bytes)", faid_encoding_name(ln->enc),
+                       (int)h_err - 1, ln->nblocks, ln->len);
         goto out;
     }
-    if (sl->device_decode)
-        sl->err_dirty = 0;
-    copy_profile(res->p1d, sl->h_out_ptr);
+    if (ln->device_decode)
+        ln->err_dirty = 0;
+    copy_profile(res->p1d, h);
     if (r->m[1].present)
-        copy_profile(res->p2d, sl->h_out_ptr + NOUT * r->m[0].nbins);
-    const cl_event *ev = sl->ev;
+        copy_profile(res->p2d, h + NOUT * r->m[0].nbins);
+    const cl_event *ev = ln->ev;
+    const double share = 1.0 / sl->n;
     memset(&res->t, 0, sizeof res->t);
-    res->t.decode_us = sl->device_decode ? ev_us(ev[EV_DEC]) : sl->cpu_decode_us;
+    res->t.decode_us = ln->device_decode ? ev_us(ev[EV_DEC]) : ln->cpu_decode_us;
     res->t.preprocess_us = ev_us(ev[EV_PRE]);
-    res->t.integrate_us = ev_us(ev[EV_INT1]) + ev_us(ev[EV_INT2]);
+    res->t.integrate_us = sl->ev_bint[0]
+                              ? (ev_us(sl->ev_bint[0]) + ev_us(sl->ev_bint[1])) * share
+                              : ev_us(ev[EV_INT1]) + ev_us(ev[EV_INT2]);
     res->t.h2d_us = ev_us(ev[EV_H2D]) + ev_us(ev[EV_H2DT]);
-    res->t.d2h_us = ev_us(ev[EV_D2H]);
+    res->t.d2h_us = ev_us(sl->ev_d2h) * share;
     res->t.transfer_us = res->t.h2d_us + res->t.d2h_us;
-    res->t.stage_us = sl->stage_us;
-    res->t.table_us = sl->table_us;
-    res->t.device_decode = sl->device_decode;
-    res->t.zero_copy = sl->zero_copy;
-    res->t.total_us = now_us() - sl->t_submit;
+    res->t.stage_us = ln->stage_us;
+    res->t.table_us = ln->table_us;
+    res->t.device_decode = ln->device_decode;
+    res->t.zero_copy = ln->zero_copy;
+    res->t.batch = sl->n;
+    res->t.total_us = now_us() - ln->t_submit;
     rc = FAID_OK;
 out:
     if (rc)
         clFinish(sl->q);
-    slot_release_events(sl);
+    for (int i = 0; i < EV_N; i++)
+        release_event(&ln->ev[i]);
     return rc;
 }
 
@@ -1156,15 +1339,42 @@ static int check_table(const eng_res *r, const faid_frame *f, const faid_block_t
     return FAID_OK;
 }
 
-static int ref_submit(faid_engine *e, eng_slot *sl, const faid_frame *f, faid_diag *d)
-{
-    return process_ref(e, f, sl->ref_res, d);
-}
-
-static eng_slot *next_slot(faid_engine *e)
+/* The slot taking frames now (filled partly, not closed), or NULL. */
+static eng_slot *open_slot(faid_engine *e)
 {
     eng_res *r = e->res;
-    return &r->slot[(e->head + e->inflight) % r->nslots];
+    if (!e->used)
+        return NULL;
+    eng_slot *sl = &r->slot[(e->head + e->used - 1) % r->nslots];
+    return !sl->closed && sl->n < e->batch ? sl : NULL;
+}
+
+/* The slot and lane the next frame goes to, opening a slot if needed; NULL (FAID_EBUSY) when
+ * every slot is in use. A frame of another dtype than the open slot's closes it first. */
+static eng_slot *take_lane(faid_engine *e, faid_dtype dt, int *opened, faid_diag *d)
+{
+    eng_res *r = e->res;
+    eng_slot *sl = open_slot(e);
+    *opened = 0;
+    if (sl && sl->dtype != dt) {
+        if (!e->is_ref && slot_close(e, sl, d))
+            FAID_DEBUG("engine", "closing a slot early failed: %s", d ? d->msg : "");
+        sl->closed = 1;
+        sl = NULL;
+    }
+    if (sl)
+        return sl;
+    if (e->used == r->nslots) {
+        faid_fail(d, FAID_EBUSY, "engine: all %d slots are in flight (%d frames), collect first",
+                  r->nslots, e->inflight);
+        return NULL;
+    }
+    sl = &r->slot[(e->head + e->used) % r->nslots];
+    sl->n = sl->ncol = sl->closed = 0;
+    sl->dtype = dt;
+    e->used++;
+    *opened = 1;
+    return sl;
 }
 
 int faid_engine_submit(faid_engine *e, const faid_frame *f, uint64_t tag, faid_diag *d)
@@ -1177,9 +1387,6 @@ int faid_engine_submit_table(faid_engine *e, const faid_frame *f, const faid_blo
 {
     if (!e || !e->res)
         return faid_fail(d, FAID_EINVAL, "engine: no setup");
-    if (e->inflight >= e->res->nslots)
-        return faid_fail(d, FAID_EBUSY, "engine: all %d slots are in flight, collect first",
-                         e->res->nslots);
     int rc = check_frame(e->res, f, d);
     if (!rc && table && (f->encoding == FAID_ENC_BSLZ4 || f->encoding == FAID_ENC_LZ4))
         rc = check_table(e->res, f, table, d);
@@ -1187,14 +1394,30 @@ int faid_engine_submit_table(faid_engine *e, const faid_frame *f, const faid_blo
         table = NULL;
     if (rc)
         return rc;
-    eng_slot *sl = next_slot(e);
-    sl->t_submit = now_us();
-    rc = e->is_ref ? ref_submit(e, sl, f, d) : cl_submit(e, sl, f, table, d);
-    if (rc)
+    int opened;
+    eng_slot *sl = take_lane(e, f->dtype, &opened, d);
+    if (!sl)
+        return FAID_EBUSY;
+    eng_lane *ln = &sl->lane[sl->n];
+    ln->t_submit = now_us();
+    rc = e->is_ref ? process_ref(e, f, ln->ref_res, d) : cl_submit(e, sl, sl->n, f, table, d);
+    if (rc) {
+        if (opened)
+            e->used--;
         return rc;
-    sl->busy = 1;
-    sl->tag = tag;
+    }
+    ln->tag = tag;
+    sl->n++;
     e->inflight++;
+    if (sl->n == e->batch) {
+        /* full: integrate now (a failure shows at collect, which tries again) */
+        if (e->is_ref)
+            sl->closed = 1;
+        else if (slot_close(e, sl, d))
+            faid_diag_clear(d);
+    } else if (!e->is_ref) {
+        clFlush(sl->q); /* the H2D and the decode start while the batch fills */
+    }
     return FAID_OK;
 }
 
@@ -1202,25 +1425,35 @@ int faid_engine_submit_table(faid_engine *e, const faid_frame *f, const faid_blo
 static int collect_oldest(faid_engine *e, faid_result *res, uint64_t *tag, int block, int named,
                           faid_diag *d)
 {
-    int rc = FAID_OK;
-    eng_slot *sl = &e->res->slot[e->head];
+    eng_res *r = e->res;
+    eng_slot *sl = &r->slot[e->head];
+    int f = sl->ncol, rc = FAID_OK;
+    eng_lane *ln = &sl->lane[f];
     if (e->is_ref) {
-        profile_assign(res->p1d, sl->ref_res->p1d);
-        if (res->p2d && sl->ref_res->p2d)
-            profile_assign(res->p2d, sl->ref_res->p2d);
-        res->t = sl->ref_res->t;
+        profile_assign(res->p1d, ln->ref_res->p1d);
+        if (res->p2d && ln->ref_res->p2d)
+            profile_assign(res->p2d, ln->ref_res->p2d);
+        res->t = ln->ref_res->t;
+        sl->closed = 1;
     } else {
-        rc = cl_collect(e, sl, res, block, d);
+        rc = cl_collect(e, sl, f, res, block, d);
         if (rc == FAID_EBUSY)
             return rc;
         if (rc && named)
-            faid_diag_prefix(d, "frame %llu: ", (unsigned long long)sl->tag);
+            faid_diag_prefix(d, "frame %llu: ", (unsigned long long)ln->tag);
     }
     if (tag)
-        *tag = sl->tag;
-    sl->busy = 0;
-    e->head = (e->head + 1) % e->res->nslots;
+        *tag = ln->tag;
+    sl->ncol++;
     e->inflight--;
+    if (sl->ncol == sl->n) {
+        /* every frame of the slot is out: the slot is free */
+        if (!e->is_ref && !sl->closed)
+            clFinish(sl->q);
+        slot_reset(e, sl);
+        e->head = (e->head + 1) % r->nslots;
+        e->used--;
+    }
     return rc;
 }
 
@@ -1250,17 +1483,51 @@ int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *res, f
         return rc;
     if (e->is_ref)
         return process_ref(e, f, res, d);
-    eng_slot *sl = next_slot(e);
-    sl->t_submit = now_us();
-    if ((rc = cl_submit(e, sl, f, NULL, d)))
+    int opened;
+    eng_slot *sl = take_lane(e, f->dtype, &opened, d);
+    if (!sl)
+        return FAID_EBUSY;
+    sl->lane[0].t_submit = now_us();
+    if ((rc = cl_submit(e, sl, 0, f, NULL, d))) {
+        e->used--;
         return rc;
-    sl->busy = 1;
+    }
+    sl->n = 1;
     e->inflight++;
     return collect_oldest(e, res, NULL, 1, 0, d);
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* depth and zero-copy buffers */
+
+/* Rebuilds the slots for depth x batch (nothing in flight); restores the previous shape when
+ * that fails, so the engine keeps working. */
+static int reshape(faid_engine *e, int depth, int batch, faid_diag *d)
+{
+    int old_depth = e->depth, old_batch = e->batch;
+    if (batch != e->batch) /* NBATCH is a build constant of the process programs */
+        for (int t = 0; t < NDTYPES; t++)
+            for (int m = 0; m < NEM; m++)
+                prog_release(&e->progs[t][m]);
+    e->depth = depth;
+    e->batch = batch;
+    if (!e->res)
+        return FAID_OK;
+    slots_destroy(e, e->res);
+    e->batch = batch;
+    int rc = slots_create(e, e->res, depth, d);
+    if (rc) {
+        e->depth = old_depth;
+        e->batch = old_batch;
+        for (int t = 0; t < NDTYPES; t++)
+            for (int m = 0; m < NEM; m++)
+                prog_release(&e->progs[t][m]);
+        faid_diag dd = {0};
+        if (slots_create(e, e->res, old_depth, &dd))
+            FAID_WARN("engine", "could not restore %d slots: %s", old_depth, dd.msg);
+    }
+    return rc;
+}
 
 int faid_engine_set_depth(faid_engine *e, int depth, faid_diag *d)
 {
@@ -1278,26 +1545,32 @@ int faid_engine_set_depth(faid_engine *e, int depth, faid_diag *d)
         e->depth = depth;
         return FAID_OK;
     }
-    int old = e->depth;
-    e->depth = depth;
-    if (!e->res)
+    return reshape(e, depth, e->batch, d);
+}
+
+int faid_engine_set_batch(faid_engine *e, int batch, faid_diag *d)
+{
+    if (!e)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    if (batch < 1 || batch > FAID_ENGINE_BATCH_MAX)
+        return faid_fail(d, FAID_ERANGE, "engine: batch %d out of range 1..%d", batch,
+                         FAID_ENGINE_BATCH_MAX);
+    if (e->inflight)
+        return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight, collect them before "
+                         "changing the batch", e->inflight);
+    if (batch == e->batch)
         return FAID_OK;
-    slots_destroy(e, e->res);
-    e->head = 0;
-    int rc = slots_create(e, e->res, depth, d);
-    if (rc) {
-        /* keep a working engine: back to the previous depth */
-        e->depth = old;
-        faid_diag dd = {0};
-        if (slots_create(e, e->res, old, &dd))
-            FAID_WARN("engine", "could not restore %d slots: %s", old, dd.msg);
-    }
-    return rc;
+    return reshape(e, e->depth, batch, d);
+}
+
+int faid_engine_batch(const faid_engine *e)
+{
+    return e ? e->batch : 0;
 }
 
 int faid_engine_depth(const faid_engine *e)
 {
-    return e && e->res ? e->res->nslots : 0;
+    return e && e->res ? e->res->nslots * e->batch : 0;
 }
 
 int faid_engine_in_flight(const faid_engine *e)
@@ -1309,21 +1582,26 @@ int faid_engine_slot_buffer(faid_engine *e, void **ptr, size_t *cap, faid_diag *
 {
     if (!e || !e->res || !ptr || !cap)
         return faid_fail(d, FAID_EINVAL, "engine: no setup or NULL argument");
-    if (e->inflight >= e->res->nslots)
-        return faid_fail(d, FAID_EBUSY, "engine: all %d slots are in flight, collect first",
-                         e->res->nslots);
-    eng_slot *sl = next_slot(e);
-    size_t n = e->res->max_comp_bytes > e->res->max_raw_bytes ? e->res->max_comp_bytes
-                                                                : e->res->max_raw_bytes;
+    eng_res *r = e->res;
+    eng_slot *sl = open_slot(e);
+    if (!sl) {
+        if (e->used == r->nslots)
+            return faid_fail(d, FAID_EBUSY, "engine: all %d slots are in flight, collect first",
+                             r->nslots);
+        sl = &r->slot[(e->head + e->used) % r->nslots];
+    }
+    int f = sl == open_slot(e) ? sl->n : 0;
+    size_t n = r->max_comp_bytes > r->max_raw_bytes ? r->max_comp_bytes : r->max_raw_bytes;
     if (e->is_ref) {
-        if (!sl->ref_stage && !(sl->ref_stage = malloc(n)))
+        eng_lane *ln = &sl->lane[f];
+        if (!ln->ref_stage && !(ln->ref_stage = malloc(n)))
             return faid_fail(d, FAID_ENOMEM, "engine: out of memory");
-        *ptr = sl->ref_stage;
+        *ptr = ln->ref_stage;
         *cap = n;
         return FAID_OK;
     }
-    *ptr = sl->staging_ptr + sl->table_bytes;
-    *cap = sl->staging_bytes - sl->table_bytes;
+    *ptr = sl->staging_ptr + (size_t)f * sl->lane_bytes + sl->table_bytes;
+    *cap = sl->lane_bytes - sl->table_bytes;
     return FAID_OK;
 }
 

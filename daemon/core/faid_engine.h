@@ -34,6 +34,8 @@ typedef struct faid_stage_times {
     double table_us;         /* part of stage_us: block-table parse + packing (bslz4, lz4) */
     int device_decode;       /* 1 when the OpenCL decoder decoded the frame */
     int zero_copy;           /* 1 when the H2D read the frame where the caller left it (pinned) */
+    int batch;               /* frames integrated in the same launch (integrate_us and d2h_us
+                                are this frame's share: the launch time / batch) */
 } faid_stage_times;
 
 typedef struct faid_result {
@@ -89,11 +91,22 @@ int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *r, fai
  * set_setup, set_fused and set_depth are refused (FAID_EBUSY) while frames are in flight. */
 #define FAID_ENGINE_DEPTH_DEFAULT 4
 #define FAID_ENGINE_DEPTH_MAX 32
+#define FAID_ENGINE_BATCH_MAX 8
 
 /* Number of slots (0 = FAID_ENGINE_DEPTH_DEFAULT, at most FAID_ENGINE_DEPTH_MAX). An engine
- * starts with depth 1 (what faid_engine_process needs); each slot of an EIGER 4M costs about 18 MB
- * of pinned host memory and 36 MB of device memory. */
+ * starts with depth 1 (what faid_engine_process needs); each slot of an EIGER 4M costs, per
+ * frame of its batch, about 18 MB of pinned host memory and 36 MB of device memory. */
 int faid_engine_set_depth(faid_engine *e, int depth, faid_diag *d);
+/* Frames per slot (1..FAID_ENGINE_BATCH_MAX, default 1): the frames of a slot are integrated in
+ * one pass over the CSR matrix (one launch per matrix for all of them; fused kernels, error
+ * models none and poisson; otherwise frame after frame), which shares the matrix traffic. A slot
+ * integrates when it is full, or when collect reaches one of its frames (a partial batch), or
+ * when a frame of another dtype arrives. Every frame gives the same bits whatever the batch.
+ * Rebuilds the slots and the process programs (not on the hot path). */
+int faid_engine_set_batch(faid_engine *e, int batch, faid_diag *d);
+int faid_engine_batch(const faid_engine *e);
+/* Frames that may be in flight: depth x batch. With batch > 1 a slot closed before it was full
+ * holds fewer frames, so submit may answer FAID_EBUSY earlier: collect then. */
 int faid_engine_depth(const faid_engine *e);
 int faid_engine_in_flight(const faid_engine *e);
 

@@ -1,9 +1,11 @@
 /* process/integrate.cl: CSR integration, one work-group per bin (algorithms.md §7), for the 1D
  * radial and the 2D cake matrices alike (a bin is a CSR row; the host picks the matrix).
  * Concatenated after preprocess.cl (raw_t, EM, faid_pixel and the dw_* helpers come from there).
- * Build-time constant UNROLL (default 4): entries each work-item loads before accumulating them.
+ * Build-time constants: UNROLL (default 4) entries each work-item loads before accumulating them;
+ * NBATCH (default 1) frames faid_integrate_raw_b can take per launch.
  *
  * Kernels:
+ *   faid_integrate_raw_b  fused, several frames per pass over the matrix (end of file)
  *   faid_integrate_pre  reads preprocessed pixels (float4 signal, variance, norm, count) written
  *                       by faid_preprocess
  *   faid_integrate_raw  fused: gathers the raw frame through the CSR indices and preprocesses each
@@ -283,13 +285,15 @@ __kernel void faid_integrate_pre(__global const float4 *pre, __global const int 
     reduce_and_write(a, scratch, b, nbins, empty, out + out_off);
 }
 
+/* The frame starts at element raw_off of raw (frames batched in one buffer). */
 __kernel void faid_integrate_raw(__global const raw_t *raw, __global const float *dark,
                                  __global const float *normp, int do_dark, int do_dummy,
                                  float dummy, float delta_dummy, __global const int *indptr,
                                  __global const int *indices, __global const float *coef,
                                  int has_coef, int nbins, float empty, __global float *out,
-                                 int out_off, __local float2 *scratch)
+                                 int out_off, __local float2 *scratch, uint raw_off)
 {
+    raw += raw_off;
     int b = get_group_id(0);
     if (b >= nbins)
         return;
@@ -298,3 +302,116 @@ __kernel void faid_integrate_raw(__global const raw_t *raw, __global const float
                                    indptr[b], indptr[b + 1], scratch);
     reduce_and_write(a, scratch, b, nbins, empty, out + out_off);
 }
+
+#if EM != 2
+#ifndef NBATCH
+#define NBATCH 1
+#endif
+
+/* reduce_and_write without the early exit of the other work-items, and with a closing barrier,
+ * so that the scratch can serve the next frame of a batch. Same arithmetic, same bits. */
+static inline void reduce_write_sync(faid_acc a, __local float2 *scratch, int b, int nbins,
+                                     float empty, __global float *out)
+{
+    int lid = get_local_id(0);
+    int wg = get_local_size(0);
+    acc_store(scratch, lid, a);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = wg >> 1; step > 0; step >>= 1) {
+        if (lid < step) {
+            faid_acc m = acc_merge(acc_load(scratch, lid), acc_load(scratch, lid + step));
+            acc_store(scratch, lid, m);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        a = acc_load(scratch, 0);
+        float count = a.n.s0;
+        float vv = fmax(a.vv.s0, 0.0f);
+        float mean = empty, sem = empty, std = empty;
+        if (a.o2.s0 > 0.0f) {
+            mean = dw_div_to_fp(a.s, a.o);
+#if EM != 0
+            sem = sqrt(vv) / a.o.s0;
+            std = sqrt(vv / a.o2.s0);
+#endif
+        }
+        out[b] = mean;
+        out[nbins + b] = sem;
+        out[2 * nbins + b] = std;
+        out[3 * nbins + b] = count;
+        out[4 * nbins + b] = a.s.s0;
+        out[5 * nbins + b] = a.o.s0;
+        out[6 * nbins + b] = vv;
+        out[7 * nbins + b] = a.o2.s0;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* faid_integrate_raw for nframes <= NBATCH frames in one pass over the matrix (error models none
+ * and poisson): frame f starts at element f * raw_stride of raw and its profiles at
+ * out[f * out_stride + out_off]. Each entry's index, coefficient and static pixel factors (normp,
+ * dark) are loaded once for all frames, which share the matrix traffic; each frame accumulates
+ * exactly as in faid_integrate_raw (same entries per work-item, same order, same tree), so a
+ * frame gives the same bits alone or in a batch. NBATCH is a build-time constant (registers:
+ * 10 floats of accumulators per frame and work-item). */
+__kernel void faid_integrate_raw_b(__global const raw_t *raw, uint raw_stride, int nframes,
+                                   __global const float *dark, __global const float *normp,
+                                   int do_dark, int do_dummy, float dummy, float delta_dummy,
+                                   __global const int *indptr, __global const int *indices,
+                                   __global const float *coef, int has_coef, int nbins,
+                                   float empty, __global float *out, int out_off, int out_stride,
+                                   __local float2 *scratch)
+{
+    int b = get_group_id(0);
+    if (b >= nbins)
+        return;
+    int lid = get_local_id(0);
+    int wg = get_local_size(0);
+    int start = indptr[b], end = indptr[b + 1];
+    faid_acc a[NBATCH];
+#pragma unroll
+    for (int f = 0; f < NBATCH; f++)
+        a[f] = acc_zero();
+    int k = start + lid;
+    for (; k + (UNROLL - 1) * wg < end; k += UNROLL * wg) {
+        int idx[UNROLL];
+        float c[UNROLL], n[UNROLL], dk[UNROLL];
+        for (int u = 0; u < UNROLL; u++)
+            idx[u] = indices[k + u * wg];
+        for (int u = 0; u < UNROLL; u++)
+            c[u] = has_coef ? coef[k + u * wg] : 1.0f;
+        for (int u = 0; u < UNROLL; u++) {
+            n[u] = normp[idx[u]];
+            dk[u] = do_dark ? dark[idx[u]] : 0.0f;
+        }
+#pragma unroll
+        for (int f = 0; f < NBATCH; f++) {
+            if (f < nframes) {
+                __global const raw_t *rf = raw + (size_t)f * raw_stride;
+                float v[UNROLL];
+                for (int u = 0; u < UNROLL; u++)
+                    v[u] = (float)rf[idx[u]];
+                for (int u = 0; u < UNROLL; u++)
+                    acc_entry(&a[f], c[u], faid_pixel_v(n[u], v[u], dk[u], do_dark, do_dummy,
+                                                        dummy, delta_dummy));
+            }
+        }
+    }
+    for (; k < end; k += wg) {
+        int idx = indices[k];
+        float c = has_coef ? coef[k] : 1.0f;
+        float n = normp[idx], dk = do_dark ? dark[idx] : 0.0f;
+#pragma unroll
+        for (int f = 0; f < NBATCH; f++)
+            if (f < nframes)
+                acc_entry(&a[f], c, faid_pixel_v(n, (float)raw[(size_t)f * raw_stride + idx], dk,
+                                                 do_dark, do_dummy, dummy, delta_dummy));
+    }
+#pragma unroll
+    for (int f = 0; f < NBATCH; f++)
+        if (f < nframes)
+            reduce_write_sync(a[f], scratch, b, nbins, empty,
+                              out + (size_t)f * out_stride + out_off);
+}
+#endif

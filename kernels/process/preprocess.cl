@@ -143,11 +143,13 @@ static inline float4 faid_pixel(__global const raw_t *raw, __global const float 
                         delta_dummy);
 }
 
-/* One work-item per pixel; any work-group size. out[i] = (signal, variance, norm, count). */
+/* One work-item per pixel; any work-group size. out[i] = (signal, variance, norm, count). The
+ * frame starts at element raw_off of raw (frames batched in one buffer). */
 __kernel void faid_preprocess(__global const raw_t *raw, __global const float *dark,
                               __global const float *normp, int npix, int do_dark, int do_dummy,
-                              float dummy, float delta_dummy, __global float4 *out)
+                              float dummy, float delta_dummy, __global float4 *out, uint raw_off)
 {
+    raw += raw_off;
     int i = get_global_id(0);
     if (i >= npix)
         return;

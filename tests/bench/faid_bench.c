@@ -10,9 +10,10 @@
  * clock over the whole run):
  *   fused           faid_engine_process, one frame at a time, preprocessing inside integration
  *   separate        the same with a separate preprocess kernel
- *   pipelined       faid_engine_submit / collect with --depth frames in flight, fused kernels,
- *                   frames lying in engine pinned host memory (as a receive pool would put them):
- *                   the H2D reads them in place, no host copy
+ *   pipelined       faid_engine_submit_table / collect with up to --depth x --batch frames in
+ *                   flight, fused kernels, frames lying in engine pinned host memory (as a
+ *                   receive pool would put them): the H2D reads them in place, no host copy;
+ *                   --parsers threads parse the block tables ahead (the daemon's ingest threads)
  *   pipelined-copy  the same with frames in ordinary (pageable) memory, copied into the slot's
  *                   pinned staging by submit
  * Every pipelined result is compared bit for bit with the synchronous fused result of the same
@@ -22,7 +23,10 @@
  * Usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]
  *                   [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype uint32]
  *                   [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]
- *                   [--depth K] [--parsers P] [--no-check] [--json FILE] [--dump DIR]
+ *                   [--depth K] [--batch B] [--parsers P] [--no-check] [--json FILE]
+ *                   [--dump DIR]
+ * --depth K slots of --batch B frames each (pipelined variants; defaults 4 and 4): up to K x B
+ * frames in flight, the B frames of a slot integrated in one pass over the CSR matrix.
  * --parsers P (pipelined variants): P threads parse the block tables ahead of the submitting
  * thread, as the daemon's ingest threads do (default min(4, CPUs - 1); 0: submit parses).
  * --dump DIR writes frame.npy, chunk.bslz4 and geometry.poni for tests/bench/pyfai_reference.py. */
@@ -58,6 +62,7 @@ typedef struct opts {
     const char *config;
     const char *variants;
     int depth;
+    int batch;
     int parsers;
     int check;
     const char *json;
@@ -69,7 +74,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]\n"
                "                  [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype T]\n"
                "                  [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]\n"
-               "                  [--depth K] [--parsers P] [--no-check] [--json FILE]\n"
+               "                  [--depth K] [--batch B] [--parsers P] [--no-check] [--json FILE]\n"
                "                  [--dump DIR]\n");
 }
 
@@ -98,7 +103,8 @@ typedef struct variant_result {
     double max_rel_err;
     int checked;
     int device_decode;
-    int depth;      /* frames in flight (1: synchronous) */
+    int depth;      /* frames in flight at most (1: synchronous) */
+    int batch;      /* frames per integration launch */
     int zero_copy;  /* the H2D read the frames in place */
     int identical;  /* pipelined: -1 not compared, 1 every result equal to the synchronous one */
     int parsers;    /* threads parsing block tables ahead (pipelined) */
@@ -232,8 +238,8 @@ static int write_poni(const char *path, const faid_config *cfg)
 static int parse_args(int argc, char **argv, opts *o)
 {
     *o = (opts){"auto", 100, NULL, 0, -1, NULL, NULL, "uint32", NULL,
-                "fused,separate,pipelined,pipelined-copy", FAID_ENGINE_DEPTH_DEFAULT, -1, 1, NULL,
-                NULL};
+                "fused,separate,pipelined,pipelined-copy", FAID_ENGINE_DEPTH_DEFAULT, 4, -1, 1,
+                NULL, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -260,6 +266,8 @@ static int parse_args(int argc, char **argv, opts *o)
             o->variants = v;
         else if (TAKE("--depth"))
             o->depth = atoi(v);
+        else if (TAKE("--batch"))
+            o->batch = atoi(v);
         else if (TAKE("--parsers"))
             o->parsers = atoi(v);
         else if (TAKE("--json"))
@@ -288,6 +296,10 @@ static int parse_args(int argc, char **argv, opts *o)
     }
     if (o->parsers > 64) {
         fprintf(stderr, "faid-bench: --parsers must be within 0..64\n");
+        return -1;
+    }
+    if (o->batch < 1 || o->batch > FAID_ENGINE_BATCH_MAX) {
+        fprintf(stderr, "faid-bench: --batch must be within 1..%d\n", FAID_ENGINE_BATCH_MAX);
         return -1;
     }
     if (o->depth < 1 || o->depth > FAID_ENGINE_DEPTH_MAX) {
@@ -480,6 +492,7 @@ int main(int argc, char **argv)
             continue;
         const int pipe = v >= 2;
         if (faid_engine_set_fused(e, v != 1, &d) ||
+            faid_engine_set_batch(e, pipe ? o.batch : 1, &d) ||
             faid_engine_set_depth(e, pipe ? o.depth : 1, &d)) {
             fprintf(stderr, "faid-bench: %s: %s\n", vnames[v], d.msg);
             return 1;
@@ -489,6 +502,7 @@ int main(int argc, char **argv)
         snprintf(r->name, sizeof r->name, "%s", vnames[v]);
         r->wg1 = faid_engine_workgroup(e, 0);
         r->depth = faid_engine_depth(e);
+        r->batch = faid_engine_batch(e);
         r->identical = -1;
         const uint8_t *src[NDISTINCT];
         for (int k = 0; k < NDISTINCT; k++)
@@ -551,8 +565,9 @@ int main(int argc, char **argv)
                     return 1;
                 }
             }
+            int busy = 0; /* submit said FAID_EBUSY: every slot holds frames, collect first */
             while (collected < o.frames) {
-                if (submitted < o.frames && faid_engine_in_flight(e) < r->depth) {
+                if (submitted < o.frames && faid_engine_in_flight(e) < r->depth && !busy) {
                     int k = submitted % NDISTINCT;
                     faid_frame f = {src[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
                     parse_slot *ps = &ring[submitted % RING];
@@ -571,8 +586,13 @@ int main(int argc, char **argv)
                             return 1;
                         }
                     }
-                    if (faid_engine_submit_table(e, &f, o.parsers ? &ps->tab : NULL,
-                                                 (uint64_t)submitted, &d)) {
+                    int rc = faid_engine_submit_table(e, &f, o.parsers ? &ps->tab : NULL,
+                                                      (uint64_t)submitted, &d);
+                    if (rc == FAID_EBUSY) {
+                        busy = 1;
+                        continue;
+                    }
+                    if (rc) {
                         fprintf(stderr, "faid-bench: %s frame %d: %s\n", r->name, submitted,
                                 d.msg);
                         return 1;
@@ -583,6 +603,7 @@ int main(int argc, char **argv)
                     continue;
                 }
                 uint64_t tag = 0;
+                busy = 0;
                 if (faid_engine_collect(e, res, &tag, 1, &d)) {
                     fprintf(stderr, "faid-bench: %s collect: %s\n", r->name, d.msg);
                     return 1;
@@ -609,7 +630,7 @@ int main(int argc, char **argv)
         }
         free(col);
     }
-    if (faid_engine_set_depth(e, 1, &d))
+    if (faid_engine_set_depth(e, 1, &d) || faid_engine_set_batch(e, 1, &d))
         fprintf(stderr, "faid-bench: %s\n", d.msg);
 
     /* table */
@@ -632,6 +653,9 @@ int main(int argc, char **argv)
     printf("\n%-14s", "in flight");
     for (int v = 0; v < nv; v++)
         printf(" %14d", vr[v].depth);
+    printf("\n%-14s", "batch");
+    for (int v = 0; v < nv; v++)
+        printf(" %14d", vr[v].batch);
     printf("\n%-14s", "table parsers");
     for (int v = 0; v < nv; v++)
         printf(" %14d", vr[v].parsers);
@@ -672,9 +696,9 @@ int main(int argc, char **argv)
         for (int v = 0; v < nv; v++) {
             fprintf(f, "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "
                        "\"workgroup\": %zu, \"depth\": %d, \"zero_copy\": %d, "
-                       "\"identical\": %d, \"parsers\": %d",
+                       "\"identical\": %d, \"parsers\": %d, \"batch\": %d",
                     vr[v].name, vr[v].fps, vr[v].device_decode, vr[v].wg1, vr[v].depth,
-                    vr[v].zero_copy, vr[v].identical, vr[v].parsers);
+                    vr[v].zero_copy, vr[v].identical, vr[v].parsers, vr[v].batch);
             const char *keys[S_N] = {"stage_us", "table_us", "h2d_us", "decode_us",
                                      "preprocess_us", "integrate_us", "d2h_us", "total_us"};
             for (int st = 0; st < S_N; st++)

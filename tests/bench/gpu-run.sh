@@ -11,9 +11,9 @@
 #
 # Environment: FAID_BIN (default build/bin), DEVICE (default gpu), FRAMES (default 500),
 # PYFAI_FRAMES (default 200), CONFIGS (default "full no bbox cake u16": which runs to do),
-# DEPTH (frames in flight of the pipelined variants, default 4), SWEEP (default
-# "depth2 depth8 depth16 wg128 wg512 wg1024 dwg64 dwg128 dwg256 parsers0": extra pipelined runs of
-# the full-split configuration, one knob changed each, for tuning; "" skips them).
+# DEPTH and BATCH (slots and frames per slot of the pipelined variants, default 4 and 4), SWEEP
+# (default "batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0": extra
+# pipelined runs of the full-split configuration, one knob changed each, for tuning; "" skips).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,7 +24,8 @@ FRAMES=${FRAMES:-500}
 PYFAI_FRAMES=${PYFAI_FRAMES:-200}
 CONFIGS=${CONFIGS:-full no bbox cake u16}
 DEPTH=${DEPTH:-4}
-SWEEP=${SWEEP-depth2 depth8 depth16 wg128 wg512 wg1024 dwg64 dwg128 dwg256 parsers0}
+BATCH=${BATCH:-4}
+SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
 say() { echo "gpu-run: $*" | tee -a "$LOG/gpu-run.log"; }
@@ -101,9 +102,9 @@ for c in $CONFIGS; do
     fi
     extra=""
     [ "$c" = full ] && extra="--dump $LOG/data"
-    say "faid-bench $c: $bench --device $DEVICE --frames $FRAMES --depth $DEPTH $a"
+    say "faid-bench $c: $bench --device $DEVICE --frames $FRAMES --depth $DEPTH --batch $BATCH $a"
     # shellcheck disable=SC2086
-    if ! "$bench" --device "$DEVICE" --frames "$FRAMES" --depth "$DEPTH" $a $extra \
+    if ! "$bench" --device "$DEVICE" --frames "$FRAMES" --depth "$DEPTH" --batch "$BATCH" $a $extra \
         --json "$LOG/bench_$c.json" >"$LOG/bench_$c.log" 2>&1; then
         say "ERROR: faid-bench $c failed, tail of $LOG/bench_$c.log:"
         tail -n 20 "$LOG/bench_$c.log" | tee -a "$LOG/gpu-run.log"
@@ -113,10 +114,11 @@ done
 
 # 4b. tuning sweep: the pipelined variant of the full-split run with one knob changed
 for w in $SWEEP; do
-    envs=(FAID_SWEEP=1)
-    a="--depth $DEPTH"
+    envs=(FAID_SWEEP=1) # (env needs one assignment; this one is unused)
+    a="--depth $DEPTH --batch $BATCH"
     case $w in
-        depth*) a="--depth ${w#depth}" ;;
+        depth*) a="--depth ${w#depth} --batch $BATCH" ;;
+        batch*) a="--depth $DEPTH --batch ${w#batch}" ;;
         dwg*) envs=(FAID_CLCODEC_WG="${w#dwg}") ;;
         wg*) envs=(FAID_ENGINE_WG="${w#wg}") ;;
         parsers*) a="$a --parsers ${w#parsers}" ;;
@@ -160,8 +162,8 @@ def fmt(v, k, f="{:.0f}"):
     return "" if x is None else f.format(x)
 if sweep:
     print("\ntuning sweep, full split, pipelined, one knob changed each (median us per frame)")
-    hdr = ("knob", "fps", "infl", "decode", "integr", "h2d", "parse", "stage", "latency")
-    w = [10, 8, 5, 7, 7, 6, 6, 6, 8]
+    hdr = ("knob", "fps", "infl", "batch", "decode", "integr", "h2d", "parse", "stage", "latency")
+    w = [10, 8, 5, 5, 7, 7, 6, 6, 6, 8]
     print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
     for k in sweep:
         p = os.path.join(log, f"sweep_{k}.json")
@@ -169,13 +171,22 @@ if sweep:
             print(k.rjust(10), "FAILED".rjust(8))
             continue
         v = json.load(open(p))["variants"][0]
-        row = (k, fmt(v, "fps"), fmt(v, "depth"), fmt(v, "decode_us"), fmt(v, "integrate_us"),
+        row = (k, fmt(v, "fps"), fmt(v, "depth"), fmt(v, "batch"), fmt(v, "decode_us"),
+               fmt(v, "integrate_us"),
                fmt(v, "h2d_us"), fmt(v, "table_us"), fmt(v, "stage_us"), fmt(v, "total_us"))
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
-best = None
+# best full-split figure: the main run's variants and the sweep's
+cands = []
 full = os.path.join(log, "bench_full.json")
 if os.path.exists(full):
-    best = max(json.load(open(full))["variants"], key=lambda v: v["fps"])
+    cands += json.load(open(full))["variants"]
+for k in sweep:
+    p = os.path.join(log, f"sweep_{k}.json")
+    if os.path.exists(p):
+        v = dict(json.load(open(p))["variants"][0])
+        v["name"] = f'{v["name"]} ({k})'
+        cands.append(v)
+best = max(cands, key=lambda v: v["fps"]) if cands else None
 p = os.path.join(log, "pyfai.json")
 if os.path.exists(p):
     j = json.load(open(p))
@@ -183,27 +194,32 @@ if os.path.exists(p):
           f'integrate (host frame) {j.get("pyfai_host_us", 0):.0f} us, pipeline {j.get("pipeline_fps", 0):.0f} fps')
     if best and j.get("pipeline_fps"):
         print(f'faid {best["name"]} / pyFAI pipeline (full split): {best["fps"] / j["pipeline_fps"]:.1f}x')
+if best:
+    print(f'\nbest full-split GPU stage: {best["fps"]:.0f} frames/s ({best["name"]}, '
+          f'{best.get("depth", 1)} in flight, batch {best.get("batch", 1)})')
 rows = []
 dev = ""
 for c in configs:
     p = os.path.join(log, f"bench_{c}.json")
     if not os.path.exists(p):
-        rows.append((c, "FAILED", *[""] * 12))
+        rows.append((c, "FAILED", *[""] * 13))
         continue
     j = json.load(open(p))
     dev = j["device"]
     for v in j["variants"]:
         ident = {1: "yes", 0: "NO"}.get(v.get("identical", -1), "-")
-        rows.append((c, v["name"], fmt(v, "depth"), fmt(v, "stage_us"), fmt(v, "table_us"),
+        rows.append((c, v["name"], fmt(v, "depth"), fmt(v, "batch"), fmt(v, "stage_us"),
+                     fmt(v, "table_us"),
                      fmt(v, "h2d_us"), fmt(v, "decode_us"), fmt(v, "preprocess_us"),
                      fmt(v, "integrate_us"), fmt(v, "d2h_us"), fmt(v, "total_us"),
                      fmt(v, "fps"), ident, f'{v.get("max_rel_err", float("nan")):.1e}'))
 print(f"\nfaid-bench on {dev}: median us per frame (device stages from OpenCL events; total ="
-      f" submit-to-result latency); fps = frames / wall time; infl = frames in flight;"
+      f" submit-to-result latency); fps = frames / wall time; infl = frames in flight at most;"
+      f" bat = frames per integration launch;"
       f" ident = bits equal to the synchronous result")
-hdr = ("config", "variant", "infl", "stage", "parse", "h2d", "decode", "prep", "integr", "d2h",
-       "total", "fps", "ident", "relerr")
-w = [6, 14, 4, 6, 6, 6, 7, 6, 7, 5, 7, 7, 5, 8]
+hdr = ("config", "variant", "infl", "bat", "stage", "parse", "h2d", "decode", "prep", "integr",
+       "d2h", "total", "fps", "ident", "relerr")
+w = [6, 14, 4, 3, 6, 6, 6, 7, 6, 7, 5, 7, 7, 5, 8]
 print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
 for r in rows:
     print(" ".join(str(x).rjust(n) for x, n in zip(r, w)))

@@ -443,16 +443,31 @@ static void test_errors(ctx *c)
 #define NPF 7
 #define BAD_FRAME 3
 
+/* Collects every frame in flight, each equal to its synchronous result; zero: whether the H2D
+ * must have read the bytes in place. */
+static void drain(faid_engine *e, faid_result *got, faid_result *const *sync, int zero,
+                  const char *name)
+{
+    faid_diag d = {0};
+    uint64_t tag;
+    while (faid_engine_in_flight(e) > 0) {
+        CHECK_MSG(faid_engine_collect(e, got, &tag, 1, &d) == 0, "%s", d.msg);
+        CHECK(tag < NPF && result_equal(got, sync[tag]));
+        if (zero && strcmp(name, "reference C") != 0)
+            CHECK_MSG(got->t.zero_copy == 1, "%s: frame %llu was copied", name,
+                      (unsigned long long)tag);
+    }
+}
+
 /* Frames of several kinds (uint32 / uint16 bslz4, raw uint32, one corrupt) submitted with up to
- * `depth` in flight and collected in order, each compared bit for bit with faid_engine_process;
- * then the same frames from the zero-copy inputs (slot buffer, engine pinned memory). */
-static void pipeline_on(faid_engine *e, const faid_setup *s, int depth)
+ * slots x batch in flight and collected in order, each compared bit for bit with
+ * faid_engine_process of one frame without batching; then the same frames from the zero-copy
+ * inputs (slot buffer, engine pinned memory) and with block tables parsed by the caller. */
+static void pipeline_on(faid_engine *e, const faid_setup *s, int slots, int batch)
 {
     faid_diag d = {0};
     const char *name = faid_engine_device_name(e);
     CHECK_MSG(faid_engine_set_setup(e, s, &d) == 0, "%s", d.msg);
-    CHECK_MSG(faid_engine_set_depth(e, depth, &d) == 0, "%s: %s", name, d.msg);
-    CHECK(faid_engine_depth(e) == depth);
     CHECK(faid_engine_in_flight(e) == 0);
     void *raw[NPF];
     uint8_t *comp[NPF];
@@ -478,14 +493,27 @@ static void pipeline_on(faid_engine *e, const faid_setup *s, int depth)
         CHECK_MSG((rc == 0) == (k != BAD_FRAME), "%s: sync frame %d gave %d (%s)", name, k, rc,
                   d.msg);
     }
+    CHECK_MSG(faid_engine_set_batch(e, batch, &d) == 0, "%s: %s", name, d.msg);
+    CHECK_MSG(faid_engine_set_depth(e, slots, &d) == 0, "%s: %s", name, d.msg);
+    const int depth = faid_engine_depth(e);
+    CHECK(depth == slots * batch && faid_engine_batch(e) == batch);
+    /* the synchronous path with batching on: same bits */
+    CHECK_MSG(faid_engine_process(e, &f[0], got, &d) == 0, "%s", d.msg);
+    CHECK_MSG(result_equal(got, sync[0]), "%s: batch %d: synchronous result differs", name,
+              batch);
     /* nothing in flight: collect refuses and consumes nothing */
     uint64_t tag = 999;
     CHECK(faid_engine_collect(e, got, &tag, 1, &d) == FAID_EINVAL && tag == 999);
     /* submit all, collecting the oldest whenever every slot is taken */
-    int next = 0, done = 0, want = 0, refused_full = 0, rejected = -1;
+    int next = 0, done = 0, want = 0, refused_full = 0, rejected = -1, busy_seen = 0;
     while (done < NPF) {
-        if (next < NPF && faid_engine_in_flight(e) < depth) {
-            int rc = faid_engine_submit(e, &f[next], 100 + (uint64_t)next, &d);
+        int rc = FAID_EBUSY;
+        if (next < NPF && faid_engine_in_flight(e) < depth)
+            rc = faid_engine_submit(e, &f[next], 100 + (uint64_t)next, &d);
+        /* FAID_EBUSY below depth: a slot closed early (dtype change) holds fewer frames */
+        if (rc == FAID_EBUSY && next < NPF && faid_engine_in_flight(e) < depth)
+            busy_seen = 1;
+        if (rc != FAID_EBUSY) {
             if (rc) { /* the reference decodes at submit: the corrupt frame fails here */
                 CHECK_MSG(next == BAD_FRAME, "%s: submit %d: %s", name, next, d.msg);
                 CHECK(rc == FAID_ECORRUPT || rc == FAID_ETRUNC || rc == FAID_ESIZE);
@@ -504,7 +532,7 @@ static void pipeline_on(faid_engine *e, const faid_setup *s, int depth)
             }
             continue;
         }
-        int rc = faid_engine_collect(e, got, &tag, 0, &d);
+        rc = faid_engine_collect(e, got, &tag, 0, &d);
         if (rc == FAID_EBUSY)
             rc = faid_engine_collect(e, got, &tag, 1, &d);
         CHECK(rc != FAID_EBUSY && rc != FAID_EINVAL);
@@ -524,17 +552,24 @@ static void pipeline_on(faid_engine *e, const faid_setup *s, int depth)
         }
         done++;
     }
-    CHECK(refused_full || depth >= NPF);
+    CHECK(refused_full || depth >= NPF || (batch > 1 && busy_seen));
     CHECK(faid_engine_in_flight(e) == 0);
-    /* zero-copy inputs: the slot buffer, then engine pinned memory; several in flight */
+    /* zero-copy inputs: the slot buffer, then engine pinned memory; several in flight (a new
+     * dtype opens a new slot: its frame's bytes in the old slot's buffer are then copied) */
     for (int k = 0; k < NPF; k++) {
         if (k == BAD_FRAME)
             continue;
         void *p;
         size_t cap;
         faid_frame g = f[k];
+        int same = k == 0 || f[k].dtype == f[k - 1].dtype;
         if (k % 2) {
-            CHECK_MSG(faid_engine_slot_buffer(e, &p, &cap, &d) == 0, "%s", d.msg);
+            int rc = faid_engine_slot_buffer(e, &p, &cap, &d);
+            if (rc == FAID_EBUSY) {
+                drain(e, got, sync, 1, name);
+                rc = faid_engine_slot_buffer(e, &p, &cap, &d);
+            }
+            CHECK_MSG(rc == 0, "%s", d.msg);
         } else {
             p = faid_engine_host_alloc(e, f[k].len, &d);
             cap = f[k].len;
@@ -544,17 +579,14 @@ static void pipeline_on(faid_engine *e, const faid_setup *s, int depth)
             break;
         memcpy(p, f[k].data, f[k].len);
         g.data = p;
-        CHECK_MSG(faid_engine_submit(e, &g, (uint64_t)k, &d) == 0, "%s zero-copy %d: %s", name,
-                  k, d.msg);
-        if (faid_engine_in_flight(e) == depth || k == NPF - 1) {
-            while (faid_engine_in_flight(e) > 0) {
-                CHECK_MSG(faid_engine_collect(e, got, &tag, 1, &d) == 0, "%s", d.msg);
-                CHECK(tag < NPF && result_equal(got, sync[tag]));
-                if (strcmp(name, "reference C") != 0)
-                    CHECK_MSG(got->t.zero_copy == 1, "%s: frame %llu was copied", name,
-                              (unsigned long long)tag);
-            }
+        int rc = faid_engine_submit(e, &g, (uint64_t)k, &d);
+        if (rc == FAID_EBUSY) {
+            drain(e, got, sync, 1, name);
+            rc = faid_engine_submit(e, &g, (uint64_t)k, &d);
         }
+        CHECK_MSG(rc == 0, "%s zero-copy %d: %s", name, k, d.msg);
+        if (faid_engine_in_flight(e) == depth || k == NPF - 1 || !same)
+            drain(e, got, sync, same || batch == 1, name);
     }
     CHECK(faid_engine_in_flight(e) == 0);
     /* block tables parsed by the caller: same bits; a table of other bytes is caught or at
@@ -583,7 +615,9 @@ static void pipeline_on(faid_engine *e, const faid_setup *s, int depth)
     CHECK(faid_engine_in_flight(e) == 0);
     CHECK(faid_engine_set_depth(e, FAID_ENGINE_DEPTH_MAX + 1, &d) == FAID_ERANGE);
     CHECK(faid_engine_depth(e) == depth);
+    CHECK(faid_engine_set_batch(e, FAID_ENGINE_BATCH_MAX + 1, &d) == FAID_ERANGE);
     CHECK_MSG(faid_engine_set_depth(e, 1, &d) == 0, "%s", d.msg);
+    CHECK_MSG(faid_engine_set_batch(e, 1, &d) == 0, "%s", d.msg);
     for (int k = 0; k < NPF; k++) {
         free(raw[k]);
         free(comp[k]);
@@ -594,9 +628,18 @@ static void pipeline_on(faid_engine *e, const faid_setup *s, int depth)
 
 static void test_pipeline(ctx *c)
 {
-    pipeline_on(c->cl, &setups[0], 3);   /* poisson with cake: two integration launches */
-    pipeline_on(c->cl, &setups[1], 8);   /* deeper than the number of frames */
-    pipeline_on(c->ref, &setups[0], 2);
+    pipeline_on(c->cl, &setups[0], 3, 1); /* poisson with cake: two integration launches */
+    pipeline_on(c->cl, &setups[1], 8, 1); /* deeper than the number of frames */
+    pipeline_on(c->cl, &setups[0], 2, 3); /* batches of 3 (one with the corrupt frame) */
+    pipeline_on(c->cl, &setups[1], 1, 4); /* error model none, one slot: partial batches */
+    pipeline_on(c->cl, &setups[2], 2, 2); /* azimuthal: batched slots, frame after frame */
+    pipeline_on(c->ref, &setups[0], 2, 1);
+    pipeline_on(c->ref, &setups[0], 2, 2);
+    /* unfused kernels with batches: frame after frame through the preprocess kernel */
+    faid_diag d = {0};
+    CHECK(faid_engine_set_fused(c->cl, 0, &d) == 0);
+    pipeline_on(c->cl, &setups[0], 2, 2);
+    CHECK(faid_engine_set_fused(c->cl, 1, &d) == 0);
 }
 
 int main(void)
