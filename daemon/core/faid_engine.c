@@ -43,11 +43,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FAID_ENGINE_MAX_HOST 64                /* engine-owned pinned host buffers */
-#define ACC_BYTES (10 * sizeof(float)) /* local scratch per work-item, see integrate.cl */
-#define NOUT 8                         /* output arrays per bin */
-#define NDTYPES (FAID_DT_BOOL + 1)
-#define NEM 3
+/* engine-owned pinned host buffers; local scratch per work-item (integrate.cl); output arrays
+ * per bin */
+#define FAID_ENGINE_MAX_HOST 64
+#define ACC_BYTES            (10 * sizeof(float))
+#define NOUT                 8
+#define NDTYPES              (FAID_DT_BOOL + 1)
+#define NEM                  3
 
 typedef struct eng_matrix {
     int present;
@@ -61,9 +63,9 @@ enum { EV_H2D, EV_H2DT, EV_DEC, EV_PRE, EV_INT1, EV_INT2, EV_N };
 
 /* One frame of a slot. */
 typedef struct eng_lane {
-    faid_block_table tab;  /* host block table, capacity max_blocks */
-    int err_dirty;         /* the decode error flag may be non-zero: clear before a decode */
-    cl_event ev[EV_N];     /* EV_INT* only when integrated alone (not batched) */
+    faid_block_table tab; /* host block table, capacity max_blocks */
+    int err_dirty;        /* the decode error flag may be non-zero: clear before a decode */
+    cl_event ev[EV_N];    /* EV_INT* only when integrated alone (not batched) */
     uint64_t tag;
     faid_encoding enc;
     size_t len;
@@ -85,24 +87,24 @@ typedef struct eng_lane {
 typedef struct eng_slot {
     cl_command_queue q;
     cl_mem staging;
-    uint8_t *staging_ptr;  /* mapped once */
+    uint8_t *staging_ptr; /* mapped once */
     size_t lane_bytes;
-    size_t table_bytes;    /* bytes reserved for the block table at the start of a lane */
+    size_t table_bytes; /* bytes reserved for the block table at the start of a lane */
     cl_mem d_in;
     cl_mem d_raw;
-    size_t raw_stride;     /* bytes, a multiple of 4096 */
-    cl_mem d_pre;          /* float4 per pixel (unfused path, lanes one after the other) */
+    size_t raw_stride; /* bytes, a multiple of 4096 */
+    cl_mem d_pre;      /* float4 per pixel (unfused path, lanes one after the other) */
     cl_mem d_out;
-    cl_mem h_out;          /* pinned mirror of d_out */
+    cl_mem h_out; /* pinned mirror of d_out */
     float *h_out_ptr;
-    size_t out_stride;     /* floats */
+    size_t out_stride; /* floats */
     eng_lane *lane;
-    int nlanes;            /* lanes allocated (the batch it was made for) */
-    int n;                 /* lanes filled */
-    int ncol;              /* lanes collected */
-    int closed;            /* integration and D2H enqueued */
-    faid_dtype dtype;      /* of every frame in the slot (one program per batch) */
-    cl_event ev_bint[2];   /* batched integration, per matrix */
+    int nlanes;          /* lanes allocated (the batch it was made for) */
+    int n;               /* lanes filled */
+    int ncol;            /* lanes collected */
+    int closed;          /* integration and D2H enqueued */
+    faid_dtype dtype;    /* of every frame in the slot (one program per batch) */
+    cl_event ev_bint[2]; /* batched integration, per matrix */
     cl_event ev_d2h;
 } eng_slot;
 
@@ -112,7 +114,7 @@ typedef struct eng_res {
     size_t max_raw_bytes;
     size_t max_comp_bytes;
     uint32_t max_blocks;
-    size_t nout;           /* total floats in d_out */
+    size_t nout; /* total floats in d_out */
     /* OpenCL */
     cl_mem d_normp, d_dark, d_one;
     int do_dark;
@@ -138,21 +140,21 @@ struct faid_engine {
     faid_cl_ctx *ctx;
     size_t wg_override;
     eng_prog progs[NDTYPES][NEM];
-    int depth;               /* slots per resource set */
-    int batch;               /* frames per slot, integrated in one pass over the matrix */
-    int head, used;          /* oldest slot in use, slots in use (FIFO ring) */
-    int inflight;            /* frames submitted and not collected */
+    int depth;      /* slots per resource set */
+    int batch;      /* frames per slot, integrated in one pass over the matrix */
+    int head, used; /* oldest slot in use, slots in use (FIFO ring) */
+    int inflight;   /* frames submitted and not collected */
     struct {
         cl_mem mem;
         void *ptr;
         size_t bytes;
     } host[FAID_ENGINE_MAX_HOST]; /* faid_engine_host_alloc */
     int nhost;
-    uint8_t *scratch;        /* CPU decode of a frame that lies in its own slot buffer */
+    uint8_t *scratch; /* CPU decode of a frame that lies in its own slot buffer */
     size_t scratch_bytes;
-    faid_clcodec *codec[3];  /* GPU decoders for 1-, 2- and 4-byte elements, built on demand */
-    size_t codec_max[3];     /* decoded bytes each was built for */
-    int codec_broken[3];     /* building failed once: decode on the CPU, do not retry */
+    faid_clcodec *codec[3]; /* GPU decoders for 1-, 2- and 4-byte elements, built on demand */
+    size_t codec_max[3];    /* decoded bytes each was built for */
+    int codec_broken[3];    /* building failed once: decode on the CPU, do not retry */
     eng_res *res;
 };
 
@@ -166,14 +168,22 @@ static double now_us(void)
 static int raw_code(faid_dtype t)
 {
     switch (t) {
-    case FAID_DT_U8: return 1;
-    case FAID_DT_U16: return 2;
-    case FAID_DT_U32: return 4;
-    case FAID_DT_I8: return -1;
-    case FAID_DT_I16: return -2;
-    case FAID_DT_I32: return -4;
-    case FAID_DT_F32: return 32;
-    default: return 0;
+    case FAID_DT_U8:
+        return 1;
+    case FAID_DT_U16:
+        return 2;
+    case FAID_DT_U32:
+        return 4;
+    case FAID_DT_I8:
+        return -1;
+    case FAID_DT_I16:
+        return -2;
+    case FAID_DT_I32:
+        return -4;
+    case FAID_DT_F32:
+        return 32;
+    default:
+        return 0;
     }
 }
 
@@ -269,8 +279,10 @@ static int get_prog(faid_engine *e, faid_dtype dt, faid_error_model em, eng_prog
 {
     int code = raw_code(dt);
     if (!code)
-        return faid_fail(d, FAID_EDTYPE, "frame dtype %s is not supported (uint8/16/32, "
-                                         "int8/16/32, float32)", faid_dtype_name(dt));
+        return faid_fail(d, FAID_EDTYPE,
+                         "frame dtype %s is not supported (uint8/16/32, "
+                         "int8/16/32, float32)",
+                         faid_dtype_name(dt));
     if ((int)em < 0 || (int)em >= NEM)
         return faid_fail(d, FAID_EINVAL, "error model %d unknown", (int)em);
     eng_prog *p = &e->progs[dt][em];
@@ -341,8 +353,10 @@ static faid_clcodec *get_codec(faid_engine *e, size_t esz, size_t need)
     pthread_mutex_unlock(&build_lock);
     if (!e->codec[i]) {
         e->codec_broken[i] = 1;
-        FAID_WARN("engine", "no device decoder for %zu-byte elements on %s, decoding on the CPU: "
-                  "%s", esz, e->name, d.msg);
+        FAID_WARN("engine",
+                  "no device decoder for %zu-byte elements on %s, decoding on the CPU: "
+                  "%s",
+                  esz, e->name, d.msg);
         return NULL;
     }
     e->codec_max[i] = need;
@@ -439,8 +453,8 @@ static int check_csr(const faid_csr *csr, size_t npix, const char *what, faid_di
         return faid_fail(d, FAID_ESHAPE, "%s integration matrix is for %d pixels, setup has %zu",
                          what, (int)csr->npix, npix);
     if (csr->nnz > INT32_MAX)
-        return faid_fail(d, FAID_ERANGE, "%s integration matrix: %lld entries exceed int32",
-                         what, (long long)csr->nnz);
+        return faid_fail(d, FAID_ERANGE, "%s integration matrix: %lld entries exceed int32", what,
+                         (long long)csr->nnz);
     return FAID_OK;
 }
 
@@ -499,8 +513,8 @@ static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
 {
     cl_int err;
     const size_t nb = (size_t)e->batch;
-    sl->q = clCreateCommandQueue(e->ctx->context, e->ctx->info.device, CL_QUEUE_PROFILING_ENABLE,
-                                 &err);
+    sl->q =
+        clCreateCommandQueue(e->ctx->context, e->ctx->info.device, CL_QUEUE_PROFILING_ENABLE, &err);
     if (err != CL_SUCCESS) {
         sl->q = NULL;
         return faid_cl_fail(d, err, "clCreateCommandQueue(slot)", __FILE__, __LINE__);
@@ -521,17 +535,17 @@ static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
         return faid_cl_fail(d, err, "clEnqueueMapBuffer(staging)", __FILE__, __LINE__);
     const size_t out_bytes = nb * sl->out_stride * sizeof(float);
     sl->d_in = faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY, nb * sl->lane_bytes, NULL, d);
-    sl->d_raw = sl->d_in ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, nb * sl->raw_stride, NULL, d)
-                         : NULL;
+    sl->d_raw =
+        sl->d_in ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, nb * sl->raw_stride, NULL, d) : NULL;
     sl->d_out = sl->d_raw ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, out_bytes, NULL, d) : NULL;
     sl->h_out = sl->d_out ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
                                            out_bytes, NULL, d)
                           : NULL;
     if (!sl->h_out)
         return d ? d->code : FAID_ECL;
-    sl->h_out_ptr = clEnqueueMapBuffer(e->ctx->queue, sl->h_out, CL_TRUE,
-                                       CL_MAP_READ | CL_MAP_WRITE, 0, out_bytes, 0, NULL, NULL,
-                                       &err);
+    sl->h_out_ptr =
+        clEnqueueMapBuffer(e->ctx->queue, sl->h_out, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                           out_bytes, 0, NULL, NULL, &err);
     if (err != CL_SUCCESS)
         return faid_cl_fail(d, err, "clEnqueueMapBuffer(results)", __FILE__, __LINE__);
     /* the decode error flags start clear (whole buffer zeroed); the engine clears a flag again
@@ -540,8 +554,7 @@ static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
     FAID_CL_TRY(d, clEnqueueWriteBuffer(e->ctx->queue, sl->d_out, CL_TRUE, 0, out_bytes,
                                         sl->h_out_ptr, 0, NULL, NULL));
     if (!e->fused) {
-        sl->d_pre = faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, r->npix * 4 * sizeof(float), NULL,
-                                   d);
+        sl->d_pre = faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, r->npix * 4 * sizeof(float), NULL, d);
         if (!sl->d_pre)
             return d ? d->code : FAID_ECL;
     }
@@ -737,8 +750,10 @@ int faid_engine_set_setup(faid_engine *e, const faid_setup *setup, faid_diag *d)
     if (!e)
         return faid_fail(d, FAID_EINVAL, "engine: NULL");
     if (e->inflight)
-        return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight, collect them before a "
-                         "reload", e->inflight);
+        return faid_fail(d, FAID_EBUSY,
+                         "engine: %d frames in flight, collect them before a "
+                         "reload",
+                         e->inflight);
     /* build the new resources before dropping the old ones, so a failed reload keeps the engine
      * working with the previous setup */
     eng_res *r = NULL;
@@ -835,14 +850,17 @@ static int check_frame(const eng_res *r, const faid_frame *f, faid_diag *d)
         return faid_fail(d, FAID_ESHAPE, "frame is %dx%d, the setup expects %dx%d", f->rows,
                          f->cols, s->rows, s->cols);
     if (!raw_code(f->dtype))
-        return faid_fail(d, FAID_EDTYPE, "frame dtype %s is not supported (uint8/16/32, "
-                                         "int8/16/32, float32)", faid_dtype_name(f->dtype));
+        return faid_fail(d, FAID_EDTYPE,
+                         "frame dtype %s is not supported (uint8/16/32, "
+                         "int8/16/32, float32)",
+                         faid_dtype_name(f->dtype));
     if (!f->data && f->len)
         return faid_fail(d, FAID_EINVAL, "frame has no data");
     if (f->encoding == FAID_ENC_BSLZ4 && f->len > r->max_comp_bytes)
-        return faid_fail(d, FAID_ESIZE, "bslz4 payload of %zu bytes exceeds the %zu bytes a %dx%d "
-                                        "frame can take", f->len, r->max_comp_bytes, s->rows,
-                         s->cols);
+        return faid_fail(d, FAID_ESIZE,
+                         "bslz4 payload of %zu bytes exceeds the %zu bytes a %dx%d "
+                         "frame can take",
+                         f->len, r->max_comp_bytes, s->rows, s->cols);
     return FAID_OK;
 }
 
@@ -852,8 +870,9 @@ static int check_result(const eng_res *r, const faid_result *res, int code, faid
     if (!res)
         return faid_fail(d, FAID_EINVAL, "engine: NULL result");
     if (!res->p1d || res->p1d->nbins != s->csr->nbins)
-        return faid_fail(d, code, "result has %d bins, the setup %d (make the result with "
-                                  "faid_result_new after a reload)",
+        return faid_fail(d, code,
+                         "result has %d bins, the setup %d (make the result with "
+                         "faid_result_new after a reload)",
                          res->p1d ? res->p1d->nbins : 0, s->csr->nbins);
     if (s->csr2d && (!res->p2d || res->p2d->nbins != s->csr2d->nbins))
         return faid_fail(d, code, "result has no or a different 2D profile than the setup");
@@ -993,7 +1012,7 @@ static size_t launch_wg(size_t wg, size_t kmax)
 static void copy_profile(faid_profile *p, const float *src)
 {
     size_t n = (size_t)p->nbins;
-    float *dst[NOUT] = {p->I, p->sigma, p->std, p->count,
+    float *dst[NOUT] = {p->I,          p->sigma,    p->std,          p->count,
                         p->sum_signal, p->sum_norm, p->sum_variance, p->sum_norm_sq};
     for (int k = 0; k < NOUT; k++)
         memcpy(dst[k], src + (size_t)k * n, n * sizeof(float));
@@ -1045,14 +1064,15 @@ static int cl_submit(faid_engine *e, eng_slot *sl, int f_lane, const faid_frame 
     uint8_t *lane_base = sl->staging_ptr + (size_t)f_lane * sl->lane_bytes;
     uint8_t *stage = lane_base + sl->table_bytes;
     const size_t stage_cap = sl->lane_bytes - sl->table_bytes;
-    const size_t in_off = (size_t)f_lane * sl->lane_bytes;    /* lane in d_in */
-    const size_t raw_off = (size_t)f_lane * sl->raw_stride;   /* lane in d_raw */
+    const size_t in_off = (size_t)f_lane * sl->lane_bytes;  /* lane in d_in */
+    const size_t raw_off = (size_t)f_lane * sl->raw_stride; /* lane in d_raw */
     const size_t flag_idx = (size_t)f_lane * sl->out_stride + r->nout;
     const uint8_t *src = f->data;
     const int in_stage = f->len > 0 && src == stage;
     if (!in_stage && f->len && src < lane_base + sl->lane_bytes && src + f->len > lane_base)
-        return faid_fail(d, FAID_EINVAL, "frame bytes overlap a slot's staging buffer without "
-                                         "starting at it (faid_engine_slot_buffer)");
+        return faid_fail(d, FAID_EINVAL,
+                         "frame bytes overlap a slot's staging buffer without "
+                         "starting at it (faid_engine_slot_buffer)");
     if (in_stage && f->len > stage_cap)
         return faid_fail(d, FAID_ESIZE, "frame of %zu bytes overruns the %zu-byte slot buffer",
                          f->len, stage_cap);
@@ -1140,8 +1160,8 @@ static int cl_submit(faid_engine *e, eng_slot *sl, int f_lane, const faid_frame 
             if (tb)
                 FAID_CL_TRY_GOTO(d, rc, fail,
                                  clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE,
-                                                      in_off + sl->table_bytes - tb, tb,
-                                                      stage - tb, 0, NULL, &ev[EV_H2DT]));
+                                                      in_off + sl->table_bytes - tb, tb, stage - tb,
+                                                      0, NULL, &ev[EV_H2DT]));
             FAID_CL_TRY_GOTO(d, rc, fail,
                              clEnqueueWriteBuffer(q, sl->d_in, CL_FALSE, in_off + sl->table_bytes,
                                                   f->len, src, 0, NULL, &ev[EV_H2D]));
@@ -1151,9 +1171,10 @@ static int cl_submit(faid_engine *e, eng_slot *sl, int f_lane, const faid_frame 
                                                   in_off + sl->table_bytes - tb, tb + f->len,
                                                   stage - tb, 0, NULL, &ev[EV_H2D]));
         }
-        faid_clcodec_io io = {sl->d_in, in_off + sl->table_bytes, sl->d_in,
-                              in_off + sl->table_bytes - tb, sl->d_raw, raw_off, sl->d_out,
-                              flag_idx};
+        faid_clcodec_io io = {sl->d_in,  in_off + sl->table_bytes,
+                              sl->d_in,  in_off + sl->table_bytes - tb,
+                              sl->d_raw, raw_off,
+                              sl->d_out, flag_idx};
         if ((rc = faid_clcodec_enqueue_io(codec, q, f->encoding, &io, t, 0, NULL, &ev[EV_DEC], d)))
             goto fail;
         rc = FAID_ECL;
@@ -1231,8 +1252,9 @@ static int slot_close(faid_engine *e, eng_slot *sl, faid_diag *d)
                 if (lws > e->ctx->info.max_wg)
                     lws = e->ctx->info.max_wg;
                 size_t gws = (r->npix + lws - 1) / lws * lws;
-                FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0,
-                                                                     NULL, &ln->ev[EV_PRE]));
+                FAID_CL_TRY_GOTO(
+                    d, rc, fail,
+                    clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL, &ln->ev[EV_PRE]));
             }
             cl_int off = (cl_int)((size_t)f * sl->out_stride);
             for (int m = 0; m < nm; m++) {
@@ -1243,17 +1265,18 @@ static int slot_close(faid_engine *e, eng_slot *sl, faid_diag *d)
                 if ((rc = set_int_args(e, k, e->fused, r, sl, mx, lws, off, raw_off, d)))
                     goto fail;
                 rc = FAID_ECL;
-                FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0,
-                                                                     NULL, &ln->ev[EV_INT1 + m]));
+                FAID_CL_TRY_GOTO(d, rc, fail,
+                                 clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
+                                                        &ln->ev[EV_INT1 + m]));
                 off += NOUT * mx->nbins;
             }
         }
     }
     /* profiles and decode flags of every lane in one copy */
-    FAID_CL_TRY_GOTO(d, rc, fail, clEnqueueReadBuffer(q, sl->d_out, CL_FALSE, 0,
-                                                      (size_t)sl->n * sl->out_stride *
-                                                          sizeof(float),
-                                                      sl->h_out_ptr, 0, NULL, &sl->ev_d2h));
+    FAID_CL_TRY_GOTO(d, rc, fail,
+                     clEnqueueReadBuffer(q, sl->d_out, CL_FALSE, 0,
+                                         (size_t)sl->n * sl->out_stride * sizeof(float),
+                                         sl->h_out_ptr, 0, NULL, &sl->ev_d2h));
     FAID_CL_TRY_GOTO(d, rc, fail, clFlush(q));
     sl->closed = 1;
     return FAID_OK;
@@ -1278,8 +1301,9 @@ static int cl_collect(faid_engine *e, eng_slot *sl, int f, faid_result *res, int
     rc = FAID_ECL;
     if (!block) {
         cl_int st = CL_COMPLETE;
-        FAID_CL_TRY_GOTO(d, rc, out, clGetEventInfo(sl->ev_d2h, CL_EVENT_COMMAND_EXECUTION_STATUS,
-                                                    sizeof st, &st, NULL));
+        FAID_CL_TRY_GOTO(
+            d, rc, out,
+            clGetEventInfo(sl->ev_d2h, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
         if (st > CL_COMPLETE)
             return FAID_EBUSY;
     }
@@ -1288,9 +1312,10 @@ static int cl_collect(faid_engine *e, eng_slot *sl, int f, faid_result *res, int
     cl_int h_err;
     memcpy(&h_err, h + r->nout, sizeof h_err);
     if (h_err != 0) {
-        rc = faid_fail(d, FAID_ECORRUPT, "corrupt %s chunk: block %d failed to decode on the "
-                       "device (%u blocks, %zu bytes)", faid_encoding_name(ln->enc),
-                       (int)h_err - 1, ln->nblocks, ln->len);
+        rc = faid_fail(d, FAID_ECORRUPT,
+                       "corrupt %s chunk: block %d failed to decode on the "
+                       "device (%u blocks, %zu bytes)",
+                       faid_encoding_name(ln->enc), (int)h_err - 1, ln->nblocks, ln->len);
         goto out;
     }
     if (ln->device_decode)
@@ -1303,9 +1328,8 @@ static int cl_collect(faid_engine *e, eng_slot *sl, int f, faid_result *res, int
     memset(&res->t, 0, sizeof res->t);
     res->t.decode_us = ln->device_decode ? ev_us(ev[EV_DEC]) : ln->cpu_decode_us;
     res->t.preprocess_us = ev_us(ev[EV_PRE]);
-    res->t.integrate_us = sl->ev_bint[0]
-                              ? (ev_us(sl->ev_bint[0]) + ev_us(sl->ev_bint[1])) * share
-                              : ev_us(ev[EV_INT1]) + ev_us(ev[EV_INT2]);
+    res->t.integrate_us = sl->ev_bint[0] ? (ev_us(sl->ev_bint[0]) + ev_us(sl->ev_bint[1])) * share
+                                         : ev_us(ev[EV_INT1]) + ev_us(ev[EV_INT2]);
     res->t.h2d_us = ev_us(ev[EV_H2D]) + ev_us(ev[EV_H2DT]);
     res->t.d2h_us = ev_us(sl->ev_d2h) * share;
     res->t.transfer_us = res->t.h2d_us + res->t.d2h_us;
@@ -1330,9 +1354,10 @@ static int check_table(const eng_res *r, const faid_frame *f, const faid_block_t
 {
     size_t raw_bytes = r->npix * faid_dtype_size(f->dtype);
     if (t->total_bytes != raw_bytes)
-        return faid_fail(d, FAID_ESIZE, "block table of a chunk that decodes to %llu bytes given "
-                         "with a frame of %zu bytes", (unsigned long long)t->total_bytes,
-                         raw_bytes);
+        return faid_fail(d, FAID_ESIZE,
+                         "block table of a chunk that decodes to %llu bytes given "
+                         "with a frame of %zu bytes",
+                         (unsigned long long)t->total_bytes, raw_bytes);
     if (f->encoding == FAID_ENC_BSLZ4 && t->elem_size != faid_dtype_size(f->dtype))
         return faid_fail(d, FAID_EINVAL, "block table of %u-byte elements given with a %s frame",
                          t->elem_size, faid_dtype_name(f->dtype));
@@ -1539,8 +1564,10 @@ int faid_engine_set_depth(faid_engine *e, int depth, faid_diag *d)
         return faid_fail(d, FAID_ERANGE, "engine: depth %d out of range 1..%d", depth,
                          FAID_ENGINE_DEPTH_MAX);
     if (e->inflight)
-        return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight, collect them before "
-                         "changing the depth", e->inflight);
+        return faid_fail(d, FAID_EBUSY,
+                         "engine: %d frames in flight, collect them before "
+                         "changing the depth",
+                         e->inflight);
     if (e->res && e->res->nslots == depth) {
         e->depth = depth;
         return FAID_OK;
@@ -1556,8 +1583,10 @@ int faid_engine_set_batch(faid_engine *e, int batch, faid_diag *d)
         return faid_fail(d, FAID_ERANGE, "engine: batch %d out of range 1..%d", batch,
                          FAID_ENGINE_BATCH_MAX);
     if (e->inflight)
-        return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight, collect them before "
-                         "changing the batch", e->inflight);
+        return faid_fail(d, FAID_EBUSY,
+                         "engine: %d frames in flight, collect them before "
+                         "changing the batch",
+                         e->inflight);
     if (batch == e->batch)
         return FAID_OK;
     return reshape(e, e->depth, batch, d);
@@ -1612,8 +1641,7 @@ void *faid_engine_host_alloc(faid_engine *e, size_t bytes, faid_diag *d)
         return NULL;
     }
     if (e->nhost == FAID_ENGINE_MAX_HOST) {
-        faid_fail(d, FAID_ERANGE, "engine: more than %d pinned host buffers",
-                  FAID_ENGINE_MAX_HOST);
+        faid_fail(d, FAID_ERANGE, "engine: more than %d pinned host buffers", FAID_ENGINE_MAX_HOST);
         return NULL;
     }
     cl_mem m = NULL;
@@ -1629,8 +1657,8 @@ void *faid_engine_host_alloc(faid_engine *e, size_t bytes, faid_diag *d)
         if (!m)
             return NULL;
         cl_int err;
-        p = clEnqueueMapBuffer(e->ctx->queue, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes,
-                               0, NULL, NULL, &err);
+        p = clEnqueueMapBuffer(e->ctx->queue, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0,
+                               NULL, NULL, &err);
         if (err != CL_SUCCESS) {
             faid_cl_fail(d, err, "clEnqueueMapBuffer(host)", __FILE__, __LINE__);
             clReleaseMemObject(m);

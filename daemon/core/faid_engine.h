@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 typedef struct faid_frame {
-    const void *data;        /* compressed or raw bytes */
+    const void *data; /* compressed or raw bytes */
     size_t len;
     faid_encoding encoding;
     faid_dtype dtype;
@@ -30,17 +30,17 @@ typedef struct faid_frame {
 typedef struct faid_stage_times {
     double decode_us, preprocess_us, integrate_us, transfer_us, total_us;
     double h2d_us, d2h_us;
-    double stage_us;         /* host copy / CPU work into the pinned staging buffer */
-    double table_us;         /* part of stage_us: block-table parse + packing (bslz4, lz4) */
-    int device_decode;       /* 1 when the OpenCL decoder decoded the frame */
-    int zero_copy;           /* 1 when the H2D read the frame where the caller left it (pinned) */
-    int batch;               /* frames integrated in the same launch (integrate_us and d2h_us
-                                are this frame's share: the launch time / batch) */
+    double stage_us;   /* host copy / CPU work into the pinned staging buffer */
+    double table_us;   /* part of stage_us: block-table parse + packing (bslz4, lz4) */
+    int device_decode; /* 1 when the OpenCL decoder decoded the frame */
+    int zero_copy;     /* 1 when the H2D read the frame where the caller left it (pinned) */
+    int batch;         /* frames integrated in the same launch (integrate_us and d2h_us
+                          are this frame's share: the launch time / batch) */
 } faid_stage_times;
 
 typedef struct faid_result {
     faid_profile *p1d;
-    faid_profile *p2d;       /* NULL without cake */
+    faid_profile *p2d; /* NULL without cake */
     faid_stage_times t;
 } faid_result;
 
@@ -90,8 +90,8 @@ int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *r, fai
  * The reference device runs the frame at submit and hands the result over at collect.
  * set_setup, set_fused and set_depth are refused (FAID_EBUSY) while frames are in flight. */
 #define FAID_ENGINE_DEPTH_DEFAULT 4
-#define FAID_ENGINE_DEPTH_MAX 32
-#define FAID_ENGINE_BATCH_MAX 8
+#define FAID_ENGINE_DEPTH_MAX     32
+#define FAID_ENGINE_BATCH_MAX     8
 
 /* Number of slots (0 = FAID_ENGINE_DEPTH_DEFAULT, at most FAID_ENGINE_DEPTH_MAX). An engine
  * starts with depth 1 (what faid_engine_process needs); each slot of an EIGER 4M costs, per

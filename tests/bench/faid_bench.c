@@ -47,8 +47,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define NDISTINCT 4 /* distinct frames cycled through (spots move between them) */
-#define RING 64     /* block tables parsed ahead by the parser threads */
+#define NDISTINCT 4  /* distinct frames cycled through (spots move between them) */
+#define RING      64 /* block tables parsed ahead by the parser threads */
 
 typedef struct opts {
     const char *device;
@@ -71,11 +71,13 @@ typedef struct opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]\n"
-               "                  [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype T]\n"
-               "                  [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]\n"
-               "                  [--depth K] [--batch B] [--parsers P] [--no-check] [--json FILE]\n"
-               "                  [--dump DIR]\n");
+    fprintf(
+        f,
+        "usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]\n"
+        "                  [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype T]\n"
+        "                  [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]\n"
+        "                  [--depth K] [--batch B] [--parsers P] [--no-check] [--json FILE]\n"
+        "                  [--dump DIR]\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -94,7 +96,7 @@ static double median(double *v, int n)
 
 enum { S_STAGE, S_TABLE, S_H2D, S_DEC, S_PRE, S_INT, S_D2H, S_TOTAL, S_N };
 static const char *stage_names[S_N] = {"host staging", " table parse", "H2D", "decode",
-                                       "preprocess", "integrate", "D2H", "total (wall)"};
+                                       "preprocess",   "integrate",    "D2H", "total (wall)"};
 
 typedef struct variant_result {
     char name[32];
@@ -103,11 +105,11 @@ typedef struct variant_result {
     double max_rel_err;
     int checked;
     int device_decode;
-    int depth;      /* frames in flight at most (1: synchronous) */
-    int batch;      /* frames per integration launch */
-    int zero_copy;  /* the H2D read the frames in place */
-    int identical;  /* pipelined: -1 not compared, 1 every result equal to the synchronous one */
-    int parsers;    /* threads parsing block tables ahead (pipelined) */
+    int depth;     /* frames in flight at most (1: synchronous) */
+    int batch;     /* frames per integration launch */
+    int zero_copy; /* the H2D read the frames in place */
+    int identical; /* pipelined: -1 not compared, 1 every result equal to the synchronous one */
+    int parsers;   /* threads parsing block tables ahead (pipelined) */
     size_t wg1;
 } variant_result;
 
@@ -226,20 +228,35 @@ static int write_poni(const char *path, const faid_config *cfg)
         fprintf(f, "Detector: %s\nDetector_config: {\"orientation\": %d}\n", p->name,
                 g->orientation ? g->orientation : 3);
     else
-        fprintf(f, "Detector: Detector\nDetector_config: {\"pixel1\": %.17g, \"pixel2\": %.17g, "
-                   "\"max_shape\": [%d, %d], \"orientation\": %d}\n",
+        fprintf(f,
+                "Detector: Detector\nDetector_config: {\"pixel1\": %.17g, \"pixel2\": %.17g, "
+                "\"max_shape\": [%d, %d], \"orientation\": %d}\n",
                 g->pixel1, g->pixel2, g->rows, g->cols, g->orientation ? g->orientation : 3);
-    fprintf(f, "Distance: %.17g\nPoni1: %.17g\nPoni2: %.17g\nRot1: %.17g\nRot2: %.17g\n"
-               "Rot3: %.17g\nWavelength: %.17g\n",
+    fprintf(f,
+            "Distance: %.17g\nPoni1: %.17g\nPoni2: %.17g\nRot1: %.17g\nRot2: %.17g\n"
+            "Rot3: %.17g\nWavelength: %.17g\n",
             g->dist, g->poni1, g->poni2, g->rot1, g->rot2, g->rot3, g->wavelength);
     return fclose(f);
 }
 
 static int parse_args(int argc, char **argv, opts *o)
 {
-    *o = (opts){"auto", 100, NULL, 0, -1, NULL, NULL, "uint32", NULL,
-                "fused,separate,pipelined,pipelined-copy", FAID_ENGINE_DEPTH_DEFAULT, 4, -1, 1,
-                NULL, NULL};
+    *o = (opts){"auto",
+                100,
+                NULL,
+                0,
+                -1,
+                NULL,
+                NULL,
+                "uint32",
+                NULL,
+                "fused,separate,pipelined,pipelined-copy",
+                FAID_ENGINE_DEPTH_DEFAULT,
+                4,
+                -1,
+                1,
+                NULL,
+                NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -313,8 +330,10 @@ static int parse_args(int argc, char **argv, opts *o)
         for (int v = 0; v < NVARIANTS; v++)
             known |= strlen(vnames[v]) == len && strncmp(p, vnames[v], len) == 0;
         if (!known) {
-            fprintf(stderr, "faid-bench: unknown variant '%.*s' (fused, separate, pipelined, "
-                            "pipelined-copy)\n", (int)len, p);
+            fprintf(stderr,
+                    "faid-bench: unknown variant '%.*s' (fused, separate, pipelined, "
+                    "pipelined-copy)\n",
+                    (int)len, p);
             return -1;
         }
         p = q ? q + 1 : p + len;
@@ -369,12 +388,10 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("faid-bench: %dx%d %s, %d bins %s, split %s, error model %s%s\n", s->rows, s->cols,
-           faid_dtype_name(dt), s->csr->nbins, faid_unit_name(cfg.unit),
-           faid_split_name(cfg.split), faid_error_model_name(cfg.error_model),
-           s->csr2d ? " + 2D cake" : "");
+           faid_dtype_name(dt), s->csr->nbins, faid_unit_name(cfg.unit), faid_split_name(cfg.split),
+           faid_error_model_name(cfg.error_model), s->csr2d ? " + 2D cake" : "");
     printf("setup build (geometry + CSR): %.1f ms, nnz %lld (%.1f MB)\n", setup_ms,
-           (long long)s->csr->nnz,
-           (double)s->csr->nnz * (s->csr->data ? 8.0 : 4.0) / 1e6);
+           (long long)s->csr->nnz, (double)s->csr->nnz * (s->csr->data ? 8.0 : 4.0) / 1e6);
 
     /* frames */
     size_t esz = faid_dtype_size(dt), raw_bytes = s->npix * esz;
@@ -479,8 +496,7 @@ int main(int argc, char **argv)
             faid_frame f = {comp[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
             sync[k] = faid_result_new(s);
             if (!sync[k] || faid_engine_process(e, &f, sync[k], &d)) {
-                fprintf(stderr, "faid-bench: frame %d: %s\n", k,
-                        sync[k] ? d.msg : "out of memory");
+                fprintf(stderr, "faid-bench: frame %d: %s\n", k, sync[k] ? d.msg : "out of memory");
                 return 1;
             }
         }
@@ -558,8 +574,8 @@ int main(int argc, char **argv)
                 atomic_store(&ring[t].seq, 2L * t);
             w0 = faid_now_ns(); /* the parsers are part of the run */
             for (int t = 0; t < o.parsers; t++) {
-                jobs[t] = (parse_job){ring, src, clen, esz, raw_bytes, o.frames, o.parsers, t,
-                                      &failed, parse_us, ""};
+                jobs[t] = (parse_job){ring,      src, clen,    esz,      raw_bytes, o.frames,
+                                      o.parsers, t,   &failed, parse_us, ""};
                 if (pthread_create(&th[t], NULL, parser_main, &jobs[t])) {
                     fprintf(stderr, "faid-bench: cannot start parser threads\n");
                     return 1;
@@ -593,12 +609,10 @@ int main(int argc, char **argv)
                         continue;
                     }
                     if (rc) {
-                        fprintf(stderr, "faid-bench: %s frame %d: %s\n", r->name, submitted,
-                                d.msg);
+                        fprintf(stderr, "faid-bench: %s frame %d: %s\n", r->name, submitted, d.msg);
                         return 1;
                     }
-                    atomic_store_explicit(&ps->seq, 2L * (submitted + RING),
-                                          memory_order_release);
+                    atomic_store_explicit(&ps->seq, 2L * (submitted + RING), memory_order_release);
                     submitted++;
                     continue;
                 }
@@ -684,22 +698,24 @@ int main(int argc, char **argv)
             fprintf(stderr, "faid-bench: cannot write %s\n", o.json);
             return 1;
         }
-        fprintf(f, "{\n \"device\": \"%s\",\n \"rows\": %d, \"cols\": %d, \"dtype\": \"%s\",\n"
-                   " \"npt\": %d, \"npt_azim\": %d, \"split\": \"%s\", \"unit\": \"%s\",\n"
-                   " \"error_model\": \"%s\", \"frames\": %d,\n \"raw_bytes\": %zu, "
-                   "\"chunk_bytes_mean\": %.0f,\n \"setup_build_ms\": %.3f, \"nnz\": %lld,"
-                   " \"engine_init_ms\": %.3f,\n \"variants\": [\n",
-                faid_engine_device_name(e), s->rows, s->cols, faid_dtype_name(dt),
-                s->csr->npt_rad, s->csr2d ? s->csr2d->npt_azim : 0, faid_split_name(cfg.split),
+        fprintf(f,
+                "{\n \"device\": \"%s\",\n \"rows\": %d, \"cols\": %d, \"dtype\": \"%s\",\n"
+                " \"npt\": %d, \"npt_azim\": %d, \"split\": \"%s\", \"unit\": \"%s\",\n"
+                " \"error_model\": \"%s\", \"frames\": %d,\n \"raw_bytes\": %zu, "
+                "\"chunk_bytes_mean\": %.0f,\n \"setup_build_ms\": %.3f, \"nnz\": %lld,"
+                " \"engine_init_ms\": %.3f,\n \"variants\": [\n",
+                faid_engine_device_name(e), s->rows, s->cols, faid_dtype_name(dt), s->csr->npt_rad,
+                s->csr2d ? s->csr2d->npt_azim : 0, faid_split_name(cfg.split),
                 faid_unit_name(cfg.unit), faid_error_model_name(cfg.error_model), o.frames,
                 raw_bytes, mean_clen, setup_ms, (long long)s->csr->nnz, init_ms);
         for (int v = 0; v < nv; v++) {
-            fprintf(f, "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "
-                       "\"workgroup\": %zu, \"depth\": %d, \"zero_copy\": %d, "
-                       "\"identical\": %d, \"parsers\": %d, \"batch\": %d",
+            fprintf(f,
+                    "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "
+                    "\"workgroup\": %zu, \"depth\": %d, \"zero_copy\": %d, "
+                    "\"identical\": %d, \"parsers\": %d, \"batch\": %d",
                     vr[v].name, vr[v].fps, vr[v].device_decode, vr[v].wg1, vr[v].depth,
                     vr[v].zero_copy, vr[v].identical, vr[v].parsers, vr[v].batch);
-            const char *keys[S_N] = {"stage_us", "table_us", "h2d_us", "decode_us",
+            const char *keys[S_N] = {"stage_us",      "table_us",     "h2d_us", "decode_us",
                                      "preprocess_us", "integrate_us", "d2h_us", "total_us"};
             for (int st = 0; st < S_N; st++)
                 fprintf(f, ", \"%s\": %.3f", keys[st], vr[v].med[st]);

@@ -20,12 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ROWS 37
-#define COLS 53
-#define NPIX (ROWS * COLS)
-#define NRAD 24
+#define ROWS  37
+#define COLS  53
+#define NPIX  (ROWS * COLS)
+#define NRAD  24
 #define NAZIM 8
-#define TOL 1e-5
+#define TOL   1e-5
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -185,13 +185,20 @@ static void *make_frame(faid_dtype t, size_t *nbytes)
         if (t == FAID_DT_I32 && i % 61 == 1)
             v = -2; /* negative counts are valid signed input */
         switch (t) {
-        case FAID_DT_U16: ((uint16_t *)buf)[i] = (uint16_t)(v > 65535 ? 65535 : v); break;
-        case FAID_DT_U32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-        case FAID_DT_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+        case FAID_DT_U16:
+            ((uint16_t *)buf)[i] = (uint16_t)(v > 65535 ? 65535 : v);
+            break;
+        case FAID_DT_U32:
+            ((uint32_t *)buf)[i] = (uint32_t)v;
+            break;
+        case FAID_DT_I32:
+            ((int32_t *)buf)[i] = (int32_t)v;
+            break;
         case FAID_DT_F32:
             ((float *)buf)[i] = i % 89 == 4 ? NAN : (float)(v + 0.25 * urand());
             break;
-        default: break;
+        default:
+            break;
         }
     }
     *nbytes = NPIX * es;
@@ -330,10 +337,8 @@ static faid_setup setups[NVARIANTS];
 static void test_variants(ctx *c)
 {
     const variant vs[NVARIANTS] = {
-        {FAID_EM_POISSON, 1, 1, 1, 1, 1, 1, 0.0f},
-        {FAID_EM_NONE, 1, 1, 1, 1, 1, 0, 0.0f},
-        {FAID_EM_AZIMUTHAL, 1, 1, 1, 1, 1, 1, 0.0f},
-        {FAID_EM_POISSON, 0, 0, 0, 0, 0, 0, 0.0f},
+        {FAID_EM_POISSON, 1, 1, 1, 1, 1, 1, 0.0f},   {FAID_EM_NONE, 1, 1, 1, 1, 1, 0, 0.0f},
+        {FAID_EM_AZIMUTHAL, 1, 1, 1, 1, 1, 1, 0.0f}, {FAID_EM_POISSON, 0, 0, 0, 0, 0, 0, 0.0f},
         {FAID_EM_AZIMUTHAL, 0, 1, 0, 1, 1, 0, 0.6f},
     };
     for (int k = 0; k < NVARIANTS; k++) {
@@ -440,7 +445,7 @@ static void test_errors(ctx *c)
     free(raw);
 }
 
-#define NPF 7
+#define NPF       7
 #define BAD_FRAME 3
 
 /* Collects every frame in flight, each equal to its synchronous result; zero: whether the H2D
@@ -499,8 +504,7 @@ static void pipeline_on(faid_engine *e, const faid_setup *s, int slots, int batc
     CHECK(depth == slots * batch && faid_engine_batch(e) == batch);
     /* the synchronous path with batching on: same bits */
     CHECK_MSG(faid_engine_process(e, &f[0], got, &d) == 0, "%s", d.msg);
-    CHECK_MSG(result_equal(got, sync[0]), "%s: batch %d: synchronous result differs", name,
-              batch);
+    CHECK_MSG(result_equal(got, sync[0]), "%s: batch %d: synchronous result differs", name, batch);
     /* nothing in flight: collect refuses and consumes nothing */
     uint64_t tag = 999;
     CHECK(faid_engine_collect(e, got, &tag, 1, &d) == FAID_EINVAL && tag == 999);
@@ -539,16 +543,18 @@ static void pipeline_on(faid_engine *e, const faid_setup *s, int slots, int batc
         int k = (int)tag - 100;
         if (want == rejected)
             want++;
-        CHECK_MSG(k == want, "%s: collected tag %llu, expected %d", name,
-                  (unsigned long long)tag, 100 + want);
+        CHECK_MSG(k == want, "%s: collected tag %llu, expected %d", name, (unsigned long long)tag,
+                  100 + want);
         want = k + 1;
         if (k == BAD_FRAME) {
             CHECK_MSG(rc == FAID_ECORRUPT && strstr(d.msg, "frame 103") != NULL,
                       "%s: corrupt frame: %d %s", name, rc, d.msg);
         } else if (k >= 0 && k < NPF) {
             CHECK_MSG(rc == 0, "%s: frame %d: %s", name, k, d.msg);
-            CHECK_MSG(result_equal(got, sync[k]), "%s: pipelined frame %d differs from the "
-                      "synchronous result", name, k);
+            CHECK_MSG(result_equal(got, sync[k]),
+                      "%s: pipelined frame %d differs from the "
+                      "synchronous result",
+                      name, k);
         }
         done++;
     }
