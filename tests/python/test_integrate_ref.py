@@ -43,6 +43,9 @@ def work():
 def driver(work):
     """Compiles csr_driver.c against the build's libfaidcore.a (or, when the library of this build
     cannot be found, against the few sources it needs)."""
+    built = os.path.join(BIN, "csr_driver")
+    if os.access(built, os.X_OK):
+        return built
     exe = os.path.join(work, "csr_driver")
     lib = os.path.join(os.path.dirname(os.path.abspath(BIN)), "libfaidcore.a")
     inc = ["-I", os.path.join(SRC, "daemon", "core")]
