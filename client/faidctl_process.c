@@ -17,6 +17,7 @@
 #include "faid_client.h"
 #include "faid_config.h"
 #include "faid_engine.h"
+#include "faid_file.h"
 #include "faid_log.h"
 #include "faid_npy.h"
 #include "faid_setup.h"
@@ -124,37 +125,6 @@ static int mkdirs(const char *dir, faid_diag *d)
     struct stat st;
     if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
         return faid_fail(d, FAID_EIO, "%s: not a folder", buf);
-    return 0;
-}
-
-static int read_file(const char *path, uint8_t **out, size_t *len, faid_diag *d)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return faid_fail(d, FAID_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return faid_fail(d, FAID_EIO, "%s: cannot seek", path);
-    }
-    long n = ftell(f);
-    rewind(f);
-    if (n < 0) {
-        fclose(f);
-        return faid_fail(d, FAID_EIO, "%s: cannot tell its size", path);
-    }
-    uint8_t *b = malloc((size_t)n + 1);
-    if (!b) {
-        fclose(f);
-        return faid_fail(d, FAID_ENOMEM, "%s: out of memory for %ld bytes", path, n);
-    }
-    size_t got = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    if (got != (size_t)n) {
-        free(b);
-        return faid_fail(d, FAID_EIO, "%s: short read", path);
-    }
-    *out = b;
-    *len = (size_t)n;
     return 0;
 }
 
@@ -365,7 +335,7 @@ static int process_input(run *r, const char *input)
     }
     uint8_t *buf = NULL;
     size_t len = 0;
-    if (read_file(input, &buf, &len, &d)) {
+    if (faid_file_read(input, &buf, &len, &d)) {
         fprintf(stderr, "faidctl process: %s\n", d.msg);
         return d.code;
     }

@@ -1,6 +1,7 @@
 /* faid_cl: OpenCL device discovery, contexts and program builds (see faid_cl.h). */
 #include "faid_cl.h"
 
+#include "faid_file.h"
 #include "faid_kernels.h"
 #include "faid_log.h"
 
@@ -198,27 +199,15 @@ char *faid_cl_source(const char *name, size_t *len, faid_diag *d)
     if (dir && *dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, name);
-        FILE *f = fopen(path, "rb");
-        if (!f) {
-            faid_fail(d, FAID_EIO, "kernel source %s: %s (FAID_KERNEL_DIR=%s)", path,
-                      strerror(errno), dir);
+        uint8_t *buf;
+        size_t n;
+        if (faid_file_read(path, &buf, &n, d)) {
+            faid_diag_prefix(d, "kernel source (FAID_KERNEL_DIR=%s): ", dir);
             return NULL;
         }
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        rewind(f);
-        char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
-        if (!buf || n < 0 || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            fclose(f);
-            faid_fail(d, FAID_EIO, "kernel source %s: read failed", path);
-            return NULL;
-        }
-        fclose(f);
-        buf[n] = '\0';
         if (len)
-            *len = (size_t)n;
-        return buf;
+            *len = n;
+        return (char *)buf;
     }
     for (const faid_kernel_source *k = faid_kernel_sources; k->name; k++) {
         if (strcmp(k->name, name) == 0) {

@@ -3,6 +3,8 @@
  * rejects everything else with a message naming the file. */
 #include "faid_npy.h"
 
+#include "faid_file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
@@ -141,28 +143,12 @@ int faid_npy_parse(const void *buf, size_t len, const char *what, faid_array *ou
 int faid_npy_read(const char *path, faid_array *out, faid_diag *d)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return faid_fail(d, FAID_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return faid_fail(d, FAID_EIO, "%s: cannot seek", path);
-    }
-    long len = ftell(f);
-    rewind(f);
-    if (len < 0) {
-        fclose(f);
-        return faid_fail(d, FAID_EIO, "%s: cannot tell size", path);
-    }
-    uint8_t *buf = malloc((size_t)len + 1);
-    if (!buf) {
-        fclose(f);
-        return faid_fail(d, FAID_ENOMEM, "%s: out of memory", path);
-    }
-    size_t got = fread(buf, 1, (size_t)len, f);
-    fclose(f);
-    int rc = got == (size_t)len ? faid_npy_parse(buf, got, path, out, d)
-                                : faid_fail(d, FAID_EIO, "%s: short read", path);
+    uint8_t *buf;
+    size_t len;
+    int rc = faid_file_read(path, &buf, &len, d);
+    if (rc)
+        return rc;
+    rc = faid_npy_parse(buf, len, path, out, d);
     free(buf);
     return rc;
 }
