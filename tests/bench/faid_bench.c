@@ -77,7 +77,9 @@ static void usage(FILE *f)
         "                  [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype T]\n"
         "                  [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]\n"
         "                  [--depth K] [--batch B] [--parsers P] [--no-check] [--json FILE]\n"
-        "                  [--dump DIR]\n");
+        "                  [--dump DIR]\n"
+        "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
+        "                  (ZeroMQ transport ceiling; --zmq-ceiling --help)\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -363,8 +365,14 @@ static int build_config(const opts *o, faid_config *cfg, faid_diag *d)
     return 0;
 }
 
+/* zmq_ceiling.c: the ZeroMQ transport ceiling, a separate mode of this executable. */
+int faid_zmq_ceiling_main(int argc, char **argv);
+
 int main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--zmq-ceiling") == 0)
+            return faid_zmq_ceiling_main(argc, argv);
     opts o;
     if (parse_args(argc, argv, &o))
         return 2;
