@@ -762,6 +762,13 @@ int faid_dat_write(const char *path, const faid_dat_meta *meta, const double *ra
         fprintf(f, "# frame_id: %llu\n", (unsigned long long)meta->frame_id);
     if (meta->has_setup_version)
         fprintf(f, "# setup_version: %llu\n", (unsigned long long)meta->setup_version);
+    for (const char *line = meta->extra; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        int len = nl ? (int)(nl - line) : (int)strlen(line);
+        if (len)
+            fprintf(f, "# %.*s\n", len, line);
+        line = nl ? nl + 1 : line + len;
+    }
     fprintf(f, "# columns: %s I sigma std count\n", unit);
     for (size_t i = 0; i < n; i++)
         fprintf(f, "%.15g %.9g %.9g %.9g %.9g\n", radial ? radial[i] : (double)i, I[i],

@@ -150,6 +150,7 @@ typedef struct faid_dat_meta {
     uint64_t frame_id;
     int has_setup_version;
     uint64_t setup_version;
+    const char *extra;               /* more "key: value" header lines, '\n'-separated, or NULL */
 } faid_dat_meta;
 
 /* Writes n bins; sigma, std and count may be NULL (written as nan / 0). */

@@ -132,35 +132,41 @@ static int write_dat(run *r, const char *path, const char *input, const char *st
 {
     const faid_profile *p = r->result->p1d;
     const faid_setup *s = r->setup;
-    const char *unit = faid_unit_name(s->cfg.unit);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "faidctl process: %s: cannot create: %s\n", path, strerror(errno));
-        return FAID_EIO;
+    size_t n = (size_t)p->nbins;
+    double *cols = malloc(4 * n * sizeof *cols);
+    if (!cols) {
+        fprintf(stderr, "faidctl process: %s: out of memory\n", path);
+        return FAID_ENOMEM;
     }
-    /* The header of faid_dat_write (client library), plus input, device and setup details. */
-    fprintf(f, "# faid integrated profile\n");
-    fprintf(f, "# unit: %s\n", unit);
-    fprintf(f, "# software_version: %s\n", FAID_VERSION);
-    fprintf(f, "# config_hash: %s\n", s->config_hash);
-    fprintf(f, "# series: %s\n", stem);
-    fprintf(f, "# frame_id: %ld\n", frame);
-    fprintf(f, "# setup_version: %llu\n", (unsigned long long)s->version);
-    fprintf(f, "# input: %s\n", input);
-    fprintf(f, "# device: %s\n", r->device_name);
-    fprintf(f, "# config: %s\n", s->cfg.source[0] ? s->cfg.source : "embedded default");
-    fprintf(f, "# npt: %d  split: %s  error_model: %s\n", s->cfg.npt,
-            faid_split_name(s->cfg.split), faid_error_model_name(s->cfg.error_model));
-    fprintf(f, "# columns: %s I sigma std count\n", unit);
-    for (int32_t b = 0; b < p->nbins; b++)
-        fprintf(f, "%.15g %.9g %.9g %.9g %.9g\n", s->csr->rad_centers[b], p->I[b], p->sigma[b],
-                p->std[b], p->count[b]);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        fprintf(stderr, "faidctl process: %s: write failed\n", path);
-        return FAID_EIO;
+    for (size_t b = 0; b < n; b++) {
+        cols[b] = p->I[b];
+        cols[n + b] = p->sigma[b];
+        cols[2 * n + b] = p->std[b];
+        cols[3 * n + b] = p->count[b];
     }
-    return 0;
+    char extra[3 * FAID_PATH_MAX];
+    snprintf(extra, sizeof extra, "input: %s\ndevice: %s\nconfig: %s\nnpt: %d  split: %s  "
+             "error_model: %s", input, r->device_name,
+             s->cfg.source[0] ? s->cfg.source : "embedded default", s->cfg.npt,
+             faid_split_name(s->cfg.split), faid_error_model_name(s->cfg.error_model));
+    faid_dat_meta meta = {
+        .unit = faid_unit_name(s->cfg.unit),
+        .software_version = FAID_VERSION,
+        .config_hash = s->config_hash,
+        .series = stem,
+        .has_frame_id = 1,
+        .frame_id = (uint64_t)frame,
+        .has_setup_version = 1,
+        .setup_version = s->version,
+        .extra = extra,
+    };
+    faid_diag d = {0};
+    int rc = faid_dat_write(path, &meta, s->csr->rad_centers, cols, cols + n, cols + 2 * n,
+                            cols + 3 * n, n, &d);
+    free(cols);
+    if (rc)
+        fprintf(stderr, "faidctl process: %s\n", d.msg);
+    return rc;
 }
 
 /* The cake as (npt_azim, npt_rad) arrays: the engine's bin is i_rad * npt_azim + i_azim. */
