@@ -4,7 +4,8 @@
  * publisher only sends bytes.
  *
  * Up to pipeline.inflight frames are in flight per device (engine submit/collect): the CPU part
- * and the upload of one frame overlap the kernels of the previous ones. Frames complete in
+ * and the upload of one frame overlap the kernels of the previous ones; with pipeline.batch B
+ * the engine integrates B of them per pass over the CSR matrix. Frames complete in
  * submission order, so results of one worker leave in reception order. */
 #include "faid_server.h"
 
@@ -74,9 +75,14 @@ static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r,
     put_array_f32(&w, FAID_K_STD, p->std, (uint64_t)p->nbins, 0);
     put_array_f32(&w, FAID_K_COUNT, p->count, (uint64_t)p->nbins, 0);
     if (c) {
-        put_array_f32(&w, FAID_K_I2D, c->I, (uint64_t)c->nrad, (uint64_t)c->nazim);
-        put_array_f32(&w, FAID_K_SIGMA2D, c->sigma, (uint64_t)c->nrad, (uint64_t)c->nazim);
-        put_array_f32(&w, FAID_K_COUNT2D, c->count, (uint64_t)c->nrad, (uint64_t)c->nazim);
+        /* The engine's cake is [radial][azimuthal]; publish it as pyFAI and faidctl process
+         * lay it out, (npt_azim, npt). */
+        faid_mpw_str(&w, FAID_K_I2D);
+        faid_mpw_ndarray_f32_transposed(&w, c->I, (uint64_t)c->nrad, (uint64_t)c->nazim);
+        faid_mpw_str(&w, FAID_K_SIGMA2D);
+        faid_mpw_ndarray_f32_transposed(&w, c->sigma, (uint64_t)c->nrad, (uint64_t)c->nazim);
+        faid_mpw_str(&w, FAID_K_COUNT2D);
+        faid_mpw_ndarray_f32_transposed(&w, c->count, (uint64_t)c->nrad, (uint64_t)c->nazim);
     }
     faid_mpw_str(&w, FAID_K_RECEIVED_NS);
     faid_mpw_uint(&w, (uint64_t)slot->recv_wall_ns);
@@ -138,10 +144,11 @@ static void fail_frame(faid_worker *wk, faid_slot *slot, const faid_diag *d)
 }
 
 /* Frames submitted to the engine and not yet collected, oldest first (the engine completes
- * them in submission order). */
+ * them in submission order): at most its slots x frames per slot. */
+#define RING (FAID_ENGINE_DEPTH_MAX * FAID_ENGINE_BATCH_MAX)
 typedef struct inflight {
-    faid_slot *slot[FAID_ENGINE_DEPTH_MAX];
-    int64_t pop_ns[FAID_ENGINE_DEPTH_MAX];
+    faid_slot *slot[RING];
+    int64_t pop_ns[RING];
     int head, n;
 } inflight;
 
@@ -208,7 +215,7 @@ static void collect_one(wstate *w)
         struct timespec ts = {w->delay_us / 1000000, (w->delay_us % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
-    w->q.head = (w->q.head + 1) % FAID_ENGINE_DEPTH_MAX;
+    w->q.head = (w->q.head + 1) % RING;
     w->q.n--;
     int64_t now = faid_now_ns();
     faid_stat_add(&wk->busy_ns, (uint64_t)(now - w->busy_from));
@@ -247,13 +254,21 @@ static void submit(wstate *w, faid_slot *slot, int64_t pop_ns)
     faid_diag_clear(&d);
     if (w->q.n == 0)
         w->busy_from = faid_now_ns();
-    int rc = faid_engine_submit(w->active->engines[wk->index], &f, slot->h.frame_id, &d);
+    int rc;
+    /* With batches a slot closed before it was full holds fewer frames, so the engine may be
+     * full before depth frames are in flight: the oldest frame makes room. */
+    while ((rc = faid_engine_submit(w->active->engines[wk->index], &f, slot->h.frame_id, &d)) ==
+               FAID_EBUSY &&
+           w->q.n > 0) {
+        faid_diag_clear(&d);
+        collect_one(w);
+    }
     if (rc) {
         /* Refused at submit (malformed block table, ...): not in flight, answer it now. */
         finish(w, slot, rc, &d, pop_ns);
         return;
     }
-    int tail = (w->q.head + w->q.n) % FAID_ENGINE_DEPTH_MAX;
+    int tail = (w->q.head + w->q.n) % RING;
     w->q.slot[tail] = slot;
     w->q.pop_ns[tail] = pop_ns;
     w->q.n++;
@@ -273,6 +288,8 @@ void *faid_worker_main(void *arg)
         FAID_WARN("worker", "device %d: test delay of %ld us per frame", wk->index, w.delay_us);
     for (;;) {
         int depth = w.active ? faid_engine_depth(w.active->engines[wk->index]) : 1;
+        if (depth > RING)
+            depth = RING;
         if (w.q.n >= depth) {
             collect_one(&w);
             continue;

@@ -132,7 +132,7 @@ void faid_mpw_str(faid_mpw *w, const char *s)
     faid_mpw_strn(w, s ? s : "", s ? strlen(s) : 0);
 }
 
-void faid_mpw_bin(faid_mpw *w, const void *p, size_t n)
+static void bin_header(faid_mpw *w, size_t n)
 {
     if (n <= 0xff)
         put_be(w, 0xc4, n, 1);
@@ -140,10 +140,13 @@ void faid_mpw_bin(faid_mpw *w, const void *p, size_t n)
         put_be(w, 0xc5, n, 2);
     else if ((uint64_t)n <= 0xffffffffu)
         put_be(w, 0xc6, n, 4);
-    else {
+    else
         w->overflow = 1;
-        return;
-    }
+}
+
+void faid_mpw_bin(faid_mpw *w, const void *p, size_t n)
+{
+    bin_header(w, n);
     put(w, p, n);
 }
 
@@ -184,6 +187,32 @@ void faid_mpw_ndarray(faid_mpw *w, const char *dtype, const uint64_t *shape, int
         faid_mpw_uint(w, shape[k]);
     faid_mpw_str(w, FAID_K_ARR_DATA);
     faid_mpw_bin(w, data, nbytes);
+}
+
+void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t rows,
+                                     uint64_t cols)
+{
+    uint64_t shape[2] = {cols, rows};
+    size_t nbytes = (size_t)(rows * cols) * sizeof(float);
+    faid_mpw_map(w, 3);
+    faid_mpw_str(w, FAID_K_ARR_DTYPE);
+    faid_mpw_str(w, "<f4");
+    faid_mpw_str(w, FAID_K_ARR_SHAPE);
+    faid_mpw_array(w, 2);
+    faid_mpw_uint(w, shape[0]);
+    faid_mpw_uint(w, shape[1]);
+    faid_mpw_str(w, FAID_K_ARR_DATA);
+    bin_header(w, nbytes);
+    if (w->overflow || w->cap - w->len < nbytes) {
+        w->overflow = 1;
+        return;
+    }
+    /* Column by column of the source: the output is written sequentially. */
+    float *out = (float *)(void *)(w->buf + w->len);
+    for (uint64_t c = 0; c < cols; c++)
+        for (uint64_t r = 0; r < rows; r++)
+            memcpy(out++, &data[r * cols + c], sizeof(float));
+    w->len += nbytes;
 }
 
 const char *faid_proto_dtype_descr(faid_dtype t)

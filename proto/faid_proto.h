@@ -136,6 +136,9 @@ void faid_mpw_raw(faid_mpw *w, const void *p, size_t n);
 /* An array map {dtype, shape, data}; dtype is a numpy descriptor such as "<f4". */
 void faid_mpw_ndarray(faid_mpw *w, const char *dtype, const uint64_t *shape, int ndim,
                       const void *data, size_t nbytes);
+/* A float32 array map of the transpose of data[rows][cols]: shape [cols, rows]. */
+void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t rows,
+                                     uint64_t cols);
 /* Numpy descriptor of a faid dtype ("<u2", "<f4", "|u1"); NULL for FAID_DT_INVALID. */
 const char *faid_proto_dtype_descr(faid_dtype t);
 
