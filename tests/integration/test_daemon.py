@@ -487,3 +487,41 @@ def test_backpressure_policies(daemons, policy):
         else:
             assert 0 in ids  # the first frame found an empty queue
     assert d.terminate() == 0
+
+
+def test_cake_results_match_faidctl_process(daemons, tmpdir_):
+    # With integration.npt_azim the result carries the 2D cake, laid out (npt_azim, npt) like
+    # pyFAI's integrate2d and faidctl process's *_2d_*.npy, with the same bits.
+    d = daemons(extra="", npt=48)
+    with open(d.config) as f:
+        text = f.read()
+    with open(d.config, "w") as f:
+        f.write(text.replace("  split: full\n", "  split: full\n  npt_azim: 36\n"))
+    r = d.request({"cmd": "reload"})
+    assert r["ok"], r
+    rx = Receiver(d)
+    rx.settle()
+    tx = Sender(d)
+    imgs = frames(3, seed=5)
+    tx.start(series_id=7, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=7)
+    tx.end(series_id=7)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    start = [s for s in rx.of("start") if s["setup_version"] == results[0]["setup_version"]][-1]
+    assert arr(start["azimuthal"]).shape == (36,)
+
+    out = os.path.join(tmpdir_, "cake")
+    os.makedirs(out)
+    np.save(os.path.join(out, "f.npy"), np.stack(imgs))
+    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "cpu", "-o", out,
+                        os.path.join(out, "f.npy")], capture_output=True, text=True, timeout=LONG)
+    assert p.returncode == 0, p.stderr
+    for i in range(len(imgs)):
+        for key, name in (("I_2d", "I"), ("sigma_2d", "sigma"), ("count_2d", "count")):
+            got = arr(results[i][key])
+            want = np.load(os.path.join(out, "f_%05d_2d_%s.npy" % (i, name)))
+            assert got.shape == want.shape == (36, 48), (key, got.shape, want.shape)
+            assert np.array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32)), key
+    assert d.terminate() == 0
