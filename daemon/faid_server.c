@@ -69,11 +69,19 @@ faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t versio
             faid_diag_prefix(d, "device %s: ", s->workers[i].spec);
             goto fail;
         }
-        int depth = cfg->inflight < 1                       ? 1
-                    : cfg->inflight > FAID_ENGINE_DEPTH_MAX ? FAID_ENGINE_DEPTH_MAX
-                                                            : cfg->inflight;
+        /* pipeline.inflight frames in slots of pipeline.batch frames each. */
+        int batch = cfg->batch < 1                       ? 1
+                    : cfg->batch > FAID_ENGINE_BATCH_MAX ? FAID_ENGINE_BATCH_MAX
+                                                         : cfg->batch;
+        int depth = cfg->inflight / batch;
+        depth = depth < 1 ? 1 : depth > FAID_ENGINE_DEPTH_MAX ? FAID_ENGINE_DEPTH_MAX : depth;
         if (faid_engine_set_depth(g->engines[i], depth, d)) {
-            faid_diag_prefix(d, "device %s: pipeline.inflight %d: ", s->workers[i].spec, depth);
+            faid_diag_prefix(d, "device %s: pipeline.inflight %d (%d slots): ", s->workers[i].spec,
+                             cfg->inflight, depth);
+            goto fail;
+        }
+        if (faid_engine_set_batch(g->engines[i], batch, d)) {
+            faid_diag_prefix(d, "device %s: pipeline.batch %d: ", s->workers[i].spec, batch);
             goto fail;
         }
         /* Kernels for the frame types already seen are built now, not by the first frame. */

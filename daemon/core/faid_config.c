@@ -176,7 +176,11 @@ static const faid_option options[] = {
            "When the queue is full: block the input, drop_oldest or drop_newest (every drop is "
            "counted)."),
     SIMPLE("pipeline.inflight", FAID_OT_INT, "frames", 1, 64, "4", 0, NULL, inflight, 0,
-           "Frames in flight per device (overlap of transfers and compute)."),
+           "Frames in flight per device (overlap of transfers and compute), in inflight / "
+           "batch slots (at least 1, at most 32) of pipeline.batch frames."),
+    SIMPLE("pipeline.batch", FAID_OT_INT, "frames", 1, 8, "1", 0, NULL, batch, 0,
+           "Frames integrated in one pass over the CSR matrix (shares the matrix traffic on a "
+           "GPU; a partial batch is integrated as soon as its oldest frame is awaited)."),
     SIMPLE("stats.interval", FAID_OT_DOUBLE, "s", 0, 86400, "1.0", R, NULL, stats_interval, 0,
            "Period of the published stats message; 0 = off."),
     SIMPLE("log.level", FAID_OT_STRING, "", 0, 0, "info", R, level_names, log_level, 16,

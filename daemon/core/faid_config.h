@@ -61,7 +61,8 @@ typedef struct faid_config {
     char devices[128];                 /* auto | cpu | ref | "0,1" */
     int queue_depth;
     faid_queue_policy queue_policy;
-    int inflight;                      /* frames in flight per device */
+    int inflight;                      /* frames in flight per device (slots with batch) */
+    int batch;                         /* frames per integration pass */
     int64_t max_frame_bytes;
     double stats_interval;             /* s */
     char log_level[16];
