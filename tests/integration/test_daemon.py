@@ -12,6 +12,7 @@ Nothing asserts on time: timeouts only turn a hang into a failure. Every daemon 
 killed if it must be) even when a test fails."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -80,7 +81,7 @@ stats:
 class Daemon:
     """faid running on free ports; stop() is idempotent and always leaves no process behind."""
 
-    def __init__(self, tmpdir, env=None, **cfg):
+    def __init__(self, tmpdir, env=None, wrapper=(), **cfg):
         self.ports = {k: free_port() for k in ("in", "out", "lossless", "ctl")}
         self.config = os.path.join(tmpdir, "faid.yaml")
         with open(self.config, "w") as f:
@@ -90,7 +91,7 @@ class Daemon:
         e.setdefault("POCL_MAX_PTHREAD_COUNT", "2")
         if env:
             e.update(env)
-        self.proc = subprocess.Popen([FAID, "-c", self.config], stdout=self.log,
+        self.proc = subprocess.Popen([*wrapper, FAID, "-c", self.config], stdout=self.log,
                                      stderr=subprocess.STDOUT, env=e)
         self.ctx = zmq.Context()
         self.returncode = None
@@ -166,10 +167,10 @@ def tmpdir_():
 def daemons(tmpdir_):
     started = []
 
-    def start(env=None, **cfg):
+    def start(env=None, wrapper=(), **cfg):
         sub = os.path.join(tmpdir_, "d%d" % len(started))
         os.makedirs(sub)
-        d = Daemon(sub, env=env, **cfg)
+        d = Daemon(sub, env=env, wrapper=wrapper, **cfg)
         started.append(d)
         d.wait_ready()
         return d
@@ -316,7 +317,28 @@ def test_results_match_faidctl_process(daemons, tmpdir_):
 
 def test_malformed_messages(daemons):
     # Lossless output: the burst of error messages must not be thinned by the PUB high-water mark.
-    d = daemons(lossless=True)
+    malformed_among_good(daemons(lossless=True))
+
+
+def sanitized(path):
+    r = subprocess.run(["ldd", path], capture_output=True, text=True)
+    return "libasan" in r.stdout or "libubsan" in r.stdout
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None or sanitized(FAID),
+                    reason="needs valgrind and a build without sanitizers")
+def test_malformed_messages_under_valgrind(daemons):
+    # The same stream with faid under memcheck (plain C reference device: valgrind cannot follow
+    # an OpenCL runtime's JIT code usefully): any invalid access, use of uninitialised memory or
+    # definite leak makes it exit 99 instead of 0.
+    vg = ("valgrind", "--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite",
+          "--show-leak-kinds=definite", "--quiet")
+    d = daemons(lossless=True, devices="ref", wrapper=vg)
+    malformed_among_good(d)
+    assert d.returncode == 0, d.logtext()
+
+
+def malformed_among_good(d):
     rx = Receiver(d, lossless=True)
     tx = Sender(d)
     good = frames(1 + 18 // 3)
