@@ -55,7 +55,10 @@ typedef struct eng_matrix {
     int present;
     int nbins;
     int has_coef;
-    size_t wg;
+    int rows;     /* one work-item per bin (faid_rows_*), else one work-group per bin */
+    size_t wg;    /* work-group per bin (rows == 0) */
+    int out_off;  /* lane-relative float offsets of I..count and of the sums in d_out */
+    int sum_off;  /* < 0: -1 - offset in the sums area after the lanes (not read back) */
     cl_mem indptr, indices, coef;
 } eng_matrix;
 
@@ -114,7 +117,8 @@ typedef struct eng_res {
     size_t max_raw_bytes;
     size_t max_comp_bytes;
     uint32_t max_blocks;
-    size_t nout; /* total floats in d_out */
+    size_t nout;     /* floats of a lane's profiles read back (the decode flag follows) */
+    size_t nsum_far; /* floats of a lane's sums kept on the device only (2D sums off) */
     /* OpenCL */
     cl_mem d_normp, d_dark, d_one;
     int do_dark;
@@ -129,13 +133,16 @@ typedef struct eng_res {
 typedef struct eng_prog {
     cl_program prog;
     cl_kernel pre, int_pre, int_raw, int_batch; /* int_batch: NULL for the azimuthal model */
+    cl_kernel rows_pre, rows_raw;
     /* largest work-group the integration kernels allow (registers) */
-    size_t kwg_pre, kwg_raw, kwg_batch;
+    size_t kwg_pre, kwg_raw, kwg_batch, kwg_rows_pre, kwg_rows_raw;
 } eng_prog;
 
 struct faid_engine {
     int is_ref;
     int fused;
+    int sums2d;   /* read the 2D sum arrays back (default 1) */
+    int rows_env; /* FAID_ENGINE_ROWS: -1 auto, 0 never, 1 always */
     char name[400];
     faid_cl_ctx *ctx;
     size_t wg_override;
@@ -250,6 +257,19 @@ static size_t choose_wg(const faid_cl_device_info *dev, const faid_csr *csr, siz
     return p;
 }
 
+/* Rows mode (one work-item per bin) for short rows: below this average number of entries per
+ * bin a work-group per bin spends more on its reduction tree than on the entries (the 2D cake:
+ * about 20 entries per bin). */
+#define ROWS_MAX_AVG 64.0
+
+static int choose_rows(const faid_csr *csr, int env)
+{
+    if (env >= 0)
+        return env;
+    double avg = csr->nbins > 0 ? (double)csr->nnz / csr->nbins : 0.0;
+    return avg < ROWS_MAX_AVG;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* programs */
 
@@ -269,6 +289,10 @@ static void prog_release(eng_prog *p)
         clReleaseKernel(p->int_raw);
     if (p->int_batch)
         clReleaseKernel(p->int_batch);
+    if (p->rows_pre)
+        clReleaseKernel(p->rows_pre);
+    if (p->rows_raw)
+        clReleaseKernel(p->rows_raw);
     if (p->prog)
         clReleaseProgram(p->prog);
     memset(p, 0, sizeof *p);
@@ -316,6 +340,10 @@ static int get_prog(faid_engine *e, faid_dtype dt, faid_error_model em, eng_prog
         p->int_raw = clCreateKernel(p->prog, "faid_integrate_raw", &err);
     if (err == CL_SUCCESS && em != FAID_EM_AZIMUTHAL)
         p->int_batch = clCreateKernel(p->prog, "faid_integrate_raw_b", &err);
+    if (err == CL_SUCCESS)
+        p->rows_pre = clCreateKernel(p->prog, "faid_rows_pre", &err);
+    if (err == CL_SUCCESS)
+        p->rows_raw = clCreateKernel(p->prog, "faid_rows_raw", &err);
     if (err != CL_SUCCESS) {
         prog_release(p);
         return faid_cl_fail(d, err, "clCreateKernel", __FILE__, __LINE__);
@@ -329,6 +357,11 @@ static int get_prog(faid_engine *e, faid_dtype dt, faid_error_model em, eng_prog
     if (p->int_batch)
         clGetKernelWorkGroupInfo(p->int_batch, e->ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE,
                                  sizeof p->kwg_batch, &p->kwg_batch, NULL);
+    p->kwg_rows_pre = p->kwg_rows_raw = 0;
+    clGetKernelWorkGroupInfo(p->rows_pre, e->ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE,
+                             sizeof p->kwg_rows_pre, &p->kwg_rows_pre, NULL);
+    clGetKernelWorkGroupInfo(p->rows_raw, e->ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE,
+                             sizeof p->kwg_rows_raw, &p->kwg_rows_raw, NULL);
     FAID_DEBUG("engine", "built process kernels (%s) for %s in %.0f ms", opts, e->ctx->info.name,
                (double)(faid_now_ns() - t0) * 1e-6);
     *out = p;
@@ -470,6 +503,7 @@ static int res_matrix(faid_engine *e, eng_res *r, int k, const faid_csr *csr, fa
     m->present = 1;
     m->nbins = csr->nbins;
     m->has_coef = csr->data != NULL;
+    m->rows = choose_rows(csr, e->rows_env);
     m->wg = choose_wg(&e->ctx->info, csr, e->wg_override);
     m->indptr = upload(e, csr->indptr, ((size_t)csr->nbins + 1) * sizeof(int32_t), d);
     if (!m->indptr)
@@ -533,7 +567,7 @@ static int slot_create(faid_engine *e, eng_res *r, eng_slot *sl, faid_diag *d)
                                          nb * sl->lane_bytes, 0, NULL, NULL, &err);
     if (err != CL_SUCCESS)
         return faid_cl_fail(d, err, "clEnqueueMapBuffer(staging)", __FILE__, __LINE__);
-    const size_t out_bytes = nb * sl->out_stride * sizeof(float);
+    const size_t out_bytes = nb * (sl->out_stride + r->nsum_far) * sizeof(float);
     sl->d_in = faid_cl_buffer(e->ctx, CL_MEM_READ_ONLY, nb * sl->lane_bytes, NULL, d);
     sl->d_raw =
         sl->d_in ? faid_cl_buffer(e->ctx, CL_MEM_READ_WRITE, nb * sl->raw_stride, NULL, d) : NULL;
@@ -621,7 +655,21 @@ static int res_create(faid_engine *e, const faid_setup *s, eng_res **out, faid_d
     r->max_raw_bytes = s->npix * 4;
     r->max_comp_bytes = max_comp_bound(s->npix);
     r->max_blocks = faid_bslz4_max_blocks(r->max_raw_bytes, 1, 0);
-    r->nout = (size_t)NOUT * ((size_t)s->csr->nbins + (s->csr2d ? (size_t)s->csr2d->nbins : 0));
+    /* lane layout of d_out: 1D I..count, 1D sums, 2D I..count, 2D sums (or, with the 2D sums
+     * off, those in an area after the lanes that is never read back), decode flag */
+    const size_t n1 = (size_t)s->csr->nbins, n2 = s->csr2d ? (size_t)s->csr2d->nbins : 0;
+    r->m[0].out_off = 0;
+    r->m[0].sum_off = (int)(4 * n1);
+    r->m[1].out_off = (int)(8 * n1);
+    if (e->sums2d || !n2) {
+        r->m[1].sum_off = (int)(8 * n1 + 4 * n2);
+        r->nout = 8 * (n1 + n2);
+        r->nsum_far = 0;
+    } else {
+        r->m[1].sum_off = -1;
+        r->nout = 8 * n1 + 4 * n2;
+        r->nsum_far = 4 * n2;
+    }
 
     if (e->is_ref) {
         r->ref_raw = malloc(r->max_raw_bytes);
@@ -686,6 +734,7 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
         return NULL;
     }
     e->fused = 1;
+    e->sums2d = 1;
     e->depth = 1;
     e->batch = 1;
     const char *ov = getenv("FAID_ENGINE_WG");
@@ -694,6 +743,8 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
         if (v > 0 && v <= 1024)
             e->wg_override = (size_t)v;
     }
+    const char *rv = getenv("FAID_ENGINE_ROWS");
+    e->rows_env = rv && (rv[0] == '0' || rv[0] == '1') && !rv[1] ? rv[0] - '0' : -1;
     if (!device || !*device)
         device = "auto";
     if (strcmp(device, "ref") == 0) {
@@ -782,6 +833,24 @@ int faid_engine_set_fused(faid_engine *e, int fused, faid_diag *d)
     return faid_engine_set_setup(e, e->res->setup, d);
 }
 
+int faid_engine_set_sums_2d(faid_engine *e, int on, faid_diag *d)
+{
+    if (!e)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    on = on != 0;
+    if (e->sums2d == on)
+        return FAID_OK;
+    if (e->inflight)
+        return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight", e->inflight);
+    e->sums2d = on;
+    if (!e->res || e->is_ref)
+        return FAID_OK;
+    int rc = faid_engine_set_setup(e, e->res->setup, d);
+    if (rc)
+        e->sums2d = !on; /* the engine kept its previous resources */
+    return rc;
+}
+
 int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d)
 {
     if (!e)
@@ -804,6 +873,13 @@ size_t faid_engine_workgroup(const faid_engine *e, int which)
     if (!e || !e->res || e->is_ref || which < 0 || which > 1 || !e->res->m[which].present)
         return 0;
     return e->res->m[which].wg;
+}
+
+int faid_engine_rows_mode(const faid_engine *e, int which)
+{
+    if (!e || !e->res || e->is_ref || which < 0 || which > 1 || !e->res->m[which].present)
+        return 0;
+    return e->res->m[which].rows;
 }
 
 faid_result *faid_result_new(const faid_setup *setup)
@@ -935,7 +1011,7 @@ static double ev_us(cl_event ev)
  * d_raw; unfused: d_pre). */
 static int set_int_args(faid_engine *e, cl_kernel k, int fused, const eng_res *r,
                         const eng_slot *sl, const eng_matrix *m, size_t wg, cl_int out_off,
-                        cl_uint raw_off, faid_diag *d)
+                        cl_int sum_off, cl_uint raw_off, faid_diag *d)
 {
     const faid_corrections *c = &r->setup->corr;
     cl_uint a = 0;
@@ -962,6 +1038,7 @@ static int set_int_args(faid_engine *e, cl_kernel k, int fused, const eng_res *r
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof empty, &empty));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_out));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof out_off, &out_off));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof sum_off, &sum_off));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, wg * ACC_BYTES, NULL));
     if (fused)
         FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof raw_off, &raw_off));
@@ -969,16 +1046,44 @@ static int set_int_args(faid_engine *e, cl_kernel k, int fused, const eng_res *r
     return FAID_OK;
 }
 
-/* Arguments of faid_integrate_raw_b for the slot's n frames. */
-static int set_batch_args(cl_kernel k, const eng_res *r, const eng_slot *sl, const eng_matrix *m,
-                          size_t wg, cl_int out_off, cl_uint raw_stride, faid_diag *d)
+/* The chosen work-group size, halved while the compiled kernel cannot take it (a property of
+ * device and program, so still the same on every run). */
+static size_t launch_wg(size_t wg, size_t kmax)
+{
+    while (kmax && wg > kmax && wg > 1)
+        wg >>= 1;
+    return wg;
+}
+
+/* Element offset and lane stride of the sums of matrix m in d_out. */
+static void sum_place(const eng_res *r, const eng_slot *sl, const eng_matrix *m, cl_int *off,
+                      cl_int *stride)
+{
+    if (m->sum_off >= 0) {
+        *off = m->sum_off;
+        *stride = (cl_int)sl->out_stride;
+    } else {
+        *off = (cl_int)((size_t)sl->nlanes * sl->out_stride);
+        *stride = (cl_int)r->nsum_far;
+    }
+}
+
+/* Arguments of faid_integrate_raw_b (rows == 0) or faid_rows_raw (rows == 1) for the slot's n
+ * frames. */
+static int set_batch_args(cl_kernel k, int rows, const eng_res *r, const eng_slot *sl,
+                          const eng_matrix *m, size_t wg, cl_uint raw_stride, faid_diag *d)
 {
     const faid_corrections *c = &r->setup->corr;
     cl_uint a = 0;
     cl_int nb = m->nbins, hc = m->has_coef, n = sl->n, os = (cl_int)sl->out_stride;
+    cl_int out_off = m->out_off, sum_off, ss;
+    sum_place(r, sl, m, &sum_off, &ss);
     cl_int do_dark = r->do_dark, do_dummy = c->do_dummy;
     cl_float empty = c->empty, dummy = c->dummy, ddummy = c->delta_dummy;
+    const cl_uint zero = 0;
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
+    if (rows)
+        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof zero, &zero));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof raw_stride, &raw_stride));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof n, &n));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
@@ -996,26 +1101,57 @@ static int set_batch_args(cl_kernel k, const eng_res *r, const eng_slot *sl, con
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_out));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof out_off, &out_off));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof os, &os));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, wg * ACC_BYTES, NULL));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof sum_off, &sum_off));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof ss, &ss));
+    if (!rows)
+        FAID_CL_TRY(d, clSetKernelArg(k, a++, wg * ACC_BYTES, NULL));
     return FAID_OK;
 }
 
-/* The chosen work-group size, halved while the compiled kernel cannot take it (a property of
- * device and program, so still the same on every run). */
-static size_t launch_wg(size_t wg, size_t kmax)
+/* Arguments of faid_rows_pre for one lane. */
+static int set_rows_pre_args(cl_kernel k, const eng_res *r, const eng_slot *sl,
+                             const eng_matrix *m, int f, faid_diag *d)
 {
-    while (kmax && wg > kmax && wg > 1)
-        wg >>= 1;
-    return wg;
+    cl_uint a = 0;
+    cl_int nb = m->nbins, hc = m->has_coef, sum_off, ss;
+    sum_place(r, sl, m, &sum_off, &ss);
+    cl_int out_off = (cl_int)((size_t)f * sl->out_stride) + m->out_off;
+    sum_off += f * ss;
+    cl_float empty = r->setup->corr.empty;
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indptr));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indices));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->coef));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof hc, &hc));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof nb, &nb));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof empty, &empty));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_out));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof out_off, &out_off));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof sum_off, &sum_off));
+    return FAID_OK;
 }
 
-static void copy_profile(faid_profile *p, const float *src)
+/* Local and global size of a rows-mode launch over nbins work-items. */
+static void rows_range(const faid_engine *e, size_t kmax, int nbins, size_t *lws, size_t *gws)
+{
+    size_t l = e->ctx->info.is_gpu ? 128 : 16;
+    if (e->ctx->info.max_wg && l > e->ctx->info.max_wg)
+        l = e->ctx->info.max_wg;
+    l = launch_wg(l, kmax);
+    *lws = l;
+    *gws = ((size_t)nbins + l - 1) / l * l;
+}
+
+/* I..count from src, the sums from sums (NULL: not read back, left as they were). */
+static void copy_profile(faid_profile *p, const float *src, const float *sums)
 {
     size_t n = (size_t)p->nbins;
     float *dst[NOUT] = {p->I,          p->sigma,    p->std,          p->count,
                         p->sum_signal, p->sum_norm, p->sum_variance, p->sum_norm_sq};
-    for (int k = 0; k < NOUT; k++)
+    for (int k = 0; k < 4; k++)
         memcpy(dst[k], src + (size_t)k * n, n * sizeof(float));
+    for (int k = 4; sums && k < NOUT; k++)
+        memcpy(dst[k], sums + (size_t)(k - 4) * n, n * sizeof(float));
 }
 
 static void profile_assign(faid_profile *dst, const faid_profile *src)
@@ -1215,61 +1351,83 @@ static int slot_close(faid_engine *e, eng_slot *sl, faid_diag *d)
     const size_t esz = faid_dtype_size(sl->dtype);
     const int nm = r->m[1].present ? 2 : 1;
     rc = FAID_ECL;
-    if (e->fused && p->int_batch && e->batch > 1) {
-        cl_int moff = 0;
+    /* fused: one launch per matrix for the whole slot (rows mode, or the batch kernel), else one
+     * per lane */
+    int batched[2] = {0, 0}, per_lane = !e->fused;
+    for (int m = 0; m < nm; m++) {
+        const eng_matrix *mx = &r->m[m];
+        batched[m] = e->fused && (mx->rows || (p->int_batch && e->batch > 1));
+        if (!batched[m]) {
+            per_lane = 1;
+            continue;
+        }
+        cl_kernel k = mx->rows ? p->rows_raw : p->int_batch;
+        size_t lws, gws;
+        if (mx->rows) {
+            rows_range(e, p->kwg_rows_raw, mx->nbins, &lws, &gws);
+        } else {
+            lws = launch_wg(mx->wg, p->kwg_batch);
+            gws = (size_t)mx->nbins * lws;
+        }
+        if ((rc = set_batch_args(k, mx->rows, r, sl, mx, lws, (cl_uint)(sl->raw_stride / esz), d)))
+            goto fail;
+        rc = FAID_ECL;
+        FAID_CL_TRY_GOTO(d, rc, fail,
+                         clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
+                                                &sl->ev_bint[m]));
+    }
+    for (int f = 0; per_lane && f < sl->n; f++) {
+        eng_lane *ln = &sl->lane[f];
+        cl_uint raw_off = (cl_uint)((size_t)f * sl->raw_stride / esz);
+        if (!e->fused) {
+            cl_int npix = (cl_int)r->npix, do_dark = r->do_dark, do_dummy = c->do_dummy;
+            cl_float dummy = c->dummy, ddummy = c->delta_dummy;
+            cl_kernel k = p->pre;
+            cl_uint a = 0;
+            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
+            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
+            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
+            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof npix, &npix));
+            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
+            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
+            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof dummy, &dummy));
+            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
+            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
+            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof raw_off, &raw_off));
+            size_t lws = e->ctx->info.is_gpu ? 256 : 64;
+            if (lws > e->ctx->info.max_wg)
+                lws = e->ctx->info.max_wg;
+            size_t gws = (r->npix + lws - 1) / lws * lws;
+            FAID_CL_TRY_GOTO(
+                d, rc, fail,
+                clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL, &ln->ev[EV_PRE]));
+        }
+        cl_int off = (cl_int)((size_t)f * sl->out_stride);
         for (int m = 0; m < nm; m++) {
             const eng_matrix *mx = &r->m[m];
-            size_t lws = launch_wg(mx->wg, p->kwg_batch), gws = (size_t)mx->nbins * lws;
-            if ((rc = set_batch_args(p->int_batch, r, sl, mx, lws, moff,
-                                     (cl_uint)(sl->raw_stride / esz), d)))
+            if (batched[m])
+                continue;
+            size_t lws, gws;
+            cl_kernel k;
+            if (mx->rows) { /* unfused here: fused rows are always batched */
+                k = p->rows_pre;
+                rows_range(e, p->kwg_rows_pre, mx->nbins, &lws, &gws);
+                rc = set_rows_pre_args(k, r, sl, mx, f, d);
+            } else {
+                k = e->fused ? p->int_raw : p->int_pre;
+                lws = launch_wg(mx->wg, e->fused ? p->kwg_raw : p->kwg_pre);
+                gws = (size_t)mx->nbins * lws;
+                cl_int soff, ss;
+                sum_place(r, sl, mx, &soff, &ss);
+                rc = set_int_args(e, k, e->fused, r, sl, mx, lws, off + mx->out_off,
+                                  soff + f * ss, raw_off, d);
+            }
+            if (rc)
                 goto fail;
             rc = FAID_ECL;
             FAID_CL_TRY_GOTO(d, rc, fail,
-                             clEnqueueNDRangeKernel(q, p->int_batch, 1, NULL, &gws, &lws, 0, NULL,
-                                                    &sl->ev_bint[m]));
-            moff += NOUT * mx->nbins;
-        }
-    } else {
-        for (int f = 0; f < sl->n; f++) {
-            eng_lane *ln = &sl->lane[f];
-            cl_uint raw_off = (cl_uint)((size_t)f * sl->raw_stride / esz);
-            if (!e->fused) {
-                cl_int npix = (cl_int)r->npix, do_dark = r->do_dark, do_dummy = c->do_dummy;
-                cl_float dummy = c->dummy, ddummy = c->delta_dummy;
-                cl_kernel k = p->pre;
-                cl_uint a = 0;
-                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
-                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
-                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
-                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof npix, &npix));
-                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
-                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
-                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof dummy, &dummy));
-                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
-                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
-                FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof raw_off, &raw_off));
-                size_t lws = e->ctx->info.is_gpu ? 256 : 64;
-                if (lws > e->ctx->info.max_wg)
-                    lws = e->ctx->info.max_wg;
-                size_t gws = (r->npix + lws - 1) / lws * lws;
-                FAID_CL_TRY_GOTO(
-                    d, rc, fail,
-                    clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL, &ln->ev[EV_PRE]));
-            }
-            cl_int off = (cl_int)((size_t)f * sl->out_stride);
-            for (int m = 0; m < nm; m++) {
-                const eng_matrix *mx = &r->m[m];
-                cl_kernel k = e->fused ? p->int_raw : p->int_pre;
-                size_t lws = launch_wg(mx->wg, e->fused ? p->kwg_raw : p->kwg_pre);
-                size_t gws = (size_t)mx->nbins * lws;
-                if ((rc = set_int_args(e, k, e->fused, r, sl, mx, lws, off, raw_off, d)))
-                    goto fail;
-                rc = FAID_ECL;
-                FAID_CL_TRY_GOTO(d, rc, fail,
-                                 clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
-                                                        &ln->ev[EV_INT1 + m]));
-                off += NOUT * mx->nbins;
-            }
+                             clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL,
+                                                    &ln->ev[EV_INT1 + m]));
         }
     }
     /* profiles and decode flags of every lane in one copy */
@@ -1320,16 +1478,17 @@ static int cl_collect(faid_engine *e, eng_slot *sl, int f, faid_result *res, int
     }
     if (ln->device_decode)
         ln->err_dirty = 0;
-    copy_profile(res->p1d, h);
+    copy_profile(res->p1d, h + r->m[0].out_off, h + r->m[0].sum_off);
     if (r->m[1].present)
-        copy_profile(res->p2d, h + NOUT * r->m[0].nbins);
+        copy_profile(res->p2d, h + r->m[1].out_off,
+                     r->m[1].sum_off >= 0 ? h + r->m[1].sum_off : NULL);
     const cl_event *ev = ln->ev;
     const double share = 1.0 / sl->n;
     memset(&res->t, 0, sizeof res->t);
     res->t.decode_us = ln->device_decode ? ev_us(ev[EV_DEC]) : ln->cpu_decode_us;
     res->t.preprocess_us = ev_us(ev[EV_PRE]);
-    res->t.integrate_us = sl->ev_bint[0] ? (ev_us(sl->ev_bint[0]) + ev_us(sl->ev_bint[1])) * share
-                                         : ev_us(ev[EV_INT1]) + ev_us(ev[EV_INT2]);
+    res->t.integrate_us = (ev_us(sl->ev_bint[0]) + ev_us(sl->ev_bint[1])) * share +
+                          ev_us(ev[EV_INT1]) + ev_us(ev[EV_INT2]);
     res->t.h2d_us = ev_us(ev[EV_H2D]) + ev_us(ev[EV_H2DT]);
     res->t.d2h_us = ev_us(sl->ev_d2h) * share;
     res->t.transfer_us = res->t.h2d_us + res->t.d2h_us;

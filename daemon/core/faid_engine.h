@@ -61,12 +61,23 @@ void faid_result_destroy(faid_result **r);
  * through the CSR indices. 0: a separate preprocess kernel writes a float4 image first. Both
  * give the same numbers; switching re-creates the frame buffers (not on the hot path). */
 int faid_engine_set_fused(faid_engine *e, int fused, faid_diag *d);
+/* Whether the 2D profile's sum arrays (sum_signal, sum_norm, sum_variance, sum_norm_sq) are read
+ * back from the device (default 1). 0: only I, sigma, std and count of the cake travel (half of
+ * its 8 x nbins floats per frame; the daemon and faidctl use no more) and the result's 2D sums
+ * are left as they were. The 1D sums always come back. Rebuilds the frame buffers (not on the hot
+ * path); FAID_EBUSY while frames are in flight. */
+int faid_engine_set_sums_2d(faid_engine *e, int on, faid_diag *d);
 /* Builds the kernels for frames of this dtype now (otherwise done on the first such frame). */
 int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d);
 /* Integration work-group size chosen for matrix 0 (1D) or 1 (2D); 0 for the reference device.
  * It is a function of the device type and the matrix only (FAID_ENGINE_WG overrides it); a launch
  * halves it while the compiled kernel allows less (CL_KERNEL_WORK_GROUP_SIZE, e.g. registers). */
 size_t faid_engine_workgroup(const faid_engine *e, int which);
+/* 1 when matrix 0 (1D) or 1 (2D) is integrated one bin per work-item (rows shorter than 64
+ * entries on average, e.g. the 2D cake; FAID_ENGINE_ROWS=0/1 forces it, for experiments: the
+ * reduction order and so the bits differ between the two modes), 0 otherwise (one work-group
+ * per bin of faid_engine_workgroup work-items). */
+int faid_engine_rows_mode(const faid_engine *e, int which);
 
 /* Reduces one frame. Errors (wrong shape/dtype for the setup, corrupt payload) name the cause.
  * Refused (FAID_EBUSY) while frames submitted with faid_engine_submit are in flight. It runs the

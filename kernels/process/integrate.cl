@@ -21,6 +21,15 @@
  * (poisson, none) or the weighted incremental variance (azimuthal), O = sum c*norm,
  * N = sum c*count, O2 = sum (c*norm)^2.
  *
+ * Cost per entry (error models none / poisson): the integration is bound by arithmetic on a GPU,
+ * not by memory, so a work-item adds an entry with a compensated sum that is not renormalized per
+ * entry (acc_add: the float sum in hi, the exact rounding error of every addition plus the
+ * product's own error in lo; about 8 operations instead of the 20 of a full double-float add),
+ * and renormalizes once before the tree (acc_norm). S and O carry the exact error of the products
+ * c*signal and c*norm (the mean I = S / O needs them); VV, O2 and N are sums of non-negative terms
+ * whose products are only rounded (at most 2 ulp per term: far below the float32 outputs).
+ * Count: a valid entry has count 1, so c*count is exact.
+ *
  * Error models none / poisson: each work-item sums the entries lid, lid+wg, ... of the bin, then a
  * halving tree adds the partial sums (the sums are order-independent up to rounding).
  * Azimuthal: pyFAI's sequential recurrence VV += w^2 (x - mean_before)(x - mean_after), with
@@ -33,10 +42,17 @@
  * the Poisson terms. The first valid entry of a bin (O_a == 0) contributes no variance, as in the
  * reference.
  *
+ * Short rows (the 2D cake: hundreds of thousands of bins of about 20 entries) waste a work-group
+ * per bin on the tree; faid_rows_pre / faid_rows_raw take one bin per work-item instead and add
+ * its entries in CSR order (the azimuthal recurrence then needs no scan). The host picks per
+ * matrix and device from the average row length (faid_engine.c), never from timings.
+ *
  * Output: out[out_off + k*nbins + b] for k = 0 I, 1 sigma (standard error of the mean), 2 std,
- * 3 count, 4 sum_signal, 5 sum_norm, 6 sum_variance, 7 sum_norm_sq; I, sigma and std of a bin
- * without valid pixels (O2 == 0, as the reference tests it) are `empty`; with error model none
- * sigma and std are `empty` too. */
+ * 3 count, and out[sum_off + (k-4)*nbins + b] for k = 4 sum_signal, 5 sum_norm, 6 sum_variance,
+ * 7 sum_norm_sq (sum_off = out_off + 4*nbins: one block of 8 arrays; the host may put the sums
+ * elsewhere so that it need not read them back); I, sigma and std of a bin without valid pixels
+ * (O2 == 0, as the reference tests it) are `empty`; with error model none sigma and std are
+ * `empty` too. */
 
 /* Entries per work-item per main-loop iteration (loads in flight per work-item). */
 #ifndef UNROLL
@@ -51,6 +67,27 @@ static inline faid_acc acc_zero(void)
 {
     faid_acc a;
     a.s = a.vv = a.o = a.n = a.o2 = (float2)(0.0f);
+    return a;
+}
+
+/* x + p + e without renormalizing: hi takes the float sum, lo the exact error of that addition
+ * plus e (the error of the product p, or 0). |lo| stays a few ulp of the partial sums. */
+static inline float2 acc_add(float2 x, float p, float e)
+{
+    float s = x.s0 + p;
+    float bp = s - x.s0;
+    float err = (x.s0 - (s - bp)) + (p - bp);
+    return (float2)(s, x.s1 + (err + e));
+}
+
+/* Renormalized (|lo| <= ulp(hi)/2), as dw_add expects; the identity on normalized values. */
+static inline faid_acc acc_norm(faid_acc a)
+{
+    a.s = dw_two_sum(a.s.s0, a.s.s1);
+    a.vv = dw_two_sum(a.vv.s0, a.vv.s1);
+    a.o = dw_two_sum(a.o.s0, a.o.s1);
+    a.n = dw_two_sum(a.n.s0, a.n.s1);
+    a.o2 = dw_two_sum(a.o2.s0, a.o2.s1);
     return a;
 }
 
@@ -117,14 +154,15 @@ static inline void acc_entry(faid_acc *a, float c, float4 q)
 {
     if (c == 0.0f || q.s3 == 0.0f)
         return;
-    float2 w = dw_two_prod(c, q.s2);
-    a->s = dw_add(a->s, dw_two_prod(c, q.s0));
+    float ps = c * q.s0;
+    a->s = acc_add(a->s, ps, fma(c, q.s0, -ps));
 #if EM != 0
-    a->vv = dw_add(a->vv, dw_mul_fp(dw_two_prod(c, c), q.s1));
+    a->vv = acc_add(a->vv, (c * c) * q.s1, 0.0f);
 #endif
-    a->o = dw_add(a->o, w);
-    a->o2 = dw_add(a->o2, dw_mul(w, w));
-    a->n = dw_add(a->n, dw_two_prod(c, q.s3));
+    float w = c * q.s2;
+    a->o = acc_add(a->o, w, fma(c, q.s2, -w));
+    a->o2 = acc_add(a->o2, w * w, 0.0f);
+    a->n = acc_add(a->n, c, 0.0f); /* c * count, count == 1 */
 }
 #endif
 
@@ -231,24 +269,11 @@ static inline faid_acc integrate_entries(int fused, __global const float4 *pre,
     return a;
 }
 
-/* Tree reduction of the work-group's partial accumulators, then work-item 0 writes bin b. */
-static inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, int nbins,
-                                    float empty, __global float *out)
+/* The outputs of bin b from its (normalized) accumulator: I, sigma, std, count at out, the sums
+ * at sums (see the top of the file). */
+static inline void write_bin(faid_acc a, int b, int nbins, float empty, __global float *out,
+                             __global float *sums)
 {
-    int lid = get_local_id(0);
-    int wg = get_local_size(0);
-    acc_store(scratch, lid, a);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = wg >> 1; step > 0; step >>= 1) {
-        if (lid < step) {
-            faid_acc m = acc_merge(acc_load(scratch, lid), acc_load(scratch, lid + step));
-            acc_store(scratch, lid, m);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid != 0)
-        return;
-    a = acc_load(scratch, 0);
     float count = a.n.s0;
     float vv = fmax(a.vv.s0, 0.0f);
     float mean = empty, sem = empty, std = empty;
@@ -263,10 +288,30 @@ static inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, 
     out[nbins + b] = sem;
     out[2 * nbins + b] = std;
     out[3 * nbins + b] = count;
-    out[4 * nbins + b] = a.s.s0;
-    out[5 * nbins + b] = a.o.s0;
-    out[6 * nbins + b] = vv;
-    out[7 * nbins + b] = a.o2.s0;
+    sums[b] = a.s.s0;
+    sums[nbins + b] = a.o.s0;
+    sums[2 * nbins + b] = vv;
+    sums[3 * nbins + b] = a.o2.s0;
+}
+
+/* Tree reduction of the work-group's partial accumulators, then work-item 0 writes bin b. */
+static inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, int nbins,
+                                    float empty, __global float *out, __global float *sums)
+{
+    int lid = get_local_id(0);
+    int wg = get_local_size(0);
+    acc_store(scratch, lid, acc_norm(a));
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = wg >> 1; step > 0; step >>= 1) {
+        if (lid < step) {
+            faid_acc m = acc_merge(acc_load(scratch, lid), acc_load(scratch, lid + step));
+            acc_store(scratch, lid, m);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid != 0)
+        return;
+    write_bin(acc_load(scratch, 0), b, nbins, empty, out, sums);
 }
 
 /* Global size nbins * wg, local size wg (power of two); scratch holds 10 floats per work-item.
@@ -274,7 +319,7 @@ static inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, 
 __kernel void faid_integrate_pre(__global const float4 *pre, __global const int *indptr,
                                  __global const int *indices, __global const float *coef,
                                  int has_coef, int nbins, float empty, __global float *out,
-                                 int out_off, __local float2 *scratch)
+                                 int out_off, int sum_off, __local float2 *scratch)
 {
     int b = get_group_id(0);
     if (b >= nbins)
@@ -282,7 +327,7 @@ __kernel void faid_integrate_pre(__global const float4 *pre, __global const int 
     faid_acc a = integrate_entries(0, pre, (__global const raw_t *)0, (__global const float *)0,
                                    (__global const float *)0, 0, 0, 0.0f, 0.0f, indices, coef,
                                    has_coef, indptr[b], indptr[b + 1], scratch);
-    reduce_and_write(a, scratch, b, nbins, empty, out + out_off);
+    reduce_and_write(a, scratch, b, nbins, empty, out + out_off, out + sum_off);
 }
 
 /* The frame starts at element raw_off of raw (frames batched in one buffer). */
@@ -291,7 +336,7 @@ __kernel void faid_integrate_raw(__global const raw_t *raw, __global const float
                                  float dummy, float delta_dummy, __global const int *indptr,
                                  __global const int *indices, __global const float *coef,
                                  int has_coef, int nbins, float empty, __global float *out,
-                                 int out_off, __local float2 *scratch, uint raw_off)
+                                 int out_off, int sum_off, __local float2 *scratch, uint raw_off)
 {
     raw += raw_off;
     int b = get_group_id(0);
@@ -300,7 +345,7 @@ __kernel void faid_integrate_raw(__global const raw_t *raw, __global const float
     faid_acc a = integrate_entries(1, (__global const float4 *)0, raw, dark, normp, do_dark,
                                    do_dummy, dummy, delta_dummy, indices, coef, has_coef,
                                    indptr[b], indptr[b + 1], scratch);
-    reduce_and_write(a, scratch, b, nbins, empty, out + out_off);
+    reduce_and_write(a, scratch, b, nbins, empty, out + out_off, out + sum_off);
 }
 
 #if EM != 2
@@ -311,11 +356,11 @@ __kernel void faid_integrate_raw(__global const raw_t *raw, __global const float
 /* reduce_and_write without the early exit of the other work-items, and with a closing barrier,
  * so that the scratch can serve the next frame of a batch. Same arithmetic, same bits. */
 static inline void reduce_write_sync(faid_acc a, __local float2 *scratch, int b, int nbins,
-                                     float empty, __global float *out)
+                                     float empty, __global float *out, __global float *sums)
 {
     int lid = get_local_id(0);
     int wg = get_local_size(0);
-    acc_store(scratch, lid, a);
+    acc_store(scratch, lid, acc_norm(a));
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int step = wg >> 1; step > 0; step >>= 1) {
         if (lid < step) {
@@ -324,33 +369,14 @@ static inline void reduce_write_sync(faid_acc a, __local float2 *scratch, int b,
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0) {
-        a = acc_load(scratch, 0);
-        float count = a.n.s0;
-        float vv = fmax(a.vv.s0, 0.0f);
-        float mean = empty, sem = empty, std = empty;
-        if (a.o2.s0 > 0.0f) {
-            mean = dw_div_to_fp(a.s, a.o);
-#if EM != 0
-            sem = sqrt(vv) / a.o.s0;
-            std = sqrt(vv / a.o2.s0);
-#endif
-        }
-        out[b] = mean;
-        out[nbins + b] = sem;
-        out[2 * nbins + b] = std;
-        out[3 * nbins + b] = count;
-        out[4 * nbins + b] = a.s.s0;
-        out[5 * nbins + b] = a.o.s0;
-        out[6 * nbins + b] = vv;
-        out[7 * nbins + b] = a.o2.s0;
-    }
+    if (lid == 0)
+        write_bin(acc_load(scratch, 0), b, nbins, empty, out, sums);
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
 /* faid_integrate_raw for nframes <= NBATCH frames in one pass over the matrix (error models none
  * and poisson): frame f starts at element f * raw_stride of raw and its profiles at
- * out[f * out_stride + out_off]. Each entry's index, coefficient and static pixel factors (normp,
+ * out[f * out_stride + out_off] (sums at out[f * sum_stride + sum_off]). Each entry's index, coefficient and static pixel factors (normp,
  * dark) are loaded once for all frames, which share the matrix traffic; each frame accumulates
  * exactly as in faid_integrate_raw (same entries per work-item, same order, same tree), so a
  * frame gives the same bits alone or in a batch. NBATCH is a build-time constant (registers:
@@ -361,7 +387,7 @@ __kernel void faid_integrate_raw_b(__global const raw_t *raw, uint raw_stride, i
                                    __global const int *indptr, __global const int *indices,
                                    __global const float *coef, int has_coef, int nbins,
                                    float empty, __global float *out, int out_off, int out_stride,
-                                   __local float2 *scratch)
+                                   int sum_off, int sum_stride, __local float2 *scratch)
 {
     int b = get_group_id(0);
     if (b >= nbins)
@@ -412,6 +438,93 @@ __kernel void faid_integrate_raw_b(__global const raw_t *raw, uint raw_stride, i
     for (int f = 0; f < NBATCH; f++)
         if (f < nframes)
             reduce_write_sync(a[f], scratch, b, nbins, empty,
-                              out + (size_t)f * out_stride + out_off);
+                              out + (size_t)f * out_stride + out_off,
+                              out + (size_t)f * sum_stride + sum_off);
 }
 #endif
+
+/* ---- one work-item per bin (short rows) ---- */
+
+#ifndef NBATCH
+#define NBATCH 1
+#endif
+
+/* Entry (c, q) added to a bin summed in CSR order by one work-item. Azimuthal: pyFAI's
+ * sequential recurrence itself, with the same terms as the scan of integrate_entries. */
+static inline void row_entry(faid_acc *a, float c, float4 q)
+{
+#if EM == 2
+    if (c == 0.0f || q.s3 == 0.0f)
+        return;
+    float2 cs = dw_two_prod(c, q.s0), w = dw_two_prod(c, q.s2);
+    float x = q.s0 / q.s2;
+    float2 w2 = dw_mul(w, w);
+    float2 s_b = dw_add(a->s, cs), o_b = dw_add(a->o, w);
+    if (a->o.s0 != 0.0f) {
+        float mu_a = dw_div_to_fp(a->s, a->o);
+        float mu_b = dw_div_to_fp(s_b, o_b);
+        a->vv = dw_add(a->vv, dw_mul_fp(w2, (mu_a - x) * (mu_b - x)));
+    }
+    a->s = s_b;
+    a->o = o_b;
+    a->o2 = dw_add(a->o2, w2);
+    a->n = dw_add(a->n, dw_two_prod(c, q.s3));
+#else
+    acc_entry(a, c, q);
+#endif
+}
+
+/* Global size >= nbins (any local size): work-item b integrates bin b of the preprocessed
+ * image. */
+__kernel void faid_rows_pre(__global const float4 *pre, __global const int *indptr,
+                            __global const int *indices, __global const float *coef, int has_coef,
+                            int nbins, float empty, __global float *out, int out_off, int sum_off)
+{
+    int b = get_global_id(0);
+    if (b >= nbins)
+        return;
+    faid_acc a = acc_zero();
+    int end = indptr[b + 1];
+    for (int k = indptr[b]; k < end; k++)
+        row_entry(&a, has_coef ? coef[k] : 1.0f, pre[indices[k]]);
+    write_bin(acc_norm(a), b, nbins, empty, out + out_off, out + sum_off);
+}
+
+/* Fused, nframes <= NBATCH frames per pass (any error model): frame f at element
+ * raw_off + f * raw_stride of raw, its outputs at f * out_stride + out_off and
+ * f * sum_stride + sum_off of out. Each frame adds the same entries in the same order as alone
+ * (and as faid_rows_pre), so the bits do not depend on the batch. */
+__kernel void faid_rows_raw(__global const raw_t *raw, uint raw_off, uint raw_stride, int nframes,
+                            __global const float *dark, __global const float *normp, int do_dark,
+                            int do_dummy, float dummy, float delta_dummy,
+                            __global const int *indptr, __global const int *indices,
+                            __global const float *coef, int has_coef, int nbins, float empty,
+                            __global float *out, int out_off, int out_stride, int sum_off,
+                            int sum_stride)
+{
+    int b = get_global_id(0);
+    if (b >= nbins)
+        return;
+    raw += raw_off;
+    faid_acc a[NBATCH];
+#pragma unroll
+    for (int f = 0; f < NBATCH; f++)
+        a[f] = acc_zero();
+    int end = indptr[b + 1];
+    for (int k = indptr[b]; k < end; k++) {
+        int idx = indices[k];
+        float c = has_coef ? coef[k] : 1.0f;
+        float n = normp[idx], dk = do_dark ? dark[idx] : 0.0f;
+#pragma unroll
+        for (int f = 0; f < NBATCH; f++)
+            if (f < nframes)
+                row_entry(&a[f], c,
+                          faid_pixel_v(n, (float)raw[(size_t)f * raw_stride + idx], dk, do_dark,
+                                       do_dummy, dummy, delta_dummy));
+    }
+#pragma unroll
+    for (int f = 0; f < NBATCH; f++)
+        if (f < nframes)
+            write_bin(acc_norm(a[f]), b, nbins, empty, out + (size_t)f * out_stride + out_off,
+                      out + (size_t)f * sum_stride + sum_off);
+}

@@ -114,16 +114,24 @@ static inline float4 faid_pixel_v(float n, float v, float dk, int do_dark, int d
 {
     if (n == 0.0f)
         return (float4)(0.0f);
+#if RAW_CODE == 32
+    /* an integer raw value converts to a finite float: only float frames need the test */
     if (!isfinite(v))
         return (float4)(0.0f);
+#endif
     if (do_dummy) {
         int is_dummy = delta_dummy != 0.0f ? fabs(v - dummy) <= delta_dummy : v == dummy;
         if (is_dummy)
             return (float4)(0.0f);
     }
     float s = do_dark ? v - dk : v;
+#if RAW_CODE == 32
     if (!isfinite(s))
         return (float4)(0.0f);
+#else
+    if (do_dark && !isfinite(s)) /* finite v minus a non-finite dark */
+        return (float4)(0.0f);
+#endif
 #if EM == 1
     float var = fmax(v, 1.0f);
 #else
