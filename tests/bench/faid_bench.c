@@ -113,6 +113,7 @@ typedef struct variant_result {
     int identical; /* pipelined: -1 not compared, 1 every result equal to the synchronous one */
     int parsers;   /* threads parsing block tables ahead (pipelined) */
     size_t wg1;
+    int rows1, rows2; /* one bin per work-item (faid_engine_rows_mode); -1 no 2D */
 } variant_result;
 
 #define NVARIANTS 4
@@ -525,6 +526,8 @@ int main(int argc, char **argv)
         memset(r, 0, sizeof *r);
         snprintf(r->name, sizeof r->name, "%s", vnames[v]);
         r->wg1 = faid_engine_workgroup(e, 0);
+        r->rows1 = faid_engine_rows_mode(e, 0);
+        r->rows2 = faid_engine_workgroup(e, 1) ? faid_engine_rows_mode(e, 1) : -1;
         r->depth = faid_engine_depth(e);
         r->batch = faid_engine_batch(e);
         r->identical = -1;
@@ -693,6 +696,13 @@ int main(int argc, char **argv)
     printf("\n%-14s", "workgroup 1D");
     for (int v = 0; v < nv; v++)
         printf(" %14zu", vr[v].wg1);
+    printf("\n%-14s", "bins 1D / 2D");
+    for (int v = 0; v < nv; v++) {
+        char m[32];
+        snprintf(m, sizeof m, "%s / %s", vr[v].rows1 ? "rows" : "wg",
+                 vr[v].rows2 < 0 ? "-" : vr[v].rows2 ? "rows" : "wg");
+        printf(" %14s", m);
+    }
     if (o.check) {
         printf("\n%-14s", "max rel. err");
         for (int v = 0; v < nv; v++)
