@@ -592,6 +592,12 @@ int faidctl_process(int argc, char **argv)
         fprintf(stderr, "faidctl process: device %s: %s\n", device, d.msg);
         goto out;
     }
+    /* The 2D outputs are I, sigma, std and count, as the daemon's: the cake's sums stay on the
+     * device. */
+    if (faid_engine_set_sums_2d(r.engine, 0, &d)) {
+        fprintf(stderr, "faidctl process: device %s: %s\n", device, d.msg);
+        goto out;
+    }
     r.device_name = faid_engine_device_name(r.engine);
     r.result = faid_result_new(r.setup);
     if (!r.result) {

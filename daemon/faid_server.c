@@ -84,6 +84,11 @@ faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t versio
             faid_diag_prefix(d, "device %s: pipeline.batch %d: ", s->workers[i].spec, batch);
             goto fail;
         }
+        /* Results carry I, sigma, std and count of the cake; its sums stay on the device. */
+        if (faid_engine_set_sums_2d(g->engines[i], 0, d)) {
+            faid_diag_prefix(d, "device %s: ", s->workers[i].spec);
+            goto fail;
+        }
         /* Kernels for the frame types already seen are built now, not by the first frame. */
         for (int t = 1; t < 32; t++)
             if ((seen & (1u << t)) && faid_engine_prepare(g->engines[i], (faid_dtype)t, d)) {
