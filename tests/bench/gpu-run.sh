@@ -13,7 +13,10 @@
 # PYFAI_FRAMES (default 200), CONFIGS (default "full no bbox cake u16": which runs to do),
 # DEPTH and BATCH (slots and frames per slot of the pipelined variants, default 4 and 4), SWEEP
 # (default "batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0": extra
-# pipelined runs of the full-split configuration, one knob changed each, for tuning; "" skips).
+# pipelined runs of the full-split configuration, one knob changed each, for tuning; "" skips),
+# DAEMON_BENCH (0 skips tests/bench/daemon-bench.sh, the whole daemon over ZeroMQ loopback against
+# the transport ceiling, run with the best pipelined settings found above), DAEMON_FRAMES (its
+# throughput frames, default 20000).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -153,7 +156,18 @@ else
     say "pyFAI reference skipped (no .whl/*.whl or no dumped frame)"
 fi
 
-# 6. compact table, last (the tuning sweep and the pyFAI comparison come before it)
+# 5b. the whole daemon over ZeroMQ loopback (tests/bench/daemon-bench.sh) with the best pipeline
+# settings of the runs above; its compact table is printed right before faid-bench's
+if [ "${DAEMON_BENCH:-1}" != 0 ]; then
+    say "daemon-bench: tests/bench/daemon-bench.sh (log $LOG/daemon-bench.log)"
+    if ! FAID_BIN="$BIN" DEVICE="$DEVICE" OUT="$LOG" BENCH_DIR="$LOG" FRAMES="${DAEMON_FRAMES:-20000}" \
+        bash tests/bench/daemon-bench.sh >"$LOG/daemon-bench.out" 2>&1; then
+        say "WARNING: daemon-bench failed or found a problem, tail of $LOG/daemon-bench.out:"
+        tail -n 12 "$LOG/daemon-bench.out" | tee -a "$LOG/gpu-run.log"
+    fi
+fi
+
+# 6. compact table, last (the tuning sweep, the pyFAI comparison and daemon-bench come before it)
 python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
 import json, os, sys
 log, sweep, configs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
@@ -197,6 +211,9 @@ if os.path.exists(p):
 if best:
     print(f'\nbest full-split GPU stage: {best["fps"]:.0f} frames/s ({best["name"]}, '
           f'{best.get("depth", 1)} in flight, batch {best.get("batch", 1)})')
+p = os.path.join(log, "daemon-bench.txt")
+if os.path.exists(p):
+    print(open(p).read().rstrip("\n"))
 rows = []
 dev = ""
 for c in configs:
