@@ -33,9 +33,13 @@
  *
  * All work-items parse the token stream redundantly (they read the same bytes, so control flow
  * is uniform and the barriers inside the loop are legal) and split each literal and match copy
- * between them, four bytes per item per round so that the loads overlap. A barrier precedes a match copy only when its source overlaps output written
- * since the last barrier. Output positions only grow and copies read only below the current
- * position, so there is no write-after-read hazard.
+ * between them. Copies of at most WG bytes (most of them: bit planes of counting data give a few
+ * hundred sequences per block, with literal runs of 0-3 bytes and matches of 4-20) take one byte
+ * per item with no loop; longer ones four bytes per item per round so that the loads overlap. On
+ * NVIDIA the warp executes every instruction of this parse whatever the number of active lanes,
+ * so the instructions per sequence largely set the decode time. A barrier precedes a match copy
+ * only when its source overlaps output written since the last barrier. Output positions only
+ * grow and copies read only below the current position, so there is no write-after-read hazard.
  *
  * Device byte order is assumed little-endian (checked by the host). */
 
@@ -146,29 +150,37 @@ inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local u
             break;
         if (lit > iend - ip || lit > oend - op)
             break;
-        const int last = (oend - op < 12 || lit > oend - op - 12 || iend - ip < 8 ||
-                          lit > iend - ip - 8);
+        /* "Fewer than 12 output or 8 input bytes would remain after the literals" (lit <= oend - op
+         * <= BLOCK_CAP here, so the sums cannot wrap). */
+        const int last = (oend - op < lit + 12) | (iend - ip < lit + 8);
         if (last && lit != iend - ip)
             break;
-        for (uint b = 0; b < lit; b += 4 * WG) {
-            const uint i = b + get_local_id(0);
-            uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+        if (lit <= WG) {
+            /* Most literal runs are short (a few bytes in noisy bit planes): one slot per item. */
+            const uint i = get_local_id(0);
             if (i < lit)
-                v0 = cmp[ip + i];
-            if (i + WG < lit)
-                v1 = cmp[ip + i + WG];
-            if (i + 2 * WG < lit)
-                v2 = cmp[ip + i + 2 * WG];
-            if (i + 3 * WG < lit)
-                v3 = cmp[ip + i + 3 * WG];
-            if (i < lit)
-                dec[op + i] = v0;
-            if (i + WG < lit)
-                dec[op + i + WG] = v1;
-            if (i + 2 * WG < lit)
-                dec[op + i + 2 * WG] = v2;
-            if (i + 3 * WG < lit)
-                dec[op + i + 3 * WG] = v3;
+                dec[op + i] = cmp[ip + i];
+        } else {
+            for (uint b = 0; b < lit; b += 4 * WG) {
+                const uint i = b + get_local_id(0);
+                uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+                if (i < lit)
+                    v0 = cmp[ip + i];
+                if (i + WG < lit)
+                    v1 = cmp[ip + i + WG];
+                if (i + 2 * WG < lit)
+                    v2 = cmp[ip + i + 2 * WG];
+                if (i + 3 * WG < lit)
+                    v3 = cmp[ip + i + 3 * WG];
+                if (i < lit)
+                    dec[op + i] = v0;
+                if (i + WG < lit)
+                    dec[op + i + WG] = v1;
+                if (i + 2 * WG < lit)
+                    dec[op + i + 2 * WG] = v2;
+                if (i + 3 * WG < lit)
+                    dec[op + i + 3 * WG] = v3;
+            }
         }
         ip += lit;
         op += lit;
@@ -178,7 +190,7 @@ inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local u
         }
         const uint off = (uint)cmp[ip] | ((uint)cmp[ip + 1] << 8);
         ip += 2;
-        if (off == 0 || off > op)
+        if (off - 1 >= op) /* offset 0 (wraps) or reaching before the block's output */
             break;
         uint mlen = token & 15;
         if (mlen == 15 && !lz4_extend(cmp, &ip, iend, &mlen))
@@ -191,38 +203,49 @@ inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local u
             barrier(CLK_LOCAL_MEM_FENCE);
             synced = op;
         }
-        /* Byte i comes from src + (i mod off) (a repeating pattern when the match overlaps its
-         * own output); r tracks that index for this item's 4 bytes of each round of 4 x WG. */
-        const uint step = off >= mlen ? WG : WG % off;
-        const uint period = off >= mlen ? 0xFFFFFFFFu : off;
-        uint r = off >= mlen ? get_local_id(0) : get_local_id(0) % off;
-        for (uint b = 0; b < mlen; b += 4 * WG) {
-            const uint i = b + get_local_id(0);
-            uint r1 = r + step;
-            r1 -= r1 >= period ? period : 0;
-            uint r2 = r1 + step;
-            r2 -= r2 >= period ? period : 0;
-            uint r3 = r2 + step;
-            r3 -= r3 >= period ? period : 0;
-            uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+        if (mlen <= WG) {
+            /* The common short match: one byte per item, and a modulo only when the match
+             * overlaps its own output (uniform branches, so the usual case skips it). */
+            const uint i = get_local_id(0);
+            uint r = i;
+            if (off < mlen)
+                r = i % off;
             if (i < mlen)
-                v0 = dec[src + r];
-            if (i + WG < mlen)
-                v1 = dec[src + r1];
-            if (i + 2 * WG < mlen)
-                v2 = dec[src + r2];
-            if (i + 3 * WG < mlen)
-                v3 = dec[src + r3];
-            if (i < mlen)
-                dec[op + i] = v0;
-            if (i + WG < mlen)
-                dec[op + i + WG] = v1;
-            if (i + 2 * WG < mlen)
-                dec[op + i + 2 * WG] = v2;
-            if (i + 3 * WG < mlen)
-                dec[op + i + 3 * WG] = v3;
-            r = r3 + step;
-            r -= r >= period ? period : 0;
+                dec[op + i] = dec[src + r];
+        } else {
+            /* Byte i comes from src + (i mod off) (a repeating pattern when the match overlaps its
+             * own output); r tracks that index for this item's 4 bytes of each round of 4 x WG. */
+            const uint step = off >= mlen ? WG : WG % off;
+            const uint period = off >= mlen ? 0xFFFFFFFFu : off;
+            uint r = off >= mlen ? get_local_id(0) : get_local_id(0) % off;
+            for (uint b = 0; b < mlen; b += 4 * WG) {
+                const uint i = b + get_local_id(0);
+                uint r1 = r + step;
+                r1 -= r1 >= period ? period : 0;
+                uint r2 = r1 + step;
+                r2 -= r2 >= period ? period : 0;
+                uint r3 = r2 + step;
+                r3 -= r3 >= period ? period : 0;
+                uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+                if (i < mlen)
+                    v0 = dec[src + r];
+                if (i + WG < mlen)
+                    v1 = dec[src + r1];
+                if (i + 2 * WG < mlen)
+                    v2 = dec[src + r2];
+                if (i + 3 * WG < mlen)
+                    v3 = dec[src + r3];
+                if (i < mlen)
+                    dec[op + i] = v0;
+                if (i + WG < mlen)
+                    dec[op + i + WG] = v1;
+                if (i + 2 * WG < mlen)
+                    dec[op + i + 2 * WG] = v2;
+                if (i + 3 * WG < mlen)
+                    dec[op + i + 3 * WG] = v3;
+                r = r3 + step;
+                r -= r >= period ? period : 0;
+            }
         }
         op += mlen;
     }
