@@ -215,9 +215,12 @@ inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local u
         } else {
             /* Byte i comes from src + (i mod off) (a repeating pattern when the match overlaps its
              * own output); r tracks that index for this item's 4 bytes of each round of 4 x WG. */
-            const uint step = off >= mlen ? WG : WG % off;
-            const uint period = off >= mlen ? 0xFFFFFFFFu : off;
-            uint r = off >= mlen ? get_local_id(0) : get_local_id(0) % off;
+            uint step = WG, period = 0xFFFFFFFFu, r = get_local_id(0);
+            if (off < mlen) {
+                step = WG % off;
+                period = off;
+                r %= off;
+            }
             for (uint b = 0; b < mlen; b += 4 * WG) {
                 const uint i = b + get_local_id(0);
                 uint r1 = r + step;
