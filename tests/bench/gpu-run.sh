@@ -156,11 +156,11 @@ else
     say "pyFAI reference skipped (no .whl/*.whl or no dumped frame)"
 fi
 
-# 5b. the whole daemon over ZeroMQ loopback (tests/bench/daemon-bench.sh) with the best pipeline
-# settings of the runs above; its compact table is printed right before faid-bench's
+# 5b. the whole daemon over ZeroMQ loopback (tests/bench/daemon-bench.sh, its own pipeline
+# settings); its compact table is printed right before faid-bench's
 if [ "${DAEMON_BENCH:-1}" != 0 ]; then
     say "daemon-bench: tests/bench/daemon-bench.sh (log $LOG/daemon-bench.log)"
-    if ! FAID_BIN="$BIN" DEVICE="$DEVICE" OUT="$LOG" BENCH_DIR="$LOG" FRAMES="${DAEMON_FRAMES:-20000}" \
+    if ! FAID_BIN="$BIN" DEVICE="$DEVICE" OUT="$LOG" FRAMES="${DAEMON_FRAMES:-20000}" \
         bash tests/bench/daemon-bench.sh >"$LOG/daemon-bench.out" 2>&1; then
         say "WARNING: daemon-bench failed or found a problem, tail of $LOG/daemon-bench.out:"
         tail -n 12 "$LOG/daemon-bench.out" | tee -a "$LOG/gpu-run.log"
