@@ -144,7 +144,7 @@ void faid_status_entries(faid_server *s, faid_mpw *w)
     faid_mpw_array(w, (uint32_t)s->nworkers);
     for (int i = 0; i < s->nworkers; i++) {
         faid_worker *wk = &s->workers[i];
-        faid_mpw_map(w, 6);
+        faid_mpw_map(w, 8);
         kv_uint(w, "index", (uint64_t)i);
         faid_mpw_str(w, "spec");
         faid_mpw_str(w, wk->spec);
@@ -154,6 +154,11 @@ void faid_status_entries(faid_server *s, faid_mpw *w)
         kv_uint(w, "failed", faid_stat_get(&wk->failed));
         faid_mpw_str(w, "busy");
         faid_mpw_f64(w, faid_bits_to_f64(atomic_load(&wk->busy_frac_bits)));
+        double nt = (double)faid_stat_get(&wk->timed);
+        faid_mpw_str(w, "host_us");
+        faid_mpw_f64(w, nt > 0 ? (double)faid_stat_get(&wk->host_ns) / 1e3 / nt : 0.0);
+        faid_mpw_str(w, "table_us");
+        faid_mpw_f64(w, nt > 0 ? (double)faid_stat_get(&wk->table_ns) / 1e3 / nt : 0.0);
     }
 }
 
@@ -221,8 +226,12 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
     }
     case FAID_CTL_RESET:
         faid_stats_reset(&s->stats);
-        for (int i = 0; i < s->nworkers; i++)
+        for (int i = 0; i < s->nworkers; i++) {
             atomic_store(&s->workers[i].busy_frac_bits, 0);
+            atomic_store(&s->workers[i].host_ns, 0);
+            atomic_store(&s->workers[i].table_ns, 0);
+            atomic_store(&s->workers[i].timed, 0);
+        }
         FAID_INFO("control", "aggregates reset");
         reply_head(w, 0, 1, q.cmd);
         return;

@@ -190,6 +190,37 @@ static int validate_image(const faid_server *s, faid_slot *slot, int nparts, fai
     return 0;
 }
 
+/* Parses the block table of a valid bslz4 / lz4 frame into the slot now, while the payload
+ * just received is hot in this thread's cache: the worker's submit then skips a serial walk
+ * through ~2,200 block prefixes (100-300 us on a cold EIGER 4M frame) and its one thread only
+ * copies. The table depends only on the payload, the dtype and the decoded size, which
+ * validate_image has matched with the setup of slot->gen, the one the worker will use. A table
+ * that does not parse is not answered here: the slot goes on without one and the engine parses
+ * and judges the frame exactly as it would have (bslz4: the worker's error; lz4: the CPU
+ * decoder's verdict), so errors keep their message, code and stage. */
+static void parse_table(faid_slot *slot)
+{
+    const faid_in_header *h = &slot->h;
+    slot->has_table = 0;
+    if (h->encoding != FAID_ENC_BSLZ4 && h->encoding != FAID_ENC_LZ4)
+        return;
+    int64_t t0 = faid_now_ns();
+    faid_diag d;
+    faid_diag_clear(&d);
+    /* Grows only after a reload to a larger frame; without memory the engine parses. */
+    if (faid_slot_reserve_table(slot, faid_slot_table_blocks(slot->gen->setup), &d))
+        return;
+    size_t esz = faid_dtype_size(h->dtype);
+    uint64_t expect = (uint64_t)h->rows * (uint64_t)h->cols * esz;
+    const uint8_t *p = zmq_msg_data(&slot->payload);
+    size_t len = zmq_msg_size(&slot->payload);
+    int rc = h->encoding == FAID_ENC_BSLZ4
+                 ? faid_bslz4_table(p, len, esz, expect, &slot->table, &d)
+                 : faid_lz4h5_table(p, len, expect, &slot->table, &d);
+    slot->has_table = rc == 0;
+    slot->table_us = (double)(faid_now_ns() - t0) / 1e3;
+}
+
 /* Hands a valid frame to the workers under the backpressure policy. */
 static void enqueue(ingest *in, faid_slot *slot)
 {
@@ -246,6 +277,7 @@ static void handle_image(ingest *in, faid_slot *slot, int nparts)
         return;
     }
     atomic_fetch_or(&s->dtypes_seen, 1u << (unsigned)h->dtype);
+    parse_table(slot);
     slot->kind = FAID_SLOT_FRAME;
     enqueue(in, slot);
 }

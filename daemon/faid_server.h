@@ -66,6 +66,13 @@ typedef struct faid_slot {
     zmq_msg_t hdr, payload; /* received parts, kept as the frame (no copy) */
     int has_hdr, has_payload;
     faid_in_header h; /* decoded header; user_data points into hdr */
+    /* Block table of a bslz4 / lz4 payload, parsed by ingest while the bytes are hot in its
+     * cache, so the worker's submit skips that serial walk. Arrays allocated with the slot
+     * (grown only when a reload brings a larger frame); has_table = 0 when the payload is not
+     * of those encodings or its table did not parse: the engine then parses and judges it. */
+    faid_block_table table;
+    int has_table;
+    double table_us; /* ingest time of that parse */
     faid_gen *gen;    /* reference held while the slot carries a frame or a start */
     int64_t recv_mono_ns, recv_wall_ns;
     /* series accounting: seq identifies a series instance even if series_id repeats */
@@ -101,6 +108,10 @@ typedef struct faid_worker {
     pthread_t thread;
     int started;
     atomic_uint_fast64_t processed, failed, busy_ns;
+    /* host time per processed frame, summed (status "host_us", "table_us"): the worker's
+     * submit (copy into pinned staging, block table when ingest had none) and ingest's
+     * block-table parse */
+    atomic_uint_fast64_t host_ns, table_ns, timed;
     atomic_uint_fast64_t busy_frac_bits; /* double: busy fraction over the last interval */
 } faid_worker;
 
@@ -163,6 +174,11 @@ void faid_slot_put(faid_server *s, faid_slot *slot);
 void faid_slot_clear_frame(faid_slot *slot);
 /* Makes sure slot->out holds at least n bytes (grows only when a bigger setup appears). */
 int faid_slot_reserve(faid_slot *slot, size_t n);
+/* Block-table capacity for every bslz4 / lz4 frame of setup su the engine takes (default
+ * blocks, up to 4-byte pixels: the engine's own table is sized the same way). */
+uint32_t faid_slot_table_blocks(const faid_setup *su);
+/* Makes sure slot->table holds at least cap blocks (grows only when a bigger setup appears). */
+int faid_slot_reserve_table(faid_slot *slot, uint32_t cap, faid_diag *d);
 
 /* Threads. */
 void *faid_ingest_main(void *server);

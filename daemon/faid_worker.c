@@ -182,6 +182,10 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
         faid_stats_latency(&s->stats, done_mono - slot->recv_mono_ns);
         faid_stat_add(&s->stats.processed, 1);
         faid_stat_add(&wk->processed, 1);
+        const faid_stage_times *t = &g->results[wk->index]->t;
+        faid_stat_add(&wk->host_ns, (uint64_t)(t->stage_us * 1e3));
+        faid_stat_add(&wk->table_ns, (uint64_t)(slot->table_us * 1e3));
+        faid_stat_add(&wk->timed, 1);
         /* The payload is no longer needed; the generation reference stays with the slot until
          * the publisher has announced that setup. */
         if (slot->has_payload) {
@@ -257,8 +261,9 @@ static void submit(wstate *w, faid_slot *slot, int64_t pop_ns)
     int rc;
     /* With batches a slot closed before it was full holds fewer frames, so the engine may be
      * full before depth frames are in flight: the oldest frame makes room. */
-    while ((rc = faid_engine_submit(w->active->engines[wk->index], &f, slot->h.frame_id, &d)) ==
-               FAID_EBUSY &&
+    const faid_block_table *table = slot->has_table ? &slot->table : NULL;
+    while ((rc = faid_engine_submit_table(w->active->engines[wk->index], &f, table,
+                                          slot->h.frame_id, &d)) == FAID_EBUSY &&
            w->q.n > 0) {
         faid_diag_clear(&d);
         collect_one(w);
