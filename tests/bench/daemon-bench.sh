@@ -51,7 +51,7 @@ ctl=$BIN/faidctl
 status=0
 
 # Pipeline settings of the daemon. The daemon is bound by host work per frame (copy into pinned
-# staging, block-table parse on the worker thread), not by the GPU stage, so the settings that
+# staging on the worker thread, block-table parse on the ingest thread), not by the GPU stage: the settings that
 # maximise faid-bench's GPU-stage throughput (many frames in flight, large batches) do not carry
 # over: on an H200, 8 in flight with batches of 2 reached 90.7 % of the transport ceiling, 32
 # with batches of 4 only 68 %. Override with INFLIGHT / BATCH.
