@@ -1007,42 +1007,79 @@ static double ev_us(cl_event ev)
     return b > a ? (double)(b - a) * 1e-3 : 0.0;
 }
 
-/* Arguments of the one-frame integration kernels (fused: the frame at element raw_off of
- * d_raw; unfused: d_pre). */
-static int set_int_args(faid_engine *e, cl_kernel k, int fused, const eng_res *r,
-                        const eng_slot *sl, const eng_matrix *m, size_t wg, cl_int out_off,
-                        cl_int sum_off, cl_uint raw_off, faid_diag *d)
+/* The correction flags every raw-reading kernel takes after its buffers (do_dark, do_dummy,
+ * dummy, delta_dummy), set from argument *a on; *a ends past them. */
+static int set_corr_args(cl_kernel k, cl_uint *a, const eng_res *r, faid_diag *d)
 {
     const faid_corrections *c = &r->setup->corr;
-    cl_uint a = 0;
+    cl_int do_dark = r->do_dark, do_dummy = c->do_dummy;
+    cl_float dummy = c->dummy, ddummy = c->delta_dummy;
+    FAID_CL_TRY(d, clSetKernelArg(k, (*a)++, sizeof do_dark, &do_dark));
+    FAID_CL_TRY(d, clSetKernelArg(k, (*a)++, sizeof do_dummy, &do_dummy));
+    FAID_CL_TRY(d, clSetKernelArg(k, (*a)++, sizeof dummy, &dummy));
+    FAID_CL_TRY(d, clSetKernelArg(k, (*a)++, sizeof ddummy, &ddummy));
+    return FAID_OK;
+}
+
+/* The matrix m and the output buffer, as every integration kernel takes them (indptr, indices,
+ * coef, has_coef, nbins, empty, d_out), set from argument *a on; *a ends past them. */
+static int set_matrix_args(cl_kernel k, cl_uint *a, const eng_res *r, const eng_slot *sl,
+                           const eng_matrix *m, faid_diag *d)
+{
     cl_int nb = m->nbins, hc = m->has_coef;
-    cl_float empty = c->empty;
+    cl_float empty = r->setup->corr.empty;
+    FAID_CL_TRY(d, clSetKernelArg(k, (*a)++, sizeof(cl_mem), &m->indptr));
+    FAID_CL_TRY(d, clSetKernelArg(k, (*a)++, sizeof(cl_mem), &m->indices));
+    FAID_CL_TRY(d, clSetKernelArg(k, (*a)++, sizeof(cl_mem), &m->coef));
+    FAID_CL_TRY(d, clSetKernelArg(k, (*a)++, sizeof hc, &hc));
+    FAID_CL_TRY(d, clSetKernelArg(k, (*a)++, sizeof nb, &nb));
+    FAID_CL_TRY(d, clSetKernelArg(k, (*a)++, sizeof empty, &empty));
+    FAID_CL_TRY(d, clSetKernelArg(k, (*a)++, sizeof(cl_mem), &sl->d_out));
+    return FAID_OK;
+}
+
+/* Arguments of the one-frame integration kernels (fused: the frame at element raw_off of
+ * d_raw; unfused: d_pre). */
+static int set_int_args(cl_kernel k, int fused, const eng_res *r, const eng_slot *sl,
+                        const eng_matrix *m, size_t wg, cl_int out_off, cl_int sum_off,
+                        cl_uint raw_off, faid_diag *d)
+{
+    cl_uint a = 0;
+    int rc;
     if (fused) {
-        cl_int do_dark = r->do_dark, do_dummy = c->do_dummy;
-        cl_float dummy = c->dummy, ddummy = c->delta_dummy;
         FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
         FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
         FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
-        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
-        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
-        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof dummy, &dummy));
-        FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
+        if ((rc = set_corr_args(k, &a, r, d)))
+            return rc;
     } else {
         FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
     }
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indptr));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indices));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->coef));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof hc, &hc));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof nb, &nb));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof empty, &empty));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_out));
+    if ((rc = set_matrix_args(k, &a, r, sl, m, d)))
+        return rc;
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof out_off, &out_off));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof sum_off, &sum_off));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, wg * ACC_BYTES, NULL));
     if (fused)
         FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof raw_off, &raw_off));
-    (void)e;
+    return FAID_OK;
+}
+
+/* Arguments of the preprocessing kernel: frame at element raw_off of d_raw into d_pre. */
+static int set_pre_args(cl_kernel k, const eng_res *r, const eng_slot *sl, cl_uint raw_off,
+                        faid_diag *d)
+{
+    cl_uint a = 0;
+    cl_int npix = (cl_int)r->npix;
+    int rc;
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof npix, &npix));
+    if ((rc = set_corr_args(k, &a, r, d)))
+        return rc;
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
+    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof raw_off, &raw_off));
     return FAID_OK;
 }
 
@@ -1073,14 +1110,12 @@ static void sum_place(const eng_res *r, const eng_slot *sl, const eng_matrix *m,
 static int set_batch_args(cl_kernel k, int rows, const eng_res *r, const eng_slot *sl,
                           const eng_matrix *m, size_t wg, cl_uint raw_stride, faid_diag *d)
 {
-    const faid_corrections *c = &r->setup->corr;
     cl_uint a = 0;
-    cl_int nb = m->nbins, hc = m->has_coef, n = sl->n, os = (cl_int)sl->out_stride;
+    cl_int n = sl->n, os = (cl_int)sl->out_stride;
     cl_int out_off = m->out_off, sum_off, ss;
     sum_place(r, sl, m, &sum_off, &ss);
-    cl_int do_dark = r->do_dark, do_dummy = c->do_dummy;
-    cl_float empty = c->empty, dummy = c->dummy, ddummy = c->delta_dummy;
     const cl_uint zero = 0;
+    int rc;
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
     if (rows)
         FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof zero, &zero));
@@ -1088,17 +1123,8 @@ static int set_batch_args(cl_kernel k, int rows, const eng_res *r, const eng_slo
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof n, &n));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof dummy, &dummy));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indptr));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indices));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->coef));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof hc, &hc));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof nb, &nb));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof empty, &empty));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_out));
+    if ((rc = set_corr_args(k, &a, r, d)) || (rc = set_matrix_args(k, &a, r, sl, m, d)))
+        return rc;
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof out_off, &out_off));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof os, &os));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof sum_off, &sum_off));
@@ -1113,19 +1139,14 @@ static int set_rows_pre_args(cl_kernel k, const eng_res *r, const eng_slot *sl,
                              const eng_matrix *m, int f, faid_diag *d)
 {
     cl_uint a = 0;
-    cl_int nb = m->nbins, hc = m->has_coef, sum_off, ss;
+    cl_int sum_off, ss;
     sum_place(r, sl, m, &sum_off, &ss);
     cl_int out_off = (cl_int)((size_t)f * sl->out_stride) + m->out_off;
     sum_off += f * ss;
-    cl_float empty = r->setup->corr.empty;
+    int rc;
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indptr));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->indices));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &m->coef));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof hc, &hc));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof nb, &nb));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof empty, &empty));
-    FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_out));
+    if ((rc = set_matrix_args(k, &a, r, sl, m, d)))
+        return rc;
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof out_off, &out_off));
     FAID_CL_TRY(d, clSetKernelArg(k, a++, sizeof sum_off, &sum_off));
     return FAID_OK;
@@ -1380,20 +1401,10 @@ static int slot_close(faid_engine *e, eng_slot *sl, faid_diag *d)
         eng_lane *ln = &sl->lane[f];
         cl_uint raw_off = (cl_uint)((size_t)f * sl->raw_stride / esz);
         if (!e->fused) {
-            cl_int npix = (cl_int)r->npix, do_dark = r->do_dark, do_dummy = c->do_dummy;
-            cl_float dummy = c->dummy, ddummy = c->delta_dummy;
             cl_kernel k = p->pre;
-            cl_uint a = 0;
-            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_raw));
-            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_dark));
-            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &r->d_normp));
-            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof npix, &npix));
-            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dark, &do_dark));
-            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof do_dummy, &do_dummy));
-            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof dummy, &dummy));
-            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof ddummy, &ddummy));
-            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof(cl_mem), &sl->d_pre));
-            FAID_CL_TRY_GOTO(d, rc, fail, clSetKernelArg(k, a++, sizeof raw_off, &raw_off));
+            if ((rc = set_pre_args(k, r, sl, raw_off, d)))
+                goto fail;
+            rc = FAID_ECL;
             size_t lws = e->ctx->info.is_gpu ? 256 : 64;
             if (lws > e->ctx->info.max_wg)
                 lws = e->ctx->info.max_wg;
@@ -1419,7 +1430,7 @@ static int slot_close(faid_engine *e, eng_slot *sl, faid_diag *d)
                 gws = (size_t)mx->nbins * lws;
                 cl_int soff, ss;
                 sum_place(r, sl, mx, &soff, &ss);
-                rc = set_int_args(e, k, e->fused, r, sl, mx, lws, off + mx->out_off,
+                rc = set_int_args(k, e->fused, r, sl, mx, lws, off + mx->out_off,
                                   soff + f * ss, raw_off, d);
             }
             if (rc)
