@@ -116,14 +116,66 @@ int faid_bslz4_header(const uint8_t *src, size_t len, uint64_t *total_bytes,
     return FAID_OK;
 }
 
-static int table_reserve(faid_block_table *t, uint64_t nb, faid_diag *d)
+/* Reads the 12-byte header both block formats share and checks it against the chunk length and
+ * the decoded size the caller expects (0: any); fmt names the format in messages. */
+static int table_header(const uint8_t *src, size_t len, uint64_t expect_bytes, const char *fmt,
+                        uint64_t *total, uint32_t *bbytes, faid_diag *d)
 {
+    int rc = faid_bslz4_header(src, len, total, bbytes, d);
+    if (rc)
+        return rc;
+    if (len > UINT32_MAX)
+        return faid_fail(d, FAID_EUNSUP, "%s: chunk of %zu bytes exceeds 4 GiB", fmt, len);
+    if (expect_bytes && *total != expect_bytes)
+        return faid_fail(d, FAID_ESIZE,
+                         "%s: header says %llu decoded bytes, expected %llu from shape and dtype",
+                         fmt, (unsigned long long)*total, (unsigned long long)expect_bytes);
+    return FAID_OK;
+}
+
+/* Checks that the len-byte chunk can hold nb blocks (a 4-byte prefix and at least one byte each)
+ * before t is filled with them, so a forged header cannot make the parser loop for long. */
+static int table_reserve(faid_block_table *t, size_t len, uint64_t nb, uint64_t total,
+                         const char *fmt, faid_diag *d)
+{
+    if (nb > (len - 12) / 5)
+        return faid_fail(d, FAID_ETRUNC,
+                         "%s: %zu bytes cannot hold the %llu blocks of a chunk that decodes to "
+                         "%llu bytes",
+                         fmt, len, (unsigned long long)nb, (unsigned long long)total);
     if (nb > t->cap)
         return faid_fail(d, FAID_ESIZE,
                          "chunk has %llu blocks, more than the %u the block table was sized for",
                          (unsigned long long)nb, t->cap);
     if (nb && (!t->offset || !t->csize))
         return faid_fail(d, FAID_EINVAL, "block table has no arrays");
+    return FAID_OK;
+}
+
+/* Reads the big-endian length prefix of block k of nb at *pos and records the block in t; *pos
+ * ends past the block. A length outside 1..maxc is corrupt; what names it in the message. */
+static int table_block(faid_block_table *t, const uint8_t *src, size_t len, uint64_t *pos,
+                       uint64_t k, uint64_t nb, uint64_t maxc, const char *fmt, const char *what,
+                       faid_diag *d)
+{
+    if (len - *pos < 4)
+        return faid_fail(d, FAID_ETRUNC,
+                         "%s: chunk ends at byte %zu before the prefix of block %llu of %llu", fmt,
+                         len, (unsigned long long)k, (unsigned long long)nb);
+    uint32_t c = be32(src + *pos);
+    *pos += 4;
+    if (c == 0 || c > maxc)
+        return faid_fail(d, FAID_ECORRUPT,
+                         "%s: block %llu has %s %u (allowed 1..%llu) at byte %llu", fmt,
+                         (unsigned long long)k, what, c, (unsigned long long)maxc,
+                         (unsigned long long)(*pos - 4));
+    if (c > len - *pos)
+        return faid_fail(d, FAID_ETRUNC,
+                         "%s: block %llu needs %u bytes at byte %llu but the chunk has only %zu",
+                         fmt, (unsigned long long)k, c, (unsigned long long)*pos, len);
+    t->offset[k] = (uint32_t)*pos;
+    t->csize[k] = c;
+    *pos += c;
     return FAID_OK;
 }
 
@@ -135,15 +187,9 @@ int faid_bslz4_table(const uint8_t *src, size_t len, size_t elem_size, uint64_t 
                          elem_size, FAID_BSLZ4_MAX_ELEM);
     uint64_t total = 0;
     uint32_t bbytes = 0;
-    int rc = faid_bslz4_header(src, len, &total, &bbytes, d);
+    int rc = table_header(src, len, expect_bytes, "bslz4", &total, &bbytes, d);
     if (rc)
         return rc;
-    if (len > UINT32_MAX)
-        return faid_fail(d, FAID_EUNSUP, "bslz4: chunk of %zu bytes exceeds 4 GiB", len);
-    if (expect_bytes && total != expect_bytes)
-        return faid_fail(d, FAID_ESIZE,
-                         "bslz4: header says %llu decoded bytes, expected %llu from shape and dtype",
-                         (unsigned long long)total, (unsigned long long)expect_bytes);
     if (total % elem_size)
         return faid_fail(d, FAID_EFORMAT,
                          "bslz4: decoded size %llu is not a multiple of the element size %zu",
@@ -158,36 +204,15 @@ int faid_bslz4_table(const uint8_t *src, size_t len, size_t elem_size, uint64_t 
     uint64_t m8 = (n % bs) & ~(uint64_t)7;
     uint64_t nb = nfull + (m8 > 0);
     uint64_t tail = (n % 8) * elem_size;
-    if (nb > (len - 12) / 5)
-        return faid_fail(d, FAID_ETRUNC, "bslz4: %zu bytes cannot hold the %llu blocks of a "
-                                         "chunk that decodes to %llu bytes",
-                         len, (unsigned long long)nb, (unsigned long long)total);
-    rc = table_reserve(t, nb, d);
+    rc = table_reserve(t, len, nb, total, "bslz4", d);
     if (rc)
         return rc;
     uint64_t pos = 12;
     for (uint64_t k = 0; k < nb; k++) {
         uint64_t dec = k < nfull ? bbytes : m8 * elem_size;
-        if (len - pos < 4)
-            return faid_fail(d, FAID_ETRUNC,
-                             "bslz4: chunk ends at byte %zu before the prefix of block %llu of %llu",
-                             len, (unsigned long long)k, (unsigned long long)nb);
-        uint32_t c = be32(src + pos);
-        pos += 4;
-        if (c == 0 || c > lz4_bound(dec))
-            return faid_fail(d, FAID_ECORRUPT,
-                             "bslz4: block %llu has compressed length %u (allowed 1..%llu) at "
-                             "byte %llu",
-                             (unsigned long long)k, c, (unsigned long long)lz4_bound(dec),
-                             (unsigned long long)(pos - 4));
-        if (c > len - pos)
-            return faid_fail(d, FAID_ETRUNC,
-                             "bslz4: block %llu needs %u bytes at byte %llu but the chunk has "
-                             "only %zu",
-                             (unsigned long long)k, c, (unsigned long long)pos, len);
-        t->offset[k] = (uint32_t)pos;
-        t->csize[k] = c;
-        pos += c;
+        rc = table_block(t, src, len, &pos, k, nb, lz4_bound(dec), "bslz4", "compressed length", d);
+        if (rc)
+            return rc;
     }
     if (len - pos < tail)
         return faid_fail(d, FAID_ETRUNC,
@@ -212,49 +237,24 @@ int faid_lz4h5_table(const uint8_t *src, size_t len, uint64_t expect_bytes, faid
 {
     uint64_t total = 0;
     uint32_t bbytes = 0;
-    int rc = faid_bslz4_header(src, len, &total, &bbytes, d);
+    int rc = table_header(src, len, expect_bytes, "lz4", &total, &bbytes, d);
     if (rc)
         return rc;
-    if (len > UINT32_MAX)
-        return faid_fail(d, FAID_EUNSUP, "lz4: chunk of %zu bytes exceeds 4 GiB", len);
-    if (expect_bytes && total != expect_bytes)
-        return faid_fail(d, FAID_ESIZE,
-                         "lz4: header says %llu decoded bytes, expected %llu from shape and dtype",
-                         (unsigned long long)total, (unsigned long long)expect_bytes);
     if (bbytes == 0 && total > 0)
         return faid_fail(d, FAID_EFORMAT, "lz4: header block size is 0");
     /* The HDF5 LZ4 filter clamps its block size to the chunk size when it writes. */
     uint64_t eff = bbytes < total ? bbytes : total;
     uint64_t nb = eff ? (total + eff - 1) / eff : 0;
-    if (nb > (len - 12) / 5)
-        return faid_fail(d, FAID_ETRUNC, "lz4: %zu bytes cannot hold the %llu blocks of a chunk "
-                                         "that decodes to %llu bytes",
-                         len, (unsigned long long)nb, (unsigned long long)total);
-    rc = table_reserve(t, nb, d);
+    rc = table_reserve(t, len, nb, total, "lz4", d);
     if (rc)
         return rc;
     uint64_t pos = 12;
     for (uint64_t k = 0; k < nb; k++) {
         uint64_t dec = total - k * eff < eff ? total - k * eff : eff;
-        if (len - pos < 4)
-            return faid_fail(d, FAID_ETRUNC,
-                             "lz4: chunk ends at byte %zu before the prefix of block %llu of %llu",
-                             len, (unsigned long long)k, (unsigned long long)nb);
-        uint32_t c = be32(src + pos);
-        pos += 4;
         /* A block that compresses to its own size or more is stored raw with length = size. */
-        if (c == 0 || c > dec)
-            return faid_fail(d, FAID_ECORRUPT,
-                             "lz4: block %llu has length %u (allowed 1..%llu) at byte %llu",
-                             (unsigned long long)k, c, (unsigned long long)dec,
-                             (unsigned long long)(pos - 4));
-        if (c > len - pos)
-            return faid_fail(d, FAID_ETRUNC,
-                             "lz4: block %llu needs %u bytes at byte %llu but the chunk has only %zu",
-                             (unsigned long long)k, c, (unsigned long long)pos, len);
-        t->offset[k] = (uint32_t)pos;
-        t->csize[k] = c;
-        pos += c;
+        rc = table_block(t, src, len, &pos, k, nb, dec, "lz4", "length", d);
+        if (rc)
+            return rc;
     }
     if (pos != len)
         return faid_fail(d, FAID_EFORMAT, "lz4: %llu unexpected bytes after the last block",
