@@ -1,4 +1,5 @@
-/* faidctl: subcommand dispatch, version and top-level help. */
+/* faidctl: subcommand dispatch, version and top-level help, and the stop flag that the
+ * long-running subcommands share. */
 #include "faidctl.h"
 
 #include <stdio.h>
@@ -21,6 +22,24 @@ static const struct {
     {"reset", faidctl_control, "reset the daemon's aggregate counters"},
     {"stop", faidctl_control, "stop the daemon cleanly"},
 };
+
+volatile sig_atomic_t faidctl_stop;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    faidctl_stop = 1;
+}
+
+void faidctl_catch_stop(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 static void usage(FILE *f)
 {

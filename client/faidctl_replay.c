@@ -32,14 +32,6 @@
 #define DEFAULT_TO "tcp://127.0.0.1:5555"
 #define MAX_NPY 64
 
-static volatile sig_atomic_t stop_flag;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_flag = 1;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -358,7 +350,7 @@ static int make_synthetic(const char *preset, const char *config, int distinct, 
         rc = d && d->code ? d->code : FAID_EINVAL;
         goto out;
     }
-    for (int k = 0; k < distinct && rc == 0 && !stop_flag; k++) {
+    for (int k = 0; k < distinct && rc == 0 && !faidctl_stop; k++) {
         rc = faid_synth_frame(syn, (uint64_t)k, r->dtype, raw, r->raw_bytes, d);
         if (rc == 0)
             rc = frames_add(r, raw, d);
@@ -385,7 +377,7 @@ static int parse_u64(const char *s, uint64_t *out)
 static void sleep_until(int64_t t_ns)
 {
     struct timespec ts = {(time_t)(t_ns / 1000000000LL), (long)(t_ns % 1000000000LL)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !stop_flag)
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !faidctl_stop)
         ;
 }
 
@@ -501,12 +493,7 @@ int faidctl_replay(int argc, char **argv)
         return 2;
     }
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    faidctl_catch_stop();
 
     faid_diag d;
     faid_diag_clear(&d);
@@ -528,7 +515,7 @@ int faidctl_replay(int argc, char **argv)
         frames_free(&fr);
         return 1;
     }
-    if (stop_flag) {
+    if (faidctl_stop) {
         frames_free(&fr);
         return 1;
     }
@@ -578,7 +565,7 @@ int faidctl_replay(int argc, char **argv)
     h.dtype = fr.dtype;
     h.encoding = enc;
     h.has_timestamp = 1;
-    for (uint64_t k = 0; k < frames && status == 0 && !stop_flag; k++) {
+    for (uint64_t k = 0; k < frames && status == 0 && !faidctl_stop; k++) {
         if (rate > 0)
             sleep_until(t0 + (int64_t)((double)k * 1e9 / rate));
         const frame_buf *b = &fr.f[k % (uint64_t)fr.n];
@@ -627,7 +614,7 @@ int faidctl_replay(int argc, char **argv)
     printf("rate: %.1f frames/s, %.1f MB/s over %.3f s (of which %.3f s flushing the queue)\n",
            el > 0 ? (double)sent / el : 0.0, el > 0 ? (double)bytes / 1e6 / el : 0.0, el,
            (double)(t2 - t1) / 1e9);
-    if (stop_flag && status == 0) {
+    if (faidctl_stop && status == 0) {
         fprintf(stderr, "faidctl replay: interrupted after %llu frames\n",
                 (unsigned long long)sent);
         status = 1;

@@ -27,14 +27,6 @@
  * (bounds the bitmap at 16 MiB whatever ids a sender invents). */
 #define MAX_TRACKED_IDS (1ull << 27)
 
-static volatile sig_atomic_t stop_flag;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_flag = 1;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -222,12 +214,7 @@ int faidctl_sub(int argc, char **argv)
         fprintf(stderr, "faidctl sub: %s\n", d.msg);
         return 1;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    faidctl_catch_stop();
 
     int tty = isatty(STDERR_FILENO);
     sub_stats st;
@@ -247,7 +234,7 @@ int faidctl_sub(int argc, char **argv)
     int64_t deadline = timeout > 0 ? t0 + (int64_t)(timeout * 1e9) : INT64_MAX;
 
     for (;;) {
-        if (stop_flag)
+        if (faidctl_stop)
             break;
         int64_t now = faid_now_ns();
         if (now >= deadline) {
