@@ -1090,19 +1090,31 @@ int faid_proto_encode_input(const faid_in_header *h, void *buf, size_t cap, size
 static const char *const out_names[] = {"invalid",      FAID_TOPIC_START, FAID_TOPIC_RESULT,
                                         FAID_TOPIC_END, FAID_TOPIC_STATS, FAID_TOPIC_ERROR};
 
+#define NNAMES(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Entry v of a name table whose entry 0 is "invalid" (also for v out of range). */
+static const char *table_name(const char *const *names, size_t n, int v)
+{
+    return v < 0 || (size_t)v >= n ? names[0] : names[v];
+}
+
+/* Index of the name (not NUL-terminated, len bytes) in a name table, 0 ("invalid") if absent. */
+static int table_parse(const char *const *names, size_t n, const char *name, size_t len)
+{
+    for (size_t k = 1; k < n; k++)
+        if (strlen(names[k]) == len && memcmp(names[k], name, len) == 0)
+            return (int)k;
+    return 0;
+}
+
 const char *faid_out_type_name(faid_out_type t)
 {
-    if ((int)t < 0 || (size_t)t >= sizeof(out_names) / sizeof(out_names[0]))
-        return "invalid";
-    return out_names[t];
+    return table_name(out_names, NNAMES(out_names), (int)t);
 }
 
 faid_out_type faid_out_type_parse(const char *name, size_t len)
 {
-    for (size_t k = 1; k < sizeof(out_names) / sizeof(out_names[0]); k++)
-        if (strlen(out_names[k]) == len && memcmp(out_names[k], name, len) == 0)
-            return (faid_out_type)k;
-    return FAID_OUT_INVALID;
+    return (faid_out_type)table_parse(out_names, NNAMES(out_names), name, len);
 }
 
 int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_diag *d)
@@ -1217,17 +1229,12 @@ static const char *const ctl_names[] = {"invalid", "status", "config", "reload",
 
 const char *faid_ctl_cmd_name(faid_ctl_cmd c)
 {
-    if ((int)c < 0 || (size_t)c >= sizeof(ctl_names) / sizeof(ctl_names[0]))
-        return "invalid";
-    return ctl_names[c];
+    return table_name(ctl_names, NNAMES(ctl_names), (int)c);
 }
 
 faid_ctl_cmd faid_ctl_cmd_parse(const char *name, size_t len)
 {
-    for (size_t k = 1; k < sizeof(ctl_names) / sizeof(ctl_names[0]); k++)
-        if (strlen(ctl_names[k]) == len && memcmp(ctl_names[k], name, len) == 0)
-            return (faid_ctl_cmd)k;
-    return FAID_CTL_INVALID;
+    return (faid_ctl_cmd)table_parse(ctl_names, NNAMES(ctl_names), name, len);
 }
 
 int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, size_t *out_len,
