@@ -11,6 +11,7 @@
 #   6. prints throughput, latency and where the profiles went, and stops the daemon cleanly.
 #
 #   bash deploy/demo.sh        FAID_DEMO_FRAMES=N (default 20), FAID_BUILD_DIR=..., FAID_DEVICE=...
+#                              (FAID_DEMO_PREBUILT=1: use the binaries in $FAID_BIN, no install/build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${FAID_BUILD_DIR:-build}
@@ -18,13 +19,18 @@ frames=${FAID_DEMO_FRAMES:-20}
 device=${FAID_DEVICE:-auto}
 jobs=$(nproc 2>/dev/null || echo 2)
 
-echo "== faid demo: dependencies"
-bash deploy/install-deps.sh
+if [ "${FAID_DEMO_PREBUILT:-0}" = 1 ]; then
+    # The test suite runs the demo on the binaries it has just built (and must not rebuild).
+    bin=${FAID_BIN:-$build/bin}
+else
+    echo "== faid demo: dependencies"
+    bash deploy/install-deps.sh
 
-echo "== faid demo: build ($build)"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$jobs" --target faid faidctl
-bin=$build/bin
+    echo "== faid demo: build ($build)"
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$build" -j"$jobs" --target faid faidctl
+    bin=$build/bin
+fi
 
 echo "== faid demo: OpenCL devices"
 "$bin/faidctl" devices || true
@@ -75,7 +81,10 @@ echo "== faid demo: summary"
 n=$(find "$out" -name '*.dat' | wc -l)
 first=$(find "$out" -name '*.dat' | sort | head -n 1)
 echo "profiles: $n files in $out (columns: radial I sigma std count)"
-[ -n "$first" ] && { echo "first profile: $first"; grep -v '^#' "$first" | sort -g -r -k2 | head -n 3 |
-    sed 's/^/  strongest bin: /'; }
+if [ -n "$first" ]; then
+    echo "first profile: $first"
+    # sed reads all of sort's output (head would close the pipe early: SIGPIPE under pipefail).
+    grep -v '^#' "$first" | sort -g -r -k2 | sed -n '1,3s/^/  strongest bin: /p'
+fi
 echo "daemon log: $work/faid.log; faid exit status $faid_rc"
 [ "$sub_rc" -eq 0 ] && [ "$faid_rc" -eq 0 ] && [ "$n" -eq "$frames" ]
