@@ -19,7 +19,6 @@
 
 #define MAX_SERIES        32
 #define END_WAIT_NS       (30ll * 1000000000ll)
-#define LOSSLESS_GRACE_NS (5ll * 1000000000ll)
 
 typedef struct series_rec {
     int used;
@@ -88,7 +87,7 @@ static void send_lossless(publisher *p, const char *topic, const void *body, siz
             int64_t now = faid_now_ns();
             if (!p->drain_since_ns)
                 p->drain_since_ns = now;
-            if (now - p->drain_since_ns > LOSSLESS_GRACE_NS) {
+            if (now - p->drain_since_ns > s->lossless_grace_ns) {
                 faid_stats_drop(&s->stats, FAID_DROP_LOSSLESS_SHUTDOWN);
                 return;
             }

@@ -294,6 +294,7 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     s->start_mono_ns = faid_now_ns();
     s->next_version = 1;
     s->max_user_data = MAX_USER_DATA;
+    s->lossless_grace_ns = (int64_t)(cfg->lossless_shutdown_timeout * 1e9);
     atomic_init(&s->dtypes_seen, 0u);
 
     if (parse_devices(s, cfg->devices, d))
@@ -340,17 +341,20 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         faid_fail(d, FAID_EZMQ, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
         goto fail;
     }
-    /* Two I/O threads: the input connection's reads do not share a thread with the result
-     * sends, and on loopback one connection moved 5.8 GB/s with two against 4.2 GB/s with one
-     * (reference/performance.md). Must precede the first socket; a failure only costs speed. */
-    if (zmq_ctx_set(s->zctx, ZMQ_IO_THREADS, 2) != 0)
-        FAID_WARN("server", "ZMQ_IO_THREADS 2: %s", zmq_strerror(zmq_errno()));
+    /* input.io_threads, default two: the input connection's reads do not share a thread with
+     * the result sends, and on loopback one connection moved 5.8 GB/s with two against 4.2 GB/s
+     * with one (reference/performance.md). Must precede the first socket; a failure only costs
+     * speed. */
+    int io_threads = cfg->io_threads > 0 ? cfg->io_threads : 2;
+    if (zmq_ctx_set(s->zctx, ZMQ_IO_THREADS, io_threads) != 0)
+        FAID_WARN("server", "ZMQ_IO_THREADS %d: %s", io_threads, zmq_strerror(zmq_errno()));
     s->pull = make_socket(s, ZMQ_PULL, cfg->input_endpoint, cfg->input_bind, depth, 0, "input", d);
     if (!s->pull)
         goto fail;
     /* A subscriber that is behind holds at most this many messages in faid's memory (results of
-     * a large 2D cake are megabytes each); beyond it ZeroMQ drops for that subscriber alone. */
-    int pub_hwm = 2 * depth > 16 ? 2 * depth : 16;
+     * a large 2D cake are megabytes each); beyond it ZeroMQ drops for that subscriber alone.
+     * output.sndhwm 0 picks a bound that follows the queue. */
+    int pub_hwm = cfg->sndhwm > 0 ? cfg->sndhwm : (2 * depth > 16 ? 2 * depth : 16);
     s->pub = make_socket(s, ZMQ_PUB, cfg->output_endpoint, 1, pub_hwm, 1000, "output", d);
     if (!s->pub)
         goto fail;
@@ -464,6 +468,9 @@ static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
     FIXED_STR(devices, "devices")
     FIXED_INT(queue_depth, "queue.depth")
     FIXED_INT(queue_policy, "queue.policy")
+    FIXED_INT(io_threads, "input.io_threads")
+    FIXED_INT(sndhwm, "output.sndhwm")
+    FIXED_INT(lossless_shutdown_timeout, "output.lossless_shutdown_timeout")
 #undef FIXED_STR
 #undef FIXED_INT
     return 0;

@@ -127,6 +127,7 @@ struct faid_server {
     faid_slot *slots;
     size_t nslots;
     size_t max_user_data;
+    int64_t lossless_grace_ns;    /* output.lossless_shutdown_timeout, fixed at start */
 
     pthread_mutex_t gen_mu;
     faid_gen *gen; /* current generation */

@@ -158,12 +158,22 @@ static const faid_option options[] = {
     SIMPLE("input.max_frame_bytes", FAID_OT_INT64, "bytes", 1024, 68719476736.0, "268435456", 0,
            NULL, max_frame_bytes, 0,
            "Largest accepted frame message; larger ones are rejected and counted."),
+    SIMPLE("input.io_threads", FAID_OT_INT, "threads", 1, 16, "2", 0, NULL, io_threads, 0,
+           "ZeroMQ I/O threads of the daemon (input reads and result sends; two keep the input "
+           "connection's reads off the thread that sends results)."),
     SIMPLE("output.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5556", 0, NULL, output_endpoint,
            256, "ZeroMQ PUB endpoint results are published on."),
     SIMPLE("output.lossless_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL,
            lossless_endpoint, 256,
            "Optional PUSH endpoint that receives every result (blocking, never drops). null = "
            "off."),
+    SIMPLE("output.sndhwm", FAID_OT_INT, "messages", 0, 1048576, "0", 0, NULL, sndhwm, 0,
+           "Messages the PUB socket queues for a subscriber that is behind; beyond it that "
+           "subscriber alone loses messages. 0 = max(2 x queue.depth, 16)."),
+    SIMPLE("output.lossless_shutdown_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "5.0", 0, NULL,
+           lossless_shutdown_timeout, 0,
+           "Longest total wait for the lossless consumer during shutdown; results still unsent "
+           "then are dropped and counted (output.lossless_shutdown)."),
     SIMPLE("control.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://127.0.0.1:5557", 0, NULL,
            control_endpoint, 256,
            "ZeroMQ REP endpoint of the control socket (status, config get, reload, stop)."),

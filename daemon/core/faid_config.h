@@ -57,6 +57,8 @@ typedef struct faid_config {
     char input_protocol[32];           /* auto | native | dectris-v1 | dectris-v2 */
     char output_endpoint[256];
     char lossless_endpoint[256];       /* "" = none */
+    int sndhwm;                        /* PUB high-water mark, 0 = automatic */
+    double lossless_shutdown_timeout;  /* s */
     char control_endpoint[256];
     char devices[128];                 /* auto | cpu | ref | "0,1" */
     int queue_depth;
@@ -64,6 +66,7 @@ typedef struct faid_config {
     int inflight;                      /* frames in flight per device (slots with batch) */
     int batch;                         /* frames per integration pass */
     int64_t max_frame_bytes;
+    int io_threads;                    /* ZeroMQ I/O threads */
     double stats_interval;             /* s */
     char log_level[16];
 

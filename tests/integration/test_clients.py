@@ -403,9 +403,12 @@ def test_replay_faid_sub(tmp_path, procs):
 input:
   endpoint: %s
   mode: bind
+  io_threads: 3
 output:
   endpoint: %s
   lossless_endpoint: %s
+  sndhwm: 100
+  lossless_shutdown_timeout: 2.5
 control:
   endpoint: %s
 devices: ref
@@ -460,6 +463,9 @@ stats:
     assert status["ok"] is True and status["counters"]["received"] == nframes
     config = ctl_json(p_ctl, "config")
     assert "npt: 64" in config["config"]
+    # The non-default socket settings reached the daemon's configuration.
+    for line in ("io_threads: 3", "sndhwm: 100", "lossless_shutdown_timeout: 2.5"):
+        assert line in config["config"], config["config"]
     rc, out, err = run([FAIDCTL, "status", "--control", ep(p_ctl)])
     assert rc == 0 and "counters:" in out
     rc, out, err = run([FAIDCTL, "stop", "--control", ep(p_ctl)])

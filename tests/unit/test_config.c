@@ -117,6 +117,8 @@ static const char *sample_value(const faid_option *o, char *buf, size_t cap)
     case FAID_OT_INT:
     case FAID_OT_INT64:
         snprintf(buf, cap, "%.0f", o->min + 1 <= o->max ? o->min + 1 : o->min);
+        if (o->def && strcmp(buf, o->def) == 0) /* min + 1 is the default: take the minimum */
+            snprintf(buf, cap, "%.0f", o->min);
         return buf;
     case FAID_OT_DOUBLE:
         snprintf(buf, cap, "%.17g", o->max < 1e300 ? 0.25 * o->min + 0.75 * o->max
@@ -415,7 +417,8 @@ static void test_round_trip(void)
         " solid_angle: false, polarization_factor: -0.3, radial_range: [1, 50.5],"
         " azimuth_range: [-45.5, 170], npt_azim: 90, dark: 'with space.npy', flat: \"q\\\"uote.npy\","
         " dummy: -2, delta_dummy: 0.1, normalization_factor: 1e5, empty: -.inf}\n"
-        "output: {lossless_endpoint: 'ipc:///tmp/x'}\n"
+        "input: {io_threads: 3}\n"
+        "output: {lossless_endpoint: 'ipc:///tmp/x', sndhwm: 7, lossless_shutdown_timeout: 0.25}\n"
         "devices: [1, 0]\nqueue: {depth: 3, policy: drop_newest}\nlog: {level: error}\n",
         "geometry: {poni_file: custom.poni, rot1: 0.5}\n",
     };
