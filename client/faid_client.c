@@ -6,6 +6,7 @@
 
 #include "faid_dtype.h"
 #include "faid_log.h"
+#include "faid_npy.h"
 
 #include <errno.h>
 #include <math.h>
@@ -711,18 +712,24 @@ int faid_sender_image(faid_sender *s, const faid_in_header *h, const void *paylo
 /* ------------------------------------------------------------------------------------------- */
 /* .dat files                                                                                    */
 
-int faid_dat_path(char *out, size_t cap, const char *dir, const char *stem, uint64_t frame_id,
-                  faid_diag *d)
+/* A series stem as a file name part: characters outside [A-Za-z0-9._-] become '_'. */
+static void clean_stem(char clean[256], const char *stem)
 {
-    char clean[256];
     size_t j = 0;
-    for (const char *p = stem && *stem ? stem : "frame"; *p && j + 1 < sizeof(clean); p++) {
+    for (const char *p = stem && *stem ? stem : "frame"; *p && j + 1 < 256; p++) {
         char ch = *p;
         int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
                  ch == '.' || ch == '_' || ch == '-';
         clean[j++] = ok ? ch : '_';
     }
     clean[j] = '\0';
+}
+
+int faid_dat_path(char *out, size_t cap, const char *dir, const char *stem, uint64_t frame_id,
+                  faid_diag *d)
+{
+    char clean[256];
+    clean_stem(clean, stem);
     int n = snprintf(out, cap, "%s%s%s_%05llu.dat", dir && *dir ? dir : "",
                      dir && *dir ? "/" : "", clean, (unsigned long long)frame_id);
     if (n < 0 || (size_t)n >= cap)
@@ -783,6 +790,61 @@ int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *p
                        faid_diag *d)
 {
     return faid_result_write_dat(&s->series, &msg->m, path, d);
+}
+
+int faid_result_write_2d_npy(const faid_out_msg *m, const char *dir, const char *stem,
+                             int *nfiles, faid_diag *d)
+{
+    if (nfiles)
+        *nfiles = 0;
+    if (m->type != FAID_OUT_RESULT || m->I_2d.nelem == 0)
+        return 0;
+    const faid_array_view *a[3] = {&m->I_2d, &m->sigma_2d, &m->count_2d};
+    const char *key[3] = {FAID_K_I2D, FAID_K_SIGMA2D, FAID_K_COUNT2D};
+    const char *name[3] = {"I", "sigma", "count"};
+    unsigned long long frame = (unsigned long long)m->frame_id;
+    if (m->I_2d.ndim != 2)
+        return faid_fail(d, FAID_EFORMAT, "result of frame %llu: \"%s\" has %d dimensions, not 2",
+                         frame, FAID_K_I2D, m->I_2d.ndim);
+    size_t shape[2] = {(size_t)m->I_2d.shape[0], (size_t)m->I_2d.shape[1]};
+    size_t n = (size_t)m->I_2d.nelem;
+    double *v = malloc(n * sizeof(double));
+    float *f = malloc(n * sizeof(float));
+    char clean[256];
+    clean_stem(clean, stem);
+    int rc = v && f ? 0
+                    : faid_fail(d, FAID_ENOMEM, "result of frame %llu: out of memory for the 2D "
+                                                "cake", frame);
+    for (int k = 0; k < 3 && !rc; k++) {
+        if (a[k]->nelem == 0)
+            continue;
+        if (a[k]->ndim != 2 || a[k]->shape[0] != shape[0] || a[k]->shape[1] != shape[1]) {
+            rc = faid_fail(d, FAID_EFORMAT, "result of frame %llu: \"%s\" is not shaped like "
+                           "\"%s\" (%zu, %zu)", frame, key[k], FAID_K_I2D, shape[0], shape[1]);
+            break;
+        }
+        if ((rc = faid_array_view_to_f64(a[k], v, n, d))) {
+            faid_diag_prefix(d, "result of frame %llu, key \"%s\": ", frame, key[k]);
+            break;
+        }
+        for (size_t i = 0; i < n; i++)
+            f[i] = (float)v[i];
+        char path[4096];
+        int len = snprintf(path, sizeof(path), "%s%s%s_%05llu_2d_%s.npy", dir && *dir ? dir : "",
+                           dir && *dir ? "/" : "", clean, frame, name[k]);
+        if (len < 0 || (size_t)len >= sizeof(path)) {
+            rc = faid_fail(d, FAID_ESIZE, "output path for frame %llu in %s is too long", frame,
+                           dir ? dir : ".");
+            break;
+        }
+        if ((rc = faid_npy_write(path, FAID_DT_F32, 2, shape, f, d)))
+            break;
+        if (nfiles)
+            (*nfiles)++;
+    }
+    free(v);
+    free(f);
+    return rc;
 }
 
 int faid_result_write_dat(const faid_series_info *si, const faid_out_msg *m, const char *path,

@@ -168,6 +168,12 @@ void faid_dat_series_stem(char *out, size_t cap, uint64_t series_id, const char 
  * was seen and matches in length, else the bin index with unit "bin"); si may be NULL. */
 int faid_result_write_dat(const faid_series_info *si, const faid_out_msg *m, const char *path,
                           faid_diag *d);
+/* Writes the 2D cake of result m (I_2d, sigma_2d, count_2d, each (npt_azim, npt)) as float32
+ * .npy files DIR/STEM_FFFFF_2d_{I,sigma,count}.npy, named as `faidctl process` names its own
+ * (stem cleaned as faid_dat_path does). *nfiles (may be NULL) receives how many were written: 0
+ * when the result carries no cake. */
+int faid_result_write_2d_npy(const faid_out_msg *m, const char *dir, const char *stem,
+                             int *nfiles, faid_diag *d);
 /* The same with the series information of s. */
 int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,
                        faid_diag *d);

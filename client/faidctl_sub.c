@@ -1,7 +1,7 @@
 /* faidctl sub: subscribes to a daemon's output, shows a live one-line summary (results/s, latency,
  * frames missing by id, messages lost by sequence number, errors), optionally prints every message
- * as a JSON line and writes every profile as a .dat file, and ends after N results, the end of a
- * series, a timeout or Ctrl-C with a summary on stdout.
+ * as a JSON line and writes every profile as a .dat file (and a 2D cake as .npy files), and ends
+ * after N results, the end of a series, a timeout or Ctrl-C with a summary on stdout.
  *
  * Gap accounting: frames may arrive out of order (several devices), so the frame ids seen in the
  * current series are kept in a bitmap and "missing" is the number of ids between the smallest and
@@ -37,7 +37,8 @@ static void usage(FILE *f)
             "  --count N        stop after N results\n"
             "  --timeout S      stop after S seconds (exit status 1 if --count was not reached)\n"
             "  --until-end      stop after the first series end message\n"
-            "  --out DIR        write each profile to DIR/<series>_<frame_id>.dat\n"
+            "  --out DIR        write each profile to DIR/<series>_<frame_id>.dat, and a 2D\n"
+            "                   cake to DIR/<series>_<frame_id>_2d_{I,sigma,count}.npy\n"
             "  --json           print every message as one JSON line on stdout\n"
             "  --quiet          no live summary line on stderr\n"
             "  --rcvhwm N       receive high-water mark in messages (default ZeroMQ's)\n",
@@ -337,14 +338,16 @@ int faidctl_sub(int argc, char **argv)
                                      si->valid && si->series_id == m->series_id
                                          ? si->series_unique_id
                                          : NULL);
+                int n2d = 0;
                 if (faid_dat_path(path, sizeof(path), outdir, stem, m->frame_id, &d) != 0 ||
-                    faid_sub_write_dat(s, &msg, path, &d) != 0) {
+                    faid_sub_write_dat(s, &msg, path, &d) != 0 ||
+                    faid_result_write_2d_npy(m, outdir, stem, &n2d, &d) != 0) {
                     fprintf(stderr, "%sfaidctl sub: %s\n", tty && !quiet ? "\n" : "", d.msg);
                     status = 1;
                     why = "write error";
                     goto done;
                 }
-                st.files++;
+                st.files += 1 + (uint64_t)n2d;
             }
             break;
         }

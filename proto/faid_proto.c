@@ -1144,6 +1144,12 @@ int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_
             arr = &m->count;
         else if (faid_mp_str_eq(&key, FAID_K_RADIAL))
             arr = &m->radial;
+        else if (faid_mp_str_eq(&key, FAID_K_I2D))
+            arr = &m->I_2d;
+        else if (faid_mp_str_eq(&key, FAID_K_SIGMA2D))
+            arr = &m->sigma_2d;
+        else if (faid_mp_str_eq(&key, FAID_K_COUNT2D))
+            arr = &m->count_2d;
         if (arr) {
             if ((rc = faid_proto_read_array(&r, arr, d))) {
                 char name[64];

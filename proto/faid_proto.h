@@ -286,6 +286,7 @@ typedef struct faid_out_msg {
     uint64_t msg_number;
     /* result */
     faid_array_view I, sigma, std, count;
+    faid_array_view I_2d, sigma_2d, count_2d; /* cake (npt_azim, npt); nelem 0 without one */
     double latency_us;
     int device;
     /* start */

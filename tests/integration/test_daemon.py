@@ -514,7 +514,7 @@ def test_backpressure_policies(daemons, policy):
 def test_cake_results_match_faidctl_process(daemons, tmpdir_):
     # With integration.npt_azim the result carries the 2D cake, laid out (npt_azim, npt) like
     # pyFAI's integrate2d and faidctl process's *_2d_*.npy, with the same bits.
-    d = daemons(extra="", npt=48)
+    d = daemons(extra="", npt=48, lossless=True)
     with open(d.config) as f:
         text = f.read()
     with open(d.config, "w") as f:
@@ -523,6 +523,11 @@ def test_cake_results_match_faidctl_process(daemons, tmpdir_):
     assert r["ok"], r
     rx = Receiver(d)
     rx.settle()
+    # faidctl sub --out on the lossless output (which waits for it) writes the cake as .npy.
+    subdir = os.path.join(tmpdir_, "sub")
+    sub = subprocess.Popen([FAIDCTL, "sub", "--from", ep(d.ports["lossless"]), "--lossless",
+                            "--count", "3", "--timeout", str(LONG), "--out", subdir, "--quiet"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tx = Sender(d)
     imgs = frames(3, seed=5)
     tx.start(series_id=7, nimages=len(imgs))
@@ -531,6 +536,18 @@ def test_cake_results_match_faidctl_process(daemons, tmpdir_):
     tx.end(series_id=7)
     rx.collect_until_end()
     results = {r["frame_id"]: r for r in rx.of("result")}
+    sub_out, sub_err = sub.communicate(timeout=LONG)
+    assert sub.returncode == 0, sub_err
+    assert "files: 12 written" in sub_out, sub_out
+    stems = {f.split("_00000_2d_")[0] for f in os.listdir(subdir) if "_00000_2d_" in f}
+    assert len(stems) == 1, sorted(os.listdir(subdir))
+    stem = stems.pop()
+    for i in range(len(imgs)):
+        for key, name in (("I_2d", "I"), ("sigma_2d", "sigma"), ("count_2d", "count")):
+            got = np.load(os.path.join(subdir, "%s_%05d_2d_%s.npy" % (stem, i, name)))
+            want = arr(results[i][key])
+            assert got.dtype == np.float32 and got.shape == want.shape == (36, 48), key
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), key
     start = [s for s in rx.of("start") if s["setup_version"] == results[0]["setup_version"]][-1]
     assert arr(start["azimuthal"]).shape == (36,)
 
