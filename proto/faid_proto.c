@@ -552,17 +552,27 @@ static void printable(const faid_mp_obj *o, char *out, size_t cap)
     out[j < cap ? j : cap - 1] = '\0';
 }
 
+/* Starts reading buf as one msgpack map: *o receives the map (o->len entries follow in r). */
+static int open_map(faid_mpr *r, const void *buf, size_t len, faid_mp_obj *o, const char *what,
+                    faid_diag *d)
+{
+    faid_mpr_init(r, buf, len);
+    int rc = faid_mpr_next(r, o, d);
+    if (rc)
+        return rc;
+    if (o->type != FAID_MP_MAP)
+        return faid_fail(d, FAID_EFORMAT, "%s is not a msgpack map", what);
+    return 0;
+}
+
 int faid_proto_map_find(const void *buf, size_t len, const char *key, faid_mp_obj *val,
                         faid_mpr *at, faid_diag *d)
 {
     faid_mpr r;
     faid_mp_obj o;
-    faid_mpr_init(&r, buf, len);
-    int rc = faid_mpr_next(&r, &o, d);
+    int rc = open_map(&r, buf, len, &o, "message", d);
     if (rc)
         return rc;
-    if (o.type != FAID_MP_MAP)
-        return faid_fail(d, FAID_EFORMAT, "message is not a msgpack map");
     for (uint32_t k = 0; k < o.len; k++) {
         faid_mp_obj kk;
         if ((rc = faid_mpr_next(&r, &kk, d)))
@@ -858,13 +868,12 @@ int faid_proto_decode_input(const void *buf, size_t len, faid_in_header *h, faid
     memset(h, 0, sizeof(*h));
     h->nimages = -1;
     h->dtype = FAID_DT_INVALID;
-    faid_mpr r;
-    faid_mp_obj o;
-    faid_mpr_init(&r, buf, len);
     if (!faid_proto_is_native(buf, len))
         return faid_fail(d, FAID_EFORMAT, "header is not a msgpack map (first byte 0x%02x)",
                          len ? ((const uint8_t *)buf)[0] : 0);
-    int rc = faid_mpr_next(&r, &o, d);
+    faid_mpr r;
+    faid_mp_obj o;
+    int rc = open_map(&r, buf, len, &o, "header", d);
     if (rc)
         return rc;
     int have_version = 0, have_series = 0, have_shape = 0, have_encoding = 0;
@@ -1123,12 +1132,9 @@ int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_
     m->device = -1;
     faid_mpr r;
     faid_mp_obj o;
-    faid_mpr_init(&r, buf, len);
-    int rc = faid_mpr_next(&r, &o, d);
+    int rc = open_map(&r, buf, len, &o, "output message", d);
     if (rc)
         return rc;
-    if (o.type != FAID_MP_MAP)
-        return faid_fail(d, FAID_EFORMAT, "output message is not a msgpack map");
     for (uint32_t k = 0; k < o.len; k++) {
         faid_mp_obj key, v;
         if ((rc = read_key(&r, &key, d)))
@@ -1286,8 +1292,7 @@ int faid_proto_decode_request(const void *buf, size_t len, faid_ctl_request *q, 
     }
     faid_mpr r;
     faid_mp_obj o;
-    faid_mpr_init(&r, buf, len);
-    int rc = faid_mpr_next(&r, &o, d);
+    int rc = open_map(&r, buf, len, &o, "control: request", d);
     if (rc)
         return rc;
     for (uint32_t k = 0; k < o.len; k++) {
