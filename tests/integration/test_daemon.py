@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -148,6 +149,11 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.returncode = self.proc.wait()
+            if self.returncode != 0:
+                # pytest shows captured stderr of a failing test: the daemon's last log lines
+                # (an ASan or libzmq report included) say why it did not exit cleanly.
+                sys.stderr.write("faid exited with %s; its log:\n%s\n"
+                                 % (self.returncode, self.logtext()))
         return self.returncode
 
     def stop(self):
