@@ -10,6 +10,7 @@
  * Per-frame problems are logged with rate limiting: a stream of garbage must not flood the log. */
 #include "faid_server.h"
 
+#include "faid_input.h"
 #include "faid_log.h"
 
 #include <stdio.h>
@@ -25,6 +26,7 @@ typedef struct ingest {
     uint64_t series_id;
     char uid[FAID_SERIES_UID_MAX];
     uint64_t frames; /* frames of the open series so far */
+    faid_input_msg msg; /* the message being handled (large: kept off the stack) */
 } ingest;
 
 static faid_ratelimit rl_bad, rl_drop;
@@ -143,15 +145,10 @@ static uint64_t be64(const uint8_t *p)
 
 /* Cheap checks before a frame occupies a device: sizes against the setup. The full decode is
  * validated by the engine (the worker answers corrupt payloads). */
-static int validate_image(const faid_server *s, faid_slot *slot, int nparts, faid_diag *d)
+static int validate_image(const faid_server *s, faid_slot *slot, faid_diag *d)
 {
     const faid_in_header *h = &slot->h;
     const faid_setup *su = slot->gen->setup;
-    if (nparts != 2)
-        return faid_fail(d, FAID_EPROTO,
-                         "image message has %d part(s), expected 2 (header, "
-                         "payload)",
-                         nparts);
     size_t len = zmq_msg_size(&slot->payload);
     if (su->cfg.max_frame_bytes > 0 && (int64_t)len > su->cfg.max_frame_bytes)
         return faid_fail(d, FAID_ESIZE, "payload of %zu bytes exceeds max_frame_bytes %lld", len,
@@ -254,7 +251,9 @@ static void enqueue(ingest *in, faid_slot *slot)
     to_publisher(in, victim);
 }
 
-static void handle_image(ingest *in, faid_slot *slot, int nparts)
+/* format_err: the input format's verdict on a message whose header was read (parts or payload
+ * at fault), or NULL; such a frame still counts in its series. */
+static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_err)
 {
     faid_server *s = in->s;
     faid_in_header *h = &slot->h;
@@ -270,9 +269,13 @@ static void handle_image(ingest *in, faid_slot *slot, int nparts)
     snprintf(slot->series_uid, sizeof(slot->series_uid), "%s", in->uid);
     slot->has_frame_id = 1;
     slot->frame_id = h->frame_id;
+    if (format_err) {
+        reject(in, slot, format_err, 1);
+        return;
+    }
     faid_diag d;
     faid_diag_clear(&d);
-    if (validate_image(s, slot, nparts, &d)) {
+    if (validate_image(s, slot, &d)) {
         reject(in, slot, &d, 1);
         return;
     }
@@ -326,19 +329,16 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
     faid_diag_clear(&d);
     slot->recv_mono_ns = faid_now_ns();
     slot->recv_wall_ns = faid_wall_ns();
-    const void *hb = zmq_msg_data(&slot->hdr);
-    size_t hl = zmq_msg_size(&slot->hdr);
-    if (!faid_proto_is_native(hb, hl)) {
-        faid_fail(&d, FAID_EPROTO,
-                  "first part is not a msgpack map (first byte 0x%02x, %zu "
-                  "bytes): not a native faid message",
-                  hl ? ((const uint8_t *)hb)[0] : 0, hl);
-        faid_stat_add(&s->stats.received_bytes, bytes);
-        reject(in, slot, &d, 0);
-        return;
-    }
-    int rc = faid_proto_decode_input(hb, hl, &slot->h, &d);
-    if (rc) {
+    /* The input format decides (faid_input.h); ingest still keeps two parts, as many as the
+     * native format has. */
+    faid_input_part parts[2] = {
+        {zmq_msg_data(&slot->hdr), zmq_msg_size(&slot->hdr)},
+        {slot->has_payload ? zmq_msg_data(&slot->payload) : NULL,
+         slot->has_payload ? zmq_msg_size(&slot->payload) : 0},
+    };
+    int rc = faid_input_decode(FAID_PROTOCOL_NATIVE, parts, nparts, NULL, &in->msg, &d);
+    slot->h = in->msg.h;
+    if (rc && !(in->msg.header_ok && slot->h.type == FAID_IN_IMAGE)) {
         faid_stat_add(&s->stats.received_bytes, bytes);
         /* An image whose header names its frame still counts as a frame of the open series
          * when we know which series that is; otherwise it is bad input outside any series. */
@@ -350,26 +350,16 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
         faid_stat_add(&s->stats.received, 1);
         faid_stat_add(&s->stats.received_bytes, bytes);
         slot->gen = faid_server_current_gen(s);
-        handle_image(in, slot, nparts);
+        handle_image(in, slot, rc ? &d : NULL);
         return;
     case FAID_IN_START:
         faid_stat_add(&s->stats.received_bytes, bytes);
-        if (nparts != 1) {
-            faid_fail(&d, FAID_EPROTO, "start message has %d parts, expected 1", nparts);
-            reject(in, slot, &d, 0);
-            return;
-        }
         close_series(in, "superseded");
         open_series(in, slot->h.series_id, slot->h.series_unique_id, "series", slot,
                     slot->h.nimages);
         return;
     case FAID_IN_END:
         faid_stat_add(&s->stats.received_bytes, bytes);
-        if (nparts != 1) {
-            faid_fail(&d, FAID_EPROTO, "end message has %d parts, expected 1", nparts);
-            reject(in, slot, &d, 0);
-            return;
-        }
         if (!in->open || in->series_id != slot->h.series_id) {
             if (in->open)
                 faid_fail(&d, FAID_EPROTO, "end of series %llu while series %llu is open",

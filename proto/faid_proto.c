@@ -806,6 +806,8 @@ const char *faid_in_type_name(faid_in_type t)
         return "image";
     case FAID_IN_END:
         return "end";
+    case FAID_IN_OTHER:
+        return "other";
     default:
         return "invalid";
     }

@@ -226,6 +226,7 @@ typedef enum {
     FAID_IN_START,
     FAID_IN_IMAGE,
     FAID_IN_END,
+    FAID_IN_OTHER, /* a message type faid has no use for (faid_input.h: Jungfraujoch extras) */
 } faid_in_type;
 
 #define FAID_SERIES_UID_MAX 64

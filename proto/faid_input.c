@@ -1,0 +1,122 @@
+/* faid_input: the registry of input formats, protocol names, per-message detection and the
+ * helpers every format shares (auxiliary arrays of start messages). The formats themselves live
+ * in faid_input_native.c, faid_input_dectris1.c and faid_input_dectris2.c. */
+#include "faid_input.h"
+
+#include <string.h>
+
+/* One table: protocol value, its input.protocol name, its format (NULL for auto). */
+static const struct {
+    faid_input_protocol p;
+    const char *name;
+    const faid_input_format *fmt;
+} protocols[] = {
+    {FAID_PROTOCOL_AUTO, "auto", NULL},
+    {FAID_PROTOCOL_NATIVE, "native", &faid_input_native},
+    {FAID_PROTOCOL_DECTRIS_V1, "dectris-v1", &faid_input_dectris_v1},
+    {FAID_PROTOCOL_DECTRIS_V2, "dectris-v2", &faid_input_dectris_v2},
+};
+#define NPROTOCOLS (sizeof(protocols) / sizeof(protocols[0]))
+
+/* Detection order of auto: the CBOR tag and the JSON object are unambiguous first bytes
+ * (d9 / '{'), disjoint from a msgpack map (0x80-0x8f, 0xde, 0xdf), so the order only matters
+ * for garbage. */
+static const faid_input_format *const auto_order[] = {
+    &faid_input_dectris_v2,
+    &faid_input_dectris_v1,
+    &faid_input_native,
+};
+
+int faid_input_protocol_parse(const char *name, faid_input_protocol *out)
+{
+    for (size_t k = 0; name && k < NPROTOCOLS; k++)
+        if (strcmp(name, protocols[k].name) == 0) {
+            *out = protocols[k].p;
+            return 0;
+        }
+    return -1;
+}
+
+const char *faid_input_protocol_name(faid_input_protocol p)
+{
+    for (size_t k = 0; k < NPROTOCOLS; k++)
+        if (protocols[k].p == p)
+            return protocols[k].name;
+    return "invalid";
+}
+
+const faid_input_format *faid_input_format_of(faid_input_protocol p)
+{
+    for (size_t k = 0; k < NPROTOCOLS; k++)
+        if (protocols[k].p == p)
+            return protocols[k].fmt;
+    return NULL;
+}
+
+const faid_input_format *faid_input_detect(faid_input_protocol p, const void *first, size_t len)
+{
+    if (p != FAID_PROTOCOL_AUTO)
+        return faid_input_format_of(p);
+    for (size_t k = 0; k < sizeof(auto_order) / sizeof(auto_order[0]); k++)
+        if (auto_order[k]->detect(first, len))
+            return auto_order[k];
+    return NULL;
+}
+
+int faid_input_available(faid_input_protocol p, faid_diag *d)
+{
+    for (size_t k = 0; k < NPROTOCOLS; k++) {
+        if (protocols[k].p != p)
+            continue;
+        if (protocols[k].fmt && !protocols[k].fmt->decode)
+            return faid_fail(d, FAID_EUNSUP, "input.protocol %s: this build cannot decode it yet",
+                             protocols[k].name);
+        return 0;
+    }
+    return faid_fail(d, FAID_EUNSUP, "input.protocol %d is not known", (int)p);
+}
+
+int faid_input_decode(faid_input_protocol p, const faid_input_part *parts, int nparts,
+                      const faid_input_opts *o, faid_input_msg *m, faid_diag *d)
+{
+    memset(m, 0, sizeof(*m));
+    m->h.nimages = -1;
+    m->nparts = nparts;
+    m->payload_part = -1;
+    m->channel_index = -1;
+    if (nparts < 1 || !parts)
+        return faid_fail(d, FAID_EPROTO, "message without parts");
+    const faid_input_format *f = faid_input_detect(p, parts[0].data, parts[0].len);
+    if (!f) {
+        const uint8_t *b = parts[0].data;
+        return faid_fail(d, FAID_EPROTO,
+                         "part 1 (%zu bytes, first byte 0x%02x) is neither DECTRIS stream v2 "
+                         "CBOR, DECTRIS stream v1 JSON nor a native msgpack map",
+                         parts[0].len, parts[0].len ? b[0] : 0);
+    }
+    m->format = f;
+    if (!f->decode)
+        return faid_fail(d, FAID_EUNSUP, "a %s message: this build cannot decode that format yet",
+                         f->name);
+    static const faid_input_opts none = {0};
+    return f->decode(parts, nparts, o ? o : &none, m, d);
+}
+
+size_t faid_input_array_bytes(const faid_input_array *a)
+{
+    if (!a || !a->present)
+        return 0;
+    return (size_t)(a->shape[0] * a->shape[1]) * faid_dtype_size(a->dtype);
+}
+
+int faid_input_array_decode(const faid_input_array *a, void *dst, size_t dst_len, faid_diag *d)
+{
+    if (!a->present)
+        return faid_fail(d, FAID_EINVAL, "array not present");
+    size_t want = faid_input_array_bytes(a);
+    if (dst_len != want)
+        return faid_fail(d, FAID_ESIZE, "array of %llu x %llu %s needs %zu bytes, buffer has %zu",
+                         (unsigned long long)a->shape[0], (unsigned long long)a->shape[1],
+                         faid_dtype_name(a->dtype), want, dst_len);
+    return faid_decode(a->encoding, a->data, a->len, faid_dtype_size(a->dtype), dst, dst_len, d);
+}
