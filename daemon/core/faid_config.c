@@ -415,6 +415,7 @@ typedef struct ctx {
     const char *what;  /* file name for messages */
     const char *base;  /* folder relative paths are resolved against, NULL = leave them */
     yaml_document_t *doc;
+    int is_file; /* a configuration file: an empty document is an error */
 } ctx;
 
 static int node_line(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
@@ -846,8 +847,16 @@ static int key_text(const ctx *c, const yaml_node_t *kn, const char **out, faid_
 static int apply_document(const ctx *c, faid_config *cfg, faid_diag *d)
 {
     yaml_node_t *root = yaml_document_get_root_node(c->doc);
+    /* An empty or comment-only file is far more likely a truncated or wrong file than a wish
+     * for the built-in EIGER 4M setup with its input on every interface: refuse it. Text given
+     * as a string (faidctl --preset, tests) may be empty; `{}` is the explicit "defaults". */
+    if ((!root || is_null(root)) && c->is_file)
+        return faid_fail(d, FAID_ECONFIG,
+                         "%s: empty configuration file (no keys, only comments or nothing); "
+                         "write `{}` to mean the built-in defaults",
+                         c->what);
     if (!root || is_null(root))
-        return 0; /* empty file: the defaults */
+        return 0; /* empty text: the defaults */
     if (root->type != YAML_MAPPING_NODE)
         return faid_fail(d, FAID_ECONFIG,
                          "%s:%d: expected a mapping of sections (detector:, geometry:, ...)",
@@ -937,14 +946,14 @@ static int load_doc(const char *yaml, size_t len, const char *what, yaml_documen
     return 0;
 }
 
-static int apply_text(const char *yaml, size_t len, const char *what, const char *base,
+static int apply_text(const char *yaml, size_t len, const char *what, const char *base, int is_file,
                       faid_config *cfg, faid_diag *d)
 {
     yaml_document_t doc;
     int rc = load_doc(yaml, len, what, &doc, d);
     if (rc)
         return rc;
-    ctx c = {what, base, &doc};
+    ctx c = {what, base, &doc, is_file};
     rc = apply_document(&c, cfg, d);
     yaml_document_delete(&doc);
     return rc;
@@ -959,7 +968,7 @@ static int apply_value_text(const faid_option *o, const char *text, const char *
     if (rc)
         return rc;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    ctx c = {what, NULL, &doc};
+    ctx c = {what, NULL, &doc, 0};
     if (!root)
         rc = faid_fail(d, FAID_ECONFIG, "%s: %s: empty value", what, o->name);
     else
@@ -1126,7 +1135,7 @@ void faid_config_default(faid_config *cfg)
 int faid_config_load_string(const char *yaml, size_t len, const char *what, faid_config *cfg,
                             faid_diag *d)
 {
-    int rc = apply_text(yaml, len, what, NULL, cfg, d);
+    int rc = apply_text(yaml, len, what, NULL, 0, cfg, d);
     if (rc)
         return rc;
     return resolve(cfg, what, d);
@@ -1185,7 +1194,7 @@ int faid_config_load(const char *path, faid_config *cfg, faid_diag *d)
     char saved_source[FAID_PATH_MAX];
     memcpy(saved_source, cfg->source, sizeof saved_source);
     snprintf(cfg->source, sizeof cfg->source, "%s", path);
-    rc = apply_text(buf, n, path, base, cfg, d);
+    rc = apply_text(buf, n, path, base, 1, cfg, d);
     free(buf);
     if (!rc)
         rc = faid_config_resolve(cfg, d);

@@ -319,6 +319,27 @@ static void test_errors(void)
     CHECK(faid_config_get(&c, "input.endpoint", buf, 4, &d) == FAID_ESIZE);
 }
 
+/* Issue 10 defect 12: an empty or comment-only file used to start the built-in default (EIGER
+ * 4M, input on every interface) without a word. It is an error naming the file; `{}` says
+ * "the defaults" on purpose. */
+static void test_empty_file(void)
+{
+    static const char *const empty[] = {"", "\n\n", "# nothing here\n  # at all\n", "~\n", "---\n"};
+    for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+        faid_config c;
+        faid_diag d = {0};
+        CHECK_MSG(load_file("empty.yaml", empty[i], &c, &d) == FAID_ECONFIG, "case %zu", i);
+        CHECK_MSG(strstr(d.msg, "empty.yaml") && strstr(d.msg, "empty configuration"),
+                  "case %zu: %s", i, d.msg);
+    }
+    faid_config c, def;
+    faid_diag d = {0};
+    faid_config_default(&def);
+    CHECK_MSG(load_file("braces.yaml", "{}\n", &c, &d) == 0, "%s", d.msg);
+    snprintf(def.source, sizeof def.source, "%s", c.source);
+    CHECK(faid_config_equal(&c, &def));
+}
+
 static void test_precedence(void)
 {
     /* A version-2 .poni for a detector faid has no preset for, and one naming a known model. */
@@ -408,14 +429,15 @@ static void test_relative_paths(void)
 static void test_round_trip(void)
 {
     static const char *docs[] = {
-        "",
+        "{}\n",
         "detector: {preset: null, shape: [100, 120], pixel_size: [1.0e-4, 1.2e-4], mask: /m.npy,"
         " orientation: 2}\n"
         "geometry: {dist: 0.123456789012345, poni1: -0.001, poni2: 3.3e-3, rot1: 0.1,"
         " rot2: -0.2, rot3: 3.0, wavelength: 7.3e-11}\n"
         "integration: {npt: 77, unit: 2th_deg, split: bbox, error_model: azimuthal,"
         " solid_angle: false, polarization_factor: -0.3, radial_range: [1, 50.5],"
-        " azimuth_range: [-45.5, 170], npt_azim: 90, dark: 'with space.npy', flat: \"q\\\"uote.npy\","
+        " azimuth_range: [-45.5, 170], npt_azim: 90, dark: 'with space.npy', flat: "
+        "\"q\\\"uote.npy\","
         " dummy: -2, delta_dummy: 0.1, normalization_factor: 1e5, empty: -.inf}\n"
         "input: {io_threads: 3}\n"
         "output: {lossless_endpoint: 'ipc:///tmp/x', sndhwm: 7, lossless_shutdown_timeout: 0.25}\n"
@@ -680,6 +702,7 @@ int main(void)
     test_every_key();
     test_issue_keys();
     test_errors();
+    test_empty_file();
     test_precedence();
     test_relative_paths();
     test_round_trip();
