@@ -404,6 +404,15 @@ static int table_for_chunk(const uint8_t *src, size_t len, size_t elem_size, siz
     return table_alloc(t, cap, d);
 }
 
+uint32_t faid_block_table_max_block(const faid_block_table *t)
+{
+    /* The parsers derive every block but the last from the header's block size and the last
+     * from what is left of the decoded size, so neither exceeds total_bytes. */
+    if (t->nblocks == 0)
+        return 0;
+    return t->nblocks > 1 && t->block_bytes > t->last_bytes ? t->block_bytes : t->last_bytes;
+}
+
 int faid_bslz4_decode_table(const uint8_t *src, const faid_block_table *t, void *dst,
                             size_t dst_len, void *scratch, faid_diag *d)
 {
@@ -434,7 +443,9 @@ int faid_bslz4_decode(const uint8_t *src, size_t len, size_t elem_size, void *ds
     rc = faid_bslz4_table(src, len, elem_size, dst_len, &t, d);
     uint8_t *scratch = NULL;
     if (!rc && t.nblocks) {
-        scratch = malloc(t.block_bytes);
+        /* What the blocks decode to, never the header's block size alone: a one-block chunk
+         * may claim 4 GiB blocks (the codec fuzz target ran out of memory in seconds). */
+        scratch = malloc(faid_block_table_max_block(&t));
         if (!scratch)
             rc = faid_fail(d, FAID_ENOMEM, "out of memory");
     }

@@ -82,8 +82,11 @@ int faid_lz4h5_table(const uint8_t *src, size_t len, uint64_t expect_bytes, faid
 /* Decoders: dst must hold exactly dst_len bytes, the expected decoded size. */
 int faid_bslz4_decode(const uint8_t *src, size_t len, size_t elem_size, void *dst, size_t dst_len,
                       faid_diag *d);
+/* Largest decoded size of one block of t (0 without blocks): at most t->total_bytes, even when
+ * the header claims a block size far beyond the chunk's decoded size. */
+uint32_t faid_block_table_max_block(const faid_block_table *t);
 /* Decodes a chunk whose table faid_bslz4_table already built (no allocation: scratch holds
- * t->block_bytes bytes). */
+ * faid_block_table_max_block(t) bytes). */
 int faid_bslz4_decode_table(const uint8_t *src, const faid_block_table *t, void *dst,
                             size_t dst_len, void *scratch, faid_diag *d);
 int faid_lz4h5_decode(const uint8_t *src, size_t len, void *dst, size_t dst_len, faid_diag *d);
