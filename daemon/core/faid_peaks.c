@@ -221,3 +221,103 @@ void faid_background_destroy(faid_background **bp)
     free(b);
     *bp = NULL;
 }
+
+faid_peak_geom *faid_peak_geom_alloc(int rows, int cols, int32_t nbins)
+{
+    if (rows < 1 || cols < 1 || nbins < 1 || (int64_t)rows * cols > INT32_MAX / 4)
+        return NULL;
+    faid_peak_geom *g = calloc(1, sizeof(*g));
+    if (!g)
+        return NULL;
+    size_t n = (size_t)rows * (size_t)cols;
+    g->rows = g->panel_rows = rows;
+    g->cols = g->panel_cols = cols;
+    g->nbins = nbins;
+    g->radius = malloc(n * sizeof(float));
+    g->radius_px = calloc(n, sizeof(float));
+    g->valid = calloc(n, 1);
+    g->radius1d = calloc((size_t)nbins, sizeof(float));
+    if (!g->radius || !g->radius_px || !g->valid || !g->radius1d) {
+        faid_peak_geom_destroy(&g);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        g->radius[i] = NAN;
+    return g;
+}
+
+void faid_peak_geom_destroy(faid_peak_geom **gp)
+{
+    if (!gp || !*gp)
+        return;
+    faid_peak_geom *g = *gp;
+    free(g->radius);
+    free(g->radius1d);
+    free(g->radius_px);
+    free(g->valid);
+    free(g);
+    *gp = NULL;
+}
+
+faid_peak_geom *faid_peak_geom_new(const faid_geometry *geo, const uint8_t *mask,
+                                   const faid_csr *csr, faid_unit unit, const faid_peak_params *p,
+                                   int panel_rows, int panel_cols, faid_diag *d)
+{
+    if (!geo || !csr || !p) {
+        faid_fail(d, FAID_EINVAL, "peaks: missing geometry, matrix or parameters");
+        return NULL;
+    }
+    if (csr->npt_azim != 0 || csr->npt_rad < 2) {
+        faid_fail(d, FAID_EINVAL, "peaks: the background needs a 1D matrix of >= 2 bins");
+        return NULL;
+    }
+    int rows = geo->rows, cols = geo->cols;
+    if (panel_rows <= 0)
+        panel_rows = rows;
+    if (panel_cols <= 0)
+        panel_cols = cols;
+    if (rows % panel_rows || cols % panel_cols) {
+        faid_fail(d, FAID_ESHAPE, "peaks: frame %dx%d is not a grid of %dx%d panels", rows, cols,
+                  panel_rows, panel_cols);
+        return NULL;
+    }
+    faid_peak_geom *g = faid_peak_geom_alloc(rows, cols, csr->npt_rad);
+    size_t n = (size_t)rows * (size_t)cols;
+    double *tmp = malloc(n * sizeof(double));
+    if (!g || !tmp) {
+        free(tmp);
+        faid_peak_geom_destroy(&g);
+        faid_fail(d, FAID_ENOMEM, "peaks: geometry maps for %dx%d pixels", rows, cols);
+        return NULL;
+    }
+    g->panel_rows = panel_rows;
+    g->panel_cols = panel_cols;
+    for (int32_t b = 0; b < csr->npt_rad; b++)
+        g->radius1d[b] = (float)csr->rad_centers[b];
+    g->rad_min = (float)csr->rad_min;
+    g->rad_max = (float)csr->rad_max;
+    int rc = faid_geometry_radial_centers(geo, unit, tmp);
+    if (rc) {
+        free(tmp);
+        faid_peak_geom_destroy(&g);
+        faid_fail(d, rc, "peaks: radial positions in %s", faid_unit_name(unit));
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        g->radius[i] = mask && mask[i] ? NAN : (float)tmp[i];
+    rc = faid_geometry_radial_centers(geo, FAID_UNIT_R_M, tmp);
+    if (rc) {
+        free(tmp);
+        faid_peak_geom_destroy(&g);
+        faid_fail(d, rc, "peaks: radial positions in r_m");
+        return NULL;
+    }
+    const double px = sqrt(geo->pixel1 * geo->pixel2);
+    for (size_t i = 0; i < n; i++) {
+        float r = (float)(tmp[i] / px);
+        g->radius_px[i] = r;
+        g->valid[i] = (!mask || !mask[i]) && r >= p->min_res && r <= p->max_res;
+    }
+    free(tmp);
+    return g;
+}

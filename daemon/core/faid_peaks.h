@@ -16,6 +16,7 @@
 #ifndef FAID_PEAKS_H
 #define FAID_PEAKS_H
 
+#include "faid_csr.h"
 #include "faid_err.h"
 
 #include <stdint.h>
@@ -89,7 +90,7 @@ typedef struct faid_peak_list {
     float *sigma;     /* pyfai: sqrt of the summed background variance; peakfinder8: local bg std */
     float *snr;       /* intensity / sigma */
     float *max_pixel; /* brightest pixel above the background */
-    int32_t *npix;    /* pixels in the peak (pyfai: positive pixels of the patch) */
+    int32_t *npix;    /* pixels in the peak (pyfai: above-threshold pixels of the patch) */
     int32_t *index;   /* flat pixel index row * cols + col of the peak's seed pixel */
 } faid_peak_list;
 
@@ -112,5 +113,34 @@ typedef struct faid_background {
 /* nbins >= 1; NULL on failure. */
 faid_background *faid_background_new(int32_t nbins);
 void faid_background_destroy(faid_background **b);
+
+/* What the peak finders need of the geometry, built once per setup.
+ *  - pyfai picker: `radius` per pixel in the background's radial unit (NaN where masked),
+ *    background bin centres `radius1d` (uniformly spaced, as pyFAI assumes) and the picking
+ *    window [rad_min, rad_max).
+ *  - peakfinder8: `radius_px` per pixel in pixels from the beam centre, `valid` (1 = usable: not
+ *    masked and min_res <= radius_px <= max_res, OM's convention) and the panel (ASIC) size;
+ *    the frame is a grid of panels of panel_rows x panel_cols pixels. */
+typedef struct faid_peak_geom {
+    int rows, cols;
+    int panel_rows, panel_cols;
+    int32_t nbins;
+    float *radius;   /* rows*cols */
+    float *radius1d; /* nbins */
+    float rad_min, rad_max;
+    float *radius_px; /* rows*cols */
+    uint8_t *valid;   /* rows*cols */
+} faid_peak_geom;
+
+/* Arrays allocated (radius NaN, valid 0), the whole frame one panel; for tests and drivers. */
+faid_peak_geom *faid_peak_geom_alloc(int rows, int cols, int32_t nbins);
+void faid_peak_geom_destroy(faid_peak_geom **g);
+/* From the geometry, the mask (non-zero = bad, may be NULL) and the background's CSR matrix
+ * (bin centres and range in `unit`, the matrix's unit): radius per pixel in `unit`, radius_px =
+ * r_m / sqrt(pixel1 * pixel2), validity from mask and p->min_res/max_res. panel_rows/cols: the
+ * panel size (0 = the whole frame); the frame must be a whole number of panels. */
+faid_peak_geom *faid_peak_geom_new(const faid_geometry *g, const uint8_t *mask, const faid_csr *csr,
+                                   faid_unit unit, const faid_peak_params *p, int panel_rows,
+                                   int panel_cols, faid_diag *d);
 
 #endif
