@@ -117,9 +117,11 @@ int faid_npy_parse(const void *buf, size_t len, const char *what, faid_array *ou
         if (errno || n > ((size_t)1 << 40))
             return faid_fail(d, FAID_EFORMAT, "%s: bad .npy shape", what);
         out->shape[ndim++] = (size_t)n;
-        count *= (size_t)n;
-        if (count > ((size_t)1 << 40))
+        /* Checked before multiplying: two dimensions of 2^40 wrapped the count to 0, which
+         * passed the size check with a shape that promised 2^80 elements (fuzz_npy). */
+        if (n && count > ((size_t)1 << 40) / n)
             return faid_fail(d, FAID_EFORMAT, "%s: .npy array too large", what);
+        count *= (size_t)n;
         v = end;
     }
     size_t esize = faid_dtype_size(t);
