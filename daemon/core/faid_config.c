@@ -9,6 +9,8 @@
  * the table, so documentation and behaviour cannot drift apart. */
 #include "faid_config.h"
 
+#include "faid_file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <float.h>
@@ -1143,39 +1145,14 @@ int faid_config_load_string(const char *yaml, size_t len, const char *what, faid
 
 int faid_config_load(const char *path, faid_config *cfg, faid_diag *d)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return faid_fail(d, FAID_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    int rc = 0;
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        if (cap >= (1u << 24)) {
-            rc = faid_fail(d, FAID_ESIZE, "%s: configuration file larger than 16 MiB", path);
-            break;
-        }
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf)
-        return faid_fail(d, FAID_ENOMEM, "%s: out of memory", path);
-    if (!rc && err)
-        rc = faid_fail(d, FAID_EIO, "%s: read error", path);
-    if (rc) {
-        free(buf);
+    /* Regular files only, opened without blocking (faid_file.h): a FIFO given to `reload`
+     * froze the control thread and SIGTERM until something wrote to it. */
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    int rc = faid_file_read_max(path, (size_t)1 << 24, &bytes, &n, d);
+    if (rc)
         return rc;
-    }
+    char *buf = (char *)bytes;
     /* Relative paths inside are relative to the file's folder, made absolute so that they stay
      * valid whatever the daemon's working directory becomes. */
     char dir[FAID_PATH_MAX];

@@ -4,6 +4,8 @@
  * rotation), so that values agree with it to a few ulp rather than merely to the formula. */
 #include "faid_geometry.h"
 
+#include "faid_file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -1029,25 +1031,16 @@ int faid_poni_read(const char *path, faid_geometry *g, char *detector, size_t de
 {
     if (!path)
         return faid_fail(d, FAID_EINVAL, "poni: no file name");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return faid_fail(d, FAID_EIO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(PONI_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return faid_fail(d, FAID_ENOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, PONI_MAX_BYTES + 1, f);
-    int err = ferror(f);
-    fclose(f);
-    int rc;
-    if (err)
-        rc = faid_fail(d, FAID_EIO, "%s: read error", path);
-    else if (n > PONI_MAX_BYTES)
-        rc = faid_fail(d, FAID_ESIZE, "%s: larger than %u bytes: not a .poni file", path,
-                       PONI_MAX_BYTES);
-    else
-        rc = faid_poni_parse(buf, n, path, g, detector, detector_cap, d);
+    /* Regular files only, opened without blocking (faid_file.h). */
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    int rc = faid_file_read_max(path, PONI_MAX_BYTES, &buf, &n, d);
+    if (rc == FAID_ESIZE)
+        return faid_fail(d, FAID_ESIZE, "%s: larger than %u bytes: not a .poni file", path,
+                         PONI_MAX_BYTES);
+    if (rc)
+        return rc;
+    rc = faid_poni_parse((const char *)buf, n, path, g, detector, detector_cap, d);
     free(buf);
     return rc;
 }

@@ -1,0 +1,54 @@
+"""Hardening of the daemon against hostile or careless peers and operators (issue 10): each test
+reproduces one defect from outside, the way it was found, with the real daemon and real clients.
+
+Nothing asserts on time: timeouts only turn hangs into failures. Helpers come from
+test_daemon.py (same folder)."""
+
+import os
+import signal
+
+from test_daemon import LONG, config_text, daemons, tmpdir_  # noqa: F401
+
+# A control request that hangs would hang the test: well under LONG, far over any real answer.
+PROMPT = 20
+
+
+def with_key(text, section, line):
+    """Inserts `line` (indented) right after the `section:` line of a config text."""
+    head = section + ":\n"
+    assert head in text
+    return text.replace(head, head + "  " + line + "\n", 1)
+
+
+def test_fifo_paths_are_refused_and_control_keeps_answering(daemons, tmpdir_):
+    # Defect 4: a reload naming a FIFO (the file itself, or its mask / dark / flat / .poni) froze
+    # the main thread in open(): control stopped answering and SIGTERM was ignored until
+    # something wrote to the FIFO. Each must be refused with a message naming the path.
+    d = daemons(npt=64)
+    fifo = os.path.join(tmpdir_, "pipe.fifo")
+    os.mkfifo(fifo)
+    base = config_text(d.ports, npt=64)
+    cases = {
+        "file": None,
+        "mask": with_key(base, "detector", "mask: " + fifo),
+        "dark": with_key(base, "integration", "dark: " + fifo),
+        "flat": with_key(base, "integration", "flat: " + fifo),
+        "poni": with_key(base, "geometry", "poni_file: " + fifo),
+    }
+    for what, text in cases.items():
+        if text is None:
+            path = fifo
+        else:
+            path = os.path.join(tmpdir_, "with_%s.yaml" % what)
+            with open(path, "w") as f:
+                f.write(text)
+        r = d.request({"cmd": "reload", "path": path}, timeout=PROMPT)
+        assert r["ok"] is False, (what, r)
+        assert fifo in r["error"] and "FIFO" in r["error"], (what, r["error"])
+        st = d.request({"cmd": "status"}, timeout=PROMPT)
+        assert st["ok"] and st["setup_version"] == 1, (what, st)
+    # SIGHUP re-reads the start file, which is fine: the daemon is still whole.
+    d.proc.send_signal(signal.SIGHUP)
+    assert d.request({"cmd": "ping"}, timeout=PROMPT)["ok"]
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(LONG) == 0
