@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 
 #define DEFAULT_CONTROL "tcp://127.0.0.1:5557"
@@ -22,8 +23,8 @@ static void usage(FILE *f, const char *cmd)
             "  --json              print the reply as JSON\n",
             cmd, strcmp(cmd, "reload") == 0 ? " [CONFIG]" : "", DEFAULT_CONTROL);
     if (strcmp(cmd, "reload") == 0)
-        fprintf(f, "  CONFIG              read this configuration file instead of the "
-                   "current one\n");
+        fprintf(f, "  CONFIG              read this configuration file once instead of the file\n"
+                   "                      faid was started with (which SIGHUP keeps re-reading)\n");
 }
 
 int faidctl_control(int argc, char **argv)
@@ -59,11 +60,15 @@ int faidctl_control(int argc, char **argv)
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
         } else if (q.cmd == FAID_CTL_RELOAD && a[0] != '-' && !q.path[0]) {
-            if (strlen(a) >= sizeof(q.path)) {
+            /* The daemon resolves paths against its own working directory: send the
+             * absolute path (as is when it does not resolve, for the daemon's message). */
+            char abs[PATH_MAX];
+            const char *send = a[0] != '/' && realpath(a, abs) ? abs : a;
+            int n = snprintf(q.path, sizeof(q.path), "%s", send);
+            if (n < 0 || (size_t)n >= sizeof(q.path)) {
                 fprintf(stderr, "faidctl reload: path too long: %s\n", a);
                 return 2;
             }
-            snprintf(q.path, sizeof(q.path), "%s", a);
         } else {
             fprintf(stderr, "faidctl %s: unknown or incomplete option '%s'\n", cmd, a);
             usage(stderr, cmd);

@@ -115,6 +115,12 @@ void faid_status_entries(faid_server *s, faid_mpw *w)
     kv_uint(w, FAID_K_SETUP_VERSION, g ? g->version : 0);
     faid_mpw_str(w, FAID_K_CONFIG_HASH);
     faid_mpw_str(w, g ? g->setup->config_hash : "");
+    /* Which file is in force, and the start file SIGHUP re-reads: they differ after a
+     * `reload PATH` from control. */
+    faid_mpw_str(w, FAID_K_CONFIG_FILE);
+    faid_mpw_str(w, g ? g->setup->cfg.source : "");
+    faid_mpw_str(w, FAID_K_CONFIG_START);
+    faid_mpw_str(w, s->config_path);
     faid_gen_release(&g);
 
     faid_counter_entries(s, w);
@@ -209,7 +215,7 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
         faid_mpw_str(w, FAID_K_CONFIG);
         faid_mpw_str(w, g ? g->config_yaml : "");
         faid_mpw_str(w, "source");
-        faid_mpw_str(w, s->config_path);
+        faid_mpw_str(w, g ? g->setup->cfg.source : "");
         faid_gen_release(&g);
         return;
     }

@@ -72,8 +72,8 @@ static void usage(FILE *out)
             "  -h, --help          this text\n"
             "  -V, --version       version of faid and of its wire protocol\n"
             "\n"
-            "Signals: SIGHUP reloads the configuration file; SIGTERM / SIGINT finish the frames\n"
-            "in flight, publish the series end and exit 0.\n");
+            "Signals: SIGHUP re-reads the -c file (never a file loaded by `faidctl reload FILE`);\n"
+            "SIGTERM / SIGINT finish the frames in flight, publish the series end and exit 0.\n");
 }
 
 /* Serves the control socket until a stop is requested. */

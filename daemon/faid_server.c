@@ -478,6 +478,8 @@ static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
 
 int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid_diag *d)
 {
+    /* A path from control is read once: it never replaces the start file, which SIGHUP and a
+     * reload without a path re-read (the setup says which file it came from). */
     char file[FAID_PATH_MAX];
     snprintf(file, sizeof(file), "%s", path && *path ? path : s->config_path);
     faid_config *nc = malloc(sizeof(*nc));
@@ -501,7 +503,6 @@ int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid
             *version = g->version;
             pthread_mutex_lock(&s->gen_mu);
             s->cfg = *nc;
-            snprintf(s->config_path, sizeof(s->config_path), "%s", file);
             pthread_mutex_unlock(&s->gen_mu);
             faid_server_swap_gen(s, g);
             FAID_INFO("server", "reloaded %s: setup version %llu", file[0] ? file : "(default)",

@@ -120,7 +120,7 @@ typedef enum { FAID_STATE_IDLE = 0, FAID_STATE_RUNNING, FAID_STATE_STOPPING } fa
 struct faid_server {
     faid_config cfg;                 /* effective configuration (main thread; guarded by gen_mu) */
     faid_queue_policy policy;        /* fixed for the life of the process */
-    char config_path[FAID_PATH_MAX]; /* file of the current configuration, "" = embedded */
+    char config_path[FAID_PATH_MAX]; /* -c file (SIGHUP re-reads it), "" = embedded; fixed */
     void *zctx;
     void *pull, *pub, *push, *rep;
     faid_queue *pool, *frames, *results;
@@ -195,7 +195,7 @@ size_t faid_put_msgnum_placeholder(faid_mpw *w);
 void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop);
 /* The status entries (FAID_STATUS_NKEYS key/value pairs, no map head): the body of the status
  * reply and of stats messages. */
-#define FAID_STATUS_NKEYS 15
+#define FAID_STATUS_NKEYS 17
 void faid_status_entries(faid_server *s, faid_mpw *w);
 /* Daemon-wide counter maps, as in status and end: "counters", "drops", "errors" entries. */
 void faid_counter_entries(faid_server *s, faid_mpw *w);

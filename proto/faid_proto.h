@@ -61,6 +61,8 @@
 #define FAID_K_SOFTWARE_VERSION "software_version"
 #define FAID_K_SETUP_VERSION    "setup_version"
 #define FAID_K_CONFIG_HASH      "config_hash"
+#define FAID_K_CONFIG_FILE      "config_file"       /* status: file of the setup in force */
+#define FAID_K_CONFIG_START     "config_start_file" /* status: -c file, SIGHUP re-reads it */
 #define FAID_K_MSG_NUMBER       "msg_number" /* per-socket sequence number (gap detection) */
 #define FAID_K_DEVICE           "device"     /* worker index that computed a result */
 #define FAID_K_I                "I"

@@ -6,8 +6,10 @@ test_daemon.py (same folder)."""
 
 import os
 import signal
+import subprocess
+import time
 
-from test_daemon import LONG, config_text, daemons, tmpdir_  # noqa: F401
+from test_daemon import FAIDCTL, LONG, config_text, daemons, tmpdir_  # noqa: F401
 
 # A control request that hangs would hang the test: well under LONG, far over any real answer.
 PROMPT = 20
@@ -52,3 +54,38 @@ def test_fifo_paths_are_refused_and_control_keeps_answering(daemons, tmpdir_):
     assert d.request({"cmd": "ping"}, timeout=PROMPT)["ok"]
     d.proc.send_signal(signal.SIGTERM)
     assert d.proc.wait(LONG) == 0
+
+
+def test_reload_path_does_not_replace_the_start_file(daemons, tmpdir_):
+    # Defect 8: `faidctl reload PATH` silently became the file every later SIGHUP re-read.
+    # Now PATH is read once; SIGHUP and a reload without path re-read the -c file, and status
+    # names both the file in force and the start file.
+    d = daemons(npt=64)
+    other = os.path.join(tmpdir_, "other.yaml")
+    with open(other, "w") as f:
+        f.write(config_text(d.ports, npt=96))
+    st = d.status()
+    assert st["config_file"] == d.config and st["config_start_file"] == d.config
+    r = subprocess.run([FAIDCTL, "reload", "--control", "tcp://127.0.0.1:%d" % d.ports["ctl"],
+                        os.path.relpath(other)], capture_output=True, text=True, timeout=LONG)
+    assert r.returncode == 0, r.stderr
+    st = d.status()
+    assert st["setup_version"] == 2
+    assert st["config_file"] == other and st["config_start_file"] == d.config, st
+    assert "npt: 96" in d.request({"cmd": "config"})["config"]
+    assert d.request({"cmd": "config"})["source"] == other
+
+    d.proc.send_signal(signal.SIGHUP)
+    t_end = time.monotonic() + LONG
+    while d.status()["setup_version"] != 3:
+        assert time.monotonic() < t_end, "SIGHUP reload did not happen:\n" + d.logtext()
+        time.sleep(0.05)
+    st = d.status()
+    assert st["config_file"] == d.config and st["config_start_file"] == d.config, st
+    assert "npt: 64" in d.request({"cmd": "config"})["config"]
+
+    assert d.request({"cmd": "reload", "path": other})["ok"]
+    assert d.request({"cmd": "reload"})["setup_version"] == 5
+    st = d.status()
+    assert st["config_file"] == d.config and "npt: 64" in d.request({"cmd": "config"})["config"]
+    assert d.terminate() == 0
