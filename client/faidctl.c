@@ -14,6 +14,7 @@ static const struct {
     {"decode", faidctl_decode, "decode one compressed chunk to .npy"},
     {"process", faidctl_process, "reduce frames from files with the daemon's code path"},
     {"geometry", faidctl_geometry, "per-pixel geometry arrays (2theta, q, chi, ...) to .npy"},
+    {"inspect", faidctl_inspect, "decode one input message (any protocol) and show it"},
     {"replay", faidctl_replay, "send frames to a faid instance (stand-in detector)"},
     {"sub", faidctl_sub, "subscribe to results and summarise or save them"},
     {"status", faidctl_control, "show the daemon's state and counters"},

@@ -10,6 +10,7 @@ int faidctl_devices(int argc, char **argv);
 int faidctl_decode(int argc, char **argv);
 int faidctl_process(int argc, char **argv);
 int faidctl_geometry(int argc, char **argv);
+int faidctl_inspect(int argc, char **argv);
 int faidctl_replay(int argc, char **argv);
 int faidctl_sub(int argc, char **argv);
 int faidctl_control(int argc, char **argv); /* status | config | reload | reset | stop */

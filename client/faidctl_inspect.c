@@ -1,0 +1,314 @@
+/* faidctl inspect: decodes one input message (its parts given as files, in order) with the
+ * daemon's input formats and prints what it decodes to as one JSON object: format, type, series,
+ * frame, shape, dtype, encoding, channel, start metadata. --npy writes the frame's pixels
+ * (decoded with the CPU reference codecs) and --mask-npy / --flatfield-npy / --countrate-npy the
+ * start message's arrays, so that tests and users can compare them with what a detector sent.
+ * Exit status 0 when the message decodes, 1 when it does not (the JSON then says why). */
+#include "faidctl.h"
+
+#include "faid_input.h"
+#include "faid_npy.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: faidctl inspect [--protocol P] [--channel NAME] [--npy OUT.npy]\n"
+            "                       [--mask-npy M.npy] [--flatfield-npy F.npy]\n"
+            "                       [--countrate-npy C.npy] PART1 [PART2 ...]\n"
+            "\n"
+            "Decodes one input message whose parts are the files PART1, PART2, ... and prints\n"
+            "what it decodes to as JSON.\n"
+            "  --protocol  auto (default), native, dectris-v1 or dectris-v2 (input.protocol)\n"
+            "  --channel   channel of a DECTRIS v2 image to take (input.channel; default: first)\n"
+            "  --npy       write the image's pixels, decoded, as [rows, cols]\n"
+            "  --mask-npy, --flatfield-npy, --countrate-npy\n"
+            "              write the start message's pixel mask / flatfield / count-rate table\n");
+}
+
+static int read_file(const char *path, uint8_t **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap)
+            break;
+        uint8_t *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        free(buf);
+        return -1;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c > 0x7e)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static int write_array(const faid_input_array *a, const char *path, faid_diag *d)
+{
+    size_t n = faid_input_array_bytes(a);
+    void *buf = malloc(n ? n : 1);
+    if (!buf)
+        return faid_fail(d, FAID_ENOMEM, "no memory for %zu bytes", n);
+    int rc = faid_input_array_decode(a, buf, n, d);
+    size_t shape[2] = {(size_t)a->shape[0], (size_t)a->shape[1]};
+    if (!rc)
+        rc = faid_npy_write(path, a->dtype, a->ndim, shape, buf, d);
+    free(buf);
+    return rc;
+}
+
+static void print_meta(const faid_input_meta *m)
+{
+    printf(", \"meta\": {\"have\": %u", m->have);
+    if (m->have & FAID_META_BEAM_CENTER)
+        printf(", \"beam_center_x\": %.17g, \"beam_center_y\": %.17g", m->beam_center_x,
+               m->beam_center_y);
+    if (m->have & FAID_META_DISTANCE)
+        printf(", \"detector_distance\": %.17g", m->detector_distance);
+    if (m->have & FAID_META_TRANSLATION)
+        printf(", \"detector_translation\": [%.17g, %.17g, %.17g]", m->detector_translation[0],
+               m->detector_translation[1], m->detector_translation[2]);
+    if (m->have & FAID_META_WAVELENGTH)
+        printf(", \"incident_wavelength\": %.17g", m->incident_wavelength);
+    if (m->have & FAID_META_ENERGY)
+        printf(", \"incident_energy\": %.17g", m->incident_energy);
+    if (m->have & FAID_META_PIXEL_SIZE)
+        printf(", \"pixel_size_x\": %.17g, \"pixel_size_y\": %.17g", m->pixel_size_x,
+               m->pixel_size_y);
+    if (m->have & FAID_META_IMAGE_SIZE)
+        printf(", \"image_size_x\": %lld, \"image_size_y\": %lld", (long long)m->image_size_x,
+               (long long)m->image_size_y);
+    if (m->have & FAID_META_DTYPE)
+        printf(", \"image_dtype\": \"%s\"", faid_dtype_name(m->image_dtype));
+    if (m->have & FAID_META_NIMAGES)
+        printf(", \"nimages\": %lld", (long long)m->nimages);
+    if (m->have & FAID_META_COUNT_TIME)
+        printf(", \"count_time\": %.17g", m->count_time);
+    if (m->have & FAID_META_FRAME_TIME)
+        printf(", \"frame_time\": %.17g", m->frame_time);
+    if (m->have & FAID_META_SATURATION)
+        printf(", \"saturation_value\": %lld", (long long)m->saturation_value);
+    if (m->have & FAID_META_ERROR_VALUE)
+        printf(", \"error_value\": %lld", (long long)m->error_value);
+    if (m->have & FAID_META_THRESHOLD)
+        printf(", \"threshold_energy\": %.17g", m->threshold_energy);
+    if (m->have & FAID_META_SENSOR) {
+        printf(", \"sensor_thickness\": %.17g, \"sensor_material\": ", m->sensor_thickness);
+        json_str(m->sensor_material);
+    }
+    if (m->have & FAID_META_MAGIC)
+        printf(", \"magic_number\": %llu", (unsigned long long)m->magic_number);
+    if (m->have & FAID_META_MASK_ENABLED)
+        printf(", \"pixel_mask_enabled\": %s", m->pixel_mask_enabled ? "true" : "false");
+    if (m->have & FAID_META_FLATFIELD_ENABLED)
+        printf(", \"flatfield_enabled\": %s", m->flatfield_enabled ? "true" : "false");
+    if (m->have & FAID_META_COUNTRATE_ENABLED)
+        printf(", \"countrate_correction_enabled\": %s",
+               m->countrate_correction_enabled ? "true" : "false");
+    if (m->detector_description[0]) {
+        printf(", \"detector_description\": ");
+        json_str(m->detector_description);
+    }
+    if (m->detector_serial_number[0]) {
+        printf(", \"detector_serial_number\": ");
+        json_str(m->detector_serial_number);
+    }
+    if (m->header_detail[0]) {
+        printf(", \"header_detail\": ");
+        json_str(m->header_detail);
+    }
+    printf(", \"channels\": [");
+    for (int c = 0; c < m->nchannels; c++) {
+        printf(c ? ", " : "");
+        json_str(m->channels[c]);
+    }
+    printf("]");
+    const struct {
+        const char *name;
+        const faid_input_array *a;
+    } arrays[] = {{"pixel_mask", &m->pixel_mask},
+                  {"flatfield", &m->flatfield},
+                  {"countrate_table", &m->countrate_table}};
+    for (size_t k = 0; k < sizeof(arrays) / sizeof(arrays[0]); k++) {
+        const faid_input_array *a = arrays[k].a;
+        if (!a->present)
+            continue;
+        printf(", \"%s\": {\"shape\": [%llu, %llu], \"dtype\": \"%s\", \"encoding\": \"%s\"}",
+               arrays[k].name, (unsigned long long)a->shape[0], (unsigned long long)a->shape[1],
+               faid_dtype_name(a->dtype), faid_encoding_name(a->encoding));
+    }
+    printf("}");
+}
+
+int faidctl_inspect(int argc, char **argv)
+{
+    const char *proto_name = "auto", *channel = NULL, *npy = NULL;
+    const char *mask_npy = NULL, *flat_npy = NULL, *rate_npy = NULL;
+    const char *files[FAID_INPUT_MAX_PARTS + 8];
+    int nfiles = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **opt = strcmp(a, "--protocol") == 0        ? &proto_name
+                           : strcmp(a, "--channel") == 0       ? &channel
+                           : strcmp(a, "--npy") == 0           ? &npy
+                           : strcmp(a, "--mask-npy") == 0      ? &mask_npy
+                           : strcmp(a, "--flatfield-npy") == 0 ? &flat_npy
+                           : strcmp(a, "--countrate-npy") == 0 ? &rate_npy
+                                                               : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (opt) {
+            if (++i >= argc) {
+                fprintf(stderr, "faidctl inspect: %s needs a value\n", a);
+                return 2;
+            }
+            *opt = argv[i];
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "faidctl inspect: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        } else if (nfiles < (int)(sizeof(files) / sizeof(files[0]))) {
+            files[nfiles++] = a;
+        } else {
+            fprintf(stderr, "faidctl inspect: too many parts\n");
+            return 2;
+        }
+    }
+    faid_input_protocol proto;
+    if (faid_input_protocol_parse(proto_name, &proto) != 0) {
+        fprintf(stderr, "faidctl inspect: unknown protocol %s\n", proto_name);
+        return 2;
+    }
+    if (nfiles == 0) {
+        usage(stderr);
+        return 2;
+    }
+    uint8_t *bufs[sizeof(files) / sizeof(files[0])] = {0};
+    faid_input_part parts[sizeof(files) / sizeof(files[0])];
+    int status = 1;
+    for (int k = 0; k < nfiles; k++) {
+        if (read_file(files[k], &bufs[k], &parts[k].len) != 0) {
+            fprintf(stderr, "faidctl inspect: cannot read %s\n", files[k]);
+            goto out;
+        }
+        parts[k].data = bufs[k];
+    }
+    faid_input_msg *m = calloc(1, sizeof(*m));
+    if (!m)
+        goto out;
+    faid_input_opts o = {.channel = channel};
+    faid_diag d;
+    faid_diag_clear(&d);
+    int rc = faid_input_decode(proto, parts, nfiles, &o, m, &d);
+    printf("{\"ok\": %s, \"format\": ", rc ? "false" : "true");
+    json_str(m->format ? m->format->name : "");
+    printf(", \"type\": \"%s\", \"header_ok\": %s, \"nparts\": %d", faid_in_type_name(m->h.type),
+           m->header_ok ? "true" : "false", nfiles);
+    if (rc) {
+        printf(", \"code\": \"%s\", \"message\": ", faid_errname(rc));
+        json_str(d.msg);
+    }
+    printf(", \"series_id\": %llu, \"series_unique_id\": ", (unsigned long long)m->h.series_id);
+    json_str(m->h.series_unique_id);
+    if (m->h.type == FAID_IN_OTHER) {
+        printf(", \"other_type\": ");
+        json_str(m->other_type);
+    }
+    if (m->h.has_frame_id)
+        printf(", \"frame_id\": %llu", (unsigned long long)m->h.frame_id);
+    if (!rc && m->h.type == FAID_IN_IMAGE) {
+        printf(", \"shape\": [%d, %d], \"dtype\": \"%s\", \"encoding\": \"%s\", "
+               "\"payload_part\": %d, \"payload_bytes\": %zu, \"channel\": ",
+               m->h.rows, m->h.cols, faid_dtype_name(m->h.dtype),
+               faid_encoding_name(m->h.encoding), m->payload_part, m->payload_len);
+        json_str(m->channel);
+        printf(", \"channel_index\": %d", m->channel_index);
+        const char *tn[3] = {"start_time", "stop_time", "real_time"};
+        const uint64_t *tv[3] = {m->h.start_time, m->h.stop_time, m->h.real_time};
+        const int th[3] = {m->h.has_start_time, m->h.has_stop_time, m->h.has_real_time};
+        for (int k = 0; k < 3; k++)
+            if (th[k])
+                printf(", \"%s\": [%llu, %llu]", tn[k], (unsigned long long)tv[k][0],
+                       (unsigned long long)tv[k][1]);
+    }
+    if (m->h.type == FAID_IN_START)
+        printf(", \"nimages\": %lld", (long long)m->h.nimages);
+    if (m->appendix)
+        printf(", \"appendix_bytes\": %zu", m->appendix_len);
+    if (m->h.type == FAID_IN_START || m->meta.have || m->meta.nchannels)
+        print_meta(&m->meta);
+    printf("}\n");
+    fflush(stdout);
+    status = rc ? 1 : 0;
+    if (!rc && npy && m->h.type == FAID_IN_IMAGE) {
+        faid_input_array a = {.present = 1,
+                              .dtype = m->h.dtype,
+                              .ndim = 2,
+                              .shape = {(uint64_t)m->h.rows, (uint64_t)m->h.cols},
+                              .encoding = m->h.encoding,
+                              .data = m->payload,
+                              .len = m->payload_len};
+        if (write_array(&a, npy, &d)) {
+            fprintf(stderr, "faidctl inspect: frame does not decode: %s\n", d.msg);
+            status = 1;
+        }
+    }
+    const struct {
+        const char *path;
+        const faid_input_array *a;
+    } outs[] = {{mask_npy, &m->meta.pixel_mask},
+                {flat_npy, &m->meta.flatfield},
+                {rate_npy, &m->meta.countrate_table}};
+    for (size_t k = 0; !rc && k < sizeof(outs) / sizeof(outs[0]); k++) {
+        if (!outs[k].path)
+            continue;
+        if (!outs[k].a->present) {
+            fprintf(stderr, "faidctl inspect: the message has no array for %s\n", outs[k].path);
+            status = 1;
+        } else if (write_array(outs[k].a, outs[k].path, &d)) {
+            fprintf(stderr, "faidctl inspect: %s: %s\n", outs[k].path, d.msg);
+            status = 1;
+        }
+    }
+    free(m);
+out:
+    for (int k = 0; k < nfiles; k++)
+        free(bufs[k]);
+    return status;
+}

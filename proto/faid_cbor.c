@@ -1,0 +1,272 @@
+/* faid_cbor: bounds-checked CBOR cursor on libcbor's streaming decoder (see faid_cbor.h). */
+#include "faid_cbor.h"
+
+#include <cbor.h>
+#include <math.h>
+#include <string.h>
+
+/* What one libcbor callback reports. */
+typedef struct head {
+    faid_cb_obj *o;
+    int seen;
+    int indefinite;
+} head;
+
+#define CTX(c) ((head *)(c))
+
+static void set_uint(void *c, uint64_t v)
+{
+    CTX(c)->o->type = FAID_CB_UINT;
+    CTX(c)->o->u = v;
+    CTX(c)->seen = 1;
+}
+static void cb_u8(void *c, uint8_t v) { set_uint(c, v); }
+static void cb_u16(void *c, uint16_t v) { set_uint(c, v); }
+static void cb_u32(void *c, uint32_t v) { set_uint(c, v); }
+static void cb_u64(void *c, uint64_t v) { set_uint(c, v); }
+
+static void set_neg(void *c, uint64_t v)
+{
+    CTX(c)->o->type = FAID_CB_NEGINT;
+    CTX(c)->o->u = v;
+    CTX(c)->seen = 1;
+}
+static void cb_n8(void *c, uint8_t v) { set_neg(c, v); }
+static void cb_n16(void *c, uint16_t v) { set_neg(c, v); }
+static void cb_n32(void *c, uint32_t v) { set_neg(c, v); }
+static void cb_n64(void *c, uint64_t v) { set_neg(c, v); }
+
+static void cb_bytes(void *c, cbor_data p, size_t n)
+{
+    CTX(c)->o->type = FAID_CB_BYTES;
+    CTX(c)->o->ptr = p;
+    CTX(c)->o->len = n;
+    CTX(c)->seen = 1;
+}
+static void cb_text(void *c, cbor_data p, size_t n)
+{
+    CTX(c)->o->type = FAID_CB_TEXT;
+    CTX(c)->o->ptr = p;
+    CTX(c)->o->len = n;
+    CTX(c)->seen = 1;
+}
+static void cb_indef(void *c)
+{
+    CTX(c)->indefinite = 1;
+    CTX(c)->seen = 1;
+}
+static void cb_array(void *c, size_t n)
+{
+    CTX(c)->o->type = FAID_CB_ARRAY;
+    CTX(c)->o->u = n;
+    CTX(c)->seen = 1;
+}
+static void cb_map(void *c, size_t n)
+{
+    CTX(c)->o->type = FAID_CB_MAP;
+    CTX(c)->o->u = n;
+    CTX(c)->seen = 1;
+}
+static void cb_tag(void *c, uint64_t v)
+{
+    CTX(c)->o->type = FAID_CB_TAG;
+    CTX(c)->o->u = v;
+    CTX(c)->seen = 1;
+}
+static void cb_float(void *c, float v)
+{
+    CTX(c)->o->type = FAID_CB_FLOAT;
+    CTX(c)->o->f = v;
+    CTX(c)->seen = 1;
+}
+static void cb_double(void *c, double v)
+{
+    CTX(c)->o->type = FAID_CB_FLOAT;
+    CTX(c)->o->f = v;
+    CTX(c)->seen = 1;
+}
+static void cb_undef(void *c)
+{
+    CTX(c)->o->type = FAID_CB_UNDEF;
+    CTX(c)->seen = 1;
+}
+static void cb_null(void *c)
+{
+    CTX(c)->o->type = FAID_CB_NULL;
+    CTX(c)->seen = 1;
+}
+static void cb_bool(void *c, bool v)
+{
+    CTX(c)->o->type = FAID_CB_BOOL;
+    CTX(c)->o->b = v;
+    CTX(c)->seen = 1;
+}
+
+/* libcbor's names for the string callbacks are easy to swap: `byte_string` / `string` receive a
+ * definite string, `byte_string_start` / `string_start` announce an indefinite one. */
+static const struct cbor_callbacks callbacks = {
+    .uint8 = cb_u8,
+    .uint16 = cb_u16,
+    .uint32 = cb_u32,
+    .uint64 = cb_u64,
+    .negint8 = cb_n8,
+    .negint16 = cb_n16,
+    .negint32 = cb_n32,
+    .negint64 = cb_n64,
+    .byte_string = cb_bytes,
+    .byte_string_start = cb_indef,
+    .string = cb_text,
+    .string_start = cb_indef,
+    .array_start = cb_array,
+    .indef_array_start = cb_indef,
+    .map_start = cb_map,
+    .indef_map_start = cb_indef,
+    .tag = cb_tag,
+    .float2 = cb_float,
+    .float4 = cb_float,
+    .float8 = cb_double,
+    .undefined = cb_undef,
+    .null = cb_null,
+    .boolean = cb_bool,
+    .indef_break = cb_indef,
+};
+
+void faid_cbr_init(faid_cbr *r, const void *buf, size_t len)
+{
+    r->p = buf;
+    r->end = r->p + (buf ? len : 0);
+}
+
+int faid_cbr_next(faid_cbr *r, faid_cb_obj *o, faid_diag *d)
+{
+    memset(o, 0, sizeof(*o));
+    size_t left = (size_t)(r->end - r->p);
+    if (left == 0)
+        return faid_fail(d, FAID_ETRUNC, "CBOR item missing at the end of the message");
+    head h = {.o = o};
+    struct cbor_decoder_result res = cbor_stream_decode(r->p, left, &callbacks, &h);
+    if (res.status == CBOR_DECODER_NEDATA)
+        return faid_fail(d, FAID_ETRUNC, "CBOR item truncated (%zu bytes left, needs more)", left);
+    if (res.status != CBOR_DECODER_FINISHED || !h.seen || res.read == 0 || res.read > left)
+        return faid_fail(d, FAID_EFORMAT, "malformed CBOR item (first byte 0x%02x)", r->p[0]);
+    if (h.indefinite)
+        return faid_fail(d, FAID_EUNSUP,
+                         "indefinite-length CBOR item (first byte 0x%02x) is not supported",
+                         r->p[0]);
+    r->p += res.read;
+    left -= res.read;
+    /* Every item takes at least one byte: a count above the bytes left is a lie, refused before
+     * anyone sizes anything by it. */
+    if (o->type == FAID_CB_ARRAY && o->u > left)
+        return faid_fail(d, FAID_ETRUNC, "CBOR array of %llu items with only %zu bytes left",
+                         (unsigned long long)o->u, left);
+    if (o->type == FAID_CB_MAP && (o->u > left / 2))
+        return faid_fail(d, FAID_ETRUNC, "CBOR map of %llu pairs with only %zu bytes left",
+                         (unsigned long long)o->u, left);
+    if (o->type == FAID_CB_TAG && left == 0)
+        return faid_fail(d, FAID_ETRUNC, "CBOR tag %llu without its item",
+                         (unsigned long long)o->u);
+    return 0;
+}
+
+int faid_cbr_skip(faid_cbr *r, faid_diag *d)
+{
+    /* Items still to read; bounded by the bytes left thanks to the count rule above. */
+    uint64_t pending = 1;
+    while (pending) {
+        faid_cb_obj o;
+        int rc = faid_cbr_next(r, &o, d);
+        if (rc)
+            return rc;
+        pending--;
+        if (o.type == FAID_CB_ARRAY || o.type == FAID_CB_TAG)
+            pending += o.type == FAID_CB_TAG ? 1 : o.u;
+        else if (o.type == FAID_CB_MAP)
+            pending += 2 * o.u;
+        if (pending > (uint64_t)(r->end - r->p))
+            return faid_fail(d, FAID_ETRUNC, "CBOR containers hold more items than bytes left");
+    }
+    return 0;
+}
+
+int faid_cbr_next_untag(faid_cbr *r, faid_cb_obj *o, int64_t *tag, faid_diag *d)
+{
+    *tag = -1;
+    for (;;) {
+        int rc = faid_cbr_next(r, o, d);
+        if (rc)
+            return rc;
+        if (o->type != FAID_CB_TAG)
+            return 0;
+        *tag = o->u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)o->u;
+    }
+}
+
+int faid_cb_text_eq(const faid_cb_obj *o, const char *s)
+{
+    size_t n = strlen(s);
+    return o->type == FAID_CB_TEXT && o->len == n && memcmp(o->ptr, s, n) == 0;
+}
+
+int faid_cb_to_u64(const faid_cb_obj *o, uint64_t *v, const char *what, faid_diag *d)
+{
+    if (o->type == FAID_CB_UINT) {
+        *v = o->u;
+        return 0;
+    }
+    if (o->type == FAID_CB_FLOAT && o->f >= 0 && o->f < 18446744073709551616.0 &&
+        o->f == floor(o->f)) {
+        *v = (uint64_t)o->f;
+        return 0;
+    }
+    return faid_fail(d, FAID_EFORMAT, "key \"%s\": expected an unsigned integer", what);
+}
+
+int faid_cb_to_i64(const faid_cb_obj *o, int64_t *v, const char *what, faid_diag *d)
+{
+    if (o->type == FAID_CB_UINT && o->u <= (uint64_t)INT64_MAX) {
+        *v = (int64_t)o->u;
+        return 0;
+    }
+    if (o->type == FAID_CB_NEGINT && o->u <= (uint64_t)INT64_MAX) {
+        *v = -1 - (int64_t)o->u;
+        return 0;
+    }
+    if (o->type == FAID_CB_FLOAT && o->f >= -9223372036854775808.0 &&
+        o->f < 9223372036854775808.0 && o->f == floor(o->f)) {
+        *v = (int64_t)o->f;
+        return 0;
+    }
+    return faid_fail(d, FAID_EFORMAT, "key \"%s\": expected an integer in int64 range", what);
+}
+
+int faid_cb_to_f64(const faid_cb_obj *o, double *v, const char *what, faid_diag *d)
+{
+    switch (o->type) {
+    case FAID_CB_FLOAT:
+        *v = o->f;
+        return 0;
+    case FAID_CB_UINT:
+        *v = (double)o->u;
+        return 0;
+    case FAID_CB_NEGINT:
+        *v = -1.0 - (double)o->u;
+        return 0;
+    default:
+        return faid_fail(d, FAID_EFORMAT, "key \"%s\": expected a number", what);
+    }
+}
+
+int faid_cb_to_cstr(const faid_cb_obj *o, char *out, size_t cap, const char *what, faid_diag *d)
+{
+    if (o->type != FAID_CB_TEXT)
+        return faid_fail(d, FAID_EFORMAT, "key \"%s\": expected a text string", what);
+    if (o->len >= cap)
+        return faid_fail(d, FAID_ESIZE, "key \"%s\": text of %zu bytes, at most %zu allowed",
+                         what, o->len, cap - 1);
+    if (memchr(o->ptr, '\0', o->len))
+        return faid_fail(d, FAID_EFORMAT, "key \"%s\": text contains NUL", what);
+    memcpy(out, o->ptr, o->len);
+    out[o->len] = '\0';
+    return 0;
+}
