@@ -65,14 +65,9 @@ const faid_input_format *faid_input_detect(faid_input_protocol p, const void *fi
 
 int faid_input_available(faid_input_protocol p, faid_diag *d)
 {
-    for (size_t k = 0; k < NPROTOCOLS; k++) {
-        if (protocols[k].p != p)
-            continue;
-        if (protocols[k].fmt && !protocols[k].fmt->decode)
-            return faid_fail(d, FAID_EUNSUP, "input.protocol %s: this build cannot decode it yet",
-                             protocols[k].name);
-        return 0;
-    }
+    for (size_t k = 0; k < NPROTOCOLS; k++)
+        if (protocols[k].p == p)
+            return 0;
     return faid_fail(d, FAID_EUNSUP, "input.protocol %d is not known", (int)p);
 }
 
@@ -95,9 +90,6 @@ int faid_input_decode(faid_input_protocol p, const faid_input_part *parts, int n
                          parts[0].len, parts[0].len ? b[0] : 0);
     }
     m->format = f;
-    if (!f->decode)
-        return faid_fail(d, FAID_EUNSUP, "a %s message: this build cannot decode that format yet",
-                         f->name);
     static const faid_input_opts none = {0};
     return f->decode(parts, nparts, o ? o : &none, m, d);
 }

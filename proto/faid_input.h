@@ -190,8 +190,9 @@ const faid_input_format *faid_input_format_of(faid_input_protocol p);
  * claims it (v2, then v1, then native; NULL when none does), otherwise the format of p whatever
  * the bytes (its decoder then refuses what is not its own). */
 const faid_input_format *faid_input_detect(faid_input_protocol p, const void *first, size_t len);
-/* 0 when this build can read protocol p (every protocol today); FAID_EUNSUP with a message
- * otherwise, so that an input.protocol that cannot be honoured stops the daemon at start. */
+/* 0 when this build can read protocol p (every known protocol: libcbor and jansson are required
+ * at build time); FAID_EUNSUP with a message otherwise, so that an input.protocol that cannot be
+ * honoured stops the daemon at start. */
 int faid_input_available(faid_input_protocol p, faid_diag *d);
 /* Detects and decodes one message (what ingest calls per message). m->format is the format
  * used (NULL when none claimed the message). */
