@@ -27,7 +27,7 @@ if [ "${1:-}" = "--python" ]; then
         echo "faid: creating $venv"
         python3 -m venv "$venv"
     fi
-    if ! "$venv/bin/python" -c "import pyFAI, hdf5plugin, h5py, numpy" 2>/dev/null; then
+    if ! "$venv/bin/python" -c "import pyFAI, hdf5plugin, h5py, numpy, cbor2, lz4" 2>/dev/null; then
         echo "faid: installing Python test references into $venv"
         "$venv/bin/pip" install -q --upgrade pip
         "$venv/bin/pip" install -q -r "$here/tests/python/requirements.txt"

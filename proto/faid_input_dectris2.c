@@ -376,6 +376,12 @@ static int read_table(faid_cbr *r, const char *key, faid_input_array *a, faid_di
 static int open_map(faid_cbr *r, const faid_input_part *p, faid_cb_obj *o, faid_diag *d)
 {
     faid_cbr_init(r, p->data, p->len);
+    const uint8_t *b = p->data;
+    if (!v2_detect(p->data, p->len) && (p->len == 0 || (b[0] & 0xe0) != 0xa0))
+        return faid_fail(d, FAID_EPROTO,
+                         "part 1 (%zu bytes, first byte 0x%02x) is neither tagged CBOR "
+                         "(d9 d9 f7) nor a CBOR map: not a DECTRIS stream v2 message",
+                         p->len, p->len ? b[0] : 0);
     int rc = faid_cbr_next(r, o, d);
     if (rc)
         return rc;

@@ -1,4 +1,4 @@
-/* Plain driver for a fuzz target: feeds every file of the corpus folder given as argv[1], then a
+/* Plain driver for a fuzz target: feeds every file of the corpus folders given as arguments, then a
  * fixed number of deterministic mutations of each (bit flips, truncations, byte stores), to
  * LLVMFuzzerTestOneInput. Under ASan this is the CI form of every fuzz target; with clang and
  * FAID_FUZZ=ON the same target links against libFuzzer instead. */
@@ -54,10 +54,10 @@ int main(int argc, char **argv)
     int rounds = getenv("FAID_FUZZ_ROUNDS") ? atoi(getenv("FAID_FUZZ_ROUNDS")) : 200;
     size_t files = 0;
     LLVMFuzzerTestOneInput((const uint8_t *)"", 0);
-    if (argc > 1) {
-        DIR *dir = opendir(argv[1]);
+    for (int a = 1; a < argc; a++) {
+        DIR *dir = opendir(argv[a]);
         if (!dir) {
-            fprintf(stderr, "fuzz corpus: cannot open %s\n", argv[1]);
+            fprintf(stderr, "fuzz corpus: cannot open %s\n", argv[a]);
             return 1;
         }
         struct dirent *de;
@@ -65,7 +65,7 @@ int main(int argc, char **argv)
             if (de->d_name[0] == '.')
                 continue;
             char path[4096];
-            snprintf(path, sizeof path, "%s/%s", argv[1], de->d_name);
+            snprintf(path, sizeof path, "%s/%s", argv[a], de->d_name);
             FILE *f = fopen(path, "rb");
             if (!f)
                 continue;
