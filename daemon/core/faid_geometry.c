@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -452,7 +453,7 @@ void faid_geometry_polarization(const faid_geometry *g, double factor, double ax
 /* ---------------------------------------------------------------------------------------------
  * .poni reader. A line is "key: value" (the first ':' splits; keys are case-insensitive, later
  * lines override earlier ones as in pyFAI), '#' starts a comment line, blank lines are skipped.
- * The Detector_config value is a JSON object parsed by the small reader below. */
+ * The Detector_config value is a JSON object, parsed with jansson. */
 
 typedef struct span {
     const char *p;
@@ -523,64 +524,7 @@ static const char *span_show(span s, char *buf, size_t cap)
     return buf;
 }
 
-/* --- Detector_config JSON ------------------------------------------------------------------- */
-
-typedef struct json {
-    const char *p, *end;
-    int depth;
-} json;
-
-#define JSON_MAX_DEPTH 32
-
-static void js_ws(json *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-        j->p++;
-}
-
-static int js_lit(json *j, const char *lit)
-{
-    size_t n = strlen(lit);
-    if ((size_t)(j->end - j->p) < n || memcmp(j->p, lit, n) != 0)
-        return 0;
-    j->p += n;
-    return 1;
-}
-
-/* A string: returns its raw content (escapes left in place) in *s. */
-static int js_string(json *j, span *s)
-{
-    if (j->p >= j->end || *j->p != '"')
-        return 0;
-    j->p++;
-    const char *start = j->p;
-    while (j->p < j->end && *j->p != '"') {
-        if ((unsigned char)*j->p < 0x20)
-            return 0;
-        if (*j->p == '\\') {
-            j->p++;
-            if (j->p >= j->end)
-                return 0;
-        }
-        j->p++;
-    }
-    if (j->p >= j->end)
-        return 0;
-    s->p = start;
-    s->n = (size_t)(j->p - start);
-    j->p++;
-    return 1;
-}
-
-static int js_number(json *j, double *v)
-{
-    const char *start = j->p;
-    while (j->p < j->end && (isdigit((unsigned char)*j->p) || *j->p == '-' || *j->p == '+' ||
-                             *j->p == '.' || *j->p == 'e' || *j->p == 'E'))
-        j->p++;
-    span s = {start, (size_t)(j->p - start)};
-    return s.n > 0 && span_double(s, v);
-}
+/* --- Detector_config JSON (jansson) ----------------------------------------------------- */
 
 /* Kinds of value that the interesting keys take. */
 typedef enum { JV_OTHER = 0, JV_NULL, JV_NUMBER, JV_STRING, JV_BOOL, JV_ARRAY2 } jv_kind;
@@ -592,118 +536,28 @@ typedef struct jvalue {
     span str;
 } jvalue;
 
-static int js_value(json *j, jvalue *v);
-
-static int js_array(json *j, jvalue *v)
+static jvalue jv_of(json_t *x)
 {
-    int count = 0, all_numbers = 1;
-    double a[2] = {0, 0};
-    j->p++; /* '[' */
-    js_ws(j);
-    if (j->p < j->end && *j->p == ']') {
-        j->p++;
-        v->kind = JV_OTHER;
-        return 1;
+    jvalue v = {0};
+    if (json_is_null(x)) {
+        v.kind = JV_NULL;
+    } else if (json_is_number(x)) {
+        v.kind = JV_NUMBER;
+        v.num = json_number_value(x);
+    } else if (json_is_string(x)) {
+        v.kind = JV_STRING;
+        v.str.p = json_string_value(x);
+        v.str.n = json_string_length(x);
+    } else if (json_is_boolean(x)) {
+        v.kind = JV_BOOL;
+        v.num = json_is_true(x);
+    } else if (json_is_array(x) && json_array_size(x) == 2 &&
+               json_is_number(json_array_get(x, 0)) && json_is_number(json_array_get(x, 1))) {
+        v.kind = JV_ARRAY2;
+        v.arr[0] = json_number_value(json_array_get(x, 0));
+        v.arr[1] = json_number_value(json_array_get(x, 1));
     }
-    for (;;) {
-        jvalue item = {0};
-        js_ws(j);
-        if (!js_value(j, &item))
-            return 0;
-        if (item.kind != JV_NUMBER)
-            all_numbers = 0;
-        else if (count < 2)
-            a[count] = item.num;
-        count++;
-        js_ws(j);
-        if (j->p < j->end && *j->p == ',') {
-            j->p++;
-            continue;
-        }
-        if (j->p < j->end && *j->p == ']') {
-            j->p++;
-            break;
-        }
-        return 0;
-    }
-    v->kind = (count == 2 && all_numbers) ? JV_ARRAY2 : JV_OTHER;
-    v->arr[0] = a[0];
-    v->arr[1] = a[1];
-    return 1;
-}
-
-/* Callback for the members of the top-level object. */
-typedef int (*js_member_fn)(void *ctx, span key, const jvalue *v);
-
-static int js_object(json *j, js_member_fn fn, void *ctx)
-{
-    j->p++; /* '{' */
-    js_ws(j);
-    if (j->p < j->end && *j->p == '}') {
-        j->p++;
-        return 1;
-    }
-    for (;;) {
-        span key;
-        jvalue v = {0};
-        js_ws(j);
-        if (!js_string(j, &key))
-            return 0;
-        js_ws(j);
-        if (j->p >= j->end || *j->p != ':')
-            return 0;
-        j->p++;
-        js_ws(j);
-        if (!js_value(j, &v))
-            return 0;
-        if (fn) {
-            int rc = fn(ctx, key, &v);
-            if (rc < 0)
-                return rc;
-        }
-        js_ws(j);
-        if (j->p < j->end && *j->p == ',') {
-            j->p++;
-            continue;
-        }
-        if (j->p < j->end && *j->p == '}') {
-            j->p++;
-            return 1;
-        }
-        return 0;
-    }
-}
-
-static int js_value(json *j, jvalue *v)
-{
-    if (j->p >= j->end)
-        return 0;
-    if (++j->depth > JSON_MAX_DEPTH)
-        return 0;
-    int ok = 1;
-    char c = *j->p;
-    if (c == '{') {
-        ok = js_object(j, NULL, NULL) == 1;
-        v->kind = JV_OTHER;
-    } else if (c == '[') {
-        ok = js_array(j, v);
-    } else if (c == '"') {
-        ok = js_string(j, &v->str);
-        v->kind = JV_STRING;
-    } else if (js_lit(j, "null")) {
-        v->kind = JV_NULL;
-    } else if (js_lit(j, "true")) {
-        v->kind = JV_BOOL;
-        v->num = 1;
-    } else if (js_lit(j, "false")) {
-        v->kind = JV_BOOL;
-        v->num = 0;
-    } else {
-        ok = js_number(j, &v->num);
-        v->kind = JV_NUMBER;
-    }
-    j->depth--;
-    return ok;
+    return v;
 }
 
 /* What Detector_config sets. */
@@ -786,22 +640,32 @@ static int detcfg_member(void *ctx, span key, const jvalue *v)
 
 static int parse_detector_config(poni_ctx *pc, int line, span value, detcfg *c)
 {
-    json j = {value.p, value.p + value.n, 0};
     c->pc = pc;
     c->line = line;
-    js_ws(&j);
-    if (j.p >= j.end || *j.p != '{')
+    json_error_t err;
+    json_t *obj = json_loadb(value.p, value.n, 0, &err);
+    if (!obj)
+        return faid_fail(pc->d, FAID_EFORMAT,
+                         "%s:%d: Detector_config: malformed JSON near byte %d (%s)", pc->name,
+                         line, err.position, err.text);
+    if (!json_is_object(obj)) {
+        json_decref(obj);
         return faid_fail(pc->d, FAID_EFORMAT, "%s:%d: Detector_config is not a JSON object",
                          pc->name, line);
-    int rc = js_object(&j, detcfg_member, c);
-    if (rc < 0)
-        return rc;
-    js_ws(&j);
-    if (rc != 1 || j.p != j.end)
-        return faid_fail(pc->d, FAID_EFORMAT,
-                         "%s:%d: Detector_config: malformed JSON near byte %zu", pc->name, line,
-                         (size_t)(j.p - value.p));
-    return 0;
+    }
+    const char *key;
+    json_t *x;
+    int rc = 0;
+    /* Members in file order (jansson keeps insertion order), so the first fault is named. */
+    json_object_foreach(obj, key, x)
+    {
+        jvalue v = jv_of(x);
+        span k = {key, strlen(key)};
+        if ((rc = detcfg_member(c, k, &v)) < 0)
+            break;
+    }
+    json_decref(obj);
+    return rc < 0 ? rc : 0;
 }
 
 /* --- lines ------------------------------------------------------------------------------------ */
