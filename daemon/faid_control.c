@@ -125,6 +125,16 @@ void faid_status_entries(faid_server *s, faid_mpw *w)
 
     faid_counter_entries(s, w);
 
+    /* The input's connections as libzmq reported them (monitor, main thread). */
+    uint64_t acc = faid_stat_get(&s->in_accepted), clo = faid_stat_get(&s->in_closed);
+    faid_mpw_str(w, "input");
+    faid_mpw_map(w, 5);
+    kv_uint(w, "max_message_bytes", (uint64_t)s->input_max_msg);
+    kv_uint(w, "connections", acc > clo ? acc - clo : 0);
+    kv_uint(w, "accepted", acc);
+    kv_uint(w, "closed", clo);
+    kv_uint(w, "accept_failed", faid_stat_get(&s->in_accept_failed));
+
     faid_mpw_str(w, "queue");
     faid_mpw_map(w, 5);
     kv_uint(w, "depth", faid_queue_len(s->frames));

@@ -76,6 +76,59 @@ static void usage(FILE *out)
             "SIGTERM / SIGINT finish the frames in flight, publish the series end and exit 0.\n");
 }
 
+static faid_ratelimit rl_conn;
+
+/* One event of the input socket's monitor: [uint16 event, uint32 value][endpoint]. */
+static void input_event(faid_server *s)
+{
+    zmq_msg_t head, addr;
+    zmq_msg_init(&head);
+    zmq_msg_init(&addr);
+    if (zmq_msg_recv(&head, s->input_mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&head);
+        zmq_msg_close(&addr);
+        return;
+    }
+    if (zmq_msg_more(&head))
+        zmq_msg_recv(&addr, s->input_mon, 0);
+    uint16_t ev = 0;
+    uint32_t value = 0;
+    if (zmq_msg_size(&head) >= 6) {
+        memcpy(&ev, zmq_msg_data(&head), 2);
+        memcpy(&value, (const uint8_t *)zmq_msg_data(&head) + 2, 4);
+    }
+    char where[256];
+    size_t n = zmq_msg_size(&addr) < sizeof(where) - 1 ? zmq_msg_size(&addr) : sizeof(where) - 1;
+    memcpy(where, zmq_msg_data(&addr), n);
+    where[n] = '\0';
+    zmq_msg_close(&head);
+    zmq_msg_close(&addr);
+    switch (ev) {
+    case ZMQ_EVENT_ACCEPTED:
+    case ZMQ_EVENT_CONNECTED:
+        faid_stat_add(&s->in_accepted, 1);
+        FAID_DEBUG("input", "connection on %s", where);
+        break;
+    case ZMQ_EVENT_DISCONNECTED:
+        /* libzmq does not say why; an oversized part is one cause, so the limit is named. */
+        faid_stat_add(&s->in_closed, 1);
+        faid_log_ratelimited(&rl_conn, FAID_LOG_WARN, "input",
+                             "a connection on %s closed: the peer left, or it sent a message "
+                             "part over %lld bytes (input.max_frame_bytes + %lld for headers) or "
+                             "broke the ZeroMQ protocol, and was dropped before it was read",
+                             where, (long long)s->input_max_msg,
+                             (long long)FAID_INPUT_HEADER_ALLOWANCE);
+        break;
+    case ZMQ_EVENT_ACCEPT_FAILED:
+        faid_stat_add(&s->in_accept_failed, 1);
+        faid_log_ratelimited(&rl_conn, FAID_LOG_WARN, "input",
+                             "cannot accept a connection on %s: %s", where, strerror((int)value));
+        break;
+    default:
+        break;
+    }
+}
+
 /* Serves the control socket until a stop is requested. */
 static void serve(faid_server *s)
 {
@@ -85,16 +138,20 @@ static void serve(faid_server *s)
         FAID_ERROR("main", "out of memory for control replies");
         return;
     }
-    zmq_pollitem_t items[2] = {
+    zmq_pollitem_t items[3] = {
         {.socket = s->rep, .events = ZMQ_POLLIN},
         {.socket = NULL, .fd = g_wake[0], .events = ZMQ_POLLIN},
+        {.socket = s->input_mon, .events = ZMQ_POLLIN},
     };
     while (!g_stop) {
-        int n = zmq_poll(items, 2, 500);
+        int n = zmq_poll(items, 3, 500);
         if (n < 0 && zmq_errno() != EINTR) {
             FAID_ERROR("main", "zmq_poll: %s", zmq_strerror(zmq_errno()));
             break;
         }
+        if (items[2].revents & ZMQ_POLLIN)
+            for (int k = 0; k < 64; k++)
+                input_event(s);
         if (items[1].revents & ZMQ_POLLIN) {
             char buf[64];
             while (read(g_wake[0], buf, sizeof(buf)) > 0) {

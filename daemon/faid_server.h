@@ -33,6 +33,15 @@
 
 #define FAID_MAX_WORKERS 16
 
+/* Message-part limits enforced by libzmq at the sockets (ZMQ_MAXMSGSIZE): a larger part drops
+ * the peer's connection before anything is allocated for it. Input: input.max_frame_bytes plus
+ * room for headers (user_data up to 64 KiB, DECTRIS JSON / CBOR start messages); control
+ * requests are a command and at most a path; PUB and PUSH only ever receive subscriptions. */
+#define FAID_INPUT_HEADER_ALLOWANCE ((int64_t)1 << 20)
+#define FAID_CONTROL_MAX_MSG        ((int64_t)64 << 10)
+#define FAID_PEER_MAX_MSG           ((int64_t)4 << 10)
+#define FAID_INPUT_MONITOR          "inproc://faid-input-monitor"
+
 /* One reduction setup and what was built from it: immutable once published. */
 typedef struct faid_gen {
     atomic_int refs;
@@ -123,6 +132,10 @@ struct faid_server {
     char config_path[FAID_PATH_MAX]; /* -c file (SIGHUP re-reads it), "" = embedded; fixed */
     void *zctx;
     void *pull, *pub, *push, *rep;
+    void *input_mon;       /* PAIR receiving the input socket's connection events (main thread) */
+    int64_t input_max_msg; /* ZMQ_MAXMSGSIZE of the input socket */
+    /* input connections (main thread writes, status / stats read) */
+    atomic_uint_fast64_t in_accepted, in_closed, in_accept_failed;
     faid_queue *pool, *frames, *results;
     faid_slot *slots;
     size_t nslots;
@@ -195,7 +208,7 @@ size_t faid_put_msgnum_placeholder(faid_mpw *w);
 void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop);
 /* The status entries (FAID_STATUS_NKEYS key/value pairs, no map head): the body of the status
  * reply and of stats messages. */
-#define FAID_STATUS_NKEYS 17
+#define FAID_STATUS_NKEYS 18
 void faid_status_entries(faid_server *s, faid_mpw *w);
 /* Daemon-wide counter maps, as in status and end: "counters", "drops", "errors" entries. */
 void faid_counter_entries(faid_server *s, faid_mpw *w);

@@ -98,8 +98,8 @@ static const faid_option options[] = {
     OPT("geometry.rot3", FAID_OT_DOUBLE, "rad", -7, 7, "0.0", R | H | D, NULL, key_geom.rot3,
         key_geom.rot3, geometry.rot3, geometry.rot3, -1, 0, "pyFAI rotation 3."),
     OPT("geometry.wavelength", FAID_OT_DOUBLE, "m", 0, 1e-6, "1.0e-10", R | H | D | X, NULL,
-        key_geom.wavelength, key_geom.wavelength, geometry.wavelength, geometry.wavelength, -1,
-        0, "X-ray wavelength (1.0e-10 m = 1 A, 12.4 keV)."),
+        key_geom.wavelength, key_geom.wavelength, geometry.wavelength, geometry.wavelength, -1, 0,
+        "X-ray wavelength (1.0e-10 m = 1 A, 12.4 keV)."),
     SIMPLE("integration.npt", FAID_OT_INT, "bins", 1, 100000, "1000", R | H, NULL, npt, 0,
            "Number of radial bins (1D profile, and radial bins of the 2D cake)."),
     SIMPLE("integration.unit", FAID_OT_ENUM, "", 0, 0, "q_nm^-1", R | H, unit_names, unit, 0,
@@ -124,12 +124,11 @@ static const faid_option options[] = {
         "[min, max] of the radial bins in integration.unit. null = the extent of the unmasked "
         "pixels."),
     OPT("integration.azimuth_range", FAID_OT_PAIR, "deg", -360, 360, "null",
-        R | H | N | FAID_OPT_ORDERED, NULL, azimuth_range[0], azimuth_range[1],
-        azimuth_range[0], azimuth_range[1], (int)OFF(has_azimuth_range), 0,
+        R | H | N | FAID_OPT_ORDERED, NULL, azimuth_range[0], azimuth_range[1], azimuth_range[0],
+        azimuth_range[1], (int)OFF(has_azimuth_range), 0,
         "[min, max] of chi in degrees (pyFAI's chi, in [-180, 180)). Pixels outside are left "
         "out of the 1D profile; the cake spans it. null = all."),
-    SIMPLE("integration.npt_azim", FAID_OT_INT, "bins", 0, 36000, "0", R | H | N, NULL, npt_azim,
-           0,
+    SIMPLE("integration.npt_azim", FAID_OT_INT, "bins", 0, 36000, "0", R | H | N, NULL, npt_azim, 0,
            "Azimuthal bins of the 2D cake (npt_azim x npt radial bins), computed besides the 1D "
            "profile. 0 or null = no cake."),
     SIMPLE("integration.dark", FAID_OT_PATH, "", 0, 0, "null", R | H | N, NULL, dark_path,
@@ -151,22 +150,25 @@ static const faid_option options[] = {
     SIMPLE("integration.empty", FAID_OT_DOUBLE, "", -HUGE_V, HUGE_V, "0.0",
            R | H | FAID_OPT_NONFINITE, NULL, empty, 0,
            "Value reported for I, sigma and std in bins without any pixel (.nan allowed)."),
-    SIMPLE("input.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5555", 0, NULL, input_endpoint,
-           256, "ZeroMQ endpoint the detector stream arrives on."),
+    SIMPLE("input.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5555", 0, NULL, input_endpoint, 256,
+           "ZeroMQ endpoint the detector stream arrives on."),
     SIMPLE("input.mode", FAID_OT_ENUM, "", 0, 0, "bind", 0, mode_names, input_bind, 0,
            "bind the input socket (detector connects) or connect to the detector."),
     SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, proto_names, input_protocol, 32,
            "Input message format; auto detects it per message."),
     SIMPLE("input.max_frame_bytes", FAID_OT_INT64, "bytes", 1024, 68719476736.0, "268435456", 0,
            NULL, max_frame_bytes, 0,
-           "Largest accepted frame message; larger ones are rejected and counted."),
+           "Largest accepted frame payload. Enforced at the socket: a message part larger "
+           "than this plus 1 MiB (headers) closes the sender's connection before it is read "
+           "(counted in status input.closed and logged); a payload between the two is "
+           "rejected and counted as a failed frame."),
     SIMPLE("input.io_threads", FAID_OT_INT, "threads", 1, 16, "2", 0, NULL, io_threads, 0,
            "ZeroMQ I/O threads of the daemon (input reads and result sends; two keep the input "
            "connection's reads off the thread that sends results)."),
     SIMPLE("output.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5556", 0, NULL, output_endpoint,
            256, "ZeroMQ PUB endpoint results are published on."),
-    SIMPLE("output.lossless_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL,
-           lossless_endpoint, 256,
+    SIMPLE("output.lossless_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, lossless_endpoint,
+           256,
            "Optional PUSH endpoint that receives every result (blocking, never drops). null = "
            "off."),
     SIMPLE("output.sndhwm", FAID_OT_INT, "messages", 0, 1048576, "0", 0, NULL, sndhwm, 0,

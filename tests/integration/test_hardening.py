@@ -9,7 +9,10 @@ import signal
 import subprocess
 import time
 
-from test_daemon import FAIDCTL, LONG, config_text, daemons, tmpdir_  # noqa: F401
+import zmq
+
+from test_daemon import (FAIDCTL, LONG, ROWS, COLS, Sender, config_text, daemons, ep,  # noqa: F401
+                         frames, header, tmpdir_)
 
 # A control request that hangs would hang the test: well under LONG, far over any real answer.
 PROMPT = 20
@@ -88,4 +91,51 @@ def test_reload_path_does_not_replace_the_start_file(daemons, tmpdir_):
     assert d.request({"cmd": "reload"})["setup_version"] == 5
     st = d.status()
     assert st["config_file"] == d.config and "npt: 64" in d.request({"cmd": "config"})["config"]
+    assert d.terminate() == 0
+
+
+def vm_hwm_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmHWM in /proc/%d/status" % pid)
+
+
+def test_oversized_message_is_dropped_at_the_socket(daemons):
+    # Defect 1: input.max_frame_bytes was checked after libzmq had received the whole message, so
+    # one huge message raised faid's peak memory by its size. Now ZMQ_MAXMSGSIZE (the limit
+    # plus 1 MiB for headers) drops the sender's connection before the part is allocated; the
+    # closed connection is counted and logged, the daemon keeps working.
+    d = daemons()  # input.max_frame_bytes: 200000
+    st = d.status()
+    assert st["input"]["max_message_bytes"] == 200000 + (1 << 20)
+    hwm0 = vm_hwm_kib(d.proc.pid)
+    big = 64 << 20
+    tx = Sender(d)
+    tx.raw([header(1, shape=(ROWS, COLS)), b"\0" * big])
+    t_end = time.monotonic() + LONG
+    while True:
+        st = d.status()
+        if st["input"]["closed"] >= 1 or st["counters"]["failed"] >= 1:
+            break
+        assert time.monotonic() < t_end, "the oversized message had no effect: %r" % st
+        time.sleep(0.1)
+    grown = vm_hwm_kib(d.proc.pid) - hwm0
+    assert st["counters"]["failed"] == 0 and st["counters"]["received"] == 0, st["counters"]
+    assert st["input"]["closed"] >= 1, st["input"]
+    assert grown < (big >> 10) // 4, "peak RSS grew by %d KiB for a %d KiB message" % (
+        grown, big >> 10)
+    assert "closed" in d.logtext() and str(200000 + (1 << 20)) in d.logtext()
+    # Control answers (a request far over its own 64 KiB cap is dropped, not read) ...
+    junk = d.ctx.socket(zmq.REQ)
+    junk.setsockopt(zmq.LINGER, 0)
+    junk.connect(ep(d.ports["ctl"]))
+    junk.send(b"\0" * (8 << 20))
+    assert d.request({"cmd": "ping"}, timeout=PROMPT)["ok"]
+    junk.close()
+    # ... and a good frame from a new connection is still processed.
+    Sender(d).image(2, frames(1)[0])
+    d.wait_counters(lambda c: c["processed"] == 1, "good frame processed")
+    assert vm_hwm_kib(d.proc.pid) - hwm0 < (big >> 10) // 4
     assert d.terminate() == 0
