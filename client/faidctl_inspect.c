@@ -271,6 +271,22 @@ int faidctl_inspect(int argc, char **argv)
         printf(", \"nimages\": %lld", (long long)m->h.nimages);
     if (m->appendix)
         printf(", \"appendix_bytes\": %zu", m->appendix_len);
+    /* The user data as faid's output would carry it (msgpack), rendered as JSON. */
+    static uint8_t ud[1 << 16];
+    static char ud_json[1 << 16];
+    faid_mpw w;
+    faid_mpw_init(&w, ud, sizeof(ud));
+    int written = 0;
+    faid_diag ud_d;
+    faid_diag_clear(&ud_d);
+    if (faid_input_user_data(m, &w, &written, &ud_d) == 0 && written &&
+        faid_mpw_finish(&w, &ud_d) == 0 &&
+        faid_mp_to_json(ud, w.len, ud_json, sizeof(ud_json), 64, &ud_d) == 0)
+        printf(", \"user_data\": %s", ud_json);
+    else if (written || ud_d.code) {
+        printf(", \"user_data_error\": ");
+        json_str(ud_d.msg);
+    }
     if (m->h.type == FAID_IN_START || m->meta.have || m->meta.nchannels)
         print_meta(&m->meta);
     printf("}\n");

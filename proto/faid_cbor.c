@@ -270,3 +270,68 @@ int faid_cb_to_cstr(const faid_cb_obj *o, char *out, size_t cap, const char *wha
     out[o->len] = '\0';
     return 0;
 }
+
+static int to_msgpack(faid_cbr *r, faid_mpw *w, int depth, faid_diag *d)
+{
+    if (depth > FAID_MP_MAX_DEPTH)
+        return faid_fail(d, FAID_EFORMAT, "CBOR nested deeper than %d levels", FAID_MP_MAX_DEPTH);
+    faid_cb_obj o;
+    int rc;
+    /* Tags only qualify the item that follows: keep the item. */
+    do {
+        if ((rc = faid_cbr_next(r, &o, d)))
+            return rc;
+    } while (o.type == FAID_CB_TAG);
+    switch (o.type) {
+    case FAID_CB_UINT:
+        faid_mpw_uint(w, o.u);
+        return 0;
+    case FAID_CB_NEGINT:
+        if (o.u <= (uint64_t)INT64_MAX)
+            faid_mpw_int(w, -1 - (int64_t)o.u);
+        else
+            faid_mpw_f64(w, -1.0 - (double)o.u);
+        return 0;
+    case FAID_CB_FLOAT:
+        faid_mpw_f64(w, o.f);
+        return 0;
+    case FAID_CB_BOOL:
+        faid_mpw_bool(w, o.b);
+        return 0;
+    case FAID_CB_NULL:
+    case FAID_CB_UNDEF:
+        faid_mpw_nil(w);
+        return 0;
+    case FAID_CB_TEXT:
+        faid_mpw_strn(w, (const char *)o.ptr, o.len);
+        return 0;
+    case FAID_CB_BYTES:
+        faid_mpw_bin(w, o.ptr, o.len);
+        return 0;
+    case FAID_CB_ARRAY:
+    case FAID_CB_MAP: {
+        /* Counts are bounded by the bytes left (faid_cbr_next), so they fit msgpack's 32 bits
+         * for any message under 4 GiB. */
+        if (o.u > UINT32_MAX)
+            return faid_fail(d, FAID_ERANGE, "CBOR container of %llu items",
+                             (unsigned long long)o.u);
+        uint64_t items = o.type == FAID_CB_MAP ? 2 * o.u : o.u;
+        if (o.type == FAID_CB_MAP)
+            faid_mpw_map(w, (uint32_t)o.u);
+        else
+            faid_mpw_array(w, (uint32_t)o.u);
+        for (uint64_t k = 0; k < items; k++)
+            if ((rc = to_msgpack(r, w, depth + 1, d)))
+                return rc;
+        return 0;
+    }
+    case FAID_CB_TAG:
+        break;
+    }
+    return faid_fail(d, FAID_EFORMAT, "unexpected CBOR item");
+}
+
+int faid_cbor_to_msgpack(faid_cbr *r, faid_mpw *w, faid_diag *d)
+{
+    return to_msgpack(r, w, 0, d);
+}

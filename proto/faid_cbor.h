@@ -10,6 +10,7 @@
 #define FAID_CBOR_H
 
 #include "faid_err.h"
+#include "faid_proto.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -59,5 +60,12 @@ int faid_cb_to_f64(const faid_cb_obj *o, double *v, const char *what, faid_diag 
  * not text or when it holds a NUL. */
 int faid_cb_to_cstr(const faid_cb_obj *o, char *out, size_t cap, const char *what,
                     faid_diag *d);
+
+/* Converts the one CBOR item at r into one msgpack value written to w (for passing a DECTRIS
+ * v2 "user_data" through to faid's msgpack output): integers, floats, text (str), bytes (bin),
+ * arrays, maps, true/false, null (undefined too) map one to one; tags are dropped and their item
+ * kept; negative integers below INT64_MIN become floats. Nesting deeper than FAID_MP_MAX_DEPTH is
+ * refused. w's overflow is reported by faid_mpw_finish as usual. */
+int faid_cbor_to_msgpack(faid_cbr *r, faid_mpw *w, faid_diag *d);
 
 #endif

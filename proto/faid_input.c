@@ -3,6 +3,8 @@
  * in faid_input_native.c, faid_input_dectris1.c and faid_input_dectris2.c. */
 #include "faid_input.h"
 
+#include "faid_cbor.h"
+
 #include <string.h>
 
 /* One table: protocol value, its input.protocol name, its format (NULL for auto). */
@@ -111,4 +113,56 @@ int faid_input_array_decode(const faid_input_array *a, void *dst, size_t dst_len
                          (unsigned long long)a->shape[0], (unsigned long long)a->shape[1],
                          faid_dtype_name(a->dtype), want, dst_len);
     return faid_decode(a->encoding, a->data, a->len, faid_dtype_size(a->dtype), dst, dst_len, d);
+}
+
+/* Strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF). */
+static int valid_utf8(const uint8_t *p, size_t n)
+{
+    size_t k = 0;
+    while (k < n) {
+        uint8_t c = p[k];
+        size_t more = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3
+                                                                                          : 9;
+        if (more == 9 || more >= n - k)
+            return 0;
+        uint32_t cp = more == 0 ? c : more == 1 ? (c & 0x1fu) : more == 2 ? (c & 0x0fu)
+                                                                         : (c & 0x07u);
+        for (size_t j = 1; j <= more; j++) {
+            if ((p[k + j] & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (p[k + j] & 0x3fu);
+        }
+        static const uint32_t min[4] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min[more] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        k += more + 1;
+    }
+    return 1;
+}
+
+int faid_input_user_data(const faid_input_msg *m, faid_mpw *w, int *written, faid_diag *d)
+{
+    *written = 0;
+    if (m->h.user_data) {
+        faid_mpw_raw(w, m->h.user_data, m->h.user_data_len);
+        *written = 1;
+        return 0;
+    }
+    if (!m->appendix || !m->format)
+        return 0;
+    if (m->format->protocol == FAID_PROTOCOL_DECTRIS_V2) {
+        faid_cbr r;
+        faid_cbr_init(&r, m->appendix, m->appendix_len);
+        int rc = faid_cbor_to_msgpack(&r, w, d);
+        if (rc) {
+            faid_diag_prefix(d, "key \"user_data\": ");
+            return rc;
+        }
+    } else if (valid_utf8(m->appendix, m->appendix_len)) {
+        faid_mpw_strn(w, (const char *)m->appendix, m->appendix_len);
+    } else {
+        faid_mpw_bin(w, m->appendix, m->appendix_len);
+    }
+    *written = 1;
+    return 0;
 }

@@ -184,6 +184,12 @@ extern const faid_input_format faid_input_native;
 extern const faid_input_format faid_input_dectris_v1;
 extern const faid_input_format faid_input_dectris_v2;
 
+/* Writes the message's user data as one msgpack value into w, for faid's output (start and
+ * result "user_data"): native: the value as sent; DECTRIS v2: the "user_data" CBOR item converted
+ * (faid_cbor_to_msgpack); DECTRIS v1: the appendix part as a str when it is valid UTF-8, else as
+ * bin. Writes nothing and sets *written = 0 when the message has none. */
+int faid_input_user_data(const faid_input_msg *m, faid_mpw *w, int *written, faid_diag *d);
+
 /* The format of protocol p (NULL for AUTO). */
 const faid_input_format *faid_input_format_of(faid_input_protocol p);
 /* The format that reads a message whose first part is `first`: for AUTO the one whose detect

@@ -96,6 +96,22 @@ static inline void fuzz_check(int rc, const faid_input_msg *m, const faid_diag *
     }
     if (m->appendix && !fuzz_inside(m->appendix, m->appendix_len, parts, n))
         abort();
+    /* User data as the output would carry it: any msgpack it writes must read back. */
+    static uint8_t ud[4096];
+    faid_mpw w;
+    faid_mpw_init(&w, ud, sizeof(ud));
+    int written = 0;
+    faid_diag dd;
+    faid_diag_clear(&dd);
+    int r3 = faid_input_user_data(m, &w, &written, &dd);
+    if (r3 > 0 || (r3 < 0 && dd.msg[0] == '\0'))
+        abort();
+    if (r3 == 0 && written && !w.overflow) {
+        faid_mpr r;
+        faid_mpr_init(&r, ud, w.len);
+        if (faid_mpr_skip(&r, &dd) != 0 || r.p != r.end)
+            abort();
+    }
 }
 
 #endif

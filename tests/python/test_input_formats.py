@@ -89,6 +89,7 @@ def test_v2_image_every_encoding_and_dtype(tmp_path, dtype, compression):
         assert info["channel"] == "threshold_1" and info["channel_index"] == 0
         assert info["start_time"] == [17000000, 50000000]
         assert info["appendix_bytes"] == len(cbor2.dumps([1, "x"]))
+        assert info["user_data"] == [1, "x"]  # as faid's output carries it (msgpack)
         assert same(px, a)
         # the protocol named explicitly reads the same message
         info2, px2 = inspect(tmp_path, [msg], "--protocol", "dectris-v2")
@@ -146,6 +147,7 @@ def test_v2_start_metadata_and_arrays(tmp_path, compression):
         assert meta["error_value"] == -1 and meta["saturation_value"] == 60000
         assert meta["threshold_energy"] == 6000.0 + 1000 * idx
         assert meta["sensor_material"] == "Si" and meta["pixel_mask_enabled"] is True
+        assert info["user_data"] == {"sample": "lysozyme", "n": [1, 2, 3]}
         name = ["threshold_1", "threshold_2"][idx]
         assert same(np.load(m), masks[name])
         assert same(np.load(f), flats[name])
@@ -169,6 +171,26 @@ def test_v2_end_other_and_untagged(tmp_path):
     assert info["ok"] and info["type"] == "end"
     info, _ = inspect(tmp_path, [bare])
     assert not info["ok"] and info["code"] == "FAID_EPROTO"
+
+
+def test_user_data_to_msgpack(tmp_path):
+    """user_data goes to faid's msgpack output: CBOR items converted, v1 appendices as text or
+    bytes."""
+    ud = {"a": [1, -2, 2**64 - 1, -2**63, 1.5, None, True, False, "\u00e9\U0001f499"],
+          "b": b"\x00\x01", "tagged": cbor2.CBORTag(1, 1700000000), "nested": [[[{"x": {}}]]]}
+    info, _ = inspect(tmp_path, [ds.v2_encode(ds.v2_end(1, "u") | {"user_data": ud})])
+    want = dict(ud, b={"bin": 2}, tagged=1700000000)
+    assert info["user_data"] == want
+    deep = 0
+    for _ in range(40):
+        deep = [deep]
+    info, _ = inspect(tmp_path, [ds.v2_encode(ds.v2_end(1, "u") | {"user_data": deep})])
+    assert info["ok"] and "deeper" in info["user_data_error"]
+    a = frame((4, 4), "uint8", 0)
+    info, _ = inspect(tmp_path, ds.v1_image(1, 0, a, "<", b"\xff\xfe binary"))
+    assert info["user_data"] == {"bin": 9}
+    info, _ = inspect(tmp_path, ds.v1_end(1), npy=False)
+    assert "user_data" not in info
 
 
 def test_v2_unknown_fields_ignored(tmp_path):
@@ -295,6 +317,7 @@ def test_v1_image_every_encoding(tmp_path, dtype, encoding):
             assert info["encoding"] == enc
             assert info["start_time"] == [41000, 1000000000]
             assert info.get("appendix_bytes") == (len(appendix) if appendix else None)
+            assert info.get("user_data") == (appendix.decode() if appendix else None)
             assert same(px, a)
 
 
