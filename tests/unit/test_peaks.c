@@ -1,10 +1,25 @@
 /* Unit tests of the peak-finding modules: parameter defaults and checks, peak-list and background
- * allocation, the hit decision and the rolling hit rate. */
+ * allocation, the hit decision and the rolling hit rate; then the OpenCL kernels of
+ * kernels/peaks/ against the plain C references on synthetic frames with spots (faid_synth):
+ * the background within float tolerance, the peak lists of both finders identical (count,
+ * order and every field, bit for bit), for the three error models, both patch sizes, several
+ * panel layouts and a list cut at its capacity. Also the references' own sanity: the spots
+ * faid_synth puts in are found. */
+#include "faid_cl.h"
+#include "faid_csr.h"
 #include "faid_hits.h"
 #include "faid_peaks.h"
+#include "faid_peaks_cl.h"
+#include "faid_pf8.h"
+#include "faid_pick.h"
+#include "faid_reduce.h"
+#include "faid_sigclip.h"
+#include "faid_synth.h"
 
 #include "faid_test.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void test_params(void)
@@ -95,10 +110,222 @@ static void test_hits(void)
     CHECK(h == NULL);
 }
 
+/* A small tilted detector with rings, spots and a module gap, preprocessed with Poisson variance.
+ */
+typedef struct frame_set {
+    faid_geometry g;
+    uint8_t *mask;
+    float *pre4;
+    faid_csr *csr;
+} frame_set;
+
+static int make_frames(frame_set *fs, uint64_t seed, int nspots)
+{
+    memset(fs, 0, sizeof *fs);
+    faid_geometry *g = &fs->g;
+    g->dist = 0.1;
+    g->poni1 = 0.0131;
+    g->poni2 = 0.0157;
+    g->rot1 = 0.02;
+    g->rot2 = -0.01;
+    g->wavelength = 1e-10;
+    g->pixel1 = g->pixel2 = 100e-6;
+    g->rows = 256;
+    g->cols = 320;
+    size_t n = (size_t)g->rows * (size_t)g->cols;
+    fs->mask = calloc(n, 1);
+    float *raw = malloc(n * sizeof(float));
+    fs->pre4 = malloc(4 * n * sizeof(float));
+    if (!fs->mask || !raw || !fs->pre4)
+        return -1;
+    for (int r = 0; r < g->rows; r++)
+        for (int c = 150; c < 153; c++)
+            fs->mask[(size_t)r * (size_t)g->cols + (size_t)c] = 1;
+    fs->mask[5000] = fs->mask[40000] = 1;
+    faid_synth_params sp;
+    faid_synth_default_params(&sp);
+    sp.seed = seed;
+    sp.nspots = nspots;
+    sp.spot_amplitude = 2000.0;
+    sp.spot_sigma = 1.0;
+    faid_diag d;
+    faid_synth *sy = faid_synth_new(g, fs->mask, &sp, &d);
+    if (!sy || faid_synth_frame(sy, seed, FAID_DT_F32, raw, n * sizeof(float), &d))
+        return -1;
+    faid_synth_destroy(&sy);
+    faid_corrections c = {0};
+    c.npix = n;
+    c.mask = fs->mask;
+    c.normalization_factor = 1.0f;
+    c.error_model = FAID_EM_POISSON;
+    if (faid_ref_preprocess(&c, FAID_DT_F32, raw, fs->pre4, &d))
+        return -1;
+    free(raw);
+    faid_csr_params cp = {0};
+    cp.split = FAID_SPLIT_NO;
+    cp.unit = FAID_UNIT_Q_NM;
+    cp.npt_rad = 200;
+    return faid_csr_build(g, fs->mask, &cp, &fs->csr, &d);
+}
+
+static void free_frames(frame_set *fs)
+{
+    free(fs->mask);
+    free(fs->pre4);
+    faid_csr_destroy(&fs->csr);
+}
+
+static int lists_equal(const faid_peak_list *a, const faid_peak_list *b)
+{
+    if (a->n != b->n || a->n_found != b->n_found)
+        return 0;
+    size_t n = (size_t)a->n;
+    return !memcmp(a->x, b->x, n * 4) && !memcmp(a->y, b->y, n * 4) &&
+           !memcmp(a->intensity, b->intensity, n * 4) && !memcmp(a->sigma, b->sigma, n * 4) &&
+           !memcmp(a->snr, b->snr, n * 4) && !memcmp(a->max_pixel, b->max_pixel, n * 4) &&
+           !memcmp(a->npix, b->npix, n * 4) && !memcmp(a->index, b->index, n * 4);
+}
+
+static double bg_worst(const faid_background *a, const faid_background *b)
+{
+    double worst = 0.0;
+    for (int32_t i = 0; i < a->nbins; i++) {
+        const float *x[4] = {a->mean, a->std, a->sem, a->count};
+        const float *y[4] = {b->mean, b->std, b->sem, b->count};
+        for (int k = 0; k < 4; k++) {
+            double e = fabs((double)x[k][i] - (double)y[k][i]) / fmax(1e-3, fabs((double)y[k][i]));
+            if (!(e <= worst))
+                worst = isnan(e) ? INFINITY : e;
+        }
+    }
+    return worst;
+}
+
+/* Runs reference and kernels with parameters p on frame set fs; returns peaks found. */
+static int compare_one(faid_cl_ctx *ctx, frame_set *fs, const faid_peak_params *p, int prows,
+                       int pcols, const char *what)
+{
+    faid_diag d;
+    faid_peak_geom *g =
+        faid_peak_geom_new(&fs->g, fs->mask, fs->csr, FAID_UNIT_Q_NM, p, prows, pcols, &d);
+    CHECK_MSG(g != NULL, "%s: %s", what, d.msg);
+    faid_background *bref = faid_background_new(fs->csr->nbins);
+    faid_background *bcl = faid_background_new(fs->csr->nbins);
+    faid_peak_list *lref = faid_peak_list_new(p->max_num_peaks);
+    faid_peak_list *lcl = faid_peak_list_new(p->max_num_peaks);
+    faid_peaks_cl *k = g ? faid_peaks_cl_new(ctx, fs->csr, g, p, &d) : NULL;
+    CHECK_MSG(k != NULL, "%s: %s", what, d.msg);
+    int found = -1;
+    if (g && k && bref && bcl && lref && lcl) {
+        CHECK_MSG(faid_sigclip_ref(fs->csr, fs->pre4, p, 0.0f, bref, NULL, &d) == 0, "%s: %s", what,
+                  d.msg);
+        int rc = 0;
+        if (p->algorithm == FAID_PEAKS_PYFAI) {
+            rc = faid_pick_ref(g, fs->pre4, bref, p, lref, &d);
+        } else if (p->algorithm == FAID_PEAKS_PEAKFINDER8) {
+            faid_pf8_bins *b = faid_pf8_bins_new(g, &d);
+            rc = b ? faid_pf8_ref(g, b, fs->pre4, p, lref, &d) : -1;
+            faid_pf8_bins_destroy(&b);
+        }
+        CHECK_MSG(rc == 0, "%s: reference: %s", what, d.msg);
+        CHECK_MSG(faid_peaks_cl_run_host(k, fs->pre4, 0.0f, bcl, lcl, &d) == 0, "%s: %s", what,
+                  d.msg);
+        double w = bg_worst(bcl, bref);
+        CHECK_MSG(w < 1e-5, "%s: background differs by %g", what, w);
+        if (p->algorithm != FAID_PEAKS_NONE) {
+            CHECK_MSG(lists_equal(lcl, lref), "%s: kernel %d/%d peaks, reference %d/%d", what,
+                      lcl->n, lcl->n_found, lref->n, lref->n_found);
+            found = lref->n_found;
+            if (getenv("FAID_TEST_VERBOSE"))
+                printf("%s: %d peaks (%d kept)\n", what, lref->n_found, lref->n);
+        }
+    }
+    faid_peaks_cl_destroy(&k);
+    faid_peak_list_destroy(&lref);
+    faid_peak_list_destroy(&lcl);
+    faid_background_destroy(&bref);
+    faid_background_destroy(&bcl);
+    faid_peak_geom_destroy(&g);
+    return found;
+}
+
+static void test_kernels(void)
+{
+    faid_cl_device_info dev;
+    faid_diag d;
+    if (faid_cl_select(getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "auto", &dev,
+                       &d) != 0) {
+        printf("test_peaks: no OpenCL device (%s), kernels not tested\n", d.msg);
+        return;
+    }
+    faid_cl_ctx *ctx = faid_cl_ctx_new(&dev, 0, &d);
+    CHECK_MSG(ctx != NULL, "%s", d.msg);
+    if (!ctx)
+        return;
+    frame_set fs;
+    CHECK(make_frames(&fs, 7, 25) == 0);
+    faid_peak_params p;
+    faid_peak_params_default(&p);
+    const faid_clip_model models[] = {FAID_CLIP_POISSON, FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
+    for (int m = 0; m < 3; m++) {
+        p.error_model = models[m];
+        p.algorithm = FAID_PEAKS_NONE;
+        compare_one(ctx, &fs, &p, 0, 0, faid_clip_model_name(models[m]));
+        p.cutoff_clip = 3.0;
+        p.algorithm = FAID_PEAKS_PYFAI;
+        int n = compare_one(ctx, &fs, &p, 0, 0, "pyfai, patch 3");
+        CHECK_MSG(n >= 15, "pyfai picker (%s) found %d peaks of 25 spots",
+                  faid_clip_model_name(models[m]), n);
+        p.cutoff_clip = 0.0;
+    }
+    p.error_model = FAID_CLIP_AZIMUTHAL;
+    p.algorithm = FAID_PEAKS_PYFAI;
+    p.patch_size = 5;
+    p.connected = 3;
+    compare_one(ctx, &fs, &p, 0, 0, "pyfai, patch 5");
+    p.patch_size = 3;
+    p.connected = 2;
+    p.max_num_peaks = 4;
+    CHECK(compare_one(ctx, &fs, &p, 0, 0, "pyfai, capacity 4") > 4);
+    p.max_num_peaks = 2048;
+
+    p.algorithm = FAID_PEAKS_PEAKFINDER8;
+    p.adc_threshold = 50.0;
+    int n = compare_one(ctx, &fs, &p, 0, 0, "peakfinder8, one panel");
+    CHECK_MSG(n >= 15, "peakfinder8 found %d peaks of 25 spots", n);
+    compare_one(ctx, &fs, &p, 128, 160, "peakfinder8, 2x2 panels");
+    p.min_pixel_count = 1;
+    p.max_pixel_count = 8;
+    p.local_bg_radius = 5;
+    p.min_res = 30;
+    p.max_res = 150;
+    compare_one(ctx, &fs, &p, 64, 0, "peakfinder8, 4x1 panels, narrow");
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PEAKFINDER8;
+    p.adc_threshold = 50.0;
+    p.max_num_peaks = 5;
+    CHECK(compare_one(ctx, &fs, &p, 0, 160, "peakfinder8, capacity 5") > 5);
+    free_frames(&fs);
+
+    /* A frame without spots: no peaks from either finder. */
+    CHECK(make_frames(&fs, 8, 0) == 0);
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PYFAI;
+    p.cutoff_peak = 5.0;
+    p.connected = 3;
+    CHECK(compare_one(ctx, &fs, &p, 0, 0, "pyfai, background only") == 0);
+    p.algorithm = FAID_PEAKS_PEAKFINDER8;
+    p.adc_threshold = 50.0;
+    CHECK(compare_one(ctx, &fs, &p, 0, 0, "peakfinder8, background only") == 0);
+    free_frames(&fs);
+    faid_cl_ctx_destroy(&ctx);
+}
+
 int main(void)
 {
     test_params();
     test_lists();
     test_hits();
+    test_kernels();
     return faid_test_finish();
 }

@@ -1,0 +1,374 @@
+/* faid_peaks_cl: program builds, device tables and launches of kernels/peaks/ (see
+ * faid_peaks_cl.h). Work-group sizes: the sigma clip and the finders use min(256, what the
+ * device allows) (a power of two); peakfinder8's radial statistics use exactly 64 work-items
+ * (FAID_PF8_LANES), the reduction order the C reference reproduces. */
+#include "faid_peaks_cl.h"
+
+#include "faid_log.h"
+#include "faid_pf8.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct faid_peaks_cl {
+    faid_cl_ctx *ctx;
+    faid_peak_params p;
+    int rows, cols, npix, nbins, pf8_nbins;
+    int panel_rows, panel_cols;
+    size_t wg_sc, wg_pk;
+    int ngroups;
+    cl_program prog_sc, prog_find, prog_radial;
+    cl_kernel k_sc, k_flag, k_scan, k_write, k_radial;
+    /* per setup */
+    cl_mem indptr, indices, coefs, radius, radius1d, valid, bin_of, pf8_indptr, pf8_indices;
+    float rad_min, rad_max;
+    /* per frame */
+    cl_mem clipped, bg, flag, counts, offsets, total, out_f, out_i, roff, rthr, host_pre4;
+};
+
+static size_t pick_wg(const faid_cl_ctx *ctx)
+{
+    size_t wg = 256;
+    while (wg > 1 && ctx->info.max_wg && wg > ctx->info.max_wg)
+        wg >>= 1;
+    return wg;
+}
+
+static void release_mem(cl_mem *m)
+{
+    if (*m)
+        clReleaseMemObject(*m);
+    *m = NULL;
+}
+
+void faid_peaks_cl_destroy(faid_peaks_cl **kp)
+{
+    if (!kp || !*kp)
+        return;
+    faid_peaks_cl *k = *kp;
+    cl_kernel ks[] = {k->k_sc, k->k_flag, k->k_scan, k->k_write, k->k_radial};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        if (ks[i])
+            clReleaseKernel(ks[i]);
+    cl_program ps[] = {k->prog_sc, k->prog_find, k->prog_radial};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        if (ps[i])
+            clReleaseProgram(ps[i]);
+    cl_mem *ms[] = {&k->indptr, &k->indices, &k->coefs,      &k->radius,      &k->radius1d,
+                    &k->valid,  &k->bin_of,  &k->pf8_indptr, &k->pf8_indices, &k->clipped,
+                    &k->bg,     &k->flag,    &k->counts,     &k->offsets,     &k->total,
+                    &k->out_f,  &k->out_i,   &k->roff,       &k->rthr,        &k->host_pre4};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        release_mem(ms[i]);
+    free(k);
+    *kp = NULL;
+}
+
+static cl_mem upload(faid_peaks_cl *k, size_t bytes, const void *host, faid_diag *d)
+{
+    return faid_cl_buffer(k->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, (void *)host, d);
+}
+
+static int make_kernel(cl_program prog, const char *name, cl_kernel *out, faid_diag *d)
+{
+    cl_int err;
+    *out = clCreateKernel(prog, name, &err);
+    if (err != CL_SUCCESS)
+        return faid_cl_fail(d, err, "clCreateKernel", __FILE__, __LINE__);
+    return 0;
+}
+
+faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const faid_peak_geom *g,
+                                 const faid_peak_params *p, faid_diag *d)
+{
+    if (!ctx || !csr || !g || !p) {
+        faid_fail(d, FAID_EINVAL, "peaks: missing context, matrix, geometry or parameters");
+        return NULL;
+    }
+    if (faid_peak_params_check(p, d))
+        return NULL;
+    if (!ctx->info.has_fp64) {
+        faid_fail(d, FAID_EUNSUP, "peaks: device %s lacks cl_khr_fp64", ctx->info.name);
+        return NULL;
+    }
+    if (csr->npix != g->rows * g->cols || csr->nbins != g->nbins || g->nbins < 2) {
+        faid_fail(d, FAID_ESHAPE,
+                  "peaks: matrix (%d pixels, %d bins) and geometry (%dx%d, %d bins) disagree",
+                  csr->npix, csr->nbins, g->rows, g->cols, g->nbins);
+        return NULL;
+    }
+    faid_peaks_cl *k = calloc(1, sizeof *k);
+    if (!k) {
+        faid_fail(d, FAID_ENOMEM, "peaks: out of memory");
+        return NULL;
+    }
+    k->ctx = ctx;
+    k->p = *p;
+    k->rows = g->rows;
+    k->cols = g->cols;
+    k->npix = g->rows * g->cols;
+    k->nbins = csr->nbins;
+    k->panel_rows = g->panel_rows;
+    k->panel_cols = g->panel_cols;
+    k->rad_min = g->rad_min;
+    k->rad_max = g->rad_max;
+    k->wg_sc = k->wg_pk = pick_wg(ctx);
+    k->ngroups = (int)(((size_t)k->npix + k->wg_pk - 1) / k->wg_pk);
+    const size_t npix = (size_t)k->npix;
+    const size_t cap = (size_t)p->max_num_peaks;
+    faid_pf8_bins *bins = NULL;
+    int rc = 0;
+    char opts[256];
+    /* Peak lists must equal the reference bit for bit: IEEE division and sqrt in float32. */
+    const char *ieee = "-cl-fp32-correctly-rounded-divide-sqrt";
+
+    snprintf(opts, sizeof opts, "%s -D WG=%zu -D HAS_COEF=%d", ieee, k->wg_sc, csr->data ? 1 : 0);
+    const char *sc_src[] = {"peaks/sigma_clip.cl"};
+    if ((rc = faid_cl_build(ctx, sc_src, 1, opts, &k->prog_sc, d)) ||
+        (rc = make_kernel(k->prog_sc, "faid_sigma_clip", &k->k_sc, d)))
+        goto fail;
+    k->indptr = upload(k, ((size_t)csr->nbins + 1) * sizeof(int32_t), csr->indptr, d);
+    k->indices = upload(k, (size_t)(csr->nnz ? csr->nnz : 1) * sizeof(int32_t), csr->indices, d);
+    k->coefs = csr->data ? upload(k, (size_t)csr->nnz * sizeof(float), csr->data, d)
+                         : faid_cl_buffer(ctx, CL_MEM_READ_ONLY, 4, NULL, d);
+    k->clipped = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, npix, NULL, d);
+    k->bg = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, 4 * (size_t)k->nbins * sizeof(float), NULL, d);
+    if (!k->indptr || !k->indices || !k->coefs || !k->clipped || !k->bg)
+        goto fail_d;
+
+    if (p->algorithm == FAID_PEAKS_NONE)
+        return k;
+    k->flag = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, npix, NULL, d);
+    k->counts = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (size_t)k->ngroups * sizeof(int), NULL, d);
+    k->offsets = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (size_t)k->ngroups * sizeof(int), NULL, d);
+    k->total = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, sizeof(int), NULL, d);
+    k->out_f = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, 6 * cap * sizeof(float), NULL, d);
+    k->out_i = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, 2 * cap * sizeof(int), NULL, d);
+    if (!k->flag || !k->counts || !k->offsets || !k->total || !k->out_f || !k->out_i)
+        goto fail_d;
+    if (p->algorithm == FAID_PEAKS_PYFAI) {
+        snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu", ieee, k->wg_pk, k->wg_pk);
+        const char *src[] = {"peaks/compact.cl", "peaks/pick_pyfai.cl"};
+        if ((rc = faid_cl_build(ctx, src, 2, opts, &k->prog_find, d)) ||
+            (rc = make_kernel(k->prog_find, "faid_pick_flag", &k->k_flag, d)) ||
+            (rc = make_kernel(k->prog_find, "faid_pick_write", &k->k_write, d)) ||
+            (rc = make_kernel(k->prog_find, "faid_pk_scan", &k->k_scan, d)))
+            goto fail;
+        k->radius = upload(k, npix * sizeof(float), g->radius, d);
+        k->radius1d = upload(k, (size_t)g->nbins * sizeof(float), g->radius1d, d);
+        if (!k->radius || !k->radius1d)
+            goto fail_d;
+        return k;
+    }
+    if (g->panel_rows < 3 || g->panel_cols < 3 || g->rows % g->panel_rows ||
+        g->cols % g->panel_cols) {
+        rc = faid_fail(d, FAID_ESHAPE, "peakfinder8: frame %dx%d is not a grid of %dx%d panels",
+                       g->rows, g->cols, g->panel_rows, g->panel_cols);
+        goto fail;
+    }
+    bins = faid_pf8_bins_new(g, d);
+    if (!bins)
+        goto fail_d;
+    k->pf8_nbins = bins->nbins;
+    snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PF8_MAXQ=%d", ieee, k->wg_pk,
+             k->wg_pk, p->max_pixel_count);
+    const char *rsrc[] = {"peaks/pf8_radial.cl"};
+    const char *psrc[] = {"peaks/compact.cl", "peaks/pf8_peaks.cl"};
+    if ((rc = faid_cl_build(ctx, rsrc, 1, ieee, &k->prog_radial, d)) ||
+        (rc = make_kernel(k->prog_radial, "faid_pf8_radial", &k->k_radial, d)) ||
+        (rc = faid_cl_build(ctx, psrc, 2, opts, &k->prog_find, d)) ||
+        (rc = make_kernel(k->prog_find, "faid_pf8_flag", &k->k_flag, d)) ||
+        (rc = make_kernel(k->prog_find, "faid_pf8_write", &k->k_write, d)) ||
+        (rc = make_kernel(k->prog_find, "faid_pk_scan", &k->k_scan, d)))
+        goto fail;
+    k->valid = upload(k, npix, g->valid, d);
+    k->bin_of = upload(k, npix * sizeof(int32_t), bins->bin_of, d);
+    k->pf8_indptr = upload(k, ((size_t)bins->nbins + 1) * sizeof(int32_t), bins->indptr, d);
+    k->pf8_indices = upload(k, npix * sizeof(int32_t), bins->indices, d);
+    k->roff = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (size_t)bins->nbins * sizeof(float), NULL, d);
+    k->rthr = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (size_t)bins->nbins * sizeof(float), NULL, d);
+    if (!k->valid || !k->bin_of || !k->pf8_indptr || !k->pf8_indices || !k->roff || !k->rthr)
+        goto fail_d;
+    faid_pf8_bins_destroy(&bins);
+    return k;
+fail_d:
+    rc = d ? d->code : FAID_ECL;
+fail:
+    (void)rc;
+    faid_pf8_bins_destroy(&bins);
+    faid_peaks_cl_destroy(&k);
+    return NULL;
+}
+
+#define SETARG(kern, i, val) FAID_CL_TRY(d, clSetKernelArg((kern), (i), sizeof(val), &(val)))
+
+static int set_pick_args(faid_peaks_cl *k, cl_kernel kern, cl_mem pre4, cl_uint *n, faid_diag *d)
+{
+    const float cutoff = (float)k->p.cutoff_peak, noise = (float)k->p.noise;
+    const int hw = k->p.patch_size / 2, connected = k->p.connected;
+    cl_uint i = 0;
+    SETARG(kern, i++, pre4);
+    SETARG(kern, i++, k->radius);
+    SETARG(kern, i++, k->radius1d);
+    SETARG(kern, i++, k->bg);
+    SETARG(kern, i++, k->rows);
+    SETARG(kern, i++, k->cols);
+    SETARG(kern, i++, k->nbins);
+    SETARG(kern, i++, k->rad_min);
+    SETARG(kern, i++, k->rad_max);
+    SETARG(kern, i++, cutoff);
+    SETARG(kern, i++, noise);
+    SETARG(kern, i++, hw);
+    SETARG(kern, i++, connected);
+    *n = i;
+    return 0;
+}
+
+static int set_pf8_args(faid_peaks_cl *k, cl_kernel kern, cl_mem pre4, cl_uint *n, faid_diag *d)
+{
+    const int min_pix = k->p.min_pixel_count, bg_radius = k->p.local_bg_radius;
+    const float min_snr = (float)k->p.minimum_snr;
+    cl_uint i = 0;
+    SETARG(kern, i++, pre4);
+    SETARG(kern, i++, k->valid);
+    SETARG(kern, i++, k->bin_of);
+    SETARG(kern, i++, k->roff);
+    SETARG(kern, i++, k->rthr);
+    SETARG(kern, i++, k->rows);
+    SETARG(kern, i++, k->cols);
+    SETARG(kern, i++, k->panel_rows);
+    SETARG(kern, i++, k->panel_cols);
+    SETARG(kern, i++, min_pix);
+    SETARG(kern, i++, bg_radius);
+    SETARG(kern, i++, min_snr);
+    *n = i;
+    return 0;
+}
+
+int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *first,
+                          cl_event *last, faid_diag *d)
+{
+    if (!k || !pre4)
+        return faid_fail(d, FAID_EINVAL, "peaks: missing argument");
+    cl_command_queue q = k->ctx->queue;
+    const float cutoff = (float)k->p.cutoff_clip;
+    const int cycles = k->p.cycles, em = (int)k->p.error_model;
+    cl_uint i = 0;
+    SETARG(k->k_sc, i++, pre4);
+    SETARG(k->k_sc, i++, k->coefs);
+    SETARG(k->k_sc, i++, k->indices);
+    SETARG(k->k_sc, i++, k->indptr);
+    SETARG(k->k_sc, i++, k->clipped);
+    SETARG(k->k_sc, i++, k->nbins);
+    SETARG(k->k_sc, i++, cutoff);
+    SETARG(k->k_sc, i++, cycles);
+    SETARG(k->k_sc, i++, em);
+    SETARG(k->k_sc, i++, empty);
+    SETARG(k->k_sc, i++, k->bg);
+    size_t gs = (size_t)k->nbins * k->wg_sc, ls = k->wg_sc;
+    int find = k->p.algorithm != FAID_PEAKS_NONE;
+    FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_sc, 1, NULL, &gs, &ls, 0, NULL,
+                                          first ? first : (!find && last ? last : NULL)));
+    if (!find)
+        return 0;
+    if (k->p.algorithm == FAID_PEAKS_PEAKFINDER8) {
+        const float snr = (float)k->p.minimum_snr, adc = (float)k->p.adc_threshold;
+        i = 0;
+        SETARG(k->k_radial, i++, pre4);
+        SETARG(k->k_radial, i++, k->valid);
+        SETARG(k->k_radial, i++, k->pf8_indptr);
+        SETARG(k->k_radial, i++, k->pf8_indices);
+        SETARG(k->k_radial, i++, k->pf8_nbins);
+        SETARG(k->k_radial, i++, snr);
+        SETARG(k->k_radial, i++, adc);
+        SETARG(k->k_radial, i++, k->roff);
+        SETARG(k->k_radial, i++, k->rthr);
+        size_t rgs = (size_t)k->pf8_nbins * FAID_PF8_LANES, rls = FAID_PF8_LANES;
+        FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_radial, 1, NULL, &rgs, &rls, 0, NULL, NULL));
+    }
+    int rc;
+    cl_uint n;
+    const int cap = k->p.max_num_peaks;
+    int pf8 = k->p.algorithm == FAID_PEAKS_PEAKFINDER8;
+    if ((rc = pf8 ? set_pf8_args(k, k->k_flag, pre4, &n, d)
+                  : set_pick_args(k, k->k_flag, pre4, &n, d)))
+        return rc;
+    SETARG(k->k_flag, n, k->flag);
+    SETARG(k->k_flag, n + 1, k->counts);
+    size_t pgs = (size_t)k->ngroups * k->wg_pk, pls = k->wg_pk;
+    FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_flag, 1, NULL, &pgs, &pls, 0, NULL, NULL));
+    i = 0;
+    SETARG(k->k_scan, i++, k->counts);
+    SETARG(k->k_scan, i++, k->ngroups);
+    SETARG(k->k_scan, i++, k->offsets);
+    SETARG(k->k_scan, i++, k->total);
+    size_t sgs = k->wg_pk;
+    FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_scan, 1, NULL, &sgs, &sgs, 0, NULL, NULL));
+    if ((rc = pf8 ? set_pf8_args(k, k->k_write, pre4, &n, d)
+                  : set_pick_args(k, k->k_write, pre4, &n, d)))
+        return rc;
+    SETARG(k->k_write, n, k->flag);
+    SETARG(k->k_write, n + 1, k->offsets);
+    SETARG(k->k_write, n + 2, cap);
+    SETARG(k->k_write, n + 3, k->out_f);
+    SETARG(k->k_write, n + 4, k->out_i);
+    FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_write, 1, NULL, &pgs, &pls, 0, NULL, last));
+    return 0;
+}
+
+int faid_peaks_cl_read(faid_peaks_cl *k, faid_background *bg, faid_peak_list *out, faid_diag *d)
+{
+    if (!k || !bg)
+        return faid_fail(d, FAID_EINVAL, "peaks: missing argument");
+    if (bg->nbins != k->nbins)
+        return faid_fail(d, FAID_ESIZE, "peaks: background of %d bins, %d expected", bg->nbins,
+                         k->nbins);
+    cl_command_queue q = k->ctx->queue;
+    size_t nb = (size_t)k->nbins * sizeof(float);
+    float *dst[4] = {bg->mean, bg->std, bg->sem, bg->count};
+    for (int a = 0; a < 4; a++)
+        FAID_CL_TRY(
+            d, clEnqueueReadBuffer(q, k->bg, CL_FALSE, (size_t)a * nb, nb, dst[a], 0, NULL, NULL));
+    if (out && k->p.algorithm != FAID_PEAKS_NONE) {
+        if (out->capacity < k->p.max_num_peaks)
+            return faid_fail(d, FAID_ESIZE, "peaks: list of capacity %d, %d needed", out->capacity,
+                             k->p.max_num_peaks);
+        int total = 0;
+        FAID_CL_TRY(
+            d, clEnqueueReadBuffer(q, k->total, CL_TRUE, 0, sizeof total, &total, 0, NULL, NULL));
+        const size_t cap = (size_t)k->p.max_num_peaks;
+        size_t n = total < 0 ? 0 : ((size_t)total < cap ? (size_t)total : cap);
+        float *fd[6] = {out->x, out->y, out->intensity, out->sigma, out->snr, out->max_pixel};
+        for (int a = 0; a < 6 && n; a++)
+            FAID_CL_TRY(d, clEnqueueReadBuffer(q, k->out_f, CL_FALSE, (size_t)a * cap * 4, n * 4,
+                                               fd[a], 0, NULL, NULL));
+        if (n) {
+            FAID_CL_TRY(
+                d, clEnqueueReadBuffer(q, k->out_i, CL_FALSE, 0, n * 4, out->npix, 0, NULL, NULL));
+            FAID_CL_TRY(d, clEnqueueReadBuffer(q, k->out_i, CL_FALSE, cap * 4, n * 4, out->index, 0,
+                                               NULL, NULL));
+        }
+        out->n = (int32_t)n;
+        out->n_found = total;
+    }
+    FAID_CL_TRY(d, clFinish(q));
+    return 0;
+}
+
+int faid_peaks_cl_run_host(faid_peaks_cl *k, const float *pre4, float empty, faid_background *bg,
+                           faid_peak_list *out, faid_diag *d)
+{
+    if (!k || !pre4)
+        return faid_fail(d, FAID_EINVAL, "peaks: missing argument");
+    size_t bytes = (size_t)k->npix * 4 * sizeof(float);
+    if (!k->host_pre4) {
+        k->host_pre4 = faid_cl_buffer(k->ctx, CL_MEM_READ_ONLY, bytes, NULL, d);
+        if (!k->host_pre4)
+            return d ? d->code : FAID_ECL;
+    }
+    FAID_CL_TRY(d, clEnqueueWriteBuffer(k->ctx->queue, k->host_pre4, CL_FALSE, 0, bytes, pre4, 0,
+                                        NULL, NULL));
+    int rc = faid_peaks_cl_enqueue(k, k->host_pre4, empty, NULL, NULL, d);
+    return rc ? rc : faid_peaks_cl_read(k, bg, out, d);
+}

@@ -1,0 +1,38 @@
+/* faid_peaks_cl: the OpenCL side of background estimation and peak finding: builds the programs
+ * of kernels/peaks/ for one device, uploads the per-setup tables (the background's CSR matrix,
+ * the geometry maps, peakfinder8's radius bins) and runs, on a preprocessed frame already on the
+ * device, the sigma-clipped background (sigma_clip.cl) and the configured finder
+ * (pick_pyfai.cl or pf8_radial.cl + pf8_peaks.cl, both through compact.cl). Results equal the
+ * plain C references (faid_sigclip_ref, faid_pick_ref, faid_pf8_ref): peak lists bit for bit,
+ * the background to float64 rounding (tests/unit/test_peaks.c).
+ *
+ * One object holds one set of per-frame device buffers: use one per frame in flight. Launches
+ * go to the context's in-order queue; faid_peaks_cl_read waits for them. The device needs
+ * cl_khr_fp64 (every NVIDIA datacenter GPU and PoCL have it). */
+#ifndef FAID_PEAKS_CL_H
+#define FAID_PEAKS_CL_H
+
+#include "faid_cl.h"
+#include "faid_csr.h"
+#include "faid_peaks.h"
+
+typedef struct faid_peaks_cl faid_peaks_cl;
+
+/* csr: the background's 1D matrix without pixel splitting; g: geometry maps (its panel grid
+ * for peakfinder8); p: parameters (copied; algorithm none runs the background only). */
+faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const faid_peak_geom *g,
+                                 const faid_peak_params *p, faid_diag *d);
+void faid_peaks_cl_destroy(faid_peaks_cl **k);
+
+/* Enqueues the background and the finder on pre4 (npix float4 signal, variance, norm, count;
+ * Poisson variance for the poisson and hybrid error models); `empty` fills bins without pixels.
+ * Events of the first and last launch in *first / *last when not NULL (profiling). */
+int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *first,
+                          cl_event *last, faid_diag *d);
+/* Blocking reads of the last enqueued frame's background and peaks (peaks may be NULL). */
+int faid_peaks_cl_read(faid_peaks_cl *k, faid_background *bg, faid_peak_list *out, faid_diag *d);
+/* Uploads a host frame, enqueues and reads: for tests and the reference comparisons. */
+int faid_peaks_cl_run_host(faid_peaks_cl *k, const float *pre4, float empty, faid_background *bg,
+                           faid_peak_list *out, faid_diag *d);
+
+#endif

@@ -1,0 +1,213 @@
+/* peaks/pf8_peaks.cl: peakfinder8's candidate peaks, local background and acceptance
+ * (algorithms.md §12.3-§12.5, faid_pf8.h steps 2-4), after compact.cl. One work-item per pixel,
+ * laid out in seed order (panel by panel, then rows, then columns), so that the ordered
+ * compaction of compact.cl yields OM's order and cut. The per-seed function mirrors pf8_seed of
+ * daemon/core/faid_pf8.c statement by statement (float32 in OM's order, FP_CONTRACT OFF,
+ * correctly rounded division and sqrt), so lists are bit-identical to the reference.
+ *
+ * Connected components without a global labelling pass: a pixel is a seed when it is an interior
+ * above-threshold pixel, none of its four earlier neighbours is one, and the flood fill from it
+ * (OM's neighbour order) meets no earlier interior pixel of its component. Components of more
+ * than max_pixel_count pixels are rejected (as OM does), so the fill stops there: a work-item
+ * visits at most PF8_MAXQ pixels, kept in a private queue. Only the rare pixels that start a
+ * component do a fill at all.
+ *
+ * Build-time constants: PF8_MAXQ (= max_pixel_count), PK_WG (compact.cl).
+ * Kernels (global size = npix rounded up to PK_WG):
+ *   faid_pf8_flag   decides every position, writes flag[position] and its group's count
+ *   faid_pf8_write  writes the records of the flagged positions whose rank < cap */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef PF8_MAXQ
+#define PF8_MAXQ 200
+#endif
+
+#define PF8_ARGS                                                                               \
+    const global float4 *pre4, const global uchar *valid, const global int *bin_of,            \
+        const global float *roff, const global float *rthr, const int rows, const int cols,    \
+        const int prows, const int pcols, const int min_pix, const int bg_radius,              \
+        const float min_snr
+#define PF8_PASS                                                                               \
+    pre4, valid, bin_of, roff, rthr, rows, cols, prows, pcols, min_pix, bg_radius, min_snr
+
+constant int pf8_nb_fs[8] = {-1, 0, 1, -1, 1, -1, 0, 1};
+constant int pf8_nb_ss[8] = {-1, -1, -1, 0, 0, 1, 1, 1};
+
+static inline int pf8_usable(const global float4 *pre4, const global uchar *valid, int i)
+{
+    return valid[i] && pre4[i].s3 != 0.0f;
+}
+
+/* Pixel index of seed-order position o. */
+static inline int pf8_pixel(int o, int cols, int prows, int pcols, int *pss, int *pfs, int *ss,
+                            int *fs)
+{
+    int psize = prows * pcols;
+    int panel = o / psize, rem = o % psize;
+    int npc = cols / pcols;
+    *pss = panel / npc;
+    *pfs = panel % npc;
+    *ss = rem / pcols;
+    *fs = rem % pcols;
+    return (*pss * prows + *ss) * cols + *pfs * pcols + *fs;
+}
+
+static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int *npix_out)
+{
+    const int W = cols, PR = prows, PC = pcols;
+    const int ss0 = pss * PR, fs0 = pfs * PC;
+#define PIX(lss, lfs) ((ss0 + (lss)) * W + fs0 + (lfs))
+#define ABOVE(i) (pf8_usable(pre4, valid, (i)) && pre4[(i)].s0 > rthr[bin_of[(i)]])
+#define INTERIOR(lss, lfs) ((lss) >= 1 && (lss) <= PR - 2 && (lfs) >= 1 && (lfs) <= PC - 2)
+    if (!INTERIOR(ss, fs))
+        return 0;
+    const int me = PIX(ss, fs);
+    if (!ABOVE(me))
+        return 0;
+    for (int k = 0; k < 4; k++) {
+        int nss = ss + pf8_nb_ss[k], nfs = fs + pf8_nb_fs[k];
+        if (INTERIOR(nss, nfs) && ABOVE(PIX(nss, nfs)))
+            return 0;
+    }
+    int queue[PF8_MAXQ];
+    int n = 1, head = 0;
+    queue[0] = me;
+    while (head < n) {
+        int cur = queue[head++];
+        int css = cur / W - ss0, cfs = cur % W - fs0;
+        for (int k = 0; k < 8; k++) {
+            int nss = css + pf8_nb_ss[k], nfs = cfs + pf8_nb_fs[k];
+            if (nss < 0 || nss >= PR || nfs < 0 || nfs >= PC)
+                continue;
+            int q = PIX(nss, nfs);
+            if (!ABOVE(q))
+                continue;
+            int seen = 0;
+            for (int m = 0; m < n && !seen; m++)
+                seen = queue[m] == q;
+            if (seen)
+                continue;
+            if (INTERIOR(nss, nfs) && q < me)
+                return 0;
+            if (n == PF8_MAXQ)
+                return 0;
+            queue[n++] = q;
+        }
+    }
+    if (n < min_pix)
+        return 0;
+    float sum_i = 0.0f, sum_fs = 0.0f, sum_ss = 0.0f;
+    for (int m = 0; m < n; m++) {
+        int q = queue[m];
+        float ci = pre4[q].s0 - roff[bin_of[q]];
+        sum_i += ci;
+        sum_fs += ci * (float)(q % W);
+        sum_ss += ci * (float)(q / W);
+    }
+    if (fabs((double)sum_i) < 1e-10)
+        return 0;
+    float com_fs = sum_fs / fabs(sum_i), com_ss = sum_ss / fabs(sum_i);
+    int com_fs_r = (int)rint(com_fs), com_ss_r = (int)rint(com_ss);
+    int cfi = com_fs_r - fs0, csi = com_ss_r - ss0;
+    const int rw = 2 * bg_radius;
+    int np = 0;
+    float bsum = 0.0f, bsum2 = 0.0f, bg_max = 0.0f;
+    for (int sj = -rw; sj < rw; sj++) {
+        for (int fi = -rw; fi < rw; fi++) {
+            int lfs = cfi + fi, lss = csi + sj;
+            if (lfs < 0 || lfs >= PC || lss < 0 || lss >= PR)
+                continue;
+            if (fi * fi + sj * sj > rw * rw)
+                continue;
+            int q = PIX(lss, lfs);
+            float v = pre4[q].s0;
+            if (pf8_usable(pre4, valid, q) && v < rthr[bin_of[q]]) {
+                np++;
+                bsum += v;
+                bsum2 += v * v;
+                if (v > bg_max)
+                    bg_max = v;
+            }
+        }
+    }
+    float loff, lsig;
+    if (np) {
+        loff = bsum / (float)np;
+        lsig = bsum2 / (float)np - loff * loff;
+        lsig = lsig >= 0.0f ? sqrt(lsig) : 0.01f;
+    } else {
+        loff = roff[bin_of[com_ss_r * W + com_fs_r]];
+        lsig = 0.01f;
+    }
+    float tot = 0.0f, raw = 0.0f, max_i = 0.0f;
+    sum_fs = 0.0f;
+    sum_ss = 0.0f;
+    for (int m = 0; m < n; m++) {
+        int q = queue[m];
+        float v = pre4[q].s0;
+        float ci = v - loff;
+        tot += ci;
+        raw += v;
+        sum_fs += v * (float)(q % W);
+        sum_ss += v * (float)(q / W);
+        if (ci > max_i)
+            max_i = ci;
+    }
+    if (fabs((double)raw) < 1e-10)
+        return 0;
+    com_fs = sum_fs / fabs(raw);
+    com_ss = sum_ss / fabs(raw);
+    float snr = fabs((double)lsig) > 1e-10 ? tot / lsig : 0.0f;
+    if (snr < min_snr)
+        return 0;
+    if (max_i < bg_max - loff)
+        return 0;
+    if (com_fs < (float)fs0 || com_fs > (float)(fs0 + PC - 1) || com_ss < (float)ss0 ||
+        com_ss > (float)(ss0 + PR - 1))
+        return 0;
+    rec[0] = com_fs;
+    rec[1] = com_ss;
+    rec[2] = tot;
+    rec[3] = lsig;
+    rec[4] = snr;
+    rec[5] = max_i;
+    *npix_out = n;
+    return 1;
+#undef PIX
+#undef ABOVE
+#undef INTERIOR
+}
+
+kernel void faid_pf8_flag(PF8_ARGS, global uchar *flag, global int *counts)
+{
+    local int scratch[PK_WG];
+    const int o = get_global_id(0);
+    int f = 0;
+    if (o < rows * cols) {
+        int pss, pfs, ss, fs;
+        pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+        float rec[6];
+        int npix;
+        f = pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix);
+        flag[o] = (uchar)f;
+    }
+    pk_group_count(scratch, f, counts);
+}
+
+kernel void faid_pf8_write(PF8_ARGS, const global uchar *flag, const global int *offsets,
+                           const int cap, global float *out_f, global int *out_i)
+{
+    local int scratch[PK_WG];
+    const int o = get_global_id(0);
+    int f = o < rows * cols ? flag[o] : 0;
+    int rank = offsets[get_group_id(0)] + pk_local_rank(scratch, f);
+    if (!f || rank >= cap)
+        return;
+    int pss, pfs, ss, fs;
+    int i = pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+    float rec[6];
+    int npix;
+    pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix);
+    pk_store(out_f, out_i, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], npix, i);
+}

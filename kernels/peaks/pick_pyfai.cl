@@ -1,0 +1,116 @@
+/* peaks/pick_pyfai.cl: the pyFAI-style peak picker (algorithms.md §9, §10), one work-item per
+ * pixel in pixel order, after compact.cl. The plain C reference is faid_pick_ref
+ * (daemon/core/faid_pick.c); this file mirrors its float32 arithmetic statement by statement so
+ * that both give the same bits (FP_CONTRACT OFF, correctly rounded sqrt, no fast-math).
+ *
+ * Kernels (global size = npix rounded up to PK_WG, local size PK_WG):
+ *   faid_pick_flag   decides every pixel, writes flag[i] and the count of its work-group
+ *   faid_pick_write  writes the records of the flagged pixels whose rank < cap
+ * Arguments common to both: pre4 (float4 signal, variance, norm, count), radius (per pixel, NaN
+ * = masked), radius1d (bin centres, uniform), bg (the background buffer of sigma_clip.cl: mean
+ * then std, nbins each), rows, cols, nbins,
+ * rad_min, rad_max, cutoff (cutoff_peak), noise, hw (patch_size / 2), connected. */
+#pragma OPENCL FP_CONTRACT OFF
+
+static inline float2 pp_value(const global float4 *pre4, const global float *radius,
+                              const global float *radius1d, const global float *bg_mean,
+                              const global float *bg_std, int rows, int cols, int nb,
+                              float rad_min, float rad_max, float noise, int r, int c)
+{
+    if (r < 0 || r >= rows || c < 0 || c >= cols)
+        return (float2)(-1.0f, 0.0f);
+    int i = r * cols + c;
+    float background = INFINITY, uncert = 0.0f;
+    float rad = radius[i];
+    if (isfinite(rad) && rad >= rad_min && rad < rad_max) {
+        float step = radius1d[1] - radius1d[0];
+        float pos = (rad - radius1d[0]) / step;
+        pos = pos < 0.0f ? 0.0f : (pos > (float)(nb - 1) ? (float)(nb - 1) : pos);
+        int k = (int)pos;
+        if (k + 1 < nb) {
+            float f = pos - (float)k;
+            background = bg_mean[k] * (1.0f - f) + bg_mean[k + 1] * f;
+            uncert = bg_std[k] * (1.0f - f) + bg_std[k + 1] * f;
+        } else {
+            background = bg_mean[nb - 1];
+            uncert = bg_std[nb - 1];
+        }
+    }
+    float4 q = pre4[i];
+    float v = q.s2 > 0.0f ? q.s0 / q.s2 - background : 0.0f;
+    return (float2)(v, sqrt(uncert * uncert + noise * noise));
+}
+
+#define PP_ARGS                                                                                \
+    const global float4 *pre4, const global float *radius, const global float *radius1d,       \
+        const global float *bg, const int rows, const int cols,                                 \
+        const int nb, const float rad_min, const float rad_max,                \
+        const float cutoff, const float noise, const int hw, const int connected
+#define PP_PASS pre4, radius, radius1d, bg, bg + nb, rows, cols, nb, rad_min, rad_max
+#define PP_DPASS pre4, radius, radius1d, bg, rows, cols, nb, rad_min, rad_max
+
+/* 1 and the record (x, y, intensity, sigma, max, npix) when pixel (r, c) is a peak. */
+static int pp_decide(PP_ARGS, int r, int c, float *rec, int *npix)
+{
+    float2 x = pp_value(PP_PASS, noise, r, c);
+    if (!(x.s0 > 0.0f && x.s0 >= cutoff * x.s1))
+        return 0;
+    int active = 0;
+    float local_max = x.s0, sum = 0.0f, sum_var = 0.0f, m0 = 0.0f, m1 = 0.0f;
+    for (int i = -hw; i <= hw && active >= 0; i++) {
+        for (int j = -hw; j <= hw; j++) {
+            float2 y = pp_value(PP_PASS, noise, r + i, c + j);
+            if (y.s0 > 0.0f) {
+                if (y.s0 >= cutoff * y.s1)
+                    active++;
+                local_max = fmax(local_max, y.s0);
+                m0 += (float)i * y.s0;
+                m1 += (float)j * y.s0;
+                sum += y.s0;
+                sum_var += y.s1 * y.s1;
+            } else if (y.s1 <= 0.0f) {
+                active = -1;
+                break;
+            }
+        }
+    }
+    if (!(x.s0 == local_max && active >= connected))
+        return 0;
+    rec[0] = m1 / sum + (float)c;
+    rec[1] = m0 / sum + (float)r;
+    rec[2] = sum;
+    rec[3] = sqrt(sum_var);
+    rec[4] = x.s0;
+    *npix = active;
+    return 1;
+}
+
+kernel void faid_pick_flag(PP_ARGS, global uchar *flag, global int *counts)
+{
+    local int scratch[PK_WG];
+    const int i = get_global_id(0);
+    int f = 0;
+    if (i < rows * cols) {
+        float rec[5];
+        int npix;
+        f = pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec, &npix);
+        flag[i] = (uchar)f;
+    }
+    pk_group_count(scratch, f, counts);
+}
+
+kernel void faid_pick_write(PP_ARGS, const global uchar *flag, const global int *offsets,
+                            const int cap, global float *out_f, global int *out_i)
+{
+    local int scratch[PK_WG];
+    const int i = get_global_id(0);
+    int f = i < rows * cols ? flag[i] : 0;
+    int rank = offsets[get_group_id(0)] + pk_local_rank(scratch, f);
+    if (!f || rank >= cap)
+        return;
+    float rec[5];
+    int npix;
+    pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec, &npix);
+    pk_store(out_f, out_i, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[2] / rec[3], rec[4],
+             npix, i);
+}

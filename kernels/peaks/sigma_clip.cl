@@ -1,0 +1,200 @@
+/* peaks/sigma_clip.cl: the sigma-clipped background per radial bin (algorithms.md §8, pyFAI's
+ * sigma_clip_ng semantics), one work-group per bin of the CSR matrix. The plain C reference is
+ * faid_sigclip_ref (daemon/core/faid_sigclip.c); the rules are documented in faid_sigclip.h.
+ *
+ * Build-time constants:
+ *   WG        work-group size, a power of two (the host picks min(256, device maximum))
+ *   HAS_COEF  1 when the matrix carries coefficients (else every coefficient is 1)
+ *
+ * Arithmetic is float64 (cl_khr_fp64; H100/H200 run it at full rate): every device then makes
+ * the same clipping decisions as the reference up to the rounding of sums taken in another
+ * order. Poisson sums: strided partial sums per work-item, then a halving tree. Azimuthal: the
+ * reference's sequential recurrence VV += w^2 (S_a/O_a - x)((S_a + c s)/(O_a + w) - x) needs,
+ * for every entry, the sums S_a, O_a of the kept entries before it in CSR order: entries are
+ * taken in tiles of WG, an exclusive work-group scan gives each one its prefix, and the terms
+ * are then independent (the same construction as process/integrate.cl).
+ *
+ * Clipped pixels are flagged in `clipped` (one byte per pixel, cleared for the bin's pixels at
+ * the start), not written into the shared preprocessed buffer. A pixel belongs to one bin (no
+ * pixel splitting), so the flags need no atomics. */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef WG
+#define WG 256
+#endif
+#ifndef HAS_COEF
+#define HAS_COEF 0
+#endif
+
+#define EM_POISSON 0
+#define EM_AZIMUTHAL 1
+#define EM_HYBRID 2
+
+static inline int sc_ok(float4 q)
+{
+    return isfinite(q.s0) && isfinite(q.s1) && isfinite(q.s2) && q.s2 != 0.0f && q.s3 != 0.0f;
+}
+
+static inline double sc_coef(const global float *coefs, int k)
+{
+#if HAS_COEF
+    return (double)coefs[k];
+#else
+    return 1.0;
+#endif
+}
+
+/* One work-group per bin; em: error model 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model
+ * values); bg = 4 arrays of nbins floats: mean, std, sem, count.
+ *
+ * Written as one loop over passes (pass 0: the first integration; pass c >= 1: clipping cycle c,
+ * then an integration) with every barrier in the kernel body: with the integration and the tree
+ * sums as functions holding barriers, PoCL 5's LLVM 15 crashed while inlining them. Both models
+ * take the same barriers (the tile scan is only used by the azimuthal one). */
+kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs,
+                            const global int *indices, const global int *indptr,
+                            global uchar *clipped, const int nbins, const float cutoff,
+                            const int cycles, const int em, const float empty,
+                            global float *bg)
+{
+    local double sa[WG], sb[WG];
+    local double red[5 * WG];
+    local int removed_l;
+    const int b = get_group_id(0);
+    const int lid = get_local_id(0);
+    if (b >= nbins)
+        return;
+    const int k0 = indptr[b], k1 = indptr[b + 1];
+    for (int k = k0 + lid; k < k1; k += WG)
+        clipped[indices[k]] = 0;
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    const int hybrid = em == EM_HYBRID;
+    int az = em == EM_AZIMUTHAL || (hybrid && cycles > 0);
+    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, a4 = 0.0;
+    double aver = NAN, std = NAN;
+    const double two_pi_sqrt = sqrt(2.0 * M_PI);
+    for (int pass = 0; pass <= cycles; pass++) {
+        int removed = 0;
+        if (pass > 0) {
+            if (a2 == 0.0 || a4 == 0.0)
+                break;
+            double nkept = a4 > 3.0 ? a4 : 3.0;
+            double kk = sqrt(2.0 * log(nkept / two_pi_sqrt));
+            if ((double)cutoff > kk)
+                kk = (double)cutoff;
+            if (lid == 0)
+                removed_l = 0;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int k = k0 + lid; k < k1; k += WG) {
+                int idx = indices[k];
+                float4 q = pre4[idx];
+                if (sc_coef(coefs, k) != 0.0 && !clipped[idx] && sc_ok(q)) {
+                    double x = (double)q.s0 / (double)q.s2;
+                    if (fabs(x - aver) > kk * std) {
+                        clipped[idx] = 1;
+                        atomic_inc(&removed_l);
+                    }
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+            removed = removed_l;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (removed == 0 && !hybrid)
+                break;
+            int last = removed == 0 || pass >= cycles;
+            az = em == EM_AZIMUTHAL || (hybrid && !last);
+        }
+        /* Integration of the kept pixels: (S, VV, O, O2, N) in a0..a4. */
+        double vv = 0.0, n2 = 0.0, cnt = 0.0, s = 0.0, n = 0.0;
+        double carry_s = 0.0, carry_o = 0.0;
+        for (int base = k0; base < k1; base += WG) {
+            int k = base + lid;
+            double cs = 0.0, w = 0.0, x = 0.0, c = 0.0, count = 0.0, var = 0.0;
+            int valid = 0;
+            if (k < k1) {
+                c = sc_coef(coefs, k);
+                int idx = indices[k];
+                float4 q = pre4[idx];
+                if (c != 0.0 && !clipped[idx] && sc_ok(q)) {
+                    valid = 1;
+                    cs = c * (double)q.s0;
+                    w = c * (double)q.s2;
+                    x = (double)q.s0 / (double)q.s2;
+                    count = (double)q.s3;
+                    var = (double)q.s1;
+                }
+            }
+            /* Inclusive Hillis-Steele scan of (cs, w). */
+            sa[lid] = cs;
+            sb[lid] = w;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int off = 1; off < WG; off <<= 1) {
+                double ta = lid >= off ? sa[lid - off] : 0.0;
+                double tb = lid >= off ? sb[lid - off] : 0.0;
+                barrier(CLK_LOCAL_MEM_FENCE);
+                sa[lid] += ta;
+                sb[lid] += tb;
+                barrier(CLK_LOCAL_MEM_FENCE);
+            }
+            double s_a = carry_s + (lid > 0 ? sa[lid - 1] : 0.0);
+            double o_a = carry_o + (lid > 0 ? sb[lid - 1] : 0.0);
+            double tile_s = sa[WG - 1], tile_o = sb[WG - 1];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (valid) {
+                if (az) {
+                    if (o_a != 0.0) {
+                        double delta1 = s_a / o_a - x;
+                        double delta2 = (s_a + cs) / (o_a + w) - x;
+                        vv += w * w * delta1 * delta2;
+                    }
+                } else {
+                    s += cs;
+                    vv += c * c * var;
+                    n += w;
+                }
+                n2 += w * w;
+                cnt += c * count;
+            }
+            carry_s += tile_s;
+            carry_o += tile_o;
+        }
+        /* Halving-tree sums of the five partial sums. */
+        red[lid] = s;
+        red[WG + lid] = vv;
+        red[2 * WG + lid] = n;
+        red[3 * WG + lid] = n2;
+        red[4 * WG + lid] = cnt;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int w = WG / 2; w > 0; w >>= 1) {
+            if (lid < w)
+                for (int j = 0; j < 5; j++)
+                    red[j * WG + lid] += red[j * WG + lid + w];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        a0 = az ? carry_s : red[0];
+        a1 = red[WG];
+        a2 = az ? carry_o : red[2 * WG];
+        a3 = red[3 * WG];
+        a4 = red[4 * WG];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (a3 > 0.0) {
+            aver = a0 / a2;
+            std = sqrt(a1 / a3);
+        } else {
+            aver = std = NAN;
+        }
+        if (pass > 0 && removed == 0)
+            break;
+    }
+    if (lid == 0) {
+        bg[3 * nbins + b] = (float)a4;
+        if (a3 > 0.0) {
+            bg[b] = (float)aver;
+            bg[nbins + b] = (float)std;
+            bg[2 * nbins + b] = (float)(sqrt(a1) / a2);
+        } else {
+            bg[b] = bg[nbins + b] = bg[2 * nbins + b] = empty;
+        }
+    }
+}
