@@ -680,6 +680,32 @@ static void keep_buffer(void *data, void *hint)
     (void)hint;
 }
 
+int faid_sender_parts(faid_sender *s, const void *const *parts, const size_t *lens, int n,
+                      int zero_copy_part, faid_diag *d)
+{
+    if (n < 1)
+        return faid_fail(d, FAID_EINVAL, "sender: a message needs at least one part");
+    for (int k = 0; k < n; k++) {
+        int flags = k + 1 < n ? ZMQ_SNDMORE : 0;
+        zmq_msg_t m;
+        int rc;
+        if (k == zero_copy_part)
+            rc = zmq_msg_init_data(&m, (void *)parts[k], lens[k], keep_buffer, NULL);
+        else if ((rc = zmq_msg_init_size(&m, lens[k])) == 0 && lens[k])
+            memcpy(zmq_msg_data(&m), parts[k], lens[k]);
+        if (rc != 0)
+            return zfail(d, "cannot prepare a part for", s->endpoint);
+        /* Once the first part is queued ZeroMQ takes the others without blocking. */
+        if (zmq_msg_send(&m, s->sock, flags) < 0) {
+            zmq_msg_close(&m);
+            char what[32];
+            snprintf(what, sizeof(what), "part %d", k + 1);
+            return send_fail(s, what, d);
+        }
+    }
+    return 0;
+}
+
 int faid_sender_image(faid_sender *s, const faid_in_header *h, const void *payload, size_t len,
                       int zero_copy, faid_diag *d)
 {

@@ -125,6 +125,11 @@ int faid_sender_series(faid_sender *s, const faid_in_header *h, faid_diag *d);
  * copied. FAID_ETIMEOUT when the send could not complete within the timeout. */
 int faid_sender_image(faid_sender *s, const faid_in_header *h, const void *payload, size_t len,
                       int zero_copy, faid_diag *d);
+/* Sends one message of n parts as they are (other protocols' messages: DECTRIS stream v1/v2).
+ * Part zero_copy_part (-1: none) is handed over without a copy, with the same lifetime rule as
+ * a zero-copy image payload; the others are copied. */
+int faid_sender_parts(faid_sender *s, const void *const *parts, const size_t *lens, int n,
+                      int zero_copy_part, faid_diag *d);
 
 /* ---------------------------------------------------------------------------------------------
  * Profile text files (.dat): `#` header lines, then one line per bin with the columns

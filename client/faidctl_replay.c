@@ -1,5 +1,6 @@
 /* faidctl replay: a stand-in detector. It sends a series of frames to a faid instance in the
- * native protocol (proto/PROTOCOL.md §2): a start message, N images [header, payload] and an end
+ * native protocol (proto/PROTOCOL.md §2), or as a DECTRIS detector would in stream v1 or v2
+ * (--protocol; faid_client_dectris.c encodes those): a start message, N images and an end
  * message, over a PUSH socket that connects (or binds with --bind), at a set rate or as fast as the
  * receiver takes them.
  *
@@ -11,10 +12,12 @@
 #include "faidctl.h"
 
 #include "faid_client.h"
+#include "faid_client_dectris.h"
 #include "faid_codec.h"
 #include "faid_config.h"
 #include "faid_dtype.h"
 #include "faid_geometry.h"
+#include "faid_input.h"
 #include "faid_log.h"
 #include "faid_npy.h"
 #include "faid_proto.h"
@@ -31,6 +34,67 @@
 
 #define DEFAULT_TO "tcp://127.0.0.1:5555"
 #define MAX_NPY 64
+
+/* The DECTRIS side of the sender: one message of stream v1 (JSON parts, the frame's blob
+ * without a copy) or v2 (one CBOR item, the frame copied into it). */
+typedef struct dectris_out {
+    faid_input_protocol proto;
+    faid_dectris_series ser;
+    uint8_t *buf; /* v2 message buffer */
+    size_t cap;
+    char p1[1024], p2[1024], p4[1024]; /* v1 JSON parts */
+    int copy;                           /* --copy: v1 blobs copied too */
+} dectris_out;
+
+static int dectris_send(dectris_out *x, faid_sender *s, faid_in_type type, uint64_t frame,
+                        const void *payload, size_t len, faid_encoding enc, double rate,
+                        faid_diag *d)
+{
+    const void *parts[4];
+    size_t lens[4];
+    int rc;
+    if (x->proto == FAID_PROTOCOL_DECTRIS_V2) {
+        size_t n = 0;
+        rc = type == FAID_IN_START ? faid_dectris2_start(&x->ser, x->buf, x->cap, &n, d)
+             : type == FAID_IN_END ? faid_dectris2_end(&x->ser, x->buf, x->cap, &n, d)
+                                   : faid_dectris2_image(&x->ser, frame, enc, payload, len,
+                                                         x->buf, x->cap, &n, d);
+        if (rc)
+            return rc;
+        parts[0] = x->buf;
+        lens[0] = n;
+        return faid_sender_parts(s, parts, lens, 1, -1, d);
+    }
+    if (type == FAID_IN_START) {
+        if ((rc = faid_dectris1_header(&x->ser, x->p1, x->p2, sizeof(x->p1), d)))
+            return rc;
+        parts[0] = x->p1;
+        parts[1] = x->p2;
+        lens[0] = strlen(x->p1);
+        lens[1] = strlen(x->p2);
+        return faid_sender_parts(s, parts, lens, 2, -1, d);
+    }
+    if (type == FAID_IN_END) {
+        if ((rc = faid_dectris1_end(&x->ser, x->p1, sizeof(x->p1), d)))
+            return rc;
+        parts[0] = x->p1;
+        lens[0] = strlen(x->p1);
+        return faid_sender_parts(s, parts, lens, 1, -1, d);
+    }
+    uint64_t frame_ns = rate > 0 ? (uint64_t)(1e9 / rate) : 1000000u;
+    if ((rc = faid_dectris1_image(&x->ser, frame, enc, len, frame_ns, x->p1, x->p2, x->p4,
+                                  sizeof(x->p1), d)))
+        return rc;
+    parts[0] = x->p1;
+    parts[1] = x->p2;
+    parts[2] = payload;
+    parts[3] = x->p4;
+    lens[0] = strlen(x->p1);
+    lens[1] = strlen(x->p2);
+    lens[2] = len;
+    lens[3] = strlen(x->p4);
+    return faid_sender_parts(s, parts, lens, 4, x->copy ? -1 : 2, d);
+}
 
 static void usage(FILE *f)
 {
@@ -49,7 +113,10 @@ static void usage(FILE *f)
             "                       repeatable, frames are cycled in order\n"
             "  --dtype TYPE         uint8|uint16|uint32|int8|int16|int32|float32 (default uint32\n"
             "                       for synthetic frames, the file's type for .npy)\n"
-            "  --encoding ENC       bslz4|lz4|lz4-raw|none (default bslz4)\n"
+            "  --encoding ENC       bslz4|lz4|lz4-raw|none (default bslz4; dectris-v1 carries\n"
+            "                       bslz4, lz4-raw, none; dectris-v2 bslz4, lz4, none)\n"
+            "  --protocol P         native (default), dectris-v1 (JSON multipart, as a DCU's\n"
+            "                       stream v1) or dectris-v2 (CBOR, stream v2)\n"
             "  --distinct K         synthetic frames generated before sending (default 8)\n"
             "  --seed S             seed of the synthetic frames (default 12345)\n"
             "  --series-id ID       series id (default 1)\n"
@@ -402,6 +469,7 @@ int faidctl_replay(int argc, char **argv)
     char series_uid[FAID_SERIES_UID_MAX] = "";
     faid_dtype dtype = FAID_DT_INVALID;
     faid_encoding enc = FAID_ENC_BSLZ4;
+    faid_input_protocol proto = FAID_PROTOCOL_NATIVE;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -478,6 +546,9 @@ int faidctl_replay(int argc, char **argv)
         } else if (strcmp(a, "--encoding") == 0) {
             bad = faid_encoding_parse(v, &enc) != 0;
             i++;
+        } else if (strcmp(a, "--protocol") == 0) {
+            bad = faid_input_protocol_parse(v, &proto) != 0 || proto == FAID_PROTOCOL_AUTO;
+            i++;
         } else {
             bad = 1;
         }
@@ -490,6 +561,12 @@ int faidctl_replay(int argc, char **argv)
     }
     if ((preset != NULL) + (config != NULL) + (nnpy > 0) > 1) {
         fprintf(stderr, "faidctl replay: choose one of --preset, -c and --npy\n");
+        return 2;
+    }
+    if ((proto == FAID_PROTOCOL_DECTRIS_V2 && !faid_dectris2_carries(enc)) ||
+        (proto == FAID_PROTOCOL_DECTRIS_V1 && !faid_dectris1_encoding(enc, FAID_DT_U16))) {
+        fprintf(stderr, "faidctl replay: %s cannot carry %s frames\n",
+                faid_input_protocol_name(proto), faid_encoding_name(enc));
         return 2;
     }
 
@@ -549,9 +626,32 @@ int faidctl_replay(int argc, char **argv)
     snprintf(h.series_unique_id, sizeof(h.series_unique_id), "%s", series_uid);
     h.nimages = (int64_t)frames;
     int status = 0;
-    if (!no_series) {
+    dectris_out dx;
+    memset(&dx, 0, sizeof(dx));
+    dx.proto = proto;
+    dx.copy = copy;
+    dx.ser = (faid_dectris_series){.series_id = series_id,
+                                   .series_unique_id = series_uid,
+                                   .rows = fr.rows,
+                                   .cols = fr.cols,
+                                   .dtype = fr.dtype,
+                                   .nimages = (int64_t)frames};
+    if (proto == FAID_PROTOCOL_DECTRIS_V2) {
+        size_t most = 0;
+        for (int k = 0; k < fr.n; k++)
+            most = fr.f[k].len > most ? fr.f[k].len : most;
+        dx.cap = faid_dectris2_image_bound(most);
+        if (!(dx.buf = malloc(dx.cap))) {
+            fprintf(stderr, "faidctl replay: out of memory\n");
+            status = 1;
+        }
+    }
+    if (!no_series && status == 0) {
         h.type = FAID_IN_START;
-        if ((rc = faid_sender_series(s, &h, &d))) {
+        rc = proto == FAID_PROTOCOL_NATIVE ? faid_sender_series(s, &h, &d)
+                                           : dectris_send(&dx, s, FAID_IN_START, 0, NULL, 0, enc,
+                                                          rate, &d);
+        if (rc) {
             fprintf(stderr, "faidctl replay: %s\n", d.msg);
             status = 1;
         }
@@ -571,7 +671,10 @@ int faidctl_replay(int argc, char **argv)
         const frame_buf *b = &fr.f[k % (uint64_t)fr.n];
         h.frame_id = first + k;
         h.timestamp = (double)faid_wall_ns() / 1e9;
-        if ((rc = faid_sender_image(s, &h, b->data, b->len, !copy, &d))) {
+        rc = proto == FAID_PROTOCOL_NATIVE
+                 ? faid_sender_image(s, &h, b->data, b->len, !copy, &d)
+                 : dectris_send(&dx, s, FAID_IN_IMAGE, h.frame_id, b->data, b->len, enc, rate, &d);
+        if (rc) {
             fprintf(stderr, "%sfaidctl replay: frame %llu: %s\n", tty && !quiet ? "\n" : "",
                     (unsigned long long)h.frame_id, d.msg);
             status = 1;
@@ -589,7 +692,10 @@ int faidctl_replay(int argc, char **argv)
     /* The end message goes out even after an interruption, so the daemon closes the series. */
     if (!no_series && !(status && rc == FAID_ETIMEOUT)) {
         h.type = FAID_IN_END;
-        if ((rc = faid_sender_series(s, &h, &d))) {
+        rc = proto == FAID_PROTOCOL_NATIVE
+                 ? faid_sender_series(s, &h, &d)
+                 : dectris_send(&dx, s, FAID_IN_END, 0, NULL, 0, enc, rate, &d);
+        if (rc) {
             fprintf(stderr, "faidctl replay: %s\n", d.msg);
             status = 1;
         }
@@ -601,6 +707,7 @@ int faidctl_replay(int argc, char **argv)
     faid_sender_destroy(&s);
     int64_t t2 = faid_now_ns();
     frames_free(&fr);
+    free(dx.buf);
 
     /* Sends only queue a frame: the rate counts until the last one has left (the flush). */
     double el = (double)(t2 - t0) / 1e9;
