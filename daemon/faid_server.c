@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #define MAX_USER_DATA (64 * 1024)
 
@@ -253,9 +256,43 @@ static int parse_devices(faid_server *s, const char *spec, faid_diag *d)
     return 0;
 }
 
+/* libzmq binds an ipc:// path by unlinking whatever socket file is there: a second faid on the
+ * same ipc endpoints silently took over input and control from the first (tcp:// fails with
+ * EADDRINUSE). A socket file that accepts a connection belongs to a live process: refuse it. A
+ * stale file (connection refused) is left to libzmq to replace. */
+static int ipc_in_use(const char *endpoint, faid_diag *d)
+{
+    if (strncmp(endpoint, "ipc://", 6) != 0)
+        return 0;
+    const char *path = endpoint + 6;
+    if (path[0] == '@' || strcmp(path, "*") == 0)
+        return 0; /* abstract names cannot be taken over; "*" is a fresh temporary name */
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return 0; /* libzmq refuses it with its own message */
+    memcpy(sa.sun_path, path, strlen(path));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int live = connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    if (live)
+        return faid_fail(d, FAID_EZMQ,
+                         "%s is in use by a running process (another faid?): stop it or choose "
+                         "another endpoint",
+                         endpoint);
+    return 0;
+}
+
 static void *make_socket(faid_server *s, int type, const char *endpoint, int bind, int hwm,
                          int linger, int64_t max_msg, const char *what, faid_diag *d)
 {
+    if (bind && ipc_in_use(endpoint, d)) {
+        faid_diag_prefix(d, "%s socket: ", what);
+        return NULL;
+    }
     void *sock = zmq_socket(s->zctx, type);
     if (!sock) {
         faid_fail(d, FAID_EZMQ, "%s socket: %s", what, zmq_strerror(zmq_errno()));

@@ -9,9 +9,10 @@ import signal
 import subprocess
 import time
 
+import msgpack
 import zmq
 
-from test_daemon import (FAIDCTL, LONG, ROWS, COLS, Sender, config_text, daemons, ep,  # noqa: F401
+from test_daemon import (FAID, FAIDCTL, LONG, ROWS, COLS, Sender, config_text, daemons, ep,  # noqa: F401
                          frames, header, tmpdir_)
 
 # A control request that hangs would hang the test: well under LONG, far over any real answer.
@@ -139,3 +140,62 @@ def test_oversized_message_is_dropped_at_the_socket(daemons):
     d.wait_counters(lambda c: c["processed"] == 1, "good frame processed")
     assert vm_hwm_kib(d.proc.pid) - hwm0 < (big >> 10) // 4
     assert d.terminate() == 0
+
+
+def test_second_instance_on_the_same_ipc_endpoints_refuses_to_start(tmpdir_):
+    # Defect 5: libzmq binds ipc:// by unlinking the socket file, so a second faid on the same
+    # ipc endpoints silently took input and control over from the first. Now the second exits
+    # with a message naming the endpoint, and the first keeps serving.
+    eps = {k: "ipc://%s/%s.sock" % (tmpdir_, k) for k in ("in", "out", "ctl")}
+    text = config_text({"in": 1, "out": 2, "ctl": 3, "lossless": 4})
+    for k, tcp in (("in", ep(1)), ("out", ep(2)), ("ctl", ep(3))):
+        text = text.replace('"%s"' % tcp, '"%s"' % eps[k])
+    cfg = os.path.join(tmpdir_, "ipc.yaml")
+    with open(cfg, "w") as f:
+        f.write(text)
+    env = dict(os.environ, POCL_MAX_PTHREAD_COUNT="2")
+    ctx = zmq.Context()
+    first = subprocess.Popen([FAID, "-c", cfg], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             env=env, text=True)
+    try:
+        def ping():
+            s = ctx.socket(zmq.REQ)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(eps["ctl"])
+            try:
+                s.send(b"status")
+                if not s.poll(PROMPT * 1000):
+                    return None
+                return msgpack.unpackb(s.recv())
+            finally:
+                s.close()
+
+        t_end = time.monotonic() + LONG
+        while ping() is None:
+            assert first.poll() is None and time.monotonic() < t_end, "first faid did not start"
+        second = subprocess.run([FAID, "-c", cfg], capture_output=True, text=True, env=env,
+                                timeout=LONG)
+        assert second.returncode != 0, second.stderr
+        assert eps["in"] in second.stderr and "in use" in second.stderr, second.stderr
+        # The first still owns its sockets: control answers and a frame is processed.
+        assert first.poll() is None
+        tx = ctx.socket(zmq.PUSH)
+        tx.setsockopt(zmq.LINGER, 1000)
+        tx.connect(eps["in"])
+        tx.send_multipart([header(0), frames(1)[0].tobytes()])
+        t_end = time.monotonic() + LONG
+        while True:
+            st = ping()
+            assert st is not None, "the first faid lost its control socket"
+            if st["counters"]["processed"] == 1:
+                break
+            assert time.monotonic() < t_end, st["counters"]
+            time.sleep(0.1)
+        tx.close()
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(LONG) == 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        ctx.destroy(linger=0)
