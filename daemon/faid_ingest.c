@@ -13,8 +13,10 @@
 #include "faid_input.h"
 #include "faid_log.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define POLL_MS 100
 
@@ -387,6 +389,13 @@ void *faid_ingest_main(void *arg)
     zmq_pollitem_t item = {.socket = s->pull, .events = ZMQ_POLLIN};
     while (!atomic_load(&s->stop_ingest)) {
         int n = zmq_poll(&item, 1, POLL_MS);
+        if (n < 0 && zmq_errno() != EINTR) {
+            /* Never spin on a failing poll (e.g. out of descriptors): wait as a timeout would. */
+            faid_log_ratelimited(&rl_bad, FAID_LOG_WARN, "ingest", "zmq_poll: %s",
+                                 zmq_strerror(zmq_errno()));
+            nanosleep(&(struct timespec){0, POLL_MS * 1000000L}, NULL);
+            continue;
+        }
         if (n <= 0 || !(item.revents & ZMQ_POLLIN))
             continue;
         /* Drain what is ready before polling again, but look at the stop flag per message so a

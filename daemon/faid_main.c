@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t g_stop, g_reload;
@@ -77,6 +79,33 @@ static void usage(FILE *out)
 }
 
 static faid_ratelimit rl_conn;
+
+/* Every input connection costs a descriptor. With the usual soft limit of 1024, a few hundred
+ * idle TCP connections on the data port exhausted it: libzmq's listener then retried the failing
+ * accept() in a loop (3 s of CPU in 5 s) and control could not accept faidctl. The soft limit is
+ * raised to the hard one (deploy/faid.service sets 65536); the rest is the deployment's job
+ * (deploy/multi-host.md, "Deploying the input"). */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t before = rl.rlim_cur;
+    /* An unlimited hard limit is not a valid soft one: the kernel's nr_open default. */
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > ((rlim_t)1 << 20)
+                      ? ((rlim_t)1 << 20)
+                      : rl.rlim_max;
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            FAID_WARN("main", "cannot raise the descriptor limit from %llu to %llu: %s",
+                      (unsigned long long)before, (unsigned long long)rl.rlim_max, strerror(errno));
+            return;
+        }
+    }
+    FAID_INFO("main", "descriptor limit %llu (was %llu)", (unsigned long long)rl.rlim_cur,
+              (unsigned long long)before);
+}
 
 /* One event of the input socket's monitor: [uint16 event, uint32 value][endpoint]. */
 static void input_event(faid_server *s)
@@ -145,9 +174,15 @@ static void serve(faid_server *s)
     };
     while (!g_stop) {
         int n = zmq_poll(items, 3, 500);
-        if (n < 0 && zmq_errno() != EINTR) {
-            FAID_ERROR("main", "zmq_poll: %s", zmq_strerror(zmq_errno()));
+        if (n < 0 && zmq_errno() == ETERM)
             break;
+        if (n < 0 && zmq_errno() != EINTR) {
+            /* A transient failure (e.g. out of descriptors) must neither stop the daemon nor
+             * make this loop spin. */
+            faid_log_ratelimited(&rl_conn, FAID_LOG_ERROR, "main", "zmq_poll: %s",
+                                 zmq_strerror(zmq_errno()));
+            nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL);
+            continue;
         }
         if (items[2].revents & ZMQ_POLLIN)
             for (int k = 0; k < 64; k++)
@@ -277,6 +312,7 @@ int main(int argc, char **argv)
     }
     FAID_INFO("main", "faid %s starting (%s)", FAID_VERSION,
               config_path ? config_path : "embedded default configuration");
+    raise_nofile();
     faid_server *s = faid_server_new(cfg, config_path, &d);
     free(cfg);
     if (!s) {
