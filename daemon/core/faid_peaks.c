@@ -192,6 +192,25 @@ void faid_peak_list_push(faid_peak_list *l, float x, float y, float intensity, f
     l->n_found++;
 }
 
+void faid_peaks_unpack(const float *rec, int32_t cap, faid_peak_list *l)
+{
+    int32_t total;
+    memcpy(&total, rec + 8 * (size_t)cap, sizeof total);
+    if (total < 0)
+        total = 0;
+    int32_t n = total < cap ? total : cap;
+    if (n > l->capacity)
+        n = l->capacity;
+    size_t bytes = (size_t)n * sizeof(float);
+    float *dst[6] = {l->x, l->y, l->intensity, l->sigma, l->snr, l->max_pixel};
+    for (int a = 0; a < 6; a++)
+        memcpy(dst[a], rec + (size_t)a * (size_t)cap, bytes);
+    memcpy(l->npix, rec + 6 * (size_t)cap, bytes);
+    memcpy(l->index, rec + 7 * (size_t)cap, bytes);
+    l->n = n;
+    l->n_found = total;
+}
+
 faid_background *faid_background_new(int32_t nbins)
 {
     if (nbins < 1 || nbins > (1 << 26))

@@ -102,6 +102,11 @@ void faid_peak_list_clear(faid_peak_list *l);
 void faid_peak_list_push(faid_peak_list *l, float x, float y, float intensity, float sigma,
                          float snr, float max_pixel, int32_t npix, int32_t index);
 
+/* Fills l from the record block the OpenCL finders write (kernels/peaks/compact.cl): 8 arrays of
+ * cap values (x, y, intensity, sigma, snr, max_pixel as float32; npix, index as int32 bits),
+ * then the total number of peaks found (int32 bits). Keeps min(total, cap, l->capacity). */
+void faid_peaks_unpack(const float *rec, int32_t cap, faid_peak_list *l);
+
 typedef struct faid_background {
     int32_t nbins;
     float *mean;  /* sigma-clipped mean of the corrected intensity (pyFAI: intensity) */

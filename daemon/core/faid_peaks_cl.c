@@ -24,7 +24,7 @@ struct faid_peaks_cl {
     cl_mem indptr, indices, coefs, radius, radius1d, valid, bin_of, pf8_indptr, pf8_indices;
     float rad_min, rad_max;
     /* per frame */
-    cl_mem clipped, bg, flag, counts, offsets, total, out_f, out_i, roff, rthr, host_pre4;
+    cl_mem clipped, bg, flag, counts, offsets, rec, roff, rthr, host_pre4;
 };
 
 static size_t pick_wg(const faid_cl_ctx *ctx)
@@ -57,8 +57,8 @@ void faid_peaks_cl_destroy(faid_peaks_cl **kp)
             clReleaseProgram(ps[i]);
     cl_mem *ms[] = {&k->indptr, &k->indices, &k->coefs,      &k->radius,      &k->radius1d,
                     &k->valid,  &k->bin_of,  &k->pf8_indptr, &k->pf8_indices, &k->clipped,
-                    &k->bg,     &k->flag,    &k->counts,     &k->offsets,     &k->total,
-                    &k->out_f,  &k->out_i,   &k->roff,       &k->rthr,        &k->host_pre4};
+                    &k->bg,     &k->flag,    &k->counts,     &k->offsets,     &k->rec,
+                    &k->roff,   &k->rthr,    &k->host_pre4};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
         release_mem(ms[i]);
     free(k);
@@ -142,10 +142,8 @@ faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const fa
     k->flag = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, npix, NULL, d);
     k->counts = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (size_t)k->ngroups * sizeof(int), NULL, d);
     k->offsets = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (size_t)k->ngroups * sizeof(int), NULL, d);
-    k->total = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, sizeof(int), NULL, d);
-    k->out_f = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, 6 * cap * sizeof(float), NULL, d);
-    k->out_i = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, 2 * cap * sizeof(int), NULL, d);
-    if (!k->flag || !k->counts || !k->offsets || !k->total || !k->out_f || !k->out_i)
+    k->rec = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (8 * cap + 1) * sizeof(float), NULL, d);
+    if (!k->flag || !k->counts || !k->offsets || !k->rec)
         goto fail_d;
     if (p->algorithm == FAID_PEAKS_PYFAI) {
         snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu", ieee, k->wg_pk, k->wg_pk);
@@ -206,12 +204,13 @@ fail:
 static int set_pick_args(faid_peaks_cl *k, cl_kernel kern, cl_mem pre4, cl_uint *n, faid_diag *d)
 {
     const float cutoff = (float)k->p.cutoff_peak, noise = (float)k->p.noise;
-    const int hw = k->p.patch_size / 2, connected = k->p.connected;
+    const int hw = k->p.patch_size / 2, connected = k->p.connected, zero = 0;
     cl_uint i = 0;
     SETARG(kern, i++, pre4);
     SETARG(kern, i++, k->radius);
     SETARG(kern, i++, k->radius1d);
     SETARG(kern, i++, k->bg);
+    SETARG(kern, i++, zero);
     SETARG(kern, i++, k->rows);
     SETARG(kern, i++, k->cols);
     SETARG(kern, i++, k->nbins);
@@ -253,7 +252,7 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
         return faid_fail(d, FAID_EINVAL, "peaks: missing argument");
     cl_command_queue q = k->ctx->queue;
     const float cutoff = (float)k->p.cutoff_clip;
-    const int cycles = k->p.cycles, em = (int)k->p.error_model;
+    const int cycles = k->p.cycles, em = (int)k->p.error_model, zero = 0;
     cl_uint i = 0;
     SETARG(k->k_sc, i++, pre4);
     SETARG(k->k_sc, i++, k->coefs);
@@ -266,6 +265,7 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
     SETARG(k->k_sc, i++, em);
     SETARG(k->k_sc, i++, empty);
     SETARG(k->k_sc, i++, k->bg);
+    SETARG(k->k_sc, i++, zero);
     size_t gs = (size_t)k->nbins * k->wg_sc, ls = k->wg_sc;
     int find = k->p.algorithm != FAID_PEAKS_NONE;
     FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_sc, 1, NULL, &gs, &ls, 0, NULL,
@@ -289,7 +289,7 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
     }
     int rc;
     cl_uint n;
-    const int cap = k->p.max_num_peaks;
+    const int cap = k->p.max_num_peaks, total_off = 8 * cap;
     int pf8 = k->p.algorithm == FAID_PEAKS_PEAKFINDER8;
     if ((rc = pf8 ? set_pf8_args(k, k->k_flag, pre4, &n, d)
                   : set_pick_args(k, k->k_flag, pre4, &n, d)))
@@ -302,7 +302,8 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
     SETARG(k->k_scan, i++, k->counts);
     SETARG(k->k_scan, i++, k->ngroups);
     SETARG(k->k_scan, i++, k->offsets);
-    SETARG(k->k_scan, i++, k->total);
+    SETARG(k->k_scan, i++, k->rec);
+    SETARG(k->k_scan, i++, total_off);
     size_t sgs = k->wg_pk;
     FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_scan, 1, NULL, &sgs, &sgs, 0, NULL, NULL));
     if ((rc = pf8 ? set_pf8_args(k, k->k_write, pre4, &n, d)
@@ -311,8 +312,8 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
     SETARG(k->k_write, n, k->flag);
     SETARG(k->k_write, n + 1, k->offsets);
     SETARG(k->k_write, n + 2, cap);
-    SETARG(k->k_write, n + 3, k->out_f);
-    SETARG(k->k_write, n + 4, k->out_i);
+    SETARG(k->k_write, n + 3, k->rec);
+    SETARG(k->k_write, n + 4, zero);
     FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_write, 1, NULL, &pgs, &pls, 0, NULL, last));
     return 0;
 }
@@ -334,28 +335,24 @@ int faid_peaks_cl_read(faid_peaks_cl *k, faid_background *bg, faid_peak_list *ou
         if (out->capacity < k->p.max_num_peaks)
             return faid_fail(d, FAID_ESIZE, "peaks: list of capacity %d, %d needed", out->capacity,
                              k->p.max_num_peaks);
-        int total = 0;
-        FAID_CL_TRY(
-            d, clEnqueueReadBuffer(q, k->total, CL_TRUE, 0, sizeof total, &total, 0, NULL, NULL));
         const size_t cap = (size_t)k->p.max_num_peaks;
-        size_t n = total < 0 ? 0 : ((size_t)total < cap ? (size_t)total : cap);
-        float *fd[6] = {out->x, out->y, out->intensity, out->sigma, out->snr, out->max_pixel};
-        for (int a = 0; a < 6 && n; a++)
-            FAID_CL_TRY(d, clEnqueueReadBuffer(q, k->out_f, CL_FALSE, (size_t)a * cap * 4, n * 4,
-                                               fd[a], 0, NULL, NULL));
-        if (n) {
-            FAID_CL_TRY(
-                d, clEnqueueReadBuffer(q, k->out_i, CL_FALSE, 0, n * 4, out->npix, 0, NULL, NULL));
-            FAID_CL_TRY(d, clEnqueueReadBuffer(q, k->out_i, CL_FALSE, cap * 4, n * 4, out->index, 0,
-                                               NULL, NULL));
+        float *rec = malloc((8 * cap + 1) * sizeof(float));
+        if (!rec)
+            return faid_fail(d, FAID_ENOMEM, "peaks: out of memory");
+        cl_int err = clEnqueueReadBuffer(q, k->rec, CL_TRUE, 0, (8 * cap + 1) * sizeof(float), rec,
+                                         0, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            free(rec);
+            return faid_cl_fail(d, err, "clEnqueueReadBuffer", __FILE__, __LINE__);
         }
-        out->n = (int32_t)n;
-        out->n_found = total;
+        faid_peaks_unpack(rec, (int32_t)cap, out);
+        free(rec);
+        FAID_CL_TRY(d, clFinish(q));
+        return 0;
     }
     FAID_CL_TRY(d, clFinish(q));
     return 0;
 }
-
 int faid_peaks_cl_run_host(faid_peaks_cl *k, const float *pre4, float empty, faid_background *bg,
                            faid_peak_list *out, faid_diag *d)
 {

@@ -46,13 +46,14 @@ static inline int pk_local_rank(local int *scratch, int flag)
     return scratch[lid] - flag;
 }
 
-/* One work-group of any power-of-two size SCAN_WG: offsets[g] = sum of counts[0..g), total[0] =
- * sum of all. Each work-item scans a contiguous chunk, a work-group scan joins the chunks. */
+/* One work-group of any power-of-two size SCAN_WG: offsets[g] = sum of counts[0..g), and the
+ * sum of all, as the bits of an int, in out[total_off] (the records' block, see pk_store). Each
+ * work-item scans a contiguous chunk, a work-group scan joins the chunks. */
 #ifndef SCAN_WG
 #define SCAN_WG 256
 #endif
 kernel void faid_pk_scan(const global int *counts, const int ngroups, global int *offsets,
-                         global int *total)
+                         global float *out, const int total_off)
 {
     local int part[SCAN_WG];
     const int lid = get_local_id(0);
@@ -76,21 +77,22 @@ kernel void faid_pk_scan(const global int *counts, const int ngroups, global int
         run += counts[g];
     }
     if (lid == SCAN_WG - 1)
-        total[0] = part[lid];
+        out[total_off] = as_float(part[lid]);
 }
 
-/* Records: out_f = 6 arrays of cap floats (x, y, intensity, sigma, snr, max_pixel), out_i = 2
- * arrays of cap ints (npix, index). */
-static inline void pk_store(global float *out_f, global int *out_i, int cap, int rank, float x,
-                            float y, float intensity, float sigma, float snr, float max_pixel,
-                            int npix, int index)
+/* The records' block at out + off: 8 arrays of cap values (x, y, intensity, sigma, snr,
+ * max_pixel as floats; npix and index as the bits of ints), then the total (int bits): 8 cap + 1
+ * floats, a segment of the engine's output buffer read back per frame. */
+static inline void pk_store(global float *out, int cap, int rank, float x, float y,
+                            float intensity, float sigma, float snr, float max_pixel, int npix,
+                            int index)
 {
-    out_f[rank] = x;
-    out_f[cap + rank] = y;
-    out_f[2 * cap + rank] = intensity;
-    out_f[3 * cap + rank] = sigma;
-    out_f[4 * cap + rank] = snr;
-    out_f[5 * cap + rank] = max_pixel;
-    out_i[rank] = npix;
-    out_i[cap + rank] = index;
+    out[rank] = x;
+    out[cap + rank] = y;
+    out[2 * cap + rank] = intensity;
+    out[3 * cap + rank] = sigma;
+    out[4 * cap + rank] = snr;
+    out[5 * cap + rank] = max_pixel;
+    out[6 * cap + rank] = as_float(npix);
+    out[7 * cap + rank] = as_float(index);
 }

@@ -179,7 +179,14 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
 #undef INTERIOR
 }
 
-kernel void faid_pf8_flag(PF8_ARGS, global uchar *flag, global int *counts)
+/* Kernel signatures are spelt out (no PF8_ARGS) so that the engine's program cache can read
+ * their parameter names. */
+kernel void faid_pf8_flag(const global float4 *pre4, const global uchar *valid,
+                          const global int *bin_of, const global float *roff,
+                          const global float *rthr, const int rows, const int cols,
+                          const int prows, const int pcols, const int min_pix,
+                          const int bg_radius, const float min_snr, global uchar *flag,
+                          global int *counts)
 {
     local int scratch[PK_WG];
     const int o = get_global_id(0);
@@ -195,8 +202,13 @@ kernel void faid_pf8_flag(PF8_ARGS, global uchar *flag, global int *counts)
     pk_group_count(scratch, f, counts);
 }
 
-kernel void faid_pf8_write(PF8_ARGS, const global uchar *flag, const global int *offsets,
-                           const int cap, global float *out_f, global int *out_i)
+kernel void faid_pf8_write(const global float4 *pre4, const global uchar *valid,
+                           const global int *bin_of, const global float *roff,
+                           const global float *rthr, const int rows, const int cols,
+                           const int prows, const int pcols, const int min_pix,
+                           const int bg_radius, const float min_snr, const global uchar *flag,
+                           const global int *offsets, const int cap, global float *out,
+                           const int out_off)
 {
     local int scratch[PK_WG];
     const int o = get_global_id(0);
@@ -209,5 +221,5 @@ kernel void faid_pf8_write(PF8_ARGS, const global uchar *flag, const global int 
     float rec[6];
     int npix;
     pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix);
-    pk_store(out_f, out_i, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], npix, i);
+    pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], npix, i);
 }

@@ -7,8 +7,8 @@
  *   faid_pick_flag   decides every pixel, writes flag[i] and the count of its work-group
  *   faid_pick_write  writes the records of the flagged pixels whose rank < cap
  * Arguments common to both: pre4 (float4 signal, variance, norm, count), radius (per pixel, NaN
- * = masked), radius1d (bin centres, uniform), bg (the background buffer of sigma_clip.cl: mean
- * then std, nbins each), rows, cols, nbins,
+ * = masked), radius1d (bin centres, uniform), bg + bg_off (sigma_clip.cl's output: mean then
+ * std, nbins each), rows, cols, nbins,
  * rad_min, rad_max, cutoff (cutoff_peak), noise, hw (patch_size / 2), connected. */
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -43,11 +43,11 @@ static inline float2 pp_value(const global float4 *pre4, const global float *rad
 
 #define PP_ARGS                                                                                \
     const global float4 *pre4, const global float *radius, const global float *radius1d,       \
-        const global float *bg, const int rows, const int cols,                                 \
+        const global float *bg, const int bg_off, const int rows, const int cols,              \
         const int nb, const float rad_min, const float rad_max,                \
         const float cutoff, const float noise, const int hw, const int connected
-#define PP_PASS pre4, radius, radius1d, bg, bg + nb, rows, cols, nb, rad_min, rad_max
-#define PP_DPASS pre4, radius, radius1d, bg, rows, cols, nb, rad_min, rad_max
+#define PP_PASS pre4, radius, radius1d, bg + bg_off, bg + bg_off + nb, rows, cols, nb, rad_min, rad_max
+#define PP_DPASS pre4, radius, radius1d, bg, bg_off, rows, cols, nb, rad_min, rad_max
 
 /* 1 and the record (x, y, intensity, sigma, max, npix) when pixel (r, c) is a peak. */
 static int pp_decide(PP_ARGS, int r, int c, float *rec, int *npix)
@@ -85,7 +85,14 @@ static int pp_decide(PP_ARGS, int r, int c, float *rec, int *npix)
     return 1;
 }
 
-kernel void faid_pick_flag(PP_ARGS, global uchar *flag, global int *counts)
+/* Kernel signatures are spelt out (no PP_ARGS) so that the engine's program cache can read their
+ * parameter names. */
+kernel void faid_pick_flag(const global float4 *pre4, const global float *radius,
+                           const global float *radius1d, const global float *bg, const int bg_off,
+                           const int rows, const int cols, const int nb, const float rad_min,
+                           const float rad_max, const float cutoff, const float noise,
+                           const int hw, const int connected, global uchar *flag,
+                           global int *counts)
 {
     local int scratch[PK_WG];
     const int i = get_global_id(0);
@@ -99,8 +106,13 @@ kernel void faid_pick_flag(PP_ARGS, global uchar *flag, global int *counts)
     pk_group_count(scratch, f, counts);
 }
 
-kernel void faid_pick_write(PP_ARGS, const global uchar *flag, const global int *offsets,
-                            const int cap, global float *out_f, global int *out_i)
+kernel void faid_pick_write(const global float4 *pre4, const global float *radius,
+                            const global float *radius1d, const global float *bg,
+                            const int bg_off, const int rows, const int cols, const int nb,
+                            const float rad_min, const float rad_max, const float cutoff,
+                            const float noise, const int hw, const int connected,
+                            const global uchar *flag, const global int *offsets, const int cap,
+                            global float *out, const int out_off)
 {
     local int scratch[PK_WG];
     const int i = get_global_id(0);
@@ -111,6 +123,6 @@ kernel void faid_pick_write(PP_ARGS, const global uchar *flag, const global int 
     float rec[5];
     int npix;
     pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec, &npix);
-    pk_store(out_f, out_i, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[2] / rec[3], rec[4],
+    pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[2] / rec[3], rec[4],
              npix, i);
 }

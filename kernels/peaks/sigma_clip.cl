@@ -46,7 +46,7 @@ static inline double sc_coef(const global float *coefs, int k)
 }
 
 /* One work-group per bin; em: error model 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model
- * values); bg = 4 arrays of nbins floats: mean, std, sem, count.
+ * values); out[out_off ...] receives 4 arrays of nbins floats: mean, std, sem, count.
  *
  * Written as one loop over passes (pass 0: the first integration; pass c >= 1: clipping cycle c,
  * then an integration) with every barrier in the kernel body: with the integration and the tree
@@ -56,7 +56,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                             const global int *indices, const global int *indptr,
                             global uchar *clipped, const int nbins, const float cutoff,
                             const int cycles, const int em, const float empty,
-                            global float *bg)
+                            global float *out, const int out_off)
 {
     local double sa[WG], sb[WG];
     local double red[5 * WG];
@@ -187,6 +187,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         if (pass > 0 && removed == 0)
             break;
     }
+    global float *bg = out + out_off;
     if (lid == 0) {
         bg[3 * nbins + b] = (float)a4;
         if (a3 > 0.0) {
