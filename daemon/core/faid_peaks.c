@@ -70,6 +70,9 @@ int faid_peak_params_check(const faid_peak_params *p, faid_diag *d)
                          p->minimum_snr);
     if (p->min_pixel_count < 1)
         return faid_fail(d, FAID_ECONFIG, "peaks.min_pixel_count: %d < 1", p->min_pixel_count);
+    if (p->max_pixel_count > FAID_PEAKS_MAX_PIXEL_COUNT)
+        return faid_fail(d, FAID_ECONFIG, "peaks.max_pixel_count: %d is above %d",
+                         p->max_pixel_count, FAID_PEAKS_MAX_PIXEL_COUNT);
     if (p->max_pixel_count < p->min_pixel_count)
         return faid_fail(d, FAID_ECONFIG, "peaks.max_pixel_count: %d is below min_pixel_count %d",
                          p->max_pixel_count, p->min_pixel_count);

@@ -36,6 +36,8 @@ typedef enum {
 
 #define FAID_PEAKS_MAX_CYCLES    64
 #define FAID_PEAKS_MAX_BG_RADIUS 64
+/* peakfinder8 keeps a component's pixels in a per-work-item queue of this many entries. */
+#define FAID_PEAKS_MAX_PIXEL_COUNT 4096
 
 typedef struct faid_peak_params {
     faid_peak_algorithm algorithm;
@@ -52,7 +54,7 @@ typedef struct faid_peak_params {
     double adc_threshold; /* ADU floor of the per-radius threshold */
     double minimum_snr;   /* radial sigma multiplier and final SNR cut */
     int min_pixel_count;
-    int max_pixel_count;
+    int max_pixel_count;     /* <= FAID_PEAKS_MAX_PIXEL_COUNT */
     int local_bg_radius;     /* pixels, 1..FAID_PEAKS_MAX_BG_RADIUS */
     double min_res, max_res; /* radius window in pixels from the beam centre, inclusive */
     int max_num_peaks;       /* capacity of the peak list (both algorithms) */
