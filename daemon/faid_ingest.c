@@ -1,11 +1,15 @@
-/* faid_ingest: the ingest thread. Receives native input messages from the PULL socket into frame
- * slots (the ZeroMQ messages themselves become the frame: no copy), validates the envelope and
- * header against the current reduction setup, keeps the series state machine, and hands frames
- * to the frame queue under the configured backpressure policy.
+/* faid_ingest: the ingest thread. Receives input messages from the PULL socket into frame slots
+ * (the ZeroMQ parts themselves become the frame: no copy), decodes them through the input format
+ * (input.protocol; faid_input.h: native, DECTRIS stream v1, v2), validates images against the
+ * current reduction setup, hands series starts, ends and accepted frames to the series tracker
+ * (faid_series.h, owned by this thread), and hands frames to the frame queue under the
+ * configured backpressure policy. Optionally every raw message is re-sent on the forward PUSH
+ * socket (input.forward_endpoint) so that a file writer shares the stream.
  *
- * Every image message that carries a readable header is a frame of a series and produces exactly
- * one item for the publisher: a result (via a worker), an error or a drop. That invariant is what
- * lets the publisher emit a series' `end` only after all of its frames are accounted for.
+ * Every image message that carries a readable header is a frame and produces exactly one item
+ * for the publisher: a result (via a worker), an error or a drop, or it is dropped here as stale
+ * (counted). That invariant is what lets the publisher emit a series' `end` only after all of
+ * its frames are accounted for.
  *
  * Per-frame problems are logged with rate limiting: a stream of garbage must not flood the log. */
 #include "faid_server.h"
@@ -15,23 +19,25 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define POLL_MS 100
 
+/* The one input connection of today is source 0 of the series tracker; several connections
+ * feeding one series (Jungfraujoch) will each be a source of their own. */
+#define SOURCE 0
+
 typedef struct ingest {
     faid_server *s;
     faid_queue_policy policy;
-    int open;     /* a series is open */
-    uint64_t seq; /* instance number of the open series */
-    uint64_t series_id;
-    char uid[FAID_SERIES_UID_MAX];
-    uint64_t frames; /* frames of the open series so far */
-    faid_input_msg msg; /* the message being handled (large: kept off the stack) */
+    faid_input_protocol protocol; /* input.protocol */
+    faid_series *series;          /* the series tracker: this thread is its one owner */
+    faid_input_msg msg;           /* the message being handled (large: kept off the stack) */
 } ingest;
 
-static faid_ratelimit rl_bad, rl_drop;
+static faid_ratelimit rl_bad, rl_drop, rl_stale;
 
 /* Waits for a free slot. The publisher always drains (its only blocking send is bounded during
  * shutdown), so this returns eventually. */
@@ -44,72 +50,114 @@ static faid_slot *get_slot(ingest *in)
     }
 }
 
-static void to_publisher(ingest *in, faid_slot *slot)
+static void to_publisher(ingest *in, void *item)
 {
-    /* Capacity equals the number of slots: never waits. */
-    faid_queue_push(in->s->results, slot, -1);
+    /* Capacity equals the number of slots plus event records: never waits. */
+    faid_queue_push(in->s->results, item, -1);
 }
 
 static void set_status_series(ingest *in)
 {
     faid_server *s = in->s;
-    atomic_store(&s->series_id, in->series_id);
+    uint64_t id = 0;
+    const char *uid = "";
+    int open = faid_series_current(in->series, &id, &uid, NULL);
+    atomic_store(&s->series_id, id);
     pthread_mutex_lock(&s->info_mu);
-    snprintf(s->series_uid, sizeof(s->series_uid), "%s", in->uid);
+    snprintf(s->series_uid, sizeof(s->series_uid), "%s", uid);
     pthread_mutex_unlock(&s->info_mu);
+    if (atomic_load(&s->state) != FAID_STATE_STOPPING)
+        atomic_store(&s->state, open ? FAID_STATE_RUNNING : FAID_STATE_IDLE);
 }
 
-static void close_series(ingest *in, const char *reason)
+/* What a start message said, for faid's start (the arrays stay behind: they point into the
+ * message, which is released once handled). */
+static void copy_start_info(faid_server *s, faid_event *e, const faid_input_msg *m)
 {
-    if (!in->open)
-        return;
-    faid_slot *ev = get_slot(in);
-    ev->kind = FAID_SLOT_END;
-    ev->reason = reason;
-    ev->series_seq = in->seq;
-    ev->series_id = in->series_id;
-    snprintf(ev->series_uid, sizeof(ev->series_uid), "%s", in->uid);
-    ev->series_frames = in->frames;
-    to_publisher(in, ev);
-    in->open = 0;
-    atomic_store(&in->s->state, FAID_STATE_IDLE);
-    FAID_INFO("ingest", "series %llu closed (%s): %llu frames", (unsigned long long)in->series_id,
-              reason, (unsigned long long)in->frames);
-}
-
-/* Opens a series; when start_slot is given (an input start message) it becomes the event and
- * keeps its header for user_data. */
-static void open_series(ingest *in, uint64_t series_id, const char *uid, const char *reason,
-                        faid_slot *start_slot, int64_t nimages)
-{
-    faid_slot *ev = start_slot ? start_slot : get_slot(in);
-    in->open = 1;
-    in->seq++;
-    in->series_id = series_id;
-    snprintf(in->uid, sizeof(in->uid), "%s", uid);
-    in->frames = 0;
-    faid_stat_add(&in->s->stats.series, 1);
-    set_status_series(in);
-    atomic_store(&in->s->state, FAID_STATE_RUNNING);
-
-    ev->kind = FAID_SLOT_START;
-    ev->reason = reason;
-    ev->nimages = nimages;
-    ev->series_seq = in->seq;
-    ev->series_id = series_id;
-    snprintf(ev->series_uid, sizeof(ev->series_uid), "%s", uid);
-    if (start_slot && start_slot->has_payload) {
-        zmq_msg_close(&start_slot->payload);
-        start_slot->has_payload = 0;
+    e->has_input = 1;
+    snprintf(e->protocol, sizeof(e->protocol), "%s", m->format ? m->format->name : "");
+    e->meta = m->meta;
+    faid_input_array *arrays[] = {&e->meta.pixel_mask, &e->meta.flatfield,
+                                  &e->meta.countrate_table};
+    for (size_t k = 0; k < sizeof(arrays) / sizeof(arrays[0]); k++) {
+        arrays[k]->data = NULL;
+        arrays[k]->len = 0;
     }
-    if (!ev->gen)
-        ev->gen = faid_server_current_gen(in->s);
-    to_publisher(in, ev);
-    FAID_INFO("ingest", "series %llu opened (%s)", (unsigned long long)series_id, reason);
+    /* user_data of the start message as one msgpack value (DECTRIS CBOR / appendix converted) */
+    if (e->user_data_cap < s->max_user_data) {
+        uint8_t *b = realloc(e->user_data, s->max_user_data);
+        if (!b)
+            return;
+        e->user_data = b;
+        e->user_data_cap = s->max_user_data;
+    }
+    faid_mpw w;
+    faid_mpw_init(&w, e->user_data, e->user_data_cap);
+    int written = 0;
+    faid_diag d;
+    faid_diag_clear(&d);
+    if (faid_input_user_data(m, &w, &written, &d) == 0 && written && faid_mpw_finish(&w, NULL) == 0)
+        e->user_data_len = w.len;
+    else if (written)
+        FAID_WARN("ingest", "start message user_data not passed on: %s",
+                  d.msg[0] ? d.msg : "larger than 64 KiB");
 }
 
-/* Turns slot into an error event and sends it on. The message in d names the problem. */
-static void reject(ingest *in, faid_slot *slot, const faid_diag *d, int counted)
+/* Hands the tracker's events to the publisher, in order. A start carries the setup in force now
+ * and, when it came from a start message (start), what that message said. */
+static void emit(ingest *in, const faid_series_out *out, const faid_input_msg *start)
+{
+    faid_server *s = in->s;
+    for (int i = 0; i < out->n; i++) {
+        const faid_series_event *sev = &out->ev[i];
+        faid_event *e;
+        /* The publisher returns records as it goes: this wait ends. */
+        while (!(e = faid_event_get(s, POLL_MS))) {
+        }
+        e->ev = *sev;
+        if (sev->kind == FAID_SERIES_EV_START) {
+            e->gen = faid_server_current_gen(s);
+            faid_stat_add(&s->stats.series, 1);
+            if (start && sev->reason == FAID_SERIES_SERIES)
+                copy_start_info(s, e, start);
+            if (sev->reason == FAID_SERIES_IMPLICIT)
+                FAID_WARN("ingest",
+                          "series %llu opened by its first frame (no start message: faid "
+                          "started after the arm or the start was lost): using the "
+                          "configuration",
+                          (unsigned long long)sev->series_id);
+            else
+                FAID_INFO("ingest", "series %llu opened (%s start message)",
+                          (unsigned long long)sev->series_id, e->protocol);
+        } else {
+            FAID_INFO("ingest", "series %llu closed (%s): %llu frames, %llu stale messages",
+                      (unsigned long long)sev->series_id, faid_series_reason_name(sev->reason),
+                      (unsigned long long)sev->frames, (unsigned long long)sev->stale);
+        }
+        to_publisher(in, e);
+    }
+    if (out->n)
+        set_status_series(in);
+}
+
+/* A message of a series already closed (an aborted series still in flight): dropped, counted;
+ * an image also counts as a dropped frame so that received = processed + failed + dropped. */
+static void drop_stale(ingest *in, faid_slot *slot, int image)
+{
+    faid_server *s = in->s;
+    faid_stat_add(&s->stats.stale, 1);
+    if (image)
+        faid_stats_drop(&s->stats, FAID_DROP_SERIES_STALE);
+    faid_log_ratelimited(&rl_stale, FAID_LOG_WARN, "ingest",
+                         "stale %s of series %llu (already closed): dropped",
+                         faid_in_type_name(slot->h.type), (unsigned long long)slot->h.series_id);
+    faid_slot_put(s, slot);
+}
+
+/* Turns slot into an error event and sends it on. The message in d names the problem. frame: an
+ * image whose header was readable (a frame: counted as failed; in the ledger of series seq when
+ * seq != 0); otherwise a message without a usable header (bad_input). */
+static void reject(ingest *in, faid_slot *slot, const faid_diag *d, int frame, uint64_t seq)
 {
     faid_server *s = in->s;
     int code = d->code ? d->code : FAID_EFORMAT;
@@ -119,11 +167,12 @@ static void reject(ingest *in, faid_slot *slot, const faid_diag *d, int counted)
     snprintf(slot->err_msg, sizeof(slot->err_msg), "%s", d->msg);
     slot->has_frame_id = slot->h.has_frame_id;
     slot->frame_id = slot->h.frame_id;
-    slot->counted = counted;
-    slot->series_id = counted ? in->series_id : (in->open ? in->series_id : slot->h.series_id);
-    slot->series_seq = counted ? in->seq : 0;
+    slot->counted = seq != 0;
+    slot->series_seq = seq;
+    /* The error names the series the message named (0 when unreadable). */
+    slot->series_id = slot->h.series_id;
     faid_stats_error(&s->stats, FAID_STAGE_INGEST, code);
-    if (counted)
+    if (frame)
         faid_stat_add(&s->stats.failed, 1);
     else
         faid_stat_add(&s->stats.bad_input, 1);
@@ -151,7 +200,7 @@ static int validate_image(const faid_server *s, faid_slot *slot, faid_diag *d)
 {
     const faid_in_header *h = &slot->h;
     const faid_setup *su = slot->gen->setup;
-    size_t len = zmq_msg_size(&slot->payload);
+    size_t len = slot->payload_len;
     if (su->cfg.max_frame_bytes > 0 && (int64_t)len > su->cfg.max_frame_bytes)
         return faid_fail(d, FAID_ESIZE, "payload of %zu bytes exceeds max_frame_bytes %lld", len,
                          (long long)su->cfg.max_frame_bytes);
@@ -159,7 +208,7 @@ static int validate_image(const faid_server *s, faid_slot *slot, faid_diag *d)
         return faid_fail(d, FAID_ESHAPE, "shape [%d, %d] does not match the setup's [%d, %d]",
                          h->rows, h->cols, su->rows, su->cols);
     uint64_t expect = (uint64_t)h->rows * (uint64_t)h->cols * faid_dtype_size(h->dtype);
-    const uint8_t *p = zmq_msg_data(&slot->payload);
+    const uint8_t *p = slot->payload;
     switch (h->encoding) {
     case FAID_ENC_NONE:
         if (len != expect)
@@ -189,6 +238,35 @@ static int validate_image(const faid_server *s, faid_slot *slot, faid_diag *d)
     return 0;
 }
 
+/* The user data of a frame as the result carries it: the native format's msgpack value is used
+ * where it was received; a DECTRIS v2 CBOR item or v1 appendix is converted into the slot's own
+ * buffer (allocated once per slot, at most max_user_data). */
+static int user_data_for_result(ingest *in, faid_slot *slot, faid_diag *d)
+{
+    const faid_input_msg *m = &in->msg;
+    if (!m->appendix || slot->h.user_data)
+        return 0;
+    if (!slot->ud) {
+        slot->ud = malloc(in->s->max_user_data);
+        if (!slot->ud)
+            return faid_fail(d, FAID_ENOMEM, "out of memory for user_data");
+    }
+    faid_mpw w;
+    faid_mpw_init(&w, slot->ud, in->s->max_user_data);
+    int written = 0;
+    int rc = faid_input_user_data(m, &w, &written, d);
+    if (rc)
+        return rc;
+    if (faid_mpw_finish(&w, NULL))
+        return faid_fail(d, FAID_ESIZE, "user_data larger than %zu bytes once converted",
+                         in->s->max_user_data);
+    if (written) {
+        slot->h.user_data = slot->ud;
+        slot->h.user_data_len = w.len;
+    }
+    return 0;
+}
+
 /* Parses the block table of a valid bslz4 / lz4 frame into the slot now, while the payload
  * just received is hot in this thread's cache: the worker's submit then skips a serial walk
  * through ~2,200 block prefixes (100-300 us on a cold EIGER 4M frame) and its one thread only
@@ -211,8 +289,8 @@ static void parse_table(faid_slot *slot)
         return;
     size_t esz = faid_dtype_size(h->dtype);
     uint64_t expect = (uint64_t)h->rows * (uint64_t)h->cols * esz;
-    const uint8_t *p = zmq_msg_data(&slot->payload);
-    size_t len = zmq_msg_size(&slot->payload);
+    const uint8_t *p = slot->payload;
+    size_t len = slot->payload_len;
     int rc = h->encoding == FAID_ENC_BSLZ4
                  ? faid_bslz4_table(p, len, esz, expect, &slot->table, &d)
                  : faid_lz4h5_table(p, len, expect, &slot->table, &d);
@@ -253,60 +331,93 @@ static void enqueue(ingest *in, faid_slot *slot)
     to_publisher(in, victim);
 }
 
-/* format_err: the input format's verdict on a message whose header was read (parts or payload
- * at fault), or NULL; such a frame still counts in its series. */
+/* An image: validated against the setup first, and only a valid one reaches the series
+ * tracker (issue 10, defect 6: a malformed image naming series 6 inside series 5 must not split
+ * series 5). A rejected image counts as a failed frame of the open series when it names that
+ * series, otherwise of no series (its error names the series it claimed). format_err: the input
+ * format's verdict on an image whose header was read (a part or the payload at fault), or NULL. */
 static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_err)
 {
     faid_server *s = in->s;
     faid_in_header *h = &slot->h;
-    if (!in->open || in->series_id != h->series_id ||
-        (h->series_unique_id[0] && strcmp(in->uid, h->series_unique_id) != 0)) {
-        close_series(in, "superseded");
-        open_series(in, h->series_id, h->series_unique_id, "implicit", NULL, -1);
-    }
-    in->frames++;
-    slot->counted = 1;
-    slot->series_seq = in->seq;
-    slot->series_id = in->series_id;
-    snprintf(slot->series_uid, sizeof(slot->series_uid), "%s", in->uid);
     slot->has_frame_id = 1;
     slot->frame_id = h->frame_id;
-    if (format_err) {
-        reject(in, slot, format_err, 1);
-        return;
-    }
     faid_diag d;
     faid_diag_clear(&d);
-    if (validate_image(s, slot, &d)) {
-        reject(in, slot, &d, 1);
+    if (format_err || validate_image(s, slot, &d) || user_data_for_result(in, slot, &d)) {
+        uint64_t seq = 0;
+        faid_series_count_rejected(in->series, SOURCE, h->series_id, h->series_unique_id,
+                                   faid_now_ns(), &seq);
+        reject(in, slot, format_err ? format_err : &d, 1, seq);
         return;
     }
+    faid_series_out out;
+    uint64_t seq = 0;
+    if (faid_series_frame(in->series, SOURCE, h->series_id, h->series_unique_id, faid_now_ns(),
+                          &seq, &out) == FAID_SERIES_STALE) {
+        drop_stale(in, slot, 1);
+        return;
+    }
+    emit(in, &out, NULL);
+    slot->counted = 1;
+    slot->series_seq = seq;
+    slot->series_id = h->series_id;
+    const char *uid = "";
+    faid_series_current(in->series, NULL, &uid, NULL);
+    snprintf(slot->series_uid, sizeof(slot->series_uid), "%s", uid);
     atomic_fetch_or(&s->dtypes_seen, 1u << (unsigned)h->dtype);
     parse_table(slot);
     slot->kind = FAID_SLOT_FRAME;
     enqueue(in, slot);
 }
 
-/* Receives every part of one message; the first two go into the slot, the rest are counted and
- * discarded so that the next message starts at its first part. */
+/* Re-sends the raw message on the forward socket (input.forward_endpoint) without ever waiting:
+ * a file writer that is behind or absent loses messages there (counted), faid does not. */
+static void forward(ingest *in, faid_slot *slot, int nkept, int nparts)
+{
+    faid_server *s = in->s;
+    if (!s->forward)
+        return;
+    if (nkept < nparts) {
+        /* Parts beyond what any format has were not kept: the message cannot be re-sent whole. */
+        faid_stat_add(&s->stats.forward_dropped, 1);
+        return;
+    }
+    for (int k = 0; k < nkept; k++) {
+        zmq_msg_t copy;
+        zmq_msg_init(&copy);
+        /* A reference-counted copy for large parts: no byte is copied. */
+        zmq_msg_copy(&copy, &slot->part[k]);
+        int flags = ZMQ_DONTWAIT | (k + 1 < nkept ? ZMQ_SNDMORE : 0);
+        if (zmq_msg_send(&copy, s->forward, flags) < 0) {
+            zmq_msg_close(&copy);
+            /* Only the first part can be refused: once it is queued, the rest of the message is
+             * accepted with it (ZeroMQ's atomic multipart delivery). */
+            faid_stat_add(&s->stats.forward_dropped, 1);
+            return;
+        }
+    }
+    faid_stat_add(&s->stats.forwarded, 1);
+}
+
+/* Receives every part of one message into the slot: up to FAID_INPUT_MAX_PARTS are kept (no
+ * format has more), further ones are received and released, so the next message always starts
+ * at its first part whatever a sender does (formats.md: never read leftover parts as the next
+ * message). *nparts counts them all. */
 static int receive(ingest *in, faid_slot *slot, int *nparts, size_t *bytes)
 {
-    zmq_msg_init(&slot->hdr);
-    if (zmq_msg_recv(&slot->hdr, in->s->pull, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&slot->hdr);
+    zmq_msg_init(&slot->part[0]);
+    if (zmq_msg_recv(&slot->part[0], in->s->pull, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&slot->part[0]);
         return -1;
     }
-    slot->has_hdr = 1;
+    slot->nkept = 1;
     *nparts = 1;
-    *bytes = zmq_msg_size(&slot->hdr);
-    int more = zmq_msg_more(&slot->hdr);
+    *bytes = zmq_msg_size(&slot->part[0]);
+    int more = zmq_msg_more(&slot->part[0]);
     while (more) {
-        zmq_msg_t *m, scratch;
-        if (*nparts == 1) {
-            m = &slot->payload;
-        } else {
-            m = &scratch;
-        }
+        zmq_msg_t scratch;
+        zmq_msg_t *m = slot->nkept < FAID_INPUT_MAX_PARTS ? &slot->part[slot->nkept] : &scratch;
         zmq_msg_init(m);
         /* The parts of a multipart message arrive together: this never waits. */
         if (zmq_msg_recv(m, in->s->pull, 0) < 0) {
@@ -315,13 +426,28 @@ static int receive(ingest *in, faid_slot *slot, int *nparts, size_t *bytes)
         }
         more = zmq_msg_more(m);
         *bytes += zmq_msg_size(m);
-        if (m == &slot->payload)
-            slot->has_payload = 1;
-        else
+        if (m == &scratch)
             zmq_msg_close(m);
+        else
+            slot->nkept++;
         (*nparts)++;
     }
     return 0;
+}
+
+/* A start message: the tracker opens (or joins) the series; the start event carries what the
+ * message said (echoed in faid's start) and its user data. */
+static void handle_start(ingest *in, faid_slot *slot)
+{
+    const faid_input_msg *m = &in->msg;
+    faid_series_out out;
+    int64_t nimages = slot->h.nimages;
+    if (m->meta.have & FAID_META_NIMAGES)
+        nimages = m->meta.nimages;
+    faid_series_start(in->series, SOURCE, slot->h.series_id, slot->h.series_unique_id, nimages,
+                      faid_now_ns(), &out);
+    emit(in, &out, m);
+    faid_slot_put(in->s, slot);
 }
 
 static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes)
@@ -331,53 +457,65 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
     faid_diag_clear(&d);
     slot->recv_mono_ns = faid_now_ns();
     slot->recv_wall_ns = faid_wall_ns();
-    /* The input format decides (faid_input.h); ingest still keeps two parts, as many as the
-     * native format has. */
-    faid_input_part parts[2] = {
-        {zmq_msg_data(&slot->hdr), zmq_msg_size(&slot->hdr)},
-        {slot->has_payload ? zmq_msg_data(&slot->payload) : NULL,
-         slot->has_payload ? zmq_msg_size(&slot->payload) : 0},
-    };
-    int rc = faid_input_decode(FAID_PROTOCOL_NATIVE, parts, nparts, NULL, &in->msg, &d);
+    faid_stat_add(&s->stats.received_bytes, bytes);
+    faid_input_part parts[FAID_INPUT_MAX_PARTS];
+    for (int k = 0; k < slot->nkept; k++) {
+        parts[k].data = zmq_msg_data(&slot->part[k]);
+        parts[k].len = zmq_msg_size(&slot->part[k]);
+    }
+    faid_input_opts opts = {.channel = s->cfg.input_channel};
+    int rc = faid_input_decode(in->protocol, parts, nparts, &opts, &in->msg, &d);
     slot->h = in->msg.h;
     if (rc && !(in->msg.header_ok && slot->h.type == FAID_IN_IMAGE)) {
-        faid_stat_add(&s->stats.received_bytes, bytes);
-        /* An image whose header names its frame still counts as a frame of the open series
-         * when we know which series that is; otherwise it is bad input outside any series. */
-        reject(in, slot, &d, 0);
+        /* An image whose header names its frame still counts as a frame; anything else that
+         * does not decode is bad input outside any series. */
+        reject(in, slot, &d, 0, 0);
         return;
     }
+    faid_series_out out;
     switch (slot->h.type) {
     case FAID_IN_IMAGE:
         faid_stat_add(&s->stats.received, 1);
-        faid_stat_add(&s->stats.received_bytes, bytes);
         slot->gen = faid_server_current_gen(s);
+        slot->payload = in->msg.payload;
+        slot->payload_len = in->msg.payload_len;
         handle_image(in, slot, rc ? &d : NULL);
         return;
     case FAID_IN_START:
-        faid_stat_add(&s->stats.received_bytes, bytes);
-        close_series(in, "superseded");
-        open_series(in, slot->h.series_id, slot->h.series_unique_id, "series", slot,
-                    slot->h.nimages);
+        handle_start(in, slot);
         return;
     case FAID_IN_END:
-        faid_stat_add(&s->stats.received_bytes, bytes);
-        if (!in->open || in->series_id != slot->h.series_id) {
-            if (in->open)
+        switch (faid_series_end(in->series, SOURCE, slot->h.series_id, slot->h.series_unique_id,
+                                faid_now_ns(), &out)) {
+        case FAID_SERIES_STALE:
+            drop_stale(in, slot, 0);
+            return;
+        case FAID_SERIES_UNKNOWN: {
+            uint64_t cur = 0;
+            if (faid_series_current(in->series, &cur, NULL, NULL))
                 faid_fail(&d, FAID_EPROTO, "end of series %llu while series %llu is open",
-                          (unsigned long long)slot->h.series_id, (unsigned long long)in->series_id);
+                          (unsigned long long)slot->h.series_id, (unsigned long long)cur);
             else
                 faid_fail(&d, FAID_EPROTO, "end of series %llu but no series is open",
                           (unsigned long long)slot->h.series_id);
-            reject(in, slot, &d, 0);
+            reject(in, slot, &d, 0, 0);
             return;
         }
+        default:
+            break;
+        }
+        emit(in, &out, NULL);
         faid_slot_put(s, slot);
-        close_series(in, "end");
+        return;
+    case FAID_IN_OTHER:
+        /* A message type the format defines but faid has no use for (Jungfraujoch calibration,
+         * metadata): counted, not an error. */
+        faid_stat_add(&s->stats.ignored, 1);
+        faid_slot_put(s, slot);
         return;
     default:
         faid_fail(&d, FAID_EFORMAT, "unknown message type");
-        reject(in, slot, &d, 0);
+        reject(in, slot, &d, 0, 0);
         return;
     }
 }
@@ -385,9 +523,24 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
 void *faid_ingest_main(void *arg)
 {
     faid_server *s = arg;
-    ingest in = {.s = s, .policy = s->policy};
+    ingest *in = calloc(1, sizeof(*in));
+    if (in)
+        in->series = faid_series_new((int64_t)(s->cfg.series_timeout * 1e9));
+    if (!in || !in->series) {
+        FAID_ERROR("ingest", "out of memory: ingest not started");
+        free(in);
+        return NULL;
+    }
+    in->s = s;
+    in->policy = s->policy;
+    /* Checked at start (faid_server_new): a value that cannot be honoured never gets here. */
+    if (faid_input_protocol_parse(s->cfg.input_protocol, &in->protocol) != 0)
+        in->protocol = FAID_PROTOCOL_AUTO;
     zmq_pollitem_t item = {.socket = s->pull, .events = ZMQ_POLLIN};
+    faid_series_out out;
     while (!atomic_load(&s->stop_ingest)) {
+        faid_series_tick(in->series, faid_now_ns(), &out);
+        emit(in, &out, NULL);
         int n = zmq_poll(&item, 1, POLL_MS);
         if (n < 0 && zmq_errno() != EINTR) {
             /* Never spin on a failing poll (e.g. out of descriptors): wait as a timeout would. */
@@ -401,17 +554,21 @@ void *faid_ingest_main(void *arg)
         /* Drain what is ready before polling again, but look at the stop flag per message so a
          * stop is prompt even under a flood. */
         while (!atomic_load(&s->stop_ingest)) {
-            faid_slot *slot = get_slot(&in);
+            faid_slot *slot = get_slot(in);
             int nparts = 0;
             size_t bytes = 0;
-            if (receive(&in, slot, &nparts, &bytes) != 0) {
+            if (receive(in, slot, &nparts, &bytes) != 0) {
                 faid_slot_put(s, slot);
                 break;
             }
-            handle_message(&in, slot, nparts, bytes);
+            forward(in, slot, slot->nkept, nparts);
+            handle_message(in, slot, nparts, bytes);
         }
     }
-    close_series(&in, "shutdown");
+    faid_series_close(in->series, FAID_SERIES_SHUTDOWN, &out);
+    emit(in, &out, NULL);
+    faid_series_destroy(&in->series);
+    free(in);
     FAID_INFO("ingest", "stopped reading input");
     return NULL;
 }

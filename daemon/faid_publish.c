@@ -3,10 +3,11 @@
  * and, when configured, on the lossless PUSH socket (blocking: a missing consumer stops the
  * pipeline, which is what "lossless" means; during shutdown that wait is bounded).
  *
- * It is also the accountant of series: it announces `start` before the first result of a series
- * or of a new setup version, counts results/errors/drops per series and publishes a series'
- * `end` only once every frame ingest saw for it has been accounted for (results from several
- * devices may arrive after ingest's end event). Stats go out every stats_interval seconds. */
+ * It publishes the series events ingest's tracker made (faid_series.h): `start` before the first
+ * result of a series, or of a new setup version; its ledger (the one owner of per-series
+ * outcome counts) says when a series' `end` may go out: once every frame ingest accepted for it
+ * has been accounted for (results from several devices may arrive after ingest's end event), or
+ * after END_WAIT_NS without the rest (incomplete). Stats go out every stats_interval seconds. */
 #include "faid_server.h"
 
 #include "faid_log.h"
@@ -17,19 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SERIES        32
-#define END_WAIT_NS       (30ll * 1000000000ll)
-
-typedef struct series_rec {
-    int used;
-    uint64_t seq, series_id;
-    char uid[FAID_SERIES_UID_MAX];
-    uint64_t processed, failed, dropped;
-    int end_pending;
-    uint64_t frames;
-    const char *reason;
-    int64_t end_since_ns;
-} series_rec;
+#define END_WAIT_NS (30ll * 1000000000ll)
 
 typedef struct publisher {
     faid_server *s;
@@ -37,7 +26,7 @@ typedef struct publisher {
     size_t cap;
     uint64_t msg_number;
     uint64_t announced; /* highest setup version announced by a start */
-    series_rec series[MAX_SERIES];
+    faid_series_ledger *ledger;
     int64_t drain_since_ns; /* first lossless wait during shutdown */
     /* stats interval bookkeeping */
     int64_t last_stats_ns;
@@ -114,34 +103,109 @@ static void send_msg(publisher *p, const char *topic, const void *body, size_t l
 
 /* ------------------------------------------------------------------------------------------- */
 
-static series_rec *find_series(publisher *p, uint64_t seq)
+/* What a start message says about its series. */
+typedef struct start_info {
+    const char *reason;
+    uint64_t series_id;
+    const char *uid;
+    int64_t nimages;
+    const uint8_t *user_data;
+    size_t user_data_len;
+    const faid_event *ev; /* the series start event (input echo), NULL for a setup start */
+} start_info;
+
+static void kv_f64(faid_mpw *w, const char *k, double v)
 {
-    for (int i = 0; i < MAX_SERIES; i++)
-        if (p->series[i].used && p->series[i].seq == seq)
-            return &p->series[i];
-    return NULL;
+    faid_mpw_str(w, k);
+    faid_mpw_f64(w, v);
 }
 
-static series_rec *new_series(publisher *p, const faid_slot *ev)
+static void kv_int(faid_mpw *w, const char *k, int64_t v)
 {
-    series_rec *r = NULL;
-    for (int i = 0; i < MAX_SERIES && !r; i++)
-        if (!p->series[i].used)
-            r = &p->series[i];
-    if (!r) {
-        /* Table full of series whose end never came (pathological senders): recycle the
-         * oldest; its end, should it come, is then published as incomplete. */
-        r = &p->series[0];
-        for (int i = 1; i < MAX_SERIES; i++)
-            if (p->series[i].seq < r->seq)
-                r = &p->series[i];
+    faid_mpw_str(w, k);
+    faid_mpw_int(w, v);
+}
+
+/* The start's "input" map: which format opened the series, whether a start message was seen,
+ * what it reported, and what faid used of it (PROTOCOL.md §3.1, merge rules). */
+static void put_input(faid_mpw *w, const faid_setup *su, const faid_event *e)
+{
+    const faid_input_meta *m = e && e->has_input ? &e->meta : NULL;
+    faid_mpw_map(w, 6);
+    faid_mpw_str(w, "protocol");
+    faid_mpw_str(w, e && e->has_input ? e->protocol : "");
+    faid_mpw_str(w, "start_message");
+    faid_mpw_bool(w, m != NULL);
+    /* Geometry, mask and flatfield always come from the configuration today. */
+    faid_mpw_str(w, "geometry_source");
+    faid_mpw_str(w, "configuration");
+    faid_mpw_str(w, "applied");
+    faid_mpw_map(w, 2);
+    faid_mpw_str(w, "pixel_mask");
+    faid_mpw_bool(w, 0);
+    faid_mpw_str(w, "flatfield");
+    faid_mpw_bool(w, 0);
+    faid_mpw_str(w, "shape_matches");
+    faid_mpw_bool(w, !m || !(m->have & FAID_META_IMAGE_SIZE) ||
+                         (m->image_size_y == su->rows && m->image_size_x == su->cols));
+    faid_mpw_str(w, "reported");
+    if (!m) {
+        faid_mpw_map(w, 0);
+        return;
     }
-    memset(r, 0, sizeof(*r));
-    r->used = 1;
-    r->seq = ev->series_seq;
-    r->series_id = ev->series_id;
-    snprintf(r->uid, sizeof(r->uid), "%s", ev->series_uid);
-    return r;
+    uint32_t h = m->have;
+    uint32_t n = 0;
+    n += (h & FAID_META_BEAM_CENTER) ? 2 : 0;
+    n += !!(h & FAID_META_DISTANCE) + !!(h & FAID_META_WAVELENGTH) + !!(h & FAID_META_ENERGY);
+    n += (h & FAID_META_PIXEL_SIZE) ? 2 : 0;
+    n += (h & FAID_META_IMAGE_SIZE) ? 2 : 0;
+    n += !!(h & FAID_META_DTYPE) + !!(h & FAID_META_NIMAGES) + !!(h & FAID_META_COUNT_TIME);
+    n += !!(h & FAID_META_FRAME_TIME) + !!(h & FAID_META_SATURATION);
+    n += 4; /* channels, pixel_mask, flatfield, countrate_table */
+    faid_mpw_map(w, n);
+    if (h & FAID_META_BEAM_CENTER) {
+        kv_f64(w, "beam_center_x", m->beam_center_x);
+        kv_f64(w, "beam_center_y", m->beam_center_y);
+    }
+    if (h & FAID_META_DISTANCE)
+        kv_f64(w, "detector_distance", m->detector_distance);
+    if (h & FAID_META_WAVELENGTH)
+        kv_f64(w, "incident_wavelength", m->incident_wavelength);
+    if (h & FAID_META_ENERGY)
+        kv_f64(w, "incident_energy", m->incident_energy);
+    if (h & FAID_META_PIXEL_SIZE) {
+        kv_f64(w, "pixel_size_x", m->pixel_size_x);
+        kv_f64(w, "pixel_size_y", m->pixel_size_y);
+    }
+    if (h & FAID_META_IMAGE_SIZE) {
+        kv_int(w, "image_size_x", m->image_size_x);
+        kv_int(w, "image_size_y", m->image_size_y);
+    }
+    if (h & FAID_META_DTYPE) {
+        faid_mpw_str(w, "image_dtype");
+        faid_mpw_str(w, faid_dtype_name(m->image_dtype));
+    }
+    if (h & FAID_META_NIMAGES)
+        kv_int(w, "nimages", m->nimages);
+    if (h & FAID_META_COUNT_TIME)
+        kv_f64(w, "count_time", m->count_time);
+    if (h & FAID_META_FRAME_TIME)
+        kv_f64(w, "frame_time", m->frame_time);
+    if (h & FAID_META_SATURATION)
+        kv_int(w, "saturation_value", m->saturation_value);
+    faid_mpw_str(w, "channels");
+    int nch = m->nchannels < 0                         ? 0
+              : m->nchannels > FAID_INPUT_MAX_CHANNELS ? FAID_INPUT_MAX_CHANNELS
+                                                       : m->nchannels;
+    faid_mpw_array(w, (uint32_t)nch);
+    for (int k = 0; k < nch; k++)
+        faid_mpw_str(w, m->channels[k]);
+    faid_mpw_str(w, "pixel_mask");
+    faid_mpw_bool(w, m->pixel_mask.present);
+    faid_mpw_str(w, "flatfield");
+    faid_mpw_bool(w, m->flatfield.present);
+    faid_mpw_str(w, "countrate_table");
+    faid_mpw_bool(w, m->countrate_table.present);
 }
 
 static void put_range(faid_mpw *w, int has, const double v[2])
@@ -155,7 +219,7 @@ static void put_range(faid_mpw *w, int has, const double v[2])
     faid_mpw_f64(w, v[1]);
 }
 
-static void publish_start(publisher *p, faid_gen *g, const faid_slot *ev, const char *reason)
+static void publish_start(publisher *p, faid_gen *g, const start_info *in)
 {
     faid_server *s = p->s;
     const faid_setup *su = g->setup;
@@ -167,10 +231,10 @@ static void publish_start(publisher *p, faid_gen *g, const faid_slot *ev, const 
     uint64_t masked = 0;
     for (size_t i = 0; su->mask && i < su->npix; i++)
         masked += su->mask[i] != 0;
-    int has_user = ev && ev->kind == FAID_SLOT_START && ev->h.user_data;
+    int has_user = in->user_data && in->user_data_len;
     faid_mpw w;
     faid_mpw_init(&w, p->buf, p->cap);
-    faid_mpw_map(&w, 17 + (su->csr2d ? 1 : 0) + (has_user ? 1 : 0));
+    faid_mpw_map(&w, 18 + (su->csr2d ? 1 : 0) + (has_user ? 1 : 0));
     faid_mpw_str(&w, FAID_K_TYPE);
     faid_mpw_str(&w, FAID_TOPIC_START);
     faid_mpw_str(&w, FAID_K_MAGIC_NUMBER);
@@ -180,13 +244,13 @@ static void publish_start(publisher *p, faid_gen *g, const faid_slot *ev, const 
     faid_mpw_str(&w, FAID_K_SOFTWARE_VERSION);
     faid_mpw_str(&w, FAID_VERSION);
     faid_mpw_str(&w, "reason");
-    faid_mpw_str(&w, reason);
+    faid_mpw_str(&w, in->reason);
     faid_mpw_str(&w, FAID_K_SERIES_ID);
-    faid_mpw_uint(&w, ev ? ev->series_id : 0);
+    faid_mpw_uint(&w, in->series_id);
     faid_mpw_str(&w, FAID_K_SERIES_UNIQUE_ID);
-    faid_mpw_str(&w, ev ? ev->series_uid : "");
+    faid_mpw_str(&w, in->uid);
     faid_mpw_str(&w, FAID_K_NIMAGES);
-    faid_mpw_int(&w, ev && ev->kind == FAID_SLOT_START ? ev->nimages : -1);
+    faid_mpw_int(&w, in->nimages);
     faid_mpw_str(&w, FAID_K_SETUP_VERSION);
     faid_mpw_uint(&w, g->version);
     faid_mpw_str(&w, FAID_K_CONFIG_HASH);
@@ -284,9 +348,11 @@ static void publish_start(publisher *p, faid_gen *g, const faid_slot *ev, const 
         faid_mpw_str(&w, s->workers[i].name);
     faid_mpw_str(&w, FAID_K_CONFIG);
     faid_mpw_str(&w, g->config_yaml);
+    faid_mpw_str(&w, "input");
+    put_input(&w, su, in->ev);
     if (has_user) {
         faid_mpw_str(&w, FAID_K_USER_DATA);
-        faid_mpw_raw(&w, ev->h.user_data, ev->h.user_data_len);
+        faid_mpw_raw(&w, in->user_data, in->user_data_len);
     }
     size_t off = faid_put_msgnum_placeholder(&w);
     if (faid_mpw_finish(&w, NULL)) {
@@ -299,7 +365,7 @@ static void publish_start(publisher *p, faid_gen *g, const faid_slot *ev, const 
         p->announced = g->version;
 }
 
-static void publish_end(publisher *p, series_rec *r, int incomplete)
+static void publish_end(publisher *p, const faid_series_record *r)
 {
     faid_server *s = p->s;
     if (reserve(p, 64 * 1024))
@@ -307,7 +373,7 @@ static void publish_end(publisher *p, series_rec *r, int incomplete)
     faid_gen *g = faid_server_current_gen(s);
     faid_mpw w;
     faid_mpw_init(&w, p->buf, p->cap);
-    faid_mpw_map(&w, 14);
+    faid_mpw_map(&w, 15);
     faid_mpw_str(&w, FAID_K_TYPE);
     faid_mpw_str(&w, FAID_TOPIC_END);
     faid_mpw_str(&w, FAID_K_SERIES_ID);
@@ -315,7 +381,7 @@ static void publish_end(publisher *p, series_rec *r, int incomplete)
     faid_mpw_str(&w, FAID_K_SERIES_UNIQUE_ID);
     faid_mpw_str(&w, r->uid);
     faid_mpw_str(&w, "reason");
-    faid_mpw_str(&w, r->reason ? r->reason : "end");
+    faid_mpw_str(&w, faid_series_reason_name(r->reason));
     faid_mpw_str(&w, "frames_received");
     faid_mpw_uint(&w, r->frames);
     faid_mpw_str(&w, "frames_processed");
@@ -324,8 +390,10 @@ static void publish_end(publisher *p, series_rec *r, int incomplete)
     faid_mpw_uint(&w, r->failed);
     faid_mpw_str(&w, "frames_dropped");
     faid_mpw_uint(&w, r->dropped);
+    faid_mpw_str(&w, "stale_messages");
+    faid_mpw_uint(&w, r->stale);
     faid_mpw_str(&w, "incomplete");
-    faid_mpw_bool(&w, incomplete);
+    faid_mpw_bool(&w, r->incomplete);
     faid_counter_entries(s, &w);
     faid_mpw_str(&w, FAID_K_SETUP_VERSION);
     faid_mpw_uint(&w, g ? g->version : 0);
@@ -335,18 +403,19 @@ static void publish_end(publisher *p, series_rec *r, int incomplete)
         put_msgnum(p->buf + off, p->msg_number++);
         send_msg(p, FAID_TOPIC_END, p->buf, w.len, 1);
     }
-    if (incomplete)
+    if (r->incomplete)
         FAID_WARN("publish", "series %llu ended incomplete: %llu of %llu frames accounted for",
                   (unsigned long long)r->series_id,
                   (unsigned long long)(r->processed + r->failed + r->dropped),
                   (unsigned long long)r->frames);
-    r->used = 0;
 }
 
-static void check_end(publisher *p, series_rec *r)
+/* Publishes every end that is due (flush: every ended series, complete or not). */
+static void publish_due_ends(publisher *p, int flush)
 {
-    if (r && r->end_pending && r->processed + r->failed + r->dropped >= r->frames)
-        publish_end(p, r, 0);
+    faid_series_record r;
+    while (faid_series_ledger_due(p->ledger, faid_now_ns(), flush, &r))
+        publish_end(p, &r);
 }
 
 static void publish_error(publisher *p, const faid_slot *slot)
@@ -371,47 +440,62 @@ static void publish_error(publisher *p, const faid_slot *slot)
     }
 }
 
-static void handle(publisher *p, faid_slot *slot)
+static void handle_event(publisher *p, faid_event *e)
+{
+    faid_series_ledger_event(p->ledger, &e->ev, faid_now_ns());
+    if (e->ev.kind == FAID_SERIES_EV_START && e->gen) {
+        start_info in = {
+            .reason = faid_series_reason_name(e->ev.reason),
+            .series_id = e->ev.series_id,
+            .uid = e->ev.uid,
+            .nimages = e->ev.nimages,
+            .user_data = e->user_data_len ? e->user_data : NULL,
+            .user_data_len = e->user_data_len,
+            .ev = e,
+        };
+        publish_start(p, e->gen, &in);
+    }
+    faid_event_put(p->s, e);
+}
+
+static void handle(publisher *p, void *item)
 {
     faid_server *s = p->s;
-    series_rec *r = slot->counted ? find_series(p, slot->series_seq) : NULL;
+    if (*(const faid_slot_kind *)item == FAID_ITEM_EVENT) {
+        handle_event(p, item);
+        publish_due_ends(p, 0);
+        return;
+    }
+    faid_slot *slot = item;
+    faid_series_outcome outcome = FAID_SERIES_PROCESSED;
     switch (slot->kind) {
-    case FAID_SLOT_START:
-        r = new_series(p, slot);
-        publish_start(p, slot->gen, slot, slot->reason ? slot->reason : "series");
-        break;
     case FAID_SLOT_RESULT:
         /* A new setup is announced before its first result. */
-        if (slot->gen && slot->gen->version > p->announced)
-            publish_start(p, slot->gen, slot, "setup");
+        if (slot->gen && slot->gen->version > p->announced) {
+            start_info in = {.reason = "setup",
+                             .series_id = slot->series_id,
+                             .uid = slot->series_uid,
+                             .nimages = -1};
+            publish_start(p, slot->gen, &in);
+        }
         put_msgnum(slot->out + slot->msgnum_off, p->msg_number++);
         send_msg(p, FAID_TOPIC_RESULT, slot->out, slot->out_len, 1);
-        if (r)
-            r->processed++;
+        outcome = FAID_SERIES_PROCESSED;
         break;
     case FAID_SLOT_ERROR:
         publish_error(p, slot);
-        if (r)
-            r->failed++;
+        outcome = FAID_SERIES_FAILED;
         break;
     case FAID_SLOT_DROP:
-        if (r)
-            r->dropped++;
-        break;
-    case FAID_SLOT_END:
-        r = find_series(p, slot->series_seq);
-        if (!r)
-            r = new_series(p, slot);
-        r->end_pending = 1;
-        r->frames = slot->series_frames;
-        r->reason = slot->reason;
-        r->end_since_ns = faid_now_ns();
+        outcome = FAID_SERIES_DROPPED;
         break;
     default:
         break;
     }
-    check_end(p, r);
+    if (slot->counted && slot->series_seq)
+        faid_series_ledger_count(p->ledger, slot->series_seq, outcome);
     faid_slot_put(s, slot);
+    publish_due_ends(p, 0);
 }
 
 static void publish_stats(publisher *p, int64_t now)
@@ -459,6 +543,12 @@ void *faid_publish_main(void *arg)
         return NULL;
     }
     p->s = s;
+    p->ledger = faid_series_ledger_new(s->nslots + FAID_EVENTS, END_WAIT_NS);
+    if (!p->ledger) {
+        free(p);
+        FAID_ERROR("publish", "out of memory: publisher not started");
+        return NULL;
+    }
     p->last_stats_ns = faid_now_ns();
     /* Setup 1 is announced by the first series start; a reload before any series is announced by
      * the first result that uses it. */
@@ -488,18 +578,13 @@ void *faid_publish_main(void *arg)
             if (interval > 0)
                 next_stats = now + (int64_t)(interval * 1e9);
         }
-        for (int i = 0; i < MAX_SERIES; i++)
-            if (p->series[i].used && p->series[i].end_pending &&
-                now - p->series[i].end_since_ns > END_WAIT_NS)
-                publish_end(p, &p->series[i], 1);
+        /* Ends that waited END_WAIT_NS for frames that never came. */
+        publish_due_ends(p, 0);
     }
     /* Everything is drained: ends still pending can no longer complete. */
-    for (int i = 0; i < MAX_SERIES; i++)
-        if (p->series[i].used && p->series[i].end_pending)
-            publish_end(p, &p->series[i],
-                        p->series[i].processed + p->series[i].failed + p->series[i].dropped <
-                            p->series[i].frames);
+    publish_due_ends(p, 1);
     publish_stats(p, faid_now_ns());
+    faid_series_ledger_destroy(&p->ledger);
     free(p->buf);
     free(p);
     FAID_INFO("publish", "publisher done");

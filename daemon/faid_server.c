@@ -114,7 +114,7 @@ faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t versio
     g->result_bytes = 4 * array_bound(nb * 4) + 3 * array_bound(nb2 * 4) + 2048 + MAX_USER_DATA;
     size_t nazim = g->setup->csr2d ? (size_t)g->setup->csr2d->npt_azim : 0;
     g->start_bytes = array_bound(nb * 8) + array_bound(nazim * 8) + strlen(g->config_yaml) +
-                     4 * FAID_PATH_MAX + 4096 + (size_t)s->nworkers * 300 + MAX_USER_DATA;
+                     4 * FAID_PATH_MAX + 8192 + (size_t)s->nworkers * 300 + MAX_USER_DATA;
     FAID_INFO("setup", "setup %llu ready: %dx%d pixels, %d bins, %d device(s), %.0f ms",
               (unsigned long long)version, g->setup->rows, g->setup->cols, (int)nb, s->nworkers,
               (double)(faid_now_ns() - t0) / 1e6);
@@ -153,11 +153,11 @@ faid_slot *faid_slot_get(faid_server *s, int timeout_ms)
     faid_slot *slot = p;
     slot->kind = FAID_SLOT_FREE;
     slot->counted = 0;
+    slot->series_seq = 0;
     slot->has_frame_id = 0;
     slot->err_msg[0] = '\0';
     slot->err_code = 0;
     slot->err_stage = NULL;
-    slot->reason = NULL;
     slot->out_len = 0;
     slot->series_uid[0] = '\0';
     slot->device = -1;
@@ -167,18 +167,40 @@ faid_slot *faid_slot_get(faid_server *s, int timeout_ms)
     return slot;
 }
 
+faid_event *faid_event_get(faid_server *s, int timeout_ms)
+{
+    void *p = NULL;
+    if (faid_queue_pop(s->event_pool, &p, timeout_ms))
+        return NULL;
+    faid_event *e = p;
+    e->kind = FAID_ITEM_EVENT;
+    memset(&e->ev, 0, sizeof(e->ev));
+    e->user_data_len = 0;
+    return e;
+}
+
+void faid_event_put(faid_server *s, faid_event *e)
+{
+    faid_gen_release(&e->gen);
+    e->user_data_len = 0;
+    /* The pool's capacity is the number of records: this never waits. */
+    faid_queue_push(s->event_pool, e, -1);
+}
+
+void faid_slot_release_parts(faid_slot *slot)
+{
+    for (int k = 0; k < slot->nkept; k++)
+        zmq_msg_close(&slot->part[k]);
+    slot->nkept = 0;
+    slot->payload = NULL;
+    slot->payload_len = 0;
+    slot->h.user_data = NULL;
+    slot->h.user_data_len = 0;
+}
+
 void faid_slot_clear_frame(faid_slot *slot)
 {
-    if (slot->has_payload) {
-        zmq_msg_close(&slot->payload);
-        slot->has_payload = 0;
-    }
-    if (slot->has_hdr) {
-        zmq_msg_close(&slot->hdr);
-        slot->has_hdr = 0;
-        slot->h.user_data = NULL;
-        slot->h.user_data_len = 0;
-    }
+    faid_slot_release_parts(slot);
     faid_gen_release(&slot->gen);
 }
 
@@ -360,11 +382,15 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     s->slots = calloc(s->nslots, sizeof(faid_slot));
     s->pool = faid_queue_new(s->nslots);
     s->frames = faid_queue_new((size_t)depth);
-    s->results = faid_queue_new(s->nslots);
-    if (!s->slots || !s->pool || !s->frames || !s->results) {
+    s->results = faid_queue_new(s->nslots + FAID_EVENTS);
+    s->events = calloc(FAID_EVENTS, sizeof(faid_event));
+    s->event_pool = faid_queue_new(FAID_EVENTS);
+    if (!s->slots || !s->pool || !s->frames || !s->results || !s->events || !s->event_pool) {
         faid_fail(d, FAID_ENOMEM, "out of memory for %zu frame slots", s->nslots);
         goto fail;
     }
+    for (size_t i = 0; i < FAID_EVENTS; i++)
+        faid_queue_push(s->event_pool, &s->events[i], 0);
     for (size_t i = 0; i < s->nslots; i++) {
         s->slots[i].device = -1;
         faid_queue_push(s->pool, &s->slots[i], 0);
@@ -397,6 +423,16 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     int io_threads = cfg->io_threads > 0 ? cfg->io_threads : 2;
     if (zmq_ctx_set(s->zctx, ZMQ_IO_THREADS, io_threads) != 0)
         FAID_WARN("server", "ZMQ_IO_THREADS %d: %s", io_threads, zmq_strerror(zmq_errno()));
+    /* input.protocol: a value this build cannot honour stops the daemon here, never later. */
+    faid_input_protocol proto;
+    if (faid_input_protocol_parse(cfg->input_protocol, &proto) != 0) {
+        faid_fail(d, FAID_ECONFIG, "input.protocol: unknown protocol \"%s\"", cfg->input_protocol);
+        goto fail;
+    }
+    if (faid_input_available(proto, d)) {
+        faid_diag_prefix(d, "input.protocol %s: ", cfg->input_protocol);
+        goto fail;
+    }
     s->input_max_msg = cfg->max_frame_bytes + FAID_INPUT_HEADER_ALLOWANCE;
     s->pull = make_socket(s, ZMQ_PULL, cfg->input_endpoint, cfg->input_bind, depth, 0,
                           s->input_max_msg, "input", d);
@@ -425,6 +461,14 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         s->push = make_socket(s, ZMQ_PUSH, cfg->lossless_endpoint, 1, depth, 2000,
                               FAID_PEER_MAX_MSG, "lossless output", d);
         if (!s->push)
+            goto fail;
+    }
+    if (cfg->forward_endpoint[0]) {
+        /* Sends never wait (ZMQ_DONTWAIT in ingest); this high-water mark is what a slow file
+         * writer may lag behind before it loses messages. */
+        s->forward = make_socket(s, ZMQ_PUSH, cfg->forward_endpoint, 1, depth, 0,
+                                 FAID_PEER_MAX_MSG, "input forward", d);
+        if (!s->forward)
             goto fail;
     }
     s->rep =
@@ -487,7 +531,7 @@ void faid_server_destroy(faid_server **ps)
     faid_server_shutdown(s);
     if (s->pull && s->input_mon)
         zmq_socket_monitor(s->pull, NULL, 0);
-    void **socks[] = {&s->input_mon, &s->pull, &s->pub, &s->push, &s->rep};
+    void **socks[] = {&s->input_mon, &s->pull, &s->pub, &s->push, &s->forward, &s->rep};
     for (size_t i = 0; i < sizeof(socks) / sizeof(socks[0]); i++)
         if (*socks[i]) {
             zmq_close(*socks[i]);
@@ -497,6 +541,7 @@ void faid_server_destroy(faid_server **ps)
         for (size_t i = 0; i < s->nslots; i++) {
             faid_slot_clear_frame(&s->slots[i]);
             free(s->slots[i].out);
+            free(s->slots[i].ud);
             faid_block_table_free(&s->slots[i].table);
         }
     if (s->zctx)
@@ -505,6 +550,13 @@ void faid_server_destroy(faid_server **ps)
     faid_queue_destroy(&s->pool);
     faid_queue_destroy(&s->frames);
     faid_queue_destroy(&s->results);
+    faid_queue_destroy(&s->event_pool);
+    if (s->events)
+        for (size_t i = 0; i < FAID_EVENTS; i++) {
+            faid_gen_release(&s->events[i].gen);
+            free(s->events[i].user_data);
+        }
+    free(s->events);
     free(s->slots);
     pthread_mutex_destroy(&s->gen_mu);
     pthread_mutex_destroy(&s->info_mu);
@@ -535,6 +587,9 @@ static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
     FIXED_INT(queue_depth, "queue.depth")
     FIXED_INT(queue_policy, "queue.policy")
     FIXED_INT(io_threads, "input.io_threads")
+    FIXED_INT(series_timeout, "input.series_timeout")
+    FIXED_STR(input_channel, "input.channel")
+    FIXED_STR(forward_endpoint, "input.forward_endpoint")
     FIXED_INT(sndhwm, "output.sndhwm")
     FIXED_INT(lossless_shutdown_timeout, "output.lossless_shutdown_timeout")
 #undef FIXED_STR

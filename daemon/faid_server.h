@@ -21,8 +21,10 @@
 
 #include "faid_config.h"
 #include "faid_engine.h"
+#include "faid_input.h"
 #include "faid_proto.h"
 #include "faid_queue.h"
+#include "faid_series.h"
 #include "faid_setup.h"
 #include "faid_stats.h"
 
@@ -64,17 +66,19 @@ typedef enum {
     FAID_SLOT_RESULT, /* encoded result body in out */
     FAID_SLOT_ERROR,  /* error to publish (err_*) */
     FAID_SLOT_DROP,   /* frame dropped by the policy: accounted, nothing published */
-    FAID_SLOT_START,  /* series start */
-    FAID_SLOT_END,    /* series end */
+    FAID_ITEM_EVENT,  /* not a slot: a faid_event (series start or end) */
 } faid_slot_kind;
 
 #define FAID_ERRMSG_MAX 1024
 
 typedef struct faid_slot {
-    faid_slot_kind kind;
-    zmq_msg_t hdr, payload; /* received parts, kept as the frame (no copy) */
-    int has_hdr, has_payload;
-    faid_in_header h; /* decoded header; user_data points into hdr */
+    faid_slot_kind kind; /* first member, as in faid_event: the publisher tells them apart */
+    zmq_msg_t part[FAID_INPUT_MAX_PARTS]; /* received parts, kept as the frame (no copy) */
+    int nkept;                            /* parts held in part[] */
+    const uint8_t *payload;               /* image: the encoded frame, inside one of the parts */
+    size_t payload_len;
+    faid_in_header h; /* decoded header; user_data points into a part or into ud */
+    uint8_t *ud;      /* user data converted to msgpack (non-native formats), max_user_data */
     /* Block table of a bslz4 / lz4 payload, parsed by ingest while the bytes are hot in its
      * cache, so the worker's submit skips that serial walk. Arrays allocated with the slot
      * (grown only when a reload brings a larger frame); has_table = 0 when the payload is not
@@ -88,11 +92,7 @@ typedef struct faid_slot {
     uint64_t series_seq;
     uint64_t series_id;
     char series_uid[FAID_SERIES_UID_MAX];
-    int counted; /* this item accounts for one frame of series_seq */
-    /* start / end events */
-    const char *reason;
-    int64_t nimages;
-    uint64_t series_frames; /* end: frames ingest saw in the series */
+    int counted; /* this item accounts for one frame of series_seq (faid_series_ledger) */
     /* error */
     int err_code;
     const char *err_stage;
@@ -106,6 +106,24 @@ typedef struct faid_slot {
     double latency_us;
     int device;
 } faid_slot;
+
+/* A series start or end on its way from ingest to the publisher: a small record from its own
+ * pool (series events never take a frame slot). Travels through the result queue, so a start
+ * precedes every item of its series that ingest queues after it. */
+typedef struct faid_event {
+    faid_slot_kind kind; /* FAID_ITEM_EVENT; first member, as in faid_slot */
+    faid_series_event ev;
+    faid_gen *gen; /* START: the setup in force when the series opened (reference held) */
+    /* START: user_data of the start message (a copy: start messages are once per series) */
+    uint8_t *user_data;
+    size_t user_data_len, user_data_cap;
+    /* START from a start message: its format and what it said (arrays not kept) */
+    int has_input;
+    char protocol[16];
+    faid_input_meta meta;
+} faid_event;
+
+#define FAID_EVENTS 64 /* event records: series ends and starts the publisher has not taken yet */
 
 typedef struct faid_server faid_server;
 
@@ -132,13 +150,15 @@ struct faid_server {
     char config_path[FAID_PATH_MAX]; /* -c file (SIGHUP re-reads it), "" = embedded; fixed */
     void *zctx;
     void *pull, *pub, *push, *rep;
+    void *forward; /* PUSH re-sending raw input messages (input.forward_endpoint), or NULL */
     void *input_mon;       /* PAIR receiving the input socket's connection events (main thread) */
     int64_t input_max_msg; /* ZMQ_MAXMSGSIZE of the input socket */
     /* input connections (main thread writes, status / stats read) */
     atomic_uint_fast64_t in_accepted, in_closed, in_accept_failed;
-    faid_queue *pool, *frames, *results;
+    faid_queue *pool, *frames, *results, *event_pool;
     faid_slot *slots;
     size_t nslots;
+    faid_event *events; /* FAID_EVENTS records, free ones in event_pool */
     size_t max_user_data;
     int64_t lossless_grace_ns;    /* output.lossless_shutdown_timeout, fixed at start */
 
@@ -182,8 +202,13 @@ int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid
 
 /* Slot helpers (faid_server.c). */
 faid_slot *faid_slot_get(faid_server *s, int timeout_ms);
+/* Event records (faid_server.c): get waits up to timeout_ms (NULL when none came free). */
+faid_event *faid_event_get(faid_server *s, int timeout_ms);
+void faid_event_put(faid_server *s, faid_event *ev);
 /* Releases zmq messages and the generation reference and returns the slot to the pool. */
 void faid_slot_put(faid_server *s, faid_slot *slot);
+/* Releases the received parts (the payload and a native header's user_data with them). */
+void faid_slot_release_parts(faid_slot *slot);
 /* Drops the frame data (zmq messages, generation) but keeps the slot for an event. */
 void faid_slot_clear_frame(faid_slot *slot);
 /* Makes sure slot->out holds at least n bytes (grows only when a bigger setup appears). */

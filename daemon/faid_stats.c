@@ -12,7 +12,8 @@ const char *faid_stage_name(faid_stage s)
 
 const char *faid_drop_name(faid_drop_reason r)
 {
-    static const char *const names[] = {"queue.oldest", "queue.newest", "output.lossless_shutdown"};
+    static const char *const names[] = {"queue.oldest", "queue.newest", "output.lossless_shutdown",
+                                          "series.stale"};
     return (unsigned)r < FAID_NDROPS ? names[r] : "unknown";
 }
 

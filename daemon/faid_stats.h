@@ -21,6 +21,7 @@ typedef enum {
     FAID_DROP_QUEUE_OLDEST = 0,
     FAID_DROP_QUEUE_NEWEST,
     FAID_DROP_LOSSLESS_SHUTDOWN,
+    FAID_DROP_SERIES_STALE, /* image of a series already closed (aborted series in flight) */
     FAID_NDROPS
 } faid_drop_reason;
 
@@ -31,6 +32,9 @@ typedef enum {
 typedef struct faid_stats {
     atomic_uint_fast64_t received, received_bytes, processed, failed, dropped;
     atomic_uint_fast64_t published, lossless_sent, bad_input, series;
+    atomic_uint_fast64_t stale; /* messages (images, ends) of series already closed: dropped */
+    atomic_uint_fast64_t ignored;   /* messages of a type faid has no use for (format OTHER) */
+    atomic_uint_fast64_t forwarded, forward_dropped; /* input.forward_endpoint */
     atomic_uint_fast64_t errors[FAID_NSTAGES][FAID_NCODES];
     atomic_uint_fast64_t drops[FAID_NDROPS];
     atomic_uint_fast64_t lat_hist[FAID_LAT_BINS];

@@ -103,7 +103,7 @@ static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r,
     faid_mpw_str(&w, FAID_K_COMPUTE_US);
     faid_mpw_f64(&w, r->t.total_us);
     faid_mpw_str(&w, FAID_K_PAYLOAD_BYTES);
-    faid_mpw_uint(&w, slot->has_payload ? zmq_msg_size(&slot->payload) : 0);
+    faid_mpw_uint(&w, slot->payload_len);
     if (h->has_timestamp) {
         faid_mpw_str(&w, FAID_K_TIMESTAMP);
         faid_mpw_f64(&w, h->timestamp);
@@ -188,10 +188,7 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
         faid_stat_add(&wk->timed, 1);
         /* The payload is no longer needed; the generation reference stays with the slot until
          * the publisher has announced that setup. */
-        if (slot->has_payload) {
-            zmq_msg_close(&slot->payload);
-            slot->has_payload = 0;
-        }
+        faid_slot_release_parts(slot);
     }
     faid_queue_push(s->results, slot, -1);
 }
@@ -246,8 +243,8 @@ static void submit(wstate *w, faid_slot *slot, int64_t pop_ns)
         faid_gen_acquire(w->active);
     }
     faid_frame f = {
-        .data = zmq_msg_data(&slot->payload),
-        .len = zmq_msg_size(&slot->payload),
+        .data = slot->payload,
+        .len = slot->payload_len,
         .encoding = slot->h.encoding,
         .dtype = slot->h.dtype,
         .rows = slot->h.rows,

@@ -162,6 +162,19 @@ static const faid_option options[] = {
            "than this plus 1 MiB (headers) closes the sender's connection before it is read "
            "(counted in status input.closed and logged); a payload between the two is "
            "rejected and counted as a failed frame."),
+    SIMPLE("input.channel", FAID_OT_STRING, "", 0, 0, "null", N, NULL, input_channel, 64,
+           "DECTRIS stream v2 / Jungfraujoch channel reduced (threshold_1, threshold_2, "
+           "difference, ...). null = the first channel each message lists."),
+    SIMPLE("input.forward_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL,
+           forward_endpoint, 256,
+           "Optional PUSH endpoint (bound) that re-sends every raw input message as received, "
+           "so that a file writer shares the detector stream. Never blocks faid: messages its "
+           "consumer cannot take are dropped and counted (forward_dropped). null = off."),
+    SIMPLE("input.series_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "60.0", 0, NULL,
+           series_timeout, 0,
+           "A series whose end message never comes is closed (end reason timeout) after this "
+           "long without any message of it; the next series' start or frame closes it sooner. "
+           "0 = never."),
     SIMPLE("input.io_threads", FAID_OT_INT, "threads", 1, 16, "2", 0, NULL, io_threads, 0,
            "ZeroMQ I/O threads of the daemon (input reads and result sends; two keep the input "
            "connection's reads off the thread that sends results)."),

@@ -55,6 +55,8 @@ typedef struct faid_config {
     char input_endpoint[256];
     int input_bind;                    /* 1 = bind, 0 = connect */
     char input_protocol[32];           /* auto | native | dectris-v1 | dectris-v2 */
+    char input_channel[64];            /* DECTRIS v2 channel, "" = the first */
+    char forward_endpoint[256];        /* PUSH re-sending raw input, "" = none */
     char output_endpoint[256];
     char lossless_endpoint[256];       /* "" = none */
     int sndhwm;                        /* PUB high-water mark, 0 = automatic */
@@ -67,6 +69,7 @@ typedef struct faid_config {
     int batch;                         /* frames per integration pass */
     int64_t max_frame_bytes;
     int io_threads;                    /* ZeroMQ I/O threads */
+    double series_timeout;             /* s without a message before an open series closes */
     double stats_interval;             /* s */
     char log_level[16];
 

@@ -47,7 +47,7 @@ def ep(port):
 
 
 def config_text(ports, npt=64, dist=0.1, policy="block", depth=8, devices="cpu", lossless=False,
-                split="full", extra=""):
+                split="full", extra="", input_mode="bind", input_extra=""):
     return f"""detector:
   preset: null
   shape: [{ROWS}, {COLS}]
@@ -63,9 +63,9 @@ integration:
   split: {split}
 input:
   endpoint: "{ep(ports['in'])}"
-  mode: bind
+  mode: {input_mode}
   max_frame_bytes: 200000
-output:
+{input_extra}output:
   endpoint: "{ep(ports['out'])}"
   lossless_endpoint: {('"' + ep(ports['lossless']) + '"') if lossless else 'null'}
 control:
