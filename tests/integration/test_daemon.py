@@ -47,10 +47,11 @@ def ep(port):
 
 
 def config_text(ports, npt=64, dist=0.1, policy="block", depth=8, devices="cpu", lossless=False,
-                split="full", extra="", input_mode="bind", input_extra=""):
+                split="full", extra="", input_mode="bind", input_extra="", shape=(ROWS, COLS),
+                max_frame_bytes=200000):
     return f"""detector:
   preset: null
-  shape: [{ROWS}, {COLS}]
+  shape: [{shape[0]}, {shape[1]}]
   pixel_size: [1.0e-4, 1.0e-4]
 geometry:
   dist: {dist}
@@ -64,7 +65,7 @@ integration:
 input:
   endpoint: "{ep(ports['in'])}"
   mode: {input_mode}
-  max_frame_bytes: 200000
+  max_frame_bytes: {max_frame_bytes}
 {input_extra}output:
   endpoint: "{ep(ports['out'])}"
   lossless_endpoint: {('"' + ep(ports['lossless']) + '"') if lossless else 'null'}

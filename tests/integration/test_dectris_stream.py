@@ -1,0 +1,279 @@
+"""DECTRIS detector streams through the real daemon, end to end.
+
+The messages come from the independent encoders of tests/python/dectris_stream.py (cbor2, json,
+hdf5plugin, lz4.block: nothing of faid's), pushed with pyzmq the way a detector does: faid in
+`input.mode: connect` to a bound PUSH socket (stream v2, as a DCU serves it) and in `bind` mode
+(stream v1). Series are aborted and restarted, stale and corrupt messages sit among good ones.
+Checked: every good frame comes out exactly once, bit-identical to `faidctl process` on the same
+pixels given as .npy (same configuration and device); every bad message is counted (bad_input,
+failed or stale); faid keeps answering `status`. The real EIGER2 messages of
+/work/shared/data/dectris-stream2 (no start message: faid falls back to its configuration) are
+reduced the same way.
+
+Nothing asserts on time: timeouts only turn a hang into a failure. Harness: test_daemon.py."""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import zmq
+
+from test_daemon import (FAIDCTL, LONG, Receiver, arr, daemons, ep, tmpdir_,  # noqa: F401
+                         ROWS, COLS)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import dectris_stream as ds  # noqa: E402
+
+REAL = "/work/shared/data/dectris-stream2"
+
+
+class Detector:
+    """A detector's PUSH socket: bound (faid connects, input.mode connect) or connected."""
+
+    def __init__(self, daemon, bind=True):
+        self.sock = daemon.ctx.socket(zmq.PUSH)
+        self.sock.setsockopt(zmq.LINGER, 5000)
+        self.sock.setsockopt(zmq.SNDTIMEO, LONG * 1000)
+        if not bind:
+            self.sock.connect(ep(daemon.ports["in"]))
+            return
+        # A detector that restarts binds the port again; its old socket lets go of it
+        # asynchronously (ZeroMQ closes in the background).
+        t_end = time.monotonic() + LONG
+        while True:
+            try:
+                self.sock.bind(ep(daemon.ports["in"]))
+                return
+            except zmq.ZMQError as e:
+                if e.errno != zmq.EADDRINUSE or time.monotonic() > t_end:
+                    raise
+                time.sleep(0.1)
+
+    def send(self, parts):
+        if isinstance(parts, (bytes, bytearray)):
+            parts = [parts]
+        self.sock.send_multipart(parts)
+
+    def close(self):
+        self.sock.close()
+
+
+def reference(d, tmpdir, name, stack):
+    """faidctl process on the stack (same configuration, CPU device): per frame [bins, 5]."""
+    out = os.path.join(tmpdir, "ref-" + name)
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, name + ".npy")
+    np.save(path, np.ascontiguousarray(stack))
+    r = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "cpu", "-o", out, path],
+                       capture_output=True, text=True, timeout=LONG)
+    assert r.returncode == 0, r.stderr
+    return [np.loadtxt(os.path.join(out, "%s_%05d.dat" % (name, k)), dtype=np.float64)
+            for k in range(len(stack))]
+
+
+def same_numbers(result, ref):
+    for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
+        got = arr(result[key])
+        want = ref[:, col].astype(np.float32)  # %.9g round-trips float32 exactly
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), key
+
+
+def counters_balance(c):
+    assert c["received"] == c["processed"] + c["failed"] + c["dropped"], c
+
+
+def test_v2_connect_abort_restart_stale_and_corrupt(daemons, tmpdir_):
+    d = daemons(lossless=True, input_mode="connect",
+                input_extra='  protocol: dectris-v2\n')
+    rx = Receiver(d, lossless=True)
+    det = Detector(d, bind=True)  # a DCU binds; faid connects and retries until it is there
+    rng = np.random.default_rng(7)
+    chans = ["threshold_1", "threshold_2"]
+    mk = lambda: {c: rng.poisson(30 + 20 * k, (ROWS, COLS)).astype(np.uint16)
+                  for k, c in enumerate(chans)}
+    mask = np.zeros((ROWS, COLS), np.uint32)
+    mask[5, 7] = 1
+    good = {}  # (series_id, frame_id) -> pixels of threshold_1
+
+    def image(series, uid, fid, comp="bslz4", keep=True):
+        frames = mk()
+        if keep:
+            good[(series, fid)] = frames["threshold_1"]
+        det.send(ds.v2_encode(ds.v2_image(series, uid, fid, frames, comp)))
+
+    start1 = ds.v2_start(1, "A", chans, (ROWS, COLS), "uint16", masks={c: mask for c in chans},
+                         compression="bslz4")
+    det.send(ds.v2_encode(start1))
+    image(1, "A", 0)
+    image(1, "A", 1, comp="lz4")
+    # Aborted: the detector is re-armed without an end; series 1 messages still in flight.
+    det.send(ds.v2_encode(ds.v2_start(2, "B", chans, (ROWS, COLS), "uint16")))
+    image(1, "A", 2, keep=False)                       # stale
+    det.send(ds.v2_encode(ds.v2_end(1, "A")))         # stale
+    image(2, "B", 0)
+    bad = [
+        b"\xd9\xd9\xf7\xff\xff\xff",                   # tag then garbage
+        ds.v2_encode(ds.v2_image(2, "B", 1, mk(), "bslz4"))[:300],  # truncated message
+        ds.v2_encode({"type": "image", "series_id": 2}),            # missing keys
+        ds.v2_encode(ds.v2_image(2, "B", 9, mk(), "zstd")),          # unknown compression
+    ]
+    for b in bad:
+        det.send(b)
+    image(2, "B", 1, comp=None)                        # uncompressed typed array
+    # A frame whose compressed bytes are corrupt: valid CBOR, fails on the device.
+    frames = mk()
+    msg = ds.v2_image(2, "B", 7, frames, "bslz4")
+    inner = msg["data"]["threshold_1"].value[1].value
+    payload = bytearray(inner.value[2])
+    payload[20:60] = b"\xff" * 40
+    inner.value[2] = bytes(payload)
+    det.send(ds.v2_encode(msg))
+    image(2, "B", 2)
+    det.send(ds.v2_encode(ds.v2_end(2, "B")))
+    msgs = rx.collect_until_end(n_ends=2)
+
+    starts, ends = rx.of("start"), rx.of("end")
+    assert [(s["series_id"], s["reason"]) for s in starts] == [(1, "series"), (2, "series")]
+    s1 = starts[0]
+    assert s1["input"]["protocol"] == "dectris-v2" and s1["input"]["start_message"]
+    rep = s1["input"]["reported"]
+    assert rep["channels"] == chans and rep["pixel_mask"] and rep["image_size_x"] == COLS
+    assert rep["beam_center_x"] == 512.25 and rep["image_dtype"] == "uint16"
+    assert s1["input"]["shape_matches"] and s1["nimages"] == 5
+    assert s1["user_data"] == {"sample": "lysozyme", "n": [1, 2, 3]}
+    e = {m["series_id"]: m for m in ends}
+    assert e[1]["reason"] == "superseded" and e[1]["frames_processed"] == 2
+    assert e[2]["reason"] == "end" and e[2]["stale_messages"] == 2
+    # frames 0, 1, 2 good; 7 corrupt on the device; 9 (zstd) refused by ingest after its header
+    # named it: both are failed frames of series 2.
+    assert e[2]["frames_received"] == 5 and e[2]["frames_processed"] == 3
+    assert e[2]["frames_failed"] == 2 and not e[2]["incomplete"]
+
+    results = rx.of("result")
+    ids = sorted((r["series_id"], r["frame_id"]) for r in results)
+    assert ids == sorted(good), ids  # every good frame exactly once
+    assert all(r["user_data"] == [1, "x"] for r in results)
+    keys = sorted(good)
+    refs = reference(d, tmpdir_, "v2", np.stack([good[k] for k in keys]))
+    by = {(r["series_id"], r["frame_id"]): r for r in results}
+    for k, ref in zip(keys, refs):
+        same_numbers(by[k], ref)
+
+    errors = rx.of("error")
+    assert len(errors) == len(bad) + 1
+    assert any(x.get("frame_id") == 7 and x["stage"] == "worker" for x in errors)
+    st = d.status()
+    c = st["counters"]
+    assert c["stale"] == 2 and st["drops"]["series.stale"] == 1
+    assert c["bad_input"] + c["failed"] == len(bad) + 1
+    assert c["processed"] == len(good)
+    counters_balance(c)
+
+    # The detector restarts (its socket goes away and comes back): faid reconnects by itself and
+    # the next series is read on the same connection settings.
+    det.close()
+    det = Detector(d, bind=True)
+    det.send(ds.v2_encode(ds.v2_start(3, "C", chans, (ROWS, COLS), "uint16")))
+    image(3, "C", 0)
+    det.send(ds.v2_encode(ds.v2_end(3, "C")))
+    rx.collect_until_end(n_ends=1)
+    assert [r["frame_id"] for r in rx.of("result") if r["series_id"] == 3] == [0]
+    assert d.terminate() == 0
+    det.close()
+
+
+def test_v1_bind_every_encoding_drains_parts(daemons, tmpdir_):
+    d = daemons(lossless=True)  # input.protocol auto
+    rx = Receiver(d, lossless=True)
+    det = Detector(d, bind=False)
+    rng = np.random.default_rng(11)
+    mask = np.zeros((ROWS, COLS), np.uint32)
+    flat = np.ones((ROWS, COLS), np.float32)
+    det.send(ds.v1_header(7, "all", config=ds.v1_config((ROWS, COLS), np.uint16),
+                          flatfield=flat, mask=mask, countrate=np.arange(8, dtype=np.float32),
+                          appendix=b'{"run": 3}'))
+    good = []
+    encs = [("bs16-lz4<", np.uint16), ("lz4<", np.uint16), ("<", np.uint16),
+            ("bs32-lz4<", np.uint32), ("bs8-lz4<", np.uint8)]
+    fid = 0
+    for enc, dt in encs:
+        a = rng.poisson(40, (ROWS, COLS)).astype(dt)
+        good.append((fid, a))
+        det.send(ds.v1_image(7, fid, a, enc, appendix=b"note" if fid == 0 else None))
+        fid += 1
+        if fid == 2:
+            # Among them: a message with more parts than any format has (drained, answered),
+            # an image without its dconfig part, and an image whose blob is cut short.
+            det.send(ds.v1_image(7, 90, a, "<") + [b"x"] * 7)
+            det.send(ds.v1_image(7, 91, a, "<")[:3])
+            cut = ds.v1_image(7, 92, a, "bs16-lz4<")
+            cut[2] = cut[2][:-50]
+            det.send(cut)
+    a = rng.poisson(40, (ROWS, COLS)).astype(np.uint16)
+    good.append((fid, a))
+    det.send(ds.v1_image(7, fid, a, "bs16-lz4<"))
+    det.send(ds.v1_end(7))
+    rx.collect_until_end()
+
+    start = rx.of("start")[0]
+    assert start["series_id"] == 7 and start["input"]["protocol"] == "dectris-v1"
+    assert start["input"]["reported"]["pixel_mask"] and start["user_data"] == '{"run": 3}'
+    end = rx.of("end")[0]
+    assert end["reason"] == "end" and end["frames_processed"] == len(good)
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == [f for f, _ in good]
+    assert results[0]["user_data"] == "note"
+    for dt in (np.uint8, np.uint16, np.uint32):
+        sel = [(f, a) for f, a in good if a.dtype == dt]
+        refs = reference(d, tmpdir_, "v1_" + np.dtype(dt).name, np.stack([a for _, a in sel]))
+        for (f, _), ref in zip(sel, refs):
+            same_numbers(results[f], ref)
+    assert len(rx.of("error")) == 3
+    c = d.status()["counters"]
+    assert c["processed"] == len(good) and c["bad_input"] + c["failed"] == 3
+    counters_balance(c)
+    assert d.terminate() == 0
+    det.close()
+
+
+@pytest.mark.skipif(not os.path.isdir(REAL), reason="real EIGER2 messages not present")
+def test_real_eiger2_messages_without_start(daemons, tmpdir_):
+    """EIGER2 R 500K recordings: images and end, no start. faid opens each series from its
+    configuration (reason implicit, said in the start's input map) and reduces threshold_1 of
+    every image exactly as faidctl process reduces the same pixels."""
+    d = daemons(lossless=True, input_mode="connect", shape=(514, 1030), split="no",
+                max_frame_bytes=4 << 20)
+    rx = Receiver(d, lossless=True)
+    det = Detector(d, bind=True)
+    folders = sorted(os.listdir(REAL))
+    folders = [f for f in folders if os.path.isdir(os.path.join(REAL, f))]
+    expect = []  # (folder, image message) in send order
+    for f in folders:
+        files = sorted(x for x in os.listdir(os.path.join(REAL, f)) if x.endswith(".cbor"))
+        for name in files:
+            raw = open(os.path.join(REAL, f, name), "rb").read()
+            m = ds.v2_decode(raw)
+            if m["type"] == "image":
+                expect.append((f, m))
+            det.send(raw)
+        # each folder's series ends with its end message
+    rx.collect_until_end(n_ends=len(folders))
+    starts = rx.of("start")
+    assert len(starts) == len(folders)
+    assert all(s["reason"] == "implicit" and not s["input"]["start_message"] for s in starts)
+    results = rx.of("result")
+    assert len(results) == len(expect)
+    # Results in order (one device): match them to the images sent.
+    for (f, m), r in zip(expect, results):
+        assert r["frame_id"] == m["image_id"] and r["series_id"] == m["series_id"]
+        px = m["data"]["threshold_1"]
+        ref = reference(d, tmpdir_, f + "_%d" % m["image_id"], px[None])[0]
+        same_numbers(r, ref)
+    c = d.status()["counters"]
+    assert c["processed"] == len(expect) and c["failed"] == 0 and c["bad_input"] == 0
+    counters_balance(c)
+    assert d.terminate() == 0
+    det.close()
