@@ -36,6 +36,9 @@ static const char *const mode_names[] = {"connect", "bind", NULL};
 static const char *const proto_names[] = {"auto", "native", "dectris-v1", "dectris-v2", NULL};
 static const char *const policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
+static const char *const peak_alg_names[] = {"none", "pyfai", "peakfinder8", NULL};
+static const char *const clip_names[] = {"poisson", "azimuthal", "hybrid", NULL};
+static const char *const hits_mode_names[] = {"frame", "patches", NULL};
 
 #define OFF(f) offsetof(faid_config, f)
 #define HUGE_V DBL_MAX
@@ -150,6 +153,66 @@ static const faid_option options[] = {
     SIMPLE("integration.empty", FAID_OT_DOUBLE, "", -HUGE_V, HUGE_V, "0.0",
            R | H | FAID_OPT_NONFINITE, NULL, empty, 0,
            "Value reported for I, sigma and std in bins without any pixel (.nan allowed)."),
+    SIMPLE("peaks.algorithm", FAID_OT_ENUM, "", 0, 0, "none", R | H, peak_alg_names,
+           peaks.algorithm, 0,
+           "Peak finder run on every frame: none, pyfai (pixels above the sigma-clipped "
+           "background, pyFAI's picker) or peakfinder8 (Cheetah / OM / CrystFEL). Not none: "
+           "every result carries the background profile, the peaks, num_peaks and is_hit "
+           "(docs/peaks.md)."),
+    SIMPLE("peaks.cutoff_clip", FAID_OT_DOUBLE, "sigma", 0, 1000, "0.0", R | H, NULL,
+           peaks.cutoff_clip, 0,
+           "Sigma clipping of the background: pixels beyond cutoff_clip x std of their radial "
+           "bin are dropped; 0 = Chauvenet's criterion (pyFAI's sigma_clip_ng)."),
+    SIMPLE("peaks.cycles", FAID_OT_INT, "", 0, FAID_PEAKS_MAX_CYCLES, "5", R | H, NULL,
+           peaks.cycles, 0, "Sigma-clipping iterations of the background."),
+    SIMPLE("peaks.error_model", FAID_OT_ENUM, "", 0, 0, "azimuthal", R | H, clip_names,
+           peaks.error_model, 0,
+           "Variance model of the background: poisson, azimuthal or hybrid. Poisson sigma is "
+           "far too small for picking on real frames (pyFAI's own finder then reports "
+           "thousands of noise peaks)."),
+    SIMPLE("peaks.noise", FAID_OT_DOUBLE, "counts", 0, 1e9, "1.0", R | H, NULL, peaks.noise, 0,
+           "Detector noise floor added in quadrature to the background std (pyfai picker)."),
+    SIMPLE("peaks.cutoff_peak", FAID_OT_DOUBLE, "sigma", 0, 1000, "3.0", R | H | X, NULL,
+           peaks.cutoff_peak, 0,
+           "pyfai picker: a pixel is a candidate above background + max(cutoff_peak x sigma, "
+           "noise)."),
+    SIMPLE("peaks.patch_size", FAID_OT_INT, "pixels", 3, 5, "3", R | H, NULL, peaks.patch_size,
+           0, "pyfai picker: side of the patch a candidate must be the maximum of (3 or 5)."),
+    SIMPLE("peaks.connected", FAID_OT_INT, "pixels", 1, 25, "2", R | H, NULL, peaks.connected, 0,
+           "pyfai picker: candidates needed in the patch (at most patch_size^2)."),
+    SIMPLE("peaks.adc_threshold", FAID_OT_DOUBLE, "counts", -1e12, 1e12, "100.0", R | H, NULL,
+           peaks.adc_threshold, 0, "peakfinder8: floor of the per-radius threshold."),
+    SIMPLE("peaks.minimum_snr", FAID_OT_DOUBLE, "", 0, 1e6, "5.0", R | H, NULL,
+           peaks.minimum_snr, 0,
+           "peakfinder8: radial sigma multiplier of the threshold and the final SNR cut."),
+    SIMPLE("peaks.min_pixel_count", FAID_OT_INT, "pixels", 1, 10000000, "2", R | H, NULL,
+           peaks.min_pixel_count, 0, "peakfinder8: fewest pixels of a peak."),
+    SIMPLE("peaks.max_pixel_count", FAID_OT_INT, "pixels", 1, 10000000, "200", R | H, NULL,
+           peaks.max_pixel_count, 0, "peakfinder8: most pixels of a peak."),
+    SIMPLE("peaks.local_bg_radius", FAID_OT_INT, "pixels", 1, FAID_PEAKS_MAX_BG_RADIUS, "3",
+           R | H, NULL, peaks.local_bg_radius, 0,
+           "peakfinder8: radius of the local background ring around a peak."),
+    SIMPLE("peaks.min_res", FAID_OT_DOUBLE, "pixels", 0, 1e6, "0.0", R | H, NULL, peaks.min_res,
+           0, "peakfinder8: smallest distance from the beam centre searched (inclusive)."),
+    SIMPLE("peaks.max_res", FAID_OT_DOUBLE, "pixels", 0, 1e6, "1200.0", R | H, NULL,
+           peaks.max_res, 0,
+           "peakfinder8: largest distance from the beam centre searched (inclusive)."),
+    SIMPLE("peaks.max_num_peaks", FAID_OT_INT, "peaks", 1, 1000000, "2048", R | H, NULL,
+           peaks.max_num_peaks, 0,
+           "Most peaks kept per frame (both algorithms); num_peaks still counts every peak "
+           "found."),
+    SIMPLE("peaks.min_peaks_for_hit", FAID_OT_INT, "peaks", 0, 1000000, "10", R | H, NULL,
+           peaks.min_peaks_for_hit, 0, "A frame with at least this many peaks is a hit."),
+    OPT("peaks.max_peaks_for_hit", FAID_OT_INT, "peaks", 0, 1000000, "null", R | H | N, NULL,
+        peaks.max_peaks_for_hit, peaks.max_peaks_for_hit, peaks.max_peaks_for_hit,
+        peaks.max_peaks_for_hit, (int)OFF(peaks.has_max_peaks_for_hit), 0,
+        "A frame with more peaks than this is not a hit (ice, saturation). null = no limit."),
+    SIMPLE("peaks.hit_rate_window", FAID_OT_INT, "frames", 1, 1000000, "200", R | H, NULL,
+           peaks.hit_rate_window, 0, "Frames of the rolling hit rate."),
+    SIMPLE("peaks.aggregates_interval", FAID_OT_DOUBLE, "s", 0, 86400, "1.0", R, NULL,
+           peaks_aggregates_interval, 0,
+           "Period of the aggregates message (hit-rate history, peak-count histogram, "
+           "virtual powder pattern) while peaks.algorithm is not none; 0 = off."),
     SIMPLE("input.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5555", 0, NULL, input_endpoint, 256,
            "ZeroMQ endpoint the detector stream arrives on."),
     SIMPLE("input.mode", FAID_OT_ENUM, "", 0, 0, "bind", 0, mode_names, input_bind, 0,
@@ -191,6 +254,14 @@ static const faid_option options[] = {
            lossless_shutdown_timeout, 0,
            "Longest total wait for the lossless consumer during shutdown; results still unsent "
            "then are dropped and counted (output.lossless_shutdown)."),
+    SIMPLE("hits.endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, hits_endpoint, 256,
+           "Optional ZeroMQ PUB endpoint receiving the hit frames (peaks.algorithm not none) "
+           "for indexing or a hits-only file writer (proto/PROTOCOL.md, hits). null = off."),
+    SIMPLE("hits.mode", FAID_OT_ENUM, "", 0, 0, "frame", 0, hits_mode_names, hits_mode, 0,
+           "What a hit message carries: frame (the whole decoded frame) or patches (the "
+           "peaks' patches and the background profile)."),
+    SIMPLE("hits.patch_radius", FAID_OT_INT, "pixels", 1, 64, "4", 0, NULL, hits_patch_radius,
+           0, "hits.mode patches: half-width of each peak's square patch."),
     SIMPLE("control.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://127.0.0.1:5557", 0, NULL,
            control_endpoint, 256,
            "ZeroMQ REP endpoint of the control socket (status, config get, reload, stop)."),
@@ -1126,6 +1197,21 @@ static int resolve(faid_config *cfg, const char *what, faid_diag *d)
     if (g.orientation < 1 || g.orientation > 4)
         g.orientation = 3;
     cfg->geometry = g;
+    /* the peak parameters' cross-checks (ranges alone are the table's): the message starts with
+     * the key, which fail_at locates in the file */
+    faid_diag pd = {0};
+    if (faid_peak_params_check(&cfg->peaks, &pd)) {
+        char key[64] = "";
+        const char *colon = strchr(pd.msg, ':');
+        if (colon && (size_t)(colon - pd.msg) < sizeof key)
+            memcpy(key, pd.msg, (size_t)(colon - pd.msg));
+        char *slash = strchr(key, '/'); /* "peaks.min_res/max_res" */
+        if (slash)
+            *slash = 0;
+        const int known = key[0] && opt_index(key) >= 0;
+        return fail_at(cfg, what, d, known ? key : NULL, FAID_ECONFIG, "%s",
+                       known && colon[1] ? colon + 2 : pd.msg);
+    }
     return 0;
 }
 

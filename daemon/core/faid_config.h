@@ -10,13 +10,17 @@
 #include "faid_csr.h"
 #include "faid_err.h"
 #include "faid_geometry.h"
+#include "faid_peaks.h"
 #include "faid_reduce.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 #define FAID_PATH_MAX 1024
-#define FAID_CONFIG_MAX_OPTIONS 96
+#define FAID_CONFIG_MAX_OPTIONS 128
+
+/* hits.mode: what a hit message on hits.endpoint carries */
+enum { FAID_HITS_FRAME = 0, FAID_HITS_PATCHES = 1 };
 
 typedef enum { FAID_QUEUE_BLOCK = 0, FAID_QUEUE_DROP_OLDEST, FAID_QUEUE_DROP_NEWEST } faid_queue_policy;
 
@@ -50,6 +54,13 @@ typedef struct faid_config {
     double dummy, delta_dummy;
     double normalization_factor;
     double empty;
+
+    /* peaks and hits (issue 6) */
+    faid_peak_params peaks;
+    double peaks_aggregates_interval;  /* s, 0 = no aggregates topic */
+    char hits_endpoint[256];           /* "" = none */
+    int hits_mode;                     /* FAID_HITS_FRAME | FAID_HITS_PATCHES */
+    int hits_patch_radius;             /* pixels around a peak in patches mode */
 
     /* daemon (issue "daemon") */
     char input_endpoint[256];

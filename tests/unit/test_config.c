@@ -160,6 +160,14 @@ static void test_every_key(void)
         const faid_option *o = &t[i];
         char vbuf[160], yaml[512];
         const char *v = sample_value(o, vbuf, sizeof vbuf);
+        /* values the cross-checks of the peaks section accept (the middle of the range is not
+         * a patch size; min_res must stay below max_res, max_peaks_for_hit above the minimum) */
+        if (strcmp(o->name, "peaks.patch_size") == 0)
+            v = "5";
+        else if (strcmp(o->name, "peaks.min_res") == 0)
+            v = "100.0";
+        else if (strcmp(o->name, "peaks.max_peaks_for_hit") == 0)
+            v = "500";
         const char *dot = strchr(o->name, '.');
         /* Paths must exist where a file is read at load time (poni_file); give a real one. */
         if (strcmp(o->name, "geometry.poni_file") == 0)
@@ -496,6 +504,64 @@ static void test_hash(void)
     CHECK(faid_config_hash64(&b, 0) == faid_config_hash64(&a, 0));
 }
 
+/* The peaks: and hits: sections (issue 6): defaults as the issue lists them, every key parsed
+ * into faid_peak_params, ranges and cross-checks refused naming the key and line. */
+static void test_peaks_keys(void)
+{
+    faid_config c;
+    faid_diag d = {0};
+    faid_config_default(&c);
+    faid_peak_params def;
+    faid_peak_params_default(&def);
+    CHECK(c.peaks.algorithm == FAID_PEAKS_NONE && c.peaks.error_model == FAID_CLIP_AZIMUTHAL);
+    CHECK(c.peaks.cycles == 5 && c.peaks.cutoff_clip == 0.0 && c.peaks.noise == 1.0);
+    CHECK(c.peaks.cutoff_peak == 3.0 && c.peaks.patch_size == 3 && c.peaks.connected == 2);
+    CHECK(c.peaks.adc_threshold == 100.0 && c.peaks.minimum_snr == 5.0);
+    CHECK(c.peaks.min_pixel_count == 2 && c.peaks.max_pixel_count == 200);
+    CHECK(c.peaks.local_bg_radius == 3 && c.peaks.min_res == 0.0 && c.peaks.max_res == 1200.0);
+    CHECK(c.peaks.max_num_peaks == 2048 && c.peaks.min_peaks_for_hit == 10);
+    CHECK(!c.peaks.has_max_peaks_for_hit && c.peaks.hit_rate_window == 200);
+    CHECK(memcmp(&c.peaks, &def, sizeof def) == 0); /* the table's defaults are the library's */
+    CHECK(c.hits_endpoint[0] == 0 && c.hits_mode == FAID_HITS_FRAME);
+
+    const char *y = "peaks:\n  algorithm: peakfinder8\n  cutoff_clip: 4.5\n  cycles: 3\n"
+                    "  error_model: hybrid\n  noise: 2.0\n  cutoff_peak: 2.5\n  patch_size: 5\n"
+                    "  connected: 7\n  adc_threshold: 50\n  minimum_snr: 6\n"
+                    "  min_pixel_count: 3\n  max_pixel_count: 90\n  local_bg_radius: 4\n"
+                    "  min_res: 20\n  max_res: 800\n  max_num_peaks: 500\n"
+                    "  min_peaks_for_hit: 15\n  max_peaks_for_hit: 400\n"
+                    "  hit_rate_window: 50\n  aggregates_interval: 0.5\n"
+                    "hits:\n  endpoint: tcp://*:5560\n  mode: patches\n  patch_radius: 6\n";
+    CHECK_MSG(load(y, &c, &d) == 0, "%s", d.msg);
+    CHECK(c.peaks.algorithm == FAID_PEAKS_PEAKFINDER8 && c.peaks.error_model == FAID_CLIP_HYBRID);
+    CHECK(c.peaks.cutoff_clip == 4.5 && c.peaks.cycles == 3 && c.peaks.noise == 2.0);
+    CHECK(c.peaks.cutoff_peak == 2.5 && c.peaks.patch_size == 5 && c.peaks.connected == 7);
+    CHECK(c.peaks.adc_threshold == 50 && c.peaks.minimum_snr == 6);
+    CHECK(c.peaks.min_pixel_count == 3 && c.peaks.max_pixel_count == 90);
+    CHECK(c.peaks.local_bg_radius == 4 && c.peaks.min_res == 20 && c.peaks.max_res == 800);
+    CHECK(c.peaks.max_num_peaks == 500 && c.peaks.min_peaks_for_hit == 15);
+    CHECK(c.peaks.has_max_peaks_for_hit && c.peaks.max_peaks_for_hit == 400);
+    CHECK(c.peaks.hit_rate_window == 50 && c.peaks_aggregates_interval == 0.5);
+    CHECK(strcmp(c.hits_endpoint, "tcp://*:5560") == 0 && c.hits_mode == FAID_HITS_PATCHES);
+    CHECK(c.hits_patch_radius == 6);
+    char buf[64];
+    CHECK(faid_config_get(&c, "peaks.algorithm", buf, sizeof buf, &d) == 0 &&
+          strcmp(buf, "peakfinder8") == 0);
+
+    CHECK(load("peaks:\n  algorithm: dials\n", &c, &d) == FAID_ECONFIG);
+    CHECK(strstr(d.msg, "peaks.algorithm") != NULL);
+    CHECK(load("peaks:\n  patch_size: 4\n", &c, &d) == FAID_ECONFIG);
+    CHECK(strstr(d.msg, "t.yaml:2: peaks.patch_size") != NULL);
+    CHECK(load("peaks:\n  cycles: 65\n", &c, &d) != 0 && strstr(d.msg, "peaks.cycles"));
+    CHECK(load("peaks:\n  min_pixel_count: 10\n  max_pixel_count: 5\n", &c, &d) != 0);
+    CHECK(strstr(d.msg, "t.yaml:3: peaks.max_pixel_count") != NULL);
+    CHECK(load("peaks:\n  min_res: 900\n  max_res: 100\n", &c, &d) != 0);
+    CHECK(strstr(d.msg, "peaks.min_res") != NULL);
+    CHECK(load("peaks:\n  min_peaks_for_hit: 10\n  max_peaks_for_hit: 5\n", &c, &d) != 0);
+    CHECK(strstr(d.msg, "peaks.max_peaks_for_hit") != NULL);
+    CHECK(load("hits:\n  mode: everything\n", &c, &d) != 0 && strstr(d.msg, "hits.mode"));
+}
+
 static void test_generated_docs(void)
 {
     const char *src = getenv("FAID_SOURCE_DIR");
@@ -707,6 +773,7 @@ int main(void)
     test_relative_paths();
     test_round_trip();
     test_hash();
+    test_peaks_keys();
     test_generated_docs();
     test_setup();
     test_synth();
