@@ -812,6 +812,61 @@ int faid_dat_write(const char *path, const faid_dat_meta *meta, const double *ra
     return 0;
 }
 
+int faid_peaks_path(char *out, size_t cap, const char *dir, const char *stem, uint64_t frame_id,
+                    faid_diag *d)
+{
+    int rc = faid_dat_path(out, cap, dir, stem, frame_id, d);
+    if (rc)
+        return rc;
+    size_t n = strlen(out); /* ends in ".dat" */
+    if (n + 3 > cap)
+        return faid_fail(d, FAID_ESIZE, "output path for frame %llu in %s is too long",
+                         (unsigned long long)frame_id, dir ? dir : ".");
+    memcpy(out + n - 4, ".peaks", 7);
+    return 0;
+}
+
+void faid_peaks_param_line(char *buf, size_t cap, const char *key, int is_num, double num,
+                           const char *str)
+{
+    size_t n = strnlen(buf, cap);
+    if (n + 1 >= cap)
+        return;
+    if (is_num)
+        snprintf(buf + n, cap - n, "%s: %.9g\n", key, num);
+    else
+        snprintf(buf + n, cap - n, "%s: %s\n", key, str ? str : "null");
+}
+
+int faid_peaks_write(const char *path, const faid_peaks_meta *meta, size_t n, const double *x,
+                     const double *y, const double *intensity, const double *sigma,
+                     const double *snr, const double *npix, faid_diag *d)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return faid_fail(d, FAID_EIO, "%s: cannot create: %s", path, strerror(errno));
+    fprintf(f, "# faid peak list\n");
+    fprintf(f, "# algorithm: %s\n", meta->algorithm && *meta->algorithm ? meta->algorithm : "unknown");
+    for (const char *line = meta->params; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        int len = nl ? (int)(nl - line) : (int)strlen(line);
+        if (len)
+            fprintf(f, "# %.*s\n", len, line);
+        line = nl ? nl + 1 : line + len;
+    }
+    fprintf(f, "# num_peaks: %llu\n", (unsigned long long)meta->num_peaks);
+    fprintf(f, "# is_hit: %d\n", meta->is_hit ? 1 : 0);
+    fprintf(f, "# columns: x y intensity sigma snr npix\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%.9g %.9g %.9g %.9g %.9g %.0f\n", x ? x[i] : NAN, y ? y[i] : NAN,
+                intensity ? intensity[i] : NAN, sigma ? sigma[i] : NAN, snr ? snr[i] : NAN,
+                npix ? npix[i] : 0.0);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return faid_fail(d, FAID_EIO, "%s: write failed: %s", path, strerror(errno));
+    return 0;
+}
+
 int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,
                        faid_diag *d)
 {

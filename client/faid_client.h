@@ -179,6 +179,38 @@ int faid_result_write_dat(const faid_series_info *si, const faid_out_msg *m, con
  * when the result carries no cake. */
 int faid_result_write_2d_npy(const faid_out_msg *m, const char *dir, const char *stem,
                              int *nfiles, faid_diag *d);
+/* ---------------------------------------------------------------------------------------------
+ * Peak list text files (.peaks), written next to the .dat of the same frame by `faidctl process`
+ * and `faidctl sub --out` (identical for the same frame, configuration and device):
+ *   # faid peak list
+ *   # algorithm: peakfinder8
+ *   # cutoff_clip: 0          (every peaks.* parameter in force, as the start message echoes it:
+ *   # ...                      numbers printed %.9g, names verbatim, null)
+ *   # num_peaks: 12           (every peak found; the lines below may be fewer when the list was
+ *   # is_hit: 1                cut at max_num_peaks)
+ *   # columns: x y intensity sigma snr npix
+ *   512.25 100.5 1234.5 30.1 41.0 9
+ * x is the fast-axis (column) and y the slow-axis (row) centroid in pixel-index coordinates: the
+ * centre of pixel (row r, column c) is (x = c, y = r), as OM's peakfinder8 reports them. */
+typedef struct faid_peaks_meta {
+    const char *algorithm;
+    const char *params; /* "key: value" lines, '\n'-separated, or NULL */
+    uint64_t num_peaks;
+    int is_hit;
+} faid_peaks_meta;
+
+/* Writes n peaks; columns may be NULL (written as nan / 0). */
+int faid_peaks_write(const char *path, const faid_peaks_meta *meta, size_t n, const double *x,
+                     const double *y, const double *intensity, const double *sigma,
+                     const double *snr, const double *npix, faid_diag *d);
+/* DIR/STEM_FFFFF.peaks, named as faid_dat_path names the .dat of the frame. */
+int faid_peaks_path(char *out, size_t cap, const char *dir, const char *stem, uint64_t frame_id,
+                    faid_diag *d);
+/* Appends "key: value\n" to buf (capacity cap, NUL-terminated) in the canonical form of a
+ * .peaks header: value a number (num, is_num) printed %.9g, else str verbatim, NULL as null. */
+void faid_peaks_param_line(char *buf, size_t cap, const char *key, int is_num, double num,
+                           const char *str);
+
 /* The same with the series information of s. */
 int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,
                        faid_diag *d);

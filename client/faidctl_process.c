@@ -10,7 +10,8 @@
  * framing) with --dtype (and --shape, default: the detector's). Each frame gives
  * OUTDIR/<stem>_<frame, 5 digits>.dat (columns radial I sigma std count) and, with a cake,
  * <stem>_<frame>_2d_{I,sigma,std,count}.npy of shape (npt_azim, npt_rad) plus
- * <stem>_2d_radial.npy and <stem>_2d_azimuthal.npy. Errors name the file, key or frame; the exit
+ * <stem>_2d_radial.npy and <stem>_2d_azimuthal.npy, and with peaks.algorithm not none
+ * <stem>_<frame>.peaks (faid_peaks_write: parameters, num_peaks, is_hit, one line per peak). Errors name the file, key or frame; the exit
  * status is 0 only when every frame was reduced. */
 #include "faidctl.h"
 
@@ -57,6 +58,7 @@ typedef struct run {
     long frames_ok, frames_bad, frames_total, frames_done;
     int64_t t0, last_progress;
     char first_out[FAID_PATH_MAX + 300];
+    char peaks_params[4096]; /* .peaks header lines (peaks.algorithm not none) */
 } run;
 
 static void usage(FILE *f)
@@ -68,7 +70,9 @@ static void usage(FILE *f)
             "       faidctl process --dump-config[=plain|annotated|markdown] [-c CONFIG.yaml]\n"
             "\n"
             "Reduces frames with the daemon's code path and writes one OUTDIR/<stem>_<frame>.dat\n"
-            "per frame (columns: radial I sigma std count), plus .npy files for the 2D cake.\n"
+            "per frame (columns: radial I sigma std count), plus .npy files for the 2D cake\n"
+            "and, with peaks.algorithm set, OUTDIR/<stem>_<frame>.peaks (x y intensity sigma\n"
+            "snr npix per peak).\n"
             "\n"
             "  -c, --config FILE   YAML configuration (default: the embedded EIGER 4M default)\n"
             "  -o, --out DIR       output folder, created if needed (default: .)\n"
@@ -207,6 +211,56 @@ static int write_2d_axes(run *r, const char *stem, faid_diag *d)
     return faid_npy_write(path, FAID_DT_F64, 1, &n, c->azim_centers, d);
 }
 
+/* The peak parameters in force as .peaks header lines, in the form `faidctl sub --out` writes
+ * them from the start message (faid_peaks_param_line). */
+static void peaks_params_text(run *r)
+{
+    size_t n;
+    const faid_option *t = faid_config_options(&n);
+    r->peaks_params[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(t[i].name, "peaks.", 6) != 0 || !faid_peak_param_echoed(t[i].name))
+            continue;
+        int is_num;
+        double num;
+        const char *str;
+        int null = faid_config_value(&r->setup->cfg, &t[i], &is_num, &num, &str);
+        faid_peaks_param_line(r->peaks_params, sizeof r->peaks_params, t[i].name + 6,
+                              !null && is_num, num, null ? NULL : str);
+    }
+}
+
+static int write_peaks(run *r, const char *stem, long frame, faid_diag *d)
+{
+    const faid_result *res = r->result;
+    const faid_peak_list *l = res->peaks;
+    size_t n = (size_t)l->n;
+    double *c = malloc((6 * n + 1) * sizeof *c);
+    if (!c)
+        return faid_fail(d, FAID_ENOMEM, "out of memory for the peak list");
+    for (size_t i = 0; i < n; i++) {
+        c[i] = l->x[i];
+        c[n + i] = l->y[i];
+        c[2 * n + i] = l->intensity[i];
+        c[3 * n + i] = l->sigma[i];
+        c[4 * n + i] = l->snr[i];
+        c[5 * n + i] = l->npix[i];
+    }
+    char path[FAID_PATH_MAX + 300];
+    faid_peaks_meta meta = {
+        .algorithm = faid_peak_algorithm_name(r->setup->cfg.peaks.algorithm),
+        .params = r->peaks_params,
+        .num_peaks = (uint64_t)(res->num_peaks > 0 ? res->num_peaks : 0),
+        .is_hit = res->is_hit,
+    };
+    int rc = faid_peaks_path(path, sizeof path, r->o->outdir, stem, (uint64_t)frame, d);
+    if (!rc)
+        rc = faid_peaks_write(path, &meta, n, c, c + n, c + 2 * n, c + 3 * n, c + 4 * n,
+                              c + 5 * n, d);
+    free(c);
+    return rc;
+}
+
 static void progress(run *r, const char *input)
 {
     if (r->o->quiet || r->frames_total < 20)
@@ -235,7 +289,8 @@ static void do_frame(run *r, const char *input, const char *stem, long idx, cons
     char path[FAID_PATH_MAX + 300];
     if (faid_dat_path(path, sizeof path, r->o->outdir, stem, (uint64_t)idx, &d) != 0 ||
         write_dat(r, path, input, stem, idx) != 0 ||
-        (r->result->p2d && write_2d(r, stem, idx, &d) != 0)) {
+        (r->result->p2d && write_2d(r, stem, idx, &d) != 0) ||
+        (r->result->peaks && write_peaks(r, stem, idx, &d) != 0)) {
         if (d.msg[0])
             fprintf(stderr, "faidctl process: %s: frame %ld: %s\n", input, idx, d.msg);
         r->frames_bad++;
@@ -600,6 +655,7 @@ int faidctl_process(int argc, char **argv)
     }
     r.device_name = faid_engine_device_name(r.engine);
     r.result = faid_result_new(r.setup);
+    peaks_params_text(&r);
     if (!r.result) {
         fprintf(stderr, "faidctl process: out of memory for results\n");
         goto out;

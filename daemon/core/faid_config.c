@@ -310,6 +310,46 @@ const faid_option *faid_config_find(const char *key)
     return NULL;
 }
 
+int faid_config_value(const faid_config *cfg, const faid_option *o, int *is_num, double *num,
+                      const char **str)
+{
+    const char *base = (const char *)cfg;
+    *is_num = 0;
+    *num = 0;
+    *str = NULL;
+    if ((o->flags & FAID_OPT_NULLABLE) && o->has_off >= 0 && !*(const int *)(base + o->has_off))
+        return 1;
+    switch (o->type) {
+    case FAID_OT_INT:
+    case FAID_OT_BOOL:
+        *is_num = 1;
+        *num = *(const int *)(base + o->eff);
+        return 0;
+    case FAID_OT_INT64:
+        *is_num = 1;
+        *num = (double)*(const int64_t *)(base + o->eff);
+        return 0;
+    case FAID_OT_DOUBLE:
+        *is_num = 1;
+        *num = *(const double *)(base + o->eff);
+        return 0;
+    case FAID_OT_ENUM:
+        *str = o->choices[*(const int *)(base + o->eff)];
+        return 0;
+    case FAID_OT_STRING:
+        *str = base + o->eff;
+        return (o->flags & FAID_OPT_NULLABLE) && !**str ? 1 : 0;
+    default:
+        return -1;
+    }
+}
+
+int faid_peak_param_echoed(const char *name)
+{
+    return strncmp(name, "peaks.", 6) == 0 && strcmp(name, "peaks.algorithm") != 0 &&
+           strcmp(name, "peaks.aggregates_interval") != 0;
+}
+
 static int opt_index(const char *key)
 {
     const faid_option *o = faid_config_find(key);

@@ -160,6 +160,14 @@ const faid_option *faid_config_find(const char *key);
 /* Applies one option from YAML text (e.g. key "integration.npt", value "500", or "[0.5, 30]"),
  * then re-resolves the detector and geometry. Relative paths stay relative to the cwd. */
 int faid_config_set(faid_config *cfg, const char *key, const char *value, faid_diag *d);
+/* The effective value of a scalar option as a number (INT, INT64, DOUBLE, BOOL: *is_num = 1,
+ * *num) or a name (ENUM, STRING: *str); returns 1 when it is null (NULLABLE, absent), 0 when set,
+ * -1 for other types. */
+int faid_config_value(const faid_config *cfg, const faid_option *o, int *is_num, double *num,
+                      const char **str);
+/* Whether option `name` is a peak parameter that `start` echoes and .peaks headers list (every
+ * peaks.* key but peaks.algorithm, which has its own line, and peaks.aggregates_interval). */
+int faid_peak_param_echoed(const char *name);
 /* Writes the effective value of one option as YAML flow text (`config get`). */
 int faid_config_get(const faid_config *cfg, const char *key, char *buf, size_t cap,
                     faid_diag *d);

@@ -119,6 +119,30 @@ static int ref_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot
     if (r->p2d && src->p2d)
         profile_assign(r->p2d, src->p2d);
     r->t = src->t;
+    if (src->bg && r->bg) {
+        size_t n = (size_t)src->bg->nbins * sizeof(float);
+        memcpy(r->bg->mean, src->bg->mean, n);
+        memcpy(r->bg->std, src->bg->std, n);
+        memcpy(r->bg->sem, src->bg->sem, n);
+        memcpy(r->bg->count, src->bg->count, n);
+    }
+    if (src->peaks && r->peaks) {
+        const faid_peak_list *a = src->peaks;
+        faid_peak_list *b = r->peaks;
+        size_t n = (size_t)a->n; /* b->capacity >= a->capacity: checked by check_result */
+        memcpy(b->x, a->x, n * sizeof(float));
+        memcpy(b->y, a->y, n * sizeof(float));
+        memcpy(b->intensity, a->intensity, n * sizeof(float));
+        memcpy(b->sigma, a->sigma, n * sizeof(float));
+        memcpy(b->snr, a->snr, n * sizeof(float));
+        memcpy(b->max_pixel, a->max_pixel, n * sizeof(float));
+        memcpy(b->npix, a->npix, n * sizeof(int32_t));
+        memcpy(b->index, a->index, n * sizeof(int32_t));
+        b->n = a->n;
+        b->n_found = a->n_found;
+    }
+    r->num_peaks = src->num_peaks;
+    r->is_hit = src->is_hit;
     sl->closed = 1;
     return FAID_OK;
 }

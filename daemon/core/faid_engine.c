@@ -347,6 +347,14 @@ faid_result *faid_result_new(const faid_setup *setup)
             return NULL;
         }
     }
+    if (setup->cfg.peaks.algorithm != FAID_PEAKS_NONE && setup->csr_bg) {
+        r->bg = faid_background_new(setup->csr_bg->nbins);
+        r->peaks = faid_peak_list_new(setup->cfg.peaks.max_num_peaks);
+        if (!r->bg || !r->peaks) {
+            faid_result_destroy(&r);
+            return NULL;
+        }
+    }
     return r;
 }
 
@@ -356,6 +364,8 @@ void faid_result_destroy(faid_result **pr)
         return;
     faid_profile_destroy(&(*pr)->p1d);
     faid_profile_destroy(&(*pr)->p2d);
+    faid_background_destroy(&(*pr)->bg);
+    faid_peak_list_destroy(&(*pr)->peaks);
     free(*pr);
     *pr = NULL;
 }
@@ -399,6 +409,11 @@ static int check_result(const eng_res *r, const faid_result *res, int code, faid
                          res->p1d ? res->p1d->nbins : 0, s->csr->nbins);
     if (s->csr2d && (!res->p2d || res->p2d->nbins != s->csr2d->nbins))
         return faid_fail(d, code, "result has no or a different 2D profile than the setup");
+    if (s->csr_bg && (!res->bg || res->bg->nbins != s->csr_bg->nbins || !res->peaks ||
+                      res->peaks->capacity < s->cfg.peaks.max_num_peaks))
+        return faid_fail(d, code,
+                         "result has no or a different background / peak list than the setup "
+                         "(make the result with faid_result_new after a reload)");
     return FAID_OK;
 }
 

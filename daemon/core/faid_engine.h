@@ -10,6 +10,7 @@
 
 #include "faid_codec.h"
 #include "faid_dtype.h"
+#include "faid_peaks.h"
 #include "faid_reduce.h"
 #include "faid_setup.h"
 
@@ -36,12 +37,21 @@ typedef struct faid_stage_times {
     int zero_copy;     /* 1 when the H2D read the frame where the caller left it (pinned) */
     int batch;         /* frames integrated in the same launch (integrate_us and d2h_us
                           are this frame's share: the launch time / batch) */
+    double peaks_us;   /* background, peak finding and hit decision (peaks.algorithm) */
 } faid_stage_times;
 
 typedef struct faid_result {
     faid_profile *p1d;
     faid_profile *p2d; /* NULL without cake */
     faid_stage_times t;
+    /* peaks.algorithm not none (else NULL / 0): the sigma-clipped background on the profile's
+     * radial bins (setup->csr_bg), the peaks (at most peaks.max_num_peaks), num_peaks = every
+     * peak found (peaks->n_found, which may exceed the list's length when it was cut) and the
+     * hit decision on num_peaks (faid_hits_is_hit). */
+    faid_background *bg;
+    faid_peak_list *peaks;
+    int32_t num_peaks;
+    int is_hit;
 } faid_result;
 
 typedef struct faid_engine faid_engine;

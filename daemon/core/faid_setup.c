@@ -110,7 +110,7 @@ static int build_csr(faid_setup *s, int npt_azim, faid_csr **out, faid_diag *d)
     const faid_config *cfg = &s->cfg;
     faid_csr_params p;
     memset(&p, 0, sizeof p);
-    p.split = cfg->split;
+    p.split = out == &s->csr_bg ? FAID_SPLIT_NO : cfg->split;
     p.unit = cfg->unit;
     p.npt_rad = cfg->npt;
     p.npt_azim = npt_azim;
@@ -120,9 +120,17 @@ static int build_csr(faid_setup *s, int npt_azim, faid_csr **out, faid_diag *d)
     p.has_azim_range = cfg->has_azimuth_range;
     p.azim_range[0] = cfg->azimuth_range[0];
     p.azim_range[1] = cfg->azimuth_range[1];
+    if (out == &s->csr_bg && !p.has_rad_range && s->csr) {
+        /* the background's bins are the profile's bins (one radial axis for both) */
+        p.has_rad_range = 1;
+        p.rad_range[0] = s->csr->rad_min;
+        p.rad_range[1] = s->csr->rad_max;
+    }
     int rc = faid_csr_build(&s->geom, s->mask, &p, out, d);
     if (rc)
-        faid_diag_prefix(d, "%s integration matrix: ", npt_azim ? "2D" : "1D");
+        faid_diag_prefix(d, "%s matrix: ",
+                         out == &s->csr_bg ? "background" : npt_azim ? "2D integration"
+                                                                     : "1D integration");
     return rc;
 }
 
@@ -178,6 +186,8 @@ faid_setup *faid_setup_new(const faid_config *cfg, uint64_t version, faid_diag *
         goto fail;
     if (cfg->npt_azim > 0 && (rc = build_csr(s, cfg->npt_azim, &s->csr2d, d)))
         goto fail;
+    if (cfg->peaks.algorithm != FAID_PEAKS_NONE && (rc = build_csr(s, 0, &s->csr_bg, d)))
+        goto fail;
 
     /* Options without file names, then what the files hold as the reduction sees it. */
     uint64_t h = faid_config_hash64(cfg, 0);
@@ -206,6 +216,7 @@ void faid_setup_destroy(faid_setup **ps)
     faid_setup *s = *ps;
     faid_csr_destroy(&s->csr);
     faid_csr_destroy(&s->csr2d);
+    faid_csr_destroy(&s->csr_bg);
     free(s->mask);
     free(s->solid_angle);
     free(s->polarization);

@@ -4,12 +4,14 @@
 
 #include "faid_log.h"
 
-/* The order frames go through. Downstream of integrate come, in this order, the sigma-clipped
- * background, the peak finder and the hit decision (each enabled by its `enabled` hook from the
- * setup's peaks configuration). */
+/* The order frames go through. Downstream of integrate come the sigma-clipped background, the
+ * peak finder and the hit decision, enabled when peaks.algorithm is not none. */
 const faid_stage *const faid_stages[] = {
     &faid_stage_decode,
     &faid_stage_integrate,
+    &faid_stage_sigclip,
+    &faid_stage_peaks,
+    &faid_stage_hit,
     NULL,
 };
 

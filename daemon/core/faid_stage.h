@@ -116,6 +116,26 @@ typedef struct faid_stage {
 extern const faid_stage *const faid_stages[];
 extern const faid_stage faid_stage_decode;
 extern const faid_stage faid_stage_integrate;
+extern const faid_stage faid_stage_sigclip;
+extern const faid_stage faid_stage_peaks;
+extern const faid_stage faid_stage_hit;
+
+/* What the peak stages (sigclip, peaks, hit) share for one setup, built by the sigclip stage's
+ * declare when peaks.algorithm is not none. */
+typedef struct faid_peak_setup {
+    faid_peak_params p;     /* the setup's peaks: section */
+    const faid_csr *csr_bg; /* setup->csr_bg */
+    faid_corrections corr;  /* the setup's corrections with the Poisson variance (what the
+                             * background's poisson / hybrid models and the finders read) */
+    faid_peak_geom *geom;   /* radius per pixel, validity, picking window */
+    struct faid_pf8_bins *pf8; /* peakfinder8's integer-radius bins (NULL for pyfai) */
+    const char *pre;        /* host buffer of the preprocessed frame the references read
+                             * (reference device): "pre", or "pk_pre" when the integration's
+                             * error model is not poisson */
+} faid_peak_setup;
+
+/* NULL when the peak stages are off for this setup. */
+const faid_peak_setup *faid_stage_peak_setup(const faid_stage_res *res);
 
 /* ---- devices ---- */
 
