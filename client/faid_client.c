@@ -111,6 +111,9 @@ struct faid_sub {
     zmq_msg_t body;      /* the message the last faid_sub_msg views */
     int have_body;
     faid_series_info series;
+    /* the last starts (copies of series, newest at kept_next - 1), for results of older series */
+    faid_series_info kept[FAID_SUB_SERIES_KEPT];
+    int kept_next;
 };
 
 faid_sub *faid_sub_new(const char *endpoint, faid_sub_kind kind, int rcvhwm, faid_diag *d)
@@ -152,11 +155,45 @@ void faid_sub_destroy(faid_sub **ps)
         zmq_msg_close(&s->body);
     close_socket(&s->ctx, &s->sock);
     faid_series_info_clear(&s->series);
+    for (int i = 0; i < FAID_SUB_SERIES_KEPT; i++)
+        faid_series_info_clear(&s->kept[i]);
     free(s);
     *ps = NULL;
 }
 
 const faid_series_info *faid_sub_series(const faid_sub *s) { return &s->series; }
+
+const faid_series_info *faid_sub_series_of(const faid_sub *s, uint64_t series_id,
+                                           uint64_t setup_version)
+{
+    /* Newest first: a series id used again is the later one. */
+    for (int k = 1; k <= FAID_SUB_SERIES_KEPT; k++) {
+        const faid_series_info *si =
+            &s->kept[(s->kept_next - k + 2 * FAID_SUB_SERIES_KEPT) % FAID_SUB_SERIES_KEPT];
+        if (si->valid && si->series_id == series_id && si->setup_version == setup_version)
+            return si;
+    }
+    return NULL;
+}
+
+/* Keeps a copy of the series information of the start just received. */
+static void keep_series(faid_sub *s)
+{
+    faid_series_info *dst = &s->kept[s->kept_next];
+    faid_series_info_clear(dst);
+    *dst = s->series;
+    dst->radial = NULL;
+    if (s->series.nbins) {
+        dst->radial = malloc(s->series.nbins * sizeof(double));
+        if (!dst->radial) {
+            /* Without memory this series' results are written with bin numbers. */
+            memset(dst, 0, sizeof(*dst));
+            return;
+        }
+        memcpy(dst->radial, s->series.radial, s->series.nbins * sizeof(double));
+    }
+    s->kept_next = (s->kept_next + 1) % FAID_SUB_SERIES_KEPT;
+}
 
 /* Copies a top-level string value of the message into out ("" when absent or not a string). */
 static void find_str(const uint8_t *body, size_t len, const char *key, char *out, size_t cap)
@@ -279,6 +316,8 @@ int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d)
     if (rc)
         faid_diag_prefix(d, "%s message from %s: ", msg->topic[0] ? msg->topic : "untitled",
                          s->endpoint);
+    else if (msg->m.type == FAID_OUT_START)
+        keep_series(s);
     return rc;
 }
 
@@ -870,7 +909,8 @@ int faid_peaks_write(const char *path, const faid_peaks_meta *meta, size_t n, co
 int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,
                        faid_diag *d)
 {
-    return faid_result_write_dat(&s->series, &msg->m, path, d);
+    const faid_series_info *si = faid_sub_series_of(s, msg->m.series_id, msg->m.setup_version);
+    return faid_result_write_dat(si ? si : &s->series, &msg->m, path, d);
 }
 
 int faid_result_write_2d_npy(const faid_out_msg *m, const char *dir, const char *stem,

@@ -68,6 +68,13 @@ void faid_sub_destroy(faid_sub **s);
 int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d);
 /* Series information from the last start message (valid == 0 before one arrived). */
 const faid_series_info *faid_sub_series(const faid_sub *s);
+/* Series information of the start that announced series_id with setup_version, among the last
+ * FAID_SUB_SERIES_KEPT starts; NULL when none did. Results of one series can arrive after the
+ * next series' start (frames still in flight on the devices): each result is interpreted with
+ * its own series' setup, not the newest. */
+#define FAID_SUB_SERIES_KEPT 8
+const faid_series_info *faid_sub_series_of(const faid_sub *s, uint64_t series_id,
+                                           uint64_t setup_version);
 
 /* The same decoding without a socket, for messages obtained elsewhere: decodes body into msg
  * (views into body) and, for a start message, updates si. faid_series_info_clear() releases what

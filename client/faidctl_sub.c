@@ -332,12 +332,13 @@ int faidctl_sub(int argc, char **argv)
                 goto done;
             }
             if (outdir) {
-                const faid_series_info *si = faid_sub_series(s);
+                /* The result's own series and setup, not the newest start's: results of
+                 * one series can arrive after the next series' start. */
+                const faid_series_info *si =
+                    faid_sub_series_of(s, m->series_id, m->setup_version);
                 char stem[FAID_SERIES_UID_MAX + 32], path[4096];
                 faid_dat_series_stem(stem, sizeof(stem), m->series_id,
-                                     si->valid && si->series_id == m->series_id
-                                         ? si->series_unique_id
-                                         : NULL);
+                                     si ? si->series_unique_id : NULL);
                 int n2d = 0;
                 if (faid_dat_path(path, sizeof(path), outdir, stem, m->frame_id, &d) != 0 ||
                     faid_sub_write_dat(s, &msg, path, &d) != 0 ||

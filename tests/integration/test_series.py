@@ -1,16 +1,20 @@
 """Series accounting through the real daemon (native protocol; the DECTRIS streams have their own
 tests): a rejected image naming another series does not split the open one (issue 10, defect 6),
 stale messages of a closed series are dropped and counted, a series without an end closes after
-input.series_timeout, a frame without a start opens its series from the configuration.
+input.series_timeout, a frame without a start opens its series from the configuration, and
+`faidctl sub --out` writes results that arrive after the next series' start with their own
+series' setup.
 
 Nothing asserts on time: timeouts only turn a hang into a failure. Helpers come from
 test_daemon.py (same folder)."""
 
-import time
+import os
+import subprocess
 
 import numpy as np
 
-from test_daemon import LONG, Receiver, Sender, daemons, frames, header, tmpdir_  # noqa: F401
+from test_daemon import (FAIDCTL, LONG, Receiver, Sender, arr, daemons, ep, frames,  # noqa: F401
+                         header, tmpdir_)
 
 
 def series_msgs(msgs, series_id):
@@ -132,3 +136,41 @@ def test_missing_start_and_series_timeout(daemons):
     assert st["drops"]["series.stale"] == 1
     assert d.terminate() == 0
     assert "no start message" in d.logtext()
+
+
+def test_sub_out_attributes_late_results_to_their_series(daemons, tmp_path):
+    """faidctl sub --out: results of series A that arrive after series B's start (frames still on
+    the device) are written with A's setup: its radial column and its name, not bin numbers and
+    not B."""
+    d = daemons(env={"FAID_TEST_WORKER_DELAY_US": "150000"})
+    out = tmp_path / "out"
+    sub = subprocess.Popen([FAIDCTL, "sub", "--from", ep(d.ports["out"]), "--out", str(out),
+                            "--count", "6", "--timeout", str(LONG), "--quiet"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rx = Receiver(d)
+    rx.settle()
+    tx = Sender(d)
+    imgs = frames(4)
+    tx.start(series_id=1, series_unique_id="runA")
+    for i in range(4):
+        tx.image(i, imgs[i], series_id=1)
+    tx.start(series_id=2, series_unique_id="runB")
+    tx.image(0, imgs[0], series_id=2)
+    tx.image(1, imgs[1], series_id=2)
+    tx.end(series_id=2)
+    msgs = rx.collect_until_end(n_ends=2)
+    so, se = sub.communicate(timeout=LONG)
+    assert sub.returncode == 0, se
+    kinds = [(m["type"], m["series_id"]) for m in msgs if m["type"] in ("start", "result")]
+    late = kinds.index(("start", 2)) < max(i for i, k in enumerate(kinds) if k == ("result", 1))
+    assert late, "no result of series 1 came after the start of series 2: %s" % kinds
+    radial = arr(rx.of("start")[0]["radial"])
+    for i in range(4):
+        text = (out / ("runA_%05d.dat" % i)).read_text()
+        assert "# series: runA\n" in text and "# series_id: 1\n" in text
+        assert "# unit: q_nm^-1\n" in text
+        data = np.loadtxt(out / ("runA_%05d.dat" % i))
+        np.testing.assert_allclose(data[:, 0], radial, rtol=1e-14)
+    assert sorted(os.listdir(out)) == ["runA_%05d.dat" % i for i in range(4)] + [
+        "runB_%05d.dat" % i for i in range(2)]
+    assert d.terminate() == 0
