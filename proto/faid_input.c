@@ -93,7 +93,13 @@ int faid_input_decode(faid_input_protocol p, const faid_input_part *parts, int n
     }
     m->format = f;
     static const faid_input_opts none = {0};
-    return f->decode(parts, nparts, o ? o : &none, m, d);
+    int rc = f->decode(parts, nparts, o ? o : &none, m, d);
+    /* Whatever the format: faid keeps and re-emits the series name, so it must be text that
+     * every decoder reads (issue 10: bytes ff fe made start, result, end, stats and status
+     * unreadable for Python's msgpack until the next series). */
+    if (!rc && !faid_utf8_valid(m->h.series_unique_id, strlen(m->h.series_unique_id)))
+        rc = faid_fail(d, FAID_EFORMAT, "%s: series_unique_id is not valid UTF-8", f->name);
+    return rc;
 }
 
 size_t faid_input_array_bytes(const faid_input_array *a)
@@ -153,7 +159,15 @@ int faid_input_user_data(const faid_input_msg *m, faid_mpw *w, int *written, fai
     if (m->format->protocol == FAID_PROTOCOL_DECTRIS_V2) {
         faid_cbr r;
         faid_cbr_init(&r, m->appendix, m->appendix_len);
+        size_t at = w->len;
         int rc = faid_cbor_to_msgpack(&r, w, d);
+        /* CBOR allows map keys of any type; the msgpack faid forwards must read everywhere
+         * (faid_mp_check_value: text keys, UTF-8, bounded depth). */
+        if (!rc && !w->overflow) {
+            faid_mpr mr;
+            faid_mpr_init(&mr, w->buf + at, w->len - at);
+            rc = faid_mp_check_value(&mr, FAID_MP_MAX_DEPTH, "converted to msgpack", d);
+        }
         if (rc) {
             faid_diag_prefix(d, "key \"user_data\": ");
             return rc;

@@ -110,7 +110,80 @@ void faid_mpw_f64(faid_mpw *w, double v)
     put_be(w, 0xcb, u, 8);
 }
 
+/* Length of the valid UTF-8 sequence at p (1..4 bytes), 0 when the bytes there are not one:
+ * strict, as Python's decoder: no overlongs, no surrogates, nothing above U+10FFFF. */
+static size_t utf8_seq(const uint8_t *p, size_t n)
+{
+    uint8_t c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t len = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 0 || len > n)
+        return 0;
+    uint32_t cp = c & (0x7fu >> len);
+    for (size_t j = 1; j < len; j++) {
+        if ((p[j] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[j] & 0x3fu);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+int faid_utf8_valid(const void *s, size_t n)
+{
+    const uint8_t *p = s;
+    for (size_t k = 0; k < n;) {
+        size_t m = utf8_seq(p + k, n - k);
+        if (!m)
+            return 0;
+        k += m;
+    }
+    return 1;
+}
+
+/* U+FFFD REPLACEMENT CHARACTER, written for each byte that starts no valid sequence. */
+static const char REPLACEMENT[3] = {'\xef', '\xbf', '\xbd'};
+
+static size_t utf8_sanitized_len(const uint8_t *p, size_t n)
+{
+    size_t out = 0;
+    for (size_t k = 0; k < n;) {
+        size_t m = utf8_seq(p + k, n - k);
+        out += m ? m : sizeof(REPLACEMENT);
+        k += m ? m : 1;
+    }
+    return out;
+}
+
+static void str_head(faid_mpw *w, size_t n);
+
+/* Every str faid writes is valid UTF-8, whatever its origin (a file name from the command line,
+ * a message quoting input bytes): invalid bytes become U+FFFD, so that strict decoders (Python's
+ * msgpack by default) read every message. Input text is validated where it enters (header keys,
+ * user_data); this is the net under everything else. */
 void faid_mpw_strn(faid_mpw *w, const char *s, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)s;
+    if (faid_utf8_valid(p, n)) {
+        str_head(w, n);
+        put(w, s, n);
+        return;
+    }
+    str_head(w, utf8_sanitized_len(p, n));
+    for (size_t k = 0; k < n;) {
+        size_t m = utf8_seq(p + k, n - k);
+        if (m)
+            put(w, p + k, m);
+        else
+            put(w, REPLACEMENT, sizeof(REPLACEMENT));
+        k += m ? m : 1;
+    }
+}
+
+static void str_head(faid_mpw *w, size_t n)
 {
     if (n < 32)
         put_u8(w, (uint8_t)(0xa0 | n));
@@ -120,11 +193,8 @@ void faid_mpw_strn(faid_mpw *w, const char *s, size_t n)
         put_be(w, 0xda, n, 2);
     else if ((uint64_t)n <= 0xffffffffu)
         put_be(w, 0xdb, n, 4);
-    else {
+    else
         w->overflow = 1;
-        return;
-    }
-    put(w, s, n);
 }
 
 void faid_mpw_str(faid_mpw *w, const char *s)
@@ -469,6 +539,73 @@ int faid_mpr_skip(faid_mpr *r, faid_diag *d)
     return 0;
 }
 
+int faid_mp_check_value(faid_mpr *r, int max_depth, const char *what, faid_diag *d)
+{
+    /* Iterative like faid_mpr_skip, with the containers still open on a stack: left[k] counts
+     * the items container k still holds (maps: keys and values), keys[k] says whether the next
+     * one is a key. Nothing recurses, so depth costs no C stack. */
+    uint64_t left[FAID_MP_MAX_DEPTH + 2];
+    uint8_t key_next[FAID_MP_MAX_DEPTH + 2];
+    uint8_t is_map[FAID_MP_MAX_DEPTH + 2];
+    if (max_depth < 0 || max_depth > FAID_MP_MAX_DEPTH)
+        max_depth = FAID_MP_MAX_DEPTH;
+    const uint8_t *start = r->p;
+    int top = 0; /* open containers */
+    left[0] = 1;
+    is_map[0] = 0;
+    key_next[0] = 0;
+    while (top > 0 || left[0] > 0) {
+        if (left[top] == 0) {
+            top--;
+            continue;
+        }
+        int as_key = is_map[top] && key_next[top];
+        if (is_map[top])
+            key_next[top] = !key_next[top];
+        left[top]--;
+        size_t at = (size_t)(r->p - start);
+        faid_mp_obj o;
+        int rc = faid_mpr_next(r, &o, d);
+        if (rc)
+            return rc;
+        if (as_key && o.type != FAID_MP_STR && o.type != FAID_MP_BIN)
+            return faid_fail(d, FAID_EFORMAT,
+                             "%s: map key at byte %zu is not text (msgpack type %d): strict "
+                             "decoders refuse it",
+                             what, at, o.type);
+        switch (o.type) {
+        case FAID_MP_STR:
+            if (!faid_utf8_valid(o.ptr, o.len))
+                return faid_fail(d, FAID_EFORMAT, "%s: string at byte %zu is not valid UTF-8", what,
+                                 at);
+            break;
+        case FAID_MP_EXT:
+            return faid_fail(d, FAID_EFORMAT, "%s: msgpack ext type %d at byte %zu is not allowed",
+                             what, o.ext_type, at);
+        case FAID_MP_ARRAY:
+        case FAID_MP_MAP: {
+            uint64_t n = o.type == FAID_MP_MAP ? 2ull * o.len : o.len;
+            if (n > (uint64_t)(r->end - r->p))
+                return faid_fail(d, FAID_ETRUNC,
+                                 "%s: container at byte %zu claims %llu items, %zu "
+                                 "bytes left",
+                                 what, at, (unsigned long long)n, (size_t)(r->end - r->p));
+            if (top >= max_depth)
+                return faid_fail(d, FAID_EFORMAT, "%s: nested deeper than %d levels", what,
+                                 max_depth);
+            top++;
+            left[top] = n;
+            is_map[top] = o.type == FAID_MP_MAP;
+            key_next[top] = 1;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return 0;
+}
+
 int faid_mp_str_eq(const faid_mp_obj *o, const char *s)
 {
     size_t n = strlen(s);
@@ -697,19 +834,67 @@ static void jprintf(json_out *j, const char *fmt, ...)
     j->len += (size_t)n;
 }
 
+/* JSON text is UTF-8: a byte that starts no valid sequence is written as \ufffd, so that faidctl
+ * --json never emits invalid UTF-8 whatever a peer sent. */
 static void jstring(json_out *j, const uint8_t *p, uint32_t n)
 {
     jprintf(j, "\"");
-    for (uint32_t k = 0; k < n && !j->cut; k++) {
+    for (uint32_t k = 0; k < n && !j->cut;) {
         uint8_t c = p[k];
-        if (c == '"' || c == '\\')
+        size_t m = utf8_seq(p + k, n - k);
+        if (m == 0)
+            jprintf(j, "\\ufffd");
+        else if (c == '"' || c == '\\')
             jprintf(j, "\\%c", c);
-        else if (c < 32)
+        else if (c < 32 || c == 127)
             jprintf(j, "\\u%04x", c);
         else
-            jprintf(j, "%c", c);
+            jprintf(j, "%.*s", (int)m, (const char *)p + k);
+        k += m ? (uint32_t)m : 1;
     }
     jprintf(j, "\"");
+}
+
+/* JSON keys are strings: a msgpack key of another type is written as the string of its JSON
+ * text (numbers, true/false/null) or of its kind (containers, bin, ext, skipped). */
+static int json_key(faid_mpr *r, json_out *j, faid_diag *d)
+{
+    faid_mpr peek = *r;
+    faid_mp_obj o;
+    int rc = faid_mpr_next(&peek, &o, d);
+    if (rc)
+        return rc;
+    switch (o.type) {
+    case FAID_MP_STR:
+        *r = peek;
+        jstring(j, o.ptr, o.len);
+        return 0;
+    case FAID_MP_UINT:
+        *r = peek;
+        jprintf(j, "\"%llu\"", (unsigned long long)o.u);
+        return 0;
+    case FAID_MP_INT:
+        *r = peek;
+        jprintf(j, "\"%lld\"", (long long)o.i);
+        return 0;
+    case FAID_MP_FLOAT:
+        *r = peek;
+        jprintf(j, "\"%.17g\"", o.f);
+        return 0;
+    case FAID_MP_BOOL:
+    case FAID_MP_NIL:
+        *r = peek;
+        jprintf(j, "\"%s\"", o.type == FAID_MP_NIL ? "null" : o.b ? "true" : "false");
+        return 0;
+    default:
+        if ((rc = faid_mpr_skip(r, d)))
+            return rc;
+        jprintf(j, "\"<%s key>\"",
+                o.type == FAID_MP_BIN   ? "bin"
+                : o.type == FAID_MP_EXT ? "ext"
+                                        : "container");
+        return 0;
+    }
 }
 
 static int json_value(faid_mpr *r, json_out *j, int depth, int max_items, faid_diag *d)
@@ -764,7 +949,7 @@ static int json_value(faid_mpr *r, json_out *j, int depth, int max_items, faid_d
             if (k)
                 jprintf(j, ", ");
             if (is_map) {
-                if ((rc = json_value(r, j, depth + 1, max_items, d)))
+                if ((rc = json_key(r, j, d)))
                     return rc;
                 jprintf(j, ": ");
             }
@@ -862,6 +1047,9 @@ static int read_str_key(faid_mpr *r, const char *key, char *out, size_t cap, fai
         return faid_fail(d, FAID_EFORMAT, "header key \"%s\": expected a string", key);
     if (memchr(v.ptr, '\0', v.len))
         return faid_fail(d, FAID_EFORMAT, "header key \"%s\": string contains NUL", key);
+    /* faid keeps and forwards these (series_unique_id in start, result, end, stats, status). */
+    if (!faid_utf8_valid(v.ptr, v.len))
+        return faid_fail(d, FAID_EFORMAT, "header key \"%s\": string is not valid UTF-8", key);
     return 0;
 }
 
@@ -977,8 +1165,9 @@ int faid_proto_decode_input(const void *buf, size_t len, faid_in_header *h, faid
                 return rc;
             h->nimages = n > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)n;
         } else if (faid_mp_str_eq(&key, FAID_K_USER_DATA)) {
+            /* Forwarded as sent into start and result: it must decode wherever they do. */
             const uint8_t *start = r.p;
-            if ((rc = faid_mpr_skip(&r, d)))
+            if ((rc = faid_mp_check_value(&r, FAID_MP_MAX_DEPTH, "header key \"user_data\"", d)))
                 return rc;
             h->user_data = start;
             h->user_data_len = (size_t)(r.p - start);

@@ -129,6 +129,8 @@ void faid_mpw_int(faid_mpw *w, int64_t v);
 void faid_mpw_f32(faid_mpw *w, float v);
 void faid_mpw_f64(faid_mpw *w, double v);
 void faid_mpw_str(faid_mpw *w, const char *s);
+/* Strings: bytes that are not valid UTF-8 are written as U+FFFD, so every str faid sends decodes
+ * with strict decoders. */
 void faid_mpw_strn(faid_mpw *w, const char *s, size_t n);
 void faid_mpw_bin(faid_mpw *w, const void *p, size_t n);
 void faid_mpw_array(faid_mpw *w, uint32_t n);
@@ -170,7 +172,8 @@ typedef struct faid_mp_obj {
     int8_t ext_type;
 } faid_mp_obj;
 
-/* Nesting deeper than this is rejected (protects the recursive skip). */
+/* Nesting deeper than this is rejected (protects the recursive skip, and strict decoders:
+ * user_data nested 3000 deep made Python's msgpack raise StackError). */
 #define FAID_MP_MAX_DEPTH 32
 
 typedef struct faid_mpr {
@@ -184,6 +187,13 @@ void faid_mpr_init(faid_mpr *r, const void *buf, size_t len);
 int faid_mpr_next(faid_mpr *r, faid_mp_obj *o, faid_diag *d);
 /* Skips one complete item (with all its children). */
 int faid_mpr_skip(faid_mpr *r, faid_diag *d);
+/* Reads one complete value at r and checks what every strict decoder (Python msgpack with its
+ * defaults) needs: each str valid UTF-8, map keys str or bin, no ext types, containers nested at
+ * most max_depth deep (<= FAID_MP_MAX_DEPTH). Errors name `what` and the byte offset. */
+int faid_mp_check_value(faid_mpr *r, int max_depth, const char *what, faid_diag *d);
+/* True when the n bytes at s are strict UTF-8 (no overlongs, surrogates or code points above
+ * U+10FFFF), as Python decodes it. */
+int faid_utf8_valid(const void *s, size_t n);
 /* True when o is a STR equal to s. */
 int faid_mp_str_eq(const faid_mp_obj *o, const char *s);
 /* Numeric conversions; FAID_EFORMAT when o is not a number representable in the target. */

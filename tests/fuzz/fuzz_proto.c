@@ -82,8 +82,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     char json[2048];
     faid_diag_clear(&d);
-    check(faid_mp_to_json(data, size, json, sizeof(json), 8, &d), &d);
+    rc = faid_mp_to_json(data, size, json, sizeof(json), 8, &d);
+    check(rc, &d);
     if (strlen(json) >= sizeof(json))
+        abort();
+    /* faidctl --json never writes invalid UTF-8, whatever the bytes (issue 10). */
+    if (rc == 0 && !faid_utf8_valid(json, strlen(json)))
+        abort();
+
+    /* The value checker accepts only what strict decoders read; what it accepts, the skipper
+     * accepts too, ending at the same byte. */
+    faid_diag_clear(&d);
+    faid_mpr_init(&r, data, size);
+    rc = faid_mp_check_value(&r, FAID_MP_MAX_DEPTH, "fuzz", &d);
+    check(rc, &d);
+    if (rc == 0) {
+        faid_mpr s2;
+        faid_mpr_init(&s2, data, size);
+        if (faid_mpr_skip(&s2, &d) != 0 || s2.p != r.p)
+            abort();
+    }
+
+    /* Every str faid writes is valid UTF-8 (invalid bytes become U+FFFD). */
+    uint8_t out[4 * 512 + 8];
+    faid_mpw w;
+    faid_mpw_init(&w, out, sizeof(out));
+    size_t n = size < 512 ? size : 512;
+    faid_mpw_strn(&w, (const char *)data, n);
+    faid_mp_obj o;
+    faid_mpr_init(&r, out, w.len);
+    if (w.overflow || faid_mpr_next(&r, &o, &d) != 0 || o.type != FAID_MP_STR ||
+        !faid_utf8_valid(o.ptr, o.len) || r.p != r.end || (faid_utf8_valid(data, n) && o.len != n))
         abort();
     return 0;
 }

@@ -4,6 +4,7 @@ reproduces one defect from outside, the way it was found, with the real daemon a
 Nothing asserts on time: timeouts only turn hangs into failures. Helpers come from
 test_daemon.py (same folder)."""
 
+import json
 import os
 import signal
 import socket
@@ -13,8 +14,8 @@ import time
 import msgpack
 import zmq
 
-from test_daemon import (FAID, FAIDCTL, LONG, ROWS, COLS, Sender, config_text, daemons, ep,  # noqa: F401
-                         frames, header, tmpdir_)
+from test_daemon import (FAID, FAIDCTL, LONG, ROWS, COLS, Daemon, Receiver, Sender,  # noqa: F401
+                         config_text, daemons, ep, frames, header, tmpdir_)
 
 # A control request that hangs would hang the test: well under LONG, far over any real answer.
 PROMPT = 20
@@ -247,3 +248,94 @@ def test_idle_connections_do_not_exhaust_descriptors(daemons):
         for c in conns:
             c.close()
     assert d.terminate() == 0
+
+
+def packb_with_raw_str(obj, placeholder, raw):
+    """msgpack of obj where the str `placeholder` is replaced by the bytes `raw` as a str (which
+    Python's packer cannot produce from a str)."""
+    b = msgpack.packb(obj)
+    ph = placeholder.encode()
+    assert len(ph) == len(raw) < 32
+    return b.replace(bytes([0xa0 | len(ph)]) + ph, bytes([0xa0 | len(raw)]) + raw)
+
+
+def header_with_user_data(frame_id, raw):
+    """An image header whose user_data is the msgpack bytes `raw`, as given (hand-made values
+    that Python's packer cannot produce: invalid UTF-8, 3000 levels)."""
+    b = header(frame_id, user_data="@@@@@@@@")
+    return b.replace(b"\xa8@@@@@@@@", raw)
+
+
+def test_every_output_decodes_with_strict_msgpack_and_json(tmpdir_):
+    # Defect 2: a series_unique_id of bytes ff fe made start, result, end, stats and the control
+    # status undecodable for Python's msgpack with default settings until the next series;
+    # user_data nested 3000 deep gave Python a StackError; faidctl sub --json wrote invalid
+    # UTF-8. Now faid refuses such input with an error naming the key and writes only valid
+    # UTF-8 (a file name that is not UTF-8, here the configuration's folder, becomes U+FFFD).
+    # Every message below is decoded with msgpack.unpackb's defaults (Receiver does).
+    odd = os.path.join(tmpdir_, os.fsdecode(b"cfg-\xff\xfe"))
+    os.makedirs(odd)
+    d = Daemon(odd, lossless=True)
+    try:
+        d.wait_ready()
+        sub = subprocess.Popen([FAIDCTL, "sub", "--from", ep(d.ports["out"]), "--json",
+                                "--until-end", "--timeout", str(LONG), "--quiet"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        rx = Receiver(d)
+        lx = Receiver(d, lossless=True)
+        rx.settle()
+        tx = Sender(d)
+        img = frames(1)[0]
+        bad = [
+            packb_with_raw_str(dict(type="start", protocol_version=1, series_id=2,
+                                    series_unique_id="@@"), "@@", b"\xff\xfe"),
+            packb_with_raw_str(dict(type="image", protocol_version=1, series_id=2, frame_id=7,
+                                    series_unique_id="@@", shape=[ROWS, COLS], dtype="uint16",
+                                    encoding="none"), "@@", b"\xff\xfe"),
+            header_with_user_data(8, b"\x81\xa1d" * 3000 + b"\xa6bottom"),
+            header_with_user_data(9, b"\x81\xa1k\xa2\xff\xfe"),  # {"k": str of ff fe}
+            header_with_user_data(10, b"\x81\x01\xa1x"),  # {1: "x"}: a key that is not text
+        ]
+        for k, h in enumerate(bad):
+            tx.raw([h] if k == 0 else [h, img.tobytes()])
+        tx.start(series_id=3, series_unique_id="série-α", user_data={"ok": "ü"})
+        for i in range(3):
+            tx.image(i, img, series_id=3, user_data={"i": i, "t": "ß"})
+        tx.end(series_id=3)
+        msgs = rx.collect_until_end()
+        lx.collect_until_end()
+        # A stats message after the series (they carry the status entries).
+        t_end = time.monotonic() + LONG
+        while not rx.of("stats") or rx.of("stats")[-1]["counters"]["processed"] < 3:
+            assert time.monotonic() < t_end, "no stats message"
+            if rx.sock.poll(1000):
+                topic, body = rx.sock.recv_multipart()
+                rx.msgs.append(msgpack.unpackb(body))
+        errors = rx.of("error")
+        assert len(errors) == len(bad), [e["message"] for e in errors]
+        text = " | ".join(e["message"] for e in errors)
+        assert text.count("UTF-8") == 3 and "nested deeper" in text and "not text" in text, text
+        start = [m for m in msgs if m["type"] == "start" and m.get("series_id") == 3][0]
+        assert start["series_unique_id"] == "série-α" and start["user_data"] == {"ok": "ü"}
+        res = sorted(rx.of("result"), key=lambda r: r["frame_id"])
+        assert [r["user_data"] for r in res] == [{"i": i, "t": "ß"} for i in range(3)]
+        assert "\ufffd" in start["config"]  # the configuration's folder name, made text
+        st = d.status()
+        assert st["config_file"] == os.path.join(tmpdir_, "cfg-\ufffd\ufffd", "faid.yaml"), st
+        assert st["series_unique_id"] == "série-α"
+        # faidctl: JSON lines that are valid UTF-8 and valid JSON.
+        out, err = sub.communicate(timeout=LONG)
+        assert sub.returncode == 0, err
+        text = out.decode("utf-8")  # strict: raises on invalid UTF-8
+        lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        kinds = [m["type"] for m in lines]
+        assert kinds.count("error") == len(bad) and kinds.count("result") == 3, kinds
+        assert "missing frames: 0" in text
+        r = subprocess.run([FAIDCTL, "status", "--json", "--control", ep(d.ports["ctl"])],
+                           capture_output=True, timeout=LONG)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout.decode("utf-8"))["config_file"].endswith("faid.yaml")
+        assert d.terminate() == 0
+    finally:
+        d.stop()
+
