@@ -13,13 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: faidctl inspect [--protocol P] [--channel NAME] [--npy OUT.npy]\n"
             "                       [--mask-npy M.npy] [--flatfield-npy F.npy]\n"
-            "                       [--countrate-npy C.npy] PART1 [PART2 ...]\n"
+            "                       [--countrate-npy C.npy] [--repeat N] PART1 [PART2 ...]\n"
             "\n"
             "Decodes one input message whose parts are the files PART1, PART2, ... and prints\n"
             "what it decodes to as JSON.\n"
@@ -27,7 +28,9 @@ static void usage(FILE *f)
             "  --channel   channel of a DECTRIS v2 image to take (input.channel; default: first)\n"
             "  --npy       write the image's pixels, decoded, as [rows, cols]\n"
             "  --mask-npy, --flatfield-npy, --countrate-npy\n"
-            "              write the start message's pixel mask / flatfield / count-rate table\n");
+            "              write the start message's pixel mask / flatfield / count-rate table\n"
+            "  --repeat    decode the message N more times and report the mean time per decode\n"
+            "              (\"decode_us\"; a measurement, not a benchmark of the frame codecs)\n");
 }
 
 static int read_file(const char *path, uint8_t **out, size_t *len)
@@ -177,7 +180,7 @@ static void print_meta(const faid_input_meta *m)
 int faidctl_inspect(int argc, char **argv)
 {
     const char *proto_name = "auto", *channel = NULL, *npy = NULL;
-    const char *mask_npy = NULL, *flat_npy = NULL, *rate_npy = NULL;
+    const char *mask_npy = NULL, *flat_npy = NULL, *rate_npy = NULL, *repeat_s = NULL;
     const char *files[FAID_INPUT_MAX_PARTS + 8];
     int nfiles = 0;
     for (int i = 1; i < argc; i++) {
@@ -188,6 +191,7 @@ int faidctl_inspect(int argc, char **argv)
                            : strcmp(a, "--mask-npy") == 0      ? &mask_npy
                            : strcmp(a, "--flatfield-npy") == 0 ? &flat_npy
                            : strcmp(a, "--countrate-npy") == 0 ? &rate_npy
+                           : strcmp(a, "--repeat") == 0        ? &repeat_s
                                                                : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
@@ -219,6 +223,15 @@ int faidctl_inspect(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    long repeat = 0;
+    if (repeat_s) {
+        char *end;
+        repeat = strtol(repeat_s, &end, 10);
+        if (*end || repeat < 1 || repeat > 100000000) {
+            fprintf(stderr, "faidctl inspect: --repeat takes 1..1e8\n");
+            return 2;
+        }
+    }
     uint8_t *bufs[sizeof(files) / sizeof(files[0])] = {0};
     faid_input_part parts[sizeof(files) / sizeof(files[0])];
     int status = 1;
@@ -236,6 +249,24 @@ int faidctl_inspect(int argc, char **argv)
     faid_diag d;
     faid_diag_clear(&d);
     int rc = faid_input_decode(proto, parts, nfiles, &o, m, &d);
+    double decode_us = 0;
+    if (repeat) {
+        faid_input_msg *m2 = calloc(1, sizeof(*m2));
+        if (!m2) {
+            free(m);
+            goto out;
+        }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (long k = 0; k < repeat; k++) {
+            faid_diag d2;
+            faid_input_decode(proto, parts, nfiles, &o, m2, &d2);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        decode_us = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 +
+                     (double)(t1.tv_nsec - t0.tv_nsec) / 1e3) / (double)repeat;
+        free(m2);
+    }
     printf("{\"ok\": %s, \"format\": ", rc ? "false" : "true");
     json_str(m->format ? m->format->name : "");
     printf(", \"type\": \"%s\", \"header_ok\": %s, \"nparts\": %d", faid_in_type_name(m->h.type),
@@ -244,6 +275,8 @@ int faidctl_inspect(int argc, char **argv)
         printf(", \"code\": \"%s\", \"message\": ", faid_errname(rc));
         json_str(d.msg);
     }
+    if (repeat)
+        printf(", \"decode_us\": %.3f, \"repeat\": %ld", decode_us, repeat);
     printf(", \"series_id\": %llu, \"series_unique_id\": ", (unsigned long long)m->h.series_id);
     json_str(m->h.series_unique_id);
     if (m->h.type == FAID_IN_OTHER) {
