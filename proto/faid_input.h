@@ -15,7 +15,19 @@
  * Every pointer a decoder hands out (payload, arrays, strings that are not copied) points into
  * the parts given to it: keep those alive while the decoded message is used. Decoders never
  * allocate on behalf of the caller and never read a part beyond the format's max_parts. A failure
- * returns a faid error code with a message that names the part and key at fault. */
+ * returns a faid error code with a message that names the part and key at fault.
+ *
+ * How a receiver uses it, per message:
+ *   1. receive the first part; f = faid_input_detect(protocol, first) (NULL with auto: unreadable
+ *      input, counted as such; drain the remaining parts);
+ *   2. keep the next parts up to f->max_parts, count and drain the rest (nparts = all of them);
+ *   3. rc = faid_input_decode(protocol, parts, nparts, &opts, &msg, &d);
+ *      rc == 0: msg.h.type START (msg.meta; arrays through faid_input_array_decode), IMAGE
+ *      (msg.h + the encoded frame msg.payload / payload_len inside part msg.payload_part: keep
+ *      that part as the frame), END, or OTHER (a known message type faid does not use);
+ *      rc != 0 and msg.header_ok with an IMAGE: a failed frame of series msg.h.series_id;
+ *      otherwise unreadable input;
+ *   4. user data for the output: faid_input_user_data(&msg, writer, ...). */
 #ifndef FAID_INPUT_H
 #define FAID_INPUT_H
 

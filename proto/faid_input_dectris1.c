@@ -494,6 +494,8 @@ static int decode_image(json_t *j0, const faid_input_part *parts, int nparts, fa
     return 0;
 }
 
+/* Each message kind checks its own part count before reading any part beyond the first, and
+ * reads at most FAID_INPUT_MAX_PARTS parts. */
 static int v1_decode(const faid_input_part *parts, int nparts, const faid_input_opts *o,
                      faid_input_msg *m, faid_diag *d)
 {
@@ -509,9 +511,6 @@ static int v1_decode(const faid_input_part *parts, int nparts, const faid_input_
     const char *h = htype_of(j0);
     if (!h) {
         rc = faid_fail(d, FAID_EFORMAT, "part 1: key \"htype\" is not text");
-    } else if (nparts > FAID_INPUT_MAX_PARTS) {
-        rc = faid_fail(d, FAID_EPROTO, "%s message has %d parts, at most %d", h, nparts,
-                       FAID_INPUT_MAX_PARTS);
     } else if (strcmp(h, "dimage-1.0") == 0) {
         m->h.type = FAID_IN_IMAGE;
         rc = decode_image(j0, parts, nparts, m, d);

@@ -363,7 +363,7 @@ def test_v1_end_and_out_of_step(tmp_path):
     info, _ = inspect(tmp_path, parts[1:], npy=False)
     assert not info["ok"] and info["code"] == "FAID_EPROTO" and "out of step" in info["message"]
     # a missing part, an extra part
-    for bad in (parts[:3], parts + [b"x", b"y"]):
+    for bad in (parts[:3], parts + [b"x", b"y"], parts + [b"x"] * 8):
         info, _ = inspect(tmp_path, bad, npy=False)
         assert not info["ok"] and info["code"] == "FAID_EPROTO" and info["header_ok"]
         assert info["frame_id"] == 0 and "parts" in info["message"]
