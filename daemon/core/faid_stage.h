@@ -137,6 +137,17 @@ typedef struct faid_peak_setup {
 /* NULL when the peak stages are off for this setup. */
 const faid_peak_setup *faid_stage_peak_setup(const faid_stage_res *res);
 
+/* OpenCL side of the peak stages (faid_stage_sigclip.c, faid_stage_peaks.c). */
+size_t faid_stage_peaks_wg(const faid_stage_env *env);
+int faid_stage_peaks_scratch(faid_stage_env *env, faid_stage_res *res, const char *name,
+                             size_t bytes, faid_diag *d);
+/* Builds the finder's kernels (called by the sigclip stage's cl_prepare). */
+int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_diag *d);
+/* Enqueues the finder for lane `lane` of sl on the preprocessed frame pre (float4 per pixel),
+ * the lane's background at bg_off floats in "out" (called by the sigclip stage's cl_close). */
+int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl,
+                             int lane, cl_mem pre, int bg_off, faid_diag *d);
+
 /* ---- devices ---- */
 
 typedef struct faid_devops {
