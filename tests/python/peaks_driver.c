@@ -2,12 +2,15 @@
  * PONI geometry (no pixel splitting), preprocesses one frame with the reference code (Poisson
  * variance), computes the sigma-clipped background and, when asked, runs a peak finder
  * (faid_pick_ref or faid_pf8_ref), and writes every result as .npy into an output folder so the
- * test can compare them with pyFAI and OM.
+ * test can compare them with pyFAI and OM. With "opencl DEVICE" the OpenCL kernels run on the same
+ * preprocessed frame too (faid_peaks_cl) and their results are written with the suffix "_cl".
  *
  * Usage: peaks_driver PARAMS OUTDIR, PARAMS holding "key value" lines (see the test). */
+#include "faid_cl.h"
 #include "faid_csr.h"
 #include "faid_geometry.h"
 #include "faid_npy.h"
+#include "faid_peaks_cl.h"
 #include "faid_pf8.h"
 #include "faid_pick.h"
 #include "faid_reduce.h"
@@ -211,6 +214,28 @@ int main(int argc, char **argv)
     save(out, "bg_sem", FAID_DT_F32, nb, bg->sem);
     save(out, "bg_count", FAID_DT_F32, nb, bg->count);
     save(out, "rad_centers", FAID_DT_F64, (size_t)csr->npt_rad, csr->rad_centers);
+
+    if (get("opencl")) {
+        faid_cl_device_info dev;
+        faid_cl_ctx *ctx = NULL;
+        if (faid_cl_select(get("opencl"), &dev, &d) || !(ctx = faid_cl_ctx_new(&dev, 0, &d)))
+            die("opencl", &d);
+        faid_peak_geom *pg = faid_peak_geom_new(&g, mask, csr, cp.unit, &p, 0, 0, &d);
+        faid_peak_params pb = p;
+        pb.algorithm = FAID_PEAKS_NONE;
+        faid_peaks_cl *k = pg ? faid_peaks_cl_new(ctx, csr, pg, &pb, &d) : NULL;
+        faid_background *bc = faid_background_new(csr->nbins);
+        if (!k || !bc || faid_peaks_cl_run_host(k, pre, (float)getd("empty", 0.0), bc, NULL, &d))
+            die("opencl background", &d);
+        save(out, "bg_mean_cl", FAID_DT_F32, nb, bc->mean);
+        save(out, "bg_std_cl", FAID_DT_F32, nb, bc->std);
+        save(out, "bg_sem_cl", FAID_DT_F32, nb, bc->sem);
+        save(out, "bg_count_cl", FAID_DT_F32, nb, bc->count);
+        faid_background_destroy(&bc);
+        faid_peaks_cl_destroy(&k);
+        faid_peak_geom_destroy(&pg);
+        faid_cl_ctx_destroy(&ctx);
+    }
 
     const char *alg = get("algorithm");
     if (alg && strcmp(alg, "none")) {
