@@ -104,6 +104,14 @@ int faid_array_view_to_f64(const faid_array_view *a, double *out, size_t n, faid
 /* ------------------------------------------------------------------------------------------- */
 /* Subscriber                                                                                    */
 
+/* Lossless consumer timing: a hello is repeated this often until faid welcomes it; acks go out
+ * once a quarter of the credit is delivered, or ACK_NS after a delivery, and at least every
+ * HEARTBEAT_NS (faid counts a consumer silent for output.lossless_consumer_timeout as gone). */
+#define HELLO_NS     (1000ll * 1000000ll)
+#define ACK_NS       (100ll * 1000000ll)
+#define HEARTBEAT_NS (1000ll * 1000000ll)
+#define SLICE_MS     100
+
 struct faid_sub {
     void *ctx, *sock;
     faid_sub_kind kind;
@@ -114,12 +122,74 @@ struct faid_sub {
     /* the last starts (copies of series, newest at kept_next - 1), for results of older series */
     faid_series_info kept[FAID_SUB_SERIES_KEPT];
     int kept_next;
+    /* lossless session */
+    uint32_t credit;
+    int welcomed;
+    int64_t next_hello_ns, last_ack_ns;
+    int has_last;          /* last_seq valid (in instance ll.instance) */
+    uint64_t last_seq;     /* msg_number of the last message delivered */
+    int delivered_pending; /* the last delivered message is not counted as consumed yet */
+    uint64_t unacked;      /* consumed messages not acknowledged yet */
+    int has_consumed;
+    uint64_t consumed_seq; /* msg_number of the last message the caller is done with */
+    faid_sub_ll_stats ll;
 };
+
+static int ll_send(faid_sub *s, faid_ll_type type)
+{
+    faid_ll_request q;
+    memset(&q, 0, sizeof(q));
+    q.type = type;
+    q.credit = s->credit;
+    q.has_seq = s->has_consumed;
+    q.seq = s->consumed_seq;
+    snprintf(q.instance, sizeof(q.instance), "%s", s->ll.instance);
+    uint8_t buf[256];
+    size_t len = 0;
+    if (faid_proto_encode_ll_request(&q, buf, sizeof(buf), &len, NULL))
+        return -1;
+    if (zmq_send(s->sock, buf, len, ZMQ_DONTWAIT) < 0)
+        return -1;
+    s->last_ack_ns = faid_now_ns();
+    s->unacked = 0;
+    return 0;
+}
+
+/* Hello until welcomed; then acks by the rules above. */
+static void ll_tick(faid_sub *s)
+{
+    int64_t now = faid_now_ns();
+    if (!s->welcomed) {
+        if (now >= s->next_hello_ns) {
+            ll_send(s, FAID_LL_HELLO);
+            s->next_hello_ns = now + HELLO_NS;
+        }
+        return;
+    }
+    if (s->unacked >= (s->credit + 3) / 4 || (s->unacked > 0 && now - s->last_ack_ns >= ACK_NS) ||
+        now - s->last_ack_ns >= HEARTBEAT_NS)
+        ll_send(s, FAID_LL_ACK);
+}
 
 faid_sub *faid_sub_new(const char *endpoint, faid_sub_kind kind, int rcvhwm, faid_diag *d)
 {
+    faid_sub_opts o = {.rcvhwm = rcvhwm};
+    return faid_sub_new_opts(endpoint, kind, &o, d);
+}
+
+faid_sub *faid_sub_new_opts(const char *endpoint, faid_sub_kind kind, const faid_sub_opts *o,
+                            faid_diag *d)
+{
+    static const faid_sub_opts none;
+    if (!o)
+        o = &none;
     if (!endpoint || !*endpoint) {
         faid_fail(d, FAID_EINVAL, "subscriber: no endpoint given");
+        return NULL;
+    }
+    size_t nlen = o->name ? strlen(o->name) : 0;
+    if (o->name && (nlen == 0 || nlen > 255)) {
+        faid_fail(d, FAID_EINVAL, "subscriber: a consumer name has 1 to 255 bytes");
         return NULL;
     }
     faid_sub *s = calloc(1, sizeof(*s));
@@ -128,18 +198,28 @@ faid_sub *faid_sub_new(const char *endpoint, faid_sub_kind kind, int rcvhwm, fai
         return NULL;
     }
     s->kind = kind;
+    s->credit = o->credit ? o->credit : 256;
     snprintf(s->endpoint, sizeof(s->endpoint), "%s", endpoint);
-    if (open_socket(&s->ctx, &s->sock, kind == FAID_SUB_LOSSLESS ? ZMQ_PULL : ZMQ_SUB, endpoint,
+    if (open_socket(&s->ctx, &s->sock, kind == FAID_SUB_LOSSLESS ? ZMQ_DEALER : ZMQ_SUB, endpoint,
                     0, d))
         goto fail;
-    if (rcvhwm > 0)
-        set_int(s->sock, ZMQ_RCVHWM, rcvhwm);
+    if (o->rcvhwm > 0)
+        set_int(s->sock, ZMQ_RCVHWM, o->rcvhwm);
+    else if (kind == FAID_SUB_LOSSLESS)
+        set_int(s->sock, ZMQ_RCVHWM, 0); /* bounded by the credit */
+    if (kind == FAID_SUB_LOSSLESS && nlen &&
+        zmq_setsockopt(s->sock, ZMQ_ROUTING_ID, o->name, nlen) != 0) {
+        zfail(d, "cannot use that consumer name at", endpoint);
+        goto fail;
+    }
     if (kind == FAID_SUB_PUB && zmq_setsockopt(s->sock, ZMQ_SUBSCRIBE, "", 0) != 0) {
         zfail(d, "cannot subscribe at", endpoint);
         goto fail;
     }
     if (attach(s->sock, endpoint, 0, d))
         goto fail;
+    if (kind == FAID_SUB_LOSSLESS)
+        ll_tick(s); /* the hello: queued until the connection is up */
     return s;
 fail:
     faid_sub_destroy(&s);
@@ -153,12 +233,29 @@ void faid_sub_destroy(faid_sub **ps)
     faid_sub *s = *ps;
     if (s->have_body)
         zmq_msg_close(&s->body);
+    if (s->kind == FAID_SUB_LOSSLESS && s->sock) {
+        /* The caller is done with what it got: acknowledge it, leave, let it go out. */
+        if (s->delivered_pending) {
+            s->delivered_pending = 0;
+            s->has_consumed = 1;
+            s->consumed_seq = s->last_seq;
+        }
+        if (s->welcomed)
+            ll_send(s, FAID_LL_ACK);
+        ll_send(s, FAID_LL_BYE);
+        set_int(s->sock, ZMQ_LINGER, 500);
+    }
     close_socket(&s->ctx, &s->sock);
     faid_series_info_clear(&s->series);
     for (int i = 0; i < FAID_SUB_SERIES_KEPT; i++)
         faid_series_info_clear(&s->kept[i]);
     free(s);
     *ps = NULL;
+}
+
+void faid_sub_lossless_stats(const faid_sub *s, faid_sub_ll_stats *out)
+{
+    *out = s->ll;
 }
 
 const faid_series_info *faid_sub_series(const faid_sub *s) { return &s->series; }
@@ -266,33 +363,24 @@ int faid_out_decode(const uint8_t *body, size_t len, faid_sub_msg *msg, faid_ser
     return decode_body(msg, si, d);
 }
 
-int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d)
+/* Reads every part of one message: [topic, body] on PUB and the lossless channel (or [body]).
+ * Extra parts are consumed so the next receive starts on a new message; the body stays in
+ * s->body. */
+static int read_message(faid_sub *s, faid_sub_msg *msg, int *nparts, faid_diag *d)
 {
-    memset(msg, 0, sizeof(*msg));
-    if (s->have_body) {
-        zmq_msg_close(&s->body);
-        s->have_body = 0;
-    }
-    int ready = wait_readable(s->sock, timeout_ms);
-    if (ready < 0)
-        return zfail(d, "cannot poll", s->endpoint);
-    if (ready == 0)
-        return faid_fail(d, FAID_ETIMEOUT, "no message from %s within %d ms", s->endpoint,
-                         timeout_ms);
-
-    /* Read every part of the message: [topic, body] on PUB, [body] or [topic, body] on the
-     * lossless channel. Extra parts are consumed so the next receive starts on a new message. */
-    int nparts = 0, more = 1;
+    int more = 1;
+    *nparts = 0;
+    msg->topic[0] = '\0'; /* a message skipped before this one may have left its topic */
     zmq_msg_t part;
     while (more) {
         zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, s->sock, nparts == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+        if (zmq_msg_recv(&part, s->sock, *nparts == 0 ? ZMQ_DONTWAIT : 0) < 0) {
             zmq_msg_close(&part);
             return zfail(d, "cannot receive from", s->endpoint);
         }
         more = zmq_msg_more(&part);
-        nparts++;
-        if (nparts == 1 && more) {
+        (*nparts)++;
+        if (*nparts == 1 && more) {
             size_t tl = zmq_msg_size(&part);
             if (tl >= sizeof(msg->topic))
                 tl = sizeof(msg->topic) - 1;
@@ -309,16 +397,112 @@ int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d)
     msg->recv_wall_ns = faid_wall_ns();
     msg->body = zmq_msg_data(&s->body);
     msg->len = zmq_msg_size(&s->body);
-    if (nparts > 2)
-        return faid_fail(d, FAID_EPROTO, "message from %s has %d parts, expected at most 2",
-                         s->endpoint, nparts);
-    int rc = decode_body(msg, &s->series, d);
-    if (rc)
-        faid_diag_prefix(d, "%s message from %s: ", msg->topic[0] ? msg->topic : "untitled",
-                         s->endpoint);
-    else if (msg->m.type == FAID_OUT_START)
-        keep_series(s);
-    return rc;
+    return 0;
+}
+
+/* A welcome, refusal or ping of the lossless channel: 1 when msg was one (handled), else 0. */
+static int ll_control(faid_sub *s, const faid_sub_msg *msg, int *refused, faid_diag *d)
+{
+    if (strcmp(msg->topic, "ping") == 0)
+        return 1;
+    int welcome = strcmp(msg->topic, FAID_TOPIC_WELCOME) == 0;
+    if (!welcome && strcmp(msg->topic, FAID_TOPIC_REFUSED) != 0)
+        return 0;
+    if (welcome) {
+        char inst[FAID_LL_INSTANCE_MAX];
+        find_str(msg->body, msg->len, FAID_K_INSTANCE, inst, sizeof(inst));
+        /* msg_numbers restart with every faid run: what was delivered before says nothing. */
+        if (strcmp(inst, s->ll.instance) != 0) {
+            s->has_last = 0;
+            s->has_consumed = 0;
+            s->delivered_pending = 0;
+            s->unacked = 0;
+            snprintf(s->ll.instance, sizeof(s->ll.instance), "%s", inst);
+        }
+        s->welcomed = 1;
+        s->ll.sessions++;
+        s->last_ack_ns = faid_now_ns();
+        return 1;
+    }
+    char why[512];
+    find_str(msg->body, msg->len, FAID_K_MESSAGE, why, sizeof(why));
+    s->welcomed = 0;
+    s->ll.refused++;
+    s->next_hello_ns = faid_now_ns() + HELLO_NS;
+    *refused = 1;
+    faid_fail(d, FAID_EBUSY, "faid at %s refused this consumer: %s", s->endpoint,
+              why[0] ? why : "(no reason given)");
+    return 1;
+}
+
+int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d)
+{
+    memset(msg, 0, sizeof(*msg));
+    int lossless = s->kind == FAID_SUB_LOSSLESS;
+    if (lossless && s->delivered_pending) {
+        /* The caller came back for more: the message it had is consumed. */
+        s->delivered_pending = 0;
+        s->has_consumed = 1;
+        s->consumed_seq = s->last_seq;
+        s->unacked++;
+    }
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : faid_now_ns() + (int64_t)timeout_ms * 1000000;
+    for (;;) {
+        if (s->have_body) {
+            zmq_msg_close(&s->body);
+            s->have_body = 0;
+        }
+        int wait_ms = timeout_ms;
+        if (lossless) {
+            ll_tick(s);
+            int64_t left = deadline - faid_now_ns();
+            if (left < 0)
+                left = 0;
+            wait_ms = left / 1000000 < SLICE_MS ? (int)(left / 1000000) : SLICE_MS;
+        }
+        int ready = wait_readable(s->sock, wait_ms);
+        if (ready < 0)
+            return zfail(d, "cannot poll", s->endpoint);
+        if (ready == 0) {
+            if (!lossless || faid_now_ns() >= deadline)
+                return faid_fail(d, FAID_ETIMEOUT, "no message from %s within %d ms", s->endpoint,
+                                 timeout_ms);
+            continue;
+        }
+        int nparts = 0;
+        int rc = read_message(s, msg, &nparts, d);
+        if (rc)
+            return rc;
+        if (nparts > 2)
+            return faid_fail(d, FAID_EPROTO, "message from %s has %d parts, expected at most 2",
+                             s->endpoint, nparts);
+        int refused = 0;
+        if (lossless && ll_control(s, msg, &refused, d)) {
+            if (refused)
+                return FAID_EBUSY;
+            continue;
+        }
+        rc = decode_body(msg, &s->series, d);
+        if (rc) {
+            faid_diag_prefix(d, "%s message from %s: ", msg->topic[0] ? msg->topic : "untitled",
+                             s->endpoint);
+            return rc;
+        }
+        if (lossless && msg->m.type != FAID_OUT_STATS) {
+            uint64_t seq = msg->m.msg_number;
+            if (s->has_last && seq <= s->last_seq) {
+                s->ll.duplicates++;
+                continue;
+            }
+            s->has_last = 1;
+            s->last_seq = seq;
+            s->delivered_pending = 1;
+            s->ll.delivered++;
+        }
+        if (msg->m.type == FAID_OUT_START)
+            keep_series(s);
+        return 0;
+    }
 }
 
 /* ------------------------------------------------------------------------------------------- */

@@ -2,7 +2,8 @@
  * to a running daemon from C. It wraps the ZeroMQ sockets and the wire protocol of proto/ so a
  * caller never handles msgpack or socket options:
  *   - faid_sub     receives output messages (start, result, end, stats, error) from the PUB socket
- *                  or from the lossless PUSH channel and decodes them into faid_out_msg views;
+ *                  or from the lossless channel (DEALER: hello, credit, acknowledgements and
+ *                  duplicate removal handled inside) and decodes them into faid_out_msg views;
  *                  it remembers the last `start` so a result can be written with its radial axis;
  *   - faid_ctl     sends control requests (status, config, reload, reset, stop, ping) over REQ
  *                  with a receive timeout, so a dead daemon gives a message instead of a hang;
@@ -29,8 +30,26 @@
  * Subscriber. */
 typedef enum {
     FAID_SUB_PUB = 0,  /* SUB socket connected to the daemon's monitoring PUB output (lossy) */
-    FAID_SUB_LOSSLESS, /* PULL socket connected to the daemon's lossless PUSH output */
+    FAID_SUB_LOSSLESS, /* DEALER socket connected to the daemon's lossless ROUTER output */
 } faid_sub_kind;
+
+/* Options of faid_sub_new_opts; zero-initialised means the defaults. */
+typedef struct faid_sub_opts {
+    int rcvhwm;       /* receive high-water mark, 0 = the ZeroMQ default (PUB) / unbounded */
+    const char *name; /* lossless: consumer name (ZeroMQ routing id, 1-255 bytes, not starting
+                       * with a zero byte). A consumer that reconnects under its name takes its
+                       * old place at once; NULL = a fresh anonymous id per connection */
+    uint32_t credit;  /* lossless: messages faid may send ahead of the acknowledgements, 0 = 256 */
+} faid_sub_opts;
+
+/* Lossless channel bookkeeping of a faid_sub (all zero for a PUB subscriber). */
+typedef struct faid_sub_ll_stats {
+    uint64_t delivered;  /* messages handed to the caller */
+    uint64_t duplicates; /* re-sent messages already delivered, dropped by msg_number */
+    uint64_t refused;    /* refusals received (another consumer held the channel) */
+    uint64_t sessions;   /* welcomes received */
+    char instance[FAID_LL_INSTANCE_MAX]; /* faid run of the current session, "" before one */
+} faid_sub_ll_stats;
 
 /* What the last `start` message said about the series; results are interpreted with it. */
 typedef struct faid_series_info {
@@ -60,12 +79,23 @@ typedef struct faid_sub faid_sub;
 /* Connects to endpoint ("tcp://host:port", "ipc://...") and, for FAID_SUB_PUB, subscribes to every
  * topic. rcvhwm 0 = the ZeroMQ default. */
 faid_sub *faid_sub_new(const char *endpoint, faid_sub_kind kind, int rcvhwm, faid_diag *d);
+faid_sub *faid_sub_new_opts(const char *endpoint, faid_sub_kind kind, const faid_sub_opts *o,
+                            faid_diag *d);
+/* For a lossless subscriber: acknowledges everything delivered and says bye (waiting at most
+ * 500 ms for them to leave), so faid keeps nothing for it and another consumer may take over. */
 void faid_sub_destroy(faid_sub **s);
 /* Waits at most timeout_ms (-1 = forever) for one message. FAID_ETIMEOUT when none came;
  * FAID_EFORMAT / FAID_ETRUNC / FAID_EPROTO when a message arrived but could not be decoded (it is
  * consumed, msg->body/len still show its raw bytes); FAID_EZMQ on a socket failure. A start message
- * also updates faid_sub_series(). */
+ * also updates faid_sub_series().
+ * Lossless: calling it again acknowledges the message it returned before (at least once: a
+ * message not yet acknowledged when the consumer vanishes is sent again to the next session);
+ * re-sent messages already delivered in this faid run are dropped by msg_number (exactly once
+ * to the caller while this faid_sub lives). FAID_EBUSY with faid's message when another consumer
+ * holds the channel: the subscriber keeps asking every second, so calling on is waiting for
+ * its turn. */
 int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d);
+void faid_sub_lossless_stats(const faid_sub *s, faid_sub_ll_stats *out);
 /* Series information from the last start message (valid == 0 before one arrived). */
 const faid_series_info *faid_sub_series(const faid_sub *s);
 /* Series information of the start that announced series_id with setup_version, among the last

@@ -30,10 +30,16 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: faidctl sub [--from ENDPOINT] [--lossless] [--count N] [--timeout S]\n"
-            "                   [--until-end] [--out DIR] [--json] [--quiet] [--rcvhwm N]\n"
+            "usage: faidctl sub [--from ENDPOINT] [--lossless [--name NAME] [--credit N]]\n"
+            "                   [--count N] [--timeout S] [--until-end] [--out DIR] [--json]\n"
+            "                   [--quiet] [--rcvhwm N]\n"
             "  --from ENDPOINT  the daemon's output (default %s)\n"
-            "  --lossless       ENDPOINT is the lossless PUSH output: read it with PULL\n"
+            "  --lossless       ENDPOINT is the lossless channel (output.lossless_endpoint):\n"
+            "                   acknowledged delivery, re-sent messages dropped by msg_number;\n"
+            "                   while another consumer holds it, waits for its turn\n"
+            "  --name NAME      lossless consumer name: a consumer restarted under the same\n"
+            "                   name takes its place at once\n"
+            "  --credit N       lossless: messages faid may send ahead of acks (default 256)\n"
             "  --count N        stop after N results\n"
             "  --timeout S      stop after S seconds (exit status 1 if --count was not reached)\n"
             "  --until-end      stop after the first series end message\n"
@@ -154,6 +160,8 @@ int faidctl_sub(int argc, char **argv)
 {
     const char *from = DEFAULT_FROM, *outdir = NULL;
     int lossless = 0, until_end = 0, json = 0, quiet = 0, rcvhwm = 0;
+    const char *name = NULL;
+    long credit = 0;
     long long count = -1;
     double timeout = -1;
     for (int i = 1; i < argc; i++) {
@@ -167,6 +175,15 @@ int faidctl_sub(int argc, char **argv)
             from = argv[++i];
         } else if (strcmp(a, "--lossless") == 0) {
             lossless = 1;
+        } else if (strcmp(a, "--name") == 0 && more) {
+            name = argv[++i];
+        } else if (strcmp(a, "--credit") == 0 && more) {
+            credit = strtol(argv[++i], &end, 10);
+            if (*end || credit < 1 || credit > 65536) {
+                fprintf(stderr, "faidctl sub: --credit needs an integer in [1, 65536], got '%s'\n",
+                        argv[i]);
+                return 2;
+            }
         } else if (strcmp(a, "--until-end") == 0) {
             until_end = 1;
         } else if (strcmp(a, "--json") == 0) {
@@ -210,7 +227,8 @@ int faidctl_sub(int argc, char **argv)
 
     faid_diag d;
     faid_diag_clear(&d);
-    faid_sub *s = faid_sub_new(from, lossless ? FAID_SUB_LOSSLESS : FAID_SUB_PUB, rcvhwm, &d);
+    faid_sub_opts so = {.rcvhwm = rcvhwm, .name = name, .credit = (uint32_t)credit};
+    faid_sub *s = faid_sub_new_opts(from, lossless ? FAID_SUB_LOSSLESS : FAID_SUB_PUB, &so, &d);
     if (!s) {
         fprintf(stderr, "faidctl sub: %s\n", d.msg);
         return 1;
@@ -255,6 +273,14 @@ int faidctl_sub(int argc, char **argv)
         int rc = faid_sub_recv(s, wait_ms, &msg, &d);
         if (rc == FAID_ETIMEOUT)
             continue;
+        if (rc == FAID_EBUSY) {
+            /* Another consumer holds the lossless channel: say so once, wait for the turn. */
+            faid_sub_ll_stats ls;
+            faid_sub_lossless_stats(s, &ls);
+            if (ls.refused == 1)
+                fprintf(stderr, "%sfaidctl sub: %s (waiting)\n", tty && !quiet ? "\n" : "", d.msg);
+            continue;
+        }
         if (rc == FAID_EZMQ) {
             fprintf(stderr, "%sfaidctl sub: %s\n", tty && !quiet ? "\n" : "", d.msg);
             status = 1;
@@ -391,6 +417,13 @@ done:
                st.e2e_sum / (double)st.e2e_n / 1000.0, st.e2e_max / 1000.0);
     if (outdir)
         printf("files: %llu written to %s\n", (unsigned long long)st.files, outdir);
+    if (lossless) {
+        faid_sub_ll_stats ls;
+        faid_sub_lossless_stats(s, &ls);
+        printf("lossless: sessions %llu, refused %llu, re-sent duplicates dropped %llu\n",
+               (unsigned long long)ls.sessions, (unsigned long long)ls.refused,
+               (unsigned long long)ls.duplicates);
+    }
     if (status == 1 && strcmp(why, "timeout") == 0)
         fprintf(stderr, "faidctl sub: timeout after %g s with %llu of %lld results\n", timeout,
                 (unsigned long long)st.results, count);

@@ -160,6 +160,38 @@ void faid_status_entries(faid_server *s, faid_mpw *w)
     faid_mpw_f64(w, (double)faid_stat_get(&s->stats.lat_max_ns) / 1e3);
     kv_uint(w, "samples", faid_stat_get(&s->stats.lat_count));
 
+    faid_mpw_str(w, "lossless");
+    if (!s->ll) {
+        faid_mpw_map(w, 1);
+        faid_mpw_str(w, FAID_K_STATE);
+        faid_mpw_str(w, "off");
+    } else {
+        faid_stats *st = &s->stats;
+        char consumer[512];
+        faid_lossless_consumer(s->ll, consumer, sizeof(consumer));
+        faid_mpw_map(w, 13);
+        faid_mpw_str(w, FAID_K_STATE);
+        faid_mpw_str(w, faid_stat_get(&st->ll_active) ? "active" : "waiting");
+        faid_mpw_str(w, FAID_K_CONSUMER);
+        faid_mpw_str(w, consumer);
+        faid_mpw_str(w, FAID_K_INSTANCE);
+        faid_mpw_str(w, faid_lossless_instance(s->ll));
+        faid_mpw_str(w, "overflow");
+        faid_mpw_str(w, s->ll_overflow == FAID_LL_OVERFLOW_DROP_OLDEST ? "drop_oldest" : "block");
+        kv_uint(w, "held", faid_stat_get(&st->ll_held));
+        kv_uint(w, "held_bytes", faid_stat_get(&st->ll_held_bytes));
+        kv_uint(w, "capacity_bytes", faid_lossless_capacity(s->ll));
+        kv_uint(w, "sent", faid_stat_get(&st->lossless_sent));
+        kv_uint(w, "resent", faid_stat_get(&st->ll_resent));
+        kv_uint(w, "acked", faid_stat_get(&st->ll_acked));
+        kv_uint(w, "sessions", faid_stat_get(&st->ll_sessions));
+        kv_uint(w, "refused", faid_stat_get(&st->ll_refused));
+        faid_mpw_str(w, "given_up");
+        faid_mpw_map(w, FAID_NMSGKINDS);
+        for (int k = 0; k < FAID_NMSGKINDS; k++)
+            kv_uint(w, faid_msg_kind_name((faid_msg_kind)k), faid_stat_get(&st->ll_given_up[k]));
+    }
+
     faid_mpw_str(w, "devices");
     faid_mpw_array(w, (uint32_t)s->nworkers);
     for (int i = 0; i < s->nworkers; i++) {

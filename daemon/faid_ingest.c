@@ -35,6 +35,7 @@ typedef struct ingest {
     faid_input_protocol protocol; /* input.protocol */
     faid_series *series;          /* the series tracker: this thread is its one owner */
     faid_input_msg msg;           /* the message being handled (large: kept off the stack) */
+    int discard; /* stopping and past input.stop_timeout: frames are counted, not processed */
 } ingest;
 
 static faid_ratelimit rl_bad, rl_drop, rl_stale;
@@ -365,6 +366,14 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
     const char *uid = "";
     faid_series_current(in->series, NULL, &uid, NULL);
     snprintf(slot->series_uid, sizeof(slot->series_uid), "%s", uid);
+    if (in->discard) {
+        /* Read after the stop timeout: accounted for (the series' end counts it), not processed. */
+        faid_stats_drop(&s->stats, FAID_DROP_INPUT_SHUTDOWN);
+        faid_slot_clear_frame(slot);
+        slot->kind = FAID_SLOT_DROP;
+        to_publisher(in, slot);
+        return;
+    }
     atomic_fetch_or(&s->dtypes_seen, 1u << (unsigned)h->dtype);
     parse_table(slot);
     slot->kind = FAID_SLOT_FRAME;
@@ -520,6 +529,52 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
     }
 }
 
+/* The stop: messages the input socket already holds (ZeroMQ's queue, the kernel's buffers, a
+ * sender blocked by the high-water mark) are not thrown away unseen. They are processed as usual
+ * until input.stop_timeout after the stop; after it they are still read and counted (frames as
+ * dropped, input.shutdown, in their series' end) but not processed, for at most DISCARD_MAX_NS
+ * more, which bounds the stop against a sender that never pauses. The input counts as drained
+ * once nothing arrived for IDLE_NS. */
+#define IDLE_NS        (50ll * 1000000ll)
+#define DISCARD_MAX_NS (1000ll * 1000000ll)
+
+static void drain(ingest *in)
+{
+    faid_server *s = in->s;
+    int64_t stop = s->stop_since_ns ? s->stop_since_ns : faid_now_ns();
+    int64_t deadline = stop + s->stop_grace_ns;
+    int64_t last = faid_now_ns();
+    uint64_t discarded0 = faid_stat_get(&s->stats.drops[FAID_DROP_INPUT_SHUTDOWN]);
+    uint64_t handled = 0;
+    for (;;) {
+        int64_t now = faid_now_ns();
+        if (now - last > IDLE_NS || now > deadline + DISCARD_MAX_NS)
+            break;
+        in->discard = now > deadline;
+        faid_slot *slot = get_slot(in);
+        int nparts = 0;
+        size_t bytes = 0;
+        if (receive(in, slot, &nparts, &bytes) != 0) {
+            faid_slot_put(s, slot);
+            zmq_pollitem_t item = {.socket = s->pull, .events = ZMQ_POLLIN};
+            zmq_poll(&item, 1, 10);
+            continue;
+        }
+        last = faid_now_ns();
+        handled++;
+        forward(in, slot, slot->nkept, nparts);
+        handle_message(in, slot, nparts, bytes);
+    }
+    uint64_t discarded = faid_stat_get(&s->stats.drops[FAID_DROP_INPUT_SHUTDOWN]) - discarded0;
+    if (discarded)
+        FAID_WARN("ingest",
+                  "stop: %llu frame(s) read after input.stop_timeout (%.1f s) were not processed "
+                  "(counted as dropped, input.shutdown)",
+                  (unsigned long long)discarded, (double)s->stop_grace_ns / 1e9);
+    FAID_INFO("ingest", "stop: %llu message(s) read from the input after the stop",
+              (unsigned long long)handled);
+}
+
 void *faid_ingest_main(void *arg)
 {
     faid_server *s = arg;
@@ -565,6 +620,7 @@ void *faid_ingest_main(void *arg)
             handle_message(in, slot, nparts, bytes);
         }
     }
+    drain(in);
     faid_series_close(in->series, FAID_SERIES_SHUTDOWN, &out);
     emit(in, &out, NULL);
     faid_series_destroy(&in->series);

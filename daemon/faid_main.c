@@ -75,7 +75,8 @@ static void usage(FILE *out)
             "  -V, --version       version of faid and of its wire protocol\n"
             "\n"
             "Signals: SIGHUP re-reads the -c file (never a file loaded by `faidctl reload FILE`);\n"
-            "SIGTERM / SIGINT finish the frames in flight, publish the series end and exit 0.\n");
+            "SIGTERM / SIGINT process what the input already holds (input.stop_timeout), finish\n"
+            "the frames in flight, publish the series end and exit 0.\n");
 }
 
 static faid_ratelimit rl_conn;
@@ -328,11 +329,19 @@ int main(int argc, char **argv)
     serve(s);
     FAID_INFO("main", "stopping: finishing the frames in flight");
     faid_server_shutdown(s);
-    FAID_INFO("main", "received %llu, processed %llu, failed %llu, dropped %llu",
+    uint64_t given_up = 0;
+    for (int k = 0; k < FAID_NMSGKINDS; k++)
+        given_up += faid_stat_get(&s->stats.ll_given_up[k]);
+    /* Frames (received = processed + failed + dropped) and output messages are separate books. */
+    FAID_INFO("main",
+              "frames: received %llu, processed %llu, failed %llu, dropped %llu; lossless "
+              "messages: sent %llu, acknowledged %llu, given up %llu",
               (unsigned long long)faid_stat_get(&s->stats.received),
               (unsigned long long)faid_stat_get(&s->stats.processed),
               (unsigned long long)faid_stat_get(&s->stats.failed),
-              (unsigned long long)faid_stat_get(&s->stats.dropped));
+              (unsigned long long)faid_stat_get(&s->stats.dropped),
+              (unsigned long long)faid_stat_get(&s->stats.lossless_sent),
+              (unsigned long long)faid_stat_get(&s->stats.ll_acked), (unsigned long long)given_up);
     faid_server_destroy(&s);
     close(g_wake[0]);
     close(g_wake[1]);

@@ -1,7 +1,8 @@
 /* faid_publish: the publisher thread. Sends every item of the result queue as [topic, body] on
  * the PUB socket (non-blocking: ZeroMQ drops for a subscriber that is behind, nobody else waits)
- * and, when configured, on the lossless PUSH socket (blocking: a missing consumer stops the
- * pipeline, which is what "lossless" means; during shutdown that wait is bounded).
+ * and, when configured, into the lossless channel (faid_lossless.h: kept until the consumer
+ * acknowledges it, re-sent when it comes back; only a full buffer under the `block` overflow
+ * policy makes the pipeline wait, and during shutdown that wait is bounded).
  *
  * It publishes the series events ingest's tracker made (faid_series.h): `start` before the first
  * result of a series, or of a new setup version; its ledger (the one owner of per-series
@@ -34,7 +35,7 @@ typedef struct publisher {
     uint64_t last_busy[FAID_MAX_WORKERS];
 } publisher;
 
-static faid_ratelimit rl_send;
+static faid_ratelimit rl_send, rl_giveup;
 
 static int reserve(publisher *p, size_t n)
 {
@@ -54,36 +55,41 @@ static void put_msgnum(uint8_t *at, uint64_t v)
         at[k] = (uint8_t)(v >> (8 * (7 - k)));
 }
 
-/* Lossless send: waits for the consumer, except during shutdown where the total wait is bounded
- * so that a dead consumer cannot keep the daemon from exiting. */
-static void send_lossless(publisher *p, const char *topic, const void *body, size_t len)
+/* True once the lossless channel has waited its whole output.lossless_shutdown_timeout during a
+ * shutdown (the clock starts at its first wait after the stop). */
+static int drain_expired(publisher *p)
 {
     faid_server *s = p->s;
-    for (;;) {
-        if (zmq_send(s->push, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
-            /* Parts after the first are accepted together with it. */
-            zmq_send(s->push, body, len, 0);
-            faid_stat_add(&s->stats.lossless_sent, 1);
-            return;
+    if (!atomic_load(&s->draining))
+        return 0;
+    int64_t now = faid_now_ns();
+    if (!p->drain_since_ns)
+        p->drain_since_ns = now;
+    return now - p->drain_since_ns > s->lossless_grace_ns;
+}
+
+/* Hands one series-stream message to the lossless channel, which keeps it until the consumer
+ * acknowledges it. The ring has room unless the consumer has been away or behind for a long
+ * time; then output.lossless_overflow decides: drop_oldest gives the oldest message up (counted),
+ * block serves the consumer until it acknowledges (the pipeline waits; during a shutdown at most
+ * output.lossless_shutdown_timeout in total, then the oldest are given up). */
+static void send_lossless(publisher *p, const char *topic, uint64_t seq, const void *body,
+                          size_t len)
+{
+    faid_server *s = p->s;
+    while (faid_lossless_put(s->ll, topic, seq, body, len) == FAID_EBUSY) {
+        if (s->ll_overflow == FAID_LL_OVERFLOW_DROP_OLDEST || drain_expired(p)) {
+            faid_lossless_give_up_oldest(s->ll);
+            faid_log_ratelimited(&rl_giveup, FAID_LOG_WARN, "publish",
+                                 "lossless buffer full (%zu bytes): oldest unacknowledged "
+                                 "message given up (%s)",
+                                 faid_lossless_capacity(s->ll),
+                                 atomic_load(&s->draining) ? "shutdown timeout" : "drop_oldest");
+            continue;
         }
-        if (zmq_errno() != EAGAIN) {
-            faid_stats_error(&s->stats, FAID_STAGE_OUTPUT, FAID_EZMQ);
-            faid_log_ratelimited(&rl_send, FAID_LOG_WARN, "publish", "lossless send: %s",
-                                 zmq_strerror(zmq_errno()));
-            return;
-        }
-        if (atomic_load(&s->draining)) {
-            int64_t now = faid_now_ns();
-            if (!p->drain_since_ns)
-                p->drain_since_ns = now;
-            if (now - p->drain_since_ns > s->lossless_grace_ns) {
-                faid_stats_drop(&s->stats, FAID_DROP_LOSSLESS_SHUTDOWN);
-                return;
-            }
-        }
-        zmq_pollitem_t it = {.socket = s->push, .events = ZMQ_POLLOUT};
-        zmq_poll(&it, 1, 100);
+        faid_lossless_pump(s->ll, 100);
     }
+    faid_lossless_pump(s->ll, 0);
 }
 
 static void send_msg(publisher *p, const char *topic, const void *body, size_t len, int stream)
@@ -97,8 +103,38 @@ static void send_msg(publisher *p, const char *topic, const void *body, size_t l
         faid_log_ratelimited(&rl_send, FAID_LOG_WARN, "publish", "PUB send: %s",
                              zmq_strerror(zmq_errno()));
     }
-    if (stream && s->push)
-        send_lossless(p, topic, body, len);
+    /* Stream messages were just numbered: their msg_number is the channel's sequence number. */
+    if (stream && s->ll)
+        send_lossless(p, topic, p->msg_number - 1, body, len);
+}
+
+/* After the last message: waits (at most output.lossless_shutdown_timeout in total) for the
+ * consumer to acknowledge what is held, then gives up the rest, counted and logged per kind. */
+static void drain_lossless(publisher *p)
+{
+    faid_server *s = p->s;
+    while (faid_lossless_held(s->ll) > 0 && !drain_expired(p))
+        faid_lossless_pump(s->ll, 20);
+    uint64_t before[FAID_NMSGKINDS];
+    for (int k = 0; k < FAID_NMSGKINDS; k++)
+        before[k] = faid_stat_get(&s->stats.ll_given_up[k]);
+    uint64_t n = faid_lossless_give_up_all(s->ll);
+    if (n)
+        FAID_WARN("publish",
+                  "lossless consumer did not acknowledge %llu message(s) within "
+                  "output.lossless_shutdown_timeout: given up (start %llu, result %llu, end %llu, "
+                  "error %llu)",
+                  (unsigned long long)n,
+                  (unsigned long long)(faid_stat_get(&s->stats.ll_given_up[FAID_MSG_START]) -
+                                       before[FAID_MSG_START]),
+                  (unsigned long long)(faid_stat_get(&s->stats.ll_given_up[FAID_MSG_RESULT]) -
+                                       before[FAID_MSG_RESULT]),
+                  (unsigned long long)(faid_stat_get(&s->stats.ll_given_up[FAID_MSG_END]) -
+                                       before[FAID_MSG_END]),
+                  (unsigned long long)(faid_stat_get(&s->stats.ll_given_up[FAID_MSG_ERROR]) -
+                                       before[FAID_MSG_ERROR]));
+    /* A last chance for the consumer's final acks and bye to be read. */
+    faid_lossless_pump(s->ll, 0);
 }
 
 /* ------------------------------------------------------------------------------------------- */
@@ -557,7 +593,10 @@ void *faid_publish_main(void *arg)
     int64_t next_stats = interval > 0 ? p->last_stats_ns + (int64_t)(interval * 1e9) : INT64_MAX;
     for (;;) {
         int64_t now = faid_now_ns();
-        int wait_ms = 200;
+        /* The lossless consumer's acks and hellos are read between results: with messages
+         * waiting for credit, often enough that a granted window is used at once (2 ms);
+         * otherwise often enough that a consumer's hello is answered promptly (50 ms). */
+        int wait_ms = !s->ll ? 200 : faid_lossless_pending(s->ll) ? 2 : 50;
         if (next_stats != INT64_MAX) {
             int64_t left = (next_stats - now) / 1000000;
             wait_ms = left < 0 ? 0 : left < wait_ms ? (int)left : wait_ms;
@@ -568,6 +607,8 @@ void *faid_publish_main(void *arg)
             break;
         if (rc == 0)
             handle(p, item);
+        if (s->ll)
+            faid_lossless_pump(s->ll, 0);
         now = faid_now_ns();
         if (now >= next_stats) {
             publish_stats(p, now);
@@ -583,6 +624,8 @@ void *faid_publish_main(void *arg)
     }
     /* Everything is drained: ends still pending can no longer complete. */
     publish_due_ends(p, 1);
+    if (s->ll)
+        drain_lossless(p);
     publish_stats(p, faid_now_ns());
     faid_series_ledger_destroy(&p->ledger);
     free(p->buf);

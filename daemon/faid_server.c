@@ -363,6 +363,8 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     s->next_version = 1;
     s->max_user_data = MAX_USER_DATA;
     s->lossless_grace_ns = (int64_t)(cfg->lossless_shutdown_timeout * 1e9);
+    s->ll_overflow = cfg->lossless_overflow;
+    s->stop_grace_ns = (int64_t)(cfg->stop_timeout * 1e9);
     atomic_init(&s->dtypes_seen, 0u);
     atomic_init(&s->in_accepted, 0u);
     atomic_init(&s->in_closed, 0u);
@@ -458,9 +460,13 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     if (!s->pub)
         goto fail;
     if (cfg->lossless_endpoint[0]) {
-        s->push = make_socket(s, ZMQ_PUSH, cfg->lossless_endpoint, 1, depth, 2000,
-                              FAID_PEER_MAX_MSG, "lossless output", d);
-        if (!s->push)
+        s->router = make_socket(s, ZMQ_ROUTER, cfg->lossless_endpoint, 1, FAID_LL_SNDHWM, 1000,
+                                FAID_PEER_MAX_MSG, "lossless output", d);
+        if (!s->router)
+            goto fail;
+        s->ll = faid_lossless_new(s->router, (size_t)cfg->lossless_buffer,
+                                  (int64_t)(cfg->lossless_consumer_timeout * 1e9), &s->stats, d);
+        if (!s->ll)
             goto fail;
     }
     if (cfg->forward_endpoint[0]) {
@@ -499,6 +505,8 @@ int faid_server_start(faid_server *s, faid_diag *d)
 
 void faid_server_shutdown(faid_server *s)
 {
+    if (!s->stop_since_ns)
+        s->stop_since_ns = faid_now_ns();
     atomic_store(&s->state, FAID_STATE_STOPPING);
     atomic_store(&s->draining, 1);
     atomic_store(&s->stop_ingest, 1);
@@ -531,7 +539,8 @@ void faid_server_destroy(faid_server **ps)
     faid_server_shutdown(s);
     if (s->pull && s->input_mon)
         zmq_socket_monitor(s->pull, NULL, 0);
-    void **socks[] = {&s->input_mon, &s->pull, &s->pub, &s->push, &s->forward, &s->rep};
+    faid_lossless_destroy(&s->ll);
+    void **socks[] = {&s->input_mon, &s->pull, &s->pub, &s->router, &s->forward, &s->rep};
     for (size_t i = 0; i < sizeof(socks) / sizeof(socks[0]); i++)
         if (*socks[i]) {
             zmq_close(*socks[i]);
@@ -592,6 +601,10 @@ static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
     FIXED_STR(forward_endpoint, "input.forward_endpoint")
     FIXED_INT(sndhwm, "output.sndhwm")
     FIXED_INT(lossless_shutdown_timeout, "output.lossless_shutdown_timeout")
+    FIXED_INT(lossless_buffer, "output.lossless_buffer")
+    FIXED_INT(lossless_overflow, "output.lossless_overflow")
+    FIXED_INT(lossless_consumer_timeout, "output.lossless_consumer_timeout")
+    FIXED_INT(stop_timeout, "input.stop_timeout")
 #undef FIXED_STR
 #undef FIXED_INT
     return 0;

@@ -8,7 +8,8 @@
  *                   result queue
  *   worker i        frame queue -> engine of device i -> encodes the result message in the slot
  *                   -> result queue
- *   publisher       result queue -> PUB (non-blocking) and optional PUSH (lossless); start/end
+ *   publisher       result queue -> PUB (non-blocking) and the optional lossless channel
+ *                   (ROUTER, acknowledged, bounded buffer: faid_lossless.h); start/end
  *                   bookkeeping, periodic stats
  * Ownership: a frame slot is owned by exactly one place at a time (free pool, ingest, frame queue,
  * a worker, result queue, publisher) and travels by pointer through bounded queues; the pool is
@@ -22,6 +23,7 @@
 #include "faid_config.h"
 #include "faid_engine.h"
 #include "faid_input.h"
+#include "faid_lossless.h"
 #include "faid_proto.h"
 #include "faid_queue.h"
 #include "faid_series.h"
@@ -149,7 +151,8 @@ struct faid_server {
     faid_queue_policy policy;        /* fixed for the life of the process */
     char config_path[FAID_PATH_MAX]; /* -c file (SIGHUP re-reads it), "" = embedded; fixed */
     void *zctx;
-    void *pull, *pub, *push, *rep;
+    void *pull, *pub, *router, *rep; /* router: the lossless channel, NULL when off */
+    faid_lossless *ll;               /* the lossless channel's buffer and session */
     void *forward; /* PUSH re-sending raw input messages (input.forward_endpoint), or NULL */
     void *input_mon;       /* PAIR receiving the input socket's connection events (main thread) */
     int64_t input_max_msg; /* ZMQ_MAXMSGSIZE of the input socket */
@@ -161,6 +164,9 @@ struct faid_server {
     faid_event *events; /* FAID_EVENTS records, free ones in event_pool */
     size_t max_user_data;
     int64_t lossless_grace_ns;    /* output.lossless_shutdown_timeout, fixed at start */
+    faid_ll_overflow ll_overflow; /* output.lossless_overflow, fixed at start */
+    int64_t stop_grace_ns;        /* input.stop_timeout, fixed at start */
+    int64_t stop_since_ns;        /* when the stop began (set before stop_ingest) */
 
     pthread_mutex_t gen_mu;
     faid_gen *gen; /* current generation */
@@ -173,7 +179,7 @@ struct faid_server {
     int ingest_started, publish_started;
 
     atomic_int stop_ingest; /* stop reading input */
-    atomic_int draining;    /* shutdown in progress (bounds waits on the PUSH socket) */
+    atomic_int draining;    /* shutdown in progress (bounds the lossless channel's waits) */
     atomic_int state;       /* faid_state */
     atomic_uint_fast64_t series_id;
     pthread_mutex_t info_mu;
@@ -233,7 +239,7 @@ size_t faid_put_msgnum_placeholder(faid_mpw *w);
 void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop);
 /* The status entries (FAID_STATUS_NKEYS key/value pairs, no map head): the body of the status
  * reply and of stats messages. */
-#define FAID_STATUS_NKEYS 18
+#define FAID_STATUS_NKEYS 19
 void faid_status_entries(faid_server *s, faid_mpw *w);
 /* Daemon-wide counter maps, as in status and end: "counters", "drops", "errors" entries. */
 void faid_counter_entries(faid_server *s, faid_mpw *w);

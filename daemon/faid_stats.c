@@ -12,9 +12,15 @@ const char *faid_stage_name(faid_stage s)
 
 const char *faid_drop_name(faid_drop_reason r)
 {
-    static const char *const names[] = {"queue.oldest", "queue.newest", "output.lossless_shutdown",
-                                          "series.stale"};
+    static const char *const names[] = {"queue.oldest", "queue.newest", "series.stale",
+                                        "input.shutdown"};
     return (unsigned)r < FAID_NDROPS ? names[r] : "unknown";
+}
+
+const char *faid_msg_kind_name(faid_msg_kind k)
+{
+    static const char *const names[] = {"start", "result", "end", "error"};
+    return (unsigned)k < FAID_NMSGKINDS ? names[k] : "unknown";
 }
 
 void faid_stats_init(faid_stats *st)

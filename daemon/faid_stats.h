@@ -1,7 +1,9 @@
 /* faid_stats: the daemon's counters, written by the pipeline threads with relaxed atomics and
  * read by the control thread (status) and the publisher (stats, end). Frame counters satisfy,
  * once the pipeline is idle: received = processed + failed + dropped (bad_input counts messages
- * whose header could not be read at all, which are not frames of any series).
+ * whose header could not be read at all, which are not frames of any series). Output losses
+ * (lossless messages given up) are messages, not frames: they are counted per message kind in
+ * ll_given_up and never touch the frame counters.
  * Errors are counted per stage and code, drops per reason; the latency histogram has
  * logarithmic bins (8 per octave of microseconds), so p50/p99 are exact to about 9 %. */
 #ifndef FAID_STATS_H
@@ -20,10 +22,20 @@ typedef enum {
 typedef enum {
     FAID_DROP_QUEUE_OLDEST = 0,
     FAID_DROP_QUEUE_NEWEST,
-    FAID_DROP_LOSSLESS_SHUTDOWN,
-    FAID_DROP_SERIES_STALE, /* image of a series already closed (aborted series in flight) */
+    FAID_DROP_SERIES_STALE,   /* image of a series already closed (aborted series in flight) */
+    FAID_DROP_INPUT_SHUTDOWN, /* read from the input after the stop timeout, not processed */
     FAID_NDROPS
 } faid_drop_reason;
+
+/* Kinds of the series-stream messages (what the lossless channel carries); output losses are
+ * counted per kind, apart from the frame counters. */
+typedef enum {
+    FAID_MSG_START = 0,
+    FAID_MSG_RESULT,
+    FAID_MSG_END,
+    FAID_MSG_ERROR,
+    FAID_NMSGKINDS
+} faid_msg_kind;
 
 #define FAID_NCODES         32
 #define FAID_LAT_BINS       256
@@ -40,10 +52,16 @@ typedef struct faid_stats {
     atomic_uint_fast64_t lat_hist[FAID_LAT_BINS];
     atomic_uint_fast64_t lat_max_ns, lat_count;
     atomic_uint_fast64_t fps_bits; /* double, results per second over the last interval */
+    /* lossless channel (faid_lossless): lossless_sent counts first sends; gauges: held
+     * messages and bytes, active session (0/1) */
+    atomic_uint_fast64_t ll_held, ll_held_bytes, ll_active;
+    atomic_uint_fast64_t ll_resent, ll_acked, ll_refused, ll_sessions;
+    atomic_uint_fast64_t ll_given_up[FAID_NMSGKINDS];
 } faid_stats;
 
 const char *faid_stage_name(faid_stage s);
 const char *faid_drop_name(faid_drop_reason r);
+const char *faid_msg_kind_name(faid_msg_kind k); /* == the topic */
 
 void faid_stats_init(faid_stats *st);
 static inline void faid_stat_add(atomic_uint_fast64_t *c, uint64_t n)

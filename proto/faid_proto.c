@@ -1514,3 +1514,92 @@ int faid_proto_decode_request(const void *buf, size_t len, faid_ctl_request *q, 
         return faid_fail(d, FAID_EFORMAT, "control: missing \"cmd\"");
     return 0;
 }
+
+/* ------------------------------------------------------------------------------------------- */
+/* Lossless channel                                                                              */
+
+static const char *const ll_names[] = {"invalid", "hello", "ack", "bye"};
+
+const char *faid_ll_type_name(faid_ll_type t)
+{
+    return table_name(ll_names, NNAMES(ll_names), (int)t);
+}
+
+int faid_proto_encode_ll_request(const faid_ll_request *q, void *buf, size_t cap, size_t *out_len,
+                                 faid_diag *d)
+{
+    if (q->type == FAID_LL_INVALID || q->type > FAID_LL_BYE)
+        return faid_fail(d, FAID_EINVAL, "lossless: invalid consumer message type");
+    size_t ilen = strnlen(q->instance, sizeof(q->instance));
+    int with_seq = q->type != FAID_LL_BYE && q->has_seq;
+    int with_credit = q->type != FAID_LL_BYE && q->credit > 0;
+    faid_mpw w;
+    faid_mpw_init(&w, buf, cap);
+    faid_mpw_map(&w, 1 + (uint32_t)with_seq * 2 + (uint32_t)with_credit);
+    faid_mpw_str(&w, FAID_K_TYPE);
+    faid_mpw_str(&w, faid_ll_type_name(q->type));
+    if (with_credit) {
+        faid_mpw_str(&w, FAID_K_CREDIT);
+        faid_mpw_uint(&w, q->credit);
+    }
+    if (with_seq) {
+        faid_mpw_str(&w, FAID_K_SEQ);
+        faid_mpw_uint(&w, q->seq);
+        faid_mpw_str(&w, FAID_K_INSTANCE);
+        faid_mpw_strn(&w, q->instance, ilen);
+    }
+    int rc = faid_mpw_finish(&w, d);
+    if (rc)
+        return rc;
+    *out_len = w.len;
+    return 0;
+}
+
+int faid_proto_decode_ll_request(const void *buf, size_t len, faid_ll_request *q, faid_diag *d)
+{
+    memset(q, 0, sizeof(*q));
+    faid_mpr r;
+    faid_mp_obj o;
+    int rc = open_map(&r, buf, len, &o, "lossless: consumer message", d);
+    if (rc)
+        return rc;
+    for (uint32_t k = 0; k < o.len; k++) {
+        faid_mp_obj key, v;
+        if ((rc = read_key(&r, &key, d)))
+            return rc;
+        int known = faid_mp_str_eq(&key, FAID_K_TYPE) || faid_mp_str_eq(&key, FAID_K_CREDIT) ||
+                    faid_mp_str_eq(&key, FAID_K_SEQ) || faid_mp_str_eq(&key, FAID_K_INSTANCE);
+        if (!known) {
+            if ((rc = faid_mpr_skip(&r, d)))
+                return rc;
+            continue;
+        }
+        if ((rc = faid_mpr_next(&r, &v, d)))
+            return rc;
+        if (faid_mp_str_eq(&key, FAID_K_TYPE)) {
+            if (v.type != FAID_MP_STR)
+                return faid_fail(d, FAID_EFORMAT, "lossless: \"type\" is not a string");
+            q->type =
+                (faid_ll_type)table_parse(ll_names, NNAMES(ll_names), (const char *)v.ptr, v.len);
+            if (q->type == FAID_LL_INVALID) {
+                char name[64];
+                printable(&v, name, sizeof(name));
+                return faid_fail(d, FAID_EINVAL, "lossless: unknown consumer message \"%s\"", name);
+            }
+        } else if (faid_mp_str_eq(&key, FAID_K_CREDIT)) {
+            if (faid_mp_to_u64(&v, &q->credit))
+                return faid_fail(d, FAID_EFORMAT,
+                                 "lossless: \"credit\" is not an unsigned integer");
+        } else if (faid_mp_str_eq(&key, FAID_K_SEQ)) {
+            if (faid_mp_to_u64(&v, &q->seq))
+                return faid_fail(d, FAID_EFORMAT, "lossless: \"seq\" is not an unsigned integer");
+            q->has_seq = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_INSTANCE)) {
+            if (faid_mp_to_cstr(&v, q->instance, sizeof(q->instance)) || memchr(v.ptr, '\0', v.len))
+                return faid_fail(d, FAID_EFORMAT, "lossless: \"instance\" is not a short string");
+        }
+    }
+    if (q->type == FAID_LL_INVALID)
+        return faid_fail(d, FAID_EFORMAT, "lossless: consumer message without \"type\"");
+    return 0;
+}

@@ -38,6 +38,9 @@
 #define FAID_TOPIC_END    "end"
 #define FAID_TOPIC_STATS  "stats"
 #define FAID_TOPIC_ERROR  "error"
+/* Only on the lossless channel (ROUTER/DEALER, PROTOCOL.md 3.6): faid's answers to a hello. */
+#define FAID_TOPIC_WELCOME "welcome"
+#define FAID_TOPIC_REFUSED "refused"
 
 /* ---------------------------------------------------------------------------------------------
  * Keys. Input header keys (native protocol). */
@@ -101,6 +104,11 @@
 #define FAID_K_CMD              "cmd"
 #define FAID_K_ERROR            "error"
 #define FAID_K_PATH             "path"
+/* Lossless channel (PROTOCOL.md 3.6). */
+#define FAID_K_CREDIT   "credit"   /* hello/ack: messages faid may send beyond the acknowledged */
+#define FAID_K_SEQ      "seq"      /* hello/ack: msg_number of the last message in hand */
+#define FAID_K_INSTANCE "instance" /* faid run that seq numbers refer to (16 hex digits) */
+#define FAID_K_CONSUMER "consumer" /* refused: the active consumer's name */
 
 /* Array maps: {"dtype": "<f4", "shape": [n, ...], "data": bin little-endian C order}. */
 #define FAID_K_ARR_DTYPE "dtype"
@@ -352,5 +360,32 @@ typedef struct faid_ctl_request {
 int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, size_t *out_len,
                               faid_diag *d);
 int faid_proto_decode_request(const void *buf, size_t len, faid_ctl_request *q, faid_diag *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Lossless channel (PROTOCOL.md 3.6): what a consumer's DEALER sends to faid's ROUTER, one
+ * msgpack map per message. A hello starts a session (faid re-sends everything unacknowledged),
+ * an ack confirms every message up to msg_number seq and renews the credit (and is the
+ * consumer's heartbeat), a bye ends the session. */
+typedef enum {
+    FAID_LL_INVALID = 0,
+    FAID_LL_HELLO,
+    FAID_LL_ACK,
+    FAID_LL_BYE,
+} faid_ll_type;
+
+#define FAID_LL_INSTANCE_MAX 32
+
+typedef struct faid_ll_request {
+    faid_ll_type type;
+    uint64_t credit; /* unacknowledged messages faid may have outstanding; 0 = unchanged */
+    int has_seq;
+    uint64_t seq;                        /* last msg_number in hand (cumulative) */
+    char instance[FAID_LL_INSTANCE_MAX]; /* faid instance seq refers to; "" = none */
+} faid_ll_request;
+
+const char *faid_ll_type_name(faid_ll_type t);
+int faid_proto_encode_ll_request(const faid_ll_request *q, void *buf, size_t cap, size_t *out_len,
+                                 faid_diag *d);
+int faid_proto_decode_ll_request(const void *buf, size_t len, faid_ll_request *q, faid_diag *d);
 
 #endif

@@ -3,9 +3,14 @@
 
 Every output message is [topic, body] with body a msgpack map whose first key is "type"; arrays are
 maps {"dtype", "shape", "data"} that numpy reads with frombuffer. This script subscribes to the
-monitoring PUB socket (or pulls from the lossless PUSH socket with --lossless), prints one line per
+monitoring PUB socket (or consumes the lossless channel with --lossless), prints one line per
 result and a summary, and with --plot draws the latest profile with matplotlib (in a window, or
 into a PNG file with --plot-file, which works without a display).
+
+The lossless channel (proto/PROTOCOL.md 3.6) is a ROUTER in faid and a DEALER here: the
+subscriber says hello with a credit, acknowledges what it has consumed (cumulatively, by
+msg_number), repeats the hello every second while another consumer holds the channel, and drops
+messages faid re-sends that it already has.
 
 Needs pyzmq, msgpack and numpy; matplotlib only for --plot.
 
@@ -30,15 +35,29 @@ def decode_array(a):
     return np.frombuffer(a["data"], dtype=np.dtype(a["dtype"])).reshape(a["shape"])
 
 
-class Subscriber:
-    """Receives and decodes faid output messages; remembers the last start (radial axis, unit)."""
+class Refused(Exception):
+    """faid refused this lossless consumer (another one holds the channel); keep calling recv()
+    to wait for the turn."""
 
-    def __init__(self, endpoint, lossless=False, topics=TOPICS, rcvhwm=0):
+
+class Subscriber:
+    """Receives and decodes faid output messages; remembers the last start (radial axis, unit).
+
+    Lossless: recv() acknowledges the message it returned before (at least once: a message not
+    yet acknowledged when the consumer vanishes is re-sent to the next session) and drops
+    re-sent messages already returned in this faid run (exactly once to the caller while this
+    object lives)."""
+
+    HELLO_S, ACK_S, HEARTBEAT_S = 1.0, 0.1, 1.0
+
+    def __init__(self, endpoint, lossless=False, topics=TOPICS, rcvhwm=0, name=None, credit=256):
         self.ctx = zmq.Context.instance()
-        self.sock = self.ctx.socket(zmq.PULL if lossless else zmq.SUB)
+        self.sock = self.ctx.socket(zmq.DEALER if lossless else zmq.SUB)
         self.sock.setsockopt(zmq.LINGER, 0)
-        if rcvhwm:
+        if rcvhwm or lossless:
             self.sock.setsockopt(zmq.RCVHWM, rcvhwm)
+        if lossless and name:
+            self.sock.setsockopt(zmq.ROUTING_ID, name.encode())
         if not lossless:
             for t in topics:
                 self.sock.setsockopt(zmq.SUBSCRIBE, t.encode())
@@ -46,20 +65,91 @@ class Subscriber:
         self.lossless = lossless
         self.topics = set(topics)
         self.start = None
+        # lossless session
+        self.credit = credit
+        self.instance = ""
+        self.welcomed = False
+        self.next_hello = 0.0
+        self.last_ack = time.monotonic()
+        self.last = None       # msg_number of the last message returned
+        self.pending = False   # that message is not consumed yet
+        self.consumed = None   # msg_number of the last consumed message
+        self.unacked = 0
+        self.duplicates = 0
+        self.refused = 0
+        if lossless:
+            self._tick()
+
+    def _send(self, typ):
+        m = {"type": typ, "credit": self.credit}
+        if self.consumed is not None:
+            m.update(seq=self.consumed, instance=self.instance)
+        try:
+            self.sock.send(msgpack.packb(m), zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        self.last_ack = time.monotonic()
+        self.unacked = 0
+
+    def _tick(self):
+        now = time.monotonic()
+        if not self.welcomed:
+            if now >= self.next_hello:
+                self._send("hello")
+                self.next_hello = now + self.HELLO_S
+        elif (self.unacked >= (self.credit + 3) // 4
+              or (self.unacked and now - self.last_ack >= self.ACK_S)
+              or now - self.last_ack >= self.HEARTBEAT_S):
+            self._send("ack")
 
     def recv(self, timeout_s):
-        """The next message as a dict (with "topic" added), or None after timeout_s seconds."""
-        if not self.sock.poll(int(timeout_s * 1000)):
-            return None
-        parts = self.sock.recv_multipart()
-        topic = parts[0].decode("utf-8", "replace") if len(parts) > 1 else None
-        msg = msgpack.unpackb(parts[-1], raw=False)
-        if not isinstance(msg, dict) or "type" not in msg:
-            raise ValueError("message is not a faid output map")
-        msg["topic"] = topic or msg["type"]
-        if msg["type"] == "start":
-            self.start = msg
-        return msg
+        """The next message as a dict (with "topic" added), or None after timeout_s seconds.
+        Lossless: raises Refused while another consumer holds the channel."""
+        if self.lossless and self.pending:
+            self.pending = False
+            self.consumed = self.last
+            self.unacked += 1
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.lossless:
+                self._tick()
+            left = deadline - time.monotonic()
+            wait = min(left, 0.1) if self.lossless else left
+            if not self.sock.poll(int(max(wait, 0) * 1000)):
+                if time.monotonic() >= deadline:
+                    return None
+                continue
+            parts = self.sock.recv_multipart()
+            topic = parts[0].decode("utf-8", "replace") if len(parts) > 1 else None
+            msg = msgpack.unpackb(parts[-1], raw=False)
+            if not isinstance(msg, dict) or "type" not in msg:
+                raise ValueError("message is not a faid output map")
+            if self.lossless and topic in ("welcome", "refused", "ping"):
+                if topic == "welcome":
+                    if msg.get("instance") != self.instance:
+                        # A new faid run: its msg_numbers start again.
+                        self.last = self.consumed = None
+                        self.pending = False
+                        self.instance = msg.get("instance", "")
+                    self.welcomed = True
+                    self.last_ack = time.monotonic()
+                elif topic == "refused":
+                    self.welcomed = False
+                    self.refused += 1
+                    self.next_hello = time.monotonic() + self.HELLO_S
+                    raise Refused(msg.get("message", "refused"))
+                continue
+            if self.lossless and msg["type"] != "stats" and "msg_number" in msg:
+                n = msg["msg_number"]
+                if self.last is not None and n <= self.last:
+                    self.duplicates += 1
+                    continue
+                self.last = n
+                self.pending = True
+            msg["topic"] = topic or msg["type"]
+            if msg["type"] == "start":
+                self.start = msg
+            return msg
 
     def radial(self, series_id, nbins):
         """Bin centres and unit for a result of series_id, or the bin index when unknown."""
@@ -71,6 +161,19 @@ class Subscriber:
         return np.arange(nbins, dtype=np.float64), "bin"
 
     def close(self):
+        if self.lossless:
+            # Done with what it got: acknowledge it and leave.
+            if self.pending:
+                self.pending = False
+                self.consumed = self.last
+            if self.welcomed:
+                self._send("ack")
+            try:
+                self.sock.send(msgpack.packb({"type": "bye"}), zmq.NOBLOCK)
+            except zmq.Again:
+                pass
+            self.sock.close(500)
+            return
         self.sock.close(0)
 
 
@@ -113,7 +216,12 @@ def main(argv=None):
     p.add_argument("--from", dest="endpoint", default="tcp://127.0.0.1:5556",
                    help="faid's output endpoint (default %(default)s)")
     p.add_argument("--lossless", action="store_true",
-                   help="ENDPOINT is the lossless PUSH output: read it with PULL")
+                   help="ENDPOINT is the lossless channel (output.lossless_endpoint): "
+                        "acknowledged delivery; waits while another consumer holds it")
+    p.add_argument("--name", default=None,
+                   help="lossless consumer name (a restarted consumer takes its place at once)")
+    p.add_argument("--credit", type=int, default=256,
+                   help="lossless: messages faid may send ahead of acks (default %(default)s)")
     p.add_argument("--count", type=int, default=0, help="stop after N results")
     p.add_argument("--timeout", type=float, default=0, help="stop after S seconds")
     p.add_argument("--until-end", action="store_true", help="stop after a series end message")
@@ -130,7 +238,7 @@ def main(argv=None):
                                                  or os.environ.get("WAYLAND_DISPLAY")):
         args.plot_file = "faid_profile.png"
         print("no display: plotting into %s" % args.plot_file, file=sys.stderr)
-    sub = Subscriber(args.endpoint, args.lossless)
+    sub = Subscriber(args.endpoint, args.lossless, name=args.name, credit=args.credit)
     plotter = Plotter(args.plot_file) if args.plot else None
     t0 = time.monotonic()
     deadline = t0 + args.timeout if args.timeout > 0 else None
@@ -150,6 +258,10 @@ def main(argv=None):
             wait = 0.5 if deadline is None else min(0.5, deadline - now)
             try:
                 msg = sub.recv(wait)
+            except Refused as e:
+                if sub.refused == 1:
+                    print("refused by faid: %s (waiting)" % e, file=sys.stderr)
+                continue
             except (ValueError, msgpack.exceptions.ExtraData,
                     msgpack.exceptions.UnpackException) as e:
                 bad += 1
@@ -222,6 +334,9 @@ def main(argv=None):
     print("missing frames: %d" % missing)
     print("lost messages: %d" % lost)
     print("errors: %d, undecodable: %d" % (errors, bad))
+    if args.lossless:
+        print("lossless: refused %d, re-sent duplicates dropped %d" % (sub.refused,
+                                                                        sub.duplicates))
     if latencies:
         print("latency (faid, received -> result): mean %.3f ms, max %.3f ms" % (
             sum(latencies) / len(latencies) / 1000.0, max(latencies) / 1000.0))

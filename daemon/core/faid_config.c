@@ -35,6 +35,7 @@ static const char *const em_names[] = {"none", "poisson", "azimuthal", NULL};
 static const char *const mode_names[] = {"connect", "bind", NULL};
 static const char *const proto_names[] = {"auto", "native", "dectris-v1", "dectris-v2", NULL};
 static const char *const policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
+static const char *const ll_overflow_names[] = {"block", "drop_oldest", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const peak_alg_names[] = {"none", "pyfai", "peakfinder8", NULL};
 static const char *const clip_names[] = {"poisson", "azimuthal", "hybrid", NULL};
@@ -241,19 +242,37 @@ static const faid_option options[] = {
     SIMPLE("input.io_threads", FAID_OT_INT, "threads", 1, 16, "2", 0, NULL, io_threads, 0,
            "ZeroMQ I/O threads of the daemon (input reads and result sends; two keep the input "
            "connection's reads off the thread that sends results)."),
+    SIMPLE("input.stop_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "5.0", 0, NULL, stop_timeout, 0,
+           "On SIGTERM / stop, longest time spent processing the messages the input socket "
+           "already holds; what is still readable after it is read, counted as dropped "
+           "(input.shutdown) and not processed."),
     SIMPLE("output.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5556", 0, NULL, output_endpoint,
            256, "ZeroMQ PUB endpoint results are published on."),
-    SIMPLE("output.lossless_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, lossless_endpoint,
-           256,
-           "Optional PUSH endpoint that receives every result (blocking, never drops). null = "
-           "off."),
+    SIMPLE("output.lossless_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL,
+           lossless_endpoint, 256,
+           "Optional ROUTER endpoint of the lossless channel: one consumer at a time connects a "
+           "DEALER, grants credit and acknowledges what it has; unacknowledged messages are kept "
+           "and re-sent (proto/PROTOCOL.md 3.6). null = off."),
+    SIMPLE("output.lossless_buffer", FAID_OT_INT64, "bytes", 65536, 68719476736.0, "67108864", 0,
+           NULL, lossless_buffer, 0,
+           "Memory for messages the lossless consumer has not acknowledged yet (allocated at "
+           "start); while it has room, a missing or slow consumer never slows the pipeline."),
+    SIMPLE("output.lossless_overflow", FAID_OT_ENUM, "", 0, 0, "block", 0, ll_overflow_names,
+           lossless_overflow, 0,
+           "When the lossless buffer is full: block the pipeline until the consumer acknowledges "
+           "(backpressure reaches the input and the PUB stream), or drop_oldest (the oldest "
+           "unacknowledged message is given up and counted in lossless.given_up)."),
+    SIMPLE("output.lossless_consumer_timeout", FAID_OT_DOUBLE, "s", 0.1, 86400, "10.0", 0, NULL,
+           lossless_consumer_timeout, 0,
+           "A lossless consumer silent this long (no ack, no heartbeat) counts as gone: another "
+           "consumer's hello is then accepted instead of refused."),
     SIMPLE("output.sndhwm", FAID_OT_INT, "messages", 0, 1048576, "0", 0, NULL, sndhwm, 0,
            "Messages the PUB socket queues for a subscriber that is behind; beyond it that "
            "subscriber alone loses messages. 0 = max(2 x queue.depth, 16)."),
     SIMPLE("output.lossless_shutdown_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "5.0", 0, NULL,
            lossless_shutdown_timeout, 0,
-           "Longest total wait for the lossless consumer during shutdown; results still unsent "
-           "then are dropped and counted (output.lossless_shutdown)."),
+           "Longest total wait for the lossless consumer's acknowledgements during shutdown; "
+           "messages still unacknowledged then are given up and counted in lossless.given_up."),
     SIMPLE("hits.endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, hits_endpoint, 256,
            "Optional ZeroMQ PUB endpoint receiving the hit frames (peaks.algorithm not none) "
            "for indexing or a hits-only file writer (proto/PROTOCOL.md, hits). null = off."),

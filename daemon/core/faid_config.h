@@ -23,6 +23,8 @@
 enum { FAID_HITS_FRAME = 0, FAID_HITS_PATCHES = 1 };
 
 typedef enum { FAID_QUEUE_BLOCK = 0, FAID_QUEUE_DROP_OLDEST, FAID_QUEUE_DROP_NEWEST } faid_queue_policy;
+/* What the lossless channel does when its buffer of unacknowledged messages is full. */
+typedef enum { FAID_LL_OVERFLOW_BLOCK = 0, FAID_LL_OVERFLOW_DROP_OLDEST } faid_ll_overflow;
 
 typedef struct faid_config {
     char source[FAID_PATH_MAX];        /* file it came from, "" = embedded default */
@@ -72,6 +74,10 @@ typedef struct faid_config {
     char lossless_endpoint[256];       /* "" = none */
     int sndhwm;                        /* PUB high-water mark, 0 = automatic */
     double lossless_shutdown_timeout;  /* s */
+    int64_t lossless_buffer;           /* bytes of unacknowledged lossless messages kept */
+    faid_ll_overflow lossless_overflow;
+    double lossless_consumer_timeout;  /* s of silence after which a consumer counts as gone */
+    double stop_timeout;               /* s: input drained at a stop */
     char control_endpoint[256];
     char devices[128];                 /* auto | cpu | ref | "0,1" */
     int queue_depth;

@@ -55,6 +55,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     faid_ctl_request q;
     check(faid_proto_decode_request(data, size, &q, &d), &d);
 
+    /* What a lossless consumer sends to the daemon's ROUTER; a message that decodes must encode
+     * and decode to the same fields. */
+    faid_diag_clear(&d);
+    faid_ll_request lq;
+    rc = faid_proto_decode_ll_request(data, size, &lq, &d);
+    check(rc, &d);
+    if (rc == 0 && lq.type != FAID_LL_BYE) {
+        uint8_t lbuf[256];
+        size_t llen = 0;
+        faid_ll_request lg;
+        if (faid_proto_encode_ll_request(&lq, lbuf, sizeof(lbuf), &llen, &d) != 0 ||
+            faid_proto_decode_ll_request(lbuf, llen, &lg, &d) != 0 || lg.type != lq.type ||
+            lg.credit != lq.credit || lg.has_seq != lq.has_seq || lg.seq != lq.seq ||
+            (lq.has_seq && strcmp(lg.instance, lq.instance) != 0))
+            abort();
+    }
+
     faid_diag_clear(&d);
     faid_out_msg m;
     check(faid_proto_decode_output(data, size, &m, &d), &d);

@@ -274,7 +274,37 @@ def arr(a):
     return {"dtype": a.dtype.str, "shape": list(a.shape), "data": a.tobytes()}
 
 
-def fake_output(sock, nframes, order, drop=()):
+class FakeLossless:
+    """faid's side of the lossless channel (proto/PROTOCOL.md 3.6) as far as these tests need it:
+    a ROUTER that waits for the consumer's hello, welcomes it and sends it [topic, body]."""
+
+    def __init__(self, ctx):
+        self.sock = ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 2000)
+        self.port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.peer = None
+        self.sent = []
+
+    def send_multipart(self, parts):
+        if self.peer is None:
+            assert self.sock.poll(LONG * 1000), "no hello from the consumer"
+            peer, body = self.sock.recv_multipart()
+            assert msgpack.unpackb(body)["type"] == "hello"
+            self.peer = peer
+            self.sock.send_multipart([peer, b"welcome", msgpack.packb(
+                {"type": "welcome", "instance": "00000000000000aa", "credit": 256, "held": 0})])
+        self.sock.send_multipart([self.peer] + parts)
+        self.sent.append(parts)
+
+    def resend(self, k):
+        """Sends message k again, as faid does to a new session: same msg_number."""
+        self.sock.send_multipart([self.peer] + self.sent[k])
+
+    def close(self):
+        self.sock.close()
+
+
+def fake_output(sock, nframes, order, drop=(), resend=()):
     npt = 16
     radial = np.linspace(0.5, 30.0, npt)
     n = 0
@@ -293,6 +323,8 @@ def fake_output(sock, nframes, order, drop=()):
             "type": "result", "series_id": 4, "frame_id": fid, "setup_version": 2,
             "I": arr(I), "sigma": arr(I / 10), "std": arr(I / 3),
             "count": arr(np.full(npt, 3.5, "<f4")), "latency_us": 250.0, "msg_number": n})])
+    for k in resend:
+        sock.resend(k)
     n += 1
     sock.send_multipart([b"end", msgpack.packb({
         "type": "end", "series_id": 4, "reason": "end", "frames_processed": nframes,
@@ -306,9 +338,8 @@ def test_sub_and_python_subscriber(tmp_path, procs):
     drop = {6}                              # one frame lost: a gap the clients must see
     outdir = tmp_path / "out"
     for which in ("faidctl", "python"):
-        push = ctx.socket(zmq.PUSH)
-        push.setsockopt(zmq.LINGER, 2000)
-        port = push.bind_to_random_port("tcp://127.0.0.1")
+        push = FakeLossless(ctx)
+        port = push.port
         try:
             if which == "faidctl":
                 p = procs([FAIDCTL, "sub", "--from", ep(port), "--lossless", "--until-end",
@@ -317,7 +348,8 @@ def test_sub_and_python_subscriber(tmp_path, procs):
                 p = procs([sys.executable, PYSUB, "--from", ep(port), "--lossless",
                            "--until-end", "--timeout", str(LONG), "--plot", "--plot-file",
                            str(tmp_path / "latest.png")])
-            radial, profiles = fake_output(push, len(order), order, drop)
+            # Two messages come again (as after a reconnection): dropped by msg_number.
+            radial, profiles = fake_output(push, len(order), order, drop, resend=(0, 3))
             assert p.wait() == 0, p.stderr()
         finally:
             push.close()
@@ -325,6 +357,7 @@ def test_sub_and_python_subscriber(tmp_path, procs):
         assert summary_value(out, "results") == len(order) - len(drop)
         assert summary_value(out, "missing frames") == 1
         assert summary_value(out, "lost messages") == 1
+        assert "re-sent duplicates dropped 2" in out
         if which == "python":
             seen = [int(m) for m in re.findall(r"^result series=4 frame=(\d+)", out, re.M)]
             assert seen == [f for f in order if f not in drop]
@@ -346,9 +379,8 @@ def test_sub_and_python_subscriber(tmp_path, procs):
 
 def test_sub_count_and_timeout(procs):
     ctx = zmq.Context.instance()
-    push = ctx.socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 2000)
-    port = push.bind_to_random_port("tcp://127.0.0.1")
+    push = FakeLossless(ctx)
+    port = push.port
     try:
         p = procs([FAIDCTL, "sub", "--from", ep(port), "--lossless", "--count", "3",
                    "--timeout", str(LONG), "--quiet"])

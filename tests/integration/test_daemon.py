@@ -48,7 +48,7 @@ def ep(port):
 
 def config_text(ports, npt=64, dist=0.1, policy="block", depth=8, devices="cpu", lossless=False,
                 split="full", extra="", input_mode="bind", input_extra="", shape=(ROWS, COLS),
-                max_frame_bytes=200000):
+                max_frame_bytes=200000, output_extra=""):
     return f"""detector:
   preset: null
   shape: [{shape[0]}, {shape[1]}]
@@ -69,7 +69,7 @@ input:
 {input_extra}output:
   endpoint: "{ep(ports['out'])}"
   lossless_endpoint: {('"' + ep(ports['lossless']) + '"') if lossless else 'null'}
-control:
+{output_extra}control:
   endpoint: "{ep(ports['ctl'])}"
 devices: {devices}
 queue:
@@ -222,15 +222,20 @@ class Sender:
 
 
 class Receiver:
-    """SUB (all topics) or PULL (lossless) collecting decoded messages in a thread."""
+    """SUB (all topics) collecting decoded messages; Receiver(d, lossless=True) is a
+    LosslessReceiver (the acknowledging consumer of the lossless channel)."""
+
+    def __new__(cls, daemon, lossless=False, hwm=None, **kw):
+        if lossless and cls is Receiver:
+            return LosslessReceiver(daemon, **kw)
+        return super().__new__(cls)
 
     def __init__(self, daemon, lossless=False, hwm=None):
-        self.sock = daemon.ctx.socket(zmq.PULL if lossless else zmq.SUB)
+        self.sock = daemon.ctx.socket(zmq.SUB)
         if hwm is not None:
             self.sock.setsockopt(zmq.RCVHWM, hwm)
-        self.sock.connect(ep(daemon.ports["lossless" if lossless else "out"]))
-        if not lossless:
-            self.sock.setsockopt(zmq.SUBSCRIBE, b"")
+        self.sock.connect(ep(daemon.ports["out"]))
+        self.sock.setsockopt(zmq.SUBSCRIBE, b"")
         self.msgs = []
         self.lock = threading.Lock()
 
@@ -258,6 +263,124 @@ class Receiver:
 
     def of(self, kind):
         return [m for m in self.msgs if m["type"] == kind]
+
+
+class LosslessReceiver:
+    """A consumer of the lossless channel written from proto/PROTOCOL.md 3.6 alone (not the client
+    library): DEALER (named when `name` is given), hello with a credit, a cumulative ack after
+    every message and every 0.3 s, re-sent messages dropped by msg_number, in a thread of its
+    own. stall() stops reading (messages still pile up in its ZeroMQ buffers), vanish() closes
+    the socket without a bye, close() says bye."""
+
+    def __init__(self, daemon, name=None, credit=100000, hello_seq=None, instance=""):
+        self.sock = daemon.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.RCVHWM, 0)
+        if name:
+            self.sock.setsockopt(zmq.ROUTING_ID, name.encode())
+        self.sock.connect(ep(daemon.ports["lossless"]))
+        self.credit = credit
+        self.msgs, self.refusals, self.welcomes = [], [], []
+        self.duplicates = 0
+        self.last = hello_seq  # msg_number of the last message in hand
+        self.acked = None      # last msg_number acknowledged
+        self.instance = instance
+        self.lock = threading.Lock()
+        self.stalled = threading.Event()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _send(self, typ):
+        m = {"type": typ, "credit": self.credit}
+        if self.last is not None:
+            m.update(seq=self.last, instance=self.instance)
+        self.sock.send(msgpack.packb(m))
+        if typ == "ack":
+            self.acked = self.last
+
+    def _run(self):
+        try:
+            self._loop()
+        except zmq.ZMQError:
+            pass  # the context went away with the daemon fixture
+
+    def _loop(self):
+        welcomed = False
+        next_hello = 0.0
+        last_ack = time.monotonic()
+        while not self.done.is_set():
+            now = time.monotonic()
+            if self.stalled.is_set():
+                time.sleep(0.01)
+                continue
+            if not welcomed and now >= next_hello:
+                self._send("hello")
+                next_hello = now + 1.0
+            if welcomed and now - last_ack > 0.3:
+                self._send("ack")
+                last_ack = now
+            if not self.sock.poll(20):
+                continue
+            parts = self.sock.recv_multipart()
+            topic, m = parts[0].decode(), msgpack.unpackb(parts[-1])
+            assert len(parts) == 2 and m["type"] == topic, (topic, m)
+            with self.lock:
+                if topic == "welcome":
+                    if m["instance"] != self.instance:
+                        self.last = None
+                    self.instance = m["instance"]
+                    self.welcomes.append(m)
+                    welcomed = True
+                elif topic == "refused":
+                    self.refusals.append(m)
+                    welcomed = False
+                    next_hello = time.monotonic() + 1.0
+                elif topic == "ping":
+                    pass
+                elif self.last is not None and m["msg_number"] <= self.last:
+                    self.duplicates += 1
+                else:
+                    assert next(iter(m)) == "type", "first key must be type"
+                    self.msgs.append(m)
+                    self.last = m["msg_number"]
+                    self._send("ack")
+                    last_ack = time.monotonic()
+
+    def settle(self):
+        t_end = time.monotonic() + LONG
+        while not self.welcomes and time.monotonic() < t_end:
+            time.sleep(0.02)
+        assert self.welcomes, "no welcome from faid"
+
+    def stall(self):
+        self.stalled.set()
+
+    def vanish(self):
+        """Closes the socket as a crashed consumer would: no bye, buffers lost."""
+        self.done.set()
+        self.thread.join(LONG)
+        self.sock.close(0)
+
+    def close(self):
+        self.done.set()
+        self.thread.join(LONG)
+        if not self.sock.closed:
+            self.sock.send(msgpack.packb({"type": "bye"}))
+            self.sock.close(500)
+
+    def collect_until_end(self, n_ends=1, timeout=LONG):
+        t_end = time.monotonic() + timeout
+        while len(self.of("end")) < n_ends:
+            if time.monotonic() > t_end:
+                raise TimeoutError("no end message; got %s" % [m["type"] for m in self.msgs])
+            time.sleep(0.02)
+        with self.lock:
+            return list(self.msgs)
+
+    def of(self, kind):
+        with self.lock:
+            return [m for m in self.msgs if m["type"] == kind]
 
 
 def arr(a):

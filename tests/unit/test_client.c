@@ -102,8 +102,29 @@ static size_t make_result(uint8_t *buf, size_t cap, uint64_t series, uint64_t fr
     return faid_mpw_finish(&w, NULL) == 0 ? w.len : 0;
 }
 
+/* Receives one consumer message on a ROUTER (waits up to 5 s): 0 and q decoded, or -1. */
+static int ll_recv(void *router, faid_ll_request *q)
+{
+    zmq_pollitem_t it = {router, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, 5000) <= 0)
+        return -1;
+    uint8_t id[256], body[512];
+    int idlen = zmq_recv(router, id, sizeof(id), 0);
+    int n = zmq_recv(router, body, sizeof(body), 0);
+    faid_diag d;
+    if (idlen != 8 || memcmp(id, "archiver", 8) != 0 || n < 0 || n > (int)sizeof(body))
+        return -1;
+    return faid_proto_decode_ll_request(body, (size_t)n, q, &d) == 0 ? 0 : -1;
+}
+
+/* [topic, body]; on a ROUTER (the lossless fake) prefixed with the consumer's routing id. */
 static int send2(void *sock, const char *topic, const uint8_t *body, size_t len)
 {
+    int type = 0;
+    size_t tl = sizeof(type);
+    zmq_getsockopt(sock, ZMQ_TYPE, &type, &tl);
+    if (type == ZMQ_ROUTER && zmq_send(sock, "archiver", 8, ZMQ_SNDMORE) != 8)
+        return -1;
     if (zmq_send(sock, topic, strlen(topic), ZMQ_SNDMORE) < 0)
         return -1;
     return zmq_send(sock, body, len, 0) < 0 ? -1 : 0;
@@ -134,16 +155,23 @@ static int read_dat(const char *path, char *hdr, size_t hcap, double rows[][5], 
 
 static void test_lossless_decode_and_dat(void *ctx)
 {
-    void *push = zmq_socket(ctx, ZMQ_PUSH);
+    /* faid's side of the lossless channel: a ROUTER that welcomes the consumer's hello. */
+    void *push = zmq_socket(ctx, ZMQ_ROUTER);
     char ep[256];
     CHECK(push && bind_any(push, ep, sizeof(ep)) == 0);
     faid_diag d;
-    faid_sub *s = faid_sub_new(ep, FAID_SUB_LOSSLESS, 0, &d);
+    faid_sub_opts so = {.name = "archiver", .credit = 8};
+    faid_sub *s = faid_sub_new_opts(ep, FAID_SUB_LOSSLESS, &so, &d);
     CHECK_MSG(s != NULL, "%s", d.msg);
     if (!s) {
         zmq_close(push);
         return;
     }
+    faid_ll_request q;
+    CHECK(ll_recv(push, &q) == 0 && q.type == FAID_LL_HELLO && q.credit == 8 && !q.has_seq);
+    static const uint8_t welcome[] = "\x82\xa4type\xa7welcome\xa8instance\xb0"
+                                     "00000000000000ab";
+    CHECK(send2(push, FAID_TOPIC_WELCOME, welcome, sizeof(welcome) - 1) == 0);
     static uint8_t buf[8192];
     size_t n = make_start(buf, sizeof(buf), 5, 0);
     CHECK(n > 0);
@@ -151,9 +179,11 @@ static void test_lossless_decode_and_dat(void *ctx)
     n = make_result(buf, sizeof(buf), 5, 17, 1);
     CHECK(n > 0);
     CHECK(send2(push, FAID_TOPIC_RESULT, buf, n) == 0);
+    /* faid re-sends what was not acknowledged with the same msg_number: dropped. */
+    CHECK(send2(push, FAID_TOPIC_RESULT, buf, n) == 0);
     /* A lossless consumer may also get messages without a topic frame. */
     n = make_result(buf, sizeof(buf), 5, 18, 2);
-    CHECK(zmq_send(push, buf, n, 0) == (int)n);
+    CHECK(zmq_send(push, "archiver", 8, ZMQ_SNDMORE) == 8 && zmq_send(push, buf, n, 0) == (int)n);
     /* Garbage: must be reported and consumed, not crash, and not stop the stream. */
     CHECK(send2(push, FAID_TOPIC_RESULT, (const uint8_t *)"\x93\x01", 2) == 0);
     n = make_result(buf, sizeof(buf), 5, 19, 3);
@@ -229,9 +259,24 @@ static void test_lossless_decode_and_dat(void *ctx)
 
     rc = faid_sub_recv(s, 50, &msg, &d);
     CHECK(rc == FAID_ETIMEOUT);
+    faid_sub_ll_stats ls;
+    faid_sub_lossless_stats(s, &ls);
+    CHECK(ls.duplicates == 1 && ls.sessions == 1 && ls.delivered == 3);
+    CHECK(strcmp(ls.instance, "00000000000000ab") == 0);
     rmdir(dir);
     faid_sub_destroy(&s);
     CHECK(s == NULL);
+    /* Leaving acknowledges everything delivered (msg_number 2, cumulative) and says bye. */
+    int acked = 0, bye = 0;
+    while (ll_recv(push, &q) == 0) {
+        if (q.type == FAID_LL_ACK && q.has_seq && q.seq == 2 &&
+            strcmp(q.instance, "00000000000000ab") == 0)
+            acked = 1;
+        bye |= q.type == FAID_LL_BYE;
+        if (bye)
+            break;
+    }
+    CHECK(acked && bye);
     faid_sub_destroy(&s); /* NULL is fine */
     zmq_close(push);
 }

@@ -1,0 +1,504 @@
+/* faid_lossless: the lossless output channel: a ROUTER socket, one consumer session with credit
+ * and cumulative acknowledgements, and a bounded ring of unacknowledged messages (see
+ * faid_lossless.h for the design, proto/PROTOCOL.md 3.6 for the wire protocol). */
+#include "faid_lossless.h"
+
+#include "faid_log.h"
+#include "faid_proto.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+/* A consumer that asks for nothing gets this credit; no consumer gets more than the maximum (the
+ * ROUTER's send high-water mark is set above it, so a send within credit never meets it). */
+#define CREDIT_DEFAULT 256
+#define CREDIT_MAX     (FAID_LL_SNDHWM - 1024)
+#define REQ_MAX        4096 /* longest consumer message handled; longer ones are ignored */
+#define ID_MAX         255  /* ZeroMQ routing ids are at most 255 bytes */
+
+/* One message in the ring: this header, the body, padding to 8 bytes. */
+typedef struct entry {
+    uint64_t seq;
+    uint32_t len;
+    uint8_t kind;
+    uint8_t pad[3];
+} entry;
+
+struct faid_lossless {
+    void *sock;
+    faid_stats *st;
+    int64_t consumer_timeout_ns;
+    char instance[17];
+    /* The ring: entries are contiguous from head; when one does not fit before the end, data
+     * stops at wrap_end and continues at 0 (wrapped). send_pos is the first entry not yet sent
+     * in this session (== tail when all are sent); inflight entries [head, send_pos) were sent
+     * and await their ack. */
+    uint8_t *buf;
+    size_t cap, head, tail, wrap_end, send_pos, used;
+    int wrapped;
+    uint64_t count, inflight;
+    int has_sent;
+    uint64_t max_sent; /* highest seq ever sent: later sends of lower seqs are re-sends */
+    /* The session. */
+    int active;
+    uint8_t id[ID_MAX];
+    size_t idlen;
+    uint64_t credit;
+    int64_t last_heard_ns;
+    pthread_mutex_t mu; /* guards name (read by the control thread) */
+    char name[2 * ID_MAX + 1];
+};
+
+static faid_ratelimit rl_req, rl_refused;
+
+static size_t entry_size(size_t len)
+{
+    return (sizeof(entry) + len + 7) & ~(size_t)7;
+}
+
+static entry *at(const faid_lossless *ll, size_t pos)
+{
+    return (entry *)(void *)(ll->buf + pos);
+}
+
+static faid_msg_kind kind_of(const char *topic)
+{
+    if (strcmp(topic, FAID_TOPIC_START) == 0)
+        return FAID_MSG_START;
+    if (strcmp(topic, FAID_TOPIC_END) == 0)
+        return FAID_MSG_END;
+    if (strcmp(topic, FAID_TOPIC_ERROR) == 0)
+        return FAID_MSG_ERROR;
+    return FAID_MSG_RESULT;
+}
+
+/* The routing id as text: printable ids as they are, others in hex. */
+static void id_text(const uint8_t *id, size_t n, char *out, size_t cap)
+{
+    int printable = n > 0;
+    for (size_t i = 0; i < n; i++)
+        printable &= id[i] > ' ' && id[i] < 127;
+    size_t j = 0;
+    if (printable) {
+        j = n < cap - 1 ? n : cap - 1;
+        memcpy(out, id, j);
+    } else {
+        for (size_t i = 0; i < n && j + 3 <= cap; i++)
+            j += (size_t)snprintf(out + j, cap - j, "%02x", id[i]);
+    }
+    out[j] = '\0';
+}
+
+static void gauges(faid_lossless *ll)
+{
+    atomic_store_explicit(&ll->st->ll_held, ll->count, memory_order_relaxed);
+    atomic_store_explicit(&ll->st->ll_held_bytes, ll->used, memory_order_relaxed);
+    atomic_store_explicit(&ll->st->ll_active, (uint64_t)ll->active, memory_order_relaxed);
+}
+
+faid_lossless *faid_lossless_new(void *router, size_t cap, int64_t consumer_timeout_ns,
+                                 faid_stats *st, faid_diag *d)
+{
+    faid_lossless *ll = calloc(1, sizeof(*ll));
+    if (!ll) {
+        faid_fail(d, FAID_ENOMEM, "output.lossless_buffer: out of memory");
+        return NULL;
+    }
+    cap &= ~(size_t)7;
+    ll->buf = malloc(cap);
+    if (!ll->buf) {
+        faid_fail(d, FAID_ENOMEM, "output.lossless_buffer: cannot allocate %zu bytes", cap);
+        free(ll);
+        return NULL;
+    }
+    ll->cap = cap;
+    ll->sock = router;
+    ll->st = st;
+    ll->consumer_timeout_ns = consumer_timeout_ns;
+    pthread_mutex_init(&ll->mu, NULL);
+    /* Distinguishes this run's msg_numbers from an earlier run's (they restart at 0). */
+    uint64_t x = (uint64_t)faid_wall_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)ll;
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    snprintf(ll->instance, sizeof(ll->instance), "%016llx", (unsigned long long)x);
+    /* Sends to a consumer that is gone fail (EHOSTUNREACH) instead of vanishing; a consumer that
+     * reconnects under the same name takes over its old connection. */
+    int one = 1;
+    zmq_setsockopt(router, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
+    zmq_setsockopt(router, ZMQ_ROUTER_HANDOVER, &one, sizeof(one));
+    return ll;
+}
+
+void faid_lossless_destroy(faid_lossless **pll)
+{
+    if (!pll || !*pll)
+        return;
+    faid_lossless *ll = *pll;
+    pthread_mutex_destroy(&ll->mu);
+    free(ll->buf);
+    free(ll);
+    *pll = NULL;
+}
+
+/* ---- the ring -------------------------------------------------------------------------------- */
+
+/* A position that reached the end of the data before the wrap continues at 0. */
+static size_t normalize(const faid_lossless *ll, size_t pos)
+{
+    return ll->wrapped && pos == ll->wrap_end ? 0 : pos;
+}
+
+static void pop_head(faid_lossless *ll)
+{
+    entry *e = at(ll, ll->head);
+    size_t sz = entry_size(e->len);
+    int was_sent = ll->inflight > 0;
+    ll->head += sz;
+    if (ll->wrapped && ll->head == ll->wrap_end) {
+        ll->head = 0;
+        ll->wrapped = 0;
+    }
+    ll->used -= sz;
+    ll->count--;
+    if (was_sent)
+        ll->inflight--;
+    else
+        ll->send_pos = ll->head;
+    if (ll->count == 0) {
+        ll->head = ll->tail = ll->send_pos = 0;
+        ll->wrapped = 0;
+    }
+}
+
+int faid_lossless_put(faid_lossless *ll, const char *topic, uint64_t seq, const void *body,
+                      size_t len)
+{
+    size_t sz = entry_size(len);
+    faid_msg_kind kind = kind_of(topic);
+    if (sz > ll->cap || len > UINT32_MAX) {
+        faid_stat_add(&ll->st->ll_given_up[kind], 1);
+        FAID_WARN("lossless",
+                  "message %llu (%s, %zu bytes) is larger than output.lossless_buffer "
+                  "(%zu bytes): given up",
+                  (unsigned long long)seq, topic, len, ll->cap);
+        return FAID_ESIZE;
+    }
+    if (ll->count == 0) {
+        ll->head = ll->tail = ll->send_pos = 0;
+        ll->wrapped = 0;
+    }
+    size_t pos;
+    if (!ll->wrapped) {
+        if (ll->cap - ll->tail >= sz) {
+            pos = ll->tail;
+        } else if (ll->head >= sz) {
+            int all_sent = ll->inflight == ll->count;
+            ll->wrap_end = ll->tail;
+            ll->wrapped = 1;
+            pos = 0;
+            if (all_sent)
+                ll->send_pos = 0;
+        } else {
+            return FAID_EBUSY;
+        }
+    } else if (ll->head - ll->tail >= sz) {
+        pos = ll->tail;
+    } else {
+        return FAID_EBUSY;
+    }
+    entry *e = at(ll, pos);
+    e->seq = seq;
+    e->len = (uint32_t)len;
+    e->kind = (uint8_t)kind;
+    memcpy(e + 1, body, len);
+    ll->tail = pos + sz;
+    ll->used += sz;
+    ll->count++;
+    gauges(ll);
+    return 0;
+}
+
+int faid_lossless_give_up_oldest(faid_lossless *ll)
+{
+    if (ll->count == 0)
+        return FAID_EINVAL;
+    faid_stat_add(&ll->st->ll_given_up[at(ll, ll->head)->kind], 1);
+    pop_head(ll);
+    gauges(ll);
+    return 0;
+}
+
+uint64_t faid_lossless_give_up_all(faid_lossless *ll)
+{
+    uint64_t n = 0;
+    while (faid_lossless_give_up_oldest(ll) == 0)
+        n++;
+    return n;
+}
+
+/* Cumulative acknowledgement: every message up to seq that was ever sent is delivered. */
+static void ack(faid_lossless *ll, uint64_t seq)
+{
+    while (ll->count > 0 && ll->has_sent) {
+        entry *e = at(ll, ll->head);
+        if (e->seq > seq || e->seq > ll->max_sent)
+            break;
+        pop_head(ll);
+        faid_stat_add(&ll->st->ll_acked, 1);
+    }
+    gauges(ll);
+}
+
+uint64_t faid_lossless_held(const faid_lossless *ll)
+{
+    return ll->count;
+}
+
+int faid_lossless_pending(const faid_lossless *ll)
+{
+    return ll->active && ll->inflight < ll->count;
+}
+
+int faid_lossless_active(const faid_lossless *ll)
+{
+    return ll->active;
+}
+
+size_t faid_lossless_capacity(const faid_lossless *ll)
+{
+    return ll->cap;
+}
+
+const char *faid_lossless_instance(const faid_lossless *ll)
+{
+    return ll->instance;
+}
+
+void faid_lossless_consumer(faid_lossless *ll, char *out, size_t cap)
+{
+    pthread_mutex_lock(&ll->mu);
+    snprintf(out, cap, "%s", ll->active ? ll->name : "");
+    pthread_mutex_unlock(&ll->mu);
+}
+
+/* ---- the session ----------------------------------------------------------------------------- */
+
+/* Sends [id, topic, body] without waiting; the zmq errno on failure. */
+static int send3(faid_lossless *ll, const uint8_t *id, size_t idlen, const char *topic,
+                 const void *body, size_t len)
+{
+    if (zmq_send(ll->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return zmq_errno();
+    /* The parts after the routing id are accepted together with it. */
+    zmq_send(ll->sock, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(ll->sock, body, len, ZMQ_DONTWAIT);
+    return 0;
+}
+
+static void end_session(faid_lossless *ll, const char *why)
+{
+    if (!ll->active)
+        return;
+    FAID_INFO("lossless", "consumer %s %s; %llu message(s) unacknowledged, kept", ll->name, why,
+              (unsigned long long)ll->count);
+    pthread_mutex_lock(&ll->mu);
+    ll->active = 0;
+    pthread_mutex_unlock(&ll->mu);
+    /* Everything unacknowledged goes out again in the next session. */
+    ll->send_pos = ll->head;
+    ll->inflight = 0;
+    gauges(ll);
+}
+
+/* Is the active consumer still connected? A ping to its routing id fails with EHOSTUNREACH
+ * once its connection is gone (ZMQ_ROUTER_MANDATORY). */
+static int active_connected(faid_lossless *ll)
+{
+    uint8_t body[32];
+    faid_mpw w;
+    faid_mpw_init(&w, body, sizeof(body));
+    faid_mpw_map(&w, 1);
+    faid_mpw_str(&w, FAID_K_TYPE);
+    faid_mpw_str(&w, "ping");
+    return send3(ll, ll->id, ll->idlen, "ping", body, w.len) != EHOSTUNREACH;
+}
+
+static void reply(faid_lossless *ll, const uint8_t *id, size_t idlen, int welcome,
+                  const char *message)
+{
+    uint8_t body[1024];
+    faid_mpw w;
+    faid_mpw_init(&w, body, sizeof(body));
+    faid_mpw_map(&w, 4);
+    faid_mpw_str(&w, FAID_K_TYPE);
+    faid_mpw_str(&w, welcome ? FAID_TOPIC_WELCOME : FAID_TOPIC_REFUSED);
+    faid_mpw_str(&w, FAID_K_INSTANCE);
+    faid_mpw_str(&w, ll->instance);
+    if (welcome) {
+        faid_mpw_str(&w, FAID_K_CREDIT);
+        faid_mpw_uint(&w, ll->credit);
+        faid_mpw_str(&w, "held");
+        faid_mpw_uint(&w, ll->count);
+    } else {
+        faid_mpw_str(&w, FAID_K_CONSUMER);
+        faid_mpw_str(&w, ll->name);
+        faid_mpw_str(&w, FAID_K_MESSAGE);
+        faid_mpw_str(&w, message);
+    }
+    if (faid_mpw_finish(&w, NULL) == 0)
+        send3(ll, id, idlen, welcome ? FAID_TOPIC_WELCOME : FAID_TOPIC_REFUSED, body, w.len);
+}
+
+static uint64_t clamp_credit(uint64_t c, uint64_t keep)
+{
+    if (c == 0)
+        return keep;
+    return c > CREDIT_MAX ? CREDIT_MAX : c;
+}
+
+static void start_session(faid_lossless *ll, const uint8_t *id, size_t idlen,
+                          const faid_ll_request *q, int64_t now)
+{
+    int same = ll->active && idlen == ll->idlen && memcmp(id, ll->id, idlen) == 0;
+    pthread_mutex_lock(&ll->mu);
+    memcpy(ll->id, id, idlen);
+    ll->idlen = idlen;
+    id_text(id, idlen, ll->name, sizeof(ll->name));
+    ll->active = 1;
+    pthread_mutex_unlock(&ll->mu);
+    ll->credit = clamp_credit(q->credit, CREDIT_DEFAULT);
+    ll->last_heard_ns = now;
+    ll->send_pos = ll->head;
+    ll->inflight = 0;
+    /* A consumer that still has messages of this run (it tells its last one) does not get them
+     * again. */
+    if (q->has_seq && strcmp(q->instance, ll->instance) == 0)
+        ack(ll, q->seq);
+    faid_stat_add(&ll->st->ll_sessions, 1);
+    FAID_INFO("lossless",
+              "consumer %s %s (credit %llu); re-sending %llu unacknowledged "
+              "message(s)",
+              ll->name, same ? "started a new session" : "connected",
+              (unsigned long long)ll->credit, (unsigned long long)ll->count);
+    reply(ll, id, idlen, 1, NULL);
+    gauges(ll);
+}
+
+static void handle(faid_lossless *ll, const uint8_t *id, size_t idlen, const faid_ll_request *q,
+                   int64_t now)
+{
+    int is_active = ll->active && idlen == ll->idlen && memcmp(id, ll->id, idlen) == 0;
+    if (q->type == FAID_LL_BYE) {
+        if (is_active)
+            end_session(ll, "said bye");
+        return;
+    }
+    if (is_active) {
+        ll->last_heard_ns = now;
+        if (q->type == FAID_LL_HELLO) {
+            start_session(ll, id, idlen, q, now);
+            return;
+        }
+        ll->credit = clamp_credit(q->credit, ll->credit);
+        if (q->has_seq && strcmp(q->instance, ll->instance) == 0)
+            ack(ll, q->seq);
+        return;
+    }
+    /* Another peer (a hello, or an ack from a consumer faid does not know: it reconnected to
+     * a restarted faid): it takes the channel when nobody holds it, or the holder is gone or
+     * has been silent past output.lossless_consumer_timeout. */
+    if (ll->active && now - ll->last_heard_ns <= ll->consumer_timeout_ns && active_connected(ll)) {
+        char who[2 * ID_MAX + 1], msg[768];
+        id_text(id, idlen, who, sizeof(who));
+        snprintf(msg, sizeof(msg),
+                 "another consumer (%s) holds the lossless channel; one consumer at a time: "
+                 "retry later, you are accepted once it leaves or is silent for %.1f s",
+                 ll->name, (double)ll->consumer_timeout_ns / 1e9);
+        faid_stat_add(&ll->st->ll_refused, 1);
+        faid_log_ratelimited(&rl_refused, FAID_LOG_WARN, "lossless",
+                             "consumer %s refused: %s holds the channel", who, ll->name);
+        reply(ll, id, idlen, 0, msg);
+        return;
+    }
+    if (ll->active)
+        end_session(ll, "is gone (disconnected or silent)");
+    start_session(ll, id, idlen, q, now);
+}
+
+/* Reads every consumer message that is there. */
+static void receive_all(faid_lossless *ll)
+{
+    for (;;) {
+        uint8_t id[ID_MAX + 1], req[REQ_MAX];
+        int idlen = zmq_recv(ll->sock, id, sizeof(id), ZMQ_DONTWAIT);
+        if (idlen < 0)
+            return;
+        int more = 0;
+        size_t ms = sizeof(more);
+        zmq_getsockopt(ll->sock, ZMQ_RCVMORE, &more, &ms);
+        int len = -1, parts = 0;
+        while (more) {
+            int n = zmq_recv(ll->sock, req, sizeof(req), 0);
+            if (n < 0)
+                break;
+            if (parts++ == 0)
+                len = n;
+            zmq_getsockopt(ll->sock, ZMQ_RCVMORE, &more, &ms);
+        }
+        if (idlen > ID_MAX || len < 0 || len > (int)sizeof(req) || parts != 1) {
+            faid_log_ratelimited(&rl_req, FAID_LOG_WARN, "lossless",
+                                 "consumer message ignored: %d part(s), %d bytes", parts, len);
+            continue;
+        }
+        faid_ll_request q;
+        faid_diag d;
+        faid_diag_clear(&d);
+        if (faid_proto_decode_ll_request(req, (size_t)len, &q, &d)) {
+            faid_log_ratelimited(&rl_req, FAID_LOG_WARN, "lossless", "consumer message ignored: %s",
+                                 d.msg);
+            continue;
+        }
+        handle(ll, id, (size_t)idlen, &q, faid_now_ns());
+    }
+}
+
+static void send_window(faid_lossless *ll)
+{
+    while (ll->active && ll->inflight < ll->count && ll->inflight < ll->credit) {
+        entry *e = at(ll, ll->send_pos);
+        int err =
+            send3(ll, ll->id, ll->idlen, faid_msg_kind_name((faid_msg_kind)e->kind), e + 1, e->len);
+        if (err == EHOSTUNREACH) {
+            end_session(ll, "disconnected");
+            return;
+        }
+        if (err)
+            return; /* its pipe is full: the next pump tries again */
+        if (ll->has_sent && e->seq <= ll->max_sent) {
+            faid_stat_add(&ll->st->ll_resent, 1);
+        } else {
+            faid_stat_add(&ll->st->lossless_sent, 1);
+            ll->max_sent = e->seq;
+            ll->has_sent = 1;
+        }
+        ll->send_pos = normalize(ll, ll->send_pos + entry_size(e->len));
+        ll->inflight++;
+    }
+}
+
+void faid_lossless_pump(faid_lossless *ll, int timeout_ms)
+{
+    if (timeout_ms > 0) {
+        zmq_pollitem_t it = {.socket = ll->sock, .events = ZMQ_POLLIN};
+        zmq_poll(&it, 1, timeout_ms);
+    }
+    receive_all(ll);
+    send_window(ll);
+}
