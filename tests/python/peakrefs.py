@@ -28,15 +28,28 @@ import numpy as np
 PEAK_DTYPE = [("x", "f8"), ("y", "f8"), ("intensity", "f8"), ("sigma", "f8"), ("snr", "f8"),
               ("npix", "f8")]
 
-# peakfinder8 parameters of the tests (the same keys as faid's peaks: section)
+# Parameters of the tests (the same keys as faid's `peaks:` section). Chosen on peakgen.py data
+# sets (eiger_2x2 seeds 0-6, pilatus_1m seeds 0-2) so that the references themselves meet the
+# issue's thresholds; the defaults do not:
+#  - peakfinder8: minimum_snr 5 (the default) loses 15-30 % of the SNR 8-12 peaks (recall 0.96-0.98
+#    over SNR >= 8); 4 gives recall >= 0.99 and precision >= 0.99, 3.5 lets noise through on
+#    the 1M-pixel detector (precision 0.95). adc_threshold 20 ADU sits below the 4-sigma radial
+#    threshold almost everywhere (backgrounds 3-400 counts), so the radial statistics decide.
+#  - pyFAI picker: cutoff_clip 5 (pyFAI's own peakfinder default). With Chauvenet (0) the
+#    few-pixel bins of the detector corners clip to ~0.6 sigma and report dozens of noise peaks
+#    per frame there. cutoff_peak 3 with connected 2 reports 5-15 noise peaks per frame (precision
+#    0.70-0.83, background frames become hits); cutoff_peak 4, connected 2 in a 5 x 5 patch gives
+#    recall >= 0.985 and precision >= 0.995 on both presets; the 3 x 3 patch also reports split
+#    and flat-topped (saturated) peaks twice (precision 0.977 on pilatus_1m seed 1) and its
+#    centroid, over the 3 x 3 patch only, is biased towards the centre pixel (median error
+#    0.21 px against 0.07 px with 5 x 5).
 PF8_PARAMS = dict(adc_threshold=20.0, minimum_snr=4.0, min_pixel_count=2, max_pixel_count=200,
                   local_bg_radius=3, min_res=0, max_res=1200, max_num_peaks=2048)
-# pyFAI picker parameters of the tests, and its background bins (no pixel splitting)
 PYFAI_PARAMS = dict(cutoff_clip=5.0, cycles=5, error_model="azimuthal", noise=1.0,
                     cutoff_peak=4.0, patch_size=5, connected=2)
+# background bins of the pyFAI picker (no pixel splitting): about 1 px wide on eiger_2x2
 PYFAI_NPT = 350
 PYFAI_UNIT = "r_mm"
-
 
 
 def peaks_array(x, y, intensity, sigma, snr, npix):
