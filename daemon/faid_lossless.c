@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -20,6 +21,7 @@
 #define CREDIT_MAX     (FAID_LL_SNDHWM - 1024)
 #define REQ_MAX        4096 /* longest consumer message handled; longer ones are ignored */
 #define ID_MAX         255  /* ZeroMQ routing ids are at most 255 bytes */
+#define RELEASE_CHUNK  ((size_t)1 << 20)
 
 /* One message in the ring: this header, the body, padding to 8 bytes. */
 typedef struct entry {
@@ -110,7 +112,10 @@ faid_lossless *faid_lossless_new(void *router, size_t cap, int64_t consumer_time
         return NULL;
     }
     cap &= ~(size_t)7;
-    ll->buf = malloc(cap);
+    /* Mapped, not malloc'ed: pages cost memory only once written, and whole chunks the head has
+     * passed are handed back (release), so the resident size follows what is held. */
+    void *m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ll->buf = m == MAP_FAILED ? NULL : m;
     if (!ll->buf) {
         faid_fail(d, FAID_ENOMEM, "output.lossless_buffer: cannot allocate %zu bytes", cap);
         free(ll);
@@ -142,7 +147,8 @@ void faid_lossless_destroy(faid_lossless **pll)
         return;
     faid_lossless *ll = *pll;
     pthread_mutex_destroy(&ll->mu);
-    free(ll->buf);
+    if (ll->buf)
+        munmap(ll->buf, ll->cap);
     free(ll);
     *pll = NULL;
 }
@@ -155,16 +161,35 @@ static size_t normalize(const faid_lossless *ll, size_t pos)
     return ll->wrapped && pos == ll->wrap_end ? 0 : pos;
 }
 
+/* Hands the whole chunks of [lo, hi), which hold no data any more, back to the kernel. Without
+ * it the tail's walk through the ring touches every page of output.lossless_buffer within
+ * minutes even when only a few messages are ever held (64 MiB of resident memory after about
+ * two minutes at 400 results/s of 1.5 kB): an RSS climb that only levels off at the buffer's
+ * size. A chunk is released once, when the head leaves it; faulting it in again costs a page
+ * clear when the tail comes back. */
+static void release(faid_lossless *ll, size_t lo, size_t hi)
+{
+    size_t a = (lo + RELEASE_CHUNK - 1) / RELEASE_CHUNK * RELEASE_CHUNK;
+    size_t b = hi / RELEASE_CHUNK * RELEASE_CHUNK;
+    if (b > a)
+        madvise(ll->buf + a, b - a, MADV_DONTNEED);
+}
+
 static void pop_head(faid_lossless *ll)
 {
     entry *e = at(ll, ll->head);
     size_t sz = entry_size(e->len);
     int was_sent = ll->inflight > 0;
+    /* Free behind the head: [0, head) unwrapped, [tail, head) wrapped. */
+    size_t lo = ll->wrapped ? ll->tail : 0, h0 = ll->head / RELEASE_CHUNK * RELEASE_CHUNK;
     ll->head += sz;
+    size_t h1 = ll->head;
     if (ll->wrapped && ll->head == ll->wrap_end) {
+        h1 = ll->cap;
         ll->head = 0;
         ll->wrapped = 0;
     }
+    release(ll, lo > h0 ? lo : h0, h1);
     ll->used -= sz;
     ll->count--;
     if (was_sent)

@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+"""Soak test of the faid daemon (not part of CI: it runs for minutes to hours).
+
+Starts faid on free loopback ports with a small detector and streams small frames at it for a long
+time, with about 1 % malformed traffic of several kinds, periodic reloads of the configuration
+(alternating between two setups), a churn of PUB subscribers (one connects, reads a while and
+leaves, again and again) and an acknowledging consumer on the lossless channel. Every
+--sample seconds it records the daemon's resident memory (VmRSS), open file descriptors,
+threads and counters; at the end it prints the frames in and out, the counters, whether the
+frame accounting holds (received = processed + failed + dropped; every good frame sent came out
+of the lossless channel once) and the RSS slope over the whole run and over its second half, and
+exits 1 when the accounting does not hold.
+
+    python3 tests/soak/soak.py                                 # the full run: 10^6 frames
+    python3 tests/soak/soak.py --frames 60000 --rate 400       # a few minutes
+    python3 tests/soak/soak.py --frames 20000 --wrapper "valgrind --tool=massif \\
+        --massif-out-file=/tmp/faid.massif" --devices ref      # heap profile (ref device:
+                                                               # valgrind cannot follow PoCL)
+
+Needs pyzmq, msgpack and numpy (the shared venv). The daemon is build/bin/faid unless --faid
+says otherwise; its log goes to --log (default: a file in the temporary directory, printed on
+failure)."""
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import msgpack
+import numpy as np
+import zmq
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ep(port):
+    return "tcp://127.0.0.1:%d" % port
+
+
+def config(ports, rows, cols, npt, devices, depth, lossless_buffer):
+    return f"""detector:
+  preset: null
+  shape: [{rows}, {cols}]
+  pixel_size: [1.0e-4, 1.0e-4]
+geometry:
+  dist: 0.1
+  poni1: {rows * 0.5e-4}
+  poni2: {cols * 0.5e-4}
+  wavelength: 1.0e-10
+integration:
+  npt: {npt}
+  unit: q_nm^-1
+  split: full
+input:
+  endpoint: "{ep(ports['in'])}"
+  mode: bind
+  max_frame_bytes: {rows * cols * 4 + 4096}
+output:
+  endpoint: "{ep(ports['out'])}"
+  lossless_endpoint: "{ep(ports['ll'])}"
+  lossless_buffer: {lossless_buffer}
+control:
+  endpoint: "{ep(ports['ctl'])}"
+devices: {devices}
+queue:
+  depth: {depth}
+  policy: block
+stats:
+  interval: 1.0
+log:
+  level: warn
+"""
+
+
+class Daemon:
+    def __init__(self, args, tmp):
+        self.ports = {k: free_port() for k in ("in", "out", "ll", "ctl")}
+        self.cfgs = []
+        for k, npt in enumerate((args.npt, args.npt + 16)):
+            path = os.path.join(tmp, "faid%d.yaml" % k)
+            with open(path, "w") as f:
+                f.write(config(self.ports, args.rows, args.cols, npt, args.devices, args.depth,
+                               args.lossless_buffer))
+            self.cfgs.append(path)
+        self.log_path = args.log or os.path.join(tmp, "faid.log")
+        self.log = open(self.log_path, "w")
+        env = dict(os.environ)
+        env.setdefault("POCL_MAX_PTHREAD_COUNT", "2")
+        cmd = shlex.split(args.wrapper) + [args.faid, "-c", self.cfgs[0]]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.ctx = zmq.Context()
+        self.pid = None
+
+    def request(self, req, timeout=30.0):
+        s = self.ctx.socket(zmq.REQ)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(ep(self.ports["ctl"]))
+        try:
+            s.send(msgpack.packb(req))
+            if not s.poll(int(timeout * 1000)):
+                raise TimeoutError("no reply to %r" % (req,))
+            return msgpack.unpackb(s.recv())
+        finally:
+            s.close()
+
+    def wait_ready(self, timeout=300):
+        t_end = time.monotonic() + timeout
+        while time.monotonic() < t_end:
+            if self.proc.poll() is not None:
+                raise RuntimeError("faid exited early, see " + self.log_path)
+            try:
+                if self.request({"cmd": "ping"}, timeout=2)["ok"]:
+                    break
+            except TimeoutError:
+                pass
+        else:
+            raise TimeoutError("faid never answered")
+        self.pid = self.find_pid()
+
+    def find_pid(self):
+        """The faid process itself (a wrapper such as valgrind may be its parent or be it)."""
+        pid = self.proc.pid
+        try:
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                kids = [int(x) for x in f.read().split()]
+            if kids:
+                return kids[0]
+        except OSError:
+            pass
+        return pid
+
+    def sample(self):
+        st = {}
+        try:
+            with open("/proc/%d/status" % self.pid) as f:
+                for line in f:
+                    k, _, v = line.partition(":")
+                    if k in ("VmRSS", "VmHWM", "Threads"):
+                        st[k] = int(v.split()[0])
+            st["fds"] = len(os.listdir("/proc/%d/fd" % self.pid))
+        except OSError:
+            pass
+        return st
+
+    def stop(self, timeout=600):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.ctx.destroy(linger=0)
+        self.log.close()
+        return self.proc.returncode
+
+
+def malformed(kind, fid, rows, cols, good):
+    """One malformed message of kind k (cycled); each is rejected by faid and counted."""
+    hdr = lambda **kw: msgpack.packb(dict({"type": "image", "protocol_version": 1, "series_id": 0,
+                                           "frame_id": fid, "shape": [rows, cols],
+                                           "dtype": "uint16", "encoding": "none"}, **kw))
+    kinds = [
+        lambda: [b"\x00garbage that is not msgpack"],
+        lambda: [b"\x8f\xa1a"],                                            # truncated map
+        lambda: [hdr(shape=[rows, cols // 2]), good[:len(good) // 2]],     # wrong shape
+        lambda: [hdr(), good[:-2]],                                        # short payload
+        lambda: [hdr(encoding="zstd"), good],                              # unknown encoding
+        lambda: [hdr(encoding="bslz4"),                                    # corrupt bslz4
+                 (rows * cols * 2).to_bytes(8, "big") + (8192).to_bytes(4, "big") +
+                 b"\x00\x00\x10\x00" + os.urandom(200)],
+        lambda: [hdr(), good, b"third part"],                              # three parts
+        lambda: [hdr()],                                                   # no payload
+        lambda: [hdr(protocol_version=99), good],                          # unknown version
+    ]
+    return kinds[kind % len(kinds)]()
+
+
+class Sender(threading.Thread):
+    def __init__(self, d, args):
+        super().__init__(daemon=True)
+        self.d, self.args = d, args
+        self.good = self.bad = self.series = 0
+        self.done = threading.Event()
+        rng = np.random.default_rng(7)
+        self.frames = [rng.poisson(20, (args.rows, args.cols)).astype(np.uint16).tobytes()
+                       for _ in range(8)]
+
+    def run(self):
+        a = self.args
+        sock = self.d.ctx.socket(zmq.PUSH)
+        sock.setsockopt(zmq.LINGER, 10000)
+        sock.setsockopt(zmq.SNDHWM, 1000)
+        sock.connect(ep(self.d.ports["in"]))
+        t0 = time.monotonic()
+        sid = 0
+        bad_every = max(1, int(round(1 / a.malformed))) if a.malformed > 0 else 0
+        n = 0
+        while n < a.frames and not STOP.is_set():
+            if n % a.series_len == 0:
+                if sid:
+                    sock.send(msgpack.packb({"type": "end", "protocol_version": 1,
+                                             "series_id": sid}))
+                sid += 1
+                self.series += 1
+                sock.send(msgpack.packb({"type": "start", "protocol_version": 1,
+                                         "series_id": sid, "nimages": a.series_len}))
+            if bad_every and (n + self.bad) % bad_every == bad_every - 1:
+                parts = malformed(self.bad, 10_000_000 + self.bad, a.rows, a.cols,
+                                  self.frames[0])
+                if parts[0][:1] in (b"\x8f", b"\x00") or b"protocol_version" not in parts[0]:
+                    pass
+                else:  # image headers name the current series
+                    h = msgpack.unpackb(parts[0])
+                    h["series_id"] = sid
+                    parts[0] = msgpack.packb(h)
+                sock.send_multipart(parts)
+                self.bad += 1
+                continue
+            h = msgpack.packb({"type": "image", "protocol_version": 1, "series_id": sid,
+                               "frame_id": n % a.series_len, "shape": [a.rows, a.cols],
+                               "dtype": "uint16", "encoding": "none"})
+            sock.send_multipart([h, self.frames[n % len(self.frames)]], copy=False)
+            n += 1
+            self.good = n
+            if a.rate > 0:
+                ahead = n / a.rate - (time.monotonic() - t0)
+                if ahead > 0:
+                    time.sleep(ahead)
+        if sid:
+            sock.send(msgpack.packb({"type": "end", "protocol_version": 1, "series_id": sid}))
+        sock.close()
+        self.done.set()
+
+
+class LosslessConsumer(threading.Thread):
+    """Acknowledging consumer of the lossless channel (proto/PROTOCOL.md 3.6)."""
+
+    def __init__(self, d):
+        super().__init__(daemon=True)
+        self.d = d
+        self.results = self.errors = self.starts = self.ends = self.duplicates = 0
+        self.gaps = 0
+        self.last = None
+        self.instance = ""
+
+    def run(self):
+        sock = self.d.ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.ROUTING_ID, b"soak-archiver")
+        sock.connect(ep(self.d.ports["ll"]))
+        credit = 1024
+        sock.send(msgpack.packb({"type": "hello", "credit": credit}))
+        last_ack, unacked = time.monotonic(), 0
+        try:
+            while not CONSUMER_STOP.is_set():
+                now = time.monotonic()
+                if unacked and (unacked >= credit // 4 or now - last_ack > 0.1) or \
+                        now - last_ack > 1.0:
+                    m = {"type": "ack", "credit": credit}
+                    if self.last is not None:
+                        m.update(seq=self.last, instance=self.instance)
+                    sock.send(msgpack.packb(m))
+                    last_ack, unacked = now, 0
+                if not sock.poll(50):
+                    continue
+                topic, body = sock.recv_multipart()
+                m = msgpack.unpackb(body)
+                t = m["type"]
+                if t == "welcome":
+                    self.instance = m["instance"]
+                    continue
+                if t in ("ping", "refused"):
+                    continue
+                n = m["msg_number"]
+                if self.last is not None and n <= self.last:
+                    self.duplicates += 1
+                    continue
+                if self.last is not None and n != self.last + 1:
+                    self.gaps += n - self.last - 1
+                self.last = n
+                unacked += 1
+                if t == "result":
+                    self.results += 1
+                elif t == "error":
+                    self.errors += 1
+                elif t == "start":
+                    self.starts += 1
+                elif t == "end":
+                    self.ends += 1
+            if self.last is not None:
+                sock.send(msgpack.packb({"type": "ack", "seq": self.last,
+                                         "instance": self.instance}))
+            sock.send(msgpack.packb({"type": "bye"}))
+        except zmq.ZMQError:
+            pass
+        finally:
+            sock.close(500)
+
+
+class Churn(threading.Thread):
+    """PUB subscribers that come and go: each connects, reads for `stay` seconds and leaves."""
+
+    def __init__(self, d, every, stay):
+        super().__init__(daemon=True)
+        self.d, self.every, self.stay = d, every, stay
+        self.subscribers = self.messages = 0
+
+    def run(self):
+        while not STOP.is_set():
+            sock = self.d.ctx.socket(zmq.SUB)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.SUBSCRIBE, b"" if self.subscribers % 2 else b"result")
+            sock.connect(ep(self.d.ports["out"]))
+            self.subscribers += 1
+            t_end = time.monotonic() + self.stay
+            try:
+                while time.monotonic() < t_end and not STOP.is_set():
+                    if sock.poll(50):
+                        sock.recv_multipart()
+                        self.messages += 1
+            except zmq.ZMQError:
+                return
+            sock.close(0)
+            STOP.wait(max(0.0, self.every - self.stay))
+
+
+STOP = threading.Event()
+CONSUMER_STOP = threading.Event()
+
+
+def slope_mb_per_min(samples, frac_from=0.0):
+    pts = [(s["t"], s["rss_kb"] / 1024.0) for s in samples if "rss_kb" in s]
+    if not pts:
+        return float("nan")
+    t_last = pts[-1][0]
+    pts = [p for p in pts if p[0] >= frac_from * t_last]
+    if len(pts) < 3:
+        return float("nan")
+    t = np.array([p[0] for p in pts]) / 60.0
+    y = np.array([p[1] for p in pts])
+    return float(np.polyfit(t, y, 1)[0])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--frames", type=int, default=1_000_000, help="good frames to send")
+    p.add_argument("--rate", type=float, default=0, help="frames/s (0 = as fast as faid takes)")
+    p.add_argument("--malformed", type=float, default=0.01, help="fraction of malformed messages")
+    p.add_argument("--series-len", type=int, default=10000, help="frames per series")
+    p.add_argument("--reload-every", type=float, default=20.0, help="s between reloads (0 = off)")
+    p.add_argument("--churn-every", type=float, default=2.0, help="s between subscribers (0 = off)")
+    p.add_argument("--churn-stay", type=float, default=1.0, help="s each subscriber stays")
+    p.add_argument("--no-lossless", action="store_true", help="no lossless consumer")
+    p.add_argument("--sample", type=float, default=5.0, help="s between samples")
+    p.add_argument("--rows", type=int, default=64)
+    p.add_argument("--cols", type=int, default=64)
+    p.add_argument("--npt", type=int, default=64)
+    p.add_argument("--depth", type=int, default=16)
+    p.add_argument("--lossless-buffer", type=int, default=64 << 20)
+    p.add_argument("--devices", default="cpu")
+    p.add_argument("--faid", default=os.path.join(ROOT, "build", "bin", "faid"))
+    p.add_argument("--wrapper", default="", help="command prefix, e.g. valgrind --tool=massif")
+    p.add_argument("--log", default=None, help="faid's log file")
+    p.add_argument("--json", default=None, help="write the samples and the summary here")
+    args = p.parse_args(argv)
+
+    tmp = tempfile.mkdtemp(prefix="faid-soak-")
+    d = Daemon(args, tmp)
+    samples = []
+    summary = {}
+    ok = False
+    try:
+        d.wait_ready()
+        consumer = None if args.no_lossless else LosslessConsumer(d)
+        if consumer:
+            consumer.start()
+        churn = Churn(d, args.churn_every, min(args.churn_stay, args.churn_every)) \
+            if args.churn_every > 0 else None
+        if churn:
+            churn.start()
+        tx = Sender(d, args)
+        t0 = time.monotonic()
+        tx.start()
+        reloads = reload_failures = 0
+        next_reload = t0 + args.reload_every if args.reload_every > 0 else float("inf")
+        next_sample = t0
+        print("%7s %9s %7s %9s %9s %7s %7s %9s %8s %5s %4s" % (
+            "t_s", "sent", "bad", "received", "processed", "failed", "dropped", "ll_results",
+            "rss_MB", "fds", "thr"), flush=True)
+
+        def take_sample():
+            st = d.request({"cmd": "status"})
+            c = st["counters"]
+            m = d.sample()
+            s = {"t": time.monotonic() - t0, "sent": tx.good, "bad": tx.bad,
+                 "received": c["received"], "processed": c["processed"], "failed": c["failed"],
+                 "dropped": c["dropped"], "bad_input": c["bad_input"],
+                 "ll_results": consumer.results if consumer else 0,
+                 "ll_held": st.get("lossless", {}).get("held", 0),
+                 "rss_kb": m.get("VmRSS", 0), "hwm_kb": m.get("VmHWM", 0),
+                 "fds": m.get("fds", 0), "threads": m.get("Threads", 0),
+                 "reloads": reloads, "subscribers": churn.subscribers if churn else 0}
+            samples.append(s)
+            print("%7.1f %9d %7d %9d %9d %7d %7d %9d %8.1f %5d %4d" % (
+                s["t"], s["sent"], s["bad"], s["received"], s["processed"], s["failed"],
+                s["dropped"], s["ll_results"], s["rss_kb"] / 1024, s["fds"], s["threads"]),
+                flush=True)
+            return st
+
+        while not tx.done.is_set():
+            now = time.monotonic()
+            if now >= next_reload:
+                r = d.request({"cmd": "reload", "path": d.cfgs[(reloads + 1) % 2]}, timeout=120)
+                reloads += 1
+                reload_failures += not r.get("ok")
+                next_reload = now + args.reload_every
+            if now >= next_sample:
+                take_sample()
+                next_sample = now + args.sample
+            if d.proc.poll() is not None:
+                raise RuntimeError("faid exited during the soak, see " + d.log_path)
+            time.sleep(0.05)
+        # Wait until every message sent is accounted for, then one last sample.
+        want = tx.good + tx.bad
+        t_end = time.monotonic() + 600
+        while time.monotonic() < t_end:
+            st = d.request({"cmd": "status"})
+            c = st["counters"]
+            ll_done = consumer is None or consumer.results >= c["processed"]
+            if c["received"] + c["bad_input"] >= want and \
+                    c["processed"] + c["failed"] + c["dropped"] >= c["received"] and ll_done:
+                break
+            time.sleep(0.5)
+        st = take_sample()
+        STOP.set()
+        c = st["counters"]
+        elapsed = samples[-1]["t"]
+        summary = {
+            "elapsed_s": elapsed, "frames_sent": tx.good, "malformed_sent": tx.bad,
+            "series": tx.series, "reloads": reloads, "reload_failures": reload_failures,
+            "subscribers": churn.subscribers if churn else 0,
+            "sub_messages": churn.messages if churn else 0,
+            "counters": c, "drops": st["drops"], "lossless": st.get("lossless"),
+            "ll_results": consumer.results if consumer else None,
+            "ll_errors": consumer.errors if consumer else None,
+            "ll_gaps": consumer.gaps if consumer else None,
+            "ll_duplicates": consumer.duplicates if consumer else None,
+            "rss_first_mb": samples[0]["rss_kb"] / 1024, "rss_last_mb": samples[-1]["rss_kb"] / 1024,
+            "rss_max_mb": max(s["rss_kb"] for s in samples) / 1024,
+            "rss_slope_mb_min": slope_mb_per_min(samples),
+            "rss_slope_second_half_mb_min": slope_mb_per_min(samples, 0.5),
+            "fds_first": samples[0]["fds"], "fds_last": samples[-1]["fds"],
+            "fds_max": max(s["fds"] for s in samples),
+        }
+        checks = {
+            "received = processed + failed + dropped":
+                c["received"] == c["processed"] + c["failed"] + c["dropped"],
+            "every good frame received": c["received"] >= tx.good,
+            "every message seen": c["received"] + c["bad_input"] == tx.good + tx.bad,
+            "no reload failed": reload_failures == 0,
+        }
+        if consumer:
+            checks["lossless results = processed"] = consumer.results == c["processed"]
+            checks["no gap on the lossless channel"] = consumer.gaps == 0
+        summary["checks"] = checks
+        ok = all(checks.values())
+    finally:
+        STOP.set()
+        CONSUMER_STOP.set()
+        time.sleep(0.3)
+        rc = d.stop()
+        summary["exit_status"] = rc
+        ok = ok and rc == 0
+    print()
+    print("frames in: %d good + %d malformed in %d series over %.0f s (%.0f frames/s)" % (
+        summary["frames_sent"], summary["malformed_sent"], summary["series"],
+        summary["elapsed_s"], summary["frames_sent"] / max(summary["elapsed_s"], 1e-9)))
+    c = summary["counters"]
+    print("counters: received %d, processed %d, failed %d, dropped %d, bad_input %d" % (
+        c["received"], c["processed"], c["failed"], c["dropped"], c["bad_input"]))
+    if summary["ll_results"] is not None:
+        print("frames out (lossless consumer): %d results, %d errors, %d gaps, %d duplicates" % (
+            summary["ll_results"], summary["ll_errors"], summary["ll_gaps"],
+            summary["ll_duplicates"]))
+    print("reloads: %d (%d failed); PUB subscribers: %d (%d messages)" % (
+        summary["reloads"], summary["reload_failures"], summary["subscribers"],
+        summary["sub_messages"]))
+    print("RSS: %.1f MB first, %.1f MB last, %.1f MB max; slope %.3f MB/min overall, %.3f MB/min "
+          "over the second half" % (summary["rss_first_mb"], summary["rss_last_mb"],
+                                    summary["rss_max_mb"], summary["rss_slope_mb_min"],
+                                    summary["rss_slope_second_half_mb_min"]))
+    print("file descriptors: %d first, %d last, %d max" % (
+        summary["fds_first"], summary["fds_last"], summary["fds_max"]))
+    for k, v in summary.get("checks", {}).items():
+        print("check: %-40s %s" % (k, "ok" if v else "FAILED"))
+    print("faid exit status: %s" % summary["exit_status"])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "samples": samples, "summary": summary}, f, indent=1)
+    if not ok:
+        print("soak FAILED; faid's log: %s" % d.log_path, file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
