@@ -4,15 +4,19 @@
  * the background within float tolerance, the peak lists of both finders identical (count,
  * order and every field, bit for bit), for the three error models, both patch sizes, several
  * panel layouts and a list cut at its capacity. Also the references' own sanity: the spots
- * faid_synth puts in are found. */
+ * faid_synth puts in are found. Last, the peak stages through the engine: OpenCL and reference
+ * devices give the same background, peaks, num_peaks and is_hit. */
 #include "faid_cl.h"
+#include "faid_config.h"
 #include "faid_csr.h"
+#include "faid_engine.h"
 #include "faid_hits.h"
 #include "faid_peaks.h"
 #include "faid_peaks_cl.h"
 #include "faid_pf8.h"
 #include "faid_pick.h"
 #include "faid_reduce.h"
+#include "faid_setup.h"
 #include "faid_sigclip.h"
 #include "faid_synth.h"
 
@@ -321,11 +325,75 @@ static void test_kernels(void)
     faid_cl_ctx_destroy(&ctx);
 }
 
+/* The peak stages through the engine: the OpenCL device and the reference device give the same
+ * background (float64 rounding), the same peak list and the same hit decision for each finder. */
+static void test_engine_devices(void)
+{
+    static const char *const algs[] = {"pyfai", "peakfinder8"};
+    for (int a = 0; a < 2; a++) {
+        char yaml[1024];
+        snprintf(yaml, sizeof yaml,
+                 "detector:\n  preset: null\n  shape: [256, 320]\n  pixel_size: [1.0e-4, 1.0e-4]\n"
+                 "geometry:\n  dist: 0.1\n  poni1: 0.0131\n  poni2: 0.0157\n  rot1: 0.02\n"
+                 "integration:\n  npt: 200\n  error_model: azimuthal\n"
+                 "peaks:\n  algorithm: %s\n  adc_threshold: 40\n  min_peaks_for_hit: 5\n",
+                 algs[a]);
+        faid_config cfg;
+        faid_config_default(&cfg);
+        faid_diag d;
+        CHECK_MSG(faid_config_load_string(yaml, strlen(yaml), "test", &cfg, &d) == 0, "%s", d.msg);
+        faid_setup *s = faid_setup_new(&cfg, 1, &d);
+        CHECK_MSG(s != NULL, "%s", d.msg);
+        if (!s)
+            return;
+        faid_engine *ecl =
+            faid_engine_new(s, getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "cpu", &d);
+        if (!ecl) {
+            printf("test_peaks: no OpenCL engine (%s), engine stages not compared\n", d.msg);
+            faid_setup_destroy(&s);
+            return;
+        }
+        faid_engine *eref = faid_engine_new(s, "ref", &d);
+        CHECK_MSG(eref != NULL, "%s", d.msg);
+        faid_synth_params sp;
+        faid_synth_default_params(&sp);
+        sp.nspots = 20;
+        sp.spot_amplitude = 2000.0;
+        faid_synth *sy = faid_synth_new(&s->geom, s->mask, &sp, &d);
+        size_t n = s->npix;
+        uint32_t *raw = malloc(n * sizeof(uint32_t));
+        faid_result *rc = faid_result_new(s), *rr = faid_result_new(s);
+        if (eref && sy && raw && rc && rr) {
+            for (uint64_t k = 0; k < 2; k++) {
+                CHECK(faid_synth_frame(sy, k, FAID_DT_U32, raw, n * 4, &d) == 0);
+                faid_frame f = {raw, n * 4, FAID_ENC_NONE, FAID_DT_U32, s->rows, s->cols};
+                CHECK_MSG(faid_engine_process(ecl, &f, rc, &d) == 0, "%s", d.msg);
+                CHECK_MSG(faid_engine_process(eref, &f, rr, &d) == 0, "%s", d.msg);
+                double w = bg_worst(rc->bg, rr->bg);
+                CHECK_MSG(w < 1e-5, "%s frame %d: background differs by %g", algs[a], (int)k, w);
+                CHECK_MSG(lists_equal(rc->peaks, rr->peaks), "%s frame %d: %d / %d peaks", algs[a],
+                          (int)k, rc->peaks->n_found, rr->peaks->n_found);
+                CHECK(rc->num_peaks == rr->num_peaks && rc->is_hit == rr->is_hit);
+                CHECK_MSG(rr->num_peaks >= 10 && rr->is_hit, "%s: %d peaks", algs[a],
+                          rr->num_peaks);
+            }
+        }
+        free(raw);
+        faid_result_destroy(&rc);
+        faid_result_destroy(&rr);
+        faid_synth_destroy(&sy);
+        faid_engine_destroy(&ecl);
+        faid_engine_destroy(&eref);
+        faid_setup_destroy(&s);
+    }
+}
+
 int main(void)
 {
     test_params();
     test_lists();
     test_hits();
     test_kernels();
+    test_engine_devices();
     return faid_test_finish();
 }
