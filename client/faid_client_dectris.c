@@ -69,6 +69,17 @@ static void bytes(cbw *w, const void *p, size_t n)
     put(w, p, n);
 }
 
+/* A float64 (major type 7, additional information 27), big-endian. */
+static void f64(cbw *w, double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof(bits));
+    uint8_t b[9] = {0xfb};
+    for (int k = 0; k < 8; k++)
+        b[1 + k] = (uint8_t)(bits >> (56 - 8 * k));
+    put(w, b, sizeof(b));
+}
+
 static void rational(cbw *w, uint64_t num, uint64_t den)
 {
     head(w, MT_ARRAY, 2);
@@ -125,7 +136,7 @@ int faid_dectris2_start(const faid_dectris_series *s, uint8_t *buf, size_t cap, 
                          faid_dtype_name(s->dtype));
     cbw w = {buf, cap, 0, 0};
     head(&w, MT_TAG, 55799);
-    head(&w, MT_MAP, 8);
+    head(&w, MT_MAP, s->has_geometry ? 16 : 8);
     text(&w, "type");
     text(&w, "start");
     series_keys(&w, s);
@@ -140,6 +151,28 @@ int faid_dectris2_start(const faid_dectris_series *s, uint8_t *buf, size_t cap, 
     head(&w, MT_UINT, (uint64_t)s->rows);
     text(&w, "number_of_images");
     head(&w, MT_UINT, s->nimages > 0 ? (uint64_t)s->nimages : 0);
+    if (s->has_geometry) {
+        const struct {
+            const char *key;
+            double v;
+        } g[] = {{"beam_center_x", s->beam_center_x},
+                 {"beam_center_y", s->beam_center_y},
+                 {"detector_distance", s->distance}, /* Jungfraujoch's key */
+                 {"incident_wavelength", s->wavelength},
+                 {"incident_energy", s->wavelength > 0 ? 12398.419843320026 / s->wavelength : 0},
+                 {"pixel_size_x", s->pixel_size_x},
+                 {"pixel_size_y", s->pixel_size_y}};
+        for (size_t k = 0; k < sizeof(g) / sizeof(g[0]); k++) {
+            text(&w, g[k].key);
+            f64(&w, g[k].v);
+        }
+        /* DECTRIS's own: the detector's translation, z = distance. */
+        text(&w, "detector_translation");
+        head(&w, MT_ARRAY, 3);
+        f64(&w, 0);
+        f64(&w, 0);
+        f64(&w, s->distance);
+    }
     return finish(&w, len, d);
 }
 
@@ -244,12 +277,19 @@ int faid_dectris1_header(const faid_dectris_series *s, char *p1, char *p2, size_
                   (unsigned long long)s->series_id);
     if (rc)
         return rc;
+    char geo[512] = "";
+    if (s->has_geometry)
+        snprintf(geo, sizeof(geo),
+                 ",\"beam_center_x\":%.17g,\"beam_center_y\":%.17g,\"detector_distance\":%.17g,"
+                 "\"wavelength\":%.17g,\"x_pixel_size\":%.17g,\"y_pixel_size\":%.17g",
+                 s->beam_center_x, s->beam_center_y, s->distance, s->wavelength,
+                 s->pixel_size_x, s->pixel_size_y);
     return part(p2, cap, d,
                 "{\"x_pixels_in_detector\":%d,\"y_pixels_in_detector\":%d,"
                 "\"bit_depth_image\":%zu,\"nimages\":%lld,\"ntrigger\":1,"
-                "\"trigger_mode\":\"ints\",\"software_version\":\"faidctl replay\"}",
+                "\"trigger_mode\":\"ints\",\"software_version\":\"faidctl replay\"%s}",
                 s->cols, s->rows, 8 * faid_dtype_size(s->dtype),
-                (long long)(s->nimages > 0 ? s->nimages : 0));
+                (long long)(s->nimages > 0 ? s->nimages : 0), geo);
 }
 
 int faid_dectris1_image(const faid_dectris_series *s, uint64_t frame, faid_encoding e,

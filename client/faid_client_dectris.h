@@ -27,6 +27,12 @@ typedef struct faid_dectris_series {
     faid_dtype dtype;
     int64_t nimages;
     const char *channel; /* v2 channel name; NULL = "threshold_1" */
+    /* Geometry for the start message (has_geometry = 0: none sent). */
+    int has_geometry;
+    double beam_center_x, beam_center_y; /* pixels (x = columns, y = rows) */
+    double distance;                     /* m */
+    double wavelength;                   /* angstrom */
+    double pixel_size_x, pixel_size_y;   /* m */
 } faid_dectris_series;
 
 /* The DECTRIS name of an encoding in each protocol, NULL when that protocol cannot carry it

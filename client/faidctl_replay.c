@@ -353,7 +353,7 @@ static int config_mask(const faid_config *cfg, uint8_t *mask, size_t npix, faid_
 /* Synthetic frames for the detector of a preset, a configuration file or the default. */
 static int make_synthetic(const char *preset, const char *config, int distinct, uint64_t seed,
                           replay_frames *r, char *input_ep, size_t ep_cap, int *ep_bind,
-                          faid_diag *d)
+                          faid_geometry *geo_out, faid_diag *d)
 {
     int rc = 0;
     faid_config *cfg = malloc(sizeof(*cfg));
@@ -397,6 +397,8 @@ static int make_synthetic(const char *preset, const char *config, int distinct, 
         rc = faid_fail(d, FAID_ESHAPE, "the configuration gives no detector shape");
         goto out;
     }
+    if (geo_out)
+        *geo_out = g;
     size_t npix = (size_t)g.rows * (size_t)g.cols;
     r->rows = g.rows;
     r->cols = g.cols;
@@ -576,6 +578,8 @@ int faidctl_replay(int argc, char **argv)
     faid_diag_clear(&d);
     replay_frames fr;
     memset(&fr, 0, sizeof(fr));
+    faid_geometry geo;
+    memset(&geo, 0, sizeof(geo));
     fr.encoding = enc;
     int64_t tg = faid_now_ns();
     int rc;
@@ -585,7 +589,7 @@ int faidctl_replay(int argc, char **argv)
         fr.dtype = dtype != FAID_DT_INVALID ? dtype : FAID_DT_U32;
         uint64_t k = distinct < frames ? distinct : frames ? frames : 1;
         rc = make_synthetic(preset, config, (int)k, seed, &fr, config ? config_to : NULL,
-                            sizeof(config_to), &config_bind, &d);
+                            sizeof(config_to), &config_bind, &geo, &d);
     }
     if (rc) {
         fprintf(stderr, "faidctl replay: %s\n", d.msg);
@@ -636,6 +640,19 @@ int faidctl_replay(int argc, char **argv)
                                    .cols = fr.cols,
                                    .dtype = fr.dtype,
                                    .nimages = (int64_t)frames};
+    /* The geometry of synthetic frames goes into a DECTRIS start as a detector would state it:
+     * beam centre in pixels (poni / pixel size) and distance, which says the same as the PONI
+     * only without rotations and with pyFAI's default orientation. */
+    if (geo.dist > 0 && geo.rot1 == 0 && geo.rot2 == 0 && geo.rot3 == 0 &&
+        (geo.orientation == 0 || geo.orientation == 3) && geo.pixel1 > 0 && geo.pixel2 > 0) {
+        dx.ser.has_geometry = 1;
+        dx.ser.beam_center_x = geo.poni2 / geo.pixel2;
+        dx.ser.beam_center_y = geo.poni1 / geo.pixel1;
+        dx.ser.distance = geo.dist;
+        dx.ser.wavelength = geo.wavelength * 1e10;
+        dx.ser.pixel_size_x = geo.pixel2;
+        dx.ser.pixel_size_y = geo.pixel1;
+    }
     if (proto == FAID_PROTOCOL_DECTRIS_V2) {
         size_t most = 0;
         for (int k = 0; k < fr.n; k++)

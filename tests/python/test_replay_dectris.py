@@ -128,3 +128,49 @@ def test_replay_refuses_what_a_protocol_cannot_carry(tmp_path):
     r = subprocess.run([str(FAIDCTL), "replay", "--protocol", "auto"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 2
+
+
+@pytest.mark.parametrize("protocol", ["dectris-v1", "dectris-v2"])
+def test_replay_start_states_the_geometry(tmp_path, protocol):
+    """Synthetic frames of a configuration: the start carries its geometry as a DCU would
+    (beam centre in pixels = poni / pixel size, distance, wavelength, pixel sizes)."""
+    cfg = tmp_path / "faid.yaml"
+    cfg.write_text("detector:\n  shape: [40, 60]\n  pixel_size: [7.5e-05, 7.5e-05]\n"
+                   "geometry:\n  dist: 0.2\n  poni1: 0.0015\n  poni2: 0.00225\n"
+                   "  wavelength: 0.8e-10\n")
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    pull.setsockopt(zmq.RCVTIMEO, 20000)
+    r = subprocess.Popen([str(FAIDCTL), "replay", "--to", f"tcp://127.0.0.1:{port}", "-c",
+                          str(cfg), "--frames", "1", "--protocol", protocol, "--dtype",
+                          "uint16", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        msgs = [pull.recv_multipart() for _ in range(3)]
+    finally:
+        _, err = r.communicate(timeout=60)
+        pull.close(0)
+        ctx.term()
+    assert r.returncode == 0, err
+    if protocol == "dectris-v2":
+        s = ds.v2_decode(msgs[0][0])
+        got = (s["beam_center_x"], s["beam_center_y"], s["detector_distance"],
+               s["incident_wavelength"], s["pixel_size_x"], s["pixel_size_y"])
+        assert list(s["detector_translation"]) == [0.0, 0.0, 0.2]
+        assert s["incident_energy"] == pytest.approx(12398.419843320026 / 0.8)
+    else:
+        c = json.loads(msgs[0][1])
+        got = (c["beam_center_x"], c["beam_center_y"], c["detector_distance"], c["wavelength"],
+               c["x_pixel_size"], c["y_pixel_size"])
+    assert got == pytest.approx((30.0, 20.0, 0.2, 0.8, 7.5e-05, 7.5e-05), rel=1e-12)
+    # faid's decoder reads the same back
+    for j, p in enumerate(msgs[0]):
+        (tmp_path / f"s{j}").write_bytes(p)
+    out = subprocess.run([str(FAIDCTL), "inspect"] +
+                         [str(tmp_path / f"s{j}") for j in range(len(msgs[0]))],
+                         capture_output=True, text=True)
+    meta = json.loads(out.stdout)["meta"]
+    assert (meta["beam_center_x"], meta["beam_center_y"], meta["detector_distance"]) == \
+        pytest.approx((30.0, 20.0, 0.2), rel=1e-12)
+    assert meta["incident_wavelength"] == pytest.approx(0.8, rel=1e-12)
