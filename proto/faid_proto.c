@@ -1595,8 +1595,12 @@ int faid_proto_decode_ll_request(const void *buf, size_t len, faid_ll_request *q
                 return faid_fail(d, FAID_EFORMAT, "lossless: \"seq\" is not an unsigned integer");
             q->has_seq = 1;
         } else if (faid_mp_str_eq(&key, FAID_K_INSTANCE)) {
-            if (faid_mp_to_cstr(&v, q->instance, sizeof(q->instance)) || memchr(v.ptr, '\0', v.len))
-                return faid_fail(d, FAID_EFORMAT, "lossless: \"instance\" is not a short string");
+            /* Valid UTF-8 too: the instance is echoed in faid's messages, which strict msgpack
+             * decoders must read. */
+            if (faid_mp_to_cstr(&v, q->instance, sizeof(q->instance)) ||
+                memchr(v.ptr, '\0', v.len) || !faid_utf8_valid(v.ptr, v.len))
+                return faid_fail(d, FAID_EFORMAT,
+                                 "lossless: \"instance\" is not a short UTF-8 string");
         }
     }
     if (q->type == FAID_LL_INVALID)
