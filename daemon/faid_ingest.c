@@ -36,6 +36,10 @@ typedef struct ingest {
     faid_series *series;          /* the series tracker: this thread is its one owner */
     faid_input_msg msg;           /* the message being handled (large: kept off the stack) */
     int discard; /* stopping and past input.stop_timeout: frames are counted, not processed */
+    /* a start message's pixel mask: decoded values and the mask made of them (grown per size) */
+    uint32_t *mask_raw;
+    uint8_t *mask;
+    size_t mask_cap;
 } ingest;
 
 static faid_ratelimit rl_bad, rl_drop, rl_stale;
@@ -359,6 +363,17 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
         drop_stale(in, slot, 1);
         return;
     }
+    if (out.n && out.ev[out.n - 1].kind == FAID_SERIES_EV_START) {
+        /* No start message: the configuration alone, without a detector mask an earlier series'
+         * start brought (the same shape, so the validation above holds). */
+        faid_diag md;
+        faid_diag_clear(&md);
+        if (faid_server_set_detector_mask(s, NULL, 0, &md))
+            FAID_ERROR("ingest", "series %llu: detector pixel mask not removed: %s",
+                       (unsigned long long)h->series_id, md.msg);
+        faid_gen_release(&slot->gen);
+        slot->gen = faid_server_current_gen(s);
+    }
     emit(in, &out, NULL);
     slot->counted = 1;
     slot->series_seq = seq;
@@ -444,8 +459,57 @@ static int receive(ingest *in, faid_slot *slot, int *nparts, size_t *bytes)
     return 0;
 }
 
-/* A start message: the tracker opens (or joins) the series; the start event carries what the
- * message said (echoed in faid's start) and its user data. */
+/* The detector pixel mask a start message brings (merge rule: OR-ed with the configured mask):
+ * decoded into in->mask (non-zero = bad), *hash its FNV-1a (never 0). Returns 0 with *mask NULL
+ * when the message has none; an error (logged by the caller) when it cannot be used. */
+static int start_mask(ingest *in, const faid_input_meta *meta, const uint8_t **mask,
+                      uint64_t *hash, faid_diag *d)
+{
+    *mask = NULL;
+    *hash = 0;
+    const faid_input_array *a = &meta->pixel_mask;
+    if (!a->present)
+        return 0;
+    faid_gen *g = faid_server_current_gen(in->s);
+    int rows = g->setup->rows, cols = g->setup->cols;
+    faid_gen_release(&g);
+    if (a->ndim != 2 || a->shape[0] != (uint64_t)rows || a->shape[1] != (uint64_t)cols)
+        return faid_fail(d, FAID_ESHAPE,
+                         "pixel mask of shape [%llu, %llu] does not match the setup's [%d, %d]",
+                         (unsigned long long)a->shape[0], (unsigned long long)a->shape[1], rows,
+                         cols);
+    size_t npix = (size_t)rows * (size_t)cols;
+    size_t esz = faid_dtype_size(a->dtype);
+    if (esz == 0 || esz > 4)
+        return faid_fail(d, FAID_EDTYPE, "pixel mask of type %s", faid_dtype_name(a->dtype));
+    if (in->mask_cap < npix) {
+        free(in->mask_raw);
+        free(in->mask);
+        in->mask_cap = 0;
+        in->mask_raw = malloc(npix * sizeof(uint32_t));
+        in->mask = malloc(npix);
+        if (!in->mask_raw || !in->mask)
+            return faid_fail(d, FAID_ENOMEM, "out of memory for a %zu-pixel mask", npix);
+        in->mask_cap = npix;
+    }
+    int rc = faid_input_array_decode(a, in->mask_raw, npix * esz, d);
+    if (rc)
+        return rc;
+    const uint8_t *raw = (const uint8_t *)in->mask_raw;
+    for (size_t i = 0; i < npix; i++) {
+        uint32_t v = 0;
+        for (size_t b = 0; b < esz; b++)
+            v |= raw[i * esz + b];
+        in->mask[i] = v != 0;
+    }
+    *mask = in->mask;
+    *hash = faid_fnv1a(14695981039346656037ull, in->mask, npix) | 1;
+    return 0;
+}
+
+/* A start message: the tracker opens (or joins) the series; a new series gets the detector's
+ * pixel mask of its start message (or none) in its setup before its start event, which carries
+ * that setup and what the message said (echoed in faid's start) and its user data. */
 static void handle_start(ingest *in, faid_slot *slot)
 {
     const faid_input_msg *m = &in->msg;
@@ -455,6 +519,18 @@ static void handle_start(ingest *in, faid_slot *slot)
         nimages = m->meta.nimages;
     faid_series_start(in->series, SOURCE, slot->h.series_id, slot->h.series_unique_id, nimages,
                       faid_now_ns(), &out);
+    if (out.n && out.ev[out.n - 1].kind == FAID_SERIES_EV_START) {
+        const uint8_t *mask = NULL;
+        uint64_t hash = 0;
+        faid_diag d;
+        faid_diag_clear(&d);
+        /* Frames of this series are read only after the new setup is in force: ZeroMQ holds
+         * them meanwhile (a build takes a CSR matrix and engines: milliseconds to seconds). */
+        if (start_mask(in, &m->meta, &mask, &hash, &d) ||
+            faid_server_set_detector_mask(in->s, mask, hash, &d))
+            FAID_ERROR("ingest", "series %llu: detector pixel mask not applied: %s",
+                       (unsigned long long)slot->h.series_id, d.msg);
+    }
     emit(in, &out, m);
     faid_slot_put(in->s, slot);
 }
@@ -624,6 +700,8 @@ void *faid_ingest_main(void *arg)
     faid_series_close(in->series, FAID_SERIES_SHUTDOWN, &out);
     emit(in, &out, NULL);
     faid_series_destroy(&in->series);
+    free(in->mask_raw);
+    free(in->mask);
     free(in);
     FAID_INFO("ingest", "stopped reading input");
     return NULL;

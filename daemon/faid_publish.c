@@ -164,23 +164,28 @@ static void kv_int(faid_mpw *w, const char *k, int64_t v)
 
 /* The start's "input" map: which format opened the series, whether a start message was seen,
  * what it reported, and what faid used of it (PROTOCOL.md §3.1, merge rules). */
-static void put_input(faid_mpw *w, const faid_setup *su, const faid_event *e)
+static void put_input(faid_mpw *w, const faid_gen *g, const faid_event *e)
 {
+    const faid_setup *su = g->setup;
     const faid_input_meta *m = e && e->has_input ? &e->meta : NULL;
-    faid_mpw_map(w, 6);
+    faid_mpw_map(w, 7);
     faid_mpw_str(w, "protocol");
     faid_mpw_str(w, e && e->has_input ? e->protocol : "");
     faid_mpw_str(w, "start_message");
     faid_mpw_bool(w, m != NULL);
-    /* Geometry, mask and flatfield always come from the configuration today. */
+    /* Geometry comes from the configuration; the detector's pixel mask is OR-ed into the
+     * configured one; its flatfield is the detector's own correction (applied by the detector
+     * when flatfield_enabled), never applied twice. */
     faid_mpw_str(w, "geometry_source");
     faid_mpw_str(w, "configuration");
     faid_mpw_str(w, "applied");
     faid_mpw_map(w, 2);
     faid_mpw_str(w, "pixel_mask");
-    faid_mpw_bool(w, 0);
+    faid_mpw_bool(w, g->detector_mask != NULL);
     faid_mpw_str(w, "flatfield");
     faid_mpw_bool(w, 0);
+    faid_mpw_str(w, "detector_masked_pixels");
+    faid_mpw_uint(w, g->detector_masked);
     faid_mpw_str(w, "shape_matches");
     faid_mpw_bool(w, !m || !(m->have & FAID_META_IMAGE_SIZE) ||
                          (m->image_size_y == su->rows && m->image_size_x == su->cols));
@@ -385,7 +390,7 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
     faid_mpw_str(&w, FAID_K_CONFIG);
     faid_mpw_str(&w, g->config_yaml);
     faid_mpw_str(&w, "input");
-    put_input(&w, su, in->ev);
+    put_input(&w, g, in->ev);
     if (has_user) {
         faid_mpw_str(&w, FAID_K_USER_DATA);
         faid_mpw_raw(&w, in->user_data, in->user_data_len);

@@ -31,6 +31,7 @@ static void gen_free(faid_gen *g)
     }
     faid_setup_destroy(&g->setup);
     free(g->config_yaml);
+    free(g->detector_mask);
     free(g);
 }
 
@@ -53,6 +54,12 @@ static size_t array_bound(size_t nbytes)
 
 faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t version, faid_diag *d)
 {
+    return faid_gen_build_masked(s, cfg, version, NULL, 0, d);
+}
+
+faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t version,
+                                const uint8_t *detector_mask, uint64_t mask_hash, faid_diag *d)
+{
     faid_gen *g = calloc(1, sizeof(*g));
     if (!g) {
         faid_fail(d, FAID_ENOMEM, "out of memory building setup %llu", (unsigned long long)version);
@@ -62,9 +69,20 @@ faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t versio
     g->version = version;
     g->nworkers = s->nworkers;
     int64_t t0 = faid_now_ns();
-    g->setup = faid_setup_new(cfg, version, d);
+    g->setup = faid_setup_new_masked(cfg, version, detector_mask, d);
     if (!g->setup)
         goto fail;
+    if (detector_mask) {
+        g->detector_mask = malloc(g->setup->npix);
+        if (!g->detector_mask) {
+            faid_fail(d, FAID_ENOMEM, "out of memory for the detector mask");
+            goto fail;
+        }
+        memcpy(g->detector_mask, detector_mask, g->setup->npix);
+        g->detector_mask_hash = mask_hash;
+        for (size_t i = 0; i < g->setup->npix; i++)
+            g->detector_masked += detector_mask[i] != 0;
+    }
     unsigned seen = atomic_load(&s->dtypes_seen);
     for (int i = 0; i < s->nworkers; i++) {
         g->engines[i] = faid_engine_new(g->setup, s->workers[i].spec, d);
@@ -357,6 +375,7 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     s->policy = cfg->queue_policy;
     snprintf(s->config_path, sizeof(s->config_path), "%s", config_path ? config_path : "");
     pthread_mutex_init(&s->gen_mu, NULL);
+    pthread_mutex_init(&s->build_mu, NULL);
     pthread_mutex_init(&s->info_mu, NULL);
     faid_stats_init(&s->stats);
     s->start_mono_ns = faid_now_ns();
@@ -568,6 +587,7 @@ void faid_server_destroy(faid_server **ps)
     free(s->events);
     free(s->slots);
     pthread_mutex_destroy(&s->gen_mu);
+    pthread_mutex_destroy(&s->build_mu);
     pthread_mutex_destroy(&s->info_mu);
     free(s);
     *ps = NULL;
@@ -610,6 +630,40 @@ static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
     return 0;
 }
 
+int faid_server_set_detector_mask(faid_server *s, const uint8_t *mask, uint64_t hash,
+                                  faid_diag *d)
+{
+    pthread_mutex_lock(&s->build_mu);
+    faid_gen *cur = faid_server_current_gen(s);
+    int rc = 0;
+    if (cur->detector_mask_hash != hash) {
+        faid_config *cfg = malloc(sizeof(*cfg));
+        if (!cfg) {
+            rc = faid_fail(d, FAID_ENOMEM, "out of memory");
+        } else {
+            pthread_mutex_lock(&s->gen_mu);
+            *cfg = s->cfg;
+            pthread_mutex_unlock(&s->gen_mu);
+            int64_t t0 = faid_now_ns();
+            faid_gen *g = faid_gen_build_masked(s, cfg, s->next_version, mask, hash, d);
+            if (!g) {
+                rc = d && d->code ? d->code : FAID_ENOMEM;
+            } else {
+                s->next_version++;
+                FAID_INFO("server", "setup %llu: detector pixel mask %s (%llu pixels), %.0f ms",
+                          (unsigned long long)g->version, mask ? "applied" : "removed",
+                          (unsigned long long)g->detector_masked,
+                          (double)(faid_now_ns() - t0) / 1e6);
+                faid_server_swap_gen(s, g);
+            }
+            free(cfg);
+        }
+    }
+    faid_gen_release(&cur);
+    pthread_mutex_unlock(&s->build_mu);
+    return rc;
+}
+
 int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid_diag *d)
 {
     /* A path from control is read once: it never replaces the start file, which SIGHUP and a
@@ -629,7 +683,12 @@ int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid
         faid_log_level lvl;
         if (faid_log_parse_level(nc->log_level, &lvl) == 0)
             faid_log_set_level(lvl);
-        faid_gen *g = faid_gen_build(s, nc, s->next_version, d);
+        /* The detector mask of the series in progress stays part of the setup. */
+        pthread_mutex_lock(&s->build_mu);
+        faid_gen *cur = faid_server_current_gen(s);
+        faid_gen *g = faid_gen_build_masked(s, nc, s->next_version, cur->detector_mask,
+                                            cur->detector_mask_hash, d);
+        faid_gen_release(&cur);
         if (!g) {
             rc = d && d->code ? d->code : FAID_ECONFIG;
         } else {
@@ -642,6 +701,7 @@ int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid
             FAID_INFO("server", "reloaded %s: setup version %llu", file[0] ? file : "(default)",
                       (unsigned long long)*version);
         }
+        pthread_mutex_unlock(&s->build_mu);
     }
     if (rc)
         faid_diag_prefix(d, "reload %s: ", file[0] ? file : "(embedded default)");

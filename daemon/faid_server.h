@@ -55,6 +55,11 @@ typedef struct faid_gen {
     faid_engine *engines[FAID_MAX_WORKERS]; /* engine i is only ever used by worker i */
     faid_result *results[FAID_MAX_WORKERS];
     char *config_yaml;   /* effective configuration as YAML */
+    /* Pixel mask of the detector's start message OR-ed into the configured one (npix bytes,
+     * owned), or NULL; its hash (0 = none) tells ingest whether a series needs a new setup. */
+    uint8_t *detector_mask;
+    uint64_t detector_mask_hash;
+    uint64_t detector_masked; /* pixels it masks */
     size_t result_bytes; /* upper bound of one encoded result body */
     size_t start_bytes;  /* upper bound of one encoded start body */
 } faid_gen;
@@ -170,7 +175,10 @@ struct faid_server {
 
     pthread_mutex_t gen_mu;
     faid_gen *gen; /* current generation */
-    uint64_t next_version;
+    uint64_t next_version;  /* under build_mu */
+    /* Serialises building and swapping in a generation: reload (main thread) and a series start
+     * that brings another detector mask (ingest) each read the state in force, build, swap. */
+    pthread_mutex_t build_mu;
     atomic_uint dtypes_seen; /* bit per faid_dtype, so a reload prepares those kernels */
 
     int nworkers;
@@ -198,6 +206,14 @@ void faid_server_destroy(faid_server **s);
 
 /* Builds a generation from cfg for the server's workers (main thread, off the hot path). */
 faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t version, faid_diag *d);
+/* The same with a detector pixel mask (npix bytes, copied; NULL = none) and its hash. */
+faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t version,
+                                const uint8_t *detector_mask, uint64_t mask_hash, faid_diag *d);
+/* Makes a detector pixel mask (or none: NULL, hash 0) part of the setup in force: builds a new
+ * generation from the configuration in force with it and swaps it in (ingest, at a series
+ * start; blocks while building). 0, or an error with the old setup still in force. */
+int faid_server_set_detector_mask(faid_server *s, const uint8_t *mask, uint64_t hash,
+                                  faid_diag *d);
 /* Returns the current generation with a reference the caller must release. */
 faid_gen *faid_server_current_gen(faid_server *s);
 /* Makes g current (takes over the caller's reference). */

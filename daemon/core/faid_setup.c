@@ -136,6 +136,12 @@ static int build_csr(faid_setup *s, int npt_azim, faid_csr **out, faid_diag *d)
 
 faid_setup *faid_setup_new(const faid_config *cfg, uint64_t version, faid_diag *d)
 {
+    return faid_setup_new_masked(cfg, version, NULL, d);
+}
+
+faid_setup *faid_setup_new_masked(const faid_config *cfg, uint64_t version,
+                                  const uint8_t *detector_mask, faid_diag *d)
+{
     if (!cfg) {
         faid_fail(d, FAID_EINVAL, "setup: no configuration");
         return NULL;
@@ -163,6 +169,8 @@ faid_setup *faid_setup_new(const faid_config *cfg, uint64_t version, faid_diag *
                                                  d)) ||
         (rc = load_f32(cfg->flat_path, "integration.flat", s, &s->flat, d)))
         goto fail;
+    for (size_t i = 0; detector_mask && i < s->npix; i++)
+        s->mask[i] |= detector_mask[i] != 0;
     if (cfg->solid_angle && !(s->solid_angle = geometry_f32(s, 0, d)))
         goto fail;
     if (cfg->has_polarization && !(s->polarization = geometry_f32(s, 1, d)))

@@ -27,6 +27,11 @@ typedef struct faid_setup {
 } faid_setup;
 
 faid_setup *faid_setup_new(const faid_config *cfg, uint64_t version, faid_diag *d);
+/* The same with a detector pixel mask (npix bytes, non-zero = bad; from a DECTRIS start message)
+ * OR-ed into the configured mask before the matrices are built; NULL = none. The config hash
+ * covers the resulting mask. */
+faid_setup *faid_setup_new_masked(const faid_config *cfg, uint64_t version,
+                                  const uint8_t *detector_mask, faid_diag *d);
 void faid_setup_destroy(faid_setup **s);
 
 #endif

@@ -48,11 +48,13 @@ def ep(port):
 
 def config_text(ports, npt=64, dist=0.1, policy="block", depth=8, devices="cpu", lossless=False,
                 split="full", extra="", input_mode="bind", input_extra="", shape=(ROWS, COLS),
-                max_frame_bytes=200000, output_extra=""):
+                max_frame_bytes=200000, output_extra="",
+                detector_extra=""):
     return f"""detector:
   preset: null
   shape: [{shape[0]}, {shape[1]}]
   pixel_size: [1.0e-4, 1.0e-4]
+{detector_extra}
 geometry:
   dist: {dist}
   poni1: 0.0061

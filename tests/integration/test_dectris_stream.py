@@ -61,13 +61,15 @@ class Detector:
         self.sock.close()
 
 
-def reference(d, tmpdir, name, stack):
-    """faidctl process on the stack (same configuration, CPU device): per frame [bins, 5]."""
+def reference(d, tmpdir, name, stack, config=None):
+    """faidctl process on the stack (the daemon's configuration unless given, CPU device): per
+    frame [bins, 5]."""
     out = os.path.join(tmpdir, "ref-" + name)
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, name + ".npy")
     np.save(path, np.ascontiguousarray(stack))
-    r = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "cpu", "-o", out, path],
+    r = subprocess.run([FAIDCTL, "process", "-c", config or d.config, "--device", "cpu", "-o",
+                        out, path],
                        capture_output=True, text=True, timeout=LONG)
     assert r.returncode == 0, r.stderr
     return [np.loadtxt(os.path.join(out, "%s_%05d.dat" % (name, k)), dtype=np.float64)
@@ -156,11 +158,22 @@ def test_v2_connect_abort_restart_stale_and_corrupt(daemons, tmpdir_):
     ids = sorted((r["series_id"], r["frame_id"]) for r in results)
     assert ids == sorted(good), ids  # every good frame exactly once
     assert all(r["user_data"] == [1, "x"] for r in results)
-    keys = sorted(good)
-    refs = reference(d, tmpdir_, "v2", np.stack([good[k] for k in keys]))
+    # Series 1's start brought a pixel mask (OR-ed with the configured one: none here); series
+    # 2's start none.
+    assert s1["input"]["applied"]["pixel_mask"] and not starts[1]["input"]["applied"]["pixel_mask"]
+    mask_path = os.path.join(tmpdir_, "v2mask.npy")
+    np.save(mask_path, (mask != 0).astype(np.uint8))
+    masked_cfg = os.path.join(tmpdir_, "v2mask.yaml")
+    with open(d.config) as f:
+        text = f.read()
+    with open(masked_cfg, "w") as f:
+        f.write(text.replace("detector:\n", "detector:\n  mask: %s\n" % mask_path, 1))
     by = {(r["series_id"], r["frame_id"]): r for r in results}
-    for k, ref in zip(keys, refs):
-        same_numbers(by[k], ref)
+    for sid, cfg in ((1, masked_cfg), (2, None)):
+        keys = sorted(k for k in good if k[0] == sid)
+        refs = reference(d, tmpdir_, "v2_%d" % sid, np.stack([good[k] for k in keys]), cfg)
+        for k, ref in zip(keys, refs):
+            same_numbers(by[k], ref)
 
     errors = rx.of("error")
     assert len(errors) == len(bad) + 1
@@ -235,6 +248,60 @@ def test_v1_bind_every_encoding_drains_parts(daemons, tmpdir_):
     c = d.status()["counters"]
     assert c["processed"] == len(good) and c["bad_input"] + c["failed"] == 3
     counters_balance(c)
+    assert d.terminate() == 0
+    det.close()
+
+
+def test_v2_start_pixel_mask_ored_with_configured_mask(daemons, tmpdir_):
+    """Merge rule: the pixel mask of a start message is OR-ed with detector.mask for that series;
+    the next series, whose start has none, is reduced with the configured mask alone. Numbers
+    equal faidctl process with the OR-ed mask (resp. the configured one) given as a file."""
+    conf = np.zeros((ROWS, COLS), np.uint8)
+    conf[:6, :] = 1
+    conf_path = os.path.join(tmpdir_, "conf_mask.npy")
+    np.save(conf_path, conf)
+    d = daemons(lossless=True, detector_extra="  mask: %s\n" % conf_path)
+    rx = Receiver(d, lossless=True)
+    det = Detector(d, bind=False)
+    rng = np.random.default_rng(5)
+    dmask = np.zeros((ROWS, COLS), np.uint32)
+    dmask.flat[rng.choice(ROWS * COLS, 400, replace=False)] = rng.choice([1, 2, 4, 8], 400)
+    both = ((conf != 0) | (dmask != 0)).astype(np.uint8)
+    both_path = os.path.join(tmpdir_, "both_mask.npy")
+    np.save(both_path, both)
+    both_cfg = os.path.join(tmpdir_, "both.yaml")
+    with open(d.config) as f:
+        text = f.read()
+    with open(both_cfg, "w") as f:
+        f.write(text.replace(conf_path, both_path))
+    mk = lambda: rng.poisson(50, (ROWS, COLS)).astype(np.uint16)
+    s1 = [mk() for _ in range(3)]
+    s2 = [mk() for _ in range(2)]
+    det.send(ds.v2_encode(ds.v2_start(1, "M", ["threshold_1"], (ROWS, COLS), "uint16",
+                                      masks={"threshold_1": dmask}, compression="bslz4")))
+    for i, a in enumerate(s1):
+        det.send(ds.v2_encode(ds.v2_image(1, "M", i, {"threshold_1": a}, "bslz4")))
+    det.send(ds.v2_encode(ds.v2_end(1, "M")))
+    det.send(ds.v2_encode(ds.v2_start(2, "N", ["threshold_1"], (ROWS, COLS), "uint16")))
+    for i, a in enumerate(s2):
+        det.send(ds.v2_encode(ds.v2_image(2, "N", i, {"threshold_1": a}, "bslz4")))
+    det.send(ds.v2_encode(ds.v2_end(2, "N")))
+    rx.collect_until_end(n_ends=2)
+
+    st1, st2 = rx.of("start")
+    assert st1["input"]["applied"]["pixel_mask"]
+    assert st1["input"]["detector_masked_pixels"] == int((dmask != 0).sum())
+    assert st1["parameters"]["masked_pixels"] == int(both.sum())
+    assert not st2["input"]["applied"]["pixel_mask"]
+    assert st2["parameters"]["masked_pixels"] == int(conf.sum())
+    assert st2["setup_version"] > st1["setup_version"] > 1
+    res = {(r["series_id"], r["frame_id"]): r for r in rx.of("result")}
+    assert sorted(res) == [(1, i) for i in range(3)] + [(2, i) for i in range(2)]
+    for sid, stack, cfg in ((1, s1, both_cfg), (2, s2, None)):
+        refs = reference(d, tmpdir_, "mask%d" % sid, np.stack(stack), config=cfg)
+        for i, ref in enumerate(refs):
+            assert res[(sid, i)]["setup_version"] == (st1 if sid == 1 else st2)["setup_version"]
+            same_numbers(res[(sid, i)], ref)
     assert d.terminate() == 0
     det.close()
 
