@@ -336,6 +336,8 @@ static int update_series(faid_series_info *si, const faid_sub_msg *msg, faid_dia
     find_str(msg->body, msg->len, FAID_K_SOFTWARE_VERSION, si->software_version,
              sizeof(si->software_version));
     find_str(msg->body, msg->len, FAID_K_CONFIG_HASH, si->config_hash, sizeof(si->config_hash));
+    snprintf(si->peaks_algorithm, sizeof(si->peaks_algorithm), "%s", m->peaks_algorithm);
+    snprintf(si->peaks_params, sizeof(si->peaks_params), "%s", m->peaks_params);
     return 0;
 }
 
@@ -1088,6 +1090,41 @@ int faid_peaks_write(const char *path, const faid_peaks_meta *meta, size_t n, co
     if (fclose(f) != 0 || bad)
         return faid_fail(d, FAID_EIO, "%s: write failed: %s", path, strerror(errno));
     return 0;
+}
+
+int faid_result_write_peaks(const faid_series_info *si, const faid_out_msg *m, const char *dir,
+                            const char *stem, faid_diag *d)
+{
+    if (!m->has_peaks)
+        return faid_fail(d, FAID_EINVAL, "result carries no peaks");
+    const faid_array_view *cols[6] = {&m->peak_x,     &m->peak_y,   &m->peak_intensity,
+                                      &m->peak_sigma, &m->peak_snr, &m->peak_npix};
+    size_t n = (size_t)m->peak_x.nelem;
+    for (int k = 1; k < 6; k++)
+        if (cols[k]->nelem != n)
+            return faid_fail(d, FAID_EFORMAT, "peak arrays of different lengths (%zu, %llu)", n,
+                             (unsigned long long)cols[k]->nelem);
+    double *v = malloc((6 * n + 1) * sizeof *v);
+    if (!v)
+        return faid_fail(d, FAID_ENOMEM, "out of memory for %zu peaks", n);
+    int rc = 0;
+    for (int k = 0; k < 6 && !rc; k++)
+        rc = n ? faid_array_view_to_f64(cols[k], v + (size_t)k * n, n, d) : 0;
+    char path[4096];
+    const int same = si && si->valid && si->series_id == m->series_id;
+    faid_peaks_meta meta = {
+        .algorithm = same ? si->peaks_algorithm : NULL,
+        .params = same ? si->peaks_params : NULL,
+        .num_peaks = m->num_peaks,
+        .is_hit = m->is_hit,
+    };
+    if (!rc)
+        rc = faid_peaks_path(path, sizeof path, dir, stem, m->frame_id, d);
+    if (!rc)
+        rc = faid_peaks_write(path, &meta, n, v, v + n, v + 2 * n, v + 3 * n, v + 4 * n,
+                              v + 5 * n, d);
+    free(v);
+    return rc;
 }
 
 int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,

@@ -62,6 +62,8 @@ typedef struct faid_series_info {
     uint64_t setup_version;
     size_t nbins;                    /* length of radial */
     double *radial;                  /* bin centres in unit (owned by the faid_sub) */
+    char peaks_algorithm[32];        /* "" without peaks */
+    char peaks_params[2048];         /* .peaks header lines of the parameters in force */
 } faid_series_info;
 
 /* One received message. The views (body, m's arrays and strings) point into a buffer the faid_sub
@@ -247,6 +249,11 @@ int faid_peaks_path(char *out, size_t cap, const char *dir, const char *stem, ui
  * .peaks header: value a number (num, is_num) printed %.9g, else str verbatim, NULL as null. */
 void faid_peaks_param_line(char *buf, size_t cap, const char *key, int is_num, double num,
                            const char *str);
+
+/* Writes the peaks of result m (it must carry num_peaks) as DIR/STEM_FFFFF.peaks with the
+ * parameters of the series si (its start message); FAID_EINVAL when m carries no peaks. */
+int faid_result_write_peaks(const faid_series_info *si, const faid_out_msg *m, const char *dir,
+                            const char *stem, faid_diag *d);
 
 /* The same with the series information of s. */
 int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,

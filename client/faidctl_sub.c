@@ -44,7 +44,8 @@ static void usage(FILE *f)
             "  --timeout S      stop after S seconds (exit status 1 if --count was not reached)\n"
             "  --until-end      stop after the first series end message\n"
             "  --out DIR        write each profile to DIR/<series>_<frame_id>.dat, and a 2D\n"
-            "                   cake to DIR/<series>_<frame_id>_2d_{I,sigma,count}.npy\n"
+            "                   cake to DIR/<series>_<frame_id>_2d_{I,sigma,count}.npy, peaks to\n"
+            "                   DIR/<series>_<frame_id>.peaks\n"
             "  --json           print every message as one JSON line on stdout\n"
             "  --quiet          no live summary line on stderr\n"
             "  --rcvhwm N       receive high-water mark in messages (default ZeroMQ's)\n",
@@ -368,13 +369,14 @@ int faidctl_sub(int argc, char **argv)
                 int n2d = 0;
                 if (faid_dat_path(path, sizeof(path), outdir, stem, m->frame_id, &d) != 0 ||
                     faid_sub_write_dat(s, &msg, path, &d) != 0 ||
-                    faid_result_write_2d_npy(m, outdir, stem, &n2d, &d) != 0) {
+                    faid_result_write_2d_npy(m, outdir, stem, &n2d, &d) != 0 ||
+                    (m->has_peaks && faid_result_write_peaks(si, m, outdir, stem, &d) != 0)) {
                     fprintf(stderr, "%sfaidctl sub: %s\n", tty && !quiet ? "\n" : "", d.msg);
                     status = 1;
                     why = "write error";
                     goto done;
                 }
-                st.files += 1 + (uint64_t)n2d;
+                st.files += 1 + (uint64_t)n2d + (m->has_peaks ? 1 : 0);
             }
             break;
         }

@@ -4,6 +4,7 @@
  * the old generation until the new one is swapped in. */
 #include "faid_server.h"
 
+#include "faid_aggregates.h"
 #include "faid_log.h"
 
 #include <stdio.h>
@@ -278,6 +279,7 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
     }
     case FAID_CTL_RESET:
         faid_stats_reset(&s->stats);
+        faid_aggr_reset(s->aggr);
         for (int i = 0; i < s->nworkers; i++) {
             atomic_store(&s->workers[i].busy_frac_bits, 0);
             atomic_store(&s->workers[i].host_ns, 0);

@@ -11,6 +11,7 @@
  * after END_WAIT_NS without the rest (incomplete). Stats go out every stats_interval seconds. */
 #include "faid_server.h"
 
+#include "faid_aggregates.h"
 #include "faid_log.h"
 
 #include <math.h>
@@ -33,6 +34,8 @@ typedef struct publisher {
     int64_t last_stats_ns;
     uint64_t last_processed;
     uint64_t last_busy[FAID_MAX_WORKERS];
+    uint8_t *aggr_buf; /* aggregates message (grows to the compressed powder pattern) */
+    size_t aggr_cap;
 } publisher;
 
 static faid_ratelimit rl_send, rl_giveup;
@@ -260,6 +263,37 @@ static void put_range(faid_mpw *w, int has, const double v[2])
     faid_mpw_f64(w, v[1]);
 }
 
+/* The peak parameters in force as the start message's "peaks" map: algorithm and every echoed
+ * peaks.* option of the table (numbers as int or float, names as str, null). */
+static void put_peak_params(faid_mpw *w, const faid_config *c)
+{
+    size_t n, k = 0;
+    const faid_option *t = faid_config_options(&n);
+    for (size_t i = 0; i < n; i++)
+        k += faid_peak_param_echoed(t[i].name);
+    faid_mpw_str(w, FAID_K_PEAKS);
+    faid_mpw_map(w, (uint32_t)k + 1);
+    faid_mpw_str(w, "algorithm");
+    faid_mpw_str(w, faid_peak_algorithm_name(c->peaks.algorithm));
+    for (size_t i = 0; i < n; i++) {
+        if (!faid_peak_param_echoed(t[i].name))
+            continue;
+        int is_num;
+        double num;
+        const char *str;
+        int null = faid_config_value(c, &t[i], &is_num, &num, &str);
+        faid_mpw_str(w, t[i].name + 6);
+        if (null)
+            faid_mpw_nil(w);
+        else if (is_num && t[i].type == FAID_OT_DOUBLE)
+            faid_mpw_f64(w, num);
+        else if (is_num)
+            faid_mpw_int(w, (int64_t)num);
+        else
+            faid_mpw_str(w, str ? str : "");
+    }
+}
+
 static void publish_start(publisher *p, faid_gen *g, const start_info *in)
 {
     faid_server *s = p->s;
@@ -275,7 +309,8 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
     int has_user = in->user_data && in->user_data_len;
     faid_mpw w;
     faid_mpw_init(&w, p->buf, p->cap);
-    faid_mpw_map(&w, 18 + (su->csr2d ? 1 : 0) + (has_user ? 1 : 0));
+    const int peaks = su->csr_bg != NULL;
+    faid_mpw_map(&w, 18 + (su->csr2d ? 1 : 0) + (has_user ? 1 : 0) + (peaks ? 2 : 0));
     faid_mpw_str(&w, FAID_K_TYPE);
     faid_mpw_str(&w, FAID_TOPIC_START);
     faid_mpw_str(&w, FAID_K_MAGIC_NUMBER);
@@ -382,6 +417,11 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
         faid_mpw_str(&w, FAID_K_AZIMUTHAL);
         faid_mpw_ndarray(&w, "<f8", sh2, 1, su->csr2d->azim_centers,
                          (size_t)su->csr2d->npt_azim * sizeof(double));
+    }
+    if (peaks) {
+        put_peak_params(&w, c);
+        faid_mpw_str(&w, "peak_coordinates");
+        faid_mpw_str(&w, "pixel-index"); /* centre of pixel (row r, column c) at (x=c, y=r) */
     }
     faid_mpw_str(&w, "devices");
     faid_mpw_array(&w, (uint32_t)s->nworkers);
@@ -567,6 +607,29 @@ static void publish_stats(publisher *p, int64_t now)
         send_msg(p, FAID_TOPIC_STATS, p->buf, w.len, 0);
 }
 
+/* The aggregates message, when the setup in force finds peaks and something was added. */
+static void publish_aggregates(publisher *p)
+{
+    size_t len = 0;
+    faid_diag d = {0};
+    if (faid_aggr_encode(p->s->aggr, &p->aggr_buf, &p->aggr_cap, &len, &d) != 0) {
+        FAID_WARN("publish", "aggregates not sent: %s", d.msg);
+        return;
+    }
+    if (!len)
+        return;
+    send_msg(p, FAID_TOPIC_AGGREGATES, p->aggr_buf, len, 0);
+}
+
+/* peaks.aggregates_interval of the setup in force, 0 when it finds no peaks. */
+static double aggregates_interval(faid_server *s)
+{
+    faid_gen *g = faid_server_current_gen(s);
+    double v = g && g->setup->csr_bg ? g->setup->cfg.peaks_aggregates_interval : 0.0;
+    faid_gen_release(&g);
+    return v;
+}
+
 static double stats_interval(faid_server *s)
 {
     faid_gen *g = faid_server_current_gen(s);
@@ -596,12 +659,20 @@ void *faid_publish_main(void *arg)
     p->announced = 0;
     double interval = stats_interval(s);
     int64_t next_stats = interval > 0 ? p->last_stats_ns + (int64_t)(interval * 1e9) : INT64_MAX;
+    int64_t next_aggr = p->last_stats_ns;
     for (;;) {
         int64_t now = faid_now_ns();
         /* The lossless consumer's acks and hellos are read between results: with messages
          * waiting for credit, often enough that a granted window is used at once (2 ms);
          * otherwise often enough that a consumer's hello is answered promptly (50 ms). */
         int wait_ms = !s->ll ? 200 : faid_lossless_pending(s->ll) ? 2 : 50;
+        if (now >= next_aggr) {
+            double ai = aggregates_interval(s);
+            if (ai > 0)
+                publish_aggregates(p);
+            /* re-read each 200 ms while off, so a reload turning them on is seen */
+            next_aggr = now + (ai > 0 ? (int64_t)(ai * 1e9) : 200000000);
+        }
         if (next_stats != INT64_MAX) {
             int64_t left = (next_stats - now) / 1000000;
             wait_ms = left < 0 ? 0 : left < wait_ms ? (int)left : wait_ms;
@@ -632,8 +703,11 @@ void *faid_publish_main(void *arg)
     if (s->ll)
         drain_lossless(p);
     publish_stats(p, faid_now_ns());
+    if (aggregates_interval(s) > 0)
+        publish_aggregates(p);
     faid_series_ledger_destroy(&p->ledger);
     free(p->buf);
+    free(p->aggr_buf);
     free(p);
     FAID_INFO("publish", "publisher done");
     return NULL;

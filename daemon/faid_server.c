@@ -2,6 +2,8 @@
  * shutdown) and reload. See faid_server.h for the thread design. */
 #include "faid_server.h"
 
+#include "faid_aggregates.h"
+
 #include "faid_cl.h"
 #include "faid_log.h"
 
@@ -130,6 +132,9 @@ faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t
     size_t nb = (size_t)g->setup->csr->nbins;
     size_t nb2 = g->setup->csr2d ? (size_t)g->setup->csr2d->nbins : 0;
     g->result_bytes = 4 * array_bound(nb * 4) + 3 * array_bound(nb2 * 4) + 2048 + MAX_USER_DATA;
+    if (g->setup->csr_bg) /* peaks: 7 arrays of max_num_peaks, 4 of background bins */
+        g->result_bytes += 7 * array_bound((size_t)cfg->peaks.max_num_peaks * 4) +
+                           4 * array_bound((size_t)g->setup->csr_bg->nbins * 4) + 256;
     size_t nazim = g->setup->csr2d ? (size_t)g->setup->csr2d->npt_azim : 0;
     g->start_bytes = array_bound(nb * 8) + array_bound(nazim * 8) + strlen(g->config_yaml) +
                      4 * FAID_PATH_MAX + 8192 + (size_t)s->nworkers * 300 + MAX_USER_DATA;
@@ -379,6 +384,12 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     pthread_mutex_init(&s->info_mu, NULL);
     faid_stats_init(&s->stats);
     s->start_mono_ns = faid_now_ns();
+    s->aggr = faid_aggr_new();
+    if (!s->aggr) {
+        faid_fail(d, FAID_ENOMEM, "out of memory");
+        free(s);
+        return NULL;
+    }
     s->next_version = 1;
     s->max_user_data = MAX_USER_DATA;
     s->lossless_grace_ns = (int64_t)(cfg->lossless_shutdown_timeout * 1e9);
@@ -575,6 +586,7 @@ void faid_server_destroy(faid_server **ps)
     if (s->zctx)
         zmq_ctx_term(s->zctx);
     faid_gen_release(&s->gen);
+    faid_aggr_destroy(&s->aggr);
     faid_queue_destroy(&s->pool);
     faid_queue_destroy(&s->frames);
     faid_queue_destroy(&s->results);

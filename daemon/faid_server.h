@@ -195,6 +195,7 @@ struct faid_server {
 
     faid_stats stats;
     int64_t start_mono_ns;
+    struct faid_aggr *aggr; /* peaks aggregates (faid_aggregates.h): workers add, publisher sends */
 };
 
 /* Lifecycle (faid_server.c). new: sockets bound, pool and first generation built, no threads. */

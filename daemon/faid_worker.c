@@ -9,6 +9,7 @@
  * submission order, so results of one worker leave in reception order. */
 #include "faid_server.h"
 
+#include "faid_aggregates.h"
 #include "faid_log.h"
 
 #include <stdio.h>
@@ -52,7 +53,7 @@ static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r,
     const faid_profile *p = r->p1d;
     const faid_profile *c = r->p2d;
     uint32_t n =
-        21 + (c ? 3 : 0) +
+        21 + (c ? 3 : 0) + (r->peaks && r->bg ? 13 : 0) +
         (uint32_t)(h->has_timestamp + h->has_start_time + h->has_stop_time + h->has_real_time) +
         (h->user_data ? 1 : 0);
     faid_mpw w;
@@ -83,6 +84,26 @@ static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r,
         faid_mpw_ndarray_f32_transposed(&w, c->sigma, (uint64_t)c->nrad, (uint64_t)c->nazim);
         faid_mpw_str(&w, FAID_K_COUNT2D);
         faid_mpw_ndarray_f32_transposed(&w, c->count, (uint64_t)c->nrad, (uint64_t)c->nazim);
+    }
+    if (r->peaks && r->bg) {
+        const faid_peak_list *l = r->peaks;
+        const uint64_t np = (uint64_t)l->n, nb = (uint64_t)r->bg->nbins;
+        faid_mpw_str(&w, FAID_K_NUM_PEAKS);
+        faid_mpw_uint(&w, (uint64_t)(r->num_peaks > 0 ? r->num_peaks : 0));
+        faid_mpw_str(&w, FAID_K_IS_HIT);
+        faid_mpw_bool(&w, r->is_hit);
+        put_array_f32(&w, FAID_K_PEAK_X, l->x, np, 0);
+        put_array_f32(&w, FAID_K_PEAK_Y, l->y, np, 0);
+        put_array_f32(&w, FAID_K_PEAK_INTENSITY, l->intensity, np, 0);
+        put_array_f32(&w, FAID_K_PEAK_SIGMA, l->sigma, np, 0);
+        put_array_f32(&w, FAID_K_PEAK_SNR, l->snr, np, 0);
+        faid_mpw_str(&w, FAID_K_PEAK_NPIX);
+        faid_mpw_ndarray(&w, "<i4", &np, 1, l->npix, (size_t)np * sizeof(int32_t));
+        put_array_f32(&w, FAID_K_PEAK_MAX_PIXEL, l->max_pixel, np, 0);
+        put_array_f32(&w, FAID_K_BG_I, r->bg->mean, nb, 0);
+        put_array_f32(&w, FAID_K_BG_SIGMA, r->bg->sem, nb, 0);
+        put_array_f32(&w, FAID_K_BG_STD, r->bg->std, nb, 0);
+        put_array_f32(&w, FAID_K_BG_COUNT, r->bg->count, nb, 0);
     }
     faid_mpw_str(&w, FAID_K_RECEIVED_NS);
     faid_mpw_uint(&w, (uint64_t)slot->recv_wall_ns);
@@ -172,6 +193,9 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
     if (rc == 0 &&
         (rc = encode_result(wk, slot, g->results[wk->index], pop_ns, done_mono, done_wall)) != 0)
         faid_fail(d, rc, "result message larger than its %zu-byte buffer", slot->out_cap);
+    if (rc == 0 && g->results[wk->index]->peaks &&
+        faid_aggr_add(s->aggr, g->setup, g->results[wk->index]) != 0)
+        FAID_WARN("worker", "aggregates: out of memory for the powder pattern");
     if (rc) {
         fail_frame(wk, slot, d);
     } else {

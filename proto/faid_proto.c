@@ -1287,8 +1287,9 @@ int faid_proto_encode_input(const faid_in_header *h, void *buf, size_t cap, size
 /* ------------------------------------------------------------------------------------------- */
 /* Output                                                                                        */
 
-static const char *const out_names[] = {"invalid",      FAID_TOPIC_START, FAID_TOPIC_RESULT,
-                                        FAID_TOPIC_END, FAID_TOPIC_STATS, FAID_TOPIC_ERROR};
+static const char *const out_names[] = {"invalid",        FAID_TOPIC_START, FAID_TOPIC_RESULT,
+                                        FAID_TOPIC_END,   FAID_TOPIC_STATS, FAID_TOPIC_ERROR,
+                                        FAID_TOPIC_AGGREGATES};
 
 #define NNAMES(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -1315,6 +1316,77 @@ const char *faid_out_type_name(faid_out_type t)
 faid_out_type faid_out_type_parse(const char *name, size_t len)
 {
     return (faid_out_type)table_parse(out_names, NNAMES(out_names), name, len);
+}
+
+/* The peak arrays of a result, by key. */
+static faid_array_view *peak_array(faid_out_msg *m, const faid_mp_obj *key)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+    } t[] = {
+        {FAID_K_PEAK_X, offsetof(faid_out_msg, peak_x)},
+        {FAID_K_PEAK_Y, offsetof(faid_out_msg, peak_y)},
+        {FAID_K_PEAK_INTENSITY, offsetof(faid_out_msg, peak_intensity)},
+        {FAID_K_PEAK_SIGMA, offsetof(faid_out_msg, peak_sigma)},
+        {FAID_K_PEAK_SNR, offsetof(faid_out_msg, peak_snr)},
+        {FAID_K_PEAK_NPIX, offsetof(faid_out_msg, peak_npix)},
+        {FAID_K_PEAK_MAX_PIXEL, offsetof(faid_out_msg, peak_max_pixel)},
+        {FAID_K_BG_I, offsetof(faid_out_msg, bg_I)},
+        {FAID_K_BG_SIGMA, offsetof(faid_out_msg, bg_sigma)},
+        {FAID_K_BG_STD, offsetof(faid_out_msg, bg_std)},
+        {FAID_K_BG_COUNT, offsetof(faid_out_msg, bg_count)},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (faid_mp_str_eq(key, t[i].key))
+            return (faid_array_view *)((char *)m + t[i].off);
+    return NULL;
+}
+
+/* The start message's peaks map (n pairs, reader after its head): "algorithm" into
+ * m->peaks_algorithm, every other scalar as a .peaks header line. Nested values are skipped. */
+static int read_peak_params(faid_mpr *r, uint32_t n, faid_out_msg *m, faid_diag *d)
+{
+    size_t used = strlen(m->peaks_params);
+    for (uint32_t i = 0; i < n; i++) {
+        faid_mp_obj key, v;
+        int rc = read_key(r, &key, d);
+        if (!rc)
+            rc = faid_mpr_next(r, &v, d);
+        if (rc)
+            return rc;
+        if (v.type == FAID_MP_ARRAY || v.type == FAID_MP_MAP) {
+            uint64_t k = v.type == FAID_MP_MAP ? 2ull * v.len : v.len;
+            for (uint64_t j = 0; j < k; j++)
+                if ((rc = faid_mpr_skip(r, d)))
+                    return rc;
+            continue;
+        }
+        char name[64], val[96];
+        printable(&key, name, sizeof(name));
+        if (strcmp(name, "algorithm") == 0) {
+            faid_mp_to_cstr(&v, m->peaks_algorithm, sizeof(m->peaks_algorithm));
+            continue;
+        }
+        double x;
+        if (v.type == FAID_MP_NIL)
+            snprintf(val, sizeof val, "null");
+        else if (v.type == FAID_MP_STR)
+            faid_mp_to_cstr(&v, val, sizeof val);
+        else if (v.type == FAID_MP_BOOL)
+            snprintf(val, sizeof val, "%d", v.b ? 1 : 0);
+        else if (faid_mp_to_f64(&v, &x) == 0)
+            snprintf(val, sizeof val, "%.9g", x);
+        else
+            continue;
+        int k = snprintf(m->peaks_params + used, sizeof(m->peaks_params) - used, "%s: %s\n",
+                         name, val);
+        if (k < 0 || (size_t)k >= sizeof(m->peaks_params) - used)
+            m->peaks_params[used] = '\0'; /* no room: cut at a whole line, read on */
+        else
+            used += (size_t)k;
+    }
+    return 0;
 }
 
 int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_diag *d)
@@ -1347,6 +1419,8 @@ int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_
             arr = &m->sigma_2d;
         else if (faid_mp_str_eq(&key, FAID_K_COUNT2D))
             arr = &m->count_2d;
+        else
+            arr = peak_array(m, &key);
         if (arr) {
             if ((rc = faid_proto_read_array(&r, arr, d))) {
                 char name[64];
@@ -1387,6 +1461,14 @@ int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_
             }
         } else if (faid_mp_str_eq(&key, FAID_K_STAGE)) {
             faid_mp_to_cstr(&v, m->stage, sizeof(m->stage));
+        } else if (faid_mp_str_eq(&key, FAID_K_NUM_PEAKS)) {
+            m->has_peaks = faid_mp_to_u64(&v, &m->num_peaks) == 0;
+        } else if (faid_mp_str_eq(&key, FAID_K_IS_HIT)) {
+            m->is_hit = v.type == FAID_MP_BOOL ? v.b != 0 : 0;
+        } else if (faid_mp_str_eq(&key, FAID_K_PEAKS) && v.type == FAID_MP_MAP) {
+            if ((rc = read_peak_params(&r, v.len, m, d)))
+                return rc;
+            continue;
         }
         /* The value head is read: skip the children of containers we do not interpret. */
         if (v.type == FAID_MP_ARRAY || v.type == FAID_MP_MAP) {

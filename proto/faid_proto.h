@@ -41,6 +41,7 @@
 /* Only on the lossless channel (ROUTER/DEALER, PROTOCOL.md 3.6): faid's answers to a hello. */
 #define FAID_TOPIC_WELCOME "welcome"
 #define FAID_TOPIC_REFUSED "refused"
+#define FAID_TOPIC_AGGREGATES "aggregates" /* peaks on: hit rate, peak counts, powder pattern */
 
 /* ---------------------------------------------------------------------------------------------
  * Keys. Input header keys (native protocol). */
@@ -90,6 +91,21 @@
 #define FAID_K_TRANSFER_US      "transfer_us"
 #define FAID_K_COMPUTE_US       "compute_us" /* engine total */
 #define FAID_K_PAYLOAD_BYTES    "payload_bytes"
+/* peaks (peaks.algorithm not none); OM / CXI / Jungfraujoch names in PROTOCOL.md */
+#define FAID_K_NUM_PEAKS      "num_peaks"      /* result: uint, every peak found */
+#define FAID_K_IS_HIT         "is_hit"         /* result: bool */
+#define FAID_K_PEAK_X         "peak_x"         /* result: f4 fast-axis centroids (OM fs) */
+#define FAID_K_PEAK_Y         "peak_y"         /* result: f4 slow-axis centroids (OM ss) */
+#define FAID_K_PEAK_INTENSITY "peak_intensity" /* result: f4 */
+#define FAID_K_PEAK_SIGMA     "peak_sigma"     /* result: f4 */
+#define FAID_K_PEAK_SNR       "peak_snr"       /* result: f4 */
+#define FAID_K_PEAK_NPIX      "peak_npix"      /* result: i4 */
+#define FAID_K_PEAK_MAX_PIXEL "peak_max_pixel" /* result: f4 */
+#define FAID_K_BG_I           "bg_I"           /* result: f4 sigma-clipped background mean */
+#define FAID_K_BG_SIGMA       "bg_sigma"       /* result: f4 its standard error */
+#define FAID_K_BG_STD         "bg_std"         /* result: f4 per-pixel std of the kept pixels */
+#define FAID_K_BG_COUNT       "bg_count"       /* result: f4 pixels kept */
+#define FAID_K_PEAKS          "peaks"          /* start: map of the peak parameters in force */
 #define FAID_K_CODE             "code"       /* error: symbolic code, "FAID_ECORRUPT" */
 #define FAID_K_MESSAGE          "message"    /* error: human text */
 #define FAID_K_STAGE            "stage"      /* error/drop: "ingest" | "queue" | "worker" | ... */
@@ -293,6 +309,7 @@ typedef enum {
     FAID_OUT_END,
     FAID_OUT_STATS,
     FAID_OUT_ERROR,
+    FAID_OUT_AGGREGATES,
 } faid_out_type;
 
 const char *faid_out_type_name(faid_out_type t); /* == topic */
@@ -310,9 +327,20 @@ typedef struct faid_out_msg {
     faid_array_view I_2d, sigma_2d, count_2d; /* cake (npt_azim, npt); nelem 0 without one */
     double latency_us;
     int device;
+    /* result with peaks (has_peaks: num_peaks was present) */
+    int has_peaks;
+    uint64_t num_peaks;
+    int is_hit;
+    faid_array_view peak_x, peak_y, peak_intensity, peak_sigma, peak_snr, peak_npix,
+        peak_max_pixel;
+    faid_array_view bg_I, bg_sigma, bg_std, bg_count;
     /* start */
     faid_array_view radial;
     char unit[32];
+    /* start with peaks: algorithm and the parameters as .peaks header lines ("key: value\n",
+     * numbers %.9g, names verbatim, null), "" without peaks */
+    char peaks_algorithm[32];
+    char peaks_params[2048];
     /* error */
     char code[32];
     char message[512];

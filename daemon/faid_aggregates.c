@@ -1,0 +1,226 @@
+/* faid_aggregates: hit rate, peak-count histogram and virtual powder pattern over frames (see
+ * faid_aggregates.h). */
+#include "faid_aggregates.h"
+
+#include "faid_codec.h"
+#include "faid_hits.h"
+#include "faid_log.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct faid_aggr {
+    pthread_mutex_t mu;
+    faid_hits *hits; /* rolling window */
+    int window;
+    uint64_t frames, hits_total, peaks_total;
+    uint64_t hist[FAID_AGGR_NBINS];
+    int hist_width; /* num_peaks per histogram bin */
+    int rows, cols;
+    uint32_t *powder; /* rows * cols, NULL until a frame with peaks arrives */
+    double rate_hist[FAID_AGGR_HISTORY], ts_hist[FAID_AGGR_HISTORY];
+    int nhist, hist_head;
+    /* publisher side (one thread): snapshot and its compressed form */
+    uint32_t *snap;
+    uint8_t *comp;
+    size_t comp_cap;
+};
+
+faid_aggr *faid_aggr_new(void)
+{
+    faid_aggr *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    pthread_mutex_init(&a->mu, NULL);
+    return a;
+}
+
+void faid_aggr_destroy(faid_aggr **pa)
+{
+    if (!pa || !*pa)
+        return;
+    faid_aggr *a = *pa;
+    faid_hits_destroy(&a->hits);
+    free(a->powder);
+    free(a->snap);
+    free(a->comp);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+    *pa = NULL;
+}
+
+static void clear_locked(faid_aggr *a)
+{
+    if (a->hits)
+        faid_hits_reset(a->hits);
+    a->frames = a->hits_total = a->peaks_total = 0;
+    memset(a->hist, 0, sizeof a->hist);
+    a->nhist = a->hist_head = 0;
+    if (a->powder)
+        memset(a->powder, 0, (size_t)a->rows * (size_t)a->cols * sizeof *a->powder);
+}
+
+void faid_aggr_reset(faid_aggr *a)
+{
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->mu);
+    clear_locked(a);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* (Re)makes the window and the pattern for this setup; the caller holds the lock. */
+static int shape_locked(faid_aggr *a, const faid_setup *s)
+{
+    const faid_peak_params *p = &s->cfg.peaks;
+    if (!a->hits || a->window != p->hit_rate_window) {
+        faid_hits_destroy(&a->hits);
+        a->hits = faid_hits_new(p->hit_rate_window);
+        a->window = a->hits ? p->hit_rate_window : 0;
+        if (!a->hits)
+            return FAID_ENOMEM;
+    }
+    /* bins of a width that puts the hit threshold about a quarter up the histogram */
+    int w = (p->min_peaks_for_hit * 4 + FAID_AGGR_NBINS - 1) / FAID_AGGR_NBINS;
+    a->hist_width = w < 1 ? 1 : w;
+    if (a->powder && a->rows == s->rows && a->cols == s->cols)
+        return 0;
+    free(a->powder);
+    free(a->snap);
+    a->snap = NULL;
+    a->rows = s->rows;
+    a->cols = s->cols;
+    a->powder = calloc((size_t)s->rows * (size_t)s->cols, sizeof *a->powder);
+    return a->powder ? 0 : FAID_ENOMEM;
+}
+
+int faid_aggr_add(faid_aggr *a, const faid_setup *s, const faid_result *r)
+{
+    if (!a || !r->peaks)
+        return 0;
+    pthread_mutex_lock(&a->mu);
+    int rc = shape_locked(a, s);
+    a->frames++;
+    a->hits_total += r->is_hit != 0;
+    a->peaks_total += (uint64_t)(r->num_peaks > 0 ? r->num_peaks : 0);
+    if (a->hits)
+        faid_hits_push(a->hits, r->is_hit != 0);
+    int b = r->num_peaks / a->hist_width;
+    a->hist[b < 0 ? 0 : b >= FAID_AGGR_NBINS ? FAID_AGGR_NBINS - 1 : b]++;
+    const faid_peak_list *l = r->peaks;
+    for (int32_t i = 0; a->powder && i < l->n; i++) {
+        long x = lrintf(l->x[i]), y = lrintf(l->y[i]);
+        if (x >= 0 && y >= 0 && x < a->cols && y < a->rows)
+            a->powder[(size_t)y * (size_t)a->cols + (size_t)x]++;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return rc;
+}
+
+static void put_f64_array(faid_mpw *w, const char *key, const double *v, uint64_t n)
+{
+    faid_mpw_str(w, key);
+    faid_mpw_ndarray(w, "<f8", &n, 1, v, (size_t)n * sizeof(double));
+}
+
+int faid_aggr_encode(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid_diag *d)
+{
+    *len = 0;
+    pthread_mutex_lock(&a->mu);
+    if (!a->hits || !a->powder) {
+        pthread_mutex_unlock(&a->mu);
+        return 0;
+    }
+    const double rate = faid_hits_rate(a->hits);
+    const int in_window = faid_hits_window_frames(a->hits);
+    int slot = (a->hist_head + a->nhist) % FAID_AGGR_HISTORY;
+    if (a->nhist == FAID_AGGR_HISTORY)
+        a->hist_head = (a->hist_head + 1) % FAID_AGGR_HISTORY;
+    else
+        a->nhist++;
+    a->rate_hist[slot] = rate;
+    a->ts_hist[slot] = (double)faid_wall_ns() * 1e-9;
+    double rh[FAID_AGGR_HISTORY], th[FAID_AGGR_HISTORY];
+    for (int i = 0; i < a->nhist; i++) {
+        rh[i] = a->rate_hist[(a->hist_head + i) % FAID_AGGR_HISTORY];
+        th[i] = a->ts_hist[(a->hist_head + i) % FAID_AGGR_HISTORY];
+    }
+    const int nh = a->nhist;
+    uint64_t hist[FAID_AGGR_NBINS];
+    memcpy(hist, a->hist, sizeof hist);
+    const uint64_t frames = a->frames, hits = a->hits_total, peaks = a->peaks_total;
+    const int width = a->hist_width, window = a->window;
+    const size_t npix = (size_t)a->rows * (size_t)a->cols;
+    const int rows = a->rows, cols = a->cols;
+    if (!a->snap)
+        a->snap = malloc(npix * sizeof *a->snap);
+    if (a->snap)
+        memcpy(a->snap, a->powder, npix * sizeof *a->snap);
+    pthread_mutex_unlock(&a->mu);
+    if (!a->snap)
+        return faid_fail(d, FAID_ENOMEM, "aggregates: out of memory for the powder pattern");
+
+    /* the pattern (mostly zeros) compressed as bitshuffle-LZ4, as detector frames travel */
+    size_t bound = faid_bslz4_bound(npix * 4, 4, 0), clen = 0;
+    if (a->comp_cap < bound) {
+        free(a->comp);
+        a->comp_cap = 0;
+        if (!(a->comp = malloc(bound)))
+            return faid_fail(d, FAID_ENOMEM, "aggregates: out of memory");
+        a->comp_cap = bound;
+    }
+    int rc = faid_bslz4_encode(a->snap, npix * 4, 4, 0, a->comp, a->comp_cap, &clen, d);
+    if (rc)
+        return rc;
+    size_t need = clen + 2 * FAID_AGGR_HISTORY * 8 + FAID_AGGR_NBINS * 8 + 4096;
+    if (*cap < need) {
+        uint8_t *nb = realloc(*buf, need);
+        if (!nb)
+            return faid_fail(d, FAID_ENOMEM, "aggregates: out of memory");
+        *buf = nb;
+        *cap = need;
+    }
+    faid_mpw w;
+    faid_mpw_init(&w, *buf, *cap);
+    faid_mpw_map(&w, 12);
+    faid_mpw_str(&w, FAID_K_TYPE);
+    faid_mpw_str(&w, FAID_TOPIC_AGGREGATES);
+    faid_mpw_str(&w, "frames");
+    faid_mpw_uint(&w, frames);
+    faid_mpw_str(&w, "hits");
+    faid_mpw_uint(&w, hits);
+    faid_mpw_str(&w, "peaks");
+    faid_mpw_uint(&w, peaks);
+    faid_mpw_str(&w, "hit_rate");
+    faid_mpw_f64(&w, rate);
+    faid_mpw_str(&w, "hit_rate_window");
+    faid_mpw_uint(&w, (uint64_t)window);
+    faid_mpw_str(&w, "hit_rate_window_frames");
+    faid_mpw_uint(&w, (uint64_t)in_window);
+    put_f64_array(&w, "hit_rate_history", rh, (uint64_t)nh);
+    put_f64_array(&w, "hit_rate_timestamp_history", th, (uint64_t)nh);
+    faid_mpw_str(&w, "num_peaks_histogram");
+    uint64_t nb = FAID_AGGR_NBINS;
+    faid_mpw_ndarray(&w, "<u8", &nb, 1, hist, sizeof hist);
+    faid_mpw_str(&w, "num_peaks_bin_width");
+    faid_mpw_uint(&w, (uint64_t)width);
+    /* the array map of faid's arrays with the encoding of its data */
+    faid_mpw_str(&w, "virtual_powder_plot");
+    faid_mpw_map(&w, 4);
+    faid_mpw_str(&w, FAID_K_ARR_DTYPE);
+    faid_mpw_str(&w, "<u4");
+    faid_mpw_str(&w, FAID_K_ARR_SHAPE);
+    faid_mpw_array(&w, 2);
+    faid_mpw_uint(&w, (uint64_t)rows);
+    faid_mpw_uint(&w, (uint64_t)cols);
+    faid_mpw_str(&w, FAID_K_ENCODING);
+    faid_mpw_str(&w, "bslz4");
+    faid_mpw_str(&w, FAID_K_ARR_DATA);
+    faid_mpw_bin(&w, a->comp, clen);
+    if ((rc = faid_mpw_finish(&w, d)))
+        return rc;
+    *len = w.len;
+    return 0;
+}
