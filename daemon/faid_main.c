@@ -108,8 +108,9 @@ static void raise_nofile(void)
               (unsigned long long)before);
 }
 
-/* One event of the input socket's monitor: [uint16 event, uint32 value][endpoint]. */
-static void input_event(faid_server *s)
+/* One event of the input socket's monitor: [uint16 event, uint32 value][endpoint]. Returns the
+ * event, 0 when none was waiting. */
+static int input_event(faid_server *s)
 {
     zmq_msg_t head, addr;
     zmq_msg_init(&head);
@@ -117,7 +118,7 @@ static void input_event(faid_server *s)
     if (zmq_msg_recv(&head, s->input_mon, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&head);
         zmq_msg_close(&addr);
-        return;
+        return 0;
     }
     if (zmq_msg_more(&head))
         zmq_msg_recv(&addr, s->input_mon, 0);
@@ -157,6 +158,7 @@ static void input_event(faid_server *s)
     default:
         break;
     }
+    return ev;
 }
 
 /* Serves the control socket until a stop is requested. */
@@ -185,9 +187,15 @@ static void serve(faid_server *s)
             nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL);
             continue;
         }
-        if (items[2].revents & ZMQ_POLLIN)
-            for (int k = 0; k < 64; k++)
-                input_event(s);
+        if (items[2].revents & ZMQ_POLLIN) {
+            int failed = 0, ev = 1;
+            for (int k = 0; k < 64 && ev; k++)
+                failed += (ev = input_event(s)) == ZMQ_EVENT_ACCEPT_FAILED;
+            /* At the descriptor limit libzmq retries accept() without pause and reports each
+             * failure: counting them must not make this thread spin as well. */
+            if (failed)
+                nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+        }
         if (items[1].revents & ZMQ_POLLIN) {
             char buf[64];
             while (read(g_wake[0], buf, sizeof(buf)) > 0) {
