@@ -99,14 +99,22 @@ static int finish(const cbw *w, size_t *len, faid_diag *d)
 static int typed_tag(faid_dtype t)
 {
     switch (t) {
-    case FAID_DT_U8: return 64;
-    case FAID_DT_U16: return 69;
-    case FAID_DT_U32: return 70;
-    case FAID_DT_I8: return 72;
-    case FAID_DT_I16: return 77;
-    case FAID_DT_I32: return 78;
-    case FAID_DT_F32: return 85;
-    default: return -1;
+    case FAID_DT_U8:
+        return 64;
+    case FAID_DT_U16:
+        return 69;
+    case FAID_DT_U32:
+        return 70;
+    case FAID_DT_I8:
+        return 72;
+    case FAID_DT_I16:
+        return 77;
+    case FAID_DT_I32:
+        return 78;
+    case FAID_DT_F32:
+        return 85;
+    default:
+        return -1;
     }
 }
 
@@ -243,16 +251,23 @@ int faid_dectris2_end(const faid_dectris_series *s, uint8_t *buf, size_t cap, si
 const char *faid_dectris1_encoding(faid_encoding e, faid_dtype t)
 {
     switch (e) {
-    case FAID_ENC_NONE: return "<";
-    case FAID_ENC_LZ4_RAW: return "lz4<";
+    case FAID_ENC_NONE:
+        return "<";
+    case FAID_ENC_LZ4_RAW:
+        return "lz4<";
     case FAID_ENC_BSLZ4:
         switch (faid_dtype_size(t)) {
-        case 1: return "bs8-lz4<";
-        case 2: return "bs16-lz4<";
-        case 4: return "bs32-lz4<";
-        default: return NULL;
+        case 1:
+            return "bs8-lz4<";
+        case 2:
+            return "bs16-lz4<";
+        case 4:
+            return "bs32-lz4<";
+        default:
+            return NULL;
         }
-    default: return NULL;
+    default:
+        return NULL;
     }
 }
 
@@ -270,11 +285,11 @@ static int part(char *out, size_t cap, faid_diag *d, const char *fmt, ...)
     return 0;
 }
 
-int faid_dectris1_header(const faid_dectris_series *s, char *p1, char *p2, size_t cap,
-                         faid_diag *d)
+int faid_dectris1_header(const faid_dectris_series *s, char *p1, char *p2, size_t cap, faid_diag *d)
 {
-    int rc = part(p1, cap, d, "{\"htype\":\"dheader-1.0\",\"series\":%llu,\"header_detail\":\"basic\"}",
-                  (unsigned long long)s->series_id);
+    int rc =
+        part(p1, cap, d, "{\"htype\":\"dheader-1.0\",\"series\":%llu,\"header_detail\":\"basic\"}",
+             (unsigned long long)s->series_id);
     if (rc)
         return rc;
     char geo[512] = "";
@@ -282,8 +297,8 @@ int faid_dectris1_header(const faid_dectris_series *s, char *p1, char *p2, size_
         snprintf(geo, sizeof(geo),
                  ",\"beam_center_x\":%.17g,\"beam_center_y\":%.17g,\"detector_distance\":%.17g,"
                  "\"wavelength\":%.17g,\"x_pixel_size\":%.17g,\"y_pixel_size\":%.17g",
-                 s->beam_center_x, s->beam_center_y, s->distance, s->wavelength,
-                 s->pixel_size_x, s->pixel_size_y);
+                 s->beam_center_x, s->beam_center_y, s->distance, s->wavelength, s->pixel_size_x,
+                 s->pixel_size_y);
     return part(p2, cap, d,
                 "{\"x_pixels_in_detector\":%d,\"y_pixels_in_detector\":%d,"
                 "\"bit_depth_image\":%zu,\"nimages\":%lld,\"ntrigger\":1,"
@@ -304,9 +319,9 @@ int faid_dectris1_image(const faid_dectris_series *s, uint64_t frame, faid_encod
         return faid_fail(d, FAID_EDTYPE, "DECTRIS v1 carries uint8/16/32 pixels, not %s",
                          faid_dtype_name(s->dtype));
     /* The hash would be the blob's MD5; faid does not check it and replay leaves it empty. */
-    int rc = part(p1, cap, d,
-                  "{\"htype\":\"dimage-1.0\",\"series\":%llu,\"frame\":%llu,\"hash\":\"\"}",
-                  (unsigned long long)s->series_id, (unsigned long long)frame);
+    int rc =
+        part(p1, cap, d, "{\"htype\":\"dimage-1.0\",\"series\":%llu,\"frame\":%llu,\"hash\":\"\"}",
+             (unsigned long long)s->series_id, (unsigned long long)frame);
     if (!rc)
         rc = part(p2, cap, d,
                   "{\"htype\":\"dimage_d-1.0\",\"shape\":[%d,%d],\"type\":\"%s\","

@@ -263,8 +263,9 @@ int faidctl_inspect(int argc, char **argv)
             faid_input_decode(proto, parts, nfiles, &o, m2, &d2);
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        decode_us = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 +
-                     (double)(t1.tv_nsec - t0.tv_nsec) / 1e3) / (double)repeat;
+        decode_us =
+            ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3) /
+            (double)repeat;
         free(m2);
     }
     printf("{\"ok\": %s, \"format\": ", rc ? "false" : "true");
@@ -288,8 +289,8 @@ int faidctl_inspect(int argc, char **argv)
     if (!rc && m->h.type == FAID_IN_IMAGE) {
         printf(", \"shape\": [%d, %d], \"dtype\": \"%s\", \"encoding\": \"%s\", "
                "\"payload_part\": %d, \"payload_bytes\": %zu, \"channel\": ",
-               m->h.rows, m->h.cols, faid_dtype_name(m->h.dtype),
-               faid_encoding_name(m->h.encoding), m->payload_part, m->payload_len);
+               m->h.rows, m->h.cols, faid_dtype_name(m->h.dtype), faid_encoding_name(m->h.encoding),
+               m->payload_part, m->payload_len);
         json_str(m->channel);
         printf(", \"channel_index\": %d", m->channel_index);
         const char *tn[3] = {"start_time", "stop_time", "real_time"};

@@ -20,10 +20,22 @@ static void set_uint(void *c, uint64_t v)
     CTX(c)->o->u = v;
     CTX(c)->seen = 1;
 }
-static void cb_u8(void *c, uint8_t v) { set_uint(c, v); }
-static void cb_u16(void *c, uint16_t v) { set_uint(c, v); }
-static void cb_u32(void *c, uint32_t v) { set_uint(c, v); }
-static void cb_u64(void *c, uint64_t v) { set_uint(c, v); }
+static void cb_u8(void *c, uint8_t v)
+{
+    set_uint(c, v);
+}
+static void cb_u16(void *c, uint16_t v)
+{
+    set_uint(c, v);
+}
+static void cb_u32(void *c, uint32_t v)
+{
+    set_uint(c, v);
+}
+static void cb_u64(void *c, uint64_t v)
+{
+    set_uint(c, v);
+}
 
 static void set_neg(void *c, uint64_t v)
 {
@@ -31,10 +43,22 @@ static void set_neg(void *c, uint64_t v)
     CTX(c)->o->u = v;
     CTX(c)->seen = 1;
 }
-static void cb_n8(void *c, uint8_t v) { set_neg(c, v); }
-static void cb_n16(void *c, uint16_t v) { set_neg(c, v); }
-static void cb_n32(void *c, uint32_t v) { set_neg(c, v); }
-static void cb_n64(void *c, uint64_t v) { set_neg(c, v); }
+static void cb_n8(void *c, uint8_t v)
+{
+    set_neg(c, v);
+}
+static void cb_n16(void *c, uint16_t v)
+{
+    set_neg(c, v);
+}
+static void cb_n32(void *c, uint32_t v)
+{
+    set_neg(c, v);
+}
+static void cb_n64(void *c, uint64_t v)
+{
+    set_neg(c, v);
+}
 
 static void cb_bytes(void *c, cbor_data p, size_t n)
 {
@@ -262,8 +286,8 @@ int faid_cb_to_cstr(const faid_cb_obj *o, char *out, size_t cap, const char *wha
     if (o->type != FAID_CB_TEXT)
         return faid_fail(d, FAID_EFORMAT, "key \"%s\": expected a text string", what);
     if (o->len >= cap)
-        return faid_fail(d, FAID_ESIZE, "key \"%s\": text of %zu bytes, at most %zu allowed",
-                         what, o->len, cap - 1);
+        return faid_fail(d, FAID_ESIZE, "key \"%s\": text of %zu bytes, at most %zu allowed", what,
+                         o->len, cap - 1);
     if (memchr(o->ptr, '\0', o->len))
         return faid_fail(d, FAID_EFORMAT, "key \"%s\": text contains NUL", what);
     memcpy(out, o->ptr, o->len);

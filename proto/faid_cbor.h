@@ -58,8 +58,7 @@ int faid_cb_to_i64(const faid_cb_obj *o, int64_t *v, const char *what, faid_diag
 int faid_cb_to_f64(const faid_cb_obj *o, double *v, const char *what, faid_diag *d);
 /* Copies TEXT into out (NUL-terminated); FAID_ESIZE when longer than cap - 1, FAID_EFORMAT when
  * not text or when it holds a NUL. */
-int faid_cb_to_cstr(const faid_cb_obj *o, char *out, size_t cap, const char *what,
-                    faid_diag *d);
+int faid_cb_to_cstr(const faid_cb_obj *o, char *out, size_t cap, const char *what, faid_diag *d);
 
 /* Converts the one CBOR item at r into one msgpack value written to w (for passing a DECTRIS
  * v2 "user_data" through to faid's msgpack output): integers, floats, text (str), bytes (bin),

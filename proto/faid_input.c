@@ -127,12 +127,17 @@ static int valid_utf8(const uint8_t *p, size_t n)
     size_t k = 0;
     while (k < n) {
         uint8_t c = p[k];
-        size_t more = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3
-                                                                                          : 9;
+        size_t more = c < 0x80         ? 0
+                      : (c >> 5) == 6  ? 1
+                      : (c >> 4) == 14 ? 2
+                      : (c >> 3) == 30 ? 3
+                                       : 9;
         if (more == 9 || more >= n - k)
             return 0;
-        uint32_t cp = more == 0 ? c : more == 1 ? (c & 0x1fu) : more == 2 ? (c & 0x0fu)
-                                                                         : (c & 0x07u);
+        uint32_t cp = more == 0   ? c
+                      : more == 1 ? (c & 0x1fu)
+                      : more == 2 ? (c & 0x0fu)
+                                  : (c & 0x07u);
         for (size_t j = 1; j <= more; j++) {
             if ((p[k + j] & 0xc0) != 0x80)
                 return 0;

@@ -71,8 +71,8 @@ typedef struct faid_input_part {
 typedef struct faid_input_array {
     int present;
     faid_dtype dtype;
-    int ndim;          /* 1 (count-rate table) or 2 */
-    uint64_t shape[2]; /* [rows, cols]; ndim 1: [n, 1] */
+    int ndim;               /* 1 (count-rate table) or 2 */
+    uint64_t shape[2];      /* [rows, cols]; ndim 1: [n, 1] */
     faid_encoding encoding; /* NONE, BSLZ4 (elem_size = dtype size) or LZ4 (HDF5-LZ4 framing) or
                              * LZ4_RAW (v1 "lz4<") */
     const uint8_t *data;    /* inside part `part` */
@@ -88,25 +88,25 @@ size_t faid_input_array_bytes(const faid_input_array *a);
 
 /* Which optional metadata fields a start message gave (bits of faid_input_meta.have). */
 enum {
-    FAID_META_BEAM_CENTER = 1u << 0,          /* beam_center_x, beam_center_y (pixels) */
-    FAID_META_DISTANCE = 1u << 1,             /* detector_distance (m) */
-    FAID_META_TRANSLATION = 1u << 2,          /* detector_translation[3] (m) */
-    FAID_META_WAVELENGTH = 1u << 3,           /* incident_wavelength (angstrom) */
-    FAID_META_ENERGY = 1u << 4,               /* incident_energy (eV) */
-    FAID_META_PIXEL_SIZE = 1u << 5,           /* pixel_size_x, pixel_size_y (m) */
-    FAID_META_IMAGE_SIZE = 1u << 6,           /* image_size_x (cols), image_size_y (rows) */
-    FAID_META_DTYPE = 1u << 7,                /* image_dtype */
-    FAID_META_NIMAGES = 1u << 8,              /* nimages */
-    FAID_META_COUNT_TIME = 1u << 9,           /* count_time (s) */
-    FAID_META_FRAME_TIME = 1u << 10,          /* frame_time (s) */
-    FAID_META_SATURATION = 1u << 11,          /* saturation_value */
-    FAID_META_ERROR_VALUE = 1u << 12,         /* error_value (Jungfraujoch) */
-    FAID_META_THRESHOLD = 1u << 13,           /* threshold_energy of the selected channel (eV) */
-    FAID_META_SENSOR = 1u << 14,              /* sensor_material, sensor_thickness (m) */
-    FAID_META_MAGIC = 1u << 15,               /* magic_number (Jungfraujoch) */
-    FAID_META_MASK_ENABLED = 1u << 16,        /* pixel_mask_enabled */
-    FAID_META_FLATFIELD_ENABLED = 1u << 17,   /* flatfield_enabled */
-    FAID_META_COUNTRATE_ENABLED = 1u << 18,   /* countrate_correction_enabled */
+    FAID_META_BEAM_CENTER = 1u << 0,        /* beam_center_x, beam_center_y (pixels) */
+    FAID_META_DISTANCE = 1u << 1,           /* detector_distance (m) */
+    FAID_META_TRANSLATION = 1u << 2,        /* detector_translation[3] (m) */
+    FAID_META_WAVELENGTH = 1u << 3,         /* incident_wavelength (angstrom) */
+    FAID_META_ENERGY = 1u << 4,             /* incident_energy (eV) */
+    FAID_META_PIXEL_SIZE = 1u << 5,         /* pixel_size_x, pixel_size_y (m) */
+    FAID_META_IMAGE_SIZE = 1u << 6,         /* image_size_x (cols), image_size_y (rows) */
+    FAID_META_DTYPE = 1u << 7,              /* image_dtype */
+    FAID_META_NIMAGES = 1u << 8,            /* nimages */
+    FAID_META_COUNT_TIME = 1u << 9,         /* count_time (s) */
+    FAID_META_FRAME_TIME = 1u << 10,        /* frame_time (s) */
+    FAID_META_SATURATION = 1u << 11,        /* saturation_value */
+    FAID_META_ERROR_VALUE = 1u << 12,       /* error_value (Jungfraujoch) */
+    FAID_META_THRESHOLD = 1u << 13,         /* threshold_energy of the selected channel (eV) */
+    FAID_META_SENSOR = 1u << 14,            /* sensor_material, sensor_thickness (m) */
+    FAID_META_MAGIC = 1u << 15,             /* magic_number (Jungfraujoch) */
+    FAID_META_MASK_ENABLED = 1u << 16,      /* pixel_mask_enabled */
+    FAID_META_FLATFIELD_ENABLED = 1u << 17, /* flatfield_enabled */
+    FAID_META_COUNTRATE_ENABLED = 1u << 18, /* countrate_correction_enabled */
 };
 
 /* Metadata of a series start (DECTRIS v2 "start", DECTRIS v1 "dheader-1.0" with its detail
@@ -137,8 +137,8 @@ typedef struct faid_input_meta {
     int nchannels;
     char channels[FAID_INPUT_MAX_CHANNELS][FAID_INPUT_NAME_MAX];
     /* Arrays of the selected channel (v2: maps channel -> array; v1: the detail parts). */
-    faid_input_array pixel_mask;     /* 32-bit; non-zero = bad pixel (DECTRIS bit meanings) */
-    faid_input_array flatfield;      /* float32 */
+    faid_input_array pixel_mask;      /* 32-bit; non-zero = bad pixel (DECTRIS bit meanings) */
+    faid_input_array flatfield;       /* float32 */
     faid_input_array countrate_table; /* float32, 1D (v2: countrate_correction_lookup_table) */
 } faid_input_meta;
 
@@ -161,7 +161,7 @@ typedef struct faid_input_msg {
      * (a part, the payload or an array is at fault) the message is still a frame of its series
      * and must be accounted as a failed frame, not as unreadable input. */
     int header_ok;
-    int nparts;    /* parts the message had */
+    int nparts; /* parts the message had */
     /* image: the encoded frame, inside part payload_part (no copy) */
     int payload_part;
     const uint8_t *payload;

@@ -52,8 +52,8 @@ static int load_part(const faid_input_part *p, int idx, size_t max, json_t **out
 {
     *out = NULL;
     if (p->len > max)
-        return faid_fail(d, FAID_ESIZE, "part %d: JSON of %zu bytes, at most %zu accepted",
-                         idx + 1, p->len, max);
+        return faid_fail(d, FAID_ESIZE, "part %d: JSON of %zu bytes, at most %zu accepted", idx + 1,
+                         p->len, max);
     json_error_t err;
     json_t *j = json_loadb(p->data ? p->data : "", p->len, 0, &err);
     if (!j)
@@ -95,8 +95,7 @@ static int get_uint(json_t *j, int idx, const char *key, uint64_t *v, int requir
 }
 
 /* "shape": [x, y] -> rows = y, cols = x (1D tables: [n] -> n x 1). */
-static int get_shape(json_t *j, int idx, int allow_1d, uint64_t shape[2], int *ndim,
-                     faid_diag *d)
+static int get_shape(json_t *j, int idx, int allow_1d, uint64_t shape[2], int *ndim, faid_diag *d)
 {
     json_t *s = json_object_get(j, "shape");
     size_t n = json_is_array(s) ? json_array_size(s) : 0;
@@ -138,8 +137,7 @@ static int get_type(json_t *j, int idx, faid_dtype *dt, faid_diag *d)
 
 /* Encoding grammar [bs<BITS>-][lz4][<|>]: sets the faid encoding and, for bitshuffle, the
  * element size in bytes (0 otherwise). */
-static int parse_encoding(const char *s, int idx, faid_encoding *enc, size_t *bs_elem,
-                          faid_diag *d)
+static int parse_encoding(const char *s, int idx, faid_encoding *enc, size_t *bs_elem, faid_diag *d)
 {
     const char *p = s;
     *bs_elem = 0;
@@ -157,8 +155,7 @@ static int parse_encoding(const char *s, int idx, faid_encoding *enc, size_t *bs
     if (strncmp(p, "lz4", 3) == 0)
         lz4 = 1, p += 3;
     if (strcmp(p, ">") == 0)
-        return faid_fail(d, FAID_EUNSUP, "part %d: encoding \"%.32s\" is big-endian", idx + 1,
-                         s);
+        return faid_fail(d, FAID_EUNSUP, "part %d: encoding \"%.32s\" is big-endian", idx + 1, s);
     if (strcmp(p, "<") != 0)
         goto bad;
     if (*bs_elem && !lz4)
@@ -237,23 +234,21 @@ static const struct {
 } config_keys[] = {
     {"beam_center_x", C_F64, offsetof(faid_input_meta, beam_center_x), FAID_META_BEAM_CENTER, 1},
     {"beam_center_y", C_F64, offsetof(faid_input_meta, beam_center_y), FAID_META_BEAM_CENTER, 1},
-    {"detector_distance", C_F64, offsetof(faid_input_meta, detector_distance),
-     FAID_META_DISTANCE, 1},
-    {"wavelength", C_F64, offsetof(faid_input_meta, incident_wavelength), FAID_META_WAVELENGTH,
+    {"detector_distance", C_F64, offsetof(faid_input_meta, detector_distance), FAID_META_DISTANCE,
      1},
+    {"wavelength", C_F64, offsetof(faid_input_meta, incident_wavelength), FAID_META_WAVELENGTH, 1},
     {"photon_energy", C_F64, offsetof(faid_input_meta, incident_energy), FAID_META_ENERGY, 1},
     {"x_pixel_size", C_F64, offsetof(faid_input_meta, pixel_size_x), FAID_META_PIXEL_SIZE, 1},
     {"y_pixel_size", C_F64, offsetof(faid_input_meta, pixel_size_y), FAID_META_PIXEL_SIZE, 1},
-    {"x_pixels_in_detector", C_I64, offsetof(faid_input_meta, image_size_x),
-     FAID_META_IMAGE_SIZE, 1},
-    {"y_pixels_in_detector", C_I64, offsetof(faid_input_meta, image_size_y),
-     FAID_META_IMAGE_SIZE, 1},
+    {"x_pixels_in_detector", C_I64, offsetof(faid_input_meta, image_size_x), FAID_META_IMAGE_SIZE,
+     1},
+    {"y_pixels_in_detector", C_I64, offsetof(faid_input_meta, image_size_y), FAID_META_IMAGE_SIZE,
+     1},
     {"count_time", C_F64, offsetof(faid_input_meta, count_time), FAID_META_COUNT_TIME, 1},
     {"frame_time", C_F64, offsetof(faid_input_meta, frame_time), FAID_META_FRAME_TIME, 1},
     {"countrate_correction_count_cutoff", C_I64, offsetof(faid_input_meta, saturation_value),
      FAID_META_SATURATION, 1},
-    {"sensor_thickness", C_F64, offsetof(faid_input_meta, sensor_thickness), FAID_META_SENSOR,
-     1},
+    {"sensor_thickness", C_F64, offsetof(faid_input_meta, sensor_thickness), FAID_META_SENSOR, 1},
     {"threshold_energy", C_F64, offsetof(faid_input_meta, threshold_energy), FAID_META_THRESHOLD,
      1},
     {"pixel_mask_applied", C_BOOL, offsetof(faid_input_meta, pixel_mask_enabled),
@@ -301,8 +296,10 @@ static void read_config(json_t *cfg, faid_input_meta *m)
     json_t *bits = json_object_get(cfg, "bit_depth_image");
     if (is_num(bits)) {
         int b = (int)num_value(bits);
-        m->image_dtype = b == 8 ? FAID_DT_U8 : b == 16 ? FAID_DT_U16 : b == 32 ? FAID_DT_U32
-                                                                              : FAID_DT_INVALID;
+        m->image_dtype = b == 8    ? FAID_DT_U8
+                         : b == 16 ? FAID_DT_U16
+                         : b == 32 ? FAID_DT_U32
+                                   : FAID_DT_INVALID;
         if (m->image_dtype != FAID_DT_INVALID)
             m->have |= FAID_META_DTYPE;
     }
@@ -320,8 +317,8 @@ static int read_detail_array(const faid_input_part *parts, int idx, int nparts,
                              const char *want_htype, faid_input_array *a, faid_diag *d)
 {
     if (idx + 1 >= nparts)
-        return faid_fail(d, FAID_EPROTO, "header_detail all: parts %d-%d (%s) missing",
-                         idx + 1, idx + 2, want_htype);
+        return faid_fail(d, FAID_EPROTO, "header_detail all: parts %d-%d (%s) missing", idx + 1,
+                         idx + 2, want_htype);
     json_t *j;
     int rc = load_part(&parts[idx], idx, V1_JSON_MAX, &j, d);
     if (rc)
@@ -349,8 +346,8 @@ static int read_detail_array(const faid_input_part *parts, int idx, int nparts,
     return 0;
 }
 
-static int decode_header(json_t *j0, const faid_input_part *parts, int nparts,
-                         faid_input_msg *m, faid_diag *d)
+static int decode_header(json_t *j0, const faid_input_part *parts, int nparts, faid_input_msg *m,
+                         faid_diag *d)
 {
     int rc = get_uint(j0, 0, "series", &m->h.series_id, 1, NULL, d);
     if (rc)
@@ -384,8 +381,7 @@ static int decode_header(json_t *j0, const faid_input_part *parts, int nparts,
     }
     if (base == 8) {
         if ((rc = read_detail_array(parts, 2, nparts, "dflatfield-1.0", &m->meta.flatfield, d)) ||
-            (rc = read_detail_array(parts, 4, nparts, "dpixelmask-1.0", &m->meta.pixel_mask,
-                                    d)) ||
+            (rc = read_detail_array(parts, 4, nparts, "dpixelmask-1.0", &m->meta.pixel_mask, d)) ||
             (rc = read_detail_array(parts, 6, nparts, "dcountrate_table-1.0",
                                     &m->meta.countrate_table, d)))
             return rc;
@@ -456,8 +452,8 @@ static int decode_image(json_t *j0, const faid_input_part *parts, int nparts, fa
     a.len = parts[2].len;
     a.part = 2;
     if (have_size && size != a.len)
-        return faid_fail(d, FAID_ESIZE, "part 3: %zu bytes, but part 2 says \"size\": %llu",
-                         a.len, (unsigned long long)size);
+        return faid_fail(d, FAID_ESIZE, "part 3: %zu bytes, but part 2 says \"size\": %llu", a.len,
+                         (unsigned long long)size);
     if ((rc = check_blob(&a, 2, d)))
         return rc;
     json_t *j3;

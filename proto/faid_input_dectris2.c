@@ -44,8 +44,10 @@ static int typed_dtype(uint64_t tag, faid_dtype *dt, faid_diag *d, const char *k
                                          FAID_DT_INVALID};
     *dt = f ? floats[ll] : s ? ints[ll] : uints[ll];
     if (*dt == FAID_DT_INVALID)
-        return faid_fail(d, FAID_EDTYPE, "key \"%s\": typed-array tag %llu (%s float) is not "
-                         "supported", key, (unsigned long long)tag, ll == 0 ? "half" : "quad");
+        return faid_fail(d, FAID_EDTYPE,
+                         "key \"%s\": typed-array tag %llu (%s float) is not "
+                         "supported",
+                         key, (unsigned long long)tag, ll == 0 ? "half" : "quad");
     if (!e && faid_dtype_size(*dt) > 1)
         return faid_fail(d, FAID_EDTYPE,
                          "key \"%s\": typed-array tag %llu is big-endian, only little-endian "
@@ -63,8 +65,8 @@ static int read_typed(faid_cbr *r, const char *key, faid_input_array *a, faid_di
     if (rc)
         return rc;
     if (o.type != FAID_CB_TAG || o.u < TAG_TYPED_FIRST || o.u > TAG_TYPED_LAST)
-        return faid_fail(d, FAID_EFORMAT,
-                         "key \"%s\": expected a typed array (CBOR tag 64-87)", key);
+        return faid_fail(d, FAID_EFORMAT, "key \"%s\": expected a typed array (CBOR tag 64-87)",
+                         key);
     if ((rc = typed_dtype(o.u, &a->dtype, d, key)))
         return rc;
     size_t esz = faid_dtype_size(a->dtype);
@@ -109,8 +111,7 @@ static int read_typed(faid_cbr *r, const char *key, faid_input_array *a, faid_di
         }
     }
     if (o.type != FAID_CB_BYTES)
-        return faid_fail(d, FAID_EFORMAT, "key \"%s\": typed array data is not a byte string",
-                         key);
+        return faid_fail(d, FAID_EFORMAT, "key \"%s\": typed array data is not a byte string", key);
     a->data = o.ptr;
     a->len = o.len;
     a->part = 0;
@@ -119,9 +120,8 @@ static int read_typed(faid_cbr *r, const char *key, faid_input_array *a, faid_di
         if (a->len != expect)
             return faid_fail(d, FAID_ESIZE,
                              "key \"%s\": %zu data bytes, expected %llu (%llu x %llu %s)", key,
-                             a->len, (unsigned long long)expect,
-                             (unsigned long long)a->shape[0], (unsigned long long)a->shape[1],
-                             faid_dtype_name(a->dtype));
+                             a->len, (unsigned long long)expect, (unsigned long long)a->shape[0],
+                             (unsigned long long)a->shape[1], faid_dtype_name(a->dtype));
     } else {
         if (a->encoding == FAID_ENC_BSLZ4 && modifier != esz)
             return faid_fail(d, FAID_EUNSUP,
@@ -157,13 +157,14 @@ static int read_mda(faid_cbr *r, const char *key, faid_input_array *a, faid_diag
     if (o.type == FAID_CB_TAG && o.u == TAG_MULTI_DIM_COL)
         return faid_fail(d, FAID_EUNSUP, "key \"%s\": column-major array (tag 1040)", key);
     if (o.type != FAID_CB_TAG || o.u != TAG_MULTI_DIM)
-        return faid_fail(d, FAID_EFORMAT, "key \"%s\": expected a multi-dimensional array "
-                         "(CBOR tag 40)", key);
+        return faid_fail(d, FAID_EFORMAT,
+                         "key \"%s\": expected a multi-dimensional array "
+                         "(CBOR tag 40)",
+                         key);
     if ((rc = faid_cbr_next(r, &o, d)))
         return rc;
     if (o.type != FAID_CB_ARRAY || o.u != 2)
-        return faid_fail(d, FAID_EFORMAT, "key \"%s\": tag 40 must hold [dimensions, array]",
-                         key);
+        return faid_fail(d, FAID_EFORMAT, "key \"%s\": tag 40 must hold [dimensions, array]", key);
     if ((rc = faid_cbr_next(r, &o, d)))
         return rc;
     if (o.type != FAID_CB_ARRAY || o.u != 2)
@@ -227,8 +228,7 @@ static const struct {
 } start_keys[] = {
     {"beam_center_x", K_F64, offsetof(faid_input_meta, beam_center_x), FAID_META_BEAM_CENTER},
     {"beam_center_y", K_F64, offsetof(faid_input_meta, beam_center_y), FAID_META_BEAM_CENTER},
-    {"detector_distance", K_F64, offsetof(faid_input_meta, detector_distance),
-     FAID_META_DISTANCE},
+    {"detector_distance", K_F64, offsetof(faid_input_meta, detector_distance), FAID_META_DISTANCE},
     {"incident_wavelength", K_F64, offsetof(faid_input_meta, incident_wavelength),
      FAID_META_WAVELENGTH},
     {"incident_energy", K_F64, offsetof(faid_input_meta, incident_energy), FAID_META_ENERGY},
@@ -239,8 +239,7 @@ static const struct {
     {"number_of_images", K_I64, offsetof(faid_input_meta, nimages), FAID_META_NIMAGES},
     {"count_time", K_F64, offsetof(faid_input_meta, count_time), FAID_META_COUNT_TIME},
     {"frame_time", K_F64, offsetof(faid_input_meta, frame_time), FAID_META_FRAME_TIME},
-    {"saturation_value", K_I64, offsetof(faid_input_meta, saturation_value),
-     FAID_META_SATURATION},
+    {"saturation_value", K_I64, offsetof(faid_input_meta, saturation_value), FAID_META_SATURATION},
     {"error_value", K_I64, offsetof(faid_input_meta, error_value), FAID_META_ERROR_VALUE},
     {"sensor_thickness", K_F64, offsetof(faid_input_meta, sensor_thickness), FAID_META_SENSOR},
     {"magic_number", K_I64, offsetof(faid_input_meta, magic_number), FAID_META_MAGIC},
@@ -356,8 +355,8 @@ static int read_table(faid_cbr *r, const char *key, faid_input_array *a, faid_di
             return rc;
         uint64_t total = 0;
         uint32_t block = 0;
-        if (bytes.type != FAID_CB_BYTES || faid_bslz4_header(bytes.ptr, bytes.len, &total,
-                                                             &block, d))
+        if (bytes.type != FAID_CB_BYTES ||
+            faid_bslz4_header(bytes.ptr, bytes.len, &total, &block, d))
             return faid_fail(d, FAID_EFORMAT, "key \"%s\": unreadable compressed table", key);
         n = (size_t)(total / esz);
     }
@@ -409,8 +408,7 @@ static int scan_top(const faid_input_part *p, faid_input_msg *m, faid_diag *d)
         if ((rc = faid_cbr_next(&r, &key, d)))
             return rc;
         if (key.type != FAID_CB_TEXT)
-            return faid_fail(d, FAID_EFORMAT, "map key %llu is not text",
-                             (unsigned long long)k);
+            return faid_fail(d, FAID_EFORMAT, "map key %llu is not text", (unsigned long long)k);
         if (faid_cb_text_eq(&key, "type")) {
             if ((rc = faid_cbr_next(&r, &v, d)))
                 return rc;
@@ -425,10 +423,10 @@ static int scan_top(const faid_input_part *p, faid_input_msg *m, faid_diag *d)
                 m->h.type = FAID_IN_END;
             else {
                 m->h.type = FAID_IN_OTHER;
-                snprintf(m->other_type, sizeof(m->other_type), "%.*s",
-                         (int)(v.len < sizeof(m->other_type) - 1 ? v.len
-                                                                  : sizeof(m->other_type) - 1),
-                         (const char *)v.ptr);
+                snprintf(
+                    m->other_type, sizeof(m->other_type), "%.*s",
+                    (int)(v.len < sizeof(m->other_type) - 1 ? v.len : sizeof(m->other_type) - 1),
+                    (const char *)v.ptr);
                 for (char *c = m->other_type; *c; c++)
                     if (*c < 0x20 || *c > 0x7e)
                         *c = '?';
@@ -463,8 +461,7 @@ static int scan_top(const faid_input_part *p, faid_input_msg *m, faid_diag *d)
 }
 
 /* The image's "data" map: the selected channel's array becomes the frame. */
-static int read_image_data(faid_cbr *r, const faid_input_opts *o, faid_input_msg *m,
-                           faid_diag *d)
+static int read_image_data(faid_cbr *r, const faid_input_opts *o, faid_input_msg *m, faid_diag *d)
 {
     faid_cb_obj v;
     int rc = faid_cbr_next(r, &v, d);
@@ -516,9 +513,10 @@ static int read_image_data(faid_cbr *r, const faid_input_opts *o, faid_input_msg
                          (unsigned long long)m->h.frame_id);
     }
     if (!faid_dtype_is_frame(a.dtype))
-        return faid_fail(d, FAID_EDTYPE, "image %llu: channel \"%s\" has pixel type %s, not a "
-                         "frame type", (unsigned long long)m->h.frame_id, m->channel,
-                         faid_dtype_name(a.dtype));
+        return faid_fail(d, FAID_EDTYPE,
+                         "image %llu: channel \"%s\" has pixel type %s, not a "
+                         "frame type",
+                         (unsigned long long)m->h.frame_id, m->channel, faid_dtype_name(a.dtype));
     m->h.rows = (int)a.shape[0];
     m->h.cols = (int)a.shape[1];
     m->h.dtype = a.dtype;
@@ -565,8 +563,8 @@ static int v2_decode(const faid_input_part *parts, int nparts, const faid_input_
             return rc;
         int common = 1;
         if (faid_cb_text_eq(&key, "series_id")) {
-            if ((rc = next_value(&r, &v, d)) || (rc = faid_cb_to_u64(&v, &m->h.series_id,
-                                                                    "series_id", d)))
+            if ((rc = next_value(&r, &v, d)) ||
+                (rc = faid_cb_to_u64(&v, &m->h.series_id, "series_id", d)))
                 return rc;
             have_series = 1;
         } else if (faid_cb_text_eq(&key, "series_unique_id")) {
@@ -639,19 +637,23 @@ static int v2_decode(const faid_input_part *parts, int nparts, const faid_input_
                     return rc;
                 meta->image_dtype = faid_dtype_parse(text);
                 if (!faid_dtype_is_frame(meta->image_dtype))
-                    return faid_fail(d, FAID_EDTYPE, "key \"image_dtype\": \"%s\" is not a "
-                                     "frame type", text);
+                    return faid_fail(d, FAID_EDTYPE,
+                                     "key \"image_dtype\": \"%s\" is not a "
+                                     "frame type",
+                                     text);
                 meta->have |= FAID_META_DTYPE;
             } else if (faid_cb_text_eq(&key, "pixel_mask")) {
                 if ((rc = read_channel_map(&r, "pixel_mask", want, rd_mda, &meta->pixel_mask,
                                            &found, d)))
                     return rc;
                 if (found && faid_dtype_size(meta->pixel_mask.dtype) != 4)
-                    return faid_fail(d, FAID_EDTYPE, "key \"pixel_mask\": %s mask, expected "
-                                     "32-bit", faid_dtype_name(meta->pixel_mask.dtype));
+                    return faid_fail(d, FAID_EDTYPE,
+                                     "key \"pixel_mask\": %s mask, expected "
+                                     "32-bit",
+                                     faid_dtype_name(meta->pixel_mask.dtype));
             } else if (faid_cb_text_eq(&key, "flatfield")) {
-                if ((rc = read_channel_map(&r, "flatfield", want, rd_mda, &meta->flatfield,
-                                           &found, d)))
+                if ((rc = read_channel_map(&r, "flatfield", want, rd_mda, &meta->flatfield, &found,
+                                           d)))
                     return rc;
                 if (found && !faid_dtype_is_float(meta->flatfield.dtype))
                     return faid_fail(d, FAID_EDTYPE, "key \"flatfield\": %s, expected float",
@@ -690,8 +692,7 @@ static int v2_decode(const faid_input_part *parts, int nparts, const faid_input_
                                         sizeof(meta->detector_description), d)))
                     return rc;
             } else if (faid_cb_text_eq(&key, "detector_serial_number")) {
-                if ((rc = read_text_cut(&r, "detector_serial_number",
-                                        meta->detector_serial_number,
+                if ((rc = read_text_cut(&r, "detector_serial_number", meta->detector_serial_number,
                                         sizeof(meta->detector_serial_number), d)))
                     return rc;
             } else if ((rc = faid_cbr_skip(&r, d))) {

@@ -26,8 +26,7 @@ static int native_decode(const faid_input_part *parts, int nparts, const faid_in
     case FAID_IN_IMAGE:
         if (nparts != 2)
             return faid_fail(d, FAID_EPROTO,
-                             "image message has %d part(s), expected 2 (header, payload)",
-                             nparts);
+                             "image message has %d part(s), expected 2 (header, payload)", nparts);
         m->payload_part = 1;
         m->payload = parts[1].data;
         m->payload_len = parts[1].len;

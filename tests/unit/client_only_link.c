@@ -15,8 +15,8 @@ int main(void)
     faid_diag_clear(&d);
     uint8_t buf[4096];
     size_t len = 0;
-    faid_dectris_series s = {.series_id = 5, .rows = 2, .cols = 3, .dtype = FAID_DT_U16,
-                             .nimages = 1};
+    faid_dectris_series s = {
+        .series_id = 5, .rows = 2, .cols = 3, .dtype = FAID_DT_U16, .nimages = 1};
     const uint16_t px[6] = {1, 2, 3, 4, 5, 6};
     faid_input_msg m;
     int fails = 0;
