@@ -382,6 +382,7 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     pthread_mutex_init(&s->gen_mu, NULL);
     pthread_mutex_init(&s->build_mu, NULL);
     pthread_mutex_init(&s->info_mu, NULL);
+    pthread_mutex_init(&s->hits_mu, NULL);
     faid_stats_init(&s->stats);
     s->start_mono_ns = faid_now_ns();
     s->aggr = faid_aggr_new();
@@ -507,6 +508,14 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         if (!s->forward)
             goto fail;
     }
+    if (cfg->hits_endpoint[0]) {
+        /* Hit frames for indexing or a hits-only writer: sends never wait; a consumer that
+         * is behind loses hits beyond this many (they are counted, hits.dropped). */
+        s->hits = make_socket(s, ZMQ_PUB, cfg->hits_endpoint, 1, 16, 0, FAID_PEER_MAX_MSG,
+                              "hits", d);
+        if (!s->hits)
+            goto fail;
+    }
     s->rep =
         make_socket(s, ZMQ_REP, cfg->control_endpoint, 1, 0, 0, FAID_CONTROL_MAX_MSG, "control", d);
     if (!s->rep)
@@ -570,7 +579,7 @@ void faid_server_destroy(faid_server **ps)
     if (s->pull && s->input_mon)
         zmq_socket_monitor(s->pull, NULL, 0);
     faid_lossless_destroy(&s->ll);
-    void **socks[] = {&s->input_mon, &s->pull, &s->pub, &s->router, &s->forward, &s->rep};
+    void **socks[] = {&s->input_mon, &s->pull, &s->pub, &s->router, &s->forward, &s->hits, &s->rep};
     for (size_t i = 0; i < sizeof(socks) / sizeof(socks[0]); i++)
         if (*socks[i]) {
             zmq_close(*socks[i]);
@@ -601,6 +610,12 @@ void faid_server_destroy(faid_server **ps)
     pthread_mutex_destroy(&s->gen_mu);
     pthread_mutex_destroy(&s->build_mu);
     pthread_mutex_destroy(&s->info_mu);
+    pthread_mutex_destroy(&s->hits_mu);
+    for (int i = 0; i < s->nworkers; i++) {
+        free(s->workers[i].hit_raw);
+        free(s->workers[i].hit_img);
+        free(s->workers[i].hit_msg);
+    }
     free(s);
     *ps = NULL;
 }
@@ -631,6 +646,7 @@ static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
     FIXED_INT(series_timeout, "input.series_timeout")
     FIXED_STR(input_channel, "input.channel")
     FIXED_STR(forward_endpoint, "input.forward_endpoint")
+    FIXED_STR(hits_endpoint, "hits.endpoint")
     FIXED_INT(sndhwm, "output.sndhwm")
     FIXED_INT(lossless_shutdown_timeout, "output.lossless_shutdown_timeout")
     FIXED_INT(lossless_buffer, "output.lossless_buffer")

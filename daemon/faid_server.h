@@ -147,6 +147,11 @@ typedef struct faid_worker {
      * block-table parse */
     atomic_uint_fast64_t host_ns, table_ns, timed;
     atomic_uint_fast64_t busy_frac_bits; /* double: busy fraction over the last interval */
+    /* hits channel (faid_hits_send.c): the decoded hit frame and its message, grown on demand */
+    uint8_t *hit_raw;
+    float *hit_img;
+    uint8_t *hit_msg;
+    size_t hit_raw_cap, hit_img_cap, hit_msg_cap;
 } faid_worker;
 
 typedef enum { FAID_STATE_IDLE = 0, FAID_STATE_RUNNING, FAID_STATE_STOPPING } faid_state;
@@ -159,6 +164,8 @@ struct faid_server {
     void *pull, *pub, *router, *rep; /* router: the lossless channel, NULL when off */
     faid_lossless *ll;               /* the lossless channel's buffer and session */
     void *forward; /* PUSH re-sending raw input messages (input.forward_endpoint), or NULL */
+    void *hits;    /* PUB of hit frames (hits.endpoint), or NULL; workers send under hits_mu */
+    pthread_mutex_t hits_mu;
     void *input_mon;       /* PAIR receiving the input socket's connection events (main thread) */
     int64_t input_max_msg; /* ZMQ_MAXMSGSIZE of the input socket */
     /* input connections (main thread writes, status / stats read) */

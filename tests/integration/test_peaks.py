@@ -241,3 +241,70 @@ def test_shape_mismatch_is_a_clear_error(daemons, tmpdir_):
     assert p.returncode != 0 and "shape" in p.stderr.lower(), p.stderr
     assert not [f for f in os.listdir(out) if f.endswith(".peaks")]
     assert d.terminate() == 0
+
+
+@pytest.mark.parametrize("mode", ["frame", "patches"])
+def test_hits_channel(daemons, mode):
+    """hits.endpoint: one single-frame msgpack map per hit, nothing for the other frames, in the
+    layout CrystFEL's --zmq-input reads (peak_list of float lists, beam_energy, detector_distance,
+    msgpack-numpy detector_data with binary keys) or, in patches mode, the peaks' patches."""
+    port = td.free_port()
+    extra = PEAKS + f'hits:\n  endpoint: "{ep(port)}"\n  mode: {mode}\n  patch_radius: 3\n'
+    d = daemons(devices="ref", npt=48, extra=extra)
+    hs = d.ctx.socket(zmq.SUB)
+    hs.setsockopt(zmq.SUBSCRIBE, b"")
+    hs.connect(ep(port))
+    rx = td.Receiver(d)
+    rx.settle()
+    imgs, truth = spot_frames(4, seed=11)
+    tx = td.Sender(d)
+    tx.start(series_id=5, series_unique_id="hits")
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=5)
+    tx.end(series_id=5)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    want = sorted(i for i, r in results.items() if r["is_hit"])
+    assert want == [i for i, t in enumerate(truth) if t]
+    got = {}
+    t_end = time.monotonic() + LONG
+    while len(got) < len(want) and time.monotonic() < t_end:
+        if hs.poll(1000):
+            parts = hs.recv_multipart()
+            assert len(parts) == 1, "a hit is one frame (CrystFEL reads one frame per message)"
+            m = msgpack.unpackb(parts[0], raw=False)
+            got[m["frame_id"]] = m
+    hs.close(0)
+    assert sorted(got) == want
+    for i, m in got.items():
+        r = results[i]
+        assert m["type"] == "hit" and m["num_peaks"] == r["num_peaks"]
+        assert m["event_id"] == "hits//%d" % i
+        assert m["detector_distance"] == pytest.approx(100.0)
+        assert m["beam_energy"] == pytest.approx(12398.42, rel=1e-5)
+        pl = m["peak_list"]
+        assert all(isinstance(v, float) for v in pl["fs"] + pl["ss"] + pl["intensity"])
+        assert np.array_equal(np.float32(pl["fs"]), arr(r["peak_x"]))
+        assert np.array_equal(np.float32(pl["ss"]), arr(r["peak_y"]))
+        assert np.array_equal(np.float32(pl["num_pixels"]), arr(r["peak_npix"]))
+        if mode == "frame":
+            dd = m["detector_data"]
+            assert dd[b"nd"] is True and dd[b"type"] == "<f4" and dd[b"kind"] == b""
+            assert dd[b"shape"] == [ROWS, COLS]
+            img = np.frombuffer(dd[b"data"], "<f4").reshape(ROWS, COLS)
+            assert np.array_equal(img, imgs[i].astype(np.float32))
+        else:
+            assert "detector_data" not in m
+            pp = m["peak_patches"]
+            n = r["num_peaks"]
+            assert pp[b"shape"] == [n, 7, 7]
+            patches = np.frombuffer(pp[b"data"], "<f4").reshape(n, 7, 7)
+            padded = np.pad(imgs[i].astype(np.float32), 3, constant_values=np.nan)
+            for k, (r0, c0) in enumerate(m["peak_patch_origin"]):
+                assert r0 == round(float(pl["ss"][k])) - 3 and c0 == round(float(pl["fs"][k])) - 3
+                assert np.array_equal(patches[k], padded[r0 + 3:r0 + 10, c0 + 3:c0 + 10],
+                                      equal_nan=True)
+            assert np.frombuffer(m["bg_I"][b"data"], "<f4").shape == (48,)
+    st = d.status()
+    assert st["counters"]["hits_sent"] == len(want) and st["counters"]["hits_dropped"] == 0
+    assert d.terminate() == 0

@@ -1,0 +1,201 @@
+/* faid_hits_send: hit frames on the hits channel (see faid_hits_send.h). */
+#include "faid_hits_send.h"
+
+#include "faid_codec.h"
+#include "faid_log.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+static faid_ratelimit rl_hits;
+
+static int grow(void **p, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return 0;
+    void *q = realloc(*p, need);
+    if (!q)
+        return FAID_ENOMEM;
+    *p = q;
+    *cap = need;
+    return 0;
+}
+
+/* A msgpack-numpy array (binary keys nd, type, kind, shape, data: what Python's msgpack-numpy
+ * needs; CrystFEL reads them too, with `type` as text). */
+static void put_np(faid_mpw *w, const char *key, const char *type, const uint64_t *shape, int ndim,
+                   const void *data, size_t bytes)
+{
+    faid_mpw_str(w, key);
+    faid_mpw_map(w, 5);
+    faid_mpw_bin(w, "nd", 2);
+    faid_mpw_bool(w, 1);
+    faid_mpw_bin(w, "type", 4);
+    faid_mpw_str(w, type);
+    faid_mpw_bin(w, "kind", 4);
+    faid_mpw_bin(w, "", 0);
+    faid_mpw_bin(w, "shape", 5);
+    faid_mpw_array(w, (uint32_t)ndim);
+    for (int i = 0; i < ndim; i++)
+        faid_mpw_uint(w, shape[i]);
+    faid_mpw_bin(w, "data", 4);
+    faid_mpw_bin(w, data, bytes);
+}
+
+/* A list of floats (CrystFEL reads peak coordinates as floats; integers would be misread). */
+static void put_floats(faid_mpw *w, const char *key, const float *f, const int32_t *i, int32_t n)
+{
+    faid_mpw_str(w, key);
+    faid_mpw_array(w, (uint32_t)n);
+    for (int32_t k = 0; k < n; k++)
+        faid_mpw_f64(w, f ? (double)f[k] : (double)i[k]);
+}
+
+/* The decoded frame as float32 with masked pixels NaN, in wk->hit_img. */
+static int decode_frame(faid_worker *wk, const faid_slot *slot, const faid_setup *su, faid_diag *d)
+{
+    const faid_in_header *h = &slot->h;
+    const size_t npix = su->npix, esz = faid_dtype_size(h->dtype);
+    const size_t raw_bytes = npix * esz;
+    if ((size_t)h->rows * (size_t)h->cols != npix)
+        return faid_fail(d, FAID_ESHAPE, "hit frame shape differs from the setup");
+    if (grow((void **)&wk->hit_raw, &wk->hit_raw_cap, raw_bytes) ||
+        grow((void **)&wk->hit_img, &wk->hit_img_cap, npix * sizeof(float)))
+        return faid_fail(d, FAID_ENOMEM, "out of memory for a hit frame");
+    if (h->encoding == FAID_ENC_NONE) {
+        if (slot->payload_len != raw_bytes)
+            return faid_fail(d, FAID_ESIZE, "hit frame of %zu bytes, expected %zu",
+                             slot->payload_len, raw_bytes);
+        memcpy(wk->hit_raw, slot->payload, raw_bytes);
+    } else {
+        int rc = faid_decode(h->encoding, slot->payload, slot->payload_len, esz, wk->hit_raw,
+                             raw_bytes, d);
+        if (rc)
+            return rc;
+    }
+    faid_dtype_to_f32(h->dtype, wk->hit_raw, npix, wk->hit_img);
+    for (size_t i = 0; su->mask && i < npix; i++)
+        if (su->mask[i])
+            wk->hit_img[i] = NAN;
+    return 0;
+}
+
+void faid_hits_send(faid_worker *wk, const faid_slot *slot, const faid_gen *g, const faid_result *r)
+{
+    faid_server *s = wk->srv;
+    const faid_setup *su = g->setup;
+    const faid_config *c = &su->cfg;
+    const faid_peak_list *l = r->peaks;
+    faid_diag d = {0};
+    if (!s->hits || !l || !r->is_hit || !slot->payload)
+        return;
+    if (decode_frame(wk, slot, su, &d)) {
+        faid_stat_add(&s->stats.hits_dropped, 1);
+        faid_log_ratelimited(&rl_hits, FAID_LOG_WARN, "hits", "frame %llu not sent: %s",
+                             (unsigned long long)slot->h.frame_id, d.msg);
+        return;
+    }
+    const int patches = c->hits_mode == FAID_HITS_PATCHES;
+    const int pr = c->hits_patch_radius, side = 2 * pr + 1;
+    const size_t nb = su->csr_bg ? (size_t)su->csr_bg->nbins : 0;
+    size_t need = (size_t)l->n * 6 * 9 + 4096 + FAID_SERIES_UID_MAX;
+    need += patches ? (size_t)l->n * ((size_t)side * side * 4 + 16) + nb * 12
+                    : su->npix * sizeof(float);
+    if (grow((void **)&wk->hit_msg, &wk->hit_msg_cap, need)) {
+        faid_stat_add(&s->stats.hits_dropped, 1);
+        return;
+    }
+    char event_id[FAID_SERIES_UID_MAX + 64];
+    snprintf(event_id, sizeof event_id, "%s//%llu",
+             slot->series_uid[0] ? slot->series_uid : "series",
+             (unsigned long long)slot->h.frame_id);
+    faid_mpw w;
+    faid_mpw_init(&w, wk->hit_msg, wk->hit_msg_cap);
+    faid_mpw_map(&w, 10 + (patches ? 3 : 1));
+    faid_mpw_str(&w, FAID_K_TYPE);
+    faid_mpw_str(&w, "hit");
+    faid_mpw_str(&w, FAID_K_SERIES_ID);
+    faid_mpw_uint(&w, slot->series_id);
+    faid_mpw_str(&w, FAID_K_FRAME_ID);
+    faid_mpw_uint(&w, slot->h.frame_id);
+    faid_mpw_str(&w, "event_id");
+    faid_mpw_str(&w, event_id);
+    faid_mpw_str(&w, FAID_K_TIMESTAMP);
+    faid_mpw_f64(&w, slot->h.has_timestamp ? slot->h.timestamp : (double)slot->recv_wall_ns * 1e-9);
+    faid_mpw_str(&w, "beam_energy"); /* eV = h c / lambda */
+    faid_mpw_f64(&w, 1.2398419843320026e-6 / su->geom.wavelength);
+    faid_mpw_str(&w, "detector_distance"); /* mm */
+    faid_mpw_f64(&w, su->geom.dist * 1e3);
+    faid_mpw_str(&w, FAID_K_NUM_PEAKS);
+    faid_mpw_uint(&w, (uint64_t)(r->num_peaks > 0 ? r->num_peaks : 0));
+    faid_mpw_str(&w, FAID_K_SETUP_VERSION);
+    faid_mpw_uint(&w, g->version);
+    faid_mpw_str(&w, "peak_list");
+    faid_mpw_map(&w, 7);
+    put_floats(&w, "fs", l->x, NULL, l->n);
+    put_floats(&w, "ss", l->y, NULL, l->n);
+    put_floats(&w, "intensity", l->intensity, NULL, l->n);
+    put_floats(&w, "num_pixels", NULL, l->npix, l->n);
+    put_floats(&w, "max_pixel_intensity", l->max_pixel, NULL, l->n);
+    put_floats(&w, "snr", l->snr, NULL, l->n);
+    faid_mpw_str(&w, "num_peaks");
+    faid_mpw_uint(&w, (uint64_t)l->n);
+    if (!patches) {
+        uint64_t shape[2] = {(uint64_t)su->rows, (uint64_t)su->cols};
+        put_np(&w, "detector_data", "<f4", shape, 2, wk->hit_img, su->npix * sizeof(float));
+    } else {
+        /* each peak's (2r+1)^2 patch around its rounded centroid, NaN outside the frame; the
+         * patch of peak k starts at (row, col) = origin[k] */
+        const size_t pn = (size_t)side * (size_t)side;
+        uint64_t shape[3] = {(uint64_t)l->n, (uint64_t)side, (uint64_t)side};
+        faid_mpw_str(&w, "peak_patches");
+        faid_mpw_map(&w, 5);
+        faid_mpw_bin(&w, "nd", 2);
+        faid_mpw_bool(&w, 1);
+        faid_mpw_bin(&w, "type", 4);
+        faid_mpw_str(&w, "<f4");
+        faid_mpw_bin(&w, "kind", 4);
+        faid_mpw_bin(&w, "", 0);
+        faid_mpw_bin(&w, "shape", 5);
+        faid_mpw_array(&w, 3);
+        for (int i = 0; i < 3; i++)
+            faid_mpw_uint(&w, shape[i]);
+        faid_mpw_bin(&w, "data", 4);
+        const uint32_t nbytes = (uint32_t)((size_t)l->n * pn * sizeof(float));
+        const uint8_t bin32[5] = {0xc6, (uint8_t)(nbytes >> 24), (uint8_t)(nbytes >> 16),
+                                  (uint8_t)(nbytes >> 8), (uint8_t)nbytes};
+        faid_mpw_raw(&w, bin32, sizeof bin32); /* bin 32 head; the floats follow */
+        for (int32_t k = 0; k < l->n; k++) {
+            long r0 = lrintf(l->y[k]) - pr, c0 = lrintf(l->x[k]) - pr;
+            for (int i = 0; i < side; i++)
+                for (int j = 0; j < side; j++) {
+                    long rr = r0 + i, cc = c0 + j;
+                    float v = rr >= 0 && cc >= 0 && rr < su->rows && cc < su->cols
+                                  ? wk->hit_img[(size_t)rr * (size_t)su->cols + (size_t)cc]
+                                  : NAN;
+                    faid_mpw_raw(&w, &v, sizeof v); /* little-endian hosts only (as the rest) */
+                }
+        }
+        faid_mpw_str(&w, "peak_patch_origin");
+        faid_mpw_array(&w, (uint32_t)l->n);
+        for (int32_t k = 0; k < l->n; k++) {
+            faid_mpw_array(&w, 2);
+            faid_mpw_int(&w, lrintf(l->y[k]) - pr);
+            faid_mpw_int(&w, lrintf(l->x[k]) - pr);
+        }
+        uint64_t sb[1] = {(uint64_t)nb};
+        put_np(&w, "bg_I", "<f4", sb, 1, r->bg ? r->bg->mean : NULL, nb * sizeof(float));
+    }
+    if (faid_mpw_finish(&w, &d)) {
+        faid_stat_add(&s->stats.hits_dropped, 1);
+        faid_log_ratelimited(&rl_hits, FAID_LOG_WARN, "hits", "frame %llu not sent: %s",
+                             (unsigned long long)slot->h.frame_id, d.msg);
+        return;
+    }
+    pthread_mutex_lock(&s->hits_mu);
+    int ok = zmq_send(s->hits, wk->hit_msg, w.len, ZMQ_DONTWAIT) >= 0;
+    pthread_mutex_unlock(&s->hits_mu);
+    faid_stat_add(ok ? &s->stats.hits_sent : &s->stats.hits_dropped, 1);
+}
