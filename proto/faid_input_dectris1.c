@@ -27,7 +27,7 @@
 /* Bounds on the JSON parts parsed: per-frame headers are ~100 bytes; the detector
  * configuration part of header_detail basic/all holds the SIMPLON config (a few kB). */
 #define V1_JSON_MAX        65536
-#define V1_CONFIG_JSON_MAX (1u << 20)
+#define V1_CONFIG_JSON_MAX (1u << 18)
 #define V1_MAX_DIM         (1u << 20)
 
 static int v1_detect(const void *first, size_t len)
