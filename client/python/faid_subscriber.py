@@ -5,7 +5,10 @@ Every output message is [topic, body] with body a msgpack map whose first key is
 maps {"dtype", "shape", "data"} that numpy reads with frombuffer. This script subscribes to the
 monitoring PUB socket (or consumes the lossless channel with --lossless), prints one line per
 result and a summary, and with --plot draws the latest profile with matplotlib (in a window, or
-into a PNG file with --plot-file, which works without a display).
+into a PNG file with --plot-file, which works without a display). With peak finding on
+(peaks.algorithm in faid's configuration) each result line carries num_peaks and the hit flag,
+the plot marks the frame's peaks on its profile over the sigma-clipped background, and a second
+panel shows the hit rate that the `aggregates` messages report.
 
 The lossless channel (proto/PROTOCOL.md 3.6) is a ROUTER in faid and a DEALER here: the
 subscriber says hello with a credit, acknowledges what it has consumed (cumulatively, by
@@ -27,7 +30,7 @@ import msgpack
 import numpy as np
 import zmq
 
-TOPICS = ("start", "result", "end", "stats", "error")
+TOPICS = ("start", "result", "end", "stats", "error", "aggregates")
 
 
 def decode_array(a):
@@ -160,6 +163,23 @@ class Subscriber:
                 return r, s.get("unit", "?")
         return np.arange(nbins, dtype=np.float64), "bin"
 
+    def peak_radial(self, msg):
+        """Radial positions (in the start's unit) of a result's peaks, from their pixel
+        centroids and the start's geometry. Rotations are left out: for marking peaks on the
+        profile of a detector facing the beam; None when unknown."""
+        s = self.start
+        if not s or "geometry" not in s or "peak_x" not in msg:
+            return None
+        g = s["geometry"]
+        x, y = decode_array(msg["peak_x"]), decode_array(msg["peak_y"])
+        d1 = (y + 0.5) * g["pixel1"] - g["poni1"]
+        d2 = (x + 0.5) * g["pixel2"] - g["poni2"]
+        r = np.hypot(d1, d2)
+        tth = np.arctan2(r, g["dist"])
+        q_nm = 4e-9 * np.pi * np.sin(tth / 2) / g["wavelength"]
+        return {"q_nm^-1": q_nm, "q_A^-1": q_nm / 10, "2th_deg": np.degrees(tth),
+                "2th_rad": tth, "r_mm": r * 1e3, "r_m": r}.get(s.get("unit"))
+
     def close(self):
         if self.lossless:
             # Done with what it got: acknowledge it and leave.
@@ -178,7 +198,8 @@ class Subscriber:
 
 
 class Plotter:
-    """Draws the latest profile; headless when it writes into a file."""
+    """Draws the latest profile (with peaks: its background and the peaks on it, and the hit
+    rate history in a second panel); headless when it writes into a file."""
 
     def __init__(self, path):
         import matplotlib
@@ -189,26 +210,59 @@ class Plotter:
 
         self.plt = plt
         self.path = path
-        self.fig, self.ax = plt.subplots()
+        self.fig, (self.ax, self.ax_hits) = plt.subplots(2, 1, figsize=(7, 7),
+                                                         gridspec_kw={"height_ratios": [3, 1]})
+        self.aggr = None
         if not path:
             plt.ion()
             plt.show(block=False)
 
-    def update(self, x, unit, msg):
+    def update(self, x, unit, msg, peak_r=None):
         ax = self.ax
         ax.clear()
         y = decode_array(msg["I"])
         if "sigma" in msg:
             s = decode_array(msg["sigma"])
             ax.fill_between(x, y - s, y + s, alpha=0.3, linewidth=0)
-        ax.plot(x, y)
+        ax.plot(x, y, label="I")
+        title = "series %s frame %s" % (msg.get("series_id"), msg.get("frame_id"))
+        if "num_peaks" in msg:
+            bg = decode_array(msg["bg_I"])
+            if bg.size == x.size:
+                ax.plot(x, bg, "--", label="background (sigma-clipped)")
+            if peak_r is not None and peak_r.size:
+                ax.plot(peak_r, np.interp(peak_r, x, y), "rv", label="peaks")
+            ax.legend(loc="upper right", fontsize="small")
+            title += ": %d peaks, %s" % (msg["num_peaks"], "hit" if msg["is_hit"] else "no hit")
         ax.set_xlabel(unit)
         ax.set_ylabel("I")
-        ax.set_title("series %s frame %s" % (msg.get("series_id"), msg.get("frame_id")))
+        ax.set_title(title)
+        self.draw_hits()
         if self.path:
             self.fig.savefig(self.path)
         else:
             self.plt.pause(0.001)
+
+
+    def draw_hits(self):
+        ax = self.ax_hits
+        ax.clear()
+        a = self.aggr
+        if not a:
+            ax.set_axis_off()
+            return
+        ax.set_axis_on()
+        h, t = decode_array(a["hit_rate_history"]), decode_array(a["hit_rate_timestamp_history"])
+        if h.size:
+            ax.plot(t - t[-1], 100 * h)
+        ax.set_xlabel("s")
+        ax.set_ylabel("hit rate %")
+        ax.set_title("hit rate %.1f %% over %d frames; %d hits in %d frames" % (
+            100 * a["hit_rate"], a["hit_rate_window_frames"], a["hits"], a["frames"]),
+            fontsize="small")
+
+    def aggregates(self, msg):
+        self.aggr = msg
 
 
 def main(argv=None):
@@ -242,7 +296,8 @@ def main(argv=None):
     plotter = Plotter(args.plot_file) if args.plot else None
     t0 = time.monotonic()
     deadline = t0 + args.timeout if args.timeout > 0 else None
-    results, errors, bad, lost = 0, 0, 0, 0
+    results, errors, bad, lost, hits = 0, 0, 0, 0, 0
+    hit_rate = None
     ids = {}
     last_msgno = None
     latencies = []
@@ -288,14 +343,25 @@ def main(argv=None):
                 ids.setdefault(msg.get("series_id"), set()).add(msg.get("frame_id"))
                 if "latency_us" in msg:
                     latencies.append(msg["latency_us"])
+                hits += bool(msg.get("is_hit"))
                 if not args.quiet:
                     k = int(np.nanargmax(I)) if I.size and np.isfinite(I).any() else 0
-                    print("result series=%s frame=%s npt=%d max_I=%.6g at %s=%.6g latency_ms=%.3f"
+                    peaks = (" peaks=%d hit=%d" % (msg["num_peaks"], bool(msg["is_hit"]))
+                             if "num_peaks" in msg else "")
+                    print("result series=%s frame=%s npt=%d max_I=%.6g at %s=%.6g latency_ms=%.3f%s"
                           % (msg.get("series_id"), msg.get("frame_id"), I.size,
                              I[k] if I.size else float("nan"), unit, x[k] if I.size else 0,
-                             msg.get("latency_us", 0) / 1000.0))
+                             msg.get("latency_us", 0) / 1000.0, peaks))
                 if plotter:
-                    pending_plot = (x, unit, msg)
+                    pending_plot = (x, unit, msg, sub.peak_radial(msg))
+            elif kind == "aggregates":
+                hit_rate = msg["hit_rate"]
+                if plotter:
+                    plotter.aggregates(msg)
+                if args.stats:
+                    print("aggregates frames=%d hits=%d hit_rate=%.4f window=%d" % (
+                        msg["frames"], msg["hits"], msg["hit_rate"],
+                        msg["hit_rate_window_frames"]), flush=True)
             elif kind == "stats":
                 if args.stats:
                     c = msg.get("counters", {})
@@ -334,6 +400,9 @@ def main(argv=None):
     print("missing frames: %d" % missing)
     print("lost messages: %d" % lost)
     print("errors: %d, undecodable: %d" % (errors, bad))
+    if hits or hit_rate is not None:
+        print("hits: %d of %d results%s" % (
+            hits, results, "" if hit_rate is None else ", faid's hit rate %.4f" % hit_rate))
     if args.lossless:
         print("lossless: refused %d, re-sent duplicates dropped %d" % (sub.refused,
                                                                         sub.duplicates))

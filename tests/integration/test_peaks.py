@@ -308,3 +308,35 @@ def test_hits_channel(daemons, mode):
     st = d.status()
     assert st["counters"]["hits_sent"] == len(want) and st["counters"]["hits_dropped"] == 0
     assert d.terminate() == 0
+
+
+def test_python_subscriber_shows_peaks_and_hit_rate(daemons, tmpdir_):
+    """client/python/faid_subscriber.py: result lines with num_peaks and the hit flag, the hit
+    rate from the aggregates messages, and a plot of the profile with the peaks (headless)."""
+    d = daemons(devices="ref", npt=48, extra=PEAKS)
+    png = os.path.join(tmpdir_, "p.png")
+    imgs, truth = spot_frames(4, seed=21)
+    pysub = os.path.join(td.SRC, "client", "python", "faid_subscriber.py")
+    sub = subprocess.Popen([sys.executable, pysub, "--from", ep(d.ports["out"]), "--count",
+                            str(len(imgs)), "--timeout", str(LONG), "--stats", "--plot",
+                            "--plot-file", png, "--plot-every", "0"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # the SUB's subscription reaches faid
+    tx = td.Sender(d)
+    tx.start(series_id=6)
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=6)
+        time.sleep(0.3)  # lets aggregates go out between results
+    tx.end(series_id=6)
+    out, err = sub.communicate(timeout=LONG)
+    assert sub.returncode == 0, err
+    lines = [ln for ln in out.splitlines() if ln.startswith("result ")]
+    assert len(lines) == len(imgs), out
+    for ln in lines:
+        frame = int(ln.split("frame=")[1].split()[0])
+        want = "peaks=%d hit=%d" % ((NSPOTS, 1) if truth[frame] else (0, 0))
+        assert ln.endswith(want), (ln, want)
+    assert "aggregates frames=" in out, out
+    assert "hits: %d of %d results, faid's hit rate" % (sum(1 for t in truth if t), len(imgs)) in out
+    assert os.path.getsize(png) > 1000
+    assert d.terminate() == 0
