@@ -1,5 +1,5 @@
 """Integration tests of peak finding in the daemon (issue 6): the real faid on loopback ports with
-peaks.algorithm set (reference device: the OpenCL peak stages are separate work), frames with
+peaks.algorithm set (reference device and PoCL's CPU OpenCL device), frames with
 Bragg-like spots at known positions and background-only frames sent by a Python sender.
 
 Checked: every result carries num_peaks, is_hit (consistent with peaks.min_peaks_for_hit),
@@ -85,8 +85,9 @@ def read_peaks(path):
     return head, np.array(rows).reshape(-1, 6)
 
 
-def test_peaks_results_aggregates_files(daemons, tmpdir_):
-    d = daemons(devices="ref", npt=48, lossless=True, extra=PEAKS)
+@pytest.mark.parametrize("device", ["ref", "cpu"])
+def test_peaks_results_aggregates_files(daemons, tmpdir_, device):
+    d = daemons(devices=device, npt=48, lossless=True, extra=PEAKS)
     rx = td.Receiver(d)
     rx.settle()
     subdir = os.path.join(tmpdir_, "sub")
@@ -184,7 +185,7 @@ def test_peaks_results_aggregates_files(daemons, tmpdir_):
     out = os.path.join(tmpdir_, "proc")
     os.makedirs(out)
     np.save(os.path.join(out, "f.npy"), np.stack(imgs))
-    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "ref", "-o", out,
+    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", device, "-o", out,
                         os.path.join(out, "f.npy")], capture_output=True, text=True, timeout=LONG)
     assert p.returncode == 0, p.stderr
     for i in range(len(imgs)):
