@@ -2,12 +2,14 @@
 optionally, faid's `.peaks` files score against peakgen.py's ground truth: the numbers behind
 test_peak_harness.py and test_peaks_vs_refs.py on larger or other data sets.
 
-    python peakval.py [--preset pilatus_1m] [--seeds 0,1] [--no-pyfai]
-                      [--faid-peaks DIR --algorithm peakfinder8]
+    python peakval.py [--preset pilatus_1m] [--seeds 0,1] [--no-pyfai] [--npt N]
+                      [--faid-peaks NAME=DIR ...]
 
-With --faid-peaks, DIR holds faid's frames_<i>.peaks files for the data set of the (single)
-seed, e.g. from `faidctl process -c CONF -o DIR DATA/frames.npy` with DATA written by
-`python peakgen.py -o DATA --preset P --seed S` (same --hits/--sparse/--background).
+With --faid-peaks (repeatable), DIR holds faid's frames_<i>.peaks files for the data set of the
+(single) seed, e.g. from `faidctl process -c CONF -o DIR DATA/frames.npy` with DATA written by
+`python peakgen.py -o DATA --preset P --seed S` (same --hits/--sparse/--background) and CONF as
+test_peaks_vs_refs.write_config writes it. --npt: background bins of pyFAI's finder (default
+peakrefs.PYFAI_NPT; use about the largest radius in pixels, and the same in faid's config).
 """
 import argparse
 import pathlib
@@ -27,8 +29,8 @@ def main():
     ap.add_argument("--sparse", type=int, default=2)
     ap.add_argument("--background", type=int, default=2)
     ap.add_argument("--no-pyfai", action="store_true")
-    ap.add_argument("--faid-peaks")
-    ap.add_argument("--algorithm", default="peakfinder8")
+    ap.add_argument("--npt", type=int, default=peakrefs.PYFAI_NPT)
+    ap.add_argument("--faid-peaks", action="append", default=[])
     a = ap.parse_args()
     for seed in [int(s) for s in a.seeds.split(",")]:
         ds = peakgen.make_dataset(a.preset, a.hits, a.sparse, a.background, seed)
@@ -45,11 +47,12 @@ def main():
         if not a.no_pyfai:
             t = time.time()
             lists["pyFAI OCL_PeakFinder"] = peakrefs.pyfai_peakfinder(
-                ds.frames, tmp / "geometry.poni", s.mask)
+                ds.frames, tmp / "geometry.poni", s.mask, npt=a.npt)
             print(f"   pyFAI: {time.time() - t:.1f} s")
-        if a.faid_peaks:
-            lists[f"faid {a.algorithm}"] = [
-                ps.read_peaks_file(pathlib.Path(a.faid_peaks) / f"frames_{i:05d}.peaks")[1]
+        for spec in a.faid_peaks:
+            name, _, folder = spec.partition("=")
+            lists[f"faid {name}"] = [
+                ps.read_peaks_file(pathlib.Path(folder) / f"frames_{i:05d}.peaks")[1]
                 for i in range(n)]
         for name, found in lists.items():
             sc = ps.score_vs_truth(ds.truth, found, n)
