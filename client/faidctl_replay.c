@@ -10,6 +10,7 @@
  * generated and encoded before the first send and then cycled; each payload is handed to ZeroMQ
  * without a copy, so the send rate is bounded by the socket, not by this program. */
 #include "faidctl.h"
+#include "faidctl_h5.h"
 
 #include "faid_client.h"
 #include "faid_client_dectris.h"
@@ -100,7 +101,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: faidctl replay [--to ENDPOINT] [--bind] [--frames N] [--rate HZ]\n"
-            "                      [--preset NAME | -c CONFIG | --npy FILE...] [options]\n"
+            "                      [--preset NAME | -c CONFIG | --npy FILE... |\n"
+            "                       --h5 MASTER_OR_DATA.h5 [--dataset PATH]] [options]\n"
             "  --to ENDPOINT        where faid's input listens (default: input.endpoint and\n"
             "                       input.mode of the -c configuration, else %s)\n"
             "  --bind               bind ENDPOINT instead of connecting to it\n"
@@ -111,6 +113,12 @@ static void usage(FILE *f)
             "                       configuration (default: faid's embedded default)\n"
             "  --npy FILE           send the frames of a .npy file (2-D frame or 3-D stack);\n"
             "                       repeatable, frames are cycled in order\n"
+            "  --h5 FILE            send the frames of an EIGER / NeXus HDF5 file, each chunk\n"
+            "                       as stored (direct chunk read: bitshuffle-LZ4 and LZ4 chunks\n"
+            "                       are never decompressed), with the file's geometry in a\n"
+            "                       DECTRIS start; --frames defaults to the file's frame count\n"
+            "  --dataset PATH       dataset in the HDF5 file (default /entry/data/data, else the\n"
+            "                       master file's /entry/data/data_000001, _000002, ...)\n"
             "  --dtype TYPE         uint8|uint16|uint32|int8|int16|int32|float32 (default uint32\n"
             "                       for synthetic frames, the file's type for .npy)\n"
             "  --encoding ENC       bslz4|lz4|lz4-raw|none (default bslz4; dectris-v1 carries\n"
@@ -461,7 +469,8 @@ static void progress(uint64_t sent, uint64_t total, uint64_t bytes, double elaps
 
 int faidctl_replay(int argc, char **argv)
 {
-    const char *to = NULL, *preset = NULL, *config = NULL;
+    const char *to = NULL, *preset = NULL, *config = NULL, *h5 = NULL, *h5_dataset = NULL;
+    int frames_given = 0, enc_given = 0;
     char config_to[300] = "";
     int config_bind = 0;
     const char *npy[MAX_NPY];
@@ -508,8 +517,15 @@ int faidctl_replay(int argc, char **argv)
             }
             npy[nnpy++] = v;
             i++;
+        } else if (strcmp(a, "--h5") == 0) {
+            h5 = v;
+            i++;
+        } else if (strcmp(a, "--dataset") == 0) {
+            h5_dataset = v;
+            i++;
         } else if (strcmp(a, "--frames") == 0) {
             bad = parse_u64(v, &frames) != 0;
+            frames_given = 1;
             i++;
         } else if (strcmp(a, "--series-id") == 0) {
             bad = parse_u64(v, &series_id) != 0;
@@ -547,6 +563,7 @@ int faidctl_replay(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--encoding") == 0) {
             bad = faid_encoding_parse(v, &enc) != 0;
+            enc_given = 1;
             i++;
         } else if (strcmp(a, "--protocol") == 0) {
             bad = faid_input_protocol_parse(v, &proto) != 0 || proto == FAID_PROTOCOL_AUTO;
@@ -561,12 +578,21 @@ int faidctl_replay(int argc, char **argv)
             return 2;
         }
     }
-    if ((preset != NULL) + (config != NULL) + (nnpy > 0) > 1) {
-        fprintf(stderr, "faidctl replay: choose one of --preset, -c and --npy\n");
+    if ((preset != NULL) + (config != NULL) + (nnpy > 0) + (h5 != NULL) > 1) {
+        fprintf(stderr, "faidctl replay: choose one of --preset, -c, --npy and --h5\n");
         return 2;
     }
-    if ((proto == FAID_PROTOCOL_DECTRIS_V2 && !faid_dectris2_carries(enc)) ||
-        (proto == FAID_PROTOCOL_DECTRIS_V1 && !faid_dectris1_encoding(enc, FAID_DT_U16))) {
+    if (h5_dataset && !h5) {
+        fprintf(stderr, "faidctl replay: --dataset needs --h5\n");
+        return 2;
+    }
+    if (h5 && (enc_given || dtype != FAID_DT_INVALID)) {
+        fprintf(stderr, "faidctl replay: --h5 sends the file's chunks as stored: no --encoding "
+                        "or --dtype\n");
+        return 2;
+    }
+    if (!h5 && ((proto == FAID_PROTOCOL_DECTRIS_V2 && !faid_dectris2_carries(enc)) ||
+                (proto == FAID_PROTOCOL_DECTRIS_V1 && !faid_dectris1_encoding(enc, FAID_DT_U16)))) {
         fprintf(stderr, "faidctl replay: %s cannot carry %s frames\n",
                 faid_input_protocol_name(proto), faid_encoding_name(enc));
         return 2;
@@ -583,7 +609,54 @@ int faidctl_replay(int argc, char **argv)
     fr.encoding = enc;
     int64_t tg = faid_now_ns();
     int rc;
-    if (nnpy) {
+    if (h5) {
+        faidctl_h5 hf;
+        rc = faidctl_h5_read(h5, h5_dataset, &hf, &d);
+        if (rc == 0) {
+            /* The chunks as stored become the frames (ownership moves to fr). */
+            fr.rows = hf.rows;
+            fr.cols = hf.cols;
+            fr.dtype = hf.dtype;
+            fr.encoding = enc = hf.encoding;
+            fr.raw_bytes = (size_t)hf.rows * (size_t)hf.cols * faid_dtype_size(hf.dtype);
+            fr.f = calloc(hf.n, sizeof(*fr.f));
+            if (!fr.f || hf.n > INT32_MAX) {
+                rc = faid_fail(&d, FAID_ENOMEM, "out of memory for %llu frames",
+                               (unsigned long long)hf.n);
+            } else {
+                for (uint64_t k = 0; k < hf.n; k++) {
+                    fr.f[k].data = hf.data[k];
+                    fr.f[k].len = hf.len[k];
+                    hf.data[k] = NULL;
+                }
+                fr.n = (int)hf.n;
+            }
+            if (!frames_given)
+                frames = hf.n;
+            if (hf.has_geometry) {
+                /* As a DECTRIS start states it: beam centre in pixels, distance (m), wavelength
+                 * (m here, angstrom on the wire). */
+                geo.pixel1 = hf.pixel_size_y;
+                geo.pixel2 = hf.pixel_size_x;
+                geo.poni1 = hf.beam_center_y * hf.pixel_size_y;
+                geo.poni2 = hf.beam_center_x * hf.pixel_size_x;
+                geo.dist = hf.distance;
+                geo.wavelength = hf.wavelength * 1e-10;
+                geo.orientation = 3;
+            }
+            if (!quiet)
+                fprintf(stderr, "replay: %s: %s%s, %llu frames, %s chunks%s\n", h5, hf.dataset,
+                        hf.ndatasets > 1 ? " and following" : "", (unsigned long long)hf.n,
+                        hf.direct ? faid_encoding_name(hf.encoding) : "decoded",
+                        hf.has_geometry ? ", geometry from the file" : "");
+            faidctl_h5_free(&hf);
+        }
+        if (rc == 0 && ((proto == FAID_PROTOCOL_DECTRIS_V2 && !faid_dectris2_carries(enc)) ||
+                        (proto == FAID_PROTOCOL_DECTRIS_V1 &&
+                         !faid_dectris1_encoding(enc, fr.dtype))))
+            rc = faid_fail(&d, FAID_EUNSUP, "%s cannot carry the file's %s chunks",
+                           faid_input_protocol_name(proto), faid_encoding_name(enc));
+    } else if (nnpy) {
         rc = load_npy(npy, nnpy, dtype, &fr, &d);
     } else {
         fr.dtype = dtype != FAID_DT_INVALID ? dtype : FAID_DT_U32;

@@ -7,7 +7,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 
 pkgs=(build-essential cmake pkg-config git
       libzmq3-dev ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
-      liblz4-dev libmsgpack-dev libyaml-dev libcbor-dev libjansson-dev
+      liblz4-dev libmsgpack-dev libyaml-dev libcbor-dev libjansson-dev libhdf5-dev
       python3 python3-venv python3-pip valgrind)
 
 missing=()

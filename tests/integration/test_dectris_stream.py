@@ -192,7 +192,7 @@ def test_v2_connect_abort_restart_stale_and_corrupt(daemons, tmpdir_):
     det.send(ds.v2_encode(ds.v2_start(3, "C", chans, (ROWS, COLS), "uint16")))
     image(3, "C", 0)
     det.send(ds.v2_encode(ds.v2_end(3, "C")))
-    rx.collect_until_end(n_ends=1)
+    rx.collect_until_end(n_ends=3)  # ends so far: series 1, 2 and 3
     assert [r["frame_id"] for r in rx.of("result") if r["series_id"] == 3] == [0]
     assert d.terminate() == 0
     det.close()

@@ -1,0 +1,311 @@
+/* faidctl_h5: frames of an EIGER / NeXus HDF5 file read as stored (see faidctl_h5.h). */
+#include "faidctl_h5.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef FAID_HAVE_HDF5
+#include <hdf5.h>
+
+/* HDF5 filter ids registered for the compressors faid decodes. */
+#define FILTER_BITSHUFFLE 32008
+#define FILTER_LZ4        32004
+#define BSHUF_LZ4         2 /* bitshuffle's cd_values[4]: compression after the shuffle */
+
+int faidctl_h5_available(void)
+{
+    return 1;
+}
+
+/* True when every component of path exists (H5Lexists needs its parents to). */
+static int exists(hid_t f, const char *path)
+{
+    char buf[512];
+    if (strlen(path) >= sizeof(buf))
+        return 0;
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (H5Lexists(f, buf, H5P_DEFAULT) <= 0)
+                return 0;
+            *p = c;
+            if (!c)
+                return 1;
+        }
+    }
+}
+
+static int read_scalar(hid_t f, const char *path, double *v)
+{
+    if (!exists(f, path))
+        return 0;
+    hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
+    if (ds < 0)
+        return 0;
+    hid_t sp = H5Dget_space(ds);
+    int ok = sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1 &&
+             H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0;
+    if (sp >= 0)
+        H5Sclose(sp);
+    H5Dclose(ds);
+    return ok;
+}
+
+static faid_dtype dtype_of(hid_t t, int *little)
+{
+    H5T_class_t c = H5Tget_class(t);
+    size_t n = H5Tget_size(t);
+    *little = H5Tget_order(t) == H5T_ORDER_LE || n == 1;
+    if (c == H5T_FLOAT)
+        return n == 4 ? FAID_DT_F32 : FAID_DT_INVALID;
+    if (c != H5T_INTEGER)
+        return FAID_DT_INVALID;
+    int sgn = H5Tget_sign(t) == H5T_SGN_2;
+    switch (n) {
+    case 1: return sgn ? FAID_DT_I8 : FAID_DT_U8;
+    case 2: return sgn ? FAID_DT_I16 : FAID_DT_U16;
+    case 4: return sgn ? FAID_DT_I32 : FAID_DT_U32;
+    default: return FAID_DT_INVALID;
+    }
+}
+
+static int add_frame(faidctl_h5 *h, uint8_t *buf, size_t len, faid_diag *d)
+{
+    uint8_t **nd = realloc(h->data, (size_t)(h->n + 1) * sizeof(*nd));
+    if (nd)
+        h->data = nd;
+    size_t *nl = realloc(h->len, (size_t)(h->n + 1) * sizeof(*nl));
+    if (nl)
+        h->len = nl;
+    if (!nd || !nl) {
+        free(buf);
+        return faid_fail(d, FAID_ENOMEM, "out of memory for frame %llu",
+                         (unsigned long long)h->n);
+    }
+    h->data[h->n] = buf;
+    h->len[h->n] = len;
+    h->n++;
+    return 0;
+}
+
+/* Reads every frame of one dataset ([n, rows, cols] or one [rows, cols] frame) into h. */
+static int read_dataset(hid_t f, const char *path, faidctl_h5 *h, faid_diag *d)
+{
+    hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
+    if (ds < 0)
+        return faid_fail(d, FAID_EIO, "dataset %s: cannot open (missing, or an external link to "
+                                      "a data file that is not beside the master file)", path);
+    hid_t sp = H5Dget_space(ds), ty = H5Dget_type(ds), pl = H5Dget_create_plist(ds);
+    int rc = 0;
+    hsize_t dims[3] = {1, 0, 0};
+    int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    if (nd == 3) {
+        H5Sget_simple_extent_dims(sp, dims, NULL);
+    } else if (nd == 2) {
+        H5Sget_simple_extent_dims(sp, dims + 1, NULL);
+    } else {
+        rc = faid_fail(d, FAID_ESHAPE, "dataset %s has %d dimensions, not 2 or 3", path, nd);
+        goto done;
+    }
+    int little = 0;
+    faid_dtype dt = dtype_of(ty, &little);
+    if (dt == FAID_DT_INVALID) {
+        rc = faid_fail(d, FAID_EDTYPE, "dataset %s: element type is not a frame type", path);
+        goto done;
+    }
+    if (dims[1] == 0 || dims[2] == 0 || dims[1] > 65536 || dims[2] > 65536) {
+        rc = faid_fail(d, FAID_ESHAPE, "dataset %s: frame shape [%llu, %llu]", path,
+                       (unsigned long long)dims[1], (unsigned long long)dims[2]);
+        goto done;
+    }
+    /* Direct chunk read when a chunk is one frame and its filters are ones faid decodes. */
+    faid_encoding enc = FAID_ENC_NONE;
+    int direct = 0;
+    if (nd == 3 && little && H5Pget_layout(pl) == H5D_CHUNKED) {
+        hsize_t cd[3];
+        int nf = H5Pget_nfilters(pl);
+        if (H5Pget_chunk(pl, 3, cd) == 3 && cd[0] == 1 && cd[1] == dims[1] && cd[2] == dims[2]) {
+            if (nf == 0) {
+                direct = 1;
+            } else if (nf == 1) {
+                unsigned flags, cdv[16];
+                size_t ncd = 16;
+                char name[64];
+                unsigned cfg;
+                H5Z_filter_t id = H5Pget_filter2(pl, 0, &flags, &ncd, cdv, sizeof(name), name,
+                                                 &cfg);
+                if (id == FILTER_BITSHUFFLE && ncd >= 5 && cdv[4] == BSHUF_LZ4) {
+                    direct = 1;
+                    enc = FAID_ENC_BSLZ4;
+                } else if (id == FILTER_LZ4) {
+                    direct = 1;
+                    enc = FAID_ENC_LZ4;
+                }
+            }
+        }
+    }
+    if (h->n == 0) {
+        h->rows = (int)dims[1];
+        h->cols = (int)dims[2];
+        h->dtype = dt;
+        h->encoding = enc;
+        h->direct = direct;
+        snprintf(h->dataset, sizeof(h->dataset), "%s", path);
+    } else if (h->rows != (int)dims[1] || h->cols != (int)dims[2] || h->dtype != dt ||
+               h->encoding != enc || h->direct != direct) {
+        rc = faid_fail(d, FAID_EFORMAT, "dataset %s differs from %s in shape, type or filters",
+                       path, h->dataset);
+        goto done;
+    }
+    size_t raw = (size_t)dims[1] * (size_t)dims[2] * faid_dtype_size(dt);
+    hid_t mem = direct ? -1 : H5Tget_native_type(ty, H5T_DIR_ASCEND);
+    hid_t msp = direct ? -1 : H5Screate_simple(2, dims + 1, NULL);
+    for (hsize_t k = 0; k < dims[0] && rc == 0; k++) {
+        uint8_t *buf;
+        size_t len;
+        if (direct) {
+            hsize_t off[3] = {k, 0, 0};
+            hsize_t sz = 0;
+            uint32_t fmask = 0;
+            if (H5Dget_chunk_storage_size(ds, off, &sz) < 0 || sz == 0 || sz > ((hsize_t)1 << 32)) {
+                rc = faid_fail(d, FAID_EIO, "%s frame %llu: no stored chunk", path,
+                               (unsigned long long)k);
+                break;
+            }
+            buf = malloc((size_t)sz);
+            if (!buf) {
+                rc = faid_fail(d, FAID_ENOMEM, "out of memory for a %llu-byte chunk",
+                               (unsigned long long)sz);
+                break;
+            }
+            if (H5Dread_chunk(ds, H5P_DEFAULT, off, &fmask, buf) < 0) {
+                free(buf);
+                rc = faid_fail(d, FAID_EIO, "%s frame %llu: direct chunk read failed", path,
+                               (unsigned long long)k);
+                break;
+            }
+            if (fmask != 0 && enc != FAID_ENC_NONE) {
+                /* HDF5 stored this chunk without its filter (it did not compress): it would need
+                 * another encoding than the other frames. */
+                free(buf);
+                rc = faid_fail(d, FAID_EFORMAT, "%s frame %llu: chunk stored unfiltered", path,
+                               (unsigned long long)k);
+                break;
+            }
+            len = (size_t)sz;
+        } else {
+            hsize_t start[3] = {k, 0, 0}, count[3] = {1, dims[1], dims[2]};
+            buf = malloc(raw);
+            hid_t fsp = H5Dget_space(ds);
+            if (!buf || fsp < 0 ||
+                (nd == 3 &&
+                 H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL) < 0) ||
+                H5Dread(ds, mem, msp, fsp, H5P_DEFAULT, buf) < 0) {
+                free(buf);
+                if (fsp >= 0)
+                    H5Sclose(fsp);
+                rc = faid_fail(d, FAID_EIO, "%s frame %llu: read failed (a filter without its "
+                                            "plugin?)", path, (unsigned long long)k);
+                break;
+            }
+            H5Sclose(fsp);
+            len = raw;
+        }
+        rc = add_frame(h, buf, len, d);
+    }
+    if (mem >= 0)
+        H5Tclose(mem);
+    if (msp >= 0)
+        H5Sclose(msp);
+done:
+    if (pl >= 0)
+        H5Pclose(pl);
+    if (ty >= 0)
+        H5Tclose(ty);
+    if (sp >= 0)
+        H5Sclose(sp);
+    H5Dclose(ds);
+    return rc;
+}
+
+int faidctl_h5_read(const char *path, const char *dataset, faidctl_h5 *h, faid_diag *d)
+{
+    memset(h, 0, sizeof(*h));
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        return faid_fail(d, FAID_EIO, "%s: cannot open as HDF5", path);
+    int rc = 0;
+    if (dataset) {
+        rc = read_dataset(f, dataset, h, d);
+        h->ndatasets = 1;
+    } else if (exists(f, "/entry/data/data")) {
+        rc = read_dataset(f, "/entry/data/data", h, d);
+        h->ndatasets = 1;
+    } else {
+        /* EIGER master file: data_000001, data_000002, ... */
+        for (int k = 1; k < 1000000 && rc == 0; k++) {
+            char p[64];
+            snprintf(p, sizeof(p), "/entry/data/data_%06d", k);
+            if (!exists(f, p))
+                break;
+            rc = read_dataset(f, p, h, d);
+            h->ndatasets++;
+        }
+        if (rc == 0 && h->ndatasets == 0)
+            rc = faid_fail(d, FAID_EFORMAT,
+                           "%s: no /entry/data/data nor /entry/data/data_000001 (--dataset "
+                           "names another)",
+                           path);
+    }
+    if (rc == 0 && h->n == 0)
+        rc = faid_fail(d, FAID_EFORMAT, "%s: no frames", path);
+    if (rc == 0) {
+        const char *det = "/entry/instrument/detector/";
+        char p[128];
+        double *v[] = {&h->beam_center_x, &h->beam_center_y, &h->distance, &h->pixel_size_x,
+                       &h->pixel_size_y};
+        const char *k[] = {"beam_center_x", "beam_center_y", "detector_distance", "x_pixel_size",
+                           "y_pixel_size"};
+        int found = 0;
+        for (int i = 0; i < 5; i++) {
+            snprintf(p, sizeof(p), "%s%s", det, k[i]);
+            found += read_scalar(f, p, v[i]);
+        }
+        found += read_scalar(f, "/entry/instrument/beam/incident_wavelength", &h->wavelength);
+        h->has_geometry = found == 6 && h->distance > 0 && h->pixel_size_x > 0 &&
+                          h->pixel_size_y > 0 && h->wavelength > 0;
+    }
+    H5Fclose(f);
+    if (rc)
+        faidctl_h5_free(h);
+    return rc;
+}
+
+#else
+
+int faidctl_h5_available(void)
+{
+    return 0;
+}
+
+int faidctl_h5_read(const char *path, const char *dataset, faidctl_h5 *h, faid_diag *d)
+{
+    (void)dataset;
+    memset(h, 0, sizeof(*h));
+    return faid_fail(d, FAID_EUNSUP, "%s: this faidctl was built without libhdf5", path);
+}
+
+#endif
+
+void faidctl_h5_free(faidctl_h5 *h)
+{
+    for (uint64_t i = 0; h->data && i < h->n; i++)
+        free(h->data[i]);
+    free(h->data);
+    free(h->len);
+    memset(h, 0, sizeof(*h));
+}
