@@ -121,6 +121,7 @@ static void emit(ingest *in, const faid_series_out *out, const faid_input_msg *s
         }
         e->ev = *sev;
         if (sev->kind == FAID_SERIES_EV_START) {
+            atomic_store(&s->series_frames, 0);
             e->gen = faid_server_current_gen(s);
             faid_stat_add(&s->stats.series, 1);
             if (start && sev->reason == FAID_SERIES_SERIES)
@@ -310,8 +311,8 @@ static void enqueue(ingest *in, faid_slot *slot)
     if (in->policy == FAID_QUEUE_BLOCK) {
         /* Not reading the socket while we wait is the point: ZeroMQ's high-water mark then
          * pushes back to the sender. */
-        while (faid_queue_push(s->frames, slot, POLL_MS) == FAID_ETIMEOUT) {
-        }
+        while (faid_queue_push(s->frames, slot, POLL_MS) == FAID_ETIMEOUT)
+            atomic_store_explicit(&s->ingest_alive_ns, faid_now_ns(), memory_order_relaxed);
         return;
     }
     faid_slot *victim = NULL;
@@ -353,6 +354,8 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
         uint64_t seq = 0;
         faid_series_count_rejected(in->series, SOURCE, h->series_id, h->series_unique_id,
                                    faid_now_ns(), &seq);
+        if (seq)
+            faid_stat_add(&s->series_frames, 1);
         reject(in, slot, format_err ? format_err : &d, 1, seq);
         return;
     }
@@ -375,6 +378,7 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
         slot->gen = faid_server_current_gen(s);
     }
     emit(in, &out, NULL);
+    faid_stat_add(&s->series_frames, 1);
     slot->counted = 1;
     slot->series_seq = seq;
     slot->series_id = h->series_id;
@@ -670,6 +674,7 @@ void *faid_ingest_main(void *arg)
     zmq_pollitem_t item = {.socket = s->pull, .events = ZMQ_POLLIN};
     faid_series_out out;
     while (!atomic_load(&s->stop_ingest)) {
+        atomic_store_explicit(&s->ingest_alive_ns, faid_now_ns(), memory_order_relaxed);
         faid_series_tick(in->series, faid_now_ns(), &out);
         emit(in, &out, NULL);
         int n = zmq_poll(&item, 1, POLL_MS);
@@ -685,6 +690,7 @@ void *faid_ingest_main(void *arg)
         /* Drain what is ready before polling again, but look at the stop flag per message so a
          * stop is prompt even under a flood. */
         while (!atomic_load(&s->stop_ingest)) {
+            atomic_store_explicit(&s->ingest_alive_ns, faid_now_ns(), memory_order_relaxed);
             faid_slot *slot = get_slot(in);
             int nparts = 0;
             size_t bytes = 0;

@@ -7,7 +7,10 @@
  * stop (stop reading, finish and publish every frame in flight, publish end, exit 0). */
 #include "faid_server.h"
 
+#include "faid_http.h"
 #include "faid_log.h"
+#include "faid_metrics.h"
+#include "faid_notify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,6 +65,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: faid [-c CONFIG.yaml] [--log-level LEVEL]\n"
             "       faid [-c CONFIG.yaml] --dump-config\n"
+            "       faid --dump-metrics\n"
             "       faid --help | --version\n"
             "\n"
             "Fast azimuthal integration daemon: receives detector frames on a ZeroMQ PULL socket,\n"
@@ -70,6 +74,7 @@ static void usage(FILE *out)
             "\n"
             "  -c, --config FILE   configuration (YAML); without it the embedded default runs\n"
             "  --dump-config       print the effective configuration and exit\n"
+            "  --dump-metrics      print the reference of the /metrics metrics (Markdown)\n"
             "  --log-level LEVEL   error | warn | info | debug (overrides log.level)\n"
             "  -h, --help          this text\n"
             "  -V, --version       version of faid and of its wire protocol\n"
@@ -161,8 +166,9 @@ static int input_event(faid_server *s)
     return ev;
 }
 
-/* Serves the control socket until a stop is requested. */
-static void serve(faid_server *s)
+/* Serves the control socket until a stop is requested; tick_ms: period of the systemd
+ * notifications (watchdog, status). */
+static void serve(faid_server *s, int tick_ms)
 {
     size_t cap = 256 * 1024;
     uint8_t *reply = malloc(cap);
@@ -176,7 +182,8 @@ static void serve(faid_server *s)
         {.socket = s->input_mon, .events = ZMQ_POLLIN},
     };
     while (!g_stop) {
-        int n = zmq_poll(items, 3, 500);
+        int n = zmq_poll(items, 3, tick_ms);
+        faid_notify_tick(s);
         if (n < 0 && zmq_errno() == ETERM)
             break;
         if (n < 0 && zmq_errno() != EINTR) {
@@ -265,6 +272,12 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
             printf("faid %s (protocol %d)\n", FAID_VERSION, FAID_PROTO_VERSION);
             return 0;
+        } else if (strcmp(a, "--dump-metrics") == 0) {
+            char *md = faid_metrics_markdown();
+            if (md)
+                fputs(md, stdout);
+            free(md);
+            return md ? 0 : 1;
         } else if (strcmp(a, "--dump-config") == 0) {
             dump = 1;
         } else if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && i + 1 < argc) {
@@ -322,21 +335,43 @@ int main(int argc, char **argv)
     FAID_INFO("main", "faid %s starting (%s)", FAID_VERSION,
               config_path ? config_path : "embedded default configuration");
     raise_nofile();
+    /* The HTTP server comes first, so /healthz answers "starting" while the kernels build. */
+    faid_http *http = NULL;
+    if (cfg->http_endpoint[0] && !(http = faid_http_new(cfg->http_endpoint, &d))) {
+        FAID_ERROR("main", "%s", d.msg);
+        free(cfg);
+        return 1;
+    }
+    int tick_ms = faid_notify_init(500);
     faid_server *s = faid_server_new(cfg, config_path, &d);
     free(cfg);
     if (!s) {
         FAID_ERROR("main", "%s", d.msg);
+        faid_http_destroy(&http);
         return 1;
     }
+    s->http = http;
+    if (http)
+        faid_http_attach(http, s);
     if (faid_server_start(s, &d)) {
         FAID_ERROR("main", "%s", d.msg);
+        faid_http_destroy(&http);
         faid_server_destroy(&s);
         return 1;
     }
     FAID_INFO("main", "ready");
-    serve(s);
+    if (http)
+        faid_http_set_health(http, FAID_HEALTH_READY);
+    faid_notify_ready(s);
+    serve(s, tick_ms);
     FAID_INFO("main", "stopping: finishing the frames in flight");
+    if (http)
+        faid_http_set_health(http, FAID_HEALTH_STOPPING);
+    faid_notify_stopping();
     faid_server_shutdown(s);
+    /* The publisher has stopped offering results; the event streams end within 100 ms. */
+    s->http = NULL;
+    faid_http_destroy(&http);
     uint64_t given_up = 0;
     for (int k = 0; k < FAID_NMSGKINDS; k++)
         given_up += faid_stat_get(&s->stats.ll_given_up[k]);

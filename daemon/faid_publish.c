@@ -12,6 +12,7 @@
 #include "faid_server.h"
 
 #include "faid_aggregates.h"
+#include "faid_http.h"
 #include "faid_log.h"
 
 #include <math.h>
@@ -90,6 +91,8 @@ static void send_lossless(publisher *p, const char *topic, uint64_t seq, const v
                                  atomic_load(&s->draining) ? "shutdown timeout" : "drop_oldest");
             continue;
         }
+        /* Waiting for the lossless consumer is that channel's contract, not a wedge. */
+        atomic_store_explicit(&s->publish_alive_ns, faid_now_ns(), memory_order_relaxed);
         faid_lossless_pump(s->ll, 100);
     }
     faid_lossless_pump(s->ll, 0);
@@ -561,6 +564,9 @@ static void handle(publisher *p, void *item)
         }
         put_msgnum(slot->out + slot->msgnum_off, p->msg_number++);
         send_msg(p, FAID_TOPIC_RESULT, slot->out, slot->out_len, 1);
+        faid_histo_observe(&s->stats.latency, faid_now_ns() - slot->recv_mono_ns);
+        if (s->http)
+            faid_http_offer(s->http, slot->out, slot->out_len);
         outcome = FAID_SERIES_PROCESSED;
         break;
     case FAID_SLOT_ERROR:
@@ -662,6 +668,7 @@ void *faid_publish_main(void *arg)
     int64_t next_aggr = p->last_stats_ns;
     for (;;) {
         int64_t now = faid_now_ns();
+        atomic_store_explicit(&s->publish_alive_ns, now, memory_order_relaxed);
         /* The lossless consumer's acks and hellos are read between results: with messages
          * waiting for credit, often enough that a granted window is used at once (2 ms);
          * otherwise often enough that a consumer's hello is answered promptly (50 ms). */

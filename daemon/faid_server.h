@@ -152,6 +152,8 @@ typedef struct faid_worker {
     float *hit_img;
     uint8_t *hit_msg;
     size_t hit_raw_cap, hit_img_cap, hit_msg_cap;
+    atomic_int in_flight;                /* frames submitted to the engine, not collected */
+    atomic_int_fast64_t alive_ns;        /* heartbeat: the worker loop's last turn (watchdog) */
 } faid_worker;
 
 typedef enum { FAID_STATE_IDLE = 0, FAID_STATE_RUNNING, FAID_STATE_STOPPING } faid_state;
@@ -203,6 +205,11 @@ struct faid_server {
     faid_stats stats;
     int64_t start_mono_ns;
     struct faid_aggr *aggr; /* peaks aggregates (faid_aggregates.h): workers add, publisher sends */
+    atomic_uint_fast64_t series_frames; /* frames of the open (or last) series so far */
+    /* heartbeats of the ingest and publisher loops (monotonic ns): the systemd watchdog is fed
+     * only while every pipeline thread turns (faid_notify) */
+    atomic_int_fast64_t ingest_alive_ns, publish_alive_ns;
+    struct faid_http *http; /* the HTTP server, or NULL (off); the publisher offers it results */
 };
 
 /* Lifecycle (faid_server.c). new: sockets bound, pool and first generation built, no threads. */

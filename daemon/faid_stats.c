@@ -23,6 +23,43 @@ const char *faid_msg_kind_name(faid_msg_kind k)
     return (unsigned)k < FAID_NMSGKINDS ? names[k] : "unknown";
 }
 
+static const char *const timing_names[] = {
+#define FAID_TIMING_NAME(e, name, help) name,
+    FAID_TIMINGS(FAID_TIMING_NAME)
+#undef FAID_TIMING_NAME
+};
+static const char *const timing_helps[] = {
+#define FAID_TIMING_HELP(e, name, help) help,
+    FAID_TIMINGS(FAID_TIMING_HELP)
+#undef FAID_TIMING_HELP
+};
+
+const char *faid_timing_name(faid_timing t)
+{
+    return (unsigned)t < FAID_NTIMINGS ? timing_names[t] : "unknown";
+}
+
+const char *faid_timing_help(faid_timing t)
+{
+    return (unsigned)t < FAID_NTIMINGS ? timing_helps[t] : "";
+}
+
+const double faid_histo_le[FAID_HISTO_NB] = {1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3,
+                                             2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1,  0.2,
+                                             0.5,  1.0,  2.0,  5.0,  10.0};
+
+void faid_histo_observe(faid_histo *h, int64_t ns)
+{
+    if (ns < 0)
+        ns = 0;
+    double sec = (double)ns * 1e-9;
+    int b = 0;
+    while (b < FAID_HISTO_NB && sec > faid_histo_le[b])
+        b++;
+    faid_stat_add(&h->bucket[b], 1);
+    faid_stat_add(&h->sum_ns, (uint64_t)ns);
+}
+
 void faid_stats_init(faid_stats *st)
 {
     /* Plain zeroing is a valid initial state for these lock-free atomics on every target gcc

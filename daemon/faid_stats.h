@@ -37,6 +37,38 @@ typedef enum {
     FAID_NMSGKINDS
 } faid_msg_kind;
 
+/* Where a processed frame's time goes (faid_stage_seconds{stage=...} on /metrics): name and
+ * meaning, one row each; the worker observes every row for every result. */
+#define FAID_TIMINGS(X)                                                                          \
+    X(QUEUE, "queue", "waiting in the frame queue (received -> taken by a worker)")             \
+    X(HOST, "host", "host work before the device: block table, copy into pinned staging")      \
+    X(TRANSFER, "transfer", "host <-> device copies")                                            \
+    X(DECODE, "decode", "decompression (bitshuffle-LZ4 / LZ4)")                                  \
+    X(PREPROCESS, "preprocess", "dark, flat, mask, dummy and normalisation")                    \
+    X(INTEGRATE, "integrate", "the sparse-matrix integration (this frame's share of a batch)")  \
+    X(COMPUTE, "compute", "the engine's total for the frame")
+
+typedef enum {
+#define FAID_TIMING_ENUM(e, name, help) FAID_T_##e,
+    FAID_TIMINGS(FAID_TIMING_ENUM)
+#undef FAID_TIMING_ENUM
+        FAID_NTIMINGS
+} faid_timing;
+
+const char *faid_timing_name(faid_timing t);
+const char *faid_timing_help(faid_timing t);
+
+/* A cumulative histogram for Prometheus: fixed bucket bounds (faid_histo_le, seconds, 1-2-5 from
+ * 10 us to 10 s), never reset (faidctl reset clears only the aggregates of status). The count is
+ * the sum of the buckets; the sum is kept in nanoseconds. */
+#define FAID_HISTO_NB 19
+typedef struct faid_histo {
+    atomic_uint_fast64_t bucket[FAID_HISTO_NB + 1]; /* last: above the largest bound */
+    atomic_uint_fast64_t sum_ns;
+} faid_histo;
+extern const double faid_histo_le[FAID_HISTO_NB];
+void faid_histo_observe(faid_histo *h, int64_t ns);
+
 #define FAID_NCODES         32
 #define FAID_LAT_BINS       256
 #define FAID_LAT_PER_OCTAVE 8
@@ -58,6 +90,8 @@ typedef struct faid_stats {
     atomic_uint_fast64_t ll_held, ll_held_bytes, ll_active;
     atomic_uint_fast64_t ll_resent, ll_acked, ll_refused, ll_sessions;
     atomic_uint_fast64_t ll_given_up[FAID_NMSGKINDS];
+    faid_histo latency; /* received -> result published, cumulative (Prometheus) */
+    faid_histo timing[FAID_NTIMINGS];
 } faid_stats;
 
 const char *faid_stage_name(faid_stage s);

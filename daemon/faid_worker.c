@@ -208,6 +208,14 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
         faid_stat_add(&s->stats.processed, 1);
         faid_stat_add(&wk->processed, 1);
         const faid_stage_times *t = &g->results[wk->index]->t;
+        faid_histo *hs = s->stats.timing;
+        faid_histo_observe(&hs[FAID_T_QUEUE], pop_ns - slot->recv_mono_ns);
+        faid_histo_observe(&hs[FAID_T_HOST], (int64_t)(t->stage_us * 1e3));
+        faid_histo_observe(&hs[FAID_T_TRANSFER], (int64_t)(t->transfer_us * 1e3));
+        faid_histo_observe(&hs[FAID_T_DECODE], (int64_t)(t->decode_us * 1e3));
+        faid_histo_observe(&hs[FAID_T_PREPROCESS], (int64_t)(t->preprocess_us * 1e3));
+        faid_histo_observe(&hs[FAID_T_INTEGRATE], (int64_t)(t->integrate_us * 1e3));
+        faid_histo_observe(&hs[FAID_T_COMPUTE], (int64_t)(t->total_us * 1e3));
         faid_stat_add(&wk->host_ns, (uint64_t)(t->stage_us * 1e3));
         faid_stat_add(&wk->table_ns, (uint64_t)(slot->table_us * 1e3));
         faid_stat_add(&wk->timed, 1);
@@ -245,6 +253,7 @@ static void collect_one(wstate *w)
     }
     w->q.head = (w->q.head + 1) % RING;
     w->q.n--;
+    atomic_store_explicit(&wk->in_flight, w->q.n, memory_order_relaxed);
     int64_t now = faid_now_ns();
     faid_stat_add(&wk->busy_ns, (uint64_t)(now - w->busy_from));
     w->busy_from = now;
@@ -301,6 +310,7 @@ static void submit(wstate *w, faid_slot *slot, int64_t pop_ns)
     w->q.slot[tail] = slot;
     w->q.pop_ns[tail] = pop_ns;
     w->q.n++;
+    atomic_store_explicit(&wk->in_flight, w->q.n, memory_order_relaxed);
 }
 
 void *faid_worker_main(void *arg)
@@ -316,6 +326,7 @@ void *faid_worker_main(void *arg)
     if (w.delay_us > 0)
         FAID_WARN("worker", "device %d: test delay of %ld us per frame", wk->index, w.delay_us);
     for (;;) {
+        atomic_store_explicit(&wk->alive_ns, faid_now_ns(), memory_order_relaxed);
         int depth = w.active ? faid_engine_depth(w.active->engines[wk->index]) : 1;
         if (depth > RING)
             depth = RING;

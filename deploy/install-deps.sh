@@ -8,6 +8,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(build-essential cmake pkg-config git
       libzmq3-dev ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
       liblz4-dev libmsgpack-dev libyaml-dev libcbor-dev libjansson-dev libhdf5-dev
+      libmicrohttpd-dev libsystemd-dev prometheus chromium
       python3 python3-venv python3-pip valgrind)
 
 missing=()
@@ -27,7 +28,7 @@ if [ "${1:-}" = "--python" ]; then
         echo "faid: creating $venv"
         python3 -m venv "$venv"
     fi
-    if ! "$venv/bin/python" -c "import pyFAI, hdf5plugin, h5py, numpy, cbor2, lz4" 2>/dev/null; then
+    if ! "$venv/bin/python" -c "import pyFAI, hdf5plugin, h5py, numpy, cbor2, lz4, websocket" 2>/dev/null; then
         echo "faid: installing Python test references into $venv"
         "$venv/bin/pip" install -q --upgrade pip
         "$venv/bin/pip" install -q -r "$here/tests/python/requirements.txt"

@@ -302,6 +302,14 @@ static const faid_option options[] = {
            "Period of the published stats message; 0 = off."),
     SIMPLE("log.level", FAID_OT_STRING, "", 0, 0, "info", R, level_names, log_level, 16,
            "Least severe log level written to stderr."),
+    SIMPLE("http.endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, http_endpoint, 256,
+           "host:port of faid's HTTP server (`127.0.0.1:8080`, `[::1]:8080`): the live "
+           "dashboard at /, Prometheus metrics at /metrics, the health check at /healthz "
+           "(docs/operations.md). No authentication: an address beyond localhost is logged as a "
+           "warning. null = off."),
+    SIMPLE("http.average", FAID_OT_INT, "profiles", 1, 1000, "10", R, NULL, http_average, 0,
+           "The dashboard's average profile: the mean of the last this many profiles it took "
+           "(it takes at most 10 per second)."),
 };
 
 #undef R
@@ -373,6 +381,40 @@ static int opt_index(const char *key)
 {
     const faid_option *o = faid_config_find(key);
     return o ? (int)(o - options) : -1;
+}
+
+int faid_config_split_hostport(const char *ep, char *host, size_t host_cap, int *port,
+                               faid_diag *d)
+{
+    const char *colon;
+    const char *h = ep;
+    size_t hn;
+    if (ep[0] == '[') {
+        const char *close = strchr(ep, ']');
+        if (!close || close[1] != ':')
+            return faid_fail(d, FAID_ECONFIG, "'%s' is not host:port ([v6addr]:port for IPv6)",
+                             ep);
+        h = ep + 1;
+        hn = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(ep, ':');
+        if (!colon || strchr(ep, ':') != colon)
+            return faid_fail(d, FAID_ECONFIG,
+                             "'%s' is not host:port (e.g. 127.0.0.1:8080, [::1]:8080)", ep);
+        hn = (size_t)(colon - ep);
+    }
+    if (hn == 0 || hn >= host_cap)
+        return faid_fail(d, FAID_ECONFIG, "'%s': missing or too long host", ep);
+    char *end = NULL;
+    errno = 0;
+    long p = strtol(colon + 1, &end, 10);
+    if (errno || !colon[1] || *end || p < 1 || p > 65535)
+        return faid_fail(d, FAID_ECONFIG, "'%s': port must be 1..65535", ep);
+    memcpy(host, h, hn);
+    host[hn] = '\0';
+    *port = (int)p;
+    return 0;
 }
 
 /* ---- growable text buffer ------------------------------------------------------------------- */
@@ -831,6 +873,13 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
                 return failk(d, c, n, o->name, FAID_ECONFIG, "unknown detector '%s' (known: %s)",
                              v, list);
             }
+        } else if (o->off == OFF(http_endpoint)) {
+            char host[256];
+            int port;
+            faid_diag hd;
+            faid_diag_clear(&hd);
+            if (faid_config_split_hostport(v, host, sizeof host, &port, &hd))
+                return failk(d, c, n, o->name, FAID_ECONFIG, "%s", hd.msg);
         } else if (o->name[0] && strstr(o->name, "endpoint") && !strstr(v, "://")) {
             return failk(d, c, n, o->name, FAID_ECONFIG,
                          "'%s' is not a ZeroMQ endpoint (e.g. tcp://*:5555)", v);

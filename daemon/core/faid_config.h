@@ -89,6 +89,8 @@ typedef struct faid_config {
     double series_timeout;             /* s without a message before an open series closes */
     double stats_interval;             /* s */
     char log_level[16];
+    char http_endpoint[256];           /* host:port of the HTTP server, "" = off */
+    int http_average;                  /* dashboard: profiles averaged */
 
     /* The detector and geometry keys as written (or their defaults): faid_config_resolve derives
      * the effective preset, rows/cols, pixel sizes and geometry above from them, the .poni file
@@ -101,6 +103,11 @@ typedef struct faid_config {
     /* bookkeeping: line (1-based) where each option of the table was given, 0 = default */
     int given_line[FAID_CONFIG_MAX_OPTIONS];
 } faid_config;
+
+/* Splits an HTTP endpoint "host:port" or "[v6addr]:port" into host (brackets removed) and port
+ * (1..65535); FAID_ECONFIG with a message in d when it is not one. */
+int faid_config_split_hostport(const char *ep, char *host, size_t host_cap, int *port,
+                               faid_diag *d);
 
 /* Fills cfg with the embedded default. */
 void faid_config_default(faid_config *cfg);

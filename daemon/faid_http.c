@@ -1,0 +1,674 @@
+/* faid_http: the HTTP server, dashboard state and event streams (see faid_http.h). */
+#include "faid_http.h"
+
+#include "faid_log.h"
+#include "faid_metrics.h"
+#include "faid_server.h"
+#include "faid_textbuf.h"
+#include "faid_web.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define OFFER_NS     (100ll * 1000000ll)  /* snapshot at most 10 per second */
+#define REBUILD_NS   (100ll * 1000000ll)  /* dashboard state at most 10 per second */
+#define SEND_NS      (100ll * 1000000ll)  /* at most 10 events per second per browser */
+#define KEEPALIVE_NS (15ll * 1000000000ll) /* a comment line keeps proxies from closing */
+#define WAIT_NS      (100ll * 1000000ll)  /* event streams notice a stop within this */
+
+struct faid_http {
+    struct MHD_Daemon *mhd;
+    _Atomic(faid_server *) srv;
+    atomic_int health;
+    atomic_int stopping;
+    atomic_int clients;
+
+    /* the publisher's snapshot of a result body */
+    pthread_mutex_t snap_mu;
+    uint8_t *snap;
+    size_t snap_len, snap_cap;
+    uint64_t snap_seq;
+    atomic_int_fast64_t last_offer_ns;
+
+    /* dashboard state (dash_mu) */
+    pthread_mutex_t dash_mu;
+    uint8_t *work; /* copy of the snapshot being decoded */
+    size_t work_cap;
+    uint64_t work_seq;
+    int64_t built_ns;
+    char *event; /* "data: {...}\n\n" */
+    size_t event_len;
+    uint64_t event_seq;
+    /* latest profile, downsampled (npts points of k bins each) and the ring for the average */
+    int have_profile, npts, k, nbins;
+    uint64_t frame_id, series_id, setup_version;
+    int device;
+    double latency_us;
+    float prof[FAID_HTTP_MAX_POINTS];
+    float *ring; /* ring_cap x npts */
+    int ring_cap, ring_fill, ring_pos;
+    double x[FAID_HTTP_MAX_POINTS];
+    int have_x;
+    char unit[32];
+    /* cake, downsampled to at most FAID_HTTP_MAX_POINTS cells */
+    int cake_rows, cake_cols;
+    float cake[FAID_HTTP_MAX_POINTS];
+
+    pthread_mutex_t stop_mu;
+    pthread_cond_t stop_cv;
+};
+
+/* ---- snapshot (publisher thread) ------------------------------------------------------------ */
+
+void faid_http_offer(faid_http *h, const void *body, size_t len)
+{
+    int64_t now = faid_now_ns();
+    if (now - atomic_load_explicit(&h->last_offer_ns, memory_order_relaxed) < OFFER_NS)
+        return;
+    if (pthread_mutex_trylock(&h->snap_mu) != 0)
+        return; /* a connection is copying the previous one: skip this result */
+    if (len > h->snap_cap) {
+        uint8_t *p = realloc(h->snap, len);
+        if (!p) {
+            pthread_mutex_unlock(&h->snap_mu);
+            return;
+        }
+        h->snap = p;
+        h->snap_cap = len;
+    }
+    memcpy(h->snap, body, len);
+    h->snap_len = len;
+    h->snap_seq++;
+    pthread_mutex_unlock(&h->snap_mu);
+    atomic_store_explicit(&h->last_offer_ns, now, memory_order_relaxed);
+}
+
+/* ---- dashboard state (connection threads, dash_mu held) ------------------------------------- */
+
+static float f32_at(const faid_array_view *a, uint64_t i)
+{
+    float v;
+    memcpy(&v, a->data + i * 4, 4);
+    return v;
+}
+
+/* Mean of the finite values of bins whose count is non-zero, NaN when there is none. */
+static float block_mean(const faid_array_view *v, const faid_array_view *cnt, uint64_t r0,
+                        uint64_t r1, uint64_t c0, uint64_t c1, uint64_t ncols)
+{
+    double sum = 0;
+    int n = 0;
+    for (uint64_t r = r0; r < r1; r++)
+        for (uint64_t c = c0; c < c1; c++) {
+            uint64_t i = r * ncols + c;
+            float x = f32_at(v, i);
+            if (cnt->nelem == v->nelem && f32_at(cnt, i) <= 0)
+                continue;
+            if (isfinite(x)) {
+                sum += x;
+                n++;
+            }
+        }
+    return n ? (float)(sum / n) : NAN;
+}
+
+static void take_profile(faid_http *h, const faid_out_msg *m, int average)
+{
+    const faid_array_view *I = &m->I;
+    if (I->dtype != FAID_DT_F32 || I->nelem == 0)
+        return;
+    int n = (int)I->nelem;
+    int k = (n + FAID_HTTP_MAX_POINTS - 1) / FAID_HTTP_MAX_POINTS;
+    int npts = (n + k - 1) / k;
+    if (npts != h->npts || k != h->k || m->setup_version != h->setup_version ||
+        average != h->ring_cap) {
+        /* A new binning (reload): the average restarts and the axis is rebuilt. */
+        free(h->ring);
+        h->ring = calloc((size_t)average * (size_t)npts, sizeof(float));
+        h->ring_cap = h->ring ? average : 0;
+        h->ring_fill = h->ring_pos = 0;
+        h->have_x = 0;
+    }
+    h->npts = npts;
+    h->k = k;
+    h->nbins = n;
+    for (int i = 0; i < npts; i++) {
+        uint64_t a = (uint64_t)i * (uint64_t)k, b = a + (uint64_t)k;
+        if (b > (uint64_t)n)
+            b = (uint64_t)n;
+        h->prof[i] = block_mean(I, &m->count, 0, 1, a, b, (uint64_t)n);
+    }
+    if (h->ring_cap) {
+        memcpy(h->ring + (size_t)h->ring_pos * (size_t)npts, h->prof, (size_t)npts * sizeof(float));
+        h->ring_pos = (h->ring_pos + 1) % h->ring_cap;
+        if (h->ring_fill < h->ring_cap)
+            h->ring_fill++;
+    }
+    h->frame_id = m->frame_id;
+    h->series_id = m->series_id;
+    h->setup_version = m->setup_version;
+    h->device = m->device;
+    h->latency_us = m->latency_us;
+    h->have_profile = 1;
+
+    const faid_array_view *C = &m->I_2d;
+    h->cake_rows = h->cake_cols = 0;
+    if (C->dtype == FAID_DT_F32 && C->ndim == 2 && C->nelem > 0) {
+        uint64_t na = C->shape[0], nr = C->shape[1];
+        uint64_t kk = 1;
+        while (((na + kk - 1) / kk) * ((nr + kk - 1) / kk) > FAID_HTTP_MAX_POINTS)
+            kk++;
+        int rows = (int)((na + kk - 1) / kk), cols = (int)((nr + kk - 1) / kk);
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++) {
+                uint64_t r0 = (uint64_t)r * kk, c0 = (uint64_t)c * kk;
+                uint64_t r1 = r0 + kk > na ? na : r0 + kk, c1 = c0 + kk > nr ? nr : c0 + kk;
+                h->cake[r * cols + c] = block_mean(C, &m->count_2d, r0, r1, c0, c1, nr);
+            }
+        h->cake_rows = rows;
+        h->cake_cols = cols;
+    }
+}
+
+static void take_axis(faid_http *h, faid_server *s)
+{
+    if (!h->have_profile || h->have_x)
+        return;
+    faid_gen *g = faid_server_current_gen(s);
+    if (g && g->version == h->setup_version && g->setup->csr->npt_rad == h->nbins) {
+        const double *rc = g->setup->csr->rad_centers;
+        for (int i = 0; i < h->npts; i++) {
+            int a = i * h->k, b = a + h->k < h->nbins ? a + h->k : h->nbins;
+            double sum = 0;
+            for (int j = a; j < b; j++)
+                sum += rc[j];
+            h->x[i] = sum / (b - a);
+        }
+        snprintf(h->unit, sizeof h->unit, "%s", faid_unit_name(g->setup->cfg.unit));
+        h->have_x = 1;
+    }
+    faid_gen_release(&g);
+}
+
+static void json_floats(faid_textbuf *b, const float *v, int n)
+{
+    faid_tb_puts(b, "[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            faid_tb_puts(b, ",");
+        faid_tb_json_num(b, v[i]);
+    }
+    faid_tb_puts(b, "]");
+}
+
+static const char *health_text(int st)
+{
+    switch (st) {
+    case FAID_HEALTH_READY:
+        return "ok";
+    case FAID_HEALTH_STOPPING:
+        return "stopping: finishing the frames in flight";
+    default:
+        return "starting: binding the sockets and building the reduction setup";
+    }
+}
+
+static void build_json(faid_http *h, faid_server *s, faid_textbuf *b)
+{
+    faid_stats *st = &s->stats;
+    faid_tb_puts(b, "data: {\"health\":");
+    faid_tb_json_str(b, health_text(atomic_load(&h->health)));
+    faid_tb_printf(b, ",\"version\":\"%s\"", FAID_VERSION);
+    faid_tb_printf(b, ",\"series_id\":%llu,\"series_frames\":%llu",
+                   (unsigned long long)atomic_load(&s->series_id),
+                   (unsigned long long)faid_stat_get(&s->series_frames));
+    faid_tb_printf(b,
+                   ",\"counters\":{\"received\":%llu,\"processed\":%llu,\"failed\":%llu,"
+                   "\"dropped\":%llu,\"bad_input\":%llu,\"published\":%llu}",
+                   (unsigned long long)faid_stat_get(&st->received),
+                   (unsigned long long)faid_stat_get(&st->processed),
+                   (unsigned long long)faid_stat_get(&st->failed),
+                   (unsigned long long)faid_stat_get(&st->dropped),
+                   (unsigned long long)faid_stat_get(&st->bad_input),
+                   (unsigned long long)faid_stat_get(&st->published));
+    faid_tb_puts(b, ",\"fps\":");
+    faid_tb_json_num(b, faid_stats_fps(st));
+    faid_tb_puts(b, ",\"latency_ms\":{\"p50\":");
+    faid_tb_json_num(b, faid_stats_latency_quantile(st, 0.5) / 1e3);
+    faid_tb_puts(b, ",\"p99\":");
+    faid_tb_json_num(b, faid_stats_latency_quantile(st, 0.99) / 1e3);
+    faid_tb_puts(b, ",\"max\":");
+    faid_tb_json_num(b, (double)faid_stat_get(&st->lat_max_ns) / 1e6);
+    faid_tb_printf(b, "},\"queue\":{\"frames\":%zu,\"capacity\":%zu}", faid_queue_len(s->frames),
+                   faid_queue_cap(s->frames));
+    faid_tb_puts(b, ",\"drops\":{");
+    for (int r = 0; r < FAID_NDROPS; r++) {
+        faid_tb_printf(b, "%s", r ? "," : "");
+        faid_tb_json_str(b, faid_drop_name((faid_drop_reason)r));
+        faid_tb_printf(b, ":%llu", (unsigned long long)faid_stat_get(&st->drops[r]));
+    }
+    faid_tb_puts(b, "},\"errors\":{");
+    int first = 1;
+    for (int sg = 0; sg < FAID_NSTAGES; sg++)
+        for (int c = 0; c < FAID_NCODES; c++) {
+            uint64_t v = faid_stat_get(&st->errors[sg][c]);
+            if (!v)
+                continue;
+            faid_tb_printf(b, "%s\"%s.%s\":%llu", first ? "" : ",",
+                           faid_stage_name((faid_stage)sg), faid_errname(-c),
+                           (unsigned long long)v);
+            first = 0;
+        }
+    faid_tb_puts(b, "},\"devices\":[");
+    for (int i = 0; i < s->nworkers; i++) {
+        faid_worker *wk = &s->workers[i];
+        faid_tb_printf(b, "%s{\"index\":%d,\"name\":", i ? "," : "", i);
+        faid_tb_json_str(b, wk->name);
+        faid_tb_printf(b, ",\"processed\":%llu,\"failed\":%llu,\"in_flight\":%d,\"busy\":",
+                       (unsigned long long)faid_stat_get(&wk->processed),
+                       (unsigned long long)faid_stat_get(&wk->failed), atomic_load(&wk->in_flight));
+        faid_tb_json_num(b, faid_bits_to_f64(atomic_load(&wk->busy_frac_bits)));
+        faid_tb_puts(b, "}");
+    }
+    faid_tb_puts(b, "]");
+    if (h->have_profile) {
+        faid_tb_printf(b,
+                       ",\"profile\":{\"frame_id\":%llu,\"series_id\":%llu,\"setup_version\":%llu,"
+                       "\"device\":%d,\"bins\":%d,\"per_point\":%d,\"latency_us\":",
+                       (unsigned long long)h->frame_id, (unsigned long long)h->series_id,
+                       (unsigned long long)h->setup_version, h->device, h->nbins, h->k);
+        faid_tb_json_num(b, h->latency_us);
+        faid_tb_puts(b, ",\"unit\":");
+        faid_tb_json_str(b, h->have_x ? h->unit : "bin");
+        faid_tb_puts(b, ",\"x\":[");
+        for (int i = 0; i < h->npts; i++) {
+            if (i)
+                faid_tb_puts(b, ",");
+            faid_tb_json_num(b, h->have_x ? h->x[i] : (double)i * h->k);
+        }
+        faid_tb_puts(b, "],\"I\":");
+        json_floats(b, h->prof, h->npts);
+        /* The average of the profiles the dashboard took (not of every result). */
+        float avg[FAID_HTTP_MAX_POINTS];
+        for (int i = 0; i < h->npts; i++) {
+            double sum = 0;
+            int n = 0;
+            for (int r = 0; r < h->ring_fill; r++) {
+                float v = h->ring[(size_t)r * (size_t)h->npts + (size_t)i];
+                if (isfinite(v)) {
+                    sum += v;
+                    n++;
+                }
+            }
+            avg[i] = n ? (float)(sum / n) : NAN;
+        }
+        faid_tb_printf(b, ",\"average_of\":%d,\"average\":", h->ring_fill);
+        json_floats(b, avg, h->npts);
+        faid_tb_puts(b, "}");
+        if (h->cake_rows) {
+            faid_tb_printf(b, ",\"cake\":{\"rows\":%d,\"cols\":%d,\"v\":", h->cake_rows,
+                           h->cake_cols);
+            json_floats(b, h->cake, h->cake_rows * h->cake_cols);
+            faid_tb_puts(b, "}");
+        }
+    }
+    faid_tb_puts(b, "}\n\n");
+}
+
+/* Rebuilds the state when it is older than REBUILD_NS; returns its sequence number (changes
+ * only when the text does). The caller holds dash_mu. */
+static void rebuild(faid_http *h, faid_server *s)
+{
+    int64_t now = faid_now_ns();
+    if (h->event && now - h->built_ns < REBUILD_NS)
+        return;
+    h->built_ns = now;
+    size_t len = 0;
+    int fresh = 0;
+    pthread_mutex_lock(&h->snap_mu);
+    if (h->snap_seq != h->work_seq && h->snap_len) {
+        if (h->snap_len > h->work_cap) {
+            uint8_t *p = realloc(h->work, h->snap_len);
+            if (p) {
+                h->work = p;
+                h->work_cap = h->snap_len;
+            }
+        }
+        if (h->snap_len <= h->work_cap) {
+            memcpy(h->work, h->snap, h->snap_len);
+            len = h->snap_len;
+            h->work_seq = h->snap_seq;
+            fresh = 1;
+        }
+    }
+    pthread_mutex_unlock(&h->snap_mu);
+    if (fresh) {
+        faid_out_msg m;
+        faid_diag d;
+        faid_diag_clear(&d);
+        memset(&m, 0, sizeof m);
+        if (faid_proto_decode_output(h->work, len, &m, &d) == 0 && m.type == FAID_OUT_RESULT) {
+            faid_gen *g = faid_server_current_gen(s);
+            int average = g ? g->setup->cfg.http_average : 10;
+            faid_gen_release(&g);
+            take_profile(h, &m, average < 1 ? 1 : average);
+        }
+    }
+    take_axis(h, s);
+    faid_textbuf b = {0};
+    build_json(h, s, &b);
+    char *text = faid_tb_take(&b, &len);
+    if (!text)
+        return;
+    if (h->event && h->event_len == len && memcmp(h->event, text, len) == 0) {
+        free(text);
+        return;
+    }
+    free(h->event);
+    h->event = text;
+    h->event_len = len;
+    h->event_seq++;
+}
+
+/* ---- event stream ---------------------------------------------------------------------------- */
+
+typedef struct sse {
+    faid_http *h;
+    char *buf;
+    size_t len, off, cap;
+    uint64_t seq;
+    int64_t last_send;
+} sse;
+
+static int sse_fill(sse *c, const char *text, size_t len)
+{
+    if (len > c->cap) {
+        char *p = realloc(c->buf, len);
+        if (!p)
+            return -1;
+        c->buf = p;
+        c->cap = len;
+    }
+    memcpy(c->buf, text, len);
+    c->len = len;
+    c->off = 0;
+    return 0;
+}
+
+static void wait_stop(faid_http *h, int64_t ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ns;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&h->stop_mu);
+    if (!atomic_load(&h->stopping))
+        pthread_cond_timedwait(&h->stop_cv, &h->stop_mu, &ts);
+    pthread_mutex_unlock(&h->stop_mu);
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    sse *c = cls;
+    faid_http *h = c->h;
+    for (;;) {
+        if (c->off < c->len) {
+            size_t n = c->len - c->off < max ? c->len - c->off : max;
+            memcpy(out, c->buf + c->off, n);
+            c->off += n;
+            return (ssize_t)n;
+        }
+        if (atomic_load(&h->stopping))
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        int64_t now = faid_now_ns();
+        faid_server *s = atomic_load(&h->srv);
+        if (s && now - c->last_send >= SEND_NS) {
+            int sent = 0;
+            pthread_mutex_lock(&h->dash_mu);
+            rebuild(h, s);
+            if (h->event && h->event_seq != c->seq) {
+                if (sse_fill(c, h->event, h->event_len) == 0) {
+                    c->seq = h->event_seq;
+                    sent = 1;
+                }
+            }
+            pthread_mutex_unlock(&h->dash_mu);
+            if (sent) {
+                c->last_send = now;
+                continue;
+            }
+        }
+        if (now - c->last_send >= KEEPALIVE_NS) {
+            static const char ka[] = ": keepalive\n\n";
+            if (sse_fill(c, ka, sizeof ka - 1) == 0) {
+                c->last_send = now;
+                continue;
+            }
+        }
+        wait_stop(h, WAIT_NS);
+    }
+}
+
+static void sse_free(void *cls)
+{
+    sse *c = cls;
+    atomic_fetch_sub(&c->h->clients, 1);
+    free(c->buf);
+    free(c);
+}
+
+/* ---- requests -------------------------------------------------------------------------------- */
+
+static enum MHD_Result send_buf(struct MHD_Connection *conn, unsigned code, const char *type,
+                                const void *data, size_t len, enum MHD_ResponseMemoryMode mode)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)data, mode);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    /* Everything the page uses comes from faid itself. */
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
+    enum MHD_Result ret = MHD_queue_response(conn, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *conn, unsigned code, const char *text)
+{
+    return send_buf(conn, code, "text/plain; charset=utf-8", text, strlen(text),
+                    MHD_RESPMEM_MUST_COPY);
+}
+
+static const char *content_type(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (!dot)
+        return "application/octet-stream";
+    if (strcmp(dot, ".html") == 0)
+        return "text/html; charset=utf-8";
+    if (strcmp(dot, ".js") == 0)
+        return "text/javascript; charset=utf-8";
+    if (strcmp(dot, ".css") == 0)
+        return "text/css; charset=utf-8";
+    return "application/octet-stream";
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    faid_http *h = cls;
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+        return send_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+    if (*upload_data_size) {
+        *upload_data_size = 0; /* a GET body is ignored */
+        return MHD_YES;
+    }
+    faid_server *s = atomic_load(&h->srv);
+    int health = atomic_load(&h->health);
+    if (strcmp(url, "/healthz") == 0) {
+        if (health == FAID_HEALTH_READY && s)
+            return send_text(conn, MHD_HTTP_OK, "ok\n");
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s\n", health_text(health));
+        return send_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, msg);
+    }
+    if (strcmp(url, "/metrics") == 0) {
+        if (!s)
+            return send_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "starting\n");
+        size_t len = 0;
+        char *text = faid_metrics_text(s, atomic_load(&h->clients), &len);
+        if (!text)
+            return send_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+        return send_buf(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text, len,
+                        MHD_RESPMEM_MUST_FREE);
+    }
+    if (strcmp(url, "/events") == 0) {
+        if (atomic_fetch_add(&h->clients, 1) >= FAID_HTTP_MAX_CONN / 2) {
+            atomic_fetch_sub(&h->clients, 1);
+            return send_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "too many dashboards open\n");
+        }
+        sse *c = calloc(1, sizeof *c);
+        struct MHD_Response *r =
+            c ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, c,
+                                                  sse_free)
+              : NULL;
+        if (!r) {
+            free(c);
+            atomic_fetch_sub(&h->clients, 1);
+            return send_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+        }
+        c->h = h;
+        c->last_send = faid_now_ns() - SEND_NS; /* the current state goes out at once */
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    const char *name = strcmp(url, "/") == 0 ? "index.html" : url + 1;
+    for (const faid_web_file *f = faid_web_files; f->name; f++)
+        if (strcmp(f->name, name) == 0)
+            return send_buf(conn, MHD_HTTP_OK, content_type(f->name), f->data, f->len,
+                            MHD_RESPMEM_PERSISTENT);
+    return send_text(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n')
+        msg[--n] = '\0';
+    FAID_WARN("http", "%s", msg);
+}
+
+static int is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return 0;
+}
+
+faid_http *faid_http_new(const char *endpoint, faid_diag *d)
+{
+    char host[256], port_s[16];
+    int port = 0;
+    if (faid_config_split_hostport(endpoint, host, sizeof host, &port, d))
+        return NULL;
+    snprintf(port_s, sizeof port_s, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    int rc = getaddrinfo(host, port_s, &hints, &ai);
+    if (rc != 0 || !ai) {
+        faid_fail(d, FAID_ECONFIG, "http.endpoint '%s': cannot resolve '%s': %s", endpoint, host,
+                  gai_strerror(rc));
+        return NULL;
+    }
+    faid_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        freeaddrinfo(ai);
+        faid_fail(d, FAID_ENOMEM, "out of memory for the HTTP server");
+        return NULL;
+    }
+    pthread_mutex_init(&h->snap_mu, NULL);
+    pthread_mutex_init(&h->dash_mu, NULL);
+    pthread_mutex_init(&h->stop_mu, NULL);
+    pthread_cond_init(&h->stop_cv, NULL);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    h->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                              MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)FAID_HTTP_MAX_CONN,
+                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)FAID_HTTP_MAX_CONN,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
+    int loop = is_loopback(ai->ai_addr);
+    freeaddrinfo(ai);
+    if (!h->mhd) {
+        faid_fail(d, FAID_EIO, "http.endpoint '%s': cannot listen (in use, or not an address of "
+                               "this host?)",
+                  endpoint);
+        faid_http_destroy(&h);
+        return NULL;
+    }
+    if (!loop)
+        FAID_WARN("http", "http.endpoint %s is reachable beyond this host, and the dashboard and "
+                          "metrics have no authentication", endpoint);
+    FAID_INFO("http", "dashboard http://%s/, metrics /metrics, health /healthz", endpoint);
+    return h;
+}
+
+void faid_http_attach(faid_http *h, faid_server *s)
+{
+    atomic_store(&h->srv, s);
+}
+
+void faid_http_set_health(faid_http *h, faid_health state)
+{
+    atomic_store(&h->health, (int)state);
+}
+
+void faid_http_destroy(faid_http **ph)
+{
+    faid_http *h = *ph;
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->stop_mu);
+    atomic_store(&h->stopping, 1);
+    pthread_cond_broadcast(&h->stop_cv);
+    pthread_mutex_unlock(&h->stop_mu);
+    if (h->mhd)
+        MHD_stop_daemon(h->mhd);
+    pthread_mutex_destroy(&h->snap_mu);
+    pthread_mutex_destroy(&h->dash_mu);
+    pthread_mutex_destroy(&h->stop_mu);
+    pthread_cond_destroy(&h->stop_cv);
+    free(h->snap);
+    free(h->work);
+    free(h->event);
+    free(h->ring);
+    free(h);
+    *ph = NULL;
+}

@@ -1,0 +1,239 @@
+/* faid_metrics: Prometheus exposition of the daemon's counters (see faid_metrics.h). */
+#include "faid_metrics.h"
+
+#include "faid_log.h"
+#include "faid_server.h"
+#include "faid_textbuf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const faid_metric_def defs[] = {
+#define FAID_METRIC_DEF(id, name, type, labels, help) {name, type, labels, help},
+    FAID_METRICS(FAID_METRIC_DEF)
+#undef FAID_METRIC_DEF
+};
+
+const faid_metric_def *faid_metric_defs(size_t *n)
+{
+    if (n)
+        *n = FAID_NMETRICS;
+    return defs;
+}
+
+/* Label values are escaped as the exposition format asks: backslash, quote, newline. */
+static void label_value(faid_textbuf *b, const char *v)
+{
+    for (const char *c = v; *c; c++) {
+        if (*c == '\\')
+            faid_tb_puts(b, "\\\\");
+        else if (*c == '"')
+            faid_tb_puts(b, "\\\"");
+        else if (*c == '\n')
+            faid_tb_puts(b, "\\n");
+        else
+            faid_tb_printf(b, "%c", *c);
+    }
+}
+
+static void sample_u(faid_textbuf *b, faid_metric_id id, const char *labels, uint64_t v)
+{
+    faid_tb_printf(b, "%s%s %llu\n", defs[id].name, labels, (unsigned long long)v);
+}
+
+static void sample_f(faid_textbuf *b, faid_metric_id id, const char *labels, double v)
+{
+    faid_tb_printf(b, "%s%s %.9g\n", defs[id].name, labels, v);
+}
+
+/* One histogram's samples; extra = `stage="x",` or "". */
+static void histogram(faid_textbuf *b, faid_metric_id id, const char *extra, faid_histo *h)
+{
+    uint64_t cum = 0;
+    for (int k = 0; k <= FAID_HISTO_NB; k++) {
+        cum += faid_stat_get(&h->bucket[k]);
+        if (k < FAID_HISTO_NB)
+            faid_tb_printf(b, "%s_bucket{%sle=\"%g\"} %llu\n", defs[id].name, extra,
+                           faid_histo_le[k], (unsigned long long)cum);
+        else
+            faid_tb_printf(b, "%s_bucket{%sle=\"+Inf\"} %llu\n", defs[id].name, extra,
+                           (unsigned long long)cum);
+    }
+    size_t el = strlen(extra);
+    char lab[96] = "";
+    if (el > 1 && el < sizeof lab - 2) /* `stage="x",` -> `{stage="x"}` */
+        snprintf(lab, sizeof lab, "{%.*s}", (int)(el - 1), extra);
+    faid_tb_printf(b, "%s_sum%s %.9f\n", defs[id].name, lab,
+                   (double)faid_stat_get(&h->sum_ns) * 1e-9);
+    faid_tb_printf(b, "%s_count%s %llu\n", defs[id].name, lab, (unsigned long long)cum);
+}
+
+static void device_label(char *out, size_t cap, int i)
+{
+    snprintf(out, cap, "{device=\"%d\"}", i);
+}
+
+static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event_clients)
+{
+    faid_stats *st = &s->stats;
+    faid_tb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", defs[id].name, defs[id].help, defs[id].name,
+                   defs[id].type);
+    char lab[128];
+    switch (id) {
+    case FAID_M_BUILD_INFO:
+        faid_tb_printf(b, "%s{version=\"", defs[id].name);
+        label_value(b, FAID_VERSION);
+        faid_tb_printf(b, "\",protocol=\"%d\"} 1\n", FAID_PROTO_VERSION);
+        break;
+    case FAID_M_UP_SECONDS:
+        sample_f(b, id, "", (double)(faid_now_ns() - s->start_mono_ns) * 1e-9);
+        break;
+    case FAID_M_SETUP_VERSION: {
+        faid_gen *g = faid_server_current_gen(s);
+        sample_u(b, id, "", g ? g->version : 0);
+        faid_gen_release(&g);
+        break;
+    }
+    case FAID_M_RECEIVED:
+        sample_u(b, id, "", faid_stat_get(&st->received));
+        break;
+    case FAID_M_RECEIVED_BYTES:
+        sample_u(b, id, "", faid_stat_get(&st->received_bytes));
+        break;
+    case FAID_M_PROCESSED:
+        sample_u(b, id, "", faid_stat_get(&st->processed));
+        break;
+    case FAID_M_FAILED:
+        sample_u(b, id, "", faid_stat_get(&st->failed));
+        break;
+    case FAID_M_DROPPED:
+        for (int r = 0; r < FAID_NDROPS; r++) {
+            snprintf(lab, sizeof lab, "{reason=\"%s\"}", faid_drop_name((faid_drop_reason)r));
+            sample_u(b, id, lab, faid_stat_get(&st->drops[r]));
+        }
+        break;
+    case FAID_M_BAD_INPUT:
+        sample_u(b, id, "", faid_stat_get(&st->bad_input));
+        break;
+    case FAID_M_ERRORS:
+        /* Only the codes that happened: stages x codes is a sparse table. */
+        for (int sg = 0; sg < FAID_NSTAGES; sg++)
+            for (int c = 0; c < FAID_NCODES; c++) {
+                uint64_t v = faid_stat_get(&st->errors[sg][c]);
+                if (!v)
+                    continue;
+                snprintf(lab, sizeof lab, "{stage=\"%s\",code=\"%s\"}",
+                         faid_stage_name((faid_stage)sg), faid_errname(-c));
+                sample_u(b, id, lab, v);
+            }
+        break;
+    case FAID_M_PUBLISHED:
+        sample_u(b, id, "", faid_stat_get(&st->published));
+        break;
+    case FAID_M_LOSSLESS:
+        sample_u(b, id, "", faid_stat_get(&st->lossless_sent));
+        break;
+    case FAID_M_SERIES:
+        sample_u(b, id, "", faid_stat_get(&st->series));
+        break;
+    case FAID_M_SERIES_FRAMES:
+        sample_u(b, id, "", faid_stat_get(&s->series_frames));
+        break;
+    case FAID_M_QUEUE:
+        sample_u(b, id, "", faid_queue_len(s->frames));
+        break;
+    case FAID_M_QUEUE_CAP:
+        sample_u(b, id, "", faid_queue_cap(s->frames));
+        break;
+    case FAID_M_IN_FLIGHT:
+        for (int i = 0; i < s->nworkers; i++) {
+            device_label(lab, sizeof lab, i);
+            sample_u(b, id, lab, (uint64_t)atomic_load(&s->workers[i].in_flight));
+        }
+        break;
+    case FAID_M_DEV_PROCESSED:
+        for (int i = 0; i < s->nworkers; i++) {
+            device_label(lab, sizeof lab, i);
+            sample_u(b, id, lab, faid_stat_get(&s->workers[i].processed));
+        }
+        break;
+    case FAID_M_DEV_FAILED:
+        for (int i = 0; i < s->nworkers; i++) {
+            device_label(lab, sizeof lab, i);
+            sample_u(b, id, lab, faid_stat_get(&s->workers[i].failed));
+        }
+        break;
+    case FAID_M_DEV_BUSY:
+        for (int i = 0; i < s->nworkers; i++) {
+            device_label(lab, sizeof lab, i);
+            sample_f(b, id, lab, faid_bits_to_f64(atomic_load(&s->workers[i].busy_frac_bits)));
+        }
+        break;
+    case FAID_M_DEV_INFO:
+        for (int i = 0; i < s->nworkers; i++) {
+            faid_tb_printf(b, "%s{device=\"%d\",name=\"", defs[id].name, i);
+            label_value(b, s->workers[i].name);
+            faid_tb_puts(b, "\"} 1\n");
+        }
+        break;
+    case FAID_M_INPUT_CONN: {
+        uint64_t acc = faid_stat_get(&s->in_accepted), clo = faid_stat_get(&s->in_closed);
+        sample_u(b, id, "", acc > clo ? acc - clo : 0);
+        break;
+    }
+    case FAID_M_FPS:
+        sample_f(b, id, "", faid_stats_fps(st));
+        break;
+    case FAID_M_LATENCY:
+        histogram(b, id, "", &st->latency);
+        break;
+    case FAID_M_STAGE:
+        for (int t = 0; t < FAID_NTIMINGS; t++) {
+            snprintf(lab, sizeof lab, "stage=\"%s\",", faid_timing_name((faid_timing)t));
+            histogram(b, id, lab, &st->timing[t]);
+        }
+        break;
+    case FAID_M_HTTP_CLIENTS:
+        sample_u(b, id, "", (uint64_t)(event_clients > 0 ? event_clients : 0));
+        break;
+    case FAID_NMETRICS:
+        break;
+    }
+}
+
+char *faid_metrics_text(faid_server *s, int event_clients, size_t *len)
+{
+    faid_textbuf b = {0};
+    for (int id = 0; id < FAID_NMETRICS; id++)
+        family(&b, s, (faid_metric_id)id, event_clients);
+    return faid_tb_take(&b, len);
+}
+
+char *faid_metrics_markdown(void)
+{
+    faid_textbuf b = {0};
+    faid_tb_puts(&b, "| metric | type | labels | meaning |\n|---|---|---|---|\n");
+    for (int id = 0; id < FAID_NMETRICS; id++) {
+        faid_tb_printf(&b, "| `%s` | %s | %s | %s", defs[id].name, defs[id].type,
+                       defs[id].labels[0] ? defs[id].labels : "-", defs[id].help);
+        if (id == FAID_M_STAGE) {
+            faid_tb_puts(&b, " Stages:");
+            for (int t = 0; t < FAID_NTIMINGS; t++)
+                faid_tb_printf(&b, "%s `%s` %s", t ? ";" : "", faid_timing_name((faid_timing)t),
+                               faid_timing_help((faid_timing)t));
+            faid_tb_puts(&b, ".");
+        } else if (id == FAID_M_DROPPED) {
+            faid_tb_puts(&b, " Reasons:");
+            for (int r = 0; r < FAID_NDROPS; r++)
+                faid_tb_printf(&b, "%s `%s`", r ? "," : "", faid_drop_name((faid_drop_reason)r));
+            faid_tb_puts(&b, ".");
+        }
+        faid_tb_puts(&b, " |\n");
+    }
+    faid_tb_printf(&b, "\nHistogram buckets (seconds):");
+    for (int k = 0; k < FAID_HISTO_NB; k++)
+        faid_tb_printf(&b, " %g", faid_histo_le[k]);
+    faid_tb_puts(&b, ", +Inf.\n");
+    return faid_tb_take(&b, NULL);
+}

@@ -1,0 +1,88 @@
+/* faid_metrics: the daemon's Prometheus metrics (/metrics of http.endpoint) from one table.
+ *
+ * FAID_METRICS lists every metric family once: name, type, labels and help. The exposition
+ * writer walks the table and asks the daemon's counters for the samples of each row, and the
+ * Markdown reference in docs/operations.md is generated from the same rows (`faid
+ * --dump-metrics`), so a metric cannot be served undocumented or documented unserved (the
+ * integration test compares a live scrape with the table). Everything is read from relaxed
+ * atomics: a scrape never takes a lock the pipeline waits on. Names follow Prometheus'
+ * conventions (base units, _total for counters, _seconds histograms), checked with
+ * `promtool check metrics` in the tests. */
+#ifndef FAID_METRICS_H
+#define FAID_METRICS_H
+
+#include <stddef.h>
+
+struct faid_server;
+
+/* id, name, type, labels (comma separated, "" = none), help */
+#define FAID_METRICS(X)                                                                          \
+    X(BUILD_INFO, "faid_build_info", "gauge", "version,protocol",                              \
+      "Always 1; the labels name faid's version and wire protocol version.")                     \
+    X(UP_SECONDS, "faid_uptime_seconds", "gauge", "", "Seconds since faid started.")             \
+    X(SETUP_VERSION, "faid_setup_version", "gauge", "",                                          \
+      "Version of the reduction setup in force (1 at start, +1 per successful reload).")         \
+    X(RECEIVED, "faid_frames_received_total", "counter", "",                                    \
+      "Frames received (image messages whose header could be read).")                           \
+    X(RECEIVED_BYTES, "faid_received_bytes_total", "counter", "",                               \
+      "Bytes of image messages received.")                                                       \
+    X(PROCESSED, "faid_frames_processed_total", "counter", "",                                  \
+      "Frames integrated into a result.")                                                        \
+    X(FAILED, "faid_frames_failed_total", "counter", "",                                        \
+      "Frames answered with an error message instead of a result.")                              \
+    X(DROPPED, "faid_frames_dropped_total", "counter", "reason",                                \
+      "Frames dropped by queue.policy or at shutdown, per reason.")                              \
+    X(BAD_INPUT, "faid_bad_input_messages_total", "counter", "",                                \
+      "Input messages whose header could not be read (not frames of any series).")               \
+    X(ERRORS, "faid_errors_total", "counter", "stage,code",                                     \
+      "Errors per pipeline stage and error code.")                                               \
+    X(PUBLISHED, "faid_messages_published_total", "counter", "",                                \
+      "Messages sent on the PUB output (results, start, end, error, stats).")                   \
+    X(LOSSLESS, "faid_lossless_messages_sent_total", "counter", "",                             \
+      "Messages sent on the lossless PUSH output.")                                              \
+    X(SERIES, "faid_series_total", "counter", "", "Series opened.")                              \
+    X(SERIES_FRAMES, "faid_series_frames", "gauge", "",                                          \
+      "Frames received in the open (or last) series.")                                           \
+    X(QUEUE, "faid_queue_frames", "gauge", "", "Frames waiting for a device.")                  \
+    X(QUEUE_CAP, "faid_queue_capacity_frames", "gauge", "", "Capacity of the frame queue.")     \
+    X(IN_FLIGHT, "faid_frames_in_flight", "gauge", "device",                                     \
+      "Frames submitted to a device and not yet collected.")                                     \
+    X(DEV_PROCESSED, "faid_device_frames_processed_total", "counter", "device",                 \
+      "Frames a device integrated.")                                                             \
+    X(DEV_FAILED, "faid_device_frames_failed_total", "counter", "device",                       \
+      "Frames that failed on a device.")                                                         \
+    X(DEV_BUSY, "faid_device_busy_ratio", "gauge", "device",                                     \
+      "Fraction of the last stats.interval a device had frames in flight.")                      \
+    X(DEV_INFO, "faid_device_info", "gauge", "device,name", "Always 1; names each device.")     \
+    X(INPUT_CONN, "faid_input_connections", "gauge", "", "Open connections on the input.")      \
+    X(FPS, "faid_frames_per_second", "gauge", "",                                                \
+      "Results per second over the last stats.interval.")                                        \
+    X(LATENCY, "faid_latency_seconds", "histogram", "",                                          \
+      "Time from a frame's reception to the publication of its result.")                         \
+    X(STAGE, "faid_stage_seconds", "histogram", "stage",                                         \
+      "Time of a processed frame in each stage (queue, host, transfer, decode, preprocess, "     \
+      "integrate, compute = engine total).")                                                     \
+    X(HTTP_CLIENTS, "faid_http_event_clients", "gauge", "",                                      \
+      "Browsers connected to the dashboard's event stream.")
+
+typedef enum {
+#define FAID_METRIC_ENUM(id, name, type, labels, help) FAID_M_##id,
+    FAID_METRICS(FAID_METRIC_ENUM)
+#undef FAID_METRIC_ENUM
+        FAID_NMETRICS
+} faid_metric_id;
+
+typedef struct faid_metric_def {
+    const char *name, *type, *labels, *help;
+} faid_metric_def;
+
+const faid_metric_def *faid_metric_defs(size_t *n);
+
+/* The exposition text of every metric (malloc'd, NUL-terminated; NULL when out of memory).
+ * event_clients: the HTTP server's count of event-stream connections. */
+char *faid_metrics_text(struct faid_server *s, int event_clients, size_t *len);
+
+/* The Markdown reference table of the metrics (malloc'd; NULL when out of memory). */
+char *faid_metrics_markdown(void);
+
+#endif

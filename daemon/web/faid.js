@@ -1,0 +1,129 @@
+// faid's live dashboard: one EventSource on /events (server-sent events, at most 10 per second,
+// arrays of at most 2,000 points), drawn on canvases by hand; no other request, no library.
+"use strict";
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const rateHist = []; // [time s, frames/s]
+  let events = 0;
+
+  function fmt(v, d) {
+    if (v === null || v === undefined || !isFinite(v)) return "-";
+    return Math.abs(v) >= 1e5 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(d) : v.toFixed(d);
+  }
+
+  function niceTicks(lo, hi, n) {
+    const span = hi - lo || 1;
+    const step0 = span / n, mag = Math.pow(10, Math.floor(Math.log10(step0)));
+    const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => span / s <= n) || 10 * mag;
+    const out = [];
+    for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) out.push(v);
+    return out;
+  }
+
+  // Line plot of several series over x on a canvas; null values break the line.
+  function plot(cv, x, series, xlabel) {
+    const ctx = cv.getContext("2d"), W = cv.width, H = cv.height;
+    const L = 64, R = 10, T = 10, B = 34;
+    ctx.clearRect(0, 0, W, H);
+    let xmin = Infinity, xmax = -Infinity, ymin = Infinity, ymax = -Infinity;
+    x.forEach((v) => { if (v !== null) { xmin = Math.min(xmin, v); xmax = Math.max(xmax, v); } });
+    series.forEach((s) => s.y.forEach((v) => { if (v !== null) { ymin = Math.min(ymin, v); ymax = Math.max(ymax, v); } }));
+    if (!isFinite(xmin) || !isFinite(ymin)) return;
+    if (ymax === ymin) { ymax += 1; ymin -= 1; }
+    if (xmax === xmin) xmax += 1;
+    const px = (v) => L + (v - xmin) / (xmax - xmin) * (W - L - R);
+    const py = (v) => H - B - (v - ymin) / (ymax - ymin) * (H - T - B);
+    ctx.strokeStyle = "#ccd"; ctx.fillStyle = "#556"; ctx.font = "11px sans-serif"; ctx.lineWidth = 1;
+    niceTicks(ymin, ymax, 5).forEach((v) => {
+      ctx.beginPath(); ctx.moveTo(L, py(v)); ctx.lineTo(W - R, py(v)); ctx.stroke();
+      ctx.textAlign = "right"; ctx.fillText(fmt(v, 2), L - 4, py(v) + 4);
+    });
+    niceTicks(xmin, xmax, 8).forEach((v) => {
+      ctx.textAlign = "center"; ctx.fillText(fmt(v, 2), px(v), H - B + 14);
+    });
+    ctx.fillText(xlabel, (L + W - R) / 2, H - 4);
+    series.forEach((s) => {
+      ctx.strokeStyle = s.color; ctx.lineWidth = 1.5; ctx.beginPath();
+      let pen = false;
+      s.y.forEach((v, i) => {
+        if (v === null || x[i] === null) { pen = false; return; }
+        if (pen) ctx.lineTo(px(x[i]), py(v)); else ctx.moveTo(px(x[i]), py(v));
+        pen = true;
+      });
+      ctx.stroke();
+    });
+  }
+
+  // The cake as an image: one cell per value, grey scale between the 1st and 99th percentiles.
+  function drawCake(cv, cake) {
+    const vals = cake.v.filter((v) => v !== null).sort((a, b) => a - b);
+    if (!vals.length) return;
+    const lo = vals[Math.floor(0.01 * (vals.length - 1))], hi = vals[Math.floor(0.99 * (vals.length - 1))];
+    const img = new ImageData(cake.cols, cake.rows);
+    cake.v.forEach((v, i) => {
+      const g = v === null ? 0 : Math.max(0, Math.min(255, 255 * (v - lo) / ((hi - lo) || 1)));
+      img.data[4 * i] = g; img.data[4 * i + 1] = g; img.data[4 * i + 2] = v === null ? 80 : g; img.data[4 * i + 3] = 255;
+    });
+    const tmp = document.createElement("canvas");
+    tmp.width = cake.cols; tmp.height = cake.rows;
+    tmp.getContext("2d").putImageData(img, 0, 0);
+    const ctx = cv.getContext("2d");
+    ctx.imageSmoothingEnabled = false;
+    ctx.clearRect(0, 0, cv.width, cv.height);
+    ctx.drawImage(tmp, 0, 0, cv.width, cv.height);
+  }
+
+  function row(tb, cells) {
+    const tr = document.createElement("tr");
+    cells.forEach((c) => { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); });
+    tb.appendChild(tr);
+  }
+
+  function update(st) {
+    $("health").textContent = st.health;
+    $("health").className = st.health === "ok" ? "ok" : "bad";
+    $("version").textContent = st.version;
+    $("series").textContent = "series " + st.series_id + ": " + st.series_frames + " frames";
+    const c = st.counters;
+    $("fps").textContent = fmt(st.fps, 1);
+    $("lat").textContent = fmt(st.latency_ms.p50, 2) + " / " + fmt(st.latency_ms.p99, 2) + " / " + fmt(st.latency_ms.max, 2) + " ms";
+    $("queue").textContent = st.queue.frames + " / " + st.queue.capacity + " frames";
+    $("counts").textContent = c.received + " / " + c.processed;
+    $("bad").textContent = c.failed + " / " + c.dropped + " / " + c.bad_input;
+    const now = performance.now() / 1000;
+    rateHist.push([now, st.fps]);
+    while (rateHist.length && rateHist[0][0] < now - 300) rateHist.shift();
+    plot($("rate"), rateHist.map((p) => p[0] - now), [{ y: rateHist.map((p) => p[1]), color: "#2a7" }], "s (frames/s, last 5 min)");
+    const dt = $("devices").tBodies[0];
+    dt.textContent = "";
+    st.devices.forEach((d) => row(dt, [d.index, d.name, d.processed, d.failed, d.in_flight, fmt(100 * d.busy, 0) + " %"]));
+    const pt = $("problems").tBodies[0];
+    pt.textContent = "";
+    Object.entries(st.drops).forEach(([k, v]) => row(pt, ["drop " + k, v]));
+    Object.entries(st.errors).forEach(([k, v]) => row(pt, ["error " + k, v]));
+    st.devices.forEach((d) => row(pt, ["failed on device " + d.index, d.failed]));
+    if (st.profile) {
+      const p = st.profile;
+      $("prof-info").textContent = "frame " + p.frame_id + " of series " + p.series_id + ", device " + p.device +
+        ", setup " + p.setup_version + ", " + p.bins + " bins" + (p.per_point > 1 ? " (" + p.per_point + " per point)" : "") +
+        ", latency " + fmt(p.latency_us / 1000, 2) + " ms";
+      $("avg-label").textContent = "average of the last " + p.average_of + " shown";
+      plot($("profile"), p.x, [{ y: p.average, color: "#e07b00" }, { y: p.I, color: "#1f77b4" }], p.unit);
+    }
+    $("cake-box").hidden = !st.cake;
+    if (st.cake) {
+      $("cake-info").textContent = st.cake.rows + " x " + st.cake.cols + " (azimuthal x radial, downsampled)";
+      drawCake($("cake"), st.cake);
+    }
+    events++;
+    const s = $("status");
+    s.dataset.events = events;
+    s.dataset.frame = st.profile ? st.profile.frame_id : "";
+    s.textContent = "updates: " + events;
+  }
+
+  const es = new EventSource("events");
+  es.onopen = () => { $("conn").textContent = "live"; $("conn").className = "ok"; };
+  es.onerror = () => { $("conn").textContent = "disconnected (retrying)"; $("conn").className = "bad"; };
+  es.onmessage = (ev) => update(JSON.parse(ev.data));
+})();
