@@ -111,6 +111,8 @@ static const char *sample_value(const faid_option *o, char *buf, size_t cap)
 {
     if (strcmp(o->name, "detector.preset") == 0)
         return "pilatus_1m";
+    if (strcmp(o->name, "http.endpoint") == 0)
+        return "\"[::1]:8080\"";
     if (strstr(o->name, "endpoint"))
         return "\"tcp://10.0.0.1:7000\"";
     switch (o->type) {
@@ -197,6 +199,29 @@ static void test_every_key(void)
         CHECK_MSG(faid_config_set(&c2, o->name, got, &d) == 0 && faid_config_equal(&c, &c2),
                   "%s: get/set round trip of %s: %s", o->name, got, d.msg);
     }
+}
+
+/* http.endpoint: host:port or [v6]:port; anything else is refused with the key named. */
+static void test_http_endpoint(void)
+{
+    char host[64];
+    int port = 0;
+    faid_diag d;
+    CHECK(faid_config_split_hostport("127.0.0.1:8080", host, sizeof host, &port, &d) == 0);
+    CHECK(strcmp(host, "127.0.0.1") == 0 && port == 8080);
+    CHECK(faid_config_split_hostport("[::1]:9", host, sizeof host, &port, &d) == 0);
+    CHECK(strcmp(host, "::1") == 0 && port == 9);
+    CHECK(faid_config_split_hostport("localhost:65535", host, sizeof host, &port, &d) == 0);
+    static const char *const bad[] = {"8080", "::1:8080", "[::1]8080", "host:", "host:0",
+                                      "host:65536", "host:8x", ":8080", "[]:80", "tcp://a:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(faid_config_split_hostport(bad[i], host, sizeof host, &port, &d) ==
+                      FAID_ECONFIG,
+                  "%s accepted", bad[i]);
+    faid_config c;
+    CHECK(load("http:\n  endpoint: \"tcp://127.0.0.1:80\"\n", &c, &d) == FAID_ECONFIG);
+    CHECK(strstr(d.msg, "http.endpoint") != NULL);
+    CHECK(load("http:\n  endpoint: null\n", &c, &d) == 0 && c.http_endpoint[0] == '\0');
 }
 
 static void test_issue_keys(void)
@@ -767,6 +792,7 @@ int main(void)
     test_default();
     test_every_key();
     test_issue_keys();
+    test_http_endpoint();
     test_errors();
     test_empty_file();
     test_precedence();
