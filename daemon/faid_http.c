@@ -130,8 +130,9 @@ static void take_profile(faid_http *h, const faid_out_msg *m, int average)
     int k = (n + FAID_HTTP_MAX_POINTS - 1) / FAID_HTTP_MAX_POINTS;
     int npts = (n + k - 1) / k;
     if (npts != h->npts || k != h->k || m->setup_version != h->setup_version ||
-        average != h->ring_cap) {
-        /* A new binning (reload): the average restarts and the axis is rebuilt. */
+        average != h->ring_cap || m->series_id != h->series_id) {
+        /* A new binning (reload) or a new series: the average restarts (and the axis is
+         * rebuilt). */
         free(h->ring);
         h->ring = calloc((size_t)average * (size_t)npts, sizeof(float));
         h->ring_cap = h->ring ? average : 0;
@@ -242,12 +243,16 @@ static void build_json(faid_http *h, faid_server *s, faid_textbuf *b)
                    (unsigned long long)faid_stat_get(&st->published));
     faid_tb_puts(b, ",\"fps\":");
     faid_tb_json_num(b, faid_stats_fps(st));
+    /* The quantiles are upper bin edges (about 9 % wide): never shown above the maximum. */
+    double lat_max = (double)faid_stat_get(&st->lat_max_ns) / 1e6;
+    double p50 = faid_stats_latency_quantile(st, 0.5) / 1e3;
+    double p99 = faid_stats_latency_quantile(st, 0.99) / 1e3;
     faid_tb_puts(b, ",\"latency_ms\":{\"p50\":");
-    faid_tb_json_num(b, faid_stats_latency_quantile(st, 0.5) / 1e3);
+    faid_tb_json_num(b, p50 < lat_max ? p50 : lat_max);
     faid_tb_puts(b, ",\"p99\":");
-    faid_tb_json_num(b, faid_stats_latency_quantile(st, 0.99) / 1e3);
+    faid_tb_json_num(b, p99 < lat_max ? p99 : lat_max);
     faid_tb_puts(b, ",\"max\":");
-    faid_tb_json_num(b, (double)faid_stat_get(&st->lat_max_ns) / 1e6);
+    faid_tb_json_num(b, lat_max);
     faid_tb_printf(b, "},\"queue\":{\"frames\":%zu,\"capacity\":%zu}", faid_queue_len(s->frames),
                    faid_queue_cap(s->frames));
     faid_tb_puts(b, ",\"drops\":{");

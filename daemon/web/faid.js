@@ -16,7 +16,7 @@
     const step0 = span / n, mag = Math.pow(10, Math.floor(Math.log10(step0)));
     const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => span / s <= n) || 10 * mag;
     const out = [];
-    for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) out.push(v);
+    for (let j = Math.ceil(lo / step); j * step <= hi + 1e-9 * span; j++) out.push(j * step);
     return out;
   }
 
