@@ -19,11 +19,11 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define OFFER_NS     (100ll * 1000000ll)  /* snapshot at most 10 per second */
-#define REBUILD_NS   (100ll * 1000000ll)  /* dashboard state at most 10 per second */
-#define SEND_NS      (100ll * 1000000ll)  /* at most 10 events per second per browser */
+#define OFFER_NS     (100ll * 1000000ll)   /* snapshot at most 10 per second */
+#define REBUILD_NS   (100ll * 1000000ll)   /* dashboard state at most 10 per second */
+#define SEND_NS      (100ll * 1000000ll)   /* at most 10 events per second per browser */
 #define KEEPALIVE_NS (15ll * 1000000000ll) /* a comment line keeps proxies from closing */
-#define WAIT_NS      (100ll * 1000000ll)  /* event streams notice a stop within this */
+#define WAIT_NS      (100ll * 1000000ll)   /* event streams notice a stop within this */
 
 struct faid_http {
     struct MHD_Daemon *mhd;
@@ -268,9 +268,8 @@ static void build_json(faid_http *h, faid_server *s, faid_textbuf *b)
             uint64_t v = faid_stat_get(&st->errors[sg][c]);
             if (!v)
                 continue;
-            faid_tb_printf(b, "%s\"%s.%s\":%llu", first ? "" : ",",
-                           faid_stage_name((faid_stage)sg), faid_errname(-c),
-                           (unsigned long long)v);
+            faid_tb_printf(b, "%s\"%s.%s\":%llu", first ? "" : ",", faid_stage_name((faid_stage)sg),
+                           faid_errname(-c), (unsigned long long)v);
             first = 0;
         }
     faid_tb_puts(b, "},\"devices\":[");
@@ -512,9 +511,8 @@ static const char *content_type(const char *name)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     faid_http *h = cls;
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
@@ -548,10 +546,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return send_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "too many dashboards open\n");
         }
         sse *c = calloc(1, sizeof *c);
-        struct MHD_Response *r =
-            c ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, c,
-                                                  sse_free)
-              : NULL;
+        struct MHD_Response *r = c ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+                                                                       sse_read, c, sse_free)
+                                   : NULL;
         if (!r) {
             free(c);
             atomic_fetch_sub(&h->clients, 1);
@@ -602,7 +599,8 @@ faid_http *faid_http_new(const char *endpoint, faid_diag *d)
     if (faid_config_split_hostport(endpoint, host, sizeof host, &port, d))
         return NULL;
     snprintf(port_s, sizeof port_s, "%d", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
     struct addrinfo *ai = NULL;
     int rc = getaddrinfo(host, port_s, &hints, &ai);
@@ -623,24 +621,26 @@ faid_http *faid_http_new(const char *endpoint, faid_diag *d)
     pthread_cond_init(&h->stop_cv, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    h->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h,
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                              MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)FAID_HTTP_MAX_CONN,
-                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)FAID_HTTP_MAX_CONN,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
+    h->mhd = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)FAID_HTTP_MAX_CONN, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)FAID_HTTP_MAX_CONN, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
     int loop = is_loopback(ai->ai_addr);
     freeaddrinfo(ai);
     if (!h->mhd) {
-        faid_fail(d, FAID_EIO, "http.endpoint '%s': cannot listen (in use, or not an address of "
-                               "this host?)",
+        faid_fail(d, FAID_EIO,
+                  "http.endpoint '%s': cannot listen (in use, or not an address of "
+                  "this host?)",
                   endpoint);
         faid_http_destroy(&h);
         return NULL;
     }
     if (!loop)
-        FAID_WARN("http", "http.endpoint %s is reachable beyond this host, and the dashboard and "
-                          "metrics have no authentication", endpoint);
+        FAID_WARN("http",
+                  "http.endpoint %s is reachable beyond this host, and the dashboard and "
+                  "metrics have no authentication",
+                  endpoint);
     FAID_INFO("http", "dashboard http://%s/, metrics /metrics, health /healthz", endpoint);
     return h;
 }

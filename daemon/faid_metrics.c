@@ -131,8 +131,41 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
     case FAID_M_PUBLISHED:
         sample_u(b, id, "", faid_stat_get(&st->published));
         break;
+    case FAID_M_STALE:
+        sample_u(b, id, "", faid_stat_get(&st->stale));
+        break;
+    case FAID_M_IGNORED:
+        sample_u(b, id, "", faid_stat_get(&st->ignored));
+        break;
+    case FAID_M_FORWARDED:
+        sample_u(b, id, "", faid_stat_get(&st->forwarded));
+        break;
+    case FAID_M_FORWARD_DROPPED:
+        sample_u(b, id, "", faid_stat_get(&st->forward_dropped));
+        break;
     case FAID_M_LOSSLESS:
         sample_u(b, id, "", faid_stat_get(&st->lossless_sent));
+        break;
+    case FAID_M_LL_RESENT:
+        sample_u(b, id, "", faid_stat_get(&st->ll_resent));
+        break;
+    case FAID_M_LL_ACKED:
+        sample_u(b, id, "", faid_stat_get(&st->ll_acked));
+        break;
+    case FAID_M_LL_GIVEN_UP:
+        for (int k = 0; k < FAID_NMSGKINDS; k++) {
+            snprintf(lab, sizeof lab, "{kind=\"%s\"}", faid_msg_kind_name((faid_msg_kind)k));
+            sample_u(b, id, lab, faid_stat_get(&st->ll_given_up[k]));
+        }
+        break;
+    case FAID_M_LL_HELD:
+        sample_u(b, id, "", faid_stat_get(&st->ll_held));
+        break;
+    case FAID_M_LL_HELD_BYTES:
+        sample_u(b, id, "", faid_stat_get(&st->ll_held_bytes));
+        break;
+    case FAID_M_LL_ACTIVE:
+        sample_u(b, id, "", faid_stat_get(&st->ll_active));
         break;
     case FAID_M_SERIES:
         sample_u(b, id, "", faid_stat_get(&st->series));

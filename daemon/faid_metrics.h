@@ -16,53 +16,72 @@
 struct faid_server;
 
 /* id, name, type, labels (comma separated, "" = none), help */
-#define FAID_METRICS(X)                                                                          \
-    X(BUILD_INFO, "faid_build_info", "gauge", "version,protocol",                              \
-      "Always 1; the labels name faid's version and wire protocol version.")                     \
-    X(UP_SECONDS, "faid_uptime_seconds", "gauge", "", "Seconds since faid started.")             \
-    X(SETUP_VERSION, "faid_setup_version", "gauge", "",                                          \
-      "Version of the reduction setup in force (1 at start, +1 per successful reload).")         \
-    X(RECEIVED, "faid_frames_received_total", "counter", "",                                    \
-      "Frames received (image messages whose header could be read).")                           \
-    X(RECEIVED_BYTES, "faid_received_bytes_total", "counter", "",                               \
-      "Bytes of image messages received.")                                                       \
-    X(PROCESSED, "faid_frames_processed_total", "counter", "",                                  \
-      "Frames integrated into a result.")                                                        \
-    X(FAILED, "faid_frames_failed_total", "counter", "",                                        \
-      "Frames answered with an error message instead of a result.")                              \
-    X(DROPPED, "faid_frames_dropped_total", "counter", "reason",                                \
-      "Frames dropped by queue.policy or at shutdown, per reason.")                              \
-    X(BAD_INPUT, "faid_bad_input_messages_total", "counter", "",                                \
-      "Input messages whose header could not be read (not frames of any series).")               \
-    X(ERRORS, "faid_errors_total", "counter", "stage,code",                                     \
-      "Errors per pipeline stage and error code.")                                               \
-    X(PUBLISHED, "faid_messages_published_total", "counter", "",                                \
-      "Messages sent on the PUB output (results, start, end, error, stats).")                   \
-    X(LOSSLESS, "faid_lossless_messages_sent_total", "counter", "",                             \
-      "Messages sent on the lossless PUSH output.")                                              \
-    X(SERIES, "faid_series_total", "counter", "", "Series opened.")                              \
-    X(SERIES_FRAMES, "faid_series_frames", "gauge", "",                                          \
-      "Frames received in the open (or last) series.")                                           \
-    X(QUEUE, "faid_queue_frames", "gauge", "", "Frames waiting for a device.")                  \
-    X(QUEUE_CAP, "faid_queue_capacity_frames", "gauge", "", "Capacity of the frame queue.")     \
-    X(IN_FLIGHT, "faid_frames_in_flight", "gauge", "device",                                     \
-      "Frames submitted to a device and not yet collected.")                                     \
-    X(DEV_PROCESSED, "faid_device_frames_processed_total", "counter", "device",                 \
-      "Frames a device integrated.")                                                             \
-    X(DEV_FAILED, "faid_device_frames_failed_total", "counter", "device",                       \
-      "Frames that failed on a device.")                                                         \
-    X(DEV_BUSY, "faid_device_busy_ratio", "gauge", "device",                                     \
-      "Fraction of the last stats.interval a device had frames in flight.")                      \
-    X(DEV_INFO, "faid_device_info", "gauge", "device,name", "Always 1; names each device.")     \
-    X(INPUT_CONN, "faid_input_connections", "gauge", "", "Open connections on the input.")      \
-    X(FPS, "faid_frames_per_second", "gauge", "",                                                \
-      "Results per second over the last stats.interval.")                                        \
-    X(LATENCY, "faid_latency_seconds", "histogram", "",                                          \
-      "Time from a frame's reception to the publication of its result.")                         \
-    X(STAGE, "faid_stage_seconds", "histogram", "stage",                                         \
-      "Time of a processed frame in each stage (queue, host, transfer, decode, preprocess, "     \
-      "integrate, compute = engine total).")                                                     \
-    X(HTTP_CLIENTS, "faid_http_event_clients", "gauge", "",                                      \
+#define FAID_METRICS(X)                                                                            \
+    X(BUILD_INFO, "faid_build_info", "gauge", "version,protocol",                                  \
+      "Always 1; the labels name faid's version and wire protocol version.")                       \
+    X(UP_SECONDS, "faid_uptime_seconds", "gauge", "", "Seconds since faid started.")               \
+    X(SETUP_VERSION, "faid_setup_version", "gauge", "",                                            \
+      "Version of the reduction setup in force (1 at start, +1 per successful reload).")           \
+    X(RECEIVED, "faid_frames_received_total", "counter", "",                                       \
+      "Frames received (image messages whose header could be read).")                              \
+    X(RECEIVED_BYTES, "faid_received_bytes_total", "counter", "",                                  \
+      "Bytes of image messages received.")                                                         \
+    X(PROCESSED, "faid_frames_processed_total", "counter", "", "Frames integrated into a result.") \
+    X(FAILED, "faid_frames_failed_total", "counter", "",                                           \
+      "Frames answered with an error message instead of a result.")                                \
+    X(DROPPED, "faid_frames_dropped_total", "counter", "reason",                                   \
+      "Frames dropped by queue.policy or at shutdown, per reason.")                                \
+    X(BAD_INPUT, "faid_bad_input_messages_total", "counter", "",                                   \
+      "Input messages whose header could not be read (not frames of any series).")                 \
+    X(ERRORS, "faid_errors_total", "counter", "stage,code",                                        \
+      "Errors per pipeline stage and error code.")                                                 \
+    X(PUBLISHED, "faid_messages_published_total", "counter", "",                                   \
+      "Messages sent on the PUB output (results, start, end, error, stats).")                      \
+    X(STALE, "faid_stale_messages_total", "counter", "",                                           \
+      "Messages (images, ends) of a series already closed, dropped.")                              \
+    X(IGNORED, "faid_ignored_messages_total", "counter", "",                                       \
+      "Input messages of a type faid has no use for.")                                             \
+    X(FORWARDED, "faid_forwarded_messages_total", "counter", "",                                   \
+      "Input messages passed on to input.forward_endpoint.")                                       \
+    X(FORWARD_DROPPED, "faid_forward_dropped_messages_total", "counter", "",                       \
+      "Input messages not forwarded (the forward peer was behind).")                               \
+    X(LOSSLESS, "faid_lossless_messages_sent_total", "counter", "",                                \
+      "Messages first sent on the lossless output.")                                               \
+    X(LL_RESENT, "faid_lossless_messages_resent_total", "counter", "",                             \
+      "Lossless messages sent again to a new consumer session.")                                   \
+    X(LL_ACKED, "faid_lossless_messages_acknowledged_total", "counter", "",                        \
+      "Lossless messages the consumer acknowledged.")                                              \
+    X(LL_GIVEN_UP, "faid_lossless_messages_given_up_total", "counter", "kind",                     \
+      "Lossless messages given up unacknowledged (buffer full, shutdown), per message kind.")      \
+    X(LL_HELD, "faid_lossless_held_messages", "gauge", "",                                         \
+      "Lossless messages held until acknowledged.")                                                \
+    X(LL_HELD_BYTES, "faid_lossless_held_bytes", "gauge", "",                                      \
+      "Bytes of the lossless messages held.")                                                      \
+    X(LL_ACTIVE, "faid_lossless_consumer_connected", "gauge", "",                                  \
+      "1 while a lossless consumer session is active.")                                            \
+    X(SERIES, "faid_series_total", "counter", "", "Series opened.")                                \
+    X(SERIES_FRAMES, "faid_series_frames", "gauge", "",                                            \
+      "Frames received in the open (or last) series.")                                             \
+    X(QUEUE, "faid_queue_frames", "gauge", "", "Frames waiting for a device.")                     \
+    X(QUEUE_CAP, "faid_queue_capacity_frames", "gauge", "", "Capacity of the frame queue.")        \
+    X(IN_FLIGHT, "faid_frames_in_flight", "gauge", "device",                                       \
+      "Frames submitted to a device and not yet collected.")                                       \
+    X(DEV_PROCESSED, "faid_device_frames_processed_total", "counter", "device",                    \
+      "Frames a device integrated.")                                                               \
+    X(DEV_FAILED, "faid_device_frames_failed_total", "counter", "device",                          \
+      "Frames that failed on a device.")                                                           \
+    X(DEV_BUSY, "faid_device_busy_ratio", "gauge", "device",                                       \
+      "Fraction of the last stats.interval a device had frames in flight.")                        \
+    X(DEV_INFO, "faid_device_info", "gauge", "device,name", "Always 1; names each device.")        \
+    X(INPUT_CONN, "faid_input_connections", "gauge", "", "Open connections on the input.")         \
+    X(FPS, "faid_frames_per_second", "gauge", "",                                                  \
+      "Results per second over the last stats.interval.")                                          \
+    X(LATENCY, "faid_latency_seconds", "histogram", "",                                            \
+      "Time from a frame's reception to the publication of its result.")                           \
+    X(STAGE, "faid_stage_seconds", "histogram", "stage",                                           \
+      "Time of a processed frame in each stage (queue, host, transfer, decode, preprocess, "       \
+      "integrate, compute = engine total).")                                                       \
+    X(HTTP_CLIENTS, "faid_http_event_clients", "gauge", "",                                        \
       "Browsers connected to the dashboard's event stream.")
 
 typedef enum {

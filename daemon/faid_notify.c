@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <systemd/sd-daemon.h>
 
-static uint64_t g_wd_ns;     /* watchdog period, 0 = off */
-static int64_t g_next_ping;  /* monotonic ns */
+static uint64_t g_wd_ns;    /* watchdog period, 0 = off */
+static int64_t g_next_ping; /* monotonic ns */
 static int64_t g_next_status;
 static int g_stale_logged;
 
@@ -31,7 +31,8 @@ int faid_notify_init(int max_ms)
 
 static void status_line(faid_server *s, const char *what)
 {
-    sd_notifyf(0, "STATUS=%s: received %llu, processed %llu, failed %llu, dropped %llu, %.1f frames/s",
+    sd_notifyf(0,
+               "STATUS=%s: received %llu, processed %llu, failed %llu, dropped %llu, %.1f frames/s",
                what, (unsigned long long)faid_stat_get(&s->stats.received),
                (unsigned long long)faid_stat_get(&s->stats.processed),
                (unsigned long long)faid_stat_get(&s->stats.failed),
