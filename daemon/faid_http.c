@@ -19,7 +19,6 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define OFFER_NS     (100ll * 1000000ll)   /* snapshot at most 10 per second */
 #define REBUILD_NS   (100ll * 1000000ll)   /* dashboard state at most 10 per second */
 #define SEND_NS      (100ll * 1000000ll)   /* at most 10 events per second per browser */
 #define KEEPALIVE_NS (15ll * 1000000000ll) /* a comment line keeps proxies from closing */
@@ -37,7 +36,6 @@ struct faid_http {
     uint8_t *snap;
     size_t snap_len, snap_cap;
     uint64_t snap_seq;
-    atomic_int_fast64_t last_offer_ns;
 
     /* dashboard state (dash_mu) */
     pthread_mutex_t dash_mu;
@@ -69,27 +67,22 @@ struct faid_http {
 
 /* ---- snapshot (publisher thread) ------------------------------------------------------------ */
 
-void faid_http_offer(faid_http *h, const void *body, size_t len)
+void faid_http_offer(faid_http *h, uint8_t **buf, size_t *cap, size_t len)
 {
-    int64_t now = faid_now_ns();
-    if (now - atomic_load_explicit(&h->last_offer_ns, memory_order_relaxed) < OFFER_NS)
-        return;
+    /* A pointer swap, no copy: the snapshot takes the body and gives the slot its old buffer,
+     * which the worker grows (faid_slot_reserve) only if it is smaller than a result: in steady
+     * state never. So every result can be offered and the latest is always the one shown. */
     if (pthread_mutex_trylock(&h->snap_mu) != 0)
-        return; /* a connection is copying the previous one: skip this result */
-    if (len > h->snap_cap) {
-        uint8_t *p = realloc(h->snap, len);
-        if (!p) {
-            pthread_mutex_unlock(&h->snap_mu);
-            return;
-        }
-        h->snap = p;
-        h->snap_cap = len;
-    }
-    memcpy(h->snap, body, len);
+        return; /* a connection is swapping the previous one out (nanoseconds): skip this one */
+    uint8_t *old = h->snap;
+    size_t old_cap = h->snap_cap;
+    h->snap = *buf;
+    h->snap_cap = *cap;
     h->snap_len = len;
     h->snap_seq++;
+    *buf = old;
+    *cap = old_cap;
     pthread_mutex_unlock(&h->snap_mu);
-    atomic_store_explicit(&h->last_offer_ns, now, memory_order_relaxed);
 }
 
 /* ---- dashboard state (connection threads, dash_mu held) ------------------------------------- */
@@ -340,19 +333,17 @@ static void rebuild(faid_http *h, faid_server *s)
     int fresh = 0;
     pthread_mutex_lock(&h->snap_mu);
     if (h->snap_seq != h->work_seq && h->snap_len) {
-        if (h->snap_len > h->work_cap) {
-            uint8_t *p = realloc(h->work, h->snap_len);
-            if (p) {
-                h->work = p;
-                h->work_cap = h->snap_len;
-            }
-        }
-        if (h->snap_len <= h->work_cap) {
-            memcpy(h->work, h->snap, h->snap_len);
-            len = h->snap_len;
-            h->work_seq = h->snap_seq;
-            fresh = 1;
-        }
+        /* Swapped out, not copied: the lock is held for nanoseconds. */
+        uint8_t *b = h->work;
+        size_t c = h->work_cap;
+        h->work = h->snap;
+        h->work_cap = h->snap_cap;
+        len = h->snap_len;
+        h->snap = b;
+        h->snap_cap = c;
+        h->snap_len = 0;
+        h->work_seq = h->snap_seq;
+        fresh = 1;
     }
     pthread_mutex_unlock(&h->snap_mu);
     if (fresh) {
