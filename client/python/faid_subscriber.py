@@ -238,6 +238,7 @@ class Plotter:
         ax.set_ylabel("I")
         ax.set_title(title)
         self.draw_hits()
+        self.fig.tight_layout()
         if self.path:
             self.fig.savefig(self.path)
         else:
