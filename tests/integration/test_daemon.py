@@ -284,7 +284,6 @@ class LosslessReceiver:
         self.credit = credit
         self.msgs, self.refusals, self.welcomes = [], [], []
         self.duplicates = 0
-        self.ends_seen = 0     # ends collect_until_end already waited for
         self.last = hello_seq  # msg_number of the last message in hand
         self.acked = None      # last msg_number acknowledged
         self.instance = instance
@@ -373,15 +372,11 @@ class LosslessReceiver:
             self.sock.close(500)
 
     def collect_until_end(self, n_ends=1, timeout=LONG):
-        """Waits for the next n_ends end messages, as Receiver does: ends that an earlier call
-        already waited for do not count again (ends the thread received before this call do)."""
         t_end = time.monotonic() + timeout
-        want = self.ends_seen + n_ends
-        while len(self.of("end")) < want:
+        while len(self.of("end")) < n_ends:
             if time.monotonic() > t_end:
                 raise TimeoutError("no end message; got %s" % [m["type"] for m in self.msgs])
             time.sleep(0.02)
-        self.ends_seen = want
         with self.lock:
             return list(self.msgs)
 
