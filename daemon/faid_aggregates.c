@@ -37,6 +37,17 @@ faid_aggr *faid_aggr_new(void)
     return a;
 }
 
+double faid_aggr_hit_rate(faid_aggr *a, int *window_frames)
+{
+    pthread_mutex_lock(&a->mu);
+    double rate = a->hits ? faid_hits_rate(a->hits) : 0.0;
+    int n = a->hits ? faid_hits_window_frames(a->hits) : 0;
+    pthread_mutex_unlock(&a->mu);
+    if (window_frames)
+        *window_frames = n;
+    return rate;
+}
+
 void faid_aggr_destroy(faid_aggr **pa)
 {
     if (!pa || !*pa)

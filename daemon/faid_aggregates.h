@@ -23,6 +23,9 @@ void faid_aggr_destroy(faid_aggr **a);
 /* Adds one frame's result (a no-op without peaks). FAID_ENOMEM when the pattern for a new shape
  * could not be made (the frame is then only counted). */
 int faid_aggr_add(faid_aggr *a, const faid_setup *s, const faid_result *r);
+/* The rolling hit rate over peaks.hit_rate_window frames (0 before any frame) and how many
+ * frames it covers (for /metrics and the dashboard; holds the mutex for a few loads). */
+double faid_aggr_hit_rate(faid_aggr *a, int *window_frames);
 /* Forgets everything (control `reset`). */
 void faid_aggr_reset(faid_aggr *a);
 /* Encodes the `aggregates` message body (a complete map; monitoring only, so without

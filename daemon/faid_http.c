@@ -1,6 +1,7 @@
 /* faid_http: the HTTP server, dashboard state and event streams (see faid_http.h). */
 #include "faid_http.h"
 
+#include "faid_aggregates.h"
 #include "faid_log.h"
 #include "faid_metrics.h"
 #include "faid_server.h"
@@ -24,6 +25,13 @@
 #define KEEPALIVE_NS (15ll * 1000000000ll) /* a comment line keeps proxies from closing */
 #define WAIT_NS      (100ll * 1000000ll)   /* event streams notice a stop within this */
 
+/* A result body (msgpack) handed over by the publisher. */
+typedef struct snapshot {
+    uint8_t *buf;
+    size_t len, cap;
+    uint64_t seq; /* order among all results offered */
+} snapshot;
+
 struct faid_http {
     struct MHD_Daemon *mhd;
     _Atomic(faid_server *) srv;
@@ -33,15 +41,12 @@ struct faid_http {
 
     /* the publisher's snapshot of a result body */
     pthread_mutex_t snap_mu;
-    uint8_t *snap;
-    size_t snap_len, snap_cap;
+    snapshot last, hit; /* the latest result, the latest hit */
     uint64_t snap_seq;
 
     /* dashboard state (dash_mu) */
     pthread_mutex_t dash_mu;
-    uint8_t *work; /* copy of the snapshot being decoded */
-    size_t work_cap;
-    uint64_t work_seq;
+    snapshot wlast, whit; /* swapped out of the snapshots, being decoded */
     int64_t built_ns;
     char *event; /* "data: {...}\n\n" */
     size_t event_len;
@@ -61,25 +66,31 @@ struct faid_http {
     int cake_rows, cake_cols;
     float cake[FAID_HTTP_MAX_POINTS];
 
+    /* the peaks of the latest hit (at most FAID_HTTP_MAX_POINTS of them) */
+    int have_hit, hit_npk, det_rows, det_cols;
+    uint64_t hit_frame_id, hit_series_id, hit_num_peaks;
+    float hit_x[FAID_HTTP_MAX_POINTS], hit_y[FAID_HTTP_MAX_POINTS], hit_i[FAID_HTTP_MAX_POINTS];
+
     pthread_mutex_t stop_mu;
     pthread_cond_t stop_cv;
 };
 
 /* ---- snapshot (publisher thread) ------------------------------------------------------------ */
 
-void faid_http_offer(faid_http *h, uint8_t **buf, size_t *cap, size_t len)
+void faid_http_offer(faid_http *h, uint8_t **buf, size_t *cap, size_t len, int is_hit)
 {
     /* A pointer swap, no copy: the snapshot takes the body and gives the slot its old buffer,
      * which the worker grows (faid_slot_reserve) only if it is smaller than a result: in steady
      * state never. So every result can be offered and the latest is always the one shown. */
     if (pthread_mutex_trylock(&h->snap_mu) != 0)
         return; /* a connection is swapping the previous one out (nanoseconds): skip this one */
-    uint8_t *old = h->snap;
-    size_t old_cap = h->snap_cap;
-    h->snap = *buf;
-    h->snap_cap = *cap;
-    h->snap_len = len;
-    h->snap_seq++;
+    snapshot *sn = is_hit ? &h->hit : &h->last;
+    uint8_t *old = sn->buf;
+    size_t old_cap = sn->cap;
+    sn->buf = *buf;
+    sn->cap = *cap;
+    sn->len = len;
+    sn->seq = ++h->snap_seq;
     *buf = old;
     *cap = old_cap;
     pthread_mutex_unlock(&h->snap_mu);
@@ -171,6 +182,27 @@ static void take_profile(faid_http *h, const faid_out_msg *m, int average)
         h->cake_rows = rows;
         h->cake_cols = cols;
     }
+}
+
+/* The peaks of a hit: positions (fast, slow pixel coordinates) and intensities, the first
+ * FAID_HTTP_MAX_POINTS of them. */
+static void take_peaks(faid_http *h, const faid_out_msg *m)
+{
+    if (!m->has_peaks || m->peak_x.dtype != FAID_DT_F32 || m->peak_y.dtype != FAID_DT_F32 ||
+        m->peak_x.nelem != m->peak_y.nelem)
+        return;
+    uint64_t n = m->peak_x.nelem < FAID_HTTP_MAX_POINTS ? m->peak_x.nelem : FAID_HTTP_MAX_POINTS;
+    int has_i = m->peak_intensity.dtype == FAID_DT_F32 && m->peak_intensity.nelem >= n;
+    for (uint64_t i = 0; i < n; i++) {
+        h->hit_x[i] = f32_at(&m->peak_x, i);
+        h->hit_y[i] = f32_at(&m->peak_y, i);
+        h->hit_i[i] = has_i ? f32_at(&m->peak_intensity, i) : NAN;
+    }
+    h->hit_npk = (int)n;
+    h->hit_num_peaks = m->num_peaks;
+    h->hit_frame_id = m->frame_id;
+    h->hit_series_id = m->series_id;
+    h->have_hit = 1;
 }
 
 static void take_axis(faid_http *h, faid_server *s)
@@ -277,6 +309,31 @@ static void build_json(faid_http *h, faid_server *s, faid_textbuf *b)
         faid_tb_puts(b, "}");
     }
     faid_tb_puts(b, "]");
+    if (s->aggr && faid_stat_get(&st->peak_frames)) {
+        int window = 0;
+        double rate = faid_aggr_hit_rate(s->aggr, &window);
+        faid_tb_printf(b,
+                       ",\"peaks\":{\"frames\":%llu,\"hits\":%llu,\"peaks\":%llu,\"window\":%d,"
+                       "\"hit_rate\":",
+                       (unsigned long long)faid_stat_get(&st->peak_frames),
+                       (unsigned long long)faid_stat_get(&st->hits),
+                       (unsigned long long)faid_stat_get(&st->peaks_found), window);
+        faid_tb_json_num(b, rate);
+        faid_tb_puts(b, "}");
+    }
+    if (h->have_hit) {
+        faid_tb_printf(b,
+                       ",\"hit\":{\"frame_id\":%llu,\"series_id\":%llu,\"num_peaks\":%llu,"
+                       "\"rows\":%d,\"cols\":%d,\"x\":",
+                       (unsigned long long)h->hit_frame_id, (unsigned long long)h->hit_series_id,
+                       (unsigned long long)h->hit_num_peaks, h->det_rows, h->det_cols);
+        json_floats(b, h->hit_x, h->hit_npk);
+        faid_tb_puts(b, ",\"y\":");
+        json_floats(b, h->hit_y, h->hit_npk);
+        faid_tb_puts(b, ",\"intensity\":");
+        json_floats(b, h->hit_i, h->hit_npk);
+        faid_tb_puts(b, "}");
+    }
     if (h->have_profile) {
         faid_tb_printf(b,
                        ",\"profile\":{\"frame_id\":%llu,\"series_id\":%llu,\"setup_version\":%llu,"
@@ -330,33 +387,46 @@ static void rebuild(faid_http *h, faid_server *s)
         return;
     h->built_ns = now;
     size_t len = 0;
-    int fresh = 0;
+    int take_last = 0, take_hit = 0;
     pthread_mutex_lock(&h->snap_mu);
-    if (h->snap_seq != h->work_seq && h->snap_len) {
-        /* Swapped out, not copied: the lock is held for nanoseconds. */
-        uint8_t *b = h->work;
-        size_t c = h->work_cap;
-        h->work = h->snap;
-        h->work_cap = h->snap_cap;
-        len = h->snap_len;
-        h->snap = b;
-        h->snap_cap = c;
-        h->snap_len = 0;
-        h->work_seq = h->snap_seq;
-        fresh = 1;
+    /* Swapped out, not copied: the lock is held for nanoseconds. */
+    if (h->last.len && h->last.seq != h->wlast.seq) {
+        snapshot t = h->wlast;
+        h->wlast = h->last;
+        h->last = t;
+        h->last.len = 0;
+        take_last = 1;
+    }
+    if (h->hit.len && h->hit.seq != h->whit.seq) {
+        snapshot t = h->whit;
+        h->whit = h->hit;
+        h->hit = t;
+        h->hit.len = 0;
+        take_hit = 1;
     }
     pthread_mutex_unlock(&h->snap_mu);
-    if (fresh) {
+    if (take_last || take_hit) {
+        faid_gen *g = faid_server_current_gen(s);
+        int average = g ? g->setup->cfg.http_average : 10;
+        if (g) {
+            h->det_rows = g->setup->rows;
+            h->det_cols = g->setup->cols;
+        }
+        faid_gen_release(&g);
+        /* The profile shown is the newest result, hit or not. */
+        const snapshot *prof =
+            take_hit && (!take_last || h->whit.seq > h->wlast.seq) ? &h->whit : &h->wlast;
         faid_out_msg m;
         faid_diag d;
         faid_diag_clear(&d);
         memset(&m, 0, sizeof m);
-        if (faid_proto_decode_output(h->work, len, &m, &d) == 0 && m.type == FAID_OUT_RESULT) {
-            faid_gen *g = faid_server_current_gen(s);
-            int average = g ? g->setup->cfg.http_average : 10;
-            faid_gen_release(&g);
+        if (faid_proto_decode_output(prof->buf, prof->len, &m, &d) == 0 &&
+            m.type == FAID_OUT_RESULT)
             take_profile(h, &m, average < 1 ? 1 : average);
-        }
+        memset(&m, 0, sizeof m);
+        if (take_hit && faid_proto_decode_output(h->whit.buf, h->whit.len, &m, &d) == 0 &&
+            m.type == FAID_OUT_RESULT)
+            take_peaks(h, &m);
     }
     take_axis(h, s);
     faid_textbuf b = {0};
@@ -661,8 +731,10 @@ void faid_http_destroy(faid_http **ph)
     pthread_mutex_destroy(&h->dash_mu);
     pthread_mutex_destroy(&h->stop_mu);
     pthread_cond_destroy(&h->stop_cv);
-    free(h->snap);
-    free(h->work);
+    free(h->last.buf);
+    free(h->hit.buf);
+    free(h->wlast.buf);
+    free(h->whit.buf);
     free(h->event);
     free(h->ring);
     free(h);

@@ -33,8 +33,9 @@ faid_http *faid_http_new(const char *endpoint, faid_diag *d);
 void faid_http_attach(faid_http *h, struct faid_server *s);
 void faid_http_set_health(faid_http *h, faid_health state);
 /* Publisher thread: the result body just sent, in the slot's buffer *buf of capacity *cap; the
- * buffers are swapped (never waits; see above), so *buf and *cap change. */
-void faid_http_offer(faid_http *h, uint8_t **buf, size_t *cap, size_t len);
+ * buffers are swapped (never waits; see above), so *buf and *cap change. A hit (is_hit) goes
+ * to a snapshot of its own, so the peaks of the latest hit stay at hand. */
+void faid_http_offer(faid_http *h, uint8_t **buf, size_t *cap, size_t len, int is_hit);
 /* Ends the event streams and stops the server (joins its threads). */
 void faid_http_destroy(faid_http **h);
 

@@ -1,6 +1,7 @@
 /* faid_metrics: Prometheus exposition of the daemon's counters (see faid_metrics.h). */
 #include "faid_metrics.h"
 
+#include "faid_aggregates.h"
 #include "faid_log.h"
 #include "faid_server.h"
 #include "faid_textbuf.h"
@@ -215,6 +216,18 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
         sample_u(b, id, "", acc > clo ? acc - clo : 0);
         break;
     }
+    case FAID_M_PEAK_FRAMES:
+        sample_u(b, id, "", faid_stat_get(&st->peak_frames));
+        break;
+    case FAID_M_HITS:
+        sample_u(b, id, "", faid_stat_get(&st->hits));
+        break;
+    case FAID_M_PEAKS:
+        sample_u(b, id, "", faid_stat_get(&st->peaks_found));
+        break;
+    case FAID_M_HIT_RATE:
+        sample_f(b, id, "", s->aggr ? faid_aggr_hit_rate(s->aggr, NULL) : 0.0);
+        break;
     case FAID_M_FPS:
         sample_f(b, id, "", faid_stats_fps(st));
         break;

@@ -76,6 +76,13 @@ struct faid_server;
     X(INPUT_CONN, "faid_input_connections", "gauge", "", "Open connections on the input.")         \
     X(FPS, "faid_frames_per_second", "gauge", "",                                                  \
       "Results per second over the last stats.interval.")                                          \
+    X(PEAK_FRAMES, "faid_peak_frames_total", "counter", "",                                        \
+      "Frames searched for peaks (peaks.algorithm not none).")                                     \
+    X(HITS, "faid_hits_total", "counter", "",                                                      \
+      "Frames judged hits (peaks.min_peaks_for_hit, peaks.max_peaks_for_hit).")                    \
+    X(PEAKS, "faid_peaks_total", "counter", "", "Peaks found, summed over frames.")                \
+    X(HIT_RATE, "faid_hit_rate", "gauge", "",                                                      \
+      "Fraction of hits over the last peaks.hit_rate_window frames (0 without peaks).")            \
     X(LATENCY, "faid_latency_seconds", "histogram", "",                                            \
       "Time from a frame's reception to the publication of its result.")                           \
     X(STAGE, "faid_stage_seconds", "histogram", "stage",                                           \

@@ -566,7 +566,7 @@ static void handle(publisher *p, void *item)
         send_msg(p, FAID_TOPIC_RESULT, slot->out, slot->out_len, 1);
         faid_histo_observe(&s->stats.latency, faid_now_ns() - slot->recv_mono_ns);
         if (s->http)
-            faid_http_offer(s->http, &slot->out, &slot->out_cap, slot->out_len);
+            faid_http_offer(s->http, &slot->out, &slot->out_cap, slot->out_len, slot->is_hit);
         outcome = FAID_SERIES_PROCESSED;
         break;
     case FAID_SLOT_ERROR:

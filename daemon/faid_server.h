@@ -112,6 +112,7 @@ typedef struct faid_slot {
     uint64_t setup_version;
     double latency_us;
     int device;
+    int is_hit; /* result: peaks found made it a hit (the dashboard keeps the latest hit) */
 } faid_slot;
 
 /* A series start or end on its way from ingest to the publisher: a small record from its own

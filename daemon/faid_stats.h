@@ -90,6 +90,9 @@ typedef struct faid_stats {
     atomic_uint_fast64_t ll_held, ll_held_bytes, ll_active;
     atomic_uint_fast64_t ll_resent, ll_acked, ll_refused, ll_sessions;
     atomic_uint_fast64_t ll_given_up[FAID_NMSGKINDS];
+    /* peaks.algorithm not none: frames searched for peaks, hits among them, peaks found
+     * (cumulative, never reset: the `aggregates` topic has the resettable view) */
+    atomic_uint_fast64_t peak_frames, hits, peaks_found;
     faid_histo latency; /* received -> result published, cumulative (Prometheus) */
     faid_histo timing[FAID_NTIMINGS];
 } faid_stats;

@@ -194,9 +194,17 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
     if (rc == 0 &&
         (rc = encode_result(wk, slot, g->results[wk->index], pop_ns, done_mono, done_wall)) != 0)
         faid_fail(d, rc, "result message larger than its %zu-byte buffer", slot->out_cap);
-    if (rc == 0 && g->results[wk->index]->peaks &&
-        faid_aggr_add(s->aggr, g->setup, g->results[wk->index]) != 0)
-        FAID_WARN("worker", "aggregates: out of memory for the powder pattern");
+    if (rc == 0 && g->results[wk->index]->peaks) {
+        const faid_result *res = g->results[wk->index];
+        faid_stat_add(&s->stats.peak_frames, 1);
+        faid_stat_add(&s->stats.hits, res->is_hit ? 1 : 0);
+        faid_stat_add(&s->stats.peaks_found, res->num_peaks > 0 ? (uint64_t)res->num_peaks : 0);
+        slot->is_hit = res->is_hit;
+        if (faid_aggr_add(s->aggr, g->setup, res) != 0)
+            FAID_WARN("worker", "aggregates: out of memory for the powder pattern");
+    } else {
+        slot->is_hit = 0;
+    }
     if (rc) {
         fail_frame(wk, slot, d);
     } else {

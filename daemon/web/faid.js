@@ -4,6 +4,7 @@
 (function () {
   const $ = (id) => document.getElementById(id);
   const rateHist = []; // [time s, frames/s]
+  const hitHist = []; // [time s, hit rate]
   let events = 0;
 
   function fmt(v, d) {
@@ -73,6 +74,24 @@
     ctx.drawImage(tmp, 0, 0, cv.width, cv.height);
   }
 
+  // The peaks of a hit on the detector (fast axis to the right, slow axis down), dot area by
+  // intensity rank.
+  function drawPeaks(cv, hit) {
+    const ctx = cv.getContext("2d"), W = cv.width, H = cv.height;
+    ctx.clearRect(0, 0, W, H);
+    const rows = hit.rows || 1, cols = hit.cols || 1;
+    const sc = Math.min(W / cols, H / rows), ox = (W - cols * sc) / 2, oy = (H - rows * sc) / 2;
+    ctx.fillStyle = "#1f2a36"; ctx.fillRect(ox, oy, cols * sc, rows * sc);
+    const vals = hit.intensity.filter((v) => v !== null).sort((a, b) => a - b);
+    ctx.fillStyle = "#ffcc33";
+    hit.x.forEach((x, i) => {
+      if (x === null || hit.y[i] === null) return;
+      const v = hit.intensity[i];
+      const rank = v === null || !vals.length ? 0.5 : vals.indexOf(v) / Math.max(1, vals.length - 1);
+      ctx.beginPath(); ctx.arc(ox + x * sc, oy + hit.y[i] * sc, 1.5 + 3 * rank, 0, 2 * Math.PI); ctx.fill();
+    });
+  }
+
   function row(tb, cells) {
     const tr = document.createElement("tr");
     cells.forEach((c) => { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); });
@@ -114,6 +133,21 @@
     if (st.cake) {
       $("cake-info").textContent = st.cake.rows + " x " + st.cake.cols + " (azimuthal x radial, downsampled)";
       drawCake($("cake"), st.cake);
+    }
+    $("hits-box").hidden = !st.peaks;
+    if (st.peaks) {
+      const k = st.peaks;
+      $("hits-info").textContent = "hit rate " + fmt(100 * k.hit_rate, 1) + " % over the last " + k.window +
+        " frames; " + k.hits + " hits in " + k.frames + " frames, " + k.peaks + " peaks";
+      hitHist.push([now, 100 * k.hit_rate]);
+      while (hitHist.length && hitHist[0][0] < now - 300) hitHist.shift();
+      plot($("hitrate"), hitHist.map((p) => p[0] - now), [{ y: hitHist.map((p) => p[1]), color: "#c33" }], "s (hit rate %, last 5 min)");
+    }
+    $("peaks-box").hidden = !st.hit;
+    if (st.hit) {
+      $("peaks-info").textContent = "frame " + st.hit.frame_id + " of series " + st.hit.series_id + ": " +
+        st.hit.num_peaks + " peaks" + (st.hit.x.length < st.hit.num_peaks ? " (" + st.hit.x.length + " shown)" : "");
+      drawPeaks($("peaks"), st.hit);
     }
     events++;
     const s = $("status");

@@ -1,7 +1,8 @@
 """The live dashboard in a real browser: headless Chromium (Debian `chromium`) opens faid's page at
 / of http.endpoint, driven through the DevTools protocol (websocket-client). The page must load
 without a script error or console error, request nothing but faid (every URL the browser asks for
-is on http.endpoint), and its profile plot must change as frames arrive; a screenshot is kept in
+is on http.endpoint), its profile plot must change as frames arrive, and with peak finding on it
+shows the hit rate and the peaks of the latest hit; a screenshot is kept in
 tests/out/dashboard.png. Chromium on two shared cores is slow: one page, a few frames."""
 
 import base64
@@ -16,7 +17,7 @@ import time
 
 import pytest
 
-from test_daemon import LONG, SRC, Sender, daemons, frames, free_port, tmpdir_  # noqa: F401
+from test_daemon import LONG, SRC, Sender, daemons, free_port, tmpdir_  # noqa: F401
 
 websocket = pytest.importorskip("websocket")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -112,7 +113,8 @@ def page_ws(port):
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium missing (Debian chromium)")
 def test_dashboard_in_headless_chromium(daemons):
     port = free_port()
-    d = daemons(extra='http:\n  endpoint: "127.0.0.1:%d"\n' % port)
+    from test_peaks import PEAKS, spot_frames
+    d = daemons(npt=48, extra=PEAKS + 'http:\n  endpoint: "127.0.0.1:%d"\n' % port)
     profile = tempfile.mkdtemp(prefix="faid-chromium-")
     proc = None
     dt = None
@@ -132,7 +134,7 @@ def test_dashboard_in_headless_chromium(daemons):
         # Frames arrive: the plot shows a profile.
         tx = Sender(d)
         tx.start(series_id=5)
-        imgs = frames(4, seed=3)
+        imgs, _ = spot_frames(4)  # frames 0 and 2 have spots: hits
         for i, img in enumerate(imgs):
             tx.image(i, img, series_id=5)
         frame = "document.getElementById('status').dataset.frame"
@@ -148,6 +150,10 @@ def test_dashboard_in_headless_chromium(daemons):
                                            != first, "plot redrawn").encode()).hexdigest()
         assert len({blank, first, second}) == 3
         assert "live" == dt.eval("document.getElementById('conn').textContent")
+        # Peak finding is on: the hit rate and the peaks of the latest hit are shown.
+        dt.wait_eval("!document.getElementById('peaks-box').hidden && "
+                     "!document.getElementById('hits-box').hidden", bool, "hit panels shown")
+        assert "peaks" in dt.eval("document.getElementById('peaks-info').textContent")
 
         shot = dt.call("Page.captureScreenshot", format="png")["data"]
         out = os.path.join(SRC, "tests", "out")

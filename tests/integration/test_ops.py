@@ -439,3 +439,51 @@ def test_sd_notify_ready_watchdog_stopping(daemons, tmpdir_):
         ns.wait("STOPPING", "1", timeout=5)
     finally:
         ns.close()
+
+
+# ---- peaks: hit counters, hit rate, the latest hit on the dashboard -----------------------------
+
+
+def test_hit_metrics_and_latest_hit(daemons):
+    from test_daemon import Receiver
+    from test_peaks import PEAKS, spot_frames
+    port = free_port()
+    d = daemons(npt=48, extra=PEAKS + http_extra(port))
+    rx = Receiver(d)
+    rx.settle()
+    imgs, _ = spot_frames(6)
+    tx = Sender(d)
+    tx.start(series_id=4, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=4)
+    tx.end(series_id=4)
+    rx.collect_until_end()
+    results = sorted(rx.of("result"), key=lambda r: r["frame_id"])
+    assert len(results) == 6
+    hits = [r for r in results if r["is_hit"]]
+    assert 0 < len(hits) < 6, [r["num_peaks"] for r in results]
+
+    code, text = get(port, "/metrics")
+    assert code == 200 and promtool(text)[0] == 0, promtool(text)[1]
+    s = metric_samples(text)
+    one = lambda metric: s[(metric, frozenset())]  # noqa: E731
+    assert one("faid_peak_frames_total") == 6
+    assert one("faid_hits_total") == len(hits)
+    assert one("faid_peaks_total") == sum(r["num_peaks"] for r in results)
+    # peaks.hit_rate_window = 4 frames; one device, so the last four processed are frames 2..5
+    assert one("faid_hit_rate") == pytest.approx(sum(r["is_hit"] for r in results[-4:]) / 4)
+
+    b = Events(port)
+    ev = b.wait(lambda e: "hit" in e, "the latest hit on the dashboard", timeout=10)
+    last_hit = hits[-1]
+    assert ev["hit"]["frame_id"] == last_hit["frame_id"]
+    assert ev["hit"]["num_peaks"] == last_hit["num_peaks"]
+    px = np.frombuffer(last_hit["peak_x"]["data"], "<f4")
+    assert np.allclose(ev["hit"]["x"], px[:2000], rtol=1e-5)
+    assert ev["hit"]["rows"] == 128 and ev["hit"]["cols"] == 128
+    assert ev["peaks"]["hits"] == len(hits) and ev["peaks"]["frames"] == 6
+    assert ev["peaks"]["hit_rate"] == pytest.approx(one("faid_hit_rate"))
+    # the profile shown is the newest result (frame 5), hit or not
+    assert ev["profile"]["frame_id"] == 5
+    b.close()
+    assert d.terminate() == 0
