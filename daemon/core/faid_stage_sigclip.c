@@ -129,6 +129,7 @@ static int sc_ref_run(faid_stage_env *env, faid_stage_res *res, faid_ref_frame *
         rc =
             faid_sigclip_ref(ps->csr_bg, pre, &ps->p, res->setup->corr.empty, fr->res->bg, NULL, d);
     fr->res->t.peaks_us += faid_stage_now_us() - t0;
+    fr->res->t.clip_us += faid_stage_now_us() - t0;
     return rc;
 }
 
@@ -275,7 +276,9 @@ static int sc_cl_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_sl
 static void sc_times(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t)
 {
     const cl_event *ev = sl->lane[lane].ev[id];
-    t->peaks_us += faid_stage_ev_us(ev[EV_PRE]) + faid_stage_ev_us(ev[EV_SC]);
+    double us = faid_stage_ev_us(ev[EV_PRE]) + faid_stage_ev_us(ev[EV_SC]);
+    t->peaks_us += us;
+    t->clip_us += us;
 }
 
 const faid_peak_setup *faid_stage_peak_setup(const faid_stage_res *res)

@@ -29,7 +29,15 @@
  * frames in flight, the B frames of a slot integrated in one pass over the CSR matrix.
  * --parsers P (pipelined variants): P threads parse the block tables ahead of the submitting
  * thread, as the daemon's ingest threads do (default min(4, CPUs - 1); 0: submit parses).
- * --dump DIR writes frame.npy, chunk.bslz4 and geometry.poni for tests/bench/pyfai_reference.py. */
+ * --dump DIR writes frame.npy, mask.npy (non-zero = masked), chunk.bslz4 and geometry.poni for
+ * tests/bench/pyfai_reference.py and pyfai_peaks_reference.py.
+ * --peaks pyfai|peakfinder8 adds the background (5 sigma-clipping cycles) and that peak finder
+ * (parameters of tests/python/peakrefs.py); every distinct frame's peak list is compared with the
+ * reference device's (equal bit for bit expected).
+ * --devices I,J,...|gpu:N runs the pipelined GPU stage on several devices at once (one engine
+ * and one thread per device, frames round-robin), aggregate frames/s, and checks that every
+ * device gives the same bits for the same frame. */
+#include "faid_cl.h"
 #include "faid_codec.h"
 #include "faid_config.h"
 #include "faid_engine.h"
@@ -67,6 +75,8 @@ typedef struct opts {
     int check;
     const char *json;
     const char *dump;
+    const char *peaks;   /* none | pyfai | peakfinder8 */
+    const char *devices; /* NULL: one engine on --device; else the multi-device run */
 } opts;
 
 static void usage(FILE *f)
@@ -77,7 +87,8 @@ static void usage(FILE *f)
         "                  [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype T]\n"
         "                  [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]\n"
         "                  [--depth K] [--batch B] [--parsers P] [--no-check] [--json FILE]\n"
-        "                  [--dump DIR]\n"
+        "                  [--dump DIR] [--peaks none|pyfai|peakfinder8]\n"
+        "                  [--devices I,J,...|gpu:N]  (GPU stage on several devices at once)\n"
         "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
         "                  (ZeroMQ transport ceiling; --zmq-ceiling --help)\n");
 }
@@ -96,9 +107,13 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-enum { S_STAGE, S_TABLE, S_H2D, S_DEC, S_PRE, S_INT, S_D2H, S_TOTAL, S_N };
-static const char *stage_names[S_N] = {"host staging", " table parse", "H2D", "decode",
-                                       "preprocess",   "integrate",    "D2H", "total (wall)"};
+enum { S_STAGE, S_TABLE, S_H2D, S_DEC, S_PRE, S_INT, S_CLIP, S_FIND, S_D2H, S_TOTAL, S_N };
+static const char *stage_names[S_N] = {"host staging", " table parse", "H2D",        "decode",
+                                       "preprocess",   "integrate",    "sigma clip", "peak finding",
+                                       "D2H",          "total (wall)"};
+static const char *stage_keys[S_N] = {"stage_us",      "table_us",     "h2d_us",  "decode_us",
+                                      "preprocess_us", "integrate_us", "clip_us", "find_us",
+                                      "d2h_us",        "total_us"};
 
 typedef struct variant_result {
     char name[32];
@@ -143,9 +158,34 @@ static int profile_same(const faid_profile *a, const faid_profile *b)
            !memcmp(a->sum_norm_sq, b->sum_norm_sq, n);
 }
 
+/* Peak lists equal bit for bit (count, every field of every stored peak). */
+static int peaks_same(const faid_peak_list *a, const faid_peak_list *b)
+{
+    if (!a || !b)
+        return a == b;
+    if (a->n != b->n || a->n_found != b->n_found)
+        return 0;
+    size_t f = (size_t)a->n * sizeof(float), i = (size_t)a->n * sizeof(int32_t);
+    return !memcmp(a->x, b->x, f) && !memcmp(a->y, b->y, f) &&
+           !memcmp(a->intensity, b->intensity, f) && !memcmp(a->sigma, b->sigma, f) &&
+           !memcmp(a->snr, b->snr, f) && !memcmp(a->max_pixel, b->max_pixel, f) &&
+           !memcmp(a->npix, b->npix, i) && !memcmp(a->index, b->index, i);
+}
+
+static int bg_same(const faid_background *a, const faid_background *b)
+{
+    if (!a || !b)
+        return a == b;
+    size_t n = (size_t)a->nbins * sizeof(float);
+    return a->nbins == b->nbins && !memcmp(a->mean, b->mean, n) && !memcmp(a->std, b->std, n) &&
+           !memcmp(a->sem, b->sem, n) && !memcmp(a->count, b->count, n);
+}
+
 static int result_same(const faid_result *a, const faid_result *b)
 {
-    return profile_same(a->p1d, b->p1d) && (!a->p2d || profile_same(a->p2d, b->p2d));
+    return profile_same(a->p1d, b->p1d) && (!a->p2d || profile_same(a->p2d, b->p2d)) &&
+           bg_same(a->bg, b->bg) && peaks_same(a->peaks, b->peaks) &&
+           a->num_peaks == b->num_peaks && a->is_hit == b->is_hit;
 }
 
 /* Parser threads: frame i's table goes into ring[i % RING] once that slot is free for it. */
@@ -160,6 +200,7 @@ typedef struct parse_job {
     const size_t *clen;
     size_t esz, raw_bytes;
     long nframes;
+    long first, step; /* local frame i is global frame first + i * step */
     int nthreads, id;
     _Atomic int *failed;
     double *parse_us; /* per frame */
@@ -176,7 +217,7 @@ static void *parser_main(void *arg)
                 return NULL;
             sched_yield();
         }
-        int k = (int)(i % NDISTINCT);
+        int k = (int)((j->first + i * j->step) % NDISTINCT);
         faid_diag d = {0};
         int64_t t0 = faid_now_ns();
         if (faid_bslz4_table(j->src[k], j->clen[k], j->esz, j->raw_bytes, &ps->tab, &d)) {
@@ -198,8 +239,140 @@ static void record(double *row, const faid_stage_times *t)
     row[S_DEC] = t->decode_us;
     row[S_PRE] = t->preprocess_us;
     row[S_INT] = t->integrate_us;
+    row[S_CLIP] = t->clip_us;
+    row[S_FIND] = t->peaks_us - t->clip_us;
     row[S_D2H] = t->d2h_us;
     row[S_TOTAL] = t->total_us;
+}
+
+/* One pipelined run: nframes frames (local frame i = global frame first + i * step, the bytes of
+ * distinct frame global % NDISTINCT) through engine e with up to its depth slots in flight, the
+ * block tables parsed ahead by `parsers` threads; every result compared bit for bit with
+ * sync[global % NDISTINCT]. Used by the pipelined variants (one engine) and by each device
+ * thread of the multi-device run. */
+typedef struct pipe_run {
+    faid_engine *e;
+    const uint8_t *const *src; /* NDISTINCT */
+    const size_t *clen;
+    faid_dtype dt;
+    int rows, cols;
+    size_t esz, raw_bytes;
+    long nframes, first, step;
+    int parsers, depth;
+    parse_slot *ring; /* RING */
+    double *parse_us; /* nframes */
+    double *samples;  /* nframes x S_N */
+    faid_result *res;
+    faid_result *const *sync; /* NDISTINCT */
+    int identical, device_decode, zero_copy;
+    double wall_s;
+    char err[1300];
+} pipe_run;
+
+static int pipe_run_do(pipe_run *p)
+{
+    faid_engine *e = p->e;
+    faid_diag d = {0};
+    long submitted = 0, collected = 0;
+    p->identical = 1;
+    _Atomic int failed = 0;
+    pthread_t th[64];
+    parse_job jobs[64];
+    int started = 0, rc = 0;
+    for (int t = 0; t < RING; t++)
+        atomic_store(&p->ring[t].seq, 2L * t);
+    int64_t w0 = faid_now_ns(); /* the parsers are part of the run */
+    for (int t = 0; t < p->parsers; t++) {
+        jobs[t] =
+            (parse_job){p->ring, p->src,     p->clen, p->esz,  p->raw_bytes, p->nframes, p->first,
+                        p->step, p->parsers, t,       &failed, p->parse_us,  ""};
+        if (pthread_create(&th[t], NULL, parser_main, &jobs[t])) {
+            snprintf(p->err, sizeof p->err, "cannot start parser threads");
+            atomic_store(&failed, 1);
+            rc = -1;
+            break;
+        }
+        started++;
+    }
+    int busy = 0; /* submit said FAID_EBUSY: every slot holds frames, collect first */
+    while (!rc && collected < p->nframes) {
+        if (submitted < p->nframes && faid_engine_in_flight(e) < p->depth && !busy) {
+            long g = p->first + submitted * p->step;
+            int k = (int)(g % NDISTINCT);
+            faid_frame f = {p->src[k], p->clen[k], FAID_ENC_BSLZ4, p->dt, p->rows, p->cols};
+            parse_slot *ps = &p->ring[submitted % RING];
+            if (p->parsers) {
+                while (atomic_load_explicit(&ps->seq, memory_order_acquire) != 2L * submitted + 1) {
+                    if (atomic_load(&failed))
+                        break;
+                    sched_yield();
+                }
+                if (atomic_load(&failed)) {
+                    for (int t = 0; t < started; t++)
+                        if (jobs[t].msg[0])
+                            snprintf(p->err, sizeof p->err, "parser: %s", jobs[t].msg);
+                    rc = -1;
+                    break;
+                }
+            }
+            int src = faid_engine_submit_table(e, &f, p->parsers ? &ps->tab : NULL,
+                                               (uint64_t)submitted, &d);
+            if (src == FAID_EBUSY) {
+                busy = 1;
+                continue;
+            }
+            if (src) {
+                snprintf(p->err, sizeof p->err, "frame %ld: %s", g, d.msg);
+                rc = -1;
+                break;
+            }
+            atomic_store_explicit(&ps->seq, 2L * (submitted + RING), memory_order_release);
+            submitted++;
+            continue;
+        }
+        uint64_t tag = 0;
+        busy = 0;
+        if (faid_engine_collect(e, p->res, &tag, 1, &d)) {
+            snprintf(p->err, sizeof p->err, "collect: %s", d.msg);
+            rc = -1;
+            break;
+        }
+        long g = p->first + (long)tag * p->step;
+        if (!result_same(p->res, p->sync[g % NDISTINCT]))
+            p->identical = 0;
+        record(p->samples + (size_t)collected * S_N, &p->res->t);
+        if (p->parsers)
+            p->samples[(size_t)collected * S_N + S_TABLE] = p->parse_us[tag];
+        p->device_decode = p->res->t.device_decode;
+        p->zero_copy = p->res->t.zero_copy;
+        collected++;
+    }
+    p->wall_s = (double)(faid_now_ns() - w0) * 1e-9;
+    if (rc) {
+        atomic_store(&failed, 1);
+        uint64_t tag;
+        while (faid_engine_in_flight(e) > 0 &&
+               faid_engine_collect(e, p->res, &tag, 1, &d) != FAID_EINVAL)
+            ;
+    }
+    for (int t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+    return rc;
+}
+
+/* Medians of the nframes x S_N samples into med. */
+static void medians(const double *samples, long nframes, double *med)
+{
+    double *col = malloc(sizeof(double) * (size_t)nframes);
+    for (int st = 0; st < S_N; st++) {
+        med[st] = 0;
+        if (!col)
+            continue;
+        for (long i = 0; i < nframes; i++)
+            col[i] = samples[(size_t)i * S_N + st];
+        med[st] = median(col, (int)nframes);
+    }
+    free(col);
 }
 
 static double rel_err(const float *a, const float *ref, int n)
@@ -217,6 +390,241 @@ static double rel_err(const float *a, const float *ref, int n)
             w = e / s;
     }
     return w;
+}
+
+/* Compares the device's peaks and background of every distinct frame with the reference
+ * device's: the lists must be equal bit for bit (the kernels reproduce the C references), the
+ * background within float64 rounding. Prints one line; returns 1 when every list is equal. */
+static int check_peaks(const char *who, faid_result *const *dev, faid_result *const *ref,
+                       double *bg_err)
+{
+    int equal = 1;
+    *bg_err = 0;
+    printf("peaks on %s vs reference device (frames 0-%d):", who, NDISTINCT - 1);
+    for (int k = 0; k < NDISTINCT; k++) {
+        int same = peaks_same(dev[k]->peaks, ref[k]->peaks);
+        equal &= same;
+        const faid_background *b = dev[k]->bg, *rb = ref[k]->bg;
+        *bg_err = fmax(*bg_err, fmax(rel_err(b->mean, rb->mean, rb->nbins),
+                                     rel_err(b->std, rb->std, rb->nbins)));
+        printf(" %d%s", dev[k]->peaks->n_found, same ? "" : "(DIFF)");
+        if (!same)
+            printf("[ref %d]", ref[k]->peaks->n_found);
+    }
+    printf(" peaks; lists %s; background worst rel. diff %.1e\n", equal ? "equal" : "DIFFER",
+           *bg_err);
+    return equal;
+}
+
+typedef struct dev_job {
+    pipe_run p;
+    pthread_barrier_t *go;
+    int rc;
+} dev_job;
+
+static void *dev_main(void *arg)
+{
+    dev_job *j = arg;
+    pthread_barrier_wait(j->go);
+    j->rc = pipe_run_do(&j->p);
+    return NULL;
+}
+
+/* --devices: the GPU stage on several devices at once, one engine and one submitting thread
+ * (plus its parser threads) per device, frames dealt round-robin (global frame i to device
+ * i mod n), aggregate frames/s over the common wall time. Every device first reduces the
+ * NDISTINCT frames synchronously; those results must equal device 0's bit for bit. */
+static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t *const *comp,
+                      const size_t *clen, size_t esz, size_t raw_bytes, faid_result *const *refk,
+                      int peaks_on)
+{
+    enum { MAXDEV = 16 };
+    char specs[MAXDEV][16];
+    int nd = 0;
+    faid_diag d = {0};
+    if (strncmp(o->devices, "gpu:", 4) == 0) {
+        int want = atoi(o->devices + 4), n = 0;
+        faid_cl_device_info all[FAID_CL_MAX_DEVICES];
+        if (faid_cl_list(all, FAID_CL_MAX_DEVICES, &n, &d)) {
+            fprintf(stderr, "faid-bench: --devices: %s\n", d.msg);
+            return 1;
+        }
+        for (int i = 0; i < n && nd < want && nd < MAXDEV; i++)
+            if (all[i].is_gpu)
+                snprintf(specs[nd++], sizeof specs[0], "%d", i);
+        if (want < 1 || nd < want) {
+            fprintf(stderr, "faid-bench: --devices %s: %d GPU(s) present\n", o->devices, nd);
+            return 1;
+        }
+    } else {
+        for (const char *p = o->devices; *p && nd < MAXDEV;) {
+            const char *q = strchr(p, ',');
+            size_t len = q ? (size_t)(q - p) : strlen(p);
+            snprintf(specs[nd++], sizeof specs[0], "%.*s", (int)(len < 15 ? len : 15), p);
+            p = q ? q + 1 : p + len;
+        }
+    }
+    if (nd < 1) {
+        fprintf(stderr, "faid-bench: --devices: no device named\n");
+        return 2;
+    }
+    faid_engine *e[MAXDEV] = {0};
+    faid_result *sync[MAXDEV][NDISTINCT] = {{0}};
+    dev_job job[MAXDEV];
+    void *pinned[MAXDEV][NDISTINCT] = {{0}};
+    const uint8_t *src[MAXDEV][NDISTINCT];
+    int identical = 1, peaks_ok = -1;
+    double bg_err = 0;
+    memset(job, 0, sizeof job);
+    for (int j = 0; j < nd; j++) {
+        int64_t t0 = faid_now_ns();
+        if (!(e[j] = faid_engine_new(s, specs[j], &d)) || faid_engine_prepare(e[j], dt, &d)) {
+            fprintf(stderr, "faid-bench: device %s: %s\n", specs[j], d.msg);
+            return 1;
+        }
+        printf("device %d (%s): %s (engine init %.0f ms)\n", j, specs[j],
+               faid_engine_device_name(e[j]), (double)(faid_now_ns() - t0) * 1e-6);
+        for (int k = 0; k < NDISTINCT; k++) {
+            faid_frame f = {comp[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
+            if (!(sync[j][k] = faid_result_new(s)) ||
+                faid_engine_process(e[j], &f, sync[j][k], &d)) {
+                fprintf(stderr, "faid-bench: device %s frame %d: %s\n", specs[j], k, d.msg);
+                return 1;
+            }
+            if (j > 0 && !result_same(sync[j][k], sync[0][k])) {
+                identical = 0;
+                printf("device %d frame %d: result DIFFERS from device 0's\n", j, k);
+            }
+        }
+        if (faid_engine_set_batch(e[j], o->batch, &d) ||
+            faid_engine_set_depth(e[j], o->depth, &d)) {
+            fprintf(stderr, "faid-bench: device %s: %s\n", specs[j], d.msg);
+            return 1;
+        }
+        for (int k = 0; k < NDISTINCT; k++) {
+            if (!(pinned[j][k] = faid_engine_host_alloc(e[j], clen[k], &d))) {
+                fprintf(stderr, "faid-bench: pinned frames: %s\n", d.msg);
+                return 1;
+            }
+            memcpy(pinned[j][k], comp[k], clen[k]);
+            src[j][k] = pinned[j][k];
+        }
+        long nf = (o->frames - j + nd - 1) / nd;
+        pipe_run *p = &job[j].p;
+        *p = (pipe_run){.e = e[j],
+                        .src = src[j],
+                        .clen = clen,
+                        .dt = dt,
+                        .rows = s->rows,
+                        .cols = s->cols,
+                        .esz = esz,
+                        .raw_bytes = raw_bytes,
+                        .nframes = nf,
+                        .first = j,
+                        .step = nd,
+                        .parsers = o->parsers,
+                        .depth = faid_engine_depth(e[j])};
+        p->ring = calloc(RING, sizeof *p->ring);
+        p->parse_us = calloc((size_t)nf + 1, sizeof *p->parse_us);
+        p->samples = calloc(((size_t)nf + 1) * S_N, sizeof *p->samples);
+        p->res = faid_result_new(s);
+        p->sync = sync[j];
+        if (!p->ring || !p->parse_us || !p->samples || !p->res) {
+            fprintf(stderr, "faid-bench: out of memory\n");
+            return 1;
+        }
+        for (int t = 0; t < RING; t++)
+            if (faid_block_table_alloc(&p->ring[t].tab, faid_bslz4_max_blocks(raw_bytes, esz, 0),
+                                       &d)) {
+                fprintf(stderr, "faid-bench: %s\n", d.msg);
+                return 1;
+            }
+    }
+    if (peaks_on && refk[0])
+        peaks_ok = check_peaks("device 0", sync[0], refk, &bg_err);
+    pthread_barrier_t go;
+    pthread_t th[MAXDEV];
+    pthread_barrier_init(&go, NULL, (unsigned)nd + 1);
+    for (int j = 0; j < nd; j++) {
+        job[j].go = &go;
+        if (pthread_create(&th[j], NULL, dev_main, &job[j])) {
+            fprintf(stderr, "faid-bench: cannot start device threads\n");
+            return 1;
+        }
+    }
+    pthread_barrier_wait(&go);
+    int64_t w0 = faid_now_ns();
+    for (int j = 0; j < nd; j++)
+        pthread_join(th[j], NULL);
+    double wall = (double)(faid_now_ns() - w0) * 1e-9;
+    pthread_barrier_destroy(&go);
+    int failed = 0, ident_pipe = 1;
+    for (int j = 0; j < nd; j++) {
+        if (job[j].rc) {
+            fprintf(stderr, "faid-bench: device %d: %s\n", j, job[j].p.err);
+            failed = 1;
+        }
+        ident_pipe &= job[j].p.identical;
+    }
+    if (failed)
+        return 1;
+    double fps = o->frames / wall;
+    printf("\nGPU stage on %d device(s), %d frames dealt round-robin, depth %d x batch %d, "
+           "%d parser thread(s) per device; median us per frame\n",
+           nd, o->frames, o->depth, o->batch, o->parsers);
+    printf("%-4s %-30s %7s %9s %7s %7s %7s %7s %7s %8s\n", "dev", "name", "frames", "fps", "h2d",
+           "decode", "integr", "clip", "find", "latency");
+    double med[MAXDEV][S_N];
+    for (int j = 0; j < nd; j++) {
+        medians(job[j].p.samples, job[j].p.nframes, med[j]);
+        printf("%-4d %-30.30s %7ld %9.1f %7.1f %7.1f %7.1f %7.1f %7.1f %8.1f\n", j,
+               faid_engine_device_name(e[j]), job[j].p.nframes, job[j].p.nframes / job[j].p.wall_s,
+               med[j][S_H2D], med[j][S_DEC], med[j][S_INT], med[j][S_CLIP], med[j][S_FIND],
+               med[j][S_TOTAL]);
+    }
+    printf("aggregate: %.1f frames/s on %d device(s); results of every device bit-identical to "
+           "device 0's: %s; pipelined results identical to synchronous: %s\n",
+           fps, nd, identical ? "yes" : "NO", ident_pipe ? "yes" : "NO");
+    if (o->json) {
+        FILE *f = fopen(o->json, "w");
+        if (!f) {
+            fprintf(stderr, "faid-bench: cannot write %s\n", o->json);
+            return 1;
+        }
+        fprintf(f,
+                "{\n \"mode\": \"devices\", \"ndevices\": %d, \"frames\": %d, \"depth\": %d, "
+                "\"batch\": %d, \"parsers\": %d,\n \"fps\": %.3f, \"identical_devices\": %d, "
+                "\"identical_pipelined\": %d, \"peaks\": \"%s\", \"peaks_ref_equal\": %d, "
+                "\"bg_rel_err\": %.3e,\n \"split\": \"%s\", \"dtype\": \"%s\",\n"
+                " \"devices\": [\n",
+                nd, o->frames, o->depth, o->batch, o->parsers, fps, identical, ident_pipe, o->peaks,
+                peaks_ok, bg_err, faid_split_name(s->cfg.split), faid_dtype_name(dt));
+        for (int j = 0; j < nd; j++) {
+            fprintf(f, "  {\"name\": \"%s\", \"frames\": %ld, \"fps\": %.3f",
+                    faid_engine_device_name(e[j]), job[j].p.nframes,
+                    job[j].p.nframes / job[j].p.wall_s);
+            for (int st = 0; st < S_N; st++)
+                fprintf(f, ", \"%s\": %.3f", stage_keys[st], med[j][st]);
+            fprintf(f, "}%s\n", j + 1 < nd ? "," : "");
+        }
+        fprintf(f, " ]\n}\n");
+        fclose(f);
+    }
+    for (int j = 0; j < nd; j++) {
+        pipe_run *p = &job[j].p;
+        for (int t = 0; t < RING; t++)
+            faid_block_table_free(&p->ring[t].tab);
+        free(p->ring);
+        free(p->parse_us);
+        free(p->samples);
+        faid_result_destroy(&p->res);
+        for (int k = 0; k < NDISTINCT; k++) {
+            faid_engine_host_free(e[j], &pinned[j][k]);
+            faid_result_destroy(&sync[j][k]);
+        }
+        faid_engine_destroy(&e[j]);
+    }
+    return identical && ident_pipe && peaks_ok != 0 ? 0 : 3;
 }
 
 static int write_poni(const char *path, const faid_config *cfg)
@@ -259,6 +667,8 @@ static int parse_args(int argc, char **argv, opts *o)
                 -1,
                 1,
                 NULL,
+                NULL,
+                "none",
                 NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -294,6 +704,10 @@ static int parse_args(int argc, char **argv, opts *o)
             o->json = v;
         else if (TAKE("--dump"))
             o->dump = v;
+        else if (TAKE("--peaks"))
+            o->peaks = v;
+        else if (TAKE("--devices"))
+            o->devices = v;
         else if (strcmp(a, "--no-check") == 0)
             o->check = 0;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -308,6 +722,10 @@ static int parse_args(int argc, char **argv, opts *o)
     }
     if (o->frames < 1) {
         fprintf(stderr, "faid-bench: --frames must be at least 1\n");
+        return -1;
+    }
+    if (strcmp(o->peaks, "none") && strcmp(o->peaks, "pyfai") && strcmp(o->peaks, "peakfinder8")) {
+        fprintf(stderr, "faid-bench: --peaks must be none, pyfai or peakfinder8\n");
         return -1;
     }
     if (o->parsers < 0) {
@@ -349,7 +767,7 @@ static int build_config(const opts *o, faid_config *cfg, faid_diag *d)
     faid_config_default(cfg);
     if (o->config && faid_config_load(o->config, cfg, d))
         return -1;
-    char y[512];
+    char y[1024];
     size_t n = (size_t)snprintf(y, sizeof y, "integration:\n");
     if (o->split)
         n += (size_t)snprintf(y + n, sizeof y - n, "  split: %s\n", o->split);
@@ -363,6 +781,20 @@ static int build_config(const opts *o, faid_config *cfg, faid_diag *d)
         n += (size_t)snprintf(y + n, sizeof y - n, "  error_model: %s\n", o->em);
     if (n > strlen("integration:\n") && faid_config_load_string(y, n, "command line", cfg, d))
         return -1;
+    if (strcmp(o->peaks, "none") != 0) {
+        /* The parameters of the project's peak tests (tests/python/peakrefs.py: PYFAI_PARAMS,
+         * PF8_PARAMS, chosen there for recall and precision), 5 clipping cycles; the background
+         * bins are the profile's radial bins without pixel splitting. */
+        n = (size_t)snprintf(y, sizeof y,
+                             "peaks:\n  algorithm: %s\n  cycles: 5\n  error_model: azimuthal\n"
+                             "  cutoff_clip: 5.0\n  cutoff_peak: 4.0\n  noise: 1.0\n"
+                             "  patch_size: 5\n  connected: 2\n  adc_threshold: 20.0\n"
+                             "  minimum_snr: 4.0\n  min_pixel_count: 2\n  max_pixel_count: 200\n"
+                             "  local_bg_radius: 3\n  max_num_peaks: 2048\n",
+                             o->peaks);
+        if (faid_config_load_string(y, n, "command line (--peaks)", cfg, d))
+            return -1;
+    }
     return 0;
 }
 
@@ -434,6 +866,8 @@ int main(int argc, char **argv)
         size_t shape[2] = {(size_t)s->rows, (size_t)s->cols};
         snprintf(path, sizeof path, "%s/frame.npy", o.dump);
         int bad = faid_npy_write(path, dt, 2, shape, raw[0], &d) != 0;
+        snprintf(path, sizeof path, "%s/mask.npy", o.dump);
+        bad |= faid_npy_write(path, FAID_DT_U8, 2, shape, s->mask, &d) != 0;
         snprintf(path, sizeof path, "%s/chunk.bslz4", o.dump);
         FILE *f = fopen(path, "wb");
         bad |= !f || fwrite(comp[0], 1, clen[0], f) != clen[0];
@@ -445,21 +879,37 @@ int main(int argc, char **argv)
             fprintf(stderr, "faid-bench: --dump %s: could not write the files\n", o.dump);
             return 1;
         }
-        printf("dumped frame.npy, chunk.bslz4, geometry.poni into %s\n", o.dump);
+        printf("dumped frame.npy, mask.npy, chunk.bslz4, geometry.poni into %s\n", o.dump);
     }
 
-    /* reference profile of frame 0 for the check */
+    /* reference results for the check: frame 0 (profile), with peaks every distinct frame */
+    const int peaks_on = cfg.peaks.algorithm != FAID_PEAKS_NONE;
+    faid_result *refk[NDISTINCT] = {0};
     faid_result *ref = NULL;
     if (o.check) {
         faid_engine *re = faid_engine_new(s, "ref", &d);
-        ref = re ? faid_result_new(s) : NULL;
-        faid_frame f0 = {comp[0], clen[0], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
-        if (!ref || faid_engine_process(re, &f0, ref, &d)) {
-            fprintf(stderr, "faid-bench: reference: %s\n", d.msg);
-            return 1;
+        for (int k = 0; k < (peaks_on ? NDISTINCT : 1); k++) {
+            refk[k] = re ? faid_result_new(s) : NULL;
+            faid_frame fk = {comp[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
+            if (!refk[k] || faid_engine_process(re, &fk, refk[k], &d)) {
+                fprintf(stderr, "faid-bench: reference: %s\n", d.msg);
+                return 1;
+            }
+            printf("reference (C, float64) frame %d: %.1f ms%s\n", k, refk[k]->t.total_us * 1e-3,
+                   peaks_on ? " (with background and peaks)" : "");
         }
-        printf("reference (C, float64) frame: %.1f ms\n", ref->t.total_us * 1e-3);
+        ref = refk[0];
         faid_engine_destroy(&re);
+    }
+    if (o.devices) {
+        int rc = multi_main(&o, s, dt, comp, clen, esz, raw_bytes, refk, peaks_on);
+        for (int k = 0; k < NDISTINCT; k++) {
+            faid_result_destroy(&refk[k]);
+            free(raw[k]);
+            free(comp[k]);
+        }
+        faid_setup_destroy(&s);
+        return rc;
     }
 
     t0 = faid_now_ns();
@@ -499,8 +949,11 @@ int main(int argc, char **argv)
         }
     /* the frames again, in engine pinned memory, for the zero-copy pipelined variant */
     void *pinned[NDISTINCT] = {0};
-    /* synchronous fused results, compared bit for bit with every pipelined result */
-    if (in_list(o.variants, "pipelined") || in_list(o.variants, "pipelined-copy")) {
+    /* synchronous fused results, compared bit for bit with every pipelined result (and, with
+     * peaks, with the reference device's peak lists) */
+    int peaks_ok = -1;
+    double bg_err = 0;
+    if (peaks_on || in_list(o.variants, "pipelined") || in_list(o.variants, "pipelined-copy")) {
         for (int k = 0; k < NDISTINCT; k++) {
             faid_frame f = {comp[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
             sync[k] = faid_result_new(s);
@@ -510,6 +963,8 @@ int main(int argc, char **argv)
             }
         }
     }
+    if (peaks_on && o.check)
+        peaks_ok = check_peaks(faid_engine_device_name(e), sync, refk, &bg_err);
     for (int v = 0; v < NVARIANTS; v++) {
         if (!in_list(o.variants, vnames[v]))
             continue;
@@ -561,6 +1016,7 @@ int main(int argc, char **argv)
             }
         }
         int64_t w0 = faid_now_ns();
+        double wall = -1.0;
         if (!pipe) {
             for (int i = 0; i < o.frames; i++) {
                 int k = i % NDISTINCT;
@@ -574,86 +1030,23 @@ int main(int argc, char **argv)
                 r->zero_copy = res->t.zero_copy;
             }
         } else {
-            /* keep depth frames in flight: collect the oldest only when every slot is taken */
-            int submitted = 0, collected = 0;
-            r->identical = 1;
+            pipe_run p = {e,        src,  clen, dt,        s->rows,  s->cols, esz,      raw_bytes,
+                          o.frames, 0,    1,    o.parsers, r->depth, ring,    parse_us, samples,
+                          res,      sync, 1,    0,         0,        0.0,     ""};
             r->parsers = o.parsers;
-            _Atomic int failed = 0;
-            pthread_t th[64];
-            parse_job jobs[64];
-            for (int t = 0; t < RING; t++)
-                atomic_store(&ring[t].seq, 2L * t);
-            w0 = faid_now_ns(); /* the parsers are part of the run */
-            for (int t = 0; t < o.parsers; t++) {
-                jobs[t] = (parse_job){ring,      src, clen,    esz,      raw_bytes, o.frames,
-                                      o.parsers, t,   &failed, parse_us, ""};
-                if (pthread_create(&th[t], NULL, parser_main, &jobs[t])) {
-                    fprintf(stderr, "faid-bench: cannot start parser threads\n");
-                    return 1;
-                }
+            if (pipe_run_do(&p)) {
+                fprintf(stderr, "faid-bench: %s: %s\n", r->name, p.err);
+                return 1;
             }
-            int busy = 0; /* submit said FAID_EBUSY: every slot holds frames, collect first */
-            while (collected < o.frames) {
-                if (submitted < o.frames && faid_engine_in_flight(e) < r->depth && !busy) {
-                    int k = submitted % NDISTINCT;
-                    faid_frame f = {src[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
-                    parse_slot *ps = &ring[submitted % RING];
-                    if (o.parsers) {
-                        while (atomic_load_explicit(&ps->seq, memory_order_acquire) !=
-                               2L * submitted + 1) {
-                            if (atomic_load(&failed))
-                                break;
-                            sched_yield();
-                        }
-                        if (atomic_load(&failed)) {
-                            for (int t = 0; t < o.parsers; t++)
-                                if (jobs[t].msg[0])
-                                    fprintf(stderr, "faid-bench: %s parser: %s\n", r->name,
-                                            jobs[t].msg);
-                            return 1;
-                        }
-                    }
-                    int rc = faid_engine_submit_table(e, &f, o.parsers ? &ps->tab : NULL,
-                                                      (uint64_t)submitted, &d);
-                    if (rc == FAID_EBUSY) {
-                        busy = 1;
-                        continue;
-                    }
-                    if (rc) {
-                        fprintf(stderr, "faid-bench: %s frame %d: %s\n", r->name, submitted, d.msg);
-                        return 1;
-                    }
-                    atomic_store_explicit(&ps->seq, 2L * (submitted + RING), memory_order_release);
-                    submitted++;
-                    continue;
-                }
-                uint64_t tag = 0;
-                busy = 0;
-                if (faid_engine_collect(e, res, &tag, 1, &d)) {
-                    fprintf(stderr, "faid-bench: %s collect: %s\n", r->name, d.msg);
-                    return 1;
-                }
-                if (!result_same(res, sync[tag % NDISTINCT]))
-                    r->identical = 0;
-                record(samples + (size_t)collected * S_N, &res->t);
-                if (o.parsers)
-                    samples[(size_t)collected * S_N + S_TABLE] = parse_us[tag];
-                r->device_decode = res->t.device_decode;
-                r->zero_copy = res->t.zero_copy;
-                collected++;
-            }
-            for (int t = 0; t < o.parsers; t++)
-                pthread_join(th[t], NULL);
+            r->identical = p.identical;
+            r->device_decode = p.device_decode;
+            r->zero_copy = p.zero_copy;
+            wall = p.wall_s;
         }
-        double wall = (double)(faid_now_ns() - w0) * 1e-9;
+        if (wall < 0)
+            wall = (double)(faid_now_ns() - w0) * 1e-9;
         r->fps = o.frames / wall;
-        double *col = malloc(sizeof(double) * (size_t)o.frames);
-        for (int st = 0; st < S_N && col; st++) {
-            for (int i = 0; i < o.frames; i++)
-                col[i] = samples[(size_t)i * S_N + st];
-            r->med[st] = median(col, o.frames);
-        }
-        free(col);
+        medians(samples, o.frames, r->med);
     }
     if (faid_engine_set_depth(e, 1, &d) || faid_engine_set_batch(e, 1, &d))
         fprintf(stderr, "faid-bench: %s\n", d.msg);
@@ -700,7 +1093,9 @@ int main(int argc, char **argv)
     for (int v = 0; v < nv; v++) {
         char m[32];
         snprintf(m, sizeof m, "%s / %s", vr[v].rows1 ? "rows" : "wg",
-                 vr[v].rows2 < 0 ? "-" : vr[v].rows2 ? "rows" : "wg");
+                 vr[v].rows2 < 0 ? "-"
+                 : vr[v].rows2   ? "rows"
+                                 : "wg");
         printf(" %14s", m);
     }
     if (o.check) {
@@ -721,11 +1116,14 @@ int main(int argc, char **argv)
                 " \"npt\": %d, \"npt_azim\": %d, \"split\": \"%s\", \"unit\": \"%s\",\n"
                 " \"error_model\": \"%s\", \"frames\": %d,\n \"raw_bytes\": %zu, "
                 "\"chunk_bytes_mean\": %.0f,\n \"setup_build_ms\": %.3f, \"nnz\": %lld,"
-                " \"engine_init_ms\": %.3f,\n \"variants\": [\n",
+                " \"engine_init_ms\": %.3f,\n \"peaks\": \"%s\", \"peaks_ref_equal\": %d,"
+                " \"bg_rel_err\": %.3e, \"num_peaks\": [%d, %d, %d, %d],\n \"variants\": [\n",
                 faid_engine_device_name(e), s->rows, s->cols, faid_dtype_name(dt), s->csr->npt_rad,
                 s->csr2d ? s->csr2d->npt_azim : 0, faid_split_name(cfg.split),
                 faid_unit_name(cfg.unit), faid_error_model_name(cfg.error_model), o.frames,
-                raw_bytes, mean_clen, setup_ms, (long long)s->csr->nnz, init_ms);
+                raw_bytes, mean_clen, setup_ms, (long long)s->csr->nnz, init_ms, o.peaks, peaks_ok,
+                bg_err, sync[0] ? sync[0]->num_peaks : -1, sync[1] ? sync[1]->num_peaks : -1,
+                sync[2] ? sync[2]->num_peaks : -1, sync[3] ? sync[3]->num_peaks : -1);
         for (int v = 0; v < nv; v++) {
             fprintf(f,
                     "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "
@@ -733,10 +1131,8 @@ int main(int argc, char **argv)
                     "\"identical\": %d, \"parsers\": %d, \"batch\": %d",
                     vr[v].name, vr[v].fps, vr[v].device_decode, vr[v].wg1, vr[v].depth,
                     vr[v].zero_copy, vr[v].identical, vr[v].parsers, vr[v].batch);
-            const char *keys[S_N] = {"stage_us",      "table_us",     "h2d_us", "decode_us",
-                                     "preprocess_us", "integrate_us", "d2h_us", "total_us"};
             for (int st = 0; st < S_N; st++)
-                fprintf(f, ", \"%s\": %.3f", keys[st], vr[v].med[st]);
+                fprintf(f, ", \"%s\": %.3f", stage_keys[st], vr[v].med[st]);
             if (vr[v].checked)
                 fprintf(f, ", \"max_rel_err\": %.3e", vr[v].max_rel_err);
             fprintf(f, "}%s\n", v + 1 < nv ? "," : "");
@@ -755,7 +1151,8 @@ int main(int argc, char **argv)
         faid_result_destroy(&sync[k]);
     }
     faid_result_destroy(&res);
-    faid_result_destroy(&ref);
+    for (int k = 0; k < NDISTINCT; k++)
+        faid_result_destroy(&refk[k]);
     faid_engine_destroy(&e);
     for (int k = 0; k < NDISTINCT; k++) {
         free(raw[k]);
