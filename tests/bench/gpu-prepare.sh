@@ -3,7 +3,7 @@
 # handing the tree to the offline GPU host. It fetches what faid's binaries need at run time there
 # and what the side-by-side pyFAI + silx reference needs, into the git-ignored .device/ folder:
 #
-#   .device/debs/*.deb   Debian runtime packages (libzmq, liblz4, msgpack-c, libyaml, libcbor,
+#   .device/debs/*.deb   Debian runtime packages (libzmq, liblz4, msgpack-c, libyaml, libcbor, jansson,
 #                        clinfo, ...), unpacked on the GPU host by tests/bench/gpu-run.sh
 #   .whl/*.whl           (with --wheels) cp312 manylinux wheels of pyFAI, silx, pyopencl and the
 #                        dependencies the GPU host's Python 3.12 lacks; versions pinned to the ones
@@ -35,7 +35,7 @@ done
 # Runtime libraries of faid, faidctl and faid-bench, plus their own dependencies that a minimal
 # Ubuntu image may lack, and clinfo for the device listing.
 debs="libzmq5 libsodium23 libpgm-5.3-0 libnorm1 libbsd0 libmd0 liblz4-1 libmsgpackc2 \
-libyaml-0-2 libcbor0.8 clinfo"
+libyaml-0-2 libcbor0.8 libjansson4 clinfo"
 
 command -v apt-get >/dev/null || { echo "gpu-prepare: apt-get not found (run this on the Debian build machine)" >&2; exit 1; }
 mkdir -p .device/debs
@@ -67,7 +67,9 @@ if [ "$want_wheels" = 1 ]; then
         # version of a package in the project's venv, empty if absent
         ver() { "$root/.venv/bin/python" -c "import importlib.metadata as m; print(m.version('$1'))" 2>/dev/null; }
         mkdir -p .whl
-        for p in pyFAI silx pyopencl fabio hdf5plugin numexpr pytools platformdirs siphash24 \
+        # no hdf5plugin: its 46 MB wheel alone nearly fills the 64 MiB the device tool carries,
+        # and neither reference script needs it (pyFAI and silx import without it)
+        for p in pyFAI silx pyopencl fabio numexpr pytools platformdirs siphash24 \
             typing_extensions; do
             v=$(ver "$p")
             spec=$p${v:+==$v}

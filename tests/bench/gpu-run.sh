@@ -14,7 +14,11 @@
 # DEPTH and BATCH (slots and frames per slot of the pipelined variants, default 4 and 4), SWEEP
 # (default "batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0": extra
 # pipelined runs of the full-split configuration, one knob changed each, for tuning; "" skips),
-# DAEMON_BENCH (0 skips tests/bench/daemon-bench.sh, the whole daemon over ZeroMQ loopback against
+# PEAK_VARIANTS (faid-bench variants of the peak configurations pk-pyfai / pk-pf8, default
+# "fused,pipelined"), SCALE (device counts of the multi-device GPU-stage run, e.g. "1 2 4"; default
+# empty: skipped), SCALE_CONFIGS (configurations scaled, default "full pk-pyfai"), PYFAI_FASTEST
+# (path of an extra pyFAI + silx driver run on the dumped frame, default .device/pyfai_fastest.py
+# when present), DAEMON_BENCH (0 skips tests/bench/daemon-bench.sh, the whole daemon over ZeroMQ loopback against
 # the transport ceiling, run with the best pipelined settings found above), DAEMON_FRAMES (its
 # throughput frames, default 20000).
 set -u
@@ -28,6 +32,10 @@ PYFAI_FRAMES=${PYFAI_FRAMES:-200}
 CONFIGS=${CONFIGS:-full no bbox cake u16}
 DEPTH=${DEPTH:-4}
 BATCH=${BATCH:-4}
+PEAK_VARIANTS=${PEAK_VARIANTS:-fused,pipelined}
+SCALE=${SCALE:-}
+SCALE_CONFIGS=${SCALE_CONFIGS:-full pk-pyfai}
+PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
@@ -94,6 +102,8 @@ declare -A args=(
     [bbox]="--split bbox"
     [cake]="--split full --azim 360"
     [u16]="--split full --dtype uint16"
+    [pk-pyfai]="--split full --peaks pyfai"
+    [pk-pf8]="--split full --peaks peakfinder8"
 )
 status=0
 mkdir -p "$LOG/data"
@@ -105,6 +115,7 @@ for c in $CONFIGS; do
     fi
     extra=""
     [ "$c" = full ] && extra="--dump $LOG/data"
+    case $c in pk-*) extra="--variants $PEAK_VARIANTS --dump $LOG/data" ;; esac
     say "faid-bench $c: $bench --device $DEVICE --frames $FRAMES --depth $DEPTH --batch $BATCH $a"
     # shellcheck disable=SC2086
     if ! "$bench" --device "$DEVICE" --frames "$FRAMES" --depth "$DEPTH" --batch "$BATCH" $a $extra \
@@ -137,8 +148,26 @@ for w in $SWEEP; do
     fi
 done
 
+# 4c. multi-device GPU stage: the pipelined variant on the first N GPUs at once (faid-bench
+# --devices gpu:N: one engine and thread per device, frames round-robin, aggregate frames/s,
+# every device's results bit-identical to device 0's)
+for c in $SCALE_CONFIGS; do
+    [ -z "$SCALE" ] && break
+    a=${args[$c]:-}
+    for n in $SCALE; do
+        say "scale $c x$n: $bench --devices gpu:$n --frames $((FRAMES * n)) $a"
+        # shellcheck disable=SC2086
+        if ! "$bench" --devices "gpu:$n" --frames $((FRAMES * n)) --depth "$DEPTH" \
+            --batch "$BATCH" $a --json "$LOG/scale_${c}_$n.json" >"$LOG/scale_${c}_$n.log" 2>&1; then
+            say "WARNING: scale $c x$n failed or found a difference, tail of $LOG/scale_${c}_$n.log:"
+            tail -n 8 "$LOG/scale_${c}_$n.log" | tee -a "$LOG/gpu-run.log"
+            status=1
+        fi
+    done
+done
+
 # 5. pyFAI + silx reference on the same frame and device, when its wheels came along
-if ls .whl/*.whl >/dev/null 2>&1 && [ -f "$LOG/data/frame.npy" ]; then
+if ls .whl/*.whl >/dev/null 2>&1 && [ -f "$LOG/data/frame.npy" ] && [ -f "$LOG/bench_full.json" ]; then
     site=$root/.device/site
     if [ ! -d "$site/pyFAI" ]; then
         python3 -m pip install --no-index --no-deps --target "$site" .whl/*.whl \
@@ -152,8 +181,33 @@ if ls .whl/*.whl >/dev/null 2>&1 && [ -f "$LOG/data/frame.npy" ]; then
         say "WARNING: pyFAI reference failed, tail of $LOG/pyfai.log:"
         tail -n 15 "$LOG/pyfai.log" | tee -a "$LOG/gpu-run.log"
     fi
+    if [ -f "$PYFAI_FASTEST" ]; then
+        say "pyFAI + silx at their fastest: $PYFAI_FASTEST"
+        PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" python3 "$PYFAI_FASTEST" "$LOG/data" \
+            --frames "$PYFAI_FRAMES" >"$LOG/pyfai_fastest.log" 2>&1 ||
+            say "WARNING: $PYFAI_FASTEST failed (see $LOG/pyfai_fastest.log)"
+        # its last output is one indented JSON object
+        python3 -c 'import json,sys; t=open(sys.argv[1]).read(); i=t.rfind("\n{"); json.dump(json.loads(t[i+1:] if i>=0 else t), open(sys.argv[2],"w"))' \
+            "$LOG/pyfai_fastest.log" "$LOG/pyfai_fastest.json" 2>/dev/null || true
+    fi
 else
     say "pyFAI reference skipped (no .whl/*.whl or no dumped frame)"
+fi
+# 5a. pyFAI's OpenCL peak finder on the same frame, beside the peak configurations
+if ls .whl/*.whl >/dev/null 2>&1 && [ -f "$LOG/data/mask.npy" ] &&
+    ls "$LOG"/bench_pk-*.json >/dev/null 2>&1; then
+    site=$root/.device/site
+    if [ ! -d "$site/pyFAI" ]; then
+        python3 -m pip install --no-index --no-deps --target "$site" .whl/*.whl \
+            >"$LOG/pip.log" 2>&1 || say "WARNING: installing the wheels failed (see $LOG/pip.log)"
+    fi
+    say "pyFAI OCL_PeakFinder reference ($PYFAI_FRAMES frames)"
+    if ! PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" python3 tests/bench/pyfai_peaks_reference.py \
+        "$LOG/data" --frames "$PYFAI_FRAMES" --json "$LOG/pyfai_peaks.json" \
+        >"$LOG/pyfai_peaks.log" 2>&1; then
+        say "WARNING: pyFAI peak reference failed, tail of $LOG/pyfai_peaks.log:"
+        tail -n 15 "$LOG/pyfai_peaks.log" | tee -a "$LOG/gpu-run.log"
+    fi
 fi
 
 # 5b. the whole daemon over ZeroMQ loopback (tests/bench/daemon-bench.sh, its own pipeline
@@ -211,6 +265,50 @@ if os.path.exists(p):
 if best:
     print(f'\nbest full-split GPU stage: {best["fps"]:.0f} frames/s ({best["name"]}, '
           f'{best.get("depth", 1)} in flight, batch {best.get("batch", 1)})')
+p = os.path.join(log, "pyfai_fastest.json")
+if os.path.exists(p):
+    j = json.load(open(p))
+    print("pyFAI + silx at their fastest (pyfai_fastest.py): " + ", ".join(
+        f"{k} {v:.0f}" for k, v in j.items() if k.endswith("_fps")))
+    if best and j.get("pipeline_poisson_fps"):
+        print(f'faid best full split / pyFAI poisson pipeline: {best["fps"] / j["pipeline_poisson_fps"]:.1f}x')
+# peaks: faid's configurations beside pyFAI's OCL_PeakFinder
+pk = os.path.join(log, "pyfai_peaks.json")
+pj = json.load(open(pk)) if os.path.exists(pk) else None
+if pj:
+    print(f'\npyFAI {pj.get("pyfai")} OCL_PeakFinder + silx decode on {pj.get("device")}: '
+          f'decode {pj.get("decode_us", 0):.0f} us (wg {pj.get("decode_wg")}), sigma clip + picking on a '
+          f'device frame {pj.get("find_on_device_us", 0):.0f} us (block {pj.get("find_wg")}), pipeline '
+          f'{pj.get("pipeline_fps", 0):.0f} fps, 2 threads {pj.get("pipeline_2threads_fps", 0):.0f} fps, '
+          f'{pj.get("num_peaks")} peaks on frame 0')
+for c in configs:
+    p = os.path.join(log, f"bench_{c}.json")
+    if not c.startswith("pk-") or not os.path.exists(p):
+        continue
+    j = json.load(open(p))
+    vb = max(j["variants"], key=lambda v: v["fps"])
+    eq = {1: "equal", 0: "DIFFER"}.get(j.get("peaks_ref_equal", -1), "not checked")
+    line = (f'faid {c} ({j.get("peaks")}, 5 clip cycles) {vb["name"]}: {vb["fps"]:.0f} fps '
+            f'(target >= 8000); peaks of frames 0-3 {j.get("num_peaks")}, lists vs reference device: {eq}')
+    if pj and pj.get("best_fps"):
+        line += f'; / pyFAI best {pj["best_fps"]:.0f} fps = {vb["fps"] / pj["best_fps"]:.1f}x'
+    print(line)
+# multi-device scaling
+sc = sorted(f for f in os.listdir(log) if f.startswith("scale_") and f.endswith(".json"))
+if sc:
+    print("\nGPU stage on several devices (pipelined, frames round-robin; ratio to 1 device; target 1.8x on 2, 3.4x on 4)")
+    one = {}
+    for f in sorted(sc, key=lambda f: (f.rsplit("_", 1)[0], int(f.rsplit("_", 1)[1][:-5]))):
+        j = json.load(open(os.path.join(log, f)))
+        c = f[len("scale_"):].rsplit("_", 1)[0]
+        n = j["ndevices"]
+        if n == 1:
+            one[c] = j["fps"]
+        per = " ".join(f'{d["fps"]:.0f}' for d in j["devices"])
+        ratio = f'{j["fps"] / one[c]:.2f}x' if c in one else "-"
+        print(f'{c:>9} {n} dev {j["fps"]:9.0f} fps  {ratio:>6}  per device {per}  identical '
+              f'{"yes" if j["identical_devices"] and j["identical_pipelined"] else "NO"}'
+              + (f'  peaks vs ref {"equal" if j.get("peaks_ref_equal") == 1 else "DIFFER" if j.get("peaks_ref_equal") == 0 else "-"}' if j.get("peaks") != "none" else ""))
 p = os.path.join(log, "daemon-bench.txt")
 if os.path.exists(p):
     print(open(p).read().rstrip("\n"))
@@ -219,7 +317,7 @@ dev = ""
 for c in configs:
     p = os.path.join(log, f"bench_{c}.json")
     if not os.path.exists(p):
-        rows.append((c, "FAILED", *[""] * 13))
+        rows.append((c, "FAILED", *[""] * 15))
         continue
     j = json.load(open(p))
     dev = j["device"]
@@ -228,15 +326,16 @@ for c in configs:
         rows.append((c, v["name"], fmt(v, "depth"), fmt(v, "batch"), fmt(v, "stage_us"),
                      fmt(v, "table_us"),
                      fmt(v, "h2d_us"), fmt(v, "decode_us"), fmt(v, "preprocess_us"),
-                     fmt(v, "integrate_us"), fmt(v, "d2h_us"), fmt(v, "total_us"),
+                     fmt(v, "integrate_us"), fmt(v, "clip_us"), fmt(v, "find_us"),
+                     fmt(v, "d2h_us"), fmt(v, "total_us"),
                      fmt(v, "fps"), ident, f'{v.get("max_rel_err", float("nan")):.1e}'))
 print(f"\nfaid-bench on {dev}: median us per frame (device stages from OpenCL events; total ="
       f" submit-to-result latency); fps = frames / wall time; infl = frames in flight at most;"
       f" bat = frames per integration launch;"
       f" ident = bits equal to the synchronous result")
 hdr = ("config", "variant", "infl", "bat", "stage", "parse", "h2d", "decode", "prep", "integr",
-       "d2h", "total", "fps", "ident", "relerr")
-w = [6, 14, 4, 3, 6, 6, 6, 7, 6, 7, 5, 7, 7, 5, 8]
+       "clip", "find", "d2h", "total", "fps", "ident", "relerr")
+w = [8, 14, 4, 3, 6, 6, 6, 7, 6, 7, 6, 6, 5, 7, 7, 5, 8]
 print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
 for r in rows:
     print(" ".join(str(x).rjust(n) for x, n in zip(r, w)))
