@@ -487,3 +487,29 @@ def test_hit_metrics_and_latest_hit(daemons):
     assert ev["profile"]["frame_id"] == 5
     b.close()
     assert d.terminate() == 0
+
+
+def test_http_peers_bounded(daemons):
+    """Methods other than GET/HEAD are refused; event streams are bounded (16), and metrics and
+    health still answer with every stream slot taken; unknown paths are 404."""
+    port = free_port()
+    d = daemons(extra=http_extra(port))
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("POST", "/metrics", body=b"x" * 100)
+    r = c.getresponse()
+    assert r.status == 405
+    r.read()
+    c.close()
+    assert get(port, "/nope")[0] == 404
+    streams = [Events(port) for _ in range(16)]
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/events")
+    r = c.getresponse()
+    assert r.status == 503 and "too many" in r.read().decode()
+    c.close()
+    assert get(port, "/healthz") == (200, "ok\n")
+    code, text = get(port, "/metrics")
+    assert code == 200 and "faid_http_event_clients 16" in text
+    for e in streams:
+        e.close()
+    assert d.terminate() == 0
