@@ -355,6 +355,22 @@ def test_http_beyond_localhost_warns_and_bad_endpoint_refused(daemons, tmpdir_):
     assert get(port, "/healthz") == (200, "ok\n")
     assert "reachable beyond this host" in d.logtext()
     assert d.terminate() == 0
+    # IPv6 loopback: served there, and no warning.
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+        v6 = True
+    except OSError:
+        v6 = False
+    if v6:
+        d6 = daemons(extra='http:\n  endpoint: "[::1]:%d"\n' % port)
+        c = http.client.HTTPConnection("::1", port, timeout=10)
+        c.request("GET", "/healthz")
+        r = c.getresponse()
+        assert (r.status, r.read()) == (200, b"ok\n")
+        c.close()
+        assert "reachable beyond this host" not in d6.logtext()
+        assert d6.terminate() == 0
     cfg = os.path.join(tmpdir_, "bad.yaml")
     with open(cfg, "w") as f:
         f.write('http:\n  endpoint: "localhost"\n')
