@@ -127,6 +127,31 @@ def test_no_consumer_pub_keeps_flowing(daemons):
     assert d.terminate() == 0
 
 
+def test_full_buffer_drop_oldest_counts_what_it_gives_up(daemons):
+    # A 64 kB buffer holds a few dozen results: with overflow drop_oldest and nobody reading,
+    # the oldest messages are given up (counted per kind), the PUB stream and the frame counters
+    # are untouched, and the consumer that comes later gets exactly the newest ones, in order.
+    n = 200
+    d = daemons(lossless=True, output_extra="  sndhwm: 100000\n  lossless_buffer: 65536\n"
+                                            "  lossless_overflow: drop_oldest\n")
+    rx = Receiver(d, hwm=0)
+    rx.settle()
+    stream(d, n).join(LONG)
+    rx.collect_until_end()
+    assert sorted(r["frame_id"] for r in rx.of("result")) == list(range(n))
+    ll = lossless_status(d)
+    given = sum(ll["given_up"].values())
+    assert ll["overflow"] == "drop_oldest" and given > 0 and ll["given_up"]["start"] == 1
+    assert ll["held"] + given == n + 2 and 0 < ll["held_bytes"] <= 65536
+    c = d.status()["counters"]
+    assert c["received"] == c["processed"] == n and c["dropped"] == 0
+    late = LosslessReceiver(d)
+    msgs = late.collect_until_end()
+    assert [m["msg_number"] for m in msgs] == list(range(n + 2 - ll["held"], n + 2))
+    late.close()
+    assert d.terminate() == 0
+
+
 def test_second_consumer_refused_until_the_first_leaves(daemons):
     # One consumer at a time: a second one (faidctl sub, the C client library) is refused with
     # a message naming the holder, gets nothing meanwhile, and takes over when the first says
