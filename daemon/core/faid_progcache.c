@@ -24,6 +24,7 @@ typedef struct pc_prog {
 
 struct faid_progcache {
     faid_cl_ctx *ctx;
+    uint64_t generation;
     pc_prog *prog[PC_MAX_PROGS];
     int nprog;
 };
@@ -66,10 +67,24 @@ static void prog_free(pc_prog **pp)
     *pp = NULL;
 }
 
+uint64_t faid_progcache_generation(const faid_progcache *pc)
+{
+    return pc ? pc->generation : 0;
+}
+
+static uint32_t arg_hash(const char *s)
+{
+    uint32_t h = 2166136261u;
+    while (*s)
+        h = (h ^ (uint8_t)*s++) * 16777619u;
+    return h;
+}
+
 void faid_progcache_clear(faid_progcache *pc)
 {
     if (!pc)
         return;
+    pc->generation++;
     for (int i = 0; i < pc->nprog; i++)
         prog_free(&pc->prog[i]);
     pc->nprog = 0;
@@ -243,6 +258,8 @@ static int kernel_create(faid_progcache *pc, pc_prog *p, const char *kernel, fai
                          "engine: kernel %s has %u arguments, its parsed signature %d", kernel,
                          nargs, k->nargs);
     }
+    for (int i = 0; i < k->nargs; i++)
+        k->arg_hash[i] = arg_hash(k->arg[i]);
     k->kwg = 0;
     clGetKernelWorkGroupInfo(k->k, pc->ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof k->kwg,
                              &k->kwg, NULL);
@@ -294,8 +311,9 @@ int faid_progcache_kernel(faid_progcache *pc, const char *const *files, int nfil
 
 static int arg_index(const faid_kernel *k, const char *name)
 {
+    const uint32_t h = arg_hash(name);
     for (int i = 0; i < k->nargs; i++)
-        if (strcmp(k->arg[i], name) == 0)
+        if (k->arg_hash[i] == h && strcmp(k->arg[i], name) == 0)
             return i;
     return -1;
 }

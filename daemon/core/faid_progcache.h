@@ -22,6 +22,7 @@ typedef struct faid_kernel {
     size_t kwg; /* CL_KERNEL_WORK_GROUP_SIZE on the engine's device */
     int nargs;
     char arg[FAID_KERNEL_MAX_ARGS][32]; /* parameter names in order */
+    uint32_t arg_hash[FAID_KERNEL_MAX_ARGS]; /* of the names: binding compares these first */
     uint64_t bound;                     /* bit i: argument i was set at least once */
 } faid_kernel;
 
@@ -31,6 +32,9 @@ faid_progcache *faid_progcache_new(faid_cl_ctx *ctx);
 void faid_progcache_destroy(faid_progcache **pc);
 /* Drops every program (e.g. when a build constant such as the batch changes). */
 void faid_progcache_clear(faid_progcache *pc);
+/* Changes whenever faid_progcache_clear dropped programs: a stage that keeps faid_kernel
+ * pointers resolves them again when it differs from the one it saw. */
+uint64_t faid_progcache_generation(const faid_progcache *pc);
 
 /* The kernel `kernel` of the program made of the kernel files `files` (relative to kernels/) and
  * the build options `opts`; built and created on first use. The pointer stays valid until

@@ -40,9 +40,19 @@ typedef struct int_matrix {
     size_t wg; /* work-group per bin (rows == 0) */
 } int_matrix;
 
+/* The process program's kernels, by index into KERNELS. */
+static const char *const KERNELS[] = {"faid_integrate_raw", "faid_integrate_raw_b",
+                                      "faid_rows_raw",      "faid_rows_pre",
+                                      "faid_integrate_pre", "faid_preprocess"};
+#define NKERNELS (int)(sizeof KERNELS / sizeof KERNELS[0])
+
 typedef struct int_res {
     int do_dark;
     int_matrix m[2];
+    /* kernels resolved once per dtype (the program cache's lookup formats the -D options and
+     * compares keys: a few microseconds a frame otherwise); valid for progcache generation */
+    faid_kernel *kc[FAID_DT_BOOL + 1][NKERNELS];
+    uint64_t kc_gen;
 } int_res;
 
 enum { EV_PRE, EV_INT1, EV_INT2 }; /* per lane */
@@ -218,13 +228,30 @@ static int get_kernel(faid_stage_env *env, faid_stage_res *res, faid_dtype dt, c
                          "frame dtype %s is not supported (uint8/16/32, "
                          "int8/16/32, float32)",
                          faid_dtype_name(dt));
+    int_res *ir = res->state[faid_stage_id(&faid_stage_integrate)];
+    int ki = 0;
+    while (ki < NKERNELS && KERNELS[ki] != name && strcmp(KERNELS[ki], name) != 0)
+        ki++; /* the callers' literals are usually KERNELS' own: no string compare */
+    const uint64_t gen = faid_progcache_generation(env->progs);
+    if (ir->kc_gen != gen) {
+        memset(ir->kc, 0, sizeof ir->kc);
+        ir->kc_gen = gen;
+    }
+    if (ki < NKERNELS && (int)dt >= 0 && (int)dt <= FAID_DT_BOOL && ir->kc[dt][ki]) {
+        *k = ir->kc[dt][ki];
+        return FAID_OK;
+    }
     faid_error_model em = res->setup->corr.error_model;
     if ((int)em < 0 || (int)em > FAID_EM_AZIMUTHAL)
         return faid_fail(d, FAID_EINVAL, "error model %d unknown", (int)em);
     char opts[128];
-    snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d", code, (int)em, env->batch);
+    snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d", code, (int)em,
+             env->batch);
     static const char *const files[] = {"process/preprocess.cl", "process/integrate.cl"};
-    return faid_progcache_kernel(env->progs, files, 2, opts, name, k, d);
+    int rc = faid_progcache_kernel(env->progs, files, 2, opts, name, k, d);
+    if (!rc && ki < NKERNELS && (int)dt >= 0 && (int)dt <= FAID_DT_BOOL)
+        ir->kc[dt][ki] = *k;
+    return rc;
 }
 
 static int int_cl_prepare(faid_stage_env *env, faid_stage_res *res, int id, faid_dtype dt,
