@@ -245,8 +245,7 @@ static int get_kernel(faid_stage_env *env, faid_stage_res *res, faid_dtype dt, c
     if ((int)em < 0 || (int)em > FAID_EM_AZIMUTHAL)
         return faid_fail(d, FAID_EINVAL, "error model %d unknown", (int)em);
     char opts[128];
-    snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d", code, (int)em,
-             env->batch);
+    snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d", code, (int)em, env->batch);
     static const char *const files[] = {"process/preprocess.cl", "process/integrate.cl"};
     int rc = faid_progcache_kernel(env->progs, files, 2, opts, name, k, d);
     if (!rc && ki < NKERNELS && (int)dt >= 0 && (int)dt <= FAID_DT_BOOL)
