@@ -8,7 +8,8 @@ Required for peaks.algorithm pyfai and peakfinder8, on the OpenCL (PoCL) and ref
 the same thresholds as tests/python/test_peaks_vs_refs.py (which runs faidctl process): recall
 and precision >= 0.98 for true peaks of SNR >= 8 (match radius 1.5 px), median centroid error
 <= 0.3 px, is_hit == (num_peaks >= min_peaks_for_hit), no hit on a background-only frame; and
-peakfinder8 results within 0.5 px of OM's peakfinder8 for >= 98 % of the peaks both ways.
+peakfinder8 results within 0.5 px of OM's peakfinder8 and pyfai results within 0.5 px of
+pyFAI's OpenCL peak finder (PoCL) for >= 98 % of the peaks both ways.
 Parameters: tests/python/peakrefs.py (PF8_PARAMS, PYFAI_PARAMS, PYFAI_NPT, PYFAI_UNIT)."""
 
 import os
@@ -35,6 +36,15 @@ def data(tmp_path_factory):
     ds = peakgen.make_dataset("eiger_2x2", hits=4, sparse=2, background=2, seed=5)
     out = peakgen.write_dataset(ds, tmp_path_factory.mktemp("peakdata"))
     return ds, out
+
+
+@pytest.fixture(scope="module")
+def pyfai_lists(data):
+    ds, d = data
+    s = ds.setup
+    finder = peakrefs.PyFAIFinder(d / "geometry.poni", s.shape, s.mask,
+                                  npt=peakrefs.PYFAI_NPT, unit=peakrefs.PYFAI_UNIT)
+    return [finder(f) for f in ds.frames]
 
 
 def config_for(data_dir):
@@ -97,7 +107,7 @@ tmpdir_ = td.tmpdir_
 
 @pytest.mark.parametrize("device", ["cpu", "ref"])
 @pytest.mark.parametrize("algorithm", ["peakfinder8", "pyfai"])
-def test_daemon_peaks_vs_truth(daemons, data, device, algorithm):
+def test_daemon_peaks_vs_truth(daemons, data, request, device, algorithm):
     ds, _ = data
     d = daemons(devices=device, algorithm=algorithm)
     rx = td.Receiver(d)
@@ -142,4 +152,11 @@ def test_daemon_peaks_vs_truth(daemons, data, device, algorithm):
         print(f"vs OM: {fa:.4f} of {na} faid peaks, {fb:.4f} of {nb} OM peaks within 0.5 px")
         if not (fa >= 0.98 and fb >= 0.98):
             problems.append(f"vs OM: {fa:.4f} of {na} faid / {fb:.4f} of {nb} OM within 0.5 px")
+    else:
+        ref = request.getfixturevalue("pyfai_lists")
+        fa, fb, na, nb = ps.agreement(found, ref)
+        print(f"vs pyFAI: {fa:.4f} of {na} faid peaks, {fb:.4f} of {nb} pyFAI peaks within 0.5 px")
+        if not (fa >= 0.98 and fb >= 0.98):
+            problems.append(f"vs pyFAI: {fa:.4f} of {na} faid / {fb:.4f} of {nb} pyFAI within "
+                            "0.5 px")
     assert not problems, report + "\n" + "\n".join(problems)
