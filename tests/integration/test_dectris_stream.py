@@ -344,3 +344,48 @@ def test_real_eiger2_messages_without_start(daemons, tmpdir_):
     counters_balance(c)
     assert d.terminate() == 0
     det.close()
+
+
+def test_forward_endpoint_shares_the_stream(daemons, tmpdir_):
+    """input.forward_endpoint: a file writer connected to faid's forward PUSH socket receives every
+    raw input message exactly as the detector sent it (all parts, bad messages too); faid's own
+    results are unaffected. Without a consumer the forward never blocks faid: what the socket
+    cannot queue is dropped and counted."""
+    fport = __import__("test_daemon").free_port()
+    d = daemons(lossless=True, input_extra='  forward_endpoint: "%s"\n' % ep(fport))
+    writer = d.ctx.socket(zmq.PULL)
+    writer.setsockopt(zmq.LINGER, 0)
+    writer.connect(ep(fport))
+    time.sleep(0.5)  # the writer's connection is up before the stream starts
+    rx = Receiver(d, lossless=True)
+    det = Detector(d, bind=False)
+    rng = np.random.default_rng(2)
+    sent = [ds.v1_header(4, "basic", config=ds.v1_config((ROWS, COLS), np.uint16))]
+    for f in range(3):
+        sent.append(ds.v1_image(4, f, rng.poisson(9, (ROWS, COLS)).astype(np.uint16),
+                                "bs16-lz4<", appendix=b"a%d" % f))
+    sent.append([b"garbage"])
+    sent.append(ds.v1_end(4))
+    for m in sent:
+        det.send(m)
+    rx.collect_until_end()
+    got = []
+    while len(got) < len(sent) and writer.poll(LONG * 1000):
+        got.append(writer.recv_multipart())
+    assert got == sent
+    assert len(rx.of("result")) == 3
+    c = d.status()["counters"]
+    assert c["forwarded"] == len(sent) and c["forward_dropped"] == 0
+
+    # The writer goes away: faid keeps reading; the forward queue fills and then drops, counted.
+    writer.close()
+    n = 200
+    for f in range(n):
+        det.send(ds.v1_image(5, f, np.zeros((ROWS, COLS), np.uint16), "<"))
+    det.send(ds.v1_end(5))
+    rx.collect_until_end(n_ends=2)
+    c = d.wait_counters(lambda c: c["processed"] == 3 + n, "all frames processed")["counters"]
+    assert c["forwarded"] + c["forward_dropped"] == len(sent) + n + 1
+    assert c["forward_dropped"] > 0
+    assert d.terminate() == 0
+    det.close()
