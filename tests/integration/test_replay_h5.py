@@ -107,7 +107,7 @@ def test_replay_h5_master_file_native(daemons, tmpdir_):
     check(d, tmpdir_, rx, np.concatenate([a, b]), "master")
     # --dataset picks one.
     replay(d, master, "--dataset", "/entry/data/data_000002", "--series-id", "2")
-    rx.collect_until_end()
+    rx.collect_until_end(n_ends=2)  # cumulative: both series
     assert [x["frame_id"] for x in rx.of("result") if x["series_id"] == 2] == [0, 1]
     assert d.terminate() == 0
 
