@@ -1,6 +1,7 @@
 /* faid_hits_send: hit frames on the hits channel (see faid_hits_send.h). */
 #include "faid_hits_send.h"
 
+#include "faid_aggregates.h"
 #include "faid_codec.h"
 #include "faid_log.h"
 
@@ -53,6 +54,67 @@ static void put_floats(faid_mpw *w, const char *key, const float *f, const int32
         faid_mpw_f64(w, f ? (double)f[k] : (double)i[k]);
 }
 
+/* Sends [identity, "", body] on the request ROUTER (never waits: a requester that went away
+ * is simply not answered). */
+static int reply(faid_server *s, const uint8_t *id, size_t idlen, const void *body, size_t len)
+{
+    return zmq_send(s->hits_rep, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+           zmq_send(s->hits_rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+           zmq_send(s->hits_rep, body, len, ZMQ_DONTWAIT) >= 0;
+}
+
+/* Reads every waiting request (the caller holds hits_mu): `next` queues its requester for the
+ * next hit (OM's behaviour), `resetplots` clears the aggregates and is answered Ok, anything
+ * else What?. A message that is not [identity, "", request] is read and dropped. */
+static void service_locked(faid_server *s)
+{
+    for (;;) {
+        uint8_t id[256], delim[8], req[64];
+        int n1 = zmq_recv(s->hits_rep, id, sizeof id, ZMQ_DONTWAIT);
+        if (n1 < 0)
+            return;
+        int more = 0;
+        size_t ml = sizeof more;
+        zmq_getsockopt(s->hits_rep, ZMQ_RCVMORE, &more, &ml);
+        int n2 = more ? zmq_recv(s->hits_rep, delim, sizeof delim, 0) : -1;
+        more = 0;
+        if (n2 >= 0)
+            zmq_getsockopt(s->hits_rep, ZMQ_RCVMORE, &more, &ml);
+        int n3 = more ? zmq_recv(s->hits_rep, req, sizeof req, 0) : -1;
+        for (more = n3 >= 0; more;) { /* drain extra parts */
+            zmq_getsockopt(s->hits_rep, ZMQ_RCVMORE, &more, &ml);
+            if (more && zmq_recv(s->hits_rep, req + 0, 0, 0) < 0)
+                break;
+        }
+        if (n1 > (int)sizeof id || n2 != 0 || n3 < 0)
+            continue;
+        size_t rl = (size_t)n3 < sizeof req ? (size_t)n3 : sizeof req;
+        if (rl == 4 && memcmp(req, "next", 4) == 0) {
+            if (s->hits_nwaiting == FAID_HITS_WAITING) {
+                reply(s, id, (size_t)n1, "What?", 5); /* too many waiting */
+                continue;
+            }
+            memcpy(s->hits_waiting[s->hits_nwaiting].id, id, (size_t)n1);
+            s->hits_waiting[s->hits_nwaiting].len = (size_t)n1;
+            s->hits_nwaiting++;
+        } else if (rl == 10 && memcmp(req, "resetplots", 10) == 0) {
+            faid_aggr_reset(s->aggr);
+            reply(s, id, (size_t)n1, "Ok", 2);
+        } else {
+            reply(s, id, (size_t)n1, "What?", 5);
+        }
+    }
+}
+
+void faid_hits_service(faid_server *s)
+{
+    if (!s->hits_rep)
+        return;
+    pthread_mutex_lock(&s->hits_mu);
+    service_locked(s);
+    pthread_mutex_unlock(&s->hits_mu);
+}
+
 /* The decoded frame as float32 with masked pixels NaN, in wk->hit_img. */
 static int decode_frame(faid_worker *wk, const faid_slot *slot, const faid_setup *su, faid_diag *d)
 {
@@ -89,7 +151,7 @@ void faid_hits_send(faid_worker *wk, const faid_slot *slot, const faid_gen *g, c
     const faid_config *c = &su->cfg;
     const faid_peak_list *l = r->peaks;
     faid_diag d = {0};
-    if (!s->hits || !l || !r->is_hit || !slot->payload)
+    if ((!s->hits && !s->hits_rep) || !l || !r->is_hit || !slot->payload)
         return;
     if (decode_frame(wk, slot, su, &d)) {
         faid_stat_add(&s->stats.hits_dropped, 1);
@@ -195,7 +257,20 @@ void faid_hits_send(faid_worker *wk, const faid_slot *slot, const faid_gen *g, c
         return;
     }
     pthread_mutex_lock(&s->hits_mu);
-    int ok = zmq_send(s->hits, wk->hit_msg, w.len, ZMQ_DONTWAIT) >= 0;
+    if (s->hits) {
+        int ok = zmq_send(s->hits, wk->hit_msg, w.len, ZMQ_DONTWAIT) >= 0;
+        faid_stat_add(ok ? &s->stats.hits_sent : &s->stats.hits_dropped, 1);
+    }
+    if (s->hits_rep) {
+        service_locked(s);
+        if (s->hits_nwaiting > 0) {
+            /* the oldest requester gets this hit */
+            if (reply(s, s->hits_waiting[0].id, s->hits_waiting[0].len, wk->hit_msg, w.len))
+                faid_stat_add(&s->stats.hits_requested, 1);
+            s->hits_nwaiting--;
+            memmove(s->hits_waiting, s->hits_waiting + 1,
+                    (size_t)s->hits_nwaiting * sizeof s->hits_waiting[0]);
+        }
+    }
     pthread_mutex_unlock(&s->hits_mu);
-    faid_stat_add(ok ? &s->stats.hits_sent : &s->stats.hits_dropped, 1);
 }

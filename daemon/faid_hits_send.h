@@ -6,11 +6,17 @@
  * arrays, num_peaks}, `beam_energy` (eV), `detector_distance` (mm), ids and, per hits.mode,
  * `detector_data` (the decoded frame as float32, masked pixels NaN, a msgpack-numpy array) or
  * the peaks' patches and the background profile. The frame is decoded again on the CPU from
- * the slot's payload (hits are a fraction of the frames). */
+ * the slot's payload (hits are a fraction of the frames). The same message answers a `next`
+ * request on hits.request_endpoint (faid_hits_service). */
 #ifndef FAID_HITS_SEND_H
 #define FAID_HITS_SEND_H
 
 #include "faid_server.h"
+
+/* Reads the requests waiting on hits.request_endpoint (ROUTER, OM's request socket): `next` waits
+ * for the next hit, which goes to the oldest waiting requester as one frame; `resetplots` clears
+ * the aggregates (Ok); anything else is answered What?. The publisher calls it each loop. */
+void faid_hits_service(faid_server *s);
 
 /* Sends the hit of slot (its result r, computed with generation g); errors are logged and
  * counted, never fatal. Call before the slot's payload is released. */

@@ -12,6 +12,7 @@
 #include "faid_server.h"
 
 #include "faid_aggregates.h"
+#include "faid_hits_send.h"
 #include "faid_http.h"
 #include "faid_log.h"
 
@@ -692,6 +693,7 @@ void *faid_publish_main(void *arg)
             handle(p, item);
         if (s->ll)
             faid_lossless_pump(s->ll, 0);
+        faid_hits_service(s); /* `next` requests queue, others are answered at once */
         now = faid_now_ns();
         if (now >= next_stats) {
             publish_stats(p, now);

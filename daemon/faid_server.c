@@ -516,6 +516,12 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         if (!s->hits)
             goto fail;
     }
+    if (cfg->hits_request_endpoint[0]) {
+        s->hits_rep = make_socket(s, ZMQ_ROUTER, cfg->hits_request_endpoint, 1, 16, 0,
+                                  FAID_CONTROL_MAX_MSG, "hits request", d);
+        if (!s->hits_rep)
+            goto fail;
+    }
     s->rep =
         make_socket(s, ZMQ_REP, cfg->control_endpoint, 1, 0, 0, FAID_CONTROL_MAX_MSG, "control", d);
     if (!s->rep)
@@ -579,7 +585,8 @@ void faid_server_destroy(faid_server **ps)
     if (s->pull && s->input_mon)
         zmq_socket_monitor(s->pull, NULL, 0);
     faid_lossless_destroy(&s->ll);
-    void **socks[] = {&s->input_mon, &s->pull, &s->pub, &s->router, &s->forward, &s->hits, &s->rep};
+    void **socks[] = {&s->input_mon, &s->pull,  &s->pub,      &s->router,
+                      &s->forward,   &s->hits, &s->hits_rep, &s->rep};
     for (size_t i = 0; i < sizeof(socks) / sizeof(socks[0]); i++)
         if (*socks[i]) {
             zmq_close(*socks[i]);
@@ -647,6 +654,7 @@ static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
     FIXED_STR(input_channel, "input.channel")
     FIXED_STR(forward_endpoint, "input.forward_endpoint")
     FIXED_STR(hits_endpoint, "hits.endpoint")
+    FIXED_STR(hits_request_endpoint, "hits.request_endpoint")
     FIXED_INT(sndhwm, "output.sndhwm")
     FIXED_INT(lossless_shutdown_timeout, "output.lossless_shutdown_timeout")
     FIXED_INT(lossless_buffer, "output.lossless_buffer")

@@ -135,6 +135,8 @@ typedef struct faid_event {
 
 typedef struct faid_server faid_server;
 
+#define FAID_HITS_WAITING 64 /* `next` requests held at once (older ones are answered first) */
+
 typedef struct faid_worker {
     faid_server *srv;
     int index;
@@ -168,7 +170,13 @@ struct faid_server {
     faid_lossless *ll;               /* the lossless channel's buffer and session */
     void *forward; /* PUSH re-sending raw input messages (input.forward_endpoint), or NULL */
     void *hits;    /* PUB of hit frames (hits.endpoint), or NULL; workers send under hits_mu */
+    void *hits_rep; /* ROUTER answering `next` (hits.request_endpoint), or NULL; under hits_mu */
     pthread_mutex_t hits_mu;
+    struct {
+        uint8_t id[256];
+        size_t len;
+    } hits_waiting[FAID_HITS_WAITING]; /* requesters of `next` not answered yet, oldest first */
+    int hits_nwaiting;
     void *input_mon;       /* PAIR receiving the input socket's connection events (main thread) */
     int64_t input_max_msg; /* ZMQ_MAXMSGSIZE of the input socket */
     /* input connections (main thread writes, status / stats read) */

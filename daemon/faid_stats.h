@@ -80,6 +80,7 @@ typedef struct faid_stats {
     atomic_uint_fast64_t ignored;   /* messages of a type faid has no use for (format OTHER) */
     atomic_uint_fast64_t forwarded, forward_dropped; /* input.forward_endpoint */
     atomic_uint_fast64_t hits_sent, hits_dropped;    /* hits.endpoint */
+    atomic_uint_fast64_t hits_requested;             /* hits answering `next` */
     atomic_uint_fast64_t errors[FAID_NSTAGES][FAID_NCODES];
     atomic_uint_fast64_t drops[FAID_NDROPS];
     atomic_uint_fast64_t lat_hist[FAID_LAT_BINS];

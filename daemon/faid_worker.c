@@ -227,7 +227,7 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
         faid_stat_add(&wk->host_ns, (uint64_t)(t->stage_us * 1e3));
         faid_stat_add(&wk->table_ns, (uint64_t)(slot->table_us * 1e3));
         faid_stat_add(&wk->timed, 1);
-        if (s->hits && g->results[wk->index]->is_hit)
+        if ((s->hits || s->hits_rep) && g->results[wk->index]->is_hit)
             faid_hits_send(wk, slot, g, g->results[wk->index]);
         /* The payload is no longer needed; the generation reference stays with the slot until
          * the publisher has announced that setup. */

@@ -276,6 +276,11 @@ static const faid_option options[] = {
     SIMPLE("hits.endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, hits_endpoint, 256,
            "Optional ZeroMQ PUB endpoint receiving the hit frames (peaks.algorithm not none) "
            "for indexing or a hits-only file writer (proto/PROTOCOL.md, hits). null = off."),
+    SIMPLE("hits.request_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL,
+           hits_request_endpoint, 256,
+           "Optional ZeroMQ ROUTER endpoint answering `next` with the next hit (OM's request "
+           "socket: CrystFEL --zmq-request=next), `resetplots` with Ok (clears the aggregates). "
+           "null = off."),
     SIMPLE("hits.mode", FAID_OT_ENUM, "", 0, 0, "frame", 0, hits_mode_names, hits_mode, 0,
            "What a hit message carries: frame (the whole decoded frame) or patches (the "
            "peaks' patches and the background profile)."),

@@ -61,6 +61,7 @@ typedef struct faid_config {
     faid_peak_params peaks;
     double peaks_aggregates_interval;  /* s, 0 = no aggregates topic */
     char hits_endpoint[256];           /* "" = none */
+    char hits_request_endpoint[256];   /* "" = none */
     int hits_mode;                     /* FAID_HITS_FRAME | FAID_HITS_PATCHES */
     int hits_patch_radius;             /* pixels around a peak in patches mode */
 

@@ -341,3 +341,47 @@ def test_python_subscriber_shows_peaks_and_hit_rate(daemons, tmpdir_):
     assert "hits: %d of %d results, faid's hit rate" % (sum(1 for t in truth if t), len(imgs)) in out
     assert os.path.getsize(png) > 1000
     assert d.terminate() == 0
+
+
+def test_hits_request_socket(daemons):
+    """hits.request_endpoint: OM's request socket as CrystFEL's --zmq-request=next uses it: a
+    REQ sends `next` and gets the next hit as one frame; `resetplots` -> Ok; else What?."""
+    port = td.free_port()
+    d = daemons(devices="ref", npt=48,
+                extra=PEAKS + f'hits:\n  request_endpoint: "{ep(port)}"\n')
+    req = d.ctx.socket(zmq.REQ)
+    req.setsockopt(zmq.LINGER, 0)
+    req.connect(ep(port))
+
+    def ask(what, timeout=LONG):
+        req.send(what)
+        assert req.poll(timeout * 1000), "no reply to %r" % what
+        parts = req.recv_multipart()
+        assert len(parts) == 1
+        return parts[0]
+
+    assert ask(b"resetplots") == b"Ok"
+    assert ask(b"hello") == b"What?"
+    req.send(b"next")  # waits for the next hit
+    time.sleep(0.5)  # the request is queued before the frames arrive
+    imgs, truth = spot_frames(3, seed=31)
+    tx = td.Sender(d)
+    tx.start(series_id=8, series_unique_id="req")
+    for k in (1, 0):  # a background-only frame first: no hit, no answer
+        tx.image(k, imgs[k], series_id=8)
+    assert req.poll(LONG * 1000)
+    m = msgpack.unpackb(req.recv(), raw=False)
+    assert m["type"] == "hit" and m["frame_id"] == 0 and m["event_id"] == "req//0"
+    assert m["num_peaks"] == NSPOTS and len(m["peak_list"]["fs"]) == NSPOTS
+    assert m["detector_data"][b"shape"] == [ROWS, COLS]
+    # a second request gets the following hit (frame 2)
+    req.send(b"next")
+    time.sleep(0.5)
+    tx.image(2, imgs[2], series_id=8)
+    tx.end(series_id=8)
+    assert req.poll(LONG * 1000)
+    assert msgpack.unpackb(req.recv(), raw=False)["frame_id"] == 2
+    req.close(0)
+    st = d.status()
+    assert st["counters"]["hits_requested"] == 2
+    assert d.terminate() == 0
