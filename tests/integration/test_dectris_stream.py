@@ -389,3 +389,33 @@ def test_forward_endpoint_shares_the_stream(daemons, tmpdir_):
     assert c["forward_dropped"] > 0
     assert d.terminate() == 0
     det.close()
+
+
+def test_v2_input_channel_selects_the_threshold(daemons, tmpdir_):
+    """input.channel: threshold_2 of two-channel images is reduced (not the first listed); an
+    image without that channel is a failed frame naming it."""
+    d = daemons(lossless=True, input_extra="  channel: threshold_2\n")
+    rx = Receiver(d, lossless=True)
+    det = Detector(d, bind=False)
+    rng = np.random.default_rng(8)
+    chans = ["threshold_1", "threshold_2"]
+    t2 = []
+    det.send(ds.v2_encode(ds.v2_start(6, "T", chans, (ROWS, COLS), "uint16")))
+    for i in range(3):
+        fr = {c: rng.poisson(10 + 30 * k, (ROWS, COLS)).astype(np.uint16)
+              for k, c in enumerate(chans)}
+        t2.append(fr["threshold_2"])
+        det.send(ds.v2_encode(ds.v2_image(6, "T", i, fr, "bslz4")))
+    det.send(ds.v2_encode(ds.v2_image(6, "T", 3, {"threshold_1": t2[0]}, "bslz4")))
+    det.send(ds.v2_encode(ds.v2_end(6, "T")))
+    rx.collect_until_end()
+    res = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(res) == [0, 1, 2]
+    for i, ref in enumerate(reference(d, tmpdir_, "t2", np.stack(t2))):
+        same_numbers(res[i], ref)
+    errs = rx.of("error")
+    assert len(errs) == 1 and errs[0]["frame_id"] == 3 and "threshold_2" in errs[0]["message"]
+    end = rx.of("end")[0]
+    assert end["frames_received"] == 4 and end["frames_failed"] == 1
+    assert d.terminate() == 0
+    det.close()
