@@ -146,13 +146,37 @@ static int pre_kernel(faid_stage_env *env, faid_dtype dt, faid_kernel **k, faid_
     return faid_progcache_kernel(env->progs, files, 2, opts, "faid_preprocess", k, d);
 }
 
-static int sc_kernel(faid_stage_env *env, faid_stage_res *res, faid_kernel **k, faid_diag *d)
+/* The sigma-clip kernel and its work-group size *wg: one work-group per bin, so the largest
+ * bins (each work-item walks 1/wg of its entries) set the kernel's time. GPUs take 512 (the
+ * other peak kernels' 256 left the sigma clip at ~550 us per EIGER 4M frame on an H200, most
+ * work-groups done long before those of the largest bins); halved while the compiled kernel
+ * allows less (CL_KERNEL_WORK_GROUP_SIZE: registers of the float64 code). Any power of two
+ * gives the same results to float64 rounding (tests/unit/test_peaks.c). */
+static int sc_kernel(faid_stage_env *env, faid_stage_res *res, faid_kernel **k, size_t *wg,
+                     faid_diag *d)
 {
-    char opts[160];
-    snprintf(opts, sizeof opts, "-cl-fp32-correctly-rounded-divide-sqrt -D WG=%zu -D HAS_COEF=%d",
-             faid_stage_peaks_wg(env), res->setup->csr_bg->data ? 1 : 0);
+    size_t w = faid_stage_peaks_wg(env);
+    if (env->ctx->info.is_gpu)
+        while (w < 512 && (!env->ctx->info.max_wg || w * 2 <= env->ctx->info.max_wg))
+            w *= 2;
     static const char *const files[] = {"peaks/sigma_clip.cl"};
-    return faid_progcache_kernel(env->progs, files, 1, opts, "faid_sigma_clip", k, d);
+    for (;;) {
+        char opts[160];
+        snprintf(opts, sizeof opts,
+                 "-cl-fp32-correctly-rounded-divide-sqrt -D WG=%zu -D HAS_COEF=%d", w,
+                 res->setup->csr_bg->data ? 1 : 0);
+        int rc = faid_progcache_kernel(env->progs, files, 1, opts, "faid_sigma_clip", k, d);
+        if (rc || !(*k)->kwg || (*k)->kwg >= w || w <= 64) {
+            *wg = w;
+            if (!rc && (*k)->kwg && (*k)->kwg < w)
+                return faid_fail(d, FAID_EUNSUP,
+                                 "peaks: %s allows %zu work-items for faid_sigma_clip, %zu "
+                                 "needed",
+                                 env->ctx->info.name, (*k)->kwg, w);
+            return rc;
+        }
+        w /= 2;
+    }
 }
 
 static int sc_cl_prepare(faid_stage_env *env, faid_stage_res *res, int id, faid_dtype dt,
@@ -160,9 +184,10 @@ static int sc_cl_prepare(faid_stage_env *env, faid_stage_res *res, int id, faid_
 {
     (void)id;
     faid_kernel *k;
+    size_t wg;
     int rc = pre_kernel(env, dt, &k, d);
     if (!rc)
-        rc = sc_kernel(env, res, &k, d);
+        rc = sc_kernel(env, res, &k, &wg, d);
     if (!rc)
         rc = faid_stage_peaks_cl_prepare(env, res, d);
     return rc;
@@ -175,7 +200,7 @@ static int sc_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_st
     const faid_corrections *c = &res->setup->corr;
     const size_t esz = faid_dtype_size(sl->dtype);
     const size_t raw_stride = faid_restab_lane_bytes(res->rt, "raw");
-    const size_t wg = faid_stage_peaks_wg(env);
+    size_t wg = 0;
     if (faid_restab_lane_bytes(res->rt, "pk.pre") * (size_t)sl->nlanes <
         res->npix * 4 * sizeof(float))
         return faid_fail(d, FAID_ESIZE, "peaks: slot of %d lanes too small for one frame",
@@ -186,14 +211,9 @@ static int sc_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_st
     faid_kernel *kp, *ks;
     int rc = pre_kernel(env, sl->dtype, &kp, d);
     if (!rc)
-        rc = sc_kernel(env, res, &ks, d);
+        rc = sc_kernel(env, res, &ks, &wg, d);
     if (rc)
         return rc;
-    if (ks->kwg && ks->kwg < wg)
-        return faid_fail(d, FAID_EUNSUP,
-                         "peaks: %s allows %zu work-items for faid_sigma_clip, %zu "
-                         "needed",
-                         env->ctx->info.name, ks->kwg, wg);
     size_t plws = env->ctx->info.is_gpu ? 256 : 64;
     if (plws > env->ctx->info.max_wg)
         plws = env->ctx->info.max_wg;

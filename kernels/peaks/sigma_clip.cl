@@ -121,8 +121,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             for (int u = 0; u < SC_AHEAD; u++) {
                 if (cf[u] == 0.0 || cl[u] || !sc_ok(qv[u]))
                     continue;
-                double x = (double)qv[u].s0 / (double)qv[u].s2;
-                if (clip && fabs(x - aver) > kk * std) {
+                if (clip && fabs((double)qv[u].s0 / (double)qv[u].s2 - aver) > kk * std) {
                     clipped[idx[u]] = 1;
                     rem++;
                     continue;
@@ -176,6 +175,9 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         if (az) {
             /* Walk 2: the azimuthal recurrence, each entry with its exact prefix. */
             double s_run = lid > 0 ? sa[lid - 1] : 0.0, o_run = lid > 0 ? sb[lid - 1] : 0.0;
+            /* S_a / O_a of an entry is the previous kept entry's (S_a + cs) / (O_a + w): the
+             * same operands, so it is carried instead of divided again (same bits) */
+            double m_run = o_run != 0.0 ? s_run / o_run : 0.0;
             double vv = 0.0;
             for (int k = c0; k < c1; k += SC_AHEAD) {
                 SC_LOAD(k)
@@ -186,13 +188,15 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     double cs = c * (double)qv[u].s0;
                     double w = c * (double)qv[u].s2;
                     double x = (double)qv[u].s0 / (double)qv[u].s2;
+                    double m_next = (s_run + cs) / (o_run + w);
                     if (o_run != 0.0) {
-                        double delta1 = s_run / o_run - x;
-                        double delta2 = (s_run + cs) / (o_run + w) - x;
+                        double delta1 = m_run - x;
+                        double delta2 = m_next - x;
                         vv += w * w * delta1 * delta2;
                     }
                     s_run += cs;
                     o_run += w;
+                    m_run = m_next;
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE); /* every work-item has read red[0 .. 3 WG) */
