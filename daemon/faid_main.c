@@ -148,7 +148,8 @@ static int input_event(faid_server *s)
     case ZMQ_EVENT_DISCONNECTED:
         /* libzmq does not say why; an oversized part is one cause, so the limit is named. */
         faid_stat_add(&s->in_closed, 1);
-        faid_log_ratelimited(&rl_conn, FAID_LOG_WARN, "input",
+        /* Info, not warning: most closes are a sender that finished. */
+        faid_log_ratelimited(&rl_conn, FAID_LOG_INFO, "input",
                              "a connection on %s closed: the peer left, or it sent a message "
                              "part over %lld bytes (input.max_frame_bytes + %lld for headers) or "
                              "broke the ZeroMQ protocol, and was dropped before it was read",
