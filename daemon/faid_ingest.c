@@ -371,7 +371,7 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
          * start brought (the same shape, so the validation above holds). */
         faid_diag md;
         faid_diag_clear(&md);
-        if (faid_server_set_detector_mask(s, NULL, 0, &md))
+        if (faid_server_set_series_setup(s, NULL, 0, NULL, &md))
             FAID_ERROR("ingest", "series %llu: detector pixel mask not removed: %s",
                        (unsigned long long)h->series_id, md.msg);
         faid_gen_release(&slot->gen);
@@ -511,6 +511,44 @@ static int start_mask(ingest *in, const faid_input_meta *meta, const uint8_t **m
     return 0;
 }
 
+/* input.geometry_source start: the geometry a start message states (beam centre in pixels,
+ * distance, wavelength or energy, pixel size; no rotations), as pyFAI's PONI. 0 when the option
+ * is off or the message lacks a value (then the configuration's, said in the log). */
+static int start_geometry(ingest *in, const faid_input_meta *m, faid_geometry *g,
+                          uint64_t series_id)
+{
+    if (!in->s->cfg.input_geometry_source)
+        return 0;
+    int has_dist = (m->have & FAID_META_DISTANCE) || (m->have & FAID_META_TRANSLATION);
+    int has_wl = (m->have & FAID_META_WAVELENGTH) || (m->have & FAID_META_ENERGY);
+    if (!(m->have & FAID_META_BEAM_CENTER) || !(m->have & FAID_META_PIXEL_SIZE) || !has_dist ||
+        !has_wl || m->pixel_size_x <= 0 || m->pixel_size_y <= 0) {
+        FAID_WARN("ingest",
+                  "series %llu: the start message lacks beam centre, distance, wavelength or "
+                  "pixel size: the configuration's geometry is used",
+                  (unsigned long long)series_id);
+        return 0;
+    }
+    memset(g, 0, sizeof(*g));
+    g->pixel1 = m->pixel_size_y;
+    g->pixel2 = m->pixel_size_x;
+    g->poni1 = m->beam_center_y * m->pixel_size_y;
+    g->poni2 = m->beam_center_x * m->pixel_size_x;
+    g->dist = (m->have & FAID_META_DISTANCE) ? m->detector_distance : m->detector_translation[2];
+    /* h c = 12398.4198 eV angstrom */
+    double wl_a = (m->have & FAID_META_WAVELENGTH) ? m->incident_wavelength
+                  : m->incident_energy > 0        ? 12398.419843320026 / m->incident_energy
+                                                  : 0;
+    g->wavelength = wl_a * 1e-10;
+    if (!(g->dist > 0) || !(g->wavelength > 0)) {
+        FAID_WARN("ingest", "series %llu: the start message's distance or wavelength is not "
+                            "positive: the configuration's geometry is used",
+                  (unsigned long long)series_id);
+        return 0;
+    }
+    return 1;
+}
+
 /* A start message: the tracker opens (or joins) the series; a new series gets the detector's
  * pixel mask of its start message (or none) in its setup before its start event, which carries
  * that setup and what the message said (echoed in faid's start) and its user data. */
@@ -530,9 +568,17 @@ static void handle_start(ingest *in, faid_slot *slot)
         faid_diag_clear(&d);
         /* Frames of this series are read only after the new setup is in force: ZeroMQ holds
          * them meanwhile (a build takes a CSR matrix and engines: milliseconds to seconds). */
-        if (start_mask(in, &m->meta, &mask, &hash, &d) ||
-            faid_server_set_detector_mask(in->s, mask, hash, &d))
+        faid_geometry geo;
+        int use_geo = start_geometry(in, &m->meta, &geo, slot->h.series_id);
+        if (start_mask(in, &m->meta, &mask, &hash, &d)) {
             FAID_ERROR("ingest", "series %llu: detector pixel mask not applied: %s",
+                       (unsigned long long)slot->h.series_id, d.msg);
+            mask = NULL;
+            hash = 0;
+            faid_diag_clear(&d);
+        }
+        if (faid_server_set_series_setup(in->s, mask, hash, use_geo ? &geo : NULL, &d))
+            FAID_ERROR("ingest", "series %llu: setup of its start message not built: %s",
                        (unsigned long long)slot->h.series_id, d.msg);
     }
     emit(in, &out, m);

@@ -180,11 +180,12 @@ static void put_input(faid_mpw *w, const faid_gen *g, const faid_event *e)
     faid_mpw_str(w, e && e->has_input ? e->protocol : "");
     faid_mpw_str(w, "start_message");
     faid_mpw_bool(w, m != NULL);
-    /* Geometry comes from the configuration; the detector's pixel mask is OR-ed into the
+    /* Geometry comes from the configuration unless input.geometry_source says start; the
+     * detector's pixel mask is OR-ed into the
      * configured one; its flatfield is the detector's own correction (applied by the detector
      * when flatfield_enabled), never applied twice. */
     faid_mpw_str(w, "geometry_source");
-    faid_mpw_str(w, "configuration");
+    faid_mpw_str(w, g->start_geometry ? "start" : "configuration");
     faid_mpw_str(w, "applied");
     faid_mpw_map(w, 2);
     faid_mpw_str(w, "pixel_mask");

@@ -74,6 +74,7 @@ faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t
     g->setup = faid_setup_new_masked(cfg, version, detector_mask, d);
     if (!g->setup)
         goto fail;
+    g->geometry = cfg->geometry;
     if (detector_mask) {
         g->detector_mask = malloc(g->setup->npix);
         if (!g->detector_mask) {
@@ -651,6 +652,7 @@ static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
     FIXED_INT(queue_policy, "queue.policy")
     FIXED_INT(io_threads, "input.io_threads")
     FIXED_INT(series_timeout, "input.series_timeout")
+    FIXED_INT(input_geometry_source, "input.geometry_source")
     FIXED_STR(input_channel, "input.channel")
     FIXED_STR(forward_endpoint, "input.forward_endpoint")
     FIXED_STR(hits_endpoint, "hits.endpoint")
@@ -666,13 +668,36 @@ static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
     return 0;
 }
 
-int faid_server_set_detector_mask(faid_server *s, const uint8_t *mask, uint64_t hash,
-                                  faid_diag *d)
+/* The start message's geometry in the configuration's frame (shape, orientation). */
+static void apply_start_geometry(faid_config *cfg, const faid_geometry *g)
+{
+    int rows = cfg->geometry.rows, cols = cfg->geometry.cols;
+    int orient = cfg->geometry.orientation;
+    cfg->geometry = *g;
+    cfg->geometry.rows = rows;
+    cfg->geometry.cols = cols;
+    cfg->geometry.orientation = orient;
+    cfg->pixel1 = g->pixel1;
+    cfg->pixel2 = g->pixel2;
+}
+
+static int same_geometry(const faid_geometry *a, const faid_geometry *b)
+{
+    return a->dist == b->dist && a->poni1 == b->poni1 && a->poni2 == b->poni2 &&
+           a->wavelength == b->wavelength && a->pixel1 == b->pixel1 && a->pixel2 == b->pixel2 &&
+           a->rot1 == b->rot1 && a->rot2 == b->rot2 && a->rot3 == b->rot3;
+}
+
+int faid_server_set_series_setup(faid_server *s, const uint8_t *mask, uint64_t hash,
+                                 const faid_geometry *start_geometry, faid_diag *d)
 {
     pthread_mutex_lock(&s->build_mu);
     faid_gen *cur = faid_server_current_gen(s);
     int rc = 0;
-    if (cur->detector_mask_hash != hash) {
+    int geo_differs = start_geometry ? !cur->start_geometry ||
+                                           !same_geometry(start_geometry, &cur->geometry)
+                                     : cur->start_geometry;
+    if (cur->detector_mask_hash != hash || geo_differs) {
         faid_config *cfg = malloc(sizeof(*cfg));
         if (!cfg) {
             rc = faid_fail(d, FAID_ENOMEM, "out of memory");
@@ -680,15 +705,21 @@ int faid_server_set_detector_mask(faid_server *s, const uint8_t *mask, uint64_t 
             pthread_mutex_lock(&s->gen_mu);
             *cfg = s->cfg;
             pthread_mutex_unlock(&s->gen_mu);
+            if (start_geometry)
+                apply_start_geometry(cfg, start_geometry);
             int64_t t0 = faid_now_ns();
             faid_gen *g = faid_gen_build_masked(s, cfg, s->next_version, mask, hash, d);
             if (!g) {
                 rc = d && d->code ? d->code : FAID_ENOMEM;
             } else {
                 s->next_version++;
-                FAID_INFO("server", "setup %llu: detector pixel mask %s (%llu pixels), %.0f ms",
-                          (unsigned long long)g->version, mask ? "applied" : "removed",
+                g->start_geometry = start_geometry != NULL;
+                FAID_INFO("server",
+                          "setup %llu: detector pixel mask %s (%llu pixels), geometry of the %s, "
+                          "%.0f ms",
+                          (unsigned long long)g->version, mask ? "applied" : "none",
                           (unsigned long long)g->detector_masked,
+                          start_geometry ? "start message" : "configuration",
                           (double)(faid_now_ns() - t0) / 1e6);
                 faid_server_swap_gen(s, g);
             }
@@ -722,8 +753,14 @@ int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid
         /* The detector mask of the series in progress stays part of the setup. */
         pthread_mutex_lock(&s->build_mu);
         faid_gen *cur = faid_server_current_gen(s);
-        faid_gen *g = faid_gen_build_masked(s, nc, s->next_version, cur->detector_mask,
+        faid_config built = *nc;
+        /* ... and so does the start message's geometry (input.geometry_source start). */
+        if (cur->start_geometry)
+            apply_start_geometry(&built, &cur->geometry);
+        faid_gen *g = faid_gen_build_masked(s, &built, s->next_version, cur->detector_mask,
                                             cur->detector_mask_hash, d);
+        if (g)
+            g->start_geometry = cur->start_geometry;
         faid_gen_release(&cur);
         if (!g) {
             rc = d && d->code ? d->code : FAID_ECONFIG;

@@ -60,6 +60,9 @@ typedef struct faid_gen {
     uint8_t *detector_mask;
     uint64_t detector_mask_hash;
     uint64_t detector_masked; /* pixels it masks */
+    /* input.geometry_source start: the start message's geometry replaced the configuration's */
+    int start_geometry;
+    faid_geometry geometry; /* the one in force (start or configuration) */
     size_t result_bytes; /* upper bound of one encoded result body */
     size_t start_bytes;  /* upper bound of one encoded start body */
 } faid_gen;
@@ -233,11 +236,13 @@ faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t versio
 /* The same with a detector pixel mask (npix bytes, copied; NULL = none) and its hash. */
 faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t version,
                                 const uint8_t *detector_mask, uint64_t mask_hash, faid_diag *d);
-/* Makes a detector pixel mask (or none: NULL, hash 0) part of the setup in force: builds a new
- * generation from the configuration in force with it and swaps it in (ingest, at a series
- * start; blocks while building). 0, or an error with the old setup still in force. */
-int faid_server_set_detector_mask(faid_server *s, const uint8_t *mask, uint64_t hash,
-                                  faid_diag *d);
+/* Makes a detector pixel mask (or none: NULL, hash 0) and a start message's geometry (or the
+ * configuration's: NULL) part of the setup in force: builds a new generation from the
+ * configuration in force with them and swaps it in, when they differ from the setup in force
+ * (ingest, at a series start; blocks while building). 0, or an error with the old setup still
+ * in force. */
+int faid_server_set_series_setup(faid_server *s, const uint8_t *mask, uint64_t hash,
+                                 const faid_geometry *start_geometry, faid_diag *d);
 /* Returns the current generation with a reference the caller must release. */
 faid_gen *faid_server_current_gen(faid_server *s);
 /* Makes g current (takes over the caller's reference). */

@@ -33,6 +33,7 @@ static const char *const unit_names[] = {"q_nm^-1", "q_A^-1", "2th_deg", "2th_ra
 static const char *const split_names[] = {"no", "bbox", "full", NULL};
 static const char *const em_names[] = {"none", "poisson", "azimuthal", NULL};
 static const char *const mode_names[] = {"connect", "bind", NULL};
+static const char *const geo_source_names[] = {"configuration", "start", NULL};
 static const char *const proto_names[] = {"auto", "native", "dectris-v1", "dectris-v2", NULL};
 static const char *const policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
 static const char *const ll_overflow_names[] = {"block", "drop_oldest", NULL};
@@ -234,6 +235,12 @@ static const faid_option options[] = {
            "Optional PUSH endpoint (bound) that re-sends every raw input message as received, "
            "so that a file writer shares the detector stream. Never blocks faid: messages its "
            "consumer cannot take are dropped and counted (forward_dropped). null = off."),
+    SIMPLE("input.geometry_source", FAID_OT_ENUM, "", 0, 0, "configuration", 0,
+           geo_source_names, input_geometry_source, 0,
+           "Geometry of a series: configuration (the configuration's, whatever the detector's "
+           "start message says; it is echoed) or start (beam centre, distance, wavelength and "
+           "pixel size of the start message, no rotations; the configuration's when the start "
+           "lacks one of them)."),
     SIMPLE("input.series_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "60.0", 0, NULL,
            series_timeout, 0,
            "A series whose end message never comes is closed (end reason timeout) after this "

@@ -88,6 +88,7 @@ typedef struct faid_config {
     int64_t max_frame_bytes;
     int io_threads;                    /* ZeroMQ I/O threads */
     double series_timeout;             /* s without a message before an open series closes */
+    int input_geometry_source;         /* 0 = configuration, 1 = start message */
     double stats_interval;             /* s */
     char log_level[16];
     char http_endpoint[256];           /* host:port of the HTTP server, "" = off */

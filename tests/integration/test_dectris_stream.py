@@ -419,3 +419,54 @@ def test_v2_input_channel_selects_the_threshold(daemons, tmpdir_):
     assert end["frames_received"] == 4 and end["frames_failed"] == 1
     assert d.terminate() == 0
     det.close()
+
+
+def test_v2_geometry_source_start(daemons, tmpdir_):
+    """input.geometry_source: start: a series is reduced with the geometry its start message
+    states (beam centre in pixels, distance, wavelength, pixel size), equal to faidctl process
+    with that geometry configured; a start without it falls back to the configuration."""
+    d = daemons(lossless=True, input_extra="  geometry_source: start\n")
+    rx = Receiver(d, lossless=True)
+    det = Detector(d, bind=False)
+    rng = np.random.default_rng(12)
+    a = [rng.poisson(20, (ROWS, COLS)).astype(np.uint16) for _ in range(2)]
+    start = ds.v2_start(1, "G", ["threshold_1"], (ROWS, COLS), "uint16", beam_center_x=40.5,
+                        beam_center_y=90.25, incident_wavelength=0.8, pixel_size_x=75e-6,
+                        pixel_size_y=80e-6, detector_translation=[0.0, 0.0, 0.15])
+    det.send(ds.v2_encode(start))
+    for i, x in enumerate(a):
+        det.send(ds.v2_encode(ds.v2_image(1, "G", i, {"threshold_1": x}, "bslz4")))
+    det.send(ds.v2_encode(ds.v2_end(1, "G")))
+    bare = ds.v2_start(2, "H", ["threshold_1"], (ROWS, COLS), "uint16")
+    for k in ("beam_center_x", "beam_center_y"):
+        del bare[k]
+    det.send(ds.v2_encode(bare))
+    det.send(ds.v2_encode(ds.v2_image(2, "H", 0, {"threshold_1": a[0]}, "bslz4")))
+    det.send(ds.v2_encode(ds.v2_end(2, "H")))
+    rx.collect_until_end(n_ends=2)
+    s1, s2 = rx.of("start")
+    assert s1["input"]["geometry_source"] == "start"
+    g = s1["geometry"]
+    assert g["poni1"] == pytest.approx(90.25 * 80e-6) and g["poni2"] == pytest.approx(40.5 * 75e-6)
+    assert g["dist"] == pytest.approx(0.15) and g["wavelength"] == pytest.approx(0.8e-10)
+    assert g["pixel1"] == pytest.approx(80e-6) and g["pixel2"] == pytest.approx(75e-6)
+    assert s2["input"]["geometry_source"] == "configuration" and s2["geometry"]["dist"] == 0.1
+    cfg = os.path.join(tmpdir_, "startgeo.yaml")
+    with open(d.config) as f:
+        text = f.read()
+    text = text.replace("pixel_size: [1.0e-4, 1.0e-4]", "pixel_size: [8.0e-5, 7.5e-5]")
+    text = text.replace("  dist: 0.1\n", "  dist: 0.15\n")
+    text = text.replace("  poni1: 0.0061\n", "  poni1: %r\n" % (90.25 * 80e-6))
+    text = text.replace("  poni2: 0.0067\n", "  poni2: %r\n" % (40.5 * 75e-6))
+    text = text.replace("  wavelength: 1.0e-10\n", "  wavelength: %r\n" % (0.8 * 1e-10))
+    with open(cfg, "w") as f:
+        f.write(text)
+    res = {(r["series_id"], r["frame_id"]): r for r in rx.of("result")}
+    for i, ref in enumerate(reference(d, tmpdir_, "startgeo", np.stack(a), config=cfg)):
+        same_numbers(res[(1, i)], ref)
+    same_numbers(res[(2, 0)], reference(d, tmpdir_, "confgeo", a[0][None])[0])
+    np.testing.assert_allclose(arr(s1["radial"]),
+                               np.loadtxt(os.path.join(tmpdir_, "ref-startgeo",
+                                                       "startgeo_00000.dat"))[:, 0], rtol=1e-12)
+    assert d.terminate() == 0
+    det.close()
