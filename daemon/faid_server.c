@@ -354,9 +354,13 @@ static void *make_socket(faid_server *s, int type, const char *endpoint, int bin
         return NULL;
     }
     int opt = hwm;
-    if (type == ZMQ_PULL)
+    if (type == ZMQ_PULL) {
         zmq_setsockopt(sock, ZMQ_RCVHWM, &opt, sizeof(opt));
-    else if (type != ZMQ_REP)
+        /* A connection that never completes the ZeroMQ handshake (an idle TCP connection)
+         * holds a descriptor this long at most, not libzmq's default 30 s. */
+        int hs = FAID_INPUT_HANDSHAKE_MS;
+        zmq_setsockopt(sock, ZMQ_HANDSHAKE_IVL, &hs, sizeof(hs));
+    } else if (type != ZMQ_REP)
         zmq_setsockopt(sock, ZMQ_SNDHWM, &opt, sizeof(opt));
     zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof(linger));
     int rc = bind ? zmq_bind(sock, endpoint) : zmq_connect(sock, endpoint);

@@ -45,6 +45,8 @@
 #define FAID_CONTROL_MAX_MSG        ((int64_t)64 << 10)
 #define FAID_PEER_MAX_MSG           ((int64_t)4 << 10)
 #define FAID_INPUT_MONITOR          "inproc://faid-input-monitor"
+/* Longest ZeroMQ handshake of an input connection (a detector's takes milliseconds). */
+#define FAID_INPUT_HANDSHAKE_MS 5000
 
 /* One reduction setup and what was built from it: immutable once published. */
 typedef struct faid_gen {
