@@ -38,7 +38,8 @@ typedef struct faid_stage_times {
     int batch;         /* frames integrated in the same launch (integrate_us and d2h_us
                           are this frame's share: the launch time / batch) */
     double peaks_us;   /* background, peak finding and hit decision (peaks.algorithm) */
-    double clip_us;    /* part of peaks_us: the Poisson preprocess and the sigma clip */
+    double clip_us;    /* part of peaks_us: the sigma clip */
+    double pkpre_us;   /* part of peaks_us: the peak stages' Poisson preprocess (OpenCL) */
 } faid_stage_times;
 
 typedef struct faid_result {

@@ -296,9 +296,10 @@ static int sc_cl_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_sl
 static void sc_times(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t)
 {
     const cl_event *ev = sl->lane[lane].ev[id];
-    double us = faid_stage_ev_us(ev[EV_PRE]) + faid_stage_ev_us(ev[EV_SC]);
-    t->peaks_us += us;
-    t->clip_us += us;
+    double pre = faid_stage_ev_us(ev[EV_PRE]), sc = faid_stage_ev_us(ev[EV_SC]);
+    t->peaks_us += pre + sc;
+    t->pkpre_us += pre;
+    t->clip_us += sc;
 }
 
 const faid_peak_setup *faid_stage_peak_setup(const faid_stage_res *res)

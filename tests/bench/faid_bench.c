@@ -107,13 +107,13 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-enum { S_STAGE, S_TABLE, S_H2D, S_DEC, S_PRE, S_INT, S_CLIP, S_FIND, S_D2H, S_TOTAL, S_N };
-static const char *stage_names[S_N] = {"host staging", " table parse", "H2D",        "decode",
-                                       "preprocess",   "integrate",    "sigma clip", "peak finding",
-                                       "D2H",          "total (wall)"};
-static const char *stage_keys[S_N] = {"stage_us",      "table_us",     "h2d_us",  "decode_us",
-                                      "preprocess_us", "integrate_us", "clip_us", "find_us",
-                                      "d2h_us",        "total_us"};
+enum { S_STAGE, S_TABLE, S_H2D, S_DEC, S_PRE, S_INT, S_PKPRE, S_CLIP, S_FIND, S_D2H, S_TOTAL, S_N };
+static const char *stage_names[S_N] = {"host staging", " table parse", "H2D",         "decode",
+                                       "preprocess",   "integrate",    "peak prep",   "sigma clip",
+                                       "peak finding", "D2H",          "total (wall)"};
+static const char *stage_keys[S_N] = {"stage_us",      "table_us",     "h2d_us",   "decode_us",
+                                      "preprocess_us", "integrate_us", "pkpre_us", "clip_us",
+                                      "find_us",       "d2h_us",       "total_us"};
 
 typedef struct variant_result {
     char name[32];
@@ -239,8 +239,9 @@ static void record(double *row, const faid_stage_times *t)
     row[S_DEC] = t->decode_us;
     row[S_PRE] = t->preprocess_us;
     row[S_INT] = t->integrate_us;
+    row[S_PKPRE] = t->pkpre_us;
     row[S_CLIP] = t->clip_us;
-    row[S_FIND] = t->peaks_us - t->clip_us;
+    row[S_FIND] = t->peaks_us - t->clip_us - t->pkpre_us;
     row[S_D2H] = t->d2h_us;
     row[S_TOTAL] = t->total_us;
 }
@@ -572,15 +573,15 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
     printf("\nGPU stage on %d device(s), %d frames dealt round-robin, depth %d x batch %d, "
            "%d parser thread(s) per device; median us per frame\n",
            nd, o->frames, o->depth, o->batch, o->parsers);
-    printf("%-4s %-30s %7s %9s %7s %7s %7s %7s %7s %8s\n", "dev", "name", "frames", "fps", "h2d",
-           "decode", "integr", "clip", "find", "latency");
+    printf("%-4s %-30s %7s %9s %7s %7s %7s %7s %7s %7s %8s\n", "dev", "name", "frames", "fps",
+           "h2d", "decode", "integr", "pkprep", "clip", "find", "latency");
     double med[MAXDEV][S_N];
     for (int j = 0; j < nd; j++) {
         medians(job[j].p.samples, job[j].p.nframes, med[j]);
-        printf("%-4d %-30.30s %7ld %9.1f %7.1f %7.1f %7.1f %7.1f %7.1f %8.1f\n", j,
+        printf("%-4d %-30.30s %7ld %9.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f %8.1f\n", j,
                faid_engine_device_name(e[j]), job[j].p.nframes, job[j].p.nframes / job[j].p.wall_s,
-               med[j][S_H2D], med[j][S_DEC], med[j][S_INT], med[j][S_CLIP], med[j][S_FIND],
-               med[j][S_TOTAL]);
+               med[j][S_H2D], med[j][S_DEC], med[j][S_INT], med[j][S_PKPRE], med[j][S_CLIP],
+               med[j][S_FIND], med[j][S_TOTAL]);
     }
     printf("aggregate: %.1f frames/s on %d device(s); results of every device bit-identical to "
            "device 0's: %s; pipelined results identical to synchronous: %s\n",

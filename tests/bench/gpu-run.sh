@@ -317,7 +317,7 @@ dev = ""
 for c in configs:
     p = os.path.join(log, f"bench_{c}.json")
     if not os.path.exists(p):
-        rows.append((c, "FAILED", *[""] * 15))
+        rows.append((c, "FAILED", *[""] * 16))
         continue
     j = json.load(open(p))
     dev = j["device"]
@@ -326,7 +326,8 @@ for c in configs:
         rows.append((c, v["name"], fmt(v, "depth"), fmt(v, "batch"), fmt(v, "stage_us"),
                      fmt(v, "table_us"),
                      fmt(v, "h2d_us"), fmt(v, "decode_us"), fmt(v, "preprocess_us"),
-                     fmt(v, "integrate_us"), fmt(v, "clip_us"), fmt(v, "find_us"),
+                     fmt(v, "integrate_us"), fmt(v, "pkpre_us"), fmt(v, "clip_us"),
+                     fmt(v, "find_us"),
                      fmt(v, "d2h_us"), fmt(v, "total_us"),
                      fmt(v, "fps"), ident, f'{v.get("max_rel_err", float("nan")):.1e}'))
 print(f"\nfaid-bench on {dev}: median us per frame (device stages from OpenCL events; total ="
@@ -334,8 +335,8 @@ print(f"\nfaid-bench on {dev}: median us per frame (device stages from OpenCL ev
       f" bat = frames per integration launch;"
       f" ident = bits equal to the synchronous result")
 hdr = ("config", "variant", "infl", "bat", "stage", "parse", "h2d", "decode", "prep", "integr",
-       "clip", "find", "d2h", "total", "fps", "ident", "relerr")
-w = [8, 14, 4, 3, 6, 6, 6, 7, 6, 7, 6, 6, 5, 7, 7, 5, 8]
+       "pkprep", "clip", "find", "d2h", "total", "fps", "ident", "relerr")
+w = [8, 14, 4, 3, 6, 6, 6, 7, 6, 7, 6, 6, 6, 5, 7, 7, 5, 8]
 print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
 for r in rows:
     print(" ".join(str(x).rjust(n) for x, n in zip(r, w)))
