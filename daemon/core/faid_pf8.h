@@ -25,10 +25,8 @@
 
 #include "faid_peaks.h"
 
-/* Lanes of the radial-statistics reduction (the kernel's work-group size). 256: with 64 the
- * largest bins of an EIGER 4M (~10^4 pixels) left each work-item a chain of ~150 gathers per
- * iteration (peak finding 933 us per frame on an H200, tests/bench/results). */
-#define FAID_PF8_LANES      256
+/* Lanes of the radial-statistics reduction (the kernel's work-group size). */
+#define FAID_PF8_LANES      64
 #define FAID_PF8_ITERATIONS 5
 
 /* The pixels of each integer-radius bin (usable or not, by pixel index), built once per setup. */

@@ -146,37 +146,28 @@ static int pre_kernel(faid_stage_env *env, faid_dtype dt, faid_kernel **k, faid_
     return faid_progcache_kernel(env->progs, files, 2, opts, "faid_preprocess", k, d);
 }
 
-/* The sigma-clip kernel and its work-group size *wg: one work-group per bin, so the largest
- * bins (each work-item walks 1/wg of its entries) set the kernel's time. GPUs take 512 (the
- * other peak kernels' 256 left the sigma clip at ~550 us per EIGER 4M frame on an H200, most
- * work-groups done long before those of the largest bins); halved while the compiled kernel
- * allows less (CL_KERNEL_WORK_GROUP_SIZE: registers of the float64 code). Any power of two
- * gives the same results to float64 rounding (tests/unit/test_peaks.c). */
+/* The sigma-clip kernel, built for the peak kernels' work-group size *wg.
+ * Measured on an H200 (EIGER 4M, tests/bench/results/h200*-2026-11-22*): this tiled kernel (one
+ * work-group scan per tile of wg entries, coalesced gathers) sustains 2,040 frames/s with the
+ * pyfai picker, 8 slots of 4 frames in flight; a version walking one contiguous chunk of the bin
+ * per work-item (one scan per pass, 512 work-items) took 540 instead of 620 us for one frame alone
+ * but, its gathers no longer coalesced, fell to 1,170 frames/s in flight. Both are most likely
+ * bound by memory traffic (up to 12 walks of gathers per frame over the 72 MB float4
+ * preprocessed frame, which the 60 MB L2 does not hold), not by barriers or float64 division. */
 static int sc_kernel(faid_stage_env *env, faid_stage_res *res, faid_kernel **k, size_t *wg,
                      faid_diag *d)
 {
-    size_t w = faid_stage_peaks_wg(env);
-    if (env->ctx->info.is_gpu)
-        while (w < 512 && (!env->ctx->info.max_wg || w * 2 <= env->ctx->info.max_wg))
-            w *= 2;
+    *wg = faid_stage_peaks_wg(env);
+    char opts[160];
+    snprintf(opts, sizeof opts, "-cl-fp32-correctly-rounded-divide-sqrt -D WG=%zu -D HAS_COEF=%d",
+             *wg, res->setup->csr_bg->data ? 1 : 0);
     static const char *const files[] = {"peaks/sigma_clip.cl"};
-    for (;;) {
-        char opts[160];
-        snprintf(opts, sizeof opts,
-                 "-cl-fp32-correctly-rounded-divide-sqrt -D WG=%zu -D HAS_COEF=%d", w,
-                 res->setup->csr_bg->data ? 1 : 0);
-        int rc = faid_progcache_kernel(env->progs, files, 1, opts, "faid_sigma_clip", k, d);
-        if (rc || !(*k)->kwg || (*k)->kwg >= w || w <= 64) {
-            *wg = w;
-            if (!rc && (*k)->kwg && (*k)->kwg < w)
-                return faid_fail(d, FAID_EUNSUP,
-                                 "peaks: %s allows %zu work-items for faid_sigma_clip, %zu "
-                                 "needed",
-                                 env->ctx->info.name, (*k)->kwg, w);
-            return rc;
-        }
-        w /= 2;
-    }
+    int rc = faid_progcache_kernel(env->progs, files, 1, opts, "faid_sigma_clip", k, d);
+    if (!rc && (*k)->kwg && (*k)->kwg < *wg)
+        return faid_fail(d, FAID_EUNSUP,
+                         "peaks: %s allows %zu work-items for faid_sigma_clip, %zu needed",
+                         env->ctx->info.name, (*k)->kwg, *wg);
+    return rc;
 }
 
 static int sc_cl_prepare(faid_stage_env *env, faid_stage_res *res, int id, faid_dtype dt,

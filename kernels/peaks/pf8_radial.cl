@@ -1,8 +1,8 @@
 /* peaks/pf8_radial.cl: peakfinder8's radial statistics (algorithms.md §12.2, faid_pf8.h step 1),
- * one work-group of PF8_LANES (256) work-items per integer-radius bin; the 5 iterations of a bin
+ * one work-group of PF8_LANES (64) work-items per integer-radius bin; the 5 iterations of a bin
  * depend on that bin alone, so they all run inside one launch. The plain C reference is
  * faid_pf8_radial_ref (daemon/core/faid_pf8.c), which reduces in exactly this order: work-item l
- * sums the bin's entries l, l+256, ... in float64, then a halving tree adds the partial sums, so
+ * sums the bin's entries l, l+64, ... in float64, then a halving tree adds the partial sums, so
  * both give the same thresholds bit for bit.
  *
  * Arguments: pre4 (float4 per pixel; value = signal .s0, usable when valid[i] and .s3 != 0),
@@ -11,9 +11,8 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
-#define PF8_LANES 256 /* = FAID_PF8_LANES (faid_pf8.h) */
+#define PF8_LANES 64
 #define PF8_ITERATIONS 5
-#define PF8_AHEAD 4
 
 kernel void faid_pf8_radial(const global float4 *pre4, const global uchar *valid,
                             const global int *indptr, const global int *indices, const int nbins,
@@ -38,27 +37,14 @@ kernel void faid_pf8_radial(const global float4 *pre4, const global uchar *valid
         const float hi = lhi, lo = llo;
         double s = 0.0, s2 = 0.0;
         int cnt = 0;
-        /* PF8_AHEAD entries loaded before they are added in order: several gathers in flight
-         * per work-item (the largest bins of an EIGER 4M hold ~10^4 pixels, 150 per lane) */
-        for (int k = k0 + lid; k < k1; k += PF8_AHEAD * PF8_LANES) {
-            int ok[PF8_AHEAD], ii[PF8_AHEAD];
-            float4 q[PF8_AHEAD];
-            uchar va[PF8_AHEAD];
-            for (int u = 0; u < PF8_AHEAD; u++) {
-                ok[u] = k + u * PF8_LANES < k1;
-                ii[u] = ok[u] ? indices[k + u * PF8_LANES] : 0;
-            }
-            for (int u = 0; u < PF8_AHEAD; u++) {
-                q[u] = ok[u] ? pre4[ii[u]] : (float4)(0.0f);
-                va[u] = ok[u] ? valid[ii[u]] : (uchar)0;
-            }
-            for (int u = 0; u < PF8_AHEAD; u++) {
-                float v = q[u].s0;
-                if (va[u] && q[u].s3 != 0.0f && v < hi && v > lo) {
-                    s += (double)v;
-                    s2 += (double)v * (double)v;
-                    cnt++;
-                }
+        for (int k = k0 + lid; k < k1; k += PF8_LANES) {
+            int i = indices[k];
+            float4 q = pre4[i];
+            float v = q.s0;
+            if (valid[i] && q.s3 != 0.0f && v < hi && v > lo) {
+                s += (double)v;
+                s2 += (double)v * (double)v;
+                cnt++;
             }
         }
         ls[lid] = s;

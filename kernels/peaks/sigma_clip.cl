@@ -8,23 +8,15 @@
  *
  * Arithmetic is float64 (cl_khr_fp64; H100/H200 run it at full rate): every device then makes
  * the same clipping decisions as the reference up to the rounding of sums taken in another
- * order. Work-item l owns the l-th of WG contiguous chunks of the bin's CSR entries. Per pass:
- * one walk over the chunk clips (cycles) and sums the kept entries (S, O = sum of c*signal and
- * c*norm, the Poisson variance, O2, count), a work-group scan of the chunk sums gives every
- * chunk its prefix and the bin's totals, and a halving tree the other sums. The azimuthal model
- * then walks the chunk again: the reference's sequential recurrence
- * VV += w^2 (S_a/O_a - x)((S_a + c s)/(O_a + w) - x) needs, for every entry, the sums S_a, O_a
- * of the kept entries before it in CSR order: the chunk's prefix plus a running sum.
- * Why chunks and not tiles of WG entries with a scan per tile (the first version): on an
- * H200 with EIGER 4M frames (1000 bins of up to ~10^4 pixels) that version spent ~600 us per
- * frame, the largest bins' work-groups walking dozens of tiles of 16 barriers each per pass;
- * a pass now takes 4 barriers plus two trees. Walks load 4 entries ahead (SC_AHEAD) before
- * using them in order, so a work-item has several gathers in flight.
+ * order. Poisson sums: strided partial sums per work-item, then a halving tree. Azimuthal: the
+ * reference's sequential recurrence VV += w^2 (S_a/O_a - x)((S_a + c s)/(O_a + w) - x) needs,
+ * for every entry, the sums S_a, O_a of the kept entries before it in CSR order: entries are
+ * taken in tiles of WG, an exclusive work-group scan gives each one its prefix, and the terms
+ * are then independent (the same construction as process/integrate.cl).
  *
  * Clipped pixels are flagged in `clipped` (one byte per pixel, cleared for the bin's pixels at
  * the start), not written into the shared preprocessed buffer. A pixel belongs to one bin (no
- * pixel splitting) and to one chunk, read and written by its work-item only: no atomics and no
- * global barrier. */
+ * pixel splitting), so the flags need no atomics. */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -56,29 +48,10 @@ static inline double sc_coef(const global float *coefs, int k)
 /* One work-group per bin; em: error model 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model
  * values); out[out_off ...] receives 4 arrays of nbins floats: mean, std, sem, count.
  *
- * Written as one loop over passes (pass 0: the first integration; pass c >= 1: clipping cycle c
- * fused with the next integration's sums) with every barrier in the kernel body: with the
- * integration and the tree sums as functions holding barriers, PoCL 5's LLVM 15 crashed while
- * inlining them. */
-#define SC_AHEAD 4
-
-/* Loads entries k .. k + SC_AHEAD - 1 of the chunk (those below c1): pixel, coefficient,
- * clip flag and preprocessed value; ok[u] = 0 past the chunk's end. */
-#define SC_LOAD(k)                                                                             \
-    int ok[SC_AHEAD], idx[SC_AHEAD];                                                           \
-    double cf[SC_AHEAD];                                                                       \
-    float4 qv[SC_AHEAD];                                                                       \
-    uchar cl[SC_AHEAD];                                                                        \
-    for (int u = 0; u < SC_AHEAD; u++) {                                                       \
-        ok[u] = (k) + u < c1;                                                                  \
-        idx[u] = ok[u] ? indices[(k) + u] : 0;                                                 \
-        cf[u] = ok[u] ? sc_coef(coefs, (k) + u) : 0.0;                                         \
-    }                                                                                          \
-    for (int u = 0; u < SC_AHEAD; u++) {                                                       \
-        cl[u] = ok[u] ? clipped[idx[u]] : (uchar)1;                                            \
-        qv[u] = ok[u] ? pre4[idx[u]] : (float4)(0.0f);                                         \
-    }
-
+ * Written as one loop over passes (pass 0: the first integration; pass c >= 1: clipping cycle c,
+ * then an integration) with every barrier in the kernel body: with the integration and the tree
+ * sums as functions holding barriers, PoCL 5's LLVM 15 crashed while inlining them. Both models
+ * take the same barriers (the tile scan is only used by the azimuthal one). */
 kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs,
                             const global int *indices, const global int *indptr,
                             global uchar *clipped, const int nbins, const float cutoff,
@@ -86,130 +59,125 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                             global float *out, const int out_off)
 {
     local double sa[WG], sb[WG];
-    local double red[3 * WG];
-    local int rem_l[WG];
+    local double red[5 * WG];
+    local int removed_l;
     const int b = get_group_id(0);
     const int lid = get_local_id(0);
     if (b >= nbins)
         return;
     const int k0 = indptr[b], k1 = indptr[b + 1];
-    const int chunk = (k1 - k0 + WG - 1) / WG;
-    const int c0 = min(k0 + lid * chunk, k1), c1 = min(c0 + chunk, k1);
-    for (int k = c0; k < c1; k++)
+    for (int k = k0 + lid; k < k1; k += WG)
         clipped[indices[k]] = 0;
+    barrier(CLK_GLOBAL_MEM_FENCE);
     const int hybrid = em == EM_HYBRID;
     int az = em == EM_AZIMUTHAL || (hybrid && cycles > 0);
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, a4 = 0.0;
     double aver = NAN, std = NAN;
     const double two_pi_sqrt = sqrt(2.0 * M_PI);
     for (int pass = 0; pass <= cycles; pass++) {
-        const int clip = pass > 0;
-        double kk = 0.0;
-        if (clip) {
+        int removed = 0;
+        if (pass > 0) {
             if (a2 == 0.0 || a4 == 0.0)
                 break;
             double nkept = a4 > 3.0 ? a4 : 3.0;
-            kk = sqrt(2.0 * log(nkept / two_pi_sqrt));
+            double kk = sqrt(2.0 * log(nkept / two_pi_sqrt));
             if ((double)cutoff > kk)
                 kk = (double)cutoff;
-        }
-        /* Walk 1: clip (cycles) and sum the kept entries of the chunk. */
-        int rem = 0;
-        double cs_t = 0.0, w_t = 0.0, vp = 0.0, n2 = 0.0, cnt = 0.0;
-        for (int k = c0; k < c1; k += SC_AHEAD) {
-            SC_LOAD(k)
-            for (int u = 0; u < SC_AHEAD; u++) {
-                if (cf[u] == 0.0 || cl[u] || !sc_ok(qv[u]))
-                    continue;
-                if (clip && fabs((double)qv[u].s0 / (double)qv[u].s2 - aver) > kk * std) {
-                    clipped[idx[u]] = 1;
-                    rem++;
-                    continue;
+            if (lid == 0)
+                removed_l = 0;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int k = k0 + lid; k < k1; k += WG) {
+                int idx = indices[k];
+                float4 q = pre4[idx];
+                if (sc_coef(coefs, k) != 0.0 && !clipped[idx] && sc_ok(q)) {
+                    double x = (double)q.s0 / (double)q.s2;
+                    if (fabs(x - aver) > kk * std) {
+                        clipped[idx] = 1;
+                        atomic_inc(&removed_l);
+                    }
                 }
-                double c = cf[u];
-                double w = c * (double)qv[u].s2;
-                cs_t += c * (double)qv[u].s0;
-                w_t += w;
-                vp += c * c * (double)qv[u].s1;
-                n2 += w * w;
-                cnt += c * (double)qv[u].s3;
             }
-        }
-        /* Inclusive Hillis-Steele scan of the chunk sums (cs, w); halving-tree sums of the
-         * Poisson variance, O2, count and the clipped pixels. */
-        sa[lid] = cs_t;
-        sb[lid] = w_t;
-        red[lid] = vp;
-        red[WG + lid] = n2;
-        red[2 * WG + lid] = cnt;
-        rem_l[lid] = rem;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int off = 1; off < WG; off <<= 1) {
-            double ta = lid >= off ? sa[lid - off] : 0.0;
-            double tb = lid >= off ? sb[lid - off] : 0.0;
+            barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+            removed = removed_l;
             barrier(CLK_LOCAL_MEM_FENCE);
-            sa[lid] += ta;
-            sb[lid] += tb;
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
-        for (int w = WG / 2; w > 0; w >>= 1) {
-            if (lid < w) {
-                red[lid] += red[lid + w];
-                red[WG + lid] += red[WG + lid + w];
-                red[2 * WG + lid] += red[2 * WG + lid + w];
-                rem_l[lid] += rem_l[lid + w];
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
-        const int removed = rem_l[0];
-        if (clip) {
             if (removed == 0 && !hybrid)
                 break;
             int last = removed == 0 || pass >= cycles;
             az = em == EM_AZIMUTHAL || (hybrid && !last);
         }
-        a0 = sa[WG - 1];
-        a2 = sb[WG - 1];
-        a3 = red[WG];
-        a4 = red[2 * WG];
-        if (az) {
-            /* Walk 2: the azimuthal recurrence, each entry with its exact prefix. */
-            double s_run = lid > 0 ? sa[lid - 1] : 0.0, o_run = lid > 0 ? sb[lid - 1] : 0.0;
-            /* S_a / O_a of an entry is the previous kept entry's (S_a + cs) / (O_a + w): the
-             * same operands, so it is carried instead of divided again (same bits) */
-            double m_run = o_run != 0.0 ? s_run / o_run : 0.0;
-            double vv = 0.0;
-            for (int k = c0; k < c1; k += SC_AHEAD) {
-                SC_LOAD(k)
-                for (int u = 0; u < SC_AHEAD; u++) {
-                    if (cf[u] == 0.0 || cl[u] || !sc_ok(qv[u]))
-                        continue;
-                    double c = cf[u];
-                    double cs = c * (double)qv[u].s0;
-                    double w = c * (double)qv[u].s2;
-                    double x = (double)qv[u].s0 / (double)qv[u].s2;
-                    double m_next = (s_run + cs) / (o_run + w);
-                    if (o_run != 0.0) {
-                        double delta1 = m_run - x;
-                        double delta2 = m_next - x;
-                        vv += w * w * delta1 * delta2;
-                    }
-                    s_run += cs;
-                    o_run += w;
-                    m_run = m_next;
+        /* Integration of the kept pixels: (S, VV, O, O2, N) in a0..a4. */
+        double vv = 0.0, n2 = 0.0, cnt = 0.0, s = 0.0, n = 0.0;
+        double carry_s = 0.0, carry_o = 0.0;
+        for (int base = k0; base < k1; base += WG) {
+            int k = base + lid;
+            double cs = 0.0, w = 0.0, x = 0.0, c = 0.0, count = 0.0, var = 0.0;
+            int valid = 0;
+            if (k < k1) {
+                c = sc_coef(coefs, k);
+                int idx = indices[k];
+                float4 q = pre4[idx];
+                if (c != 0.0 && !clipped[idx] && sc_ok(q)) {
+                    valid = 1;
+                    cs = c * (double)q.s0;
+                    w = c * (double)q.s2;
+                    x = (double)q.s0 / (double)q.s2;
+                    count = (double)q.s3;
+                    var = (double)q.s1;
                 }
             }
-            barrier(CLK_LOCAL_MEM_FENCE); /* every work-item has read red[0 .. 3 WG) */
-            red[lid] = vv;
+            /* Inclusive Hillis-Steele scan of (cs, w). */
+            sa[lid] = cs;
+            sb[lid] = w;
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (int w = WG / 2; w > 0; w >>= 1) {
-                if (lid < w)
-                    red[lid] += red[lid + w];
+            for (int off = 1; off < WG; off <<= 1) {
+                double ta = lid >= off ? sa[lid - off] : 0.0;
+                double tb = lid >= off ? sb[lid - off] : 0.0;
+                barrier(CLK_LOCAL_MEM_FENCE);
+                sa[lid] += ta;
+                sb[lid] += tb;
                 barrier(CLK_LOCAL_MEM_FENCE);
             }
+            double s_a = carry_s + (lid > 0 ? sa[lid - 1] : 0.0);
+            double o_a = carry_o + (lid > 0 ? sb[lid - 1] : 0.0);
+            double tile_s = sa[WG - 1], tile_o = sb[WG - 1];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (valid) {
+                if (az) {
+                    if (o_a != 0.0) {
+                        double delta1 = s_a / o_a - x;
+                        double delta2 = (s_a + cs) / (o_a + w) - x;
+                        vv += w * w * delta1 * delta2;
+                    }
+                } else {
+                    s += cs;
+                    vv += c * c * var;
+                    n += w;
+                }
+                n2 += w * w;
+                cnt += c * count;
+            }
+            carry_s += tile_s;
+            carry_o += tile_o;
         }
-        a1 = red[0];
-        barrier(CLK_LOCAL_MEM_FENCE); /* sa, sb, red, rem_l are rewritten by the next pass */
+        /* Halving-tree sums of the five partial sums. */
+        red[lid] = s;
+        red[WG + lid] = vv;
+        red[2 * WG + lid] = n;
+        red[3 * WG + lid] = n2;
+        red[4 * WG + lid] = cnt;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int w = WG / 2; w > 0; w >>= 1) {
+            if (lid < w)
+                for (int j = 0; j < 5; j++)
+                    red[j * WG + lid] += red[j * WG + lid + w];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        a0 = az ? carry_s : red[0];
+        a1 = red[WG];
+        a2 = az ? carry_o : red[2 * WG];
+        a3 = red[3 * WG];
+        a4 = red[4 * WG];
+        barrier(CLK_LOCAL_MEM_FENCE);
         if (a3 > 0.0) {
             aver = a0 / a2;
             std = sqrt(a1 / a3);
