@@ -203,7 +203,11 @@ def test_v1_bind_every_encoding_drains_parts(daemons, tmpdir_):
     rx = Receiver(d, lossless=True)
     det = Detector(d, bind=False)
     rng = np.random.default_rng(11)
+    # dpixelmask-1.0 plays the start message's mask; shape [width, height] on the wire, so a
+    # pixel off the diagonal catches a transposition.
     mask = np.zeros((ROWS, COLS), np.uint32)
+    mask[3, 100:120] = 1
+    mask[90, 7] = 4
     flat = np.ones((ROWS, COLS), np.float32)
     det.send(ds.v1_header(7, "all", config=ds.v1_config((ROWS, COLS), np.uint16),
                           flatfield=flat, mask=mask, countrate=np.arange(8, dtype=np.float32),
@@ -239,9 +243,19 @@ def test_v1_bind_every_encoding_drains_parts(daemons, tmpdir_):
     results = {r["frame_id"]: r for r in rx.of("result")}
     assert sorted(results) == [f for f, _ in good]
     assert results[0]["user_data"] == "note"
+    assert start["input"]["applied"]["pixel_mask"]
+    assert start["input"]["detector_masked_pixels"] == 21
+    mask_path = os.path.join(tmpdir_, "v1mask.npy")
+    np.save(mask_path, (mask != 0).astype(np.uint8))
+    masked_cfg = os.path.join(tmpdir_, "v1mask.yaml")
+    with open(d.config) as f:
+        text = f.read()
+    with open(masked_cfg, "w") as f:
+        f.write(text.replace("detector:\n", "detector:\n  mask: %s\n" % mask_path, 1))
     for dt in (np.uint8, np.uint16, np.uint32):
         sel = [(f, a) for f, a in good if a.dtype == dt]
-        refs = reference(d, tmpdir_, "v1_" + np.dtype(dt).name, np.stack([a for _, a in sel]))
+        refs = reference(d, tmpdir_, "v1_" + np.dtype(dt).name, np.stack([a for _, a in sel]),
+                         masked_cfg)
         for (f, _), ref in zip(sel, refs):
             same_numbers(results[f], ref)
     assert len(rx.of("error")) == 3
