@@ -299,7 +299,7 @@ def test_healthz_stopping_and_stop_with_event_streams(daemons):
     assert stopping is not None and stopping.startswith("stopping"), stopping
     rc = d.proc.wait(LONG)
     took = time.monotonic() - t0
-    assert rc == 0
+    assert rc == 0, d.logtext()
     # 6 frames of 0.3 s drain in about 2 s; the event streams must not add to it.
     assert took < 10, "faid took %.1f s to stop with 3 event streams open" % took
     for b in browsers:
