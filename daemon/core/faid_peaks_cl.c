@@ -132,7 +132,9 @@ faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const fa
     k->indices = upload(k, (size_t)(csr->nnz ? csr->nnz : 1) * sizeof(int32_t), csr->indices, d);
     k->coefs = csr->data ? upload(k, (size_t)csr->nnz * sizeof(float), csr->data, d)
                          : faid_cl_buffer(ctx, CL_MEM_READ_ONLY, 4, NULL, d);
-    k->clipped = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, npix, NULL, d);
+    /* the sigma clip's compact copy of the bins' entries (float4 per entry, sigma_clip.cl) */
+    k->clipped = faid_cl_buffer(ctx, CL_MEM_READ_WRITE,
+                                (size_t)(csr->nnz ? csr->nnz : 1) * 4 * sizeof(float), NULL, d);
     k->bg = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, 4 * (size_t)k->nbins * sizeof(float), NULL, d);
     if (!k->indptr || !k->indices || !k->coefs || !k->clipped || !k->bg)
         goto fail_d;

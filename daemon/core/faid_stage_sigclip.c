@@ -8,8 +8,9 @@
  * then faid_sigclip_ref over setup->csr_bg (no pixel splitting, the profile's bins).
  *
  * OpenCL device: buffers bg.indptr / bg.indices / bg.coef (setup->csr_bg), per slot pk.pre (one
- * preprocessed frame, float4 per pixel) and pk.clip (clip flags); output bg (mean, std, sem,
- * count per bin, read back). cl_close runs, lane after lane on the slot's in-order queue:
+ * preprocessed frame, float4 per pixel) and pk.cpk (the bins' entries gathered once in CSR order,
+ * float4 per matrix entry, clipped entries marked in place; see sigma_clip.cl); output bg (mean,
+ * std, sem, count per bin, read back). cl_close runs, lane after lane on the slot's in-order queue:
  * faid_preprocess of process/preprocess.cl built with the Poisson error model (EM=1) into
  * pk.pre, faid_sigma_clip of peaks/sigma_clip.cl into the lane's bg segment, then the peak
  * finder of the peaks stage on the same pk.pre (faid_stage_peaks_cl_lane). Driving the finder
@@ -64,7 +65,8 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
     if (!rc)
         rc = faid_stage_peaks_scratch(env, res, "pk.pre", res->npix * 4 * sizeof(float), d);
     if (!rc)
-        rc = faid_stage_peaks_scratch(env, res, "pk.clip", res->npix, d);
+        rc = faid_stage_peaks_scratch(
+            env, res, "pk.cpk", ((size_t)m->nnz > 0 ? (size_t)m->nnz : 1) * 4 * sizeof(float), d);
     if (!rc)
         rc = faid_restab_output(res->rt, "bg", 4 * (size_t)m->nbins, 1, d);
     return rc;
@@ -193,7 +195,9 @@ static int sc_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_st
     const size_t raw_stride = faid_restab_lane_bytes(res->rt, "raw");
     size_t wg = 0;
     if (faid_restab_lane_bytes(res->rt, "pk.pre") * (size_t)sl->nlanes <
-        res->npix * 4 * sizeof(float))
+            res->npix * 4 * sizeof(float) ||
+        faid_restab_lane_bytes(res->rt, "pk.cpk") * (size_t)sl->nlanes <
+            (size_t)ps->csr_bg->nnz * 4 * sizeof(float))
         return faid_fail(d, FAID_ESIZE, "peaks: slot of %d lanes too small for one frame",
                          sl->nlanes);
     cl_mem pre = faid_restab_mem(res->rt, "pk.pre", sl->index);
@@ -243,7 +247,7 @@ static int sc_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_st
         if (!rc)
             rc = faid_karg_mem(ks, "indptr", faid_restab_mem(res->rt, "bg.indptr", 0), d);
         if (!rc)
-            rc = faid_karg_mem(ks, "clipped", faid_restab_mem(res->rt, "pk.clip", sl->index), d);
+            rc = faid_karg_mem(ks, "cpk", faid_restab_mem(res->rt, "pk.cpk", sl->index), d);
         if (!rc)
             rc = faid_karg_int(ks, "nbins", ps->csr_bg->nbins, d);
         if (!rc)

@@ -14,9 +14,14 @@
  * taken in tiles of WG, an exclusive work-group scan gives each one its prefix, and the terms
  * are then independent (the same construction as process/integrate.cl).
  *
- * Clipped pixels are flagged in `clipped` (one byte per pixel, cleared for the bin's pixels at
- * the start), not written into the shared preprocessed buffer. A pixel belongs to one bin (no
- * pixel splitting), so the flags need no atomics. */
+ * Compact copy: the first integration gathers each entry's preprocessed pixel through the CSR
+ * indices once and writes it to `cpk` in CSR order (nnz float4, norm 0 where the entry is not
+ * valid: coefficient 0, non-finite or norm 0); every later walk reads `cpk` contiguously
+ * (coalesced 16 bytes per entry instead of an index, a scattered 16-byte gather and a scattered
+ * clip flag). A clipped entry gets norm 0 in `cpk`, so the flags need no buffer of their own;
+ * `pre4` itself is never written (the finders read it). Each entry is written and read by the
+ * same work-item (the same k -> work-item mapping in every walk), so no global barrier is
+ * needed. The arithmetic is unchanged: same floats in, same bits out. */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -54,7 +59,7 @@ static inline double sc_coef(const global float *coefs, int k)
  * take the same barriers (the tile scan is only used by the azimuthal one). */
 kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs,
                             const global int *indices, const global int *indptr,
-                            global uchar *clipped, const int nbins, const float cutoff,
+                            global float4 *cpk, const int nbins, const float cutoff,
                             const int cycles, const int em, const float empty,
                             global float *out, const int out_off)
 {
@@ -66,9 +71,6 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     if (b >= nbins)
         return;
     const int k0 = indptr[b], k1 = indptr[b + 1];
-    for (int k = k0 + lid; k < k1; k += WG)
-        clipped[indices[k]] = 0;
-    barrier(CLK_GLOBAL_MEM_FENCE);
     const int hybrid = em == EM_HYBRID;
     int az = em == EM_AZIMUTHAL || (hybrid && cycles > 0);
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, a4 = 0.0;
@@ -87,17 +89,16 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                 removed_l = 0;
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int k = k0 + lid; k < k1; k += WG) {
-                int idx = indices[k];
-                float4 q = pre4[idx];
-                if (sc_coef(coefs, k) != 0.0 && !clipped[idx] && sc_ok(q)) {
+                float4 q = cpk[k];
+                if (sc_ok(q)) {
                     double x = (double)q.s0 / (double)q.s2;
                     if (fabs(x - aver) > kk * std) {
-                        clipped[idx] = 1;
+                        cpk[k].s2 = 0.0f;
                         atomic_inc(&removed_l);
                     }
                 }
             }
-            barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+            barrier(CLK_LOCAL_MEM_FENCE);
             removed = removed_l;
             barrier(CLK_LOCAL_MEM_FENCE);
             if (removed == 0 && !hybrid)
@@ -114,9 +115,16 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             int valid = 0;
             if (k < k1) {
                 c = sc_coef(coefs, k);
-                int idx = indices[k];
-                float4 q = pre4[idx];
-                if (c != 0.0 && !clipped[idx] && sc_ok(q)) {
+                float4 q;
+                if (pass == 0) {
+                    q = pre4[indices[k]];
+                    if (c == 0.0 || !sc_ok(q))
+                        q.s2 = 0.0f;
+                    cpk[k] = q;
+                } else {
+                    q = cpk[k];
+                }
+                if (sc_ok(q)) {
                     valid = 1;
                     cs = c * (double)q.s0;
                     w = c * (double)q.s2;
