@@ -34,7 +34,7 @@ void faid_counter_entries(faid_server *s, faid_mpw *w)
 {
     faid_stats *st = &s->stats;
     faid_mpw_str(w, FAID_K_COUNTERS);
-    faid_mpw_map(w, 16);
+    faid_mpw_map(w, 18);
     kv_uint(w, "received", faid_stat_get(&st->received));
     kv_uint(w, "received_bytes", faid_stat_get(&st->received_bytes));
     kv_uint(w, "processed", faid_stat_get(&st->processed));
@@ -51,6 +51,8 @@ void faid_counter_entries(faid_server *s, faid_mpw *w)
     kv_uint(w, "hits_sent", faid_stat_get(&st->hits_sent));
     kv_uint(w, "hits_dropped", faid_stat_get(&st->hits_dropped));
     kv_uint(w, "hits_requested", faid_stat_get(&st->hits_requested));
+    kv_uint(w, "setups_reused", faid_stat_get(&st->setups_reused));
+    kv_uint(w, "setups_rebuilt", faid_stat_get(&st->setups_rebuilt));
 
     faid_mpw_str(w, FAID_K_DROPS);
     faid_mpw_map(w, FAID_NDROPS);

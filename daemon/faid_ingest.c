@@ -40,6 +40,10 @@ typedef struct ingest {
     uint32_t *mask_raw;
     uint8_t *mask;
     size_t mask_cap;
+    /* the open series' setup: being built off this thread (NULL once in force or reused), and
+     * what its start decided (faid_setup_choice), echoed in faid's start */
+    faid_gen_job *build;
+    faid_setup_choice choice;
 } ingest;
 
 static faid_ratelimit rl_bad, rl_drop, rl_stale;
@@ -123,6 +127,8 @@ static void emit(ingest *in, const faid_series_out *out, const faid_input_msg *s
         if (sev->kind == FAID_SERIES_EV_START) {
             atomic_store(&s->series_frames, 0);
             e->gen = faid_server_current_gen(s);
+            e->build = faid_gen_job_acquire(in->build);
+            e->setup = in->choice;
             faid_stat_add(&s->stats.series, 1);
             if (start && sev->reason == FAID_SERIES_SERIES)
                 copy_start_info(s, e, start);
@@ -337,6 +343,49 @@ static void enqueue(ingest *in, faid_slot *slot)
     to_publisher(in, victim);
 }
 
+/* The setup a frame received now is reduced with: the generation in force, and the build of
+ * its series' setup while that is under way (the worker then waits for it; validation against
+ * the generation in force holds, as a build never changes the shape). */
+static void frame_setup(ingest *in, faid_slot *slot)
+{
+    if (in->build && faid_gen_job_done(in->build))
+        faid_gen_job_finish(&in->build);
+    faid_gen_release(&slot->gen);
+    faid_gen_job_release(&slot->build);
+    slot->gen = faid_server_current_gen(in->s);
+    slot->build = faid_gen_job_acquire(in->build);
+}
+
+/* The setup of a series that opens: reused when its key (configuration version, detector mask
+ * bytes, shape, geometry source) matches the one in force, the common case of a beamtime whose
+ * every start brings the same mask; otherwise built off this thread, which goes on reading the
+ * series' frames meanwhile (a build of an EIGER 4M mask takes 1.1 s on the 2-core PoCL machine,
+ * longer than a detector control unit buffers). A build still under way from the previous start
+ * is waited for first: builds follow one another. */
+static void series_setup(ingest *in, const uint8_t *mask, uint64_t hash, const faid_geometry *geo,
+                         uint64_t series_id)
+{
+    int64_t t0 = faid_now_ns();
+    faid_gen_job_finish(&in->build);
+    faid_diag d;
+    faid_diag_clear(&d);
+    if (faid_server_series_setup(in->s, mask, hash, geo, &in->build, &in->choice, &d)) {
+        FAID_ERROR("ingest", "series %llu: setup of its start not built: %s; the setup in force "
+                             "stays",
+                   (unsigned long long)series_id, d.msg);
+        in->choice = FAID_SETUP_FAILED;
+        return;
+    }
+    faid_stat_add(in->choice == FAID_SETUP_REUSED ? &in->s->stats.setups_reused
+                                                  : &in->s->stats.setups_rebuilt,
+                  1);
+    FAID_INFO("ingest", "series %llu: setup %s (%s; ingest held %.1f ms)",
+              (unsigned long long)series_id, faid_setup_choice_name(in->choice),
+              in->choice == FAID_SETUP_REUSED ? "same configuration, detector mask and geometry"
+                                              : "building off the ingest thread",
+              (double)(faid_now_ns() - t0) / 1e6);
+}
+
 /* An image: validated against the setup first, and only a valid one reaches the series
  * tracker (issue 10, defect 6: a malformed image naming series 6 inside series 5 must not split
  * series 5). A rejected image counts as a failed frame of the open series when it names that
@@ -369,13 +418,8 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
     if (out.n && out.ev[out.n - 1].kind == FAID_SERIES_EV_START) {
         /* No start message: the configuration alone, without a detector mask an earlier series'
          * start brought (the same shape, so the validation above holds). */
-        faid_diag md;
-        faid_diag_clear(&md);
-        if (faid_server_set_series_setup(s, NULL, 0, NULL, &md))
-            FAID_ERROR("ingest", "series %llu: detector pixel mask not removed: %s",
-                       (unsigned long long)h->series_id, md.msg);
-        faid_gen_release(&slot->gen);
-        slot->gen = faid_server_current_gen(s);
+        series_setup(in, NULL, 0, NULL, h->series_id);
+        frame_setup(in, slot);
     }
     emit(in, &out, NULL);
     faid_stat_add(&s->series_frames, 1);
@@ -566,9 +610,6 @@ static void handle_start(ingest *in, faid_slot *slot)
         uint64_t hash = 0;
         faid_diag d;
         faid_diag_clear(&d);
-        /* Frames of this series are read only after the new setup is in force: ZeroMQ holds
-         * them meanwhile (a build takes a CSR matrix and engines: 1.1 s for an EIGER 4M mask,
-         * split bbox, on the 2-core PoCL machine; only when the mask or geometry changes). */
         faid_geometry geo;
         int use_geo = start_geometry(in, &m->meta, &geo, slot->h.series_id);
         if (start_mask(in, &m->meta, &mask, &hash, &d)) {
@@ -578,9 +619,7 @@ static void handle_start(ingest *in, faid_slot *slot)
             hash = 0;
             faid_diag_clear(&d);
         }
-        if (faid_server_set_series_setup(in->s, mask, hash, use_geo ? &geo : NULL, &d))
-            FAID_ERROR("ingest", "series %llu: setup of its start message not built: %s",
-                       (unsigned long long)slot->h.series_id, d.msg);
+        series_setup(in, mask, hash, use_geo ? &geo : NULL, slot->h.series_id);
     }
     emit(in, &out, m);
     faid_slot_put(in->s, slot);
@@ -612,7 +651,7 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
     switch (slot->h.type) {
     case FAID_IN_IMAGE:
         faid_stat_add(&s->stats.received, 1);
-        slot->gen = faid_server_current_gen(s);
+        frame_setup(in, slot);
         slot->payload = in->msg.payload;
         slot->payload_len = in->msg.payload_len;
         handle_image(in, slot, rc ? &d : NULL);
@@ -753,6 +792,7 @@ void *faid_ingest_main(void *arg)
     faid_series_close(in->series, FAID_SERIES_SHUTDOWN, &out);
     emit(in, &out, NULL);
     faid_series_destroy(&in->series);
+    faid_gen_job_finish(&in->build);
     free(in->mask_raw);
     free(in->mask);
     free(in);

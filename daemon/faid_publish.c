@@ -175,7 +175,7 @@ static void put_input(faid_mpw *w, const faid_gen *g, const faid_event *e)
 {
     const faid_setup *su = g->setup;
     const faid_input_meta *m = e && e->has_input ? &e->meta : NULL;
-    faid_mpw_map(w, 7);
+    faid_mpw_map(w, 9);
     faid_mpw_str(w, "protocol");
     faid_mpw_str(w, e && e->has_input ? e->protocol : "");
     faid_mpw_str(w, "start_message");
@@ -194,6 +194,12 @@ static void put_input(faid_mpw *w, const faid_gen *g, const faid_event *e)
     faid_mpw_bool(w, 0);
     faid_mpw_str(w, "detector_masked_pixels");
     faid_mpw_uint(w, g->detector_masked);
+    /* Whether this series' start reused the setup in force or built one (and how long that
+     * took, off the ingest thread); a start announcing a reload's setup says "reload". */
+    faid_mpw_str(w, "setup");
+    faid_mpw_str(w, e ? faid_setup_choice_name(e->setup) : "reload");
+    faid_mpw_str(w, "setup_build_ms");
+    faid_mpw_f64(w, e ? e->build_ms : 0.0);
     faid_mpw_str(w, "shape_matches");
     faid_mpw_bool(w, !m || !(m->have & FAID_META_IMAGE_SIZE) ||
                          (m->image_size_y == su->rows && m->image_size_x == su->cols));
@@ -529,6 +535,18 @@ static void publish_error(publisher *p, const faid_slot *slot)
 static void handle_event(publisher *p, faid_event *e)
 {
     faid_series_ledger_event(p->ledger, &e->ev, faid_now_ns());
+    if (e->build) {
+        /* The series' setup is being built: its start names that setup, so it waits for the
+         * build (its frames wait in the frame queue meanwhile, behind the workers). */
+        faid_gen *g = faid_gen_job_wait(e->build, &p->s->publish_alive_ns, &e->build_ms);
+        if (g) {
+            faid_gen_release(&e->gen);
+            e->gen = g;
+        } else {
+            e->setup = FAID_SETUP_FAILED;
+        }
+        faid_gen_job_release(&e->build);
+    }
     if (e->ev.kind == FAID_SERIES_EV_START && e->gen) {
         start_info in = {
             .reason = faid_series_reason_name(e->ev.reason),

@@ -48,6 +48,8 @@
 /* Longest ZeroMQ handshake of an input connection (a detector's takes milliseconds). */
 #define FAID_INPUT_HANDSHAKE_MS 5000
 
+typedef struct faid_gen_job faid_gen_job;
+
 /* One reduction setup and what was built from it: immutable once published. */
 typedef struct faid_gen {
     atomic_int refs;
@@ -65,6 +67,7 @@ typedef struct faid_gen {
     /* input.geometry_source start: the start message's geometry replaced the configuration's */
     int start_geometry;
     faid_geometry geometry; /* the one in force (start or configuration) */
+    uint64_t cfg_version;   /* the configuration it was built from (faid_server.cfg_version) */
     size_t result_bytes; /* upper bound of one encoded result body */
     size_t start_bytes;  /* upper bound of one encoded start body */
 } faid_gen;
@@ -99,6 +102,9 @@ typedef struct faid_slot {
     int has_table;
     double table_us; /* ingest time of that parse */
     faid_gen *gen;    /* reference held while the slot carries a frame or a start */
+    /* A frame received while its series' setup is being built (faid_gen_job): the worker
+     * waits for that build and reduces the frame with its generation; NULL otherwise. */
+    faid_gen_job *build;
     int64_t recv_mono_ns, recv_wall_ns;
     /* series accounting: seq identifies a series instance even if series_id repeats */
     uint64_t series_seq;
@@ -127,6 +133,11 @@ typedef struct faid_event {
     faid_slot_kind kind; /* FAID_ITEM_EVENT; first member, as in faid_slot */
     faid_series_event ev;
     faid_gen *gen; /* START: the setup in force when the series opened (reference held) */
+    /* START: the build of the series' setup still under way (the publisher waits for it and
+     * announces its generation), or NULL; setup: what ingest decided (faid_setup_choice) */
+    faid_gen_job *build;
+    int setup;
+    double build_ms; /* the build's duration (0 when reused) */
     /* START: user_data of the start message (a copy: start messages are once per series) */
     uint8_t *user_data;
     size_t user_data_len, user_data_cap;
@@ -199,6 +210,7 @@ struct faid_server {
     pthread_mutex_t gen_mu;
     faid_gen *gen; /* current generation */
     uint64_t next_version;  /* under build_mu */
+    uint64_t cfg_version;   /* bumped by every reload that takes effect (under gen_mu) */
     /* Serialises building and swapping in a generation: reload (main thread) and a series start
      * that brings another detector mask (ingest) each read the state in force, build, swap. */
     pthread_mutex_t build_mu;
@@ -238,13 +250,32 @@ faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t versio
 /* The same with a detector pixel mask (npix bytes, copied; NULL = none) and its hash. */
 faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t version,
                                 const uint8_t *detector_mask, uint64_t mask_hash, faid_diag *d);
-/* Makes a detector pixel mask (or none: NULL, hash 0) and a start message's geometry (or the
- * configuration's: NULL) part of the setup in force: builds a new generation from the
- * configuration in force with them and swaps it in, when they differ from the setup in force
- * (ingest, at a series start; blocks while building). 0, or an error with the old setup still
- * in force. */
-int faid_server_set_series_setup(faid_server *s, const uint8_t *mask, uint64_t hash,
-                                 const faid_geometry *start_geometry, faid_diag *d);
+/* What a series start did to the setup: the key (configuration version, detector mask bytes,
+ * shape, geometry source and geometry) matched the setup in force and it was reused, or a new
+ * one is built off the ingest thread (and whether that build failed). */
+typedef enum { FAID_SETUP_REUSED = 0, FAID_SETUP_REBUILT, FAID_SETUP_FAILED } faid_setup_choice;
+const char *faid_setup_choice_name(int choice);
+
+/* Makes a detector pixel mask (npix bytes or NULL = none, hash its FNV-1a or 0) and a start
+ * message's geometry (or the configuration's: NULL) the setup of the series that starts (ingest,
+ * at a series start). When they equal the setup in force, nothing is built: *build = NULL,
+ * *choice REUSED. Otherwise a builder thread builds the generation from the configuration in
+ * force with them and swaps it in when ready; *build is the caller's reference to that build
+ * (never blocks on the build itself). An error (nothing started, the old setup stays). */
+int faid_server_series_setup(faid_server *s, const uint8_t *mask, uint64_t hash,
+                             const faid_geometry *start_geometry, faid_gen_job **build,
+                             faid_setup_choice *choice, faid_diag *d);
+/* A build's references: acquire for each frame or event that must wait for it. */
+faid_gen_job *faid_gen_job_acquire(faid_gen_job *b);
+void faid_gen_job_release(faid_gen_job **b);
+/* 1 once the build finished (its generation, if any, is then current or was replaced). */
+int faid_gen_job_done(faid_gen_job *b);
+/* Waits for the build, storing the time in *alive every 100 ms (the caller's heartbeat), and
+ * returns its generation with a reference for the caller, or NULL when the build failed.
+ * *build_ms (may be NULL) receives the build's duration. */
+faid_gen *faid_gen_job_wait(faid_gen_job *b, atomic_int_fast64_t *alive, double *build_ms);
+/* Ingest's end of a build: waits for it, joins its thread and drops the reference. */
+void faid_gen_job_finish(faid_gen_job **b);
 /* Returns the current generation with a reference the caller must release. */
 faid_gen *faid_server_current_gen(faid_server *s);
 /* Makes g current (takes over the caller's reference). */

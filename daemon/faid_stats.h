@@ -81,6 +81,8 @@ typedef struct faid_stats {
     atomic_uint_fast64_t forwarded, forward_dropped; /* input.forward_endpoint */
     atomic_uint_fast64_t hits_sent, hits_dropped;    /* hits.endpoint */
     atomic_uint_fast64_t hits_requested;             /* hits answering `next` */
+    /* series starts whose setup was reused (same key) or built off the ingest thread */
+    atomic_uint_fast64_t setups_reused, setups_rebuilt;
     atomic_uint_fast64_t errors[FAID_NSTAGES][FAID_NCODES];
     atomic_uint_fast64_t drops[FAID_NDROPS];
     atomic_uint_fast64_t lat_hist[FAID_LAT_BINS];

@@ -274,9 +274,28 @@ static void drain(wstate *w)
         collect_one(w);
 }
 
+/* A frame received while its series' setup was being built is reduced with that setup: the
+ * frames in flight (older setups) complete first, then the worker waits for the build. The frame
+ * queue is bounded, so ingest's backpressure policy applies meanwhile. A failed build leaves
+ * the frame with the setup it was received under. */
+static void resolve_build(wstate *w, faid_slot *slot)
+{
+    if (!slot->build)
+        return;
+    if (!faid_gen_job_done(slot->build))
+        drain(w);
+    faid_gen *g = faid_gen_job_wait(slot->build, &w->wk->alive_ns, NULL);
+    if (g) {
+        faid_gen_release(&slot->gen);
+        slot->gen = g;
+    }
+    faid_gen_job_release(&slot->build);
+}
+
 static void submit(wstate *w, faid_slot *slot, int64_t pop_ns)
 {
     faid_worker *wk = w->wk;
+    resolve_build(w, slot);
     if (slot->gen != w->active) {
         /* Frames arrive in reception order, so a worker only ever moves to newer setups. The
          * frames of the old engine complete first; the reference keeps that engine alive while
