@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_USER_DATA (64 * 1024)
@@ -815,6 +816,13 @@ static void *builder_main(void *arg)
     if (b->start_geometry)
         apply_start_geometry(b->cfg, &b->geometry);
     int64_t t0 = faid_now_ns();
+    /* Test hook: FAID_TEST_SETUP_BUILD_DELAY_MS lengthens every series-start build, so the
+     * integration tests can watch ingest, control and the queue during a build on a small
+     * detector. */
+    const char *dv = getenv("FAID_TEST_SETUP_BUILD_DELAY_MS");
+    long delay_ms = dv && *dv ? strtol(dv, NULL, 10) : 0;
+    if (delay_ms > 0 && delay_ms < 60000)
+        nanosleep(&(struct timespec){delay_ms / 1000, (delay_ms % 1000) * 1000000L}, NULL);
     faid_gen *g = faid_gen_build_masked(s, b->cfg, s->next_version, b->mask, b->hash, &d);
     double ms = (double)(faid_now_ns() - t0) / 1e6;
     if (g) {
