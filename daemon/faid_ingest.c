@@ -363,9 +363,8 @@ static void frame_setup(ingest *in, faid_slot *slot)
  * longer than a detector control unit buffers). A build still under way from the previous start
  * is waited for first: builds follow one another. */
 static void series_setup(ingest *in, const uint8_t *mask, uint64_t hash, const faid_geometry *geo,
-                         uint64_t series_id)
+                         uint64_t series_id, int64_t t0)
 {
-    int64_t t0 = faid_now_ns();
     faid_gen_job_finish(&in->build);
     faid_diag d;
     faid_diag_clear(&d);
@@ -418,7 +417,7 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
     if (out.n && out.ev[out.n - 1].kind == FAID_SERIES_EV_START) {
         /* No start message: the configuration alone, without a detector mask an earlier series'
          * start brought (the same shape, so the validation above holds). */
-        series_setup(in, NULL, 0, NULL, h->series_id);
+        series_setup(in, NULL, 0, NULL, h->series_id, faid_now_ns());
         frame_setup(in, slot);
     }
     emit(in, &out, NULL);
@@ -606,6 +605,8 @@ static void handle_start(ingest *in, faid_slot *slot)
     faid_series_start(in->series, SOURCE, slot->h.series_id, slot->h.series_unique_id, nimages,
                       faid_now_ns(), &out);
     if (out.n && out.ev[out.n - 1].kind == FAID_SERIES_EV_START) {
+        /* ingest's time on the start: mask decode, hash, key, and a build only started */
+        int64_t t0 = faid_now_ns();
         const uint8_t *mask = NULL;
         uint64_t hash = 0;
         faid_diag d;
@@ -619,7 +620,7 @@ static void handle_start(ingest *in, faid_slot *slot)
             hash = 0;
             faid_diag_clear(&d);
         }
-        series_setup(in, mask, hash, use_geo ? &geo : NULL, slot->h.series_id);
+        series_setup(in, mask, hash, use_geo ? &geo : NULL, slot->h.series_id, t0);
     }
     emit(in, &out, m);
     faid_slot_put(in->s, slot);
