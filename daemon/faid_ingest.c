@@ -369,8 +369,9 @@ static void series_setup(ingest *in, const uint8_t *mask, uint64_t hash, const f
     faid_diag d;
     faid_diag_clear(&d);
     if (faid_server_series_setup(in->s, mask, hash, geo, &in->build, &in->choice, &d)) {
-        FAID_ERROR("ingest", "series %llu: setup of its start not built: %s; the setup in force "
-                             "stays",
+        FAID_ERROR("ingest",
+                   "series %llu: setup of its start not built: %s; the setup in force "
+                   "stays",
                    (unsigned long long)series_id, d.msg);
         in->choice = FAID_SETUP_FAILED;
         return;

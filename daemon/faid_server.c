@@ -708,8 +708,8 @@ struct faid_gen_job {
     atomic_int refs;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int done;       /* under mu */
-    faid_gen *gen;  /* under mu: the generation built (a reference), NULL when it failed */
+    int done;      /* under mu */
+    faid_gen *gen; /* under mu: the generation built (a reference), NULL when it failed */
     double build_ms;
     faid_server *s;
     faid_config *cfg;
@@ -837,8 +837,9 @@ static void *builder_main(void *arg)
         faid_gen_acquire(g);
         faid_server_swap_gen(s, g);
     } else {
-        FAID_ERROR("server", "setup of a series start not built (%.0f ms): %s; the setup in "
-                             "force stays",
+        FAID_ERROR("server",
+                   "setup of a series start not built (%.0f ms): %s; the setup in "
+                   "force stays",
                    ms, d.msg);
     }
     pthread_mutex_unlock(&s->build_mu);
@@ -864,10 +865,11 @@ int faid_server_series_setup(faid_server *s, const uint8_t *mask, uint64_t hash,
     size_t npix = cur->setup->npix;
     /* The key: configuration version, mask (hash, then every byte: a hash match alone never
      * reuses), shape (the mask was checked against it), geometry source and geometry. */
-    int same = cur->cfg_version == cfg_version && cur->detector_mask_hash == hash &&
-               (!mask || (cur->detector_mask && memcmp(cur->detector_mask, mask, npix) == 0)) &&
-               (start_geometry ? cur->start_geometry && same_geometry(start_geometry, &cur->geometry)
-                               : !cur->start_geometry);
+    int same =
+        cur->cfg_version == cfg_version && cur->detector_mask_hash == hash &&
+        (!mask || (cur->detector_mask && memcmp(cur->detector_mask, mask, npix) == 0)) &&
+        (start_geometry ? cur->start_geometry && same_geometry(start_geometry, &cur->geometry)
+                        : !cur->start_geometry);
     if (same) {
         faid_gen_release(&cur);
         *choice = FAID_SETUP_REUSED;
