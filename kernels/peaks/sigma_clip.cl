@@ -5,14 +5,17 @@
  * Build-time constants:
  *   WG        work-group size, a power of two (the host picks min(256, device maximum))
  *   HAS_COEF  1 when the matrix carries coefficients (else every coefficient is 1)
+ *   IPT       consecutive entries per work-item in a tile (default 4: one scan per WG * IPT
+ *             entries instead of one per WG)
  *
  * Arithmetic is float64 (cl_khr_fp64; H100/H200 run it at full rate): every device then makes
  * the same clipping decisions as the reference up to the rounding of sums taken in another
  * order. Poisson sums: strided partial sums per work-item, then a halving tree. Azimuthal: the
  * reference's sequential recurrence VV += w^2 (S_a/O_a - x)((S_a + c s)/(O_a + w) - x) needs,
  * for every entry, the sums S_a, O_a of the kept entries before it in CSR order: entries are
- * taken in tiles of WG, an exclusive work-group scan gives each one its prefix, and the terms
- * are then independent (the same construction as process/integrate.cl).
+ * taken in tiles of WG * IPT, IPT consecutive ones per work-item, an exclusive work-group scan of
+ * the work-items' sums gives each work-item its prefix, and it walks its entries in order from
+ * there.
  *
  * Compact copy: the first integration gathers each entry's preprocessed pixel through the CSR
  * indices once and writes it to `cpk` in CSR order (nnz float4, norm 0 where the entry is not
@@ -21,7 +24,7 @@
  * clip flag). A clipped entry gets norm 0 in `cpk`, so the flags need no buffer of their own;
  * `pre4` itself is never written (the finders read it). Each entry is written and read by the
  * same work-item (the same k -> work-item mapping in every walk), so no global barrier is
- * needed. The arithmetic is unchanged: same floats in, same bits out. */
+ * needed. */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -30,6 +33,9 @@
 #endif
 #ifndef HAS_COEF
 #define HAS_COEF 0
+#endif
+#ifndef IPT
+#define IPT 4
 #endif
 
 #define EM_POISSON 0
@@ -88,13 +94,15 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             if (lid == 0)
                 removed_l = 0;
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (int k = k0 + lid; k < k1; k += WG) {
-                float4 q = cpk[k];
-                if (sc_ok(q)) {
-                    double x = (double)q.s0 / (double)q.s2;
-                    if (fabs(x - aver) > kk * std) {
-                        cpk[k].s2 = 0.0f;
-                        atomic_inc(&removed_l);
+            for (int kb = k0 + lid * IPT; kb < k1; kb += WG * IPT) {
+                for (int k = kb; k < kb + IPT && k < k1; k++) {
+                    float4 q = cpk[k];
+                    if (sc_ok(q)) {
+                        double x = (double)q.s0 / (double)q.s2;
+                        if (fabs(x - aver) > kk * std) {
+                            cpk[k].s2 = 0.0f;
+                            atomic_inc(&removed_l);
+                        }
                     }
                 }
             }
@@ -106,36 +114,41 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             int last = removed == 0 || pass >= cycles;
             az = em == EM_AZIMUTHAL || (hybrid && !last);
         }
-        /* Integration of the kept pixels: (S, VV, O, O2, N) in a0..a4. */
+        /* Integration of the kept pixels: (S, VV, O, O2, N) in a0..a4. Tiles of WG * IPT
+         * entries, IPT consecutive ones per work-item: the work-item's own sums, one scan of
+         * those across the work-group, then its entries in order from that prefix. */
         double vv = 0.0, n2 = 0.0, cnt = 0.0, s = 0.0, n = 0.0;
         double carry_s = 0.0, carry_o = 0.0;
-        for (int base = k0; base < k1; base += WG) {
-            int k = base + lid;
-            double cs = 0.0, w = 0.0, x = 0.0, c = 0.0, count = 0.0, var = 0.0;
-            int valid = 0;
-            if (k < k1) {
-                c = sc_coef(coefs, k);
-                float4 q;
-                if (pass == 0) {
-                    q = pre4[indices[k]];
-                    if (c == 0.0 || !sc_ok(q))
-                        q.s2 = 0.0f;
-                    cpk[k] = q;
-                } else {
-                    q = cpk[k];
+        for (int base = k0; base < k1; base += WG * IPT) {
+            const int kb = base + lid * IPT;
+            float4 qv[IPT];
+            double cv[IPT];
+            double ts = 0.0, tw = 0.0;
+            for (int j = 0; j < IPT; j++) {
+                const int k = kb + j;
+                float4 q = (float4)(0.0f);
+                double c = 0.0;
+                if (k < k1) {
+                    c = sc_coef(coefs, k);
+                    if (pass == 0) {
+                        q = pre4[indices[k]];
+                        if (c == 0.0 || !sc_ok(q))
+                            q.s2 = 0.0f;
+                        cpk[k] = q;
+                    } else {
+                        q = cpk[k];
+                    }
                 }
+                qv[j] = q;
+                cv[j] = c;
                 if (sc_ok(q)) {
-                    valid = 1;
-                    cs = c * (double)q.s0;
-                    w = c * (double)q.s2;
-                    x = (double)q.s0 / (double)q.s2;
-                    count = (double)q.s3;
-                    var = (double)q.s1;
+                    ts += c * (double)q.s0;
+                    tw += c * (double)q.s2;
                 }
             }
-            /* Inclusive Hillis-Steele scan of (cs, w). */
-            sa[lid] = cs;
-            sb[lid] = w;
+            /* Inclusive Hillis-Steele scan of the work-items' (ts, tw). */
+            sa[lid] = ts;
+            sb[lid] = tw;
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int off = 1; off < WG; off <<= 1) {
                 double ta = lid >= off ? sa[lid - off] : 0.0;
@@ -147,9 +160,15 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             }
             double s_a = carry_s + (lid > 0 ? sa[lid - 1] : 0.0);
             double o_a = carry_o + (lid > 0 ? sb[lid - 1] : 0.0);
-            double tile_s = sa[WG - 1], tile_o = sb[WG - 1];
+            const double tile_s = sa[WG - 1], tile_o = sb[WG - 1];
             barrier(CLK_LOCAL_MEM_FENCE);
-            if (valid) {
+            for (int j = 0; j < IPT; j++) {
+                const float4 q = qv[j];
+                if (!sc_ok(q))
+                    continue;
+                const double c = cv[j];
+                const double cs = c * (double)q.s0, w = c * (double)q.s2;
+                const double x = (double)q.s0 / (double)q.s2;
                 if (az) {
                     if (o_a != 0.0) {
                         double delta1 = s_a / o_a - x;
@@ -158,11 +177,13 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     }
                 } else {
                     s += cs;
-                    vv += c * c * var;
+                    vv += c * c * (double)q.s1;
                     n += w;
                 }
                 n2 += w * w;
-                cnt += c * count;
+                cnt += c * (double)q.s3;
+                s_a += cs;
+                o_a += w;
             }
             carry_s += tile_s;
             carry_o += tile_o;
