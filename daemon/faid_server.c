@@ -748,8 +748,8 @@ void faid_gen_job_release(faid_gen_job **pb)
     *pb = NULL;
     if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
         return;
-    /* The last reference is ingest's, dropped after the join (faid_gen_job_finish), or one of
-     * a frame after ingest's: the thread has ended either way. */
+    /* The builder drops its reference last thing, and ingest drops its own only after the join
+     * (faid_gen_job_finish): whoever frees, the builder no longer touches the job. */
     faid_gen_release(&b->gen);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
@@ -849,6 +849,8 @@ static void *builder_main(void *arg)
     b->done = 1;
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
+    /* Never the last reference: ingest drops its own only after joining this thread. */
+    faid_gen_job_release(&b);
     return NULL;
 }
 
