@@ -149,13 +149,12 @@ static int pre_kernel(faid_stage_env *env, faid_dtype dt, faid_kernel **k, faid_
 }
 
 /* The sigma-clip kernel, built for the peak kernels' work-group size *wg.
- * Measured on an H200 (EIGER 4M, tests/bench/results/h200*-2026-11-22*): this tiled kernel (one
- * work-group scan per tile of wg entries, coalesced gathers) sustains 2,040 frames/s with the
- * pyfai picker, 8 slots of 4 frames in flight; a version walking one contiguous chunk of the bin
- * per work-item (one scan per pass, 512 work-items) took 540 instead of 620 us for one frame alone
- * but, its gathers no longer coalesced, fell to 1,170 frames/s in flight. Both are most likely
- * bound by memory traffic (up to 12 walks of gathers per frame over the 72 MB float4
- * preprocessed frame, which the 60 MB L2 does not hold), not by barriers or float64 division. */
+ * Measured on an H200 (EIGER 4M, tests/bench/results/h200-2026-11-22-sigclip/): gathering each
+ * bin's entries once into a compact CSR-order copy and walking that contiguously, 4 entries per
+ * work-item per tile, took the preprocess + sigma clip of one frame from 622 to 341 us and the
+ * pyfai picker path, 32 frames in flight, from 2,040 to 2,329-2,426 frames/s. Earlier: a version
+ * walking one contiguous chunk of the bin per work-item (gathers through the indices, 512
+ * work-items) took 540 us for one frame alone but fell to 1,170 frames/s in flight. */
 static int sc_kernel(faid_stage_env *env, faid_stage_res *res, faid_kernel **k, size_t *wg,
                      faid_diag *d)
 {
