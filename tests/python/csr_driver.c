@@ -4,6 +4,7 @@
  * array as .npy into an output folder so the test can compare them with pyFAI.
  *
  * Usage: csr_driver PARAMS OUTDIR, PARAMS holding "key value..." lines (see the test). */
+#include "driver_params.h"
 #include "faid_csr.h"
 #include "faid_geometry.h"
 #include "faid_npy.h"
@@ -15,75 +16,14 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct {
-    char key[64];
-    char val[1024];
-} kv;
-
-static kv params[128];
-static int nparams;
-
-static const char *get(const char *key)
-{
-    for (int i = 0; i < nparams; i++)
-        if (!strcmp(params[i].key, key))
-            return params[i].val;
-    return NULL;
-}
-
-static double getd(const char *key, double def)
-{
-    const char *v = get(key);
-    return v ? strtod(v, NULL) : def;
-}
-
-static void *load(const char *key, faid_dtype want, size_t n, faid_array *a)
-{
-    const char *path = get(key);
-    if (!path)
-        return NULL;
-    faid_diag d = {0};
-    memset(a, 0, sizeof(*a));
-    if (faid_npy_read(path, a, &d) || a->dtype != want || a->count != n) {
-        fprintf(stderr, "%s: cannot use %s (%s)\n", key, path, d.msg);
-        exit(2);
-    }
-    return a->data;
-}
-
-static void save(const char *dir, const char *name, faid_dtype t, size_t n, const void *data)
-{
-    char path[2048];
-    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-    size_t shape[1] = {n};
-    faid_diag d = {0};
-    if (faid_npy_write(path, t, 1, shape, data, &d)) {
-        fprintf(stderr, "write %s: %s\n", path, d.msg);
-        exit(2);
-    }
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 3) {
         fprintf(stderr, "usage: csr_driver PARAMS OUTDIR\n");
         return 2;
     }
-    FILE *f = fopen(argv[1], "r");
-    if (!f)
+    if (driver_read_params(argv[1]))
         return 2;
-    char line[1200];
-    while (nparams < 128 && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        char *sp = strchr(line, ' ');
-        if (!sp)
-            continue;
-        *sp = 0;
-        snprintf(params[nparams].key, sizeof params[nparams].key, "%.63s", line);
-        snprintf(params[nparams].val, sizeof params[nparams].val, "%.1023s", sp + 1);
-        nparams++;
-    }
-    fclose(f);
     const char *out = argv[2];
     faid_diag d = {0};
 
@@ -122,15 +62,7 @@ int main(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &t0);
         rc = faid_csr_build_from_positions(&pos, mask, &p, &csr, &d);
     } else {
-        g.dist = getd("dist", 0.1);
-        g.poni1 = getd("poni1", 0);
-        g.poni2 = getd("poni2", 0);
-        g.rot1 = getd("rot1", 0);
-        g.rot2 = getd("rot2", 0);
-        g.rot3 = getd("rot3", 0);
-        g.wavelength = getd("wavelength", 1e-10);
-        g.pixel1 = getd("pixel1", 1e-4);
-        g.pixel2 = getd("pixel2", 1e-4);
+        driver_poni(&g);
         g.rows = rows;
         g.cols = cols;
         g.orientation = (int)getd("orientation", 3);
