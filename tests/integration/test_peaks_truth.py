@@ -40,11 +40,7 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pyfai_lists(data):
-    ds, d = data
-    s = ds.setup
-    finder = peakrefs.PyFAIFinder(d / "geometry.poni", s.shape, s.mask,
-                                  npt=peakrefs.PYFAI_NPT, unit=peakrefs.PYFAI_UNIT)
-    return [finder(f) for f in ds.frames]
+    return peakrefs.pyfai_lists(*data)
 
 
 def config_for(data_dir):
@@ -139,12 +135,7 @@ def test_daemon_peaks_vs_truth(daemons, data, request, device, algorithm):
     report = ps.format_report(f"faid daemon {algorithm} ({device})", s,
                               ps.recall_by_snr(ds.truth, found, n))
     print(report)
-    if not s["recall"] >= 0.98:
-        problems.append(f"recall {s['recall']:.4f} < 0.98")
-    if not s["precision"] >= 0.98:
-        problems.append(f"precision {s['precision']:.4f} < 0.98")
-    if not s["median_centroid_error"] <= 0.3:
-        problems.append(f"median centroid error {s['median_centroid_error']:.3f} > 0.3 px")
+    problems += ps.truth_problems(s)
     if algorithm == "peakfinder8":
         st = ds.setup
         om = peakrefs.om_peakfinder8(ds.frames, st.mask, st.radius, st.layout())

@@ -23,6 +23,8 @@ pixel centre in that unit, mask 1 = bad; peakfinder(error_model, cutoff_clip, cy
 cutoff_peak, patch_size, connected); no solid-angle or polarization correction (the faid
 configuration of the tests turns them off as well). It reports pos0 = row and pos1 = column.
 """
+import pathlib
+
 import numpy as np
 
 PEAK_DTYPE = [("x", "f8"), ("y", "f8"), ("intensity", "f8"), ("sigma", "f8"), ("snr", "f8"),
@@ -125,3 +127,12 @@ def pyfai_peakfinder(frames, poni, mask_bad, params=PYFAI_PARAMS, npt=PYFAI_NPT,
                      unit=PYFAI_UNIT):
     finder = PyFAIFinder(poni, frames.shape[1:], mask_bad, npt=npt, unit=unit)
     return [finder(f, params) for f in frames]
+
+
+def pyfai_lists(ds, data_dir):
+    """pyFAI's OCL_PeakFinder's peak list of every frame of a peakgen data set written to
+    data_dir (its geometry.poni), with the bins and unit of the faid configurations."""
+    s = ds.setup
+    finder = PyFAIFinder(pathlib.Path(data_dir) / "geometry.poni", s.shape, s.mask,
+                         npt=PYFAI_NPT, unit=PYFAI_UNIT)
+    return [finder(f) for f in ds.frames]

@@ -22,6 +22,10 @@ import numpy as np
 MATCH_RADIUS = 1.5   # px, found vs true
 AGREE_RADIUS = 0.5   # px, one finder vs another
 SNR_MIN = 8.0
+# What the peak tests require of a finder against the truth (issue 6, "Correctness").
+MIN_RECALL = 0.98
+MIN_PRECISION = 0.98
+MAX_CENTROID_ERROR = 0.3  # px, median
 
 
 def match(ax, ay, bx, by, radius):
@@ -118,6 +122,20 @@ def agreement(a, b, radius=AGREE_RADIUS):
         nb += len(fb)
         m += len(ia)
     return (m / na if na else 1.0), (m / nb if nb else 1.0), na, nb
+
+
+def truth_problems(s):
+    """What a score_vs_truth result `s` misses of the required recall, precision and median
+    centroid error, one line each; an empty list when it meets them all."""
+    problems = []
+    if not s["recall"] >= MIN_RECALL:
+        problems.append(f"recall {s['recall']:.4f} < {MIN_RECALL}")
+    if not s["precision"] >= MIN_PRECISION:
+        problems.append(f"precision {s['precision']:.4f} < {MIN_PRECISION}")
+    if not s["median_centroid_error"] <= MAX_CENTROID_ERROR:
+        problems.append(f"median centroid error {s['median_centroid_error']:.3f} > "
+                        f"{MAX_CENTROID_ERROR} px")
+    return problems
 
 
 def hit_consistent(num_peaks, is_hit, min_peaks, max_peaks=None):

@@ -52,11 +52,7 @@ def om_lists(data):
 
 @pytest.fixture(scope="module")
 def pyfai_lists(data):
-    ds, d = data
-    s = ds.setup
-    finder = peakrefs.PyFAIFinder(d / "geometry.poni", s.shape, s.mask,
-                                  npt=peakrefs.PYFAI_NPT, unit=peakrefs.PYFAI_UNIT)
-    return [finder(f) for f in ds.frames]
+    return peakrefs.pyfai_lists(*data)
 
 
 def write_config(path, algorithm, npt=peakrefs.PYFAI_NPT):
@@ -114,13 +110,7 @@ def check_vs_truth(name, ds, found, headers, algorithm):
     s = ps.score_vs_truth(ds.truth, found, n)
     report = ps.format_report(name, s, ps.recall_by_snr(ds.truth, found, n))
     print(report)
-    problems = []
-    if not s["recall"] >= 0.98:
-        problems.append(f"recall {s['recall']:.4f} < 0.98")
-    if not s["precision"] >= 0.98:
-        problems.append(f"precision {s['precision']:.4f} < 0.98")
-    if not s["median_centroid_error"] <= 0.3:
-        problems.append(f"median centroid error {s['median_centroid_error']:.3f} > 0.3 px")
+    problems = ps.truth_problems(s)
     for i, (h, arr) in enumerate(zip(headers, found)):
         if h.get("algorithm") != algorithm:
             problems.append(f"frame {i}: header algorithm {h.get('algorithm')!r}")
