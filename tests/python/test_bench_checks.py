@@ -6,34 +6,20 @@ frames and the frames are dealt between them. Timings are printed by faid-bench 
 asserted (benchmarks measure, tests check)."""
 
 import json
-import os
-import pathlib
 import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-FAID_BIN = pathlib.Path(os.environ.get("FAID_BIN", ROOT / "build" / "bin"))
+import faidtools
+
+FAID_BIN = faidtools.FAID_BIN
 BENCH = str(FAID_BIN / "faid-bench")
 
-CONFIG = """
-detector:
-  preset: null
-  shape: [256, 320]
-  pixel_size: [1.0e-4, 1.0e-4]
-geometry:
-  dist: 0.1
-  poni1: 0.0131
-  poni2: 0.0157
-  rot1: 0.02
-integration:
-  npt: 200
-"""
+CONFIG = faidtools.SMALL_DETECTOR
 
 
 def bench(tmp, *args, ok=True):
-    env = dict(os.environ)
-    env.setdefault("POCL_MAX_PTHREAD_COUNT", "2")
+    env = faidtools.tool_env()
     (tmp / "c.yaml").write_text(CONFIG)
     r = subprocess.run([BENCH, "--config", str(tmp / "c.yaml"), *map(str, args)], env=env,
                        capture_output=True, text=True, timeout=600)

@@ -5,37 +5,23 @@ both finders, the three background error models, an integration error model othe
 (several lanes sharing one preprocessed-frame buffer per slot). The frames come from faidctl's own
 synthetic generator (rings and moving Bragg spots, Poisson noise); each list must hold peaks."""
 
-import os
-import pathlib
 import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-FAID_BIN = pathlib.Path(os.environ.get("FAID_BIN", ROOT / "build" / "bin"))
+import faidtools
+
+FAID_BIN = faidtools.FAID_BIN
 FAIDCTL = str(FAID_BIN / "faidctl")
 
-CONFIG = """
-detector:
-  preset: null
-  shape: [256, 320]
-  pixel_size: [1.0e-4, 1.0e-4]
-geometry:
-  dist: 0.1
-  poni1: 0.0131
-  poni2: 0.0157
-  rot1: 0.02
-integration:
-  npt: 200
-peaks:
+CONFIG = faidtools.SMALL_DETECTOR + """peaks:
   algorithm: pyfai
   adc_threshold: 40
 """
 
 
 def process(tmp, *args):
-    env = dict(os.environ)
-    env.setdefault("POCL_MAX_PTHREAD_COUNT", "2")
+    env = faidtools.tool_env()
     r = subprocess.run([FAIDCTL, "process", "-q", "-c", str(tmp / "c.yaml"), *map(str, args)],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr

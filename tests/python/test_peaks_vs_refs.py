@@ -18,19 +18,17 @@ and 4 PILATUS 1M frames (the preset named by the .poni, int32 with -1 in the gap
 truth and OM. The references themselves are held to the same truth thresholds in
 test_peak_harness.py; the daemon path is tests/integration/test_peaks_truth.py.
 """
-import os
-import pathlib
 import subprocess
 
 import numpy as np
 import pytest
 
+import faidtools
 import peakgen
 import peakrefs
 import peakscore as ps
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-FAID_BIN = pathlib.Path(os.environ.get("FAID_BIN", ROOT / "build" / "bin"))
+FAID_BIN = faidtools.FAID_BIN
 FAIDCTL = str(FAID_BIN / "faidctl")
 MIN_PEAKS_FOR_HIT = 10
 DEVICES = ["ref", "cpu"]
@@ -84,8 +82,7 @@ def faid_peaks(data, algorithm, device, tmp, npt=peakrefs.PYFAI_NPT):
     conf = d / f"{algorithm}.yaml"
     write_config(conf, algorithm, npt)
     out = tmp / "out"
-    env = dict(os.environ)
-    env.setdefault("POCL_MAX_PTHREAD_COUNT", "2")
+    env = faidtools.tool_env()
     p = subprocess.run([FAIDCTL, "process", "-c", str(conf), "-o", str(out), "--device", device,
                         str(d / "frames.npy")], capture_output=True, text=True, timeout=300,
                        env=env)

@@ -11,8 +11,6 @@ for I and sigma (and count); radial / azimuthal bin centres to 1e-6 relative.
 Small detectors keep the file near a minute; one full-size EIGER 4M frame checks the embedded
 default.
 """
-import os
-import pathlib
 import subprocess
 
 import h5py
@@ -23,16 +21,16 @@ import pytest
 from pyFAI.detectors import Detector, detector_factory
 from pyFAI.integrator.azimuthal import AzimuthalIntegrator
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-FAID_BIN = pathlib.Path(os.environ.get("FAID_BIN", ROOT / "build" / "bin"))
+import faidtools
+
+FAID_BIN = faidtools.FAID_BIN
 FAIDCTL = str(FAID_BIN / "faidctl")
 DEVICES = ["ref", "cpu"]
 TOL = 1e-4
 
 
 def run(*args, cwd=None):
-    env = dict(os.environ)
-    env.setdefault("POCL_MAX_PTHREAD_COUNT", "2")
+    env = faidtools.tool_env()
     return subprocess.run([FAIDCTL, "process", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
