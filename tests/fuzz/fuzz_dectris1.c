@@ -8,14 +8,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     faid_input_part parts[FUZZ_MAX_PARTS];
     int n = fuzz_split(data, size, parts);
-    static faid_input_msg m;
-    const faid_input_protocol protos[2] = {FAID_PROTOCOL_DECTRIS_V1, FAID_PROTOCOL_AUTO};
-    for (int k = 0; k < 2; k++) {
-        faid_diag d;
-        faid_diag_clear(&d);
-        faid_input_opts o = {.channel = k ? "threshold_2" : NULL};
-        int rc = faid_input_decode(protos[k], parts, n, &o, &m, &d);
-        fuzz_check(rc, &m, &d, parts, n);
-    }
+    fuzz_decode_both(FAID_PROTOCOL_DECTRIS_V1, parts, n);
     return 0;
 }

@@ -8,15 +8,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     faid_input_part part = {data, size};
-    static faid_input_msg m;
-    const faid_input_protocol protos[2] = {FAID_PROTOCOL_DECTRIS_V2, FAID_PROTOCOL_AUTO};
-    for (int k = 0; k < 2; k++) {
-        faid_diag d;
-        faid_diag_clear(&d);
-        faid_input_opts o = {.channel = k ? "threshold_2" : NULL};
-        int rc = faid_input_decode(protos[k], &part, 1, &o, &m, &d);
-        fuzz_check(rc, &m, &d, &part, 1);
-    }
+    fuzz_decode_both(FAID_PROTOCOL_DECTRIS_V2, &part, 1);
     /* The cursor alone: skipping item after item ends inside the buffer. */
     faid_cbr r;
     faid_cbr_init(&r, data, size);

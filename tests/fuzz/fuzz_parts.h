@@ -114,4 +114,20 @@ static inline void fuzz_check(int rc, const faid_input_msg *m, const faid_diag *
     }
 }
 
+/* The body of an input-format target: PARTS decoded with PROTOCOL and with auto detection, for
+ * the first channel and for a named one, each result held to fuzz_check. */
+static inline void fuzz_decode_both(faid_input_protocol protocol, const faid_input_part *parts,
+                                    int n)
+{
+    static faid_input_msg m;
+    const faid_input_protocol protos[2] = {protocol, FAID_PROTOCOL_AUTO};
+    for (int k = 0; k < 2; k++) {
+        faid_diag d;
+        faid_diag_clear(&d);
+        faid_input_opts o = {.channel = k ? "threshold_2" : NULL};
+        int rc = faid_input_decode(protos[k], parts, n, &o, &m, &d);
+        fuzz_check(rc, &m, &d, parts, n);
+    }
+}
+
 #endif
