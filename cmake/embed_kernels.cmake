@@ -7,5 +7,6 @@ function(faid_embed_kernels src_dir out_c)
     COMMAND ${CMAKE_COMMAND} -DSRC_DIR=${src_dir} -DOUT_C=${out_c}
             -P ${CMAKE_SOURCE_DIR}/cmake/embed_kernels_run.cmake
     DEPENDS ${cl_files} ${CMAKE_SOURCE_DIR}/cmake/embed_kernels_run.cmake
+            ${CMAKE_SOURCE_DIR}/cmake/embed_files.cmake
     COMMENT "Embedding OpenCL kernels")
 endfunction()
