@@ -27,6 +27,16 @@ int faid_mpw_finish(const faid_mpw *w, faid_diag *d)
     return 0;
 }
 
+/* The end of every encoder: the message length into *out_len, or FAID_ESIZE when it overflowed. */
+static int finish_len(const faid_mpw *w, size_t *out_len, faid_diag *d)
+{
+    int rc = faid_mpw_finish(w, d);
+    if (rc)
+        return rc;
+    *out_len = w->len;
+    return 0;
+}
+
 static void put(faid_mpw *w, const void *p, size_t n)
 {
     if (w->overflow)
@@ -1277,11 +1287,7 @@ int faid_proto_encode_input(const faid_in_header *h, void *buf, size_t cap, size
         faid_mpw_str(&w, FAID_K_USER_DATA);
         faid_mpw_raw(&w, h->user_data, h->user_data_len);
     }
-    int rc = faid_mpw_finish(&w, d);
-    if (rc)
-        return rc;
-    *out_len = w.len;
-    return 0;
+    return finish_len(&w, out_len, d);
 }
 
 /* ------------------------------------------------------------------------------------------- */
@@ -1537,11 +1543,7 @@ int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, 
         faid_mpw_str(&w, FAID_K_PATH);
         faid_mpw_strn(&w, q->path, strnlen(q->path, sizeof(q->path)));
     }
-    int rc = faid_mpw_finish(&w, d);
-    if (rc)
-        return rc;
-    *out_len = w.len;
-    return 0;
+    return finish_len(&w, out_len, d);
 }
 
 int faid_proto_decode_request(const void *buf, size_t len, faid_ctl_request *q, faid_diag *d)
@@ -1630,11 +1632,7 @@ int faid_proto_encode_ll_request(const faid_ll_request *q, void *buf, size_t cap
         faid_mpw_str(&w, FAID_K_INSTANCE);
         faid_mpw_strn(&w, q->instance, ilen);
     }
-    int rc = faid_mpw_finish(&w, d);
-    if (rc)
-        return rc;
-    *out_len = w.len;
-    return 0;
+    return finish_len(&w, out_len, d);
 }
 
 int faid_proto_decode_ll_request(const void *buf, size_t len, faid_ll_request *q, faid_diag *d)
