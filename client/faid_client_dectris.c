@@ -131,6 +131,17 @@ static void series_keys(cbw *w, const faid_dectris_series *s)
     text(w, s->series_unique_id ? s->series_unique_id : "");
 }
 
+/* The opening every v2 message shares: the self-described CBOR tag, a map of NKEYS keys, its type
+ * and the series keys (3 of the NKEYS). */
+static void message_head(cbw *w, uint64_t nkeys, const char *type, const faid_dectris_series *s)
+{
+    head(w, MT_TAG, 55799);
+    head(w, MT_MAP, nkeys);
+    text(w, "type");
+    text(w, type);
+    series_keys(w, s);
+}
+
 int faid_dectris2_carries(faid_encoding e)
 {
     return e == FAID_ENC_NONE || e == FAID_ENC_BSLZ4 || e == FAID_ENC_LZ4;
@@ -143,11 +154,7 @@ int faid_dectris2_start(const faid_dectris_series *s, uint8_t *buf, size_t cap, 
         return faid_fail(d, FAID_EDTYPE, "DECTRIS v2 cannot carry %s pixels",
                          faid_dtype_name(s->dtype));
     cbw w = {buf, cap, 0, 0};
-    head(&w, MT_TAG, 55799);
-    head(&w, MT_MAP, s->has_geometry ? 16 : 8);
-    text(&w, "type");
-    text(&w, "start");
-    series_keys(&w, s);
+    message_head(&w, s->has_geometry ? 16 : 8, "start", s);
     text(&w, "channels");
     head(&w, MT_ARRAY, 1);
     text(&w, channel_of(s));
@@ -201,11 +208,7 @@ int faid_dectris2_image(const faid_dectris_series *s, uint64_t image_id, faid_en
         return faid_fail(d, FAID_EUNSUP, "DECTRIS v2 cannot carry %s frames (bslz4, lz4, none)",
                          faid_encoding_name(e));
     cbw w = {buf, cap, 0, 0};
-    head(&w, MT_TAG, 55799);
-    head(&w, MT_MAP, 8);
-    text(&w, "type");
-    text(&w, "image");
-    series_keys(&w, s);
+    message_head(&w, 8, "image", s);
     text(&w, "image_id");
     head(&w, MT_UINT, image_id);
     /* 10 ms per frame at a 100 MHz time base, as a DCU's rationals look. */
@@ -238,11 +241,7 @@ int faid_dectris2_end(const faid_dectris_series *s, uint8_t *buf, size_t cap, si
                       faid_diag *d)
 {
     cbw w = {buf, cap, 0, 0};
-    head(&w, MT_TAG, 55799);
-    head(&w, MT_MAP, 3);
-    text(&w, "type");
-    text(&w, "end");
-    series_keys(&w, s);
+    message_head(&w, 3, "end", s);
     return finish(&w, len, d);
 }
 
