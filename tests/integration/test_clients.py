@@ -14,7 +14,6 @@ the placeholder. Every test uses free loopback ports and kills what it started."
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +24,8 @@ import numpy as np
 import pytest
 import zmq
 
+from test_daemon import ep, free_port  # the harness's loopback endpoints
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("FAID_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "..", "..")))
 BIN = os.environ.get("FAID_BIN", os.path.join(SRC, "build", "bin"))
@@ -34,16 +35,6 @@ PYSUB = os.path.join(SRC, "client", "python", "faid_subscriber.py")
 
 # Generous limits only to turn a hang into a failure; nothing asserts on time.
 LONG = 120
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def ep(port):
-    return "tcp://127.0.0.1:%d" % port
 
 
 class Proc:
