@@ -18,13 +18,9 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: csr_driver PARAMS OUTDIR\n");
+    const char *out = driver_start(argc, argv, "csr_driver");
+    if (!out)
         return 2;
-    }
-    if (driver_read_params(argv[1]))
-        return 2;
-    const char *out = argv[2];
     faid_diag d = {0};
 
     faid_csr_params p = {0};

@@ -43,6 +43,19 @@ static inline int driver_read_params(const char *path)
     return 0;
 }
 
+/* A driver's start: checks its command line (NAME PARAMS OUTDIR) and reads PARAMS. Returns
+ * OUTDIR, or NULL (after a usage line) when the command line or PARAMS is unusable. */
+static inline const char *driver_start(int argc, char **argv, const char *name)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s PARAMS OUTDIR\n", name);
+        return NULL;
+    }
+    if (driver_read_params(argv[1]))
+        return NULL;
+    return argv[2];
+}
+
 static inline const char *get(const char *key)
 {
     for (int i = 0; i < driver_nparams; i++)

@@ -45,13 +45,9 @@ static void die(const char *what, const faid_diag *d)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: peaks_driver PARAMS OUTDIR\n");
+    const char *out = driver_start(argc, argv, "peaks_driver");
+    if (!out)
         return 2;
-    }
-    if (driver_read_params(argv[1]))
-        return 2;
-    const char *out = argv[2];
     faid_diag d = {0};
 
     faid_geometry g = {0};
