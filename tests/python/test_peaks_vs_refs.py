@@ -122,16 +122,22 @@ def check_vs_truth(name, ds, found, headers, algorithm):
     assert not problems, report + "\n" + "\n".join(problems)
 
 
+def check_agreement(what, found, ref, ref_name):
+    """faid's lists against a reference's: >= 98 % of the peaks of each within AGREE_RADIUS of a
+    peak of the other."""
+    fa, fb, na, nb = ps.agreement(found, ref)
+    msg = (f"{what}: {fa:.4f} of {na} faid peaks and {fb:.4f} of {nb} {ref_name} peaks within "
+           f"{ps.AGREE_RADIUS} px")
+    print(msg)
+    assert fa >= 0.98 and fb >= 0.98, msg
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_peakfinder8_vs_truth_and_om(data, om_lists, device, tmp_path):
     ds, _ = data
     found, headers = faid_peaks(data, "peakfinder8", device, tmp_path)
     check_vs_truth(f"faid peakfinder8 ({device})", ds, found, headers, "peakfinder8")
-    fa, fb, na, nb = ps.agreement(found, om_lists)
-    msg = (f"faid peakfinder8 ({device}) vs OM: {fa:.4f} of {na} faid peaks and {fb:.4f} of "
-           f"{nb} OM peaks within {ps.AGREE_RADIUS} px")
-    print(msg)
-    assert fa >= 0.98 and fb >= 0.98, msg
+    check_agreement(f"faid peakfinder8 ({device}) vs OM", found, om_lists, "OM")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -139,11 +145,8 @@ def test_pyfai_vs_truth_and_pyfai(data, pyfai_lists, device, tmp_path):
     ds, _ = data
     found, headers = faid_peaks(data, "pyfai", device, tmp_path)
     check_vs_truth(f"faid pyfai ({device})", ds, found, headers, "pyfai")
-    fa, fb, na, nb = ps.agreement(found, pyfai_lists)
-    msg = (f"faid pyfai ({device}) vs pyFAI OCL_PeakFinder: {fa:.4f} of {na} faid peaks and "
-           f"{fb:.4f} of {nb} pyFAI peaks within {ps.AGREE_RADIUS} px")
-    print(msg)
-    assert fa >= 0.98 and fb >= 0.98, msg
+    check_agreement(f"faid pyfai ({device}) vs pyFAI OCL_PeakFinder", found, pyfai_lists,
+                    "pyFAI")
 
 
 @pytest.mark.parametrize("algorithm", ["peakfinder8", "pyfai"])
@@ -160,11 +163,7 @@ def test_pilatus_1m_preset(algorithm, tmp_path):
     if algorithm == "peakfinder8":
         s = ds.setup
         om = peakrefs.om_peakfinder8(ds.frames, s.mask, s.radius, s.layout())
-        fa, fb, na, nb = ps.agreement(found, om)
-        msg = (f"faid peakfinder8 (pilatus_1m) vs OM: {fa:.4f} of {na} faid peaks and {fb:.4f} "
-               f"of {nb} OM peaks within {ps.AGREE_RADIUS} px")
-        print(msg)
-        assert fa >= 0.98 and fb >= 0.98, msg
+        check_agreement("faid peakfinder8 (pilatus_1m) vs OM", found, om, "OM")
 
 
 def test_wrong_frame_shape_is_a_clear_error(data, tmp_path):
