@@ -61,6 +61,19 @@ class Detector:
         self.sock.close()
 
 
+def masked_config(d, tmpdir_, name, mask):
+    """The daemon's configuration with the detector's own mask (non-zero = bad) as
+    detector.mask, written as <name>mask.yaml beside <name>mask.npy; returns its path."""
+    mask_path = os.path.join(tmpdir_, name + "mask.npy")
+    np.save(mask_path, (mask != 0).astype(np.uint8))
+    masked_cfg = os.path.join(tmpdir_, name + "mask.yaml")
+    with open(d.config) as f:
+        text = f.read()
+    with open(masked_cfg, "w") as f:
+        f.write(text.replace("detector:\n", "detector:\n  mask: %s\n" % mask_path, 1))
+    return masked_cfg
+
+
 def reference(d, tmpdir, name, stack, config=None):
     """faidctl process on the stack (the daemon's configuration unless given, CPU device): per
     frame [bins, 5]."""
@@ -161,13 +174,7 @@ def test_v2_connect_abort_restart_stale_and_corrupt(daemons, tmpdir_):
     # Series 1's start brought a pixel mask (OR-ed with the configured one: none here); series
     # 2's start none.
     assert s1["input"]["applied"]["pixel_mask"] and not starts[1]["input"]["applied"]["pixel_mask"]
-    mask_path = os.path.join(tmpdir_, "v2mask.npy")
-    np.save(mask_path, (mask != 0).astype(np.uint8))
-    masked_cfg = os.path.join(tmpdir_, "v2mask.yaml")
-    with open(d.config) as f:
-        text = f.read()
-    with open(masked_cfg, "w") as f:
-        f.write(text.replace("detector:\n", "detector:\n  mask: %s\n" % mask_path, 1))
+    masked_cfg = masked_config(d, tmpdir_, "v2", mask)
     by = {(r["series_id"], r["frame_id"]): r for r in results}
     for sid, cfg in ((1, masked_cfg), (2, None)):
         keys = sorted(k for k in good if k[0] == sid)
@@ -245,13 +252,7 @@ def test_v1_bind_every_encoding_drains_parts(daemons, tmpdir_):
     assert results[0]["user_data"] == "note"
     assert start["input"]["applied"]["pixel_mask"]
     assert start["input"]["detector_masked_pixels"] == 21
-    mask_path = os.path.join(tmpdir_, "v1mask.npy")
-    np.save(mask_path, (mask != 0).astype(np.uint8))
-    masked_cfg = os.path.join(tmpdir_, "v1mask.yaml")
-    with open(d.config) as f:
-        text = f.read()
-    with open(masked_cfg, "w") as f:
-        f.write(text.replace("detector:\n", "detector:\n  mask: %s\n" % mask_path, 1))
+    masked_cfg = masked_config(d, tmpdir_, "v1", mask)
     for dt in (np.uint8, np.uint16, np.uint32):
         sel = [(f, a) for f, a in good if a.dtype == dt]
         refs = reference(d, tmpdir_, "v1_" + np.dtype(dt).name, np.stack([a for _, a in sel]),
