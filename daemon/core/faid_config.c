@@ -997,17 +997,24 @@ static int edit_distance(const char *a, const char *b)
     return row[lb];
 }
 
-static int unknown_key(const ctx *c, const yaml_node_t *kn, const char *full, faid_diag *d)
+/* The option name closest to NAME (fewer than 3 edits), for a "did you mean"; NULL when none. */
+static const char *nearest_option(const char *name)
 {
     const char *best = NULL;
     int bd = 3;
     for (size_t i = 0; i < NOPT; i++) {
-        int e = edit_distance(full, options[i].name);
+        int e = edit_distance(name, options[i].name);
         if (e < bd) {
             bd = e;
             best = options[i].name;
         }
     }
+    return best;
+}
+
+static int unknown_key(const ctx *c, const yaml_node_t *kn, const char *full, faid_diag *d)
+{
+    const char *best = nearest_option(full);
     if (best)
         return faid_fail(d, FAID_ECONFIG, "%s:%d: unknown key '%s' (did you mean '%s'?)", c->what,
                          node_line(kn), full, best);
@@ -1405,15 +1412,7 @@ int faid_config_set(faid_config *cfg, const char *key, const char *value, faid_d
 {
     int idx = opt_index(key);
     if (idx < 0) {
-        const char *best = NULL;
-        int bd = 3;
-        for (size_t i = 0; i < NOPT; i++) {
-            int e = edit_distance(key, options[i].name);
-            if (e < bd) {
-                bd = e;
-                best = options[i].name;
-            }
-        }
+        const char *best = nearest_option(key);
         if (best)
             return faid_fail(d, FAID_ECONFIG, "unknown key '%s' (did you mean '%s'?)", key, best);
         return faid_fail(d, FAID_ECONFIG, "unknown key '%s'", key);
