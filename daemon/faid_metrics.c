@@ -75,6 +75,29 @@ static void device_label(char *out, size_t cap, int i)
     snprintf(out, cap, "{device=\"%d\"}", i);
 }
 
+/* The metrics that are one unlabelled faid_stats counter, each with the field it reads. */
+#define FAID_PLAIN_METRICS(X)                                                                      \
+    X(RECEIVED, received)                                                                          \
+    X(RECEIVED_BYTES, received_bytes)                                                              \
+    X(PROCESSED, processed)                                                                        \
+    X(FAILED, failed)                                                                              \
+    X(BAD_INPUT, bad_input)                                                                        \
+    X(PUBLISHED, published)                                                                        \
+    X(STALE, stale)                                                                                \
+    X(IGNORED, ignored)                                                                            \
+    X(FORWARDED, forwarded)                                                                        \
+    X(FORWARD_DROPPED, forward_dropped)                                                            \
+    X(LOSSLESS, lossless_sent)                                                                     \
+    X(LL_RESENT, ll_resent)                                                                        \
+    X(LL_ACKED, ll_acked)                                                                          \
+    X(LL_HELD, ll_held)                                                                            \
+    X(LL_HELD_BYTES, ll_held_bytes)                                                                \
+    X(LL_ACTIVE, ll_active)                                                                        \
+    X(SERIES, series)                                                                              \
+    X(PEAK_FRAMES, peak_frames)                                                                    \
+    X(HITS, hits)                                                                                  \
+    X(PEAKS, peaks_found)
+
 static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event_clients)
 {
     faid_stats *st = &s->stats;
@@ -82,6 +105,12 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
                    defs[id].type);
     char lab[128];
     switch (id) {
+#define FAID_PLAIN_CASE(ID, field)                                                                 \
+    case FAID_M_##ID:                                                                              \
+        sample_u(b, id, "", faid_stat_get(&st->field));                                            \
+        break;
+        FAID_PLAIN_METRICS(FAID_PLAIN_CASE)
+#undef FAID_PLAIN_CASE
     case FAID_M_BUILD_INFO:
         faid_tb_printf(b, "%s{version=\"", defs[id].name);
         label_value(b, FAID_VERSION);
@@ -96,26 +125,11 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
         faid_gen_release(&g);
         break;
     }
-    case FAID_M_RECEIVED:
-        sample_u(b, id, "", faid_stat_get(&st->received));
-        break;
-    case FAID_M_RECEIVED_BYTES:
-        sample_u(b, id, "", faid_stat_get(&st->received_bytes));
-        break;
-    case FAID_M_PROCESSED:
-        sample_u(b, id, "", faid_stat_get(&st->processed));
-        break;
-    case FAID_M_FAILED:
-        sample_u(b, id, "", faid_stat_get(&st->failed));
-        break;
     case FAID_M_DROPPED:
         for (int r = 0; r < FAID_NDROPS; r++) {
             snprintf(lab, sizeof lab, "{reason=\"%s\"}", faid_drop_name((faid_drop_reason)r));
             sample_u(b, id, lab, faid_stat_get(&st->drops[r]));
         }
-        break;
-    case FAID_M_BAD_INPUT:
-        sample_u(b, id, "", faid_stat_get(&st->bad_input));
         break;
     case FAID_M_ERRORS:
         /* Only the codes that happened: stages x codes is a sparse table. */
@@ -129,47 +143,11 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
                 sample_u(b, id, lab, v);
             }
         break;
-    case FAID_M_PUBLISHED:
-        sample_u(b, id, "", faid_stat_get(&st->published));
-        break;
-    case FAID_M_STALE:
-        sample_u(b, id, "", faid_stat_get(&st->stale));
-        break;
-    case FAID_M_IGNORED:
-        sample_u(b, id, "", faid_stat_get(&st->ignored));
-        break;
-    case FAID_M_FORWARDED:
-        sample_u(b, id, "", faid_stat_get(&st->forwarded));
-        break;
-    case FAID_M_FORWARD_DROPPED:
-        sample_u(b, id, "", faid_stat_get(&st->forward_dropped));
-        break;
-    case FAID_M_LOSSLESS:
-        sample_u(b, id, "", faid_stat_get(&st->lossless_sent));
-        break;
-    case FAID_M_LL_RESENT:
-        sample_u(b, id, "", faid_stat_get(&st->ll_resent));
-        break;
-    case FAID_M_LL_ACKED:
-        sample_u(b, id, "", faid_stat_get(&st->ll_acked));
-        break;
     case FAID_M_LL_GIVEN_UP:
         for (int k = 0; k < FAID_NMSGKINDS; k++) {
             snprintf(lab, sizeof lab, "{kind=\"%s\"}", faid_msg_kind_name((faid_msg_kind)k));
             sample_u(b, id, lab, faid_stat_get(&st->ll_given_up[k]));
         }
-        break;
-    case FAID_M_LL_HELD:
-        sample_u(b, id, "", faid_stat_get(&st->ll_held));
-        break;
-    case FAID_M_LL_HELD_BYTES:
-        sample_u(b, id, "", faid_stat_get(&st->ll_held_bytes));
-        break;
-    case FAID_M_LL_ACTIVE:
-        sample_u(b, id, "", faid_stat_get(&st->ll_active));
-        break;
-    case FAID_M_SERIES:
-        sample_u(b, id, "", faid_stat_get(&st->series));
         break;
     case FAID_M_SERIES_FRAMES:
         sample_u(b, id, "", faid_stat_get(&s->series_frames));
@@ -216,15 +194,6 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
         sample_u(b, id, "", acc > clo ? acc - clo : 0);
         break;
     }
-    case FAID_M_PEAK_FRAMES:
-        sample_u(b, id, "", faid_stat_get(&st->peak_frames));
-        break;
-    case FAID_M_HITS:
-        sample_u(b, id, "", faid_stat_get(&st->hits));
-        break;
-    case FAID_M_PEAKS:
-        sample_u(b, id, "", faid_stat_get(&st->peaks_found));
-        break;
     case FAID_M_HIT_RATE:
         sample_f(b, id, "", s->aggr ? faid_aggr_hit_rate(s->aggr, NULL) : 0.0);
         break;
