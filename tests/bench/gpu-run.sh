@@ -166,13 +166,18 @@ for c in $SCALE_CONFIGS; do
     done
 done
 
-# 5. pyFAI + silx reference on the same frame and device, when its wheels came along
-if ls .whl/*.whl >/dev/null 2>&1 && [ -f "$LOG/data/frame.npy" ] && [ -f "$LOG/bench_full.json" ]; then
-    site=$root/.device/site
+# The pyFAI + silx wheels (.whl/), installed once into $site for steps 5 and 5a.
+site=$root/.device/site
+install_wheels() {
     if [ ! -d "$site/pyFAI" ]; then
         python3 -m pip install --no-index --no-deps --target "$site" .whl/*.whl \
             >"$LOG/pip.log" 2>&1 || say "WARNING: installing the wheels failed (see $LOG/pip.log)"
     fi
+}
+
+# 5. pyFAI + silx reference on the same frame and device, when its wheels came along
+if ls .whl/*.whl >/dev/null 2>&1 && [ -f "$LOG/data/frame.npy" ] && [ -f "$LOG/bench_full.json" ]; then
+    install_wheels
     say "pyFAI + silx reference ($PYFAI_FRAMES frames)"
     if ! PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" python3 tests/bench/pyfai_reference.py \
         --frame "$LOG/data/frame.npy" --chunk "$LOG/data/chunk.bslz4" \
@@ -196,11 +201,7 @@ fi
 # 5a. pyFAI's OpenCL peak finder on the same frame, beside the peak configurations
 if ls .whl/*.whl >/dev/null 2>&1 && [ -f "$LOG/data/mask.npy" ] &&
     ls "$LOG"/bench_pk-*.json >/dev/null 2>&1; then
-    site=$root/.device/site
-    if [ ! -d "$site/pyFAI" ]; then
-        python3 -m pip install --no-index --no-deps --target "$site" .whl/*.whl \
-            >"$LOG/pip.log" 2>&1 || say "WARNING: installing the wheels failed (see $LOG/pip.log)"
-    fi
+    install_wheels
     say "pyFAI OCL_PeakFinder reference ($PYFAI_FRAMES frames)"
     if ! PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" python3 tests/bench/pyfai_peaks_reference.py \
         "$LOG/data" --frames "$PYFAI_FRAMES" --json "$LOG/pyfai_peaks.json" \
