@@ -126,8 +126,9 @@ queue:
             push.send(f)
         push.send(ds.v2_encode(ds.v2_end(sid, uid)))
         t_read = t_start = t_first = None
+        ended = False
         info = {}
-        while t_read is None or t_start is None or t_first is None:
+        while t_read is None or t_start is None or t_first is None or not ended:
             if time.monotonic() - t0 > TIMEOUT:
                 sys.exit("series %d: timed out" % sid)
             if t_read is None and \
@@ -144,13 +145,9 @@ queue:
                     info = m.get("input", {})
                 elif m["type"] == "result" and t_first is None:
                     t_first = now
+                elif m["type"] == "end":
+                    ended = True  # each series is timed alone: its end before the next start
             time.sleep(0.005)
-        # The series' end before the next start, so each series is timed alone.
-        while True:
-            topic, body = sub.recv_multipart()
-            m = msgpack.unpackb(body)
-            if m["type"] == "end" and m.get("series_id") == sid:
-                break
         rows.append((sid, mname, info.get("setup", "-"), info.get("setup_build_ms"),
                      t_read, t_start, t_first))
     request({"cmd": "stop"})
