@@ -94,6 +94,8 @@ static void device_label(char *out, size_t cap, int i)
     X(LL_HELD_BYTES, ll_held_bytes)                                                                \
     X(LL_ACTIVE, ll_active)                                                                        \
     X(SERIES, series)                                                                              \
+    X(SETUPS_REUSED, setups_reused)                                                                \
+    X(SETUPS_REBUILT, setups_rebuilt)                                                              \
     X(PEAK_FRAMES, peak_frames)                                                                    \
     X(HITS, hits)                                                                                  \
     X(PEAKS, peaks_found)
