@@ -9,7 +9,7 @@
 typedef struct head {
     faid_cb_obj *o;
     int seen;
-    int indefinite;
+    int indef_string; /* a chunked byte or text string: refused */
 } head;
 
 #define CTX(c) ((head *)(c))
@@ -74,9 +74,26 @@ static void cb_text(void *c, cbor_data p, size_t n)
     CTX(c)->o->len = n;
     CTX(c)->seen = 1;
 }
-static void cb_indef(void *c)
+static void cb_indef_string(void *c)
 {
-    CTX(c)->indefinite = 1;
+    CTX(c)->indef_string = 1;
+    CTX(c)->seen = 1;
+}
+static void cb_indef_array(void *c)
+{
+    CTX(c)->o->type = FAID_CB_ARRAY;
+    CTX(c)->o->indef = 1;
+    CTX(c)->seen = 1;
+}
+static void cb_indef_map(void *c)
+{
+    CTX(c)->o->type = FAID_CB_MAP;
+    CTX(c)->o->indef = 1;
+    CTX(c)->seen = 1;
+}
+static void cb_break(void *c)
+{
+    CTX(c)->o->type = FAID_CB_BREAK;
     CTX(c)->seen = 1;
 }
 static void cb_array(void *c, size_t n)
@@ -138,13 +155,13 @@ static const struct cbor_callbacks callbacks = {
     .negint32 = cb_n32,
     .negint64 = cb_n64,
     .byte_string = cb_bytes,
-    .byte_string_start = cb_indef,
+    .byte_string_start = cb_indef_string,
     .string = cb_text,
-    .string_start = cb_indef,
+    .string_start = cb_indef_string,
     .array_start = cb_array,
-    .indef_array_start = cb_indef,
+    .indef_array_start = cb_indef_array,
     .map_start = cb_map,
-    .indef_map_start = cb_indef,
+    .indef_map_start = cb_indef_map,
     .tag = cb_tag,
     .float2 = cb_float,
     .float4 = cb_float,
@@ -152,7 +169,7 @@ static const struct cbor_callbacks callbacks = {
     .undefined = cb_undef,
     .null = cb_null,
     .boolean = cb_bool,
-    .indef_break = cb_indef,
+    .indef_break = cb_break,
 };
 
 void faid_cbr_init(faid_cbr *r, const void *buf, size_t len)
@@ -173,10 +190,11 @@ int faid_cbr_next(faid_cbr *r, faid_cb_obj *o, faid_diag *d)
         return faid_fail(d, FAID_ETRUNC, "CBOR item truncated (%zu bytes left, needs more)", left);
     if (res.status != CBOR_DECODER_FINISHED || !h.seen || res.read == 0 || res.read > left)
         return faid_fail(d, FAID_EFORMAT, "malformed CBOR item (first byte 0x%02x)", r->p[0]);
-    if (h.indefinite)
+    if (h.indef_string)
         return faid_fail(d, FAID_EUNSUP,
-                         "indefinite-length CBOR item (first byte 0x%02x) is not supported",
-                         r->p[0]);
+                         "indefinite-length (chunked) CBOR %s string (first byte 0x%02x) is not "
+                         "supported",
+                         (r->p[0] >> 5) == 2 ? "byte" : "text", r->p[0]);
     r->p += res.read;
     left -= res.read;
     /* Every item takes at least one byte: a count above the bytes left is a lie, refused before
@@ -193,16 +211,90 @@ int faid_cbr_next(faid_cbr *r, faid_cb_obj *o, faid_diag *d)
     return 0;
 }
 
+int faid_cbr_more(faid_cbr *r, const faid_cb_obj *c, uint64_t k, int *more, const char *what,
+                  faid_diag *d)
+{
+    if (!c->indef) {
+        *more = k < c->u;
+        return 0;
+    }
+    if (r->p >= r->end)
+        return faid_fail(d, FAID_ETRUNC,
+                         "%s: indefinite-length CBOR %s ends without its break byte 0xff "
+                         "(message truncated after %llu %s)",
+                         what, c->type == FAID_CB_MAP ? "map" : "array", (unsigned long long)k,
+                         c->type == FAID_CB_MAP ? "pairs" : "items");
+    *more = *r->p != 0xff;
+    if (!*more)
+        r->p++;
+    return 0;
+}
+
+int faid_cb_array_of(const faid_cb_obj *o, uint64_t n)
+{
+    return o->type == FAID_CB_ARRAY && (o->indef || o->u == n);
+}
+
+int faid_cbr_end(faid_cbr *r, const faid_cb_obj *c, const char *what, faid_diag *d)
+{
+    if (!c->indef)
+        return 0;
+    int more = 0;
+    int rc = faid_cbr_more(r, c, 0, &more, what, d);
+    if (rc)
+        return rc;
+    if (more)
+        return faid_fail(d, FAID_EFORMAT, "%s: indefinite-length CBOR array holds too many items",
+                         what);
+    return 0;
+}
+
 int faid_cbr_skip(faid_cbr *r, faid_diag *d)
 {
-    /* Items still to read; bounded by the bytes left thanks to the count rule above. */
+    /* Items still owed by definite containers (and the item asked for) inside the innermost open
+     * indefinite container; bounded by the bytes left thanks to the count rule above. Each open
+     * indefinite container keeps its parent's count on a small stack. */
     uint64_t pending = 1;
-    while (pending) {
+    uint64_t saved[FAID_CB_MAX_INDEF_DEPTH];
+    unsigned char is_map[FAID_CB_MAX_INDEF_DEPTH];
+    int depth = 0;
+    for (;;) {
+        if (pending == 0) {
+            if (depth == 0)
+                return 0;
+            if (r->p >= r->end)
+                return faid_fail(d, FAID_ETRUNC,
+                                 "indefinite-length CBOR %s ends without its break byte 0xff",
+                                 is_map[depth - 1] ? "map" : "array");
+            if (*r->p == 0xff) {
+                r->p++;
+                depth--;
+                pending = saved[depth];
+                continue;
+            }
+            /* One more element: an item, or a key and its value. */
+            pending = is_map[depth - 1] ? 2 : 1;
+        }
         faid_cb_obj o;
         int rc = faid_cbr_next(r, &o, d);
         if (rc)
             return rc;
+        if (o.type == FAID_CB_BREAK)
+            return faid_fail(d, FAID_EFORMAT,
+                             "CBOR break byte 0xff where an item was expected (outside an "
+                             "indefinite-length container, or between a map key and its value)");
         pending--;
+        if ((o.type == FAID_CB_ARRAY || o.type == FAID_CB_MAP) && o.indef) {
+            if (depth == FAID_CB_MAX_INDEF_DEPTH)
+                return faid_fail(d, FAID_EFORMAT,
+                                 "indefinite-length CBOR containers nested deeper than %d levels",
+                                 FAID_CB_MAX_INDEF_DEPTH);
+            saved[depth] = pending;
+            is_map[depth] = o.type == FAID_CB_MAP;
+            depth++;
+            pending = 0;
+            continue;
+        }
         if (o.type == FAID_CB_ARRAY || o.type == FAID_CB_TAG)
             pending += o.type == FAID_CB_TAG ? 1 : o.u;
         else if (o.type == FAID_CB_MAP)
@@ -210,7 +302,6 @@ int faid_cbr_skip(faid_cbr *r, faid_diag *d)
         if (pending > (uint64_t)(r->end - r->p))
             return faid_fail(d, FAID_ETRUNC, "CBOR containers hold more items than bytes left");
     }
-    return 0;
 }
 
 int faid_cbr_next_untag(faid_cbr *r, faid_cb_obj *o, int64_t *tag, faid_diag *d)
@@ -334,6 +425,22 @@ static int to_msgpack(faid_cbr *r, faid_mpw *w, int depth, faid_diag *d)
         return 0;
     case FAID_CB_ARRAY:
     case FAID_CB_MAP: {
+        if (o.indef) {
+            /* msgpack writes the count first: count by skipping over a copy of the cursor. */
+            faid_cbr scan = *r;
+            int more = 0;
+            for (uint64_t k = 0;; k++) {
+                if ((rc = faid_cbr_more(&scan, &o, k, &more, "CBOR container", d)))
+                    return rc;
+                if (!more) {
+                    o.u = k;
+                    break;
+                }
+                if ((rc = faid_cbr_skip(&scan, d)) ||
+                    (o.type == FAID_CB_MAP && (rc = faid_cbr_skip(&scan, d))))
+                    return rc;
+            }
+        }
         /* Counts are bounded by the bytes left (faid_cbr_next), so they fit msgpack's 32 bits
          * for any message under 4 GiB. */
         if (o.u > UINT32_MAX)
@@ -347,9 +454,12 @@ static int to_msgpack(faid_cbr *r, faid_mpw *w, int depth, faid_diag *d)
         for (uint64_t k = 0; k < items; k++)
             if ((rc = to_msgpack(r, w, depth + 1, d)))
                 return rc;
+        if (o.indef) /* the scan above saw the break right here */
+            r->p++;
         return 0;
     }
     case FAID_CB_TAG:
+    case FAID_CB_BREAK:
         break;
     }
     return faid_fail(d, FAID_EFORMAT, "unexpected CBOR item");

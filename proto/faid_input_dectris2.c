@@ -8,7 +8,9 @@
  * tag). The selected channel's bytes are handed out where they lie in the message (no copy).
  * Start messages give geometry, dtype, channels, and per channel the pixel mask, flatfield and
  * threshold; unknown keys (Jungfraujoch's extras among them) are skipped. Every read goes
- * through faid_cbor's cursor, which refuses container counts larger than the bytes left. */
+ * through faid_cbor's cursor, which refuses container counts larger than the bytes left. Maps and
+ * arrays are walked with faid_cbr_more, so definite and indefinite lengths (Jungfraujoch's
+ * tinycbor writes the latter) read the same. */
 #include "faid_input.h"
 
 #include "faid_cbor.h"
@@ -83,13 +85,14 @@ static int read_typed(faid_cbr *r, const char *key, faid_input_array *a, faid_di
         faid_cb_obj alg, mod;
         if ((rc = faid_cbr_next(r, &o, d)))
             return rc;
-        if (o.type != FAID_CB_ARRAY || o.u != 3)
+        if (!faid_cb_array_of(&o, 3))
             return faid_fail(d, FAID_EFORMAT,
                              "key \"%s\": compression tag 56500 must hold [algorithm, "
                              "modifier, bytes]",
                              key);
+        faid_cb_obj arr = o;
         if ((rc = faid_cbr_next(r, &alg, d)) || (rc = faid_cbr_next(r, &mod, d)) ||
-            (rc = faid_cbr_next(r, &o, d)))
+            (rc = faid_cbr_next(r, &o, d)) || (rc = faid_cbr_end(r, &arr, key, d)))
             return rc;
         if (alg.type != FAID_CB_TEXT || mod.type != FAID_CB_UINT)
             return faid_fail(d, FAID_EFORMAT,
@@ -161,13 +164,14 @@ static int read_mda(faid_cbr *r, const char *key, faid_input_array *a, faid_diag
                          "key \"%s\": expected a multi-dimensional array "
                          "(CBOR tag 40)",
                          key);
-    if ((rc = faid_cbr_next(r, &o, d)))
+    faid_cb_obj outer, dims;
+    if ((rc = faid_cbr_next(r, &outer, d)))
         return rc;
-    if (o.type != FAID_CB_ARRAY || o.u != 2)
+    if (!faid_cb_array_of(&outer, 2))
         return faid_fail(d, FAID_EFORMAT, "key \"%s\": tag 40 must hold [dimensions, array]", key);
-    if ((rc = faid_cbr_next(r, &o, d)))
+    if ((rc = faid_cbr_next(r, &dims, d)))
         return rc;
-    if (o.type != FAID_CB_ARRAY || o.u != 2)
+    if (!faid_cb_array_of(&dims, 2))
         return faid_fail(d, FAID_ESHAPE, "key \"%s\": dimensions must be [rows, cols]", key);
     for (int k = 0; k < 2; k++) {
         faid_cb_obj e;
@@ -178,8 +182,12 @@ static int read_mda(faid_cbr *r, const char *key, faid_input_array *a, faid_diag
                              V2_MAX_DIM);
         a->shape[k] = e.u;
     }
+    if ((rc = faid_cbr_end(r, &dims, key, d)))
+        return rc;
     a->ndim = 2;
-    return read_typed(r, key, a, d);
+    if ((rc = read_typed(r, key, a, d)))
+        return rc;
+    return faid_cbr_end(r, &outer, key, d);
 }
 
 static int read_rational(faid_cbr *r, const char *key, uint64_t out[2], faid_diag *d)
@@ -188,9 +196,10 @@ static int read_rational(faid_cbr *r, const char *key, uint64_t out[2], faid_dia
     int rc = faid_cbr_next(r, &o, d);
     if (rc)
         return rc;
-    if (o.type != FAID_CB_ARRAY || o.u != 2)
+    if (!faid_cb_array_of(&o, 2))
         return faid_fail(d, FAID_EFORMAT, "key \"%s\": expected [numerator, denominator]", key);
-    if ((rc = faid_cbr_next(r, &a, d)) || (rc = faid_cbr_next(r, &b, d)))
+    if ((rc = faid_cbr_next(r, &a, d)) || (rc = faid_cbr_next(r, &b, d)) ||
+        (rc = faid_cbr_end(r, &o, key, d)))
         return rc;
     if (faid_cb_to_u64(&a, &out[0], key, d) || faid_cb_to_u64(&b, &out[1], key, d))
         return FAID_EFORMAT;
@@ -297,7 +306,12 @@ static int read_channel_map(faid_cbr *r, const char *key, const char *want, valu
     if (o.type != FAID_CB_MAP)
         return faid_fail(d, FAID_EFORMAT, "key \"%s\": expected a map channel -> value", key);
     *found = 0;
-    for (uint64_t k = 0; k < o.u; k++) {
+    for (uint64_t k = 0;; k++) {
+        int more = 0;
+        if ((rc = faid_cbr_more(r, &o, k, &more, key, d)))
+            return rc;
+        if (!more)
+            break;
         faid_cb_obj name;
         if ((rc = faid_cbr_next(r, &name, d)))
             return rc;
@@ -309,6 +323,7 @@ static int read_channel_map(faid_cbr *r, const char *key, const char *want, valu
                 return rc;
             *found = 1;
         } else if ((rc = faid_cbr_skip(r, d))) {
+            faid_diag_prefix(d, "key \"%s\": ", key);
             return rc;
         }
     }
@@ -368,8 +383,17 @@ static int read_table(faid_cbr *r, const char *key, faid_input_array *a, faid_di
     return read_typed(r, key, a, d);
 }
 
-/* Pass 1 over the top-level map: the type and, for starts, the channel list (needed before the
- * per-channel maps, whatever the key order). */
+/* Skips the value of top-level key `key`; an error (a truncated value, an indefinite-length
+ * container without its break) names the key. */
+static int skip_value(faid_cbr *r, const faid_cb_obj *key, faid_diag *d)
+{
+    int rc = faid_cbr_skip(r, d);
+    if (rc)
+        faid_diag_prefix(d, "key \"%.*s\": ", (int)(key->len < 64 ? key->len : 64),
+                         (const char *)key->ptr);
+    return rc;
+}
+
 /* Positions r on the message map (after the optional self-described tag: DECTRIS always sends
  * it, and auto detection relies on it; with input.protocol dectris-v2 a bare map is read too). */
 static int open_map(faid_cbr *r, const faid_input_part *p, faid_cb_obj *o, faid_diag *d)
@@ -403,7 +427,12 @@ static int scan_top(const faid_input_part *p, faid_input_msg *m, faid_diag *d)
     if (rc)
         return rc;
     int have_type = 0;
-    for (uint64_t k = 0; k < o.u; k++) {
+    for (uint64_t k = 0;; k++) {
+        int more = 0;
+        if ((rc = faid_cbr_more(&r, &o, k, &more, "message map", d)))
+            return rc;
+        if (!more)
+            break;
         faid_cb_obj key, v;
         if ((rc = faid_cbr_next(&r, &key, d)))
             return rc;
@@ -436,19 +465,26 @@ static int scan_top(const faid_input_part *p, faid_input_msg *m, faid_diag *d)
                 return rc;
             if (v.type != FAID_CB_ARRAY)
                 return faid_fail(d, FAID_EFORMAT, "key \"channels\": expected an array of names");
-            if (v.u > FAID_INPUT_MAX_CHANNELS)
-                return faid_fail(d, FAID_ERANGE, "key \"channels\": %llu channels, at most %d",
-                                 (unsigned long long)v.u, FAID_INPUT_MAX_CHANNELS);
-            m->meta.nchannels = (int)v.u;
-            for (int c = 0; c < m->meta.nchannels; c++) {
+            m->meta.nchannels = 0;
+            for (uint64_t c = 0;; c++) {
+                int more_names = 0;
+                if ((rc = faid_cbr_more(&r, &v, c, &more_names, "key \"channels\"", d)))
+                    return rc;
+                if (!more_names)
+                    break;
+                if (c >= FAID_INPUT_MAX_CHANNELS)
+                    return faid_fail(
+                        d, FAID_ERANGE, "key \"channels\": %llu channels or more, at most %d",
+                        (unsigned long long)(v.indef ? c + 1 : v.u), FAID_INPUT_MAX_CHANNELS);
                 faid_cb_obj name;
                 if ((rc = faid_cbr_next(&r, &name, d)))
                     return rc;
+                m->meta.nchannels = (int)c + 1;
                 if ((rc = faid_cb_to_cstr(&name, m->meta.channels[c], FAID_INPUT_NAME_MAX,
                                           "channels", d)))
                     return rc;
             }
-        } else if ((rc = faid_cbr_skip(&r, d))) {
+        } else if ((rc = skip_value(&r, &key, d))) {
             return rc;
         }
     }
@@ -474,7 +510,13 @@ static int read_image_data(faid_cbr *r, const faid_input_opts *o, faid_input_msg
     size_t nl = 0;
     faid_input_array a;
     memset(&a, 0, sizeof(a));
-    for (uint64_t k = 0; k < v.u; k++) {
+    uint64_t k = 0;
+    for (;; k++) {
+        int more = 0;
+        if ((rc = faid_cbr_more(r, &v, k, &more, "key \"data\"", d)))
+            return rc;
+        if (!more)
+            break;
         faid_cb_obj name;
         if ((rc = faid_cbr_next(r, &name, d)))
             return rc;
@@ -489,8 +531,10 @@ static int read_image_data(faid_cbr *r, const faid_input_opts *o, faid_input_msg
         }
         int take = !a.present && (want[0] == '\0' || faid_cb_text_eq(&name, want));
         if (!take) {
-            if ((rc = faid_cbr_skip(r, d)))
+            if ((rc = faid_cbr_skip(r, d))) {
+                faid_diag_prefix(d, "key \"data\": ");
                 return rc;
+            }
             continue;
         }
         char key[FAID_INPUT_NAME_MAX + 8];
@@ -508,7 +552,7 @@ static int read_image_data(faid_cbr *r, const faid_input_opts *o, faid_input_msg
             return faid_fail(d, FAID_ERANGE,
                              "image %llu: channel \"%s\" (input.channel) is not in \"data\" "
                              "(has %s)",
-                             (unsigned long long)m->h.frame_id, want, v.u ? names : "none");
+                             (unsigned long long)m->h.frame_id, want, k ? names : "none");
         return faid_fail(d, FAID_EFORMAT, "image %llu: key \"data\" holds no channel",
                          (unsigned long long)m->h.frame_id);
     }
@@ -555,9 +599,14 @@ static int v2_decode(const faid_input_part *parts, int nparts, const faid_input_
     faid_cb_obj v;
     if ((rc = open_map(&r, &parts[0], &v, d)))
         return rc;
-    uint64_t npairs = v.u;
+    const faid_cb_obj top = v;
     int have_series = 0, have_image_id = 0, have_data = 0;
-    for (uint64_t k = 0; k < npairs; k++) {
+    for (uint64_t k = 0;; k++) {
+        int more = 0;
+        if ((rc = faid_cbr_more(&r, &top, k, &more, "message map", d)))
+            return rc;
+        if (!more)
+            break;
         faid_cb_obj key;
         if ((rc = faid_cbr_next(&r, &key, d)))
             return rc;
@@ -574,7 +623,7 @@ static int v2_decode(const faid_input_part *parts, int nparts, const faid_input_
                 return rc;
         } else if (faid_cb_text_eq(&key, "user_data")) {
             const uint8_t *at = r.p;
-            if ((rc = faid_cbr_skip(&r, d)))
+            if ((rc = skip_value(&r, &key, d)))
                 return rc;
             m->appendix = at;
             m->appendix_len = (size_t)(r.p - at);
@@ -595,7 +644,7 @@ static int v2_decode(const faid_input_part *parts, int nparts, const faid_input_
             if (faid_cb_text_eq(&key, "data")) {
                 /* Read after the loop, once image_id is known for the messages. */
                 faid_cbr at = r;
-                if ((rc = faid_cbr_skip(&r, d)))
+                if ((rc = skip_value(&r, &key, d)))
                     return rc;
                 have_data = 1;
                 m->payload = at.p; /* position of the data map, replaced below */
@@ -671,9 +720,10 @@ static int v2_decode(const faid_input_part *parts, int nparts, const faid_input_
             } else if (faid_cb_text_eq(&key, "detector_translation")) {
                 if ((rc = next_value(&r, &v, d)))
                     return rc;
-                if (v.type != FAID_CB_ARRAY || v.u != 3)
+                if (!faid_cb_array_of(&v, 3))
                     return faid_fail(d, FAID_EFORMAT,
                                      "key \"detector_translation\": expected 3 numbers");
+                const faid_cb_obj tr = v;
                 for (int j = 0; j < 3; j++) {
                     faid_cb_obj e;
                     if ((rc = faid_cbr_next(&r, &e, d)) ||
@@ -681,6 +731,8 @@ static int v2_decode(const faid_input_part *parts, int nparts, const faid_input_
                                              "detector_translation", d)))
                         return rc;
                 }
+                if ((rc = faid_cbr_end(&r, &tr, "detector_translation", d)))
+                    return rc;
                 meta->have |= FAID_META_TRANSLATION;
             } else if (faid_cb_text_eq(&key, "sensor_material")) {
                 if ((rc = read_text_cut(&r, "sensor_material", meta->sensor_material,
@@ -695,13 +747,13 @@ static int v2_decode(const faid_input_part *parts, int nparts, const faid_input_
                 if ((rc = read_text_cut(&r, "detector_serial_number", meta->detector_serial_number,
                                         sizeof(meta->detector_serial_number), d)))
                     return rc;
-            } else if ((rc = faid_cbr_skip(&r, d))) {
+            } else if ((rc = skip_value(&r, &key, d))) {
                 return rc;
             }
             continue;
         }
         /* Unknown keys (goniometer, arm_date, series_date, Jungfraujoch's extras, ...). */
-        if ((rc = faid_cbr_skip(&r, d)))
+        if ((rc = skip_value(&r, &key, d)))
             return rc;
     }
     if (m->h.type == FAID_IN_OTHER)

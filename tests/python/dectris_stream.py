@@ -85,6 +85,28 @@ def v2_encode(msg, tagged=True):
     return cbor2.dumps(cbor2.CBORTag(TAG_SELF_DESCRIBED, msg) if tagged else msg)
 
 
+def cbor_indefinite(obj, nested=True):
+    """CBOR of obj with its maps and arrays framed with indefinite length (0xbf / 0x9f ... break
+    0xff), as Jungfraujoch's encoder (tinycbor) writes them; keys, scalars and strings are
+    cbor2's. nested=False frames only the outermost container so; tags are kept around their
+    item."""
+    if isinstance(obj, cbor2.CBORTag):
+        head = cbor2.dumps(cbor2.CBORTag(obj.tag, None))[:-1]  # the tag head without null
+        return head + cbor_indefinite(obj.value, nested)
+    if isinstance(obj, dict):
+        body = b"".join(cbor2.dumps(k) + (cbor_indefinite(v) if nested else cbor2.dumps(v))
+                        for k, v in obj.items())
+        return b"\xbf" + body + b"\xff"
+    if isinstance(obj, (list, tuple)):
+        body = b"".join(cbor_indefinite(v) if nested else cbor2.dumps(v) for v in obj)
+        return b"\x9f" + body + b"\xff"
+    return cbor2.dumps(obj)
+
+
+def v2_encode_indefinite(msg, nested=True):
+    return cbor_indefinite(cbor2.CBORTag(TAG_SELF_DESCRIBED, msg), nested)
+
+
 def v2_start(series_id, uid, channels, shape, dtype, masks=None, flatfields=None,
              countrate=None, compression=None, **extra):
     m = {"type": "start", "series_id": series_id, "series_unique_id": uid,

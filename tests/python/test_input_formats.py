@@ -247,11 +247,99 @@ def test_v2_refusals(tmp_path):
     refused(hostile, "FAID_ETRUNC", "items")
     hostile_map = bytes.fromhex("d9d9f7bbffffffffffffffff")
     refused(hostile_map, "FAID_ETRUNC", "pairs")
-    # indefinite-length items are refused by name
-    refused(bytes.fromhex("d9d9f7bf") + cbor2.dumps("type") + cbor2.dumps("end") + b"\xff",
-            "FAID_EUNSUP", "indefinite")
+    # indefinite-length (chunked) strings are refused by name (containers are read, see
+    # test_v2_indefinite_length_containers)
+    refused(bytes.fromhex("d9d9f7bf") + cbor2.dumps("type") + b"\x7f" + cbor2.dumps("end") +
+            b"\xff" + b"\xff", "FAID_EUNSUP", "chunked")
     # trailing bytes after the map
     refused(ds.v2_encode(ds.v2_end(1, "u")) + b"\x00", "FAID_EFORMAT", "trailing")
+
+
+@pytest.mark.parametrize("nested", [True, False])
+@pytest.mark.parametrize("compression", ["bslz4", None])
+def test_v2_indefinite_length_containers(tmp_path, nested, compression):
+    """Jungfraujoch (tinycbor) frames its message maps, and some nested maps and arrays, with
+    indefinite length: the same messages must decode exactly as their definite-length twins."""
+    a = frame((29, 41), "uint16", 11)
+    b = frame((29, 41), "uint16", 12)
+    img = ds.v2_image(6, "uid-6", 3, {"threshold_1": a, "threshold_2": b}, compression,
+                      spots=[[1.5, 2.5, 100.0]], indexing_unit_cell={"a": 79.1, "b": [1, {}]})
+    definite = ds.v2_encode(img)
+    indef = ds.v2_encode_indefinite(img, nested)
+    assert indef[3] == 0xbf and indef[-1] == 0xff and indef != definite
+    assert cbor2.loads(indef) == cbor2.loads(definite)  # the reference reads the same object
+    for args, want in (((), a), (("--channel", "threshold_2"), b)):
+        info_d, px_d = inspect(tmp_path, [definite], *args)
+        info_i, px_i = inspect(tmp_path, [indef], *args)
+        assert info_i["ok"], info_i
+        assert same(px_i, want) and same(px_i, px_d)
+        for k in ("type", "series_id", "series_unique_id", "frame_id", "shape", "dtype",
+                  "encoding", "channel", "channel_index", "start_time", "stop_time",
+                  "real_time", "user_data"):
+            assert info_i.get(k) == info_d.get(k), k
+    # a start message: metadata, per-channel maps and arrays, user_data
+    shape = (29, 41)
+    masks = {"threshold_1": (a % 7 == 0).astype(np.uint32), "threshold_2": (b % 5 == 0)
+             .astype(np.uint32)}
+    table = np.linspace(0, 1e5, 101).astype(np.float32)
+    start = ds.v2_start(6, "uid-6", ["threshold_1", "threshold_2"], shape, "uint16", masks,
+                        None, table, compression, unknown_nested={"a": [{"b": None}]})
+    sd, si = ds.v2_encode(start), ds.v2_encode_indefinite(start, nested)
+    assert cbor2.loads(si) == cbor2.loads(sd)
+    md, mi, cd, ci = (tmp_path / f"{n}.npy" for n in ("md", "mi", "cd", "ci"))
+    info_d, _ = inspect(tmp_path, [sd], "--channel", "threshold_2", npy=False,
+                        extra_npy=[("--mask-npy", md), ("--countrate-npy", cd)])
+    info_i, _ = inspect(tmp_path, [si], "--channel", "threshold_2", npy=False,
+                        extra_npy=[("--mask-npy", mi), ("--countrate-npy", ci)])
+    assert info_i["ok"], info_i
+    assert info_i["meta"] == info_d["meta"] and info_i["user_data"] == info_d["user_data"]
+    assert info_i["meta"]["channels"] == ["threshold_1", "threshold_2"]
+    assert info_i["meta"]["detector_translation"] == [0.0, 0.0, 0.125]
+    assert same(np.load(mi), masks["threshold_2"]) and same(np.load(mi), np.load(md))
+    assert np.load(ci).tobytes() == table.tobytes()
+    # user_data with indefinite containers reaches msgpack with its counts
+    ud = {"a": [1, [2, 3], {}], "m": {"x": [], "y": {"z": [None]}}, "t": cbor2.CBORTag(1, [5])}
+    end = ds.v2_end(6, "uid-6") | {"user_data": ud}
+    info, _ = inspect(tmp_path, [ds.v2_encode_indefinite(end, nested)], npy=False)
+    assert info["ok"] and info["user_data"] == dict(ud, t=[5]), info
+
+
+def test_v2_indefinite_length_refusals(tmp_path):
+    a = frame((16, 24), "uint16", 4)
+    img = ds.v2_image(1, "u", 7, {"threshold_1": a}, None)
+    indef = ds.v2_encode_indefinite(img)
+
+    def refused(msg, code, *words):
+        info, _ = inspect(tmp_path, [msg], npy=False)
+        assert not info["ok"] and info["code"] == code, info
+        for w in words:
+            assert w in info["message"], (w, info["message"])
+        return info
+
+    # the message map's break missing: the input ends where the break should be
+    refused(indef[:-1], "FAID_ETRUNC", "message map", "break")
+    # truncated inside the "data" map (after the map head and the channel name)
+    cut = indef.index(cbor2.dumps("threshold_1")) + len(cbor2.dumps("threshold_1")) + 5
+    refused(indef[:cut], "FAID_ETRUNC", '"data"')
+    # the "data" map's break missing (the message map's break then closes "data" and the map
+    # ends without its own)
+    data_at = indef.index(cbor2.dumps("data") + b"\xbf")
+    body = indef[data_at:]
+    assert body.endswith(b"\xff\xff\xff")
+    refused(indef[:-2] + b"\xff", "FAID_ETRUNC", "break")
+    # a break where a value is expected, and a stray break at the top
+    refused(bytes.fromhex("d9d9f7bf") + cbor2.dumps("type") + cbor2.dumps("end") +
+            cbor2.dumps("series_id") + b"\xff\xff", "FAID_EFORMAT", "series_id", "break")
+    refused(bytes.fromhex("d9d9f7bf") + cbor2.dumps("type") + b"\xff\xff", "FAID_EFORMAT",
+            '"type"')
+    # a truncated indefinite map somewhere in the middle never hangs nor crashes
+    for cut in range(4, len(indef) - 1, 97):
+        info, _ = inspect(tmp_path, [indef[:cut]], npy=False)
+        assert not info["ok"] and info["message"], cut
+    # nesting of indefinite containers deeper than the skip's stack
+    deep = b"\x9f" * 70 + b"\xff" * 70
+    refused(bytes.fromhex("d9d9f7bf") + cbor2.dumps("type") + cbor2.dumps("end") +
+            cbor2.dumps("x") + deep + b"\xff", "FAID_EFORMAT", "deeper", '"x"')
 
 
 def test_v2_truncations_and_bit_flips_never_crash(tmp_path):
