@@ -670,6 +670,12 @@ static int check_fixed(const faid_config *a, const faid_config *b, faid_diag *d)
     FIXED_STR(forward_endpoint, "input.forward_endpoint")
     FIXED_STR(hits_endpoint, "hits.endpoint")
     FIXED_STR(hits_request_endpoint, "hits.request_endpoint")
+    /* Read from the setup by the workers, so a reload would apply them although the option
+     * table (and the docs generated from it) says they need a restart: refused, as documented. */
+    FIXED_INT(hits_mode, "hits.mode")
+    FIXED_INT(hits_patch_radius, "hits.patch_radius")
+    /* The HTTP server is created once in main(): a reload that changed it would be a no-op. */
+    FIXED_STR(http_endpoint, "http.endpoint")
     FIXED_INT(sndhwm, "output.sndhwm")
     FIXED_INT(lossless_shutdown_timeout, "output.lossless_shutdown_timeout")
     FIXED_INT(lossless_buffer, "output.lossless_buffer")

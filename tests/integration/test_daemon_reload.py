@@ -150,3 +150,26 @@ def test_invalid_reload_keeps_old_setup(daemons):
         f.write(good)
     assert d.request({"cmd": "reload"})["setup_version"] == 2
     assert d.terminate() == 0
+
+
+def test_reload_refuses_restart_only_options(daemons):
+    """hits.mode, hits.patch_radius and http.endpoint are documented as needing a restart: a
+    reload that changes them is refused with the key named (the HTTP server is created once at
+    start, so an accepted change would silently do nothing)."""
+    d = daemons(npt=64)
+    good = open(d.config).read()
+    cases = [
+        ("hits:\n  mode: patches\n", "hits.mode"),
+        ("hits:\n  patch_radius: 7\n", "hits.patch_radius"),
+        ('http:\n  endpoint: "127.0.0.1:1"\n', "http.endpoint"),
+    ]
+    for text, key in cases:
+        with open(d.config, "w") as f:
+            f.write(good + text)
+        r = d.request({"cmd": "reload"})
+        assert r["ok"] is False and key in r["error"] and "restart" in r["error"], r
+        assert d.status()["setup_version"] == 1
+    with open(d.config, "w") as f:
+        f.write(good)
+    assert d.request({"cmd": "reload"})["setup_version"] == 2
+    assert d.terminate() == 0
