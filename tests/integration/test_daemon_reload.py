@@ -153,7 +153,8 @@ def test_invalid_reload_keeps_old_setup(daemons):
 
 
 def test_reload_refuses_restart_only_options(daemons):
-    """hits.mode, hits.patch_radius and http.endpoint are documented as needing a restart: a
+    """hits.mode, hits.patch_radius, http.endpoint and pipeline.inflight are documented as
+    needing a restart (the restart check is derived from the option table): a
     reload that changes them is refused with the key named (the HTTP server is created once at
     start, so an accepted change would silently do nothing)."""
     d = daemons(npt=64)
@@ -162,6 +163,7 @@ def test_reload_refuses_restart_only_options(daemons):
         ("hits:\n  mode: patches\n", "hits.mode"),
         ("hits:\n  patch_radius: 7\n", "hits.patch_radius"),
         ('http:\n  endpoint: "127.0.0.1:1"\n', "http.endpoint"),
+        ("pipeline:\n  inflight: 3\n", "pipeline.inflight"),
     ]
     for text, key in cases:
         with open(d.config, "w") as f:
