@@ -4,6 +4,8 @@
 
 #include "faid_log.h"
 
+#include <string.h>
+
 /* The order frames go through. Downstream of integrate come the sigma-clipped background, the
  * peak finder and the hit decision, enabled when peaks.algorithm is not none. */
 const faid_stage *const faid_stages[] = {
@@ -82,4 +84,16 @@ int faid_stage_id(const faid_stage *st)
         if (faid_stages[i] == st)
             return i;
     return -1;
+}
+
+faid_kernel **faid_stage_kslot(const faid_stage_env *env, faid_stage_res *res, int id, int key)
+{
+    if (!res || id < 0 || id >= FAID_STAGE_MAX || key < 0 || key >= FAID_STAGE_KC)
+        return NULL;
+    const uint64_t gen = faid_progcache_generation(env->progs);
+    if (res->kc_gen != gen) {
+        memset(res->kc, 0, sizeof res->kc);
+        res->kc_gen = gen;
+    }
+    return &res->kc[id][key];
 }

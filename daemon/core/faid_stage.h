@@ -25,6 +25,7 @@
 
 #define FAID_STAGE_MAX 8 /* stages in faid_stages[] */
 #define FAID_STAGE_EV  4 /* profiling events per stage and lane (and per stage and slot) */
+#define FAID_STAGE_KC  96 /* cached kernels per stage and setup (faid_stage_kslot keys) */
 
 /* What the stages see of the engine; lives as long as the engine. */
 typedef struct faid_stage_env {
@@ -46,6 +47,11 @@ typedef struct faid_stage_res {
     faid_restab *rt;
     int enabled[FAID_STAGE_MAX];
     void *state[FAID_STAGE_MAX];
+    /* The stages' kernels resolved once per setup (faid_stage_kslot): the program cache's lookup
+     * formats the -D options and compares keys, a few microseconds per kernel and frame
+     * otherwise. Valid for progcache generation kc_gen. */
+    faid_kernel *kc[FAID_STAGE_MAX][FAID_STAGE_KC];
+    uint64_t kc_gen;
 } faid_stage_res;
 
 /* One frame of a slot. */
@@ -190,6 +196,11 @@ int faid_stage_raw_code(faid_dtype t);
 size_t faid_stage_max_comp(size_t npix);
 /* Index of st in faid_stages[] (-1 when absent). */
 int faid_stage_id(const faid_stage *st);
+/* The per-setup cache entry `key` (0 <= key < FAID_STAGE_KC, the stage's own numbering) of stage
+ * `id`: a stage looks its kernel up there first and, on NULL, gets it from the program cache
+ * (building the options only then) and stores it. Emptied whenever the program cache's
+ * generation changed. NULL when id or key is out of range (then no caching). */
+faid_kernel **faid_stage_kslot(const faid_stage_env *env, faid_stage_res *res, int id, int key);
 /* The staging area where a producer may write lane `lane` of slot `slot` (decode stage). */
 int faid_stage_decode_slot_buffer(const faid_stage_res *res, int slot, int lane, void **ptr,
                                   size_t *cap);

@@ -45,14 +45,11 @@ static const char *const KERNELS[] = {"faid_integrate_raw", "faid_integrate_raw_
                                       "faid_rows_raw",      "faid_rows_pre",
                                       "faid_integrate_pre", "faid_preprocess"};
 #define NKERNELS (int)(sizeof KERNELS / sizeof KERNELS[0])
+_Static_assert((FAID_DT_BOOL + 1) * NKERNELS <= FAID_STAGE_KC, "kernel cache keys");
 
 typedef struct int_res {
     int do_dark;
     int_matrix m[2];
-    /* kernels resolved once per dtype (the program cache's lookup formats the -D options and
-     * compares keys: a few microseconds a frame otherwise); valid for progcache generation */
-    faid_kernel *kc[FAID_DT_BOOL + 1][NKERNELS];
-    uint64_t kc_gen;
 } int_res;
 
 enum { EV_PRE, EV_INT1, EV_INT2 }; /* per lane */
@@ -228,17 +225,17 @@ static int get_kernel(faid_stage_env *env, faid_stage_res *res, faid_dtype dt, c
                          "frame dtype %s is not supported (uint8/16/32, "
                          "int8/16/32, float32)",
                          faid_dtype_name(dt));
-    int_res *ir = res->state[faid_stage_id(&faid_stage_integrate)];
     int ki = 0;
     while (ki < NKERNELS && KERNELS[ki] != name && strcmp(KERNELS[ki], name) != 0)
         ki++; /* the callers' literals are usually KERNELS' own: no string compare */
-    const uint64_t gen = faid_progcache_generation(env->progs);
-    if (ir->kc_gen != gen) {
-        memset(ir->kc, 0, sizeof ir->kc);
-        ir->kc_gen = gen;
-    }
-    if (ki < NKERNELS && (int)dt >= 0 && (int)dt <= FAID_DT_BOOL && ir->kc[dt][ki]) {
-        *k = ir->kc[dt][ki];
+    /* resolved once per dtype and setup (faid_stage_kslot) */
+    faid_kernel **slot =
+        ki < NKERNELS && (int)dt >= 0 && (int)dt <= FAID_DT_BOOL
+            ? faid_stage_kslot(env, res, faid_stage_id(&faid_stage_integrate),
+                               (int)dt * NKERNELS + ki)
+            : NULL;
+    if (slot && *slot) {
+        *k = *slot;
         return FAID_OK;
     }
     faid_error_model em = res->setup->corr.error_model;
@@ -248,8 +245,8 @@ static int get_kernel(faid_stage_env *env, faid_stage_res *res, faid_dtype dt, c
     snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d", code, (int)em, env->batch);
     static const char *const files[] = {"process/preprocess.cl", "process/integrate.cl"};
     int rc = faid_progcache_kernel(env->progs, files, 2, opts, name, k, d);
-    if (!rc && ki < NKERNELS && (int)dt >= 0 && (int)dt <= FAID_DT_BOOL)
-        ir->kc[dt][ki] = *k;
+    if (!rc && slot)
+        *slot = *k;
     return rc;
 }
 

@@ -71,25 +71,44 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
     return rc;
 }
 
-static int get_kernel(faid_stage_env *env, const faid_peak_setup *ps, const char *name,
-                      faid_kernel **k, faid_diag *d)
+/* The finders' kernels, by index: key in the per-setup kernel cache (faid_stage_kslot). */
+static const char *const PK_KERNELS[] = {"faid_pf8_radial", "faid_pf8_flag", "faid_pf8_write",
+                                         "faid_pick_flag",  "faid_pick_write", "faid_pk_scan"};
+#define PK_NKERNELS (int)(sizeof PK_KERNELS / sizeof PK_KERNELS[0])
+
+static int get_kernel(faid_stage_env *env, faid_stage_res *res, const faid_peak_setup *ps,
+                      const char *name, faid_kernel **k, faid_diag *d)
 {
+    int ki = 0;
+    while (ki < PK_NKERNELS && PK_KERNELS[ki] != name && strcmp(PK_KERNELS[ki], name) != 0)
+        ki++;
+    faid_kernel **slot =
+        ki < PK_NKERNELS ? faid_stage_kslot(env, res, faid_stage_id(&faid_stage_peaks), ki) : NULL;
+    if (slot && *slot) {
+        *k = *slot;
+        return FAID_OK;
+    }
     const size_t wg = faid_stage_peaks_wg(env);
     char opts[200];
     const char *ieee = "-cl-fp32-correctly-rounded-divide-sqrt";
+    int rc;
     if (!strcmp(name, "faid_pf8_radial")) {
         static const char *const rfiles[] = {"peaks/pf8_radial.cl"};
-        return faid_progcache_kernel(env->progs, rfiles, 1, ieee, name, k, d);
+        rc = faid_progcache_kernel(env->progs, rfiles, 1, ieee, name, k, d);
+    } else {
+        int pf8 = ps->p.algorithm == FAID_PEAKS_PEAKFINDER8;
+        if (pf8)
+            snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PF8_MAXQ=%d", ieee, wg,
+                     wg, ps->p.max_pixel_count);
+        else
+            snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu", ieee, wg, wg);
+        static const char *const pick_files[] = {"peaks/compact.cl", "peaks/pick_pyfai.cl"};
+        static const char *const pf8_files[] = {"peaks/compact.cl", "peaks/pf8_peaks.cl"};
+        rc = faid_progcache_kernel(env->progs, pf8 ? pf8_files : pick_files, 2, opts, name, k, d);
     }
-    int pf8 = ps->p.algorithm == FAID_PEAKS_PEAKFINDER8;
-    if (pf8)
-        snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PF8_MAXQ=%d", ieee, wg, wg,
-                 ps->p.max_pixel_count);
-    else
-        snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu", ieee, wg, wg);
-    static const char *const pick_files[] = {"peaks/compact.cl", "peaks/pick_pyfai.cl"};
-    static const char *const pf8_files[] = {"peaks/compact.cl", "peaks/pf8_peaks.cl"};
-    return faid_progcache_kernel(env->progs, pf8 ? pf8_files : pick_files, 2, opts, name, k, d);
+    if (!rc && slot)
+        *slot = *k;
+    return rc;
 }
 
 int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
@@ -104,7 +123,7 @@ int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_d
     faid_kernel *k;
     int rc = FAID_OK;
     for (int i = 0; i < 4 && names[i] && !rc; i++) {
-        rc = get_kernel(env, ps, names[i], &k, d);
+        rc = get_kernel(env, res, ps, names[i], &k, d);
         if (!rc && i < 3 && k->kwg && k->kwg < faid_stage_peaks_wg(env))
             rc = faid_fail(d, FAID_EUNSUP, "peaks: %s allows %zu work-items for %s, %zu needed",
                            env->ctx->info.name, k->kwg, names[i], faid_stage_peaks_wg(env));
@@ -190,7 +209,7 @@ int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stag
     faid_kernel *k;
     int rc;
     if (pf8) {
-        if ((rc = get_kernel(env, ps, "faid_pf8_radial", &k, d)))
+        if ((rc = get_kernel(env, res, ps, "faid_pf8_radial", &k, d)))
             return rc;
         rc = faid_karg_mem(k, "pre4", pre, d);
         if (!rc)
@@ -215,7 +234,7 @@ int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stag
         if (rc)
             return rc;
     }
-    if ((rc = get_kernel(env, ps, pf8 ? "faid_pf8_flag" : "faid_pick_flag", &k, d)))
+    if ((rc = get_kernel(env, res, ps, pf8 ? "faid_pf8_flag" : "faid_pick_flag", &k, d)))
         return rc;
     rc = bind_common(k, res, ps, sl->index, pre, bg_off, d);
     if (!rc)
@@ -225,7 +244,7 @@ int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stag
     if (!rc)
         rc = faid_kernel_launch(sl->q, k, (size_t)ng * wg, wg, &ln->ev[id][EV_FLAG], d);
     if (!rc)
-        rc = get_kernel(env, ps, "faid_pk_scan", &k, d);
+        rc = get_kernel(env, res, ps, "faid_pk_scan", &k, d);
     if (!rc)
         rc = faid_karg_mem(k, "counts", counts, d);
     if (!rc)
@@ -239,7 +258,7 @@ int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stag
     if (!rc)
         rc = faid_kernel_launch(sl->q, k, wg, wg, &ln->ev[id][EV_SCAN], d);
     if (!rc)
-        rc = get_kernel(env, ps, pf8 ? "faid_pf8_write" : "faid_pick_write", &k, d);
+        rc = get_kernel(env, res, ps, pf8 ? "faid_pf8_write" : "faid_pick_write", &k, d);
     if (!rc)
         rc = bind_common(k, res, ps, sl->index, pre, bg_off, d);
     if (!rc)

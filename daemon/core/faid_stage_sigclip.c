@@ -135,8 +135,20 @@ static int sc_ref_run(faid_stage_env *env, faid_stage_res *res, faid_ref_frame *
     return rc;
 }
 
-static int pre_kernel(faid_stage_env *env, faid_dtype dt, faid_kernel **k, faid_diag *d)
+/* Keys of the sigclip stage's kernels in the per-setup kernel cache (faid_stage_kslot). */
+enum { KC_SC = FAID_DT_BOOL + 1 }; /* 0..FAID_DT_BOOL: the preprocess kernel per dtype */
+
+static int pre_kernel(faid_stage_env *env, faid_stage_res *res, faid_dtype dt, faid_kernel **k,
+                      faid_diag *d)
 {
+    faid_kernel **slot =
+        (int)dt >= 0 && (int)dt <= FAID_DT_BOOL
+            ? faid_stage_kslot(env, res, faid_stage_id(&faid_stage_sigclip), (int)dt)
+            : NULL;
+    if (slot && *slot) {
+        *k = *slot;
+        return FAID_OK;
+    }
     int code = faid_stage_raw_code(dt);
     if (!code)
         return faid_fail(d, FAID_EDTYPE, "peaks: frame dtype %s is not supported",
@@ -145,7 +157,10 @@ static int pre_kernel(faid_stage_env *env, faid_dtype dt, faid_kernel **k, faid_
     snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d", code, (int)FAID_EM_POISSON,
              env->batch);
     static const char *const files[] = {"process/preprocess.cl", "process/integrate.cl"};
-    return faid_progcache_kernel(env->progs, files, 2, opts, "faid_preprocess", k, d);
+    int rc = faid_progcache_kernel(env->progs, files, 2, opts, "faid_preprocess", k, d);
+    if (!rc && slot)
+        *slot = *k;
+    return rc;
 }
 
 /* The sigma-clip kernel, built for the peak kernels' work-group size *wg.
@@ -159,6 +174,11 @@ static int sc_kernel(faid_stage_env *env, faid_stage_res *res, faid_kernel **k, 
                      faid_diag *d)
 {
     *wg = faid_stage_peaks_wg(env);
+    faid_kernel **slot = faid_stage_kslot(env, res, faid_stage_id(&faid_stage_sigclip), KC_SC);
+    if (slot && *slot) {
+        *k = *slot;
+        return FAID_OK;
+    }
     char opts[160];
     snprintf(opts, sizeof opts, "-cl-fp32-correctly-rounded-divide-sqrt -D WG=%zu -D HAS_COEF=%d",
              *wg, res->setup->csr_bg->data ? 1 : 0);
@@ -168,6 +188,8 @@ static int sc_kernel(faid_stage_env *env, faid_stage_res *res, faid_kernel **k, 
         return faid_fail(d, FAID_EUNSUP,
                          "peaks: %s allows %zu work-items for faid_sigma_clip, %zu needed",
                          env->ctx->info.name, (*k)->kwg, *wg);
+    if (!rc && slot)
+        *slot = *k;
     return rc;
 }
 
@@ -177,7 +199,7 @@ static int sc_cl_prepare(faid_stage_env *env, faid_stage_res *res, int id, faid_
     (void)id;
     faid_kernel *k;
     size_t wg;
-    int rc = pre_kernel(env, dt, &k, d);
+    int rc = pre_kernel(env, res, dt, &k, d);
     if (!rc)
         rc = sc_kernel(env, res, &k, &wg, d);
     if (!rc)
@@ -203,7 +225,7 @@ static int sc_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_st
     int off, stride;
     faid_restab_out(res->rt, "bg", &off, &stride);
     faid_kernel *kp, *ks;
-    int rc = pre_kernel(env, sl->dtype, &kp, d);
+    int rc = pre_kernel(env, res, sl->dtype, &kp, d);
     if (!rc)
         rc = sc_kernel(env, res, &ks, &wg, d);
     if (rc)

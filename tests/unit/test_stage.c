@@ -1,7 +1,8 @@
 /* Unit tests of the engine's stage plumbing: kernel signatures parsed for named arguments
  * (faid_kernel_parse_args on the real kernels and on odd spellings), named binding and the launch
- * check on an OpenCL device (PoCL; skipped without one), and the resource table's layout of
- * output segments, slot entries and aliases (host mode, as on the reference device). */
+ * check on an OpenCL device (PoCL; skipped without one), the stages' per-setup kernel cache
+ * (faid_stage_kslot), and the resource table's layout of output segments, slot entries and
+ * aliases (host mode, as on the reference device). */
 #include "faid_test.h"
 
 #include "faid_cl.h"
@@ -70,6 +71,27 @@ static void test_bind(void)
     CHECK(strstr(d.msg, "without argument raw") != NULL);
     CHECK(faid_progcache_kernel(pc, files, 2, "-D RAW_CODE=4 -D EM=1 -D NBATCH=1", "faid_nope", &k2,
                                 &d) != 0);
+
+    /* the per-setup stage kernel cache: kept while the program cache's generation holds, emptied
+     * when it changes (the stored pointer would dangle after faid_progcache_clear) */
+    faid_stage_env env = {.ctx = ctx, .progs = pc};
+    faid_stage_res *res = calloc(1, sizeof *res);
+    CHECK(res != NULL);
+    if (res) {
+        faid_kernel **slot = faid_stage_kslot(&env, res, 1, 7);
+        CHECK(slot != NULL && *slot == NULL);
+        if (slot)
+            *slot = k;
+        CHECK(faid_stage_kslot(&env, res, 1, 7) == slot && *slot == k);
+        CHECK(*faid_stage_kslot(&env, res, 2, 7) == NULL); /* per stage */
+        CHECK(faid_stage_kslot(&env, res, 1, FAID_STAGE_KC) == NULL);
+        CHECK(faid_stage_kslot(&env, res, FAID_STAGE_MAX, 0) == NULL);
+        CHECK(faid_stage_kslot(&env, res, 1, -1) == NULL);
+        faid_progcache_clear(pc);
+        slot = faid_stage_kslot(&env, res, 1, 7);
+        CHECK(slot != NULL && *slot == NULL);
+        free(res);
+    }
     faid_progcache_destroy(&pc);
     CHECK(pc == NULL);
     faid_cl_ctx_destroy(&ctx);
