@@ -220,15 +220,15 @@ int faid_aggr_encode(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid
     /* the array map of faid's arrays with the encoding of its data */
     faid_mpw_str(&w, "virtual_powder_plot");
     faid_mpw_map(&w, 4);
-    faid_mpw_str(&w, FAID_K_ARR_DTYPE);
+    faid_mpw_str(&w, FAID_K_DTYPE);
     faid_mpw_str(&w, "<u4");
-    faid_mpw_str(&w, FAID_K_ARR_SHAPE);
+    faid_mpw_str(&w, FAID_K_SHAPE);
     faid_mpw_array(&w, 2);
     faid_mpw_uint(&w, (uint64_t)rows);
     faid_mpw_uint(&w, (uint64_t)cols);
     faid_mpw_str(&w, FAID_K_ENCODING);
     faid_mpw_str(&w, "bslz4");
-    faid_mpw_str(&w, FAID_K_ARR_DATA);
+    faid_mpw_str(&w, FAID_K_DATA);
     faid_mpw_bin(&w, a->comp, clen);
     if ((rc = faid_mpw_finish(&w, d)))
         return rc;

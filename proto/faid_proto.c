@@ -259,13 +259,13 @@ void faid_mpw_ndarray(faid_mpw *w, const char *dtype, const uint64_t *shape, int
                       const void *data, size_t nbytes)
 {
     faid_mpw_map(w, 3);
-    faid_mpw_str(w, FAID_K_ARR_DTYPE);
+    faid_mpw_str(w, FAID_K_DTYPE);
     faid_mpw_str(w, dtype);
-    faid_mpw_str(w, FAID_K_ARR_SHAPE);
+    faid_mpw_str(w, FAID_K_SHAPE);
     faid_mpw_array(w, (uint32_t)ndim);
     for (int k = 0; k < ndim; k++)
         faid_mpw_uint(w, shape[k]);
-    faid_mpw_str(w, FAID_K_ARR_DATA);
+    faid_mpw_str(w, FAID_K_DATA);
     faid_mpw_bin(w, data, nbytes);
 }
 
@@ -275,13 +275,13 @@ void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t ro
     uint64_t shape[2] = {cols, rows};
     size_t nbytes = (size_t)(rows * cols) * sizeof(float);
     faid_mpw_map(w, 3);
-    faid_mpw_str(w, FAID_K_ARR_DTYPE);
+    faid_mpw_str(w, FAID_K_DTYPE);
     faid_mpw_str(w, "<f4");
-    faid_mpw_str(w, FAID_K_ARR_SHAPE);
+    faid_mpw_str(w, FAID_K_SHAPE);
     faid_mpw_array(w, 2);
     faid_mpw_uint(w, shape[0]);
     faid_mpw_uint(w, shape[1]);
-    faid_mpw_str(w, FAID_K_ARR_DATA);
+    faid_mpw_str(w, FAID_K_DATA);
     bin_header(w, nbytes);
     if (w->overflow || w->cap - w->len < nbytes) {
         w->overflow = 1;
@@ -764,7 +764,7 @@ int faid_proto_read_array(faid_mpr *r, faid_array_view *a, faid_diag *d)
         faid_mp_obj key, v;
         if ((rc = read_key(r, &key, d)))
             return rc;
-        if (faid_mp_str_eq(&key, FAID_K_ARR_DTYPE)) {
+        if (faid_mp_str_eq(&key, FAID_K_DTYPE)) {
             if ((rc = faid_mpr_next(r, &v, d)))
                 return rc;
             if (faid_mp_to_cstr(&v, a->descr, sizeof(a->descr)))
@@ -775,7 +775,7 @@ int faid_proto_read_array(faid_mpr *r, faid_array_view *a, faid_diag *d)
             if (a->descr[0] == '>' && faid_dtype_size(a->dtype) > 1)
                 return faid_fail(d, FAID_EDTYPE, "array: big-endian dtype \"%s\"", a->descr);
             have_dtype = 1;
-        } else if (faid_mp_str_eq(&key, FAID_K_ARR_SHAPE)) {
+        } else if (faid_mp_str_eq(&key, FAID_K_SHAPE)) {
             if ((rc = faid_mpr_next(r, &v, d)))
                 return rc;
             if (v.type != FAID_MP_ARRAY || v.len > FAID_PROTO_MAX_DIMS)
@@ -795,7 +795,7 @@ int faid_proto_read_array(faid_mpr *r, faid_array_view *a, faid_diag *d)
                     return faid_fail(d, FAID_EFORMAT, "array: shape too large");
             }
             have_shape = 1;
-        } else if (faid_mp_str_eq(&key, FAID_K_ARR_DATA)) {
+        } else if (faid_mp_str_eq(&key, FAID_K_DATA)) {
             if ((rc = faid_mpr_next(r, &v, d)))
                 return rc;
             if (v.type != FAID_MP_BIN)

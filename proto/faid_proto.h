@@ -20,6 +20,7 @@
 #include "faid_codec.h"
 #include "faid_dtype.h"
 #include "faid_err.h"
+#include "faid_proto_keys.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -44,92 +45,24 @@
 #define FAID_TOPIC_AGGREGATES "aggregates" /* peaks on: hit rate, peak counts, powder pattern */
 
 /* ---------------------------------------------------------------------------------------------
- * Keys. Input header keys (native protocol). */
-#define FAID_K_TYPE             "type" /* "image" | "start" | "end" (and output types) */
-#define FAID_K_PROTOCOL_VERSION "protocol_version"
-#define FAID_K_SERIES_ID        "series_id"        /* uint */
-#define FAID_K_SERIES_UNIQUE_ID "series_unique_id" /* str, optional */
-#define FAID_K_FRAME_ID         "frame_id"         /* uint; DECTRIS/Jungfraujoch call it image_id */
-#define FAID_K_SHAPE            "shape"            /* [rows, cols] (slow, fast) */
-#define FAID_K_DTYPE            "dtype"            /* "uint16", "<u2", ... */
-#define FAID_K_ENCODING         "encoding"         /* "bslz4" | "lz4" | "lz4-raw" | "none" */
-#define FAID_K_TIMESTAMP        "timestamp"        /* float64 s since the epoch, optional */
-#define FAID_K_START_TIME       "start_time"       /* [num, den] rational, optional (DECTRIS) */
-#define FAID_K_STOP_TIME        "stop_time"
-#define FAID_K_REAL_TIME        "real_time"
-#define FAID_K_USER_DATA        "user_data" /* any msgpack value, passed through to results */
-#define FAID_K_NIMAGES          "nimages"   /* start: expected frame count, optional */
+ * Keys: FAID_K_<ID> ("series_id", ...) and FAID_KEY_<ID>, from the one table of every key of
+ * every message (faid_proto_keys.h), which also generates the key tables of PROTOCOL.md. */
 
-/* Output keys. */
-#define FAID_K_MAGIC_NUMBER     "magic_number"
-#define FAID_K_SOFTWARE_VERSION "software_version"
-#define FAID_K_SETUP_VERSION    "setup_version"
-#define FAID_K_CONFIG_HASH      "config_hash"
-#define FAID_K_CONFIG_FILE      "config_file"       /* status: file of the setup in force */
-#define FAID_K_CONFIG_START     "config_start_file" /* status: -c file, SIGHUP re-reads it */
-#define FAID_K_MSG_NUMBER       "msg_number" /* per-socket sequence number (gap detection) */
-#define FAID_K_DEVICE           "device"     /* worker index that computed a result */
-#define FAID_K_I                "I"
-#define FAID_K_SIGMA            "sigma"
-#define FAID_K_STD              "std"
-#define FAID_K_COUNT            "count"
-#define FAID_K_RADIAL           "radial"    /* start: bin centres in `unit` */
-#define FAID_K_AZIMUTHAL        "azimuthal" /* start: azimuthal bin centres (deg), 2D only */
-#define FAID_K_UNIT             "unit"
-#define FAID_K_NPT              "npt"
-#define FAID_K_NPT_AZIM         "npt_azim"
-#define FAID_K_I2D              "I_2d" /* result: cake [npt, npt_azim], 2D only */
-#define FAID_K_SIGMA2D          "sigma_2d"
-#define FAID_K_COUNT2D          "count_2d"
-#define FAID_K_RECEIVED_NS      "received_ns" /* wall clock, ns since the epoch */
-#define FAID_K_DONE_NS          "done_ns"
-#define FAID_K_LATENCY_US       "latency_us" /* receive -> result ready */
-#define FAID_K_QUEUE_US         "queue_us"   /* time waiting in the frame queue */
-#define FAID_K_DECODE_US        "decode_us"
-#define FAID_K_PREPROCESS_US    "preprocess_us"
-#define FAID_K_INTEGRATE_US     "integrate_us"
-#define FAID_K_TRANSFER_US      "transfer_us"
-#define FAID_K_COMPUTE_US       "compute_us" /* engine total */
-#define FAID_K_PAYLOAD_BYTES    "payload_bytes"
-/* peaks (peaks.algorithm not none); OM / CXI / Jungfraujoch names in PROTOCOL.md */
-#define FAID_K_NUM_PEAKS      "num_peaks"      /* result: uint, every peak found */
-#define FAID_K_IS_HIT         "is_hit"         /* result: bool */
-#define FAID_K_PEAK_X         "peak_x"         /* result: f4 fast-axis centroids (OM fs) */
-#define FAID_K_PEAK_Y         "peak_y"         /* result: f4 slow-axis centroids (OM ss) */
-#define FAID_K_PEAK_INTENSITY "peak_intensity" /* result: f4 */
-#define FAID_K_PEAK_SIGMA     "peak_sigma"     /* result: f4 */
-#define FAID_K_PEAK_SNR       "peak_snr"       /* result: f4 */
-#define FAID_K_PEAK_NPIX      "peak_npix"      /* result: i4 */
-#define FAID_K_PEAK_MAX_PIXEL "peak_max_pixel" /* result: f4 */
-#define FAID_K_BG_I           "bg_I"           /* result: f4 sigma-clipped background mean */
-#define FAID_K_BG_SIGMA       "bg_sigma"       /* result: f4 its standard error */
-#define FAID_K_BG_STD         "bg_std"         /* result: f4 per-pixel std of the kept pixels */
-#define FAID_K_BG_COUNT       "bg_count"       /* result: f4 pixels kept */
-#define FAID_K_PEAKS          "peaks"          /* start: map of the peak parameters in force */
-#define FAID_K_CODE             "code"       /* error: symbolic code, "FAID_ECORRUPT" */
-#define FAID_K_MESSAGE          "message"    /* error: human text */
-#define FAID_K_STAGE            "stage"      /* error/drop: "ingest" | "queue" | "worker" | ... */
-#define FAID_K_COUNTERS         "counters"   /* map of counter name -> uint */
-#define FAID_K_DROPS            "drops"      /* map "stage.reason" -> uint */
-#define FAID_K_ERRORS           "errors"     /* map "stage.code" -> uint */
-#define FAID_K_GEOMETRY         "geometry"   /* start: map of PONI values (SI units) */
-#define FAID_K_PARAMETERS       "parameters" /* start: map of integration parameters */
-#define FAID_K_CONFIG           "config"     /* YAML text of the effective configuration */
-#define FAID_K_STATE            "state"
-#define FAID_K_OK               "ok"
-#define FAID_K_CMD              "cmd"
-#define FAID_K_ERROR            "error"
-#define FAID_K_PATH             "path"
-/* Lossless channel (PROTOCOL.md 3.6). */
-#define FAID_K_CREDIT   "credit"   /* hello/ack: messages faid may send beyond the acknowledged */
-#define FAID_K_SEQ      "seq"      /* hello/ack: msg_number of the last message in hand */
-#define FAID_K_INSTANCE "instance" /* faid run that seq numbers refer to (16 hex digits) */
-#define FAID_K_CONSUMER "consumer" /* refused: the active consumer's name */
-
-/* Array maps: {"dtype": "<f4", "shape": [n, ...], "data": bin little-endian C order}. */
-#define FAID_K_ARR_DTYPE "dtype"
-#define FAID_K_ARR_SHAPE "shape"
-#define FAID_K_ARR_DATA  "data"
+/* The table's rows (in order), a key's wire name, a message's marker, and the key named by n
+ * bytes at s (FAID_KEY_UNKNOWN when none). */
+const faid_proto_row *faid_proto_rows(size_t *n);
+const char *faid_key_name(faid_key k);
+const char *faid_proto_msg_marker(faid_proto_msg m);
+faid_key faid_key_lookup(const void *s, size_t n);
+/* The generated markdown table of message m ("| key | type | presence | meaning |" and a row
+ * per key); NULL when out of memory. free() it. */
+char *faid_proto_msg_markdown(faid_proto_msg m);
+/* Checks that the map at the start of buf has only keys the table lists for message m (or for
+ * `also`, a second message whose keys the same map carries: a status reply is a control reply
+ * and the status body; FAID_NPMSGS for none) and every key REQ for m. FAID_EFORMAT naming the
+ * key otherwise. For tests: a message and its table cannot drift apart unnoticed. */
+int faid_proto_check_keys(faid_proto_msg m, faid_proto_msg also, const void *buf, size_t len,
+                          faid_diag *d);
 
 /* ---------------------------------------------------------------------------------------------
  * msgpack writer. Writes into buf[cap]; on overflow it stops writing, sets `overflow` and every
