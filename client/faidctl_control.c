@@ -1,6 +1,6 @@
-/* faidctl status | config | reload | reset | stop: one request to the daemon's control socket and
- * its reply, human-readable by default (nested "key: value" lines, the configuration as YAML) or
- * as JSON with --json. A daemon that does not answer within the timeout gives a clear message and
+/* faidctl status | config [get KEY] | reload | reset | stop: one request to the daemon's control
+ * socket and its reply, human-readable by default (nested "key: value" lines, the configuration as
+ * YAML, one option's value alone) or as JSON with --json. A daemon that does not answer within the timeout gives a clear message and
  * exit status 1 instead of a hang. */
 #include "faidctl.h"
 
@@ -16,15 +16,19 @@
 
 static void usage(FILE *f, const char *cmd)
 {
+    int reload = strcmp(cmd, "reload") == 0, config = strcmp(cmd, "config") == 0;
     fprintf(f,
             "usage: faidctl %s [--control ENDPOINT] [--timeout S] [--json]%s\n"
             "  --control ENDPOINT  the daemon's control socket (default $FAID_CONTROL or %s)\n"
             "  --timeout S         seconds to wait for the answer (default 5)\n"
             "  --json              print the reply as JSON\n",
-            cmd, strcmp(cmd, "reload") == 0 ? " [CONFIG]" : "", DEFAULT_CONTROL);
-    if (strcmp(cmd, "reload") == 0)
+            cmd, reload ? " [CONFIG]" : config ? " [get KEY]" : "", DEFAULT_CONTROL);
+    if (reload)
         fprintf(f, "  CONFIG              read this configuration file once instead of the file\n"
                    "                      faid was started with (which SIGHUP keeps re-reading)\n");
+    if (config)
+        fprintf(f, "  get KEY             print only the effective value of option KEY (e.g.\n"
+                   "                      integration.npt), as YAML flow text\n");
 }
 
 int faidctl_control(int argc, char **argv)
@@ -59,6 +63,17 @@ int faidctl_control(int argc, char **argv)
             }
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (q.cmd == FAID_CTL_CONFIG && strcmp(a, "get") == 0 && !q.key[0]) {
+            if (i + 1 >= argc || argv[i + 1][0] == '-') {
+                fprintf(stderr, "faidctl config get: needs an option name, e.g. integration.npt\n");
+                return 2;
+            }
+            const char *k = argv[++i];
+            int n = snprintf(q.key, sizeof(q.key), "%s", k);
+            if (n < 0 || (size_t)n >= sizeof(q.key)) {
+                fprintf(stderr, "faidctl config get: option name too long: %s\n", k);
+                return 2;
+            }
         } else if (q.cmd == FAID_CTL_RELOAD && a[0] != '-' && !q.path[0]) {
             /* The daemon resolves paths against its own working directory: send the
              * absolute path (as is when it does not resolve, for the daemon's message). */
@@ -105,6 +120,15 @@ int faidctl_control(int argc, char **argv)
     } else if (!rep.ok) {
         fprintf(stderr, "faidctl %s: faid at %s refused: %s\n", cmd, endpoint, rep.error);
         status = 1;
+    } else if (q.key[0]) {
+        faid_mp_obj v;
+        if (faid_proto_map_find(rep.body, rep.len, FAID_K_VALUE, &v, NULL, &d) != 0 ||
+            v.type != FAID_MP_STR) {
+            fprintf(stderr, "faidctl config get: malformed reply from %s: no value\n", endpoint);
+            status = 1;
+        } else {
+            printf("%.*s\n", (int)v.len, (const char *)v.ptr);
+        }
     } else if (faid_ctl_reply_print(stdout, rep.body, rep.len, &d) != 0) {
         fprintf(stderr, "faidctl %s: malformed reply from %s: %s\n", cmd, endpoint, d.msg);
         status = 1;

@@ -263,6 +263,24 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
         return;
     case FAID_CTL_CONFIG: {
         faid_gen *g = faid_server_current_gen(s);
+        if (q.key[0]) {
+            /* `faidctl config get KEY`: one option's effective value, from the option table. */
+            char value[4096];
+            if (!g || faid_config_get(&g->setup->cfg, q.key, value, sizeof value, &d) != 0) {
+                if (!g)
+                    faid_fail(&d, FAID_EINVAL, "no configuration in force");
+                faid_gen_release(&g);
+                reply_error(w, q.cmd, &d);
+                return;
+            }
+            faid_gen_release(&g);
+            reply_head(w, 2, 1, q.cmd);
+            faid_mpw_str(w, FAID_K_KEY);
+            faid_mpw_str(w, q.key);
+            faid_mpw_str(w, FAID_K_VALUE);
+            faid_mpw_str(w, value);
+            return;
+        }
         reply_head(w, 2, 1, q.cmd);
         faid_mpw_str(w, FAID_K_CONFIG);
         faid_mpw_str(w, g ? g->config_yaml : "");

@@ -1536,12 +1536,17 @@ int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, 
     faid_mpw w;
     faid_mpw_init(&w, buf, cap);
     int with_path = q->cmd == FAID_CTL_RELOAD && q->path[0];
-    faid_mpw_map(&w, with_path ? 2 : 1);
+    int with_key = q->cmd == FAID_CTL_CONFIG && q->key[0];
+    faid_mpw_map(&w, 1 + with_path + with_key);
     faid_mpw_str(&w, FAID_K_CMD);
     faid_mpw_str(&w, faid_ctl_cmd_name(q->cmd));
     if (with_path) {
         faid_mpw_str(&w, FAID_K_PATH);
         faid_mpw_strn(&w, q->path, strnlen(q->path, sizeof(q->path)));
+    }
+    if (with_key) {
+        faid_mpw_str(&w, FAID_K_KEY);
+        faid_mpw_strn(&w, q->key, strnlen(q->key, sizeof(q->key)));
     }
     return finish_len(&w, out_len, d);
 }
@@ -1590,6 +1595,11 @@ int faid_proto_decode_request(const void *buf, size_t len, faid_ctl_request *q, 
                 return rc;
             if (faid_mp_to_cstr(&v, q->path, sizeof(q->path)) || memchr(v.ptr, '\0', v.len))
                 return faid_fail(d, FAID_EFORMAT, "control: \"path\" is not a string that fits");
+        } else if (faid_mp_str_eq(&key, FAID_K_KEY)) {
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            if (faid_mp_to_cstr(&v, q->key, sizeof(q->key)) || memchr(v.ptr, '\0', v.len))
+                return faid_fail(d, FAID_EFORMAT, "control: \"key\" is not a string that fits");
         } else if ((rc = faid_mpr_skip(&r, d))) {
             return rc;
         }

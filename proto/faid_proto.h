@@ -316,6 +316,7 @@ faid_ctl_cmd faid_ctl_cmd_parse(const char *name, size_t len);
 typedef struct faid_ctl_request {
     faid_ctl_cmd cmd;
     char path[1024]; /* reload: optional configuration file to read instead of the current one */
+    char key[128];   /* config: optional option name ("integration.npt"): reply its value only */
 } faid_ctl_request;
 
 int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, size_t *out_len,

@@ -102,6 +102,8 @@
     X(CMD, "cmd")                                                                                  \
     X(ERROR, "error")                                                                              \
     X(PATH, "path")                                                                                \
+    X(KEY, "key")                                                                                  \
+    X(VALUE, "value")                                                                              \
     X(CREDIT, "credit")                                                                            \
     X(SEQ, "seq")                                                                                  \
     X(INSTANCE, "instance")                                                                        \
@@ -489,6 +491,7 @@
     /* control */                                                                                  \
     X(CTL_REQUEST, CMD, "str", REQ, "`ping`, `status`, `config`, `reload`, `reset`, `stop`")       \
     X(CTL_REQUEST, PATH, "str", OPT, "reload: read this file once instead of the start file")     \
+    X(CTL_REQUEST, KEY, "str", OPT, "config: one option (`integration.npt`): reply its value only") \
     X(CTL_REPLY, OK, "bool", REQ, "whether the command succeeded")                                 \
     X(CTL_REPLY, CMD, "str", REQ, "the command answered")                                          \
     X(CTL_REPLY, ERROR, "str", OPT, "when `ok` is false: why")                                     \
@@ -497,6 +500,8 @@
     X(CTL_REPLY, SOFTWARE_VERSION, "str", OPT, "ping, status")                                     \
     X(CTL_REPLY, CONFIG, "str", OPT, "config: YAML of the effective configuration")                \
     X(CTL_REPLY, SOURCE, "str", OPT, "config: its file, as `config_file` in `status`, or `\"\"`")  \
+    X(CTL_REPLY, KEY, "str", OPT, "config with `key`: the option (then no `config`, `source`)")    \
+    X(CTL_REPLY, VALUE, "str", OPT, "config with `key`: its effective value, YAML flow text")      \
     X(CTL_REPLY, SETUP_VERSION, "uint", OPT, "reload: the new setup; status")                      \
     /* status reply and stats body */                                                              \
     X(STATUS, TYPE, "str", OPT, "stats only: `\"stats\"`")                                         \

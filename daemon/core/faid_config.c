@@ -1429,8 +1429,12 @@ int faid_config_get(const faid_config *cfg, const char *key, char *buf, size_t c
                     faid_diag *d)
 {
     const faid_option *o = faid_config_find(key);
-    if (!o)
+    if (!o) {
+        const char *best = nearest_option(key);
+        if (best)
+            return faid_fail(d, FAID_ECONFIG, "unknown key '%s' (did you mean '%s'?)", key, best);
         return faid_fail(d, FAID_ECONFIG, "unknown key '%s'", key);
+    }
     sbuf b = {0};
     fmt_value(o, cfg, &b);
     if (b.oom) {
