@@ -42,9 +42,60 @@ void faidctl_catch_stop(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+int faidctl_getopt(int argc, char **argv, const struct option *longopts, int *first)
+{
+    /* The short options are derived from the table: an entry whose val is a letter is also -val
+     * (with its argument when the long one has one). */
+    char shortopts[64] = ":";
+    size_t n = 1;
+    for (const struct option *o = longopts; o->name && n + 3 < sizeof(shortopts); o++) {
+        if (o->flag || o->val <= 0 || o->val > 127 || !((o->val | 32) >= 'a' && (o->val | 32) <= 'z'))
+            continue;
+        if (strchr(shortopts, o->val))
+            continue;
+        shortopts[n++] = (char)o->val;
+        if (o->has_arg == required_argument)
+            shortopts[n++] = ':';
+        shortopts[n] = '\0';
+    }
+    if (*first) {
+        optind = 0; /* GNU: full re-initialisation */
+        *first = 0;
+    }
+    opterr = 0;
+    int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+    if (c == '?' || c == ':') {
+        const char *what = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+        char shortname[3] = {'-', (char)optopt, '\0'};
+        /* A short option (alone or in a cluster like -qx) is named by its letter. */
+        if (optopt > 0 && optopt < 128 && strncmp(what, "--", 2) != 0)
+            what = shortname;
+        const char *eq = strncmp(what, "--", 2) == 0 ? strchr(what, '=') : NULL;
+        if (c == ':')
+            fprintf(stderr, "faidctl %s: option '%s' needs a value\n", argv[0], what);
+        else if (eq)
+            fprintf(stderr, "faidctl %s: option '%.*s' takes no value (or is unknown)\n",
+                    argv[0], (int)(eq - what), what);
+        else
+            fprintf(stderr, "faidctl %s: unknown option '%s'\n", argv[0], what);
+        return '?';
+    }
+    return c;
+}
+
+const char *faidctl_optname(const struct option *longopts, int c)
+{
+    for (const struct option *o = longopts; o->name; o++)
+        if (o->val == c)
+            return o->name;
+    return "?";
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: faidctl COMMAND [options]   (faidctl COMMAND --help for details)\n\n");
+    fprintf(f, "usage: faidctl COMMAND [options]   (faidctl COMMAND --help for details)\n"
+               "Options read `--opt value` or `--opt=value`, in any order with the operands;\n"
+               "`--` ends the options.\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-8s  %s\n", commands[i].name, commands[i].help);
 }

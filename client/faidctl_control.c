@@ -46,47 +46,60 @@ int faidctl_control(int argc, char **argv)
         fprintf(stderr, "faidctl: unknown control command '%s'\n", cmd);
         return 2;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout, cmd);
-            return 0;
-        } else if (strcmp(a, "--control") == 0 && i + 1 < argc) {
-            endpoint = argv[++i];
-        } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
-            char *end;
-            timeout = strtod(argv[++i], &end);
+    enum { O_CONTROL = 256, O_TIMEOUT, O_JSON };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"control", required_argument, NULL, O_CONTROL},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"json", no_argument, NULL, O_JSON},
+        {NULL, 0, NULL, 0},
+    };
+    int opt, first = 1;
+    while ((opt = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
+        char *end;
+        switch (opt) {
+        case 'h': usage(stdout, cmd); return 0;
+        case O_CONTROL: endpoint = optarg; break;
+        case O_TIMEOUT:
+            timeout = strtod(optarg, &end);
             if (*end || !(timeout > 0 && timeout < 86400)) {
                 fprintf(stderr, "faidctl %s: --timeout needs seconds > 0, got '%s'\n", cmd,
-                        argv[i]);
+                        optarg);
                 return 2;
             }
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (q.cmd == FAID_CTL_CONFIG && strcmp(a, "get") == 0 && !q.key[0]) {
-            if (i + 1 >= argc || argv[i + 1][0] == '-') {
-                fprintf(stderr, "faidctl config get: needs an option name, e.g. integration.npt\n");
-                return 2;
-            }
-            const char *k = argv[++i];
-            int n = snprintf(q.key, sizeof(q.key), "%s", k);
-            if (n < 0 || (size_t)n >= sizeof(q.key)) {
-                fprintf(stderr, "faidctl config get: option name too long: %s\n", k);
-                return 2;
-            }
-        } else if (q.cmd == FAID_CTL_RELOAD && a[0] != '-' && !q.path[0]) {
-            /* The daemon resolves paths against its own working directory: send the
-             * absolute path (as is when it does not resolve, for the daemon's message). */
-            char abs[PATH_MAX];
-            const char *send = a[0] != '/' && realpath(a, abs) ? abs : a;
-            int n = snprintf(q.path, sizeof(q.path), "%s", send);
-            if (n < 0 || (size_t)n >= sizeof(q.path)) {
-                fprintf(stderr, "faidctl reload: path too long: %s\n", a);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "faidctl %s: unknown or incomplete option '%s'\n", cmd, a);
+            break;
+        case O_JSON: json = 1; break;
+        default: usage(stderr, cmd); return 2;
+        }
+    }
+    int i = optind;
+    if (q.cmd == FAID_CTL_CONFIG && i < argc && strcmp(argv[i], "get") == 0) {
+        if (i + 1 >= argc) {
+            fprintf(stderr, "faidctl config get: needs an option name, e.g. integration.npt\n");
+            return 2;
+        }
+        const char *k = argv[i + 1];
+        int n = snprintf(q.key, sizeof(q.key), "%s", k);
+        if (n < 0 || (size_t)n >= sizeof(q.key)) {
+            fprintf(stderr, "faidctl config get: option name too long: %s\n", k);
+            return 2;
+        }
+        i += 2;
+    }
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (q.cmd != FAID_CTL_RELOAD || q.path[0]) {
+            fprintf(stderr, "faidctl %s: unexpected argument '%s'\n", cmd, a);
             usage(stderr, cmd);
+            return 2;
+        }
+        /* The daemon resolves paths against its own working directory: send the absolute path
+         * (as is when it does not resolve, for the daemon's message). */
+        char abs[PATH_MAX];
+        const char *send = a[0] != '/' && realpath(a, abs) ? abs : a;
+        int n = snprintf(q.path, sizeof(q.path), "%s", send);
+        if (n < 0 || (size_t)n >= sizeof(q.path)) {
+            fprintf(stderr, "faidctl reload: path too long: %s\n", a);
             return 2;
         }
     }

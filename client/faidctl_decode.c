@@ -96,41 +96,36 @@ int faidctl_decode(int argc, char **argv)
     const char *input = NULL, *output = NULL, *shape_s = NULL, *dtype_s = NULL;
     const char *enc_s = "bslz4", *device = "auto";
     int verbose = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char **slot = NULL;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
-            verbose = 1;
-            continue;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-            slot = &output;
-        } else if (strcmp(a, "--shape") == 0) {
-            slot = &shape_s;
-        } else if (strcmp(a, "--dtype") == 0) {
-            slot = &dtype_s;
-        } else if (strcmp(a, "--encoding") == 0) {
-            slot = &enc_s;
-        } else if (strcmp(a, "--device") == 0) {
-            slot = &device;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "faidctl decode: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        } else if (!input) {
-            input = a;
-            continue;
-        } else {
-            fprintf(stderr, "faidctl decode: more than one input (%s, %s)\n", input, a);
+    enum { O_SHAPE = 256, O_DTYPE, O_ENCODING, O_DEVICE };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"output", required_argument, NULL, 'o'},
+        {"shape", required_argument, NULL, O_SHAPE},
+        {"dtype", required_argument, NULL, O_DTYPE},
+        {"encoding", required_argument, NULL, O_ENCODING},
+        {"device", required_argument, NULL, O_DEVICE},
+        {NULL, 0, NULL, 0},
+    };
+    int c, first = 1;
+    while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
+        switch (c) {
+        case 'h': usage(stdout); return 0;
+        case 'v': verbose = 1; break;
+        case 'o': output = optarg; break;
+        case O_SHAPE: shape_s = optarg; break;
+        case O_DTYPE: dtype_s = optarg; break;
+        case O_ENCODING: enc_s = optarg; break;
+        case O_DEVICE: device = optarg; break;
+        default: usage(stderr); return 2;
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        if (input) {
+            fprintf(stderr, "faidctl decode: more than one input (%s, %s)\n", input, argv[i]);
             return 2;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "faidctl decode: %s needs a value\n", a);
-            return 2;
-        }
-        *slot = argv[++i];
+        input = argv[i];
     }
     if (!input || !output || !shape_s || !dtype_s) {
         fprintf(stderr, "faidctl decode: INPUT, -o, --shape and --dtype are required\n");

@@ -30,19 +30,30 @@ static const char *type_of(const faid_cl_device_info *v)
 int faidctl_devices(int argc, char **argv)
 {
     int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
+    enum { O_JSON = 256 };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"json", no_argument, NULL, O_JSON},
+        {NULL, 0, NULL, 0},
+    };
+    int c, first = 1;
+    while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
+        if (c == O_JSON) {
             json = 1;
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+        } else if (c == 'h') {
             printf("usage: faidctl devices [--json]\n\nLists the OpenCL devices with the index "
                    "that `--device N` and the `devices` option use,\nand the \"ref\" "
                    "pseudo-device (plain C reference). \"auto\" picks the first GPU, else the\n"
                    "first CPU device.\n");
             return 0;
         } else {
-            fprintf(stderr, "faidctl devices: unknown option %s\n", argv[i]);
+            fprintf(stderr, "usage: faidctl devices [--json]\n");
             return 2;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "faidctl devices: unexpected argument '%s'\n", argv[optind]);
+        return 2;
     }
     static faid_cl_device_info dev[FAID_CL_MAX_DEVICES];
     int n = 0;

@@ -115,69 +115,85 @@ int faidctl_geometry(int argc, char **argv)
     int rows = -1, cols = -1, orientation = -1, internal = 0, at_row = -1, at_col = -1;
     double p1 = 0, p2 = 0, factor = 0, axis_offset = 0;
     int has_pixel = 0, has_factor = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--internal") == 0) {
-            internal = 1;
-            takes = 0;
-        } else if (!v) {
-            fprintf(stderr, "faidctl geometry: %s needs a value (or is unknown)\n", a);
-            return 2;
-        } else if (strcmp(a, "--poni") == 0) {
-            poni = v;
-        } else if (strcmp(a, "--detector") == 0) {
-            detname = v;
-        } else if (strcmp(a, "--array") == 0) {
-            array = v;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-            out = v;
-        } else if (strcmp(a, "--unit") == 0) {
-            unitname = v;
-        } else if (strcmp(a, "--shape") == 0) {
+    enum {
+        O_INTERNAL = 256, O_PONI, O_DETECTOR, O_ARRAY, O_UNIT, O_SHAPE, O_AT, O_PIXEL,
+        O_ORIENTATION, O_POLARIZATION, O_AXIS_OFFSET
+    };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"internal", no_argument, NULL, O_INTERNAL},
+        {"poni", required_argument, NULL, O_PONI},
+        {"detector", required_argument, NULL, O_DETECTOR},
+        {"array", required_argument, NULL, O_ARRAY},
+        {"output", required_argument, NULL, 'o'},
+        {"unit", required_argument, NULL, O_UNIT},
+        {"shape", required_argument, NULL, O_SHAPE},
+        {"at", required_argument, NULL, O_AT},
+        {"pixel", required_argument, NULL, O_PIXEL},
+        {"orientation", required_argument, NULL, O_ORIENTATION},
+        {"polarization", required_argument, NULL, O_POLARIZATION},
+        {"axis-offset", required_argument, NULL, O_AXIS_OFFSET},
+        {NULL, 0, NULL, 0},
+    };
+    int c, first = 1;
+    while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
+        const char *v = optarg;
+        switch (c) {
+        case 'h': usage(stdout); return 0;
+        case O_INTERNAL: internal = 1; break;
+        case O_PONI: poni = v; break;
+        case O_DETECTOR: detname = v; break;
+        case O_ARRAY: array = v; break;
+        case 'o': out = v; break;
+        case O_UNIT: unitname = v; break;
+        case O_SHAPE:
             if (!parse_pair_int(v, &rows, &cols) || rows < 1 || cols < 1) {
                 fprintf(stderr, "faidctl geometry: --shape wants ROWS,COLS, got '%s'\n", v);
                 return 2;
             }
-        } else if (strcmp(a, "--at") == 0) {
+            break;
+        case O_AT:
             if (!parse_pair_int(v, &at_row, &at_col)) {
                 fprintf(stderr, "faidctl geometry: --at wants ROW,COL, got '%s'\n", v);
                 return 2;
             }
-        } else if (strcmp(a, "--pixel") == 0) {
+            break;
+        case O_PIXEL:
             if (!parse_pair_double(v, &p1, &p2) || !(p1 > 0) || !(p2 > 0)) {
                 fprintf(stderr, "faidctl geometry: --pixel wants P1,P2 in m, got '%s'\n", v);
                 return 2;
             }
             has_pixel = 1;
-        } else if (strcmp(a, "--orientation") == 0) {
+            break;
+        case O_ORIENTATION: {
             double o;
             if (!parse_double(v, &o) || o != floor(o) || o < 0 || o > 4) {
                 fprintf(stderr, "faidctl geometry: --orientation wants 0..4, got '%s'\n", v);
                 return 2;
             }
             orientation = (int)o;
-        } else if (strcmp(a, "--polarization") == 0) {
+            break;
+        }
+        case O_POLARIZATION:
             if (!parse_double(v, &factor) || factor < -1 || factor > 1) {
                 fprintf(stderr, "faidctl geometry: --polarization wants -1..1, got '%s'\n", v);
                 return 2;
             }
             has_factor = 1;
-        } else if (strcmp(a, "--axis-offset") == 0) {
+            break;
+        case O_AXIS_OFFSET:
             if (!parse_double(v, &axis_offset)) {
                 fprintf(stderr, "faidctl geometry: --axis-offset wants radians, got '%s'\n", v);
                 return 2;
             }
-        } else {
-            fprintf(stderr, "faidctl geometry: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            break;
+        default: usage(stderr); return 2;
         }
-        i += takes;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "faidctl geometry: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
     }
     if (!poni) {
         fprintf(stderr, "faidctl geometry: --poni FILE is required\n");

@@ -183,36 +183,38 @@ int faidctl_inspect(int argc, char **argv)
     const char *mask_npy = NULL, *flat_npy = NULL, *rate_npy = NULL, *repeat_s = NULL;
     const char *files[FAID_INPUT_MAX_PARTS + 8];
     int nfiles = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char **opt = strcmp(a, "--protocol") == 0        ? &proto_name
-                           : strcmp(a, "--channel") == 0       ? &channel
-                           : strcmp(a, "--npy") == 0           ? &npy
-                           : strcmp(a, "--mask-npy") == 0      ? &mask_npy
-                           : strcmp(a, "--flatfield-npy") == 0 ? &flat_npy
-                           : strcmp(a, "--countrate-npy") == 0 ? &rate_npy
-                           : strcmp(a, "--repeat") == 0        ? &repeat_s
-                                                               : NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
+    enum { O_PROTOCOL = 256, O_CHANNEL, O_NPY, O_MASK, O_FLAT, O_RATE, O_REPEAT };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"protocol", required_argument, NULL, O_PROTOCOL},
+        {"channel", required_argument, NULL, O_CHANNEL},
+        {"npy", required_argument, NULL, O_NPY},
+        {"mask-npy", required_argument, NULL, O_MASK},
+        {"flatfield-npy", required_argument, NULL, O_FLAT},
+        {"countrate-npy", required_argument, NULL, O_RATE},
+        {"repeat", required_argument, NULL, O_REPEAT},
+        {NULL, 0, NULL, 0},
+    };
+    int c, first = 1;
+    while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
+        switch (c) {
+        case 'h': usage(stdout); return 0;
+        case O_PROTOCOL: proto_name = optarg; break;
+        case O_CHANNEL: channel = optarg; break;
+        case O_NPY: npy = optarg; break;
+        case O_MASK: mask_npy = optarg; break;
+        case O_FLAT: flat_npy = optarg; break;
+        case O_RATE: rate_npy = optarg; break;
+        case O_REPEAT: repeat_s = optarg; break;
+        default: usage(stderr); return 2;
         }
-        if (opt) {
-            if (++i >= argc) {
-                fprintf(stderr, "faidctl inspect: %s needs a value\n", a);
-                return 2;
-            }
-            *opt = argv[i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "faidctl inspect: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        } else if (nfiles < (int)(sizeof(files) / sizeof(files[0]))) {
-            files[nfiles++] = a;
-        } else {
+    }
+    for (int i = optind; i < argc; i++) {
+        if (nfiles == (int)(sizeof(files) / sizeof(files[0]))) {
             fprintf(stderr, "faidctl inspect: too many parts\n");
             return 2;
         }
+        files[nfiles++] = argv[i];
     }
     faid_input_protocol proto;
     if (faid_input_protocol_parse(proto_name, &proto) != 0) {

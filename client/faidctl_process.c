@@ -481,38 +481,35 @@ static int parse_args(int argc, char **argv, opts *o)
     o->inputs = calloc((size_t)argc, sizeof *o->inputs);
     if (!o->inputs)
         return 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_ARG()                                                                   \
-    do {                                                                             \
-        if (!next) {                                                                 \
-            fprintf(stderr, "faidctl process: %s needs a value\n", a);              \
-            return 2;                                                                \
-        }                                                                            \
-        i++;                                                                         \
-    } while (0)
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return -1;
-        } else if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
-            NEED_ARG();
-            o->config = next;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
-            NEED_ARG();
-            o->outdir = next;
-        } else if (strcmp(a, "-d") == 0 || strcmp(a, "--device") == 0) {
-            NEED_ARG();
-            o->device = next;
-        } else if (strcmp(a, "--dtype") == 0) {
-            NEED_ARG();
-            o->dtype = next;
-        } else if (strcmp(a, "--encoding") == 0) {
-            NEED_ARG();
-            o->encoding = next;
-        } else if (strcmp(a, "--shape") == 0) {
-            NEED_ARG();
-            char *end;
+    enum { O_DTYPE = 256, O_ENCODING, O_SHAPE, O_SET, O_SYNTHETIC, O_GENERATE, O_DUMP };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"config", required_argument, NULL, 'c'},
+        {"out", required_argument, NULL, 'o'},
+        {"device", required_argument, NULL, 'd'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"dtype", required_argument, NULL, O_DTYPE},
+        {"encoding", required_argument, NULL, O_ENCODING},
+        {"shape", required_argument, NULL, O_SHAPE},
+        {"set", required_argument, NULL, O_SET},
+        {"synthetic", required_argument, NULL, O_SYNTHETIC},
+        {"generate", required_argument, NULL, O_GENERATE},
+        {"dump-config", optional_argument, NULL, O_DUMP},
+        {NULL, 0, NULL, 0},
+    };
+    int c, first = 1;
+    while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
+        const char *next = optarg;
+        char *end;
+        switch (c) {
+        case 'h': usage(stdout); return -1;
+        case 'c': o->config = next; break;
+        case 'o': o->outdir = next; break;
+        case 'd': o->device = next; break;
+        case 'q': o->quiet = 1; break;
+        case O_DTYPE: o->dtype = next; break;
+        case O_ENCODING: o->encoding = next; break;
+        case O_SHAPE: {
             long h = strtol(next, &end, 10), w = 0;
             if (*end == ',' || *end == 'x')
                 w = strtol(end + 1, &end, 10);
@@ -522,34 +519,32 @@ static int parse_args(int argc, char **argv, opts *o)
             }
             o->shape[0] = (int)h;
             o->shape[1] = (int)w;
-        } else if (strcmp(a, "--set") == 0) {
-            NEED_ARG();
+            break;
+        }
+        case O_SET:
             if (o->nsets == MAX_SETS || !strchr(next, '=')) {
                 fprintf(stderr, "faidctl process: --set %s: expected KEY=VALUE\n", next);
                 return 2;
             }
             o->sets[o->nsets++] = next;
-        } else if (strcmp(a, "--synthetic") == 0 || strcmp(a, "--generate") == 0) {
-            NEED_ARG();
-            char *end;
+            break;
+        case O_SYNTHETIC:
+        case O_GENERATE: {
             long n = strtol(next, &end, 10);
             if (*end || n < 1 || n > 100000) {
-                fprintf(stderr, "faidctl process: %s %s: expected a frame count\n", a, next);
+                fprintf(stderr, "faidctl process: --%s %s: expected a frame count\n",
+                        c == O_SYNTHETIC ? "synthetic" : "generate", next);
                 return 2;
             }
             o->synthetic = (int)n;
-        } else if (strncmp(a, "--dump-config", 13) == 0) {
-            o->dump = a[13] == '=' ? a + 14 : "plain";
-        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            o->quiet = 1;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "faidctl process: unknown option %s (see --help)\n", a);
-            return 2;
-        } else {
-            o->inputs[o->ninputs++] = argv[i];
+            break;
         }
-#undef NEED_ARG
+        case O_DUMP: o->dump = next ? next : "plain"; break;
+        default: fprintf(stderr, "(see faidctl process --help)\n"); return 2;
+        }
     }
+    for (int i = optind; i < argc; i++)
+        o->inputs[o->ninputs++] = argv[i];
     return 0;
 }
 

@@ -482,101 +482,113 @@ int faidctl_replay(int argc, char **argv)
     faid_encoding enc = FAID_ENC_BSLZ4;
     faid_input_protocol proto = FAID_PROTOCOL_NATIVE;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        const char *v = more ? argv[i + 1] : NULL;
+    enum {
+        O_BIND = 256, O_NO_SERIES, O_QUIET, O_COPY, O_TO, O_PRESET, O_NPY, O_H5, O_DATASET,
+        O_FRAMES, O_SERIES_ID, O_FIRST_FRAME, O_SEED, O_DISTINCT, O_HWM, O_RATE, O_TIMEOUT,
+        O_SERIES_UID, O_DTYPE, O_ENCODING, O_PROTOCOL
+    };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"bind", no_argument, NULL, O_BIND},
+        {"no-series", no_argument, NULL, O_NO_SERIES},
+        {"quiet", no_argument, NULL, O_QUIET},
+        {"copy", no_argument, NULL, O_COPY},
+        {"to", required_argument, NULL, O_TO},
+        {"preset", required_argument, NULL, O_PRESET},
+        {"config", required_argument, NULL, 'c'},
+        {"npy", required_argument, NULL, O_NPY},
+        {"h5", required_argument, NULL, O_H5},
+        {"dataset", required_argument, NULL, O_DATASET},
+        {"frames", required_argument, NULL, O_FRAMES},
+        {"series-id", required_argument, NULL, O_SERIES_ID},
+        {"first-frame", required_argument, NULL, O_FIRST_FRAME},
+        {"seed", required_argument, NULL, O_SEED},
+        {"distinct", required_argument, NULL, O_DISTINCT},
+        {"hwm", required_argument, NULL, O_HWM},
+        {"rate", required_argument, NULL, O_RATE},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"series-unique-id", required_argument, NULL, O_SERIES_UID},
+        {"dtype", required_argument, NULL, O_DTYPE},
+        {"encoding", required_argument, NULL, O_ENCODING},
+        {"protocol", required_argument, NULL, O_PROTOCOL},
+        {NULL, 0, NULL, 0},
+    };
+    int c, first_opt = 1;
+    while ((c = faidctl_getopt(argc, argv, longopts, &first_opt)) != -1) {
+        const char *v = optarg;
         char *end;
         int bad = 0;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--bind") == 0) {
-            bind = 1;
-        } else if (strcmp(a, "--no-series") == 0) {
-            no_series = 1;
-        } else if (strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (strcmp(a, "--copy") == 0) {
-            copy = 1;
-        } else if (!more) {
-            bad = 1;
-        } else if (strcmp(a, "--to") == 0) {
-            to = v;
-            i++;
-        } else if (strcmp(a, "--preset") == 0) {
-            preset = v;
-            i++;
-        } else if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
-            config = v;
-            i++;
-        } else if (strcmp(a, "--npy") == 0) {
+        switch (c) {
+        case 'h': usage(stdout); return 0;
+        case O_BIND: bind = 1; break;
+        case O_NO_SERIES: no_series = 1; break;
+        case O_QUIET: quiet = 1; break;
+        case O_COPY: copy = 1; break;
+        case O_TO: to = v; break;
+        case O_PRESET: preset = v; break;
+        case 'c': config = v; break;
+        case O_NPY:
             if (nnpy == MAX_NPY) {
                 fprintf(stderr, "faidctl replay: at most %d --npy files\n", MAX_NPY);
                 return 2;
             }
             npy[nnpy++] = v;
-            i++;
-        } else if (strcmp(a, "--h5") == 0) {
-            h5 = v;
-            i++;
-        } else if (strcmp(a, "--dataset") == 0) {
-            h5_dataset = v;
-            i++;
-        } else if (strcmp(a, "--frames") == 0) {
+            break;
+        case O_H5: h5 = v; break;
+        case O_DATASET: h5_dataset = v; break;
+        case O_FRAMES:
             bad = parse_u64(v, &frames) != 0;
             frames_given = 1;
-            i++;
-        } else if (strcmp(a, "--series-id") == 0) {
-            bad = parse_u64(v, &series_id) != 0;
-            i++;
-        } else if (strcmp(a, "--first-frame") == 0) {
-            bad = parse_u64(v, &first) != 0;
-            i++;
-        } else if (strcmp(a, "--seed") == 0) {
-            bad = parse_u64(v, &seed) != 0;
-            i++;
-        } else if (strcmp(a, "--distinct") == 0) {
+            break;
+        case O_SERIES_ID: bad = parse_u64(v, &series_id) != 0; break;
+        case O_FIRST_FRAME: bad = parse_u64(v, &first) != 0; break;
+        case O_SEED: bad = parse_u64(v, &seed) != 0; break;
+        case O_DISTINCT:
             bad = parse_u64(v, &distinct) != 0 || distinct < 1 || distinct > 4096;
-            i++;
-        } else if (strcmp(a, "--hwm") == 0) {
+            break;
+        case O_HWM: {
             uint64_t h;
             bad = parse_u64(v, &h) != 0 || h < 1 || h > (1u << 24);
             hwm = bad ? 0 : (int)h;
-            i++;
-        } else if (strcmp(a, "--rate") == 0) {
+            break;
+        }
+        case O_RATE:
             rate = strtod(v, &end);
             bad = *end || !(rate >= 0 && rate < 1e9);
-            i++;
-        } else if (strcmp(a, "--timeout") == 0) {
+            break;
+        case O_TIMEOUT:
             timeout = strtod(v, &end);
             bad = *end || !(timeout > 0 && timeout < 86400);
-            i++;
-        } else if (strcmp(a, "--series-unique-id") == 0) {
+            break;
+        case O_SERIES_UID:
             bad = strlen(v) >= sizeof(series_uid);
             if (!bad)
                 snprintf(series_uid, sizeof(series_uid), "%s", v);
-            i++;
-        } else if (strcmp(a, "--dtype") == 0) {
+            break;
+        case O_DTYPE:
             dtype = faid_dtype_parse(v);
             bad = !faid_dtype_is_frame(dtype);
-            i++;
-        } else if (strcmp(a, "--encoding") == 0) {
+            break;
+        case O_ENCODING:
             bad = faid_encoding_parse(v, &enc) != 0;
             enc_given = 1;
-            i++;
-        } else if (strcmp(a, "--protocol") == 0) {
+            break;
+        case O_PROTOCOL:
             bad = faid_input_protocol_parse(v, &proto) != 0 || proto == FAID_PROTOCOL_AUTO;
-            i++;
-        } else {
-            bad = 1;
+            break;
+        default: usage(stderr); return 2;
         }
         if (bad) {
-            fprintf(stderr, "faidctl replay: bad, unknown or incomplete option '%s%s%s'\n", a,
-                    more ? " " : "", more ? v : "");
+            fprintf(stderr, "faidctl replay: bad value '%s' for --%s\n", v,
+                    faidctl_optname(longopts, c));
             usage(stderr);
             return 2;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "faidctl replay: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
     }
     if ((preset != NULL) + (config != NULL) + (nnpy > 0) + (h5 != NULL) > 1) {
         fprintf(stderr, "faidctl replay: choose one of --preset, -c, --npy and --h5\n");

@@ -165,60 +165,77 @@ int faidctl_sub(int argc, char **argv)
     long credit = 0;
     long long count = -1;
     double timeout = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
+    enum {
+        O_FROM = 256, O_LOSSLESS, O_NAME, O_CREDIT, O_UNTIL_END, O_JSON, O_QUIET, O_OUT, O_COUNT,
+        O_TIMEOUT, O_RCVHWM
+    };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"from", required_argument, NULL, O_FROM},
+        {"lossless", no_argument, NULL, O_LOSSLESS},
+        {"name", required_argument, NULL, O_NAME},
+        {"credit", required_argument, NULL, O_CREDIT},
+        {"until-end", no_argument, NULL, O_UNTIL_END},
+        {"json", no_argument, NULL, O_JSON},
+        {"quiet", no_argument, NULL, O_QUIET},
+        {"out", required_argument, NULL, O_OUT},
+        {"count", required_argument, NULL, O_COUNT},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"rcvhwm", required_argument, NULL, O_RCVHWM},
+        {NULL, 0, NULL, 0},
+    };
+    int c, first = 1;
+    while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
         char *end = NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--from") == 0 && more) {
-            from = argv[++i];
-        } else if (strcmp(a, "--lossless") == 0) {
-            lossless = 1;
-        } else if (strcmp(a, "--name") == 0 && more) {
-            name = argv[++i];
-        } else if (strcmp(a, "--credit") == 0 && more) {
-            credit = strtol(argv[++i], &end, 10);
+        switch (c) {
+        case 'h': usage(stdout); return 0;
+        case O_FROM: from = optarg; break;
+        case O_LOSSLESS: lossless = 1; break;
+        case O_NAME: name = optarg; break;
+        case O_CREDIT:
+            credit = strtol(optarg, &end, 10);
             if (*end || credit < 1 || credit > 65536) {
                 fprintf(stderr, "faidctl sub: --credit needs an integer in [1, 65536], got '%s'\n",
-                        argv[i]);
+                        optarg);
                 return 2;
             }
-        } else if (strcmp(a, "--until-end") == 0) {
-            until_end = 1;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (strcmp(a, "--out") == 0 && more) {
-            outdir = argv[++i];
-        } else if (strcmp(a, "--count") == 0 && more) {
-            count = strtoll(argv[++i], &end, 10);
+            break;
+        case O_UNTIL_END: until_end = 1; break;
+        case O_JSON: json = 1; break;
+        case O_QUIET: quiet = 1; break;
+        case O_OUT: outdir = optarg; break;
+        case O_COUNT:
+            count = strtoll(optarg, &end, 10);
             if (*end || count < 1) {
                 fprintf(stderr, "faidctl sub: --count needs a positive integer, got '%s'\n",
-                        argv[i]);
+                        optarg);
                 return 2;
             }
-        } else if (strcmp(a, "--timeout") == 0 && more) {
-            timeout = strtod(argv[++i], &end);
+            break;
+        case O_TIMEOUT:
+            timeout = strtod(optarg, &end);
             if (*end || !(timeout > 0)) {
-                fprintf(stderr, "faidctl sub: --timeout needs seconds > 0, got '%s'\n", argv[i]);
+                fprintf(stderr, "faidctl sub: --timeout needs seconds > 0, got '%s'\n", optarg);
                 return 2;
             }
-        } else if (strcmp(a, "--rcvhwm") == 0 && more) {
-            long v = strtol(argv[++i], &end, 10);
+            break;
+        case O_RCVHWM: {
+            long v = strtol(optarg, &end, 10);
             if (*end || v < 1 || v > 1 << 24) {
                 fprintf(stderr, "faidctl sub: --rcvhwm needs a positive integer, got '%s'\n",
-                        argv[i]);
+                        optarg);
                 return 2;
             }
             rcvhwm = (int)v;
-        } else {
-            fprintf(stderr, "faidctl sub: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            break;
         }
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "faidctl sub: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
     }
     if (outdir && make_dir(outdir) != 0) {
         fprintf(stderr, "faidctl sub: cannot use output directory %s: %s\n", outdir,

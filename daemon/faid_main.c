@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,7 @@ static void usage(FILE *out)
             "socket (proto/PROTOCOL.md). Runs in the foreground and logs to stderr.\n"
             "\n"
             "  -c, --config FILE   configuration (YAML); without it the embedded default runs\n"
+            "                      (every option also reads --opt=value; -- ends the options)\n"
             "  --dump-config       print the effective configuration and exit\n"
             "  --dump-metrics      print the reference of the /metrics metrics (Markdown)\n"
             "  --log-level LEVEL   error | warn | info | debug (overrides log.level)\n"
@@ -265,33 +267,48 @@ int main(int argc, char **argv)
     const char *level_arg = NULL;
     int dump = 0;
     faid_log_set_name("faid");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
-            printf("faid %s (protocol %d)\n", FAID_VERSION, FAID_PROTO_VERSION);
-            return 0;
-        } else if (strcmp(a, "--dump-metrics") == 0) {
+    enum { O_DUMP_CONFIG = 256, O_DUMP_METRICS, O_LOG_LEVEL };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {"config", required_argument, NULL, 'c'},
+        {"dump-config", no_argument, NULL, O_DUMP_CONFIG},
+        {"dump-metrics", no_argument, NULL, O_DUMP_METRICS},
+        {"log-level", required_argument, NULL, O_LOG_LEVEL},
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+    opterr = 0; /* faid's own messages below */
+    while ((opt = getopt_long(argc, argv, ":hVc:", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("faid %s (protocol %d)\n", FAID_VERSION, FAID_PROTO_VERSION); return 0;
+        case O_DUMP_METRICS: {
             char *md = faid_metrics_markdown();
             if (md)
                 fputs(md, stdout);
             free(md);
             return md ? 0 : 1;
-        } else if (strcmp(a, "--dump-config") == 0) {
-            dump = 1;
-        } else if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && i + 1 < argc) {
-            config_path = argv[++i];
-        } else if (strncmp(a, "--config=", 9) == 0) {
-            config_path = a + 9;
-        } else if (strcmp(a, "--log-level") == 0 && i + 1 < argc) {
-            level_arg = argv[++i];
-        } else {
-            fprintf(stderr, "faid: unknown argument '%s'\n\n", a);
+        }
+        case O_DUMP_CONFIG: dump = 1; break;
+        case 'c': config_path = optarg; break;
+        case O_LOG_LEVEL: level_arg = optarg; break;
+        default: {
+            const char *what = argv[optind - 1];
+            char shortname[3] = {'-', (char)optopt, '\0'};
+            if (optopt > 0 && optopt < 128 && strncmp(what, "--", 2) != 0)
+                what = shortname;
+            fprintf(stderr, "faid: %s '%s'\n\n",
+                    opt == ':' ? "option needs a value:" : "unknown option", what);
             usage(stderr);
             return 2;
         }
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "faid: unexpected argument '%s'\n\n", argv[optind]);
+        usage(stderr);
+        return 2;
     }
 
     faid_config *cfg = malloc(sizeof(*cfg));
