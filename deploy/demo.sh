@@ -3,8 +3,8 @@
 #   1. installs the Debian packages faid needs (deploy/install-deps.sh; no Python),
 #   2. builds faid and faidctl into build/,
 #   3. starts the daemon `faid` with its embedded default configuration (EIGER 4M, 1000 bins in
-#      q_nm^-1, full pixel splitting, Poisson errors) on the best OpenCL device (first GPU, else
-#      the CPU device), on loopback ports,
+#      q_nm^-1, full pixel splitting, Poisson errors) on every GPU (devices: auto; without one,
+#      the CPU OpenCL device), on loopback ports,
 #   4. subscribes with `faidctl sub`, writing every profile to a folder,
 #   5. replays synthetic bslz4-compressed EIGER 4M frames (rings, Bragg spots, Poisson noise,
 #      module gaps) with `faidctl replay`,

@@ -134,6 +134,13 @@ int faid_cl_select(const char *spec, faid_cl_device_info *out, faid_diag *d)
                 return FAID_OK;
             }
         if (strcmp(spec, "auto") == 0) {
+            /* No GPU: the first CPU device, else the first device of any type (an
+             * accelerator), the order `faidctl devices` marks as "auto". */
+            for (int i = 0; i < n; i++)
+                if (all[i].is_cpu) {
+                    *out = all[i];
+                    return FAID_OK;
+                }
             *out = all[0];
             return FAID_OK;
         }

@@ -1573,8 +1573,8 @@ static void dump(const faid_config *cfg, faid_dump_style style, sbuf *b)
     }
     if (style == FAID_DUMP_ANNOTATED) {
         sb_printf(b, "# faid configuration (faid %s). Every option with its default; generated "
-                     "from the option\n# table (faid --dump-config --annotated). Units are SI "
-                     "unless stated; relative paths\n# are relative to this file's folder. "
+                     "from the option\n# table (faidctl process --dump-config=annotated). Units are SI "
+                     "unless stated; relative\n# paths are relative to this file's folder. "
                      "Reference: docs/configuration.md.\n",
                   FAID_VERSION);
     } else {

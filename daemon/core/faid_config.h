@@ -202,7 +202,7 @@ typedef enum {
 /* As faid_config_dump, into a malloc'ed string (NULL when out of memory). */
 char *faid_config_dump_alloc(const faid_config *cfg, faid_dump_style style);
 /* The documented example (deploy/faid.example.yaml): the embedded default, annotated (what
- * `faid --dump-config --annotated` prints without a configuration file). Options a preset or a
+ * `faidctl process --dump-config=annotated` prints without a configuration file). Options a preset or a
  * .poni file can supply are commented out there, so that a copy stays editable. */
 char *faid_config_example(void);
 

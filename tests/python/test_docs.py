@@ -7,7 +7,7 @@ import re
 import subprocess
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = pathlib.Path(os.environ.get("FAID_BIN") or ROOT / "build" / "bin")
+BIN = pathlib.Path(os.environ.get("FAID_BIN") or ROOT / "build" / "bin").resolve()
 
 
 def test_readme_option_table_is_generated():
@@ -29,3 +29,234 @@ def test_readme_commands_exist():
         assert (ROOT / cmd.split()[1]).is_file()
     ci = (ROOT / ".ci" / "run").read_text()
     assert "tests/run-all.sh" in ci
+
+
+# ---- drift tests of the docs review (docs/doc-review.md lists the claims each one guards) ----
+
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+SRC_DOCS = [ROOT / "README.md", ROOT / "proto" / "PROTOCOL.md", *sorted((ROOT / "docs").glob("*.md")),
+            *sorted((ROOT / "deploy").glob("*.md")), ROOT / "deploy" / "faid.service",
+            ROOT / "deploy" / "demo.sh", ROOT / "tests" / "fuzz" / "README.md",
+            ROOT / "tests" / "bench" / "README.md"]
+OPT_RE = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[a-zA-Z])\b")
+CLI_DOC = ROOT / "docs" / "faidctl.md"
+
+
+def run(*args, check=True, **kw):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, check=check,
+                          timeout=600, **kw)
+
+
+def help_text(*cmd):
+    r = run(BIN / cmd[0], *cmd[1:], "--help", check=False)
+    assert r.returncode == 0, (cmd, r.stderr)
+    return r.stdout + r.stderr
+
+
+def faidctl_commands():
+    cmds = re.findall(r"^  ([a-z]+)  ", help_text("faidctl"), re.M)
+    assert len(cmds) >= 10, cmds
+    return cmds
+
+
+def cli_reference():
+    """docs/faidctl.md's generated block: every --help text, verbatim."""
+    parts = ["### `faid --help`\n\n```\n" + help_text("faid").rstrip() + "\n```",
+             "### `faidctl --help`\n\n```\n" + help_text("faidctl").rstrip() + "\n```"]
+    for c in faidctl_commands():
+        parts.append(f"### `faidctl {c} --help`\n\n```\n" + help_text("faidctl", c).rstrip()
+                     + "\n```")
+    return "\n\n".join(parts)
+
+
+def cli_block(text):
+    m = re.search(r"<!-- help:begin[^\n]*-->\n(.*?)\n<!-- help:end -->", text, re.S)
+    assert m, f"{CLI_DOC} lacks the help:begin/end markers"
+    return m
+
+
+def test_cli_reference_is_generated():
+    """docs/faidctl.md holds every --help text as the binaries print it, so every command and
+    option of faid and faidctl is documented; regenerate with
+    `python3 tests/python/test_docs.py --write` after changing a --help text."""
+    text = CLI_DOC.read_text()
+    assert cli_block(text).group(1).strip() == cli_reference().strip(), (
+        "docs/faidctl.md differs from the --help texts: regenerate it with "
+        "`FAID_BIN=build/bin python3 tests/python/test_docs.py --write`")
+
+
+def test_faidctl_commands_in_readme_and_help_agree():
+    """Every faidctl command of `faidctl --help` is named in the README, and every `faidctl
+    WORD` the docs name is a command."""
+    cmds = set(faidctl_commands())
+    readme = (ROOT / "README.md").read_text()
+    in_readme = set(re.findall(r"faidctl ([a-z]+)", readme)) - {"at", "into"}
+    assert cmds - in_readme == set(), f"commands missing from the README: {cmds - in_readme}"
+    for p in SRC_DOCS:
+        named = set(re.findall(r"`[^`\n]*?faidctl ([a-z]+)[^`\n]*`", p.read_text()))
+        assert named <= cmds, f"{p.name} names faidctl commands that do not exist: {named - cmds}"
+
+
+def test_documented_command_lines_use_existing_options():
+    """Every option written after `faidctl CMD` or `faid` in the docs (code and backticks) is
+    one that command's --help lists (`faid --dump-config --annotated` was documented and
+    refused)."""
+    cmds = faidctl_commands()
+    hopts = {c: set(OPT_RE.findall(help_text("faidctl", c))) | {"--help", "-h"} for c in cmds}
+    fopts = set(OPT_RE.findall(help_text("faid")))
+    bad = []
+    for p in SRC_DOCS + [ROOT / "deploy" / "faid.example.yaml"]:
+        for line in p.read_text().splitlines():
+            for m in re.finditer(r"faidctl ([a-z]+)([^`|;\n]*)", line):
+                if m.group(1) not in hopts:
+                    continue
+                rest = re.split(r"\s#|\)|\. |, ", m.group(2))[0]
+                bad += [(str(p.relative_to(ROOT)), m.group(1), o) for o in set(OPT_RE.findall(rest)) - hopts[m.group(1)]]
+            for m in re.finditer(r"(?<![\w/.-])faid ((?:--?[a-z][\w=-]*\s*)+)", line):
+                bad += [(str(p.relative_to(ROOT)), "faid", o) for o in set(OPT_RE.findall(m.group(1))) - fopts]
+    assert not bad, f"options the binaries do not have: {bad}"
+
+
+def option_keys():
+    md = run(BIN / "faidctl", "process", "--dump-config=markdown").stdout
+    return set(re.findall(r"^\| `([a-z_.]+)` \|", md, re.M))
+
+
+# Dotted names in the docs that are not options: status / start keys and drop reasons.
+NOT_OPTIONS = {
+    "input.closed", "input.setup", "input.reported", "input.applied", "input.start_message",
+    "input.shape_matches", "input.detector_masked_pixels", "input.protocol", "input.accepted",
+    "lossless.given_up", "input.applied.pixel_mask", "input.applied.flatfield",
+    "input.connections", "input.max_message_bytes", "hits.dropped",
+    "control.request", "control.reply",  # PROTOCOL.md's generated-table markers
+    "integration.nptt",  # the misspelt key of configuration.md's error-message example
+    "integration.peaks_truth",  # a ctest name
+    "geometry.poni",  # a file faid-bench --dump writes
+}
+
+
+def test_config_keys_named_in_docs_exist():
+    """Every `section.key` the docs name in backticks (or as `section.key:` in YAML prose) is an
+    option of the table, a drop reason of the metric table, or a status / start key listed in
+    NOT_OPTIONS."""
+    keys = option_keys()
+    sections = {k.split(".")[0] for k in keys if "." in k}
+    metrics = run(BIN / "faid", "--dump-metrics").stdout
+    reasons = set(re.search(r"Reasons: ([^|]*)\.", metrics).group(1).replace("`", "")
+                  .replace(" ", "").split(","))
+    allowed = keys | reasons | NOT_OPTIONS
+    bad = []
+    for p in SRC_DOCS + [ROOT / "deploy" / "faid.example.yaml"]:
+        for m in re.finditer(r"(?<![\w./-])([a-z]+)\.([a-z_]+(?:\.[a-z_]+)?)(?![\w(/-]|\.[a-z])",
+                             p.read_text()):
+            name = m.group(0)
+            if m.group(1) in sections and name not in allowed:
+                bad.append((str(p.relative_to(ROOT)), name))
+    assert not bad, f"names that look like options but are none: {sorted(set(bad))}"
+
+
+def test_metric_names_in_docs_exist():
+    """Every faid_* metric name the README and docs/operations.md use (PromQL examples
+    included) is in the metric table, and every metric of the table is in docs/operations.md."""
+    metrics = run(BIN / "faid", "--dump-metrics").stdout
+    names = set(re.findall(r"^\| `(faid_[a-z_]+)` \| (?:counter|gauge|histogram)", metrics, re.M))
+    hist = set(re.findall(r"^\| `(faid_[a-z_]+)` \| histogram", metrics, re.M))
+    known = names | {h + s for h in hist for s in ("_bucket", "_sum", "_count")}
+    for p in (ROOT / "README.md", ROOT / "docs" / "operations.md"):
+        used = set(re.findall(r"(?<![\w/])(faid_[a-z_]+_(?:total|seconds|frames|ratio|info|"
+                              r"rate|bucket|sum|count|version|clients|connections|messages|"
+                              r"bytes|connected|second))\b", p.read_text()))
+        assert used <= known, f"{p.name}: metrics that do not exist: {used - known}"
+    ops = (ROOT / "docs" / "operations.md").read_text()
+    assert all(f"`{n}`" in ops for n in names)
+
+
+def test_drop_reasons_and_stages_in_protocol():
+    """PROTOCOL.md's `drops` reasons and the stage timings are the tables' (faid_stats.h)."""
+    metrics = run(BIN / "faid", "--dump-metrics").stdout
+    reasons = re.search(r"Reasons: ([^|]*)\.", metrics).group(1).replace("`", "").split(", ")
+    stages = re.findall(r"`([a-z]+)` [a-z]", re.search(r"Stages: ([^|]*)\|", metrics).group(1))
+    proto = (ROOT / "proto" / "PROTOCOL.md").read_text()
+    for r in reasons:
+        assert f"`{r.strip()}`" in proto, r
+    for s in stages:
+        assert s == "host" or f"`{s}_us`" in proto, s
+
+
+def test_fuzz_targets_documented():
+    """"Every parser of external bytes has a fuzz target": each tests/fuzz/fuzz_NAME.c is in
+    tests/fuzz/README.md's table and has a seed corpus, and each parser module of proto/ has a
+    target."""
+    fuzz = ROOT / "tests" / "fuzz"
+    readme = (fuzz / "README.md").read_text()
+    targets = sorted(p.stem[len("fuzz_"):] for p in fuzz.glob("fuzz_*.c"))
+    for t in targets:
+        assert f"`{t}`" in readme, f"fuzz target {t} missing from tests/fuzz/README.md"
+        assert any((fuzz / "corpus" / t).iterdir()), f"fuzz target {t} has no seeds"
+    for p in (ROOT / "proto").glob("faid_input_*.c"):
+        assert p.stem[len("faid_input_"):] in targets, f"{p.name} has no fuzz target"
+
+
+def test_service_paths_exist_after_install():
+    """deploy/faid.service runs /usr/local/bin/faid and points Documentation= at
+    /usr/local/share/doc/faid: `cmake --install` (prefix /usr/local) puts them there."""
+    unit = (ROOT / "deploy" / "faid.service").read_text()
+    build = BIN.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        run("cmake", "--install", build, "--prefix", tmp)
+        paths = re.findall(r"/usr/local/(\S+)", "\n".join(
+            l for l in unit.splitlines() if l.startswith(("ExecStart", "Documentation"))))
+        assert paths
+        for rel in paths:
+            rel = rel.split()[0]
+            assert (pathlib.Path(tmp) / rel).exists(), f"{rel} is not installed"
+
+
+def test_readme_offline_commands_run():
+    """The README's "Using it" block: every command that needs no running daemon (faid
+    --dump-config, faidctl devices, process, decode, geometry, inspect) runs as written, on
+    files made here, and exits 0."""
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    import dectris_stream as ds  # noqa: E402
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Using it", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    lines = [l.split("  #")[0].strip() for l in block.strip().splitlines()]
+    offline = [l for l in lines if not re.search(r"faidctl (replay|sub|status)|faid -c ", l)]
+    assert len(offline) >= 6, offline
+    with tempfile.TemporaryDirectory() as tmp:
+        t = pathlib.Path(tmp)
+        (t / "beamline.yaml").write_text(
+            "detector: {preset: null, shape: [64, 80], pixel_size: [1.0e-4, 1.0e-4]}\n"
+            "geometry: {dist: 0.1, poni1: 0.003, poni2: 0.004}\nintegration: {npt: 50}\n"
+            "devices: ref\n")
+        rng = np.random.default_rng(1)
+        np.save(t / "frames.npy", rng.poisson(5, (2, 64, 80)).astype(np.uint16))
+        big = rng.poisson(3, (2167, 2070)).astype(np.uint32)
+        (t / "chunk.bslz4").write_bytes(ds.bslz4(big))
+        (t / "calib.poni").write_text(
+            "poni_version: 2\nDetector: Eiger4M\nDetector_config: {}\nDistance: 0.1\n"
+            "Poni1: 0.08\nPoni2: 0.08\nRot1: 0\nRot2: 0\nRot3: 0\nWavelength: 1e-10\n")
+        small = rng.poisson(5, (64, 80)).astype(np.uint16)
+        (t / "msg.cbor").write_bytes(ds.v2_encode(ds.v2_image(1, "s1", 0, {"threshold_1": small},
+                                                              "bslz4")))
+        for line in offline:
+            cmd = line.replace("build/bin/", str(BIN) + "/")
+            r = subprocess.run(cmd, shell=True, cwd=tmp, capture_output=True, text=True,
+                               timeout=600)
+            assert r.returncode == 0, (line, r.stdout[-2000:], r.stderr[-2000:])
+        assert np.array_equal(np.load(t / "frame.npy"), small)
+        assert len(list((t / "out").glob("frames_*.dat"))) == 2
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        text = CLI_DOC.read_text()
+        m = cli_block(text)
+        CLI_DOC.write_text(text[:m.start(1)] + cli_reference() + text[m.end(1):])
+        print(f"wrote {CLI_DOC}")
+    else:
+        sys.exit("usage: FAID_BIN=build/bin python3 tests/python/test_docs.py --write")
