@@ -245,6 +245,11 @@ char *faid_metrics_markdown(void)
             for (int r = 0; r < FAID_NDROPS; r++)
                 faid_tb_printf(&b, "%s `%s`", r ? "," : "", faid_drop_name((faid_drop_reason)r));
             faid_tb_puts(&b, ".");
+        } else if (id == FAID_M_ERRORS) {
+            faid_tb_puts(&b, " Stages:");
+            for (int sg = 0; sg < FAID_NSTAGES; sg++)
+                faid_tb_printf(&b, "%s `%s`", sg ? "," : "", faid_stage_name((faid_stage)sg));
+            faid_tb_puts(&b, "; codes: the `FAID_E*` names of `faid_err.h`.");
         }
         faid_tb_puts(&b, " |\n");
     }

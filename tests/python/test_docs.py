@@ -179,12 +179,31 @@ def test_drop_reasons_and_stages_in_protocol():
     """PROTOCOL.md's `drops` reasons and the stage timings are the tables' (faid_stats.h)."""
     metrics = run(BIN / "faid", "--dump-metrics").stdout
     reasons = re.search(r"Reasons: ([^|]*)\.", metrics).group(1).replace("`", "").split(", ")
-    stages = re.findall(r"`([a-z]+)` [a-z]", re.search(r"Stages: ([^|]*)\|", metrics).group(1))
+    stages = re.findall(r"`([a-z]+)` [a-z]", re.search(r"faid_stage_seconds`[^\n]*Stages: ([^|]*)\|",
+                                                          metrics).group(1))
+    err_stages = re.findall(r"`([a-z]+)`", re.search(r"faid_errors_total`[^\n]*Stages: ([^;]*);",
+                                                     metrics).group(1))
     proto = (ROOT / "proto" / "PROTOCOL.md").read_text()
     for r in reasons:
         assert f"`{r.strip()}`" in proto, r
     for s in stages:
         assert s == "host" or f"`{s}_us`" in proto, s
+    errors_row = re.search(r"^\| `errors` \| map[^\n]*stage\.CODE[^\n]*", proto, re.M).group(0)
+    assert len(err_stages) >= 3
+    for s in err_stages:
+        assert f"`{s}`" in errors_row, s
+
+
+def test_python_subscriber_options_documented():
+    """client/python/README.md's option table lists exactly the options of
+    faid_subscriber.py --help."""
+    sub = ROOT / "client" / "python"
+    r = run(sys.executable, sub / "faid_subscriber.py", "--help")
+    have = set(OPT_RE.findall(r.stdout)) - {"--help", "-h"}
+    table = re.findall(r"^\| (`--[^|]*) \|", (sub / "README.md").read_text(), re.M)
+    documented = set(OPT_RE.findall(" ".join(table)))
+    assert have == documented, (f"undocumented: {have - documented}; "
+                                f"documented but missing: {documented - have}")
 
 
 def test_fuzz_targets_documented():
