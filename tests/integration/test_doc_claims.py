@@ -194,3 +194,24 @@ def test_reload_column_is_what_reload_does(daemons, tmpdir_):
         version = r["setup_version"]
     assert checked[True] > 30 and checked[False] > 20, checked
     assert d.terminate() == 0
+
+
+def test_sub_out_file_names_as_documented(daemons, tmpdir_):
+    """README: `faidctl sub --out` writes OUTDIR/<series>_<frame>.dat, <series> being the
+    series_unique_id, else series<series_id>. Through the lossless channel, so that no message
+    can be missed whatever the timing."""
+    d = daemons(devices="ref", lossless=True)
+    out = os.path.join(tmpdir_, "subout")
+    for sid, uid, stem in ((3, None, "series3"), (4, "run_a7", "run_a7")):
+        cmd = [FAIDCTL, "replay", "--to", test_daemon.ep(d.ports["in"]), "-c", d.config,
+               "--frames", "2", "--series-id", str(sid), "--quiet"]
+        if uid:
+            cmd += ["--series-unique-id", uid]
+        subprocess.run(cmd, check=True, timeout=LONG, capture_output=True)
+        r = subprocess.run([FAIDCTL, "sub", "--from", test_daemon.ep(d.ports["lossless"]),
+                            "--lossless", "--until-end", "--timeout", str(LONG), "--out", out,
+                            "--quiet"], capture_output=True, text=True, timeout=LONG)
+        assert r.returncode == 0, r.stderr
+        names = sorted(n for n in os.listdir(out) if n.startswith(stem + "_"))
+        assert names == [f"{stem}_00000.dat", f"{stem}_00001.dat"], os.listdir(out)
+    assert d.terminate() == 0
