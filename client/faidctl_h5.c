@@ -9,9 +9,10 @@
 #include <hdf5.h>
 
 /* HDF5 filter ids registered for the compressors faid decodes. */
-#define FILTER_BITSHUFFLE 32008
-#define FILTER_LZ4        32004
-#define BSHUF_LZ4         2 /* bitshuffle's cd_values[4]: compression after the shuffle */
+#define FILTER_BITSHUFFLE  32008
+#define FILTER_LZ4         32004
+#define BSHUF_LZ4          2    /* bitshuffle's cd_values[4]: compression after the shuffle */
+#define DECODED_PER_STORED 2048 /* largest decoded / stored ratio read through libhdf5 */
 
 int faidctl_h5_available(void)
 {
@@ -161,6 +162,19 @@ static int read_dataset(hid_t f, const char *path, faidctl_h5 *h, faid_diag *d)
         goto done;
     }
     size_t raw = (size_t)dims[1] * (size_t)dims[2] * faid_dtype_size(dt);
+    /* Frames read through libhdf5 are held decoded: a file may claim more of them than it stores
+     * (unwritten chunks read as the fill value), e.g. 10^9 frames in a few kB, which would take
+     * without end and without bound. The decoded size may exceed what is stored by at most
+     * DECODED_PER_STORED (deflate's own limit is about 1032:1). */
+    if (!direct) {
+        hsize_t stored = H5Dget_storage_size(ds);
+        if (stored == 0 || dims[0] > ((hsize_t)DECODED_PER_STORED * stored) / raw) {
+            rc = faid_fail(d, FAID_ESIZE,
+                           "dataset %s: %llu frames of %zu bytes but only %llu bytes stored", path,
+                           (unsigned long long)dims[0], raw, (unsigned long long)stored);
+            goto done;
+        }
+    }
     hid_t mem = direct ? -1 : H5Tget_native_type(ty, H5T_DIR_ASCEND);
     hid_t msp = direct ? -1 : H5Screate_simple(2, dims + 1, NULL);
     for (hsize_t k = 0; k < dims[0] && rc == 0; k++) {
