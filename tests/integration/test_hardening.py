@@ -258,6 +258,58 @@ def test_idle_connections_do_not_exhaust_descriptors(daemons):
     assert d.terminate() == 0
 
 
+def test_descriptor_hard_limit_is_survived(daemons):
+    # Defect 7 at the hard limit itself: with soft = hard = 128 descriptors, 300 TCP connections
+    # to the data port (the kernel completes them; those faid cannot accept wait in its accept
+    # queue). libzmq cannot take them: each failed accept is counted (input.accept_failed). What
+    # must hold: no busy loop while connections wait and none can be accepted, control answers
+    # (its own connection waits for a descriptor freed by the 5 s handshake timeout at worst),
+    # and once the flood is gone the input works again with every counter consistent.
+    d = daemons(wrapper=("sh", "-c", 'ulimit -n 128 && exec "$@"', "sh"))
+    assert nofile_limits(d.proc.pid) == ("128", "128")
+    conns = []
+    try:
+        for _ in range(300):
+            c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            c.setblocking(False)
+            c.connect_ex(("127.0.0.1", d.ports["in"]))
+            conns.append(c)
+
+        def status():
+            t_end = time.monotonic() + LONG
+            while True:
+                try:
+                    return d.request({"cmd": "status"}, timeout=PROMPT)
+                except TimeoutError:
+                    assert time.monotonic() < t_end, "control unreachable for %d s" % LONG
+
+        t_end = time.monotonic() + LONG
+        while status()["input"]["accept_failed"] == 0:
+            assert time.monotonic() < t_end, status()["input"]
+            time.sleep(0.2)
+        # At the limit, connections still waiting: a spinning accept loop would use a core.
+        cpu0, wall0 = cpu_seconds(d.proc.pid), time.monotonic()
+        time.sleep(3)
+        cpu, wall = cpu_seconds(d.proc.pid) - cpu0, time.monotonic() - wall0
+        assert cpu < 0.5 * wall, "faid used %.2f s of CPU in %.2f s at the limit" % (cpu, wall)
+        st = status()["input"]
+        assert st["accepted"] >= 64 and st["accept_failed"] > 0, st
+    finally:
+        for c in conns:
+            c.close()
+    # Recovery: every accepted connection is closed again and frames get through.
+    t_end = time.monotonic() + LONG
+    while True:
+        st = d.request({"cmd": "status"}, timeout=PROMPT)["input"]
+        if st["connections"] == 0 and st["closed"] == st["accepted"]:
+            break
+        assert time.monotonic() < t_end, st
+        time.sleep(0.2)
+    Sender(d).image(0, frames(1)[0])
+    d.wait_counters(lambda c: c["processed"] == 1, "frame processed after the flood")
+    assert d.terminate() == 0
+
+
 def packb_with_raw_str(obj, placeholder, raw):
     """msgpack of obj where the str `placeholder` is replaced by the bytes `raw` as a str (which
     Python's packer cannot produce from a str)."""
