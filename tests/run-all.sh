@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README states it: installs dependencies (Debian packages and the
 # Python references in .venv), builds with -Werror, runs every test with ctest, then builds again
-# with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite once more.
-# FAID_SKIP_SANITIZE=1 skips the second pass (quick local runs).
+# with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite once more, then builds the
+# libFuzzer binaries (clang, library instrumented) and runs every fuzz target for a few seconds.
+# FAID_SKIP_SANITIZE=1 skips the second pass, FAID_SKIP_FUZZ=1 the fuzz pass (quick local runs);
+# FAID_FUZZ_SECONDS sets the seconds per target (default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -29,4 +31,13 @@ if [ "${FAID_SKIP_SANITIZE:-0}" != 1 ]; then
     export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     (cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 3000 -LE slow)
+fi
+
+if [ "${FAID_SKIP_FUZZ:-0}" != 1 ]; then
+    echo "== build (libFuzzer, clang)"
+    cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFAID_FUZZ=ON \
+        -DCMAKE_C_COMPILER=clang >/dev/null
+    cmake --build build-fuzz -j"$jobs"
+    echo "== fuzz pass: every target ${FAID_FUZZ_SECONDS:-20} s"
+    bash tests/fuzz/ci-pass.sh build-fuzz/bin "${FAID_FUZZ_SECONDS:-20}"
 fi
