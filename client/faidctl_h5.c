@@ -1,9 +1,12 @@
 /* faidctl_h5: frames of an EIGER / NeXus HDF5 file read as stored (see faidctl_h5.h). */
 #include "faidctl_h5.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #ifdef FAID_HAVE_HDF5
 #include <hdf5.h>
@@ -245,7 +248,7 @@ done:
     return rc;
 }
 
-int faidctl_h5_read(const char *path, const char *dataset, faidctl_h5 *h, faid_diag *d)
+int faidctl_h5_read_here(const char *path, const char *dataset, faidctl_h5 *h, faid_diag *d)
 {
     memset(h, 0, sizeof(*h));
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
@@ -306,7 +309,7 @@ int faidctl_h5_available(void)
     return 0;
 }
 
-int faidctl_h5_read(const char *path, const char *dataset, faidctl_h5 *h, faid_diag *d)
+int faidctl_h5_read_here(const char *path, const char *dataset, faidctl_h5 *h, faid_diag *d)
 {
     (void)dataset;
     memset(h, 0, sizeof(*h));
@@ -314,6 +317,126 @@ int faidctl_h5_read(const char *path, const char *dataset, faidctl_h5 *h, faid_d
 }
 
 #endif
+
+/* ---- the reader in a child process ---------------------------------------------------------
+ * libhdf5 1.10 crashes on some malformed files (found by the h5 fuzz target, inside the library):
+ * the file is read in a forked child, which sends what it read through a pipe: the return code,
+ * the diagnostic, the header of h, then each frame as [length, bytes]. A child that dies becomes
+ * an error naming the file and the signal. */
+
+static int put_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int get_all(int fd, void *p, size_t n)
+{
+    uint8_t *b = p;
+    while (n > 0) {
+        ssize_t r = read(fd, b, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        b += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static void child(int fd, const char *path, const char *dataset)
+{
+    faidctl_h5 h;
+    faid_diag d;
+    faid_diag_clear(&d);
+    int32_t rc = faidctl_h5_read_here(path, dataset, &h, &d);
+    faidctl_h5 head = h;
+    head.data = NULL;
+    head.len = NULL;
+    int bad = put_all(fd, &rc, sizeof(rc)) || put_all(fd, &d, sizeof(d)) ||
+              put_all(fd, &head, sizeof(head));
+    for (uint64_t k = 0; rc == 0 && !bad && k < h.n; k++) {
+        uint64_t len = h.len[k];
+        bad = put_all(fd, &len, sizeof(len)) || put_all(fd, h.data[k], h.len[k]);
+    }
+    _exit(bad ? 3 : 0);
+}
+
+int faidctl_h5_read(const char *path, const char *dataset, faidctl_h5 *h, faid_diag *d)
+{
+    memset(h, 0, sizeof(*h));
+    int p[2];
+    if (pipe(p) != 0)
+        return faid_fail(d, FAID_EIO, "%s: pipe: %s", path, strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return faid_fail(d, FAID_EIO, "%s: fork: %s", path, strerror(errno));
+    }
+    if (pid == 0) {
+        close(p[0]);
+        child(p[1], path, dataset);
+    }
+    close(p[1]);
+    int32_t rc = 0;
+    faid_diag cd;
+    faidctl_h5 head;
+    int bad = get_all(p[0], &rc, sizeof(rc)) || get_all(p[0], &cd, sizeof(cd)) ||
+              get_all(p[0], &head, sizeof(head));
+    if (!bad && rc == 0) {
+        head.data = calloc(head.n ? head.n : 1, sizeof(*head.data));
+        head.len = calloc(head.n ? head.n : 1, sizeof(*head.len));
+        uint64_t got = 0;
+        bad = !head.data || !head.len;
+        for (; !bad && got < head.n; got++) {
+            uint64_t len;
+            if (get_all(p[0], &len, sizeof(len)) || !(head.data[got] = malloc(len ? len : 1)) ||
+                get_all(p[0], head.data[got], len)) {
+                bad = 1;
+                break;
+            }
+            head.len[got] = len;
+        }
+        if (bad) {
+            faidctl_h5_free(&head); /* unread entries are NULL */
+        } else {
+            *h = head;
+        }
+    }
+    close(p[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFSIGNALED(st)) {
+        faidctl_h5_free(h);
+        return faid_fail(
+            d, FAID_EFORMAT,
+            "%s: the HDF5 library crashed reading this file (signal %d): it is malformed", path,
+            WTERMSIG(st));
+    }
+    if (bad || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        faidctl_h5_free(h);
+        return faid_fail(d, FAID_EIO, "%s: the HDF5 reader process failed", path);
+    }
+    if (rc != 0) {
+        if (d)
+            *d = cd;
+        return rc;
+    }
+    return 0;
+}
 
 void faidctl_h5_free(faidctl_h5 *h)
 {

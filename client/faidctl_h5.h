@@ -39,8 +39,12 @@ typedef struct faidctl_h5 {
 
 /* 1 when this faidctl was built with libhdf5. */
 int faidctl_h5_available(void);
-/* Reads every frame of path (dataset: NULL = the defaults above) into h. */
+/* Reads every frame of path (dataset: NULL = the defaults above) into h. The file is read by
+ * libhdf5 in a child process: a malformed file on which libhdf5 crashes gives an error, never a
+ * crash of the caller. */
 int faidctl_h5_read(const char *path, const char *dataset, faidctl_h5 *h, faid_diag *d);
+/* The same, in this process (the fuzz target: coverage is collected here). */
+int faidctl_h5_read_here(const char *path, const char *dataset, faidctl_h5 *h, faid_diag *d);
 void faidctl_h5_free(faidctl_h5 *h);
 
 #endif

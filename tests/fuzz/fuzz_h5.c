@@ -1,5 +1,6 @@
 /* Fuzz target for `faidctl replay --h5` (client/faidctl_h5.c): the input is written as a file and
- * read the way replay reads it, once with the default dataset search (/entry/data/data, then an
+ * read the way replay reads it (in this process: faidctl_h5_read_here, which replay's reader
+ * runs in a child process), once with the default dataset search (/entry/data/data, then an
  * EIGER master file's data_NNNNNN) and once naming /entry/data/data_000001. Any file must give 0
  * or an error code with a message, never a crash, hang, leak or unbounded allocation; every HDF5
  * object faid opens must be closed again (no identifier left open), and what a successful read
@@ -72,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         faidctl_h5 h;
         faid_diag d;
         faid_diag_clear(&d);
-        int rc = faidctl_h5_read(path, datasets[k], &h, &d);
+        int rc = faidctl_h5_read_here(path, datasets[k], &h, &d);
         check(rc, &d, &h);
         faidctl_h5_free(&h);
 #ifdef FAID_HAVE_HDF5
