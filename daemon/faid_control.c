@@ -26,19 +26,19 @@ uint64_t faid_f64_to_bits(double v)
 
 static void kv_uint(faid_mpw *w, const char *k, uint64_t v)
 {
-    faid_mpw_str(w, k);
+    faid_mpw_key(w, k);
     faid_mpw_uint(w, v);
 }
 
 void faid_counter_entries(faid_server *s, faid_mpw *w)
 {
     faid_stats *st = &s->stats;
-    faid_mpw_str(w, FAID_K_COUNTERS);
-    faid_mpw_map(w, 18);
+    faid_mpw_key(w, FAID_K_COUNTERS);
+    faid_mpw_map_begin(w);
     kv_uint(w, "received", faid_stat_get(&st->received));
     kv_uint(w, "received_bytes", faid_stat_get(&st->received_bytes));
-    kv_uint(w, "processed", faid_stat_get(&st->processed));
-    kv_uint(w, "failed", faid_stat_get(&st->failed));
+    kv_uint(w, FAID_K_PROCESSED, faid_stat_get(&st->processed));
+    kv_uint(w, FAID_K_FAILED, faid_stat_get(&st->failed));
     kv_uint(w, "dropped", faid_stat_get(&st->dropped));
     kv_uint(w, "published", faid_stat_get(&st->published));
     kv_uint(w, "lossless_sent", faid_stat_get(&st->lossless_sent));
@@ -53,31 +53,28 @@ void faid_counter_entries(faid_server *s, faid_mpw *w)
     kv_uint(w, "hits_requested", faid_stat_get(&st->hits_requested));
     kv_uint(w, "setups_reused", faid_stat_get(&st->setups_reused));
     kv_uint(w, "setups_rebuilt", faid_stat_get(&st->setups_rebuilt));
+    faid_mpw_map_end(w);
 
-    faid_mpw_str(w, FAID_K_DROPS);
-    faid_mpw_map(w, FAID_NDROPS);
+    faid_mpw_key(w, FAID_K_DROPS);
+    faid_mpw_map_begin(w);
     for (int r = 0; r < FAID_NDROPS; r++)
         kv_uint(w, faid_drop_name((faid_drop_reason)r), faid_stat_get(&st->drops[r]));
+    faid_mpw_map_end(w);
 
-    /* Only the codes that happened: the table is sparse. A snapshot first, so the map head
-     * agrees with its entries even while counters move. */
-    uint64_t snap[FAID_NSTAGES][FAID_NCODES];
-    uint32_t n = 0;
+    /* Only the codes that happened: the table is sparse (the writer counts the entries). */
+    faid_mpw_key(w, FAID_K_ERRORS);
+    faid_mpw_map_begin(w);
     for (int sg = 0; sg < FAID_NSTAGES; sg++)
         for (int c = 0; c < FAID_NCODES; c++) {
-            snap[sg][c] = faid_stat_get(&st->errors[sg][c]);
-            n += snap[sg][c] != 0;
-        }
-    faid_mpw_str(w, FAID_K_ERRORS);
-    faid_mpw_map(w, n);
-    for (int sg = 0; sg < FAID_NSTAGES; sg++)
-        for (int c = 0; c < FAID_NCODES; c++)
-            if (snap[sg][c]) {
+            uint64_t v = faid_stat_get(&st->errors[sg][c]);
+            if (v) {
                 char key[64];
                 snprintf(key, sizeof(key), "%s.%s", faid_stage_name((faid_stage)sg),
                          faid_errname(-c));
-                kv_uint(w, key, snap[sg][c]);
+                kv_uint(w, key, v);
             }
+        }
+    faid_mpw_map_end(w);
 }
 
 static const char *state_name(int st)
@@ -112,24 +109,24 @@ void faid_status_entries(faid_server *s, faid_mpw *w)
     snprintf(uid, sizeof(uid), "%s", s->series_uid);
     pthread_mutex_unlock(&s->info_mu);
 
-    faid_mpw_str(w, FAID_K_STATE);
+    faid_mpw_key(w, FAID_K_STATE);
     faid_mpw_str(w, state_name(atomic_load(&s->state)));
     kv_uint(w, FAID_K_SERIES_ID, atomic_load(&s->series_id));
-    faid_mpw_str(w, FAID_K_SERIES_UNIQUE_ID);
+    faid_mpw_key(w, FAID_K_SERIES_UNIQUE_ID);
     faid_mpw_str(w, uid);
-    faid_mpw_str(w, "uptime_s");
+    faid_mpw_key(w, FAID_K_UPTIME_S);
     faid_mpw_f64(w, (double)(faid_now_ns() - s->start_mono_ns) / 1e9);
-    faid_mpw_str(w, FAID_K_SOFTWARE_VERSION);
+    faid_mpw_key(w, FAID_K_SOFTWARE_VERSION);
     faid_mpw_str(w, FAID_VERSION);
     kv_uint(w, FAID_K_PROTOCOL_VERSION, FAID_PROTO_VERSION);
     kv_uint(w, FAID_K_SETUP_VERSION, g ? g->version : 0);
-    faid_mpw_str(w, FAID_K_CONFIG_HASH);
+    faid_mpw_key(w, FAID_K_CONFIG_HASH);
     faid_mpw_str(w, g ? g->setup->config_hash : "");
     /* Which file is in force, and the start file SIGHUP re-reads: they differ after a
      * `reload PATH` from control. */
-    faid_mpw_str(w, FAID_K_CONFIG_FILE);
+    faid_mpw_key(w, FAID_K_CONFIG_FILE);
     faid_mpw_str(w, g ? g->setup->cfg.source : "");
-    faid_mpw_str(w, FAID_K_CONFIG_START);
+    faid_mpw_key(w, FAID_K_CONFIG_START);
     faid_mpw_str(w, s->config_path);
     faid_gen_release(&g);
 
@@ -137,108 +134,114 @@ void faid_status_entries(faid_server *s, faid_mpw *w)
 
     /* The input's connections as libzmq reported them (monitor, main thread). */
     uint64_t acc = faid_stat_get(&s->in_accepted), clo = faid_stat_get(&s->in_closed);
-    faid_mpw_str(w, "input");
-    faid_mpw_map(w, 5);
-    kv_uint(w, "max_message_bytes", (uint64_t)s->input_max_msg);
-    kv_uint(w, "connections", acc > clo ? acc - clo : 0);
-    kv_uint(w, "accepted", acc);
-    kv_uint(w, "closed", clo);
-    kv_uint(w, "accept_failed", faid_stat_get(&s->in_accept_failed));
+    faid_mpw_key(w, FAID_K_INPUT);
+    faid_mpw_map_begin(w);
+    kv_uint(w, FAID_K_MAX_MESSAGE_BYTES, (uint64_t)s->input_max_msg);
+    kv_uint(w, FAID_K_CONNECTIONS, acc > clo ? acc - clo : 0);
+    kv_uint(w, FAID_K_ACCEPTED, acc);
+    kv_uint(w, FAID_K_CLOSED, clo);
+    kv_uint(w, FAID_K_ACCEPT_FAILED, faid_stat_get(&s->in_accept_failed));
+    faid_mpw_map_end(w);
 
-    faid_mpw_str(w, "queue");
-    faid_mpw_map(w, 5);
-    kv_uint(w, "depth", faid_queue_len(s->frames));
-    kv_uint(w, "capacity", faid_queue_cap(s->frames));
-    faid_mpw_str(w, "policy");
+    faid_mpw_key(w, FAID_K_QUEUE);
+    faid_mpw_map_begin(w);
+    kv_uint(w, FAID_K_DEPTH, faid_queue_len(s->frames));
+    kv_uint(w, FAID_K_CAPACITY, faid_queue_cap(s->frames));
+    faid_mpw_key(w, FAID_K_POLICY);
     faid_mpw_str(w, policy_name(s->policy));
-    kv_uint(w, "results_depth", faid_queue_len(s->results));
-    kv_uint(w, "free_slots", faid_queue_len(s->pool));
+    kv_uint(w, FAID_K_RESULTS_DEPTH, faid_queue_len(s->results));
+    kv_uint(w, FAID_K_FREE_SLOTS, faid_queue_len(s->pool));
+    faid_mpw_map_end(w);
 
-    faid_mpw_str(w, "fps");
+    faid_mpw_key(w, FAID_K_FPS);
     faid_mpw_f64(w, faid_stats_fps(&s->stats));
-    faid_mpw_str(w, FAID_K_LATENCY_US);
-    faid_mpw_map(w, 4);
-    faid_mpw_str(w, "p50");
+    faid_mpw_key(w, FAID_K_LATENCY_US);
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_P50);
     faid_mpw_f64(w, faid_stats_latency_quantile(&s->stats, 0.50));
-    faid_mpw_str(w, "p99");
+    faid_mpw_key(w, FAID_K_P99);
     faid_mpw_f64(w, faid_stats_latency_quantile(&s->stats, 0.99));
-    faid_mpw_str(w, "max");
+    faid_mpw_key(w, FAID_K_MAX);
     faid_mpw_f64(w, (double)faid_stat_get(&s->stats.lat_max_ns) / 1e3);
-    kv_uint(w, "samples", faid_stat_get(&s->stats.lat_count));
+    kv_uint(w, FAID_K_SAMPLES, faid_stat_get(&s->stats.lat_count));
+    faid_mpw_map_end(w);
 
-    faid_mpw_str(w, "lossless");
+    faid_mpw_key(w, FAID_K_LOSSLESS);
+    faid_mpw_map_begin(w);
     if (!s->ll) {
-        faid_mpw_map(w, 1);
-        faid_mpw_str(w, FAID_K_STATE);
+        faid_mpw_key(w, FAID_K_STATE);
         faid_mpw_str(w, "off");
     } else {
         faid_stats *st = &s->stats;
         char consumer[512];
         faid_lossless_consumer(s->ll, consumer, sizeof(consumer));
-        faid_mpw_map(w, 13);
-        faid_mpw_str(w, FAID_K_STATE);
+        faid_mpw_key(w, FAID_K_STATE);
         faid_mpw_str(w, faid_stat_get(&st->ll_active) ? "active" : "waiting");
-        faid_mpw_str(w, FAID_K_CONSUMER);
+        faid_mpw_key(w, FAID_K_CONSUMER);
         faid_mpw_str(w, consumer);
-        faid_mpw_str(w, FAID_K_INSTANCE);
+        faid_mpw_key(w, FAID_K_INSTANCE);
         faid_mpw_str(w, faid_lossless_instance(s->ll));
-        faid_mpw_str(w, "overflow");
+        faid_mpw_key(w, FAID_K_OVERFLOW);
         faid_mpw_str(w, s->ll_overflow == FAID_LL_OVERFLOW_DROP_OLDEST ? "drop_oldest" : "block");
-        kv_uint(w, "held", faid_stat_get(&st->ll_held));
-        kv_uint(w, "held_bytes", faid_stat_get(&st->ll_held_bytes));
-        kv_uint(w, "capacity_bytes", faid_lossless_capacity(s->ll));
-        kv_uint(w, "sent", faid_stat_get(&st->lossless_sent));
-        kv_uint(w, "resent", faid_stat_get(&st->ll_resent));
-        kv_uint(w, "acked", faid_stat_get(&st->ll_acked));
-        kv_uint(w, "sessions", faid_stat_get(&st->ll_sessions));
-        kv_uint(w, "refused", faid_stat_get(&st->ll_refused));
-        faid_mpw_str(w, "given_up");
-        faid_mpw_map(w, FAID_NMSGKINDS);
+        kv_uint(w, FAID_K_HELD, faid_stat_get(&st->ll_held));
+        kv_uint(w, FAID_K_HELD_BYTES, faid_stat_get(&st->ll_held_bytes));
+        kv_uint(w, FAID_K_CAPACITY_BYTES, faid_lossless_capacity(s->ll));
+        kv_uint(w, FAID_K_SENT, faid_stat_get(&st->lossless_sent));
+        kv_uint(w, FAID_K_RESENT, faid_stat_get(&st->ll_resent));
+        kv_uint(w, FAID_K_ACKED, faid_stat_get(&st->ll_acked));
+        kv_uint(w, FAID_K_SESSIONS, faid_stat_get(&st->ll_sessions));
+        kv_uint(w, FAID_K_REFUSED, faid_stat_get(&st->ll_refused));
+        faid_mpw_key(w, FAID_K_GIVEN_UP);
+        faid_mpw_map_begin(w);
         for (int k = 0; k < FAID_NMSGKINDS; k++)
             kv_uint(w, faid_msg_kind_name((faid_msg_kind)k), faid_stat_get(&st->ll_given_up[k]));
+        faid_mpw_map_end(w);
     }
+    faid_mpw_map_end(w);
 
-    faid_mpw_str(w, "devices");
+    faid_mpw_key(w, FAID_K_DEVICES);
     faid_mpw_array(w, (uint32_t)s->nworkers);
     for (int i = 0; i < s->nworkers; i++) {
         faid_worker *wk = &s->workers[i];
-        faid_mpw_map(w, 8);
-        kv_uint(w, "index", (uint64_t)i);
-        faid_mpw_str(w, "spec");
+        faid_mpw_map_begin(w);
+        kv_uint(w, FAID_K_INDEX, (uint64_t)i);
+        faid_mpw_key(w, FAID_K_SPEC);
         faid_mpw_str(w, wk->spec);
-        faid_mpw_str(w, "name");
+        faid_mpw_key(w, FAID_K_NAME);
         faid_mpw_str(w, wk->name);
-        kv_uint(w, "processed", faid_stat_get(&wk->processed));
-        kv_uint(w, "failed", faid_stat_get(&wk->failed));
-        faid_mpw_str(w, "busy");
+        kv_uint(w, FAID_K_PROCESSED, faid_stat_get(&wk->processed));
+        kv_uint(w, FAID_K_FAILED, faid_stat_get(&wk->failed));
+        faid_mpw_key(w, FAID_K_BUSY);
         faid_mpw_f64(w, faid_bits_to_f64(atomic_load(&wk->busy_frac_bits)));
         double nt = (double)faid_stat_get(&wk->timed);
-        faid_mpw_str(w, "host_us");
+        faid_mpw_key(w, FAID_K_HOST_US);
         faid_mpw_f64(w, nt > 0 ? (double)faid_stat_get(&wk->host_ns) / 1e3 / nt : 0.0);
-        faid_mpw_str(w, "table_us");
+        faid_mpw_key(w, FAID_K_TABLE_US);
         faid_mpw_f64(w, nt > 0 ? (double)faid_stat_get(&wk->table_ns) / 1e3 / nt : 0.0);
+        faid_mpw_map_end(w);
     }
 }
 
-static void reply_head(faid_mpw *w, uint32_t extra, int ok, faid_ctl_cmd cmd)
+/* The reply map's first keys; faid_control_handle ends the map. */
+static void reply_head(faid_mpw *w, int ok, faid_ctl_cmd cmd)
 {
-    faid_mpw_map(w, 2 + extra);
-    faid_mpw_str(w, FAID_K_OK);
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_OK);
     faid_mpw_bool(w, ok);
-    faid_mpw_str(w, FAID_K_CMD);
+    faid_mpw_key(w, FAID_K_CMD);
     faid_mpw_str(w, faid_ctl_cmd_name(cmd));
 }
 
 static void reply_error(faid_mpw *w, faid_ctl_cmd cmd, const faid_diag *d)
 {
-    reply_head(w, 2, 0, cmd);
-    faid_mpw_str(w, FAID_K_ERROR);
+    reply_head(w, 0, cmd);
+    faid_mpw_key(w, FAID_K_ERROR);
     faid_mpw_str(w, d->msg);
-    faid_mpw_str(w, FAID_K_CODE);
+    faid_mpw_key(w, FAID_K_CODE);
     faid_mpw_str(w, faid_errname(d->code ? d->code : FAID_EINVAL));
 }
 
-void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop)
+static void handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop)
 {
     faid_ctl_request q;
     faid_diag d;
@@ -252,13 +255,13 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
     FAID_DEBUG("control", "request %s", faid_ctl_cmd_name(q.cmd));
     switch (q.cmd) {
     case FAID_CTL_PING:
-        reply_head(w, 2, 1, q.cmd);
+        reply_head(w, 1, q.cmd);
         kv_uint(w, FAID_K_PROTOCOL_VERSION, FAID_PROTO_VERSION);
-        faid_mpw_str(w, FAID_K_SOFTWARE_VERSION);
+        faid_mpw_key(w, FAID_K_SOFTWARE_VERSION);
         faid_mpw_str(w, FAID_VERSION);
         return;
     case FAID_CTL_STATUS:
-        reply_head(w, FAID_STATUS_NKEYS, 1, q.cmd);
+        reply_head(w, 1, q.cmd);
         faid_status_entries(s, w);
         return;
     case FAID_CTL_CONFIG: {
@@ -274,17 +277,17 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
                 return;
             }
             faid_gen_release(&g);
-            reply_head(w, 2, 1, q.cmd);
-            faid_mpw_str(w, FAID_K_KEY);
+            reply_head(w, 1, q.cmd);
+            faid_mpw_key(w, FAID_K_KEY);
             faid_mpw_str(w, q.key);
-            faid_mpw_str(w, FAID_K_VALUE);
+            faid_mpw_key(w, FAID_K_VALUE);
             faid_mpw_str(w, value);
             return;
         }
-        reply_head(w, 2, 1, q.cmd);
-        faid_mpw_str(w, FAID_K_CONFIG);
+        reply_head(w, 1, q.cmd);
+        faid_mpw_key(w, FAID_K_CONFIG);
         faid_mpw_str(w, g ? g->config_yaml : "");
-        faid_mpw_str(w, "source");
+        faid_mpw_key(w, FAID_K_SOURCE);
         faid_mpw_str(w, g ? g->setup->cfg.source : "");
         faid_gen_release(&g);
         return;
@@ -296,7 +299,7 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
             reply_error(w, q.cmd, &d);
             return;
         }
-        reply_head(w, 1, 1, q.cmd);
+        reply_head(w, 1, q.cmd);
         kv_uint(w, FAID_K_SETUP_VERSION, version);
         return;
     }
@@ -310,11 +313,11 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
             atomic_store(&s->workers[i].timed, 0);
         }
         FAID_INFO("control", "aggregates reset");
-        reply_head(w, 0, 1, q.cmd);
+        reply_head(w, 1, q.cmd);
         return;
     case FAID_CTL_STOP:
         FAID_INFO("control", "stop requested");
-        reply_head(w, 0, 1, q.cmd);
+        reply_head(w, 1, q.cmd);
         *stop = 1;
         return;
     default:
@@ -322,4 +325,10 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
         reply_error(w, q.cmd, &d);
         return;
     }
+}
+
+void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop)
+{
+    handle(s, req, len, w, stop);
+    faid_mpw_map_end(w);
 }

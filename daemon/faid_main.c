@@ -248,11 +248,12 @@ static void serve(faid_server *s, int tick_ms)
         zmq_msg_close(&req);
         if (w.overflow) {
             faid_mpw_init(&w, reply, cap);
-            faid_mpw_map(&w, 2);
-            faid_mpw_str(&w, FAID_K_OK);
+            faid_mpw_map_begin(&w);
+            faid_mpw_key(&w, FAID_K_OK);
             faid_mpw_bool(&w, 0);
-            faid_mpw_str(&w, FAID_K_ERROR);
-            faid_mpw_str(&w, "reply too large");
+            faid_mpw_key(&w, FAID_K_ERROR);
+            faid_mpw_key(&w, "reply too large");
+            faid_mpw_map_end(&w);
         }
         zmq_send(s->rep, reply, w.len, 0);
         if (stop)

@@ -159,13 +159,13 @@ typedef struct start_info {
 
 static void kv_f64(faid_mpw *w, const char *k, double v)
 {
-    faid_mpw_str(w, k);
+    faid_mpw_key(w, k);
     faid_mpw_f64(w, v);
 }
 
 static void kv_int(faid_mpw *w, const char *k, int64_t v)
 {
-    faid_mpw_str(w, k);
+    faid_mpw_key(w, k);
     faid_mpw_int(w, v);
 }
 
@@ -175,92 +175,88 @@ static void put_input(faid_mpw *w, const faid_gen *g, const faid_event *e)
 {
     const faid_setup *su = g->setup;
     const faid_input_meta *m = e && e->has_input ? &e->meta : NULL;
-    faid_mpw_map(w, 9);
-    faid_mpw_str(w, "protocol");
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_PROTOCOL);
     faid_mpw_str(w, e && e->has_input ? e->protocol : "");
-    faid_mpw_str(w, "start_message");
+    faid_mpw_key(w, FAID_K_START_MESSAGE);
     faid_mpw_bool(w, m != NULL);
     /* Geometry comes from the configuration unless input.geometry_source says start; the
      * detector's pixel mask is OR-ed into the
      * configured one; its flatfield is the detector's own correction (applied by the detector
      * when flatfield_enabled), never applied twice. */
-    faid_mpw_str(w, "geometry_source");
+    faid_mpw_key(w, FAID_K_GEOMETRY_SOURCE);
     faid_mpw_str(w, g->start_geometry ? "start" : "configuration");
-    faid_mpw_str(w, "applied");
-    faid_mpw_map(w, 2);
-    faid_mpw_str(w, "pixel_mask");
+    faid_mpw_key(w, FAID_K_APPLIED);
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_PIXEL_MASK);
     faid_mpw_bool(w, g->detector_mask != NULL);
-    faid_mpw_str(w, "flatfield");
+    faid_mpw_key(w, FAID_K_FLATFIELD);
     faid_mpw_bool(w, 0);
-    faid_mpw_str(w, "detector_masked_pixels");
+    faid_mpw_map_end(w);
+    faid_mpw_key(w, FAID_K_DETECTOR_MASKED_PIXELS);
     faid_mpw_uint(w, g->detector_masked);
     /* Whether this series' start reused the setup in force or built one (and how long that
      * took, off the ingest thread); a start announcing a reload's setup says "reload". */
-    faid_mpw_str(w, "setup");
+    faid_mpw_key(w, FAID_K_SETUP);
     faid_mpw_str(w, e ? faid_setup_choice_name(e->setup) : "reload");
-    faid_mpw_str(w, "setup_build_ms");
+    faid_mpw_key(w, FAID_K_SETUP_BUILD_MS);
     faid_mpw_f64(w, e ? e->build_ms : 0.0);
-    faid_mpw_str(w, "shape_matches");
+    faid_mpw_key(w, FAID_K_SHAPE_MATCHES);
     faid_mpw_bool(w, !m || !(m->have & FAID_META_IMAGE_SIZE) ||
                          (m->image_size_y == su->rows && m->image_size_x == su->cols));
-    faid_mpw_str(w, "reported");
+    faid_mpw_key(w, FAID_K_REPORTED);
+    faid_mpw_map_begin(w);
     if (!m) {
-        faid_mpw_map(w, 0);
+        faid_mpw_map_end(w);
+        faid_mpw_map_end(w);
         return;
     }
     uint32_t h = m->have;
-    uint32_t n = 0;
-    n += (h & FAID_META_BEAM_CENTER) ? 2 : 0;
-    n += !!(h & FAID_META_DISTANCE) + !!(h & FAID_META_WAVELENGTH) + !!(h & FAID_META_ENERGY);
-    n += (h & FAID_META_PIXEL_SIZE) ? 2 : 0;
-    n += (h & FAID_META_IMAGE_SIZE) ? 2 : 0;
-    n += !!(h & FAID_META_DTYPE) + !!(h & FAID_META_NIMAGES) + !!(h & FAID_META_COUNT_TIME);
-    n += !!(h & FAID_META_FRAME_TIME) + !!(h & FAID_META_SATURATION);
-    n += 4; /* channels, pixel_mask, flatfield, countrate_table */
-    faid_mpw_map(w, n);
     if (h & FAID_META_BEAM_CENTER) {
-        kv_f64(w, "beam_center_x", m->beam_center_x);
-        kv_f64(w, "beam_center_y", m->beam_center_y);
+        kv_f64(w, FAID_K_BEAM_CENTER_X, m->beam_center_x);
+        kv_f64(w, FAID_K_BEAM_CENTER_Y, m->beam_center_y);
     }
     if (h & FAID_META_DISTANCE)
-        kv_f64(w, "detector_distance", m->detector_distance);
+        kv_f64(w, FAID_K_DETECTOR_DISTANCE, m->detector_distance);
     if (h & FAID_META_WAVELENGTH)
-        kv_f64(w, "incident_wavelength", m->incident_wavelength);
+        kv_f64(w, FAID_K_INCIDENT_WAVELENGTH, m->incident_wavelength);
     if (h & FAID_META_ENERGY)
-        kv_f64(w, "incident_energy", m->incident_energy);
+        kv_f64(w, FAID_K_INCIDENT_ENERGY, m->incident_energy);
     if (h & FAID_META_PIXEL_SIZE) {
-        kv_f64(w, "pixel_size_x", m->pixel_size_x);
-        kv_f64(w, "pixel_size_y", m->pixel_size_y);
+        kv_f64(w, FAID_K_PIXEL_SIZE_X, m->pixel_size_x);
+        kv_f64(w, FAID_K_PIXEL_SIZE_Y, m->pixel_size_y);
     }
     if (h & FAID_META_IMAGE_SIZE) {
-        kv_int(w, "image_size_x", m->image_size_x);
-        kv_int(w, "image_size_y", m->image_size_y);
+        kv_int(w, FAID_K_IMAGE_SIZE_X, m->image_size_x);
+        kv_int(w, FAID_K_IMAGE_SIZE_Y, m->image_size_y);
     }
     if (h & FAID_META_DTYPE) {
-        faid_mpw_str(w, "image_dtype");
+        faid_mpw_key(w, FAID_K_IMAGE_DTYPE);
         faid_mpw_str(w, faid_dtype_name(m->image_dtype));
     }
     if (h & FAID_META_NIMAGES)
-        kv_int(w, "nimages", m->nimages);
+        kv_int(w, FAID_K_NIMAGES, m->nimages);
     if (h & FAID_META_COUNT_TIME)
-        kv_f64(w, "count_time", m->count_time);
+        kv_f64(w, FAID_K_COUNT_TIME, m->count_time);
     if (h & FAID_META_FRAME_TIME)
-        kv_f64(w, "frame_time", m->frame_time);
+        kv_f64(w, FAID_K_FRAME_TIME, m->frame_time);
     if (h & FAID_META_SATURATION)
-        kv_int(w, "saturation_value", m->saturation_value);
-    faid_mpw_str(w, "channels");
+        kv_int(w, FAID_K_SATURATION_VALUE, m->saturation_value);
+    faid_mpw_key(w, FAID_K_CHANNELS);
     int nch = m->nchannels < 0                         ? 0
               : m->nchannels > FAID_INPUT_MAX_CHANNELS ? FAID_INPUT_MAX_CHANNELS
                                                        : m->nchannels;
     faid_mpw_array(w, (uint32_t)nch);
     for (int k = 0; k < nch; k++)
         faid_mpw_str(w, m->channels[k]);
-    faid_mpw_str(w, "pixel_mask");
+    faid_mpw_key(w, FAID_K_PIXEL_MASK);
     faid_mpw_bool(w, m->pixel_mask.present);
-    faid_mpw_str(w, "flatfield");
+    faid_mpw_key(w, FAID_K_FLATFIELD);
     faid_mpw_bool(w, m->flatfield.present);
-    faid_mpw_str(w, "countrate_table");
+    faid_mpw_key(w, FAID_K_COUNTRATE_TABLE);
     faid_mpw_bool(w, m->countrate_table.present);
+    faid_mpw_map_end(w);
+    faid_mpw_map_end(w);
 }
 
 static void put_range(faid_mpw *w, int has, const double v[2])
@@ -278,13 +274,11 @@ static void put_range(faid_mpw *w, int has, const double v[2])
  * peaks.* option of the table (numbers as int or float, names as str, null). */
 static void put_peak_params(faid_mpw *w, const faid_config *c)
 {
-    size_t n, k = 0;
+    size_t n;
     const faid_option *t = faid_config_options(&n);
-    for (size_t i = 0; i < n; i++)
-        k += faid_peak_param_echoed(t[i].name);
-    faid_mpw_str(w, FAID_K_PEAKS);
-    faid_mpw_map(w, (uint32_t)k + 1);
-    faid_mpw_str(w, "algorithm");
+    faid_mpw_key(w, FAID_K_PEAKS);
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_ALGORITHM);
     faid_mpw_str(w, faid_peak_algorithm_name(c->peaks.algorithm));
     for (size_t i = 0; i < n; i++) {
         if (!faid_peak_param_echoed(t[i].name))
@@ -293,7 +287,7 @@ static void put_peak_params(faid_mpw *w, const faid_config *c)
         double num;
         const char *str;
         int null = faid_config_value(c, &t[i], &is_num, &num, &str);
-        faid_mpw_str(w, t[i].name + 6);
+        faid_mpw_key(w, t[i].name + 6);
         if (null)
             faid_mpw_nil(w);
         else if (is_num && t[i].type == FAID_OT_DOUBLE)
@@ -303,6 +297,7 @@ static void put_peak_params(faid_mpw *w, const faid_config *c)
         else
             faid_mpw_str(w, str ? str : "");
     }
+    faid_mpw_map_end(w);
 }
 
 static void publish_start(publisher *p, faid_gen *g, const start_info *in)
@@ -321,132 +316,135 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
     faid_mpw w;
     faid_mpw_init(&w, p->buf, p->cap);
     const int peaks = su->csr_bg != NULL;
-    faid_mpw_map(&w, 18 + (su->csr2d ? 1 : 0) + (has_user ? 1 : 0) + (peaks ? 2 : 0));
-    faid_mpw_str(&w, FAID_K_TYPE);
-    faid_mpw_str(&w, FAID_TOPIC_START);
-    faid_mpw_str(&w, FAID_K_MAGIC_NUMBER);
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, FAID_K_TYPE);
+    faid_mpw_key(&w, FAID_TOPIC_START);
+    faid_mpw_key(&w, FAID_K_MAGIC_NUMBER);
     faid_mpw_uint(&w, FAID_PROTO_MAGIC);
-    faid_mpw_str(&w, FAID_K_PROTOCOL_VERSION);
+    faid_mpw_key(&w, FAID_K_PROTOCOL_VERSION);
     faid_mpw_uint(&w, FAID_PROTO_VERSION);
-    faid_mpw_str(&w, FAID_K_SOFTWARE_VERSION);
+    faid_mpw_key(&w, FAID_K_SOFTWARE_VERSION);
     faid_mpw_str(&w, FAID_VERSION);
-    faid_mpw_str(&w, "reason");
+    faid_mpw_key(&w, FAID_K_REASON);
     faid_mpw_str(&w, in->reason);
-    faid_mpw_str(&w, FAID_K_SERIES_ID);
+    faid_mpw_key(&w, FAID_K_SERIES_ID);
     faid_mpw_uint(&w, in->series_id);
-    faid_mpw_str(&w, FAID_K_SERIES_UNIQUE_ID);
+    faid_mpw_key(&w, FAID_K_SERIES_UNIQUE_ID);
     faid_mpw_str(&w, in->uid);
-    faid_mpw_str(&w, FAID_K_NIMAGES);
+    faid_mpw_key(&w, FAID_K_NIMAGES);
     faid_mpw_int(&w, in->nimages);
-    faid_mpw_str(&w, FAID_K_SETUP_VERSION);
+    faid_mpw_key(&w, FAID_K_SETUP_VERSION);
     faid_mpw_uint(&w, g->version);
-    faid_mpw_str(&w, FAID_K_CONFIG_HASH);
+    faid_mpw_key(&w, FAID_K_CONFIG_HASH);
     faid_mpw_str(&w, su->config_hash);
 
     const faid_geometry *ge = &su->geom;
-    faid_mpw_str(&w, FAID_K_GEOMETRY);
-    faid_mpw_map(&w, 12);
-    faid_mpw_str(&w, "dist");
+    faid_mpw_key(&w, FAID_K_GEOMETRY);
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, FAID_K_DIST);
     faid_mpw_f64(&w, ge->dist);
-    faid_mpw_str(&w, "poni1");
+    faid_mpw_key(&w, FAID_K_PONI1);
     faid_mpw_f64(&w, ge->poni1);
-    faid_mpw_str(&w, "poni2");
+    faid_mpw_key(&w, FAID_K_PONI2);
     faid_mpw_f64(&w, ge->poni2);
-    faid_mpw_str(&w, "rot1");
+    faid_mpw_key(&w, FAID_K_ROT1);
     faid_mpw_f64(&w, ge->rot1);
-    faid_mpw_str(&w, "rot2");
+    faid_mpw_key(&w, FAID_K_ROT2);
     faid_mpw_f64(&w, ge->rot2);
-    faid_mpw_str(&w, "rot3");
+    faid_mpw_key(&w, FAID_K_ROT3);
     faid_mpw_f64(&w, ge->rot3);
-    faid_mpw_str(&w, "wavelength");
+    faid_mpw_key(&w, FAID_K_WAVELENGTH);
     faid_mpw_f64(&w, ge->wavelength);
-    faid_mpw_str(&w, "pixel1");
+    faid_mpw_key(&w, FAID_K_PIXEL1);
     faid_mpw_f64(&w, ge->pixel1);
-    faid_mpw_str(&w, "pixel2");
+    faid_mpw_key(&w, FAID_K_PIXEL2);
     faid_mpw_f64(&w, ge->pixel2);
-    faid_mpw_str(&w, "rows");
+    faid_mpw_key(&w, FAID_K_ROWS);
     faid_mpw_int(&w, su->rows);
-    faid_mpw_str(&w, "cols");
+    faid_mpw_key(&w, FAID_K_COLS);
     faid_mpw_int(&w, su->cols);
-    faid_mpw_str(&w, "detector");
+    faid_mpw_key(&w, FAID_K_DETECTOR);
     faid_mpw_str(&w, c->preset);
+    faid_mpw_map_end(&w);
 
-    faid_mpw_str(&w, FAID_K_PARAMETERS);
-    faid_mpw_map(&w, 17);
-    faid_mpw_str(&w, FAID_K_NPT);
+    faid_mpw_key(&w, FAID_K_PARAMETERS);
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, FAID_K_NPT);
     faid_mpw_int(&w, su->csr->npt_rad);
-    faid_mpw_str(&w, FAID_K_NPT_AZIM);
+    faid_mpw_key(&w, FAID_K_NPT_AZIM);
     faid_mpw_int(&w, su->csr2d ? su->csr2d->npt_azim : 0);
-    faid_mpw_str(&w, FAID_K_UNIT);
+    faid_mpw_key(&w, FAID_K_UNIT);
     faid_mpw_str(&w, faid_unit_name(c->unit));
-    faid_mpw_str(&w, "split");
+    faid_mpw_key(&w, FAID_K_SPLIT);
     faid_mpw_str(&w, faid_split_name(c->split));
-    faid_mpw_str(&w, "error_model");
+    faid_mpw_key(&w, FAID_K_ERROR_MODEL);
     faid_mpw_str(&w, faid_error_model_name(c->error_model));
-    faid_mpw_str(&w, "solid_angle");
+    faid_mpw_key(&w, FAID_K_SOLID_ANGLE);
     faid_mpw_bool(&w, c->solid_angle);
-    faid_mpw_str(&w, "polarization_factor");
+    faid_mpw_key(&w, FAID_K_POLARIZATION_FACTOR);
     if (c->has_polarization)
         faid_mpw_f64(&w, c->polarization_factor);
     else
         faid_mpw_nil(&w);
-    faid_mpw_str(&w, "radial_range");
+    faid_mpw_key(&w, FAID_K_RADIAL_RANGE);
     put_range(&w, c->has_radial_range, c->radial_range);
-    faid_mpw_str(&w, "azimuth_range");
+    faid_mpw_key(&w, FAID_K_AZIMUTH_RANGE);
     put_range(&w, c->has_azimuth_range, c->azimuth_range);
-    faid_mpw_str(&w, "dummy");
+    faid_mpw_key(&w, FAID_K_DUMMY);
     if (c->has_dummy)
         faid_mpw_f64(&w, c->dummy);
     else
         faid_mpw_nil(&w);
-    faid_mpw_str(&w, "delta_dummy");
+    faid_mpw_key(&w, FAID_K_DELTA_DUMMY);
     if (c->has_dummy)
         faid_mpw_f64(&w, c->delta_dummy);
     else
         faid_mpw_nil(&w);
-    faid_mpw_str(&w, "normalization_factor");
+    faid_mpw_key(&w, FAID_K_NORMALIZATION_FACTOR);
     faid_mpw_f64(&w, c->normalization_factor);
-    faid_mpw_str(&w, "empty");
+    faid_mpw_key(&w, FAID_K_EMPTY);
     faid_mpw_f64(&w, c->empty);
-    faid_mpw_str(&w, "mask_file");
+    faid_mpw_key(&w, FAID_K_MASK_FILE);
     faid_mpw_str(&w, c->mask_path);
-    faid_mpw_str(&w, "dark_file");
+    faid_mpw_key(&w, FAID_K_DARK_FILE);
     faid_mpw_str(&w, c->dark_path);
-    faid_mpw_str(&w, "flat_file");
+    faid_mpw_key(&w, FAID_K_FLAT_FILE);
     faid_mpw_str(&w, c->flat_path);
-    faid_mpw_str(&w, "masked_pixels");
+    faid_mpw_key(&w, FAID_K_MASKED_PIXELS);
     faid_mpw_uint(&w, masked);
+    faid_mpw_map_end(&w);
 
-    faid_mpw_str(&w, FAID_K_UNIT);
+    faid_mpw_key(&w, FAID_K_UNIT);
     faid_mpw_str(&w, faid_unit_name(c->unit));
     uint64_t shape[1] = {(uint64_t)su->csr->npt_rad};
-    faid_mpw_str(&w, FAID_K_RADIAL);
+    faid_mpw_key(&w, FAID_K_RADIAL);
     faid_mpw_ndarray(&w, "<f8", shape, 1, su->csr->rad_centers,
                      (size_t)su->csr->npt_rad * sizeof(double));
     if (su->csr2d) {
         uint64_t sh2[1] = {(uint64_t)su->csr2d->npt_azim};
-        faid_mpw_str(&w, FAID_K_AZIMUTHAL);
+        faid_mpw_key(&w, FAID_K_AZIMUTHAL);
         faid_mpw_ndarray(&w, "<f8", sh2, 1, su->csr2d->azim_centers,
                          (size_t)su->csr2d->npt_azim * sizeof(double));
     }
     if (peaks) {
         put_peak_params(&w, c);
-        faid_mpw_str(&w, "peak_coordinates");
-        faid_mpw_str(&w, "pixel-index"); /* centre of pixel (row r, column c) at (x=c, y=r) */
+        faid_mpw_key(&w, FAID_K_PEAK_COORDINATES);
+        faid_mpw_key(&w, "pixel-index"); /* centre of pixel (row r, column c) at (x=c, y=r) */
     }
-    faid_mpw_str(&w, "devices");
+    faid_mpw_key(&w, FAID_K_DEVICES);
     faid_mpw_array(&w, (uint32_t)s->nworkers);
     for (int i = 0; i < s->nworkers; i++)
         faid_mpw_str(&w, s->workers[i].name);
-    faid_mpw_str(&w, FAID_K_CONFIG);
+    faid_mpw_key(&w, FAID_K_CONFIG);
     faid_mpw_str(&w, g->config_yaml);
-    faid_mpw_str(&w, "input");
+    faid_mpw_key(&w, FAID_K_INPUT);
     put_input(&w, g, in->ev);
     if (has_user) {
-        faid_mpw_str(&w, FAID_K_USER_DATA);
+        faid_mpw_key(&w, FAID_K_USER_DATA);
         faid_mpw_raw(&w, in->user_data, in->user_data_len);
     }
     size_t off = faid_put_msgnum_placeholder(&w);
+    faid_mpw_map_end(&w);
     if (faid_mpw_finish(&w, NULL)) {
         FAID_ERROR("publish", "start message larger than its %zu-byte buffer", p->cap);
         return;
@@ -465,32 +463,33 @@ static void publish_end(publisher *p, const faid_series_record *r)
     faid_gen *g = faid_server_current_gen(s);
     faid_mpw w;
     faid_mpw_init(&w, p->buf, p->cap);
-    faid_mpw_map(&w, 15);
-    faid_mpw_str(&w, FAID_K_TYPE);
-    faid_mpw_str(&w, FAID_TOPIC_END);
-    faid_mpw_str(&w, FAID_K_SERIES_ID);
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, FAID_K_TYPE);
+    faid_mpw_key(&w, FAID_TOPIC_END);
+    faid_mpw_key(&w, FAID_K_SERIES_ID);
     faid_mpw_uint(&w, r->series_id);
-    faid_mpw_str(&w, FAID_K_SERIES_UNIQUE_ID);
+    faid_mpw_key(&w, FAID_K_SERIES_UNIQUE_ID);
     faid_mpw_str(&w, r->uid);
-    faid_mpw_str(&w, "reason");
+    faid_mpw_key(&w, FAID_K_REASON);
     faid_mpw_str(&w, faid_series_reason_name(r->reason));
-    faid_mpw_str(&w, "frames_received");
+    faid_mpw_key(&w, FAID_K_FRAMES_RECEIVED);
     faid_mpw_uint(&w, r->frames);
-    faid_mpw_str(&w, "frames_processed");
+    faid_mpw_key(&w, FAID_K_FRAMES_PROCESSED);
     faid_mpw_uint(&w, r->processed);
-    faid_mpw_str(&w, "frames_failed");
+    faid_mpw_key(&w, FAID_K_FRAMES_FAILED);
     faid_mpw_uint(&w, r->failed);
-    faid_mpw_str(&w, "frames_dropped");
+    faid_mpw_key(&w, FAID_K_FRAMES_DROPPED);
     faid_mpw_uint(&w, r->dropped);
-    faid_mpw_str(&w, "stale_messages");
+    faid_mpw_key(&w, FAID_K_STALE_MESSAGES);
     faid_mpw_uint(&w, r->stale);
-    faid_mpw_str(&w, "incomplete");
+    faid_mpw_key(&w, FAID_K_INCOMPLETE);
     faid_mpw_bool(&w, r->incomplete);
     faid_counter_entries(s, &w);
-    faid_mpw_str(&w, FAID_K_SETUP_VERSION);
+    faid_mpw_key(&w, FAID_K_SETUP_VERSION);
     faid_mpw_uint(&w, g ? g->version : 0);
     faid_gen_release(&g);
     size_t off = faid_put_msgnum_placeholder(&w);
+    faid_mpw_map_end(&w);
     if (faid_mpw_finish(&w, NULL) == 0) {
         put_msgnum(p->buf + off, p->msg_number++);
         send_msg(p, FAID_TOPIC_END, p->buf, w.len, 1);
@@ -625,10 +624,11 @@ static void publish_stats(publisher *p, int64_t now)
         return;
     faid_mpw w;
     faid_mpw_init(&w, p->buf, p->cap);
-    faid_mpw_map(&w, 1 + FAID_STATUS_NKEYS);
-    faid_mpw_str(&w, FAID_K_TYPE);
-    faid_mpw_str(&w, FAID_TOPIC_STATS);
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, FAID_K_TYPE);
+    faid_mpw_key(&w, FAID_TOPIC_STATS);
     faid_status_entries(s, &w);
+    faid_mpw_map_end(&w);
     if (faid_mpw_finish(&w, NULL) == 0)
         send_msg(p, FAID_TOPIC_STATS, p->buf, w.len, 0);
 }

@@ -315,9 +315,8 @@ size_t faid_put_msgnum_placeholder(faid_mpw *w);
 /* Control (faid_control.c): handles one request, writes the reply body into w. Sets *stop when
  * the daemon must stop after replying. */
 void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop);
-/* The status entries (FAID_STATUS_NKEYS key/value pairs, no map head): the body of the status
- * reply and of stats messages. */
-#define FAID_STATUS_NKEYS 19
+/* The status entries (key/value pairs into a map the caller began and ends): the body of the
+ * status reply and of stats messages. */
 void faid_status_entries(faid_server *s, faid_mpw *w);
 /* Daemon-wide counter maps, as in status and end: "counters", "drops", "errors" entries. */
 void faid_counter_entries(faid_server *s, faid_mpw *w);

@@ -12,18 +12,47 @@
 /* ------------------------------------------------------------------------------------------- */
 /* Writer                                                                                        */
 
+/* The packer's write callback: appends to the caller's buffer, or marks the writer overflowed
+ * (every later write is dropped; faid_mpw_finish reports it once). */
+static int put_cb(void *data, const char *p, size_t n)
+{
+    faid_mpw *w = data;
+    if (w->overflow)
+        return 0;
+    if (n > w->cap - w->len) {
+        w->overflow = 1;
+        return 0;
+    }
+    memcpy(w->buf + w->len, p, n);
+    w->len += n;
+    return 0;
+}
+
+static void put(faid_mpw *w, const void *p, size_t n)
+{
+    if (n)
+        put_cb(w, p, n);
+}
+
 void faid_mpw_init(faid_mpw *w, void *buf, size_t cap)
 {
     w->buf = buf;
     w->cap = cap;
     w->len = 0;
     w->overflow = 0;
+    w->bad = 0;
+    w->depth = 0;
+    msgpack_packer_init(&w->pk, w, put_cb);
 }
 
 int faid_mpw_finish(const faid_mpw *w, faid_diag *d)
 {
     if (w->overflow)
         return faid_fail(d, FAID_ESIZE, "msgpack message does not fit in %zu bytes", w->cap);
+    if (w->bad || w->depth)
+        return faid_fail(d, FAID_EINVAL,
+                         "msgpack writer: %s (an encoder's begin/end or item count is wrong)",
+                         w->bad ? "unbalanced containers" : "a container left open");
     return 0;
 }
 
@@ -37,87 +66,67 @@ static int finish_len(const faid_mpw *w, size_t *out_len, faid_diag *d)
     return 0;
 }
 
-static void put(faid_mpw *w, const void *p, size_t n)
+/* Item accounting. Every complete value (and every container head) is one item of the innermost
+ * open container: a map of fixed size closes itself after 2n items, an array after n, a map begun
+ * with faid_mpw_map_begin() counts its items until faid_mpw_map_end() writes its size. */
+#define OPEN_ENDED UINT32_MAX
+
+static void item(faid_mpw *w)
 {
-    if (w->overflow)
+    if (!w->depth)
         return;
-    if (n > w->cap - w->len) {
-        w->overflow = 1;
+    faid_mpw_frame *f = &w->open[w->depth - 1];
+    f->items++;
+    if (f->want != OPEN_ENDED && f->items == f->want)
+        w->depth--;
+}
+
+static void push(faid_mpw *w, uint32_t want)
+{
+    if (w->depth == FAID_MPW_MAX_OPEN) {
+        w->bad = 1;
         return;
     }
-    if (n)
-        memcpy(w->buf + w->len, p, n);
-    w->len += n;
-}
-
-static void put_u8(faid_mpw *w, uint8_t v)
-{
-    put(w, &v, 1);
-}
-
-static void put_be(faid_mpw *w, uint8_t tag, uint64_t v, int nbytes)
-{
-    uint8_t b[9];
-    b[0] = tag;
-    for (int k = 0; k < nbytes; k++)
-        b[1 + k] = (uint8_t)(v >> (8 * (nbytes - 1 - k)));
-    put(w, b, (size_t)nbytes + 1);
+    w->open[w->depth++] = (faid_mpw_frame){.want = want, .items = 0, .head = w->len};
 }
 
 void faid_mpw_nil(faid_mpw *w)
 {
-    put_u8(w, 0xc0);
+    msgpack_pack_nil(&w->pk);
+    item(w);
 }
 
 void faid_mpw_bool(faid_mpw *w, int v)
 {
-    put_u8(w, v ? 0xc3 : 0xc2);
+    if (v)
+        msgpack_pack_true(&w->pk);
+    else
+        msgpack_pack_false(&w->pk);
+    item(w);
 }
 
 void faid_mpw_uint(faid_mpw *w, uint64_t v)
 {
-    if (v < 128)
-        put_u8(w, (uint8_t)v);
-    else if (v <= 0xff)
-        put_be(w, 0xcc, v, 1);
-    else if (v <= 0xffff)
-        put_be(w, 0xcd, v, 2);
-    else if (v <= 0xffffffffu)
-        put_be(w, 0xce, v, 4);
-    else
-        put_be(w, 0xcf, v, 8);
+    msgpack_pack_uint64(&w->pk, v);
+    item(w);
 }
 
 void faid_mpw_int(faid_mpw *w, int64_t v)
 {
-    if (v >= 0) {
-        faid_mpw_uint(w, (uint64_t)v);
-        return;
-    }
-    if (v >= -32)
-        put_u8(w, (uint8_t)(int8_t)v);
-    else if (v >= INT8_MIN)
-        put_be(w, 0xd0, (uint64_t)v & 0xff, 1);
-    else if (v >= INT16_MIN)
-        put_be(w, 0xd1, (uint64_t)v & 0xffff, 2);
-    else if (v >= INT32_MIN)
-        put_be(w, 0xd2, (uint64_t)v & 0xffffffffu, 4);
-    else
-        put_be(w, 0xd3, (uint64_t)v, 8);
+    msgpack_pack_int64(&w->pk, v);
+    item(w);
 }
 
 void faid_mpw_f32(faid_mpw *w, float v)
 {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    put_be(w, 0xca, u, 4);
+    msgpack_pack_float(&w->pk, v);
+    item(w);
 }
 
 void faid_mpw_f64(faid_mpw *w, double v)
 {
-    uint64_t u;
-    memcpy(&u, &v, 8);
-    put_be(w, 0xcb, u, 8);
+    msgpack_pack_double(&w->pk, v);
+    item(w);
 }
 
 /* Length of the valid UTF-8 sequence at p (1..4 bytes), 0 when the bytes there are not one:
@@ -168,8 +177,6 @@ static size_t utf8_sanitized_len(const uint8_t *p, size_t n)
     return out;
 }
 
-static void str_head(faid_mpw *w, size_t n);
-
 /* Every str faid writes is valid UTF-8, whatever its origin (a file name from the command line,
  * a message quoting input bytes): invalid bytes become U+FFFD, so that strict decoders (Python's
  * msgpack by default) read every message. Input text is validated where it enters (header keys,
@@ -177,12 +184,22 @@ static void str_head(faid_mpw *w, size_t n);
 void faid_mpw_strn(faid_mpw *w, const char *s, size_t n)
 {
     const uint8_t *p = (const uint8_t *)s;
-    if (faid_utf8_valid(p, n)) {
-        str_head(w, n);
-        put(w, s, n);
+    if (n > UINT32_MAX) {
+        w->overflow = 1;
         return;
     }
-    str_head(w, utf8_sanitized_len(p, n));
+    if (faid_utf8_valid(p, n)) {
+        msgpack_pack_str(&w->pk, n);
+        put(w, s, n);
+        item(w);
+        return;
+    }
+    size_t sn = utf8_sanitized_len(p, n);
+    if (sn > UINT32_MAX) {
+        w->overflow = 1;
+        return;
+    }
+    msgpack_pack_str(&w->pk, sn);
     for (size_t k = 0; k < n;) {
         size_t m = utf8_seq(p + k, n - k);
         if (m)
@@ -191,20 +208,7 @@ void faid_mpw_strn(faid_mpw *w, const char *s, size_t n)
             put(w, REPLACEMENT, sizeof(REPLACEMENT));
         k += m ? m : 1;
     }
-}
-
-static void str_head(faid_mpw *w, size_t n)
-{
-    if (n < 32)
-        put_u8(w, (uint8_t)(0xa0 | n));
-    else if (n <= 0xff)
-        put_be(w, 0xd9, n, 1);
-    else if (n <= 0xffff)
-        put_be(w, 0xda, n, 2);
-    else if ((uint64_t)n <= 0xffffffffu)
-        put_be(w, 0xdb, n, 4);
-    else
-        w->overflow = 1;
+    item(w);
 }
 
 void faid_mpw_str(faid_mpw *w, const char *s)
@@ -212,45 +216,80 @@ void faid_mpw_str(faid_mpw *w, const char *s)
     faid_mpw_strn(w, s ? s : "", s ? strlen(s) : 0);
 }
 
-static void bin_header(faid_mpw *w, size_t n)
+void faid_mpw_key(faid_mpw *w, const char *k)
 {
-    if (n <= 0xff)
-        put_be(w, 0xc4, n, 1);
-    else if (n <= 0xffff)
-        put_be(w, 0xc5, n, 2);
-    else if ((uint64_t)n <= 0xffffffffu)
-        put_be(w, 0xc6, n, 4);
-    else
+    size_t n = strlen(k);
+    msgpack_pack_str(&w->pk, n);
+    put(w, k, n);
+    item(w);
+}
+
+void faid_mpw_bin_head(faid_mpw *w, size_t n)
+{
+    if (n > UINT32_MAX) {
         w->overflow = 1;
+        return;
+    }
+    msgpack_pack_bin(&w->pk, n);
+    item(w);
 }
 
 void faid_mpw_bin(faid_mpw *w, const void *p, size_t n)
 {
-    bin_header(w, n);
+    faid_mpw_bin_head(w, n);
     put(w, p, n);
 }
 
 void faid_mpw_array(faid_mpw *w, uint32_t n)
 {
-    if (n < 16)
-        put_u8(w, (uint8_t)(0x90 | n));
-    else if (n <= 0xffff)
-        put_be(w, 0xdc, n, 2);
-    else
-        put_be(w, 0xdd, n, 4);
+    msgpack_pack_array(&w->pk, n);
+    item(w);
+    if (n)
+        push(w, n);
 }
 
 void faid_mpw_map(faid_mpw *w, uint32_t n)
 {
-    if (n < 16)
-        put_u8(w, (uint8_t)(0x80 | n));
-    else if (n <= 0xffff)
-        put_be(w, 0xde, n, 2);
-    else
-        put_be(w, 0xdf, n, 4);
+    msgpack_pack_map(&w->pk, n);
+    item(w);
+    if (n)
+        push(w, n > UINT32_MAX / 2 ? UINT32_MAX - 1 : 2 * n);
+}
+
+/* A map of up to 65535 pairs whose size is written at its end: a map 16 head now (3 bytes,
+ * patched by faid_mpw_map_end), so what is written in between never moves. */
+void faid_mpw_map_begin(faid_mpw *w)
+{
+    static const uint8_t head[3] = {0xde, 0, 0};
+    item(w);
+    push(w, OPEN_ENDED);
+    put(w, head, sizeof head);
+}
+
+void faid_mpw_map_end(faid_mpw *w)
+{
+    if (!w->depth || w->open[w->depth - 1].want != OPEN_ENDED) {
+        w->bad = 1;
+        return;
+    }
+    faid_mpw_frame *f = &w->open[--w->depth];
+    if (f->items % 2 || f->items / 2 > 0xffff) {
+        w->bad = 1;
+        return;
+    }
+    if (w->overflow || f->head + 3 > w->len)
+        return;
+    w->buf[f->head + 1] = (uint8_t)(f->items / 2 >> 8);
+    w->buf[f->head + 2] = (uint8_t)(f->items / 2);
 }
 
 void faid_mpw_raw(faid_mpw *w, const void *p, size_t n)
+{
+    put(w, p, n);
+    item(w);
+}
+
+void faid_mpw_bytes(faid_mpw *w, const void *p, size_t n)
 {
     put(w, p, n);
 }
@@ -258,15 +297,16 @@ void faid_mpw_raw(faid_mpw *w, const void *p, size_t n)
 void faid_mpw_ndarray(faid_mpw *w, const char *dtype, const uint64_t *shape, int ndim,
                       const void *data, size_t nbytes)
 {
-    faid_mpw_map(w, 3);
-    faid_mpw_str(w, FAID_K_DTYPE);
-    faid_mpw_str(w, dtype);
-    faid_mpw_str(w, FAID_K_SHAPE);
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_DTYPE);
+    faid_mpw_key(w, dtype);
+    faid_mpw_key(w, FAID_K_SHAPE);
     faid_mpw_array(w, (uint32_t)ndim);
     for (int k = 0; k < ndim; k++)
         faid_mpw_uint(w, shape[k]);
-    faid_mpw_str(w, FAID_K_DATA);
+    faid_mpw_key(w, FAID_K_DATA);
     faid_mpw_bin(w, data, nbytes);
+    faid_mpw_map_end(w);
 }
 
 void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t rows,
@@ -274,15 +314,15 @@ void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t ro
 {
     uint64_t shape[2] = {cols, rows};
     size_t nbytes = (size_t)(rows * cols) * sizeof(float);
-    faid_mpw_map(w, 3);
-    faid_mpw_str(w, FAID_K_DTYPE);
-    faid_mpw_str(w, "<f4");
-    faid_mpw_str(w, FAID_K_SHAPE);
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_DTYPE);
+    faid_mpw_key(w, "<f4");
+    faid_mpw_key(w, FAID_K_SHAPE);
     faid_mpw_array(w, 2);
     faid_mpw_uint(w, shape[0]);
     faid_mpw_uint(w, shape[1]);
-    faid_mpw_str(w, FAID_K_DATA);
-    bin_header(w, nbytes);
+    faid_mpw_key(w, FAID_K_DATA);
+    faid_mpw_bin_head(w, nbytes);
     if (w->overflow || w->cap - w->len < nbytes) {
         w->overflow = 1;
         return;
@@ -293,6 +333,7 @@ void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t ro
         for (uint64_t r = 0; r < rows; r++)
             memcpy(out++, &data[r * cols + c], sizeof(float));
     w->len += nbytes;
+    faid_mpw_map_end(w);
 }
 
 const char *faid_proto_dtype_descr(faid_dtype t)
@@ -1219,49 +1260,37 @@ int faid_proto_encode_input(const faid_in_header *h, void *buf, size_t cap, size
 {
     if (h->type != FAID_IN_START && h->type != FAID_IN_IMAGE && h->type != FAID_IN_END)
         return faid_fail(d, FAID_EINVAL, "encode input: invalid message type");
-    uint32_t n = 3;
     int image = h->type == FAID_IN_IMAGE;
-    if (h->series_unique_id[0])
-        n++;
-    if (image)
-        n += 4;
-    if (h->has_timestamp)
-        n++;
-    n += (uint32_t)(h->has_start_time + h->has_stop_time + h->has_real_time);
-    if (h->type == FAID_IN_START && h->nimages >= 0)
-        n++;
-    if (h->user_data && h->user_data_len)
-        n++;
     faid_mpw w;
     faid_mpw_init(&w, buf, cap);
-    faid_mpw_map(&w, n);
-    faid_mpw_str(&w, FAID_K_TYPE);
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, FAID_K_TYPE);
     faid_mpw_str(&w, faid_in_type_name(h->type));
-    faid_mpw_str(&w, FAID_K_PROTOCOL_VERSION);
+    faid_mpw_key(&w, FAID_K_PROTOCOL_VERSION);
     faid_mpw_uint(&w, FAID_PROTO_VERSION);
-    faid_mpw_str(&w, FAID_K_SERIES_ID);
+    faid_mpw_key(&w, FAID_K_SERIES_ID);
     faid_mpw_uint(&w, h->series_id);
     if (h->series_unique_id[0]) {
-        faid_mpw_str(&w, FAID_K_SERIES_UNIQUE_ID);
+        faid_mpw_key(&w, FAID_K_SERIES_UNIQUE_ID);
         faid_mpw_str(&w, h->series_unique_id);
     }
     if (image) {
         const char *dt = faid_dtype_name(h->dtype);
         if (!faid_dtype_is_frame(h->dtype) || !dt)
             return faid_fail(d, FAID_EDTYPE, "encode input: invalid frame dtype");
-        faid_mpw_str(&w, FAID_K_FRAME_ID);
+        faid_mpw_key(&w, FAID_K_FRAME_ID);
         faid_mpw_uint(&w, h->frame_id);
-        faid_mpw_str(&w, FAID_K_SHAPE);
+        faid_mpw_key(&w, FAID_K_SHAPE);
         faid_mpw_array(&w, 2);
         faid_mpw_uint(&w, (uint64_t)(h->rows > 0 ? h->rows : 0));
         faid_mpw_uint(&w, (uint64_t)(h->cols > 0 ? h->cols : 0));
-        faid_mpw_str(&w, FAID_K_DTYPE);
+        faid_mpw_key(&w, FAID_K_DTYPE);
         faid_mpw_str(&w, dt);
-        faid_mpw_str(&w, FAID_K_ENCODING);
+        faid_mpw_key(&w, FAID_K_ENCODING);
         faid_mpw_str(&w, encoding_wire_name(h->encoding));
     }
     if (h->has_timestamp) {
-        faid_mpw_str(&w, FAID_K_TIMESTAMP);
+        faid_mpw_key(&w, FAID_K_TIMESTAMP);
         faid_mpw_f64(&w, h->timestamp);
     }
     const struct {
@@ -1280,13 +1309,14 @@ int faid_proto_encode_input(const faid_in_header *h, void *buf, size_t cap, size
         faid_mpw_uint(&w, rat[k].v[1]);
     }
     if (h->type == FAID_IN_START && h->nimages >= 0) {
-        faid_mpw_str(&w, FAID_K_NIMAGES);
+        faid_mpw_key(&w, FAID_K_NIMAGES);
         faid_mpw_uint(&w, (uint64_t)h->nimages);
     }
     if (h->user_data && h->user_data_len) {
-        faid_mpw_str(&w, FAID_K_USER_DATA);
+        faid_mpw_key(&w, FAID_K_USER_DATA);
         faid_mpw_raw(&w, h->user_data, h->user_data_len);
     }
+    faid_mpw_map_end(&w);
     return finish_len(&w, out_len, d);
 }
 
@@ -1491,25 +1521,26 @@ int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_
 
 void faid_proto_write_error(faid_mpw *w, const faid_out_error *e)
 {
-    faid_mpw_map(w, 7 + (e->has_frame_id ? 1 : 0));
-    faid_mpw_str(w, FAID_K_TYPE);
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_TYPE);
     faid_mpw_str(w, FAID_TOPIC_ERROR);
-    faid_mpw_str(w, FAID_K_SERIES_ID);
+    faid_mpw_key(w, FAID_K_SERIES_ID);
     faid_mpw_uint(w, e->series_id);
     if (e->has_frame_id) {
-        faid_mpw_str(w, FAID_K_FRAME_ID);
+        faid_mpw_key(w, FAID_K_FRAME_ID);
         faid_mpw_uint(w, e->frame_id);
     }
-    faid_mpw_str(w, FAID_K_CODE);
+    faid_mpw_key(w, FAID_K_CODE);
     faid_mpw_str(w, faid_errname(e->code));
-    faid_mpw_str(w, "errno");
+    faid_mpw_key(w, FAID_K_ERRNO);
     faid_mpw_int(w, e->code);
-    faid_mpw_str(w, FAID_K_STAGE);
+    faid_mpw_key(w, FAID_K_STAGE);
     faid_mpw_str(w, e->stage ? e->stage : "");
-    faid_mpw_str(w, FAID_K_MESSAGE);
+    faid_mpw_key(w, FAID_K_MESSAGE);
     faid_mpw_str(w, e->message ? e->message : "");
-    faid_mpw_str(w, FAID_K_MSG_NUMBER);
+    faid_mpw_key(w, FAID_K_MSG_NUMBER);
     faid_mpw_uint(w, e->msg_number);
+    faid_mpw_map_end(w);
 }
 
 /* ------------------------------------------------------------------------------------------- */
@@ -1537,17 +1568,18 @@ int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, 
     faid_mpw_init(&w, buf, cap);
     int with_path = q->cmd == FAID_CTL_RELOAD && q->path[0];
     int with_key = q->cmd == FAID_CTL_CONFIG && q->key[0];
-    faid_mpw_map(&w, 1 + with_path + with_key);
-    faid_mpw_str(&w, FAID_K_CMD);
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, FAID_K_CMD);
     faid_mpw_str(&w, faid_ctl_cmd_name(q->cmd));
     if (with_path) {
-        faid_mpw_str(&w, FAID_K_PATH);
+        faid_mpw_key(&w, FAID_K_PATH);
         faid_mpw_strn(&w, q->path, strnlen(q->path, sizeof(q->path)));
     }
     if (with_key) {
-        faid_mpw_str(&w, FAID_K_KEY);
+        faid_mpw_key(&w, FAID_K_KEY);
         faid_mpw_strn(&w, q->key, strnlen(q->key, sizeof(q->key)));
     }
+    faid_mpw_map_end(&w);
     return finish_len(&w, out_len, d);
 }
 
@@ -1629,19 +1661,20 @@ int faid_proto_encode_ll_request(const faid_ll_request *q, void *buf, size_t cap
     int with_credit = q->type != FAID_LL_BYE && q->credit > 0;
     faid_mpw w;
     faid_mpw_init(&w, buf, cap);
-    faid_mpw_map(&w, 1 + (uint32_t)with_seq * 2 + (uint32_t)with_credit);
-    faid_mpw_str(&w, FAID_K_TYPE);
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, FAID_K_TYPE);
     faid_mpw_str(&w, faid_ll_type_name(q->type));
     if (with_credit) {
-        faid_mpw_str(&w, FAID_K_CREDIT);
+        faid_mpw_key(&w, FAID_K_CREDIT);
         faid_mpw_uint(&w, q->credit);
     }
     if (with_seq) {
-        faid_mpw_str(&w, FAID_K_SEQ);
+        faid_mpw_key(&w, FAID_K_SEQ);
         faid_mpw_uint(&w, q->seq);
-        faid_mpw_str(&w, FAID_K_INSTANCE);
+        faid_mpw_key(&w, FAID_K_INSTANCE);
         faid_mpw_strn(&w, q->instance, ilen);
     }
+    faid_mpw_map_end(&w);
     return finish_len(&w, out_len, d);
 }
 

@@ -493,7 +493,7 @@
     X(CTL_REQUEST, PATH, "str", OPT, "reload: read this file once instead of the start file")     \
     X(CTL_REQUEST, KEY, "str", OPT, "config: one option (`integration.npt`): reply its value only") \
     X(CTL_REPLY, OK, "bool", REQ, "whether the command succeeded")                                 \
-    X(CTL_REPLY, CMD, "str", REQ, "the command answered")                                          \
+    X(CTL_REPLY, CMD, "str", OPT, "the command answered (absent only from the `reply too large` error)") \
     X(CTL_REPLY, ERROR, "str", OPT, "when `ok` is false: why")                                     \
     X(CTL_REPLY, CODE, "str", OPT, "when `ok` is false: the symbolic faid error")                  \
     X(CTL_REPLY, PROTOCOL_VERSION, "uint", OPT, "ping, status")                                    \

@@ -801,12 +801,16 @@ static int build_config(const opts *o, faid_config *cfg, faid_diag *d)
 
 /* zmq_ceiling.c: the ZeroMQ transport ceiling, a separate mode of this executable. */
 int faid_zmq_ceiling_main(int argc, char **argv);
+/* proto_encode.c: the CPU cost of writing one result message. */
+int faid_proto_encode_main(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--zmq-ceiling") == 0)
             return faid_zmq_ceiling_main(argc, argv);
+        else if (strcmp(argv[i], "--proto-encode") == 0)
+            return faid_proto_encode_main(argc, argv);
     opts o;
     if (parse_args(argc, argv, &o))
         return 2;

@@ -1,10 +1,12 @@
 /* Unit tests of the protocol key table (proto/faid_proto_keys.h): every key name once, every
  * (message, key) row once, every message with rows, lookup by name, the generated markdown, and
  * the key checker on messages built by faid's own encoders (it must pass them and refuse a key
- * the table lacks, a key twice, or a required key missing). */
+ * the table lacks, a key twice, or a required key missing), and the writer's map sizes counted
+ * by begin/end (and its refusal of containers that do not close). */
 #include "faid_proto.h"
 #include "faid_test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,8 +104,79 @@ static void test_checker(void)
     CHECK(strstr(d.msg, "\"cmd\" missing") != NULL);
 }
 
+static void test_writer_counts(void)
+{
+    uint8_t buf[4096];
+    faid_mpw w;
+    faid_diag d = {0};
+    faid_mpw_init(&w, buf, sizeof buf);
+    faid_mpw_map_begin(&w);
+    for (int k = 0; k < 20; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", k);
+        faid_mpw_key(&w, key);
+        if (k == 3) { /* nested: a begun map, a fixed array of begun maps, an array map */
+            faid_mpw_map_begin(&w);
+            faid_mpw_key(&w, "a");
+            faid_mpw_array(&w, 2);
+            faid_mpw_map_begin(&w);
+            faid_mpw_map_end(&w);
+            faid_mpw_map_begin(&w);
+            faid_mpw_key(&w, "x");
+            faid_mpw_nil(&w);
+            faid_mpw_map_end(&w);
+            faid_mpw_key(&w, "b");
+            uint64_t n = 2;
+            float f[2] = {1, 2};
+            faid_mpw_ndarray(&w, "<f4", &n, 1, f, sizeof f);
+            faid_mpw_map_end(&w);
+        } else {
+            faid_mpw_uint(&w, (uint64_t)k * 1000);
+        }
+    }
+    faid_mpw_map_end(&w);
+    CHECK(faid_mpw_finish(&w, &d) == 0);
+    faid_mpr r;
+    faid_mp_obj o;
+    faid_mpr_init(&r, buf, w.len);
+    CHECK(faid_mpr_next(&r, &o, &d) == 0 && o.type == FAID_MP_MAP && o.len == 20);
+    faid_mpr_init(&r, buf, w.len);
+    CHECK(faid_mpr_skip(&r, &d) == 0 && r.p == buf + w.len);
+    faid_mp_obj v;
+    faid_mpr at;
+    CHECK(faid_proto_map_find(buf, w.len, "k3", &v, &at, &d) == 0 && v.type == FAID_MP_MAP &&
+          v.len == 2);
+    CHECK(faid_proto_map_find(buf, w.len, "k19", &v, NULL, &d) == 0 && v.u == 19000);
+
+    /* containers that do not close are refused by finish */
+    faid_mpw_init(&w, buf, sizeof buf);
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, "lonely");
+    faid_mpw_map_end(&w);
+    CHECK(faid_mpw_finish(&w, &d) == FAID_EINVAL);
+    faid_mpw_init(&w, buf, sizeof buf);
+    faid_mpw_map_end(&w);
+    CHECK(faid_mpw_finish(&w, &d) == FAID_EINVAL);
+    faid_mpw_init(&w, buf, sizeof buf);
+    faid_mpw_map(&w, 2);
+    faid_mpw_key(&w, "a");
+    faid_mpw_uint(&w, 1);
+    CHECK(faid_mpw_finish(&w, &d) == FAID_EINVAL);
+    faid_mpw_init(&w, buf, sizeof buf);
+    faid_mpw_map_begin(&w);
+    CHECK(faid_mpw_finish(&w, &d) == FAID_EINVAL);
+    /* overflow wins over balance: the buffer was too small */
+    faid_mpw_init(&w, buf, 8);
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, "a long key that does not fit");
+    faid_mpw_uint(&w, 1);
+    faid_mpw_map_end(&w);
+    CHECK(faid_mpw_finish(&w, &d) == FAID_ESIZE);
+}
+
 int main(void)
 {
+    test_writer_counts();
     test_table_shape();
     test_checker();
     return faid_test_finish();
