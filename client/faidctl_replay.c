@@ -389,14 +389,16 @@ static int make_synthetic(const char *preset, const char *config, int distinct, 
         goto out;
     /* Where a daemon with this configuration listens ("*" meaning this host), or where it
      * connects to, which this sender then binds. */
-    if (input_ep && cfg->input_endpoint[0]) {
-        const char *star = strstr(cfg->input_endpoint, "://*");
+    /* A list of input endpoints: the first one (--to names another). */
+    char first_ep[1040];
+    if (input_ep && faid_config_endpoint_at(cfg->input_endpoint, 0, first_ep, sizeof first_ep)) {
+        const char *star = strstr(first_ep, "://*");
         *ep_bind = !cfg->input_bind;
         if (star && cfg->input_bind)
-            snprintf(input_ep, ep_cap, "%.*s://127.0.0.1%s", (int)(star - cfg->input_endpoint),
-                     cfg->input_endpoint, star + 4);
+            snprintf(input_ep, ep_cap, "%.*s://127.0.0.1%.*s", (int)(star - first_ep), first_ep,
+                     (int)(ep_cap > 32 ? ep_cap - 32 : 1), star + 4);
         else
-            snprintf(input_ep, ep_cap, "%s", cfg->input_endpoint);
+            snprintf(input_ep, ep_cap, "%.*s", (int)(ep_cap - 1), first_ep);
     }
     faid_geometry g = cfg->geometry;
     g.rows = cfg->rows;

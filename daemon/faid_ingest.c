@@ -18,6 +18,7 @@
 #include "faid_log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,26 +26,50 @@
 
 #define POLL_MS 100
 
-/* The one input connection of today is source 0 of the series tracker; several connections
- * feeding one series (Jungfraujoch) will each be a source of their own. */
-#define SOURCE 0
-
-typedef struct ingest {
-    faid_server *s;
-    faid_queue_policy policy;
-    faid_input_protocol protocol; /* input.protocol */
-    faid_series *series;          /* the series tracker: this thread is its one owner */
-    faid_input_msg msg;           /* the message being handled (large: kept off the stack) */
-    int discard; /* stopping and past input.stop_timeout: frames are counted, not processed */
+/* What the ingest threads share, under mu: the series tracker (faid_series.h has one owner at a
+ * time: whichever thread holds mu), the open series' setup build and the start mask buffers.
+ * Every call that drives the tracker and hands its events to the publisher holds mu from the
+ * tracker call to the last event queued, so a start precedes every frame accepted after it
+ * whichever thread accepts that frame. Receiving, decoding, validation, the block-table parse
+ * and the push into the frame queue run outside it, in parallel on every thread. */
+typedef struct ingest_shared {
+    pthread_mutex_t mu;
+    faid_series *series; /* the series tracker */
     /* a start message's pixel mask: decoded values and the mask made of them (grown per size) */
     uint32_t *mask_raw;
     uint8_t *mask;
     size_t mask_cap;
-    /* the open series' setup: being built off this thread (NULL once in force or reused), and
+    /* the open series' setup: being built off ingest (NULL once in force or reused), and
      * what its start decided (faid_setup_choice), echoed in faid's start */
     faid_gen_job *build;
     faid_setup_choice choice;
+    pthread_mutex_t fw_mu; /* the forward socket (input.forward_endpoint), shared by the threads */
+} ingest_shared;
+
+/* One ingest thread: one input socket (an entry of input.endpoint), which is source `source` of
+ * the series tracker. */
+typedef struct ingest {
+    faid_server *s;
+    ingest_shared *sh;
+    int source;                   /* index of the endpoint in input.endpoint */
+    void *pull;                   /* its PULL socket */
+    pthread_t thread;
+    int started;
+    faid_queue_policy policy;
+    faid_input_protocol protocol; /* input.protocol */
+    faid_input_msg msg;           /* the message being handled (large: kept off the stack) */
+    int discard; /* stopping and past input.stop_timeout: frames are counted, not processed */
 } ingest;
+
+/* The ingest threads and their shared state (faid_ingest_start / faid_ingest_join). */
+struct faid_ingest_set {
+    ingest_shared sh;
+    int n;
+    ingest *in[FAID_MAX_ENDPOINTS];
+};
+
+static void lock(ingest *in) { pthread_mutex_lock(&in->sh->mu); }
+static void unlock(ingest *in) { pthread_mutex_unlock(&in->sh->mu); }
 
 static faid_ratelimit rl_bad, rl_drop, rl_stale;
 
@@ -70,7 +95,7 @@ static void set_status_series(ingest *in)
     faid_server *s = in->s;
     uint64_t id = 0;
     const char *uid = "";
-    int open = faid_series_current(in->series, &id, &uid, NULL);
+    int open = faid_series_current(in->sh->series, &id, &uid, NULL);
     atomic_store(&s->series_id, id);
     pthread_mutex_lock(&s->info_mu);
     snprintf(s->series_uid, sizeof(s->series_uid), "%s", uid);
@@ -127,8 +152,8 @@ static void emit(ingest *in, const faid_series_out *out, const faid_input_msg *s
         if (sev->kind == FAID_SERIES_EV_START) {
             atomic_store(&s->series_frames, 0);
             e->gen = faid_server_current_gen(s);
-            e->build = faid_gen_job_acquire(in->build);
-            e->setup = in->choice;
+            e->build = faid_gen_job_acquire(in->sh->build);
+            e->setup = in->sh->choice;
             faid_stat_add(&s->stats.series, 1);
             if (start && sev->reason == FAID_SERIES_SERIES)
                 copy_start_info(s, e, start);
@@ -318,7 +343,7 @@ static void enqueue(ingest *in, faid_slot *slot)
         /* Not reading the socket while we wait is the point: ZeroMQ's high-water mark then
          * pushes back to the sender. */
         while (faid_queue_push(s->frames, slot, POLL_MS) == FAID_ETIMEOUT)
-            atomic_store_explicit(&s->ingest_alive_ns, faid_now_ns(), memory_order_relaxed);
+            atomic_store_explicit(&s->ingest_alive_ns[in->source], faid_now_ns(), memory_order_relaxed);
         return;
     }
     faid_slot *victim = NULL;
@@ -343,17 +368,19 @@ static void enqueue(ingest *in, faid_slot *slot)
     to_publisher(in, victim);
 }
 
-/* The setup a frame received now is reduced with: the generation in force, and the build of
+/* The setup a frame accepted now is reduced with: the generation in force, and the build of
  * its series' setup while that is under way (the worker then waits for it; validation against
- * the generation in force holds, as a build never changes the shape). */
+ * the generation in force holds, as a build never changes the shape). Under mu, right after
+ * the tracker accepted the frame, so that a frame of a series gets that series' setup whichever
+ * thread opened it. */
 static void frame_setup(ingest *in, faid_slot *slot)
 {
-    if (in->build && faid_gen_job_done(in->build))
-        faid_gen_job_finish(&in->build);
+    if (in->sh->build && faid_gen_job_done(in->sh->build))
+        faid_gen_job_finish(&in->sh->build);
     faid_gen_release(&slot->gen);
     faid_gen_job_release(&slot->build);
     slot->gen = faid_server_current_gen(in->s);
-    slot->build = faid_gen_job_acquire(in->build);
+    slot->build = faid_gen_job_acquire(in->sh->build);
 }
 
 /* The setup of a series that opens: reused when its key (configuration version, detector mask
@@ -365,23 +392,23 @@ static void frame_setup(ingest *in, faid_slot *slot)
 static void series_setup(ingest *in, const uint8_t *mask, uint64_t hash, const faid_geometry *geo,
                          uint64_t series_id, int64_t t0)
 {
-    faid_gen_job_finish(&in->build);
+    faid_gen_job_finish(&in->sh->build);
     faid_diag d;
     faid_diag_clear(&d);
-    if (faid_server_series_setup(in->s, mask, hash, geo, &in->build, &in->choice, &d)) {
+    if (faid_server_series_setup(in->s, mask, hash, geo, &in->sh->build, &in->sh->choice, &d)) {
         FAID_ERROR("ingest",
                    "series %llu: setup of its start not built: %s; the setup in force "
                    "stays",
                    (unsigned long long)series_id, d.msg);
-        in->choice = FAID_SETUP_FAILED;
+        in->sh->choice = FAID_SETUP_FAILED;
         return;
     }
-    faid_stat_add(in->choice == FAID_SETUP_REUSED ? &in->s->stats.setups_reused
+    faid_stat_add(in->sh->choice == FAID_SETUP_REUSED ? &in->s->stats.setups_reused
                                                   : &in->s->stats.setups_rebuilt,
                   1);
     FAID_INFO("ingest", "series %llu: setup %s (%s; ingest held %.1f ms)",
-              (unsigned long long)series_id, faid_setup_choice_name(in->choice),
-              in->choice == FAID_SETUP_REUSED ? "same configuration, detector mask and geometry"
+              (unsigned long long)series_id, faid_setup_choice_name(in->sh->choice),
+              in->sh->choice == FAID_SETUP_REUSED ? "same configuration, detector mask and geometry"
                                               : "building off the ingest thread",
               (double)(faid_now_ns() - t0) / 1e6);
 }
@@ -401,8 +428,10 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
     faid_diag_clear(&d);
     if (format_err || validate_image(s, slot, &d) || user_data_for_result(in, slot, &d)) {
         uint64_t seq = 0;
-        faid_series_count_rejected(in->series, SOURCE, h->series_id, h->series_unique_id,
+        lock(in);
+        faid_series_count_rejected(in->sh->series, in->source, h->series_id, h->series_unique_id,
                                    faid_now_ns(), &seq);
+        unlock(in);
         if (seq)
             faid_stat_add(&s->series_frames, 1);
         reject(in, slot, format_err ? format_err : &d, 1, seq);
@@ -410,25 +439,27 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
     }
     faid_series_out out;
     uint64_t seq = 0;
-    if (faid_series_frame(in->series, SOURCE, h->series_id, h->series_unique_id, faid_now_ns(),
-                          &seq, &out) == FAID_SERIES_STALE) {
+    lock(in);
+    if (faid_series_frame(in->sh->series, in->source, h->series_id, h->series_unique_id,
+                          faid_now_ns(), &seq, &out) == FAID_SERIES_STALE) {
+        unlock(in);
         drop_stale(in, slot, 1);
         return;
     }
-    if (out.n && out.ev[out.n - 1].kind == FAID_SERIES_EV_START) {
+    if (out.n && out.ev[out.n - 1].kind == FAID_SERIES_EV_START)
         /* No start message: the configuration alone, without a detector mask an earlier series'
          * start brought (the same shape, so the validation above holds). */
         series_setup(in, NULL, 0, NULL, h->series_id, faid_now_ns());
-        frame_setup(in, slot);
-    }
+    frame_setup(in, slot);
     emit(in, &out, NULL);
     faid_stat_add(&s->series_frames, 1);
     slot->counted = 1;
     slot->series_seq = seq;
     slot->series_id = h->series_id;
     const char *uid = "";
-    faid_series_current(in->series, NULL, &uid, NULL);
+    faid_series_current(in->sh->series, NULL, &uid, NULL);
     snprintf(slot->series_uid, sizeof(slot->series_uid), "%s", uid);
+    unlock(in);
     if (in->discard) {
         /* Read after the stop timeout: accounted for (the series' end counts it), not processed. */
         faid_stats_drop(&s->stats, FAID_DROP_INPUT_SHUTDOWN);
@@ -455,7 +486,10 @@ static void forward(ingest *in, faid_slot *slot, int nkept, int nparts)
         faid_stat_add(&s->stats.forward_dropped, 1);
         return;
     }
-    for (int k = 0; k < nkept; k++) {
+    /* ZeroMQ sockets are not thread-safe: the ingest threads take turns on the one socket. */
+    pthread_mutex_lock(&in->sh->fw_mu);
+    int ok = 1;
+    for (int k = 0; k < nkept && ok; k++) {
         zmq_msg_t copy;
         zmq_msg_init(&copy);
         /* A reference-counted copy for large parts: no byte is copied. */
@@ -465,11 +499,11 @@ static void forward(ingest *in, faid_slot *slot, int nkept, int nparts)
             zmq_msg_close(&copy);
             /* Only the first part can be refused: once it is queued, the rest of the message is
              * accepted with it (ZeroMQ's atomic multipart delivery). */
-            faid_stat_add(&s->stats.forward_dropped, 1);
-            return;
+            ok = 0;
         }
     }
-    faid_stat_add(&s->stats.forwarded, 1);
+    pthread_mutex_unlock(&in->sh->fw_mu);
+    faid_stat_add(ok ? &s->stats.forwarded : &s->stats.forward_dropped, 1);
 }
 
 /* Receives every part of one message into the slot: up to FAID_INPUT_MAX_PARTS are kept (no
@@ -479,7 +513,7 @@ static void forward(ingest *in, faid_slot *slot, int nkept, int nparts)
 static int receive(ingest *in, faid_slot *slot, int *nparts, size_t *bytes)
 {
     zmq_msg_init(&slot->part[0]);
-    if (zmq_msg_recv(&slot->part[0], in->s->pull, ZMQ_DONTWAIT) < 0) {
+    if (zmq_msg_recv(&slot->part[0], in->pull, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&slot->part[0]);
         return -1;
     }
@@ -492,7 +526,7 @@ static int receive(ingest *in, faid_slot *slot, int *nparts, size_t *bytes)
         zmq_msg_t *m = slot->nkept < FAID_INPUT_MAX_PARTS ? &slot->part[slot->nkept] : &scratch;
         zmq_msg_init(m);
         /* The parts of a multipart message arrive together: this never waits. */
-        if (zmq_msg_recv(m, in->s->pull, 0) < 0) {
+        if (zmq_msg_recv(m, in->pull, 0) < 0) {
             zmq_msg_close(m);
             break;
         }
@@ -530,28 +564,28 @@ static int start_mask(ingest *in, const faid_input_meta *meta, const uint8_t **m
     size_t esz = faid_dtype_size(a->dtype);
     if (esz == 0 || esz > 4)
         return faid_fail(d, FAID_EDTYPE, "pixel mask of type %s", faid_dtype_name(a->dtype));
-    if (in->mask_cap < npix) {
-        free(in->mask_raw);
-        free(in->mask);
-        in->mask_cap = 0;
-        in->mask_raw = malloc(npix * sizeof(uint32_t));
-        in->mask = malloc(npix);
-        if (!in->mask_raw || !in->mask)
+    if (in->sh->mask_cap < npix) {
+        free(in->sh->mask_raw);
+        free(in->sh->mask);
+        in->sh->mask_cap = 0;
+        in->sh->mask_raw = malloc(npix * sizeof(uint32_t));
+        in->sh->mask = malloc(npix);
+        if (!in->sh->mask_raw || !in->sh->mask)
             return faid_fail(d, FAID_ENOMEM, "out of memory for a %zu-pixel mask", npix);
-        in->mask_cap = npix;
+        in->sh->mask_cap = npix;
     }
-    int rc = faid_input_array_decode(a, in->mask_raw, npix * esz, d);
+    int rc = faid_input_array_decode(a, in->sh->mask_raw, npix * esz, d);
     if (rc)
         return rc;
-    const uint8_t *raw = (const uint8_t *)in->mask_raw;
+    const uint8_t *raw = (const uint8_t *)in->sh->mask_raw;
     for (size_t i = 0; i < npix; i++) {
         uint32_t v = 0;
         for (size_t b = 0; b < esz; b++)
             v |= raw[i * esz + b];
-        in->mask[i] = v != 0;
+        in->sh->mask[i] = v != 0;
     }
-    *mask = in->mask;
-    *hash = faid_fnv1a(14695981039346656037ull, in->mask, npix) | 1;
+    *mask = in->sh->mask;
+    *hash = faid_fnv1a(14695981039346656037ull, in->sh->mask, npix) | 1;
     return 0;
 }
 
@@ -603,7 +637,8 @@ static void handle_start(ingest *in, faid_slot *slot)
     int64_t nimages = slot->h.nimages;
     if (m->meta.have & FAID_META_NIMAGES)
         nimages = m->meta.nimages;
-    faid_series_start(in->series, SOURCE, slot->h.series_id, slot->h.series_unique_id, nimages,
+    lock(in);
+    faid_series_start(in->sh->series, in->source, slot->h.series_id, slot->h.series_unique_id, nimages,
                       faid_now_ns(), &out);
     if (out.n && out.ev[out.n - 1].kind == FAID_SERIES_EV_START) {
         /* ingest's time on the start: mask decode, hash, key, and a build only started */
@@ -624,6 +659,7 @@ static void handle_start(ingest *in, faid_slot *slot)
         series_setup(in, mask, hash, use_geo ? &geo : NULL, slot->h.series_id, t0);
     }
     emit(in, &out, m);
+    unlock(in);
     faid_slot_put(in->s, slot);
 }
 
@@ -653,7 +689,11 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
     switch (slot->h.type) {
     case FAID_IN_IMAGE:
         faid_stat_add(&s->stats.received, 1);
-        frame_setup(in, slot);
+        /* validation against the generation in force (a build never changes what it checks);
+         * the setup the frame is reduced with is decided once the tracker accepted it */
+        faid_gen_release(&slot->gen);
+        faid_gen_job_release(&slot->build);
+        slot->gen = faid_server_current_gen(s);
         slot->payload = in->msg.payload;
         slot->payload_len = in->msg.payload_len;
         handle_image(in, slot, rc ? &d : NULL);
@@ -662,14 +702,18 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
         handle_start(in, slot);
         return;
     case FAID_IN_END:
-        switch (faid_series_end(in->series, SOURCE, slot->h.series_id, slot->h.series_unique_id,
-                                faid_now_ns(), &out)) {
+        lock(in);
+        switch (faid_series_end(in->sh->series, in->source, slot->h.series_id,
+                                slot->h.series_unique_id, faid_now_ns(), &out)) {
         case FAID_SERIES_STALE:
+            unlock(in);
             drop_stale(in, slot, 0);
             return;
         case FAID_SERIES_UNKNOWN: {
             uint64_t cur = 0;
-            if (faid_series_current(in->series, &cur, NULL, NULL))
+            int open = faid_series_current(in->sh->series, &cur, NULL, NULL);
+            unlock(in);
+            if (open)
                 faid_fail(&d, FAID_EPROTO, "end of series %llu while series %llu is open",
                           (unsigned long long)slot->h.series_id, (unsigned long long)cur);
             else
@@ -682,6 +726,7 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
             break;
         }
         emit(in, &out, NULL);
+        unlock(in);
         faid_slot_put(s, slot);
         return;
     case FAID_IN_OTHER:
@@ -724,7 +769,7 @@ static void drain(ingest *in)
         size_t bytes = 0;
         if (receive(in, slot, &nparts, &bytes) != 0) {
             faid_slot_put(s, slot);
-            zmq_pollitem_t item = {.socket = s->pull, .events = ZMQ_POLLIN};
+            zmq_pollitem_t item = {.socket = in->pull, .events = ZMQ_POLLIN};
             zmq_poll(&item, 1, 10);
             continue;
         }
@@ -743,28 +788,19 @@ static void drain(ingest *in)
               (unsigned long long)handled);
 }
 
-void *faid_ingest_main(void *arg)
+static void *ingest_main(void *arg)
 {
-    faid_server *s = arg;
-    ingest *in = calloc(1, sizeof(*in));
-    if (in)
-        in->series = faid_series_new((int64_t)(s->cfg.series_timeout * 1e9));
-    if (!in || !in->series) {
-        FAID_ERROR("ingest", "out of memory: ingest not started");
-        free(in);
-        return NULL;
-    }
-    in->s = s;
-    in->policy = s->policy;
-    /* Checked at start (faid_server_new): a value that cannot be honoured never gets here. */
-    if (faid_input_protocol_parse(s->cfg.input_protocol, &in->protocol) != 0)
-        in->protocol = FAID_PROTOCOL_AUTO;
-    zmq_pollitem_t item = {.socket = s->pull, .events = ZMQ_POLLIN};
+    ingest *in = arg;
+    faid_server *s = in->s;
+    zmq_pollitem_t item = {.socket = in->pull, .events = ZMQ_POLLIN};
     faid_series_out out;
     while (!atomic_load(&s->stop_ingest)) {
-        atomic_store_explicit(&s->ingest_alive_ns, faid_now_ns(), memory_order_relaxed);
-        faid_series_tick(in->series, faid_now_ns(), &out);
+        atomic_store_explicit(&s->ingest_alive_ns[in->source], faid_now_ns(),
+                              memory_order_relaxed);
+        lock(in);
+        faid_series_tick(in->sh->series, faid_now_ns(), &out);
         emit(in, &out, NULL);
+        unlock(in);
         int n = zmq_poll(&item, 1, POLL_MS);
         if (n < 0 && zmq_errno() != EINTR) {
             /* Never spin on a failing poll (e.g. out of descriptors): wait as a timeout would. */
@@ -778,7 +814,8 @@ void *faid_ingest_main(void *arg)
         /* Drain what is ready before polling again, but look at the stop flag per message so a
          * stop is prompt even under a flood. */
         while (!atomic_load(&s->stop_ingest)) {
-            atomic_store_explicit(&s->ingest_alive_ns, faid_now_ns(), memory_order_relaxed);
+            atomic_store_explicit(&s->ingest_alive_ns[in->source], faid_now_ns(),
+                                  memory_order_relaxed);
             faid_slot *slot = get_slot(in);
             int nparts = 0;
             size_t bytes = 0;
@@ -791,13 +828,79 @@ void *faid_ingest_main(void *arg)
         }
     }
     drain(in);
-    faid_series_close(in->series, FAID_SERIES_SHUTDOWN, &out);
-    emit(in, &out, NULL);
-    faid_series_destroy(&in->series);
-    faid_gen_job_finish(&in->build);
-    free(in->mask_raw);
-    free(in->mask);
-    free(in);
-    FAID_INFO("ingest", "stopped reading input");
+    FAID_INFO("ingest", "stopped reading input %d", in->source);
     return NULL;
+}
+
+int faid_ingest_start(faid_server *s, faid_diag *d)
+{
+    faid_ingest_set *set = calloc(1, sizeof(*set));
+    if (!set)
+        return faid_fail(d, FAID_ENOMEM, "out of memory for ingest");
+    pthread_mutex_init(&set->sh.mu, NULL);
+    pthread_mutex_init(&set->sh.fw_mu, NULL);
+    s->ingest = set;
+    set->sh.series = faid_series_new((int64_t)(s->cfg.series_timeout * 1e9));
+    if (!set->sh.series)
+        return faid_fail(d, FAID_ENOMEM, "out of memory for the series tracker");
+    faid_input_protocol proto;
+    /* Checked at start (faid_server_new): a value that cannot be honoured never gets here. */
+    if (faid_input_protocol_parse(s->cfg.input_protocol, &proto) != 0)
+        proto = FAID_PROTOCOL_AUTO;
+    for (int i = 0; i < s->npull; i++) {
+        ingest *in = calloc(1, sizeof(*in));
+        if (!in)
+            return faid_fail(d, FAID_ENOMEM, "out of memory for ingest thread %d", i);
+        set->in[set->n++] = in;
+        in->s = s;
+        in->sh = &set->sh;
+        in->source = i;
+        in->pull = s->pull[i];
+        in->policy = s->policy;
+        in->protocol = proto;
+        atomic_store(&s->ingest_alive_ns[i], faid_now_ns());
+        if (pthread_create(&in->thread, NULL, ingest_main, in))
+            return faid_fail(d, FAID_ENOMEM, "cannot start ingest thread %d", i);
+        in->started = 1;
+    }
+    return 0;
+}
+
+int faid_ingest_running(const faid_server *s)
+{
+    const faid_ingest_set *set = s->ingest;
+    for (int i = 0; set && i < set->n; i++)
+        if (set->in[i]->started)
+            return 1;
+    return 0;
+}
+
+void faid_ingest_join(faid_server *s)
+{
+    faid_ingest_set *set = s->ingest;
+    if (!set)
+        return;
+    for (int i = 0; i < set->n; i++)
+        if (set->in[i]->started) {
+            pthread_join(set->in[i]->thread, NULL);
+            set->in[i]->started = 0;
+        }
+    /* Every thread has stopped: the open series ends now, after the last frame of every
+     * input. */
+    if (set->sh.series && set->n) {
+        faid_series_out out;
+        faid_series_close(set->sh.series, FAID_SERIES_SHUTDOWN, &out);
+        emit(set->in[0], &out, NULL);
+    }
+    faid_series_destroy(&set->sh.series);
+    faid_gen_job_finish(&set->sh.build);
+    free(set->sh.mask_raw);
+    free(set->sh.mask);
+    for (int i = 0; i < set->n; i++)
+        free(set->in[i]);
+    pthread_mutex_destroy(&set->sh.mu);
+    pthread_mutex_destroy(&set->sh.fw_mu);
+    free(set);
+    s->ingest = NULL;
+    FAID_INFO("ingest", "stopped reading input");
 }

@@ -117,18 +117,18 @@ static void raise_nofile(void)
 
 /* One event of the input socket's monitor: [uint16 event, uint32 value][endpoint]. Returns the
  * event, 0 when none was waiting. */
-static int input_event(faid_server *s)
+static int input_event(faid_server *s, void *mon)
 {
     zmq_msg_t head, addr;
     zmq_msg_init(&head);
     zmq_msg_init(&addr);
-    if (zmq_msg_recv(&head, s->input_mon, ZMQ_DONTWAIT) < 0) {
+    if (zmq_msg_recv(&head, mon, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&head);
         zmq_msg_close(&addr);
         return 0;
     }
     if (zmq_msg_more(&head))
-        zmq_msg_recv(&addr, s->input_mon, 0);
+        zmq_msg_recv(&addr, mon, 0);
     uint16_t ev = 0;
     uint32_t value = 0;
     if (zmq_msg_size(&head) >= 6) {
@@ -179,13 +179,15 @@ static void serve(faid_server *s, int tick_ms)
         FAID_ERROR("main", "out of memory for control replies");
         return;
     }
-    zmq_pollitem_t items[3] = {
+    /* control, the signal pipe, then one monitor per input socket */
+    zmq_pollitem_t items[2 + FAID_MAX_ENDPOINTS] = {
         {.socket = s->rep, .events = ZMQ_POLLIN},
         {.socket = NULL, .fd = g_wake[0], .events = ZMQ_POLLIN},
-        {.socket = s->input_mon, .events = ZMQ_POLLIN},
     };
+    for (int i = 0; i < s->npull; i++)
+        items[2 + i] = (zmq_pollitem_t){.socket = s->input_mon[i], .events = ZMQ_POLLIN};
     while (!g_stop) {
-        int n = zmq_poll(items, 3, tick_ms);
+        int n = zmq_poll(items, 2 + s->npull, tick_ms);
         faid_notify_tick(s);
         if (n < 0 && zmq_errno() == ETERM)
             break;
@@ -197,15 +199,18 @@ static void serve(faid_server *s, int tick_ms)
             nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL);
             continue;
         }
-        if (items[2].revents & ZMQ_POLLIN) {
-            int failed = 0, ev = 1;
+        int failed = 0;
+        for (int i = 0; i < s->npull; i++) {
+            if (!(items[2 + i].revents & ZMQ_POLLIN))
+                continue;
+            int ev = 1;
             for (int k = 0; k < 64 && ev; k++)
-                failed += (ev = input_event(s)) == ZMQ_EVENT_ACCEPT_FAILED;
-            /* At the descriptor limit libzmq retries accept() without pause and reports each
-             * failure: counting them must not make this thread spin as well. */
-            if (failed)
-                nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+                failed += (ev = input_event(s, s->input_mon[i])) == ZMQ_EVENT_ACCEPT_FAILED;
         }
+        /* At the descriptor limit libzmq retries accept() without pause and reports each
+         * failure: counting them must not make this thread spin as well. */
+        if (failed)
+            nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
         if (items[1].revents & ZMQ_POLLIN) {
             char buf[64];
             while (read(g_wake[0], buf, sizeof(buf)) > 0) {

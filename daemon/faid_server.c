@@ -466,7 +466,13 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
      * the result sends, and on loopback one connection moved 5.8 GB/s with two against 4.2 GB/s
      * with one (reference/performance.md). Must precede the first socket; a failure only costs
      * speed. */
+    int nin = faid_config_endpoint_count(cfg->input_endpoint);
     int io_threads = cfg->io_threads > 0 ? cfg->io_threads : 2;
+    /* Several input endpoints: at least one I/O thread each plus one for the sends, so that
+     * every connection's reads run in parallel (libzmq gives a new connection the least loaded
+     * I/O thread). */
+    if (io_threads < nin + 1)
+        io_threads = nin + 1;
     if (zmq_ctx_set(s->zctx, ZMQ_IO_THREADS, io_threads) != 0)
         FAID_WARN("server", "ZMQ_IO_THREADS %d: %s", io_threads, zmq_strerror(zmq_errno()));
     /* input.protocol: a value this build cannot honour stops the daemon here, never later. */
@@ -480,20 +486,32 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         goto fail;
     }
     s->input_max_msg = cfg->max_frame_bytes + FAID_INPUT_HEADER_ALLOWANCE;
-    s->pull = make_socket(s, ZMQ_PULL, cfg->input_endpoint, cfg->input_bind, depth, 0,
-                          s->input_max_msg, "input", d);
-    if (!s->pull)
+    if (nin < 1 || nin > FAID_MAX_ENDPOINTS) {
+        faid_fail(d, FAID_ECONFIG, "input.endpoint: %d endpoints (1 to %d)", nin,
+                  FAID_MAX_ENDPOINTS);
         goto fail;
-    /* Connections of the input, watched by the main thread: a peer dropped for an oversized
-     * message or a protocol error, and accepts that fail (descriptor limit), are counted and
-     * logged there. */
-    if (zmq_socket_monitor(s->pull, FAID_INPUT_MONITOR,
-                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
-                               ZMQ_EVENT_ACCEPT_FAILED) != 0 ||
-        !(s->input_mon = zmq_socket(s->zctx, ZMQ_PAIR)) ||
-        zmq_connect(s->input_mon, FAID_INPUT_MONITOR) != 0) {
-        faid_fail(d, FAID_EZMQ, "input socket monitor: %s", zmq_strerror(zmq_errno()));
-        goto fail;
+    }
+    for (int i = 0; i < nin; i++) {
+        char ep[sizeof cfg->input_endpoint], what[32], mon[64];
+        faid_config_endpoint_at(cfg->input_endpoint, i, ep, sizeof ep);
+        snprintf(what, sizeof what, nin > 1 ? "input %d" : "input", i);
+        s->pull[i] = make_socket(s, ZMQ_PULL, ep, cfg->input_bind, depth, 0, s->input_max_msg,
+                                 what, d);
+        if (!s->pull[i])
+            goto fail;
+        s->npull = i + 1;
+        /* Connections of the input, watched by the main thread: a peer dropped for an oversized
+         * message or a protocol error, and accepts that fail (descriptor limit), are counted
+         * and logged there. */
+        snprintf(mon, sizeof mon, "%s-%d", FAID_INPUT_MONITOR, i);
+        if (zmq_socket_monitor(s->pull[i], mon,
+                               ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+                                   ZMQ_EVENT_ACCEPT_FAILED) != 0 ||
+            !(s->input_mon[i] = zmq_socket(s->zctx, ZMQ_PAIR)) ||
+            zmq_connect(s->input_mon[i], mon) != 0) {
+            faid_fail(d, FAID_EZMQ, "input socket monitor: %s", zmq_strerror(zmq_errno()));
+            goto fail;
+        }
     }
     /* A subscriber that is behind holds at most this many messages in faid's memory (results of
      * a large 2D cake are megabytes each); beyond it ZeroMQ drops for that subscriber alone.
@@ -555,10 +573,7 @@ int faid_server_start(faid_server *s, faid_diag *d)
     if (pthread_create(&s->publish_thread, NULL, faid_publish_main, s))
         return faid_fail(d, FAID_ENOMEM, "cannot start the publisher thread");
     s->publish_started = 1;
-    if (pthread_create(&s->ingest_thread, NULL, faid_ingest_main, s))
-        return faid_fail(d, FAID_ENOMEM, "cannot start the ingest thread");
-    s->ingest_started = 1;
-    return 0;
+    return faid_ingest_start(s, d);
 }
 
 void faid_server_shutdown(faid_server *s)
@@ -570,10 +585,7 @@ void faid_server_shutdown(faid_server *s)
     atomic_store(&s->stop_ingest, 1);
     /* Order matters: ingest stops and queues its last events, workers finish every queued
      * frame, then the publisher sends everything that is left. */
-    if (s->ingest_started) {
-        pthread_join(s->ingest_thread, NULL);
-        s->ingest_started = 0;
-    }
+    faid_ingest_join(s);
     if (s->frames)
         faid_queue_close(s->frames);
     for (int i = 0; i < s->nworkers; i++)
@@ -595,11 +607,17 @@ void faid_server_destroy(faid_server **ps)
         return;
     faid_server *s = *ps;
     faid_server_shutdown(s);
-    if (s->pull && s->input_mon)
-        zmq_socket_monitor(s->pull, NULL, 0);
+    for (int i = 0; i < FAID_MAX_ENDPOINTS; i++) {
+        if (s->pull[i] && s->input_mon[i])
+            zmq_socket_monitor(s->pull[i], NULL, 0);
+        if (s->input_mon[i])
+            zmq_close(s->input_mon[i]);
+        if (s->pull[i])
+            zmq_close(s->pull[i]);
+        s->input_mon[i] = s->pull[i] = NULL;
+    }
     faid_lossless_destroy(&s->ll);
-    void **socks[] = {&s->input_mon, &s->pull,  &s->pub,      &s->router,
-                      &s->forward,   &s->hits, &s->hits_rep, &s->rep};
+    void **socks[] = {&s->pub, &s->router, &s->forward, &s->hits, &s->hits_rep, &s->rep};
     for (size_t i = 0; i < sizeof(socks) / sizeof(socks[0]); i++)
         if (*socks[i]) {
             zmq_close(*socks[i]);

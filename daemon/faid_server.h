@@ -182,7 +182,9 @@ struct faid_server {
     faid_queue_policy policy;        /* fixed for the life of the process */
     char config_path[FAID_PATH_MAX]; /* -c file (SIGHUP re-reads it), "" = embedded; fixed */
     void *zctx;
-    void *pull, *pub, *router, *rep; /* router: the lossless channel, NULL when off */
+    void *pull[FAID_MAX_ENDPOINTS]; /* one PULL per entry of input.endpoint */
+    int npull;
+    void *pub, *router, *rep; /* router: the lossless channel, NULL when off */
     faid_lossless *ll;               /* the lossless channel's buffer and session */
     void *forward; /* PUSH re-sending raw input messages (input.forward_endpoint), or NULL */
     void *hits;    /* PUB of hit frames (hits.endpoint), or NULL; workers send under hits_mu */
@@ -193,7 +195,8 @@ struct faid_server {
         size_t len;
     } hits_waiting[FAID_HITS_WAITING]; /* requesters of `next` not answered yet, oldest first */
     int hits_nwaiting;
-    void *input_mon;       /* PAIR receiving the input socket's connection events (main thread) */
+    void *input_mon[FAID_MAX_ENDPOINTS]; /* PAIRs receiving the input sockets' connection events
+                                          * (main thread) */
     int64_t input_max_msg; /* ZMQ_MAXMSGSIZE of the input socket */
     /* input connections (main thread writes, status / stats read) */
     atomic_uint_fast64_t in_accepted, in_closed, in_accept_failed;
@@ -218,8 +221,9 @@ struct faid_server {
 
     int nworkers;
     faid_worker workers[FAID_MAX_WORKERS];
-    pthread_t ingest_thread, publish_thread;
-    int ingest_started, publish_started;
+    struct faid_ingest_set *ingest; /* the ingest threads (faid_ingest.c), NULL when none */
+    pthread_t publish_thread;
+    int publish_started;
 
     atomic_int stop_ingest; /* stop reading input */
     atomic_int draining;    /* shutdown in progress (bounds the lossless channel's waits) */
@@ -234,7 +238,7 @@ struct faid_server {
     atomic_uint_fast64_t series_frames; /* frames of the open (or last) series so far */
     /* heartbeats of the ingest and publisher loops (monotonic ns): the systemd watchdog is fed
      * only while every pipeline thread turns (faid_notify) */
-    atomic_int_fast64_t ingest_alive_ns, publish_alive_ns;
+    atomic_int_fast64_t ingest_alive_ns[FAID_MAX_ENDPOINTS], publish_alive_ns;
     struct faid_http *http; /* the HTTP server, or NULL (off); the publisher offers it results */
 };
 
@@ -303,8 +307,13 @@ uint32_t faid_slot_table_blocks(const faid_setup *su);
 /* Makes sure slot->table holds at least cap blocks (grows only when a bigger setup appears). */
 int faid_slot_reserve_table(faid_slot *slot, uint32_t cap, faid_diag *d);
 
-/* Threads. */
-void *faid_ingest_main(void *server);
+/* Threads. The ingest threads, one per input socket (faid_ingest.c): started with their shared
+ * series tracker; join waits for every one of them (after stop_ingest), then closes the open
+ * series (shutdown) and queues its end. running: 1 while any was started and not joined. */
+typedef struct faid_ingest_set faid_ingest_set;
+int faid_ingest_start(faid_server *s, faid_diag *d);
+void faid_ingest_join(faid_server *s);
+int faid_ingest_running(const faid_server *s);
 void *faid_worker_main(void *worker);
 void *faid_publish_main(void *server);
 

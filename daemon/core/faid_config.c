@@ -215,8 +215,13 @@ static const faid_option options[] = {
            peaks_aggregates_interval, 0,
            "Period of the aggregates message (hit-rate history, peak-count histogram, "
            "virtual powder pattern) while peaks.algorithm is not none; 0 = off."),
-    SIMPLE("input.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5555", 0, NULL, input_endpoint, 256,
-           "ZeroMQ endpoint the detector stream arrives on."),
+    SIMPLE("input.endpoint", FAID_OT_ENDPOINTS, "", 0, 0, "tcp://*:5555", 0, NULL, input_endpoint,
+           1040,
+           "ZeroMQ endpoint the detector stream arrives on, or a list of up to 16 (one PULL "
+           "socket and one ingest thread each, so several connections are received, validated "
+           "and parsed in parallel; each endpoint is a source of the series tracker, see "
+           "docs/ARCHITECTURE.md). One bound endpoint also takes several connections, "
+           "fair-queued into its one ingest thread."),
     SIMPLE("input.mode", FAID_OT_ENUM, "", 0, 0, "bind", 0, mode_names, input_bind, 0,
            "bind the input socket (detector connects) or connect to the detector."),
     SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, proto_names, input_protocol, 32,
@@ -248,7 +253,8 @@ static const faid_option options[] = {
            "0 = never."),
     SIMPLE("input.io_threads", FAID_OT_INT, "threads", 1, 16, "2", 0, NULL, io_threads, 0,
            "ZeroMQ I/O threads of the daemon (input reads and result sends; two keep the input "
-           "connection's reads off the thread that sends results)."),
+           "connection's reads off the thread that sends results). With several input "
+           "endpoints at least their number plus one are used."),
     SIMPLE("input.stop_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "5.0", 0, NULL, stop_timeout, 0,
            "On SIGTERM / stop, longest time spent processing the messages the input socket "
            "already holds; what is still readable after it is read, counted as dropped "
@@ -393,6 +399,32 @@ static int opt_index(const char *key)
 {
     const faid_option *o = faid_config_find(key);
     return o ? (int)(o - options) : -1;
+}
+
+int faid_config_endpoint_count(const char *list)
+{
+    if (!list || !*list)
+        return 0;
+    int n = 1;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    return n;
+}
+
+const char *faid_config_endpoint_at(const char *list, int i, char *out, size_t cap)
+{
+    if (!list || i < 0 || i >= faid_config_endpoint_count(list) || cap == 0)
+        return NULL;
+    const char *p = list;
+    for (int k = 0; k < i; k++)
+        p = strchr(p, ',') + 1;
+    const char *e = strchr(p, ',');
+    size_t l = e ? (size_t)(e - p) : strlen(p);
+    if (l >= cap)
+        return NULL;
+    memcpy(out, p, l);
+    out[l] = '\0';
+    return out;
 }
 
 int faid_config_split_hostport(const char *ep, char *host, size_t host_cap, int *port,
@@ -605,6 +637,21 @@ static void fmt_value(const faid_option *o, const faid_config *cfg, sbuf *b)
             sb_printf(b, "[%s]", v);
         else
             sb_printf(b, "%s", v);
+        break;
+    }
+    case FAID_OT_ENDPOINTS: {
+        const char *v = CAT(cfg, o->eff, char);
+        int n = faid_config_endpoint_count(v);
+        char ep[1040];
+        if (n > 1)
+            sb_printf(b, "[");
+        for (int i = 0; i < n; i++) {
+            if (i)
+                sb_printf(b, ", ");
+            sb_quoted(b, faid_config_endpoint_at(v, i, ep, sizeof ep) ? ep : "");
+        }
+        if (n > 1)
+            sb_printf(b, "]");
         break;
     }
     }
@@ -966,6 +1013,51 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
             len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%lld", i ? "," : "", x);
         }
         snprintf(dst, o->cap, "%s", buf);
+        break;
+    }
+    case FAID_OT_ENDPOINTS: {
+        char *dst = AT(cfg, o->off, char);
+        int k = 1;
+        if (n->type == YAML_SEQUENCE_NODE) {
+            k = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+            if (k < 1 || k > FAID_MAX_ENDPOINTS)
+                return failk(d, c, n, o->name, FAID_ECONFIG, "expected 1 to %d endpoints",
+                             FAID_MAX_ENDPOINTS);
+        } else if (n->type != YAML_SCALAR_NODE) {
+            return failk(d, c, n, o->name, FAID_ECONFIG, "expected an endpoint or a list of them");
+        }
+        char buf[1040];
+        size_t len = 0;
+        for (int i = 0; i < k; i++) {
+            const yaml_node_t *it = n;
+            if (n->type == YAML_SEQUENCE_NODE)
+                it = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+            const char *v = NULL;
+            if (!it)
+                return failk(d, c, n, o->name, FAID_ECONFIG, "malformed list");
+            if ((rc = plain_text(c, it, o, &v, d)))
+                return rc;
+            if (!strstr(v, "://"))
+                return failk(d, c, it, o->name, FAID_ECONFIG,
+                             "'%s' is not a ZeroMQ endpoint (e.g. tcp://*:5555)", v);
+            if (strchr(v, ','))
+                return failk(d, c, it, o->name, FAID_ECONFIG,
+                             "'%s': an endpoint must not contain a comma", v);
+            for (int j = 0; j < i; j++) {
+                char prev[1040];
+                if (faid_config_endpoint_at(buf, j, prev, sizeof prev) && strcmp(prev, v) == 0)
+                    return failk(d, c, it, o->name, FAID_ECONFIG, "'%s' is listed twice", v);
+            }
+            size_t l = strlen(v);
+            if (len + l + 1 >= sizeof buf || len + l + 1 >= o->cap)
+                return failk(d, c, n, o->name, FAID_ECONFIG, "too long (at most %zu characters)",
+                             o->cap - 1);
+            if (i)
+                buf[len++] = ',';
+            memcpy(buf + len, v, l + 1);
+            len += l;
+        }
+        memcpy(dst, buf, len + 1);
         break;
     }
     }
@@ -1493,6 +1585,8 @@ static const char *type_name(const faid_option *o)
         return "[integer, integer]";
     case FAID_OT_DEVICES:
         return "devices";
+    case FAID_OT_ENDPOINTS:
+        return "endpoint or list";
     }
     return "?";
 }

@@ -66,7 +66,7 @@ typedef struct faid_config {
     int hits_patch_radius;             /* pixels around a peak in patches mode */
 
     /* daemon (issue "daemon") */
-    char input_endpoint[256];
+    char input_endpoint[1040];         /* one endpoint or several, comma-separated */
     int input_bind;                    /* 1 = bind, 0 = connect */
     char input_protocol[32];           /* auto | native | dectris-v1 | dectris-v2 */
     char input_channel[64];            /* DECTRIS v2 channel, "" = the first */
@@ -122,6 +122,12 @@ int faid_config_load_string(const char *yaml, size_t len, const char *what, faid
 /* Writes the effective configuration as YAML that faid_config_load accepts; FAID_ESIZE when it
  * does not fit in cap bytes (NUL included). */
 int faid_config_dump(const faid_config *cfg, char *buf, size_t cap);
+/* The endpoints of a FAID_OT_ENDPOINTS value (text "a,b"): how many, and the i-th into out
+ * (NULL when i is out of range or it does not fit). */
+#define FAID_MAX_ENDPOINTS 16
+int faid_config_endpoint_count(const char *list);
+const char *faid_config_endpoint_at(const char *list, int i, char *out, size_t cap);
+
 /* 16 hex digits identifying the effective reduction parameters (geometry, detector, integration
  * options and the names of the mask/dark/flat files; faid_setup adds their contents). */
 void faid_config_hash(const faid_config *cfg, char out[17]);
@@ -139,6 +145,7 @@ typedef enum {
     FAID_OT_PAIR,    /* two doubles at off and off2: [a, b] */
     FAID_OT_SHAPE,   /* two ints at off and off2: [rows, cols] */
     FAID_OT_DEVICES, /* auto | cpu | gpu | ref | index | [index, ...], stored as text "0,1" */
+    FAID_OT_ENDPOINTS, /* a ZeroMQ endpoint or a list of 1..16, stored as text "a,b" */
 } faid_opt_type;
 
 enum {

@@ -149,6 +149,8 @@ static const char *sample_value(const faid_option *o, char *buf, size_t cap)
         return "[100, 120]";
     case FAID_OT_DEVICES:
         return "[0, 2]";
+    case FAID_OT_ENDPOINTS:
+        return "[\"tcp://*:5555\", \"ipc:///tmp/faid-in-2\"]";
     }
     return "";
 }
