@@ -137,6 +137,10 @@ void faid_status_entries(faid_server *s, faid_mpw *w)
     faid_mpw_key(w, FAID_K_INPUT);
     faid_mpw_map_begin(w);
     kv_uint(w, FAID_K_MAX_MESSAGE_BYTES, (uint64_t)s->input_max_msg);
+    kv_uint(w, FAID_K_ENDPOINTS, (uint64_t)s->npull);
+    kv_uint(w, FAID_K_PINNED_BYTES, s->pinned ? (uint64_t)s->cfg.input_pinned_bytes : 0);
+    kv_uint(w, FAID_K_PINNED_FRAMES, faid_stat_get(&s->pin_frames));
+    kv_uint(w, FAID_K_PINNED_FALLBACK, faid_stat_get(&s->pin_fallback));
     kv_uint(w, FAID_K_CONNECTIONS, acc > clo ? acc - clo : 0);
     kv_uint(w, FAID_K_ACCEPTED, acc);
     kv_uint(w, FAID_K_CLOSED, clo);

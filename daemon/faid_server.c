@@ -97,6 +97,12 @@ faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t
             faid_diag_prefix(d, "device %s: ", s->workers[i].spec);
             goto fail;
         }
+        size_t pin_bytes = 0;
+        void *pin_base = faid_pinned_base(s->pinned, &pin_bytes);
+        if (pin_base && faid_engine_host_register(g->engines[i], pin_base, pin_bytes, d)) {
+            faid_diag_prefix(d, "device %s: pinned input arena: ", s->workers[i].spec);
+            goto fail;
+        }
         /* pipeline.inflight frames in slots of pipeline.batch frames each. */
         int batch = cfg->batch < 1                       ? 1
                     : cfg->batch > FAID_ENGINE_BATCH_MAX ? FAID_ENGINE_BATCH_MAX
@@ -220,6 +226,10 @@ void faid_event_put(faid_server *s, faid_event *e)
 
 void faid_slot_release_parts(faid_slot *slot)
 {
+    if (slot->pin) {
+        faid_pinned_free(slot->pin_arena, slot->pin);
+        slot->pin = NULL;
+    }
     for (int k = 0; k < slot->nkept; k++)
         zmq_msg_close(&slot->part[k]);
     slot->nkept = 0;
@@ -413,6 +423,8 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     atomic_init(&s->in_accepted, 0u);
     atomic_init(&s->in_closed, 0u);
     atomic_init(&s->in_accept_failed, 0u);
+    atomic_init(&s->pin_frames, 0u);
+    atomic_init(&s->pin_fallback, 0u);
 
     if (parse_devices(s, cfg->devices, d))
         goto fail;
@@ -442,6 +454,21 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         faid_queue_push(s->pool, &s->slots[i], 0);
     }
 
+    if (cfg->input_pinned_bytes > 0) {
+        /* The arena is page-locked for the first worker's device; a failure only costs the
+         * worker's copy (logged), never the start. */
+        faid_diag pd;
+        faid_diag_clear(&pd);
+        s->pinned = faid_pinned_new(s->workers[0].spec, (size_t)cfg->input_pinned_bytes, &pd);
+        if (!s->pinned)
+            FAID_WARN("server", "input.pinned_bytes: no pinned input arena (%s): the workers copy "
+                                "every frame",
+                      pd.msg);
+        else
+            FAID_INFO("server", "pinned input arena: %lld bytes (%s)",
+                      (long long)cfg->input_pinned_bytes,
+                      faid_pinned_locked(s->pinned) ? "page-locked" : "plain memory");
+    }
     s->gen = faid_gen_build(s, cfg, s->next_version++, d);
     if (!s->gen)
         goto fail;
@@ -634,6 +661,8 @@ void faid_server_destroy(faid_server **ps)
         zmq_ctx_term(s->zctx);
     faid_gen_release(&s->gen);
     faid_aggr_destroy(&s->aggr);
+    /* after every slot and generation: the engines read from it until they are gone */
+    faid_pinned_destroy(&s->pinned);
     faid_queue_destroy(&s->pool);
     faid_queue_destroy(&s->frames);
     faid_queue_destroy(&s->results);

@@ -24,6 +24,7 @@
 #include "faid_engine.h"
 #include "faid_input.h"
 #include "faid_lossless.h"
+#include "faid_pinned.h"
 #include "faid_proto.h"
 #include "faid_queue.h"
 #include "faid_series.h"
@@ -90,7 +91,9 @@ typedef struct faid_slot {
     faid_slot_kind kind; /* first member, as in faid_event: the publisher tells them apart */
     zmq_msg_t part[FAID_INPUT_MAX_PARTS]; /* received parts, kept as the frame (no copy) */
     int nkept;                            /* parts held in part[] */
-    const uint8_t *payload;               /* image: the encoded frame, inside one of the parts */
+    const uint8_t *payload; /* image: the encoded frame, inside one of the parts or pin */
+    void *pin;              /* the frame's copy in the pinned input arena, or NULL */
+    faid_pinned *pin_arena; /* the arena pin came from */
     size_t payload_len;
     faid_in_header h; /* decoded header; user_data points into a part or into ud */
     uint8_t *ud;      /* user data converted to msgpack (non-native formats), max_user_data */
@@ -200,6 +203,10 @@ struct faid_server {
     int64_t input_max_msg; /* ZMQ_MAXMSGSIZE of the input socket */
     /* input connections (main thread writes, status / stats read) */
     atomic_uint_fast64_t in_accepted, in_closed, in_accept_failed;
+    /* the pinned input arena (input.pinned_bytes), or NULL; frames copied into it by ingest and
+     * frames that did not fit (the worker copied them) */
+    faid_pinned *pinned;
+    atomic_uint_fast64_t pin_frames, pin_fallback;
     faid_queue *pool, *frames, *results, *event_pool;
     faid_slot *slots;
     size_t nslots;

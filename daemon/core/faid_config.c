@@ -224,6 +224,15 @@ static const faid_option options[] = {
            "fair-queued into its one ingest thread."),
     SIMPLE("input.mode", FAID_OT_ENUM, "", 0, 0, "bind", 0, mode_names, input_bind, 0,
            "bind the input socket (detector connects) or connect to the detector."),
+    SIMPLE("input.pinned_bytes", FAID_OT_INT64, "bytes", 0, 68719476736.0, "268435456", 0, NULL,
+           input_pinned_bytes, 0,
+           "Page-locked host memory the ingest threads copy each received bslz4 / lz4 / raw "
+           "frame into, allocated once at start: the device reads the frame from there, so the "
+           "worker thread does no copy (the copy runs on the ingest threads, one per input "
+           "endpoint, fused with the block-table parse). A frame that does not fit (arena "
+           "full) is not waited for: the worker copies it as without the arena (counted in "
+           "status input.pinned_fallback). Size it for queue.depth + pipeline.inflight frames "
+           "per device. 0 = off."),
     SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, proto_names, input_protocol, 32,
            "Input message format; auto detects it per message."),
     SIMPLE("input.max_frame_bytes", FAID_OT_INT64, "bytes", 1024, 68719476736.0, "268435456", 0,

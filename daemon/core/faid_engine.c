@@ -44,7 +44,8 @@ struct faid_engine {
         void *handle;
         void *ptr;
         size_t bytes;
-    } host[FAID_ENGINE_MAX_HOST]; /* faid_engine_host_alloc */
+        int external; /* faid_engine_host_register: the caller's, never freed here */
+    } host[FAID_ENGINE_MAX_HOST]; /* faid_engine_host_alloc / _register */
     int nhost;
     eng_res *res;
 };
@@ -692,8 +693,24 @@ void *faid_engine_host_alloc(faid_engine *e, size_t bytes, faid_diag *d)
     e->host[e->nhost].handle = handle;
     e->host[e->nhost].ptr = p;
     e->host[e->nhost].bytes = bytes;
+    e->host[e->nhost].external = 0;
     e->nhost++;
     return p;
+}
+
+int faid_engine_host_register(faid_engine *e, void *ptr, size_t bytes, faid_diag *d)
+{
+    if (!e || !ptr || !bytes)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL engine or memory, or 0 bytes");
+    if (e->nhost == FAID_ENGINE_MAX_HOST)
+        return faid_fail(d, FAID_ERANGE, "engine: more than %d pinned host buffers",
+                         FAID_ENGINE_MAX_HOST);
+    e->host[e->nhost].handle = NULL;
+    e->host[e->nhost].ptr = ptr;
+    e->host[e->nhost].bytes = bytes;
+    e->host[e->nhost].external = 1;
+    e->nhost++;
+    return FAID_OK;
 }
 
 void faid_engine_host_free(faid_engine *e, void **pp)
@@ -703,7 +720,8 @@ void faid_engine_host_free(faid_engine *e, void **pp)
     for (int i = 0; i < e->nhost; i++) {
         if (e->host[i].ptr != *pp)
             continue;
-        e->ops->host_free(&e->env, e->host[i].ptr, e->host[i].handle);
+        if (!e->host[i].external)
+            e->ops->host_free(&e->env, e->host[i].ptr, e->host[i].handle);
         e->host[i] = e->host[--e->nhost];
         *pp = NULL;
         return;

@@ -164,6 +164,12 @@ int faid_engine_collect(faid_engine *e, faid_result *r, uint64_t *tag, int block
  * from there, without the memcpy into staging; such bytes must stay untouched until the frame
  * is collected. The reference device gets plain memory. */
 int faid_engine_slot_buffer(faid_engine *e, void **ptr, size_t *cap, faid_diag *d);
+/* (3) Host memory the caller owns (the daemon's pinned input arena, faid_pinned.h) is treated
+ * as (2): a frame whose bytes lie in it is copied to the device from there, so those bytes must
+ * stay untouched until the frame is collected. The memory outlives the engine; the engine never
+ * frees it (faid_engine_host_free only forgets it). Memory that is not page-locked for this
+ * device is still read correctly, at the speed of a pageable copy. */
+int faid_engine_host_register(faid_engine *e, void *ptr, size_t bytes, faid_diag *d);
 void *faid_engine_host_alloc(faid_engine *e, size_t bytes, faid_diag *d);
 void faid_engine_host_free(faid_engine *e, void **p);
 

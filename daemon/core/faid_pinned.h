@@ -1,0 +1,38 @@
+/* faid_pinned: one arena of page-locked (pinned) host memory that the ingest threads copy each
+ * received frame into, so that the engine's H2D reads it in place (faid_engine_host_register)
+ * instead of the worker copying it into its own pinned staging first. The copy moves from the
+ * one worker thread per device to the ingest threads (one per input endpoint, in parallel), and
+ * it is fused with the block-table parse, which then walks the copy while it is in the cache.
+ *
+ * The arena is allocated once, at start (OpenCL CL_MEM_ALLOC_HOST_PTR on a context of its own
+ * for the first worker's device, mapped for the life of the daemon; plain aligned memory for the
+ * reference device). Blocks are taken in arrival order from a ring and given back when the frame
+ * is done, in any order: the ring's tail moves over blocks given back, so one slow frame only
+ * holds back the space behind it. A frame that does not fit (arena full, or the frame larger
+ * than the arena) is not waited for: it keeps its ZeroMQ message and the worker copies it, as
+ * without the arena. Thread-safe (one mutex: two pointer updates per frame). */
+#ifndef FAID_PINNED_H
+#define FAID_PINNED_H
+
+#include "faid_err.h"
+
+#include <stddef.h>
+
+typedef struct faid_pinned faid_pinned;
+
+/* bytes: arena size; device: the devices spec of the engine that will read it ("ref", "cpu",
+ * "gpu", "auto", an index). NULL on failure (d says why). */
+faid_pinned *faid_pinned_new(const char *device, size_t bytes, faid_diag *d);
+void faid_pinned_destroy(faid_pinned **p);
+/* The whole arena (for faid_engine_host_register) and whether it is page-locked memory (0: plain
+ * memory, the reference device or an OpenCL runtime that gave none). */
+void *faid_pinned_base(const faid_pinned *p, size_t *bytes);
+int faid_pinned_locked(const faid_pinned *p);
+/* A block of n bytes (64-byte aligned), or NULL when it does not fit now. */
+void *faid_pinned_alloc(faid_pinned *p, size_t n);
+/* Gives a block back (NULL: nothing). */
+void faid_pinned_free(faid_pinned *p, void *block);
+/* Bytes in blocks not yet given back (tests, status). */
+size_t faid_pinned_used(faid_pinned *p);
+
+#endif
