@@ -204,6 +204,10 @@
     X(FPS, "fps")                                                                                  \
     X(LOSSLESS, "lossless")                                                                        \
     X(MAX_MESSAGE_BYTES, "max_message_bytes")                                                      \
+    X(ENDPOINTS, "endpoints")                                                                      \
+    X(PINNED_BYTES, "pinned_bytes")                                                                \
+    X(PINNED_FRAMES, "pinned_frames")                                                              \
+    X(PINNED_FALLBACK, "pinned_fallback")                                                          \
     X(CONNECTIONS, "connections")                                                                  \
     X(ACCEPTED, "accepted")                                                                        \
     X(CLOSED, "closed")                                                                            \
@@ -518,13 +522,17 @@
     X(STATUS, COUNTERS, "map str -> uint", REQ, "frames: `received` (image messages), `received_bytes`, `processed`, `failed`, `dropped` (`received = processed + failed + dropped` once idle); messages: `published` (PUB sends), `lossless_sent` (first sends on the lossless channel), `bad_input` (messages without a usable header), `series`, `stale` (messages of older series dropped, section 2), `ignored` (message types faid has no use for, e.g. Jungfraujoch `calibration`), `forwarded`, `forward_dropped` (`input.forward_endpoint`), `hits_sent`, `hits_dropped` (`hits.endpoint`), `hits_requested` (hits answering `next` on `hits.request_endpoint`), `setups_reused`, `setups_rebuilt` (series starts whose setup was reused or built, section 2.1)") \
     X(STATUS, DROPS, "map str -> uint", REQ, "frames dropped, per `stage.reason`: `queue.oldest`, `queue.newest`, `series.stale`, `input.shutdown` (read after `input.stop_timeout` during a stop, not processed)") \
     X(STATUS, ERRORS, "map str -> uint", REQ, "per `stage.CODE` (stages `ingest`, `worker`, `output`: a failed PUB send), e.g. `ingest.FAID_EFORMAT`, `worker.FAID_ECORRUPT`") \
-    X(STATUS, INPUT, "map", REQ, "the input socket's connections as ZeroMQ reports them (`status.input` below)") \
+    X(STATUS, INPUT, "map", REQ, "the input sockets and their connections as ZeroMQ reports them, summed over every endpoint, and the pinned input arena (`status.input` below)") \
     X(STATUS, QUEUE, "map", REQ, "the frame queue (`status.queue` below)")                         \
     X(STATUS, FPS, "float", REQ, "results per second over the last stats interval")               \
     X(STATUS, LATENCY_US, "map", REQ, "received -> result ready, since start or `reset` (`status.latency_us` below)") \
     X(STATUS, LOSSLESS, "map", REQ, "the lossless channel, section 3.6 (`status.lossless` below)") \
     X(STATUS, DEVICES, "[map]", REQ, "per worker (`status.devices` below)")                        \
-    X(STATUS_INPUT, MAX_MESSAGE_BYTES, "uint", REQ, "the input socket's `ZMQ_MAXMSGSIZE`")          \
+    X(STATUS_INPUT, MAX_MESSAGE_BYTES, "uint", REQ, "the input sockets' `ZMQ_MAXMSGSIZE`")         \
+    X(STATUS_INPUT, ENDPOINTS, "uint", REQ, "entries of `input.endpoint`: input sockets and ingest threads") \
+    X(STATUS_INPUT, PINNED_BYTES, "uint", REQ, "the pinned input arena (`input.pinned_bytes`), 0 when off") \
+    X(STATUS_INPUT, PINNED_FRAMES, "uint", REQ, "frames ingest copied into the arena (the device reads them in place)") \
+    X(STATUS_INPUT, PINNED_FALLBACK, "uint", REQ, "frames that did not fit in the arena: the worker copied them") \
     X(STATUS_INPUT, CONNECTIONS, "uint", REQ, "connections open now")                              \
     X(STATUS_INPUT, ACCEPTED, "uint", REQ, "accepted (or connected, in connect mode)")            \
     X(STATUS_INPUT, CLOSED, "uint", REQ, "closed by the peer, or by ZeroMQ for an oversized part or a protocol error") \
