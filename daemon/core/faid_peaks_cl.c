@@ -1,7 +1,7 @@
 /* faid_peaks_cl: program builds, device tables and launches of kernels/peaks/ (see
  * faid_peaks_cl.h). Work-group sizes: the sigma clip and the finders use min(256, what the
- * device allows) (a power of two); peakfinder8's radial statistics use exactly 64 work-items
- * (FAID_PF8_LANES), the reduction order the C reference reproduces. */
+ * device allows) (a power of two); peakfinder8's radial statistics use exactly FAID_PF8_LANES
+ * (64) work-items, the reduction order the C reference reproduces. */
 #include "faid_peaks_cl.h"
 
 #include "faid_log.h"
@@ -19,12 +19,12 @@ struct faid_peaks_cl {
     size_t wg_sc, wg_pk;
     int ngroups;
     cl_program prog_sc, prog_find, prog_radial;
-    cl_kernel k_sc, k_flag, k_scan, k_write, k_radial;
+    cl_kernel k_sc, k_flag, k_finish, k_prep, k_radial, k_fill;
     /* per setup */
-    cl_mem indptr, indices, coefs, radius, radius1d, valid, bin_of, pf8_indptr, pf8_indices;
+    cl_mem indptr, indices, coefs, radius, radius1d, valid, bin_of, pf8_indptr, pf8_pos;
     float rad_min, rad_max;
     /* per frame */
-    cl_mem clipped, bg, flag, counts, offsets, rec, roff, rthr, host_pre4;
+    cl_mem clipped, bg, flag, counts, offsets, rec, roff, rthr, img, cval, cand, host_pre4;
 };
 
 static size_t pick_wg(const faid_cl_ctx *ctx)
@@ -47,7 +47,7 @@ void faid_peaks_cl_destroy(faid_peaks_cl **kp)
     if (!kp || !*kp)
         return;
     faid_peaks_cl *k = *kp;
-    cl_kernel ks[] = {k->k_sc, k->k_flag, k->k_scan, k->k_write, k->k_radial};
+    cl_kernel ks[] = {k->k_sc, k->k_flag, k->k_finish, k->k_prep, k->k_radial, k->k_fill};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         if (ks[i])
             clReleaseKernel(ks[i]);
@@ -55,10 +55,11 @@ void faid_peaks_cl_destroy(faid_peaks_cl **kp)
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i])
             clReleaseProgram(ps[i]);
-    cl_mem *ms[] = {&k->indptr, &k->indices, &k->coefs,      &k->radius,      &k->radius1d,
-                    &k->valid,  &k->bin_of,  &k->pf8_indptr, &k->pf8_indices, &k->clipped,
-                    &k->bg,     &k->flag,    &k->counts,     &k->offsets,     &k->rec,
-                    &k->roff,   &k->rthr,    &k->host_pre4};
+    cl_mem *ms[] = {&k->indptr, &k->indices, &k->coefs,      &k->radius,  &k->radius1d,
+                    &k->valid,  &k->bin_of,  &k->pf8_indptr, &k->pf8_pos, &k->clipped,
+                    &k->bg,     &k->flag,    &k->counts,     &k->offsets, &k->rec,
+                    &k->roff,   &k->rthr,    &k->img,        &k->cval,    &k->cand,
+                    &k->host_pre4};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
         release_mem(ms[i]);
     free(k);
@@ -114,7 +115,7 @@ faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const fa
     k->rad_min = g->rad_min;
     k->rad_max = g->rad_max;
     k->wg_sc = k->wg_pk = pick_wg(ctx);
-    k->ngroups = (int)(((size_t)k->npix + k->wg_pk - 1) / k->wg_pk);
+    k->ngroups = (int)(((size_t)k->npix + k->wg_pk * FAID_PK_PPI - 1) / (k->wg_pk * FAID_PK_PPI));
     const size_t npix = (size_t)k->npix;
     const size_t cap = (size_t)p->max_num_peaks;
     faid_pf8_bins *bins = NULL;
@@ -142,18 +143,19 @@ faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const fa
     if (p->algorithm == FAID_PEAKS_NONE)
         return k;
     k->flag = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, npix, NULL, d);
-    k->counts = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (size_t)k->ngroups * sizeof(int), NULL, d);
+    k->counts =
+        faid_cl_buffer(ctx, CL_MEM_READ_WRITE, ((size_t)k->ngroups + 1) * sizeof(int), NULL, d);
     k->offsets = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (size_t)k->ngroups * sizeof(int), NULL, d);
     k->rec = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (8 * cap + 1) * sizeof(float), NULL, d);
     if (!k->flag || !k->counts || !k->offsets || !k->rec)
         goto fail_d;
     if (p->algorithm == FAID_PEAKS_PYFAI) {
-        snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu", ieee, k->wg_pk, k->wg_pk);
+        snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d", ieee, k->wg_pk,
+                 k->wg_pk, FAID_PK_PPI);
         const char *src[] = {"peaks/compact.cl", "peaks/pick_pyfai.cl"};
         if ((rc = faid_cl_build(ctx, src, 2, opts, &k->prog_find, d)) ||
             (rc = make_kernel(k->prog_find, "faid_pick_flag", &k->k_flag, d)) ||
-            (rc = make_kernel(k->prog_find, "faid_pick_write", &k->k_write, d)) ||
-            (rc = make_kernel(k->prog_find, "faid_pk_scan", &k->k_scan, d)))
+            (rc = make_kernel(k->prog_find, "faid_pick_finish", &k->k_finish, d)))
             goto fail;
         k->radius = upload(k, npix * sizeof(float), g->radius, d);
         k->radius1d = upload(k, (size_t)g->nbins * sizeof(float), g->radius1d, d);
@@ -171,24 +173,31 @@ faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const fa
     if (!bins)
         goto fail_d;
     k->pf8_nbins = bins->nbins;
-    snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PF8_MAXQ=%d", ieee, k->wg_pk,
-             k->wg_pk, p->max_pixel_count);
+    snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d -D PF8_MAXQ=%d",
+             ieee, k->wg_pk, k->wg_pk, FAID_PK_PPI, p->max_pixel_count);
     const char *rsrc[] = {"peaks/pf8_radial.cl"};
     const char *psrc[] = {"peaks/compact.cl", "peaks/pf8_peaks.cl"};
-    if ((rc = faid_cl_build(ctx, rsrc, 1, ieee, &k->prog_radial, d)) ||
+    char ropts[120];
+    snprintf(ropts, sizeof ropts, "%s -D PF8_LANES=%d", ieee, FAID_PF8_LANES);
+    if ((rc = faid_cl_build(ctx, rsrc, 1, ropts, &k->prog_radial, d)) ||
+        (rc = make_kernel(k->prog_radial, "faid_pf8_prep", &k->k_prep, d)) ||
         (rc = make_kernel(k->prog_radial, "faid_pf8_radial", &k->k_radial, d)) ||
         (rc = faid_cl_build(ctx, psrc, 2, opts, &k->prog_find, d)) ||
-        (rc = make_kernel(k->prog_find, "faid_pf8_flag", &k->k_flag, d)) ||
-        (rc = make_kernel(k->prog_find, "faid_pf8_write", &k->k_write, d)) ||
-        (rc = make_kernel(k->prog_find, "faid_pk_scan", &k->k_scan, d)))
+        (rc = make_kernel(k->prog_find, "faid_pf8_cand", &k->k_flag, d)) ||
+        (rc = make_kernel(k->prog_find, "faid_pf8_fill", &k->k_fill, d)) ||
+        (rc = make_kernel(k->prog_find, "faid_pf8_finish", &k->k_finish, d)))
         goto fail;
     k->valid = upload(k, npix, g->valid, d);
     k->bin_of = upload(k, npix * sizeof(int32_t), bins->bin_of, d);
     k->pf8_indptr = upload(k, ((size_t)bins->nbins + 1) * sizeof(int32_t), bins->indptr, d);
-    k->pf8_indices = upload(k, npix * sizeof(int32_t), bins->indices, d);
+    k->pf8_pos = upload(k, npix * sizeof(int32_t), bins->pos_of, d);
     k->roff = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (size_t)bins->nbins * sizeof(float), NULL, d);
     k->rthr = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, (size_t)bins->nbins * sizeof(float), NULL, d);
-    if (!k->valid || !k->bin_of || !k->pf8_indptr || !k->pf8_indices || !k->roff || !k->rthr)
+    k->img = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, npix * sizeof(float), NULL, d);
+    k->cval = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, npix * sizeof(float), NULL, d);
+    k->cand = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, npix * sizeof(int32_t), NULL, d);
+    if (!k->valid || !k->bin_of || !k->pf8_indptr || !k->pf8_pos || !k->roff || !k->rthr ||
+        !k->img || !k->cval || !k->cand)
         goto fail_d;
     faid_pf8_bins_destroy(&bins);
     return k;
@@ -226,27 +235,6 @@ static int set_pick_args(faid_peaks_cl *k, cl_kernel kern, cl_mem pre4, cl_uint 
     return 0;
 }
 
-static int set_pf8_args(faid_peaks_cl *k, cl_kernel kern, cl_mem pre4, cl_uint *n, faid_diag *d)
-{
-    const int min_pix = k->p.min_pixel_count, bg_radius = k->p.local_bg_radius;
-    const float min_snr = (float)k->p.minimum_snr;
-    cl_uint i = 0;
-    SETARG(kern, i++, pre4);
-    SETARG(kern, i++, k->valid);
-    SETARG(kern, i++, k->bin_of);
-    SETARG(kern, i++, k->roff);
-    SETARG(kern, i++, k->rthr);
-    SETARG(kern, i++, k->rows);
-    SETARG(kern, i++, k->cols);
-    SETARG(kern, i++, k->panel_rows);
-    SETARG(kern, i++, k->panel_cols);
-    SETARG(kern, i++, min_pix);
-    SETARG(kern, i++, bg_radius);
-    SETARG(kern, i++, min_snr);
-    *n = i;
-    return 0;
-}
-
 int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *first,
                           cl_event *last, faid_diag *d)
 {
@@ -274,49 +262,96 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
                                           first ? first : (!find && last ? last : NULL)));
     if (!find)
         return 0;
-    if (k->p.algorithm == FAID_PEAKS_PEAKFINDER8) {
-        const float snr = (float)k->p.minimum_snr, adc = (float)k->p.adc_threshold;
-        i = 0;
-        SETARG(k->k_radial, i++, pre4);
-        SETARG(k->k_radial, i++, k->valid);
-        SETARG(k->k_radial, i++, k->pf8_indptr);
-        SETARG(k->k_radial, i++, k->pf8_indices);
-        SETARG(k->k_radial, i++, k->pf8_nbins);
-        SETARG(k->k_radial, i++, snr);
-        SETARG(k->k_radial, i++, adc);
-        SETARG(k->k_radial, i++, k->roff);
-        SETARG(k->k_radial, i++, k->rthr);
-        size_t rgs = (size_t)k->pf8_nbins * FAID_PF8_LANES, rls = FAID_PF8_LANES;
-        FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_radial, 1, NULL, &rgs, &rls, 0, NULL, NULL));
+    const int cap = k->p.max_num_peaks, npix = k->npix, nzero = k->ngroups + 1;
+    size_t wg = k->wg_pk, pgs = (size_t)k->ngroups * wg;
+    if (k->p.algorithm == FAID_PEAKS_PYFAI) {
+        cl_uint n;
+        int rc = set_pick_args(k, k->k_flag, pre4, &n, d);
+        if (rc)
+            return rc;
+        SETARG(k->k_flag, n, k->flag);
+        SETARG(k->k_flag, n + 1, k->counts);
+        FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_flag, 1, NULL, &pgs, &wg, 0, NULL, NULL));
+        if ((rc = set_pick_args(k, k->k_finish, pre4, &n, d)))
+            return rc;
+        SETARG(k->k_finish, n, k->flag);
+        SETARG(k->k_finish, n + 1, k->counts);
+        SETARG(k->k_finish, n + 2, k->ngroups);
+        SETARG(k->k_finish, n + 3, k->offsets);
+        SETARG(k->k_finish, n + 4, cap);
+        SETARG(k->k_finish, n + 5, k->rec);
+        SETARG(k->k_finish, n + 6, zero);
+        FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_finish, 1, NULL, &wg, &wg, 0, NULL, last));
+        return 0;
     }
-    int rc;
-    cl_uint n;
-    const int cap = k->p.max_num_peaks, total_off = 8 * cap;
-    int pf8 = k->p.algorithm == FAID_PEAKS_PEAKFINDER8;
-    if ((rc = pf8 ? set_pf8_args(k, k->k_flag, pre4, &n, d)
-                  : set_pick_args(k, k->k_flag, pre4, &n, d)))
-        return rc;
-    SETARG(k->k_flag, n, k->flag);
-    SETARG(k->k_flag, n + 1, k->counts);
-    size_t pgs = (size_t)k->ngroups * k->wg_pk, pls = k->wg_pk;
-    FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_flag, 1, NULL, &pgs, &pls, 0, NULL, NULL));
+    /* peakfinder8: prep, radial statistics, candidates, fill, finish (pf8_radial.cl,
+     * pf8_peaks.cl; the argument orders of their signatures) */
+    const float snr = (float)k->p.minimum_snr, adc = (float)k->p.adc_threshold;
+    const int min_pix = k->p.min_pixel_count, bg_radius = k->p.local_bg_radius;
     i = 0;
-    SETARG(k->k_scan, i++, k->counts);
-    SETARG(k->k_scan, i++, k->ngroups);
-    SETARG(k->k_scan, i++, k->offsets);
-    SETARG(k->k_scan, i++, k->rec);
-    SETARG(k->k_scan, i++, total_off);
-    size_t sgs = k->wg_pk;
-    FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_scan, 1, NULL, &sgs, &sgs, 0, NULL, NULL));
-    if ((rc = pf8 ? set_pf8_args(k, k->k_write, pre4, &n, d)
-                  : set_pick_args(k, k->k_write, pre4, &n, d)))
-        return rc;
-    SETARG(k->k_write, n, k->flag);
-    SETARG(k->k_write, n + 1, k->offsets);
-    SETARG(k->k_write, n + 2, cap);
-    SETARG(k->k_write, n + 3, k->rec);
-    SETARG(k->k_write, n + 4, zero);
-    FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_write, 1, NULL, &pgs, &pls, 0, NULL, last));
+    SETARG(k->k_prep, i++, pre4);
+    SETARG(k->k_prep, i++, k->valid);
+    SETARG(k->k_prep, i++, k->pf8_pos);
+    SETARG(k->k_prep, i++, npix);
+    SETARG(k->k_prep, i++, k->img);
+    SETARG(k->k_prep, i++, k->cval);
+    SETARG(k->k_prep, i++, k->counts);
+    SETARG(k->k_prep, i++, nzero);
+    size_t ggs = ((size_t)npix + wg - 1) / wg * wg;
+    FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_prep, 1, NULL, &ggs, &wg, 0, NULL, NULL));
+    i = 0;
+    SETARG(k->k_radial, i++, k->cval);
+    SETARG(k->k_radial, i++, k->pf8_indptr);
+    SETARG(k->k_radial, i++, k->pf8_nbins);
+    SETARG(k->k_radial, i++, snr);
+    SETARG(k->k_radial, i++, adc);
+    SETARG(k->k_radial, i++, k->roff);
+    SETARG(k->k_radial, i++, k->rthr);
+    size_t rgs = (size_t)k->pf8_nbins * FAID_PF8_LANES, rls = FAID_PF8_LANES;
+    FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_radial, 1, NULL, &rgs, &rls, 0, NULL, NULL));
+    i = 0;
+    SETARG(k->k_flag, i++, k->img);
+    SETARG(k->k_flag, i++, k->bin_of);
+    SETARG(k->k_flag, i++, k->rthr);
+    SETARG(k->k_flag, i++, k->rows);
+    SETARG(k->k_flag, i++, k->cols);
+    SETARG(k->k_flag, i++, k->panel_rows);
+    SETARG(k->k_flag, i++, k->panel_cols);
+    SETARG(k->k_flag, i++, k->flag);
+    SETARG(k->k_flag, i++, k->counts);
+    SETARG(k->k_flag, i++, k->ngroups);
+    SETARG(k->k_flag, i++, k->cand);
+    FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_flag, 1, NULL, &pgs, &wg, 0, NULL, NULL));
+    cl_kernel two[2] = {k->k_fill, k->k_finish};
+    for (int t = 0; t < 2; t++) {
+        cl_kernel kk = two[t];
+        i = 0;
+        SETARG(kk, i++, k->img);
+        SETARG(kk, i++, k->bin_of);
+        SETARG(kk, i++, k->roff);
+        SETARG(kk, i++, k->rthr);
+        SETARG(kk, i++, k->rows);
+        SETARG(kk, i++, k->cols);
+        SETARG(kk, i++, k->panel_rows);
+        SETARG(kk, i++, k->panel_cols);
+        SETARG(kk, i++, min_pix);
+        SETARG(kk, i++, bg_radius);
+        SETARG(kk, i++, snr);
+        SETARG(kk, i++, k->flag);
+        SETARG(kk, i++, k->counts);
+        SETARG(kk, i++, k->ngroups);
+        if (t == 0) {
+            SETARG(kk, i++, k->cand);
+            size_t fgs = (size_t)FAID_PF8_FILL_GROUPS * wg;
+            FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, kk, 1, NULL, &fgs, &wg, 0, NULL, NULL));
+        } else {
+            SETARG(kk, i++, k->offsets);
+            SETARG(kk, i++, cap);
+            SETARG(kk, i++, k->rec);
+            SETARG(kk, i++, zero);
+            FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, kk, 1, NULL, &wg, &wg, 0, NULL, last));
+        }
+    }
     return 0;
 }
 

@@ -37,7 +37,8 @@ faid_pf8_bins *faid_pf8_bins_new(const faid_peak_geom *g, faid_diag *d)
     b->indptr = calloc((size_t)b->nbins + 1, sizeof(int32_t));
     b->indices = malloc(n * sizeof(int32_t));
     b->bin_of = malloc(n * sizeof(int32_t));
-    if (!b->indptr || !b->indices || !b->bin_of) {
+    b->pos_of = malloc(n * sizeof(int32_t));
+    if (!b->indptr || !b->indices || !b->bin_of || !b->pos_of) {
         faid_pf8_bins_destroy(&b);
         faid_fail(d, FAID_ENOMEM, "peakfinder8: bins for %zu pixels", n);
         return NULL;
@@ -55,8 +56,10 @@ faid_pf8_bins *faid_pf8_bins_new(const faid_peak_geom *g, faid_diag *d)
         return NULL;
     }
     memcpy(fill, b->indptr, (size_t)b->nbins * sizeof(int32_t));
-    for (size_t i = 0; i < n; i++)
-        b->indices[fill[b->bin_of[i]]++] = (int32_t)i;
+    for (size_t i = 0; i < n; i++) {
+        b->pos_of[i] = fill[b->bin_of[i]]++;
+        b->indices[b->pos_of[i]] = (int32_t)i;
+    }
     free(fill);
     return b;
 }
@@ -68,6 +71,7 @@ void faid_pf8_bins_destroy(faid_pf8_bins **bp)
     free((*bp)->indptr);
     free((*bp)->indices);
     free((*bp)->bin_of);
+    free((*bp)->pos_of);
     free(*bp);
     *bp = NULL;
 }

@@ -26,7 +26,9 @@
 #include "faid_peaks.h"
 
 /* Lanes of the radial-statistics reduction (the kernel's work-group size). */
-#define FAID_PF8_LANES      64
+#ifndef FAID_PF8_LANES
+#define FAID_PF8_LANES 64
+#endif
 #define FAID_PF8_ITERATIONS 5
 
 /* The pixels of each integer-radius bin (usable or not, by pixel index), built once per setup. */
@@ -35,6 +37,7 @@ typedef struct faid_pf8_bins {
     int32_t *indptr; /* nbins + 1 */
     int32_t *indices;
     int32_t *bin_of; /* npix: rint(radius_px) */
+    int32_t *pos_of; /* npix: the entry of each pixel in indices (the inverse permutation) */
 } faid_pf8_bins;
 
 faid_pf8_bins *faid_pf8_bins_new(const faid_peak_geom *g, faid_diag *d);

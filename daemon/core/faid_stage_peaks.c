@@ -5,13 +5,19 @@
  * used.
  *
  * OpenCL device: buffers (per setup) pk.radius, pk.radius1d (pyfai) or pk.valid, pk.binof,
- * pk.f8ptr, pk.f8idx (peakfinder8: validity, integer-radius bin of every pixel, the pixels of
- * each bin); per slot pk.flag, pk.counts, pk.offsets, pk.roff, pk.rthr (scratch of one lane at a
- * time); output pk (the record block of kernels/peaks/compact.cl: 8 arrays of max_num_peaks
- * values and the total, read back). faid_stage_peaks_cl_lane, called by the sigclip stage for
- * each lane after its background, enqueues (peakfinder8: faid_pf8_radial) the flag kernel, the
- * scan and the write kernel; cl_collect unpacks the block into the result's peak list. Lists
- * equal the references' bit for bit (tests/unit/test_peaks.c). */
+ * pk.f8ptr, pk.f8pos (peakfinder8: validity, integer-radius bin of every pixel, the bins' entry
+ * ranges, each pixel's entry); per slot (scratch of one lane at a time) pk.flag, pk.counts,
+ * pk.offsets, and for peakfinder8 pk.img, pk.cval (the pixel values in image and in bin order),
+ * pk.cand (candidate seeds), pk.roff, pk.rthr; output pk (the record block of
+ * kernels/peaks/compact.cl: 8 arrays of max_num_peaks values and the total, read back).
+ * faid_stage_peaks_cl_lane, called by the sigclip stage for each lane after its background,
+ * enqueues the finder: pyfai = faid_pick_flag (one coalesced pass) + faid_pick_finish (one
+ * work-group: offsets and records); peakfinder8 = faid_pf8_prep (one coalesced pass over the
+ * preprocessed frame) + faid_pf8_radial (5 iterations from the compact values) + faid_pf8_cand
+ * (one pass) + faid_pf8_fill (the candidates only) + faid_pf8_finish. Every argument is bound
+ * from one table per lane (pk_args), so a kernel takes what it names. cl_collect unpacks the
+ * block into the result's peak list. Lists equal the references' bit for bit
+ * (tests/unit/test_peaks.c). */
 #include "faid_stage.h"
 
 #include "faid_pf8.h"
@@ -21,12 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EV_RAD, EV_FLAG, EV_SCAN, EV_WRITE }; /* per lane */
+enum { EV_A, EV_B, EV_C, EV_D, EV_E }; /* per lane: the finder's launches in order */
 
 static int ngroups(const faid_stage_env *env, const faid_stage_res *res)
 {
-    size_t wg = faid_stage_peaks_wg(env);
-    return (int)((res->npix + wg - 1) / wg);
+    size_t span = faid_stage_peaks_wg(env) * FAID_PK_PPI;
+    return (int)((res->npix + span - 1) / span);
 }
 
 static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_diag *d)
@@ -54,7 +60,13 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
             rc = faid_restab_static(res->rt, "pk.f8ptr", ((size_t)b->nbins + 1) * sizeof(int32_t),
                                     b->indptr, d);
         if (!rc)
-            rc = faid_restab_static(res->rt, "pk.f8idx", npix * sizeof(int32_t), b->indices, d);
+            rc = faid_restab_static(res->rt, "pk.f8pos", npix * sizeof(int32_t), b->pos_of, d);
+        if (!rc)
+            rc = faid_stage_peaks_scratch(env, res, "pk.img", npix * sizeof(float), d);
+        if (!rc)
+            rc = faid_stage_peaks_scratch(env, res, "pk.cval", npix * sizeof(float), d);
+        if (!rc)
+            rc = faid_stage_peaks_scratch(env, res, "pk.cand", npix * sizeof(int32_t), d);
         if (!rc)
             rc = faid_stage_peaks_scratch(env, res, "pk.roff", (size_t)b->nbins * sizeof(float), d);
         if (!rc)
@@ -63,7 +75,7 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
     if (!rc)
         rc = faid_stage_peaks_scratch(env, res, "pk.flag", npix, d);
     if (!rc)
-        rc = faid_stage_peaks_scratch(env, res, "pk.counts", ng * sizeof(int32_t), d);
+        rc = faid_stage_peaks_scratch(env, res, "pk.counts", (ng + 1) * sizeof(int32_t), d);
     if (!rc)
         rc = faid_stage_peaks_scratch(env, res, "pk.offsets", ng * sizeof(int32_t), d);
     if (!rc)
@@ -72,8 +84,9 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
 }
 
 /* The finders' kernels, by index: key in the per-setup kernel cache (faid_stage_kslot). */
-static const char *const PK_KERNELS[] = {"faid_pf8_radial", "faid_pf8_flag", "faid_pf8_write",
-                                         "faid_pick_flag",  "faid_pick_write", "faid_pk_scan"};
+static const char *const PK_KERNELS[] = {"faid_pf8_prep",   "faid_pf8_radial",  "faid_pf8_cand",
+                                         "faid_pf8_fill",   "faid_pf8_finish",  "faid_pick_flag",
+                                         "faid_pick_finish"};
 #define PK_NKERNELS (int)(sizeof PK_KERNELS / sizeof PK_KERNELS[0])
 
 static int get_kernel(faid_stage_env *env, faid_stage_res *res, const faid_peak_setup *ps,
@@ -92,16 +105,16 @@ static int get_kernel(faid_stage_env *env, faid_stage_res *res, const faid_peak_
     char opts[200];
     const char *ieee = "-cl-fp32-correctly-rounded-divide-sqrt";
     int rc;
-    if (!strcmp(name, "faid_pf8_radial")) {
+    if (!strcmp(name, "faid_pf8_radial") || !strcmp(name, "faid_pf8_prep")) {
         static const char *const rfiles[] = {"peaks/pf8_radial.cl"};
-        rc = faid_progcache_kernel(env->progs, rfiles, 1, ieee, name, k, d);
+        snprintf(opts, sizeof opts, "%s -D PF8_LANES=%d", ieee, FAID_PF8_LANES);
+        rc = faid_progcache_kernel(env->progs, rfiles, 1, opts, name, k, d);
     } else {
         int pf8 = ps->p.algorithm == FAID_PEAKS_PEAKFINDER8;
+        int n = snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d", ieee,
+                         wg, wg, FAID_PK_PPI);
         if (pf8)
-            snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PF8_MAXQ=%d", ieee, wg,
-                     wg, ps->p.max_pixel_count);
-        else
-            snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu", ieee, wg, wg);
+            snprintf(opts + n, sizeof opts - (size_t)n, " -D PF8_MAXQ=%d", ps->p.max_pixel_count);
         static const char *const pick_files[] = {"peaks/compact.cl", "peaks/pick_pyfai.cl"};
         static const char *const pf8_files[] = {"peaks/compact.cl", "peaks/pf8_peaks.cl"};
         rc = faid_progcache_kernel(env->progs, pf8 ? pf8_files : pick_files, 2, opts, name, k, d);
@@ -111,80 +124,115 @@ static int get_kernel(faid_stage_env *env, faid_stage_res *res, const faid_peak_
     return rc;
 }
 
+/* The finder's launches in order: kernel, global size, local size (0 = the peaks' work-group). */
+typedef struct pk_launch {
+    const char *kernel;
+    size_t gws, lws;
+} pk_launch;
+
+static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
+                       const faid_peak_setup *ps, pk_launch *l)
+{
+    const size_t wg = faid_stage_peaks_wg(env), ng = (size_t)ngroups(env, res);
+    if (ps->p.algorithm == FAID_PEAKS_PYFAI) {
+        l[0] = (pk_launch){"faid_pick_flag", ng * wg, wg};
+        l[1] = (pk_launch){"faid_pick_finish", wg, wg};
+        return 2;
+    }
+    l[0] = (pk_launch){"faid_pf8_prep", (res->npix + wg - 1) / wg * wg, wg};
+    l[1] = (pk_launch){"faid_pf8_radial", (size_t)ps->pf8->nbins * FAID_PF8_LANES,
+                       FAID_PF8_LANES};
+    l[2] = (pk_launch){"faid_pf8_cand", ng * wg, wg};
+    l[3] = (pk_launch){"faid_pf8_fill", FAID_PF8_FILL_GROUPS * wg, wg};
+    l[4] = (pk_launch){"faid_pf8_finish", wg, wg};
+    return 5;
+}
+
 int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
 {
     const faid_peak_setup *ps = faid_stage_peak_setup(res);
     if (!ps)
         return FAID_OK;
-    int pf8 = ps->p.algorithm == FAID_PEAKS_PEAKFINDER8;
-    const char *names[] = {pf8 ? "faid_pf8_flag" : "faid_pick_flag", "faid_pk_scan",
-                           pf8 ? "faid_pf8_write" : "faid_pick_write",
-                           pf8 ? "faid_pf8_radial" : NULL};
+    pk_launch l[5];
+    int n = pk_launches(env, res, ps, l);
     faid_kernel *k;
     int rc = FAID_OK;
-    for (int i = 0; i < 4 && names[i] && !rc; i++) {
-        rc = get_kernel(env, res, ps, names[i], &k, d);
-        if (!rc && i < 3 && k->kwg && k->kwg < faid_stage_peaks_wg(env))
+    for (int i = 0; i < n && !rc; i++) {
+        rc = get_kernel(env, res, ps, l[i].kernel, &k, d);
+        if (!rc && k->kwg && k->kwg < l[i].lws)
             rc = faid_fail(d, FAID_EUNSUP, "peaks: %s allows %zu work-items for %s, %zu needed",
-                           env->ctx->info.name, k->kwg, names[i], faid_stage_peaks_wg(env));
+                           env->ctx->info.name, k->kwg, l[i].kernel, l[i].lws);
     }
     return rc;
 }
 
-/* The arguments the flag and write kernels of one finder share. */
-static int bind_common(faid_kernel *k, const faid_stage_res *res, const faid_peak_setup *ps,
-                       int slot, cl_mem pre, int bg_off, faid_diag *d)
+/* One named argument of the finder's kernels. */
+typedef struct pk_arg {
+    const char *name;
+    char type; /* 'm' cl_mem, 'i' int, 'f' float */
+    cl_mem m;
+    cl_int i;
+    cl_float f;
+} pk_arg;
+
+#define PK_MEM(n, v)   ((pk_arg){(n), 'm', (v), 0, 0.0f})
+#define PK_INT(n, v)   ((pk_arg){(n), 'i', NULL, (v), 0.0f})
+#define PK_FLOAT(n, v) ((pk_arg){(n), 'f', NULL, 0, (v)})
+
+/* Every argument any of the finder's kernels takes for this lane; returns their number. */
+static int pk_args(const faid_stage_env *env, const faid_stage_res *res,
+                   const faid_peak_setup *ps, const faid_stage_slot *sl, int lane, cl_mem pre,
+                   int bg_off, pk_arg *a)
 {
     const faid_peak_geom *g = ps->geom;
-    int rc = faid_karg_mem(k, "pre4", pre, d);
-    if (!rc)
-        rc = faid_karg_int(k, "rows", g->rows, d);
-    if (!rc)
-        rc = faid_karg_int(k, "cols", g->cols, d);
+    const int slot = sl->index, cap = ps->p.max_num_peaks, ng = ngroups(env, res);
+    int pk_off, pk_stride;
+    faid_restab_out(res->rt, "pk", &pk_off, &pk_stride);
+    int n = 0;
+    a[n++] = PK_MEM("pre4", pre);
+    a[n++] = PK_INT("rows", g->rows);
+    a[n++] = PK_INT("cols", g->cols);
+    a[n++] = PK_MEM("flag", faid_restab_mem(res->rt, "pk.flag", slot));
+    a[n++] = PK_MEM("counts", faid_restab_mem(res->rt, "pk.counts", slot));
+    a[n++] = PK_MEM("offsets", faid_restab_mem(res->rt, "pk.offsets", slot));
+    a[n++] = PK_INT("ngroups", ng);
+    a[n++] = PK_INT("cap", cap);
+    a[n++] = PK_MEM("out", faid_restab_mem(res->rt, "out", slot));
+    a[n++] = PK_INT("out_off", pk_off + lane * pk_stride);
     if (ps->p.algorithm == FAID_PEAKS_PYFAI) {
-        if (!rc)
-            rc = faid_karg_mem(k, "radius", faid_restab_mem(res->rt, "pk.radius", 0), d);
-        if (!rc)
-            rc = faid_karg_mem(k, "radius1d", faid_restab_mem(res->rt, "pk.radius1d", 0), d);
-        if (!rc)
-            rc = faid_karg_mem(k, "bg", faid_restab_mem(res->rt, "out", slot), d);
-        if (!rc)
-            rc = faid_karg_int(k, "bg_off", bg_off, d);
-        if (!rc)
-            rc = faid_karg_int(k, "nb", g->nbins, d);
-        if (!rc)
-            rc = faid_karg_float(k, "rad_min", g->rad_min, d);
-        if (!rc)
-            rc = faid_karg_float(k, "rad_max", g->rad_max, d);
-        if (!rc)
-            rc = faid_karg_float(k, "cutoff", (float)ps->p.cutoff_peak, d);
-        if (!rc)
-            rc = faid_karg_float(k, "noise", (float)ps->p.noise, d);
-        if (!rc)
-            rc = faid_karg_int(k, "hw", ps->p.patch_size / 2, d);
-        if (!rc)
-            rc = faid_karg_int(k, "connected", ps->p.connected, d);
-    } else {
-        if (!rc)
-            rc = faid_karg_mem(k, "valid", faid_restab_mem(res->rt, "pk.valid", 0), d);
-        if (!rc)
-            rc = faid_karg_mem(k, "bin_of", faid_restab_mem(res->rt, "pk.binof", 0), d);
-        if (!rc)
-            rc = faid_karg_mem(k, "roff", faid_restab_mem(res->rt, "pk.roff", slot), d);
-        if (!rc)
-            rc = faid_karg_mem(k, "rthr", faid_restab_mem(res->rt, "pk.rthr", slot), d);
-        if (!rc)
-            rc = faid_karg_int(k, "prows", g->panel_rows, d);
-        if (!rc)
-            rc = faid_karg_int(k, "pcols", g->panel_cols, d);
-        if (!rc)
-            rc = faid_karg_int(k, "min_pix", ps->p.min_pixel_count, d);
-        if (!rc)
-            rc = faid_karg_int(k, "bg_radius", ps->p.local_bg_radius, d);
-        if (!rc)
-            rc = faid_karg_float(k, "min_snr", (float)ps->p.minimum_snr, d);
+        a[n++] = PK_MEM("radius", faid_restab_mem(res->rt, "pk.radius", 0));
+        a[n++] = PK_MEM("radius1d", faid_restab_mem(res->rt, "pk.radius1d", 0));
+        a[n++] = PK_MEM("bg", faid_restab_mem(res->rt, "out", slot));
+        a[n++] = PK_INT("bg_off", bg_off);
+        a[n++] = PK_INT("nb", g->nbins);
+        a[n++] = PK_FLOAT("rad_min", g->rad_min);
+        a[n++] = PK_FLOAT("rad_max", g->rad_max);
+        a[n++] = PK_FLOAT("cutoff", (float)ps->p.cutoff_peak);
+        a[n++] = PK_FLOAT("noise", (float)ps->p.noise);
+        a[n++] = PK_INT("hw", ps->p.patch_size / 2);
+        a[n++] = PK_INT("connected", ps->p.connected);
+        return n;
     }
-    return rc;
+    a[n++] = PK_MEM("valid", faid_restab_mem(res->rt, "pk.valid", 0));
+    a[n++] = PK_MEM("bin_of", faid_restab_mem(res->rt, "pk.binof", 0));
+    a[n++] = PK_MEM("indptr", faid_restab_mem(res->rt, "pk.f8ptr", 0));
+    a[n++] = PK_MEM("pos_of", faid_restab_mem(res->rt, "pk.f8pos", 0));
+    a[n++] = PK_MEM("img", faid_restab_mem(res->rt, "pk.img", slot));
+    a[n++] = PK_MEM("cval", faid_restab_mem(res->rt, "pk.cval", slot));
+    a[n++] = PK_MEM("cand", faid_restab_mem(res->rt, "pk.cand", slot));
+    a[n++] = PK_MEM("roff", faid_restab_mem(res->rt, "pk.roff", slot));
+    a[n++] = PK_MEM("rthr", faid_restab_mem(res->rt, "pk.rthr", slot));
+    a[n++] = PK_MEM("zero", faid_restab_mem(res->rt, "pk.counts", slot));
+    a[n++] = PK_INT("nzero", ng + 1);
+    a[n++] = PK_INT("npix", (cl_int)res->npix);
+    a[n++] = PK_INT("nbins", ps->pf8->nbins);
+    a[n++] = PK_INT("prows", g->panel_rows);
+    a[n++] = PK_INT("pcols", g->panel_cols);
+    a[n++] = PK_INT("min_pix", ps->p.min_pixel_count);
+    a[n++] = PK_INT("bg_radius", ps->p.local_bg_radius);
+    a[n++] = PK_FLOAT("min_snr", (float)ps->p.minimum_snr);
+    a[n++] = PK_FLOAT("adc", (float)ps->p.adc_threshold);
+    return n;
 }
 
 int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl,
@@ -195,84 +243,25 @@ int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stag
     if (!ps || id < 0 || !res->enabled[id])
         return FAID_OK;
     faid_stage_lane *ln = &sl->lane[lane];
-    const int pf8 = ps->p.algorithm == FAID_PEAKS_PEAKFINDER8;
-    const size_t wg = faid_stage_peaks_wg(env);
-    const int ng = ngroups(env, res);
-    const int cap = ps->p.max_num_peaks;
-    int pk_off, pk_stride;
-    faid_restab_out(res->rt, "pk", &pk_off, &pk_stride);
-    pk_off += lane * pk_stride;
-    cl_mem out = faid_restab_mem(res->rt, "out", sl->index);
-    cl_mem flag = faid_restab_mem(res->rt, "pk.flag", sl->index);
-    cl_mem counts = faid_restab_mem(res->rt, "pk.counts", sl->index);
-    cl_mem offsets = faid_restab_mem(res->rt, "pk.offsets", sl->index);
-    faid_kernel *k;
-    int rc;
-    if (pf8) {
-        if ((rc = get_kernel(env, res, ps, "faid_pf8_radial", &k, d)))
-            return rc;
-        rc = faid_karg_mem(k, "pre4", pre, d);
+    pk_arg a[40];
+    const int na = pk_args(env, res, ps, sl, lane, pre, bg_off, a);
+    pk_launch l[5];
+    const int nl = pk_launches(env, res, ps, l);
+    int rc = FAID_OK;
+    for (int i = 0; i < nl && !rc; i++) {
+        faid_kernel *k;
+        if ((rc = get_kernel(env, res, ps, l[i].kernel, &k, d)))
+            break;
+        for (int j = 0; j < na && !rc; j++) {
+            if (!faid_karg_has(k, a[j].name))
+                continue;
+            rc = a[j].type == 'm'   ? faid_karg_mem(k, a[j].name, a[j].m, d)
+                 : a[j].type == 'i' ? faid_karg_int(k, a[j].name, a[j].i, d)
+                                    : faid_karg_float(k, a[j].name, a[j].f, d);
+        }
         if (!rc)
-            rc = faid_karg_mem(k, "valid", faid_restab_mem(res->rt, "pk.valid", 0), d);
-        if (!rc)
-            rc = faid_karg_mem(k, "indptr", faid_restab_mem(res->rt, "pk.f8ptr", 0), d);
-        if (!rc)
-            rc = faid_karg_mem(k, "indices", faid_restab_mem(res->rt, "pk.f8idx", 0), d);
-        if (!rc)
-            rc = faid_karg_int(k, "nbins", ps->pf8->nbins, d);
-        if (!rc)
-            rc = faid_karg_float(k, "min_snr", (float)ps->p.minimum_snr, d);
-        if (!rc)
-            rc = faid_karg_float(k, "adc", (float)ps->p.adc_threshold, d);
-        if (!rc)
-            rc = faid_karg_mem(k, "roff", faid_restab_mem(res->rt, "pk.roff", sl->index), d);
-        if (!rc)
-            rc = faid_karg_mem(k, "rthr", faid_restab_mem(res->rt, "pk.rthr", sl->index), d);
-        if (!rc)
-            rc = faid_kernel_launch(sl->q, k, (size_t)ps->pf8->nbins * FAID_PF8_LANES,
-                                    FAID_PF8_LANES, &ln->ev[id][EV_RAD], d);
-        if (rc)
-            return rc;
+            rc = faid_kernel_launch(sl->q, k, l[i].gws, l[i].lws, &ln->ev[id][EV_A + i], d);
     }
-    if ((rc = get_kernel(env, res, ps, pf8 ? "faid_pf8_flag" : "faid_pick_flag", &k, d)))
-        return rc;
-    rc = bind_common(k, res, ps, sl->index, pre, bg_off, d);
-    if (!rc)
-        rc = faid_karg_mem(k, "flag", flag, d);
-    if (!rc)
-        rc = faid_karg_mem(k, "counts", counts, d);
-    if (!rc)
-        rc = faid_kernel_launch(sl->q, k, (size_t)ng * wg, wg, &ln->ev[id][EV_FLAG], d);
-    if (!rc)
-        rc = get_kernel(env, res, ps, "faid_pk_scan", &k, d);
-    if (!rc)
-        rc = faid_karg_mem(k, "counts", counts, d);
-    if (!rc)
-        rc = faid_karg_int(k, "ngroups", ng, d);
-    if (!rc)
-        rc = faid_karg_mem(k, "offsets", offsets, d);
-    if (!rc)
-        rc = faid_karg_mem(k, "out", out, d);
-    if (!rc)
-        rc = faid_karg_int(k, "total_off", pk_off + 8 * cap, d);
-    if (!rc)
-        rc = faid_kernel_launch(sl->q, k, wg, wg, &ln->ev[id][EV_SCAN], d);
-    if (!rc)
-        rc = get_kernel(env, res, ps, pf8 ? "faid_pf8_write" : "faid_pick_write", &k, d);
-    if (!rc)
-        rc = bind_common(k, res, ps, sl->index, pre, bg_off, d);
-    if (!rc)
-        rc = faid_karg_mem(k, "flag", flag, d);
-    if (!rc)
-        rc = faid_karg_mem(k, "offsets", offsets, d);
-    if (!rc)
-        rc = faid_karg_int(k, "cap", cap, d);
-    if (!rc)
-        rc = faid_karg_mem(k, "out", out, d);
-    if (!rc)
-        rc = faid_karg_int(k, "out_off", pk_off, d);
-    if (!rc)
-        rc = faid_kernel_launch(sl->q, k, (size_t)ng * wg, wg, &ln->ev[id][EV_WRITE], d);
     return rc;
 }
 
@@ -293,7 +282,7 @@ static int pk_cl_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_sl
 static void pk_times(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t)
 {
     const cl_event *ev = sl->lane[lane].ev[id];
-    for (int i = 0; i < 4; i++)
+    for (int i = EV_A; i <= EV_E; i++)
         t->peaks_us += faid_stage_ev_us(ev[i]);
 }
 

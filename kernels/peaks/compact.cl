@@ -2,63 +2,46 @@
  * (concatenated before pick_pyfai.cl or pf8_peaks.cl). Peak lists must not depend on the order
  * in which work-items run, and a list cut at its capacity must keep the *first* peaks (pixel
  * order for the pyfai picker, seed order for peakfinder8), so records are not appended through
- * a global atomic counter. Instead, with work-items laid out in the list's order:
- *   1. the finder's flag kernel decides every position (flag byte) and writes the number of
- *      peaks of its work-group (pk_group_count);
- *   2. faid_pk_scan (one work-group) turns the per-group counts into exclusive offsets and the
- *      total;
- *   3. the finder's write kernel gives every flagged position its rank = group offset + rank
- *      in the group (pk_local_rank) and, if the rank is below the capacity, recomputes its record
- *      (the same function as in step 1) and writes it there.
- * Build-time constant: PK_WG, the work-group size of steps 1 and 3 (a power of two). */
+ * a global atomic counter. Instead positions (in the list's order) are dealt to work-groups in
+ * spans of PK_SPAN = PK_WG * PK_PPI consecutive positions:
+ *   1. the finder marks its peaks in a flag byte per position and counts the peaks of every span
+ *      (counts[span]);
+ *   2. one work-group (the finder's finish kernel) turns the counts into exclusive offsets and
+ *      the total (pk_scan), then walks only the spans that hold peaks (pk_span_next), giving each
+ *      flagged position its rank = span offset + rank in the span; a rank below the capacity
+ *      gets its record (recomputed by the function that decided it) written there.
+ * Step 2 reads the flag bytes of the few spans with peaks, 16 at a time, so its cost follows the
+ * number of peaks, not the frame size (a full pass over a 4M frame cost 10-20 us per kernel).
+ * Build-time constants: PK_WG (work-group size of the finder's pass, a power of two), PK_PPI
+ * (positions per work-item of that pass), SCAN_WG (work-group size of the finish kernel). */
 
 #ifndef PK_WG
 #define PK_WG 256
 #endif
-
-/* Number of set flags in the work-group, written to counts[group] by work-item 0. */
-static inline void pk_group_count(local int *scratch, int flag, global int *counts)
-{
-    const int lid = get_local_id(0);
-    scratch[lid] = flag;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int w = PK_WG / 2; w > 0; w >>= 1) {
-        if (lid < w)
-            scratch[lid] += scratch[lid + w];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0)
-        counts[get_group_id(0)] = scratch[0];
-}
-
-/* Exclusive rank of this work-item's flag among the set flags of its work-group. */
-static inline int pk_local_rank(local int *scratch, int flag)
-{
-    const int lid = get_local_id(0);
-    scratch[lid] = flag;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int off = 1; off < PK_WG; off <<= 1) {
-        int a = lid >= off ? scratch[lid - off] : 0;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        scratch[lid] += a;
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    return scratch[lid] - flag;
-}
-
-/* One work-group of any power-of-two size SCAN_WG: offsets[g] = sum of counts[0..g), and the
- * sum of all, as the bits of an int, in out[total_off] (the records' block, see pk_store). Each
- * work-item scans a contiguous chunk, a work-group scan joins the chunks. */
+#ifndef PK_PPI
+#define PK_PPI 4
+#endif
+#define PK_SPAN (PK_WG * PK_PPI)
 #ifndef SCAN_WG
 #define SCAN_WG 256
 #endif
-kernel void faid_pk_scan(const global int *counts, const int ngroups, global int *offsets,
-                         global float *out, const int total_off)
+
+/* Position of the j-th of this work-item's PK_PPI positions: consecutive work-items read
+ * consecutive positions (coalesced loads), the span of a group is contiguous. */
+static inline int pk_pos(int j)
 {
-    local int part[SCAN_WG];
+    return (get_group_id(0) * PK_PPI + j) * PK_WG + get_local_id(0);
+}
+
+/* offsets[g] = sum of counts[0..g) for g < ngroups, the sum of all (as the bits of an int) in
+ * out[total_off]; run by every work-item of the finish kernel's one work-group, which sees the
+ * offsets on return. Each work-item scans a contiguous chunk, a work-group scan joins them. */
+static inline void pk_scan(local int *part, const global int *counts, int ngroups,
+                           global int *offsets, global float *out, int total_off)
+{
     const int lid = get_local_id(0);
     const int chunk = (ngroups + SCAN_WG - 1) / SCAN_WG;
-    const int g0 = lid * chunk;
+    const int g0 = min(lid * chunk, ngroups);
     const int g1 = min(g0 + chunk, ngroups);
     int s = 0;
     for (int g = g0; g < g1; g++)
@@ -78,6 +61,26 @@ kernel void faid_pk_scan(const global int *counts, const int ngroups, global int
     }
     if (lid == SCAN_WG - 1)
         out[total_off] = as_float(part[lid]);
+    barrier(CLK_GLOBAL_MEM_FENCE);
+}
+
+/* The next position >= o, below o1, whose flag is `want`, or o1. Skips 16 zero bytes at a time
+ * (span starts are multiples of PK_SPAN, the flag buffer is 64-byte aligned). */
+static inline int pk_span_next(const global uchar *flag, int o, int o1, uchar want)
+{
+    while (o < o1) {
+        if ((o & 15) == 0 && o + 16 <= o1) {
+            uint4 v = vload4(0, (const global uint *)(flag + o));
+            if ((v.x | v.y | v.z | v.w) == 0) {
+                o += 16;
+                continue;
+            }
+        }
+        if (flag[o] == want)
+            return o;
+        o++;
+    }
+    return o1;
 }
 
 /* The records' block at out + off: 8 arrays of cap values (x, y, intensity, sigma, snr,
@@ -96,3 +99,17 @@ static inline void pk_store(global float *out, int cap, int rank, float x, float
     out[6 * cap + rank] = as_float(npix);
     out[7 * cap + rank] = as_float(index);
 }
+
+/* The loop of a finish kernel over the spans with peaks: for each flagged (== want) position o
+ * with rank < cap, in order, runs the statements given last with o and rank set. */
+#define PK_FOR_PEAKS(flag, counts, offsets, ngroups, npos, cap, want, o, rank, ...)           \
+    for (int g_ = get_local_id(0); g_ < (ngroups); g_ += SCAN_WG) {                          \
+        int left_ = (counts)[g_], rank = (offsets)[g_];                                       \
+        const int o1_ = min((g_ + 1) * PK_SPAN, (npos));                                      \
+        for (int o = g_ * PK_SPAN; left_ > 0 && rank < (cap); o++, left_--, rank++) {        \
+            o = pk_span_next((flag), o, o1_, (want));                                         \
+            if (o >= o1_)                                                                     \
+                break;                                                                        \
+            __VA_ARGS__                                                                       \
+        }                                                                                     \
+    }

@@ -1,21 +1,29 @@
 /* peaks/pf8_peaks.cl: peakfinder8's candidate peaks, local background and acceptance
- * (algorithms.md §12.3-§12.5, faid_pf8.h steps 2-4), after compact.cl. One work-item per pixel,
- * laid out in seed order (panel by panel, then rows, then columns), so that the ordered
- * compaction of compact.cl yields OM's order and cut. The per-seed function mirrors pf8_seed of
+ * (algorithms.md §12.3-§12.5, faid_pf8.h steps 2-4), after compact.cl. Positions are laid out
+ * in seed order (panel by panel, then rows, then columns), so that the ordered compaction of
+ * compact.cl yields OM's order and cut. The per-seed function mirrors pf8_seed of
  * daemon/core/faid_pf8.c statement by statement (float32 in OM's order, FP_CONTRACT OFF,
- * correctly rounded division and sqrt), so lists are bit-identical to the reference.
+ * correctly rounded division and sqrt), so lists are bit-identical to the reference. Pixel
+ * values come from img (pf8_radial.cl's faid_pf8_prep: the signal, NaN where not usable).
  *
  * Connected components without a global labelling pass: a pixel is a seed when it is an interior
  * above-threshold pixel, none of its four earlier neighbours is one, and the flood fill from it
  * (OM's neighbour order) meets no earlier interior pixel of its component. Components of more
  * than max_pixel_count pixels are rejected (as OM does), so the fill stops there: a work-item
- * visits at most PF8_MAXQ pixels, kept in a private queue. Only the rare pixels that start a
- * component do a fill at all.
+ * visits at most PF8_MAXQ pixels, kept in a private queue.
  *
- * Build-time constants: PF8_MAXQ (= max_pixel_count), PK_WG (compact.cl).
- * Kernels (global size = npix rounded up to PK_WG):
- *   faid_pf8_flag   decides every position, writes flag[position] and its group's count
- *   faid_pf8_write  writes the records of the flagged positions whose rank < cap */
+ * Build-time constants: PF8_MAXQ (= max_pixel_count), PK_WG, PK_PPI, SCAN_WG (compact.cl).
+ * Kernels, one lane after the other on one queue:
+ *   faid_pf8_cand    PK_PPI positions per work-item (global size npos rounded up to PK_SPAN,
+ *                    divided by PK_PPI): the cheap tests (interior, above threshold, no earlier
+ *                    interior above-threshold neighbour), flag[o] = 1 for a candidate, whose
+ *                    position is appended to cand[] (ncand = counts[ngroups], one atomic each:
+ *                    candidates are a few per thousand pixels)
+ *   faid_pf8_fill    a fixed grid walking cand[]: the flood fill, background and acceptance of
+ *                    the candidates only; an accepted seed gets flag[o] = 2 and counts its span
+ *                    (counts[] cleared by faid_pf8_prep)
+ *   faid_pf8_finish  one work-group of SCAN_WG: offsets, total and the records of the first cap
+ *                    accepted seeds (compact.cl) */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -24,20 +32,13 @@
 #endif
 
 #define PF8_ARGS                                                                               \
-    const global float4 *pre4, const global uchar *valid, const global int *bin_of,            \
-        const global float *roff, const global float *rthr, const int rows, const int cols,    \
-        const int prows, const int pcols, const int min_pix, const int bg_radius,              \
-        const float min_snr
-#define PF8_PASS                                                                               \
-    pre4, valid, bin_of, roff, rthr, rows, cols, prows, pcols, min_pix, bg_radius, min_snr
+    const global float *img, const global int *bin_of, const global float *roff,               \
+        const global float *rthr, const int rows, const int cols, const int prows,             \
+        const int pcols, const int min_pix, const int bg_radius, const float min_snr
+#define PF8_PASS img, bin_of, roff, rthr, rows, cols, prows, pcols, min_pix, bg_radius, min_snr
 
 constant int pf8_nb_fs[8] = {-1, 0, 1, -1, 1, -1, 0, 1};
 constant int pf8_nb_ss[8] = {-1, -1, -1, 0, 0, 1, 1, 1};
-
-static inline int pf8_usable(const global float4 *pre4, const global uchar *valid, int i)
-{
-    return valid[i] && pre4[i].s3 != 0.0f;
-}
 
 /* Pixel index of seed-order position o. */
 static inline int pf8_pixel(int o, int cols, int prows, int pcols, int *pss, int *pfs, int *ss,
@@ -58,7 +59,7 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
     const int W = cols, PR = prows, PC = pcols;
     const int ss0 = pss * PR, fs0 = pfs * PC;
 #define PIX(lss, lfs) ((ss0 + (lss)) * W + fs0 + (lfs))
-#define ABOVE(i) (pf8_usable(pre4, valid, (i)) && pre4[(i)].s0 > rthr[bin_of[(i)]])
+#define ABOVE(i) (img[(i)] > rthr[bin_of[(i)]])
 #define INTERIOR(lss, lfs) ((lss) >= 1 && (lss) <= PR - 2 && (lfs) >= 1 && (lfs) <= PC - 2)
     if (!INTERIOR(ss, fs))
         return 0;
@@ -100,7 +101,7 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
     float sum_i = 0.0f, sum_fs = 0.0f, sum_ss = 0.0f;
     for (int m = 0; m < n; m++) {
         int q = queue[m];
-        float ci = pre4[q].s0 - roff[bin_of[q]];
+        float ci = img[q] - roff[bin_of[q]];
         sum_i += ci;
         sum_fs += ci * (float)(q % W);
         sum_ss += ci * (float)(q / W);
@@ -121,8 +122,8 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
             if (fi * fi + sj * sj > rw * rw)
                 continue;
             int q = PIX(lss, lfs);
-            float v = pre4[q].s0;
-            if (pf8_usable(pre4, valid, q) && v < rthr[bin_of[q]]) {
+            float v = img[q];
+            if (v < rthr[bin_of[q]]) {
                 np++;
                 bsum += v;
                 bsum2 += v * v;
@@ -145,7 +146,7 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
     sum_ss = 0.0f;
     for (int m = 0; m < n; m++) {
         int q = queue[m];
-        float v = pre4[q].s0;
+        float v = img[q];
         float ci = v - loff;
         tot += ci;
         raw += v;
@@ -179,47 +180,84 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
 #undef INTERIOR
 }
 
+/* The cheap tests of pf8_seed: 1 when position (pss, pfs, ss, fs) may seed a peak. */
+static inline int pf8_cand(const global float *img, const global int *bin_of,
+                           const global float *rthr, int W, int PR, int PC, int pss, int pfs,
+                           int ss, int fs)
+{
+    const int ss0 = pss * PR, fs0 = pfs * PC;
+#define PIX(lss, lfs) ((ss0 + (lss)) * W + fs0 + (lfs))
+#define ABOVE(i) (img[(i)] > rthr[bin_of[(i)]])
+#define INTERIOR(lss, lfs) ((lss) >= 1 && (lss) <= PR - 2 && (lfs) >= 1 && (lfs) <= PC - 2)
+    if (!INTERIOR(ss, fs) || !ABOVE(PIX(ss, fs)))
+        return 0;
+    for (int k = 0; k < 4; k++) {
+        int nss = ss + pf8_nb_ss[k], nfs = fs + pf8_nb_fs[k];
+        if (INTERIOR(nss, nfs) && ABOVE(PIX(nss, nfs)))
+            return 0;
+    }
+    return 1;
+#undef PIX
+#undef ABOVE
+#undef INTERIOR
+}
+
 /* Kernel signatures are spelt out (no PF8_ARGS) so that the engine's program cache can read
  * their parameter names. */
-kernel void faid_pf8_flag(const global float4 *pre4, const global uchar *valid,
-                          const global int *bin_of, const global float *roff,
+kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
                           const global float *rthr, const int rows, const int cols,
-                          const int prows, const int pcols, const int min_pix,
-                          const int bg_radius, const float min_snr, global uchar *flag,
-                          global int *counts)
+                          const int prows, const int pcols, global uchar *flag,
+                          global int *counts, const int ngroups, global int *cand)
 {
-    local int scratch[PK_WG];
-    const int o = get_global_id(0);
-    int f = 0;
-    if (o < rows * cols) {
+    for (int j = 0; j < PK_PPI; j++) {
+        const int o = pk_pos(j);
+        if (o < rows * cols) {
+            int pss, pfs, ss, fs;
+            pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+            int f = pf8_cand(img, bin_of, rthr, cols, prows, pcols, pss, pfs, ss, fs);
+            flag[o] = (uchar)f;
+            if (f)
+                cand[atomic_inc(&counts[ngroups])] = o;
+        }
+    }
+}
+
+kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
+                          const global float *roff, const global float *rthr, const int rows,
+                          const int cols, const int prows, const int pcols, const int min_pix,
+                          const int bg_radius, const float min_snr, global uchar *flag,
+                          global int *counts, const int ngroups, const global int *cand)
+{
+    const int n = counts[ngroups];
+    for (int c = get_global_id(0); c < n; c += get_global_size(0)) {
+        const int o = cand[c];
         int pss, pfs, ss, fs;
         pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
         float rec[6];
         int npix;
-        f = pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix);
-        flag[o] = (uchar)f;
+        if (pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix)) {
+            flag[o] = 2;
+            atomic_inc(&counts[o / PK_SPAN]);
+        }
     }
-    pk_group_count(scratch, f, counts);
 }
 
-kernel void faid_pf8_write(const global float4 *pre4, const global uchar *valid,
-                           const global int *bin_of, const global float *roff,
-                           const global float *rthr, const int rows, const int cols,
-                           const int prows, const int pcols, const int min_pix,
-                           const int bg_radius, const float min_snr, const global uchar *flag,
-                           const global int *offsets, const int cap, global float *out,
-                           const int out_off)
+kernel void faid_pf8_finish(const global float *img, const global int *bin_of,
+                            const global float *roff, const global float *rthr, const int rows,
+                            const int cols, const int prows, const int pcols, const int min_pix,
+                            const int bg_radius, const float min_snr, const global uchar *flag,
+                            const global int *counts, const int ngroups, global int *offsets,
+                            const int cap, global float *out, const int out_off)
 {
-    local int scratch[PK_WG];
-    const int o = get_global_id(0);
-    int f = o < rows * cols ? flag[o] : 0;
-    int rank = offsets[get_group_id(0)] + pk_local_rank(scratch, f);
-    if (!f || rank >= cap)
-        return;
-    int pss, pfs, ss, fs;
-    int i = pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
-    float rec[6];
-    int npix;
-    pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix);
-    pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], npix, i);
+    local int part[SCAN_WG];
+    pk_scan(part, counts, ngroups, offsets, out, out_off + 8 * cap);
+    PK_FOR_PEAKS(flag, counts, offsets, ngroups, rows * cols, cap, 2, o, rank, {
+        int pss, pfs, ss, fs;
+        int i = pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+        float rec[6];
+        int npix;
+        pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix);
+        pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], npix,
+                 i);
+    })
 }

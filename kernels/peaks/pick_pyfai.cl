@@ -3,9 +3,12 @@
  * (daemon/core/faid_pick.c); this file mirrors its float32 arithmetic statement by statement so
  * that both give the same bits (FP_CONTRACT OFF, correctly rounded sqrt, no fast-math).
  *
- * Kernels (global size = npix rounded up to PK_WG, local size PK_WG):
- *   faid_pick_flag   decides every pixel, writes flag[i] and the count of its work-group
- *   faid_pick_write  writes the records of the flagged pixels whose rank < cap
+ * Kernels:
+ *   faid_pick_flag    global size = npix rounded up to PK_SPAN, divided by PK_PPI; local size
+ *                     PK_WG: decides every pixel (PK_PPI per work-item, coalesced), writes
+ *                     flag[i] and the count of its span (compact.cl)
+ *   faid_pick_finish  one work-group of SCAN_WG: offsets, total, and the records of the flagged
+ *                     pixels whose rank < cap (only the spans with peaks are read)
  * Arguments common to both: pre4 (float4 signal, variance, norm, count), radius (per pixel, NaN
  * = masked), radius1d (bin centres, uniform), bg + bg_off (sigma_clip.cl's output: mean then
  * std, nbins each), rows, cols, nbins,
@@ -94,35 +97,44 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
                            const int hw, const int connected, global uchar *flag,
                            global int *counts)
 {
-    local int scratch[PK_WG];
-    const int i = get_global_id(0);
-    int f = 0;
-    if (i < rows * cols) {
-        float rec[5];
-        int npix;
-        f = pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec, &npix);
-        flag[i] = (uchar)f;
+    local int n;
+    if (get_local_id(0) == 0)
+        n = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int j = 0; j < PK_PPI; j++) {
+        const int i = pk_pos(j);
+        if (i < rows * cols) {
+            float rec[5];
+            int npix;
+            int f = pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec,
+                              &npix);
+            flag[i] = (uchar)f;
+            if (f)
+                atomic_inc(&n);
+        }
     }
-    pk_group_count(scratch, f, counts);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0)
+        counts[get_group_id(0)] = n;
 }
 
-kernel void faid_pick_write(const global float4 *pre4, const global float *radius,
-                            const global float *radius1d, const global float *bg,
-                            const int bg_off, const int rows, const int cols, const int nb,
-                            const float rad_min, const float rad_max, const float cutoff,
-                            const float noise, const int hw, const int connected,
-                            const global uchar *flag, const global int *offsets, const int cap,
-                            global float *out, const int out_off)
+/* One work-group of SCAN_WG: offsets and total, then the records of the first cap peaks. */
+kernel void faid_pick_finish(const global float4 *pre4, const global float *radius,
+                             const global float *radius1d, const global float *bg,
+                             const int bg_off, const int rows, const int cols, const int nb,
+                             const float rad_min, const float rad_max, const float cutoff,
+                             const float noise, const int hw, const int connected,
+                             const global uchar *flag, const global int *counts,
+                             const int ngroups, global int *offsets, const int cap,
+                             global float *out, const int out_off)
 {
-    local int scratch[PK_WG];
-    const int i = get_global_id(0);
-    int f = i < rows * cols ? flag[i] : 0;
-    int rank = offsets[get_group_id(0)] + pk_local_rank(scratch, f);
-    if (!f || rank >= cap)
-        return;
-    float rec[5];
-    int npix;
-    pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec, &npix);
-    pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[2] / rec[3], rec[4],
-             npix, i);
+    local int part[SCAN_WG];
+    pk_scan(part, counts, ngroups, offsets, out, out_off + 8 * cap);
+    PK_FOR_PEAKS(flag, counts, offsets, ngroups, rows * cols, cap, 1, i, rank, {
+        float rec[5];
+        int npix;
+        pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec, &npix);
+        pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[2] / rec[3],
+                 rec[4], npix, i);
+    })
 }
