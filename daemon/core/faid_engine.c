@@ -284,6 +284,19 @@ int faid_engine_set_fused(faid_engine *e, int fused, faid_diag *d)
     return faid_engine_set_setup(e, e->res->s.setup, d);
 }
 
+int faid_engine_set_resident(faid_engine *e, int on)
+{
+    if (!e)
+        return FAID_EINVAL;
+    e->env.resident = on != 0;
+    return FAID_OK;
+}
+
+size_t faid_engine_device_bytes(const faid_engine *e)
+{
+    return e && e->res ? faid_restab_device_bytes(e->res->s.rt) : 0;
+}
+
 int faid_engine_set_sums_2d(faid_engine *e, int on, faid_diag *d)
 {
     if (!e)

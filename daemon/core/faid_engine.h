@@ -163,6 +163,15 @@ int faid_engine_collect(faid_engine *e, faid_result *r, uint64_t *tag, int block
  * engine, surviving set_setup): a frame whose bytes lie in it is copied to the device straight
  * from there, without the memcpy into staging; such bytes must stay untouched until the frame
  * is collected. The reference device gets plain memory. */
+/* Benchmarks only ("compute alone"): with on != 0, a bslz4/lz4 frame whose bytes lie in engine
+ * pinned memory skips the H2D when the lane it lands in last uploaded the same bytes (same
+ * address and length): the decode reads the copy already on the device. The bytes must not have
+ * changed since (faid-bench's frames never do). Off by default; the daemon never sets it. */
+int faid_engine_set_resident(faid_engine *e, int on);
+/* Device memory held by the engine's buffers for the current setup and depth, in bytes (0 on
+ * the reference device). */
+size_t faid_engine_device_bytes(const faid_engine *e);
+
 int faid_engine_slot_buffer(faid_engine *e, void **ptr, size_t *cap, faid_diag *d);
 /* (3) Host memory the caller owns (the daemon's pinned input arena, faid_pinned.h) is treated
  * as (2): a frame whose bytes lie in it is copied to the device from there, so those bytes must

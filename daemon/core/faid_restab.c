@@ -390,3 +390,25 @@ size_t faid_restab_out_stride(const faid_restab *rt)
 {
     return rt->out_stride;
 }
+
+size_t faid_restab_device_bytes(const faid_restab *rt)
+{
+    if (!rt || !rt->ctx)
+        return 0;
+    size_t total = 0;
+    for (int i = 0; i < rt->n; i++) {
+        const rt_entry *e = &rt->e[i];
+        if (e->kind == E_STATIC && e->mem) {
+            int dup = 0; /* an alias shares an earlier entry's buffer */
+            for (int j = 0; j < i && !dup; j++)
+                dup = rt->e[j].kind == E_STATIC && rt->e[j].mem == e->mem;
+            total += dup ? 0 : e->bytes;
+        } else if (e->kind == E_SLOT && e->smem && !(e->flags & FAID_RES_PINNED)) {
+            total += (size_t)rt->nslots * (size_t)rt->nlanes * e->bytes;
+        }
+    }
+    if (rt->out)
+        total += (size_t)rt->nslots * (size_t)rt->nlanes * (rt->out_stride + rt->far_floats) *
+                 sizeof(float);
+    return total;
+}

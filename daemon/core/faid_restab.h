@@ -60,5 +60,8 @@ size_t faid_restab_lane_bytes(const faid_restab *rt, const char *name);
 int faid_restab_out(const faid_restab *rt, const char *name, int *off, int *stride);
 /* Floats per lane block of "out" (the read-back segments, rounded up). */
 size_t faid_restab_out_stride(const faid_restab *rt);
+/* Bytes of device memory the table holds (static buffers, each once, per-slot device buffers and
+ * the output buffers; pinned host staging is not counted). */
+size_t faid_restab_device_bytes(const faid_restab *rt);
 
 #endif

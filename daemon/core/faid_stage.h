@@ -36,6 +36,7 @@ typedef struct faid_stage_env {
     int sums2d;                   /* read the 2D sum arrays back */
     int rows_env;                 /* FAID_ENGINE_ROWS: -1 auto, 0 never, 1 always */
     size_t wg_override;           /* FAID_ENGINE_WG, 0 = none */
+    int resident;                 /* faid_engine_set_resident (benchmarks) */
     void *dev;                    /* the device's own state */
     void *estate[FAID_STAGE_MAX]; /* a stage's engine-lifetime state (e.g. decoders) */
 } faid_stage_env;
@@ -66,6 +67,8 @@ typedef struct faid_stage_lane {
     size_t len;
     uint32_t nblocks;
     int device_decode, zero_copy;
+    const void *res_src; /* pinned bytes last uploaded to this lane (resident mode) */
+    size_t res_len;
     double stage_us, table_us, cpu_decode_us;
     /* reference device: the result computed at submit, and a slot buffer made on demand */
     faid_result *ref_res;

@@ -52,6 +52,16 @@
 #ifndef ELEM_SIZE
 #define ELEM_SIZE 4
 #endif
+#ifndef DEC_PHASES
+#define DEC_PHASES 1
+#endif
+#if DEC_PHASES == 2
+#define SEQ_DECL    __local uint4 seqring[SEQ_RING];
+#define SEQ_ARG     , seqring
+#else
+#define SEQ_DECL
+#define SEQ_ARG
+#endif
 
 /* Work sharing: PAR_FOR(i, n) { body } runs body for i = 0..n-1 spread over the group. The trip
  * count of the outer loop is the same for every work-item (n is uniform) and the inner "loop"
@@ -133,6 +143,161 @@ inline int lz4_extend(CMP_SPACE const uchar *cmp, uint *ip, uint iend, uint *len
     return 1;
 }
 
+#if DEC_PHASES == 2
+/* Two-phase decoding (DEC_PHASES 2): the token stream is parsed SEQ_RING sequences at a time
+ * into a ring of records in local memory (no copies, no barriers: the serial chain per sequence
+ * is the token, length and offset loads alone), then the group copies them: every literal run of
+ * the ring at once (they neither overlap nor read the output), one barrier, then the matches in
+ * order, with a barrier only before a match whose source overlaps match output written since the
+ * last one. Record: (literal start in cmp, literal length, output position of the literals,
+ * offset | match length << 16; match length 0 for the last literals). */
+#ifndef SEQ_RING
+#define SEQ_RING 64
+#endif
+#if BLOCK_CAP > 65535
+#error "DEC_PHASES 2 packs match lengths into 16 bits"
+#endif
+
+/* Copies n bytes from src to dst, spread over the group (the ranges do not overlap). */
+#define GROUP_COPY(dst, src, n)                                                                  \
+    do {                                                                                         \
+        const uint gc_n = (n);                                                                   \
+        if (gc_n <= WG) {                                                                        \
+            const uint i = get_local_id(0);                                                      \
+            if (i < gc_n)                                                                        \
+                (dst)[i] = (src)[i];                                                             \
+        } else {                                                                                 \
+            for (uint b = 0; b < gc_n; b += 4 * WG) {                                            \
+                const uint i = b + get_local_id(0);                                              \
+                uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;                                            \
+                if (i < gc_n)                                                                    \
+                    v0 = (src)[i];                                                               \
+                if (i + WG < gc_n)                                                               \
+                    v1 = (src)[i + WG];                                                          \
+                if (i + 2 * WG < gc_n)                                                           \
+                    v2 = (src)[i + 2 * WG];                                                      \
+                if (i + 3 * WG < gc_n)                                                           \
+                    v3 = (src)[i + 3 * WG];                                                      \
+                if (i < gc_n)                                                                    \
+                    (dst)[i] = v0;                                                               \
+                if (i + WG < gc_n)                                                               \
+                    (dst)[i + WG] = v1;                                                          \
+                if (i + 2 * WG < gc_n)                                                           \
+                    (dst)[i + 2 * WG] = v2;                                                      \
+                if (i + 3 * WG < gc_n)                                                           \
+                    (dst)[i + 3 * WG] = v3;                                                      \
+            }                                                                                    \
+        }                                                                                        \
+    } while (0)
+
+inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local uchar *dec,
+                     uint oend, __local uint4 *seq)
+{
+    uint ip = ip0;
+    const uint iend = ip0 + csize;
+    uint op = 0;
+    int ok = 0, done = 0;
+    while (!done) {
+        /* phase 1: parse (every item the same bytes, uniform control flow) */
+        uint ns = 0;
+        while (ns < SEQ_RING) {
+            const uint token = cmp[ip++];
+            uint lit = token >> 4;
+            if (lit == 15 && !lz4_extend(cmp, &ip, iend, &lit))
+                return 0;
+            if (lit > iend - ip || lit > oend - op)
+                return 0;
+            const int last = (oend - op < lit + 12) | (iend - ip < lit + 8);
+            if (last && lit != iend - ip)
+                return 0;
+            const uint lip = ip;
+            ip += lit;
+            if (last) {
+                seq[ns++] = (uint4)(lip, lit, op, 0);
+                op += lit;
+                ok = op == oend;
+                done = 1;
+                break;
+            }
+            const uint off = (uint)cmp[ip] | ((uint)cmp[ip + 1] << 8);
+            ip += 2;
+            if (off - 1 >= op + lit)
+                return 0;
+            uint mlen = token & 15;
+            if (mlen == 15 && !lz4_extend(cmp, &ip, iend, &mlen))
+                return 0;
+            mlen += 4;
+            const uint mop = op + lit;
+            if (oend - mop < 5 || mlen > oend - mop - 5 || ip >= iend)
+                return 0;
+            seq[ns++] = (uint4)(lip, lit, op, off | (mlen << 16));
+            op = mop + mlen;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* phase 2a: every literal run of the ring */
+        for (uint s = 0; s < ns; s++) {
+            const uint4 q = seq[s];
+            GROUP_COPY(dec + q.z, cmp + q.x, q.y);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* phase 2b: the matches in order */
+        uint dirty = 0xFFFFFFFFu; /* lowest match output written since the last barrier */
+        for (uint s = 0; s < ns; s++) {
+            const uint4 q = seq[s];
+            const uint mlen = q.w >> 16;
+            if (mlen == 0)
+                break;
+            const uint off = q.w & 0xFFFFu;
+            const uint mop = q.z + q.y;
+            const uint src = mop - off;
+            if (src + min(mlen, off) > dirty) {
+                barrier(CLK_LOCAL_MEM_FENCE);
+                dirty = 0xFFFFFFFFu;
+            }
+            if (off >= mlen) {
+                GROUP_COPY(dec + mop, dec + src, mlen);
+            } else if (mlen <= WG) {
+                const uint i = get_local_id(0);
+                if (i < mlen)
+                    dec[mop + i] = dec[src + i % off];
+            } else {
+                uint step = WG % off, r = get_local_id(0) % off;
+                for (uint b = 0; b < mlen; b += 4 * WG) {
+                    const uint i = b + get_local_id(0);
+                    uint r1 = r + step;
+                    r1 -= r1 >= off ? off : 0;
+                    uint r2 = r1 + step;
+                    r2 -= r2 >= off ? off : 0;
+                    uint r3 = r2 + step;
+                    r3 -= r3 >= off ? off : 0;
+                    uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+                    if (i < mlen)
+                        v0 = dec[src + r];
+                    if (i + WG < mlen)
+                        v1 = dec[src + r1];
+                    if (i + 2 * WG < mlen)
+                        v2 = dec[src + r2];
+                    if (i + 3 * WG < mlen)
+                        v3 = dec[src + r3];
+                    if (i < mlen)
+                        dec[mop + i] = v0;
+                    if (i + WG < mlen)
+                        dec[mop + i + WG] = v1;
+                    if (i + 2 * WG < mlen)
+                        dec[mop + i + 2 * WG] = v2;
+                    if (i + 3 * WG < mlen)
+                        dec[mop + i + 3 * WG] = v3;
+                    r = r3 + step;
+                    r -= r >= off ? off : 0;
+                }
+            }
+            dirty = min(dirty, mop);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    return ok;
+}
+#else
 /* Decodes the LZ4 block cmp[ip0, ip0 + csize) into dec[0, oend). Returns 1 when the block is valid
  * and decodes to exactly oend bytes. Ends with a barrier, so dec is complete for every item. */
 inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local uchar *dec,
@@ -255,6 +420,7 @@ inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local u
     barrier(CLK_LOCAL_MEM_FENCE);
     return ok;
 }
+#endif
 
 /* Interleaves ELEM_SIZE byte planes (w[j]: byte i = byte j of element i of a group of 8) into the
  * 8 elements in memory order. */
@@ -373,6 +539,7 @@ bslz4_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
     dst += dst_off;
     err += err_idx;
     __local ulong decl[BLOCK_CAP / 8];
+    SEQ_DECL
 #if CMP_LOCAL
     __local ulong cmpl[CMP_CAP / 8];
 #endif
@@ -394,9 +561,9 @@ bslz4_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
 #if CMP_LOCAL
     load_block(chunk, off, csize, (__local uint *)cmpl);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes);
+    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes SEQ_ARG);
 #else
-    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes);
+    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes SEQ_ARG);
 #endif
     if (!ok) {
         ERR_SET(err, gid);
@@ -417,6 +584,7 @@ lz4h5_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
     dst += dst_off;
     err += err_idx;
     __local ulong decl[BLOCK_CAP / 8];
+    SEQ_DECL
 #if CMP_LOCAL
     __local ulong cmpl[CMP_CAP / 8];
 #endif
@@ -440,9 +608,9 @@ lz4h5_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
 #if CMP_LOCAL
     load_block(chunk, off, csize, (__local uint *)cmpl);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes);
+    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes SEQ_ARG);
 #else
-    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes);
+    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes SEQ_ARG);
 #endif
     if (!ok) {
         ERR_SET(err, gid);

@@ -77,6 +77,8 @@ typedef struct opts {
     const char *dump;
     const char *peaks;   /* none | pyfai | peakfinder8 */
     const char *devices; /* NULL: one engine on --device; else the multi-device run */
+    const char *kind;    /* frames: synthetic | lowcount */
+    const char *detector; /* detector.preset override (eiger_1m ... eiger_16m), NULL: config */
 } opts;
 
 static void usage(FILE *f)
@@ -89,6 +91,9 @@ static void usage(FILE *f)
         "                  [--depth K] [--batch B] [--parsers P] [--no-check] [--json FILE]\n"
         "                  [--dump DIR] [--peaks none|pyfai|peakfinder8]\n"
         "                  [--devices I,J,...|gpu:N]  (GPU stage on several devices at once)\n"
+        "                  [--kind synthetic|lowcount] [--detector PRESET]\n"
+        "                  (variants also: compute = decode + integrate of frames already on\n"
+        "                  the device)\n"
         "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
         "                  (ZeroMQ transport ceiling; --zmq-ceiling --help)\n");
 }
@@ -129,10 +134,12 @@ typedef struct variant_result {
     int parsers;   /* threads parsing block tables ahead (pipelined) */
     size_t wg1;
     int rows1, rows2; /* one bin per work-item (faid_engine_rows_mode); -1 no 2D */
+    double resident;  /* compute: fraction of frames decoded from the device copy (no H2D) */
 } variant_result;
 
-#define NVARIANTS 4
-static const char *vnames[NVARIANTS] = {"fused", "separate", "pipelined", "pipelined-copy"};
+#define NVARIANTS 5
+static const char *vnames[NVARIANTS] = {"fused", "separate", "pipelined", "pipelined-copy",
+                                        "compute"};
 
 /* Whether name is one of the comma-separated items of list. */
 static int in_list(const char *list, const char *name)
@@ -651,6 +658,81 @@ static int write_poni(const char *path, const faid_config *cfg)
     return fclose(f);
 }
 
+/* The PCIe floor of the GPU stage, measured in the same run: back-to-back H2D copies of `bytes`
+ * (the mean compressed frame) from pinned host memory (CL_MEM_ALLOC_HOST_PTR, mapped, as the
+ * engine's staging and host_alloc memory) on the device of `spec`, in a context of its own.
+ * *event_gbs: bytes / median copy time from the profiling events (the transfer alone, the
+ * stricter floor); *wall_gbs: bytes x copies / wall time of the whole queue (with the per-copy
+ * gaps). Returns 0, or -1 with a message on stderr. */
+static int pcie_floor(const char *spec, size_t bytes, int copies, double *event_gbs,
+                      double *wall_gbs)
+{
+    faid_diag d = {0};
+    faid_cl_device_info info;
+    if (faid_cl_select(spec, &info, &d)) {
+        fprintf(stderr, "faid-bench: PCIe floor: %s\n", d.msg);
+        return -1;
+    }
+    faid_cl_ctx *ctx = faid_cl_ctx_new(&info, 1, &d);
+    if (!ctx) {
+        fprintf(stderr, "faid-bench: PCIe floor: %s\n", d.msg);
+        return -1;
+    }
+    int rc = -1;
+    cl_int err = CL_SUCCESS;
+    cl_mem host = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR, bytes,
+                                 NULL, &err);
+    cl_mem dev = err == CL_SUCCESS
+                     ? clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err)
+                     : NULL;
+    void *hp = err == CL_SUCCESS ? clEnqueueMapBuffer(ctx->queue, host, CL_TRUE, CL_MAP_WRITE, 0,
+                                                      bytes, 0, NULL, NULL, &err)
+                                 : NULL;
+    cl_event *ev = calloc((size_t)copies, sizeof *ev);
+    double *us = calloc((size_t)copies, sizeof *us);
+    if (err == CL_SUCCESS && hp && ev && us) {
+        memset(hp, 0x5a, bytes);
+        for (int i = 0; i < 8 && err == CL_SUCCESS; i++) /* warm-up */
+            err = clEnqueueWriteBuffer(ctx->queue, dev, CL_FALSE, 0, bytes, hp, 0, NULL, NULL);
+        if (err == CL_SUCCESS)
+            err = clFinish(ctx->queue);
+        int64_t t0 = faid_now_ns();
+        for (int i = 0; i < copies && err == CL_SUCCESS; i++)
+            err = clEnqueueWriteBuffer(ctx->queue, dev, CL_FALSE, 0, bytes, hp, 0, NULL, &ev[i]);
+        if (err == CL_SUCCESS)
+            err = clFinish(ctx->queue);
+        double wall = (double)(faid_now_ns() - t0) * 1e-9;
+        if (err == CL_SUCCESS) {
+            for (int i = 0; i < copies; i++) {
+                cl_ulong a = 0, b = 0;
+                clGetEventProfilingInfo(ev[i], CL_PROFILING_COMMAND_START, sizeof a, &a, NULL);
+                clGetEventProfilingInfo(ev[i], CL_PROFILING_COMMAND_END, sizeof b, &b, NULL);
+                us[i] = b > a ? (double)(b - a) * 1e-3 : 0.0;
+            }
+            double med = median(us, copies);
+            *event_gbs = med > 0 ? (double)bytes / (med * 1e3) : 0.0;
+            *wall_gbs = wall > 0 ? (double)bytes * copies / wall * 1e-9 : 0.0;
+            rc = 0;
+        }
+    }
+    if (rc)
+        fprintf(stderr, "faid-bench: PCIe floor: OpenCL error %d\n", (int)err);
+    for (int i = 0; ev && i < copies; i++)
+        if (ev[i])
+            clReleaseEvent(ev[i]);
+    free(ev);
+    free(us);
+    if (hp)
+        clEnqueueUnmapMemObject(ctx->queue, host, hp, 0, NULL, NULL);
+    clFinish(ctx->queue);
+    if (dev)
+        clReleaseMemObject(dev);
+    if (host)
+        clReleaseMemObject(host);
+    faid_cl_ctx_destroy(&ctx);
+    return rc;
+}
+
 static int parse_args(int argc, char **argv, opts *o)
 {
     *o = (opts){"auto",
@@ -670,6 +752,8 @@ static int parse_args(int argc, char **argv, opts *o)
                 NULL,
                 NULL,
                 "none",
+                NULL,
+                "synthetic",
                 NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -709,6 +793,10 @@ static int parse_args(int argc, char **argv, opts *o)
             o->peaks = v;
         else if (TAKE("--devices"))
             o->devices = v;
+        else if (TAKE("--kind"))
+            o->kind = v;
+        else if (TAKE("--detector"))
+            o->detector = v;
         else if (strcmp(a, "--no-check") == 0)
             o->check = 0;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -727,6 +815,17 @@ static int parse_args(int argc, char **argv, opts *o)
     }
     if (strcmp(o->peaks, "none") && strcmp(o->peaks, "pyfai") && strcmp(o->peaks, "peakfinder8")) {
         fprintf(stderr, "faid-bench: --peaks must be none, pyfai or peakfinder8\n");
+        return -1;
+    }
+    if (strcmp(o->kind, "synthetic") && strcmp(o->kind, "lowcount")) {
+        fprintf(stderr, "faid-bench: --kind must be synthetic or lowcount\n");
+        return -1;
+    }
+    if (o->detector && (strlen(o->detector) > 64 || strspn(o->detector,
+                                                          "abcdefghijklmnopqrstuvwxyz"
+                                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
+                                                       strlen(o->detector))) {
+        fprintf(stderr, "faid-bench: --detector: a preset name (e.g. eiger_16m)\n");
         return -1;
     }
     if (o->parsers < 0) {
@@ -754,7 +853,7 @@ static int parse_args(int argc, char **argv, opts *o)
         if (!known) {
             fprintf(stderr,
                     "faid-bench: unknown variant '%.*s' (fused, separate, pipelined, "
-                    "pipelined-copy)\n",
+                    "pipelined-copy, compute)\n",
                     (int)len, p);
             return -1;
         }
@@ -782,6 +881,11 @@ static int build_config(const opts *o, faid_config *cfg, faid_diag *d)
         n += (size_t)snprintf(y + n, sizeof y - n, "  error_model: %s\n", o->em);
     if (n > strlen("integration:\n") && faid_config_load_string(y, n, "command line", cfg, d))
         return -1;
+    if (o->detector) {
+        n = (size_t)snprintf(y, sizeof y, "detector:\n  preset: %s\n", o->detector);
+        if (faid_config_load_string(y, n, "command line (--detector)", cfg, d))
+            return -1;
+    }
     if (strcmp(o->peaks, "none") != 0) {
         /* The parameters of the project's peak tests (tests/python/peakrefs.py: PYFAI_PARAMS,
          * PF8_PARAMS, chosen there for recall and precision), 5 clipping cycles; the background
@@ -846,6 +950,16 @@ int main(int argc, char **argv)
     size_t clen[NDISTINCT] = {0};
     faid_synth_params sp;
     faid_synth_default_params(&sp);
+    if (strcmp(o.kind, "lowcount") == 0) {
+        /* Low-count frames as serial crystallography and time-resolved series record them:
+         * mostly 0 and 1 (mean 0.34 counts: 73 % zeros, 21 % ones), faint rings, a few Bragg
+         * spots; they compress about 17x, as real low-count data do (bit planes above the
+         * lowest two are nearly empty), so decoding, not PCIe, sets the pace. */
+        sp.background = 1.2;
+        sp.ring_amplitude = 1.5;
+        sp.nspots = 30;
+        sp.spot_amplitude = 300.0;
+    }
     faid_synth *syn = faid_synth_new(&s->geom, s->mask, &sp, &d);
     if (!syn) {
         fprintf(stderr, "faid-bench: synthetic frames: %s\n", d.msg);
@@ -863,8 +977,8 @@ int main(int argc, char **argv)
         mean_clen += (double)clen[k] / NDISTINCT;
     }
     faid_synth_destroy(&syn);
-    printf("frames: %zu bytes raw, %.0f bytes bslz4 (ratio %.2f)\n", raw_bytes, mean_clen,
-           (double)raw_bytes / mean_clen);
+    printf("frames (%s): %zu bytes raw, %.0f bytes bslz4 (ratio %.2f)\n", o.kind, raw_bytes,
+           mean_clen, (double)raw_bytes / mean_clen);
 
     if (o.dump) {
         char path[4096];
@@ -958,7 +1072,8 @@ int main(int argc, char **argv)
      * peaks, with the reference device's peak lists) */
     int peaks_ok = -1;
     double bg_err = 0;
-    if (peaks_on || in_list(o.variants, "pipelined") || in_list(o.variants, "pipelined-copy")) {
+    if (peaks_on || in_list(o.variants, "pipelined") || in_list(o.variants, "pipelined-copy") ||
+        in_list(o.variants, "compute")) {
         for (int k = 0; k < NDISTINCT; k++) {
             faid_frame f = {comp[k], clen[k], FAID_ENC_BSLZ4, dt, s->rows, s->cols};
             sync[k] = faid_result_new(s);
@@ -994,7 +1109,7 @@ int main(int argc, char **argv)
         const uint8_t *src[NDISTINCT];
         for (int k = 0; k < NDISTINCT; k++)
             src[k] = comp[k];
-        if (v == 2) {
+        if (v == 2 || v == 4) {
             for (int k = 0; k < NDISTINCT; k++) {
                 if (!pinned[k] && !(pinned[k] = faid_engine_host_alloc(e, clen[k], &d))) {
                     fprintf(stderr, "faid-bench: pinned frames: %s\n", d.msg);
@@ -1039,11 +1154,40 @@ int main(int argc, char **argv)
                           o.frames, 0,    1,    o.parsers, r->depth, ring,    parse_us, samples,
                           res,      sync, 1,    0,         0,        0.0,     ""};
             r->parsers = o.parsers;
+            if (v == 4) {
+                /* compute alone: one round of depth x 4 frames uploads each lane's frame (the
+                 * ring comes back to the same slot, so every lane then sees the same frame
+                 * again), after which the timed run decodes the device copies: decode +
+                 * integrate (+ the small D2H of the profiles) per frame, no H2D */
+                long nwarm = (long)faid_engine_depth(e) * NDISTINCT;
+                double *ws = malloc(sizeof(double) * (size_t)nwarm * S_N);
+                double *wp = calloc((size_t)nwarm, sizeof *wp);
+                pipe_run pw = p;
+                pw.nframes = nwarm;
+                pw.samples = ws;
+                pw.parse_us = wp;
+                faid_engine_set_resident(e, 1);
+                int bad = !ws || !wp || pipe_run_do(&pw) || !pw.identical;
+                free(ws);
+                free(wp);
+                if (bad) {
+                    fprintf(stderr, "faid-bench: compute warm-up: %s\n",
+                            pw.err[0] ? pw.err : "results differ");
+                    return 1;
+                }
+            }
             if (pipe_run_do(&p)) {
                 fprintf(stderr, "faid-bench: %s: %s\n", r->name, p.err);
                 return 1;
             }
+            faid_engine_set_resident(e, 0);
             r->identical = p.identical;
+            if (v == 4) {
+                long hits = 0;
+                for (long i = 0; i < o.frames; i++)
+                    hits += samples[(size_t)i * S_N + S_H2D] == 0.0;
+                r->resident = (double)hits / o.frames;
+            }
             r->device_decode = p.device_decode;
             r->zero_copy = p.zero_copy;
             wall = p.wall_s;
@@ -1053,8 +1197,19 @@ int main(int argc, char **argv)
         r->fps = o.frames / wall;
         medians(samples, o.frames, r->med);
     }
+    const size_t dev_bytes = faid_engine_device_bytes(e);
     if (faid_engine_set_depth(e, 1, &d) || faid_engine_set_batch(e, 1, &d))
         fprintf(stderr, "faid-bench: %s\n", d.msg);
+    const size_t dev_bytes1 = faid_engine_device_bytes(e);
+    /* the PCIe floor of this frame size, same run */
+    double h2d_ev_gbs = 0, h2d_wall_gbs = 0;
+    if (strcmp(o.device, "ref") != 0 &&
+        (in_list(o.variants, "pipelined") || in_list(o.variants, "compute")) &&
+        pcie_floor(o.device, (size_t)mean_clen, 200, &h2d_ev_gbs, &h2d_wall_gbs) == 0)
+        printf("PCIe floor: pinned H2D of %.0f bytes: %.1f GB/s (copy events), %.1f GB/s "
+               "(back-to-back wall) -> %.0f frames/s\n",
+               mean_clen, h2d_ev_gbs, h2d_wall_gbs, h2d_ev_gbs * 1e9 / mean_clen);
+    const double floor_fps = h2d_ev_gbs > 0 ? h2d_ev_gbs * 1e9 / mean_clen : 0.0;
 
     /* table */
     printf("\nmedian per frame over %d frames, microseconds (device stages from OpenCL events;\n"
@@ -1088,6 +1243,16 @@ int main(int argc, char **argv)
     printf("\n%-14s", "identical");
     for (int v = 0; v < nv; v++)
         printf(" %14s", vr[v].identical < 0 ? "-" : vr[v].identical ? "yes" : "NO");
+    printf("\n%-14s", "% PCIe floor");
+    for (int v = 0; v < nv; v++) {
+        if (floor_fps > 0 && (strncmp(vr[v].name, "pipelined", 9) == 0))
+            printf(" %13.1f%%", 100.0 * vr[v].fps / floor_fps);
+        else
+            printf(" %14s", "-");
+    }
+    printf("\n%-14s", "resident");
+    for (int v = 0; v < nv; v++)
+        printf(" %14.2f", vr[v].resident);
     printf("\n%-14s", "GPU decode");
     for (int v = 0; v < nv; v++)
         printf(" %14s", vr[v].device_decode ? "yes" : "no");
@@ -1109,6 +1274,13 @@ int main(int argc, char **argv)
             printf(" %14.2e", vr[v].checked ? vr[v].max_rel_err : NAN);
     }
     printf("\n");
+    printf("device memory: %.1f MB at depth %d x batch %d, %.1f MB at depth 1\n",
+           (double)dev_bytes / 1e6, o.depth, o.batch, (double)dev_bytes1 / 1e6);
+    for (int v = 0; v < nv; v++)
+        if (strcmp(vr[v].name, "compute") == 0)
+            printf("compute alone (frames on the device, decode + integrate): %.1f us per frame "
+                   "(%.0f frames/s; median device times decode %.1f + integrate %.1f us)\n",
+                   1e6 / vr[v].fps, vr[v].fps, vr[v].med[S_DEC], vr[v].med[S_INT]);
 
     if (o.json) {
         FILE *f = fopen(o.json, "w");
@@ -1122,13 +1294,17 @@ int main(int argc, char **argv)
                 " \"error_model\": \"%s\", \"frames\": %d,\n \"raw_bytes\": %zu, "
                 "\"chunk_bytes_mean\": %.0f,\n \"setup_build_ms\": %.3f, \"nnz\": %lld,"
                 " \"engine_init_ms\": %.3f,\n \"peaks\": \"%s\", \"peaks_ref_equal\": %d,"
-                " \"bg_rel_err\": %.3e, \"num_peaks\": [%d, %d, %d, %d],\n \"variants\": [\n",
+                " \"bg_rel_err\": %.3e, \"num_peaks\": [%d, %d, %d, %d],\n"
+                " \"kind\": \"%s\", \"device_bytes\": %zu, \"device_bytes_depth1\": %zu,"
+                " \"h2d_event_gbs\": %.3f, \"h2d_wall_gbs\": %.3f, \"floor_fps\": %.1f,\n"
+                " \"variants\": [\n",
                 faid_engine_device_name(e), s->rows, s->cols, faid_dtype_name(dt), s->csr->npt_rad,
                 s->csr2d ? s->csr2d->npt_azim : 0, faid_split_name(cfg.split),
                 faid_unit_name(cfg.unit), faid_error_model_name(cfg.error_model), o.frames,
                 raw_bytes, mean_clen, setup_ms, (long long)s->csr->nnz, init_ms, o.peaks, peaks_ok,
                 bg_err, sync[0] ? sync[0]->num_peaks : -1, sync[1] ? sync[1]->num_peaks : -1,
-                sync[2] ? sync[2]->num_peaks : -1, sync[3] ? sync[3]->num_peaks : -1);
+                sync[2] ? sync[2]->num_peaks : -1, sync[3] ? sync[3]->num_peaks : -1, o.kind,
+                dev_bytes, dev_bytes1, h2d_ev_gbs, h2d_wall_gbs, floor_fps);
         for (int v = 0; v < nv; v++) {
             fprintf(f,
                     "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "
@@ -1136,6 +1312,7 @@ int main(int argc, char **argv)
                     "\"identical\": %d, \"parsers\": %d, \"batch\": %d",
                     vr[v].name, vr[v].fps, vr[v].device_decode, vr[v].wg1, vr[v].depth,
                     vr[v].zero_copy, vr[v].identical, vr[v].parsers, vr[v].batch);
+            fprintf(f, ", \"resident\": %.3f", vr[v].resident);
             for (int st = 0; st < S_N; st++)
                 fprintf(f, ", \"%s\": %.3f", stage_keys[st], vr[v].med[st]);
             if (vr[v].checked)
