@@ -20,7 +20,9 @@
 # (path of an extra pyFAI + silx driver run on the dumped frame, default .device/pyfai_fastest.py
 # when present), DAEMON_BENCH (0 skips tests/bench/daemon-bench.sh, the whole daemon over ZeroMQ loopback against
 # the transport ceiling, run with the best pipelined settings found above), DAEMON_FRAMES (its
-# throughput frames, default 20000).
+# throughput frames, default 20000), KINDS (frame kinds of the decoder / PCIe-floor runs, default
+# "synthetic lowcount"), SIZES (detector presets of the size runs besides the EIGER 4M of the
+# lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,6 +38,9 @@ PEAK_VARIANTS=${PEAK_VARIANTS:-fused,pipelined}
 SCALE=${SCALE:-}
 SCALE_CONFIGS=${SCALE_CONFIGS:-full pk-pyfai}
 PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
+KINDS=${KINDS-synthetic lowcount}
+SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
+SIZE_FRAMES=${SIZE_FRAMES:-300}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
@@ -122,6 +127,33 @@ for c in $CONFIGS; do
         --json "$LOG/bench_$c.json" >"$LOG/bench_$c.log" 2>&1; then
         say "ERROR: faid-bench $c failed, tail of $LOG/bench_$c.log:"
         tail -n 20 "$LOG/bench_$c.log" | tee -a "$LOG/gpu-run.log"
+        status=1
+    fi
+done
+
+# 4a. the GPU stage against the PCIe floor and the compute alone, per frame kind (synthetic 6.7x,
+# low-count 17x), EIGER 4M: pipelined (frames in pinned host memory -> profiles in host memory)
+# and compute (frames already on the device: decode + integrate), the pinned H2D bandwidth of the
+# frame size measured in the same process; then the same on the other detector sizes (low-count
+# frames): frames/s and device memory. Every run checks frame 0 against the C reference and
+# every result bit for bit against the synchronous one.
+for kd in $KINDS; do
+    say "kind $kd: $bench --split full --variants pipelined,compute --kind $kd"
+    if ! "$bench" --device "$DEVICE" --frames "$FRAMES" --depth "$DEPTH" --batch "$BATCH" \
+        --split full --variants pipelined,compute --kind "$kd" --json "$LOG/kind_$kd.json" \
+        >"$LOG/kind_$kd.log" 2>&1; then
+        say "ERROR: kind $kd failed, tail of $LOG/kind_$kd.log:"
+        tail -n 10 "$LOG/kind_$kd.log" | tee -a "$LOG/gpu-run.log"
+        status=1
+    fi
+done
+for det in $SIZES; do
+    say "size $det: $bench --detector $det --kind lowcount --variants pipelined,compute"
+    if ! "$bench" --device "$DEVICE" --frames "$SIZE_FRAMES" --depth "$DEPTH" --batch "$BATCH" \
+        --split full --variants pipelined,compute --kind lowcount --detector "$det" \
+        --json "$LOG/size_$det.json" >"$LOG/size_$det.log" 2>&1; then
+        say "ERROR: size $det failed, tail of $LOG/size_$det.log:"
+        tail -n 10 "$LOG/size_$det.log" | tee -a "$LOG/gpu-run.log"
         status=1
     fi
 done
@@ -294,6 +326,30 @@ for c in configs:
     if pj and pj.get("best_fps"):
         line += f'; / pyFAI best {pj["best_fps"]:.0f} fps = {vb["fps"] / pj["best_fps"]:.1f}x'
     print(line)
+# GPU stage against the PCIe floor, compute alone, detector sizes (step 4a)
+kinds = sorted(f for f in os.listdir(log) if f.startswith(("kind_", "size_")) and f.endswith(".json"))
+if kinds:
+    print("\nGPU stage vs PCIe floor and compute alone (full split, 1000 bins, poisson; floor = pinned H2D"
+          " of the compressed size, same run; compute = frames already on the device, decode + integrate;"
+          " targets: stage >= 90 % of the floor, compute <= 25 us per EIGER 4M frame)")
+    hdr = ("run", "pixels", "ratio", "MB in", "floor/s", "stage/s", "%floor", "cmp us", "cmp/s",
+           "dec", "int", "dev MB", "ident", "relerr")
+    w = [15, 9, 5, 6, 8, 8, 6, 7, 7, 6, 6, 7, 5, 8]
+    print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
+    for f in kinds:
+        j = json.load(open(os.path.join(log, f)))
+        vs = {v["name"]: v for v in j["variants"]}
+        pi, co = vs.get("pipelined", {}), vs.get("compute", {})
+        fl = j.get("floor_fps", 0)
+        ok = all(v.get("identical") == 1 for v in (pi, co) if v)
+        row = (f[:-5], j["rows"] * j["cols"], f'{j["raw_bytes"] / j["chunk_bytes_mean"]:.1f}',
+               f'{j["chunk_bytes_mean"] / 1e6:.2f}', f"{fl:.0f}", fmt(pi, "fps"),
+               f'{100 * pi["fps"] / fl:.1f}' if fl and pi else "-",
+               f'{1e6 / co["fps"]:.1f}' if co.get("fps") else "-", fmt(co, "fps"),
+               fmt(co, "decode_us", "{:.1f}"), fmt(co, "integrate_us", "{:.1f}"),
+               f'{j.get("device_bytes", 0) / 1e6:.0f}', "yes" if ok else "NO",
+               f'{max(v.get("max_rel_err", 0) for v in (pi, co) if v):.1e}' if (pi or co) else "-")
+        print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
 # multi-device scaling
 sc = sorted(f for f in os.listdir(log) if f.startswith("scale_") and f.endswith(".json"))
 if sc:
