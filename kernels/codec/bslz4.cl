@@ -17,6 +17,12 @@
  *               was the fastest measured (the parse is serial, so more groups beat wider ones)
  *   CMP_LOCAL   0 (default): parse the compressed block straight from global memory; 1: copy it
  *               into local memory first (CMP_CAP more bytes per group; slightly slower on H200)
+ *   DEC_PHASES  1 (default): parse and copy sequence by sequence; 2: parse SEQ_RING sequences
+ *               into records, then copy them (lz4_parse / lz4_copy below)
+ *   SEQ_RING    records per parse round with DEC_PHASES 2 (default 64, 16 bytes each)
+ *   DEC_BPG     with DEC_PHASES 2: blocks per work-group (default 1); work-item b parses block b
+ *               of its group, the group copies and unshuffles them in turn; the launch then has
+ *               ceil(nblocks / DEC_BPG) + 1 groups, the last one copying the tail
  *
  * Local memory per group: BLOCK_CAP (the decoded block, 8 KiB by default), + CMP_CAP with
  * CMP_LOCAL. The unshuffled output goes from registers to global memory, 8 x ELEM_SIZE

@@ -16,6 +16,13 @@
  *                   --parsers threads parse the block tables ahead (the daemon's ingest threads)
  *   pipelined-copy  the same with frames in ordinary (pageable) memory, copied into the slot's
  *                   pinned staging by submit
+ *   compute         "compute alone": pipelined with the frames already on the device
+ *                   (faid_engine_set_resident): decode + integrate per frame, no H2D
+ * With pipelined or compute, the PCIe floor of the frame size is measured in the same process
+ * (pinned H2D of the mean compressed frame) and the GPU stage given as a percentage of it; the
+ * engine's device memory is printed. --kind lowcount generates low-count frames (mostly 0 and 1,
+ * about 17x compression) instead of the default synthetic ones; --detector PRESET sets the
+ * detector preset (eiger_1m ... eiger_16m).
  * Every pipelined result is compared bit for bit with the synchronous fused result of the same
  * frame ("identical"). One frame is also checked against the "ref" engine (float64 C) and the
  * worst relative difference printed.
