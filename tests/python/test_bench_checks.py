@@ -63,3 +63,35 @@ def test_bad_options_are_refused(tmp_path):
     assert r.returncode == 2 and "--peaks must be" in r.stderr
     r = bench(tmp_path, "--devices", "gpu:64", "--frames", 1, "--no-check", ok=False)
     assert r.returncode != 0 and "GPU(s) present" in r.stderr
+
+
+def test_compute_alone_and_pcie_floor(tmp_path):
+    """The compute variant decodes the frames already on the device (no H2D for any timed frame)
+    and gives the synchronous bits; the PCIe floor and the device memory are measured; low-count
+    frames compress better than the synthetic ones."""
+    sizes = {}
+    for kind in ("synthetic", "lowcount"):
+        js = tmp_path / f"{kind}.json"
+        r = bench(tmp_path, "--device", "cpu", "--frames", 8, "--depth", 2, "--batch", 2,
+                  "--variants", "pipelined,compute", "--kind", kind, "--json", js)
+        assert "compute alone" in r.stdout and "PCIe floor" in r.stdout, r.stdout
+        j = json.loads(js.read_text())
+        assert j["kind"] == kind
+        v = {x["name"]: x for x in j["variants"]}
+        assert v["compute"]["identical"] == 1 and v["pipelined"]["identical"] == 1
+        assert v["compute"]["resident"] == 1.0 and v["compute"]["h2d_us"] == 0
+        assert v["pipelined"]["resident"] == 0.0 and v["pipelined"]["h2d_us"] > 0
+        assert v["compute"]["decode_us"] > 0 and v["compute"]["max_rel_err"] < 1e-5
+        assert j["floor_fps"] > 0 and j["h2d_event_gbs"] > 0
+        assert j["device_bytes"] >= j["device_bytes_depth1"] > 0
+        sizes[kind] = j["chunk_bytes_mean"]
+    assert sizes["lowcount"] < sizes["synthetic"]
+
+
+def test_bad_kind_and_detector_are_refused(tmp_path):
+    r = bench(tmp_path, "--kind", "noise", ok=False)
+    assert r.returncode == 2 and "--kind must be" in r.stderr
+    r = bench(tmp_path, "--detector", "../x", ok=False)
+    assert r.returncode == 2 and "--detector" in r.stderr
+    r = bench(tmp_path, "--detector", "no_such_detector", "--frames", 1, "--no-check", ok=False)
+    assert r.returncode != 0 and "no_such_detector" in r.stderr
