@@ -283,7 +283,7 @@
     X(IN, STOP_TIME, "[uint, uint]", OPT, "image: as `start_time`")                                \
     X(IN, REAL_TIME, "[uint, uint]", OPT, "image: as `start_time`")                                \
     X(IN, NIMAGES, "uint", OPT, "start: expected number of frames")                                \
-    X(IN, USER_DATA, "any", OPT, "passed through verbatim into the matching start / result; at most 64 KiB, containers nested at most 32 levels, every str valid UTF-8, map keys str (or bin), no ext types, so that every subscriber's decoder reads it (otherwise the frame is refused with `FAID_EFORMAT` naming the byte)") \
+    X(IN, USER_DATA, "any", OPT, "passed through verbatim into the matching start / result; at most 64 KiB, containers nested at most 32 levels, every str valid UTF-8, map keys str (or bin), no ext types, so that every subscriber's decoder reads it (otherwise the frame is refused: larger, `FAID_ESIZE`, a failed frame; malformed, `FAID_EFORMAT` naming the byte, as bad input)") \
     /* array map */                                                                                \
     X(ARRAY, DTYPE, "str", REQ, "numpy descriptor, little-endian: `\"<f4\"`, `\"<f8\"`, `\"<i4\"`, `\"<u8\"`, ...") \
     X(ARRAY, SHAPE, "[uint, ...]", REQ, "dimensions, C order")                                     \

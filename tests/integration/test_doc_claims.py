@@ -215,3 +215,48 @@ def test_sub_out_file_names_as_documented(daemons, tmpdir_):
         names = sorted(n for n in os.listdir(out) if n.startswith(stem + "_"))
         assert names == [f"{stem}_00000.dat", f"{stem}_00001.dat"], os.listdir(out)
     assert d.terminate() == 0
+
+
+def test_bad_frames_are_counted_as_documented(daemons):
+    """ARCHITECTURE.md "Backpressure and accounting" and PROTOCOL.md's user_data row: a frame
+    with a usable header that fails (shape, user_data too large: FAID_ESIZE) is received and
+    failed; a header that is not usable (protocol_version, dtype, encoding, malformed user_data:
+    FAID_EFORMAT) is bad_input, not a frame."""
+    import msgpack
+    import zmq
+    d = daemons(devices="ref")
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    push.connect(test_daemon.ep(d.ports["in"]))
+    img = np.zeros((ROWS, COLS), np.uint16).tobytes()
+
+    def hdr(**kw):
+        h = {"type": "image", "protocol_version": 1, "series_id": 9, "frame_id": 5,
+             "shape": [ROWS, COLS], "dtype": "uint16", "encoding": "none"}
+        h.update(kw)
+        return msgpack.packb(h)
+
+    cases = [("failed", "FAID_ESHAPE", dict(shape=[ROWS // 2, COLS])),
+             ("failed", "FAID_ESIZE", dict(user_data="x" * (65 << 10))),
+             ("bad_input", "FAID_EPROTO", dict(protocol_version=2)),
+             ("bad_input", "FAID_EDTYPE", dict(dtype=">u2")),
+             ("bad_input", None, dict(encoding="zstd")),
+             ("bad_input", "FAID_EFORMAT", dict(user_data=msgpack.ExtType(1, b"ab")))]
+    try:
+        for what, code, kw in cases:
+            before = d.status()
+            push.send_multipart([hdr(**kw), img])
+            n0 = before["counters"]["failed"] + before["counters"]["bad_input"]
+            after = d.wait_counters(lambda c: c["failed"] + c["bad_input"] > n0, what)
+            delta = {k: after["counters"][k] - before["counters"][k]
+                     for k in ("received", "failed", "bad_input")}
+            want = ({"received": 1, "failed": 1, "bad_input": 0} if what == "failed"
+                    else {"received": 0, "failed": 0, "bad_input": 1})
+            assert delta == want, (kw, delta)
+            if code:
+                assert sum(v for k, v in after["errors"].items() if k.endswith(code)) > \
+                    sum(v for k, v in before["errors"].items() if k.endswith(code)), (kw, after["errors"])
+    finally:
+        push.close(0)
+        ctx.term()
+    assert d.terminate() == 0

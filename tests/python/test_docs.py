@@ -110,6 +110,9 @@ def test_documented_command_lines_use_existing_options():
     cmds = faidctl_commands()
     hopts = {c: set(OPT_RE.findall(help_text("faidctl", c))) | {"--help", "-h"} for c in cmds}
     fopts = set(OPT_RE.findall(help_text("faid")))
+    bopts = (set(OPT_RE.findall(help_text("faid-bench")))
+             | set(OPT_RE.findall(help_text("faid-bench", "--zmq-ceiling")))
+             if (BIN / "faid-bench").exists() else None)
     bad = []
     for p in SRC_DOCS + [ROOT / "deploy" / "faid.example.yaml"]:
         for line in p.read_text().splitlines():
@@ -120,6 +123,12 @@ def test_documented_command_lines_use_existing_options():
                 bad += [(str(p.relative_to(ROOT)), m.group(1), o) for o in set(OPT_RE.findall(rest)) - hopts[m.group(1)]]
             for m in re.finditer(r"(?<![\w/.-])faid ((?:--?[a-z][\w=-]*\s*)+)", line):
                 bad += [(str(p.relative_to(ROOT)), "faid", o) for o in set(OPT_RE.findall(m.group(1))) - fopts]
+            spans = re.findall(r"`(faid-bench [^`]*)`", line)
+            if line.lstrip().startswith("faid-bench "):
+                spans.append(line)
+            for span in spans if bopts is not None else ():
+                bad += [(str(p.relative_to(ROOT)), "faid-bench", o)
+                        for o in set(OPT_RE.findall(span)) - bopts]
     assert not bad, f"options the binaries do not have: {bad}"
 
 
