@@ -102,7 +102,9 @@ static void usage(FILE *f)
         "                  (variants also: compute = decode + integrate of frames already on\n"
         "                  the device)\n"
         "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
-        "                  (ZeroMQ transport ceiling; --zmq-ceiling --help)\n");
+        "                  (ZeroMQ transport ceiling; --zmq-ceiling --help)\n"
+        "       faid-bench --proto-encode [--npt N] [--peaks N] [--iters N]\n"
+        "                  (CPU cost of writing one result message)\n");
 }
 
 static int cmp_double(const void *a, const void *b)
