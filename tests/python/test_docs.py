@@ -33,8 +33,11 @@ def test_readme_commands_exist():
 
 # ---- drift tests of the docs review (docs/doc-review.md lists the claims each one guards) ----
 
+import shutil  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+
+import pytest  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -249,6 +252,65 @@ def test_service_paths_exist_after_install():
         for rel in paths:
             rel = rel.split()[0]
             assert (pathlib.Path(tmp) / rel).exists(), f"{rel} is not installed"
+
+
+def needed_packages(binary):
+    """Debian packages of the shared libraries binary links directly (readelf NEEDED, one
+    dpkg -S for all of them)."""
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
+                        run("readelf", "-d", binary).stdout)
+    where = dict(re.findall(r"^\s*(\S+) => (\S+)", run("ldd", binary).stdout, re.M))
+    paths = {lib: os.path.realpath(where[lib]) for lib in needed}
+    out = run("dpkg", "-S", *paths.values(), *[where[l] for l in needed], check=False).stdout
+    owner = {}
+    for line in out.splitlines():
+        pkg, _, path = line.partition(": ")
+        owner[path.strip()] = pkg.split(":")[0]
+    pkgs = set()
+    for lib in needed:
+        pkg = owner.get(paths[lib]) or owner.get(where[lib]) or owner.get(
+            where[lib].replace("/usr/lib/", "/lib/", 1))
+        assert pkg, (lib, paths[lib], out)
+        pkgs.add(pkg)
+    return pkgs - {"libc6"}
+
+
+def test_containerfile_has_what_the_binaries_link():
+    """deploy/Containerfile's run stage installs the package of every library faid and faidctl
+    link, and its build stage every -dev package deploy/install-deps.sh installs for the build."""
+    if not shutil.which("dpkg") or not shutil.which("readelf"):
+        pytest.skip("needs dpkg and readelf (Debian)")
+    cf = (ROOT / "deploy" / "Containerfile").read_text()
+    build_stage, run_stage = cf.split("\nFROM ", 2)[1:]
+    for b in ("faid", "faidctl"):
+        missing = {p for p in needed_packages(BIN / b) if p not in run_stage.split()}
+        assert not missing, f"Containerfile run stage lacks {missing} ({b} links them)"
+    deps = (ROOT / "deploy" / "install-deps.sh").read_text()
+    pkgs = re.search(r"pkgs=\((.*?)\)", deps, re.S).group(1).split()
+    dev = {p for p in pkgs if p.endswith("-dev") and p != "libclang-rt-dev"} | {"opencl-c-headers"}
+    missing = dev - set(build_stage.split())
+    assert not missing, f"Containerfile build stage lacks {missing} (install-deps.sh builds with them)"
+
+
+def test_yaml_examples_load():
+    """Every YAML block of the docs that is a faid configuration (all but Prometheus') loads:
+    `faidctl process -c BLOCK --dump-config` exits 0 (a .poni file it names is made here)."""
+    blocks = []
+    for p in SRC_DOCS:
+        blocks += [(p, b) for b in re.findall(r"```ya?ml\n(.*?)```", p.read_text(), re.S)
+                   if "scrape_configs" not in b]
+    assert len(blocks) >= 2, blocks
+    with tempfile.TemporaryDirectory() as tmp:
+        t = pathlib.Path(tmp)
+        for poni in set(re.findall(r"([\w.-]+\.poni)\b", " ".join(b for _, b in blocks))):
+            (t / poni).write_text("poni_version: 2\nDetector: Eiger4M\nDetector_config: {}\n"
+                                  "Distance: 0.1\nPoni1: 0.08\nPoni2: 0.08\nRot1: 0\nRot2: 0\n"
+                                  "Rot3: 0\nWavelength: 1e-10\n")
+        for i, (p, b) in enumerate(blocks):
+            (t / f"b{i}.yaml").write_text(b)
+            r = run(BIN / "faidctl", "process", "-c", t / f"b{i}.yaml", "--dump-config",
+                    check=False)
+            assert r.returncode == 0, (str(p.relative_to(ROOT)), b, r.stderr)
 
 
 def test_readme_offline_commands_run():
