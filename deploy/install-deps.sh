@@ -10,7 +10,7 @@ pkgs=(build-essential cmake pkg-config git
       liblz4-dev libmsgpack-dev libyaml-dev libcbor-dev libjansson-dev libhdf5-dev
       libmicrohttpd-dev libsystemd-dev prometheus chromium
       python3 python3-venv python3-pip valgrind
-      clang libclang-rt-dev)
+      clang libclang-rt-dev clang-format)
 
 missing=()
 for p in "${pkgs[@]}"; do
