@@ -322,6 +322,30 @@ static void test_kernels(void)
     p.adc_threshold = 50.0;
     CHECK(compare_one(ctx, &fs, &p, 0, 0, "peakfinder8, background only") == 0);
     free_frames(&fs);
+
+    /* Dense lists: noise peaks all over the frame (several flags in most 1,024-pixel spans of
+     * compact.cl, most peakfinder8 candidates rejected by the fill), whole and cut at a capacity
+     * that falls inside a span. */
+    CHECK(make_frames(&fs, 9, 400) == 0);
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PYFAI;
+    p.cutoff_peak = 0.5;
+    p.connected = 1;
+    n = compare_one(ctx, &fs, &p, 0, 0, "pyfai, dense");
+    CHECK_MSG(n > 2000, "pyfai, dense: %d peaks", n);
+    p.max_num_peaks = n > 2 ? n / 2 + 1 : 1;
+    CHECK(compare_one(ctx, &fs, &p, 0, 0, "pyfai, dense, cut") == n);
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PEAKFINDER8;
+    p.adc_threshold = 0.0;
+    p.minimum_snr = 1.0;
+    p.min_pixel_count = 1;
+    n = compare_one(ctx, &fs, &p, 0, 0, "peakfinder8, dense");
+    CHECK_MSG(n > 500, "peakfinder8, dense: %d peaks", n);
+    p.max_num_peaks = n > 2 ? n / 2 + 1 : 1;
+    CHECK(compare_one(ctx, &fs, &p, 128, 160, "peakfinder8, dense, 2x2 panels, cut") >
+          p.max_num_peaks);
+    free_frames(&fs);
     faid_cl_ctx_destroy(&ctx);
 }
 
