@@ -94,6 +94,24 @@ def test_cli_reference_is_generated():
         "`FAID_BIN=build/bin python3 tests/python/test_docs.py --write`")
 
 
+def test_exit_status_as_documented(tmp_path):
+    """docs/faidctl.md: 0 on success, 1 when the work failed, 2 on a usage error. Every command
+    answers an unknown option with 2; the offline commands given a missing file answer 1."""
+    assert run(BIN / "faidctl", "no-such-command", check=False).returncode == 2
+    assert run(BIN / "faid", "--no-such-option", check=False).returncode == 2
+    for c in faidctl_commands():
+        r = run(BIN / "faidctl", c, "--no-such-option", check=False)
+        assert r.returncode == 2, (c, r.stderr)
+    missing = tmp_path / "missing"
+    for args in (["decode", f"{missing}.bslz4", "-o", tmp_path / "x.npy", "--shape", "2,2",
+                  "--dtype", "uint8"], ["inspect", missing], ["geometry", "--poni", missing],
+                 ["process", "-o", tmp_path, "--device", "ref", f"{missing}.npy"],
+                 ["replay", "--npy", f"{missing}.npy"]):
+        r = run(BIN / "faidctl", *args, check=False)
+        assert r.returncode == 1, (args, r.stderr)
+    assert run(BIN / "faid", "-c", missing, check=False).returncode == 1
+
+
 def test_faidctl_commands_in_readme_and_help_agree():
     """Every faidctl command of `faidctl --help` is named in the README, and every `faidctl
     WORD` the docs name is a command."""
