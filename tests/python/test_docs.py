@@ -310,6 +310,14 @@ def test_containerfile_has_what_the_binaries_link():
     assert not missing, f"Containerfile build stage lacks {missing} (install-deps.sh builds with them)"
 
 
+def test_every_module_in_architecture():
+    """docs/ARCHITECTURE.md's module tables name every .c of daemon/, daemon/core/ and proto/."""
+    arch = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    missing = [str(p.relative_to(ROOT)) for d in ("daemon", "daemon/core", "proto")
+               for p in sorted((ROOT / d).glob("*.c")) if p.stem not in arch]
+    assert not missing, f"modules missing from docs/ARCHITECTURE.md: {missing}"
+
+
 def test_yaml_examples_load():
     """Every YAML block of the docs that is a faid configuration (all but Prometheus') loads:
     `faidctl process -c BLOCK --dump-config` exits 0 (a .poni file it names is made here)."""
