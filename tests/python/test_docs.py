@@ -318,6 +318,37 @@ def test_every_module_in_architecture():
     assert not missing, f"modules missing from docs/ARCHITECTURE.md: {missing}"
 
 
+def test_reference_versions_are_the_pinned_ones():
+    """The pyFAI version the docs compare against is the one tests/python/requirements.txt pins
+    (the tests that back the docs' numbers run on it)."""
+    pin = re.search(r"^pyFAI==([\d.]+)", (ROOT / "tests" / "python" / "requirements.txt")
+                    .read_text(), re.M | re.I).group(1)
+    for p in SRC_DOCS:
+        for v in re.findall(r"pyFAI (20\d\d\.\d+(?:\.\d+)?)", p.read_text()):
+            assert pin.startswith(v), (str(p.relative_to(ROOT)), v, pin)
+
+
+def test_peaks_file_as_documented(tmp_path):
+    """configuration.md's .peaks format: header lines `algorithm`, every other peaks.* parameter
+    (from the option table, less aggregates_interval), `num_peaks`, `is_hit`, `columns`, then
+    the columns of its code block."""
+    (tmp_path / "c.yaml").write_text(
+        "detector: {preset: null, shape: [64, 80], pixel_size: [1.0e-4, 1.0e-4]}\n"
+        "geometry: {dist: 0.1, poni1: 0.003, poni2: 0.004}\nintegration: {npt: 32}\n"
+        "peaks: {algorithm: pyfai}\n")
+    run(BIN / "faidctl", "process", "-c", tmp_path / "c.yaml", "--synthetic", "1", "--device",
+        "ref", "-o", tmp_path, "-q")
+    lines = (tmp_path / "synthetic_00000.peaks").read_text().splitlines()
+    keys = [l[1:].split(":")[0].strip() for l in lines if l.startswith("#") and ":" in l]
+    params = sorted(k.split(".", 1)[1] for k in option_keys() if k.startswith("peaks."))
+    params = [k for k in params if k not in ("algorithm", "aggregates_interval")]
+    assert keys[0] == "algorithm" and keys[-3:] == ["num_peaks", "is_hit", "columns"], keys
+    assert sorted(keys[1:-3]) == params, keys
+    conf = (ROOT / "docs" / "configuration.md").read_text()
+    cols = re.search(r"then one line per\npeak:\n\n```\n([^\n]+)\n```", conf).group(1)
+    assert next(l for l in lines if l.startswith("# columns:")) == "# columns: " + cols
+
+
 def test_yaml_examples_load():
     """Every YAML block of the docs that is a faid configuration (all but Prometheus') loads:
     `faidctl process -c BLOCK --dump-config` exits 0 (a .poni file it names is made here)."""
