@@ -149,7 +149,7 @@ class Daemon:
             with open("/proc/%d/status" % self.pid) as f:
                 for line in f:
                     k, _, v = line.partition(":")
-                    if k in ("VmRSS", "VmHWM", "Threads"):
+                    if k in ("VmRSS", "VmHWM", "Threads", "RssAnon", "RssFile"):
                         st[k] = int(v.split()[0])
             st["fds"] = len(os.listdir("/proc/%d/fd" % self.pid))
         except OSError:
@@ -343,8 +343,8 @@ STOP = threading.Event()
 CONSUMER_STOP = threading.Event()
 
 
-def slope_mb_per_min(samples, frac_from=0.0):
-    pts = [(s["t"], s["rss_kb"] / 1024.0) for s in samples if "rss_kb" in s]
+def slope_mb_per_min(samples, frac_from=0.0, key="rss_kb"):
+    pts = [(s["t"], s[key] / 1024.0) for s in samples if key in s]
     if not pts:
         return float("nan")
     t_last = pts[-1][0]
@@ -399,9 +399,9 @@ def main(argv=None):
         reloads = reload_failures = 0
         next_reload = t0 + args.reload_every if args.reload_every > 0 else float("inf")
         next_sample = t0
-        print("%7s %9s %7s %9s %9s %7s %7s %9s %8s %5s %4s" % (
+        print("%7s %9s %7s %9s %9s %7s %7s %9s %8s %7s %7s %5s %4s" % (
             "t_s", "sent", "bad", "received", "processed", "failed", "dropped", "ll_results",
-            "rss_MB", "fds", "thr"), flush=True)
+            "rss_MB", "anon", "file", "fds", "thr"), flush=True)
 
         def take_sample():
             st = d.request({"cmd": "status"})
@@ -413,13 +413,14 @@ def main(argv=None):
                  "ll_results": consumer.results if consumer else 0,
                  "ll_held": st.get("lossless", {}).get("held", 0),
                  "rss_kb": m.get("VmRSS", 0), "hwm_kb": m.get("VmHWM", 0),
+                 "anon_kb": m.get("RssAnon", 0), "file_kb": m.get("RssFile", 0),
                  "fds": m.get("fds", 0), "threads": m.get("Threads", 0),
                  "reloads": reloads, "subscribers": churn.subscribers if churn else 0}
             samples.append(s)
-            print("%7.1f %9d %7d %9d %9d %7d %7d %9d %8.1f %5d %4d" % (
+            print("%7.1f %9d %7d %9d %9d %7d %7d %9d %8.1f %7.1f %7.1f %5d %4d" % (
                 s["t"], s["sent"], s["bad"], s["received"], s["processed"], s["failed"],
-                s["dropped"], s["ll_results"], s["rss_kb"] / 1024, s["fds"], s["threads"]),
-                flush=True)
+                s["dropped"], s["ll_results"], s["rss_kb"] / 1024, s["anon_kb"] / 1024,
+                s["file_kb"] / 1024, s["fds"], s["threads"]), flush=True)
             return st
 
         while not tx.done.is_set():
@@ -464,6 +465,14 @@ def main(argv=None):
             "rss_max_mb": max(s["rss_kb"] for s in samples) / 1024,
             "rss_slope_mb_min": slope_mb_per_min(samples),
             "rss_slope_second_half_mb_min": slope_mb_per_min(samples, 0.5),
+            # Resident memory in two parts (/proc/PID/status): anonymous (heaps, mappings:
+            # where a leak shows) and file-backed (code and data pages of the libraries,
+            # libLLVM's 112 MB with PoCL, faulted in as code paths first run: bounded by the
+            # files' size, not a leak).
+            "anon_first_mb": samples[0]["anon_kb"] / 1024, "anon_last_mb": samples[-1]["anon_kb"] / 1024,
+            "anon_slope_second_half_mb_min": slope_mb_per_min(samples, 0.5, "anon_kb"),
+            "file_first_mb": samples[0]["file_kb"] / 1024, "file_last_mb": samples[-1]["file_kb"] / 1024,
+            "file_slope_second_half_mb_min": slope_mb_per_min(samples, 0.5, "file_kb"),
             "fds_first": samples[0]["fds"], "fds_last": samples[-1]["fds"],
             "fds_max": max(s["fds"] for s in samples),
         }
@@ -504,6 +513,11 @@ def main(argv=None):
           "over the second half" % (summary["rss_first_mb"], summary["rss_last_mb"],
                                     summary["rss_max_mb"], summary["rss_slope_mb_min"],
                                     summary["rss_slope_second_half_mb_min"]))
+    print("  of which anonymous: %.1f -> %.1f MB, %.3f MB/min over the second half; file-backed "
+          "(library pages): %.1f -> %.1f MB, %.3f MB/min" % (
+              summary["anon_first_mb"], summary["anon_last_mb"],
+              summary["anon_slope_second_half_mb_min"], summary["file_first_mb"],
+              summary["file_last_mb"], summary["file_slope_second_half_mb_min"]))
     print("file descriptors: %d first, %d last, %d max" % (
         summary["fds_first"], summary["fds_last"], summary["fds_max"]))
     for k, v in summary.get("checks", {}).items():
