@@ -39,7 +39,7 @@ libyaml-0-2 libcbor0.8 libjansson4 clinfo"
 # libhdf5 and what it links that the GPU host lacks (faidctl replay --h5, the h5 fuzz target of
 # .device/fuzz/run.sh).
 debs="$debs libhdf5-103-1 libsz2 libaec0 libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 \
-libldap-2.5-0 libbrotli1 libsasl2-2 libsasl2-modules-db"
+libldap-2.5-0 libbrotli1 libsasl2-2 libsasl2-modules-db libunistring2"
 
 command -v apt-get >/dev/null || { echo "gpu-prepare: apt-get not found (run this on the Debian build machine)" >&2; exit 1; }
 mkdir -p .device/debs

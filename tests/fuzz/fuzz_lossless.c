@@ -19,6 +19,7 @@
 #include "faid_log.h"
 #include "faid_proto.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +80,11 @@ static void *dealer(const char *ep, const peer *pr)
     int zero = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
     zmq_setsockopt(s, ZMQ_ROUTING_ID, pr->id, pr->idlen);
-    if (zmq_connect(s, ep) != 0) {
+    /* libFuzzer's timer (SIGALRM, -timeout) interrupts libzmq calls: EINTR means again. */
+    int rc;
+    while ((rc = zmq_connect(s, ep)) != 0 && zmq_errno() == EINTR)
+        ;
+    if (rc != 0) {
         fprintf(stderr, "fuzz_lossless: connect %s: %s\n", ep, zmq_strerror(zmq_errno()));
         abort();
     }
@@ -127,7 +132,10 @@ static void drain(peer *pr, uint64_t next_seq)
             abort(); /* faid always sends [topic, body] */
         zmq_msg_t body;
         zmq_msg_init(&body);
-        if (zmq_msg_recv(&body, pr->sock, 0) < 0)
+        int n;
+        while ((n = zmq_msg_recv(&body, pr->sock, 0)) < 0 && zmq_errno() == EINTR)
+            ;
+        if (n < 0)
             abort();
         const uint8_t *b = zmq_msg_data(&body);
         size_t bl = zmq_msg_size(&body);
@@ -177,7 +185,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int zero = 0, hwm = FAID_LL_SNDHWM;
     zmq_setsockopt(router, ZMQ_LINGER, &zero, sizeof(zero));
     zmq_setsockopt(router, ZMQ_SNDHWM, &hwm, sizeof(hwm));
-    if (zmq_bind(router, ep) != 0) {
+    int brc;
+    while ((brc = zmq_bind(router, ep)) != 0 && zmq_errno() == EINTR)
+        ;
+    if (brc != 0) {
         fprintf(stderr, "fuzz_lossless: bind %s: %s\n", ep, zmq_strerror(zmq_errno()));
         abort();
     }
@@ -274,6 +285,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     zmq_close(b.sock);
     faid_lossless_destroy(&ll);
     zmq_close(router);
-    zmq_ctx_term(ctx);
+    while (zmq_ctx_term(ctx) != 0 && zmq_errno() == EINTR)
+        ;
     return 0;
 }
