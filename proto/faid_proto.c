@@ -1355,49 +1355,146 @@ faid_out_type faid_out_type_parse(const char *name, size_t len)
 }
 
 /* The peak arrays of a result, by key. */
-static faid_array_view *peak_array(faid_out_msg *m, const faid_mp_obj *key)
+/* ---- client-side decoding of faid's messages, on msgpack-c ------------------------------------
+ * Each value is first walked by the bounded cursor reader (faid_mpr_skip: every container's
+ * claimed size checked against the bytes left), and only then handed to msgpack-c's unpacker,
+ * which reserves memory for a container's claimed size before reading a byte of it (5 bytes,
+ * df 00 aa aa aa, made it malloc 512 MiB; df ff ff ff ff, 256 GiB): after the walk no claim
+ * exceeds the message, so msgpack-c's zone stays below 48 bytes per byte received. Strings and
+ * bins point into buf (msgpack-c references the input). */
+
+/* A msgpack-c scalar as the cursor reader's object, for the faid_mp_to_* conversions. */
+static void from_msgpack(const msgpack_object *o, faid_mp_obj *v)
 {
-    static const struct {
-        const char *key;
-        size_t off;
-    } t[] = {
-        {FAID_K_PEAK_X, offsetof(faid_out_msg, peak_x)},
-        {FAID_K_PEAK_Y, offsetof(faid_out_msg, peak_y)},
-        {FAID_K_PEAK_INTENSITY, offsetof(faid_out_msg, peak_intensity)},
-        {FAID_K_PEAK_SIGMA, offsetof(faid_out_msg, peak_sigma)},
-        {FAID_K_PEAK_SNR, offsetof(faid_out_msg, peak_snr)},
-        {FAID_K_PEAK_NPIX, offsetof(faid_out_msg, peak_npix)},
-        {FAID_K_PEAK_MAX_PIXEL, offsetof(faid_out_msg, peak_max_pixel)},
-        {FAID_K_BG_I, offsetof(faid_out_msg, bg_I)},
-        {FAID_K_BG_SIGMA, offsetof(faid_out_msg, bg_sigma)},
-        {FAID_K_BG_STD, offsetof(faid_out_msg, bg_std)},
-        {FAID_K_BG_COUNT, offsetof(faid_out_msg, bg_count)},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (faid_mp_str_eq(key, t[i].key))
-            return (faid_array_view *)((char *)m + t[i].off);
-    return NULL;
+    memset(v, 0, sizeof(*v));
+    switch (o->type) {
+    case MSGPACK_OBJECT_BOOLEAN:
+        v->type = FAID_MP_BOOL;
+        v->b = o->via.boolean;
+        break;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        v->type = FAID_MP_UINT;
+        v->u = o->via.u64;
+        break;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        v->type = FAID_MP_INT;
+        v->i = o->via.i64;
+        break;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        v->type = FAID_MP_FLOAT;
+        v->f = o->via.f64;
+        break;
+    case MSGPACK_OBJECT_STR:
+        v->type = FAID_MP_STR;
+        v->ptr = (const uint8_t *)o->via.str.ptr;
+        v->len = o->via.str.size;
+        break;
+    case MSGPACK_OBJECT_BIN:
+        v->type = FAID_MP_BIN;
+        v->ptr = (const uint8_t *)o->via.bin.ptr;
+        v->len = o->via.bin.size;
+        break;
+    case MSGPACK_OBJECT_ARRAY:
+        v->type = FAID_MP_ARRAY;
+        v->len = o->via.array.size;
+        break;
+    case MSGPACK_OBJECT_MAP:
+        v->type = FAID_MP_MAP;
+        v->len = o->via.map.size;
+        break;
+    case MSGPACK_OBJECT_EXT:
+        v->type = FAID_MP_EXT;
+        break;
+    default:
+        v->type = FAID_MP_NIL;
+        break;
+    }
 }
 
-/* The start message's peaks map (n pairs, reader after its head): "algorithm" into
- * m->peaks_algorithm, every other scalar as a .peaks header line. Nested values are skipped. */
-static int read_peak_params(faid_mpr *r, uint32_t n, faid_out_msg *m, faid_diag *d)
+/* The faid_key a map key names (str or bin), FAID_KEY_UNKNOWN otherwise. */
+static faid_key obj_key(const msgpack_object *k)
+{
+    if (k->type == MSGPACK_OBJECT_STR)
+        return faid_key_lookup(k->via.str.ptr, k->via.str.size);
+    if (k->type == MSGPACK_OBJECT_BIN)
+        return faid_key_lookup(k->via.bin.ptr, k->via.bin.size);
+    return FAID_KEY_UNKNOWN;
+}
+
+/* An array map {dtype, shape, data} (section "array" of the key table), checked as
+ * faid_proto_read_array checks it. */
+static int array_from_msgpack(const msgpack_object *o, faid_array_view *a, faid_diag *d)
+{
+    memset(a, 0, sizeof(*a));
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return faid_fail(d, FAID_EFORMAT, "array: expected a {dtype, shape, data} map");
+    int have_dtype = 0, have_shape = 0, have_data = 0;
+    for (uint32_t k = 0; k < o->via.map.size; k++) {
+        const msgpack_object *v = &o->via.map.ptr[k].val;
+        faid_mp_obj mv;
+        switch (obj_key(&o->via.map.ptr[k].key)) {
+        case FAID_KEY_DTYPE:
+            from_msgpack(v, &mv);
+            if (faid_mp_to_cstr(&mv, a->descr, sizeof(a->descr)))
+                return faid_fail(d, FAID_EFORMAT, "array: dtype is not a short string");
+            a->dtype = faid_dtype_parse(a->descr);
+            if (a->dtype == FAID_DT_INVALID)
+                return faid_fail(d, FAID_EDTYPE, "array: unknown dtype \"%s\"", a->descr);
+            if (a->descr[0] == '>' && faid_dtype_size(a->dtype) > 1)
+                return faid_fail(d, FAID_EDTYPE, "array: big-endian dtype \"%s\"", a->descr);
+            have_dtype = 1;
+            break;
+        case FAID_KEY_SHAPE:
+            if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size > FAID_PROTO_MAX_DIMS)
+                return faid_fail(d, FAID_EFORMAT, "array: shape must be a list of at most %d ints",
+                                 FAID_PROTO_MAX_DIMS);
+            a->ndim = (int)v->via.array.size;
+            a->nelem = 1;
+            for (uint32_t j = 0; j < v->via.array.size; j++) {
+                const msgpack_object *e = &v->via.array.ptr[j];
+                if (e->type != MSGPACK_OBJECT_POSITIVE_INTEGER || e->via.u64 > (1ull << 40))
+                    return faid_fail(d, FAID_EFORMAT, "array: bad shape entry %u", j);
+                a->shape[j] = e->via.u64;
+                a->nelem *= e->via.u64;
+                if (a->nelem > (1ull << 40))
+                    return faid_fail(d, FAID_EFORMAT, "array: shape too large");
+            }
+            have_shape = 1;
+            break;
+        case FAID_KEY_DATA:
+            if (v->type != MSGPACK_OBJECT_BIN)
+                return faid_fail(d, FAID_EFORMAT, "array: data is not bin");
+            a->data = (const uint8_t *)v->via.bin.ptr;
+            a->nbytes = v->via.bin.size;
+            have_data = 1;
+            break;
+        default:
+            break;
+        }
+    }
+    if (!have_dtype || !have_shape || !have_data)
+        return faid_fail(d, FAID_EFORMAT, "array: missing %s",
+                         !have_dtype   ? "dtype"
+                         : !have_shape ? "shape"
+                                       : "data");
+    if (a->nelem * faid_dtype_size(a->dtype) != a->nbytes)
+        return faid_fail(d, FAID_ESIZE, "array: %zu data bytes for %llu elements of %s", a->nbytes,
+                         (unsigned long long)a->nelem, a->descr);
+    return 0;
+}
+
+/* The start message's peaks map: "algorithm" into m->peaks_algorithm, every other scalar as a
+ * .peaks header line. Nested values are skipped. */
+static void peak_params_from_msgpack(const msgpack_object *o, faid_out_msg *m)
 {
     size_t used = strlen(m->peaks_params);
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
         faid_mp_obj key, v;
-        int rc = read_key(r, &key, d);
-        if (!rc)
-            rc = faid_mpr_next(r, &v, d);
-        if (rc)
-            return rc;
-        if (v.type == FAID_MP_ARRAY || v.type == FAID_MP_MAP) {
-            uint64_t k = v.type == FAID_MP_MAP ? 2ull * v.len : v.len;
-            for (uint64_t j = 0; j < k; j++)
-                if ((rc = faid_mpr_skip(r, d)))
-                    return rc;
+        from_msgpack(&o->via.map.ptr[i].key, &key);
+        from_msgpack(&o->via.map.ptr[i].val, &v);
+        if (v.type == FAID_MP_ARRAY || v.type == FAID_MP_MAP)
             continue;
-        }
         char name[64], val[96];
         printable(&key, name, sizeof(name));
         if (strcmp(name, "algorithm") == 0) {
@@ -1422,9 +1519,136 @@ static int read_peak_params(faid_mpr *r, uint32_t n, faid_out_msg *m, faid_diag 
         else
             used += (size_t)k;
     }
+}
+
+/* Where the array of key k goes in m, NULL when k names no array of an output message. */
+static faid_array_view *out_array(faid_out_msg *m, faid_key k)
+{
+    switch (k) {
+    case FAID_KEY_I: return &m->I;
+    case FAID_KEY_SIGMA: return &m->sigma;
+    case FAID_KEY_STD: return &m->std;
+    case FAID_KEY_COUNT: return &m->count;
+    case FAID_KEY_RADIAL: return &m->radial;
+    case FAID_KEY_I2D: return &m->I_2d;
+    case FAID_KEY_SIGMA2D: return &m->sigma_2d;
+    case FAID_KEY_COUNT2D: return &m->count_2d;
+    case FAID_KEY_PEAK_X: return &m->peak_x;
+    case FAID_KEY_PEAK_Y: return &m->peak_y;
+    case FAID_KEY_PEAK_INTENSITY: return &m->peak_intensity;
+    case FAID_KEY_PEAK_SIGMA: return &m->peak_sigma;
+    case FAID_KEY_PEAK_SNR: return &m->peak_snr;
+    case FAID_KEY_PEAK_NPIX: return &m->peak_npix;
+    case FAID_KEY_PEAK_MAX_PIXEL: return &m->peak_max_pixel;
+    case FAID_KEY_BG_I: return &m->bg_I;
+    case FAID_KEY_BG_SIGMA: return &m->bg_sigma;
+    case FAID_KEY_BG_STD: return &m->bg_std;
+    case FAID_KEY_BG_COUNT: return &m->bg_count;
+    default: return NULL;
+    }
+}
+
+/* True for the keys the faid_out_msg view holds (the only values handed to msgpack-c). */
+static int out_key_used(faid_out_msg *m, faid_key k)
+{
+    if (out_array(m, k))
+        return 1;
+    switch (k) {
+    case FAID_KEY_TYPE:
+    case FAID_KEY_SERIES_ID:
+    case FAID_KEY_FRAME_ID:
+    case FAID_KEY_SETUP_VERSION:
+    case FAID_KEY_MSG_NUMBER:
+    case FAID_KEY_LATENCY_US:
+    case FAID_KEY_DEVICE:
+    case FAID_KEY_UNIT:
+    case FAID_KEY_CODE:
+    case FAID_KEY_MESSAGE:
+    case FAID_KEY_STAGE:
+    case FAID_KEY_NUM_PEAKS:
+    case FAID_KEY_IS_HIT:
+    case FAID_KEY_PEAKS:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* One value of the output message's top-level map, as msgpack-c decoded it. */
+static int decode_output_value(faid_key key, const msgpack_object *vo, faid_out_msg *m,
+                               faid_diag *d)
+{
+    faid_mp_obj v;
+    from_msgpack(vo, &v);
+    faid_array_view *arr = out_array(m, key);
+    if (arr) {
+        int rc = array_from_msgpack(vo, arr, d);
+        if (rc)
+            faid_diag_prefix(d, "key \"%s\": ", faid_key_name(key));
+        return rc;
+    }
+    switch (key) {
+    case FAID_KEY_TYPE:
+        if (v.type == FAID_MP_STR)
+            m->type = faid_out_type_parse((const char *)v.ptr, v.len);
+        break;
+    case FAID_KEY_SERIES_ID:
+        faid_mp_to_u64(&v, &m->series_id);
+        break;
+    case FAID_KEY_FRAME_ID:
+        m->has_frame_id = faid_mp_to_u64(&v, &m->frame_id) == 0;
+        break;
+    case FAID_KEY_SETUP_VERSION:
+        faid_mp_to_u64(&v, &m->setup_version);
+        break;
+    case FAID_KEY_MSG_NUMBER:
+        faid_mp_to_u64(&v, &m->msg_number);
+        break;
+    case FAID_KEY_LATENCY_US:
+        faid_mp_to_f64(&v, &m->latency_us);
+        break;
+    case FAID_KEY_DEVICE: {
+        int64_t dev;
+        if (faid_mp_to_i64(&v, &dev) == 0 && dev >= -1 && dev < 1 << 20)
+            m->device = (int)dev;
+        break;
+    }
+    case FAID_KEY_UNIT:
+        faid_mp_to_cstr(&v, m->unit, sizeof(m->unit));
+        break;
+    case FAID_KEY_CODE:
+        faid_mp_to_cstr(&v, m->code, sizeof(m->code));
+        break;
+    case FAID_KEY_MESSAGE:
+        if (v.type == FAID_MP_STR) {
+            size_t n = v.len < sizeof(m->message) - 1 ? v.len : sizeof(m->message) - 1;
+            memcpy(m->message, v.ptr, n);
+            m->message[n] = '\0';
+        }
+        break;
+    case FAID_KEY_STAGE:
+        faid_mp_to_cstr(&v, m->stage, sizeof(m->stage));
+        break;
+    case FAID_KEY_NUM_PEAKS:
+        m->has_peaks = faid_mp_to_u64(&v, &m->num_peaks) == 0;
+        break;
+    case FAID_KEY_IS_HIT:
+        m->is_hit = v.type == FAID_MP_BOOL ? v.b != 0 : 0;
+        break;
+    case FAID_KEY_PEAKS:
+        if (vo->type == MSGPACK_OBJECT_MAP)
+            peak_params_from_msgpack(vo, m);
+        break;
+    default:
+        break;
+    }
     return 0;
 }
 
+/* The top-level map is walked by the cursor reader (each value bounded by faid_mpr_skip); each
+ * value the view holds is then decoded by msgpack-c from its own bytes. Values the view does not
+ * hold (config, user_data, input, ...) never reach msgpack-c: user_data may nest 32 containers,
+ * and msgpack-c's unpacker refuses more than 32 in all (MSGPACK_EMBED_STACK_SIZE). */
 int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_diag *d)
 {
     memset(m, 0, sizeof(*m));
@@ -1435,84 +1659,28 @@ int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_
     if (rc)
         return rc;
     for (uint32_t k = 0; k < o.len; k++) {
-        faid_mp_obj key, v;
+        faid_mp_obj key;
         if ((rc = read_key(&r, &key, d)))
             return rc;
-        faid_array_view *arr = NULL;
-        if (faid_mp_str_eq(&key, FAID_K_I))
-            arr = &m->I;
-        else if (faid_mp_str_eq(&key, FAID_K_SIGMA))
-            arr = &m->sigma;
-        else if (faid_mp_str_eq(&key, FAID_K_STD))
-            arr = &m->std;
-        else if (faid_mp_str_eq(&key, FAID_K_COUNT))
-            arr = &m->count;
-        else if (faid_mp_str_eq(&key, FAID_K_RADIAL))
-            arr = &m->radial;
-        else if (faid_mp_str_eq(&key, FAID_K_I2D))
-            arr = &m->I_2d;
-        else if (faid_mp_str_eq(&key, FAID_K_SIGMA2D))
-            arr = &m->sigma_2d;
-        else if (faid_mp_str_eq(&key, FAID_K_COUNT2D))
-            arr = &m->count_2d;
-        else
-            arr = peak_array(m, &key);
-        if (arr) {
-            if ((rc = faid_proto_read_array(&r, arr, d))) {
-                char name[64];
-                printable(&key, name, sizeof(name));
-                faid_diag_prefix(d, "key \"%s\": ", name);
-                return rc;
-            }
-            continue;
-        }
-        if ((rc = faid_mpr_next(&r, &v, d)))
+        const uint8_t *at = r.p;
+        if ((rc = faid_mpr_skip(&r, d)))
             return rc;
-        if (faid_mp_str_eq(&key, FAID_K_TYPE)) {
-            if (v.type == FAID_MP_STR)
-                m->type = faid_out_type_parse((const char *)v.ptr, v.len);
-        } else if (faid_mp_str_eq(&key, FAID_K_SERIES_ID)) {
-            faid_mp_to_u64(&v, &m->series_id);
-        } else if (faid_mp_str_eq(&key, FAID_K_FRAME_ID)) {
-            m->has_frame_id = faid_mp_to_u64(&v, &m->frame_id) == 0;
-        } else if (faid_mp_str_eq(&key, FAID_K_SETUP_VERSION)) {
-            faid_mp_to_u64(&v, &m->setup_version);
-        } else if (faid_mp_str_eq(&key, FAID_K_MSG_NUMBER)) {
-            faid_mp_to_u64(&v, &m->msg_number);
-        } else if (faid_mp_str_eq(&key, FAID_K_LATENCY_US)) {
-            faid_mp_to_f64(&v, &m->latency_us);
-        } else if (faid_mp_str_eq(&key, FAID_K_DEVICE)) {
-            int64_t dev;
-            if (faid_mp_to_i64(&v, &dev) == 0 && dev >= -1 && dev < 1 << 20)
-                m->device = (int)dev;
-        } else if (faid_mp_str_eq(&key, FAID_K_UNIT)) {
-            faid_mp_to_cstr(&v, m->unit, sizeof(m->unit));
-        } else if (faid_mp_str_eq(&key, FAID_K_CODE)) {
-            faid_mp_to_cstr(&v, m->code, sizeof(m->code));
-        } else if (faid_mp_str_eq(&key, FAID_K_MESSAGE)) {
-            if (v.type == FAID_MP_STR) {
-                size_t n = v.len < sizeof(m->message) - 1 ? v.len : sizeof(m->message) - 1;
-                memcpy(m->message, v.ptr, n);
-                m->message[n] = '\0';
-            }
-        } else if (faid_mp_str_eq(&key, FAID_K_STAGE)) {
-            faid_mp_to_cstr(&v, m->stage, sizeof(m->stage));
-        } else if (faid_mp_str_eq(&key, FAID_K_NUM_PEAKS)) {
-            m->has_peaks = faid_mp_to_u64(&v, &m->num_peaks) == 0;
-        } else if (faid_mp_str_eq(&key, FAID_K_IS_HIT)) {
-            m->is_hit = v.type == FAID_MP_BOOL ? v.b != 0 : 0;
-        } else if (faid_mp_str_eq(&key, FAID_K_PEAKS) && v.type == FAID_MP_MAP) {
-            if ((rc = read_peak_params(&r, v.len, m, d)))
-                return rc;
+        faid_key fk = faid_key_lookup(key.ptr, key.len);
+        if (!out_key_used(m, fk))
             continue;
-        }
-        /* The value head is read: skip the children of containers we do not interpret. */
-        if (v.type == FAID_MP_ARRAY || v.type == FAID_MP_MAP) {
-            uint64_t n = v.type == FAID_MP_MAP ? 2ull * v.len : v.len;
-            for (uint64_t j = 0; j < n; j++)
-                if ((rc = faid_mpr_skip(&r, d)))
-                    return rc;
-        }
+        msgpack_unpacked u;
+        msgpack_unpacked_init(&u);
+        size_t off = 0;
+        msgpack_unpack_return ur = msgpack_unpack_next(&u, (const char *)at, (size_t)(r.p - at), &off);
+        if (ur == MSGPACK_UNPACK_SUCCESS)
+            rc = decode_output_value(fk, &u.data, m, d);
+        else
+            rc = faid_fail(d, ur == MSGPACK_UNPACK_NOMEM_ERROR ? FAID_ENOMEM : FAID_EFORMAT,
+                           "output message: key \"%s\": msgpack-c refused its value (%d)",
+                           faid_key_name(fk), (int)ur);
+        msgpack_unpacked_destroy(&u);
+        if (rc)
+            return rc;
     }
     if (m->type == FAID_OUT_INVALID)
         return faid_fail(d, FAID_EFORMAT, "output message: missing or unknown \"type\"");

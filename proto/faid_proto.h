@@ -3,9 +3,10 @@
  * description; this header is its C form.
  *
  * It has three layers:
- *   1. a bounds-checked msgpack writer (into a caller buffer, never allocates) and reader (a cursor
- *      over received bytes, never allocates, depth-limited), so the hot path allocates nothing and
- *      no byte sequence can make a decoder read out of bounds;
+ *   1. a msgpack writer (msgpack-c's packer into a caller buffer, never allocates, map sizes
+ *      counted by the writer) and a reader (a cursor over received bytes, never allocates,
+ *      depth-limited), so the hot path allocates nothing and no byte sequence can make a decoder
+ *      read out of bounds;
  *   2. the native input protocol: the header map of a [header, payload] multipart image message
  *      and the single-part series start/end messages (encode for senders, decode for the daemon);
  *   3. the output messages (start, result, end, stats, error; first key always "type") and the
@@ -143,7 +144,14 @@ void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t ro
 const char *faid_proto_dtype_descr(faid_dtype t);
 
 /* ---------------------------------------------------------------------------------------------
- * msgpack reader. */
+ * msgpack reader: a bounded cursor, for everything that arrives from the network (input headers,
+ * control and lossless requests, and the first walk of every message a client receives).
+ *
+ * Why not msgpack-c's unpacker for untrusted bytes: it reserves memory for a container's claimed
+ * size before reading any of it. Five bytes, df 00 aa aa aa (a map claiming 11 million pairs),
+ * made it malloc 512 MiB; df ff ff ff ff asked for 256 GiB. The cursor allocates nothing and
+ * checks each claim against the bytes left (faid_mpr_skip). Clients decode faid's messages with
+ * msgpack-c (faid_proto_decode_output), each value only after the cursor walked it. */
 typedef enum {
     FAID_MP_NIL = 0,
     FAID_MP_BOOL,
@@ -320,7 +328,9 @@ typedef struct faid_out_msg {
 } faid_out_msg;
 
 /* Decodes the fields above from an output message body (the part after the topic). Missing
- * optional fields stay zero; arrays absent have nelem 0. */
+ * optional fields stay zero; arrays absent have nelem 0. The top-level map is walked by the
+ * cursor reader; each value the view holds is decoded by msgpack-c (switching on the key table's
+ * faid_key), once the cursor checked that its claims fit in the bytes. */
 int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_diag *d);
 
 /* Encoders shared by the daemon and tests. Each writes one complete map. */
