@@ -1486,13 +1486,15 @@ static int array_from_msgpack(const msgpack_object *o, faid_array_view *a, faid_
 
 /* The start message's peaks map: "algorithm" into m->peaks_algorithm, every other scalar as a
  * .peaks header line. Nested values are skipped. */
-static void peak_params_from_msgpack(const msgpack_object *o, faid_out_msg *m)
+static int peak_params_from_msgpack(const msgpack_object *o, faid_out_msg *m, faid_diag *d)
 {
     size_t used = strlen(m->peaks_params);
     for (uint32_t i = 0; i < o->via.map.size; i++) {
         faid_mp_obj key, v;
         from_msgpack(&o->via.map.ptr[i].key, &key);
         from_msgpack(&o->via.map.ptr[i].val, &v);
+        if (key.type != FAID_MP_STR && key.type != FAID_MP_BIN)
+            return faid_fail(d, FAID_EFORMAT, "key \"peaks\": key %u is not a string", i);
         if (v.type == FAID_MP_ARRAY || v.type == FAID_MP_MAP)
             continue;
         char name[64], val[96];
@@ -1519,6 +1521,7 @@ static void peak_params_from_msgpack(const msgpack_object *o, faid_out_msg *m)
         else
             used += (size_t)k;
     }
+    return 0;
 }
 
 /* Where the array of key k goes in m, NULL when k names no array of an output message. */
@@ -1637,7 +1640,7 @@ static int decode_output_value(faid_key key, const msgpack_object *vo, faid_out_
         break;
     case FAID_KEY_PEAKS:
         if (vo->type == MSGPACK_OBJECT_MAP)
-            peak_params_from_msgpack(vo, m);
+            return peak_params_from_msgpack(vo, m, d);
         break;
     default:
         break;
