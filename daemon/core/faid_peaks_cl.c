@@ -55,11 +55,10 @@ void faid_peaks_cl_destroy(faid_peaks_cl **kp)
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i])
             clReleaseProgram(ps[i]);
-    cl_mem *ms[] = {&k->indptr, &k->indices, &k->coefs,      &k->radius,  &k->radius1d,
-                    &k->valid,  &k->bin_of,  &k->pf8_indptr, &k->pf8_pos, &k->clipped,
-                    &k->bg,     &k->flag,    &k->counts,     &k->offsets, &k->rec,
-                    &k->roff,   &k->rthr,    &k->img,        &k->cval,    &k->cand,
-                    &k->host_pre4};
+    cl_mem *ms[] = {&k->indptr, &k->indices,    &k->coefs,    &k->radius,  &k->radius1d, &k->valid,
+                    &k->bin_of, &k->pf8_indptr, &k->pf8_pos,  &k->clipped, &k->bg,       &k->flag,
+                    &k->counts, &k->offsets,    &k->rec,      &k->roff,    &k->rthr,     &k->img,
+                    &k->cval,   &k->cand,       &k->host_pre4};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
         release_mem(ms[i]);
     free(k);
@@ -173,8 +172,8 @@ faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const fa
     if (!bins)
         goto fail_d;
     k->pf8_nbins = bins->nbins;
-    snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d -D PF8_MAXQ=%d",
-             ieee, k->wg_pk, k->wg_pk, FAID_PK_PPI, p->max_pixel_count);
+    snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d -D PF8_MAXQ=%d", ieee,
+             k->wg_pk, k->wg_pk, FAID_PK_PPI, p->max_pixel_count);
     const char *rsrc[] = {"peaks/pf8_radial.cl"};
     const char *psrc[] = {"peaks/compact.cl", "peaks/pf8_peaks.cl"};
     char ropts[120];

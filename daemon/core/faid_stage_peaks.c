@@ -84,8 +84,8 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
 }
 
 /* The finders' kernels, by index: key in the per-setup kernel cache (faid_stage_kslot). */
-static const char *const PK_KERNELS[] = {"faid_pf8_prep",   "faid_pf8_radial",  "faid_pf8_cand",
-                                         "faid_pf8_fill",   "faid_pf8_finish",  "faid_pick_flag",
+static const char *const PK_KERNELS[] = {"faid_pf8_prep",   "faid_pf8_radial", "faid_pf8_cand",
+                                         "faid_pf8_fill",   "faid_pf8_finish", "faid_pick_flag",
                                          "faid_pick_finish"};
 #define PK_NKERNELS (int)(sizeof PK_KERNELS / sizeof PK_KERNELS[0])
 
@@ -111,8 +111,8 @@ static int get_kernel(faid_stage_env *env, faid_stage_res *res, const faid_peak_
         rc = faid_progcache_kernel(env->progs, rfiles, 1, opts, name, k, d);
     } else {
         int pf8 = ps->p.algorithm == FAID_PEAKS_PEAKFINDER8;
-        int n = snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d", ieee,
-                         wg, wg, FAID_PK_PPI);
+        int n = snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d", ieee, wg,
+                         wg, FAID_PK_PPI);
         if (pf8)
             snprintf(opts + n, sizeof opts - (size_t)n, " -D PF8_MAXQ=%d", ps->p.max_pixel_count);
         static const char *const pick_files[] = {"peaks/compact.cl", "peaks/pick_pyfai.cl"};
@@ -140,8 +140,7 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
         return 2;
     }
     l[0] = (pk_launch){"faid_pf8_prep", (res->npix + wg - 1) / wg * wg, wg};
-    l[1] = (pk_launch){"faid_pf8_radial", (size_t)ps->pf8->nbins * FAID_PF8_LANES,
-                       FAID_PF8_LANES};
+    l[1] = (pk_launch){"faid_pf8_radial", (size_t)ps->pf8->nbins * FAID_PF8_LANES, FAID_PF8_LANES};
     l[2] = (pk_launch){"faid_pf8_cand", ng * wg, wg};
     l[3] = (pk_launch){"faid_pf8_fill", FAID_PF8_FILL_GROUPS * wg, wg};
     l[4] = (pk_launch){"faid_pf8_finish", wg, wg};
@@ -180,9 +179,8 @@ typedef struct pk_arg {
 #define PK_FLOAT(n, v) ((pk_arg){(n), 'f', NULL, 0, (v)})
 
 /* Every argument any of the finder's kernels takes for this lane; returns their number. */
-static int pk_args(const faid_stage_env *env, const faid_stage_res *res,
-                   const faid_peak_setup *ps, const faid_stage_slot *sl, int lane, cl_mem pre,
-                   int bg_off, pk_arg *a)
+static int pk_args(const faid_stage_env *env, const faid_stage_res *res, const faid_peak_setup *ps,
+                   const faid_stage_slot *sl, int lane, cl_mem pre, int bg_off, pk_arg *a)
 {
     const faid_peak_geom *g = ps->geom;
     const int slot = sl->index, cap = ps->p.max_num_peaks, ng = ngroups(env, res);

@@ -4,8 +4,8 @@
  * the background within float tolerance, the peak lists of both finders identical (count,
  * order and every field, bit for bit), for the three error models, both patch sizes, several
  * panel layouts, a list cut at its capacity and dense lists (thousands of peaks). Also the
- * references' own sanity: the spots faid_synth puts in are found. Last, the peak stages through the engine: OpenCL and reference
- * devices give the same background, peaks, num_peaks and is_hit. */
+ * references' own sanity: the spots faid_synth puts in are found. Last, the peak stages through the
+ * engine: OpenCL and reference devices give the same background, peaks, num_peaks and is_hit. */
 #include "faid_cl.h"
 #include "faid_config.h"
 #include "faid_csr.h"
