@@ -338,13 +338,20 @@ static void parse_table(faid_slot *slot)
 /* Copies the payload of a valid frame into the pinned input arena (input.pinned_bytes), so the
  * engine's H2D reads it in place and the worker does no copy: the copy runs here, on one of the
  * ingest threads, and the block-table parse that follows walks the copy while it is in this
- * core's cache. lz4-raw frames are decoded on the CPU by the worker: nothing to gain. A frame
+ * core's cache. With input.pinned_copy auto only while frames wait in the frame queue: measured
+ * with faid-bench --host-path (EIGER 4M, 2.69 MB bslz4, the 2-core development machine), the copy
+ * is 240-300 us and the parse 40-50 us, so one ingest thread doing both for every frame is
+ * busier than the worker was (its copy alone): the copy goes where the time is to spare. lz4-raw frames are decoded on the CPU by the worker: nothing to gain. A frame
  * that does not fit now keeps its ZeroMQ message (the worker copies it): counted, never waited
  * for. The copy's time is part of the frame's table_us. */
 static void to_pinned(ingest *in, faid_slot *slot)
 {
     faid_server *s = in->s;
     if (!s->pinned || slot->h.encoding == FAID_ENC_LZ4_RAW || slot->payload_len == 0)
+        return;
+    /* input.pinned_copy auto: with no frame waiting the workers keep up, and this thread may be
+     * the one that limits (one connection): the worker copies. */
+    if (s->cfg.input_pinned_copy == 0 && faid_queue_len(s->frames) == 0)
         return;
     uint8_t *b = faid_pinned_alloc(s->pinned, slot->payload_len);
     if (!b) {

@@ -33,6 +33,7 @@ static const char *const unit_names[] = {"q_nm^-1", "q_A^-1", "2th_deg", "2th_ra
 static const char *const split_names[] = {"no", "bbox", "full", NULL};
 static const char *const em_names[] = {"none", "poisson", "azimuthal", NULL};
 static const char *const mode_names[] = {"connect", "bind", NULL};
+static const char *const pinned_copy_names[] = {"auto", "always", NULL};
 static const char *const geo_source_names[] = {"configuration", "start", NULL};
 static const char *const proto_names[] = {"auto", "native", "dectris-v1", "dectris-v2", NULL};
 static const char *const policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
@@ -233,6 +234,13 @@ static const faid_option options[] = {
            "full) is not waited for: the worker copies it as without the arena (counted in "
            "status input.pinned_fallback). Size it for queue.depth + pipeline.inflight frames "
            "per device. 0 = off."),
+    SIMPLE("input.pinned_copy", FAID_OT_ENUM, "", 0, 0, "auto", 0, pinned_copy_names,
+           input_pinned_copy, 0,
+           "When ingest copies a frame into the pinned input arena: auto = only while frames "
+           "wait in the frame queue (the workers are the bottleneck, so ingest takes the copy "
+           "off them; with the queue empty the worker copies, as before the arena, and the one "
+           "ingest thread of a single connection keeps its time for receiving: the two threads "
+           "share the copies), always = every frame."),
     SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, proto_names, input_protocol, 32,
            "Input message format; auto detects it per message."),
     SIMPLE("input.max_frame_bytes", FAID_OT_INT64, "bytes", 1024, 68719476736.0, "268435456", 0,

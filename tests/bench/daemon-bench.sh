@@ -25,9 +25,11 @@
 #         catches up after an oversleep sends a burst), and faid's status histogram (8 bins per
 #         octave) as a cross-check;
 #      d. `faidctl stop`: faid's exit status, and received = processed (+ failed, dropped);
-#   3. with PINNED_COMPARE=1 (default), a second daemon without the pinned arena
-#      (input.pinned_bytes 0: the worker copies every frame into its staging, the path before
-#      the arena) for 2a and one latency run, so the arena's effect is measured in the same run.
+#   3. for each entry of COMPARE (default "nopin"), another daemon for 2a and one latency run, so
+#      the arena's effect is measured in the same run: nopin = input.pinned_bytes 0 (the worker
+#      copies every frame into its staging, the path before the arena), always =
+#      input.pinned_copy always (ingest copies every frame; the default auto copies only while
+#      frames wait in the frame queue).
 # A compact table comes last; it is also written to $OUT/daemon-bench.txt (gpu-run.sh prints it)
 # and the figures to $OUT/daemon-bench.json. Exit status 0 when every step ran and every daemon
 # stopped cleanly with every frame processed.
@@ -37,7 +39,8 @@
 # 3000), LAT_RATE (Hz, default 1000), LAT_RUNS (default 3), WARMUP (frames, default 32), CONFIG
 # (a faid YAML for the detector and integration; its endpoints, devices, queue, pipeline,
 # stats and log keys are replaced; default: the embedded EIGER 4M default), INFLIGHT / BATCH
-# (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COMPARE (default 1),
+# (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COPY (input.pinned_copy,
+# default auto), COMPARE (default "nopin"; "" skips),
 # TIMEOUT (seconds a step may wait, default 600), OUT (default tests/out/daemon-bench).
 set -u
 
@@ -54,7 +57,8 @@ WARMUP=${WARMUP:-32}
 CONFIG=${CONFIG:-}
 TIMEOUT=${TIMEOUT:-600}
 PINNED=${PINNED:-536870912}
-PINNED_COMPARE=${PINNED_COMPARE:-1}
+PINNED_COPY=${PINNED_COPY:-auto}
+COMPARE=${COMPARE-nopin}
 LOG=${OUT:-$root/tests/out/daemon-bench}
 
 mkdir -p "$LOG" || { echo "daemon-bench: cannot create $LOG" >&2; exit 1; }
@@ -76,7 +80,7 @@ status=0
 # the transport ceiling, 32 with batches of 4 only 68 %. Override with INFLIGHT / BATCH.
 INFLIGHT=${INFLIGHT:-8}
 BATCH=${BATCH:-2}
-say "pipeline.inflight $INFLIGHT, pipeline.batch $BATCH, $CONNS input endpoints, input.pinned_bytes $PINNED"
+say "pipeline.inflight $INFLIGHT, pipeline.batch $BATCH, $CONNS input endpoints, input.pinned_bytes $PINNED, input.pinned_copy $PINNED_COPY"
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 if ! "$BIN/faid" ${CONFIG:+-c "$CONFIG"} --dump-config >"$LOG/base.yaml" 2>>"$LOG/daemon-bench.log"; then
@@ -84,24 +88,24 @@ if ! "$BIN/faid" ${CONFIG:+-c "$CONFIG"} --dump-config >"$LOG/base.yaml" 2>>"$LO
     exit 1
 fi
 
-# Writes $LOG/<name>.yaml from base.yaml with fresh ports ($pin[], $pout, $pctl) and pinned
-# bytes $2.
+# Writes $LOG/<name>.yaml from base.yaml with fresh ports ($pin[], $pout, $pctl), pinned bytes $2
+# and input.pinned_copy $3.
 make_config() {
-    local name=$1 pinned=$2
+    local name=$1 pinned=$2 pcopy=$3
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
     pctl=$(port)
     cfg=$LOG/$name.yaml
     python3 - "$LOG/base.yaml" "$cfg" "$pout" "$pctl" "$DEVICE" "$INFLIGHT" "$BATCH" "$pinned" \
-        "${pin[@]}" <<'EOF'
+        "$pcopy" "${pin[@]}" <<'EOF'
 import sys
-src, dst, pout, pctl, dev, infl, batch, pinned = sys.argv[1:9]
-ins = sys.argv[9:]
+src, dst, pout, pctl, dev, infl, batch, pinned, pcopy = sys.argv[1:10]
+ins = sys.argv[10:]
 eps = "[" + ", ".join(f'"tcp://127.0.0.1:{p}"' for p in ins) + "]"
 # stats.interval 0: no periodic message, so sub's clock starts with the series, not a stats tick
 want = {("input", "endpoint"): eps, ("input", "mode"): "bind",
-        ("input", "pinned_bytes"): pinned,
+        ("input", "pinned_bytes"): pinned, ("input", "pinned_copy"): pcopy,
         ("output", "endpoint"): f'"tcp://127.0.0.1:{pout}"', ("output", "lossless_endpoint"): "null",
         ("control", "endpoint"): f'"tcp://127.0.0.1:{pctl}"', ("", "devices"): dev,
         ("queue", "policy"): "block", ("pipeline", "inflight"): infl,
@@ -204,7 +208,7 @@ series() {
 }
 
 # 1. transport ceilings, with the same frames (the generated configuration's detector)
-make_config main "$PINNED"
+make_config main "$PINNED" "$PINNED_COPY"
 say "ceiling: $BIN/faid-bench --zmq-ceiling --config $cfg --frames $FRAMES --distinct 8"
 if ! "$BIN/faid-bench" --zmq-ceiling --config "$cfg" --frames "$FRAMES" --distinct 8 \
     --json "$LOG/zmq_ceiling.json" >"$LOG/zmq_ceiling.log" 2>&1; then
@@ -248,31 +252,40 @@ else
     status=1
 fi
 
-# 3. the same daemon without the arena (the worker copies), for comparison
-if [ "$PINNED_COMPARE" = 1 ] && [ "$PINNED" != 0 ]; then
-    make_config nopin 0
-    if start_faid nopin; then
-        series warmup_nopin 1 "$WARMUP" 1
+# 3. the comparison daemons: one connection and one latency run each
+for v in $COMPARE; do
+    case $v in
+    nopin) make_config "$v" 0 auto ;;
+    always) make_config "$v" "$PINNED" always ;;
+    auto) make_config "$v" "$PINNED" auto ;;
+    *)
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto)"
+        continue
+        ;;
+    esac
+    if start_faid "$v"; then
+        series "warmup_$v" 1 "$WARMUP" 1
         "$ctl" reset "${c[@]}" >/dev/null 2>&1
-        say "throughput, 1 connection, no pinned arena: $FRAMES frames"
-        series tp1_nopin 2 "$FRAMES" 1
-        "$ctl" status "${c[@]}" --json >"$LOG/status_tp1_nopin.json" 2>>"$LOG/daemon-bench.log"
+        say "throughput, 1 connection, $v: $FRAMES frames"
+        series "tp1_$v" 2 "$FRAMES" 1
+        "$ctl" status "${c[@]}" --json >"$LOG/status_tp1_$v.json" 2>>"$LOG/daemon-bench.log"
         "$ctl" reset "${c[@]}" >/dev/null 2>&1
-        say "latency, no pinned arena: $LAT_FRAMES frames at $LAT_RATE Hz"
-        series lat_nopin 20 "$LAT_FRAMES" 1 --rate "$LAT_RATE"
-        "$ctl" status "${c[@]}" --json >"$LOG/status_lat_nopin.json" 2>>"$LOG/daemon-bench.log"
-        stop_faid nopin
+        say "latency, $v: $LAT_FRAMES frames at $LAT_RATE Hz"
+        series "lat_$v" 20 "$LAT_FRAMES" 1 --rate "$LAT_RATE"
+        "$ctl" status "${c[@]}" --json >"$LOG/status_lat_$v.json" 2>>"$LOG/daemon-bench.log"
+        stop_faid "$v"
     else
         status=1
     fi
-fi
+done
 trap - EXIT
 
 # compact table, last
 python3 - "$LOG" "$DEVICE" "$INFLIGHT" "$BATCH" "$LAT_RATE" "$CONNS" "$LAT_RUNS" "$PINNED" \
-    <<'EOF' | tee "$LOG/daemon-bench.txt"
+    "$PINNED_COPY" "$COMPARE" <<'EOF' | tee "$LOG/daemon-bench.txt"
 import glob, json, os, re, sys
-log, dev, infl, batch, lat_rate, conns, lat_runs, pinned = sys.argv[1:]
+log, dev, infl, batch, lat_rate, conns, lat_runs, pinned, pcopy, compare = sys.argv[1:]
+compare = compare.split()
 conns, lat_runs = int(conns), int(lat_runs)
 def read(name):
     p = os.path.join(log, name)
@@ -339,18 +352,15 @@ def latency(name):
 
 res["tp1"] = throughput("tp1")
 res["tpn"] = throughput("tpn") if conns > 1 else {}
-res["tp1_nopin"] = throughput("tp1_nopin")
+res["compare"] = {v: {"tp1": throughput(f"tp1_{v}"), "lat": latency(f"lat_{v}")} for v in compare}
 res["lat"] = [latency(f"lat{r}") for r in range(1, lat_runs + 1)]
-res["lat_nopin"] = latency("lat_nopin")
 c1 = res["ceiling"].get("msg_per_s")
 cn = res["ceiling_n"].get("msg_per_s")
 r1 = res["tp1"]["results_per_s"]
 rn = res["tpn"].get("results_per_s") if res["tpn"] else None
-r1n = res["tp1_nopin"]["results_per_s"]
 res["ratio_1"] = r1 / c1 if r1 and c1 else None
 res["ratio_n_vs_1"] = rn / r1 if rn and r1 else None
 res["ratio_n_ceiling"] = rn / cn if rn and cn else None
-res["ratio_1_nopin"] = r1n / c1 if r1n and c1 else None
 st = jread("status_main.json")
 devs = st.get("devices", [])
 res["device_name"] = devs[0].get("name", "") if devs else ""
@@ -367,13 +377,13 @@ def exact(cnt):
     return bool(cnt) and cnt.get("received") == cnt.get("processed") and not cnt.get("failed") \
         and not cnt.get("dropped")
 ok = bool(rcs) and all(v == "0" for v in rcs.values())
-for k in ("main", "nopin"):
+for k in ["main"] + compare:
     if os.path.exists(os.path.join(log, f"status_{k}.json")):
         ok = ok and exact(jread(f"status_{k}.json").get("counters", {}))
 mbf = res["tp1"]["mb_per_frame"]
 print(f"\nwhole daemon over ZeroMQ loopback on {res['device_name'] or dev}: "
       f"{f(mbf, '{:.2f}')} MB bslz4 frames, pipeline.inflight {infl}, batch {batch}, "
-      f"{conns} input endpoints, input.pinned_bytes {pinned}")
+      f"{conns} input endpoints, input.pinned_bytes {pinned}, input.pinned_copy {pcopy}")
 rows = [
     ("zmq ceiling, 1 conn", f"{f(c1)} msg/s",
      f"{f(res['ceiling'].get('gb_per_s') and res['ceiling']['gb_per_s'] * 1e3)} MB/s",
@@ -384,24 +394,29 @@ rows = [
     ("daemon, 1 conn", f"{f(r1)} results/s", f"{f(res['tp1']['mb_per_s'])} MB/s",
      f"{f(res['ratio_1'] and 100 * res['ratio_1'], '{:.1f}')} % of ceiling (target >= 95 %); "
      f"worker host {f(res['tp1']['host_us'], '{:.0f}')} us, ingest copy+table "
-     f"{f(res['tp1']['table_us'], '{:.0f}')} us per frame"),
+     f"{f(res['tp1']['table_us'], '{:.0f}')} us per frame; arena frames "
+     f"{res['tp1']['input'].get('pinned_frames', '-')}"),
 ]
 if conns > 1:
     cnt = res["tpn"].get("counters", {})
     rows.append((f"daemon, {conns} conn", f"{f(rn)} results/s", f"{f(res['tpn'].get('mb_per_s'))} MB/s",
                  f"{f(res['ratio_n_vs_1'], '{:.2f}')}x one conn (target >= 3.5x), "
                  f"{f(res['ratio_n_ceiling'] and 100 * res['ratio_n_ceiling'], '{:.1f}')} % of the "
-                 f"{conns}-conn ceiling; dropped {cnt.get('dropped', '-')}, pinned fallback "
+                 f"{conns}-conn ceiling; dropped {cnt.get('dropped', '-')}; arena frames "
+                 f"{res['tpn'].get('input', {}).get('pinned_frames', '-')}, fallback "
                  f"{res['tpn'].get('input', {}).get('pinned_fallback', '-')}"))
-if res["tp1_nopin"]["results_per_s"]:
-    rows.append(("daemon, 1 conn, no arena", f"{f(r1n)} results/s",
-                 f"{f(res['tp1_nopin']['mb_per_s'])} MB/s",
-                 f"{f(res['ratio_1_nopin'] and 100 * res['ratio_1_nopin'], '{:.1f}')} % of ceiling; "
-                 f"worker host {f(res['tp1_nopin']['host_us'])} us, ingest table "
-                 f"{f(res['tp1_nopin']['table_us'])} us per frame"))
+for v in compare:
+    t = res["compare"][v]["tp1"]
+    r = t["results_per_s"]
+    if r:
+        rows.append((f"daemon, 1 conn, {v}", f"{f(r)} results/s", f"{f(t['mb_per_s'])} MB/s",
+                     f"{f(c1 and 100 * r / c1, '{:.1f}')} % of ceiling; worker host "
+                     f"{f(t['host_us'])} us, ingest copy+table {f(t['table_us'])} us per frame; "
+                     f"arena frames {t['input'].get('pinned_frames', '-')}"))
 lats = [(f"latency {float(lat_rate):.0f} Hz #{i + 1}", l) for i, l in enumerate(res["lat"])]
-if res["lat_nopin"]["samples"]:
-    lats.append((f"latency, no arena", res["lat_nopin"]))
+for v in compare:
+    if res["compare"][v]["lat"]["samples"]:
+        lats.append((f"latency, {v}", res["compare"][v]["lat"]))
 for name, l in lats:
     rows.append((name, f"p50 {ms(l['p50_us'])} ms", f"p99 {ms(l['p99_us'])} ms",
                  f"max {ms(l['max_us'])} ms (target p99 < 2 ms); queued p99 {ms(l['queue_p99_us'])}"

@@ -916,6 +916,8 @@ static int build_config(const opts *o, faid_config *cfg, faid_diag *d)
 int faid_zmq_ceiling_main(int argc, char **argv);
 /* proto_encode.c: the CPU cost of writing one result message. */
 int faid_proto_encode_main(int argc, char **argv);
+/* host_path.c: the daemon's host work per frame with and without the pinned input arena. */
+int faid_host_path_main(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
@@ -924,6 +926,8 @@ int main(int argc, char **argv)
             return faid_zmq_ceiling_main(argc, argv);
         else if (strcmp(argv[i], "--proto-encode") == 0)
             return faid_proto_encode_main(argc, argv);
+        else if (strcmp(argv[i], "--host-path") == 0)
+            return faid_host_path_main(argc, argv);
     opts o;
     if (parse_args(argc, argv, &o))
         return 2;

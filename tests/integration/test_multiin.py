@@ -17,8 +17,10 @@ import msgpack
 import pytest
 import zmq
 
-from test_daemon import (FAID, FAIDCTL, LONG, Daemon, Receiver, config_text, ep,  # noqa: F401
-                         free_port, tmpdir_)
+import numpy as np
+
+from test_daemon import (FAID, FAIDCTL, LONG, Daemon, Receiver, arr, config_text, ep,  # noqa: F401
+                         frames, free_port, header, tmpdir_)
 
 N_CONN = 4
 N_FRAMES = 60  # per connection
@@ -178,4 +180,55 @@ def test_one_endpoint_several_connections(multi):
     wait_ends(rx, N_CONN * N_FRAMES)
     ids = sorted(r["frame_id"] for r in rx.of("result"))
     assert ids == sorted(1000 * k + i for k in range(N_CONN) for i in range(N_FRAMES))
+    assert d.terminate() == 0
+
+
+def test_pinned_arena_results_match_faidctl_process(multi, tmpdir_):
+    """Frames copied into the pinned input arena by two ingest threads (input.pinned_copy: always)
+    give the same bits as `faidctl process` on the same frames, same device; every frame went
+    through the arena (status input.pinned_frames), none fell back."""
+    d = multi(2, input_extra="  pinned_copy: always\n")
+    rx = Receiver(d)
+    rx.settle()
+    imgs = frames(6) + [f.astype(np.uint32) * 3 for f in frames(2, seed=9)]
+    socks = []
+    for p in d.in_ports:
+        s = d.ctx.socket(zmq.PUSH)
+        s.setsockopt(zmq.LINGER, 2000)
+        s.connect(ep(p))
+        socks.append(s)
+    for s in socks:
+        s.send(msgpack.packb(dict(type="start", protocol_version=1, series_id=5)))
+    d.wait_counters(lambda c: c["series"] >= 1, "series opened")
+    for i, img in enumerate(imgs):
+        socks[i % 2].send_multipart([header(i, 5, img.shape, str(img.dtype)), img.tobytes()])
+    d.wait_counters(lambda c: c["processed"] >= len(imgs), "all processed")
+    for s in socks:
+        s.send(msgpack.packb(dict(type="end", protocol_version=1, series_id=5)))
+    rx.collect_until_end()
+    st = d.status()
+    assert st["input"]["endpoints"] == 2
+    assert st["input"]["pinned_frames"] == len(imgs) and st["input"]["pinned_fallback"] == 0
+    assert st["input"]["pinned_bytes"] > 0
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == list(range(len(imgs)))
+    out = os.path.join(tmpdir_, "proc")
+    os.makedirs(out)
+    for dt in ("uint16", "uint32"):
+        np.save(os.path.join(out, dt + ".npy"), np.stack([im for im in imgs if str(im.dtype) == dt]))
+        r = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "cpu", "-o", out,
+                            os.path.join(out, dt + ".npy")], capture_output=True, text=True,
+                           timeout=LONG)
+        assert r.returncode == 0, r.stderr
+    seen = {"uint16": 0, "uint32": 0}
+    for i, img in enumerate(imgs):
+        dt = str(img.dtype)
+        ref = np.loadtxt(os.path.join(out, "%s_%05d.dat" % (dt, seen[dt])), dtype=np.float64)
+        seen[dt] += 1
+        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
+            got = arr(results[i][key])
+            want = ref[:, col].astype(np.float32)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (i, key)
+    for s in socks:
+        s.close()
     assert d.terminate() == 0
