@@ -104,7 +104,11 @@ static void usage(FILE *f)
         "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
         "                  (ZeroMQ transport ceiling; --zmq-ceiling --help)\n"
         "       faid-bench --proto-encode [--npt N] [--peaks N] [--iters N]\n"
-        "                  (CPU cost of writing one result message)\n");
+        "                  (CPU cost of writing one result message)\n"
+        "       faid-bench --host-path [--frames N] [--config FILE] [--dtype T]\n"
+        "                  [--device SPEC] [--json FILE]\n"
+        "                  (the daemon's host work per frame with and without the pinned\n"
+        "                  input arena)\n");
 }
 
 static int cmp_double(const void *a, const void *b)
