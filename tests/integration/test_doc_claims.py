@@ -118,13 +118,13 @@ def changed(key, typ, rng, cur, tmp):
         return path
     if typ == "devices":
         return "cpu" if cur != "cpu" else "ref"
-    if typ == "string":
+    if typ == "string" or "endpoint" in typ:  # "endpoint or list": one endpoint is a value
         if "endpoint" in key:
             return ("127.0.0.1:%d" if key.startswith("http") else "tcp://127.0.0.1:%d") % free_port()
         if key == "detector.preset":
             return "eiger_1m"
         return "threshold_2"
-    if typ.startswith("["):
+    if typ.startswith("[") or isinstance(cur, list):
         if cur is None:
             return [-90.0, 90.0] if "azimuth" in key else [0.5, 10.0]
         if typ == "[integer, integer]":
