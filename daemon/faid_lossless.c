@@ -4,7 +4,7 @@
 #include "faid_lossless.h"
 
 #include "faid_log.h"
-#include "faid_proto.h"
+#include "faid_proto_out.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -349,10 +349,7 @@ static int active_connected(faid_lossless *ll)
     uint8_t body[32];
     faid_mpw w;
     faid_mpw_init(&w, body, sizeof(body));
-    faid_mpw_map_begin(&w);
-    faid_mpw_key(&w, FAID_K_TYPE);
-    faid_mpw_key(&w, "ping");
-    faid_mpw_map_end(&w);
+    faid_proto_write_ll_reply(&w, &(faid_out_ll_reply){.type = "ping"});
     return send3(ll, ll->id, ll->idlen, "ping", body, w.len) != EHOSTUNREACH;
 }
 
@@ -362,23 +359,15 @@ static void reply(faid_lossless *ll, const uint8_t *id, size_t idlen, int welcom
     uint8_t body[1024];
     faid_mpw w;
     faid_mpw_init(&w, body, sizeof(body));
-    faid_mpw_map_begin(&w);
-    faid_mpw_key(&w, FAID_K_TYPE);
-    faid_mpw_key(&w, welcome ? FAID_TOPIC_WELCOME : FAID_TOPIC_REFUSED);
-    faid_mpw_key(&w, FAID_K_INSTANCE);
-    faid_mpw_str(&w, ll->instance);
-    if (welcome) {
-        faid_mpw_key(&w, FAID_K_CREDIT);
-        faid_mpw_uint(&w, ll->credit);
-        faid_mpw_key(&w, FAID_K_HELD);
-        faid_mpw_uint(&w, ll->count);
-    } else {
-        faid_mpw_key(&w, FAID_K_CONSUMER);
-        faid_mpw_str(&w, ll->name);
-        faid_mpw_key(&w, FAID_K_MESSAGE);
-        faid_mpw_str(&w, message);
-    }
-    faid_mpw_map_end(&w);
+    faid_out_ll_reply r = {
+        .type = welcome ? FAID_TOPIC_WELCOME : FAID_TOPIC_REFUSED,
+        .instance = ll->instance,
+        .credit = ll->credit,
+        .held = ll->count,
+        .consumer = ll->name,
+        .message = message,
+    };
+    faid_proto_write_ll_reply(&w, &r);
     if (faid_mpw_finish(&w, NULL) == 0)
         send3(ll, id, idlen, welcome ? FAID_TOPIC_WELCOME : FAID_TOPIC_REFUSED, body, w.len);
 }

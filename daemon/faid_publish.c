@@ -54,12 +54,6 @@ static int reserve(publisher *p, size_t n)
     return 0;
 }
 
-static void put_msgnum(uint8_t *at, uint64_t v)
-{
-    for (int k = 0; k < 8; k++)
-        at[k] = (uint8_t)(v >> (8 * (7 - k)));
-}
-
 /* True once the lossless channel has waited its whole output.lossless_shutdown_timeout during a
  * shutdown (the clock starts at its first wait after the stop). */
 static int drain_expired(publisher *p)
@@ -443,16 +437,21 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
         faid_mpw_key(&w, FAID_K_USER_DATA);
         faid_mpw_raw(&w, in->user_data, in->user_data_len);
     }
-    size_t off = faid_put_msgnum_placeholder(&w);
+    size_t off = faid_proto_msgnum_placeholder(&w);
     faid_mpw_map_end(&w);
     if (faid_mpw_finish(&w, NULL)) {
         FAID_ERROR("publish", "start message larger than its %zu-byte buffer", p->cap);
         return;
     }
-    put_msgnum(p->buf + off, p->msg_number++);
+    faid_proto_put_msgnum(p->buf + off, p->msg_number++);
     send_msg(p, FAID_TOPIC_START, p->buf, w.len, 1);
     if (g->version > p->announced)
         p->announced = g->version;
+}
+
+static void counter_entries(faid_mpw *w, void *server)
+{
+    faid_counter_entries(server, w);
 }
 
 static void publish_end(publisher *p, const faid_series_record *r)
@@ -461,37 +460,26 @@ static void publish_end(publisher *p, const faid_series_record *r)
     if (reserve(p, 64 * 1024))
         return;
     faid_gen *g = faid_server_current_gen(s);
+    faid_out_end e = {
+        .series_id = r->series_id,
+        .series_uid = r->uid,
+        .reason = faid_series_reason_name(r->reason),
+        .frames_received = r->frames,
+        .frames_processed = r->processed,
+        .frames_failed = r->failed,
+        .frames_dropped = r->dropped,
+        .stale_messages = r->stale,
+        .incomplete = r->incomplete,
+        .setup_version = g ? g->version : 0,
+        .counters = counter_entries,
+        .arg = s,
+    };
+    faid_gen_release(&g);
     faid_mpw w;
     faid_mpw_init(&w, p->buf, p->cap);
-    faid_mpw_map_begin(&w);
-    faid_mpw_key(&w, FAID_K_TYPE);
-    faid_mpw_key(&w, FAID_TOPIC_END);
-    faid_mpw_key(&w, FAID_K_SERIES_ID);
-    faid_mpw_uint(&w, r->series_id);
-    faid_mpw_key(&w, FAID_K_SERIES_UNIQUE_ID);
-    faid_mpw_str(&w, r->uid);
-    faid_mpw_key(&w, FAID_K_REASON);
-    faid_mpw_str(&w, faid_series_reason_name(r->reason));
-    faid_mpw_key(&w, FAID_K_FRAMES_RECEIVED);
-    faid_mpw_uint(&w, r->frames);
-    faid_mpw_key(&w, FAID_K_FRAMES_PROCESSED);
-    faid_mpw_uint(&w, r->processed);
-    faid_mpw_key(&w, FAID_K_FRAMES_FAILED);
-    faid_mpw_uint(&w, r->failed);
-    faid_mpw_key(&w, FAID_K_FRAMES_DROPPED);
-    faid_mpw_uint(&w, r->dropped);
-    faid_mpw_key(&w, FAID_K_STALE_MESSAGES);
-    faid_mpw_uint(&w, r->stale);
-    faid_mpw_key(&w, FAID_K_INCOMPLETE);
-    faid_mpw_bool(&w, r->incomplete);
-    faid_counter_entries(s, &w);
-    faid_mpw_key(&w, FAID_K_SETUP_VERSION);
-    faid_mpw_uint(&w, g ? g->version : 0);
-    faid_gen_release(&g);
-    size_t off = faid_put_msgnum_placeholder(&w);
-    faid_mpw_map_end(&w);
+    size_t off = faid_proto_write_end(&w, &e);
     if (faid_mpw_finish(&w, NULL) == 0) {
-        put_msgnum(p->buf + off, p->msg_number++);
+        faid_proto_put_msgnum(p->buf + off, p->msg_number++);
         send_msg(p, FAID_TOPIC_END, p->buf, w.len, 1);
     }
     if (r->incomplete)
@@ -581,7 +569,7 @@ static void handle(publisher *p, void *item)
                              .nimages = -1};
             publish_start(p, slot->gen, &in);
         }
-        put_msgnum(slot->out + slot->msgnum_off, p->msg_number++);
+        faid_proto_put_msgnum(slot->out + slot->msgnum_off, p->msg_number++);
         send_msg(p, FAID_TOPIC_RESULT, slot->out, slot->out_len, 1);
         faid_histo_observe(&s->stats.latency, faid_now_ns() - slot->recv_mono_ns);
         if (s->http)

@@ -26,6 +26,7 @@
 #include "faid_lossless.h"
 #include "faid_pinned.h"
 #include "faid_proto.h"
+#include "faid_proto_out.h"
 #include "faid_queue.h"
 #include "faid_series.h"
 #include "faid_setup.h"
@@ -324,9 +325,6 @@ int faid_ingest_running(const faid_server *s);
 void *faid_worker_main(void *worker);
 void *faid_publish_main(void *server);
 
-/* Writes "msg_number" with a fixed-width placeholder; returns the offset of its 8 value bytes,
- * which the publisher fills in when it sends (faid_worker.c). */
-size_t faid_put_msgnum_placeholder(faid_mpw *w);
 
 /* Control (faid_control.c): handles one request, writes the reply body into w. Sets *stop when
  * the daemon must stop after replying. */

@@ -22,122 +22,64 @@
 
 static faid_ratelimit rl_err;
 
-static void put_array_f32(faid_mpw *w, const char *key, const float *v, uint64_t n0, uint64_t n1)
-{
-    uint64_t shape[2] = {n0, n1};
-    faid_mpw_key(w, key);
-    faid_mpw_ndarray(w, "<f4", shape, n1 ? 2 : 1, v, (size_t)(n0 * (n1 ? n1 : 1)) * sizeof(float));
-}
-
-static void put_rational(faid_mpw *w, const char *key, const uint64_t v[2])
-{
-    faid_mpw_key(w, key);
-    faid_mpw_array(w, 2);
-    faid_mpw_uint(w, v[0]);
-    faid_mpw_uint(w, v[1]);
-}
-
-/* Writes the "msg_number" key and a fixed-width placeholder the publisher fills in; returns the
- * offset of the 8 value bytes. */
-size_t faid_put_msgnum_placeholder(faid_mpw *w)
-{
-    static const uint8_t ph[9] = {0xcf, 0, 0, 0, 0, 0, 0, 0, 0};
-    faid_mpw_key(w, FAID_K_MSG_NUMBER);
-    faid_mpw_raw(w, ph, sizeof(ph));
-    return w->len - 8;
-}
-
+/* The result message of a frame (faid_proto_write_result in proto/). */
 static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r, int64_t pop_ns,
                          int64_t done_mono, int64_t done_wall)
 {
-    const faid_in_header *h = &slot->h;
     const faid_profile *p = r->p1d;
     const faid_profile *c = r->p2d;
-    faid_mpw w;
-    faid_mpw_init(&w, slot->out, slot->out_cap);
-    faid_mpw_map_begin(&w);
-    faid_mpw_key(&w, FAID_K_TYPE);
-    faid_mpw_key(&w, FAID_TOPIC_RESULT);
-    faid_mpw_key(&w, FAID_K_SERIES_ID);
-    faid_mpw_uint(&w, slot->series_id);
-    faid_mpw_key(&w, FAID_K_SERIES_UNIQUE_ID);
-    faid_mpw_str(&w, slot->series_uid);
-    faid_mpw_key(&w, FAID_K_FRAME_ID);
-    faid_mpw_uint(&w, h->frame_id);
-    faid_mpw_key(&w, FAID_K_SETUP_VERSION);
-    faid_mpw_uint(&w, slot->gen->version);
-    faid_mpw_key(&w, FAID_K_DEVICE);
-    faid_mpw_int(&w, wk->index);
-    put_array_f32(&w, FAID_K_I, p->I, (uint64_t)p->nbins, 0);
-    put_array_f32(&w, FAID_K_SIGMA, p->sigma, (uint64_t)p->nbins, 0);
-    put_array_f32(&w, FAID_K_STD, p->std, (uint64_t)p->nbins, 0);
-    put_array_f32(&w, FAID_K_COUNT, p->count, (uint64_t)p->nbins, 0);
+    faid_out_result o = {
+        .series_id = slot->series_id,
+        .series_uid = slot->series_uid,
+        .frame_id = slot->h.frame_id,
+        .setup_version = slot->gen->version,
+        .device = wk->index,
+        .npt = (uint64_t)p->nbins,
+        .I = p->I,
+        .sigma = p->sigma,
+        .std = p->std,
+        .count = p->count,
+        .received_ns = (uint64_t)slot->recv_wall_ns,
+        .done_ns = (uint64_t)done_wall,
+        .payload_bytes = slot->payload_len,
+        .latency_us = (double)(done_mono - slot->recv_mono_ns) / 1e3,
+        .queue_us = (double)(pop_ns - slot->recv_mono_ns) / 1e3,
+        .decode_us = r->t.decode_us,
+        .preprocess_us = r->t.preprocess_us,
+        .integrate_us = r->t.integrate_us,
+        .transfer_us = r->t.transfer_us,
+        .compute_us = r->t.total_us,
+        .in = &slot->h,
+    };
     if (c) {
-        /* The engine's cake is [radial][azimuthal]; publish it as pyFAI and faidctl process
-         * lay it out, (npt_azim, npt). */
-        faid_mpw_key(&w, FAID_K_I2D);
-        faid_mpw_ndarray_f32_transposed(&w, c->I, (uint64_t)c->nrad, (uint64_t)c->nazim);
-        faid_mpw_key(&w, FAID_K_SIGMA2D);
-        faid_mpw_ndarray_f32_transposed(&w, c->sigma, (uint64_t)c->nrad, (uint64_t)c->nazim);
-        faid_mpw_key(&w, FAID_K_COUNT2D);
-        faid_mpw_ndarray_f32_transposed(&w, c->count, (uint64_t)c->nrad, (uint64_t)c->nazim);
+        o.cake_nrad = (uint64_t)c->nrad;
+        o.cake_nazim = (uint64_t)c->nazim;
+        o.I_2d = c->I;
+        o.sigma_2d = c->sigma;
+        o.count_2d = c->count;
     }
     if (r->peaks && r->bg) {
         const faid_peak_list *l = r->peaks;
-        const uint64_t np = (uint64_t)l->n, nb = (uint64_t)r->bg->nbins;
-        faid_mpw_key(&w, FAID_K_NUM_PEAKS);
-        faid_mpw_uint(&w, (uint64_t)(r->num_peaks > 0 ? r->num_peaks : 0));
-        faid_mpw_key(&w, FAID_K_IS_HIT);
-        faid_mpw_bool(&w, r->is_hit);
-        put_array_f32(&w, FAID_K_PEAK_X, l->x, np, 0);
-        put_array_f32(&w, FAID_K_PEAK_Y, l->y, np, 0);
-        put_array_f32(&w, FAID_K_PEAK_INTENSITY, l->intensity, np, 0);
-        put_array_f32(&w, FAID_K_PEAK_SIGMA, l->sigma, np, 0);
-        put_array_f32(&w, FAID_K_PEAK_SNR, l->snr, np, 0);
-        faid_mpw_key(&w, FAID_K_PEAK_NPIX);
-        faid_mpw_ndarray(&w, "<i4", &np, 1, l->npix, (size_t)np * sizeof(int32_t));
-        put_array_f32(&w, FAID_K_PEAK_MAX_PIXEL, l->max_pixel, np, 0);
-        put_array_f32(&w, FAID_K_BG_I, r->bg->mean, nb, 0);
-        put_array_f32(&w, FAID_K_BG_SIGMA, r->bg->sem, nb, 0);
-        put_array_f32(&w, FAID_K_BG_STD, r->bg->std, nb, 0);
-        put_array_f32(&w, FAID_K_BG_COUNT, r->bg->count, nb, 0);
+        o.has_peaks = 1;
+        o.num_peaks = (uint64_t)(r->num_peaks > 0 ? r->num_peaks : 0);
+        o.is_hit = r->is_hit;
+        o.npeaks = (uint64_t)l->n;
+        o.peak_x = l->x;
+        o.peak_y = l->y;
+        o.peak_intensity = l->intensity;
+        o.peak_sigma = l->sigma;
+        o.peak_snr = l->snr;
+        o.peak_npix = l->npix;
+        o.peak_max_pixel = l->max_pixel;
+        o.nbg = (uint64_t)r->bg->nbins;
+        o.bg_I = r->bg->mean;
+        o.bg_sigma = r->bg->sem;
+        o.bg_std = r->bg->std;
+        o.bg_count = r->bg->count;
     }
-    faid_mpw_key(&w, FAID_K_RECEIVED_NS);
-    faid_mpw_uint(&w, (uint64_t)slot->recv_wall_ns);
-    faid_mpw_key(&w, FAID_K_DONE_NS);
-    faid_mpw_uint(&w, (uint64_t)done_wall);
-    faid_mpw_key(&w, FAID_K_LATENCY_US);
-    faid_mpw_f64(&w, (double)(done_mono - slot->recv_mono_ns) / 1e3);
-    faid_mpw_key(&w, FAID_K_QUEUE_US);
-    faid_mpw_f64(&w, (double)(pop_ns - slot->recv_mono_ns) / 1e3);
-    faid_mpw_key(&w, FAID_K_DECODE_US);
-    faid_mpw_f64(&w, r->t.decode_us);
-    faid_mpw_key(&w, FAID_K_PREPROCESS_US);
-    faid_mpw_f64(&w, r->t.preprocess_us);
-    faid_mpw_key(&w, FAID_K_INTEGRATE_US);
-    faid_mpw_f64(&w, r->t.integrate_us);
-    faid_mpw_key(&w, FAID_K_TRANSFER_US);
-    faid_mpw_f64(&w, r->t.transfer_us);
-    faid_mpw_key(&w, FAID_K_COMPUTE_US);
-    faid_mpw_f64(&w, r->t.total_us);
-    faid_mpw_key(&w, FAID_K_PAYLOAD_BYTES);
-    faid_mpw_uint(&w, slot->payload_len);
-    if (h->has_timestamp) {
-        faid_mpw_key(&w, FAID_K_TIMESTAMP);
-        faid_mpw_f64(&w, h->timestamp);
-    }
-    if (h->has_start_time)
-        put_rational(&w, FAID_K_START_TIME, h->start_time);
-    if (h->has_stop_time)
-        put_rational(&w, FAID_K_STOP_TIME, h->stop_time);
-    if (h->has_real_time)
-        put_rational(&w, FAID_K_REAL_TIME, h->real_time);
-    if (h->user_data) {
-        faid_mpw_key(&w, FAID_K_USER_DATA);
-        faid_mpw_raw(&w, h->user_data, h->user_data_len);
-    }
-    slot->msgnum_off = faid_put_msgnum_placeholder(&w);
-    faid_mpw_map_end(&w);
+    faid_mpw w;
+    faid_mpw_init(&w, slot->out, slot->out_cap);
+    slot->msgnum_off = faid_proto_write_result(&w, &o);
     if (faid_mpw_finish(&w, NULL))
         return FAID_ESIZE;
     slot->out_len = w.len;

@@ -4,6 +4,7 @@
  * the table lacks, a key twice, or a required key missing), and the writer's map sizes counted
  * by begin/end (and its refusal of containers that do not close). */
 #include "faid_proto.h"
+#include "faid_proto_out.h"
 #include "faid_test.h"
 
 #include <stdio.h>
@@ -174,8 +175,85 @@ static void test_writer_counts(void)
     CHECK(faid_mpw_finish(&w, &d) == FAID_ESIZE);
 }
 
+static void end_counters(faid_mpw *w, void *arg)
+{
+    (void)arg;
+    const faid_key maps[3] = {FAID_KEY_COUNTERS, FAID_KEY_DROPS, FAID_KEY_ERRORS};
+    for (int k = 0; k < 3; k++) {
+        faid_mpw_key(w, faid_key_name(maps[k]));
+        faid_mpw_map_begin(w);
+        faid_mpw_key(w, "received");
+        faid_mpw_uint(w, 3);
+        faid_mpw_map_end(w);
+    }
+}
+
+/* The proto encoders against the table, and the result through the client decoder (msgpack-c). */
+static void test_out_encoders(void)
+{
+    static uint8_t buf[1 << 16];
+    faid_mpw w;
+    faid_diag d = {0};
+    float I[5] = {1, 2, 3, 4, 5}, cake[6] = {1, 2, 3, 4, 5, 6}, px[2] = {10.5f, 20.25f};
+    int32_t npix[2] = {7, 9};
+    const uint8_t ud[3] = {0x92, 0x01, 0x02}; /* user_data [1, 2] */
+    faid_in_header h = {.has_timestamp = 1, .timestamp = 12.5, .has_start_time = 1,
+                        .start_time = {1, 2}, .user_data = ud, .user_data_len = 3};
+    faid_out_result r = {.series_id = 4, .series_uid = "run", .frame_id = 17, .setup_version = 2,
+                         .device = 1, .npt = 5, .I = I, .sigma = I, .std = I, .count = I,
+                         .cake_nrad = 3, .cake_nazim = 2, .I_2d = cake, .sigma_2d = cake,
+                         .count_2d = cake, .has_peaks = 1, .num_peaks = 2, .npeaks = 2,
+                         .nbg = 5, .is_hit = 1, .peak_x = px, .peak_y = px,
+                         .peak_intensity = px, .peak_sigma = px, .peak_snr = px,
+                         .peak_max_pixel = px, .peak_npix = npix, .bg_I = I, .bg_sigma = I,
+                         .bg_std = I, .bg_count = I, .received_ns = 5, .done_ns = 6,
+                         .latency_us = 7.5, .payload_bytes = 99, .in = &h};
+    faid_mpw_init(&w, buf, sizeof buf);
+    size_t off = faid_proto_write_result(&w, &r);
+    CHECK(faid_mpw_finish(&w, &d) == 0);
+    faid_proto_put_msgnum(buf + off, 41);
+    CHECK_MSG(faid_proto_check_keys(FAID_PMSG_RESULT, FAID_NPMSGS, buf, w.len, &d) == 0, "%s",
+              d.msg);
+    faid_out_msg m;
+    CHECK_MSG(faid_proto_decode_output(buf, w.len, &m, &d) == 0, "%s", d.msg);
+    CHECK(m.type == FAID_OUT_RESULT && m.series_id == 4 && m.frame_id == 17 && m.has_frame_id);
+    CHECK(m.msg_number == 41 && m.device == 1 && m.setup_version == 2 && m.latency_us == 7.5);
+    CHECK(m.I.nelem == 5 && m.I.dtype == FAID_DT_F32 && memcmp(m.I.data, I, sizeof I) == 0);
+    /* the cake published transposed: [npt_azim, npt] */
+    float t[6];
+    CHECK(m.I_2d.ndim == 2 && m.I_2d.shape[0] == 2 && m.I_2d.shape[1] == 3);
+    memcpy(t, m.I_2d.data, sizeof t);
+    CHECK(t[0] == 1 && t[1] == 3 && t[2] == 5 && t[3] == 2 && t[4] == 4 && t[5] == 6);
+    CHECK(m.has_peaks && m.num_peaks == 2 && m.is_hit && m.peak_x.nelem == 2);
+    CHECK(m.peak_npix.dtype == FAID_DT_I32 && memcmp(m.peak_npix.data, npix, sizeof npix) == 0);
+    faid_mp_obj v;
+    CHECK(faid_proto_map_find(buf, w.len, FAID_K_USER_DATA, &v, NULL, &d) == 0 &&
+          v.type == FAID_MP_ARRAY && v.len == 2);
+
+    faid_out_end e = {.series_id = 4, .series_uid = "run", .reason = "end", .frames_received = 3,
+                      .frames_processed = 3, .setup_version = 2, .counters = end_counters};
+    faid_mpw_init(&w, buf, sizeof buf);
+    off = faid_proto_write_end(&w, &e);
+    CHECK(faid_mpw_finish(&w, &d) == 0);
+    CHECK_MSG(faid_proto_check_keys(FAID_PMSG_END, FAID_NPMSGS, buf, w.len, &d) == 0, "%s",
+              d.msg);
+    CHECK(faid_proto_decode_output(buf, w.len, &m, &d) == 0 && m.type == FAID_OUT_END);
+
+    const char *types[3] = {FAID_TOPIC_WELCOME, FAID_TOPIC_REFUSED, "ping"};
+    for (int k = 0; k < 3; k++) {
+        faid_out_ll_reply lr = {.type = types[k], .instance = "0123456789abcdef", .credit = 8,
+                                .held = 2, .consumer = "c", .message = "busy"};
+        faid_mpw_init(&w, buf, sizeof buf);
+        faid_proto_write_ll_reply(&w, &lr);
+        CHECK(faid_mpw_finish(&w, &d) == 0);
+        CHECK_MSG(faid_proto_check_keys(FAID_PMSG_LL_REPLY, FAID_NPMSGS, buf, w.len, &d) == 0,
+                  "%s: %s", types[k], d.msg);
+    }
+}
+
 int main(void)
 {
+    test_out_encoders();
     test_writer_counts();
     test_table_shape();
     test_checker();

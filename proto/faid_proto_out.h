@@ -1,0 +1,65 @@
+/* faid_proto_out: the encoders of faid's output messages that need no daemon state: result, end,
+ * the lossless channel's answers (welcome, refused, ping) and the msg_number placeholder. The
+ * daemon fills plain structs and calls them; the keys come from the key table
+ * (faid_proto_keys.h) and the map sizes are counted by the writer. (error is in faid_proto.h.) */
+#ifndef FAID_PROTO_OUT_H
+#define FAID_PROTO_OUT_H
+
+#include "faid_proto.h"
+
+/* Writes "msg_number" with a fixed-width placeholder (uint 64); returns the offset of its 8 value
+ * bytes, which the publisher fills in when it sends (faid_proto_put_msgnum). */
+size_t faid_proto_msgnum_placeholder(faid_mpw *w);
+/* Fills the placeholder at `at` (big-endian, as msgpack's uint 64). */
+void faid_proto_put_msgnum(uint8_t *at, uint64_t v);
+
+/* A result (PROTOCOL.md 3.2). Arrays are float32 (peak_npix int32); the cake is the engine's
+ * [cake_nrad][cake_nazim] layout and is published transposed, [npt_azim, npt]. */
+typedef struct faid_out_result {
+    uint64_t series_id;
+    const char *series_uid;
+    uint64_t frame_id;
+    uint64_t setup_version;
+    int device;
+    uint64_t npt;
+    const float *I, *sigma, *std, *count;
+    uint64_t cake_nrad, cake_nazim; /* 0: no cake */
+    const float *I_2d, *sigma_2d, *count_2d;
+    int has_peaks; /* the peak keys and the background profile */
+    uint64_t num_peaks, npeaks, nbg;
+    int is_hit;
+    const float *peak_x, *peak_y, *peak_intensity, *peak_sigma, *peak_snr, *peak_max_pixel;
+    const int32_t *peak_npix;
+    const float *bg_I, *bg_sigma, *bg_std, *bg_count;
+    uint64_t received_ns, done_ns, payload_bytes;
+    double latency_us, queue_us, decode_us, preprocess_us, integrate_us, transfer_us, compute_us;
+    const faid_in_header *in; /* timestamp, start/stop/real_time and user_data passed through */
+} faid_out_result;
+/* Returns the offset of msg_number's value bytes. */
+size_t faid_proto_write_result(faid_mpw *w, const faid_out_result *r);
+
+/* An end (PROTOCOL.md 3.3). counters() writes the "counters", "drops" and "errors" entries. */
+typedef struct faid_out_end {
+    uint64_t series_id;
+    const char *series_uid;
+    const char *reason;
+    uint64_t frames_received, frames_processed, frames_failed, frames_dropped, stale_messages;
+    int incomplete;
+    uint64_t setup_version;
+    void (*counters)(faid_mpw *w, void *arg);
+    void *arg;
+} faid_out_end;
+/* Returns the offset of msg_number's value bytes. */
+size_t faid_proto_write_end(faid_mpw *w, const faid_out_end *e);
+
+/* The lossless channel's answers (PROTOCOL.md 3.6): topic "welcome" (instance, credit, held),
+ * "refused" (instance, consumer, message) or "ping" (type only). */
+typedef struct faid_out_ll_reply {
+    const char *type;
+    const char *instance;
+    uint64_t credit, held;
+    const char *consumer, *message;
+} faid_out_ll_reply;
+void faid_proto_write_ll_reply(faid_mpw *w, const faid_out_ll_reply *r);
+
+#endif
