@@ -112,6 +112,22 @@ def test_exit_status_as_documented(tmp_path):
     assert run(BIN / "faid", "-c", missing, check=False).returncode == 1
 
 
+def test_control_commands_agree():
+    """The control commands of PROTOCOL.md section 4's table are the key table's `cmd` values,
+    and every one but `ping` is a faidctl command with a row in the README's Control table."""
+    proto = (ROOT / "proto" / "PROTOCOL.md").read_text()
+    sec4 = proto.split("\n## 4.", 1)[1]
+    table = sec4.split("| cmd | arguments |", 1)[1].split("\n\n", 1)[0]
+    rows = set(re.findall(r"^\| `([a-z]+)` \|", table, re.M))
+    keyrow = re.search(r"^\| `cmd` \| str \| required \| ([^|]*)\|", sec4, re.M).group(1)
+    assert rows == set(re.findall(r"`([a-z]+)`", keyrow)), (rows, keyrow)
+    readme = (ROOT / "README.md").read_text()
+    control = readme.split("## Control", 1)[1].split("\n## ", 1)[0]
+    in_readme = set(re.findall(r"^\| `faidctl ([a-z]+)", control, re.M))
+    assert rows - {"ping"} <= set(faidctl_commands()) and rows - {"ping"} == in_readme, (
+        rows, in_readme)
+
+
 def test_faidctl_commands_in_readme_and_help_agree():
     """Every faidctl command of `faidctl --help` is named in the README, and every `faidctl
     WORD` the docs name is a command."""
