@@ -5,6 +5,7 @@
 #include "faid_codec.h"
 #include "faid_hits.h"
 #include "faid_log.h"
+#include "faid_proto_out.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -130,12 +131,6 @@ int faid_aggr_add(faid_aggr *a, const faid_setup *s, const faid_result *r)
     return rc;
 }
 
-static void put_f64_array(faid_mpw *w, const char *key, const double *v, uint64_t n)
-{
-    faid_mpw_str(w, key);
-    faid_mpw_ndarray(w, "<f8", &n, 1, v, (size_t)n * sizeof(double));
-}
-
 int faid_aggr_encode(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid_diag *d)
 {
     *len = 0;
@@ -193,45 +188,27 @@ int faid_aggr_encode(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid
         *buf = nb;
         *cap = need;
     }
+    faid_out_aggregates o = {
+        .frames = frames,
+        .hits = hits,
+        .peaks = peaks,
+        .hit_rate = rate,
+        .hit_rate_window = (uint64_t)window,
+        .hit_rate_window_frames = (uint64_t)in_window,
+        .rate_history = rh,
+        .time_history = th,
+        .n_history = (uint64_t)nh,
+        .num_peaks_histogram = hist,
+        .n_bins = FAID_AGGR_NBINS,
+        .bin_width = (uint64_t)width,
+        .rows = (uint64_t)rows,
+        .cols = (uint64_t)cols,
+        .powder_bslz4 = a->comp,
+        .powder_bytes = clen,
+    };
     faid_mpw w;
     faid_mpw_init(&w, *buf, *cap);
-    faid_mpw_map_begin(&w);
-    faid_mpw_key(&w, FAID_K_TYPE);
-    faid_mpw_key(&w, FAID_TOPIC_AGGREGATES);
-    faid_mpw_key(&w, FAID_K_FRAMES);
-    faid_mpw_uint(&w, frames);
-    faid_mpw_key(&w, FAID_K_HITS);
-    faid_mpw_uint(&w, hits);
-    faid_mpw_key(&w, FAID_K_PEAKS);
-    faid_mpw_uint(&w, peaks);
-    faid_mpw_key(&w, FAID_K_HIT_RATE);
-    faid_mpw_f64(&w, rate);
-    faid_mpw_key(&w, FAID_K_HIT_RATE_WINDOW);
-    faid_mpw_uint(&w, (uint64_t)window);
-    faid_mpw_key(&w, FAID_K_HIT_RATE_WINDOW_FRAMES);
-    faid_mpw_uint(&w, (uint64_t)in_window);
-    put_f64_array(&w, FAID_K_HIT_RATE_HISTORY, rh, (uint64_t)nh);
-    put_f64_array(&w, FAID_K_HIT_RATE_TIMESTAMP_HISTORY, th, (uint64_t)nh);
-    faid_mpw_key(&w, FAID_K_NUM_PEAKS_HISTOGRAM);
-    uint64_t nb = FAID_AGGR_NBINS;
-    faid_mpw_ndarray(&w, "<u8", &nb, 1, hist, sizeof hist);
-    faid_mpw_key(&w, FAID_K_NUM_PEAKS_BIN_WIDTH);
-    faid_mpw_uint(&w, (uint64_t)width);
-    /* the array map of faid's arrays with the encoding of its data */
-    faid_mpw_key(&w, FAID_K_VIRTUAL_POWDER_PLOT);
-    faid_mpw_map_begin(&w);
-    faid_mpw_key(&w, FAID_K_DTYPE);
-    faid_mpw_str(&w, "<u4");
-    faid_mpw_key(&w, FAID_K_SHAPE);
-    faid_mpw_array(&w, 2);
-    faid_mpw_uint(&w, (uint64_t)rows);
-    faid_mpw_uint(&w, (uint64_t)cols);
-    faid_mpw_key(&w, FAID_K_ENCODING);
-    faid_mpw_str(&w, "bslz4");
-    faid_mpw_key(&w, FAID_K_DATA);
-    faid_mpw_bin(&w, a->comp, clen);
-    faid_mpw_map_end(&w);
-    faid_mpw_map_end(&w);
+    faid_proto_write_aggregates(&w, &o);
     if ((rc = faid_mpw_finish(&w, d)))
         return rc;
     *len = w.len;

@@ -138,6 +138,46 @@ size_t faid_proto_write_end(faid_mpw *w, const faid_out_end *e)
     return off;
 }
 
+static void f64_array(faid_mpw *w, const char *key, const double *v, uint64_t n)
+{
+    faid_mpw_key(w, key);
+    faid_mpw_ndarray(w, "<f8", &n, 1, v, (size_t)n * sizeof(double));
+}
+
+void faid_proto_write_aggregates(faid_mpw *w, const faid_out_aggregates *a)
+{
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_TYPE);
+    faid_mpw_key(w, FAID_TOPIC_AGGREGATES);
+    kv_uint(w, FAID_K_FRAMES, a->frames);
+    kv_uint(w, FAID_K_HITS, a->hits);
+    kv_uint(w, FAID_K_PEAKS, a->peaks);
+    kv_f64(w, FAID_K_HIT_RATE, a->hit_rate);
+    kv_uint(w, FAID_K_HIT_RATE_WINDOW, a->hit_rate_window);
+    kv_uint(w, FAID_K_HIT_RATE_WINDOW_FRAMES, a->hit_rate_window_frames);
+    f64_array(w, FAID_K_HIT_RATE_HISTORY, a->rate_history, a->n_history);
+    f64_array(w, FAID_K_HIT_RATE_TIMESTAMP_HISTORY, a->time_history, a->n_history);
+    faid_mpw_key(w, FAID_K_NUM_PEAKS_HISTOGRAM);
+    faid_mpw_ndarray(w, "<u8", &a->n_bins, 1, a->num_peaks_histogram,
+                     (size_t)a->n_bins * sizeof(uint64_t));
+    kv_uint(w, FAID_K_NUM_PEAKS_BIN_WIDTH, a->bin_width);
+    /* the array map of faid's arrays with the encoding of its data */
+    faid_mpw_key(w, FAID_K_VIRTUAL_POWDER_PLOT);
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_DTYPE);
+    faid_mpw_key(w, "<u4");
+    faid_mpw_key(w, FAID_K_SHAPE);
+    faid_mpw_array(w, 2);
+    faid_mpw_uint(w, a->rows);
+    faid_mpw_uint(w, a->cols);
+    faid_mpw_key(w, FAID_K_ENCODING);
+    faid_mpw_key(w, "bslz4");
+    faid_mpw_key(w, FAID_K_DATA);
+    faid_mpw_bin(w, a->powder_bslz4, a->powder_bytes);
+    faid_mpw_map_end(w);
+    faid_mpw_map_end(w);
+}
+
 void faid_proto_write_ll_reply(faid_mpw *w, const faid_out_ll_reply *r)
 {
     faid_mpw_map_begin(w);

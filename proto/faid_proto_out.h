@@ -1,6 +1,7 @@
 /* faid_proto_out: the encoders of faid's output messages that need no daemon state: result, end,
- * the lossless channel's answers (welcome, refused, ping) and the msg_number placeholder. The
- * daemon fills plain structs and calls them; the keys come from the key table
+ * aggregates, the lossless channel's answers (welcome, refused, ping) and the msg_number
+ * placeholder. The
+ * daemon fills plain structs and calls them (aggregates too); the keys come from the key table
  * (faid_proto_keys.h) and the map sizes are counted by the writer. (error is in faid_proto.h.) */
 #ifndef FAID_PROTO_OUT_H
 #define FAID_PROTO_OUT_H
@@ -51,6 +52,22 @@ typedef struct faid_out_end {
 } faid_out_end;
 /* Returns the offset of msg_number's value bytes. */
 size_t faid_proto_write_end(faid_mpw *w, const faid_out_end *e);
+
+/* An aggregates message (PROTOCOL.md 3.4a). The powder pattern's counts arrive compressed
+ * (bitshuffle-LZ4 of <u4 [rows, cols]). */
+typedef struct faid_out_aggregates {
+    uint64_t frames, hits, peaks;
+    double hit_rate;
+    uint64_t hit_rate_window, hit_rate_window_frames;
+    const double *rate_history, *time_history; /* n_history each, oldest first */
+    uint64_t n_history;
+    const uint64_t *num_peaks_histogram; /* n_bins */
+    uint64_t n_bins, bin_width;
+    uint64_t rows, cols;
+    const void *powder_bslz4;
+    size_t powder_bytes;
+} faid_out_aggregates;
+void faid_proto_write_aggregates(faid_mpw *w, const faid_out_aggregates *a);
 
 /* The lossless channel's answers (PROTOCOL.md 3.6): topic "welcome" (instance, credit, held),
  * "refused" (instance, consumer, message) or "ping" (type only). */

@@ -239,6 +239,25 @@ static void test_out_encoders(void)
               d.msg);
     CHECK(faid_proto_decode_output(buf, w.len, &m, &d) == 0 && m.type == FAID_OUT_END);
 
+    const double hist_rate[2] = {0.5, 0.25}, hist_t[2] = {1.0, 2.0};
+    const uint64_t bins[4] = {1, 2, 0, 0};
+    const uint8_t powder[7] = {1, 2, 3, 4, 5, 6, 7};
+    faid_out_aggregates ag = {.frames = 4, .hits = 2, .peaks = 24, .hit_rate = 0.5,
+                              .hit_rate_window = 4, .hit_rate_window_frames = 4,
+                              .rate_history = hist_rate, .time_history = hist_t, .n_history = 2,
+                              .num_peaks_histogram = bins, .n_bins = 4, .bin_width = 1,
+                              .rows = 3, .cols = 5, .powder_bslz4 = powder, .powder_bytes = 7};
+    faid_mpw_init(&w, buf, sizeof buf);
+    faid_proto_write_aggregates(&w, &ag);
+    CHECK(faid_mpw_finish(&w, &d) == 0);
+    CHECK_MSG(faid_proto_check_keys(FAID_PMSG_AGGREGATES, FAID_NPMSGS, buf, w.len, &d) == 0, "%s",
+              d.msg);
+    faid_mpr at;
+    CHECK(faid_proto_map_find(buf, w.len, FAID_K_VIRTUAL_POWDER_PLOT, &v, &at, &d) == 0 &&
+          v.type == FAID_MP_MAP);
+    CHECK(faid_proto_map_find(buf, w.len, FAID_K_HIT_RATE_HISTORY, &v, &at, &d) == 0);
+    CHECK(faid_proto_decode_output(buf, w.len, &m, &d) == 0 && m.type == FAID_OUT_AGGREGATES);
+
     const char *types[3] = {FAID_TOPIC_WELCOME, FAID_TOPIC_REFUSED, "ping"};
     for (int k = 0; k < 3; k++) {
         faid_out_ll_reply lr = {.type = types[k], .instance = "0123456789abcdef", .credit = 8,
