@@ -1,6 +1,10 @@
-"""The README's configuration reference is the option table: the block between the
-options:begin/end markers must equal what `faidctl process --dump-config=markdown` generates, and
-the README's two quick-start commands must name scripts that exist."""
+"""Docs that cannot drift from the code, checked offline on the built binaries: the README's
+option table and docs/faidctl.md are what the binaries generate; every command, option, config
+key, metric, drop reason, stage, control command, fuzz target, module and installed path the docs
+name exists; the README's offline commands and the docs' YAML examples run; the .dat / .peaks
+formats and exit statuses are as documented; the Containerfile installs what the binaries link.
+docs/doc-review.md lists the claim each test guards. Regenerate docs/faidctl.md with
+`FAID_BIN=build/bin python3 tests/python/test_docs.py --write`."""
 import os
 import pathlib
 import re
