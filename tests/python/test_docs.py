@@ -370,6 +370,26 @@ def test_peaks_file_as_documented(tmp_path):
     assert next(l for l in lines if l.startswith("# columns:")) == "# columns: " + cols
 
 
+def test_embedded_default_as_documented():
+    """configuration.md (and the README's quick start): without a file, EIGER 4M (2167 x 2070
+    pixels of 75 um), distance 0.1 m, PONI at the detector centre, no tilt, 1 A, 1000 bins in
+    q_nm^-1, full split, Poisson errors, solid angle on."""
+    import yaml
+    cfg = yaml.safe_load(run(BIN / "faid", "--dump-config").stdout)
+    det, geo, integ = cfg["detector"], cfg["geometry"], cfg["integration"]
+    assert det["preset"] == "eiger_4m" and det["shape"] == [2167, 2070]
+    assert det["pixel_size"] == [75e-6, 75e-6]
+    assert geo["dist"] == 0.1 and geo["wavelength"] == 1e-10
+    assert [geo["rot1"], geo["rot2"], geo["rot3"]] == [0, 0, 0]
+    assert abs(geo["poni1"] - 2167 * 75e-6 / 2) < 1e-12 and abs(geo["poni2"] - 2070 * 75e-6 / 2) < 1e-12
+    assert (integ["npt"], integ["unit"], integ["split"], integ["error_model"], integ["solid_angle"]) \
+        == (1000, "q_nm^-1", "full", "poisson", True)
+    conf = " ".join((ROOT / "docs" / "configuration.md").read_text().split())
+    assert "EIGER 4M preset (2167 x 2070 pixels of 75 um" in conf
+    assert "1000 bins in q_nm^-1, full pixel splitting, Poisson errors, solid-angle correction on" \
+        in conf
+
+
 def test_yaml_examples_load():
     """Every YAML block of the docs that is a faid configuration (all but Prometheus') loads:
     `faidctl process -c BLOCK --dump-config` exits 0 (a .poni file it names is made here)."""
