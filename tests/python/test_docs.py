@@ -210,6 +210,11 @@ def test_config_keys_named_in_docs_exist():
             if m.group(1) in sections and name not in allowed:
                 bad.append((str(p.relative_to(ROOT)), name))
     assert not bad, f"names that look like options but are none: {sorted(set(bad))}"
+    # an option spelt with an underscore for its dot (`stats_interval` was in PROTOCOL.md)
+    under = {k.replace(".", "_"): k for k in keys if "." in k}
+    for p in SRC_DOCS:
+        for w in re.findall(r"`([a-z_]+)`", p.read_text()):
+            assert w not in under, f"{p.relative_to(ROOT)}: `{w}` is option {under[w]}"
 
 
 def test_metric_names_in_docs_exist():
