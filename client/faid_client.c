@@ -5,6 +5,7 @@
 #include "faid_client.h"
 
 #include "faid_dtype.h"
+#include "faid_keyfile.h"
 #include "faid_log.h"
 #include "faid_npy.h"
 
@@ -53,28 +54,185 @@ static int attach(void *sock, const char *endpoint, int bind, faid_diag *d)
     return 0;
 }
 
-static void close_socket(void **ctx, void **sock)
+/* ---- CURVE and the handshake monitor ---- */
+
+#define MON_ENDPOINT "inproc://faid-client-monitor" /* each object has its own context */
+
+int faid_curve_keys_load(faid_curve_keys *k, const char *server_pub_file, const char *key_file,
+                         faid_diag *d)
 {
-    if (*sock)
-        zmq_close(*sock);
-    if (*ctx)
-        zmq_ctx_term(*ctx);
-    *sock = NULL;
-    *ctx = NULL;
+    memset(k, 0, sizeof(*k));
+    if (!server_pub_file && !key_file)
+        return 0;
+    if (!server_pub_file || !key_file)
+        return faid_fail(d, FAID_EINVAL,
+                         "CURVE needs both faid's public key (--server-key FAID.pub) and this "
+                         "client's key pair (--key CLIENT.key)");
+    if (!zmq_has("curve"))
+        return faid_fail(d, FAID_EUNSUP, "this libzmq was built without CURVE (libsodium)");
+    faid_keytext srv, me;
+    int rc = faid_keyfile_read(server_pub_file, 0, &srv, d);
+    if (!rc)
+        rc = faid_keyfile_read(key_file, 1, &me, d);
+    if (rc)
+        return rc;
+    char derived[41];
+    if (zmq_curve_public(derived, me.secret_key) != 0) {
+        memset(&me, 0, sizeof(me));
+        return faid_fail(d, FAID_EFORMAT, "%s: not a CURVE secret key", key_file);
+    }
+    if (me.public_key[0] && strcmp(me.public_key, derived) != 0) {
+        memset(&me, 0, sizeof(me));
+        return faid_fail(d, FAID_EFORMAT,
+                         "%s: its public-key line does not belong to its secret key", key_file);
+    }
+    memcpy(k->server_public, srv.public_key, sizeof(k->server_public));
+    memcpy(k->public_key, derived, sizeof(k->public_key));
+    memcpy(k->secret_key, me.secret_key, sizeof(k->secret_key));
+    memset(&me, 0, sizeof(me));
+    return 0;
 }
 
-/* Waits up to timeout_ms for sock to become readable: 1 readable, 0 timeout, <0 error. */
-static int wait_readable(void *sock, int timeout_ms)
+static int use_curve(const faid_curve_keys *k) { return k && k->server_public[0]; }
+
+/* Makes sock a CURVE client when keys are given, and opens *mon, a PAIR receiving the socket's
+ * handshake events (for plain sockets too: a plain client of a CURVE faid sees a mechanism
+ * mismatch there). Before the socket connects. */
+static int secure(void *ctx, void *sock, const faid_curve_keys *k, void **mon,
+                  const char *endpoint, faid_diag *d)
 {
-    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    *mon = NULL;
+    if (use_curve(k) &&
+        (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, k->server_public, 40) != 0 ||
+         zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, k->public_key, 40) != 0 ||
+         zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, k->secret_key, 40) != 0))
+        return zfail(d, "cannot set the CURVE keys for", endpoint);
+    if (zmq_socket_monitor(sock, MON_ENDPOINT,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                               ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
+        return zfail(d, "cannot watch the handshake with", endpoint);
+    *mon = zmq_socket(ctx, ZMQ_PAIR);
+    if (!*mon || zmq_connect(*mon, MON_ENDPOINT) != 0) {
+        int rc = zfail(d, "cannot watch the handshake with", endpoint);
+        if (*mon)
+            zmq_close(*mon);
+        *mon = NULL;
+        return rc;
+    }
+    set_int(*mon, ZMQ_LINGER, 0);
+    return 0;
+}
+
+/* Handshakes in a row that failed without detail before one is taken as refused: a faid
+ * (libzmq 4.3.4) that gets the other mechanism than its own, or a CURVE hello under another
+ * server key, closes the connection without saying why; libzmq reconnects every 100 ms, so
+ * three take about 0.3 s, while a single one can be a faid that stopped mid-greeting. */
+#define HS_NODETAIL_LIMIT 3
+
+/* Reads the waiting handshake events: FAID_EAUTH with the reason on a refused handshake, else 0.
+ * *nodetail counts the failures without detail since the last handshake that succeeded. */
+static int mon_check(void *mon, const char *endpoint, int curve, int *nodetail, faid_diag *d)
+{
     for (;;) {
-        int n = zmq_poll(&it, 1, timeout_ms);
+        zmq_msg_t head, addr;
+        zmq_msg_init(&head);
+        if (zmq_msg_recv(&head, mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&head);
+            return 0;
+        }
+        uint16_t ev = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&head) >= 6) {
+            memcpy(&ev, zmq_msg_data(&head), 2);
+            memcpy(&value, (const uint8_t *)zmq_msg_data(&head) + 2, 4);
+        }
+        int more = zmq_msg_more(&head);
+        zmq_msg_close(&head);
+        if (more) {
+            zmq_msg_init(&addr);
+            zmq_msg_recv(&addr, mon, 0);
+            zmq_msg_close(&addr);
+        }
+        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            return faid_fail(d, FAID_EAUTH,
+                             "faid at %s refused this client's key (ZAP status %u): "
+                             "authentication: is the .pub of --key in faid's "
+                             "security.authorized_keys?",
+                             endpoint, (unsigned)value);
+        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+            value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+            return faid_fail(d, FAID_EAUTH,
+                             curve ? "faid at %s does not use CURVE (security.curve is off): "
+                                     "connect without --server-key and --key"
+                                   : "faid at %s requires CURVE authentication: give "
+                                     "--server-key FAID.pub and --key CLIENT.key",
+                             endpoint);
+        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && curve)
+            return faid_fail(d, FAID_EAUTH,
+                             "CURVE handshake with faid at %s failed (protocol error 0x%x): "
+                             "authentication: is --server-key faid's public key?",
+                             endpoint, (unsigned)value);
+        if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+            *nodetail = 0;
+        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && ++*nodetail >= HS_NODETAIL_LIMIT)
+            return faid_fail(d, FAID_EAUTH,
+                             curve ? "CURVE handshake with faid at %s failed %d times: "
+                                     "authentication: is --server-key faid's public key (the "
+                                     "NAME.pub of its security.secret_key_file), and does faid "
+                                     "run with security.curve?"
+                                   : "handshake with faid at %s failed %d times: authentication: "
+                                     "faid probably requires CURVE (give --server-key FAID.pub "
+                                     "and --key CLIENT.key)",
+                             endpoint, *nodetail);
+    }
+}
+
+/* Waits up to timeout_ms (-1: forever) for events on sock while watching mon: 1 ready, 0 timeout
+ * (or a signal), FAID_EAUTH on a refused handshake, FAID_EZMQ on a poll failure (d says why). */
+static int wait_sock(void *sock, short events, void *mon, int curve, int *nodetail,
+                     const char *endpoint, int timeout_ms, faid_diag *d)
+{
+    zmq_pollitem_t it[2] = {{sock, 0, events, 0}, {mon, 0, ZMQ_POLLIN, 0}};
+    int64_t deadline =
+        timeout_ms < 0 ? INT64_MAX : faid_now_ns() + (int64_t)timeout_ms * 1000000;
+    for (;;) {
+        long wait = -1;
+        if (timeout_ms >= 0) {
+            int64_t left = deadline - faid_now_ns();
+            wait = left > 0 ? (long)((left + 999999) / 1000000) : 0;
+        }
+        int n = zmq_poll(it, mon ? 2 : 1, wait);
         if (n < 0 && zmq_errno() == EINTR)
             return 0; /* a signal: let the caller look at its flags */
         if (n < 0)
-            return -1;
-        return n > 0 && (it.revents & ZMQ_POLLIN);
+            return zfail(d, "cannot poll", endpoint);
+        if (mon && (it[1].revents & ZMQ_POLLIN)) {
+            int rc = mon_check(mon, endpoint, curve, nodetail, d);
+            if (rc)
+                return rc;
+        }
+        if (it[0].revents & events)
+            return 1;
+        if (n == 0 || (timeout_ms >= 0 && faid_now_ns() >= deadline))
+            return 0;
     }
+}
+
+static void close_monitored(void **ctx, void **sock, void **mon)
+{
+    if (*sock && *mon)
+        zmq_socket_monitor(*sock, NULL, 0);
+    if (*mon)
+        zmq_close(*mon);
+    *mon = NULL;
+    if (*sock)
+        zmq_close(*sock);
+    *sock = NULL;
+    if (*ctx)
+        zmq_ctx_term(*ctx);
+    *ctx = NULL;
 }
 
 /* ------------------------------------------------------------------------------------------- */
@@ -113,7 +271,8 @@ int faid_array_view_to_f64(const faid_array_view *a, double *out, size_t n, faid
 #define SLICE_MS     100
 
 struct faid_sub {
-    void *ctx, *sock;
+    void *ctx, *sock, *mon;
+    int curve, nodetail;
     faid_sub_kind kind;
     char endpoint[256];
     zmq_msg_t body;      /* the message the last faid_sub_msg views */
@@ -203,6 +362,9 @@ faid_sub *faid_sub_new_opts(const char *endpoint, faid_sub_kind kind, const faid
     if (open_socket(&s->ctx, &s->sock, kind == FAID_SUB_LOSSLESS ? ZMQ_DEALER : ZMQ_SUB, endpoint,
                     0, d))
         goto fail;
+    s->curve = use_curve(o->curve);
+    if (secure(s->ctx, s->sock, o->curve, &s->mon, endpoint, d))
+        goto fail;
     if (o->rcvhwm > 0)
         set_int(s->sock, ZMQ_RCVHWM, o->rcvhwm);
     else if (kind == FAID_SUB_LOSSLESS)
@@ -245,7 +407,7 @@ void faid_sub_destroy(faid_sub **ps)
         ll_send(s, FAID_LL_BYE);
         set_int(s->sock, ZMQ_LINGER, 500);
     }
-    close_socket(&s->ctx, &s->sock);
+    close_monitored(&s->ctx, &s->sock, &s->mon);
     faid_series_info_clear(&s->series);
     for (int i = 0; i < FAID_SUB_SERIES_KEPT; i++)
         faid_series_info_clear(&s->kept[i]);
@@ -462,9 +624,10 @@ int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d)
                 left = 0;
             wait_ms = left / 1000000 < SLICE_MS ? (int)(left / 1000000) : SLICE_MS;
         }
-        int ready = wait_readable(s->sock, wait_ms);
+        int ready =
+            wait_sock(s->sock, ZMQ_POLLIN, s->mon, s->curve, &s->nodetail, s->endpoint, wait_ms, d);
         if (ready < 0)
-            return zfail(d, "cannot poll", s->endpoint);
+            return ready;
         if (ready == 0) {
             if (!lossless || faid_now_ns() >= deadline)
                 return faid_fail(d, FAID_ETIMEOUT, "no message from %s within %d ms", s->endpoint,
@@ -511,7 +674,9 @@ int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d)
 /* Control                                                                                       */
 
 struct faid_ctl {
-    void *ctx, *sock;
+    void *ctx, *sock, *mon;
+    int nodetail;
+    faid_curve_keys keys;
     char endpoint[256];
     int timeout_ms;
     zmq_msg_t reply;
@@ -523,11 +688,19 @@ static int ctl_open(faid_ctl *c, faid_diag *d)
     int rc = open_socket(&c->ctx, &c->sock, ZMQ_REQ, c->endpoint, 0, d);
     if (rc)
         return rc;
+    if ((rc = secure(c->ctx, c->sock, &c->keys, &c->mon, c->endpoint, d)))
+        return rc;
     set_int(c->sock, ZMQ_SNDTIMEO, c->timeout_ms);
     return attach(c->sock, c->endpoint, 0, d);
 }
 
 faid_ctl *faid_ctl_new(const char *endpoint, int timeout_ms, faid_diag *d)
+{
+    return faid_ctl_new_curve(endpoint, timeout_ms, NULL, d);
+}
+
+faid_ctl *faid_ctl_new_curve(const char *endpoint, int timeout_ms, const faid_curve_keys *curve,
+                             faid_diag *d)
 {
     if (!endpoint || !*endpoint || timeout_ms <= 0) {
         faid_fail(d, FAID_EINVAL, "control: need an endpoint and a positive timeout");
@@ -540,6 +713,8 @@ faid_ctl *faid_ctl_new(const char *endpoint, int timeout_ms, faid_diag *d)
     }
     snprintf(c->endpoint, sizeof(c->endpoint), "%s", endpoint);
     c->timeout_ms = timeout_ms;
+    if (use_curve(curve))
+        c->keys = *curve;
     if (ctl_open(c, d)) {
         faid_ctl_destroy(&c);
         return NULL;
@@ -554,7 +729,8 @@ void faid_ctl_destroy(faid_ctl **pc)
     faid_ctl *c = *pc;
     if (c->have_reply)
         zmq_msg_close(&c->reply);
-    close_socket(&c->ctx, &c->sock);
+    close_monitored(&c->ctx, &c->sock, &c->mon);
+    memset(&c->keys, 0, sizeof(c->keys));
     free(c);
     *pc = NULL;
 }
@@ -564,12 +740,14 @@ const char *faid_ctl_endpoint(const faid_ctl *c) { return c->endpoint; }
 static int ctl_timeout(faid_ctl *c, faid_diag *d)
 {
     /* A REQ socket that sent and got no answer cannot send again: start over with a new one. */
-    close_socket(&c->ctx, &c->sock);
+    close_monitored(&c->ctx, &c->sock, &c->mon);
     faid_diag tmp;
     if (ctl_open(c, &tmp))
-        close_socket(&c->ctx, &c->sock);
-    return faid_fail(d, FAID_ETIMEOUT, "no answer from faid at %s within %g s", c->endpoint,
-                     c->timeout_ms / 1000.0);
+        close_monitored(&c->ctx, &c->sock, &c->mon);
+    return faid_fail(d, FAID_ETIMEOUT,
+                     "no answer from faid at %s within %g s (not running or not reachable, or "
+                     "the connection was never admitted: authentication?)",
+                     c->endpoint, c->timeout_ms / 1000.0);
 }
 
 int faid_ctl_call(faid_ctl *c, const faid_ctl_request *q, faid_ctl_reply *r, faid_diag *d)
@@ -594,9 +772,18 @@ int faid_ctl_call(faid_ctl *c, const faid_ctl_request *q, faid_ctl_reply *r, fai
             return ctl_timeout(c, d);
         return zfail(d, "cannot send a request to", c->endpoint);
     }
-    int ready = wait_readable(c->sock, c->timeout_ms);
+    int ready = wait_sock(c->sock, ZMQ_POLLIN, c->mon, use_curve(&c->keys), &c->nodetail,
+                          c->endpoint, c->timeout_ms, d);
+    if (ready == FAID_EAUTH) {
+        /* The request is stuck in this REQ socket: start over for the next call. */
+        faid_diag tmp;
+        close_monitored(&c->ctx, &c->sock, &c->mon);
+        if (ctl_open(c, &tmp))
+            close_monitored(&c->ctx, &c->sock, &c->mon);
+        return ready;
+    }
     if (ready < 0)
-        return zfail(d, "cannot poll", c->endpoint);
+        return ready;
     if (ready == 0)
         return ctl_timeout(c, d);
     zmq_msg_init(&c->reply);
@@ -822,7 +1009,8 @@ int faid_ctl_reply_print(FILE *f, const uint8_t *body, size_t len, faid_diag *d)
 /* Sender                                                                                        */
 
 struct faid_sender {
-    void *ctx, *sock;
+    void *ctx, *sock, *mon;
+    int curve, nodetail;
     char endpoint[256];
     int timeout_ms;
     uint8_t *hdr;        /* encode buffer for headers */
@@ -831,6 +1019,12 @@ struct faid_sender {
 
 faid_sender *faid_sender_new(const char *endpoint, int bind, int sndhwm, int timeout_ms,
                              faid_diag *d)
+{
+    return faid_sender_new_curve(endpoint, bind, sndhwm, timeout_ms, NULL, d);
+}
+
+faid_sender *faid_sender_new_curve(const char *endpoint, int bind, int sndhwm, int timeout_ms,
+                                   const faid_curve_keys *curve, faid_diag *d)
 {
     if (!endpoint || !*endpoint) {
         faid_fail(d, FAID_EINVAL, "sender: no endpoint given");
@@ -851,6 +1045,20 @@ faid_sender *faid_sender_new(const char *endpoint, int bind, int sndhwm, int tim
     }
     if (open_socket(&s->ctx, &s->sock, ZMQ_PUSH, endpoint, bind, d))
         goto fail;
+    if (bind && use_curve(curve)) {
+        faid_fail(d, FAID_EINVAL, "sender: CURVE keys are for connecting to faid's bound input; "
+                                  "a bound sender serves faid's connect-mode input, which is "
+                                  "plain");
+        goto fail;
+    }
+    s->curve = use_curve(curve);
+    if (secure(s->ctx, s->sock, curve, &s->mon, endpoint, d))
+        goto fail;
+    /* Connecting: queue messages only on connections whose handshake completed, so a receiver
+     * that is absent or refuses this client (CURVE) blocks the first send, which then reports
+     * why, instead of filling a queue that is thrown away at exit. */
+    if (!bind)
+        set_int(s->sock, ZMQ_IMMEDIATE, 1);
     if (sndhwm > 0)
         set_int(s->sock, ZMQ_SNDHWM, sndhwm);
     set_int(s->sock, ZMQ_SNDTIMEO, timeout_ms);
@@ -869,10 +1077,29 @@ void faid_sender_destroy(faid_sender **ps)
     if (!ps || !*ps)
         return;
     faid_sender *s = *ps;
-    close_socket(&s->ctx, &s->sock);
+    close_monitored(&s->ctx, &s->sock, &s->mon);
     free(s->hdr);
     free(s);
     *ps = NULL;
+}
+
+/* Before the first part of a message: waits until the socket takes a message (a receiver is
+ * connected and has room) or the timeout, watching the handshake; 0 when it can be sent (then
+ * the send itself, bounded by ZMQ_SNDTIMEO, does not wait), else an error. */
+static int send_ready(faid_sender *s, const char *what, faid_diag *d)
+{
+    int64_t t0 = faid_now_ns();
+    int rc = wait_sock(s->sock, ZMQ_POLLOUT, s->mon, s->curve, &s->nodetail, s->endpoint,
+                       s->timeout_ms, d);
+    if (rc == 1)
+        return 0;
+    if (rc == 0 && (s->timeout_ms < 0 || faid_now_ns() - t0 < (int64_t)s->timeout_ms * 1000000))
+        return faid_fail(d, FAID_ESTOPPED, "%s: interrupted", what);
+    if (rc == 0)
+        return faid_fail(d, FAID_ETIMEOUT, "%s: no receiver took it at %s within %g s%s", what,
+                         s->endpoint, s->timeout_ms / 1000.0,
+                         s->curve ? " (authentication?)" : "");
+    return rc;
 }
 
 static int send_fail(faid_sender *s, const char *what, faid_diag *d)
@@ -893,8 +1120,11 @@ int faid_sender_series(faid_sender *s, const faid_in_header *h, faid_diag *d)
     int rc = faid_proto_encode_input(h, s->hdr, s->hdr_cap, &len, d);
     if (rc)
         return rc;
+    const char *what = h->type == FAID_IN_START ? "series start" : "series end";
+    if ((rc = send_ready(s, what, d)))
+        return rc;
     if (zmq_send(s->sock, s->hdr, len, 0) < 0)
-        return send_fail(s, h->type == FAID_IN_START ? "series start" : "series end", d);
+        return send_fail(s, what, d);
     return 0;
 }
 
@@ -921,6 +1151,10 @@ int faid_sender_parts(faid_sender *s, const void *const *parts, const size_t *le
         if (rc != 0)
             return zfail(d, "cannot prepare a part for", s->endpoint);
         /* Once the first part is queued ZeroMQ takes the others without blocking. */
+        if (k == 0 && (rc = send_ready(s, "part 1", d))) {
+            zmq_msg_close(&m);
+            return rc;
+        }
         if (zmq_msg_send(&m, s->sock, flags) < 0) {
             zmq_msg_close(&m);
             char what[32];
@@ -949,6 +1183,10 @@ int faid_sender_image(faid_sender *s, const faid_in_header *h, const void *paylo
         return zfail(d, "cannot prepare a frame for", s->endpoint);
     /* The header goes first with SNDMORE; once it is queued ZeroMQ takes the remaining parts of
      * the message without blocking, so a timeout can only hit the first part. */
+    if ((rc = send_ready(s, "image header", d))) {
+        zmq_msg_close(&m);
+        return rc;
+    }
     if (zmq_send(s->sock, s->hdr, hlen, ZMQ_SNDMORE) < 0) {
         zmq_msg_close(&m);
         return send_fail(s, "image header", d);

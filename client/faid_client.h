@@ -27,6 +27,27 @@
 #include <stdio.h>
 
 /* ---------------------------------------------------------------------------------------------
+ * CURVE authentication (faid's security.curve; docs/security.md). A client of a faid that runs
+ * with CURVE needs faid's public key (its NAME.pub from `faidctl keygen`) and a key pair of its
+ * own (CLIENT.key) whose public half (CLIENT.pub) is in faid's security.authorized_keys folder.
+ * Every object below takes the keys at creation (NULL or a zeroed struct = plain ZeroMQ), and
+ * watches its connection's handshake: a refused key or a mechanism mismatch (a plain client and
+ * a CURVE faid, or the reverse) ends the wait at once with FAID_EAUTH and a message that says
+ * which, instead of waiting for a timeout. A wrong server key shows as a handshake that fails
+ * without detail (also FAID_EAUTH). */
+typedef struct faid_curve_keys {
+    char server_public[41]; /* faid's public key, z85 ("" = plain ZeroMQ) */
+    char public_key[41];    /* this client's key pair, z85 */
+    char secret_key[41];
+} faid_curve_keys;
+
+/* Reads faid's public key from server_pub_file (NAME.pub, or a bare z85 line) and the client's
+ * pair from key_file (CLIENT.key, mode 0600); both or neither must be given (NULL both: *k is
+ * zeroed, plain ZeroMQ). FAID_EUNSUP when this libzmq has no CURVE. */
+int faid_curve_keys_load(faid_curve_keys *k, const char *server_pub_file, const char *key_file,
+                         faid_diag *d);
+
+/* ---------------------------------------------------------------------------------------------
  * Subscriber. */
 typedef enum {
     FAID_SUB_PUB = 0,  /* SUB socket connected to the daemon's monitoring PUB output (lossy) */
@@ -40,6 +61,7 @@ typedef struct faid_sub_opts {
                        * with a zero byte). A consumer that reconnects under its name takes its
                        * old place at once; NULL = a fresh anonymous id per connection */
     uint32_t credit;  /* lossless: messages faid may send ahead of the acknowledgements, 0 = 256 */
+    const faid_curve_keys *curve; /* CURVE keys, NULL = plain */
 } faid_sub_opts;
 
 /* Lossless channel bookkeeping of a faid_sub (all zero for a PUB subscriber). */
@@ -134,6 +156,10 @@ typedef struct faid_ctl_reply {
 /* Prepares a REQ socket to endpoint; timeout_ms bounds every call (> 0). Connecting does not wait
  * for the daemon: a missing daemon shows as FAID_ETIMEOUT at the first call. */
 faid_ctl *faid_ctl_new(const char *endpoint, int timeout_ms, faid_diag *d);
+/* The same with CURVE keys (NULL = plain). A timeout then says that faid did not answer and
+ * that authentication may be why; a refused handshake gives FAID_EAUTH at once. */
+faid_ctl *faid_ctl_new_curve(const char *endpoint, int timeout_ms, const faid_curve_keys *curve,
+                             faid_diag *d);
 void faid_ctl_destroy(faid_ctl **c);
 /* Sends q and waits for the reply. FAID_ETIMEOUT with "no answer from faid at ENDPOINT within S s"
  * when none came (the socket is then renewed, so the next call works); FAID_EPROTO when the reply
@@ -154,6 +180,11 @@ typedef struct faid_sender faid_sender;
  * sndhwm 0 = the ZeroMQ default. */
 faid_sender *faid_sender_new(const char *endpoint, int bind, int sndhwm, int timeout_ms,
                              faid_diag *d);
+/* The same with CURVE keys (NULL = plain; only when connecting: a bound sender is what faid's
+ * connect-mode input reaches, which stays plain). A send that cannot leave because the handshake
+ * was refused fails with FAID_EAUTH at once. */
+faid_sender *faid_sender_new_curve(const char *endpoint, int bind, int sndhwm, int timeout_ms,
+                                   const faid_curve_keys *curve, faid_diag *d);
 /* Waits up to the timeout for queued messages to leave, then closes. Zero-copy payloads may be
  * freed once this returned. */
 void faid_sender_destroy(faid_sender **s);

@@ -2,7 +2,10 @@
  * long-running subcommands share. */
 #include "faidctl.h"
 
+#include "faid_client.h"
+
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -22,6 +25,7 @@ static const struct {
     {"reload", faidctl_control, "make the daemon re-read its configuration file"},
     {"reset", faidctl_control, "reset the daemon's aggregate counters"},
     {"stop", faidctl_control, "stop the daemon cleanly"},
+    {"keygen", faidctl_keygen, "write a CURVE key pair NAME.key / NAME.pub"},
 };
 
 volatile sig_atomic_t faidctl_stop;
@@ -89,6 +93,35 @@ const char *faidctl_optname(const struct option *longopts, int c)
         if (o->val == c)
             return o->name;
     return "?";
+}
+
+int faidctl_keys_option(faidctl_keys *k, int c, const char *arg)
+{
+    if (c == FAIDCTL_O_SERVER_KEY)
+        k->server_key = arg;
+    else if (c == FAIDCTL_O_KEY)
+        k->key = arg;
+    else
+        return 0;
+    return 1;
+}
+
+int faidctl_keys_load(const faidctl_keys *k, const char *cmd, faid_curve_keys *out)
+{
+    const char *srv = k->server_key, *key = k->key;
+    if (!srv && !key) {
+        /* The environment serves a whole session of commands, as $FAID_CONTROL does. */
+        const char *es = getenv("FAID_SERVER_KEY"), *ek = getenv("FAID_KEY");
+        srv = es && *es ? es : NULL;
+        key = ek && *ek ? ek : NULL;
+    }
+    faid_diag d;
+    faid_diag_clear(&d);
+    if (faid_curve_keys_load(out, srv, key, &d) != 0) {
+        fprintf(stderr, "faidctl %s: %s\n", cmd, d.msg);
+        return d.code == FAID_EINVAL ? 2 : 1;
+    }
+    return 0;
 }
 
 static void usage(FILE *f)

@@ -15,6 +15,27 @@ int faidctl_inspect(int argc, char **argv);
 int faidctl_replay(int argc, char **argv);
 int faidctl_sub(int argc, char **argv);
 int faidctl_control(int argc, char **argv); /* status | config | reload | reset | stop */
+int faidctl_keygen(int argc, char **argv);
+
+/* --server-key FAID.pub and --key CLIENT.key of the commands that talk to a faid running with
+ * security.curve: FAIDCTL_KEY_OPTIONS goes into a command's option table; faidctl_keys_option()
+ * takes the option (1 when c was one of them), faidctl_keys_load() reads the files (both or
+ * neither; 0, else a message on stderr and the exit status). */
+enum { FAIDCTL_O_SERVER_KEY = 1000, FAIDCTL_O_KEY };
+#define FAIDCTL_KEY_OPTIONS                                                                  \
+    {"server-key", required_argument, NULL, FAIDCTL_O_SERVER_KEY},                           \
+        {"key", required_argument, NULL, FAIDCTL_O_KEY}
+#define FAIDCTL_KEY_USAGE                                                                    \
+    "  --server-key FILE   faid's public key (NAME.pub of its security.secret_key_file) and\n" \
+    "  --key FILE          this client's key pair (CLIENT.key of `faidctl keygen CLIENT`,\n"   \
+    "                      CLIENT.pub in faid's security.authorized_keys): for a faid with\n"  \
+    "                      security.curve on (default: $FAID_SERVER_KEY, $FAID_KEY)\n"
+typedef struct faidctl_keys {
+    const char *server_key, *key;
+} faidctl_keys;
+int faidctl_keys_option(faidctl_keys *k, int c, const char *arg);
+struct faid_curve_keys;
+int faidctl_keys_load(const faidctl_keys *k, const char *cmd, struct faid_curve_keys *out);
 
 /* getopt_long over a subcommand's arguments (argv[0] = the subcommand name), so every command
  * reads `--opt value` and `--opt=value` alike, stops at `--` and accepts options and operands in

@@ -18,10 +18,11 @@ static void usage(FILE *f, const char *cmd)
 {
     int reload = strcmp(cmd, "reload") == 0, config = strcmp(cmd, "config") == 0;
     fprintf(f,
-            "usage: faidctl %s [--control ENDPOINT] [--timeout S] [--json]%s\n"
+            "usage: faidctl %s [--control ENDPOINT] [--timeout S] [--json]\n"
+            "                  [--server-key FAID.pub --key CLIENT.key]%s\n"
             "  --control ENDPOINT  the daemon's control socket (default $FAID_CONTROL or %s)\n"
             "  --timeout S         seconds to wait for the answer (default 5)\n"
-            "  --json              print the reply as JSON\n",
+            "  --json              print the reply as JSON\n" FAIDCTL_KEY_USAGE,
             cmd, reload ? " [CONFIG]" : config ? " [get KEY]" : "", DEFAULT_CONTROL);
     if (reload)
         fprintf(f, "  CONFIG              read this configuration file once instead of the file\n"
@@ -52,11 +53,15 @@ int faidctl_control(int argc, char **argv)
         {"control", required_argument, NULL, O_CONTROL},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"json", no_argument, NULL, O_JSON},
+        FAIDCTL_KEY_OPTIONS,
         {NULL, 0, NULL, 0},
     };
+    faidctl_keys keys = {0};
     int opt, first = 1;
     while ((opt = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
         char *end;
+        if (faidctl_keys_option(&keys, opt, optarg))
+            continue;
         switch (opt) {
         case 'h': usage(stdout, cmd); return 0;
         case O_CONTROL: endpoint = optarg; break;
@@ -106,7 +111,12 @@ int faidctl_control(int argc, char **argv)
 
     faid_diag d;
     faid_diag_clear(&d);
-    faid_ctl *c = faid_ctl_new(endpoint, (int)(timeout * 1000 + 0.5), &d);
+    faid_curve_keys ck;
+    int krc = faidctl_keys_load(&keys, cmd, &ck);
+    if (krc)
+        return krc;
+    faid_ctl *c = faid_ctl_new_curve(endpoint, (int)(timeout * 1000 + 0.5), &ck, &d);
+    memset(&ck, 0, sizeof(ck));
     if (!c) {
         fprintf(stderr, "faidctl %s: %s\n", cmd, d.msg);
         return 1;

@@ -134,7 +134,10 @@ static void usage(FILE *f)
             "  --timeout S          give up when a send waits longer than S s (default 30)\n"
             "  --hwm N              send high-water mark in messages (default ZeroMQ's)\n"
             "  --copy               copy each payload into the socket (default zero-copy)\n"
-            "  --quiet              no progress lines on stderr\n",
+            "  --quiet              no progress lines on stderr\n"
+            "  --server-key FILE, --key FILE\n"
+            "                       CURVE keys for a faid with security.curve on whose input\n"
+            "                       is bound (faidctl sub --help says more)\n",
             DEFAULT_TO);
 }
 
@@ -513,13 +516,17 @@ int faidctl_replay(int argc, char **argv)
         {"dtype", required_argument, NULL, O_DTYPE},
         {"encoding", required_argument, NULL, O_ENCODING},
         {"protocol", required_argument, NULL, O_PROTOCOL},
+        FAIDCTL_KEY_OPTIONS,
         {NULL, 0, NULL, 0},
     };
+    faidctl_keys keys = {0};
     int c, first_opt = 1;
     while ((c = faidctl_getopt(argc, argv, longopts, &first_opt)) != -1) {
         const char *v = optarg;
         char *end;
         int bad = 0;
+        if (faidctl_keys_option(&keys, c, optarg))
+            continue;
         switch (c) {
         case 'h': usage(stdout); return 0;
         case O_BIND: bind = 1; break;
@@ -705,7 +712,17 @@ int faidctl_replay(int argc, char **argv)
     } else if (!to) {
         to = DEFAULT_TO;
     }
-    faid_sender *s = faid_sender_new(to, bind, hwm, (int)(timeout * 1000 + 0.5), &d);
+    /* Keys only for faid's bound input; a bound replay serves faid's connect-mode input, which
+     * stays plain ($FAID_SERVER_KEY / $FAID_KEY are then not used; explicit keys are refused). */
+    faid_curve_keys ck;
+    memset(&ck, 0, sizeof(ck));
+    int krc = bind && !keys.server_key && !keys.key ? 0 : faidctl_keys_load(&keys, "replay", &ck);
+    if (krc) {
+        frames_free(&fr);
+        return krc;
+    }
+    faid_sender *s = faid_sender_new_curve(to, bind, hwm, (int)(timeout * 1000 + 0.5), &ck, &d);
+    memset(&ck, 0, sizeof(ck));
     if (!s) {
         fprintf(stderr, "faidctl replay: %s\n", d.msg);
         frames_free(&fr);
@@ -794,7 +811,7 @@ int faidctl_replay(int argc, char **argv)
     }
     int64_t t1 = faid_now_ns();
     /* The end message goes out even after an interruption, so the daemon closes the series. */
-    if (!no_series && !(status && rc == FAID_ETIMEOUT)) {
+    if (!no_series && !(status && (rc == FAID_ETIMEOUT || rc == FAID_EAUTH))) {
         h.type = FAID_IN_END;
         rc = proto == FAID_PROTOCOL_NATIVE
                  ? faid_sender_series(s, &h, &d)

@@ -32,7 +32,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: faidctl sub [--from ENDPOINT] [--lossless [--name NAME] [--credit N]]\n"
             "                   [--count N] [--timeout S] [--until-end] [--out DIR] [--json]\n"
-            "                   [--quiet] [--rcvhwm N]\n"
+            "                   [--quiet] [--rcvhwm N] [--server-key FAID.pub --key CLIENT.key]\n"
             "  --from ENDPOINT  the daemon's output (default %s)\n"
             "  --lossless       ENDPOINT is the lossless channel (output.lossless_endpoint):\n"
             "                   acknowledged delivery, re-sent messages dropped by msg_number;\n"
@@ -48,7 +48,9 @@ static void usage(FILE *f)
             "                   DIR/<series>_<frame_id>.peaks\n"
             "  --json           print every message as one JSON line on stdout\n"
             "  --quiet          no live summary line on stderr\n"
-            "  --rcvhwm N       receive high-water mark in messages (default ZeroMQ's)\n",
+            "  --rcvhwm N       receive high-water mark in messages (default ZeroMQ's)\n"
+            FAIDCTL_KEY_USAGE
+            "A refused CURVE handshake ends the command with exit status 1 and the reason.\n",
             DEFAULT_FROM);
 }
 
@@ -182,11 +184,15 @@ int faidctl_sub(int argc, char **argv)
         {"count", required_argument, NULL, O_COUNT},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"rcvhwm", required_argument, NULL, O_RCVHWM},
+        FAIDCTL_KEY_OPTIONS,
         {NULL, 0, NULL, 0},
     };
+    faidctl_keys keys = {0};
     int c, first = 1;
     while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
         char *end = NULL;
+        if (faidctl_keys_option(&keys, c, optarg))
+            continue;
         switch (c) {
         case 'h': usage(stdout); return 0;
         case O_FROM: from = optarg; break;
@@ -245,8 +251,13 @@ int faidctl_sub(int argc, char **argv)
 
     faid_diag d;
     faid_diag_clear(&d);
-    faid_sub_opts so = {.rcvhwm = rcvhwm, .name = name, .credit = (uint32_t)credit};
+    faid_curve_keys ck;
+    int krc = faidctl_keys_load(&keys, "sub", &ck);
+    if (krc)
+        return krc;
+    faid_sub_opts so = {.rcvhwm = rcvhwm, .name = name, .credit = (uint32_t)credit, .curve = &ck};
     faid_sub *s = faid_sub_new_opts(from, lossless ? FAID_SUB_LOSSLESS : FAID_SUB_PUB, &so, &d);
+    memset(&ck, 0, sizeof(ck));
     if (!s) {
         fprintf(stderr, "faidctl sub: %s\n", d.msg);
         return 1;
@@ -299,10 +310,10 @@ int faidctl_sub(int argc, char **argv)
                 fprintf(stderr, "%sfaidctl sub: %s (waiting)\n", tty && !quiet ? "\n" : "", d.msg);
             continue;
         }
-        if (rc == FAID_EZMQ) {
+        if (rc == FAID_EZMQ || rc == FAID_EAUTH) {
             fprintf(stderr, "%sfaidctl sub: %s\n", tty && !quiet ? "\n" : "", d.msg);
             status = 1;
-            why = "socket error";
+            why = rc == FAID_EAUTH ? "authentication failed" : "socket error";
             break;
         }
         if (rc) {

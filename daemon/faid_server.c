@@ -5,7 +5,9 @@
 #include "faid_aggregates.h"
 
 #include "faid_cl.h"
+#include "faid_keyfile.h"
 #include "faid_log.h"
+#include "faid_zap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,6 +352,63 @@ static int ipc_in_use(const char *endpoint, faid_diag *d)
     return 0;
 }
 
+int faid_endpoint_is_local(const char *endpoint)
+{
+    if (strncmp(endpoint, "ipc://", 6) == 0 || strncmp(endpoint, "inproc://", 9) == 0)
+        return 1;
+    static const char *const local[] = {"tcp://127.", "tcp://localhost:", "tcp://[::1]:",
+                                        "tcp://lo:", "tcp://[::ffff:127."};
+    for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+        if (strncmp(endpoint, local[i], strlen(local[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* security.curve: faid's key pair from security.secret_key_file (its public key derived from
+ * the secret one, and checked against the file's public-key line when it has one) and the ZAP
+ * handler with the keys of security.authorized_keys; before the first socket is bound. */
+static int start_curve(faid_server *s, const faid_config *cfg, faid_diag *d)
+{
+    if (!zmq_has("curve"))
+        return faid_fail(d, FAID_EUNSUP,
+                         "security.curve: this libzmq was built without CURVE (libsodium)");
+    faid_keytext kt;
+    int rc = faid_keyfile_read(cfg->secret_key_file, 1, &kt, d);
+    if (rc) {
+        faid_diag_prefix(d, "security.secret_key_file: ");
+        return rc;
+    }
+    char pub[41];
+    if (zmq_curve_public(pub, kt.secret_key) != 0) {
+        memset(&kt, 0, sizeof(kt));
+        return faid_fail(d, FAID_EFORMAT, "security.secret_key_file %s: not a CURVE secret key",
+                         cfg->secret_key_file);
+    }
+    if (kt.public_key[0] && strcmp(kt.public_key, pub) != 0) {
+        memset(&kt, 0, sizeof(kt));
+        return faid_fail(d, FAID_EFORMAT,
+                         "security.secret_key_file %s: its public-key line does not belong to "
+                         "its secret key",
+                         cfg->secret_key_file);
+    }
+    memcpy(s->curve_secret, kt.secret_key, sizeof(s->curve_secret));
+    memcpy(s->curve_public, pub, sizeof(s->curve_public));
+    memset(&kt, 0, sizeof(kt));
+    faid_zap_keys *keys = faid_zap_keys_load(cfg->authorized_keys, d);
+    if (!keys)
+        return d && d->code ? d->code : FAID_ECONFIG;
+    size_t nkeys = faid_zap_keys_count(keys);
+    if (!(s->zap = faid_zap_new(s->zctx, keys, d)))
+        return d && d->code ? d->code : FAID_EZMQ;
+    s->curve = 1;
+    FAID_INFO("security", "CURVE on: server public key %s; %zu client key(s) authorized from %s",
+              s->curve_public, nkeys, cfg->authorized_keys);
+    if (nkeys == 0)
+        FAID_WARN("security", "security.authorized_keys %s holds no *.pub key: every client is "
+                              "refused", cfg->authorized_keys);
+    return 0;
+}
+
 static void *make_socket(faid_server *s, int type, const char *endpoint, int bind, int hwm,
                          int linger, int64_t max_msg, const char *what, faid_diag *d)
 {
@@ -381,6 +440,23 @@ static void *make_socket(faid_server *s, int type, const char *endpoint, int bin
     } else if (type != ZMQ_REP)
         zmq_setsockopt(sock, ZMQ_SNDHWM, &opt, sizeof(opt));
     zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof(linger));
+    if (bind && s->curve) {
+        /* Every socket faid serves; an input that connects to a detector stays plain. */
+        int on = 1;
+        if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &on, sizeof(on)) != 0 ||
+            zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, s->curve_secret, FAID_Z85_KEY_LEN) != 0 ||
+            zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "faid", 4) != 0) {
+            faid_fail(d, FAID_EZMQ, "%s socket: cannot make it a CURVE server: %s", what,
+                      zmq_strerror(zmq_errno()));
+            zmq_close(sock);
+            return NULL;
+        }
+    } else if (bind && !faid_endpoint_is_local(endpoint)) {
+        FAID_WARN("security",
+                  "%s socket %s is reachable beyond this host without authentication or "
+                  "encryption (security.curve is off)",
+                  what, endpoint);
+    }
     int rc = bind ? zmq_bind(sock, endpoint) : zmq_connect(sock, endpoint);
     if (rc != 0) {
         faid_fail(d, FAID_EZMQ, "%s socket: cannot %s %s: %s", what, bind ? "bind" : "connect",
@@ -512,6 +588,8 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         faid_diag_prefix(d, "input.protocol %s: ", cfg->input_protocol);
         goto fail;
     }
+    if (cfg->security_curve && start_curve(s, cfg, d))
+        goto fail;
     s->input_max_msg = cfg->max_frame_bytes + FAID_INPUT_HEADER_ALLOWANCE;
     if (nin < 1 || nin > FAID_MAX_ENDPOINTS) {
         faid_fail(d, FAID_ECONFIG, "input.endpoint: %d endpoints (1 to %d)", nin,
@@ -657,6 +735,8 @@ void faid_server_destroy(faid_server **ps)
             free(s->slots[i].ud);
             faid_block_table_free(&s->slots[i].table);
         }
+    faid_zap_destroy(&s->zap); /* its socket too must close before the context ends */
+    memset(s->curve_secret, 0, sizeof(s->curve_secret));
     if (s->zctx)
         zmq_ctx_term(s->zctx);
     faid_gen_release(&s->gen);
@@ -961,6 +1041,11 @@ int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid
         rc = faid_config_load(file, nc, d);
     if (!rc)
         rc = check_fixed(&s->cfg, nc, d);
+    /* security.authorized_keys: read now, put in force with the rest (a folder that cannot be
+     * read refuses the reload and the keys in force stay). */
+    faid_zap_keys *keys = NULL;
+    if (!rc && s->zap && !(keys = faid_zap_keys_load(nc->authorized_keys, d)))
+        rc = d && d->code ? d->code : FAID_ECONFIG;
     if (!rc) {
         faid_log_level lvl;
         if (faid_log_parse_level(nc->log_level, &lvl) == 0)
@@ -988,11 +1073,18 @@ int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid
             g->cfg_version = s->cfg_version;
             pthread_mutex_unlock(&s->gen_mu);
             faid_server_swap_gen(s, g);
+            if (keys) {
+                FAID_INFO("security", "%zu client key(s) authorized from %s",
+                          faid_zap_keys_count(keys), nc->authorized_keys);
+                faid_zap_set_keys(s->zap, keys);
+                keys = NULL;
+            }
             FAID_INFO("server", "reloaded %s: setup version %llu", file[0] ? file : "(default)",
                       (unsigned long long)*version);
         }
         pthread_mutex_unlock(&s->build_mu);
     }
+    faid_zap_keys_destroy(&keys);
     if (rc)
         faid_diag_prefix(d, "reload %s: ", file[0] ? file : "(embedded default)");
     free(nc);

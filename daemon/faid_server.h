@@ -248,7 +248,16 @@ struct faid_server {
      * only while every pipeline thread turns (faid_notify) */
     atomic_int_fast64_t ingest_alive_ns[FAID_MAX_ENDPOINTS], publish_alive_ns;
     struct faid_http *http; /* the HTTP server, or NULL (off); the publisher offers it results */
+    /* security.curve: every socket faid binds is a CURVE server with this key pair (z85, fixed
+     * at start) and the ZAP handler admits the clients of security.authorized_keys */
+    int curve;
+    char curve_secret[41], curve_public[41];
+    struct faid_zap *zap; /* NULL without CURVE */
 };
+
+/* 1 when a ZeroMQ endpoint is reachable from this host only (ipc, inproc, tcp on 127.x,
+ * localhost or [::1]); a socket bound elsewhere without CURVE is logged as a warning. */
+int faid_endpoint_is_local(const char *endpoint);
 
 /* Lifecycle (faid_server.c). new: sockets bound, pool and first generation built, no threads. */
 faid_server *faid_server_new(const faid_config *cfg, const char *config_path, faid_diag *d);

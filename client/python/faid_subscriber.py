@@ -15,10 +15,16 @@ subscriber says hello with a credit, acknowledges what it has consumed (cumulati
 msg_number), repeats the hello every second while another consumer holds the channel, and drops
 messages faid re-sends that it already has.
 
+A faid running with CURVE (security.curve, docs/security.md) needs faid's public key and a key
+pair of this client whose public half is in faid's security.authorized_keys: --server-key
+FAID.pub --key CLIENT.key (files of `faidctl keygen`). A refused handshake ends the script with
+the reason instead of waiting for messages that never come.
+
 Needs pyzmq, msgpack and numpy; matplotlib only for --plot.
 
     python3 faid_subscriber.py --from tcp://127.0.0.1:5556 --count 100
     python3 faid_subscriber.py --from tcp://host:5558 --lossless --plot --plot-file latest.png
+    python3 faid_subscriber.py --from tcp://host:5556 --server-key faid.pub --key me.key
 """
 
 import argparse
@@ -43,6 +49,37 @@ class Refused(Exception):
     to wait for the turn."""
 
 
+class AuthFailed(Exception):
+    """The handshake with faid was refused (CURVE key not authorized, wrong server key, or one
+    side uses CURVE and the other does not)."""
+
+
+def read_key(path, secret=False):
+    """A key file of `faidctl keygen` (ZeroMQ certificate layout: `public-key = "..."`,
+    `secret-key = "..."`) or a bare 40-character z85 line: the public key, or with secret=True
+    the (public, secret) pair, as bytes."""
+    keys = {}
+    with open(path, "rb") as f:
+        for raw in f:
+            line = raw.strip()
+            if not line or line.startswith(b"#"):
+                continue
+            for name in (b"public-key", b"secret-key"):
+                if line.startswith(name) and b"=" in line:
+                    keys[name] = line.split(b"=", 1)[1].strip().strip(b"\"'")
+            if len(line) == 40 and b"=" not in line[:1] and b"public-key" not in keys:
+                keys.setdefault(b"bare", line)
+    pub = keys.get(b"public-key", keys.get(b"bare"))
+    if secret:
+        if b"secret-key" not in keys:
+            raise ValueError("%s: no secret-key line (a NAME.key of faidctl keygen)" % path)
+        sec = keys[b"secret-key"]
+        return zmq.curve_public(sec), sec
+    if pub is None or len(pub) != 40:
+        raise ValueError("%s: no 40-character z85 public key" % path)
+    return pub
+
+
 class Subscriber:
     """Receives and decodes faid output messages; remembers the last start (radial axis, unit).
 
@@ -53,10 +90,33 @@ class Subscriber:
 
     HELLO_S, ACK_S, HEARTBEAT_S = 1.0, 0.1, 1.0
 
-    def __init__(self, endpoint, lossless=False, topics=TOPICS, rcvhwm=0, name=None, credit=256):
+    # Handshakes failing without detail in a row before it counts as refused (a faid that gets
+    # the other mechanism closes without saying why; libzmq retries every 100 ms).
+    NODETAIL_LIMIT = 3
+
+    def __init__(self, endpoint, lossless=False, topics=TOPICS, rcvhwm=0, name=None, credit=256,
+                 server_key=None, key=None):
+        """server_key, key: faid's NAME.pub and this client's CLIENT.key (files, or the z85
+        keys as bytes: server_key, and key as a (public, secret) pair) for a faid with CURVE."""
+        if (server_key is None) != (key is None):
+            raise ValueError("CURVE needs both server_key (faid's .pub) and key (CLIENT.key)")
         self.ctx = zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.DEALER if lossless else zmq.SUB)
         self.sock.setsockopt(zmq.LINGER, 0)
+        self.curve = server_key is not None
+        if self.curve:
+            if not zmq.has("curve"):
+                raise AuthFailed("this libzmq has no CURVE")
+            srv = server_key if isinstance(server_key, bytes) else read_key(server_key)
+            pub, sec = key if isinstance(key, tuple) else read_key(key, secret=True)
+            self.sock.curve_serverkey = srv
+            self.sock.curve_publickey = pub
+            self.sock.curve_secretkey = sec
+        self.endpoint = endpoint
+        self.nodetail = 0
+        self.mon = self.sock.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_SUCCEEDED)
         if rcvhwm or lossless:
             self.sock.setsockopt(zmq.RCVHWM, rcvhwm)
         if lossless and name:
@@ -105,9 +165,37 @@ class Subscriber:
               or now - self.last_ack >= self.HEARTBEAT_S):
             self._send("ack")
 
+    def _check_handshake(self):
+        """Raises AuthFailed when the monitor reports a refused handshake."""
+        from zmq.utils.monitor import recv_monitor_message
+        while self.mon.poll(0):
+            ev = recv_monitor_message(self.mon)
+            e, v = ev["event"], ev["value"]
+            if e == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.nodetail = 0
+            elif e == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                raise AuthFailed("faid at %s refused this client's key (ZAP status %d): is its "
+                                 ".pub in faid's security.authorized_keys?" % (self.endpoint, v))
+            elif (e == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                  and v == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH):
+                raise AuthFailed(("faid at %s does not use CURVE: connect without keys"
+                                  if self.curve else "faid at %s requires CURVE: give "
+                                  "--server-key FAID.pub and --key CLIENT.key") % self.endpoint)
+            elif e == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and self.curve:
+                raise AuthFailed("CURVE handshake with faid at %s failed (protocol error %#x): "
+                                 "is the server key faid's?" % (self.endpoint, v))
+            elif e == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                self.nodetail += 1
+                if self.nodetail >= self.NODETAIL_LIMIT:
+                    raise AuthFailed("handshake with faid at %s failed %d times: %s" % (
+                        self.endpoint, self.nodetail,
+                        "is the server key faid's public key, and does faid use CURVE?"
+                        if self.curve else "faid probably requires CURVE (--server-key, --key)"))
+
     def recv(self, timeout_s):
         """The next message as a dict (with "topic" added), or None after timeout_s seconds.
-        Lossless: raises Refused while another consumer holds the channel."""
+        Lossless: raises Refused while another consumer holds the channel. Raises AuthFailed
+        when faid refused the handshake."""
         if self.lossless and self.pending:
             self.pending = False
             self.consumed = self.last
@@ -117,8 +205,10 @@ class Subscriber:
             if self.lossless:
                 self._tick()
             left = deadline - time.monotonic()
-            wait = min(left, 0.1) if self.lossless else left
+            wait = min(left, 0.1)  # also how soon a refused handshake is seen
+            self._check_handshake()
             if not self.sock.poll(int(max(wait, 0) * 1000)):
+                self._check_handshake()
                 if time.monotonic() >= deadline:
                     return None
                 continue
@@ -192,9 +282,18 @@ class Subscriber:
                 self.sock.send(msgpack.packb({"type": "bye"}), zmq.NOBLOCK)
             except zmq.Again:
                 pass
+            self._close_monitor()
             self.sock.close(500)
             return
+        self._close_monitor()
         self.sock.close(0)
+
+    def _close_monitor(self):
+        try:
+            self.sock.disable_monitor()
+        except zmq.ZMQError:
+            pass
+        self.mon.close(0)
 
 
 class Plotter:
@@ -287,13 +386,26 @@ def main(argv=None):
                    help="with --plot: write the plot to this PNG instead of a window")
     p.add_argument("--plot-every", type=float, default=0.5,
                    help="with --plot: seconds between redraws (default %(default)s)")
+    p.add_argument("--server-key", default=None,
+                   help="faid's public key (NAME.pub of its security.secret_key_file), for a "
+                        "faid with security.curve on; needs --key")
+    p.add_argument("--key", default=None,
+                   help="this client's key pair (CLIENT.key of `faidctl keygen CLIENT`; "
+                        "CLIENT.pub in faid's security.authorized_keys)")
     args = p.parse_args(argv)
+    if (args.server_key is None) != (args.key is None):
+        p.error("--server-key and --key go together")
 
     if args.plot and not args.plot_file and not (os.environ.get("DISPLAY")
                                                  or os.environ.get("WAYLAND_DISPLAY")):
         args.plot_file = "faid_profile.png"
         print("no display: plotting into %s" % args.plot_file, file=sys.stderr)
-    sub = Subscriber(args.endpoint, args.lossless, name=args.name, credit=args.credit)
+    try:
+        sub = Subscriber(args.endpoint, args.lossless, name=args.name, credit=args.credit,
+                         server_key=args.server_key, key=args.key)
+    except (OSError, ValueError, AuthFailed) as e:
+        print("faid_subscriber: %s" % e, file=sys.stderr)
+        return 1
     plotter = Plotter(args.plot_file) if args.plot else None
     t0 = time.monotonic()
     deadline = t0 + args.timeout if args.timeout > 0 else None
@@ -318,6 +430,10 @@ def main(argv=None):
                 if sub.refused == 1:
                     print("refused by faid: %s (waiting)" % e, file=sys.stderr)
                 continue
+            except AuthFailed as e:
+                print("faid_subscriber: %s" % e, file=sys.stderr)
+                why = "authentication failed"
+                break
             except (ValueError, msgpack.exceptions.ExtraData,
                     msgpack.exceptions.UnpackException) as e:
                 bad += 1
@@ -410,7 +526,7 @@ def main(argv=None):
     if latencies:
         print("latency (faid, received -> result): mean %.3f ms, max %.3f ms" % (
             sum(latencies) / len(latencies) / 1000.0, max(latencies) / 1000.0))
-    if args.count and results < args.count:
+    if args.count and results < args.count or why == "authentication failed":
         return 1
     return 0
 

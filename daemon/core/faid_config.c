@@ -345,6 +345,22 @@ static const faid_option options[] = {
     SIMPLE("http.average", FAID_OT_INT, "profiles", 1, 1000, "10", R, NULL, http_average, 0,
            "The dashboard's average profile: the mean of the last this many profiles it took "
            "(it takes at most 10 per second)."),
+    SIMPLE("security.curve", FAID_OT_BOOL, "", 0, 0, "false", 0, NULL, security_curve, 0,
+           "true: every socket faid serves (input when bound, output, lossless output, input "
+           "forward, hits, hits request, control) is a ZeroMQ CURVE server: traffic is "
+           "encrypted and only clients whose public key is in security.authorized_keys get in "
+           "(docs/security.md). An input that connects to a detector stays plain. Needs "
+           "security.secret_key_file and security.authorized_keys."),
+    SIMPLE("security.secret_key_file", FAID_OT_PATH, "", 0, 0, "null", N, NULL,
+           secret_key_file, FAID_PATH_MAX,
+           "faid's key pair, NAME.key as written by `faidctl keygen NAME` (mode 0600; faid "
+           "derives its public key from the secret one; clients pass NAME.pub as "
+           "--server-key). Relative to the configuration file's folder."),
+    SIMPLE("security.authorized_keys", FAID_OT_PATH, "", 0, 0, "null", R | N, NULL,
+           authorized_keys, FAID_PATH_MAX,
+           "Folder of the clients' public keys (*.pub of `faidctl keygen`): a CURVE client "
+           "whose key is not there is refused. Re-read on reload (SIGHUP or `faidctl reload`). "
+           "Relative to the configuration file's folder."),
 };
 
 #undef R
@@ -1433,6 +1449,14 @@ static int resolve(faid_config *cfg, const char *what, faid_diag *d)
     if (g.orientation < 1 || g.orientation > 4)
         g.orientation = 3;
     cfg->geometry = g;
+    if (cfg->security_curve && !cfg->secret_key_file[0])
+        return fail_at(cfg, what, d, "security.curve", FAID_ECONFIG,
+                       "CURVE needs faid's key pair: set security.secret_key_file (faidctl "
+                       "keygen NAME writes one)");
+    if (cfg->security_curve && !cfg->authorized_keys[0])
+        return fail_at(cfg, what, d, "security.curve", FAID_ECONFIG,
+                       "CURVE needs security.authorized_keys, the folder of the clients' *.pub "
+                       "keys (without it every client would be let in)");
     /* the peak parameters' cross-checks (ranges alone are the table's): the message starts with
      * the key, which fail_at locates in the file */
     faid_diag pd = {0};

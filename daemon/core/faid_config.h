@@ -95,6 +95,9 @@ typedef struct faid_config {
     char log_level[16];
     char http_endpoint[256];           /* host:port of the HTTP server, "" = off */
     int http_average;                  /* dashboard: profiles averaged */
+    int security_curve;                /* every socket faid serves is a CURVE server */
+    char secret_key_file[FAID_PATH_MAX]; /* faid's NAME.key, "" = none */
+    char authorized_keys[FAID_PATH_MAX]; /* folder of the clients' *.pub, "" = none */
 
     /* The detector and geometry keys as written (or their defaults): faid_config_resolve derives
      * the effective preset, rows/cols, pixel sizes and geometry above from them, the .poni file

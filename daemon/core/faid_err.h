@@ -27,7 +27,8 @@
     X(FAID_EPROTO, -16, "protocol error")                                   \
     X(FAID_EBUSY, -17, "resource busy")                                     \
     X(FAID_ETIMEOUT, -18, "timed out")                                      \
-    X(FAID_ESTOPPED, -19, "stopped")
+    X(FAID_ESTOPPED, -19, "stopped")                                        \
+    X(FAID_EAUTH, -20, "authentication failed")
 
 enum faid_error {
 #define FAID_ERR_ENUM(name, value, text) name = value,

@@ -17,7 +17,7 @@ FAIDCTL = os.path.join(BIN, "faidctl")
 FAID = os.path.join(BIN, "faid")
 
 COMMANDS = ["devices", "decode", "process", "geometry", "inspect", "replay", "sub", "status",
-            "config", "reload", "reset", "stop"]
+            "config", "reload", "reset", "stop", "keygen"]
 
 
 def run(args, timeout=60):
