@@ -161,8 +161,9 @@ faid_ctl *faid_ctl_new(const char *endpoint, int timeout_ms, faid_diag *d);
 faid_ctl *faid_ctl_new_curve(const char *endpoint, int timeout_ms, const faid_curve_keys *curve,
                              faid_diag *d);
 void faid_ctl_destroy(faid_ctl **c);
-/* Sends q and waits for the reply. FAID_ETIMEOUT with "no answer from faid at ENDPOINT within S s"
- * when none came (the socket is then renewed, so the next call works); FAID_EPROTO when the reply
+/* Sends q and waits for the reply. FAID_ETIMEOUT with "no answer from faid at ENDPOINT within S s
+ * (..., authentication?)" when none came (the socket is then renewed, so the next call works);
+ * FAID_EAUTH at once when the handshake was refused (see CURVE above); FAID_EPROTO when the reply
  * is not a control reply. A reply with ok == false still returns 0: check r->ok. */
 int faid_ctl_call(faid_ctl *c, const faid_ctl_request *q, faid_ctl_reply *r, faid_diag *d);
 const char *faid_ctl_endpoint(const faid_ctl *c);
