@@ -369,6 +369,16 @@ int faid_endpoint_is_local(const char *endpoint)
  * handler with the keys of security.authorized_keys; before the first socket is bound. */
 static int start_curve(faid_server *s, const faid_config *cfg, faid_diag *d)
 {
+    /* Checked here, not when the file is read: security.curve needs a restart, and a reload
+     * that turns it on must say so rather than ask for the key files. */
+    if (!cfg->secret_key_file[0])
+        return faid_fail(d, FAID_ECONFIG,
+                         "security.curve: CURVE needs faid's key pair: set "
+                         "security.secret_key_file (faidctl keygen NAME writes one)");
+    if (!cfg->authorized_keys[0])
+        return faid_fail(d, FAID_ECONFIG,
+                         "security.curve: CURVE needs security.authorized_keys, the folder of "
+                         "the clients' *.pub keys (without it every client would be let in)");
     if (!zmq_has("curve"))
         return faid_fail(d, FAID_EUNSUP,
                          "security.curve: this libzmq was built without CURVE (libsodium)");

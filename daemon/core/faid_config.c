@@ -1449,14 +1449,6 @@ static int resolve(faid_config *cfg, const char *what, faid_diag *d)
     if (g.orientation < 1 || g.orientation > 4)
         g.orientation = 3;
     cfg->geometry = g;
-    if (cfg->security_curve && !cfg->secret_key_file[0])
-        return fail_at(cfg, what, d, "security.curve", FAID_ECONFIG,
-                       "CURVE needs faid's key pair: set security.secret_key_file (faidctl "
-                       "keygen NAME writes one)");
-    if (cfg->security_curve && !cfg->authorized_keys[0])
-        return fail_at(cfg, what, d, "security.curve", FAID_ECONFIG,
-                       "CURVE needs security.authorized_keys, the folder of the clients' *.pub "
-                       "keys (without it every client would be let in)");
     /* the peak parameters' cross-checks (ranges alone are the table's): the message starts with
      * the key, which fail_at locates in the file */
     faid_diag pd = {0};

@@ -329,9 +329,19 @@ def test_connect_mode_input_stays_plain(curve_daemon, keys):
     assert rc == 1 and "plain" in err
 
 
+def distinct_ports(n):
+    got = []
+    while len(got) < n:
+        p = free_port()
+        if p not in got:
+            got.append(p)
+    return got
+
+
 def test_warnings_beyond_localhost(tmp_path):
-    ports = {k: free_port() for k in ("in", "out", "lossless", "ctl")}
-    http = free_port()
+    p = distinct_ports(5)
+    ports = dict(zip(("in", "out", "lossless", "ctl"), p))
+    http = p[4]
     from test_daemon import config_text
     conf = tmp_path / "c.yaml"
     text = config_text(ports, extra=f"http:\n  endpoint: \"0.0.0.0:{http}\"\n")
