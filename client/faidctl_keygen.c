@@ -12,14 +12,13 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: faidctl keygen NAME\n"
-            "\n"
-            "Writes a ZeroMQ CURVE key pair: NAME.key (public and secret key, mode 0600) and\n"
-            "NAME.pub (public key), z85, refusing to overwrite either. For faid: NAME.key is\n"
-            "its security.secret_key_file and clients get NAME.pub (--server-key). For a\n"
-            "client: it keeps NAME.key (--key) and NAME.pub goes into faid's\n"
-            "security.authorized_keys folder. NAME may include a folder.\n");
+    fprintf(f, "usage: faidctl keygen NAME\n"
+               "\n"
+               "Writes a ZeroMQ CURVE key pair: NAME.key (public and secret key, mode 0600) and\n"
+               "NAME.pub (public key), z85, refusing to overwrite either. For faid: NAME.key is\n"
+               "its security.secret_key_file and clients get NAME.pub (--server-key). For a\n"
+               "client: it keeps NAME.key (--key) and NAME.pub goes into faid's\n"
+               "security.authorized_keys folder. NAME may include a folder.\n");
 }
 
 int faidctl_keygen(int argc, char **argv)

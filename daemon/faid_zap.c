@@ -69,7 +69,10 @@ void faid_zap_keys_destroy(faid_zap_keys **pk)
     *pk = NULL;
 }
 
-size_t faid_zap_keys_count(const faid_zap_keys *k) { return k ? k->n : 0; }
+size_t faid_zap_keys_count(const faid_zap_keys *k)
+{
+    return k ? k->n : 0;
+}
 
 /* The name of the authorized key equal to key, or NULL. Under z->mu. */
 static const char *find_key(const faid_zap_keys *k, const uint8_t *key)
@@ -114,11 +117,11 @@ static void handle(faid_zap *z)
         zmq_send(z->sock, "", 0, 0);
     } else {
         char addr[128] = "", mech[32] = "";
-        size_t la = zmq_msg_size(&part[3]) < sizeof(addr) - 1 ? zmq_msg_size(&part[3])
-                                                               : sizeof(addr) - 1;
+        size_t la =
+            zmq_msg_size(&part[3]) < sizeof(addr) - 1 ? zmq_msg_size(&part[3]) : sizeof(addr) - 1;
         memcpy(addr, zmq_msg_data(&part[3]), la);
-        size_t lm = zmq_msg_size(&part[5]) < sizeof(mech) - 1 ? zmq_msg_size(&part[5])
-                                                               : sizeof(mech) - 1;
+        size_t lm =
+            zmq_msg_size(&part[5]) < sizeof(mech) - 1 ? zmq_msg_size(&part[5]) : sizeof(mech) - 1;
         memcpy(mech, zmq_msg_data(&part[5]), lm);
         const uint8_t *key = n >= 7 && zmq_msg_size(&part[6]) == 32 ? zmq_msg_data(&part[6]) : NULL;
         char name[64] = "";

@@ -134,8 +134,8 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int faid_keyfile_read_dir(const char *dir, char (*keys)[FAID_Z85_KEY_LEN + 1],
-                          char (*names)[64], size_t max, size_t *n, faid_diag *d)
+int faid_keyfile_read_dir(const char *dir, char (*keys)[FAID_Z85_KEY_LEN + 1], char (*names)[64],
+                          size_t max, size_t *n, faid_diag *d)
 {
     *n = 0;
     DIR *dh = opendir(dir);
@@ -167,8 +167,8 @@ int faid_keyfile_read_dir(const char *dir, char (*keys)[FAID_Z85_KEY_LEN + 1],
     }
     closedir(dh);
     if (!rc && nfiles > max)
-        rc = faid_fail(d, FAID_ESIZE, "%s: %zu *.pub files, at most %zu are read", dir, nfiles,
-                       max);
+        rc =
+            faid_fail(d, FAID_ESIZE, "%s: %zu *.pub files, at most %zu are read", dir, nfiles, max);
     if (!rc)
         qsort(files, nfiles, sizeof(*files), by_name);
     for (size_t i = 0; i < nfiles && !rc; i++) {

@@ -42,8 +42,8 @@ int faid_z85_key_valid(const char *s);
  * max keys; *n receives how many. A *.pub file that is not a valid key fails the whole read
  * with its name (a typo must not silently lock a client out or in). names (may be NULL) receives
  * each file's name (without the folder, truncated to 63 bytes). */
-int faid_keyfile_read_dir(const char *dir, char (*keys)[FAID_Z85_KEY_LEN + 1],
-                          char (*names)[64], size_t max, size_t *n, faid_diag *d);
+int faid_keyfile_read_dir(const char *dir, char (*keys)[FAID_Z85_KEY_LEN + 1], char (*names)[64],
+                          size_t max, size_t *n, faid_diag *d);
 
 /* Writes STEM.key (public and secret key, created with mode 0600) and STEM.pub (public key,
  * 0644); neither may exist yet (FAID_EIO naming the file that does, nothing written). */

@@ -38,7 +38,9 @@ int main(void)
     const char *shortk = "public-key = \"abc\"\n";
     CHECK(faid_keyfile_parse(shortk, strlen(shortk), "s", 0, &kt, &d) == FAID_EFORMAT &&
           strstr(d.msg, "s: public-key is not 40"));
-    const char *badchar = "public-key = \"" "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf," "\"\n";
+    const char *badchar = "public-key = \""
+                          "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf,"
+                          "\"\n";
     CHECK(faid_keyfile_parse(badchar, strlen(badchar), "x", 0, &kt, &d) == FAID_EFORMAT);
     CHECK(faid_keyfile_parse("", 0, "e", 0, &kt, &d) == FAID_EFORMAT);
     CHECK(faid_keyfile_parse("a\0b", 3, "z", 0, &kt, &d) == FAID_EFORMAT);
