@@ -151,127 +151,13 @@ typedef struct start_info {
     const faid_event *ev; /* the series start event (input echo), NULL for a setup start */
 } start_info;
 
-static void kv_f64(faid_mpw *w, const char *k, double v)
-{
-    faid_mpw_key(w, k);
-    faid_mpw_f64(w, v);
-}
-
-static void kv_int(faid_mpw *w, const char *k, int64_t v)
-{
-    faid_mpw_key(w, k);
-    faid_mpw_int(w, v);
-}
-
-/* The start's "input" map: which format opened the series, whether a start message was seen,
- * what it reported, and what faid used of it (PROTOCOL.md §3.1, merge rules). */
-static void put_input(faid_mpw *w, const faid_gen *g, const faid_event *e)
-{
-    const faid_setup *su = g->setup;
-    const faid_input_meta *m = e && e->has_input ? &e->meta : NULL;
-    faid_mpw_map_begin(w);
-    faid_mpw_key(w, FAID_K_PROTOCOL);
-    faid_mpw_str(w, e && e->has_input ? e->protocol : "");
-    faid_mpw_key(w, FAID_K_START_MESSAGE);
-    faid_mpw_bool(w, m != NULL);
-    /* Geometry comes from the configuration unless input.geometry_source says start; the
-     * detector's pixel mask is OR-ed into the
-     * configured one; its flatfield is the detector's own correction (applied by the detector
-     * when flatfield_enabled), never applied twice. */
-    faid_mpw_key(w, FAID_K_GEOMETRY_SOURCE);
-    faid_mpw_str(w, g->start_geometry ? "start" : "configuration");
-    faid_mpw_key(w, FAID_K_APPLIED);
-    faid_mpw_map_begin(w);
-    faid_mpw_key(w, FAID_K_PIXEL_MASK);
-    faid_mpw_bool(w, g->detector_mask != NULL);
-    faid_mpw_key(w, FAID_K_FLATFIELD);
-    faid_mpw_bool(w, 0);
-    faid_mpw_map_end(w);
-    faid_mpw_key(w, FAID_K_DETECTOR_MASKED_PIXELS);
-    faid_mpw_uint(w, g->detector_masked);
-    /* Whether this series' start reused the setup in force or built one (and how long that
-     * took, off the ingest thread); a start announcing a reload's setup says "reload". */
-    faid_mpw_key(w, FAID_K_SETUP);
-    faid_mpw_str(w, e ? faid_setup_choice_name(e->setup) : "reload");
-    faid_mpw_key(w, FAID_K_SETUP_BUILD_MS);
-    faid_mpw_f64(w, e ? e->build_ms : 0.0);
-    faid_mpw_key(w, FAID_K_SHAPE_MATCHES);
-    faid_mpw_bool(w, !m || !(m->have & FAID_META_IMAGE_SIZE) ||
-                         (m->image_size_y == su->rows && m->image_size_x == su->cols));
-    faid_mpw_key(w, FAID_K_REPORTED);
-    faid_mpw_map_begin(w);
-    if (!m) {
-        faid_mpw_map_end(w);
-        faid_mpw_map_end(w);
-        return;
-    }
-    uint32_t h = m->have;
-    if (h & FAID_META_BEAM_CENTER) {
-        kv_f64(w, FAID_K_BEAM_CENTER_X, m->beam_center_x);
-        kv_f64(w, FAID_K_BEAM_CENTER_Y, m->beam_center_y);
-    }
-    if (h & FAID_META_DISTANCE)
-        kv_f64(w, FAID_K_DETECTOR_DISTANCE, m->detector_distance);
-    if (h & FAID_META_WAVELENGTH)
-        kv_f64(w, FAID_K_INCIDENT_WAVELENGTH, m->incident_wavelength);
-    if (h & FAID_META_ENERGY)
-        kv_f64(w, FAID_K_INCIDENT_ENERGY, m->incident_energy);
-    if (h & FAID_META_PIXEL_SIZE) {
-        kv_f64(w, FAID_K_PIXEL_SIZE_X, m->pixel_size_x);
-        kv_f64(w, FAID_K_PIXEL_SIZE_Y, m->pixel_size_y);
-    }
-    if (h & FAID_META_IMAGE_SIZE) {
-        kv_int(w, FAID_K_IMAGE_SIZE_X, m->image_size_x);
-        kv_int(w, FAID_K_IMAGE_SIZE_Y, m->image_size_y);
-    }
-    if (h & FAID_META_DTYPE) {
-        faid_mpw_key(w, FAID_K_IMAGE_DTYPE);
-        faid_mpw_str(w, faid_dtype_name(m->image_dtype));
-    }
-    if (h & FAID_META_NIMAGES)
-        kv_int(w, FAID_K_NIMAGES, m->nimages);
-    if (h & FAID_META_COUNT_TIME)
-        kv_f64(w, FAID_K_COUNT_TIME, m->count_time);
-    if (h & FAID_META_FRAME_TIME)
-        kv_f64(w, FAID_K_FRAME_TIME, m->frame_time);
-    if (h & FAID_META_SATURATION)
-        kv_int(w, FAID_K_SATURATION_VALUE, m->saturation_value);
-    faid_mpw_key(w, FAID_K_CHANNELS);
-    int nch = m->nchannels < 0                         ? 0
-              : m->nchannels > FAID_INPUT_MAX_CHANNELS ? FAID_INPUT_MAX_CHANNELS
-                                                       : m->nchannels;
-    faid_mpw_array(w, (uint32_t)nch);
-    for (int k = 0; k < nch; k++)
-        faid_mpw_str(w, m->channels[k]);
-    faid_mpw_key(w, FAID_K_PIXEL_MASK);
-    faid_mpw_bool(w, m->pixel_mask.present);
-    faid_mpw_key(w, FAID_K_FLATFIELD);
-    faid_mpw_bool(w, m->flatfield.present);
-    faid_mpw_key(w, FAID_K_COUNTRATE_TABLE);
-    faid_mpw_bool(w, m->countrate_table.present);
-    faid_mpw_map_end(w);
-    faid_mpw_map_end(w);
-}
-
-static void put_range(faid_mpw *w, int has, const double v[2])
-{
-    if (!has) {
-        faid_mpw_nil(w);
-        return;
-    }
-    faid_mpw_array(w, 2);
-    faid_mpw_f64(w, v[0]);
-    faid_mpw_f64(w, v[1]);
-}
-
 /* The peak parameters in force as the start message's "peaks" map: algorithm and every echoed
  * peaks.* option of the table (numbers as int or float, names as str, null). */
-static void put_peak_params(faid_mpw *w, const faid_config *c)
+static void put_peak_params(faid_mpw *w, void *config)
 {
+    const faid_config *c = config;
     size_t n;
     const faid_option *t = faid_config_options(&n);
-    faid_mpw_key(w, FAID_K_PEAKS);
-    faid_mpw_map_begin(w);
     faid_mpw_key(w, FAID_K_ALGORITHM);
     faid_mpw_str(w, faid_peak_algorithm_name(c->peaks.algorithm));
     for (size_t i = 0; i < n; i++) {
@@ -291,7 +177,6 @@ static void put_peak_params(faid_mpw *w, const faid_config *c)
         else
             faid_mpw_str(w, str ? str : "");
     }
-    faid_mpw_map_end(w);
 }
 
 static void publish_start(publisher *p, faid_gen *g, const start_info *in)
@@ -306,139 +191,76 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
     uint64_t masked = 0;
     for (size_t i = 0; su->mask && i < su->npix; i++)
         masked += su->mask[i] != 0;
-    int has_user = in->user_data && in->user_data_len;
+    const faid_geometry *ge = &su->geom;
+    const faid_event *e = in->ev;
+    const char *devices[FAID_MAX_WORKERS];
+    for (int i = 0; i < s->nworkers && i < FAID_MAX_WORKERS; i++)
+        devices[i] = s->workers[i].name;
+    faid_out_start o = {
+        .software_version = FAID_VERSION,
+        .reason = in->reason,
+        .series_id = in->series_id,
+        .series_uid = in->uid,
+        .nimages = in->nimages,
+        .setup_version = g->version,
+        .config_hash = su->config_hash,
+        .dist = ge->dist,
+        .poni1 = ge->poni1,
+        .poni2 = ge->poni2,
+        .rot1 = ge->rot1,
+        .rot2 = ge->rot2,
+        .rot3 = ge->rot3,
+        .wavelength = ge->wavelength,
+        .pixel1 = ge->pixel1,
+        .pixel2 = ge->pixel2,
+        .rows = su->rows,
+        .cols = su->cols,
+        .detector = c->preset,
+        .npt = su->csr->npt_rad,
+        .npt_azim = su->csr2d ? su->csr2d->npt_azim : 0,
+        .unit = faid_unit_name(c->unit),
+        .split = faid_split_name(c->split),
+        .error_model = faid_error_model_name(c->error_model),
+        .solid_angle = c->solid_angle,
+        .has_polarization = c->has_polarization,
+        .polarization_factor = c->polarization_factor,
+        .has_radial_range = c->has_radial_range,
+        .radial_range = {c->radial_range[0], c->radial_range[1]},
+        .has_azimuth_range = c->has_azimuth_range,
+        .azimuth_range = {c->azimuth_range[0], c->azimuth_range[1]},
+        .has_dummy = c->has_dummy,
+        .dummy = c->dummy,
+        .delta_dummy = c->delta_dummy,
+        .normalization_factor = c->normalization_factor,
+        .empty = c->empty,
+        .mask_file = c->mask_path,
+        .dark_file = c->dark_path,
+        .flat_file = c->flat_path,
+        .masked_pixels = masked,
+        .radial = su->csr->rad_centers,
+        .azimuthal = su->csr2d ? su->csr2d->azim_centers : NULL,
+        .peak_params = su->csr_bg ? put_peak_params : NULL,
+        .peak_params_arg = (void *)c,
+        .devices = devices,
+        .ndevices = s->nworkers < FAID_MAX_WORKERS ? s->nworkers : FAID_MAX_WORKERS,
+        .config_yaml = g->config_yaml,
+        /* Geometry comes from the configuration unless input.geometry_source says start; the
+         * detector's pixel mask is OR-ed into the configured one. Whether this series' start
+         * reused the setup in force or built one (and how long that took, off the ingest
+         * thread); a start announcing a reload's setup says "reload". */
+        .input_protocol = e && e->has_input ? e->protocol : "",
+        .geometry_source = g->start_geometry ? "start" : "configuration",
+        .applied_pixel_mask = g->detector_mask != NULL,
+        .detector_masked_pixels = g->detector_masked,
+        .setup = e ? faid_setup_choice_name(e->setup) : "reload",
+        .setup_build_ms = e ? e->build_ms : 0.0,
+        .reported = e && e->has_input ? &e->meta : NULL,
+        .user_data = in->user_data,
+        .user_data_len = in->user_data_len,
+    };
     faid_mpw w;
     faid_mpw_init(&w, p->buf, p->cap);
-    const int peaks = su->csr_bg != NULL;
-    faid_mpw_map_begin(&w);
-    faid_mpw_key(&w, FAID_K_TYPE);
-    faid_mpw_key(&w, FAID_TOPIC_START);
-    faid_mpw_key(&w, FAID_K_MAGIC_NUMBER);
-    faid_mpw_uint(&w, FAID_PROTO_MAGIC);
-    faid_mpw_key(&w, FAID_K_PROTOCOL_VERSION);
-    faid_mpw_uint(&w, FAID_PROTO_VERSION);
-    faid_mpw_key(&w, FAID_K_SOFTWARE_VERSION);
-    faid_mpw_str(&w, FAID_VERSION);
-    faid_mpw_key(&w, FAID_K_REASON);
-    faid_mpw_str(&w, in->reason);
-    faid_mpw_key(&w, FAID_K_SERIES_ID);
-    faid_mpw_uint(&w, in->series_id);
-    faid_mpw_key(&w, FAID_K_SERIES_UNIQUE_ID);
-    faid_mpw_str(&w, in->uid);
-    faid_mpw_key(&w, FAID_K_NIMAGES);
-    faid_mpw_int(&w, in->nimages);
-    faid_mpw_key(&w, FAID_K_SETUP_VERSION);
-    faid_mpw_uint(&w, g->version);
-    faid_mpw_key(&w, FAID_K_CONFIG_HASH);
-    faid_mpw_str(&w, su->config_hash);
-
-    const faid_geometry *ge = &su->geom;
-    faid_mpw_key(&w, FAID_K_GEOMETRY);
-    faid_mpw_map_begin(&w);
-    faid_mpw_key(&w, FAID_K_DIST);
-    faid_mpw_f64(&w, ge->dist);
-    faid_mpw_key(&w, FAID_K_PONI1);
-    faid_mpw_f64(&w, ge->poni1);
-    faid_mpw_key(&w, FAID_K_PONI2);
-    faid_mpw_f64(&w, ge->poni2);
-    faid_mpw_key(&w, FAID_K_ROT1);
-    faid_mpw_f64(&w, ge->rot1);
-    faid_mpw_key(&w, FAID_K_ROT2);
-    faid_mpw_f64(&w, ge->rot2);
-    faid_mpw_key(&w, FAID_K_ROT3);
-    faid_mpw_f64(&w, ge->rot3);
-    faid_mpw_key(&w, FAID_K_WAVELENGTH);
-    faid_mpw_f64(&w, ge->wavelength);
-    faid_mpw_key(&w, FAID_K_PIXEL1);
-    faid_mpw_f64(&w, ge->pixel1);
-    faid_mpw_key(&w, FAID_K_PIXEL2);
-    faid_mpw_f64(&w, ge->pixel2);
-    faid_mpw_key(&w, FAID_K_ROWS);
-    faid_mpw_int(&w, su->rows);
-    faid_mpw_key(&w, FAID_K_COLS);
-    faid_mpw_int(&w, su->cols);
-    faid_mpw_key(&w, FAID_K_DETECTOR);
-    faid_mpw_str(&w, c->preset);
-    faid_mpw_map_end(&w);
-
-    faid_mpw_key(&w, FAID_K_PARAMETERS);
-    faid_mpw_map_begin(&w);
-    faid_mpw_key(&w, FAID_K_NPT);
-    faid_mpw_int(&w, su->csr->npt_rad);
-    faid_mpw_key(&w, FAID_K_NPT_AZIM);
-    faid_mpw_int(&w, su->csr2d ? su->csr2d->npt_azim : 0);
-    faid_mpw_key(&w, FAID_K_UNIT);
-    faid_mpw_str(&w, faid_unit_name(c->unit));
-    faid_mpw_key(&w, FAID_K_SPLIT);
-    faid_mpw_str(&w, faid_split_name(c->split));
-    faid_mpw_key(&w, FAID_K_ERROR_MODEL);
-    faid_mpw_str(&w, faid_error_model_name(c->error_model));
-    faid_mpw_key(&w, FAID_K_SOLID_ANGLE);
-    faid_mpw_bool(&w, c->solid_angle);
-    faid_mpw_key(&w, FAID_K_POLARIZATION_FACTOR);
-    if (c->has_polarization)
-        faid_mpw_f64(&w, c->polarization_factor);
-    else
-        faid_mpw_nil(&w);
-    faid_mpw_key(&w, FAID_K_RADIAL_RANGE);
-    put_range(&w, c->has_radial_range, c->radial_range);
-    faid_mpw_key(&w, FAID_K_AZIMUTH_RANGE);
-    put_range(&w, c->has_azimuth_range, c->azimuth_range);
-    faid_mpw_key(&w, FAID_K_DUMMY);
-    if (c->has_dummy)
-        faid_mpw_f64(&w, c->dummy);
-    else
-        faid_mpw_nil(&w);
-    faid_mpw_key(&w, FAID_K_DELTA_DUMMY);
-    if (c->has_dummy)
-        faid_mpw_f64(&w, c->delta_dummy);
-    else
-        faid_mpw_nil(&w);
-    faid_mpw_key(&w, FAID_K_NORMALIZATION_FACTOR);
-    faid_mpw_f64(&w, c->normalization_factor);
-    faid_mpw_key(&w, FAID_K_EMPTY);
-    faid_mpw_f64(&w, c->empty);
-    faid_mpw_key(&w, FAID_K_MASK_FILE);
-    faid_mpw_str(&w, c->mask_path);
-    faid_mpw_key(&w, FAID_K_DARK_FILE);
-    faid_mpw_str(&w, c->dark_path);
-    faid_mpw_key(&w, FAID_K_FLAT_FILE);
-    faid_mpw_str(&w, c->flat_path);
-    faid_mpw_key(&w, FAID_K_MASKED_PIXELS);
-    faid_mpw_uint(&w, masked);
-    faid_mpw_map_end(&w);
-
-    faid_mpw_key(&w, FAID_K_UNIT);
-    faid_mpw_str(&w, faid_unit_name(c->unit));
-    uint64_t shape[1] = {(uint64_t)su->csr->npt_rad};
-    faid_mpw_key(&w, FAID_K_RADIAL);
-    faid_mpw_ndarray(&w, "<f8", shape, 1, su->csr->rad_centers,
-                     (size_t)su->csr->npt_rad * sizeof(double));
-    if (su->csr2d) {
-        uint64_t sh2[1] = {(uint64_t)su->csr2d->npt_azim};
-        faid_mpw_key(&w, FAID_K_AZIMUTHAL);
-        faid_mpw_ndarray(&w, "<f8", sh2, 1, su->csr2d->azim_centers,
-                         (size_t)su->csr2d->npt_azim * sizeof(double));
-    }
-    if (peaks) {
-        put_peak_params(&w, c);
-        faid_mpw_key(&w, FAID_K_PEAK_COORDINATES);
-        faid_mpw_key(&w, "pixel-index"); /* centre of pixel (row r, column c) at (x=c, y=r) */
-    }
-    faid_mpw_key(&w, FAID_K_DEVICES);
-    faid_mpw_array(&w, (uint32_t)s->nworkers);
-    for (int i = 0; i < s->nworkers; i++)
-        faid_mpw_str(&w, s->workers[i].name);
-    faid_mpw_key(&w, FAID_K_CONFIG);
-    faid_mpw_str(&w, g->config_yaml);
-    faid_mpw_key(&w, FAID_K_INPUT);
-    put_input(&w, g, in->ev);
-    if (has_user) {
-        faid_mpw_key(&w, FAID_K_USER_DATA);
-        faid_mpw_raw(&w, in->user_data, in->user_data_len);
-    }
-    size_t off = faid_proto_msgnum_placeholder(&w);
-    faid_mpw_map_end(&w);
+    size_t off = faid_proto_write_start(&w, &o);
     if (faid_mpw_finish(&w, NULL)) {
         FAID_ERROR("publish", "start message larger than its %zu-byte buffer", p->cap);
         return;

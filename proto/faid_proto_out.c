@@ -113,6 +113,204 @@ size_t faid_proto_write_result(faid_mpw *w, const faid_out_result *r)
     return off;
 }
 
+static void kv_int(faid_mpw *w, const char *key, int64_t v)
+{
+    faid_mpw_key(w, key);
+    faid_mpw_int(w, v);
+}
+
+static void kv_str(faid_mpw *w, const char *key, const char *v)
+{
+    faid_mpw_key(w, key);
+    faid_mpw_str(w, v ? v : "");
+}
+
+static void kv_f64_or_nil(faid_mpw *w, const char *key, int has, double v)
+{
+    faid_mpw_key(w, key);
+    if (has)
+        faid_mpw_f64(w, v);
+    else
+        faid_mpw_nil(w);
+}
+
+static void kv_range(faid_mpw *w, const char *key, int has, const double v[2])
+{
+    faid_mpw_key(w, key);
+    if (!has) {
+        faid_mpw_nil(w);
+        return;
+    }
+    faid_mpw_array(w, 2);
+    faid_mpw_f64(w, v[0]);
+    faid_mpw_f64(w, v[1]);
+}
+
+/* What the start message reported (start.input.reported): the fields it gave. */
+static void put_reported(faid_mpw *w, const faid_input_meta *m)
+{
+    faid_mpw_key(w, FAID_K_REPORTED);
+    faid_mpw_map_begin(w);
+    if (!m) {
+        faid_mpw_map_end(w);
+        return;
+    }
+    uint32_t h = m->have;
+    if (h & FAID_META_BEAM_CENTER) {
+        kv_f64(w, FAID_K_BEAM_CENTER_X, m->beam_center_x);
+        kv_f64(w, FAID_K_BEAM_CENTER_Y, m->beam_center_y);
+    }
+    if (h & FAID_META_DISTANCE)
+        kv_f64(w, FAID_K_DETECTOR_DISTANCE, m->detector_distance);
+    if (h & FAID_META_WAVELENGTH)
+        kv_f64(w, FAID_K_INCIDENT_WAVELENGTH, m->incident_wavelength);
+    if (h & FAID_META_ENERGY)
+        kv_f64(w, FAID_K_INCIDENT_ENERGY, m->incident_energy);
+    if (h & FAID_META_PIXEL_SIZE) {
+        kv_f64(w, FAID_K_PIXEL_SIZE_X, m->pixel_size_x);
+        kv_f64(w, FAID_K_PIXEL_SIZE_Y, m->pixel_size_y);
+    }
+    if (h & FAID_META_IMAGE_SIZE) {
+        kv_int(w, FAID_K_IMAGE_SIZE_X, m->image_size_x);
+        kv_int(w, FAID_K_IMAGE_SIZE_Y, m->image_size_y);
+    }
+    if (h & FAID_META_DTYPE)
+        kv_str(w, FAID_K_IMAGE_DTYPE, faid_dtype_name(m->image_dtype));
+    if (h & FAID_META_NIMAGES)
+        kv_int(w, FAID_K_NIMAGES, m->nimages);
+    if (h & FAID_META_COUNT_TIME)
+        kv_f64(w, FAID_K_COUNT_TIME, m->count_time);
+    if (h & FAID_META_FRAME_TIME)
+        kv_f64(w, FAID_K_FRAME_TIME, m->frame_time);
+    if (h & FAID_META_SATURATION)
+        kv_int(w, FAID_K_SATURATION_VALUE, m->saturation_value);
+    faid_mpw_key(w, FAID_K_CHANNELS);
+    int nch = m->nchannels < 0                         ? 0
+              : m->nchannels > FAID_INPUT_MAX_CHANNELS ? FAID_INPUT_MAX_CHANNELS
+                                                       : m->nchannels;
+    faid_mpw_array(w, (uint32_t)nch);
+    for (int k = 0; k < nch; k++)
+        faid_mpw_str(w, m->channels[k]);
+    faid_mpw_key(w, FAID_K_PIXEL_MASK);
+    faid_mpw_bool(w, m->pixel_mask.present);
+    faid_mpw_key(w, FAID_K_FLATFIELD);
+    faid_mpw_bool(w, m->flatfield.present);
+    faid_mpw_key(w, FAID_K_COUNTRATE_TABLE);
+    faid_mpw_bool(w, m->countrate_table.present);
+    faid_mpw_map_end(w);
+}
+
+size_t faid_proto_write_start(faid_mpw *w, const faid_out_start *s)
+{
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_TYPE);
+    faid_mpw_key(w, FAID_TOPIC_START);
+    kv_uint(w, FAID_K_MAGIC_NUMBER, FAID_PROTO_MAGIC);
+    kv_uint(w, FAID_K_PROTOCOL_VERSION, FAID_PROTO_VERSION);
+    kv_str(w, FAID_K_SOFTWARE_VERSION, s->software_version);
+    kv_str(w, FAID_K_REASON, s->reason);
+    kv_uint(w, FAID_K_SERIES_ID, s->series_id);
+    kv_str(w, FAID_K_SERIES_UNIQUE_ID, s->series_uid);
+    kv_int(w, FAID_K_NIMAGES, s->nimages);
+    kv_uint(w, FAID_K_SETUP_VERSION, s->setup_version);
+    kv_str(w, FAID_K_CONFIG_HASH, s->config_hash);
+
+    faid_mpw_key(w, FAID_K_GEOMETRY);
+    faid_mpw_map_begin(w);
+    kv_f64(w, FAID_K_DIST, s->dist);
+    kv_f64(w, FAID_K_PONI1, s->poni1);
+    kv_f64(w, FAID_K_PONI2, s->poni2);
+    kv_f64(w, FAID_K_ROT1, s->rot1);
+    kv_f64(w, FAID_K_ROT2, s->rot2);
+    kv_f64(w, FAID_K_ROT3, s->rot3);
+    kv_f64(w, FAID_K_WAVELENGTH, s->wavelength);
+    kv_f64(w, FAID_K_PIXEL1, s->pixel1);
+    kv_f64(w, FAID_K_PIXEL2, s->pixel2);
+    kv_int(w, FAID_K_ROWS, s->rows);
+    kv_int(w, FAID_K_COLS, s->cols);
+    kv_str(w, FAID_K_DETECTOR, s->detector);
+    faid_mpw_map_end(w);
+
+    faid_mpw_key(w, FAID_K_PARAMETERS);
+    faid_mpw_map_begin(w);
+    kv_int(w, FAID_K_NPT, s->npt);
+    kv_int(w, FAID_K_NPT_AZIM, s->npt_azim);
+    kv_str(w, FAID_K_UNIT, s->unit);
+    kv_str(w, FAID_K_SPLIT, s->split);
+    kv_str(w, FAID_K_ERROR_MODEL, s->error_model);
+    faid_mpw_key(w, FAID_K_SOLID_ANGLE);
+    faid_mpw_bool(w, s->solid_angle);
+    kv_f64_or_nil(w, FAID_K_POLARIZATION_FACTOR, s->has_polarization, s->polarization_factor);
+    kv_range(w, FAID_K_RADIAL_RANGE, s->has_radial_range, s->radial_range);
+    kv_range(w, FAID_K_AZIMUTH_RANGE, s->has_azimuth_range, s->azimuth_range);
+    kv_f64_or_nil(w, FAID_K_DUMMY, s->has_dummy, s->dummy);
+    kv_f64_or_nil(w, FAID_K_DELTA_DUMMY, s->has_dummy, s->delta_dummy);
+    kv_f64(w, FAID_K_NORMALIZATION_FACTOR, s->normalization_factor);
+    kv_f64(w, FAID_K_EMPTY, s->empty);
+    kv_str(w, FAID_K_MASK_FILE, s->mask_file);
+    kv_str(w, FAID_K_DARK_FILE, s->dark_file);
+    kv_str(w, FAID_K_FLAT_FILE, s->flat_file);
+    kv_uint(w, FAID_K_MASKED_PIXELS, s->masked_pixels);
+    faid_mpw_map_end(w);
+
+    kv_str(w, FAID_K_UNIT, s->unit);
+    uint64_t n = (uint64_t)(s->npt > 0 ? s->npt : 0);
+    faid_mpw_key(w, FAID_K_RADIAL);
+    faid_mpw_ndarray(w, "<f8", &n, 1, s->radial, (size_t)n * sizeof(double));
+    if (s->npt_azim > 0 && s->azimuthal) {
+        uint64_t na = (uint64_t)s->npt_azim;
+        faid_mpw_key(w, FAID_K_AZIMUTHAL);
+        faid_mpw_ndarray(w, "<f8", &na, 1, s->azimuthal, (size_t)na * sizeof(double));
+    }
+    if (s->peak_params) {
+        faid_mpw_key(w, FAID_K_PEAKS);
+        faid_mpw_map_begin(w);
+        s->peak_params(w, s->peak_params_arg);
+        faid_mpw_map_end(w);
+        /* centre of pixel (row r, column c) at (x = c, y = r) */
+        kv_str(w, FAID_K_PEAK_COORDINATES, "pixel-index");
+    }
+    faid_mpw_key(w, FAID_K_DEVICES);
+    faid_mpw_array(w, (uint32_t)(s->ndevices > 0 ? s->ndevices : 0));
+    for (int i = 0; i < s->ndevices; i++)
+        faid_mpw_str(w, s->devices[i]);
+    kv_str(w, FAID_K_CONFIG, s->config_yaml);
+
+    /* the input map: which format opened the series, whether a start message was seen, what it
+     * reported and what faid used of it (PROTOCOL.md 2.1) */
+    const faid_input_meta *m = s->reported;
+    faid_mpw_key(w, FAID_K_INPUT);
+    faid_mpw_map_begin(w);
+    kv_str(w, FAID_K_PROTOCOL, s->input_protocol);
+    faid_mpw_key(w, FAID_K_START_MESSAGE);
+    faid_mpw_bool(w, m != NULL);
+    kv_str(w, FAID_K_GEOMETRY_SOURCE, s->geometry_source);
+    faid_mpw_key(w, FAID_K_APPLIED);
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_PIXEL_MASK);
+    faid_mpw_bool(w, s->applied_pixel_mask);
+    /* the detector's flatfield is its own correction, never applied twice */
+    faid_mpw_key(w, FAID_K_FLATFIELD);
+    faid_mpw_bool(w, 0);
+    faid_mpw_map_end(w);
+    kv_uint(w, FAID_K_DETECTOR_MASKED_PIXELS, s->detector_masked_pixels);
+    kv_str(w, FAID_K_SETUP, s->setup);
+    kv_f64(w, FAID_K_SETUP_BUILD_MS, s->setup_build_ms);
+    faid_mpw_key(w, FAID_K_SHAPE_MATCHES);
+    faid_mpw_bool(w, !m || !(m->have & FAID_META_IMAGE_SIZE) ||
+                         (m->image_size_y == s->rows && m->image_size_x == s->cols));
+    put_reported(w, m);
+    faid_mpw_map_end(w);
+
+    if (s->user_data && s->user_data_len) {
+        faid_mpw_key(w, FAID_K_USER_DATA);
+        faid_mpw_raw(w, s->user_data, s->user_data_len);
+    }
+    size_t off = faid_proto_msgnum_placeholder(w);
+    faid_mpw_map_end(w);
+    return off;
+}
+
 size_t faid_proto_write_end(faid_mpw *w, const faid_out_end *e)
 {
     faid_mpw_map_begin(w);

@@ -1,11 +1,12 @@
-/* faid_proto_out: the encoders of faid's output messages that need no daemon state: result, end,
- * aggregates, the lossless channel's answers (welcome, refused, ping) and the msg_number
+/* faid_proto_out: the encoders of faid's output messages that need no daemon state: start,
+ * result, end, aggregates, the lossless channel's answers (welcome, refused, ping) and the msg_number
  * placeholder. The
  * daemon fills plain structs and calls them (aggregates too); the keys come from the key table
  * (faid_proto_keys.h) and the map sizes are counted by the writer. (error is in faid_proto.h.) */
 #ifndef FAID_PROTO_OUT_H
 #define FAID_PROTO_OUT_H
 
+#include "faid_input.h"
 #include "faid_proto.h"
 
 /* Writes "msg_number" with a fixed-width placeholder (uint 64); returns the offset of its 8 value
@@ -52,6 +53,50 @@ typedef struct faid_out_end {
 } faid_out_end;
 /* Returns the offset of msg_number's value bytes. */
 size_t faid_proto_write_end(faid_mpw *w, const faid_out_end *e);
+
+/* A start (PROTOCOL.md 3.1): what the series (or a reload's setup) is reduced with. */
+typedef struct faid_out_start {
+    const char *software_version;
+    const char *reason;
+    uint64_t series_id;
+    const char *series_uid;
+    int64_t nimages;
+    uint64_t setup_version;
+    const char *config_hash;
+    /* geometry */
+    double dist, poni1, poni2, rot1, rot2, rot3, wavelength, pixel1, pixel2;
+    int rows, cols;
+    const char *detector;
+    /* parameters */
+    int npt, npt_azim; /* npt_azim 0: no cake */
+    const char *unit, *split, *error_model;
+    int solid_angle;
+    int has_polarization, has_radial_range, has_azimuth_range, has_dummy;
+    double polarization_factor, radial_range[2], azimuth_range[2], dummy, delta_dummy;
+    double normalization_factor, empty;
+    const char *mask_file, *dark_file, *flat_file;
+    uint64_t masked_pixels;
+    const double *radial;    /* npt bin centres */
+    const double *azimuthal; /* npt_azim bin centres, with a cake */
+    /* with peaks: writes the entries of the "peaks" map (algorithm, parameters); NULL: none */
+    void (*peak_params)(faid_mpw *w, void *arg);
+    void *peak_params_arg;
+    const char *const *devices;
+    int ndevices;
+    const char *config_yaml;
+    /* input (section 2.1) */
+    const char *input_protocol;
+    const char *geometry_source;
+    int applied_pixel_mask;
+    uint64_t detector_masked_pixels;
+    const char *setup;
+    double setup_build_ms;
+    const faid_input_meta *reported; /* the start message's metadata, NULL without one */
+    const uint8_t *user_data;        /* one msgpack value, or NULL */
+    size_t user_data_len;
+} faid_out_start;
+/* Returns the offset of msg_number's value bytes. */
+size_t faid_proto_write_start(faid_mpw *w, const faid_out_start *s);
 
 /* An aggregates message (PROTOCOL.md 3.4a). The powder pattern's counts arrive compressed
  * (bitshuffle-LZ4 of <u4 [rows, cols]). */

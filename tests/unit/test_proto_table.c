@@ -227,6 +227,7 @@ static void test_out_encoders(void)
     CHECK(m.has_peaks && m.num_peaks == 2 && m.is_hit && m.peak_x.nelem == 2);
     CHECK(m.peak_npix.dtype == FAID_DT_I32 && memcmp(m.peak_npix.data, npix, sizeof npix) == 0);
     faid_mp_obj v;
+    faid_mpr at;
     CHECK(faid_proto_map_find(buf, w.len, FAID_K_USER_DATA, &v, NULL, &d) == 0 &&
           v.type == FAID_MP_ARRAY && v.len == 2);
 
@@ -238,6 +239,22 @@ static void test_out_encoders(void)
     CHECK_MSG(faid_proto_check_keys(FAID_PMSG_END, FAID_NPMSGS, buf, w.len, &d) == 0, "%s",
               d.msg);
     CHECK(faid_proto_decode_output(buf, w.len, &m, &d) == 0 && m.type == FAID_OUT_END);
+
+    const double radial[5] = {0.1, 0.2, 0.3, 0.4, 0.5};
+    const char *devs[1] = {"cpu"};
+    faid_input_meta meta = {.have = FAID_META_IMAGE_SIZE, .image_size_x = 4, .image_size_y = 3};
+    faid_out_start st = {.software_version = "0.1.0", .reason = "series", .series_uid = "run",
+                         .nimages = -1, .rows = 3, .cols = 4, .npt = 5, .radial = radial,
+                         .devices = devs, .ndevices = 1, .setup = "reused", .reported = &meta,
+                         .user_data = ud, .user_data_len = 3};
+    faid_mpw_init(&w, buf, sizeof buf);
+    off = faid_proto_write_start(&w, &st);
+    CHECK(faid_mpw_finish(&w, &d) == 0);
+    CHECK_MSG(faid_proto_check_keys(FAID_PMSG_START, FAID_NPMSGS, buf, w.len, &d) == 0, "%s",
+              d.msg);
+    CHECK(faid_proto_decode_output(buf, w.len, &m, &d) == 0 && m.type == FAID_OUT_START &&
+          m.radial.nelem == 5 && m.peaks_algorithm[0] == '\0');
+    CHECK(faid_proto_map_find(buf, w.len, FAID_K_INPUT, &v, &at, &d) == 0 && v.type == FAID_MP_MAP);
 
     const double hist_rate[2] = {0.5, 0.25}, hist_t[2] = {1.0, 2.0};
     const uint64_t bins[4] = {1, 2, 0, 0};
@@ -252,7 +269,6 @@ static void test_out_encoders(void)
     CHECK(faid_mpw_finish(&w, &d) == 0);
     CHECK_MSG(faid_proto_check_keys(FAID_PMSG_AGGREGATES, FAID_NPMSGS, buf, w.len, &d) == 0, "%s",
               d.msg);
-    faid_mpr at;
     CHECK(faid_proto_map_find(buf, w.len, FAID_K_VIRTUAL_POWDER_PLOT, &v, &at, &d) == 0 &&
           v.type == FAID_MP_MAP);
     CHECK(faid_proto_map_find(buf, w.len, FAID_K_HIT_RATE_HISTORY, &v, &at, &d) == 0);
