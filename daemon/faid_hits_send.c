@@ -4,6 +4,7 @@
 #include "faid_aggregates.h"
 #include "faid_codec.h"
 #include "faid_log.h"
+#include "faid_proto_out.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,48 +27,6 @@ static int grow(void **p, size_t *cap, size_t need)
 
 /* A msgpack-numpy array (binary keys nd, type, kind, shape, data: what Python's msgpack-numpy
  * needs; CrystFEL reads them too, with `type` as text). */
-static void bin_key(faid_mpw *w, const char *k)
-{
-    faid_mpw_bin(w, k, strlen(k));
-}
-
-/* The head of a msgpack-numpy map up to its "data" key (the caller writes the data and ends the
- * map). */
-static void np_head(faid_mpw *w, const char *key, const char *type, const uint64_t *shape,
-                    int ndim)
-{
-    faid_mpw_key(w, key);
-    faid_mpw_map_begin(w);
-    bin_key(w, FAID_K_ND);
-    faid_mpw_bool(w, 1);
-    bin_key(w, FAID_K_TYPE);
-    faid_mpw_key(w, type);
-    bin_key(w, FAID_K_KIND);
-    faid_mpw_bin(w, "", 0);
-    bin_key(w, FAID_K_SHAPE);
-    faid_mpw_array(w, (uint32_t)ndim);
-    for (int i = 0; i < ndim; i++)
-        faid_mpw_uint(w, shape[i]);
-    bin_key(w, FAID_K_DATA);
-}
-
-static void put_np(faid_mpw *w, const char *key, const char *type, const uint64_t *shape, int ndim,
-                   const void *data, size_t bytes)
-{
-    np_head(w, key, type, shape, ndim);
-    faid_mpw_bin(w, data, bytes);
-    faid_mpw_map_end(w);
-}
-
-/* A list of floats (CrystFEL reads peak coordinates as floats; integers would be misread). */
-static void put_floats(faid_mpw *w, const char *key, const float *f, const int32_t *i, int32_t n)
-{
-    faid_mpw_key(w, key);
-    faid_mpw_array(w, (uint32_t)n);
-    for (int32_t k = 0; k < n; k++)
-        faid_mpw_f64(w, f ? (double)f[k] : (double)i[k]);
-}
-
 /* Sends [identity, "", body] on the request ROUTER (never waits: a requester that went away
  * is simply not answered). */
 static int reply(faid_server *s, const uint8_t *id, size_t idlen, const void *body, size_t len)
@@ -187,71 +146,32 @@ void faid_hits_send(faid_worker *wk, const faid_slot *slot, const faid_gen *g, c
     snprintf(event_id, sizeof event_id, "%s//%llu",
              slot->series_uid[0] ? slot->series_uid : "series",
              (unsigned long long)slot->h.frame_id);
+    faid_out_hit o = {
+        .series_id = slot->series_id,
+        .frame_id = slot->h.frame_id,
+        .event_id = event_id,
+        .timestamp = slot->h.has_timestamp ? slot->h.timestamp : (double)slot->recv_wall_ns * 1e-9,
+        .beam_energy = 1.2398419843320026e-6 / su->geom.wavelength, /* eV = h c / lambda */
+        .detector_distance = su->geom.dist * 1e3,                   /* mm */
+        .num_peaks = (uint64_t)(r->num_peaks > 0 ? r->num_peaks : 0),
+        .setup_version = g->version,
+        .npeaks = l->n,
+        .x = l->x,
+        .y = l->y,
+        .intensity = l->intensity,
+        .npix = l->npix,
+        .max_pixel = l->max_pixel,
+        .snr = l->snr,
+        .image = wk->hit_img,
+        .rows = su->rows,
+        .cols = su->cols,
+        .patch_radius = patches ? pr : -1,
+        .bg_I = r->bg ? r->bg->mean : NULL,
+        .nbg = nb,
+    };
     faid_mpw w;
     faid_mpw_init(&w, wk->hit_msg, wk->hit_msg_cap);
-    faid_mpw_map_begin(&w);
-    faid_mpw_key(&w, FAID_K_TYPE);
-    faid_mpw_key(&w, "hit");
-    faid_mpw_key(&w, FAID_K_SERIES_ID);
-    faid_mpw_uint(&w, slot->series_id);
-    faid_mpw_key(&w, FAID_K_FRAME_ID);
-    faid_mpw_uint(&w, slot->h.frame_id);
-    faid_mpw_key(&w, FAID_K_EVENT_ID);
-    faid_mpw_str(&w, event_id);
-    faid_mpw_key(&w, FAID_K_TIMESTAMP);
-    faid_mpw_f64(&w, slot->h.has_timestamp ? slot->h.timestamp : (double)slot->recv_wall_ns * 1e-9);
-    faid_mpw_key(&w, FAID_K_BEAM_ENERGY); /* eV = h c / lambda */
-    faid_mpw_f64(&w, 1.2398419843320026e-6 / su->geom.wavelength);
-    faid_mpw_key(&w, FAID_K_DETECTOR_DISTANCE); /* mm */
-    faid_mpw_f64(&w, su->geom.dist * 1e3);
-    faid_mpw_key(&w, FAID_K_NUM_PEAKS);
-    faid_mpw_uint(&w, (uint64_t)(r->num_peaks > 0 ? r->num_peaks : 0));
-    faid_mpw_key(&w, FAID_K_SETUP_VERSION);
-    faid_mpw_uint(&w, g->version);
-    faid_mpw_key(&w, FAID_K_PEAK_LIST);
-    faid_mpw_map_begin(&w);
-    put_floats(&w, FAID_K_FS, l->x, NULL, l->n);
-    put_floats(&w, FAID_K_SS, l->y, NULL, l->n);
-    put_floats(&w, FAID_K_INTENSITY, l->intensity, NULL, l->n);
-    put_floats(&w, FAID_K_NUM_PIXELS, NULL, l->npix, l->n);
-    put_floats(&w, FAID_K_MAX_PIXEL_INTENSITY, l->max_pixel, NULL, l->n);
-    put_floats(&w, FAID_K_SNR, l->snr, NULL, l->n);
-    faid_mpw_key(&w, FAID_K_NUM_PEAKS);
-    faid_mpw_uint(&w, (uint64_t)l->n);
-    faid_mpw_map_end(&w);
-    if (!patches) {
-        uint64_t shape[2] = {(uint64_t)su->rows, (uint64_t)su->cols};
-        put_np(&w, FAID_K_DETECTOR_DATA, "<f4", shape, 2, wk->hit_img, su->npix * sizeof(float));
-    } else {
-        /* each peak's (2r+1)^2 patch around its rounded centroid, NaN outside the frame; the
-         * patch of peak k starts at (row, col) = origin[k] */
-        const size_t pn = (size_t)side * (size_t)side;
-        uint64_t shape[3] = {(uint64_t)l->n, (uint64_t)side, (uint64_t)side};
-        np_head(&w, FAID_K_PEAK_PATCHES, "<f4", shape, 3);
-        faid_mpw_bin_head(&w, (size_t)l->n * pn * sizeof(float)); /* the floats follow */
-        for (int32_t k = 0; k < l->n; k++) {
-            long r0 = lrintf(l->y[k]) - pr, c0 = lrintf(l->x[k]) - pr;
-            for (int i = 0; i < side; i++)
-                for (int j = 0; j < side; j++) {
-                    long rr = r0 + i, cc = c0 + j;
-                    float v = rr >= 0 && cc >= 0 && rr < su->rows && cc < su->cols
-                                  ? wk->hit_img[(size_t)rr * (size_t)su->cols + (size_t)cc]
-                                  : NAN;
-                    faid_mpw_bytes(&w, &v, sizeof v); /* little-endian hosts only (as the rest) */
-                }
-        }
-        faid_mpw_map_end(&w);
-        faid_mpw_key(&w, FAID_K_PEAK_PATCH_ORIGIN);
-        faid_mpw_array(&w, (uint32_t)l->n);
-        for (int32_t k = 0; k < l->n; k++) {
-            faid_mpw_array(&w, 2);
-            faid_mpw_int(&w, lrintf(l->y[k]) - pr);
-            faid_mpw_int(&w, lrintf(l->x[k]) - pr);
-        }
-        uint64_t sb[1] = {(uint64_t)nb};
-        put_np(&w, FAID_K_BG_I, "<f4", sb, 1, r->bg ? r->bg->mean : NULL, nb * sizeof(float));
-    }
-    faid_mpw_map_end(&w);
+    faid_proto_write_hit(&w, &o);
     if (faid_mpw_finish(&w, &d)) {
         faid_stat_add(&s->stats.hits_dropped, 1);
         faid_log_ratelimited(&rl_hits, FAID_LOG_WARN, "hits", "frame %llu not sent: %s",

@@ -1,6 +1,7 @@
 /* faid_proto_out: the output encoders of faid_proto_out.h. */
 #include "faid_proto_out.h"
 
+#include <math.h>
 #include <string.h>
 
 size_t faid_proto_msgnum_placeholder(faid_mpw *w)
@@ -373,6 +374,110 @@ void faid_proto_write_aggregates(faid_mpw *w, const faid_out_aggregates *a)
     faid_mpw_key(w, FAID_K_DATA);
     faid_mpw_bin(w, a->powder_bslz4, a->powder_bytes);
     faid_mpw_map_end(w);
+    faid_mpw_map_end(w);
+}
+
+static void bin_key(faid_mpw *w, const char *k)
+{
+    faid_mpw_bin(w, k, strlen(k));
+}
+
+/* The head of a msgpack-numpy map (binary keys nd, type, kind, shape, data: what Python's
+ * msgpack-numpy needs; CrystFEL reads them too, with `type` as text) up to its "data" key: the
+ * caller writes the data and ends the map. */
+static void np_head(faid_mpw *w, const char *key, const char *type, const uint64_t *shape,
+                    int ndim)
+{
+    faid_mpw_key(w, key);
+    faid_mpw_map_begin(w);
+    bin_key(w, FAID_K_ND);
+    faid_mpw_bool(w, 1);
+    bin_key(w, FAID_K_TYPE);
+    faid_mpw_key(w, type);
+    bin_key(w, FAID_K_KIND);
+    faid_mpw_bin(w, "", 0);
+    bin_key(w, FAID_K_SHAPE);
+    faid_mpw_array(w, (uint32_t)ndim);
+    for (int i = 0; i < ndim; i++)
+        faid_mpw_uint(w, shape[i]);
+    bin_key(w, FAID_K_DATA);
+}
+
+static void put_np(faid_mpw *w, const char *key, const char *type, const uint64_t *shape, int ndim,
+                   const void *data, size_t bytes)
+{
+    np_head(w, key, type, shape, ndim);
+    faid_mpw_bin(w, data, bytes);
+    faid_mpw_map_end(w);
+}
+
+/* A list of floats (CrystFEL reads peak coordinates as floats; integers would be misread). */
+static void put_floats(faid_mpw *w, const char *key, const float *f, const int32_t *i, int32_t n)
+{
+    faid_mpw_key(w, key);
+    faid_mpw_array(w, (uint32_t)(n > 0 ? n : 0));
+    for (int32_t k = 0; k < n; k++)
+        faid_mpw_f64(w, f ? (double)f[k] : (double)i[k]);
+}
+
+void faid_proto_write_hit(faid_mpw *w, const faid_out_hit *h)
+{
+    const int32_t n = h->npeaks > 0 ? h->npeaks : 0;
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_TYPE);
+    faid_mpw_key(w, "hit");
+    kv_uint(w, FAID_K_SERIES_ID, h->series_id);
+    kv_uint(w, FAID_K_FRAME_ID, h->frame_id);
+    kv_str(w, FAID_K_EVENT_ID, h->event_id);
+    kv_f64(w, FAID_K_TIMESTAMP, h->timestamp);
+    kv_f64(w, FAID_K_BEAM_ENERGY, h->beam_energy);
+    kv_f64(w, FAID_K_DETECTOR_DISTANCE, h->detector_distance);
+    kv_uint(w, FAID_K_NUM_PEAKS, h->num_peaks);
+    kv_uint(w, FAID_K_SETUP_VERSION, h->setup_version);
+    faid_mpw_key(w, FAID_K_PEAK_LIST);
+    faid_mpw_map_begin(w);
+    put_floats(w, FAID_K_FS, h->x, NULL, n);
+    put_floats(w, FAID_K_SS, h->y, NULL, n);
+    put_floats(w, FAID_K_INTENSITY, h->intensity, NULL, n);
+    put_floats(w, FAID_K_NUM_PIXELS, NULL, h->npix, n);
+    put_floats(w, FAID_K_MAX_PIXEL_INTENSITY, h->max_pixel, NULL, n);
+    put_floats(w, FAID_K_SNR, h->snr, NULL, n);
+    kv_uint(w, FAID_K_NUM_PEAKS, (uint64_t)n);
+    faid_mpw_map_end(w);
+    if (h->patch_radius < 0) {
+        uint64_t shape[2] = {(uint64_t)h->rows, (uint64_t)h->cols};
+        put_np(w, FAID_K_DETECTOR_DATA, "<f4", shape, 2, h->image,
+               (size_t)h->rows * (size_t)h->cols * sizeof(float));
+    } else {
+        /* each peak's (2r+1)^2 patch around its rounded centroid, NaN outside the frame; the
+         * patch of peak k starts at (row, col) = origin[k] */
+        const int pr = h->patch_radius, side = 2 * pr + 1;
+        const size_t pn = (size_t)side * (size_t)side;
+        uint64_t shape[3] = {(uint64_t)n, (uint64_t)side, (uint64_t)side};
+        np_head(w, FAID_K_PEAK_PATCHES, "<f4", shape, 3);
+        faid_mpw_bin_head(w, (size_t)n * pn * sizeof(float)); /* the floats follow */
+        for (int32_t k = 0; k < n; k++) {
+            long r0 = lrintf(h->y[k]) - pr, c0 = lrintf(h->x[k]) - pr;
+            for (int i = 0; i < side; i++)
+                for (int j = 0; j < side; j++) {
+                    long rr = r0 + i, cc = c0 + j;
+                    float v = rr >= 0 && cc >= 0 && rr < h->rows && cc < h->cols
+                                  ? h->image[(size_t)rr * (size_t)h->cols + (size_t)cc]
+                                  : NAN;
+                    faid_mpw_bytes(w, &v, sizeof v); /* little-endian hosts only (as the rest) */
+                }
+        }
+        faid_mpw_map_end(w);
+        faid_mpw_key(w, FAID_K_PEAK_PATCH_ORIGIN);
+        faid_mpw_array(w, (uint32_t)n);
+        for (int32_t k = 0; k < n; k++) {
+            faid_mpw_array(w, 2);
+            faid_mpw_int(w, lrintf(h->y[k]) - pr);
+            faid_mpw_int(w, lrintf(h->x[k]) - pr);
+        }
+        uint64_t sb[1] = {(uint64_t)h->nbg};
+        put_np(w, FAID_K_BG_I, "<f4", sb, 1, h->bg_I, h->nbg * sizeof(float));
+    }
     faid_mpw_map_end(w);
 }
 

@@ -1,5 +1,5 @@
 /* faid_proto_out: the encoders of faid's output messages that need no daemon state: start,
- * result, end, aggregates, the lossless channel's answers (welcome, refused, ping) and the msg_number
+ * result, end, aggregates, hit, the lossless channel's answers (welcome, refused, ping) and the msg_number
  * placeholder. The
  * daemon fills plain structs and calls them (aggregates too); the keys come from the key table
  * (faid_proto_keys.h) and the map sizes are counted by the writer. (error is in faid_proto.h.) */
@@ -113,6 +113,26 @@ typedef struct faid_out_aggregates {
     size_t powder_bytes;
 } faid_out_aggregates;
 void faid_proto_write_aggregates(faid_mpw *w, const faid_out_aggregates *a);
+
+/* A hit on the hits channel (PROTOCOL.md 3.7), OM's and CrystFEL's live layout. With
+ * patch_radius < 0 the whole frame goes as detector_data; otherwise each peak's
+ * (2r+1)^2 patch around its rounded centroid (NaN outside the frame), their origins and the
+ * background profile. image is the decoded frame, float32 [rows][cols]. */
+typedef struct faid_out_hit {
+    uint64_t series_id, frame_id;
+    const char *event_id;
+    double timestamp, beam_energy, detector_distance;
+    uint64_t num_peaks, setup_version;
+    int32_t npeaks;
+    const float *x, *y, *intensity, *max_pixel, *snr;
+    const int32_t *npix;
+    const float *image;
+    int rows, cols;
+    int patch_radius;
+    const float *bg_I;
+    size_t nbg;
+} faid_out_hit;
+void faid_proto_write_hit(faid_mpw *w, const faid_out_hit *h);
 
 /* The lossless channel's answers (PROTOCOL.md 3.6): topic "welcome" (instance, credit, held),
  * "refused" (instance, consumer, message) or "ping" (type only). */

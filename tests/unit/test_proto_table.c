@@ -7,6 +7,7 @@
 #include "faid_proto_out.h"
 #include "faid_test.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,6 +256,42 @@ static void test_out_encoders(void)
     CHECK(faid_proto_decode_output(buf, w.len, &m, &d) == 0 && m.type == FAID_OUT_START &&
           m.radial.nelem == 5 && m.peaks_algorithm[0] == '\0');
     CHECK(faid_proto_map_find(buf, w.len, FAID_K_INPUT, &v, &at, &d) == 0 && v.type == FAID_MP_MAP);
+
+    /* the hit, whole frame and patches: the patch of a peak at the corner is NaN outside */
+    float img[12];
+    for (int k = 0; k < 12; k++)
+        img[k] = (float)k;
+    const float hx[2] = {0.2f, 2.0f}, hy[2] = {0.0f, 1.0f};
+    for (int radius = -1; radius <= 1; radius += 2) {
+        faid_out_hit hit = {.series_id = 1, .frame_id = 2, .event_id = "run//2", .num_peaks = 2,
+                            .npeaks = 2, .x = hx, .y = hy, .intensity = hx, .max_pixel = hx,
+                            .snr = hx, .npix = npix, .image = img, .rows = 3, .cols = 4,
+                            .patch_radius = radius, .bg_I = I, .nbg = 5};
+        faid_mpw_init(&w, buf, sizeof buf);
+        faid_proto_write_hit(&w, &hit);
+        CHECK(faid_mpw_finish(&w, &d) == 0);
+        CHECK_MSG(faid_proto_check_keys(FAID_PMSG_HIT, FAID_NPMSGS, buf, w.len, &d) == 0,
+                  "radius %d: %s", radius, d.msg);
+        const char *k = radius < 0 ? FAID_K_DETECTOR_DATA : FAID_K_PEAK_PATCHES;
+        CHECK(faid_proto_map_find(buf, w.len, k, &v, &at, &d) == 0 && v.type == FAID_MP_MAP &&
+              v.len == 5);
+        if (radius > 0) { /* patches [2, 3, 3]: peak 0 at (row 0, col 0) */
+            faid_mp_obj kk, dv;
+            for (uint32_t j = 0; j < v.len; j++) {
+                CHECK(faid_mpr_next(&at, &kk, &d) == 0);
+                if (kk.type == FAID_MP_BIN && kk.len == 4 && memcmp(kk.ptr, "data", 4) == 0) {
+                    CHECK(faid_mpr_next(&at, &dv, &d) == 0 && dv.type == FAID_MP_BIN &&
+                          dv.len == 2 * 9 * 4);
+                    float p[18];
+                    memcpy(p, dv.ptr, sizeof p);
+                    CHECK(isnan(p[0]) && isnan(p[3]) && p[4] == 0.0f && p[5] == 1.0f &&
+                          p[8] == 5.0f);
+                } else {
+                    CHECK(faid_mpr_skip(&at, &d) == 0);
+                }
+            }
+        }
+    }
 
     const double hist_rate[2] = {0.5, 0.25}, hist_t[2] = {1.0, 2.0};
     const uint64_t bins[4] = {1, 2, 0, 0};
