@@ -1385,14 +1385,14 @@ static void from_msgpack(const msgpack_object *o, faid_mp_obj *v)
         v->type = FAID_MP_FLOAT;
         v->f = o->via.f64;
         break;
-    case MSGPACK_OBJECT_STR:
+    case MSGPACK_OBJECT_STR: /* msgpack-c gives an empty str or bin a NULL pointer */
         v->type = FAID_MP_STR;
-        v->ptr = (const uint8_t *)o->via.str.ptr;
+        v->ptr = o->via.str.ptr ? (const uint8_t *)o->via.str.ptr : (const uint8_t *)"";
         v->len = o->via.str.size;
         break;
     case MSGPACK_OBJECT_BIN:
         v->type = FAID_MP_BIN;
-        v->ptr = (const uint8_t *)o->via.bin.ptr;
+        v->ptr = o->via.bin.ptr ? (const uint8_t *)o->via.bin.ptr : (const uint8_t *)"";
         v->len = o->via.bin.size;
         break;
     case MSGPACK_OBJECT_ARRAY:
@@ -1465,7 +1465,7 @@ static int array_from_msgpack(const msgpack_object *o, faid_array_view *a, faid_
         case FAID_KEY_DATA:
             if (v->type != MSGPACK_OBJECT_BIN)
                 return faid_fail(d, FAID_EFORMAT, "array: data is not bin");
-            a->data = (const uint8_t *)v->via.bin.ptr;
+            a->data = v->via.bin.ptr ? (const uint8_t *)v->via.bin.ptr : (const uint8_t *)"";
             a->nbytes = v->via.bin.size;
             have_data = 1;
             break;
