@@ -2,7 +2,8 @@
  * test). Encodes the result the daemon publishes for a 1D integration (the keys, scalars and the
  * four <f4 arrays of --npt bins; with --peaks also the peak arrays and background profile) into a
  * preallocated buffer, --iters times, and prints the mean thread CPU ns per message, once through fixed map
- * heads and, where the writer counts map sizes (FAID_MPW_COUNTED), once through begin/end. */
+ * heads and, where the writer counts map sizes (FAID_MPW_COUNTED), once through begin/end; then
+ * the client's decoding of that message (faid_proto_decode_output), in ns per message. */
 #include "faid_proto.h"
 
 #include <stdio.h>
@@ -149,6 +150,21 @@ int faid_proto_encode_main(int argc, char **argv)
                ns, counted ? "begin_end" : "fixed", len);
         if (!len || sink == 1)
             printf(", \"error\": \"message did not fit\"");
+    }
+    /* the client's side: faid_proto_decode_output of the same message */
+    size_t len = encode(&w, buf, cap, v, &o, 0, 7);
+    faid_out_msg m;
+    faid_diag d = {0};
+    if (len && faid_proto_decode_output(buf, len, &m, &d) == 0 && m.I.nelem == (uint64_t)o.npt) {
+        int64_t t0 = cpu_ns();
+        uint64_t sink = 0;
+        for (int k = 0; k < o.iters; k++) {
+            faid_proto_decode_output(buf, len, &m, &d);
+            sink += m.frame_id;
+        }
+        printf(", \"decode_ns_per_result\": %.1f", (double)(cpu_ns() - t0) / o.iters + 0 * sink);
+    } else {
+        printf(", \"decode_error\": \"%s\"", d.msg);
     }
     printf("}\n");
     free(v);
