@@ -5,6 +5,7 @@
 #include "faid_log.h"
 #include "faid_server.h"
 #include "faid_textbuf.h"
+#include "faid_zap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,6 +212,13 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
             histogram(b, id, lab, &st->timing[t]);
         }
         break;
+    case FAID_M_CURVE_CLIENTS: {
+        uint64_t admitted, refused;
+        faid_zap_counts(s->zap, &admitted, &refused);
+        sample_u(b, id, "{result=\"admitted\"}", admitted);
+        sample_u(b, id, "{result=\"refused\"}", refused);
+        break;
+    }
     case FAID_M_HTTP_CLIENTS:
         sample_u(b, id, "", (uint64_t)(event_clients > 0 ? event_clients : 0));
         break;

@@ -93,7 +93,10 @@ struct faid_server;
       "Time of a processed frame in each stage (queue, host, transfer, decode, preprocess, "       \
       "integrate, compute = engine total).")                                                       \
     X(HTTP_CLIENTS, "faid_http_event_clients", "gauge", "",                                        \
-      "Browsers connected to the dashboard's event stream.")
+      "Browsers connected to the dashboard's event stream.")                                       \
+    X(CURVE_CLIENTS, "faid_curve_clients_total", "counter", "result",                              \
+      "CURVE handshakes the ZAP handler answered (security.curve), per result: admitted, "         \
+      "refused (key not in security.authorized_keys); 0 without CURVE.")
 
 typedef enum {
 #define FAID_METRIC_ENUM(id, name, type, labels, help) FAID_M_##id,

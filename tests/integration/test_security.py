@@ -9,6 +9,7 @@ admitted), a connect-mode input stays plain, and without CURVE each socket bound
 is logged as a warning, as is an http.endpoint beyond localhost."""
 
 import os
+import re
 import shutil
 import socket
 import stat
@@ -185,8 +186,17 @@ def test_config_errors(tmp_path, keys):
     assert rc == 1 and "no secret-key" in err
 
 
+def metrics(port):
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=LONG) as r:
+        text = r.read().decode()
+    return {res: int(float(v)) for res, v in
+            re.findall(r'^faid_curve_clients_total\{result="(\w+)"\} (\S+)$', text, re.M)}
+
+
 def test_curve_clients(curve_daemon, keys, tmp_path):
-    d = curve_daemon(lossless=True)
+    http = free_port()
+    d = curve_daemon(lossless=True, extra=f"http:\n  endpoint: \"127.0.0.1:{http}\"\n")
     ctl = ep(d.ports["ctl"])
     good = ["--server-key", keys["server_pub"], "--key", keys["client_key"]]
     other = ["--server-key", keys["server_pub"], "--key", keys["other_key"]]
@@ -210,6 +220,8 @@ def test_curve_clients(curve_daemon, keys, tmp_path):
     rc, out, err = run([FAIDCTL, "status", "--control", ctl, "--key", keys["client_key"]])
     assert rc == 2 and "both" in err
     assert "refused a CURVE client" in d.logtext()
+    m = metrics(http)
+    assert m["refused"] >= 1 and m["admitted"] >= 1, m
 
     # Data: replay (bound input) -> faid -> sub (PUB) and lossless, and the Python subscriber.
     outp, ll = ep(d.ports["out"]), ep(d.ports["lossless"])
