@@ -226,24 +226,6 @@ void faid_status_entries(faid_server *s, faid_mpw *w)
     }
 }
 
-/* The reply map's first keys; faid_control_handle ends the map. */
-static void reply_head(faid_mpw *w, int ok, faid_ctl_cmd cmd)
-{
-    faid_mpw_map_begin(w);
-    faid_mpw_key(w, FAID_K_OK);
-    faid_mpw_bool(w, ok);
-    faid_mpw_key(w, FAID_K_CMD);
-    faid_mpw_str(w, faid_ctl_cmd_name(cmd));
-}
-
-static void reply_error(faid_mpw *w, faid_ctl_cmd cmd, const faid_diag *d)
-{
-    reply_head(w, 0, cmd);
-    faid_mpw_key(w, FAID_K_ERROR);
-    faid_mpw_str(w, d->msg);
-    faid_mpw_key(w, FAID_K_CODE);
-    faid_mpw_str(w, faid_errname(d->code ? d->code : FAID_EINVAL));
-}
 
 static void handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop)
 {
@@ -253,19 +235,19 @@ static void handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int
     *stop = 0;
     if (faid_proto_decode_request(req, len, &q, &d)) {
         FAID_WARN("control", "bad request: %s", d.msg);
-        reply_error(w, FAID_CTL_INVALID, &d);
+        faid_proto_reply_error(w, FAID_CTL_INVALID, &d);
         return;
     }
     FAID_DEBUG("control", "request %s", faid_ctl_cmd_name(q.cmd));
     switch (q.cmd) {
     case FAID_CTL_PING:
-        reply_head(w, 1, q.cmd);
+        faid_proto_reply_begin(w, 1, q.cmd);
         kv_uint(w, FAID_K_PROTOCOL_VERSION, FAID_PROTO_VERSION);
         faid_mpw_key(w, FAID_K_SOFTWARE_VERSION);
         faid_mpw_str(w, FAID_VERSION);
         return;
     case FAID_CTL_STATUS:
-        reply_head(w, 1, q.cmd);
+        faid_proto_reply_begin(w, 1, q.cmd);
         faid_status_entries(s, w);
         return;
     case FAID_CTL_CONFIG: {
@@ -277,18 +259,18 @@ static void handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int
                 if (!g)
                     faid_fail(&d, FAID_EINVAL, "no configuration in force");
                 faid_gen_release(&g);
-                reply_error(w, q.cmd, &d);
+                faid_proto_reply_error(w, q.cmd, &d);
                 return;
             }
             faid_gen_release(&g);
-            reply_head(w, 1, q.cmd);
+            faid_proto_reply_begin(w, 1, q.cmd);
             faid_mpw_key(w, FAID_K_KEY);
             faid_mpw_str(w, q.key);
             faid_mpw_key(w, FAID_K_VALUE);
             faid_mpw_str(w, value);
             return;
         }
-        reply_head(w, 1, q.cmd);
+        faid_proto_reply_begin(w, 1, q.cmd);
         faid_mpw_key(w, FAID_K_CONFIG);
         faid_mpw_str(w, g ? g->config_yaml : "");
         faid_mpw_key(w, FAID_K_SOURCE);
@@ -300,10 +282,10 @@ static void handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int
         uint64_t version = 0;
         if (faid_server_reload(s, q.path, &version, &d)) {
             FAID_WARN("control", "%s (the current setup stays)", d.msg);
-            reply_error(w, q.cmd, &d);
+            faid_proto_reply_error(w, q.cmd, &d);
             return;
         }
-        reply_head(w, 1, q.cmd);
+        faid_proto_reply_begin(w, 1, q.cmd);
         kv_uint(w, FAID_K_SETUP_VERSION, version);
         return;
     }
@@ -317,20 +299,21 @@ static void handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int
             atomic_store(&s->workers[i].timed, 0);
         }
         FAID_INFO("control", "aggregates reset");
-        reply_head(w, 1, q.cmd);
+        faid_proto_reply_begin(w, 1, q.cmd);
         return;
     case FAID_CTL_STOP:
         FAID_INFO("control", "stop requested");
-        reply_head(w, 1, q.cmd);
+        faid_proto_reply_begin(w, 1, q.cmd);
         *stop = 1;
         return;
     default:
         faid_fail(&d, FAID_EINVAL, "unsupported command");
-        reply_error(w, q.cmd, &d);
+        faid_proto_reply_error(w, q.cmd, &d);
         return;
     }
 }
 
+/* The reply begun by faid_proto_reply_begin / faid_proto_reply_error in handle() ends here. */
 void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop)
 {
     handle(s, req, len, w, stop);

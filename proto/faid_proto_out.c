@@ -481,6 +481,21 @@ void faid_proto_write_hit(faid_mpw *w, const faid_out_hit *h)
     faid_mpw_map_end(w);
 }
 
+void faid_proto_reply_begin(faid_mpw *w, int ok, faid_ctl_cmd cmd)
+{
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_OK);
+    faid_mpw_bool(w, ok);
+    kv_str(w, FAID_K_CMD, faid_ctl_cmd_name(cmd));
+}
+
+void faid_proto_reply_error(faid_mpw *w, faid_ctl_cmd cmd, const faid_diag *d)
+{
+    faid_proto_reply_begin(w, 0, cmd);
+    kv_str(w, FAID_K_ERROR, d->msg);
+    kv_str(w, FAID_K_CODE, faid_errname(d->code ? d->code : FAID_EINVAL));
+}
+
 void faid_proto_write_ll_reply(faid_mpw *w, const faid_out_ll_reply *r)
 {
     faid_mpw_map_begin(w);

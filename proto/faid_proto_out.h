@@ -134,6 +134,12 @@ typedef struct faid_out_hit {
 } faid_out_hit;
 void faid_proto_write_hit(faid_mpw *w, const faid_out_hit *h);
 
+/* Control replies (PROTOCOL.md 4): faid_proto_reply_begin begins the reply map with "ok" and
+ * "cmd"; the command's keys follow (for status, the status body), then faid_mpw_map_end.
+ * faid_proto_reply_error is a whole failed reply's keys after the begin: "error" and "code". */
+void faid_proto_reply_begin(faid_mpw *w, int ok, faid_ctl_cmd cmd);
+void faid_proto_reply_error(faid_mpw *w, faid_ctl_cmd cmd, const faid_diag *d);
+
 /* The lossless channel's answers (PROTOCOL.md 3.6): topic "welcome" (instance, credit, held),
  * "refused" (instance, consumer, message) or "ping" (type only). */
 typedef struct faid_out_ll_reply {

@@ -311,6 +311,17 @@ static void test_out_encoders(void)
     CHECK(faid_proto_map_find(buf, w.len, FAID_K_HIT_RATE_HISTORY, &v, &at, &d) == 0);
     CHECK(faid_proto_decode_output(buf, w.len, &m, &d) == 0 && m.type == FAID_OUT_AGGREGATES);
 
+    faid_mpw_init(&w, buf, sizeof buf);
+    faid_diag bad = {0};
+    faid_fail(&bad, FAID_EIO, "no such file");
+    faid_proto_reply_error(&w, FAID_CTL_RELOAD, &bad);
+    faid_mpw_map_end(&w);
+    CHECK(faid_mpw_finish(&w, &d) == 0);
+    CHECK_MSG(faid_proto_check_keys(FAID_PMSG_CTL_REPLY, FAID_NPMSGS, buf, w.len, &d) == 0, "%s",
+              d.msg);
+    CHECK(faid_proto_map_find(buf, w.len, FAID_K_CODE, &v, NULL, &d) == 0 &&
+          faid_mp_str_eq(&v, "FAID_EIO"));
+
     const char *types[3] = {FAID_TOPIC_WELCOME, FAID_TOPIC_REFUSED, "ping"};
     for (int k = 0; k < 3; k++) {
         faid_out_ll_reply lr = {.type = types[k], .instance = "0123456789abcdef", .credit = 8,
