@@ -1,6 +1,7 @@
 /* faid_peaks_cl: program builds, device tables and launches of kernels/peaks/ (see
- * faid_peaks_cl.h). Work-group sizes: the sigma clip and the finders use min(256, what the
- * device allows) (a power of two); peakfinder8's radial statistics use exactly FAID_PF8_LANES
+ * faid_peaks_cl.h). Work-group sizes: the finders use min(256, what the device allows) (a power
+ * of two), the sigma clip the same unless FAID_SIGCLIP_WG says otherwise
+ * (faid_sigclip_cl_config); peakfinder8's radial statistics use exactly FAID_PF8_LANES
  * (64) work-items, the reduction order the C reference reproduces. */
 #include "faid_peaks_cl.h"
 
@@ -24,7 +25,7 @@ struct faid_peaks_cl {
     cl_mem indptr, indices, coefs, radius, radius1d, valid, bin_of, pf8_indptr, pf8_pos;
     float rad_min, rad_max;
     /* per frame */
-    cl_mem clipped, bg, flag, counts, offsets, rec, roff, rthr, img, cval, cand, host_pre4;
+    cl_mem sc_ovf, bg, flag, counts, offsets, rec, roff, rthr, img, cval, cand, host_pre4;
 };
 
 static size_t pick_wg(const faid_cl_ctx *ctx)
@@ -33,6 +34,58 @@ static size_t pick_wg(const faid_cl_ctx *ctx)
     while (wg > 1 && ctx->info.max_wg && wg > ctx->info.max_wg)
         wg >>= 1;
     return wg;
+}
+
+/* A positive integer from the environment variable `name` in [lo, hi]; 0 when unset, -1 (error
+ * in d) when set to something else. */
+static long env_knob(const char *name, long lo, long hi, faid_diag *d)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < lo || x > hi) {
+        faid_fail(d, FAID_EINVAL, "peaks: %s=%s is not an integer in [%ld, %ld]", name, v, lo, hi);
+        return -1;
+    }
+    return x;
+}
+
+int faid_sigclip_cl_config(const faid_cl_ctx *ctx, const faid_csr *csr, faid_clip_model em,
+                           faid_sigclip_cl_cfg *cfg, faid_diag *d)
+{
+    memset(cfg, 0, sizeof *cfg);
+    long wg = env_knob("FAID_SIGCLIP_WG", 1, 1024, d);
+    long r = env_knob("FAID_SIGCLIP_R", 1, 128, d);
+    if (wg < 0 || r < 0)
+        return d ? d->code : FAID_EINVAL;
+    if (wg & (wg - 1))
+        return faid_fail(d, FAID_EINVAL, "peaks: FAID_SIGCLIP_WG=%ld is not a power of two", wg);
+    cfg->wg = wg ? (size_t)wg : pick_wg(ctx);
+    if (ctx->info.max_wg && cfg->wg > ctx->info.max_wg)
+        return faid_fail(d, FAID_EUNSUP, "peaks: %s allows %zu work-items, FAID_SIGCLIP_WG=%zu",
+                         ctx->info.name, ctx->info.max_wg, cfg->wg);
+    int32_t maxbin = 0;
+    for (int32_t b = 0; b < csr->nbins; b++)
+        if (csr->indptr[b + 1] - csr->indptr[b] > maxbin)
+            maxbin = csr->indptr[b + 1] - csr->indptr[b];
+    if (!r) {
+        /* the largest bin in registers: on an H200, EIGER 4M, 1000 bins (11,396 entries at
+         * most), 48 per work-item of 256 (tests/bench/results/, docs/PERFORMANCE.md) */
+        r = ((long)maxbin + (long)cfg->wg - 1) / (long)cfg->wg;
+        r = (r + 3) / 4 * 4;
+        r = r < 4 ? 4 : r > 64 ? 64 : r;
+    }
+    cfg->r = (int)r;
+    const size_t esz = em == FAID_CLIP_AZIMUTHAL ? 2 * sizeof(float) : 4 * sizeof(float);
+    cfg->ovf_bytes = (size_t)maxbin > cfg->wg * (size_t)r && csr->nnz > 0
+                         ? (size_t)csr->nnz * esz
+                         : 4 * sizeof(float);
+    snprintf(cfg->opts, sizeof cfg->opts,
+             "-cl-fp32-correctly-rounded-divide-sqrt -D WG=%zu -D R=%d -D HAS_COEF=%d -D SC_EM=%d",
+             cfg->wg, cfg->r, csr->data ? 1 : 0, (int)em);
+    return FAID_OK;
 }
 
 static void release_mem(cl_mem *m)
@@ -56,7 +109,7 @@ void faid_peaks_cl_destroy(faid_peaks_cl **kp)
         if (ps[i])
             clReleaseProgram(ps[i]);
     cl_mem *ms[] = {&k->indptr, &k->indices,    &k->coefs,    &k->radius,  &k->radius1d, &k->valid,
-                    &k->bin_of, &k->pf8_indptr, &k->pf8_pos,  &k->clipped, &k->bg,       &k->flag,
+                    &k->bin_of, &k->pf8_indptr, &k->pf8_pos,  &k->sc_ovf, &k->bg,       &k->flag,
                     &k->counts, &k->offsets,    &k->rec,      &k->roff,    &k->rthr,     &k->img,
                     &k->cval,   &k->cand,       &k->host_pre4};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
@@ -123,20 +176,30 @@ faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const fa
     /* Peak lists must equal the reference bit for bit: IEEE division and sqrt in float32. */
     const char *ieee = "-cl-fp32-correctly-rounded-divide-sqrt";
 
-    snprintf(opts, sizeof opts, "%s -D WG=%zu -D HAS_COEF=%d", ieee, k->wg_sc, csr->data ? 1 : 0);
+    faid_sigclip_cl_cfg sc;
+    if ((rc = faid_sigclip_cl_config(ctx, csr, p->error_model, &sc, d)))
+        goto fail;
+    k->wg_sc = sc.wg;
     const char *sc_src[] = {"peaks/sigma_clip.cl"};
-    if ((rc = faid_cl_build(ctx, sc_src, 1, opts, &k->prog_sc, d)) ||
+    if ((rc = faid_cl_build(ctx, sc_src, 1, sc.opts, &k->prog_sc, d)) ||
         (rc = make_kernel(k->prog_sc, "faid_sigma_clip", &k->k_sc, d)))
         goto fail;
+    size_t kwg = 0;
+    if (clGetKernelWorkGroupInfo(k->k_sc, ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg,
+                                 NULL) == CL_SUCCESS &&
+        kwg && kwg < sc.wg) {
+        rc = faid_fail(d, FAID_EUNSUP, "peaks: %s allows %zu work-items for faid_sigma_clip, %zu needed",
+                       ctx->info.name, kwg, sc.wg);
+        goto fail;
+    }
     k->indptr = upload(k, ((size_t)csr->nbins + 1) * sizeof(int32_t), csr->indptr, d);
     k->indices = upload(k, (size_t)(csr->nnz ? csr->nnz : 1) * sizeof(int32_t), csr->indices, d);
     k->coefs = csr->data ? upload(k, (size_t)csr->nnz * sizeof(float), csr->data, d)
                          : faid_cl_buffer(ctx, CL_MEM_READ_ONLY, 4, NULL, d);
-    /* the sigma clip's compact copy of the bins' entries (float4 per entry, sigma_clip.cl) */
-    k->clipped = faid_cl_buffer(ctx, CL_MEM_READ_WRITE,
-                                (size_t)(csr->nnz ? csr->nnz : 1) * 4 * sizeof(float), NULL, d);
+    /* the sigma clip's overflow entries (bins larger than wg * r, sigma_clip.cl) */
+    k->sc_ovf = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, sc.ovf_bytes, NULL, d);
     k->bg = faid_cl_buffer(ctx, CL_MEM_READ_WRITE, 4 * (size_t)k->nbins * sizeof(float), NULL, d);
-    if (!k->indptr || !k->indices || !k->coefs || !k->clipped || !k->bg)
+    if (!k->indptr || !k->indices || !k->coefs || !k->sc_ovf || !k->bg)
         goto fail_d;
 
     if (p->algorithm == FAID_PEAKS_NONE)
@@ -241,17 +304,16 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
         return faid_fail(d, FAID_EINVAL, "peaks: missing argument");
     cl_command_queue q = k->ctx->queue;
     const float cutoff = (float)k->p.cutoff_clip;
-    const int cycles = k->p.cycles, em = (int)k->p.error_model, zero = 0;
+    const int cycles = k->p.cycles, zero = 0;
     cl_uint i = 0;
     SETARG(k->k_sc, i++, pre4);
     SETARG(k->k_sc, i++, k->coefs);
     SETARG(k->k_sc, i++, k->indices);
     SETARG(k->k_sc, i++, k->indptr);
-    SETARG(k->k_sc, i++, k->clipped);
+    SETARG(k->k_sc, i++, k->sc_ovf);
     SETARG(k->k_sc, i++, k->nbins);
     SETARG(k->k_sc, i++, cutoff);
     SETARG(k->k_sc, i++, cycles);
-    SETARG(k->k_sc, i++, em);
     SETARG(k->k_sc, i++, empty);
     SETARG(k->k_sc, i++, k->bg);
     SETARG(k->k_sc, i++, zero);

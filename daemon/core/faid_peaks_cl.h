@@ -18,6 +18,24 @@
 
 typedef struct faid_peaks_cl faid_peaks_cl;
 
+/* How the sigma clip kernel (kernels/peaks/sigma_clip.cl) is built for one device and matrix:
+ * work-group size, entries per work-item kept in registers, the bytes of its overflow buffer (the
+ * entries of bins larger than wg * r) and the build options. Shared by faid_peaks_cl and the
+ * engine's sigclip stage. */
+typedef struct faid_sigclip_cl_cfg {
+    size_t wg;
+    int r;
+    size_t ovf_bytes;
+    char opts[200];
+} faid_sigclip_cl_cfg;
+
+/* wg: min(256, the device's maximum) unless FAID_SIGCLIP_WG (a power of two) says otherwise; r:
+ * enough for the largest bin of csr (a multiple of 4, at most 64) unless FAID_SIGCLIP_R (1-128)
+ * says otherwise. Both variables are tuning knobs for benchmarks and tests (a small r exercises
+ * the overflow path); a value out of range is an error naming it. */
+int faid_sigclip_cl_config(const faid_cl_ctx *ctx, const faid_csr *csr, faid_clip_model em,
+                           faid_sigclip_cl_cfg *cfg, faid_diag *d);
+
 /* csr: the background's 1D matrix without pixel splitting; g: geometry maps (its panel grid
  * for peakfinder8); p: parameters (copied; algorithm none runs the background only). */
 faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const faid_peak_geom *g,

@@ -20,6 +20,7 @@
 #define FAID_STAGE_H
 
 #include "faid_engine.h"
+#include "faid_peaks_cl.h"
 #include "faid_progcache.h"
 #include "faid_restab.h"
 
@@ -138,6 +139,7 @@ typedef struct faid_peak_setup {
                              * background's poisson / hybrid models and the finders read) */
     faid_peak_geom *geom;   /* radius per pixel, validity, picking window */
     struct faid_pf8_bins *pf8; /* peakfinder8's integer-radius bins (NULL for pyfai) */
+    faid_sigclip_cl_cfg sc; /* the sigma clip kernel's build (OpenCL device) */
     const char *pre;        /* host buffer of the preprocessed frame the references read
                              * (reference device): "pre", or "pk_pre" when the integration's
                              * error model is not poisson */

@@ -64,9 +64,11 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
                                    : faid_restab_alias(res->rt, "bg.coef", "one", d);
     if (!rc)
         rc = faid_stage_peaks_scratch(env, res, "pk.pre", res->npix * 4 * sizeof(float), d);
+    faid_peak_setup *ps = res->state[faid_stage_id(&faid_stage_sigclip)];
     if (!rc)
-        rc = faid_stage_peaks_scratch(
-            env, res, "pk.cpk", ((size_t)m->nnz > 0 ? (size_t)m->nnz : 1) * 4 * sizeof(float), d);
+        rc = faid_sigclip_cl_config(env->ctx, m, ps->p.error_model, &ps->sc, d);
+    if (!rc)
+        rc = faid_stage_peaks_scratch(env, res, "pk.cpk", ps->sc.ovf_bytes, d);
     if (!rc)
         rc = faid_restab_output(res->rt, "bg", 4 * (size_t)m->nbins, 1, d);
     return rc;
@@ -163,30 +165,29 @@ static int pre_kernel(faid_stage_env *env, faid_stage_res *res, faid_dtype dt, f
     return rc;
 }
 
-/* The sigma-clip kernel, built for the peak kernels' work-group size *wg.
+/* The sigma-clip kernel, built as faid_sigclip_cl_config chose (work-group size *wg).
  * Measured on an H200 (EIGER 4M, tests/bench/results/h200-2026-11-22-sigclip/): gathering each
  * bin's entries once into a compact CSR-order copy and walking that contiguously, 4 entries per
  * work-item per tile, took the preprocess + sigma clip of one frame from 622 to 341 us and the
- * pyfai picker path, 32 frames in flight, from 2,040 to 2,329-2,426 frames/s. Earlier: a version
- * walking one contiguous chunk of the bin per work-item (gathers through the indices, 512
- * work-items) took 540 us for one frame alone but fell to 1,170 frames/s in flight. */
+ * pyfai picker path, 32 frames in flight, from 2,040 to 2,329-2,426 frames/s; the copy (72 MB)
+ * was still walked up to 11 times per frame. Now each work-item keeps its share of the bin in
+ * registers across all passes (sigma_clip.cl): the frame is read once. */
 static int sc_kernel(faid_stage_env *env, faid_stage_res *res, faid_kernel **k, size_t *wg,
                      faid_diag *d)
 {
-    *wg = faid_stage_peaks_wg(env);
+    const faid_peak_setup *ps = faid_stage_peak_setup(res);
+    *wg = ps->sc.wg;
     faid_kernel **slot = faid_stage_kslot(env, res, faid_stage_id(&faid_stage_sigclip), KC_SC);
     if (slot && *slot) {
         *k = *slot;
         return FAID_OK;
     }
-    char opts[160];
-    snprintf(opts, sizeof opts, "-cl-fp32-correctly-rounded-divide-sqrt -D WG=%zu -D HAS_COEF=%d",
-             *wg, res->setup->csr_bg->data ? 1 : 0);
     static const char *const files[] = {"peaks/sigma_clip.cl"};
-    int rc = faid_progcache_kernel(env->progs, files, 1, opts, "faid_sigma_clip", k, d);
+    int rc = faid_progcache_kernel(env->progs, files, 1, ps->sc.opts, "faid_sigma_clip", k, d);
     if (!rc && (*k)->kwg && (*k)->kwg < *wg)
         return faid_fail(d, FAID_EUNSUP,
-                         "peaks: %s allows %zu work-items for faid_sigma_clip, %zu needed",
+                         "peaks: %s allows %zu work-items for faid_sigma_clip, %zu needed "
+                         "(FAID_SIGCLIP_WG, FAID_SIGCLIP_R)",
                          env->ctx->info.name, (*k)->kwg, *wg);
     if (!rc && slot)
         *slot = *k;
@@ -217,8 +218,7 @@ static int sc_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_st
     size_t wg = 0;
     if (faid_restab_lane_bytes(res->rt, "pk.pre") * (size_t)sl->nlanes <
             res->npix * 4 * sizeof(float) ||
-        faid_restab_lane_bytes(res->rt, "pk.cpk") * (size_t)sl->nlanes <
-            (size_t)ps->csr_bg->nnz * 4 * sizeof(float))
+        faid_restab_lane_bytes(res->rt, "pk.cpk") * (size_t)sl->nlanes < ps->sc.ovf_bytes)
         return faid_fail(d, FAID_ESIZE, "peaks: slot of %d lanes too small for one frame",
                          sl->nlanes);
     cl_mem pre = faid_restab_mem(res->rt, "pk.pre", sl->index);
@@ -268,15 +268,13 @@ static int sc_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_st
         if (!rc)
             rc = faid_karg_mem(ks, "indptr", faid_restab_mem(res->rt, "bg.indptr", 0), d);
         if (!rc)
-            rc = faid_karg_mem(ks, "cpk", faid_restab_mem(res->rt, "pk.cpk", sl->index), d);
+            rc = faid_karg_mem(ks, "ovf", faid_restab_mem(res->rt, "pk.cpk", sl->index), d);
         if (!rc)
             rc = faid_karg_int(ks, "nbins", ps->csr_bg->nbins, d);
         if (!rc)
             rc = faid_karg_float(ks, "cutoff", (float)ps->p.cutoff_clip, d);
         if (!rc)
             rc = faid_karg_int(ks, "cycles", ps->p.cycles, d);
-        if (!rc)
-            rc = faid_karg_int(ks, "em", (int)ps->p.error_model, d);
         if (!rc)
             rc = faid_karg_float(ks, "empty", c->empty, d);
         if (!rc)

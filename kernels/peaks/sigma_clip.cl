@@ -2,218 +2,355 @@
  * sigma_clip_ng semantics), one work-group per bin of the CSR matrix. The plain C reference is
  * faid_sigclip_ref (daemon/core/faid_sigclip.c); the rules are documented in faid_sigclip.h.
  *
- * Build-time constants:
- *   WG        work-group size, a power of two (the host picks min(256, device maximum))
+ * Build-time constants (the host's choice: faid_sigclip_cl_config in faid_peaks_cl.c):
+ *   WG        work-group size, a power of two
+ *   R         entries of the bin each work-item keeps in registers across all cycles
  *   HAS_COEF  1 when the matrix carries coefficients (else every coefficient is 1)
- *   IPT       consecutive entries per work-item in a tile (default 4: one scan per WG * IPT
- *             entries instead of one per WG)
+ *   SC_EM     error model: 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model values)
+ *
+ * The bin's n entries are dealt in CSR order, m = ceil(n / WG) consecutive ones per work-item.
+ * Each work-item gathers its entries once through the CSR indices (signal, norm, and the
+ * variance where the model needs it) and keeps the first R of them in registers for every
+ * clipping and integration pass; a clipped entry gets norm 0 there. Bins larger than WG * R
+ * (none with the default R, which the host sizes from the largest bin) keep the entries beyond R
+ * per work-item in `ovf` (global: nnz signals, nnz norms and, for the poisson and hybrid models,
+ * nnz variances, indexed by the CSR position). So the frame is read from global memory once, not
+ * once per pass.
+ *
+ * The count of a kept entry is its coefficient: the preprocessed frames' count is 1 for every
+ * valid pixel (faid_pixel_v) and 0 for the others, which the validity test rejects.
  *
  * Arithmetic is float64 (cl_khr_fp64; H100/H200 run it at full rate): every device then makes
  * the same clipping decisions as the reference up to the rounding of sums taken in another
- * order. Poisson sums: strided partial sums per work-item, then a halving tree. Azimuthal: the
- * reference's sequential recurrence VV += w^2 (S_a/O_a - x)((S_a + c s)/(O_a + w) - x) needs,
- * for every entry, the sums S_a, O_a of the kept entries before it in CSR order: entries are
- * taken in tiles of WG * IPT, IPT consecutive ones per work-item, an exclusive work-group scan of
- * the work-items' sums gives each work-item its prefix, and it walks its entries in order from
- * there.
- *
- * Compact copy: the first integration gathers each entry's preprocessed pixel through the CSR
- * indices once and writes it to `cpk` in CSR order (nnz float4, norm 0 where the entry is not
- * valid: coefficient 0, non-finite or norm 0); every later walk reads `cpk` contiguously
- * (coalesced 16 bytes per entry instead of an index, a scattered 16-byte gather and a scattered
- * clip flag). A clipped entry gets norm 0 in `cpk`, so the flags need no buffer of their own;
- * `pre4` itself is never written (the finders read it). Each entry is written and read by the
- * same work-item (the same k -> work-item mapping in every walk), so no global barrier is
- * needed. */
+ * order. The azimuthal model's recurrence VV += w^2 (S_a/O_a - x)((S_a + c s)/(O_a + w) - x)
+ * needs, for every entry, the sums S_a, O_a of the kept entries before it in CSR order: each
+ * work-item's sums, an exclusive scan of those across the work-group (raking: 32 chunks scanned
+ * sequentially, then their prefixes), then its entries in order from that prefix. The term is
+ * evaluated as c^2 D^2 / (O_a (O_a + w)) with D = s O_a - n S_a (the same value: w (S_a/O_a -
+ * x) = c D / O_a and the second factor is O_a / (O_a + w) times the first): one division per
+ * entry instead of three. The clip test |s/n - mean| > k std is evaluated as |s - mean n| > k
+ * std |n| and, only where the two sides are within 1e-12 of each other, as the reference writes
+ * it: the same decisions without a division per entry and pass. */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
 #ifndef WG
 #define WG 256
 #endif
+#ifndef R
+#define R 16
+#endif
 #ifndef HAS_COEF
 #define HAS_COEF 0
 #endif
-#ifndef IPT
-#define IPT 4
+#ifndef SC_EM
+#define SC_EM 1
 #endif
 
 #define EM_POISSON 0
 #define EM_AZIMUTHAL 1
 #define EM_HYBRID 2
 
+/* the poisson and hybrid models sum the variance */
+#define NEEDVAR (SC_EM != EM_AZIMUTHAL)
+/* overflow entries as arrays of nnz floats: signal, norm (and variance) */
+#define OVF_S(k) ovf[(k)]
+#define OVF_N(k) ovf[nnz + (k)]
+#define OVF_V(k) ovf[2 * nnz + (k)]
+
+/* raking: NCH chunks of CH work-items */
+#define NCH (WG < 32 ? WG : 32)
+#define CH (WG / NCH)
+
 static inline int sc_ok(float4 q)
 {
     return isfinite(q.s0) && isfinite(q.s1) && isfinite(q.s2) && q.s2 != 0.0f && q.s3 != 0.0f;
 }
 
-static inline double sc_coef(const global float *coefs, int k)
+static inline float sc_coef(const global float *coefs, int k)
 {
 #if HAS_COEF
-    return (double)coefs[k];
+    return coefs[k];
 #else
-    return 1.0;
+    return 1.0f;
 #endif
 }
 
-/* One work-group per bin; em: error model 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model
- * values); out[out_off ...] receives 4 arrays of nbins floats: mean, std, sem, count.
+/* Whether a kept entry (signal s, norm nn) is clipped: the reference's |s/nn - aver| > kk std. */
+static inline int sc_clip(float s, float nn, double aver, double thr)
+{
+    const double sd = (double)s, nd = (double)nn;
+    const double an = aver * nd;
+    const double t = fabs(sd - an), lim = thr * fabs(nd);
+    if (fabs(t - lim) > 1e-12 * (fabs(sd) + fabs(an) + lim))
+        return t > lim;
+    return fabs(sd / nd - aver) > thr;
+}
+
+/* One work-group per bin; out[out_off ...] receives 4 arrays of nbins floats: mean, std, sem,
+ * count.
  *
  * Written as one loop over passes (pass 0: the first integration; pass c >= 1: clipping cycle c,
- * then an integration) with every barrier in the kernel body: with the integration and the tree
- * sums as functions holding barriers, PoCL 5's LLVM 15 crashed while inlining them. Both models
- * take the same barriers (the tile scan is only used by the azimuthal one). */
+ * then an integration) with every barrier in the kernel body and taken by every pass and model:
+ * with functions holding barriers, PoCL 5's LLVM 15 crashed while inlining them. */
 kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs,
                             const global int *indices, const global int *indptr,
-                            global float4 *cpk, const int nbins, const float cutoff,
-                            const int cycles, const int em, const float empty,
-                            global float *out, const int out_off)
+                            global float *ovf, const int nbins, const float cutoff,
+                            const int cycles, const float empty, global float *out,
+                            const int out_off)
 {
-    local double sa[WG], sb[WG];
-    local double red[5 * WG];
-    local int removed_l;
+    /* per work-item sums: S, O, sum w^2, count, sum c^2 var; removed; vv */
+    local double l0[WG], l1[WG], l2[WG], l3[WG], l4[WG], lv[WG];
+    local int lr[WG];
+    /* per chunk: sums, then exclusive prefixes of S and O */
+    local double t0[NCH], t1[NCH], t2[NCH], t3[NCH], t4[NCH], tv[NCH];
+    local int tr[NCH];
+    local double p0[NCH], p1[NCH];
+    local double g[5];
+    local int gr;
     const int b = get_group_id(0);
     const int lid = get_local_id(0);
     if (b >= nbins)
         return;
     const int k0 = indptr[b], k1 = indptr[b + 1];
-    const int hybrid = em == EM_HYBRID;
-    int az = em == EM_AZIMUTHAL || (hybrid && cycles > 0);
+    const int nnz = indptr[nbins];
+    const int m = (k1 - k0 + WG - 1) / WG;
+    const int kb = k0 + lid * m;                   /* this work-item's first entry */
+    const int ke = min(kb + m, k1);                /* and its end */
+    const int nown = ke > kb ? ke - kb : 0;        /* entries it owns */
+    const int nreg = nown < R ? nown : R;          /* of which in registers */
+    const int hybrid = SC_EM == EM_HYBRID;
+    int az = SC_EM == EM_AZIMUTHAL || (hybrid && cycles > 0);
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, a4 = 0.0;
     double aver = NAN, std = NAN;
     const double two_pi_sqrt = sqrt(2.0 * M_PI);
+
+    /* the entries, gathered once (norm 0: not valid or clipped) */
+    float rs[R], rn[R];
+#if NEEDVAR
+    float rv[R];
+#endif
+#if HAS_COEF
+    float rc[R];
+#endif
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        float s = 0.0f, nn = 0.0f, v = 0.0f, c = 0.0f;
+        if (j < nreg) {
+            const int k = kb + j;
+            c = sc_coef(coefs, k);
+            const float4 q = pre4[indices[k]];
+            if (c != 0.0f && sc_ok(q)) {
+                s = q.s0;
+                v = q.s1;
+                nn = q.s2;
+            }
+        }
+        rs[j] = s;
+        rn[j] = nn;
+#if NEEDVAR
+        rv[j] = v;
+#else
+        (void)v;
+#endif
+#if HAS_COEF
+        rc[j] = c;
+#endif
+    }
+    for (int k = kb + R; k < ke; k++) {
+        const float c = sc_coef(coefs, k);
+        const float4 q = pre4[indices[k]];
+        const int ok = c != 0.0f && sc_ok(q);
+        OVF_S(k) = ok ? q.s0 : 0.0f;
+        OVF_N(k) = ok ? q.s2 : 0.0f;
+#if NEEDVAR
+        OVF_V(k) = ok ? q.s1 : 0.0f;
+#endif
+    }
+
     for (int pass = 0; pass <= cycles; pass++) {
-        int removed = 0;
+        int rem = 0;
         if (pass > 0) {
-            if (a2 == 0.0 || a4 == 0.0)
-                break;
             double nkept = a4 > 3.0 ? a4 : 3.0;
             double kk = sqrt(2.0 * log(nkept / two_pi_sqrt));
             if ((double)cutoff > kk)
                 kk = (double)cutoff;
-            if (lid == 0)
-                removed_l = 0;
-            barrier(CLK_LOCAL_MEM_FENCE);
-            for (int kb = k0 + lid * IPT; kb < k1; kb += WG * IPT) {
-                for (int k = kb; k < kb + IPT && k < k1; k++) {
-                    float4 q = cpk[k];
-                    if (sc_ok(q)) {
-                        double x = (double)q.s0 / (double)q.s2;
-                        if (fabs(x - aver) > kk * std) {
-                            cpk[k].s2 = 0.0f;
-                            atomic_inc(&removed_l);
-                        }
-                    }
+            const double thr = kk * std;
+#pragma unroll
+            for (int j = 0; j < R; j++) {
+                if (rn[j] != 0.0f && sc_clip(rs[j], rn[j], aver, thr)) {
+                    rn[j] = 0.0f;
+                    rem++;
                 }
             }
-            barrier(CLK_LOCAL_MEM_FENCE);
-            removed = removed_l;
-            barrier(CLK_LOCAL_MEM_FENCE);
-            if (removed == 0 && !hybrid)
-                break;
+            for (int k = kb + R; k < ke; k++) {
+                const float nn = OVF_N(k);
+                if (nn != 0.0f && sc_clip(OVF_S(k), nn, aver, thr)) {
+                    OVF_N(k) = 0.0f;
+                    rem++;
+                }
+            }
+        }
+        /* this work-item's sums over its kept entries */
+        double ts = 0.0, tw = 0.0, tn2 = 0.0, tc = 0.0, tvar = 0.0;
+#pragma unroll
+        for (int j = 0; j < R; j++) {
+            if (rn[j] != 0.0f) {
+#if HAS_COEF
+                const double c = (double)rc[j];
+#else
+                const double c = 1.0;
+#endif
+                const double w = c * (double)rn[j];
+                ts += c * (double)rs[j];
+                tw += w;
+                tn2 += w * w;
+                tc += c;
+#if NEEDVAR
+                tvar += c * c * (double)rv[j];
+#endif
+            }
+        }
+        for (int k = kb + R; k < ke; k++) {
+            const float nn = OVF_N(k);
+            if (nn != 0.0f) {
+                const double c = (double)sc_coef(coefs, k);
+                const double w = c * (double)nn;
+                ts += c * (double)OVF_S(k);
+                tw += w;
+                tn2 += w * w;
+                tc += c;
+#if NEEDVAR
+                tvar += c * c * (double)OVF_V(k);
+#endif
+            }
+        }
+        l0[lid] = ts;
+        l1[lid] = tw;
+        l2[lid] = tn2;
+        l3[lid] = tc;
+        l4[lid] = tvar;
+        lr[lid] = rem;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* raking: chunk lid's inclusive scan of S and O in place, and its sums */
+        if (lid < NCH) {
+            const int i0 = lid * CH;
+            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, s4 = 0.0;
+            int sr = 0;
+            for (int i = i0; i < i0 + CH; i++) {
+                s0 += l0[i];
+                s1 += l1[i];
+                l0[i] = s0;
+                l1[i] = s1;
+                s2 += l2[i];
+                s3 += l3[i];
+                s4 += l4[i];
+                sr += lr[i];
+            }
+            t0[lid] = s0;
+            t1[lid] = s1;
+            t2[lid] = s2;
+            t3[lid] = s3;
+            t4[lid] = s4;
+            tr[lid] = sr;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid == 0) {
+            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, s4 = 0.0;
+            int sr = 0;
+            for (int i = 0; i < NCH; i++) {
+                p0[i] = s0;
+                p1[i] = s1;
+                s0 += t0[i];
+                s1 += t1[i];
+                s2 += t2[i];
+                s3 += t3[i];
+                s4 += t4[i];
+                sr += tr[i];
+            }
+            g[0] = s0;
+            g[1] = s1;
+            g[2] = s2;
+            g[3] = s3;
+            g[4] = s4;
+            gr = sr;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int removed = gr;
+        if (pass > 0 && removed == 0 && !hybrid)
+            break;
+        if (pass > 0) {
             int last = removed == 0 || pass >= cycles;
-            az = em == EM_AZIMUTHAL || (hybrid && !last);
+            az = SC_EM == EM_AZIMUTHAL || (hybrid && !last);
         }
-        /* Integration of the kept pixels: (S, VV, O, O2, N) in a0..a4. Tiles of WG * IPT
-         * entries, IPT consecutive ones per work-item: the work-item's own sums, one scan of
-         * those across the work-group, then its entries in order from that prefix. */
-        double vv = 0.0, n2 = 0.0, cnt = 0.0, s = 0.0, n = 0.0;
-        double carry_s = 0.0, carry_o = 0.0;
-        for (int base = k0; base < k1; base += WG * IPT) {
-            const int kb = base + lid * IPT;
-            float4 qv[IPT];
-            double cv[IPT];
-            double ts = 0.0, tw = 0.0;
-            for (int j = 0; j < IPT; j++) {
-                const int k = kb + j;
-                float4 q = (float4)(0.0f);
-                double c = 0.0;
-                if (k < k1) {
-                    c = sc_coef(coefs, k);
-                    if (pass == 0) {
-                        q = pre4[indices[k]];
-                        if (c == 0.0 || !sc_ok(q))
-                            q.s2 = 0.0f;
-                        cpk[k] = q;
-                    } else {
-                        q = cpk[k];
-                    }
-                }
-                qv[j] = q;
-                cv[j] = c;
-                if (sc_ok(q)) {
-                    ts += c * (double)q.s0;
-                    tw += c * (double)q.s2;
-                }
-            }
-            /* Inclusive Hillis-Steele scan of the work-items' (ts, tw). */
-            sa[lid] = ts;
-            sb[lid] = tw;
-            barrier(CLK_LOCAL_MEM_FENCE);
-            for (int off = 1; off < WG; off <<= 1) {
-                double ta = lid >= off ? sa[lid - off] : 0.0;
-                double tb = lid >= off ? sb[lid - off] : 0.0;
-                barrier(CLK_LOCAL_MEM_FENCE);
-                sa[lid] += ta;
-                sb[lid] += tb;
-                barrier(CLK_LOCAL_MEM_FENCE);
-            }
-            double s_a = carry_s + (lid > 0 ? sa[lid - 1] : 0.0);
-            double o_a = carry_o + (lid > 0 ? sb[lid - 1] : 0.0);
-            const double tile_s = sa[WG - 1], tile_o = sb[WG - 1];
-            barrier(CLK_LOCAL_MEM_FENCE);
-            for (int j = 0; j < IPT; j++) {
-                const float4 q = qv[j];
-                if (!sc_ok(q))
-                    continue;
-                const double c = cv[j];
-                const double cs = c * (double)q.s0, w = c * (double)q.s2;
-                const double x = (double)q.s0 / (double)q.s2;
-                if (az) {
+        /* the azimuthal variance: this work-item's entries in order from its prefix */
+        double vv = 0.0;
+        if (az) {
+            const int ch = lid / CH;
+            double s_a = p0[ch] + (lid % CH ? l0[lid - 1] : 0.0);
+            double o_a = p1[ch] + (lid % CH ? l1[lid - 1] : 0.0);
+#pragma unroll
+            for (int j = 0; j < R; j++) {
+                if (rn[j] != 0.0f) {
+#if HAS_COEF
+                    const double c = (double)rc[j];
+#else
+                    const double c = 1.0;
+#endif
+                    const double sd = (double)rs[j], nd = (double)rn[j];
+                    const double w = c * nd;
                     if (o_a != 0.0) {
-                        double delta1 = s_a / o_a - x;
-                        double delta2 = (s_a + cs) / (o_a + w) - x;
-                        vv += w * w * delta1 * delta2;
+                        const double dd = fma(sd, o_a, -(nd * s_a));
+                        vv += c * c * (dd * dd) / (o_a * (o_a + w));
                     }
-                } else {
-                    s += cs;
-                    vv += c * c * (double)q.s1;
-                    n += w;
+                    s_a += c * sd;
+                    o_a += w;
                 }
-                n2 += w * w;
-                cnt += c * (double)q.s3;
-                s_a += cs;
-                o_a += w;
             }
-            carry_s += tile_s;
-            carry_o += tile_o;
+            for (int k = kb + R; k < ke; k++) {
+                const float nn = OVF_N(k);
+                if (nn != 0.0f) {
+                    const double c = (double)sc_coef(coefs, k);
+                    const double sd = (double)OVF_S(k), nd = (double)nn;
+                    const double w = c * nd;
+                    if (o_a != 0.0) {
+                        const double dd = fma(sd, o_a, -(nd * s_a));
+                        vv += c * c * (dd * dd) / (o_a * (o_a + w));
+                    }
+                    s_a += c * sd;
+                    o_a += w;
+                }
+            }
         }
-        /* Halving-tree sums of the five partial sums. */
-        red[lid] = s;
-        red[WG + lid] = vv;
-        red[2 * WG + lid] = n;
-        red[3 * WG + lid] = n2;
-        red[4 * WG + lid] = cnt;
+        lv[lid] = vv;
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int w = WG / 2; w > 0; w >>= 1) {
-            if (lid < w)
-                for (int j = 0; j < 5; j++)
-                    red[j * WG + lid] += red[j * WG + lid + w];
-            barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < NCH) {
+            double s = 0.0;
+            for (int i = lid * CH; i < lid * CH + CH; i++)
+                s += lv[i];
+            tv[lid] = s;
         }
-        a0 = az ? carry_s : red[0];
-        a1 = red[WG];
-        a2 = az ? carry_o : red[2 * WG];
-        a3 = red[3 * WG];
-        a4 = red[4 * WG];
         barrier(CLK_LOCAL_MEM_FENCE);
+        double vtot = 0.0;
+        for (int i = 0; i < NCH; i++)
+            vtot += tv[i];
+        a0 = g[0];
+        a1 = az ? vtot : g[4];
+        a2 = g[1];
+        a3 = g[2];
+        a4 = g[3];
         if (a3 > 0.0) {
             aver = a0 / a2;
             std = sqrt(a1 / a3);
         } else {
             aver = std = NAN;
         }
-        if (pass > 0 && removed == 0)
+        /* every work-item has read g, gr and tv before the next pass writes them */
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* (the next cycle's "nothing left to clip" test, here rather than before its first
+         * barrier: PoCL 3.1 crashed on a break there once the kernel had loops of data-dependent
+         * length) */
+        if ((pass > 0 && removed == 0) || a2 == 0.0 || a4 == 0.0)
             break;
     }
     global float *bg = out + out_off;

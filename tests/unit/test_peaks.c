@@ -3,9 +3,10 @@
  * kernels/peaks/ against the plain C references on synthetic frames with spots (faid_synth):
  * the background within float tolerance, the peak lists of both finders identical (count,
  * order and every field, bit for bit), for the three error models, both patch sizes, several
- * panel layouts, a list cut at its capacity and dense lists (thousands of peaks). Also the
- * references' own sanity: the spots faid_synth puts in are found. Last, the peak stages through the
- * engine: OpenCL and reference devices give the same background, peaks, num_peaks and is_hit. */
+ * panel layouts, a list cut at its capacity and dense lists (thousands of peaks); the sigma
+ * clip's overflow path (bins larger than its registers hold) the same way. Also the references'
+ * own sanity: the spots faid_synth puts in are found. Last, the peak stages through the engine:
+ * OpenCL and reference devices give the same background, peaks, num_peaks and is_hit. */
 #include "faid_cl.h"
 #include "faid_config.h"
 #include "faid_csr.h"
@@ -349,6 +350,53 @@ static void test_kernels(void)
     faid_cl_ctx_destroy(&ctx);
 }
 
+/* The sigma clip's overflow path (sigma_clip.cl: entries of bins larger than WG * R kept in global
+ * memory instead of registers), forced by a small work-group and register share through the
+ * tuning variables: same background and peaks as the reference, for the three error models. */
+static void test_sigclip_overflow(void)
+{
+    faid_cl_device_info dev;
+    faid_diag d;
+    if (faid_cl_select(getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "auto", &dev,
+                       &d) != 0)
+        return;
+    faid_cl_ctx *ctx = faid_cl_ctx_new(&dev, 0, &d);
+    CHECK_MSG(ctx != NULL, "%s", d.msg);
+    if (!ctx)
+        return;
+    frame_set fs;
+    CHECK(make_frames(&fs, 7, 25) == 0);
+    setenv("FAID_SIGCLIP_WG", "32", 1);
+    setenv("FAID_SIGCLIP_R", "2", 1); /* 64 entries per bin in registers: most bins overflow */
+    faid_peak_params p;
+    faid_peak_params_default(&p);
+    const faid_clip_model models[] = {FAID_CLIP_POISSON, FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
+    for (int m = 0; m < 3; m++) {
+        p.error_model = models[m];
+        p.algorithm = FAID_PEAKS_NONE;
+        compare_one(ctx, &fs, &p, 0, 0, "overflow, background only");
+        p.algorithm = FAID_PEAKS_PYFAI;
+        CHECK(compare_one(ctx, &fs, &p, 0, 0, "overflow, pyfai") >= 15);
+    }
+    faid_sigclip_cl_cfg cfg;
+    CHECK(faid_sigclip_cl_config(ctx, fs.csr, p.error_model, &cfg, &d) == 0);
+    CHECK(cfg.wg == 32 && cfg.r == 2 && cfg.ovf_bytes >= (size_t)fs.csr->nnz * 8);
+    setenv("FAID_SIGCLIP_R", "0", 1); /* out of range: an error naming the variable */
+    CHECK(faid_sigclip_cl_config(ctx, fs.csr, p.error_model, &cfg, &d) == FAID_EINVAL);
+    CHECK(strstr(d.msg, "FAID_SIGCLIP_R") != NULL);
+    setenv("FAID_SIGCLIP_R", "4", 1);
+    setenv("FAID_SIGCLIP_WG", "48", 1);
+    CHECK(faid_sigclip_cl_config(ctx, fs.csr, p.error_model, &cfg, &d) == FAID_EINVAL);
+    unsetenv("FAID_SIGCLIP_WG");
+    unsetenv("FAID_SIGCLIP_R");
+    CHECK(faid_sigclip_cl_config(ctx, fs.csr, p.error_model, &cfg, &d) == 0);
+    CHECK(cfg.ovf_bytes == 4 * sizeof(float)); /* the default holds the largest bin */
+    unsetenv("FAID_SIGCLIP_WG");
+    unsetenv("FAID_SIGCLIP_R");
+    free_frames(&fs);
+    faid_cl_ctx_destroy(&ctx);
+}
+
 /* The peak stages through the engine: the OpenCL device and the reference device give the same
  * background (float64 rounding), the same peak list and the same hit decision for each finder. */
 static void test_engine_devices(void)
@@ -418,6 +466,7 @@ int main(void)
     test_lists();
     test_hits();
     test_kernels();
+    test_sigclip_overflow();
     test_engine_devices();
     return faid_test_finish();
 }
