@@ -76,15 +76,17 @@ static inline float sc_coef(const global float *coefs, int k)
 #endif
 }
 
-/* Whether a kept entry (signal s, norm nn) is clipped: the reference's |s/nn - aver| > kk std. */
-static inline int sc_clip(float s, float nn, double aver, double thr)
+/* Whether a kept entry (signal s, norm nn) is clipped: the reference's |s/nn - aver| > thr
+ * (thr = k std). Decided in float32 as |s - aver nn| > thr |nn| where the two sides differ by more
+ * than 1e-5 of their magnitude (the float32 rounding is below 4e-7 of it), else in float64 as
+ * the reference writes it: the same decisions at a fraction of the float64 work. */
+static inline int sc_clip(float s, float nn, float averf, float thrf, double aver, double thr)
 {
-    const double sd = (double)s, nd = (double)nn;
-    const double an = aver * nd;
-    const double t = fabs(sd - an), lim = thr * fabs(nd);
-    if (fabs(t - lim) > 1e-12 * (fabs(sd) + fabs(an) + lim))
+    const float an = averf * nn;
+    const float t = fabs(s - an), lim = thrf * fabs(nn);
+    if (fabs(t - lim) > 1e-5f * (fabs(s) + fabs(an) + lim))
         return t > lim;
-    return fabs(sd / nd - aver) > thr;
+    return fabs((double)s / (double)nn - aver) > thr;
 }
 
 /* One work-group per bin; out[out_off ...] receives 4 arrays of nbins floats: mean, std, sem,
@@ -168,6 +170,45 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #endif
     }
 
+    /* this work-item's sums over its kept entries: taken once, then a clipped entry's share is
+     * taken out of them (the sums of a work-item left without entries are set to 0 exactly) */
+    double ts = 0.0, tw = 0.0, tn2 = 0.0, tc = 0.0, tvar = 0.0;
+    int tkept = 0;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        if (rn[j] != 0.0f) {
+#if HAS_COEF
+            const double c = (double)rc[j];
+#else
+            const double c = 1.0;
+#endif
+            const double w = c * (double)rn[j];
+            ts += c * (double)rs[j];
+            tw += w;
+            tn2 += w * w;
+            tc += c;
+#if NEEDVAR
+            tvar += c * c * (double)rv[j];
+#endif
+            tkept++;
+        }
+    }
+    for (int k = kb + R; k < ke; k++) {
+        const float nn = OVF_N(k);
+        if (nn != 0.0f) {
+            const double c = (double)sc_coef(coefs, k);
+            const double w = c * (double)nn;
+            ts += c * (double)OVF_S(k);
+            tw += w;
+            tn2 += w * w;
+            tc += c;
+#if NEEDVAR
+            tvar += c * c * (double)OVF_V(k);
+#endif
+            tkept++;
+        }
+    }
+
     for (int pass = 0; pass <= cycles; pass++) {
         int rem = 0;
         if (pass > 0) {
@@ -176,54 +217,46 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             if ((double)cutoff > kk)
                 kk = (double)cutoff;
             const double thr = kk * std;
+            const float averf = (float)aver, thrf = (float)thr;
 #pragma unroll
             for (int j = 0; j < R; j++) {
-                if (rn[j] != 0.0f && sc_clip(rs[j], rn[j], aver, thr)) {
+                if (rn[j] != 0.0f && sc_clip(rs[j], rn[j], averf, thrf, aver, thr)) {
+#if HAS_COEF
+                    const double c = (double)rc[j];
+#else
+                    const double c = 1.0;
+#endif
+                    const double w = c * (double)rn[j];
+                    ts -= c * (double)rs[j];
+                    tw -= w;
+                    tn2 -= w * w;
+                    tc -= c;
+#if NEEDVAR
+                    tvar -= c * c * (double)rv[j];
+#endif
                     rn[j] = 0.0f;
                     rem++;
                 }
             }
             for (int k = kb + R; k < ke; k++) {
                 const float nn = OVF_N(k);
-                if (nn != 0.0f && sc_clip(OVF_S(k), nn, aver, thr)) {
+                if (nn != 0.0f && sc_clip(OVF_S(k), nn, averf, thrf, aver, thr)) {
+                    const double c = (double)sc_coef(coefs, k);
+                    const double w = c * (double)nn;
+                    ts -= c * (double)OVF_S(k);
+                    tw -= w;
+                    tn2 -= w * w;
+                    tc -= c;
+#if NEEDVAR
+                    tvar -= c * c * (double)OVF_V(k);
+#endif
                     OVF_N(k) = 0.0f;
                     rem++;
                 }
             }
-        }
-        /* this work-item's sums over its kept entries */
-        double ts = 0.0, tw = 0.0, tn2 = 0.0, tc = 0.0, tvar = 0.0;
-#pragma unroll
-        for (int j = 0; j < R; j++) {
-            if (rn[j] != 0.0f) {
-#if HAS_COEF
-                const double c = (double)rc[j];
-#else
-                const double c = 1.0;
-#endif
-                const double w = c * (double)rn[j];
-                ts += c * (double)rs[j];
-                tw += w;
-                tn2 += w * w;
-                tc += c;
-#if NEEDVAR
-                tvar += c * c * (double)rv[j];
-#endif
-            }
-        }
-        for (int k = kb + R; k < ke; k++) {
-            const float nn = OVF_N(k);
-            if (nn != 0.0f) {
-                const double c = (double)sc_coef(coefs, k);
-                const double w = c * (double)nn;
-                ts += c * (double)OVF_S(k);
-                tw += w;
-                tn2 += w * w;
-                tc += c;
-#if NEEDVAR
-                tvar += c * c * (double)OVF_V(k);
-#endif
-            }
+            tkept -= rem;
+            if (tkept == 0)
+                ts = tw = tn2 = tc = tvar = 0.0;
         }
         l0[lid] = ts;
         l1[lid] = tw;
