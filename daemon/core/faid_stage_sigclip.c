@@ -8,8 +8,8 @@
  * then faid_sigclip_ref over setup->csr_bg (no pixel splitting, the profile's bins).
  *
  * OpenCL device: buffers bg.indptr / bg.indices / bg.coef (setup->csr_bg), per slot pk.pre (one
- * preprocessed frame, float4 per pixel) and pk.cpk (the bins' entries gathered once in CSR order,
- * float4 per matrix entry, clipped entries marked in place; see sigma_clip.cl); output bg (mean,
+ * preprocessed frame, float4 per pixel) and pk.cpk (the overflow entries of bins larger than the
+ * kernel keeps in registers, faid_sigclip_cl_config; 16 bytes when none is); output bg (mean,
  * std, sem, count per bin, read back). cl_close runs, lane after lane on the slot's in-order queue:
  * faid_preprocess of process/preprocess.cl built with the Poisson error model (EM=1) into
  * pk.pre, faid_sigma_clip of peaks/sigma_clip.cl into the lane's bg segment, then the peak
