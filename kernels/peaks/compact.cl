@@ -100,16 +100,21 @@ static inline void pk_store(global float *out, int cap, int rank, float x, float
     out[7 * cap + rank] = as_float(index);
 }
 
-/* The loop of a finish kernel over the spans with peaks: for each flagged (== want) position o
- * with rank < cap, in order, runs the statements given last with o and rank set. */
-#define PK_FOR_PEAKS(flag, counts, offsets, ngroups, npos, cap, want, o, rank, ...)           \
-    for (int g_ = get_local_id(0); g_ < (ngroups); g_ += SCAN_WG) {                          \
-        int left_ = (counts)[g_], rank = (offsets)[g_];                                       \
-        const int o1_ = min((g_ + 1) * PK_SPAN, (npos));                                      \
-        for (int o = g_ * PK_SPAN; left_ > 0 && rank < (cap); o++, left_--, rank++) {        \
-            o = pk_span_next((flag), o, o1_, (want));                                         \
-            if (o >= o1_)                                                                     \
-                break;                                                                        \
-            __VA_ARGS__                                                                       \
-        }                                                                                     \
-    }
+/* The walk of a finish kernel over the spans with peaks, written out in each finish kernel
+ * (NVIDIA's OpenCL C 1.2 compiler refuses variadic macros, so the record's statements cannot be
+ * passed to a macro):
+ *     for (int g = get_local_id(0); g < ngroups; g += SCAN_WG) {
+ *         int left = counts[g], rank = offsets[g];
+ *         const int o1 = pk_span_end(g, npos);
+ *         for (int o = g * PK_SPAN; left > 0 && rank < cap; o++, left--, rank++) {
+ *             if ((o = pk_span_next(flag, o, o1, want)) >= o1)
+ *                 break;
+ *             ... the record of position o at rank ...
+ *         }
+ *     }
+ * Each work-item takes every SCAN_WG-th span; within a span, flagged positions (flag == want)
+ * come in order and get consecutive ranks from the span's offset, up to the capacity. */
+static inline int pk_span_end(int g, int npos)
+{
+    return min((g + 1) * PK_SPAN, npos);
+}

@@ -251,13 +251,19 @@ kernel void faid_pf8_finish(const global float *img, const global int *bin_of,
 {
     local int part[SCAN_WG];
     pk_scan(part, counts, ngroups, offsets, out, out_off + 8 * cap);
-    PK_FOR_PEAKS(flag, counts, offsets, ngroups, rows * cols, cap, 2, o, rank, {
-        int pss, pfs, ss, fs;
-        int i = pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
-        float rec[6];
-        int npix;
-        pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix);
-        pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], npix,
-                 i);
-    })
+    for (int g = get_local_id(0); g < ngroups; g += SCAN_WG) {
+        int left = counts[g], rank = offsets[g];
+        const int o1 = pk_span_end(g, rows * cols);
+        for (int o = g * PK_SPAN; left > 0 && rank < cap; o++, left--, rank++) {
+            if ((o = pk_span_next(flag, o, o1, 2)) >= o1)
+                break;
+            int pss, pfs, ss, fs;
+            int i = pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+            float rec[6];
+            int npix;
+            pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix);
+            pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[4], rec[5],
+                     npix, i);
+        }
+    }
 }

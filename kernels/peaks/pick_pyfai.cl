@@ -130,11 +130,17 @@ kernel void faid_pick_finish(const global float4 *pre4, const global float *radi
 {
     local int part[SCAN_WG];
     pk_scan(part, counts, ngroups, offsets, out, out_off + 8 * cap);
-    PK_FOR_PEAKS(flag, counts, offsets, ngroups, rows * cols, cap, 1, i, rank, {
-        float rec[5];
-        int npix;
-        pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec, &npix);
-        pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[2] / rec[3],
-                 rec[4], npix, i);
-    })
+    for (int g = get_local_id(0); g < ngroups; g += SCAN_WG) {
+        int left = counts[g], rank = offsets[g];
+        const int o1 = pk_span_end(g, rows * cols);
+        for (int i = g * PK_SPAN; left > 0 && rank < cap; i++, left--, rank++) {
+            if ((i = pk_span_next(flag, i, o1, 1)) >= o1)
+                break;
+            float rec[5];
+            int npix;
+            pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec, &npix);
+            pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[2] / rec[3],
+                     rec[4], npix, i);
+        }
+    }
 }
