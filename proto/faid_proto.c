@@ -309,8 +309,7 @@ void faid_mpw_ndarray(faid_mpw *w, const char *dtype, const uint64_t *shape, int
     faid_mpw_map_end(w);
 }
 
-void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t rows,
-                                     uint64_t cols)
+void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t rows, uint64_t cols)
 {
     uint64_t shape[2] = {cols, rows};
     size_t nbytes = (size_t)(rows * cols) * sizeof(float);
@@ -1323,9 +1322,9 @@ int faid_proto_encode_input(const faid_in_header *h, void *buf, size_t cap, size
 /* ------------------------------------------------------------------------------------------- */
 /* Output                                                                                        */
 
-static const char *const out_names[] = {"invalid",        FAID_TOPIC_START, FAID_TOPIC_RESULT,
-                                        FAID_TOPIC_END,   FAID_TOPIC_STATS, FAID_TOPIC_ERROR,
-                                        FAID_TOPIC_AGGREGATES};
+static const char *const out_names[] = {
+    "invalid",        FAID_TOPIC_START, FAID_TOPIC_RESULT,    FAID_TOPIC_END,
+    FAID_TOPIC_STATS, FAID_TOPIC_ERROR, FAID_TOPIC_AGGREGATES};
 
 #define NNAMES(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -1514,8 +1513,8 @@ static int peak_params_from_msgpack(const msgpack_object *o, faid_out_msg *m, fa
             snprintf(val, sizeof val, "%.9g", x);
         else
             continue;
-        int k = snprintf(m->peaks_params + used, sizeof(m->peaks_params) - used, "%s: %s\n",
-                         name, val);
+        int k =
+            snprintf(m->peaks_params + used, sizeof(m->peaks_params) - used, "%s: %s\n", name, val);
         if (k < 0 || (size_t)k >= sizeof(m->peaks_params) - used)
             m->peaks_params[used] = '\0'; /* no room: cut at a whole line, read on */
         else
@@ -1528,26 +1527,46 @@ static int peak_params_from_msgpack(const msgpack_object *o, faid_out_msg *m, fa
 static faid_array_view *out_array(faid_out_msg *m, faid_key k)
 {
     switch (k) {
-    case FAID_KEY_I: return &m->I;
-    case FAID_KEY_SIGMA: return &m->sigma;
-    case FAID_KEY_STD: return &m->std;
-    case FAID_KEY_COUNT: return &m->count;
-    case FAID_KEY_RADIAL: return &m->radial;
-    case FAID_KEY_I2D: return &m->I_2d;
-    case FAID_KEY_SIGMA2D: return &m->sigma_2d;
-    case FAID_KEY_COUNT2D: return &m->count_2d;
-    case FAID_KEY_PEAK_X: return &m->peak_x;
-    case FAID_KEY_PEAK_Y: return &m->peak_y;
-    case FAID_KEY_PEAK_INTENSITY: return &m->peak_intensity;
-    case FAID_KEY_PEAK_SIGMA: return &m->peak_sigma;
-    case FAID_KEY_PEAK_SNR: return &m->peak_snr;
-    case FAID_KEY_PEAK_NPIX: return &m->peak_npix;
-    case FAID_KEY_PEAK_MAX_PIXEL: return &m->peak_max_pixel;
-    case FAID_KEY_BG_I: return &m->bg_I;
-    case FAID_KEY_BG_SIGMA: return &m->bg_sigma;
-    case FAID_KEY_BG_STD: return &m->bg_std;
-    case FAID_KEY_BG_COUNT: return &m->bg_count;
-    default: return NULL;
+    case FAID_KEY_I:
+        return &m->I;
+    case FAID_KEY_SIGMA:
+        return &m->sigma;
+    case FAID_KEY_STD:
+        return &m->std;
+    case FAID_KEY_COUNT:
+        return &m->count;
+    case FAID_KEY_RADIAL:
+        return &m->radial;
+    case FAID_KEY_I2D:
+        return &m->I_2d;
+    case FAID_KEY_SIGMA2D:
+        return &m->sigma_2d;
+    case FAID_KEY_COUNT2D:
+        return &m->count_2d;
+    case FAID_KEY_PEAK_X:
+        return &m->peak_x;
+    case FAID_KEY_PEAK_Y:
+        return &m->peak_y;
+    case FAID_KEY_PEAK_INTENSITY:
+        return &m->peak_intensity;
+    case FAID_KEY_PEAK_SIGMA:
+        return &m->peak_sigma;
+    case FAID_KEY_PEAK_SNR:
+        return &m->peak_snr;
+    case FAID_KEY_PEAK_NPIX:
+        return &m->peak_npix;
+    case FAID_KEY_PEAK_MAX_PIXEL:
+        return &m->peak_max_pixel;
+    case FAID_KEY_BG_I:
+        return &m->bg_I;
+    case FAID_KEY_BG_SIGMA:
+        return &m->bg_sigma;
+    case FAID_KEY_BG_STD:
+        return &m->bg_std;
+    case FAID_KEY_BG_COUNT:
+        return &m->bg_count;
+    default:
+        return NULL;
     }
 }
 
@@ -1674,7 +1693,8 @@ int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_
         msgpack_unpacked u;
         msgpack_unpacked_init(&u);
         size_t off = 0;
-        msgpack_unpack_return ur = msgpack_unpack_next(&u, (const char *)at, (size_t)(r.p - at), &off);
+        msgpack_unpack_return ur =
+            msgpack_unpack_next(&u, (const char *)at, (size_t)(r.p - at), &off);
         if (ur == MSGPACK_UNPACK_SUCCESS)
             rc = decode_output_value(fk, &u.data, m, d);
         else

@@ -42,8 +42,8 @@
 #define FAID_TOPIC_STATS  "stats"
 #define FAID_TOPIC_ERROR  "error"
 /* Only on the lossless channel (ROUTER/DEALER, PROTOCOL.md 3.6): faid's answers to a hello. */
-#define FAID_TOPIC_WELCOME "welcome"
-#define FAID_TOPIC_REFUSED "refused"
+#define FAID_TOPIC_WELCOME    "welcome"
+#define FAID_TOPIC_REFUSED    "refused"
 #define FAID_TOPIC_AGGREGATES "aggregates" /* peaks on: hit rate, peak counts, powder pattern */
 
 /* ---------------------------------------------------------------------------------------------
@@ -84,7 +84,7 @@ int faid_proto_check_keys(faid_proto_msg m, faid_proto_msg also, const void *buf
  * cores) wrote a 1000-bin 1D result (16.5 KB) in 1.17 us against 1.00 us by hand, +0.15 us per
  * result (+0.45 us with 100 peaks), and the begin/end counting added nothing measurable
  * (tests/bench/README.md). */
-#define FAID_MPW_COUNTED 1
+#define FAID_MPW_COUNTED  1
 #define FAID_MPW_MAX_OPEN 48 /* nested containers a writer tracks (> FAID_MP_MAX_DEPTH) */
 
 typedef struct faid_mpw_frame {
@@ -138,8 +138,7 @@ void faid_mpw_bytes(faid_mpw *w, const void *p, size_t n);
 void faid_mpw_ndarray(faid_mpw *w, const char *dtype, const uint64_t *shape, int ndim,
                       const void *data, size_t nbytes);
 /* A float32 array map of the transpose of data[rows][cols]: shape [cols, rows]. */
-void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t rows,
-                                     uint64_t cols);
+void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t rows, uint64_t cols);
 /* Numpy descriptor of a faid dtype ("<u2", "<f4", "|u1"); NULL for FAID_DT_INVALID. */
 const char *faid_proto_dtype_descr(faid_dtype t);
 
@@ -311,8 +310,7 @@ typedef struct faid_out_msg {
     int has_peaks;
     uint64_t num_peaks;
     int is_hit;
-    faid_array_view peak_x, peak_y, peak_intensity, peak_sigma, peak_snr, peak_npix,
-        peak_max_pixel;
+    faid_array_view peak_x, peak_y, peak_intensity, peak_sigma, peak_snr, peak_npix, peak_max_pixel;
     faid_array_view bg_I, bg_sigma, bg_std, bg_count;
     /* start */
     faid_array_view radial;

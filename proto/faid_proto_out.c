@@ -385,8 +385,7 @@ static void bin_key(faid_mpw *w, const char *k)
 /* The head of a msgpack-numpy map (binary keys nd, type, kind, shape, data: what Python's
  * msgpack-numpy needs; CrystFEL reads them too, with `type` as text) up to its "data" key: the
  * caller writes the data and ends the map. */
-static void np_head(faid_mpw *w, const char *key, const char *type, const uint64_t *shape,
-                    int ndim)
+static void np_head(faid_mpw *w, const char *key, const char *type, const uint64_t *shape, int ndim)
 {
     faid_mpw_key(w, key);
     faid_mpw_map_begin(w);

@@ -1,8 +1,8 @@
 /* faid_proto_out: the encoders of faid's output messages that need no daemon state: start,
- * result, end, aggregates, hit, the lossless channel's answers (welcome, refused, ping) and the msg_number
- * placeholder. The
- * daemon fills plain structs and calls them (aggregates too); the keys come from the key table
- * (faid_proto_keys.h) and the map sizes are counted by the writer. (error is in faid_proto.h.) */
+ * result, end, aggregates, hit, the lossless channel's answers (welcome, refused, ping) and the
+ * msg_number placeholder. The daemon fills plain structs and calls them (aggregates too); the keys
+ * come from the key table (faid_proto_keys.h) and the map sizes are counted by the writer. (error
+ * is in faid_proto.h.) */
 #ifndef FAID_PROTO_OUT_H
 #define FAID_PROTO_OUT_H
 

@@ -7,10 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const key_names[FAID_NKEYS] = {
-    [FAID_KEY_UNKNOWN] = "",
+static const char *const key_names[FAID_NKEYS] = {[FAID_KEY_UNKNOWN] = "",
 #define NAME_ROW(id, name) [FAID_KEY_##id] = name,
-    FAID_PROTO_KEY_NAMES(NAME_ROW)
+                                                  FAID_PROTO_KEY_NAMES(NAME_ROW)
 #undef NAME_ROW
 };
 

@@ -1,9 +1,10 @@
 /* proto_encode: the CPU cost of writing one result message (`faid-bench --proto-encode`, never a
  * test). Encodes the result the daemon publishes for a 1D integration (the keys, scalars and the
  * four <f4 arrays of --npt bins; with --peaks also the peak arrays and background profile) into a
- * preallocated buffer, --iters times, and prints the mean thread CPU ns per message, once through fixed map
- * heads and, where the writer counts map sizes (FAID_MPW_COUNTED), once through begin/end; then
- * the client's decoding of that message (faid_proto_decode_output), in ns per message. */
+ * preallocated buffer, --iters times, and prints the mean thread CPU ns per message, once through
+ * fixed map heads and, where the writer counts map sizes (FAID_MPW_COUNTED), once through
+ * begin/end; then the client's decoding of that message (faid_proto_decode_output), in ns per
+ * message. */
 #include "faid_proto.h"
 
 #include <stdio.h>
@@ -81,7 +82,7 @@ static size_t encode(faid_mpw *w, uint8_t *buf, size_t cap, const float *v, cons
     faid_mpw_uint(w, 1700000000000000000ull + i);
     faid_mpw_str(w, FAID_K_DONE_NS);
     faid_mpw_uint(w, 1700000000000100000ull + i);
-    const char *us[] = {FAID_K_LATENCY_US,  FAID_K_QUEUE_US,    FAID_K_DECODE_US,
+    const char *us[] = {FAID_K_LATENCY_US,    FAID_K_QUEUE_US,     FAID_K_DECODE_US,
                         FAID_K_PREPROCESS_US, FAID_K_INTEGRATE_US, FAID_K_TRANSFER_US,
                         FAID_K_COMPUTE_US};
     for (int k = 0; k < 7; k++) {

@@ -37,7 +37,8 @@ static void test_table_shape(void)
                       faid_proto_msg_marker(r[i].msg), faid_key_name(r[i].key));
     }
     for (int m = 0; m < FAID_NPMSGS; m++) {
-        CHECK_MSG(per_msg[m] > 0, "message %s has no rows", faid_proto_msg_marker((faid_proto_msg)m));
+        CHECK_MSG(per_msg[m] > 0, "message %s has no rows",
+                  faid_proto_msg_marker((faid_proto_msg)m));
         char *md = faid_proto_msg_markdown((faid_proto_msg)m);
         CHECK(md && strncmp(md, "| key | type | presence | meaning |\n", 36) == 0);
         free(md);
@@ -52,8 +53,13 @@ static void test_checker(void)
     uint8_t buf[1024];
     faid_mpw w;
     faid_diag d = {0};
-    faid_out_error e = {.series_id = 3, .has_frame_id = 1, .frame_id = 9, .code = FAID_ECORRUPT,
-                        .stage = "worker", .message = "bad block", .msg_number = 4};
+    faid_out_error e = {.series_id = 3,
+                        .has_frame_id = 1,
+                        .frame_id = 9,
+                        .code = FAID_ECORRUPT,
+                        .stage = "worker",
+                        .message = "bad block",
+                        .msg_number = 4};
     faid_mpw_init(&w, buf, sizeof buf);
     faid_proto_write_error(&w, &e);
     CHECK(faid_mpw_finish(&w, NULL) == 0);
@@ -73,9 +79,16 @@ static void test_checker(void)
     CHECK(faid_proto_encode_ll_request(&l, buf, sizeof buf, &len, &d) == 0);
     CHECK_MSG(faid_proto_check_keys(FAID_PMSG_LL_REQUEST, FAID_NPMSGS, buf, len, &d) == 0, "%s",
               d.msg);
-    faid_in_header h = {.type = FAID_IN_IMAGE, .protocol_version = FAID_PROTO_VERSION,
-                        .series_id = 1, .has_frame_id = 1, .frame_id = 2, .rows = 4, .cols = 5,
-                        .dtype = FAID_DT_U16, .encoding = FAID_ENC_BSLZ4, .nimages = -1};
+    faid_in_header h = {.type = FAID_IN_IMAGE,
+                        .protocol_version = FAID_PROTO_VERSION,
+                        .series_id = 1,
+                        .has_frame_id = 1,
+                        .frame_id = 2,
+                        .rows = 4,
+                        .cols = 5,
+                        .dtype = FAID_DT_U16,
+                        .encoding = FAID_ENC_BSLZ4,
+                        .nimages = -1};
     CHECK(faid_proto_encode_input(&h, buf, sizeof buf, &len, &d) == 0);
     CHECK_MSG(faid_proto_check_keys(FAID_PMSG_IN, FAID_NPMSGS, buf, len, &d) == 0, "%s", d.msg);
 
@@ -198,17 +211,48 @@ static void test_out_encoders(void)
     float I[5] = {1, 2, 3, 4, 5}, cake[6] = {1, 2, 3, 4, 5, 6}, px[2] = {10.5f, 20.25f};
     int32_t npix[2] = {7, 9};
     const uint8_t ud[3] = {0x92, 0x01, 0x02}; /* user_data [1, 2] */
-    faid_in_header h = {.has_timestamp = 1, .timestamp = 12.5, .has_start_time = 1,
-                        .start_time = {1, 2}, .user_data = ud, .user_data_len = 3};
-    faid_out_result r = {.series_id = 4, .series_uid = "run", .frame_id = 17, .setup_version = 2,
-                         .device = 1, .npt = 5, .I = I, .sigma = I, .std = I, .count = I,
-                         .cake_nrad = 3, .cake_nazim = 2, .I_2d = cake, .sigma_2d = cake,
-                         .count_2d = cake, .has_peaks = 1, .num_peaks = 2, .npeaks = 2,
-                         .nbg = 5, .is_hit = 1, .peak_x = px, .peak_y = px,
-                         .peak_intensity = px, .peak_sigma = px, .peak_snr = px,
-                         .peak_max_pixel = px, .peak_npix = npix, .bg_I = I, .bg_sigma = I,
-                         .bg_std = I, .bg_count = I, .received_ns = 5, .done_ns = 6,
-                         .latency_us = 7.5, .payload_bytes = 99, .in = &h};
+    faid_in_header h = {.has_timestamp = 1,
+                        .timestamp = 12.5,
+                        .has_start_time = 1,
+                        .start_time = {1, 2},
+                        .user_data = ud,
+                        .user_data_len = 3};
+    faid_out_result r = {.series_id = 4,
+                         .series_uid = "run",
+                         .frame_id = 17,
+                         .setup_version = 2,
+                         .device = 1,
+                         .npt = 5,
+                         .I = I,
+                         .sigma = I,
+                         .std = I,
+                         .count = I,
+                         .cake_nrad = 3,
+                         .cake_nazim = 2,
+                         .I_2d = cake,
+                         .sigma_2d = cake,
+                         .count_2d = cake,
+                         .has_peaks = 1,
+                         .num_peaks = 2,
+                         .npeaks = 2,
+                         .nbg = 5,
+                         .is_hit = 1,
+                         .peak_x = px,
+                         .peak_y = px,
+                         .peak_intensity = px,
+                         .peak_sigma = px,
+                         .peak_snr = px,
+                         .peak_max_pixel = px,
+                         .peak_npix = npix,
+                         .bg_I = I,
+                         .bg_sigma = I,
+                         .bg_std = I,
+                         .bg_count = I,
+                         .received_ns = 5,
+                         .done_ns = 6,
+                         .latency_us = 7.5,
+                         .payload_bytes = 99,
+                         .in = &h};
     faid_mpw_init(&w, buf, sizeof buf);
     size_t off = faid_proto_write_result(&w, &r);
     CHECK(faid_mpw_finish(&w, &d) == 0);
@@ -232,22 +276,36 @@ static void test_out_encoders(void)
     CHECK(faid_proto_map_find(buf, w.len, FAID_K_USER_DATA, &v, NULL, &d) == 0 &&
           v.type == FAID_MP_ARRAY && v.len == 2);
 
-    faid_out_end e = {.series_id = 4, .series_uid = "run", .reason = "end", .frames_received = 3,
-                      .frames_processed = 3, .setup_version = 2, .counters = end_counters};
+    faid_out_end e = {.series_id = 4,
+                      .series_uid = "run",
+                      .reason = "end",
+                      .frames_received = 3,
+                      .frames_processed = 3,
+                      .setup_version = 2,
+                      .counters = end_counters};
     faid_mpw_init(&w, buf, sizeof buf);
     off = faid_proto_write_end(&w, &e);
     CHECK(faid_mpw_finish(&w, &d) == 0);
-    CHECK_MSG(faid_proto_check_keys(FAID_PMSG_END, FAID_NPMSGS, buf, w.len, &d) == 0, "%s",
-              d.msg);
+    CHECK_MSG(faid_proto_check_keys(FAID_PMSG_END, FAID_NPMSGS, buf, w.len, &d) == 0, "%s", d.msg);
     CHECK(faid_proto_decode_output(buf, w.len, &m, &d) == 0 && m.type == FAID_OUT_END);
 
     const double radial[5] = {0.1, 0.2, 0.3, 0.4, 0.5};
     const char *devs[1] = {"cpu"};
     faid_input_meta meta = {.have = FAID_META_IMAGE_SIZE, .image_size_x = 4, .image_size_y = 3};
-    faid_out_start st = {.software_version = "0.1.0", .reason = "series", .series_uid = "run",
-                         .nimages = -1, .rows = 3, .cols = 4, .npt = 5, .radial = radial,
-                         .devices = devs, .ndevices = 1, .setup = "reused", .reported = &meta,
-                         .user_data = ud, .user_data_len = 3};
+    faid_out_start st = {.software_version = "0.1.0",
+                         .reason = "series",
+                         .series_uid = "run",
+                         .nimages = -1,
+                         .rows = 3,
+                         .cols = 4,
+                         .npt = 5,
+                         .radial = radial,
+                         .devices = devs,
+                         .ndevices = 1,
+                         .setup = "reused",
+                         .reported = &meta,
+                         .user_data = ud,
+                         .user_data_len = 3};
     faid_mpw_init(&w, buf, sizeof buf);
     off = faid_proto_write_start(&w, &st);
     CHECK(faid_mpw_finish(&w, &d) == 0);
@@ -263,10 +321,23 @@ static void test_out_encoders(void)
         img[k] = (float)k;
     const float hx[2] = {0.2f, 2.0f}, hy[2] = {0.0f, 1.0f};
     for (int radius = -1; radius <= 1; radius += 2) {
-        faid_out_hit hit = {.series_id = 1, .frame_id = 2, .event_id = "run//2", .num_peaks = 2,
-                            .npeaks = 2, .x = hx, .y = hy, .intensity = hx, .max_pixel = hx,
-                            .snr = hx, .npix = npix, .image = img, .rows = 3, .cols = 4,
-                            .patch_radius = radius, .bg_I = I, .nbg = 5};
+        faid_out_hit hit = {.series_id = 1,
+                            .frame_id = 2,
+                            .event_id = "run//2",
+                            .num_peaks = 2,
+                            .npeaks = 2,
+                            .x = hx,
+                            .y = hy,
+                            .intensity = hx,
+                            .max_pixel = hx,
+                            .snr = hx,
+                            .npix = npix,
+                            .image = img,
+                            .rows = 3,
+                            .cols = 4,
+                            .patch_radius = radius,
+                            .bg_I = I,
+                            .nbg = 5};
         faid_mpw_init(&w, buf, sizeof buf);
         faid_proto_write_hit(&w, &hit);
         CHECK(faid_mpw_finish(&w, &d) == 0);
@@ -296,11 +367,22 @@ static void test_out_encoders(void)
     const double hist_rate[2] = {0.5, 0.25}, hist_t[2] = {1.0, 2.0};
     const uint64_t bins[4] = {1, 2, 0, 0};
     const uint8_t powder[7] = {1, 2, 3, 4, 5, 6, 7};
-    faid_out_aggregates ag = {.frames = 4, .hits = 2, .peaks = 24, .hit_rate = 0.5,
-                              .hit_rate_window = 4, .hit_rate_window_frames = 4,
-                              .rate_history = hist_rate, .time_history = hist_t, .n_history = 2,
-                              .num_peaks_histogram = bins, .n_bins = 4, .bin_width = 1,
-                              .rows = 3, .cols = 5, .powder_bslz4 = powder, .powder_bytes = 7};
+    faid_out_aggregates ag = {.frames = 4,
+                              .hits = 2,
+                              .peaks = 24,
+                              .hit_rate = 0.5,
+                              .hit_rate_window = 4,
+                              .hit_rate_window_frames = 4,
+                              .rate_history = hist_rate,
+                              .time_history = hist_t,
+                              .n_history = 2,
+                              .num_peaks_histogram = bins,
+                              .n_bins = 4,
+                              .bin_width = 1,
+                              .rows = 3,
+                              .cols = 5,
+                              .powder_bslz4 = powder,
+                              .powder_bytes = 7};
     faid_mpw_init(&w, buf, sizeof buf);
     faid_proto_write_aggregates(&w, &ag);
     CHECK(faid_mpw_finish(&w, &d) == 0);
@@ -324,8 +406,12 @@ static void test_out_encoders(void)
 
     const char *types[3] = {FAID_TOPIC_WELCOME, FAID_TOPIC_REFUSED, "ping"};
     for (int k = 0; k < 3; k++) {
-        faid_out_ll_reply lr = {.type = types[k], .instance = "0123456789abcdef", .credit = 8,
-                                .held = 2, .consumer = "c", .message = "busy"};
+        faid_out_ll_reply lr = {.type = types[k],
+                                .instance = "0123456789abcdef",
+                                .credit = 8,
+                                .held = 2,
+                                .consumer = "c",
+                                .message = "busy"};
         faid_mpw_init(&w, buf, sizeof buf);
         faid_proto_write_ll_reply(&w, &lr);
         CHECK(faid_mpw_finish(&w, &d) == 0);
