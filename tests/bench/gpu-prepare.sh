@@ -35,7 +35,7 @@ done
 # Runtime libraries of faid, faidctl and faid-bench, plus their own dependencies that a minimal
 # Ubuntu image may lack, and clinfo for the device listing.
 debs="libzmq5 libsodium23 libpgm-5.3-0 libnorm1 libbsd0 libmd0 liblz4-1 libmsgpackc2 \
-libyaml-0-2 libcbor0.8 libjansson4 clinfo"
+libyaml-0-2 libcbor0.8 libjansson4 libmicrohttpd12 clinfo"
 # libhdf5 and what it links that the GPU host lacks (faidctl replay --h5, the h5 fuzz target of
 # .device/fuzz/run.sh).
 debs="$debs libhdf5-103-1 libsz2 libaec0 libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 \
