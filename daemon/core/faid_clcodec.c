@@ -29,7 +29,6 @@ struct faid_clcodec {
     size_t elem_size;
     size_t max_decoded;
     size_t wg;
-    size_t bpg; /* bitshuffle blocks per work-group (DEC_BPG of the build options) */
     uint32_t max_cap;
     clcodec_variant var[FAID_CLCODEC_VARIANTS];
     int nvar;
@@ -141,15 +140,8 @@ faid_clcodec *faid_clcodec_new(faid_cl_ctx *ctx, size_t elem_size, size_t max_de
     while (wg > 8 && ctx->info.max_wg && wg > ctx->info.max_wg)
         wg /= 2;
     c->wg = wg;
-    /* blocks per group, as the kernel is built (FAID_CLCODEC_DEFINES "-D DEC_BPG=n", an
-     * experiment of the two-phase decoder); each needs its own local buffer */
-    c->bpg = 1;
-    const char *defs = getenv("FAID_CLCODEC_DEFINES");
-    const char *bp = defs ? strstr(defs, "DEC_BPG=") : NULL;
-    if (bp && atoi(bp + 8) > 1 && atoi(bp + 8) <= 16)
-        c->bpg = (size_t)atoi(bp + 8);
     uint32_t cap = FAID_CLCODEC_BASE_CAP;
-    cl_ulong local = ctx->info.local_mem / c->bpg;
+    cl_ulong local = ctx->info.local_mem;
     if (local && local_bytes(cap) > local) {
         faid_fail(d, FAID_EUNSUP,
                   "bslz4 decoder: %s has %llu bytes of local memory, %zu needed per work-group",
@@ -303,8 +295,7 @@ int faid_clcodec_enqueue_io(faid_clcodec *c, cl_command_queue queue, faid_encodi
     FAID_CL_TRY(d, clSetKernelArg(k, 12, sizeof(cl_mem), &io->err));
     FAID_CL_TRY(d, clSetKernelArg(k, 13, sizeof err_idx, &err_idx));
     size_t local = c->wg;
-    const size_t bpg = enc == FAID_ENC_BSLZ4 ? c->bpg : 1;
-    size_t global = (((size_t)t->nblocks + bpg - 1) / bpg + 1) * c->wg;
+    size_t global = ((size_t)t->nblocks + 1) * c->wg;
     FAID_CL_TRY(d, clEnqueueNDRangeKernel(queue ? queue : c->ctx->queue, k, 1, NULL, &global,
                                           &local, nwait, nwait ? wait : NULL, done));
     return FAID_OK;

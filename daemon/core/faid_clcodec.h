@@ -40,9 +40,7 @@ typedef struct faid_clcodec faid_clcodec;
  * chunks with larger header block sizes get a second program on first use, when the device's
  * local memory allows it. Environment FAID_CLCODEC_WG overrides the work-group size (default
  * 32, one warp per block on NVIDIA, the fastest measured; clamped to the device) and
- * FAID_CLCODEC_DEFINES adds build options for tuning experiments (e.g. "-D CMP_LOCAL=1",
- * "-D DEC_PHASES=2", "-D DEC_PHASES=2 -D DEC_BPG=4": the launch then has one group per DEC_BPG
- * blocks).
+ * FAID_CLCODEC_DEFINES adds build options for tuning experiments (e.g. "-D CMP_LOCAL=1").
  * Returns NULL with d filled on failure. */
 faid_clcodec *faid_clcodec_new(faid_cl_ctx *ctx, size_t elem_size, size_t max_decoded_bytes,
                                faid_diag *d);

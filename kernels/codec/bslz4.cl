@@ -16,13 +16,10 @@
  *   WG          work-group size (a power of two, at least 8); 32 = one warp per block on NVIDIA
  *               was the fastest measured (the parse is serial, so more groups beat wider ones)
  *   CMP_LOCAL   0 (default): parse the compressed block straight from global memory; 1: copy it
- *               into local memory first (CMP_CAP more bytes per group; slightly slower on H200)
- *   DEC_PHASES  1 (default): parse and copy sequence by sequence; 2: parse SEQ_RING sequences
- *               into records, then copy them (lz4_parse / lz4_copy below)
- *   SEQ_RING    records per parse round with DEC_PHASES 2 (default 64, 16 bytes each)
- *   DEC_BPG     with DEC_PHASES 2: blocks per work-group (default 1); work-item b parses block b
- *               of its group, the group copies and unshuffles them in turn; the launch then has
- *               ceil(nblocks / DEC_BPG) + 1 groups, the last one copying the tail
+ *               into local memory first (CMP_CAP more bytes per group; slightly slower on H200;
+ *               on an H100 one frame alone decodes 10 % faster, 61 vs 67 us, but frames in
+ *               flight 11 % slower, 11,400 vs 12,800 frames/s decode + integrate: fewer groups
+ *               fit beside the other frames' kernels)
  *
  * Local memory per group: BLOCK_CAP (the decoded block, 8 KiB by default), + CMP_CAP with
  * CMP_LOCAL. The unshuffled output goes from registers to global memory, 8 x ELEM_SIZE
@@ -47,6 +44,14 @@
  * only when its source overlaps output written since the last barrier. Output positions only
  * grow and copies read only below the current position, so there is no write-after-read hazard.
  *
+ * Measured and dropped (H100, EIGER 4M uint32, 2026-11-22, docs/PERFORMANCE.md): parsing a ring of
+ * 64 (or 256) sequences into records in local memory first and then copying every literal run at
+ * once and the matches in order (fewer barriers, no copies inside the parse) made one frame 38 %
+ * slower (92 vs 67 us on low-count frames, 93 vs 66 on the synthetic ones); with two blocks per
+ * work-group, one item parsing each, 107 us; with 64 items per group 97 us. The decode time
+ * hardly depends on the sequence count (34 per block on low-count frames, 55 on the synthetic
+ * ones, same time), so the parse is not what these layouts could shorten.
+ *
  * Device byte order is assumed little-endian (checked by the host). */
 
 #ifndef WG
@@ -57,22 +62,6 @@
 #endif
 #ifndef ELEM_SIZE
 #define ELEM_SIZE 4
-#endif
-#ifndef DEC_PHASES
-#define DEC_PHASES 1
-#endif
-#ifndef DEC_BPG
-#define DEC_BPG 1
-#endif
-#if DEC_BPG > 1 && (DEC_PHASES != 2 || CMP_LOCAL)
-#error "DEC_BPG > 1 needs DEC_PHASES 2 and CMP_LOCAL 0"
-#endif
-#if DEC_PHASES == 2
-#define SEQ_DECL    __local uint4 seqring[SEQ_RING];
-#define SEQ_ARG     , seqring
-#else
-#define SEQ_DECL
-#define SEQ_ARG
 #endif
 
 /* Work sharing: PAR_FOR(i, n) { body } runs body for i = 0..n-1 spread over the group. The trip
@@ -155,203 +144,6 @@ inline int lz4_extend(CMP_SPACE const uchar *cmp, uint *ip, uint iend, uint *len
     return 1;
 }
 
-#if DEC_PHASES == 2
-/* Two-phase decoding (DEC_PHASES 2): the token stream is parsed SEQ_RING sequences at a time
- * into a ring of records in local memory (no copies, no barriers: the serial chain per sequence
- * is the token, length and offset loads alone), then the group copies them: every literal run of
- * the ring at once (they neither overlap nor read the output), one barrier, then the matches in
- * order, with a barrier only before a match whose source overlaps match output written since the
- * last one. Record: (literal start in cmp, literal length, output position of the literals,
- * offset | match length << 16; match length 0 for the last literals). */
-#ifndef SEQ_RING
-#define SEQ_RING 64
-#endif
-#if BLOCK_CAP > 65535
-#error "DEC_PHASES 2 packs match lengths into 16 bits"
-#endif
-
-/* Copies n bytes from src to dst, spread over the group (the ranges do not overlap). */
-#define GROUP_COPY(dst, src, n)                                                                  \
-    do {                                                                                         \
-        const uint gc_n = (n);                                                                   \
-        if (gc_n <= WG) {                                                                        \
-            const uint i = get_local_id(0);                                                      \
-            if (i < gc_n)                                                                        \
-                (dst)[i] = (src)[i];                                                             \
-        } else {                                                                                 \
-            for (uint b = 0; b < gc_n; b += 4 * WG) {                                            \
-                const uint i = b + get_local_id(0);                                              \
-                uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;                                            \
-                if (i < gc_n)                                                                    \
-                    v0 = (src)[i];                                                               \
-                if (i + WG < gc_n)                                                               \
-                    v1 = (src)[i + WG];                                                          \
-                if (i + 2 * WG < gc_n)                                                           \
-                    v2 = (src)[i + 2 * WG];                                                      \
-                if (i + 3 * WG < gc_n)                                                           \
-                    v3 = (src)[i + 3 * WG];                                                      \
-                if (i < gc_n)                                                                    \
-                    (dst)[i] = v0;                                                               \
-                if (i + WG < gc_n)                                                               \
-                    (dst)[i + WG] = v1;                                                          \
-                if (i + 2 * WG < gc_n)                                                           \
-                    (dst)[i + 2 * WG] = v2;                                                      \
-                if (i + 3 * WG < gc_n)                                                           \
-                    (dst)[i + 3 * WG] = v3;                                                      \
-            }                                                                                    \
-        }                                                                                        \
-    } while (0)
-
-/* Phase 1: parses up to SEQ_RING sequences from cmp[*ip, iend) into seq (*ns records), the output
- * position in *op. Returns 0 to go on (the ring is full), 1 at the end of a valid block (decoded
- * to exactly oend bytes), -1 on invalid input. No barrier: one work-item may call it alone. */
-inline int lz4_parse(CMP_SPACE const uchar *cmp, uint *ipp, uint iend, uint *opp, uint oend,
-                     __local uint4 *seq, uint *nsp)
-{
-    uint ip = *ipp, op = *opp, ns = 0;
-    int st = 0;
-    while (ns < SEQ_RING) {
-        const uint token = cmp[ip++];
-        uint lit = token >> 4;
-        if (lit == 15 && !lz4_extend(cmp, &ip, iend, &lit)) {
-            st = -1;
-            break;
-        }
-        if (lit > iend - ip || lit > oend - op) {
-            st = -1;
-            break;
-        }
-        const int last = (oend - op < lit + 12) | (iend - ip < lit + 8);
-        if (last && lit != iend - ip) {
-            st = -1;
-            break;
-        }
-        const uint lip = ip;
-        ip += lit;
-        if (last) {
-            seq[ns++] = (uint4)(lip, lit, op, 0);
-            op += lit;
-            st = op == oend ? 1 : -1;
-            break;
-        }
-        const uint off = (uint)cmp[ip] | ((uint)cmp[ip + 1] << 8);
-        ip += 2;
-        const uint mop = op + lit;
-        if (off - 1 >= mop) {
-            st = -1;
-            break;
-        }
-        uint mlen = token & 15;
-        if (mlen == 15 && !lz4_extend(cmp, &ip, iend, &mlen)) {
-            st = -1;
-            break;
-        }
-        mlen += 4;
-        if (oend - mop < 5 || mlen > oend - mop - 5 || ip >= iend) {
-            st = -1;
-            break;
-        }
-        seq[ns++] = (uint4)(lip, lit, op, off | (mlen << 16));
-        op = mop + mlen;
-    }
-    *ipp = ip;
-    *opp = op;
-    *nsp = ns;
-    return st;
-}
-
-/* Phase 2: the group copies the ns records of seq (parsed and checked by lz4_parse) into dec.
- * Called by every item of the group with the same arguments; ends with a barrier. */
-inline void lz4_copy(CMP_SPACE const uchar *cmp, __local uchar *dec, __local const uint4 *seq,
-                     uint ns)
-{
-    /* 2a: every literal run (disjoint, reading only the input) */
-    for (uint s = 0; s < ns; s++) {
-        const uint4 q = seq[s];
-        GROUP_COPY(dec + q.z, cmp + q.x, q.y);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* 2b: the matches in order */
-    uint dirty = 0xFFFFFFFFu; /* lowest match output written since the last barrier */
-    for (uint s = 0; s < ns; s++) {
-        const uint4 q = seq[s];
-        const uint mlen = q.w >> 16;
-        if (mlen == 0)
-            break;
-        const uint off = q.w & 0xFFFFu;
-        const uint mop = q.z + q.y;
-        const uint src = mop - off;
-        if (src + min(mlen, off) > dirty) {
-            barrier(CLK_LOCAL_MEM_FENCE);
-            dirty = 0xFFFFFFFFu;
-        }
-        if (off >= mlen) {
-            GROUP_COPY(dec + mop, dec + src, mlen);
-        } else if (off == 1) {
-            /* a run of one byte (the zero runs of empty bit planes): no index arithmetic */
-            const uchar v = dec[src];
-            for (uint b = 0; b < mlen; b += WG) {
-                const uint i = b + get_local_id(0);
-                if (i < mlen)
-                    dec[mop + i] = v;
-            }
-        } else if (mlen <= WG) {
-            const uint i = get_local_id(0);
-            if (i < mlen)
-                dec[mop + i] = dec[src + i % off];
-        } else {
-            uint step = WG % off, r = get_local_id(0) % off;
-            for (uint b = 0; b < mlen; b += 4 * WG) {
-                const uint i = b + get_local_id(0);
-                uint r1 = r + step;
-                r1 -= r1 >= off ? off : 0;
-                uint r2 = r1 + step;
-                r2 -= r2 >= off ? off : 0;
-                uint r3 = r2 + step;
-                r3 -= r3 >= off ? off : 0;
-                uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;
-                if (i < mlen)
-                    v0 = dec[src + r];
-                if (i + WG < mlen)
-                    v1 = dec[src + r1];
-                if (i + 2 * WG < mlen)
-                    v2 = dec[src + r2];
-                if (i + 3 * WG < mlen)
-                    v3 = dec[src + r3];
-                if (i < mlen)
-                    dec[mop + i] = v0;
-                if (i + WG < mlen)
-                    dec[mop + i + WG] = v1;
-                if (i + 2 * WG < mlen)
-                    dec[mop + i + 2 * WG] = v2;
-                if (i + 3 * WG < mlen)
-                    dec[mop + i + 3 * WG] = v3;
-                r = r3 + step;
-                r -= r >= off ? off : 0;
-            }
-        }
-        dirty = min(dirty, mop);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-}
-
-inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local uchar *dec,
-                     uint oend, __local uint4 *seq)
-{
-    uint ip = ip0, op = 0, ns = 0;
-    const uint iend = ip0 + csize;
-    for (;;) {
-        /* every item parses the same bytes (uniform control flow) */
-        const int st = lz4_parse(cmp, &ip, iend, &op, oend, seq, &ns);
-        if (st < 0)
-            return 0;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        lz4_copy(cmp, dec, seq, ns);
-        if (st > 0)
-            return 1;
-    }
-}
-#else
 /* Decodes the LZ4 block cmp[ip0, ip0 + csize) into dec[0, oend). Returns 1 when the block is valid
  * and decodes to exactly oend bytes. Ends with a barrier, so dec is complete for every item. */
 inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local uchar *dec,
@@ -474,7 +266,6 @@ inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local u
     barrier(CLK_LOCAL_MEM_FENCE);
     return ok;
 }
-#endif
 
 /* Interleaves ELEM_SIZE byte planes (w[j]: byte i = byte j of element i of a group of 8) into the
  * 8 elements in memory order. */
@@ -588,81 +379,11 @@ bslz4_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
              uint table_off, uint nblocks, uint block_bytes, uint last_bytes, uint tail_off,
              uint tail_bytes, __global uchar *dst, ulong dst_off, __global int *err, uint err_idx)
 {
-#if DEC_BPG > 1
-    /* DEC_BPG blocks per group: work-item b < DEC_BPG parses block b of the group (the serial
-     * part, DEC_BPG blocks at once), then the whole group copies and unshuffles them one after
-     * the other. Group ceil(nblocks / DEC_BPG) copies the raw tail. */
-    chunk += chunk_off;
-    table += table_off;
-    dst += dst_off;
-    err += err_idx;
-    __local ulong decl[DEC_BPG][BLOCK_CAP / 8];
-    __local uint4 seqm[DEC_BPG][SEQ_RING];
-    __local uint offm[DEC_BPG], nsm[DEC_BPG];
-    __local int stm[DEC_BPG]; /* 0 parsing, 1 decoded, -1 invalid, 2 no block */
-    const uint grp = get_group_id(0), lid = get_local_id(0);
-    const uint ngrp = (nblocks + DEC_BPG - 1) / DEC_BPG;
-    if (grp >= ngrp) {
-        if (grp == ngrp)
-            copy_tail(chunk, chunk_len, tail_off, tail_bytes, dst,
-                      nblocks ? (ulong)(nblocks - 1) * block_bytes + last_bytes : 0);
-        return;
-    }
-    uint ip = 0, iend = 0, op = 0, oend = 0;
-    if (lid < DEC_BPG) {
-        const uint gid = grp * DEC_BPG + lid;
-        uint off = 0, csize = 0, dbytes = 0;
-        int st = 2;
-        if (gid < nblocks)
-            st = block_entry(table, nblocks, gid, chunk_len, block_bytes, last_bytes, &off, &csize,
-                             &dbytes) &&
-                         dbytes % (8 * ELEM_SIZE) == 0 && block_bytes % (8 * ELEM_SIZE) == 0
-                     ? 0
-                     : -1;
-        iend = csize;
-        oend = dbytes;
-        offm[lid] = off;
-        stm[lid] = st;
-        nsm[lid] = 0;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (;;) {
-        if (lid < DEC_BPG) {
-            uint ns = 0;
-            if (stm[lid] == 0)
-                stm[lid] = lz4_parse(chunk + offm[lid], &ip, iend, &op, oend, seqm[lid], &ns);
-            nsm[lid] = ns;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        int more = 0;
-        for (uint b = 0; b < DEC_BPG; b++) {
-            const int st = stm[b];
-            const uint ns = nsm[b];
-            if ((st == 0 || st == 1) && ns > 0)
-                lz4_copy(chunk + offm[b], (__local uchar *)decl[b], seqm[b], ns);
-            more |= st == 0;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (!more)
-            break;
-    }
-    for (uint b = 0; b < DEC_BPG; b++) {
-        const uint gid = grp * DEC_BPG + b;
-        const int st = stm[b];
-        if (st < 0)
-            ERR_SET(err, gid);
-        else if (st == 1)
-            unshuffle((__local const uchar *)decl[b],
-                      (gid + 1 == nblocks ? last_bytes : block_bytes) / ELEM_SIZE,
-                      (__global OUTV *)(dst + (ulong)gid * block_bytes));
-    }
-#else
     chunk += chunk_off;
     table += table_off;
     dst += dst_off;
     err += err_idx;
     __local ulong decl[BLOCK_CAP / 8];
-    SEQ_DECL
 #if CMP_LOCAL
     __local ulong cmpl[CMP_CAP / 8];
 #endif
@@ -684,17 +405,15 @@ bslz4_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
 #if CMP_LOCAL
     load_block(chunk, off, csize, (__local uint *)cmpl);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes SEQ_ARG);
+    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes);
 #else
-    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes SEQ_ARG);
+    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes);
 #endif
     if (!ok) {
         ERR_SET(err, gid);
         return;
     }
     unshuffle(dec, dbytes / ELEM_SIZE, (__global OUTV *)(dst + (ulong)gid * block_bytes));
-#endif
-
 }
 
 /* HDF5-LZ4 framing: no shuffle, any block size up to BLOCK_CAP, and a block whose compressed
@@ -709,7 +428,6 @@ lz4h5_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
     dst += dst_off;
     err += err_idx;
     __local ulong decl[BLOCK_CAP / 8];
-    SEQ_DECL
 #if CMP_LOCAL
     __local ulong cmpl[CMP_CAP / 8];
 #endif
@@ -733,9 +451,9 @@ lz4h5_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
 #if CMP_LOCAL
     load_block(chunk, off, csize, (__local uint *)cmpl);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes SEQ_ARG);
+    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes);
 #else
-    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes SEQ_ARG);
+    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes);
 #endif
     if (!ok) {
         ERR_SET(err, gid);
