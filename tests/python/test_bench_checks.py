@@ -95,3 +95,21 @@ def test_bad_kind_and_detector_are_refused(tmp_path):
     assert r.returncode == 2 and "--detector" in r.stderr
     r = bench(tmp_path, "--detector", "no_such_detector", "--frames", 1, "--no-check", ok=False)
     assert r.returncode != 0 and "no_such_detector" in r.stderr
+
+
+def test_cake_pipelined_compared_on_a_sample(tmp_path):
+    """With a 2D cake the pipelined loop compares the cake bit for bit on the first 16 results
+    and then on every 17th (faid_bench.c CHECK_2D_EVERY: comparing a 360 x 1000 cake on every
+    frame cost about 2 ms per frame, more than the GPU stage itself); the 1D profile on every
+    result. 40 frames: results 0-15, 17 and 34."""
+    js = tmp_path / "cake.json"
+    r = bench(tmp_path, "--device", "cpu", "--frames", 40, "--depth", 2, "--batch", 2,
+              "--azim", 36, "--variants", "fused,pipelined", "--json", js)
+    assert "cake compared" in r.stdout, r.stdout
+    j = json.loads(js.read_text())
+    assert j["npt_azim"] == 36
+    v = {x["name"]: x for x in j["variants"]}
+    assert v["pipelined"]["identical"] == 1
+    assert v["pipelined"]["checked_2d"] == 18
+    assert v["fused"]["checked_2d"] == 0
+    assert v["pipelined"]["max_rel_err"] < 1e-5
