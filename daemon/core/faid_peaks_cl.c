@@ -20,7 +20,7 @@ struct faid_peaks_cl {
     size_t wg_sc, wg_pk;
     int ngroups;
     cl_program prog_sc, prog_find, prog_radial;
-    cl_kernel k_sc, k_flag, k_finish, k_prep, k_radial, k_fill;
+    cl_kernel k_sc, k_flag, k_scan, k_write, k_prep, k_radial, k_fill;
     /* per setup */
     cl_mem indptr, indices, coefs, radius, radius1d, valid, bin_of, pf8_indptr, pf8_pos;
     float rad_min, rad_max;
@@ -79,9 +79,8 @@ int faid_sigclip_cl_config(const faid_cl_ctx *ctx, const faid_csr *csr, faid_cli
     }
     cfg->r = (int)r;
     const size_t esz = em == FAID_CLIP_AZIMUTHAL ? 2 * sizeof(float) : 4 * sizeof(float);
-    cfg->ovf_bytes = (size_t)maxbin > cfg->wg * (size_t)r && csr->nnz > 0
-                         ? (size_t)csr->nnz * esz
-                         : 4 * sizeof(float);
+    cfg->ovf_bytes = (size_t)maxbin > cfg->wg * (size_t)r && csr->nnz > 0 ? (size_t)csr->nnz * esz
+                                                                          : 4 * sizeof(float);
     snprintf(cfg->opts, sizeof cfg->opts,
              "-cl-fp32-correctly-rounded-divide-sqrt -D WG=%zu -D R=%d -D HAS_COEF=%d -D SC_EM=%d",
              cfg->wg, cfg->r, csr->data ? 1 : 0, (int)em);
@@ -100,7 +99,7 @@ void faid_peaks_cl_destroy(faid_peaks_cl **kp)
     if (!kp || !*kp)
         return;
     faid_peaks_cl *k = *kp;
-    cl_kernel ks[] = {k->k_sc, k->k_flag, k->k_finish, k->k_prep, k->k_radial, k->k_fill};
+    cl_kernel ks[] = {k->k_sc, k->k_flag, k->k_scan, k->k_write, k->k_prep, k->k_radial, k->k_fill};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         if (ks[i])
             clReleaseKernel(ks[i]);
@@ -108,9 +107,9 @@ void faid_peaks_cl_destroy(faid_peaks_cl **kp)
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i])
             clReleaseProgram(ps[i]);
-    cl_mem *ms[] = {&k->indptr, &k->indices,    &k->coefs,    &k->radius,  &k->radius1d, &k->valid,
+    cl_mem *ms[] = {&k->indptr, &k->indices,    &k->coefs,    &k->radius, &k->radius1d, &k->valid,
                     &k->bin_of, &k->pf8_indptr, &k->pf8_pos,  &k->sc_ovf, &k->bg,       &k->flag,
-                    &k->counts, &k->offsets,    &k->rec,      &k->roff,    &k->rthr,     &k->img,
+                    &k->counts, &k->offsets,    &k->rec,      &k->roff,   &k->rthr,     &k->img,
                     &k->cval,   &k->cand,       &k->host_pre4};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
         release_mem(ms[i]);
@@ -185,10 +184,11 @@ faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const fa
         (rc = make_kernel(k->prog_sc, "faid_sigma_clip", &k->k_sc, d)))
         goto fail;
     size_t kwg = 0;
-    if (clGetKernelWorkGroupInfo(k->k_sc, ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg,
-                                 NULL) == CL_SUCCESS &&
+    if (clGetKernelWorkGroupInfo(k->k_sc, ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg,
+                                 &kwg, NULL) == CL_SUCCESS &&
         kwg && kwg < sc.wg) {
-        rc = faid_fail(d, FAID_EUNSUP, "peaks: %s allows %zu work-items for faid_sigma_clip, %zu needed",
+        rc = faid_fail(d, FAID_EUNSUP,
+                       "peaks: %s allows %zu work-items for faid_sigma_clip, %zu needed",
                        ctx->info.name, kwg, sc.wg);
         goto fail;
     }
@@ -217,7 +217,8 @@ faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const fa
         const char *src[] = {"peaks/compact.cl", "peaks/pick_pyfai.cl"};
         if ((rc = faid_cl_build(ctx, src, 2, opts, &k->prog_find, d)) ||
             (rc = make_kernel(k->prog_find, "faid_pick_flag", &k->k_flag, d)) ||
-            (rc = make_kernel(k->prog_find, "faid_pick_finish", &k->k_finish, d)))
+            (rc = make_kernel(k->prog_find, "faid_pk_scan", &k->k_scan, d)) ||
+            (rc = make_kernel(k->prog_find, "faid_pick_write", &k->k_write, d)))
             goto fail;
         k->radius = upload(k, npix * sizeof(float), g->radius, d);
         k->radius1d = upload(k, (size_t)g->nbins * sizeof(float), g->radius1d, d);
@@ -247,7 +248,8 @@ faid_peaks_cl *faid_peaks_cl_new(faid_cl_ctx *ctx, const faid_csr *csr, const fa
         (rc = faid_cl_build(ctx, psrc, 2, opts, &k->prog_find, d)) ||
         (rc = make_kernel(k->prog_find, "faid_pf8_cand", &k->k_flag, d)) ||
         (rc = make_kernel(k->prog_find, "faid_pf8_fill", &k->k_fill, d)) ||
-        (rc = make_kernel(k->prog_find, "faid_pf8_finish", &k->k_finish, d)))
+        (rc = make_kernel(k->prog_find, "faid_pk_scan", &k->k_scan, d)) ||
+        (rc = make_kernel(k->prog_find, "faid_pf8_write", &k->k_write, d)))
         goto fail;
     k->valid = upload(k, npix, g->valid, d);
     k->bin_of = upload(k, npix * sizeof(int32_t), bins->bin_of, d);
@@ -297,6 +299,22 @@ static int set_pick_args(faid_peaks_cl *k, cl_kernel kern, cl_mem pre4, cl_uint 
     return 0;
 }
 
+/* faid_pk_scan of compact.cl: per-span offsets and the total into the records' block. */
+static int enqueue_scan(faid_peaks_cl *k, cl_command_queue q, int cap, faid_diag *d)
+{
+    const int zero = 0;
+    cl_uint i = 0;
+    SETARG(k->k_scan, i++, k->counts);
+    SETARG(k->k_scan, i++, k->ngroups);
+    SETARG(k->k_scan, i++, k->offsets);
+    SETARG(k->k_scan, i++, cap);
+    SETARG(k->k_scan, i++, k->rec);
+    SETARG(k->k_scan, i++, zero);
+    size_t sgs = k->wg_pk;
+    FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_scan, 1, NULL, &sgs, &sgs, 0, NULL, NULL));
+    return 0;
+}
+
 int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *first,
                           cl_event *last, faid_diag *d)
 {
@@ -333,16 +351,17 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
         SETARG(k->k_flag, n, k->flag);
         SETARG(k->k_flag, n + 1, k->counts);
         FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_flag, 1, NULL, &pgs, &wg, 0, NULL, NULL));
-        if ((rc = set_pick_args(k, k->k_finish, pre4, &n, d)))
+        if ((rc = enqueue_scan(k, q, cap, d)))
             return rc;
-        SETARG(k->k_finish, n, k->flag);
-        SETARG(k->k_finish, n + 1, k->counts);
-        SETARG(k->k_finish, n + 2, k->ngroups);
-        SETARG(k->k_finish, n + 3, k->offsets);
-        SETARG(k->k_finish, n + 4, cap);
-        SETARG(k->k_finish, n + 5, k->rec);
-        SETARG(k->k_finish, n + 6, zero);
-        FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_finish, 1, NULL, &wg, &wg, 0, NULL, last));
+        if ((rc = set_pick_args(k, k->k_write, pre4, &n, d)))
+            return rc;
+        SETARG(k->k_write, n, k->flag);
+        SETARG(k->k_write, n + 1, k->counts);
+        SETARG(k->k_write, n + 2, k->offsets);
+        SETARG(k->k_write, n + 3, cap);
+        SETARG(k->k_write, n + 4, k->rec);
+        SETARG(k->k_write, n + 5, zero);
+        FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_write, 1, NULL, &pgs, &wg, 0, NULL, last));
         return 0;
     }
     /* peakfinder8: prep, radial statistics, candidates, fill, finish (pf8_radial.cl,
@@ -383,7 +402,7 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
     SETARG(k->k_flag, i++, k->ngroups);
     SETARG(k->k_flag, i++, k->cand);
     FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_flag, 1, NULL, &pgs, &wg, 0, NULL, NULL));
-    cl_kernel two[2] = {k->k_fill, k->k_finish};
+    cl_kernel two[2] = {k->k_fill, k->k_write};
     for (int t = 0; t < 2; t++) {
         cl_kernel kk = two[t];
         i = 0;
@@ -400,17 +419,20 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
         SETARG(kk, i++, snr);
         SETARG(kk, i++, k->flag);
         SETARG(kk, i++, k->counts);
-        SETARG(kk, i++, k->ngroups);
         if (t == 0) {
+            SETARG(kk, i++, k->ngroups);
             SETARG(kk, i++, k->cand);
             size_t fgs = (size_t)FAID_PF8_FILL_GROUPS * wg;
             FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, kk, 1, NULL, &fgs, &wg, 0, NULL, NULL));
+            int rc = enqueue_scan(k, q, cap, d);
+            if (rc)
+                return rc;
         } else {
             SETARG(kk, i++, k->offsets);
             SETARG(kk, i++, cap);
             SETARG(kk, i++, k->rec);
             SETARG(kk, i++, zero);
-            FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, kk, 1, NULL, &wg, &wg, 0, NULL, last));
+            FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, kk, 1, NULL, &pgs, &wg, 0, NULL, last));
         }
     }
     return 0;

@@ -25,7 +25,7 @@
 #include "faid_restab.h"
 
 #define FAID_STAGE_MAX 8 /* stages in faid_stages[] */
-#define FAID_STAGE_EV  5 /* profiling events per stage and lane (and per stage and slot) */
+#define FAID_STAGE_EV  6 /* profiling events per stage and lane (and per stage and slot) */
 #define FAID_STAGE_KC  96 /* cached kernels per stage and setup (faid_stage_kslot keys) */
 
 /* What the stages see of the engine; lives as long as the engine. */

@@ -11,13 +11,13 @@
  * pk.cand (candidate seeds), pk.roff, pk.rthr; output pk (the record block of
  * kernels/peaks/compact.cl: 8 arrays of max_num_peaks values and the total, read back).
  * faid_stage_peaks_cl_lane, called by the sigclip stage for each lane after its background,
- * enqueues the finder: pyfai = faid_pick_flag (one coalesced pass) + faid_pick_finish (one
- * work-group: offsets and records); peakfinder8 = faid_pf8_prep (one coalesced pass over the
- * preprocessed frame) + faid_pf8_radial (5 iterations from the compact values) + faid_pf8_cand
- * (one pass) + faid_pf8_fill (the candidates only) + faid_pf8_finish. Every argument is bound
- * from one table per lane (pk_args), so a kernel takes what it names. cl_collect unpacks the
- * block into the result's peak list. Lists equal the references' bit for bit
- * (tests/unit/test_peaks.c). */
+ * enqueues the finder: pyfai = faid_pick_flag (one coalesced pass) + faid_pk_scan (one
+ * work-group: offsets) + faid_pick_write (spans with peaks only); peakfinder8 = faid_pf8_prep (one
+ * coalesced pass over the preprocessed frame) + faid_pf8_radial (5 iterations from the compact
+ * values) + faid_pf8_cand (one pass) + faid_pf8_fill (the candidates only) + faid_pk_scan +
+ * faid_pf8_write. Every argument is bound from one table per lane (pk_args), so a kernel takes what
+ * it names. cl_collect unpacks the block into the result's peak list. Lists equal the references'
+ * bit for bit (tests/unit/test_peaks.c). */
 #include "faid_stage.h"
 
 #include "faid_pf8.h"
@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EV_A, EV_B, EV_C, EV_D, EV_E }; /* per lane: the finder's launches in order */
+enum { EV_A, EV_B, EV_C, EV_D, EV_E, EV_F }; /* per lane: the finder's launches in order */
 
 static int ngroups(const faid_stage_env *env, const faid_stage_res *res)
 {
@@ -85,8 +85,8 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
 
 /* The finders' kernels, by index: key in the per-setup kernel cache (faid_stage_kslot). */
 static const char *const PK_KERNELS[] = {"faid_pf8_prep",   "faid_pf8_radial", "faid_pf8_cand",
-                                         "faid_pf8_fill",   "faid_pf8_finish", "faid_pick_flag",
-                                         "faid_pick_finish"};
+                                         "faid_pf8_fill",   "faid_pf8_write",  "faid_pick_flag",
+                                         "faid_pick_write", "faid_pk_scan"};
 #define PK_NKERNELS (int)(sizeof PK_KERNELS / sizeof PK_KERNELS[0])
 
 static int get_kernel(faid_stage_env *env, faid_stage_res *res, const faid_peak_setup *ps,
@@ -136,15 +136,17 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
     const size_t wg = faid_stage_peaks_wg(env), ng = (size_t)ngroups(env, res);
     if (ps->p.algorithm == FAID_PEAKS_PYFAI) {
         l[0] = (pk_launch){"faid_pick_flag", ng * wg, wg};
-        l[1] = (pk_launch){"faid_pick_finish", wg, wg};
-        return 2;
+        l[1] = (pk_launch){"faid_pk_scan", wg, wg};
+        l[2] = (pk_launch){"faid_pick_write", ng * wg, wg};
+        return 3;
     }
     l[0] = (pk_launch){"faid_pf8_prep", (res->npix + wg - 1) / wg * wg, wg};
     l[1] = (pk_launch){"faid_pf8_radial", (size_t)ps->pf8->nbins * FAID_PF8_LANES, FAID_PF8_LANES};
     l[2] = (pk_launch){"faid_pf8_cand", ng * wg, wg};
     l[3] = (pk_launch){"faid_pf8_fill", FAID_PF8_FILL_GROUPS * wg, wg};
-    l[4] = (pk_launch){"faid_pf8_finish", wg, wg};
-    return 5;
+    l[4] = (pk_launch){"faid_pk_scan", wg, wg};
+    l[5] = (pk_launch){"faid_pf8_write", ng * wg, wg};
+    return 6;
 }
 
 int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
@@ -152,7 +154,7 @@ int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_d
     const faid_peak_setup *ps = faid_stage_peak_setup(res);
     if (!ps)
         return FAID_OK;
-    pk_launch l[5];
+    pk_launch l[6];
     int n = pk_launches(env, res, ps, l);
     faid_kernel *k;
     int rc = FAID_OK;
@@ -243,7 +245,7 @@ int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stag
     faid_stage_lane *ln = &sl->lane[lane];
     pk_arg a[40];
     const int na = pk_args(env, res, ps, sl, lane, pre, bg_off, a);
-    pk_launch l[5];
+    pk_launch l[6];
     const int nl = pk_launches(env, res, ps, l);
     int rc = FAID_OK;
     for (int i = 0; i < nl && !rc; i++) {
@@ -280,7 +282,7 @@ static int pk_cl_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_sl
 static void pk_times(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t)
 {
     const cl_event *ev = sl->lane[lane].ev[id];
-    for (int i = EV_A; i <= EV_E; i++)
+    for (int i = EV_A; i <= EV_F; i++)
         t->peaks_us += faid_stage_ev_us(ev[i]);
 }
 

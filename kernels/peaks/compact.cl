@@ -6,14 +6,14 @@
  * spans of PK_SPAN = PK_WG * PK_PPI consecutive positions:
  *   1. the finder marks its peaks in a flag byte per position and counts the peaks of every span
  *      (counts[span]);
- *   2. one work-group (the finder's finish kernel) turns the counts into exclusive offsets and
- *      the total (pk_scan), then walks only the spans that hold peaks (pk_span_next), giving each
- *      flagged position its rank = span offset + rank in the span; a rank below the capacity
- *      gets its record (recomputed by the function that decided it) written there.
- * Step 2 reads the flag bytes of the few spans with peaks, 16 at a time, so its cost follows the
- * number of peaks, not the frame size (a full pass over a 4M frame cost 10-20 us per kernel).
+ *   2. faid_pk_scan (one work-group) turns the counts into exclusive offsets and the total;
+ *   3. the finder's write kernel (one work-group per span) returns at once for a span without
+ *      peaks; elsewhere each flagged position gets its rank = span offset + rank in the span and,
+ *      below the capacity, its record (recomputed by the function that decided it) written there.
+ * Records are computed in parallel: one work-item computing them all in a row took 50-900 us
+ * per frame on an H100 (a peakfinder8 seed is a chain of dependent loads).
  * Build-time constants: PK_WG (work-group size of the finder's pass, a power of two), PK_PPI
- * (positions per work-item of that pass), SCAN_WG (work-group size of the finish kernel). */
+ * (positions per work-item of that pass), SCAN_WG (work-group size of faid_pk_scan). */
 
 #ifndef PK_WG
 #define PK_WG 256
@@ -33,12 +33,13 @@ static inline int pk_pos(int j)
     return (get_group_id(0) * PK_PPI + j) * PK_WG + get_local_id(0);
 }
 
-/* offsets[g] = sum of counts[0..g) for g < ngroups, the sum of all (as the bits of an int) in
- * out[total_off]; run by every work-item of the finish kernel's one work-group, which sees the
- * offsets on return. Each work-item scans a contiguous chunk, a work-group scan joins them. */
-static inline void pk_scan(local int *part, const global int *counts, int ngroups,
-                           global int *offsets, global float *out, int total_off)
+/* One work-group of SCAN_WG (faid_pk_scan): offsets[g] = sum of counts[0..g) for g <
+ * ngroups, the sum of all (as the bits of an int) in out[out_off + 8 cap]. Each work-item scans
+ * a contiguous chunk, a work-group scan joins them. */
+kernel void faid_pk_scan(const global int *counts, const int ngroups, global int *offsets,
+                         const int cap, global float *out, const int out_off)
 {
+    local int part[SCAN_WG];
     const int lid = get_local_id(0);
     const int chunk = (ngroups + SCAN_WG - 1) / SCAN_WG;
     const int g0 = min(lid * chunk, ngroups);
@@ -60,27 +61,23 @@ static inline void pk_scan(local int *part, const global int *counts, int ngroup
         run += counts[g];
     }
     if (lid == SCAN_WG - 1)
-        out[total_off] = as_float(part[lid]);
-    barrier(CLK_GLOBAL_MEM_FENCE);
+        out[out_off + 8 * cap] = as_float(part[lid]);
 }
 
-/* The next position >= o, below o1, whose flag is `want`, or o1. Skips 16 zero bytes at a time
- * (span starts are multiples of PK_SPAN, the flag buffer is 64-byte aligned). */
-static inline int pk_span_next(const global uchar *flag, int o, int o1, uchar want)
+/* Inclusive count of the set flags of work-items 0..lid of the work-group (PK_WG); the group's
+ * total is then in scratch[PK_WG - 1] until the next call (callers read it, then barrier). */
+static inline int pk_local_scan(local int *scratch, int flag)
 {
-    while (o < o1) {
-        if ((o & 15) == 0 && o + 16 <= o1) {
-            uint4 v = vload4(0, (const global uint *)(flag + o));
-            if ((v.x | v.y | v.z | v.w) == 0) {
-                o += 16;
-                continue;
-            }
-        }
-        if (flag[o] == want)
-            return o;
-        o++;
+    const int lid = get_local_id(0);
+    scratch[lid] = flag;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = 1; off < PK_WG; off <<= 1) {
+        int a = lid >= off ? scratch[lid - off] : 0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        scratch[lid] += a;
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
-    return o1;
+    return scratch[lid];
 }
 
 /* The records' block at out + off: 8 arrays of cap values (x, y, intensity, sigma, snr,
@@ -100,21 +97,6 @@ static inline void pk_store(global float *out, int cap, int rank, float x, float
     out[7 * cap + rank] = as_float(index);
 }
 
-/* The walk of a finish kernel over the spans with peaks, written out in each finish kernel
- * (NVIDIA's OpenCL C 1.2 compiler refuses variadic macros, so the record's statements cannot be
- * passed to a macro):
- *     for (int g = get_local_id(0); g < ngroups; g += SCAN_WG) {
- *         int left = counts[g], rank = offsets[g];
- *         const int o1 = pk_span_end(g, npos);
- *         for (int o = g * PK_SPAN; left > 0 && rank < cap; o++, left--, rank++) {
- *             if ((o = pk_span_next(flag, o, o1, want)) >= o1)
- *                 break;
- *             ... the record of position o at rank ...
- *         }
- *     }
- * Each work-item takes every SCAN_WG-th span; within a span, flagged positions (flag == want)
- * come in order and get consecutive ranks from the span's offset, up to the capacity. */
-static inline int pk_span_end(int g, int npos)
-{
-    return min((g + 1) * PK_SPAN, npos);
-}
+/* The write kernels (one work-group per span, the flag pass's layout) skip the spans without
+ * peaks or beyond the capacity at once; in the others every work-item ranks its flagged
+ * positions (pk_local_scan, row after row of the span) and computes its records, in parallel. */

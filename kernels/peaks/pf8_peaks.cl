@@ -22,8 +22,8 @@
  *   faid_pf8_fill    a fixed grid walking cand[]: the flood fill, background and acceptance of
  *                    the candidates only; an accepted seed gets flag[o] = 2 and counts its span
  *                    (counts[] cleared by faid_pf8_prep)
- *   faid_pf8_finish  one work-group of SCAN_WG: offsets, total and the records of the first cap
- *                    accepted seeds (compact.cl) */
+ *   faid_pk_scan     (compact.cl) offsets and total
+ *   faid_pf8_write   one work-group per span: the records of the first cap accepted seeds */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -242,21 +242,26 @@ kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
     }
 }
 
-kernel void faid_pf8_finish(const global float *img, const global int *bin_of,
-                            const global float *roff, const global float *rthr, const int rows,
-                            const int cols, const int prows, const int pcols, const int min_pix,
-                            const int bg_radius, const float min_snr, const global uchar *flag,
-                            const global int *counts, const int ngroups, global int *offsets,
-                            const int cap, global float *out, const int out_off)
+/* One work-group per span (compact.cl): the records of the accepted seeds whose rank < cap. */
+kernel void faid_pf8_write(const global float *img, const global int *bin_of,
+                           const global float *roff, const global float *rthr, const int rows,
+                           const int cols, const int prows, const int pcols, const int min_pix,
+                           const int bg_radius, const float min_snr, const global uchar *flag,
+                           const global int *counts, const global int *offsets, const int cap,
+                           global float *out, const int out_off)
 {
-    local int part[SCAN_WG];
-    pk_scan(part, counts, ngroups, offsets, out, out_off + 8 * cap);
-    for (int g = get_local_id(0); g < ngroups; g += SCAN_WG) {
-        int left = counts[g], rank = offsets[g];
-        const int o1 = pk_span_end(g, rows * cols);
-        for (int o = g * PK_SPAN; left > 0 && rank < cap; o++, left--, rank++) {
-            if ((o = pk_span_next(flag, o, o1, 2)) >= o1)
-                break;
+    local int scratch[PK_WG];
+    const int g = get_group_id(0);
+    int base = offsets[g];
+    if (counts[g] == 0 || base >= cap)
+        return;
+    for (int j = 0; j < PK_PPI; j++) {
+        const int o = pk_pos(j);
+        const int f = o < rows * cols && flag[o] == 2;
+        const int rank = base + pk_local_scan(scratch, f) - 1;
+        base += scratch[PK_WG - 1];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (f && rank < cap) {
             int pss, pfs, ss, fs;
             int i = pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
             float rec[6];

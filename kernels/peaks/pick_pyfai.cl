@@ -7,8 +7,8 @@
  *   faid_pick_flag    global size = npix rounded up to PK_SPAN, divided by PK_PPI; local size
  *                     PK_WG: decides every pixel (PK_PPI per work-item, coalesced), writes
  *                     flag[i] and the count of its span (compact.cl)
- *   faid_pick_finish  one work-group of SCAN_WG: offsets, total, and the records of the flagged
- *                     pixels whose rank < cap (only the spans with peaks are read)
+ *   faid_pick_write   after faid_pk_scan, one work-group per span: the records of the flagged
+ *                     pixels whose rank < cap (spans without peaks return at once)
  * Arguments common to both: pre4 (float4 signal, variance, norm, count), radius (per pixel, NaN
  * = masked), radius1d (bin centres, uniform), bg + bg_off (sigma_clip.cl's output: mean then
  * std, nbins each), rows, cols, nbins,
@@ -118,24 +118,28 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
         counts[get_group_id(0)] = n;
 }
 
-/* One work-group of SCAN_WG: offsets and total, then the records of the first cap peaks. */
-kernel void faid_pick_finish(const global float4 *pre4, const global float *radius,
-                             const global float *radius1d, const global float *bg,
-                             const int bg_off, const int rows, const int cols, const int nb,
-                             const float rad_min, const float rad_max, const float cutoff,
-                             const float noise, const int hw, const int connected,
-                             const global uchar *flag, const global int *counts,
-                             const int ngroups, global int *offsets, const int cap,
-                             global float *out, const int out_off)
+/* One work-group per span (compact.cl): the records of the flagged pixels whose rank < cap. */
+kernel void faid_pick_write(const global float4 *pre4, const global float *radius,
+                            const global float *radius1d, const global float *bg,
+                            const int bg_off, const int rows, const int cols, const int nb,
+                            const float rad_min, const float rad_max, const float cutoff,
+                            const float noise, const int hw, const int connected,
+                            const global uchar *flag, const global int *counts,
+                            const global int *offsets, const int cap, global float *out,
+                            const int out_off)
 {
-    local int part[SCAN_WG];
-    pk_scan(part, counts, ngroups, offsets, out, out_off + 8 * cap);
-    for (int g = get_local_id(0); g < ngroups; g += SCAN_WG) {
-        int left = counts[g], rank = offsets[g];
-        const int o1 = pk_span_end(g, rows * cols);
-        for (int i = g * PK_SPAN; left > 0 && rank < cap; i++, left--, rank++) {
-            if ((i = pk_span_next(flag, i, o1, 1)) >= o1)
-                break;
+    local int scratch[PK_WG];
+    const int g = get_group_id(0);
+    int base = offsets[g];
+    if (counts[g] == 0 || base >= cap)
+        return;
+    for (int j = 0; j < PK_PPI; j++) {
+        const int i = pk_pos(j);
+        const int f = i < rows * cols && flag[i] == 1;
+        const int rank = base + pk_local_scan(scratch, f) - 1;
+        base += scratch[PK_WG - 1];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (f && rank < cap) {
             float rec[5];
             int npix;
             pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec, &npix);
