@@ -58,6 +58,20 @@ static int read_scalar(hid_t f, const char *path, double *v)
     return ok;
 }
 
+/* libhdf5's in-memory type of exactly faid's element type (size faid_dtype_size). */
+static hid_t native_of(faid_dtype dt)
+{
+    switch (dt) {
+    case FAID_DT_U8: return H5T_NATIVE_UINT8;
+    case FAID_DT_I8: return H5T_NATIVE_INT8;
+    case FAID_DT_U16: return H5T_NATIVE_UINT16;
+    case FAID_DT_I16: return H5T_NATIVE_INT16;
+    case FAID_DT_U32: return H5T_NATIVE_UINT32;
+    case FAID_DT_I32: return H5T_NATIVE_INT32;
+    default: return H5T_NATIVE_FLOAT;
+    }
+}
+
 static faid_dtype dtype_of(hid_t t, int *little)
 {
     H5T_class_t c = H5Tget_class(t);
@@ -178,7 +192,10 @@ static int read_dataset(hid_t f, const char *path, faidctl_h5 *h, faid_diag *d)
             goto done;
         }
     }
-    hid_t mem = direct ? -1 : H5Tget_native_type(ty, H5T_DIR_ASCEND);
+    /* The memory type is faid's element type, never the file's "native" equivalent: for an
+     * odd file type (a 4-byte float of non-IEEE precision, say) that can be wider than the
+     * element and H5Dread wrote past the frame buffer (found by the h5 fuzz target). */
+    hid_t mem = direct ? -1 : H5Tcopy(native_of(dt));
     hid_t msp = direct ? -1 : H5Screate_simple(2, dims + 1, NULL);
     for (hsize_t k = 0; k < dims[0] && rc == 0; k++) {
         uint8_t *buf;
