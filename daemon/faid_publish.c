@@ -271,17 +271,14 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
         p->announced = g->version;
 }
 
-static void counter_entries(faid_mpw *w, void *server)
-{
-    faid_counter_entries(server, w);
-}
-
 static void publish_end(publisher *p, const faid_series_record *r)
 {
     faid_server *s = p->s;
     if (reserve(p, 64 * 1024))
         return;
     faid_gen *g = faid_server_current_gen(s);
+    faid_counters_snap counters;
+    faid_counters_fill(s, &counters);
     faid_out_end e = {
         .series_id = r->series_id,
         .series_uid = r->uid,
@@ -293,8 +290,7 @@ static void publish_end(publisher *p, const faid_series_record *r)
         .stale_messages = r->stale,
         .incomplete = r->incomplete,
         .setup_version = g ? g->version : 0,
-        .counters = counter_entries,
-        .arg = s,
+        .counters = &counters.out,
     };
     faid_gen_release(&g);
     faid_mpw w;
@@ -434,11 +430,10 @@ static void publish_stats(publisher *p, int64_t now)
         return;
     faid_mpw w;
     faid_mpw_init(&w, p->buf, p->cap);
-    faid_mpw_map_begin(&w);
-    faid_mpw_key(&w, FAID_K_TYPE);
-    faid_mpw_key(&w, FAID_TOPIC_STATS);
-    faid_status_entries(s, &w);
-    faid_mpw_map_end(&w);
+    faid_status_snap sn;
+    faid_status_fill(s, &sn);
+    faid_proto_write_stats(&w, &sn.out);
+    faid_status_snap_release(&sn);
     if (faid_mpw_finish(&w, NULL) == 0)
         send_msg(p, FAID_TOPIC_STATS, p->buf, w.len, 0);
 }

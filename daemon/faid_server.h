@@ -338,11 +338,30 @@ void *faid_publish_main(void *server);
 /* Control (faid_control.c): handles one request, writes the reply body into w. Sets *stop when
  * the daemon must stop after replying. */
 void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop);
-/* The status entries (key/value pairs into a map the caller began and ends): the body of the
- * status reply and of stats messages. */
-void faid_status_entries(faid_server *s, faid_mpw *w);
-/* Daemon-wide counter maps, as in status and end: "counters", "drops", "errors" entries. */
-void faid_counter_entries(faid_server *s, faid_mpw *w);
+/* The daemon-wide counters (status, stats and end) as proto's encoder takes them
+ * (faid_proto_write_counters), with the storage of their named maps. */
+typedef struct faid_counters_snap {
+    faid_out_counters out;
+    faid_out_count drops[FAID_NDROPS];
+    faid_out_count errors[FAID_NSTAGES * FAID_NCODES];
+    char error_names[FAID_NSTAGES * FAID_NCODES][64];
+} faid_counters_snap;
+void faid_counters_fill(faid_server *s, faid_counters_snap *c);
+
+/* The status body (status reply, stats message) read from the server's state, for
+ * faid_proto_write_status_entries / faid_proto_write_stats. It holds the setup in force (its
+ * hash and file) until faid_status_snap_release. */
+typedef struct faid_status_snap {
+    faid_out_status out;
+    faid_counters_snap counters;
+    char uid[FAID_SERIES_UID_MAX];
+    char consumer[512];
+    faid_out_count given_up[FAID_NMSGKINDS];
+    faid_out_device devices[FAID_MAX_WORKERS];
+    faid_gen *g;
+} faid_status_snap;
+void faid_status_fill(faid_server *s, faid_status_snap *sn);
+void faid_status_snap_release(faid_status_snap *sn);
 double faid_bits_to_f64(uint64_t bits);
 uint64_t faid_f64_to_bits(double v);
 

@@ -330,7 +330,7 @@ size_t faid_proto_write_end(faid_mpw *w, const faid_out_end *e)
     faid_mpw_key(w, FAID_K_INCOMPLETE);
     faid_mpw_bool(w, e->incomplete);
     if (e->counters)
-        e->counters(w, e->arg);
+        faid_proto_write_counters(w, e->counters);
     kv_uint(w, FAID_K_SETUP_VERSION, e->setup_version);
     size_t off = faid_proto_msgnum_placeholder(w);
     faid_mpw_map_end(w);
@@ -513,5 +513,138 @@ void faid_proto_write_ll_reply(faid_mpw *w, const faid_out_ll_reply *r)
         faid_mpw_key(w, FAID_K_MESSAGE);
         faid_mpw_str(w, r->message);
     }
+    faid_mpw_map_end(w);
+}
+
+void faid_proto_write_counters(faid_mpw *w, const faid_out_counters *c)
+{
+    faid_mpw_key(w, FAID_K_COUNTERS);
+    faid_mpw_map_begin(w);
+    kv_uint(w, "received", c->received);
+    kv_uint(w, "received_bytes", c->received_bytes);
+    kv_uint(w, FAID_K_PROCESSED, c->processed);
+    kv_uint(w, FAID_K_FAILED, c->failed);
+    kv_uint(w, "dropped", c->dropped);
+    kv_uint(w, "published", c->published);
+    kv_uint(w, "lossless_sent", c->lossless_sent);
+    kv_uint(w, "bad_input", c->bad_input);
+    kv_uint(w, "series", c->series);
+    kv_uint(w, "stale", c->stale);
+    kv_uint(w, "ignored", c->ignored);
+    kv_uint(w, "forwarded", c->forwarded);
+    kv_uint(w, "forward_dropped", c->forward_dropped);
+    kv_uint(w, "hits_sent", c->hits_sent);
+    kv_uint(w, "hits_dropped", c->hits_dropped);
+    kv_uint(w, "hits_requested", c->hits_requested);
+    kv_uint(w, "setups_reused", c->setups_reused);
+    kv_uint(w, "setups_rebuilt", c->setups_rebuilt);
+    faid_mpw_map_end(w);
+
+    faid_mpw_key(w, FAID_K_DROPS);
+    faid_mpw_map_begin(w);
+    for (size_t i = 0; i < c->ndrops; i++)
+        kv_uint(w, c->drops[i].name, c->drops[i].value);
+    faid_mpw_map_end(w);
+
+    faid_mpw_key(w, FAID_K_ERRORS);
+    faid_mpw_map_begin(w);
+    for (size_t i = 0; i < c->nerrors; i++)
+        kv_uint(w, c->errors[i].name, c->errors[i].value);
+    faid_mpw_map_end(w);
+}
+
+void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
+{
+    kv_str(w, FAID_K_STATE, s->state);
+    kv_uint(w, FAID_K_SERIES_ID, s->series_id);
+    kv_str(w, FAID_K_SERIES_UNIQUE_ID, s->series_uid);
+    kv_f64(w, FAID_K_UPTIME_S, s->uptime_s);
+    kv_str(w, FAID_K_SOFTWARE_VERSION, s->software_version);
+    kv_uint(w, FAID_K_PROTOCOL_VERSION, FAID_PROTO_VERSION);
+    kv_uint(w, FAID_K_SETUP_VERSION, s->setup_version);
+    kv_str(w, FAID_K_CONFIG_HASH, s->config_hash);
+    kv_str(w, FAID_K_CONFIG_FILE, s->config_file);
+    kv_str(w, FAID_K_CONFIG_START, s->config_start);
+
+    faid_proto_write_counters(w, &s->counters);
+
+    faid_mpw_key(w, FAID_K_INPUT);
+    faid_mpw_map_begin(w);
+    kv_uint(w, FAID_K_MAX_MESSAGE_BYTES, s->input.max_message_bytes);
+    kv_uint(w, FAID_K_ENDPOINTS, s->input.endpoints);
+    kv_uint(w, FAID_K_PINNED_BYTES, s->input.pinned_bytes);
+    kv_uint(w, FAID_K_PINNED_FRAMES, s->input.pinned_frames);
+    kv_uint(w, FAID_K_PINNED_FALLBACK, s->input.pinned_fallback);
+    kv_uint(w, FAID_K_CONNECTIONS, s->input.connections);
+    kv_uint(w, FAID_K_ACCEPTED, s->input.accepted);
+    kv_uint(w, FAID_K_CLOSED, s->input.closed);
+    kv_uint(w, FAID_K_ACCEPT_FAILED, s->input.accept_failed);
+    faid_mpw_map_end(w);
+
+    faid_mpw_key(w, FAID_K_QUEUE);
+    faid_mpw_map_begin(w);
+    kv_uint(w, FAID_K_DEPTH, s->queue.depth);
+    kv_uint(w, FAID_K_CAPACITY, s->queue.capacity);
+    kv_str(w, FAID_K_POLICY, s->queue.policy);
+    kv_uint(w, FAID_K_RESULTS_DEPTH, s->queue.results_depth);
+    kv_uint(w, FAID_K_FREE_SLOTS, s->queue.free_slots);
+    faid_mpw_map_end(w);
+
+    kv_f64(w, FAID_K_FPS, s->fps);
+    faid_mpw_key(w, FAID_K_LATENCY_US);
+    faid_mpw_map_begin(w);
+    kv_f64(w, FAID_K_P50, s->latency_us.p50);
+    kv_f64(w, FAID_K_P99, s->latency_us.p99);
+    kv_f64(w, FAID_K_MAX, s->latency_us.max);
+    kv_uint(w, FAID_K_SAMPLES, s->latency_us.samples);
+    faid_mpw_map_end(w);
+
+    faid_mpw_key(w, FAID_K_LOSSLESS);
+    faid_mpw_map_begin(w);
+    const char *ll_state = s->lossless.state ? s->lossless.state : "off";
+    kv_str(w, FAID_K_STATE, ll_state);
+    if (strcmp(ll_state, "off") != 0) {
+        kv_str(w, FAID_K_CONSUMER, s->lossless.consumer);
+        kv_str(w, FAID_K_INSTANCE, s->lossless.instance);
+        kv_str(w, FAID_K_OVERFLOW, s->lossless.overflow);
+        kv_uint(w, FAID_K_HELD, s->lossless.held);
+        kv_uint(w, FAID_K_HELD_BYTES, s->lossless.held_bytes);
+        kv_uint(w, FAID_K_CAPACITY_BYTES, s->lossless.capacity_bytes);
+        kv_uint(w, FAID_K_SENT, s->lossless.sent);
+        kv_uint(w, FAID_K_RESENT, s->lossless.resent);
+        kv_uint(w, FAID_K_ACKED, s->lossless.acked);
+        kv_uint(w, FAID_K_SESSIONS, s->lossless.sessions);
+        kv_uint(w, FAID_K_REFUSED, s->lossless.refused);
+        faid_mpw_key(w, FAID_K_GIVEN_UP);
+        faid_mpw_map_begin(w);
+        for (size_t i = 0; i < s->lossless.ngiven_up; i++)
+            kv_uint(w, s->lossless.given_up[i].name, s->lossless.given_up[i].value);
+        faid_mpw_map_end(w);
+    }
+    faid_mpw_map_end(w);
+
+    faid_mpw_key(w, FAID_K_DEVICES);
+    faid_mpw_array(w, (uint32_t)s->ndevices);
+    for (size_t i = 0; i < s->ndevices; i++) {
+        const faid_out_device *dv = &s->devices[i];
+        faid_mpw_map_begin(w);
+        kv_uint(w, FAID_K_INDEX, (uint64_t)i);
+        kv_str(w, FAID_K_SPEC, dv->spec);
+        kv_str(w, FAID_K_NAME, dv->name);
+        kv_uint(w, FAID_K_PROCESSED, dv->processed);
+        kv_uint(w, FAID_K_FAILED, dv->failed);
+        kv_f64(w, FAID_K_BUSY, dv->busy);
+        kv_f64(w, FAID_K_HOST_US, dv->host_us);
+        kv_f64(w, FAID_K_TABLE_US, dv->table_us);
+        faid_mpw_map_end(w);
+    }
+}
+
+void faid_proto_write_stats(faid_mpw *w, const faid_out_status *s)
+{
+    faid_mpw_map_begin(w);
+    faid_mpw_key(w, FAID_K_TYPE);
+    faid_mpw_key(w, FAID_TOPIC_STATS);
+    faid_proto_write_status_entries(w, s);
     faid_mpw_map_end(w);
 }

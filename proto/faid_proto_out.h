@@ -1,8 +1,8 @@
 /* faid_proto_out: the encoders of faid's output messages that need no daemon state: start,
- * result, end, aggregates, hit, the lossless channel's answers (welcome, refused, ping) and the
- * msg_number placeholder. The daemon fills plain structs and calls them (aggregates too); the keys
- * come from the key table (faid_proto_keys.h) and the map sizes are counted by the writer. (error
- * is in faid_proto.h.) */
+ * result, end, aggregates, hit, the status / stats body, the lossless channel's answers (welcome,
+ * refused, ping) and the msg_number placeholder. The daemon fills plain structs and calls them
+ * (aggregates too); the keys come from the key table (faid_proto_keys.h) and the map sizes are
+ * counted by the writer. (error is in faid_proto.h.) */
 #ifndef FAID_PROTO_OUT_H
 #define FAID_PROTO_OUT_H
 
@@ -40,7 +40,74 @@ typedef struct faid_out_result {
 /* Returns the offset of msg_number's value bytes. */
 size_t faid_proto_write_result(faid_mpw *w, const faid_out_result *r);
 
-/* An end (PROTOCOL.md 3.3). counters() writes the "counters", "drops" and "errors" entries. */
+/* A named count of the status maps the daemon names from its own tables: drops per
+ * `stage.reason`, errors per `stage.CODE`, lossless given_up per message kind. */
+typedef struct faid_out_count {
+    const char *name;
+    uint64_t value;
+} faid_out_count;
+
+/* The daemon-wide totals (PROTOCOL.md 3.3 end, 4 status): the "counters", "drops" and "errors"
+ * entries. errors lists only the codes that happened (the map is sparse). */
+typedef struct faid_out_counters {
+    uint64_t received, received_bytes, processed, failed, dropped, published, lossless_sent,
+        bad_input, series, stale, ignored, forwarded, forward_dropped, hits_sent, hits_dropped,
+        hits_requested, setups_reused, setups_rebuilt;
+    const faid_out_count *drops;
+    size_t ndrops;
+    const faid_out_count *errors;
+    size_t nerrors;
+} faid_out_counters;
+/* Writes the "counters", "drops" and "errors" entries into a map the caller began. */
+void faid_proto_write_counters(faid_mpw *w, const faid_out_counters *c);
+
+/* One worker of status's "devices" (its index is its position). */
+typedef struct faid_out_device {
+    const char *spec, *name;
+    uint64_t processed, failed;
+    double busy, host_us, table_us;
+} faid_out_device;
+
+/* The status body (PROTOCOL.md 4, status reply and periodic stats message). */
+typedef struct faid_out_status {
+    const char *state;
+    uint64_t series_id;
+    const char *series_uid;
+    double uptime_s;
+    const char *software_version;
+    uint64_t setup_version;
+    const char *config_hash, *config_file, *config_start;
+    faid_out_counters counters;
+    struct {
+        uint64_t max_message_bytes, endpoints, pinned_bytes, pinned_frames, pinned_fallback,
+            connections, accepted, closed, accept_failed;
+    } input;
+    struct {
+        uint64_t depth, capacity;
+        const char *policy;
+        uint64_t results_depth, free_slots;
+    } queue;
+    double fps;
+    struct {
+        double p50, p99, max;
+        uint64_t samples;
+    } latency_us;
+    struct {
+        const char *state; /* "off": the other fields are not written */
+        const char *consumer, *instance, *overflow;
+        uint64_t held, held_bytes, capacity_bytes, sent, resent, acked, sessions, refused;
+        const faid_out_count *given_up;
+        size_t ngiven_up;
+    } lossless;
+    const faid_out_device *devices;
+    size_t ndevices;
+} faid_out_status;
+/* Writes the status entries into a map the caller began (after faid_proto_reply_begin for the
+ * status reply); faid_proto_write_stats writes the whole stats message (type "stats"). */
+void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s);
+void faid_proto_write_stats(faid_mpw *w, const faid_out_status *s);
+
+/* An end (PROTOCOL.md 3.3). counters: the "counters", "drops" and "errors" entries (NULL: none). */
 typedef struct faid_out_end {
     uint64_t series_id;
     const char *series_uid;
@@ -48,8 +115,7 @@ typedef struct faid_out_end {
     uint64_t frames_received, frames_processed, frames_failed, frames_dropped, stale_messages;
     int incomplete;
     uint64_t setup_version;
-    void (*counters)(faid_mpw *w, void *arg);
-    void *arg;
+    const faid_out_counters *counters;
 } faid_out_end;
 /* Returns the offset of msg_number's value bytes. */
 size_t faid_proto_write_end(faid_mpw *w, const faid_out_end *e);

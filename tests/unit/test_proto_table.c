@@ -2,7 +2,8 @@
  * (message, key) row once, every message with rows, lookup by name, the generated markdown, and
  * the key checker on messages built by faid's own encoders (it must pass them and refuse a key
  * the table lacks, a key twice, or a required key missing), and the writer's map sizes counted
- * by begin/end (and its refusal of containers that do not close). */
+ * by begin/end (and its refusal of containers that do not close). The status body is checked
+ * map by map (status, status.input, ..., each device) and decoded back. */
 #include "faid_proto.h"
 #include "faid_proto_out.h"
 #include "faid_test.h"
@@ -189,17 +190,162 @@ static void test_writer_counts(void)
     CHECK(faid_mpw_finish(&w, &d) == FAID_ESIZE);
 }
 
-static void end_counters(faid_mpw *w, void *arg)
+/* The value of key in the top-level map of buf: its first byte and its length (for the checker,
+ * which takes a nested map as a message of its own). */
+static int sub_value(const uint8_t *buf, size_t len, const char *key, const uint8_t **at, size_t *n)
 {
-    (void)arg;
-    const faid_key maps[3] = {FAID_KEY_COUNTERS, FAID_KEY_DROPS, FAID_KEY_ERRORS};
-    for (int k = 0; k < 3; k++) {
-        faid_mpw_key(w, faid_key_name(maps[k]));
-        faid_mpw_map_begin(w);
-        faid_mpw_key(w, "received");
-        faid_mpw_uint(w, 3);
-        faid_mpw_map_end(w);
+    faid_mpr r;
+    faid_mp_obj o, k;
+    faid_diag d = {0};
+    faid_mpr_init(&r, buf, len);
+    if (faid_mpr_next(&r, &o, &d) || o.type != FAID_MP_MAP)
+        return -1;
+    for (uint32_t i = 0; i < o.len; i++) {
+        if (faid_mpr_next(&r, &k, &d))
+            return -1;
+        const uint8_t *start = r.p;
+        if (faid_mpr_skip(&r, &d))
+            return -1;
+        if (faid_mp_str_eq(&k, key)) {
+            *at = start;
+            *n = (size_t)(r.p - start);
+            return 0;
+        }
     }
+    return -1;
+}
+
+/* The uint at key of the map at buf, or UINT64_MAX when absent or not a uint. */
+static uint64_t find_u64(const uint8_t *buf, size_t len, const char *key)
+{
+    faid_mp_obj v;
+    faid_diag d = {0};
+    uint64_t u;
+    if (faid_proto_map_find(buf, len, key, &v, NULL, &d) || faid_mp_to_u64(&v, &u))
+        return UINT64_MAX;
+    return u;
+}
+
+/* The status body (status reply and stats message), filled as the daemon fills it, against the
+ * table (the body and each nested map) and decoded back. */
+static void test_status_encoder(void)
+{
+    static uint8_t buf[1 << 16];
+    faid_mpw w;
+    faid_diag d = {0};
+    const faid_out_count drops[2] = {{"queue.oldest", 5}, {"series.stale", 0}};
+    const faid_out_count errors[1] = {{"ingest.FAID_EFORMAT", 3}};
+    const faid_out_count given_up[2] = {{"start", 0}, {"result", 7}};
+    const faid_out_device devs[2] = {{.spec = "cpu", .name = "pocl", .processed = 40, .busy = 0.5},
+                                     {.spec = "gpu:1", .name = "h100", .processed = 2}};
+    faid_out_status st = {
+        .state = "running",
+        .series_id = 9,
+        .series_uid = "run9",
+        .uptime_s = 1.5,
+        .software_version = "0.1.0",
+        .setup_version = 3,
+        .config_hash = "abc",
+        .config_file = "a.yaml",
+        .config_start = "b.yaml",
+        .counters = {.received = 50,
+                     .processed = 42,
+                     .failed = 3,
+                     .dropped = 5,
+                     .setups_rebuilt = 1,
+                     .drops = drops,
+                     .ndrops = 2,
+                     .errors = errors,
+                     .nerrors = 1},
+        .input = {.endpoints = 2, .accepted = 4, .closed = 1, .connections = 3},
+        .queue = {.depth = 1, .capacity = 64, .policy = "block", .free_slots = 60},
+        .fps = 100.0,
+        .latency_us = {.p50 = 10, .p99 = 20, .max = 30, .samples = 42},
+        .lossless = {.state = "active",
+                     .consumer = "c1",
+                     .instance = "0123456789abcdef",
+                     .overflow = "block",
+                     .held = 2,
+                     .given_up = given_up,
+                     .ngiven_up = 2},
+        .devices = devs,
+        .ndevices = 2,
+    };
+
+    /* the periodic stats message */
+    faid_mpw_init(&w, buf, sizeof buf);
+    faid_proto_write_stats(&w, &st);
+    CHECK(faid_mpw_finish(&w, &d) == 0);
+    CHECK_MSG(faid_proto_check_keys(FAID_PMSG_STATUS, FAID_NPMSGS, buf, w.len, &d) == 0, "%s",
+              d.msg);
+    const struct {
+        const char *key;
+        faid_proto_msg msg;
+    } nested[4] = {{FAID_K_INPUT, FAID_PMSG_STATUS_INPUT},
+                   {FAID_K_QUEUE, FAID_PMSG_STATUS_QUEUE},
+                   {FAID_K_LATENCY_US, FAID_PMSG_STATUS_LATENCY},
+                   {FAID_K_LOSSLESS, FAID_PMSG_STATUS_LOSSLESS}};
+    for (int k = 0; k < 4; k++) {
+        const uint8_t *at = NULL;
+        size_t n = 0;
+        CHECK(sub_value(buf, w.len, nested[k].key, &at, &n) == 0);
+        if (at)
+            CHECK_MSG(faid_proto_check_keys(nested[k].msg, FAID_NPMSGS, at, n, &d) == 0, "%s: %s",
+                      nested[k].key, d.msg);
+    }
+    faid_out_msg m;
+    CHECK_MSG(faid_proto_decode_output(buf, w.len, &m, &d) == 0, "%s", d.msg);
+    CHECK(m.type == FAID_OUT_STATS);
+    CHECK(find_u64(buf, w.len, FAID_K_SERIES_ID) == 9);
+    CHECK(find_u64(buf, w.len, FAID_K_PROTOCOL_VERSION) == FAID_PROTO_VERSION);
+    const uint8_t *sub = NULL;
+    size_t nsub = 0;
+    CHECK(sub_value(buf, w.len, FAID_K_COUNTERS, &sub, &nsub) == 0 &&
+          find_u64(sub, nsub, "received") == 50 && find_u64(sub, nsub, FAID_K_PROCESSED) == 42 &&
+          find_u64(sub, nsub, "setups_rebuilt") == 1 && find_u64(sub, nsub, "hits_sent") == 0);
+    CHECK(sub_value(buf, w.len, FAID_K_DROPS, &sub, &nsub) == 0 &&
+          find_u64(sub, nsub, "queue.oldest") == 5 && find_u64(sub, nsub, "series.stale") == 0);
+    CHECK(sub_value(buf, w.len, FAID_K_ERRORS, &sub, &nsub) == 0 &&
+          find_u64(sub, nsub, "ingest.FAID_EFORMAT") == 3);
+    CHECK(sub_value(buf, w.len, FAID_K_QUEUE, &sub, &nsub) == 0 &&
+          find_u64(sub, nsub, FAID_K_CAPACITY) == 64);
+    faid_mp_obj v;
+    faid_mpr at;
+    CHECK(sub_value(buf, w.len, FAID_K_LOSSLESS, &sub, &nsub) == 0 &&
+          faid_proto_map_find(sub, nsub, FAID_K_STATE, &v, NULL, &d) == 0 &&
+          faid_mp_str_eq(&v, "active"));
+    const uint8_t *gu = NULL;
+    size_t ngu = 0;
+    CHECK(sub && sub_value(sub, nsub, FAID_K_GIVEN_UP, &gu, &ngu) == 0 &&
+          find_u64(gu, ngu, "result") == 7);
+    /* devices: an array of maps, each one against the table, index = position */
+    CHECK(faid_proto_map_find(buf, w.len, FAID_K_DEVICES, &v, &at, &d) == 0 &&
+          v.type == FAID_MP_ARRAY && v.len == 2);
+    for (uint32_t i = 0; i < v.len && v.len == 2; i++) {
+        const uint8_t *dev = at.p;
+        CHECK(faid_mpr_skip(&at, &d) == 0);
+        size_t ndev = (size_t)(at.p - dev);
+        CHECK_MSG(faid_proto_check_keys(FAID_PMSG_STATUS_DEVICE, FAID_NPMSGS, dev, ndev, &d) == 0,
+                  "device %u: %s", i, d.msg);
+        CHECK(find_u64(dev, ndev, FAID_K_INDEX) == i &&
+              find_u64(dev, ndev, FAID_K_PROCESSED) == devs[i].processed);
+    }
+
+    /* the status reply: a control reply carrying the same body; lossless off writes state alone */
+    memset(&st.lossless, 0, sizeof st.lossless);
+    st.lossless.state = "off";
+    faid_mpw_init(&w, buf, sizeof buf);
+    faid_proto_reply_begin(&w, 1, FAID_CTL_STATUS);
+    faid_proto_write_status_entries(&w, &st);
+    faid_mpw_map_end(&w);
+    CHECK(faid_mpw_finish(&w, &d) == 0);
+    CHECK_MSG(faid_proto_check_keys(FAID_PMSG_CTL_REPLY, FAID_PMSG_STATUS, buf, w.len, &d) == 0,
+              "%s", d.msg);
+    CHECK(sub_value(buf, w.len, FAID_K_LOSSLESS, &sub, &nsub) == 0 &&
+          faid_proto_check_keys(FAID_PMSG_STATUS_LOSSLESS, FAID_NPMSGS, sub, nsub, &d) == 0 &&
+          find_u64(sub, nsub, FAID_K_HELD) == UINT64_MAX);
+    /* the table's checker refuses the body as a bare control reply (status keys are not its own) */
+    CHECK(faid_proto_check_keys(FAID_PMSG_CTL_REPLY, FAID_NPMSGS, buf, w.len, &d) == FAID_EFORMAT);
 }
 
 /* The proto encoders against the table, and the result through the client decoder (msgpack-c). */
@@ -282,7 +428,7 @@ static void test_out_encoders(void)
                       .frames_received = 3,
                       .frames_processed = 3,
                       .setup_version = 2,
-                      .counters = end_counters};
+                      .counters = &(faid_out_counters){.received = 3, .processed = 3}};
     faid_mpw_init(&w, buf, sizeof buf);
     off = faid_proto_write_end(&w, &e);
     CHECK(faid_mpw_finish(&w, &d) == 0);
@@ -423,6 +569,7 @@ static void test_out_encoders(void)
 int main(void)
 {
     test_out_encoders();
+    test_status_encoder();
     test_writer_counts();
     test_table_shape();
     test_checker();
