@@ -179,7 +179,7 @@ series() {
     shift 4
     local json=()
     case $name in lat*) json=(--json) ;; esac
-    "$ctl" sub --from "tcp://127.0.0.1:$pout" --count "$n" --timeout "$TIMEOUT" --quiet \
+    "$ctl" sub --from "tcp://127.0.0.1:$pout" --count "$n" --until-end --timeout "$TIMEOUT" --quiet \
         --rcvhwm 1000000 ${json[@]+"${json[@]}"} >"$LOG/$name.sub" 2>&1 &
     local sub_pid=$!
     sleep 1 # the subscription reaches the PUB socket before the first result
