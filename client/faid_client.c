@@ -24,7 +24,10 @@ static int zfail(faid_diag *d, const char *what, const char *endpoint)
     return faid_fail(d, FAID_EZMQ, "%s %s: %s", what, endpoint, zmq_strerror(zmq_errno()));
 }
 
-static int set_int(void *sock, int opt, int v) { return zmq_setsockopt(sock, opt, &v, sizeof v); }
+static int set_int(void *sock, int opt, int v)
+{
+    return zmq_setsockopt(sock, opt, &v, sizeof v);
+}
 
 /* Opens a context and a socket of type and connects (or binds) it to endpoint. */
 static int open_socket(void **ctx, void **sock, int type, const char *endpoint, int bind,
@@ -93,25 +96,26 @@ int faid_curve_keys_load(faid_curve_keys *k, const char *server_pub_file, const 
     return 0;
 }
 
-static int use_curve(const faid_curve_keys *k) { return k && k->server_public[0]; }
+static int use_curve(const faid_curve_keys *k)
+{
+    return k && k->server_public[0];
+}
 
 /* Makes sock a CURVE client when keys are given, and opens *mon, a PAIR receiving the socket's
  * handshake events (for plain sockets too: a plain client of a CURVE faid sees a mechanism
  * mismatch there). Before the socket connects. */
-static int secure(void *ctx, void *sock, const faid_curve_keys *k, void **mon,
-                  const char *endpoint, faid_diag *d)
+static int secure(void *ctx, void *sock, const faid_curve_keys *k, void **mon, const char *endpoint,
+                  faid_diag *d)
 {
     *mon = NULL;
-    if (use_curve(k) &&
-        (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, k->server_public, 40) != 0 ||
-         zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, k->public_key, 40) != 0 ||
-         zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, k->secret_key, 40) != 0))
+    if (use_curve(k) && (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, k->server_public, 40) != 0 ||
+                         zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, k->public_key, 40) != 0 ||
+                         zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, k->secret_key, 40) != 0))
         return zfail(d, "cannot set the CURVE keys for", endpoint);
-    if (zmq_socket_monitor(sock, MON_ENDPOINT,
-                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                               ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
+    if (zmq_socket_monitor(
+            sock, MON_ENDPOINT,
+            ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
         return zfail(d, "cannot watch the handshake with", endpoint);
     *mon = zmq_socket(ctx, ZMQ_PAIR);
     if (!*mon || zmq_connect(*mon, MON_ENDPOINT) != 0) {
@@ -195,8 +199,7 @@ static int wait_sock(void *sock, short events, void *mon, int curve, int *nodeta
                      const char *endpoint, int timeout_ms, faid_diag *d)
 {
     zmq_pollitem_t it[2] = {{sock, 0, events, 0}, {mon, 0, ZMQ_POLLIN, 0}};
-    int64_t deadline =
-        timeout_ms < 0 ? INT64_MAX : faid_now_ns() + (int64_t)timeout_ms * 1000000;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : faid_now_ns() + (int64_t)timeout_ms * 1000000;
     for (;;) {
         long wait = -1;
         if (timeout_ms >= 0) {
@@ -275,7 +278,7 @@ struct faid_sub {
     int curve, nodetail;
     faid_sub_kind kind;
     char endpoint[256];
-    zmq_msg_t body;      /* the message the last faid_sub_msg views */
+    zmq_msg_t body; /* the message the last faid_sub_msg views */
     int have_body;
     faid_series_info series;
     /* the last starts (copies of series, newest at kept_next - 1), for results of older series */
@@ -420,7 +423,10 @@ void faid_sub_lossless_stats(const faid_sub *s, faid_sub_ll_stats *out)
     *out = s->ll;
 }
 
-const faid_series_info *faid_sub_series(const faid_sub *s) { return &s->series; }
+const faid_series_info *faid_sub_series(const faid_sub *s)
+{
+    return &s->series;
+}
 
 const faid_series_info *faid_sub_series_of(const faid_sub *s, uint64_t series_id,
                                            uint64_t setup_version)
@@ -735,7 +741,10 @@ void faid_ctl_destroy(faid_ctl **pc)
     *pc = NULL;
 }
 
-const char *faid_ctl_endpoint(const faid_ctl *c) { return c->endpoint; }
+const char *faid_ctl_endpoint(const faid_ctl *c)
+{
+    return c->endpoint;
+}
 
 static int ctl_timeout(faid_ctl *c, faid_diag *d)
 {
@@ -810,8 +819,7 @@ int faid_ctl_call(faid_ctl *c, const faid_ctl_request *q, faid_ctl_reply *r, fai
     rc = faid_proto_map_find(r->body, r->len, FAID_K_OK, &v, NULL, &fd);
     if (rc || v.type != FAID_MP_BOOL)
         return faid_fail(d, FAID_EPROTO, "reply from %s to \"%s\" is not a control reply%s%s",
-                         c->endpoint, faid_ctl_cmd_name(q->cmd), rc ? ": " : "",
-                         rc ? fd.msg : "");
+                         c->endpoint, faid_ctl_cmd_name(q->cmd), rc ? ": " : "", rc ? fd.msg : "");
     r->ok = v.b;
     if (!r->ok) {
         if (faid_proto_map_find(r->body, r->len, FAID_K_ERROR, &v, NULL, NULL) == 0 &&
@@ -839,18 +847,33 @@ static void put_indent(FILE *f, int n)
 static int print_scalar(FILE *f, const faid_mp_obj *o)
 {
     switch (o->type) {
-    case FAID_MP_NIL: fprintf(f, "null"); return 1;
-    case FAID_MP_BOOL: fprintf(f, "%s", o->b ? "true" : "false"); return 1;
-    case FAID_MP_UINT: fprintf(f, "%llu", (unsigned long long)o->u); return 1;
-    case FAID_MP_INT: fprintf(f, "%lld", (long long)o->i); return 1;
-    case FAID_MP_FLOAT: fprintf(f, "%.10g", o->f); return 1;
+    case FAID_MP_NIL:
+        fprintf(f, "null");
+        return 1;
+    case FAID_MP_BOOL:
+        fprintf(f, "%s", o->b ? "true" : "false");
+        return 1;
+    case FAID_MP_UINT:
+        fprintf(f, "%llu", (unsigned long long)o->u);
+        return 1;
+    case FAID_MP_INT:
+        fprintf(f, "%lld", (long long)o->i);
+        return 1;
+    case FAID_MP_FLOAT:
+        fprintf(f, "%.10g", o->f);
+        return 1;
     case FAID_MP_STR:
         if (o->len)
             fwrite(o->ptr, 1, o->len, f);
         return 1;
-    case FAID_MP_BIN: fprintf(f, "<%u bytes>", o->len); return 1;
-    case FAID_MP_EXT: fprintf(f, "<ext %d, %u bytes>", o->ext_type, o->len); return 1;
-    default: return 0;
+    case FAID_MP_BIN:
+        fprintf(f, "<%u bytes>", o->len);
+        return 1;
+    case FAID_MP_EXT:
+        fprintf(f, "<ext %d, %u bytes>", o->ext_type, o->len);
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -858,8 +881,8 @@ static int print_value(FILE *f, faid_mpr *r, const faid_mp_obj *o, int depth, fa
 
 /* Prints the items of the container whose head is o, one per line at depth; with inline_first
  * the first line continues the current one (a map as an item of a list: "- key: value"). */
-static int print_children(FILE *f, faid_mpr *r, const faid_mp_obj *o, int depth,
-                          int inline_first, faid_diag *d)
+static int print_children(FILE *f, faid_mpr *r, const faid_mp_obj *o, int depth, int inline_first,
+                          faid_diag *d)
 {
     int rc;
     for (uint32_t k = 0; k < o->len; k++) {
@@ -1004,7 +1027,6 @@ int faid_ctl_reply_print(FILE *f, const uint8_t *body, size_t len, faid_diag *d)
     return 0;
 }
 
-
 /* ------------------------------------------------------------------------------------------- */
 /* Sender                                                                                        */
 
@@ -1013,7 +1035,7 @@ struct faid_sender {
     int curve, nodetail;
     char endpoint[256];
     int timeout_ms;
-    uint8_t *hdr;        /* encode buffer for headers */
+    uint8_t *hdr; /* encode buffer for headers */
     size_t hdr_cap;
 };
 
@@ -1046,9 +1068,10 @@ faid_sender *faid_sender_new_curve(const char *endpoint, int bind, int sndhwm, i
     if (open_socket(&s->ctx, &s->sock, ZMQ_PUSH, endpoint, bind, d))
         goto fail;
     if (bind && use_curve(curve)) {
-        faid_fail(d, FAID_EINVAL, "sender: CURVE keys are for connecting to faid's bound input; "
-                                  "a bound sender serves faid's connect-mode input, which is "
-                                  "plain");
+        faid_fail(d, FAID_EINVAL,
+                  "sender: CURVE keys are for connecting to faid's bound input; "
+                  "a bound sender serves faid's connect-mode input, which is "
+                  "plain");
         goto fail;
     }
     s->curve = use_curve(curve);
@@ -1097,8 +1120,7 @@ static int send_ready(faid_sender *s, const char *what, faid_diag *d)
         return faid_fail(d, FAID_ESTOPPED, "%s: interrupted", what);
     if (rc == 0)
         return faid_fail(d, FAID_ETIMEOUT, "%s: no receiver took it at %s within %g s%s", what,
-                         s->endpoint, s->timeout_ms / 1000.0,
-                         s->curve ? " (authentication?)" : "");
+                         s->endpoint, s->timeout_ms / 1000.0, s->curve ? " (authentication?)" : "");
     return rc;
 }
 
@@ -1219,8 +1241,8 @@ int faid_dat_path(char *out, size_t cap, const char *dir, const char *stem, uint
 {
     char clean[256];
     clean_stem(clean, stem);
-    int n = snprintf(out, cap, "%s%s%s_%05llu.dat", dir && *dir ? dir : "",
-                     dir && *dir ? "/" : "", clean, (unsigned long long)frame_id);
+    int n = snprintf(out, cap, "%s%s%s_%05llu.dat", dir && *dir ? dir : "", dir && *dir ? "/" : "",
+                     clean, (unsigned long long)frame_id);
     if (n < 0 || (size_t)n >= cap)
         return faid_fail(d, FAID_ESIZE, "output path for frame %llu in %s is too long",
                          (unsigned long long)frame_id, dir ? dir : ".");
@@ -1246,8 +1268,7 @@ int faid_dat_write(const char *path, const faid_dat_meta *meta, const double *ra
     fprintf(f, "# faid integrated profile\n");
     fprintf(f, "# unit: %s\n", unit);
     fprintf(f, "# software_version: %s\n",
-            meta->software_version && *meta->software_version ? meta->software_version
-                                                               : "unknown");
+            meta->software_version && *meta->software_version ? meta->software_version : "unknown");
     fprintf(f, "# config_hash: %s\n",
             meta->config_hash && *meta->config_hash ? meta->config_hash : "unknown");
     if (meta->series && *meta->series)
@@ -1309,7 +1330,8 @@ int faid_peaks_write(const char *path, const faid_peaks_meta *meta, size_t n, co
     if (!f)
         return faid_fail(d, FAID_EIO, "%s: cannot create: %s", path, strerror(errno));
     fprintf(f, "# faid peak list\n");
-    fprintf(f, "# algorithm: %s\n", meta->algorithm && *meta->algorithm ? meta->algorithm : "unknown");
+    fprintf(f, "# algorithm: %s\n",
+            meta->algorithm && *meta->algorithm ? meta->algorithm : "unknown");
     for (const char *line = meta->params; line && *line;) {
         const char *nl = strchr(line, '\n');
         int len = nl ? (int)(nl - line) : (int)strlen(line);
@@ -1359,21 +1381,20 @@ int faid_result_write_peaks(const faid_series_info *si, const faid_out_msg *m, c
     if (!rc)
         rc = faid_peaks_path(path, sizeof path, dir, stem, m->frame_id, d);
     if (!rc)
-        rc = faid_peaks_write(path, &meta, n, v, v + n, v + 2 * n, v + 3 * n, v + 4 * n,
-                              v + 5 * n, d);
+        rc = faid_peaks_write(path, &meta, n, v, v + n, v + 2 * n, v + 3 * n, v + 4 * n, v + 5 * n,
+                              d);
     free(v);
     return rc;
 }
 
-int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,
-                       faid_diag *d)
+int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path, faid_diag *d)
 {
     const faid_series_info *si = faid_sub_series_of(s, msg->m.series_id, msg->m.setup_version);
     return faid_result_write_dat(si ? si : &s->series, &msg->m, path, d);
 }
 
-int faid_result_write_2d_npy(const faid_out_msg *m, const char *dir, const char *stem,
-                             int *nfiles, faid_diag *d)
+int faid_result_write_2d_npy(const faid_out_msg *m, const char *dir, const char *stem, int *nfiles,
+                             faid_diag *d)
 {
     if (nfiles)
         *nfiles = 0;
@@ -1393,14 +1414,18 @@ int faid_result_write_2d_npy(const faid_out_msg *m, const char *dir, const char 
     char clean[256];
     clean_stem(clean, stem);
     int rc = v && f ? 0
-                    : faid_fail(d, FAID_ENOMEM, "result of frame %llu: out of memory for the 2D "
-                                                "cake", frame);
+                    : faid_fail(d, FAID_ENOMEM,
+                                "result of frame %llu: out of memory for the 2D "
+                                "cake",
+                                frame);
     for (int k = 0; k < 3 && !rc; k++) {
         if (a[k]->nelem == 0)
             continue;
         if (a[k]->ndim != 2 || a[k]->shape[0] != shape[0] || a[k]->shape[1] != shape[1]) {
-            rc = faid_fail(d, FAID_EFORMAT, "result of frame %llu: \"%s\" is not shaped like "
-                           "\"%s\" (%zu, %zu)", frame, key[k], FAID_K_I2D, shape[0], shape[1]);
+            rc = faid_fail(d, FAID_EFORMAT,
+                           "result of frame %llu: \"%s\" is not shaped like "
+                           "\"%s\" (%zu, %zu)",
+                           frame, key[k], FAID_K_I2D, shape[0], shape[1]);
             break;
         }
         if ((rc = faid_array_view_to_f64(a[k], v, n, d))) {

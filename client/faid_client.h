@@ -75,27 +75,27 @@ typedef struct faid_sub_ll_stats {
 
 /* What the last `start` message said about the series; results are interpreted with it. */
 typedef struct faid_series_info {
-    int valid;                       /* 0 until a start message arrived */
+    int valid; /* 0 until a start message arrived */
     uint64_t series_id;
     char series_unique_id[FAID_SERIES_UID_MAX];
-    char unit[32];                   /* radial unit, e.g. "q_nm^-1" */
+    char unit[32]; /* radial unit, e.g. "q_nm^-1" */
     char software_version[64];
     char config_hash[40];
     uint64_t setup_version;
-    size_t nbins;                    /* length of radial */
-    double *radial;                  /* bin centres in unit (owned by the faid_sub) */
-    char peaks_algorithm[32];        /* "" without peaks */
-    char peaks_params[2048];         /* .peaks header lines of the parameters in force */
+    size_t nbins;             /* length of radial */
+    double *radial;           /* bin centres in unit (owned by the faid_sub) */
+    char peaks_algorithm[32]; /* "" without peaks */
+    char peaks_params[2048];  /* .peaks header lines of the parameters in force */
 } faid_series_info;
 
 /* One received message. The views (body, m's arrays and strings) point into a buffer the faid_sub
  * owns; they stay valid until the next faid_sub_recv() on the same faid_sub or its destruction. */
 typedef struct faid_sub_msg {
-    char topic[16];                  /* topic frame, "" when the channel sends none */
-    const uint8_t *body;             /* the msgpack map */
+    char topic[16];      /* topic frame, "" when the channel sends none */
+    const uint8_t *body; /* the msgpack map */
     size_t len;
-    faid_out_msg m;                  /* decoded view of body */
-    int64_t recv_wall_ns;            /* wall clock at receipt (faid_wall_ns) */
+    faid_out_msg m;       /* decoded view of body */
+    int64_t recv_wall_ns; /* wall clock at receipt (faid_wall_ns) */
 } faid_sub_msg;
 
 typedef struct faid_sub faid_sub;
@@ -149,8 +149,8 @@ typedef struct faid_ctl faid_ctl;
 typedef struct faid_ctl_reply {
     const uint8_t *body;
     size_t len;
-    int ok;                          /* the reply's "ok" */
-    char error[512];                 /* the reply's "error" when !ok, else "" */
+    int ok;          /* the reply's "ok" */
+    char error[512]; /* the reply's "error" when !ok, else "" */
 } faid_ctl_reply;
 
 /* Prepares a REQ socket to endpoint; timeout_ms bounds every call (> 0). Connecting does not wait
@@ -216,17 +216,17 @@ int faid_sender_parts(faid_sender *s, const void *const *parts, const size_t *le
  * The radial column has 15 significant digits (float64 bin centres), the others 9, enough to read
  * float32 values back exactly. */
 typedef struct faid_dat_meta {
-    const char *unit;                /* radial unit name */
+    const char *unit; /* radial unit name */
     const char *software_version;
     const char *config_hash;
-    const char *series;              /* series name or input file stem, may be NULL */
+    const char *series; /* series name or input file stem, may be NULL */
     int has_series_id;
     uint64_t series_id;
     int has_frame_id;
     uint64_t frame_id;
     int has_setup_version;
     uint64_t setup_version;
-    const char *extra;               /* more "key: value" header lines, '\n'-separated, or NULL */
+    const char *extra; /* more "key: value" header lines, '\n'-separated, or NULL */
 } faid_dat_meta;
 
 /* Writes n bins; sigma, std and count may be NULL (written as nan / 0). */
@@ -248,8 +248,8 @@ int faid_result_write_dat(const faid_series_info *si, const faid_out_msg *m, con
  * .npy files DIR/STEM_FFFFF_2d_{I,sigma,count}.npy, named as `faidctl process` names its own
  * (stem cleaned as faid_dat_path does). *nfiles (may be NULL) receives how many were written: 0
  * when the result carries no cake. */
-int faid_result_write_2d_npy(const faid_out_msg *m, const char *dir, const char *stem,
-                             int *nfiles, faid_diag *d);
+int faid_result_write_2d_npy(const faid_out_msg *m, const char *dir, const char *stem, int *nfiles,
+                             faid_diag *d);
 /* ---------------------------------------------------------------------------------------------
  * Peak list text files (.peaks), written next to the .dat of the same frame by `faidctl process`
  * and `faidctl sub --out` (identical for the same frame, configuration and device):
@@ -288,7 +288,6 @@ int faid_result_write_peaks(const faid_series_info *si, const faid_out_msg *m, c
                             const char *stem, faid_diag *d);
 
 /* The same with the series information of s. */
-int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path,
-                       faid_diag *d);
+int faid_sub_write_dat(const faid_sub *s, const faid_sub_msg *msg, const char *path, faid_diag *d);
 
 #endif

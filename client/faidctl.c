@@ -53,7 +53,8 @@ int faidctl_getopt(int argc, char **argv, const struct option *longopts, int *fi
     char shortopts[64] = ":";
     size_t n = 1;
     for (const struct option *o = longopts; o->name && n + 3 < sizeof(shortopts); o++) {
-        if (o->flag || o->val <= 0 || o->val > 127 || !((o->val | 32) >= 'a' && (o->val | 32) <= 'z'))
+        if (o->flag || o->val <= 0 || o->val > 127 ||
+            !((o->val | 32) >= 'a' && (o->val | 32) <= 'z'))
             continue;
         if (strchr(shortopts, o->val))
             continue;
@@ -78,8 +79,8 @@ int faidctl_getopt(int argc, char **argv, const struct option *longopts, int *fi
         if (c == ':')
             fprintf(stderr, "faidctl %s: option '%s' needs a value\n", argv[0], what);
         else if (eq)
-            fprintf(stderr, "faidctl %s: option '%.*s' takes no value (or is unknown)\n",
-                    argv[0], (int)(eq - what), what);
+            fprintf(stderr, "faidctl %s: option '%.*s' takes no value (or is unknown)\n", argv[0],
+                    (int)(eq - what), what);
         else
             fprintf(stderr, "faidctl %s: unknown option '%s'\n", argv[0], what);
         return '?';

@@ -22,13 +22,15 @@ int faidctl_keygen(int argc, char **argv);
  * takes the option (1 when c was one of them), faidctl_keys_load() reads the files (both or
  * neither; 0, else a message on stderr and the exit status). */
 enum { FAIDCTL_O_SERVER_KEY = 1000, FAIDCTL_O_KEY };
-#define FAIDCTL_KEY_OPTIONS                                                                  \
-    {"server-key", required_argument, NULL, FAIDCTL_O_SERVER_KEY},                           \
-        {"key", required_argument, NULL, FAIDCTL_O_KEY}
-#define FAIDCTL_KEY_USAGE                                                                    \
-    "  --server-key FILE   faid's public key (NAME.pub of its security.secret_key_file) and\n" \
-    "  --key FILE          this client's key pair (CLIENT.key of `faidctl keygen CLIENT`,\n"   \
-    "                      CLIENT.pub in faid's security.authorized_keys): for a faid with\n"  \
+#define FAIDCTL_KEY_OPTIONS                                                                        \
+    {"server-key", required_argument, NULL, FAIDCTL_O_SERVER_KEY},                                 \
+    {                                                                                              \
+        "key", required_argument, NULL, FAIDCTL_O_KEY                                              \
+    }
+#define FAIDCTL_KEY_USAGE                                                                          \
+    "  --server-key FILE   faid's public key (NAME.pub of its security.secret_key_file) and\n"     \
+    "  --key FILE          this client's key pair (CLIENT.key of `faidctl keygen CLIENT`,\n"       \
+    "                      CLIENT.pub in faid's security.authorized_keys): for a faid with\n"      \
     "                      security.curve on (default: $FAID_SERVER_KEY, $FAID_KEY)\n"
 typedef struct faidctl_keys {
     const char *server_key, *key;
@@ -41,7 +43,8 @@ int faidctl_keys_load(const faidctl_keys *k, const char *cmd, struct faid_curve_
  * reads `--opt value` and `--opt=value` alike, stops at `--` and accepts options and operands in
  * any order (the operands end up in argv[optind..argc-1]). Call it with *first = 1 the first time
  * (it resets getopt's state and clears *first). On an unknown option or one without its value it
- * prints "faidctl CMD: ..." to stderr and returns '?': the caller prints its usage and returns 2. */
+ * prints "faidctl CMD: ..." to stderr and returns '?': the caller prints its usage and returns 2.
+ */
 int faidctl_getopt(int argc, char **argv, const struct option *longopts, int *first);
 /* The long name of the option whose val is c ("?" when none). */
 const char *faidctl_optname(const struct option *longopts, int c);

@@ -1,7 +1,7 @@
 /* faidctl status | config [get KEY] | reload | reset | stop: one request to the daemon's control
  * socket and its reply, human-readable by default (nested "key: value" lines, the configuration as
- * YAML, one option's value alone) or as JSON with --json. A daemon that does not answer within the timeout gives a clear message and
- * exit status 1 instead of a hang. */
+ * YAML, one option's value alone) or as JSON with --json. A daemon that does not answer within the
+ * timeout gives a clear message and exit status 1 instead of a hang. */
 #include "faidctl.h"
 
 #include "faid_client.h"
@@ -23,7 +23,11 @@ static void usage(FILE *f, const char *cmd)
             "  --control ENDPOINT  the daemon's control socket (default $FAID_CONTROL or %s)\n"
             "  --timeout S         seconds to wait for the answer (default 5)\n"
             "  --json              print the reply as JSON\n" FAIDCTL_KEY_USAGE,
-            cmd, reload ? " [CONFIG]" : config ? " [get KEY]" : "", DEFAULT_CONTROL);
+            cmd,
+            reload   ? " [CONFIG]"
+            : config ? " [get KEY]"
+                     : "",
+            DEFAULT_CONTROL);
     if (reload)
         fprintf(f, "  CONFIG              read this configuration file once instead of the file\n"
                    "                      faid was started with (which SIGHUP keeps re-reading)\n");
@@ -63,18 +67,25 @@ int faidctl_control(int argc, char **argv)
         if (faidctl_keys_option(&keys, opt, optarg))
             continue;
         switch (opt) {
-        case 'h': usage(stdout, cmd); return 0;
-        case O_CONTROL: endpoint = optarg; break;
+        case 'h':
+            usage(stdout, cmd);
+            return 0;
+        case O_CONTROL:
+            endpoint = optarg;
+            break;
         case O_TIMEOUT:
             timeout = strtod(optarg, &end);
             if (*end || !(timeout > 0 && timeout < 86400)) {
-                fprintf(stderr, "faidctl %s: --timeout needs seconds > 0, got '%s'\n", cmd,
-                        optarg);
+                fprintf(stderr, "faidctl %s: --timeout needs seconds > 0, got '%s'\n", cmd, optarg);
                 return 2;
             }
             break;
-        case O_JSON: json = 1; break;
-        default: usage(stderr, cmd); return 2;
+        case O_JSON:
+            json = 1;
+            break;
+        default:
+            usage(stderr, cmd);
+            return 2;
         }
     }
     int i = optind;

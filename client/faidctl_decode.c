@@ -19,19 +19,18 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: faidctl decode INPUT -o OUT.npy --shape H,W --dtype T\n"
-            "                      [--encoding bslz4|lz4|lz4-raw|none] [--device D] [-v]\n"
-            "\n"
-            "Decodes one compressed chunk (a whole frame) into a .npy array.\n"
-            "  --shape     dimensions, slowest first (1 to 4 of them), e.g. 2167,2070\n"
-            "  --dtype     uint8, uint16, uint32, int8, int16, int32 or float32\n"
-            "  --encoding  bslz4 (bitshuffle-LZ4, HDF5 filter 32008, default), lz4 (HDF5-LZ4\n"
-            "              framing, DECTRIS v2 \"lz4\"), lz4-raw (one LZ4 block, DECTRIS v1\n"
-            "              \"lz4<\") or none\n"
-            "  --device    auto (first GPU, else the CPU OpenCL device; default), cpu, gpu,\n"
-            "              ref (plain C reference decoder) or an index from `faidctl devices`\n"
-            "  -v          say which decoder ran\n");
+    fprintf(f, "usage: faidctl decode INPUT -o OUT.npy --shape H,W --dtype T\n"
+               "                      [--encoding bslz4|lz4|lz4-raw|none] [--device D] [-v]\n"
+               "\n"
+               "Decodes one compressed chunk (a whole frame) into a .npy array.\n"
+               "  --shape     dimensions, slowest first (1 to 4 of them), e.g. 2167,2070\n"
+               "  --dtype     uint8, uint16, uint32, int8, int16, int32 or float32\n"
+               "  --encoding  bslz4 (bitshuffle-LZ4, HDF5 filter 32008, default), lz4 (HDF5-LZ4\n"
+               "              framing, DECTRIS v2 \"lz4\"), lz4-raw (one LZ4 block, DECTRIS v1\n"
+               "              \"lz4<\") or none\n"
+               "  --device    auto (first GPU, else the CPU OpenCL device; default), cpu, gpu,\n"
+               "              ref (plain C reference decoder) or an index from `faidctl devices`\n"
+               "  -v          say which decoder ran\n");
 }
 
 static int parse_shape(const char *s, size_t *shape, int *ndim)
@@ -110,14 +109,30 @@ int faidctl_decode(int argc, char **argv)
     int c, first = 1;
     while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
         switch (c) {
-        case 'h': usage(stdout); return 0;
-        case 'v': verbose = 1; break;
-        case 'o': output = optarg; break;
-        case O_SHAPE: shape_s = optarg; break;
-        case O_DTYPE: dtype_s = optarg; break;
-        case O_ENCODING: enc_s = optarg; break;
-        case O_DEVICE: device = optarg; break;
-        default: usage(stderr); return 2;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'v':
+            verbose = 1;
+            break;
+        case 'o':
+            output = optarg;
+            break;
+        case O_SHAPE:
+            shape_s = optarg;
+            break;
+        case O_DTYPE:
+            dtype_s = optarg;
+            break;
+        case O_ENCODING:
+            enc_s = optarg;
+            break;
+        case O_DEVICE:
+            device = optarg;
+            break;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     for (int i = optind; i < argc; i++) {
@@ -135,14 +150,18 @@ int faidctl_decode(int argc, char **argv)
     size_t shape[FAID_NPY_MAXDIM];
     int ndim;
     if (parse_shape(shape_s, shape, &ndim)) {
-        fprintf(stderr, "faidctl decode: --shape %s: expected 1 to 4 positive integers like "
-                        "2167,2070\n", shape_s);
+        fprintf(stderr,
+                "faidctl decode: --shape %s: expected 1 to 4 positive integers like "
+                "2167,2070\n",
+                shape_s);
         return 2;
     }
     faid_dtype dt = faid_dtype_parse(dtype_s);
     if (!faid_dtype_is_frame(dt)) {
-        fprintf(stderr, "faidctl decode: --dtype %s: expected uint8, uint16, uint32, int8, "
-                        "int16, int32 or float32\n", dtype_s);
+        fprintf(stderr,
+                "faidctl decode: --dtype %s: expected uint8, uint16, uint32, int8, "
+                "int16, int32 or float32\n",
+                dtype_s);
         return 2;
     }
     faid_encoding enc;

@@ -97,8 +97,8 @@ int faidctl_devices(int argc, char **argv)
                n ? "," : "", autoidx < 0 ? "true" : "false");
         return 0;
     }
-    printf("%-5s %-5s %-28s %-40s %10s %4s %5s\n", "index", "type", "platform", "name",
-           "memory", "CUs", "fp64");
+    printf("%-5s %-5s %-28s %-40s %10s %4s %5s\n", "index", "type", "platform", "name", "memory",
+           "CUs", "fp64");
     for (int i = 0; i < n; i++) {
         const faid_cl_device_info *v = &dev[i];
         printf("%-5d %-5s %-28.28s %-40.40s %7.1f GiB %4u %5s%s\n", v->index, type_of(v),
@@ -106,7 +106,9 @@ int faidctl_devices(int argc, char **argv)
                (unsigned)v->compute_units, v->has_fp64 ? "yes" : "no",
                i == autoidx ? "  (auto)" : "");
     }
-    printf("%-5s %-5s %-28s %-40s %10s %4s %5s%s\n", "ref", "ref", "faid", "reference C (plain C, "
-           "float64 sums)", "-", "1", "yes", autoidx < 0 ? "  (auto)" : "");
+    printf("%-5s %-5s %-28s %-40s %10s %4s %5s%s\n", "ref", "ref", "faid",
+           "reference C (plain C, "
+           "float64 sums)",
+           "-", "1", "yes", autoidx < 0 ? "  (auto)" : "");
     return 0;
 }

@@ -116,8 +116,17 @@ int faidctl_geometry(int argc, char **argv)
     double p1 = 0, p2 = 0, factor = 0, axis_offset = 0;
     int has_pixel = 0, has_factor = 0;
     enum {
-        O_INTERNAL = 256, O_PONI, O_DETECTOR, O_ARRAY, O_UNIT, O_SHAPE, O_AT, O_PIXEL,
-        O_ORIENTATION, O_POLARIZATION, O_AXIS_OFFSET
+        O_INTERNAL = 256,
+        O_PONI,
+        O_DETECTOR,
+        O_ARRAY,
+        O_UNIT,
+        O_SHAPE,
+        O_AT,
+        O_PIXEL,
+        O_ORIENTATION,
+        O_POLARIZATION,
+        O_AXIS_OFFSET
     };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
@@ -139,13 +148,27 @@ int faidctl_geometry(int argc, char **argv)
     while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
         const char *v = optarg;
         switch (c) {
-        case 'h': usage(stdout); return 0;
-        case O_INTERNAL: internal = 1; break;
-        case O_PONI: poni = v; break;
-        case O_DETECTOR: detname = v; break;
-        case O_ARRAY: array = v; break;
-        case 'o': out = v; break;
-        case O_UNIT: unitname = v; break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case O_INTERNAL:
+            internal = 1;
+            break;
+        case O_PONI:
+            poni = v;
+            break;
+        case O_DETECTOR:
+            detname = v;
+            break;
+        case O_ARRAY:
+            array = v;
+            break;
+        case 'o':
+            out = v;
+            break;
+        case O_UNIT:
+            unitname = v;
+            break;
         case O_SHAPE:
             if (!parse_pair_int(v, &rows, &cols) || rows < 1 || cols < 1) {
                 fprintf(stderr, "faidctl geometry: --shape wants ROWS,COLS, got '%s'\n", v);
@@ -187,7 +210,9 @@ int faidctl_geometry(int argc, char **argv)
                 return 2;
             }
             break;
-        default: usage(stderr); return 2;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (optind < argc) {
@@ -241,8 +266,8 @@ int faidctl_geometry(int argc, char **argv)
 
     if (at_row >= 0) {
         if (at_row >= g.rows || at_col >= g.cols) {
-            fprintf(stderr, "faidctl geometry: pixel (%d, %d) outside %d x %d\n", at_row,
-                    at_col, g.rows, g.cols);
+            fprintf(stderr, "faidctl geometry: pixel (%d, %d) outside %d x %d\n", at_row, at_col,
+                    g.rows, g.cols);
             return 2;
         }
         print_pixel(&g, at_row, at_col);
@@ -252,9 +277,9 @@ int faidctl_geometry(int argc, char **argv)
         printf("poni file    %s\ndetector     %s\nshape        %d x %d\n"
                "pixel1/2     %.17g %.17g m\ndist         %.17g m\nponi1/2      %.17g %.17g m\n"
                "rot1/2/3     %.17g %.17g %.17g rad\nwavelength   %.17g m\norientation  %d\n",
-               poni, preset ? preset->name : (poni_det[0] ? poni_det : "(none)"), g.rows,
-               g.cols, g.pixel1, g.pixel2, g.dist, g.poni1, g.poni2, g.rot1, g.rot2, g.rot3,
-               g.wavelength, g.orientation ? g.orientation : 3);
+               poni, preset ? preset->name : (poni_det[0] ? poni_det : "(none)"), g.rows, g.cols,
+               g.pixel1, g.pixel2, g.dist, g.poni1, g.poni2, g.rot1, g.rot2, g.rot3, g.wavelength,
+               g.orientation ? g.orientation : 3);
         return 0;
     }
     if (!out) {

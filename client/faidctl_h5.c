@@ -62,13 +62,20 @@ static int read_scalar(hid_t f, const char *path, double *v)
 static hid_t native_of(faid_dtype dt)
 {
     switch (dt) {
-    case FAID_DT_U8: return H5T_NATIVE_UINT8;
-    case FAID_DT_I8: return H5T_NATIVE_INT8;
-    case FAID_DT_U16: return H5T_NATIVE_UINT16;
-    case FAID_DT_I16: return H5T_NATIVE_INT16;
-    case FAID_DT_U32: return H5T_NATIVE_UINT32;
-    case FAID_DT_I32: return H5T_NATIVE_INT32;
-    default: return H5T_NATIVE_FLOAT;
+    case FAID_DT_U8:
+        return H5T_NATIVE_UINT8;
+    case FAID_DT_I8:
+        return H5T_NATIVE_INT8;
+    case FAID_DT_U16:
+        return H5T_NATIVE_UINT16;
+    case FAID_DT_I16:
+        return H5T_NATIVE_INT16;
+    case FAID_DT_U32:
+        return H5T_NATIVE_UINT32;
+    case FAID_DT_I32:
+        return H5T_NATIVE_INT32;
+    default:
+        return H5T_NATIVE_FLOAT;
     }
 }
 
@@ -83,10 +90,14 @@ static faid_dtype dtype_of(hid_t t, int *little)
         return FAID_DT_INVALID;
     int sgn = H5Tget_sign(t) == H5T_SGN_2;
     switch (n) {
-    case 1: return sgn ? FAID_DT_I8 : FAID_DT_U8;
-    case 2: return sgn ? FAID_DT_I16 : FAID_DT_U16;
-    case 4: return sgn ? FAID_DT_I32 : FAID_DT_U32;
-    default: return FAID_DT_INVALID;
+    case 1:
+        return sgn ? FAID_DT_I8 : FAID_DT_U8;
+    case 2:
+        return sgn ? FAID_DT_I16 : FAID_DT_U16;
+    case 4:
+        return sgn ? FAID_DT_I32 : FAID_DT_U32;
+    default:
+        return FAID_DT_INVALID;
     }
 }
 
@@ -100,8 +111,7 @@ static int add_frame(faidctl_h5 *h, uint8_t *buf, size_t len, faid_diag *d)
         h->len = nl;
     if (!nd || !nl) {
         free(buf);
-        return faid_fail(d, FAID_ENOMEM, "out of memory for frame %llu",
-                         (unsigned long long)h->n);
+        return faid_fail(d, FAID_ENOMEM, "out of memory for frame %llu", (unsigned long long)h->n);
     }
     h->data[h->n] = buf;
     h->len[h->n] = len;
@@ -114,8 +124,10 @@ static int read_dataset(hid_t f, const char *path, faidctl_h5 *h, faid_diag *d)
 {
     hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
     if (ds < 0)
-        return faid_fail(d, FAID_EIO, "dataset %s: cannot open (missing, or an external link to "
-                                      "a data file that is not beside the master file)", path);
+        return faid_fail(d, FAID_EIO,
+                         "dataset %s: cannot open (missing, or an external link to "
+                         "a data file that is not beside the master file)",
+                         path);
     hid_t sp = H5Dget_space(ds), ty = H5Dget_type(ds), pl = H5Dget_create_plist(ds);
     int rc = 0;
     hsize_t dims[3] = {1, 0, 0};
@@ -153,8 +165,8 @@ static int read_dataset(hid_t f, const char *path, faidctl_h5 *h, faid_diag *d)
                 size_t ncd = 16;
                 char name[64];
                 unsigned cfg;
-                H5Z_filter_t id = H5Pget_filter2(pl, 0, &flags, &ncd, cdv, sizeof(name), name,
-                                                 &cfg);
+                H5Z_filter_t id =
+                    H5Pget_filter2(pl, 0, &flags, &ncd, cdv, sizeof(name), name, &cfg);
                 if (id == FILTER_BITSHUFFLE && ncd >= 5 && cdv[4] == BSHUF_LZ4) {
                     direct = 1;
                     enc = FAID_ENC_BSLZ4;
@@ -251,8 +263,10 @@ static int read_dataset(hid_t f, const char *path, faidctl_h5 *h, faid_diag *d)
                 free(buf);
                 if (fsp >= 0)
                     H5Sclose(fsp);
-                rc = faid_fail(d, FAID_EIO, "%s frame %llu: read failed (a filter without its "
-                                            "plugin?)", path, (unsigned long long)k);
+                rc = faid_fail(d, FAID_EIO,
+                               "%s frame %llu: read failed (a filter without its "
+                               "plugin?)",
+                               path, (unsigned long long)k);
                 break;
             }
             H5Sclose(fsp);

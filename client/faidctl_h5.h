@@ -27,10 +27,10 @@ typedef struct faidctl_h5 {
     uint64_t n;             /* frames */
     uint8_t **data;         /* n payloads, each malloc'ed */
     size_t *len;
-    int direct;             /* 1: chunks as stored; 0: decoded by libhdf5 */
-    char dataset[256];      /* the (first) dataset read */
+    int direct;        /* 1: chunks as stored; 0: decoded by libhdf5 */
+    char dataset[256]; /* the (first) dataset read */
     int ndatasets;
-    int has_geometry;       /* all of the geometry below was found */
+    int has_geometry;                    /* all of the geometry below was found */
     double beam_center_x, beam_center_y; /* pixels */
     double distance;                     /* m */
     double pixel_size_x, pixel_size_y;   /* m */

@@ -198,15 +198,33 @@ int faidctl_inspect(int argc, char **argv)
     int c, first = 1;
     while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
         switch (c) {
-        case 'h': usage(stdout); return 0;
-        case O_PROTOCOL: proto_name = optarg; break;
-        case O_CHANNEL: channel = optarg; break;
-        case O_NPY: npy = optarg; break;
-        case O_MASK: mask_npy = optarg; break;
-        case O_FLAT: flat_npy = optarg; break;
-        case O_RATE: rate_npy = optarg; break;
-        case O_REPEAT: repeat_s = optarg; break;
-        default: usage(stderr); return 2;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case O_PROTOCOL:
+            proto_name = optarg;
+            break;
+        case O_CHANNEL:
+            channel = optarg;
+            break;
+        case O_NPY:
+            npy = optarg;
+            break;
+        case O_MASK:
+            mask_npy = optarg;
+            break;
+        case O_FLAT:
+            flat_npy = optarg;
+            break;
+        case O_RATE:
+            rate_npy = optarg;
+            break;
+        case O_REPEAT:
+            repeat_s = optarg;
+            break;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     for (int i = optind; i < argc; i++) {

@@ -11,8 +11,8 @@
  * OUTDIR/<stem>_<frame, 5 digits>.dat (columns radial I sigma std count) and, with a cake,
  * <stem>_<frame>_2d_{I,sigma,std,count}.npy of shape (npt_azim, npt_rad) plus
  * <stem>_2d_radial.npy and <stem>_2d_azimuthal.npy, and with peaks.algorithm not none
- * <stem>_<frame>.peaks (faid_peaks_write: parameters, num_peaks, is_hit, one line per peak). Errors name the file, key or frame; the exit
- * status is 0 only when every frame was reduced. */
+ * <stem>_<frame>.peaks (faid_peaks_write: parameters, num_peaks, is_hit, one line per peak). Errors
+ * name the file, key or frame; the exit status is 0 only when every frame was reduced. */
 #include "faidctl.h"
 
 #include "faid_client.h"
@@ -63,33 +63,33 @@ typedef struct run {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: faidctl process [-c CONFIG.yaml] [-o OUTDIR] [--device D] [--set KEY=VALUE]...\n"
-            "                       [--shape H,W] [--dtype T] [--encoding E] INPUT...\n"
-            "       faidctl process --synthetic N [--dtype T] [-c CONFIG.yaml] [-o OUTDIR]\n"
-            "       faidctl process --dump-config[=plain|annotated|markdown] [-c CONFIG.yaml]\n"
-            "\n"
-            "Reduces frames with the daemon's code path and writes one OUTDIR/<stem>_<frame>.dat\n"
-            "per frame (columns: radial I sigma std count), plus .npy files for the 2D cake\n"
-            "and, with peaks.algorithm set, OUTDIR/<stem>_<frame>.peaks (x y intensity sigma\n"
-            "snr npix per peak).\n"
-            "\n"
-            "  -c, --config FILE   YAML configuration (default: the embedded EIGER 4M default)\n"
-            "  -o, --out DIR       output folder, created if needed (default: .)\n"
-            "  -d, --device D      auto (first GPU, else the CPU OpenCL device), gpu, cpu, ref\n"
-            "                      (plain C reference) or an index from `faidctl devices`\n"
-            "  --set KEY=VALUE     override one option, e.g. --set integration.npt=500\n"
-            "  --shape H,W         frame shape of compressed chunks (default: the detector's)\n"
-            "  --dtype T           element type of compressed chunks (uint8, uint16, uint32,\n"
-            "                      int8, int16, int32, float32); of synthetic frames (uint32)\n"
-            "  --encoding E        bslz4, lz4 or lz4-raw (default: from the file extension)\n"
-            "  --synthetic N       generate N frames for the configured detector, save them as\n"
-            "                      OUTDIR/synthetic.npy and reduce them\n"
-            "  --dump-config[=S]   print the effective configuration (S = annotated: with help;\n"
-            "                      markdown: the option reference table) and exit\n"
-            "  -q, --quiet         no progress or summary on stderr\n"
-            "\n"
-            "INPUT: .npy (H x W or N x H x W), or .bslz4 / .lz4 chunk files (one frame each).\n");
+    fprintf(
+        f, "usage: faidctl process [-c CONFIG.yaml] [-o OUTDIR] [--device D] [--set KEY=VALUE]...\n"
+           "                       [--shape H,W] [--dtype T] [--encoding E] INPUT...\n"
+           "       faidctl process --synthetic N [--dtype T] [-c CONFIG.yaml] [-o OUTDIR]\n"
+           "       faidctl process --dump-config[=plain|annotated|markdown] [-c CONFIG.yaml]\n"
+           "\n"
+           "Reduces frames with the daemon's code path and writes one OUTDIR/<stem>_<frame>.dat\n"
+           "per frame (columns: radial I sigma std count), plus .npy files for the 2D cake\n"
+           "and, with peaks.algorithm set, OUTDIR/<stem>_<frame>.peaks (x y intensity sigma\n"
+           "snr npix per peak).\n"
+           "\n"
+           "  -c, --config FILE   YAML configuration (default: the embedded EIGER 4M default)\n"
+           "  -o, --out DIR       output folder, created if needed (default: .)\n"
+           "  -d, --device D      auto (first GPU, else the CPU OpenCL device), gpu, cpu, ref\n"
+           "                      (plain C reference) or an index from `faidctl devices`\n"
+           "  --set KEY=VALUE     override one option, e.g. --set integration.npt=500\n"
+           "  --shape H,W         frame shape of compressed chunks (default: the detector's)\n"
+           "  --dtype T           element type of compressed chunks (uint8, uint16, uint32,\n"
+           "                      int8, int16, int32, float32); of synthetic frames (uint32)\n"
+           "  --encoding E        bslz4, lz4 or lz4-raw (default: from the file extension)\n"
+           "  --synthetic N       generate N frames for the configured detector, save them as\n"
+           "                      OUTDIR/synthetic.npy and reduce them\n"
+           "  --dump-config[=S]   print the effective configuration (S = annotated: with help;\n"
+           "                      markdown: the option reference table) and exit\n"
+           "  -q, --quiet         no progress or summary on stderr\n"
+           "\n"
+           "INPUT: .npy (H x W or N x H x W), or .bslz4 / .lz4 chunk files (one frame each).\n");
 }
 
 static const char *stem_of(const char *path, char *out, size_t cap)
@@ -149,10 +149,11 @@ static int write_dat(run *r, const char *path, const char *input, const char *st
         cols[3 * n + b] = p->count[b];
     }
     char extra[3 * FAID_PATH_MAX];
-    snprintf(extra, sizeof extra, "input: %s\ndevice: %s\nconfig: %s\nnpt: %d  split: %s  "
-             "error_model: %s", input, r->device_name,
-             s->cfg.source[0] ? s->cfg.source : "embedded default", s->cfg.npt,
-             faid_split_name(s->cfg.split), faid_error_model_name(s->cfg.error_model));
+    snprintf(extra, sizeof extra,
+             "input: %s\ndevice: %s\nconfig: %s\nnpt: %d  split: %s  "
+             "error_model: %s",
+             input, r->device_name, s->cfg.source[0] ? s->cfg.source : "embedded default",
+             s->cfg.npt, faid_split_name(s->cfg.split), faid_error_model_name(s->cfg.error_model));
     faid_dat_meta meta = {
         .unit = faid_unit_name(s->cfg.unit),
         .software_version = FAID_VERSION,
@@ -255,8 +256,8 @@ static int write_peaks(run *r, const char *stem, long frame, faid_diag *d)
     };
     int rc = faid_peaks_path(path, sizeof path, r->o->outdir, stem, (uint64_t)frame, d);
     if (!rc)
-        rc = faid_peaks_write(path, &meta, n, c, c + n, c + 2 * n, c + 3 * n, c + 4 * n,
-                              c + 5 * n, d);
+        rc = faid_peaks_write(path, &meta, n, c, c + n, c + 2 * n, c + 3 * n, c + 4 * n, c + 5 * n,
+                              d);
     free(c);
     return rc;
 }
@@ -270,8 +271,8 @@ static void progress(run *r, const char *input)
         return;
     r->last_progress = now;
     double s = (double)(now - r->t0) * 1e-9;
-    fprintf(stderr, "faidctl process: %s: %ld/%ld frames, %.1f frames/s\n", input,
-            r->frames_done, r->frames_total, s > 0 ? (double)r->frames_done / s : 0.0);
+    fprintf(stderr, "faidctl process: %s: %ld/%ld frames, %.1f frames/s\n", input, r->frames_done,
+            r->frames_total, s > 0 ? (double)r->frames_done / s : 0.0);
 }
 
 /* Reduces one frame and writes its outputs; errors are reported and counted, never fatal. */
@@ -318,8 +319,10 @@ static int process_array(run *r, const char *input, const char *stem, const faid
     if (check_frame_dtype(input, a->dtype))
         return FAID_EDTYPE;
     if (a->ndim != 2 && a->ndim != 3) {
-        fprintf(stderr, "faidctl process: %s: expected a 2-D (H x W) or 3-D (N x H x W) array, "
-                        "got %d dimension(s)\n", input, a->ndim);
+        fprintf(stderr,
+                "faidctl process: %s: expected a 2-D (H x W) or 3-D (N x H x W) array, "
+                "got %d dimension(s)\n",
+                input, a->ndim);
         return FAID_ESHAPE;
     }
     size_t h = a->shape[a->ndim - 2], w = a->shape[a->ndim - 1];
@@ -341,8 +344,8 @@ static int process_array(run *r, const char *input, const char *stem, const faid
     }
     size_t fbytes = h * w * faid_dtype_size(a->dtype);
     for (size_t i = 0; i < n; i++) {
-        faid_frame f = {(const char *)a->data + i * fbytes, fbytes, FAID_ENC_NONE, a->dtype,
-                        (int)h, (int)w};
+        faid_frame f = {
+            (const char *)a->data + i * fbytes, fbytes, FAID_ENC_NONE, a->dtype, (int)h, (int)w};
         do_frame(r, input, stem, (long)i, &f);
     }
     return 0;
@@ -365,13 +368,15 @@ static int process_input(run *r, const char *input)
         return rc;
     }
     faid_encoding enc;
-    const char *encname = r->o->encoding ? r->o->encoding
+    const char *encname = r->o->encoding              ? r->o->encoding
                           : strcmp(ext, "bslz4") == 0 ? "bslz4"
                           : strcmp(ext, "lz4") == 0   ? "lz4"
                                                       : NULL;
     if (!encname) {
-        fprintf(stderr, "faidctl process: %s: unknown input type '.%s' (expected .npy, .bslz4 or "
-                        ".lz4, or give --encoding)\n", input, ext);
+        fprintf(stderr,
+                "faidctl process: %s: unknown input type '.%s' (expected .npy, .bslz4 or "
+                ".lz4, or give --encoding)\n",
+                input, ext);
         return FAID_EFORMAT;
     }
     if (faid_encoding_parse(encname, &enc) != 0) {
@@ -380,8 +385,10 @@ static int process_input(run *r, const char *input)
         return FAID_EINVAL;
     }
     if (!r->o->dtype) {
-        fprintf(stderr, "faidctl process: %s: a compressed chunk needs --dtype (e.g. --dtype "
-                        "uint32)\n", input);
+        fprintf(stderr,
+                "faidctl process: %s: a compressed chunk needs --dtype (e.g. --dtype "
+                "uint32)\n",
+                input);
         return FAID_EINVAL;
     }
     faid_dtype t = faid_dtype_parse(r->o->dtype);
@@ -502,13 +509,27 @@ static int parse_args(int argc, char **argv, opts *o)
         const char *next = optarg;
         char *end;
         switch (c) {
-        case 'h': usage(stdout); return -1;
-        case 'c': o->config = next; break;
-        case 'o': o->outdir = next; break;
-        case 'd': o->device = next; break;
-        case 'q': o->quiet = 1; break;
-        case O_DTYPE: o->dtype = next; break;
-        case O_ENCODING: o->encoding = next; break;
+        case 'h':
+            usage(stdout);
+            return -1;
+        case 'c':
+            o->config = next;
+            break;
+        case 'o':
+            o->outdir = next;
+            break;
+        case 'd':
+            o->device = next;
+            break;
+        case 'q':
+            o->quiet = 1;
+            break;
+        case O_DTYPE:
+            o->dtype = next;
+            break;
+        case O_ENCODING:
+            o->encoding = next;
+            break;
         case O_SHAPE: {
             long h = strtol(next, &end, 10), w = 0;
             if (*end == ',' || *end == 'x')
@@ -539,8 +560,12 @@ static int parse_args(int argc, char **argv, opts *o)
             o->synthetic = (int)n;
             break;
         }
-        case O_DUMP: o->dump = next ? next : "plain"; break;
-        default: fprintf(stderr, "(see faidctl process --help)\n"); return 2;
+        case O_DUMP:
+            o->dump = next ? next : "plain";
+            break;
+        default:
+            fprintf(stderr, "(see faidctl process --help)\n");
+            return 2;
         }
     }
     for (int i = optind; i < argc; i++)
@@ -558,8 +583,10 @@ static int dump_config(const faid_config *cfg, const char *style)
     else if (strcmp(style, "markdown") == 0)
         s = FAID_DUMP_MARKDOWN;
     else {
-        fprintf(stderr, "faidctl process: --dump-config=%s: expected plain, annotated or "
-                        "markdown\n", style);
+        fprintf(stderr,
+                "faidctl process: --dump-config=%s: expected plain, annotated or "
+                "markdown\n",
+                style);
         return 2;
     }
     char *text = faid_config_dump_alloc(cfg, s);
@@ -617,10 +644,10 @@ int faidctl_process(int argc, char **argv)
         status = 2;
         goto out;
     }
-    const char *device = o.device ? o.device : strcmp(cfg->devices, "auto") == 0 ||
-                                                       strchr(cfg->devices, ',')
-                                                   ? "auto"
-                                                   : cfg->devices;
+    const char *device = o.device ? o.device
+                         : strcmp(cfg->devices, "auto") == 0 || strchr(cfg->devices, ',')
+                             ? "auto"
+                             : cfg->devices;
     if (mkdirs(o.outdir, &d)) {
         fprintf(stderr, "faidctl process: -o %s\n", d.msg);
         goto out;

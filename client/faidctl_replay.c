@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #define DEFAULT_TO "tcp://127.0.0.1:5555"
-#define MAX_NPY 64
+#define MAX_NPY    64
 
 /* The DECTRIS side of the sender: one message of stream v1 (JSON parts, the frame's blob
  * without a copy) or v2 (one CBOR item, the frame copied into it). */
@@ -44,7 +44,7 @@ typedef struct dectris_out {
     uint8_t *buf; /* v2 message buffer */
     size_t cap;
     char p1[1024], p2[1024], p4[1024]; /* v1 JSON parts */
-    int copy;                           /* --copy: v1 blobs copied too */
+    int copy;                          /* --copy: v1 blobs copied too */
 } dectris_out;
 
 static int dectris_send(dectris_out *x, faid_sender *s, faid_in_type type, uint64_t frame,
@@ -57,9 +57,9 @@ static int dectris_send(dectris_out *x, faid_sender *s, faid_in_type type, uint6
     if (x->proto == FAID_PROTOCOL_DECTRIS_V2) {
         size_t n = 0;
         rc = type == FAID_IN_START ? faid_dectris2_start(&x->ser, x->buf, x->cap, &n, d)
-             : type == FAID_IN_END ? faid_dectris2_end(&x->ser, x->buf, x->cap, &n, d)
-                                   : faid_dectris2_image(&x->ser, frame, enc, payload, len,
-                                                         x->buf, x->cap, &n, d);
+             : type == FAID_IN_END
+                 ? faid_dectris2_end(&x->ser, x->buf, x->cap, &n, d)
+                 : faid_dectris2_image(&x->ser, frame, enc, payload, len, x->buf, x->cap, &n, d);
         if (rc)
             return rc;
         parts[0] = x->buf;
@@ -163,7 +163,7 @@ typedef struct replay_frames {
     int rows, cols;
     faid_dtype dtype;
     faid_encoding encoding;
-    size_t raw_bytes;      /* per frame, decoded */
+    size_t raw_bytes; /* per frame, decoded */
     int n;
     frame_buf *f;
 } replay_frames;
@@ -184,12 +184,18 @@ static int frames_add(replay_frames *r, const void *raw, faid_diag *d)
     size_t nbytes = r->raw_bytes;
     size_t cap;
     switch (r->encoding) {
-    case FAID_ENC_BSLZ4: cap = faid_bslz4_bound(nbytes, es, 0); break;
-    case FAID_ENC_LZ4: cap = faid_lz4h5_bound(nbytes, 0); break;
+    case FAID_ENC_BSLZ4:
+        cap = faid_bslz4_bound(nbytes, es, 0);
+        break;
+    case FAID_ENC_LZ4:
+        cap = faid_lz4h5_bound(nbytes, 0);
+        break;
     case FAID_ENC_LZ4_RAW:
         cap = nbytes <= LZ4_MAX_INPUT_SIZE ? (size_t)LZ4_compressBound((int)nbytes) : 0;
         break;
-    default: cap = nbytes; break;
+    default:
+        cap = nbytes;
+        break;
     }
     uint8_t *dst = malloc(cap ? cap : 1);
     frame_buf *nf = realloc(r->f, (size_t)(r->n + 1) * sizeof(*nf));
@@ -203,9 +209,15 @@ static int frames_add(replay_frames *r, const void *raw, faid_diag *d)
     size_t len = 0;
     int rc = 0;
     switch (r->encoding) {
-    case FAID_ENC_BSLZ4: rc = faid_bslz4_encode(raw, nbytes, es, 0, dst, cap, &len, d); break;
-    case FAID_ENC_LZ4: rc = faid_lz4h5_encode(raw, nbytes, 0, dst, cap, &len, d); break;
-    case FAID_ENC_LZ4_RAW: rc = lz4raw_encode(raw, nbytes, dst, cap, &len, d); break;
+    case FAID_ENC_BSLZ4:
+        rc = faid_bslz4_encode(raw, nbytes, es, 0, dst, cap, &len, d);
+        break;
+    case FAID_ENC_LZ4:
+        rc = faid_lz4h5_encode(raw, nbytes, 0, dst, cap, &len, d);
+        break;
+    case FAID_ENC_LZ4_RAW:
+        rc = lz4raw_encode(raw, nbytes, dst, cap, &len, d);
+        break;
     default:
         memcpy(dst, raw, nbytes);
         len = nbytes;
@@ -231,21 +243,48 @@ static void store_as(faid_dtype t, void *dst, size_t i, double v)
     }
     double lo = 0, hi = 0;
     switch (t) {
-    case FAID_DT_U8: hi = 255; break;
-    case FAID_DT_U16: hi = 65535; break;
-    case FAID_DT_U32: hi = 4294967295.0; break;
-    case FAID_DT_I8: lo = -128; hi = 127; break;
-    case FAID_DT_I16: lo = -32768; hi = 32767; break;
-    default: lo = -2147483648.0; hi = 2147483647.0; break;
+    case FAID_DT_U8:
+        hi = 255;
+        break;
+    case FAID_DT_U16:
+        hi = 65535;
+        break;
+    case FAID_DT_U32:
+        hi = 4294967295.0;
+        break;
+    case FAID_DT_I8:
+        lo = -128;
+        hi = 127;
+        break;
+    case FAID_DT_I16:
+        lo = -32768;
+        hi = 32767;
+        break;
+    default:
+        lo = -2147483648.0;
+        hi = 2147483647.0;
+        break;
     }
     v = v != v ? 0 : v < lo ? lo : v > hi ? hi : v + (v >= 0 ? 0.5 : -0.5);
     switch (t) {
-    case FAID_DT_U8: ((uint8_t *)dst)[i] = (uint8_t)v; break;
-    case FAID_DT_U16: ((uint16_t *)dst)[i] = (uint16_t)v; break;
-    case FAID_DT_U32: ((uint32_t *)dst)[i] = (uint32_t)v; break;
-    case FAID_DT_I8: ((int8_t *)dst)[i] = (int8_t)v; break;
-    case FAID_DT_I16: ((int16_t *)dst)[i] = (int16_t)v; break;
-    default: ((int32_t *)dst)[i] = (int32_t)v; break;
+    case FAID_DT_U8:
+        ((uint8_t *)dst)[i] = (uint8_t)v;
+        break;
+    case FAID_DT_U16:
+        ((uint16_t *)dst)[i] = (uint16_t)v;
+        break;
+    case FAID_DT_U32:
+        ((uint32_t *)dst)[i] = (uint32_t)v;
+        break;
+    case FAID_DT_I8:
+        ((int8_t *)dst)[i] = (int8_t)v;
+        break;
+    case FAID_DT_I16:
+        ((int16_t *)dst)[i] = (int16_t)v;
+        break;
+    default:
+        ((int32_t *)dst)[i] = (int32_t)v;
+        break;
     }
 }
 
@@ -273,15 +312,15 @@ static int load_npy(const char *const *paths, int npaths, faid_dtype want_dtype,
             cols = (int)a.shape[2];
         } else {
             faid_array_free(&a);
-            return faid_fail(d, FAID_ESHAPE, "%s: %d-D array; frames are 2-D, stacks 3-D",
-                             paths[p], a.ndim);
+            return faid_fail(d, FAID_ESHAPE, "%s: %d-D array; frames are 2-D, stacks 3-D", paths[p],
+                             a.ndim);
         }
         faid_dtype dt = want_dtype != FAID_DT_INVALID ? want_dtype : a.dtype;
         if (!faid_dtype_is_frame(dt)) {
             faid_array_free(&a);
             return faid_fail(d, FAID_EDTYPE,
-                             "%s: dtype %s is not a frame type; choose one with --dtype",
-                             paths[p], faid_dtype_name(a.dtype));
+                             "%s: dtype %s is not a frame type; choose one with --dtype", paths[p],
+                             faid_dtype_name(a.dtype));
         }
         if (r->n == 0 && p == 0) {
             r->rows = rows;
@@ -465,8 +504,8 @@ static void sleep_until(int64_t t_ns)
 
 static void progress(uint64_t sent, uint64_t total, uint64_t bytes, double elapsed, int tty)
 {
-    fprintf(stderr, "%sreplay: %llu/%llu frames  %.1f frames/s  %.1f MB/s%s",
-            tty ? "\r\033[K" : "", (unsigned long long)sent, (unsigned long long)total,
+    fprintf(stderr, "%sreplay: %llu/%llu frames  %.1f frames/s  %.1f MB/s%s", tty ? "\r\033[K" : "",
+            (unsigned long long)sent, (unsigned long long)total,
             elapsed > 0 ? (double)sent / elapsed : 0.0,
             elapsed > 0 ? (double)bytes / 1e6 / elapsed : 0.0, tty ? "" : "\n");
     fflush(stderr);
@@ -488,9 +527,27 @@ int faidctl_replay(int argc, char **argv)
     faid_input_protocol proto = FAID_PROTOCOL_NATIVE;
 
     enum {
-        O_BIND = 256, O_NO_SERIES, O_QUIET, O_COPY, O_TO, O_PRESET, O_NPY, O_H5, O_DATASET,
-        O_FRAMES, O_SERIES_ID, O_FIRST_FRAME, O_SEED, O_DISTINCT, O_HWM, O_RATE, O_TIMEOUT,
-        O_SERIES_UID, O_DTYPE, O_ENCODING, O_PROTOCOL
+        O_BIND = 256,
+        O_NO_SERIES,
+        O_QUIET,
+        O_COPY,
+        O_TO,
+        O_PRESET,
+        O_NPY,
+        O_H5,
+        O_DATASET,
+        O_FRAMES,
+        O_SERIES_ID,
+        O_FIRST_FRAME,
+        O_SEED,
+        O_DISTINCT,
+        O_HWM,
+        O_RATE,
+        O_TIMEOUT,
+        O_SERIES_UID,
+        O_DTYPE,
+        O_ENCODING,
+        O_PROTOCOL
     };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
@@ -528,14 +585,30 @@ int faidctl_replay(int argc, char **argv)
         if (faidctl_keys_option(&keys, c, optarg))
             continue;
         switch (c) {
-        case 'h': usage(stdout); return 0;
-        case O_BIND: bind = 1; break;
-        case O_NO_SERIES: no_series = 1; break;
-        case O_QUIET: quiet = 1; break;
-        case O_COPY: copy = 1; break;
-        case O_TO: to = v; break;
-        case O_PRESET: preset = v; break;
-        case 'c': config = v; break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case O_BIND:
+            bind = 1;
+            break;
+        case O_NO_SERIES:
+            no_series = 1;
+            break;
+        case O_QUIET:
+            quiet = 1;
+            break;
+        case O_COPY:
+            copy = 1;
+            break;
+        case O_TO:
+            to = v;
+            break;
+        case O_PRESET:
+            preset = v;
+            break;
+        case 'c':
+            config = v;
+            break;
         case O_NPY:
             if (nnpy == MAX_NPY) {
                 fprintf(stderr, "faidctl replay: at most %d --npy files\n", MAX_NPY);
@@ -543,15 +616,25 @@ int faidctl_replay(int argc, char **argv)
             }
             npy[nnpy++] = v;
             break;
-        case O_H5: h5 = v; break;
-        case O_DATASET: h5_dataset = v; break;
+        case O_H5:
+            h5 = v;
+            break;
+        case O_DATASET:
+            h5_dataset = v;
+            break;
         case O_FRAMES:
             bad = parse_u64(v, &frames) != 0;
             frames_given = 1;
             break;
-        case O_SERIES_ID: bad = parse_u64(v, &series_id) != 0; break;
-        case O_FIRST_FRAME: bad = parse_u64(v, &first) != 0; break;
-        case O_SEED: bad = parse_u64(v, &seed) != 0; break;
+        case O_SERIES_ID:
+            bad = parse_u64(v, &series_id) != 0;
+            break;
+        case O_FIRST_FRAME:
+            bad = parse_u64(v, &first) != 0;
+            break;
+        case O_SEED:
+            bad = parse_u64(v, &seed) != 0;
+            break;
         case O_DISTINCT:
             bad = parse_u64(v, &distinct) != 0 || distinct < 1 || distinct > 4096;
             break;
@@ -585,7 +668,9 @@ int faidctl_replay(int argc, char **argv)
         case O_PROTOCOL:
             bad = faid_input_protocol_parse(v, &proto) != 0 || proto == FAID_PROTOCOL_AUTO;
             break;
-        default: usage(stderr); return 2;
+        default:
+            usage(stderr);
+            return 2;
         }
         if (bad) {
             fprintf(stderr, "faidctl replay: bad value '%s' for --%s\n", v,
@@ -672,9 +757,9 @@ int faidctl_replay(int argc, char **argv)
                         hf.has_geometry ? ", geometry from the file" : "");
             faidctl_h5_free(&hf);
         }
-        if (rc == 0 && ((proto == FAID_PROTOCOL_DECTRIS_V2 && !faid_dectris2_carries(enc)) ||
-                        (proto == FAID_PROTOCOL_DECTRIS_V1 &&
-                         !faid_dectris1_encoding(enc, fr.dtype))))
+        if (rc == 0 &&
+            ((proto == FAID_PROTOCOL_DECTRIS_V2 && !faid_dectris2_carries(enc)) ||
+             (proto == FAID_PROTOCOL_DECTRIS_V1 && !faid_dectris1_encoding(enc, fr.dtype))))
             rc = faid_fail(&d, FAID_EUNSUP, "%s cannot carry the file's %s chunks",
                            faid_input_protocol_name(proto), faid_encoding_name(enc));
     } else if (nnpy) {
@@ -769,9 +854,9 @@ int faidctl_replay(int argc, char **argv)
     }
     if (!no_series && status == 0) {
         h.type = FAID_IN_START;
-        rc = proto == FAID_PROTOCOL_NATIVE ? faid_sender_series(s, &h, &d)
-                                           : dectris_send(&dx, s, FAID_IN_START, 0, NULL, 0, enc,
-                                                          rate, &d);
+        rc = proto == FAID_PROTOCOL_NATIVE
+                 ? faid_sender_series(s, &h, &d)
+                 : dectris_send(&dx, s, FAID_IN_START, 0, NULL, 0, enc, rate, &d);
         if (rc) {
             fprintf(stderr, "faidctl replay: %s\n", d.msg);
             status = 1;

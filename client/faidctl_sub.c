@@ -48,8 +48,8 @@ static void usage(FILE *f)
             "                   DIR/<series>_<frame_id>.peaks\n"
             "  --json           print every message as one JSON line on stdout\n"
             "  --quiet          no live summary line on stderr\n"
-            "  --rcvhwm N       receive high-water mark in messages (default ZeroMQ's)\n"
-            FAIDCTL_KEY_USAGE
+            "  --rcvhwm N       receive high-water mark in messages (default "
+            "ZeroMQ's)\n" FAIDCTL_KEY_USAGE
             "A refused CURVE handshake ends the command with exit status 1 and the reason.\n",
             DEFAULT_FROM);
 }
@@ -57,7 +57,7 @@ static void usage(FILE *f)
 typedef struct id_tracker {
     int active;
     uint64_t series_id;
-    uint64_t base, min, max;   /* base = first id seen; bitmap bit k = id base + k */
+    uint64_t base, min, max; /* base = first id seen; bitmap bit k = id base + k */
     uint8_t *bits;
     size_t cap_bits;
     uint64_t unique, duplicates, untracked;
@@ -168,8 +168,17 @@ int faidctl_sub(int argc, char **argv)
     long long count = -1;
     double timeout = -1;
     enum {
-        O_FROM = 256, O_LOSSLESS, O_NAME, O_CREDIT, O_UNTIL_END, O_JSON, O_QUIET, O_OUT, O_COUNT,
-        O_TIMEOUT, O_RCVHWM
+        O_FROM = 256,
+        O_LOSSLESS,
+        O_NAME,
+        O_CREDIT,
+        O_UNTIL_END,
+        O_JSON,
+        O_QUIET,
+        O_OUT,
+        O_COUNT,
+        O_TIMEOUT,
+        O_RCVHWM
     };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
@@ -194,10 +203,18 @@ int faidctl_sub(int argc, char **argv)
         if (faidctl_keys_option(&keys, c, optarg))
             continue;
         switch (c) {
-        case 'h': usage(stdout); return 0;
-        case O_FROM: from = optarg; break;
-        case O_LOSSLESS: lossless = 1; break;
-        case O_NAME: name = optarg; break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case O_FROM:
+            from = optarg;
+            break;
+        case O_LOSSLESS:
+            lossless = 1;
+            break;
+        case O_NAME:
+            name = optarg;
+            break;
         case O_CREDIT:
             credit = strtol(optarg, &end, 10);
             if (*end || credit < 1 || credit > 65536) {
@@ -206,10 +223,18 @@ int faidctl_sub(int argc, char **argv)
                 return 2;
             }
             break;
-        case O_UNTIL_END: until_end = 1; break;
-        case O_JSON: json = 1; break;
-        case O_QUIET: quiet = 1; break;
-        case O_OUT: outdir = optarg; break;
+        case O_UNTIL_END:
+            until_end = 1;
+            break;
+        case O_JSON:
+            json = 1;
+            break;
+        case O_QUIET:
+            quiet = 1;
+            break;
+        case O_OUT:
+            outdir = optarg;
+            break;
         case O_COUNT:
             count = strtoll(optarg, &end, 10);
             if (*end || count < 1) {
@@ -235,7 +260,9 @@ int faidctl_sub(int argc, char **argv)
             rcvhwm = (int)v;
             break;
         }
-        default: usage(stderr); return 2;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (optind < argc) {
@@ -348,20 +375,23 @@ int faidctl_sub(int argc, char **argv)
             if (tr.active && tr.series_id != m->series_id)
                 tracker_finish(&tr, &st);
             break;
-        case FAID_OUT_STATS: st.stats++; break;
+        case FAID_OUT_STATS:
+            st.stats++;
+            break;
         case FAID_OUT_ERROR:
             st.errors++;
             if (!quiet) {
                 char frame[40] = "";
                 if (m->has_frame_id)
-                    snprintf(frame, sizeof(frame), ", frame %llu",
-                             (unsigned long long)m->frame_id);
+                    snprintf(frame, sizeof(frame), ", frame %llu", (unsigned long long)m->frame_id);
                 fprintf(stderr, "%sfaidctl sub: error from faid (series %llu%s): %s %s: %s\n",
-                        tty ? "\n" : "", (unsigned long long)m->series_id, frame, m->stage,
-                        m->code, m->message);
+                        tty ? "\n" : "", (unsigned long long)m->series_id, frame, m->stage, m->code,
+                        m->message);
             }
             break;
-        case FAID_OUT_END: st.ends++; break;
+        case FAID_OUT_END:
+            st.ends++;
+            break;
         case FAID_OUT_RESULT: {
             st.results++;
             if (m->latency_us > 0) {
@@ -389,8 +419,7 @@ int faidctl_sub(int argc, char **argv)
             if (outdir) {
                 /* The result's own series and setup, not the newest start's: results of
                  * one series can arrive after the next series' start. */
-                const faid_series_info *si =
-                    faid_sub_series_of(s, m->series_id, m->setup_version);
+                const faid_series_info *si = faid_sub_series_of(s, m->series_id, m->setup_version);
                 char stem[FAID_SERIES_UID_MAX + 32], path[4096];
                 faid_dat_series_stem(stem, sizeof(stem), m->series_id,
                                      si ? si->series_unique_id : NULL);
@@ -408,7 +437,8 @@ int faidctl_sub(int argc, char **argv)
             }
             break;
         }
-        default: break;
+        default:
+            break;
         }
         if (count > 0 && st.results >= (uint64_t)count) {
             why = "count reached";
@@ -434,8 +464,7 @@ done:
     printf("lost messages: %llu\n", (unsigned long long)st.lost);
     printf("messages: start %llu, end %llu, error %llu, stats %llu, undecodable %llu\n",
            (unsigned long long)st.starts, (unsigned long long)st.ends,
-           (unsigned long long)st.errors, (unsigned long long)st.stats,
-           (unsigned long long)st.bad);
+           (unsigned long long)st.errors, (unsigned long long)st.stats, (unsigned long long)st.bad);
     printf("rate: %.1f results/s over %.3f s, %.2f MB received\n",
            span > 0 ? (double)(st.results > 1 ? st.results - 1 : 0) / span : 0.0, span,
            (double)st.bytes / 1e6);

@@ -51,8 +51,8 @@ typedef struct ingest_shared {
 typedef struct ingest {
     faid_server *s;
     ingest_shared *sh;
-    int source;                   /* index of the endpoint in input.endpoint */
-    void *pull;                   /* its PULL socket */
+    int source; /* index of the endpoint in input.endpoint */
+    void *pull; /* its PULL socket */
     pthread_t thread;
     int started;
     faid_queue_policy policy;
@@ -68,8 +68,14 @@ struct faid_ingest_set {
     ingest *in[FAID_MAX_ENDPOINTS];
 };
 
-static void lock(ingest *in) { pthread_mutex_lock(&in->sh->mu); }
-static void unlock(ingest *in) { pthread_mutex_unlock(&in->sh->mu); }
+static void lock(ingest *in)
+{
+    pthread_mutex_lock(&in->sh->mu);
+}
+static void unlock(ingest *in)
+{
+    pthread_mutex_unlock(&in->sh->mu);
+}
 
 static faid_ratelimit rl_bad, rl_drop, rl_stale;
 
@@ -328,9 +334,8 @@ static void parse_table(faid_slot *slot)
     uint64_t expect = (uint64_t)h->rows * (uint64_t)h->cols * esz;
     const uint8_t *p = slot->payload;
     size_t len = slot->payload_len;
-    int rc = h->encoding == FAID_ENC_BSLZ4
-                 ? faid_bslz4_table(p, len, esz, expect, &slot->table, &d)
-                 : faid_lz4h5_table(p, len, expect, &slot->table, &d);
+    int rc = h->encoding == FAID_ENC_BSLZ4 ? faid_bslz4_table(p, len, esz, expect, &slot->table, &d)
+                                           : faid_lz4h5_table(p, len, expect, &slot->table, &d);
     slot->has_table = rc == 0;
     slot->table_us = (double)(faid_now_ns() - t0) / 1e3;
 }
@@ -341,9 +346,10 @@ static void parse_table(faid_slot *slot)
  * core's cache. With input.pinned_copy auto only while frames wait in the frame queue: measured
  * with faid-bench --host-path (EIGER 4M, 2.69 MB bslz4, the 2-core development machine), the copy
  * is 240-300 us and the parse 40-50 us, so one ingest thread doing both for every frame is
- * busier than the worker was (its copy alone): the copy goes where the time is to spare. lz4-raw frames are decoded on the CPU by the worker: nothing to gain. A frame
- * that does not fit now keeps its ZeroMQ message (the worker copies it): counted, never waited
- * for. The copy's time is part of the frame's table_us. */
+ * busier than the worker was (its copy alone): the copy goes where the time is to spare. lz4-raw
+ * frames are decoded on the CPU by the worker: nothing to gain. A frame that does not fit now keeps
+ * its ZeroMQ message (the worker copies it): counted, never waited for. The copy's time is part of
+ * the frame's table_us. */
 static void to_pinned(ingest *in, faid_slot *slot)
 {
     faid_server *s = in->s;
@@ -373,7 +379,8 @@ static void enqueue(ingest *in, faid_slot *slot)
         /* Not reading the socket while we wait is the point: ZeroMQ's high-water mark then
          * pushes back to the sender. */
         while (faid_queue_push(s->frames, slot, POLL_MS) == FAID_ETIMEOUT)
-            atomic_store_explicit(&s->ingest_alive_ns[in->source], faid_now_ns(), memory_order_relaxed);
+            atomic_store_explicit(&s->ingest_alive_ns[in->source], faid_now_ns(),
+                                  memory_order_relaxed);
         return;
     }
     faid_slot *victim = NULL;
@@ -434,12 +441,12 @@ static void series_setup(ingest *in, const uint8_t *mask, uint64_t hash, const f
         return;
     }
     faid_stat_add(in->sh->choice == FAID_SETUP_REUSED ? &in->s->stats.setups_reused
-                                                  : &in->s->stats.setups_rebuilt,
+                                                      : &in->s->stats.setups_rebuilt,
                   1);
     FAID_INFO("ingest", "series %llu: setup %s (%s; ingest held %.1f ms)",
               (unsigned long long)series_id, faid_setup_choice_name(in->sh->choice),
               in->sh->choice == FAID_SETUP_REUSED ? "same configuration, detector mask and geometry"
-                                              : "building off the ingest thread",
+                                                  : "building off the ingest thread",
               (double)(faid_now_ns() - t0) / 1e6);
 }
 
@@ -577,8 +584,8 @@ static int receive(ingest *in, faid_slot *slot, int *nparts, size_t *bytes)
 /* The detector pixel mask a start message brings (merge rule: OR-ed with the configured mask):
  * decoded into in->mask (non-zero = bad), *hash its FNV-1a (never 0). Returns 0 with *mask NULL
  * when the message has none; an error (logged by the caller) when it cannot be used. */
-static int start_mask(ingest *in, const faid_input_meta *meta, const uint8_t **mask,
-                      uint64_t *hash, faid_diag *d)
+static int start_mask(ingest *in, const faid_input_meta *meta, const uint8_t **mask, uint64_t *hash,
+                      faid_diag *d)
 {
     *mask = NULL;
     *hash = 0;
@@ -589,10 +596,9 @@ static int start_mask(ingest *in, const faid_input_meta *meta, const uint8_t **m
     int rows = g->setup->rows, cols = g->setup->cols;
     faid_gen_release(&g);
     if (a->ndim != 2 || a->shape[0] != (uint64_t)rows || a->shape[1] != (uint64_t)cols)
-        return faid_fail(d, FAID_ESHAPE,
-                         "pixel mask of shape [%llu, %llu] does not match the setup's [%d, %d]",
-                         (unsigned long long)a->shape[0], (unsigned long long)a->shape[1], rows,
-                         cols);
+        return faid_fail(
+            d, FAID_ESHAPE, "pixel mask of shape [%llu, %llu] does not match the setup's [%d, %d]",
+            (unsigned long long)a->shape[0], (unsigned long long)a->shape[1], rows, cols);
     size_t npix = (size_t)rows * (size_t)cols;
     size_t esz = faid_dtype_size(a->dtype);
     if (esz == 0 || esz > 4)
@@ -648,12 +654,13 @@ static int start_geometry(ingest *in, const faid_input_meta *m, faid_geometry *g
     g->dist = (m->have & FAID_META_DISTANCE) ? m->detector_distance : m->detector_translation[2];
     /* h c = 12398.4198 eV angstrom */
     double wl_a = (m->have & FAID_META_WAVELENGTH) ? m->incident_wavelength
-                  : m->incident_energy > 0        ? 12398.419843320026 / m->incident_energy
-                                                  : 0;
+                  : m->incident_energy > 0         ? 12398.419843320026 / m->incident_energy
+                                                   : 0;
     g->wavelength = wl_a * 1e-10;
     if (!(g->dist > 0) || !(g->wavelength > 0)) {
-        FAID_WARN("ingest", "series %llu: the start message's distance or wavelength is not "
-                            "positive: the configuration's geometry is used",
+        FAID_WARN("ingest",
+                  "series %llu: the start message's distance or wavelength is not "
+                  "positive: the configuration's geometry is used",
                   (unsigned long long)series_id);
         return 0;
     }
@@ -671,8 +678,8 @@ static void handle_start(ingest *in, faid_slot *slot)
     if (m->meta.have & FAID_META_NIMAGES)
         nimages = m->meta.nimages;
     lock(in);
-    faid_series_start(in->sh->series, in->source, slot->h.series_id, slot->h.series_unique_id, nimages,
-                      faid_now_ns(), &out);
+    faid_series_start(in->sh->series, in->source, slot->h.series_id, slot->h.series_unique_id,
+                      nimages, faid_now_ns(), &out);
     if (out.n && out.ev[out.n - 1].kind == FAID_SERIES_EV_START) {
         /* ingest's time on the start: mask decode, hash, key, and a build only started */
         int64_t t0 = faid_now_ns();
@@ -828,8 +835,7 @@ static void *ingest_main(void *arg)
     zmq_pollitem_t item = {.socket = in->pull, .events = ZMQ_POLLIN};
     faid_series_out out;
     while (!atomic_load(&s->stop_ingest)) {
-        atomic_store_explicit(&s->ingest_alive_ns[in->source], faid_now_ns(),
-                              memory_order_relaxed);
+        atomic_store_explicit(&s->ingest_alive_ns[in->source], faid_now_ns(), memory_order_relaxed);
         lock(in);
         faid_series_tick(in->sh->series, faid_now_ns(), &out);
         emit(in, &out, NULL);

@@ -287,8 +287,12 @@ int main(int argc, char **argv)
     opterr = 0; /* faid's own messages below */
     while ((opt = getopt_long(argc, argv, ":hVc:", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'h': usage(stdout); return 0;
-        case 'V': printf("faid %s (protocol %d)\n", FAID_VERSION, FAID_PROTO_VERSION); return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("faid %s (protocol %d)\n", FAID_VERSION, FAID_PROTO_VERSION);
+            return 0;
         case O_DUMP_METRICS: {
             char *md = faid_metrics_markdown();
             if (md)
@@ -296,9 +300,15 @@ int main(int argc, char **argv)
             free(md);
             return md ? 0 : 1;
         }
-        case O_DUMP_CONFIG: dump = 1; break;
-        case 'c': config_path = optarg; break;
-        case O_LOG_LEVEL: level_arg = optarg; break;
+        case O_DUMP_CONFIG:
+            dump = 1;
+            break;
+        case 'c':
+            config_path = optarg;
+            break;
+        case O_LOG_LEVEL:
+            level_arg = optarg;
+            break;
         default: {
             const char *what = argv[optind - 1];
             char shortname[3] = {'-', (char)optopt, '\0'};

@@ -61,7 +61,7 @@ struct faid_server;
       "1 while a lossless consumer session is active.")                                            \
     X(SERIES, "faid_series_total", "counter", "", "Series opened.")                                \
     X(SETUPS_REUSED, "faid_series_setups_reused_total", "counter", "",                             \
-      "Series starts that kept the setup in force (same mask, geometry, configuration).")         \
+      "Series starts that kept the setup in force (same mask, geometry, configuration).")          \
     X(SETUPS_REBUILT, "faid_series_setups_rebuilt_total", "counter", "",                           \
       "Series starts whose setup was built off the ingest thread.")                                \
     X(SERIES_FRAMES, "faid_series_frames", "gauge", "",                                            \

@@ -206,8 +206,8 @@ int faid_series_count_rejected(faid_series *t, int source, uint64_t series_id, c
     return 1;
 }
 
-faid_series_verdict faid_series_end(faid_series *t, int source, uint64_t series_id,
-                                    const char *uid, int64_t now_ns, faid_series_out *out)
+faid_series_verdict faid_series_end(faid_series *t, int source, uint64_t series_id, const char *uid,
+                                    int64_t now_ns, faid_series_out *out)
 {
     out->n = 0;
     if (!(t->open && key_match(&t->cur, series_id, uid)))
@@ -233,8 +233,7 @@ void faid_series_close(faid_series *t, faid_series_reason reason, faid_series_ou
     close_open(t, reason, out);
 }
 
-int faid_series_current(const faid_series *t, uint64_t *series_id, const char **uid,
-                        uint64_t *seq)
+int faid_series_current(const faid_series *t, uint64_t *series_id, const char **uid, uint64_t *seq)
 {
     if (series_id)
         *series_id = t->cur.id;

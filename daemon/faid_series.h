@@ -39,11 +39,11 @@
 
 /* Why a series started or ended; the names are the `reason` values of PROTOCOL.md §3. */
 #define FAID_SERIES_REASONS(X)                                                                     \
-    X(SERIES, "series")         /* start: from a start message */                                \
-    X(IMPLICIT, "implicit")     /* start: first frame, no start message (configuration only) */   \
-    X(END, "end")               /* end: from an end message */                                   \
-    X(SUPERSEDED, "superseded") /* end: another series started */                                \
-    X(TIMEOUT, "timeout")       /* end: input.series_timeout without a message of it */          \
+    X(SERIES, "series")         /* start: from a start message */                                  \
+    X(IMPLICIT, "implicit")     /* start: first frame, no start message (configuration only) */    \
+    X(END, "end")               /* end: from an end message */                                     \
+    X(SUPERSEDED, "superseded") /* end: another series started */                                  \
+    X(TIMEOUT, "timeout")       /* end: input.series_timeout without a message of it */            \
     X(SHUTDOWN, "shutdown")     /* end: faid stopped */
 
 typedef enum {
@@ -107,16 +107,15 @@ int faid_series_count_rejected(faid_series *t, int source, uint64_t series_id, c
 /* An end message. ACCEPT when it names the open series (it closes once every joined source
  * ended); STALE when it names a series already closed; UNKNOWN for a series never seen (the
  * caller answers it as a protocol error). Neither changes the open series. */
-faid_series_verdict faid_series_end(faid_series *t, int source, uint64_t series_id,
-                                    const char *uid, int64_t now_ns, faid_series_out *out);
+faid_series_verdict faid_series_end(faid_series *t, int source, uint64_t series_id, const char *uid,
+                                    int64_t now_ns, faid_series_out *out);
 /* Closes the open series when input.series_timeout has passed since its last message. */
 void faid_series_tick(faid_series *t, int64_t now_ns, faid_series_out *out);
 /* Closes the open series (shutdown). */
 void faid_series_close(faid_series *t, faid_series_reason reason, faid_series_out *out);
 
 /* The open series, or the last one when none is open: 1 when open. */
-int faid_series_current(const faid_series *t, uint64_t *series_id, const char **uid,
-                        uint64_t *seq);
+int faid_series_current(const faid_series *t, uint64_t *series_id, const char **uid, uint64_t *seq);
 /* Stale messages dropped so far (all series). */
 uint64_t faid_series_stale_total(const faid_series *t);
 

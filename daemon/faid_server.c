@@ -356,8 +356,8 @@ int faid_endpoint_is_local(const char *endpoint)
 {
     if (strncmp(endpoint, "ipc://", 6) == 0 || strncmp(endpoint, "inproc://", 9) == 0)
         return 1;
-    static const char *const local[] = {"tcp://127.", "tcp://localhost:", "tcp://[::1]:",
-                                        "tcp://lo:", "tcp://[::ffff:127."};
+    static const char *const local[] = {
+        "tcp://127.", "tcp://localhost:", "tcp://[::1]:", "tcp://lo:", "tcp://[::ffff:127."};
     for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
         if (strncmp(endpoint, local[i], strlen(local[i])) == 0)
             return 1;
@@ -414,8 +414,10 @@ static int start_curve(faid_server *s, const faid_config *cfg, faid_diag *d)
     FAID_INFO("security", "CURVE on: server public key %s; %zu client key(s) authorized from %s",
               s->curve_public, nkeys, cfg->authorized_keys);
     if (nkeys == 0)
-        FAID_WARN("security", "security.authorized_keys %s holds no *.pub key: every client is "
-                              "refused", cfg->authorized_keys);
+        FAID_WARN("security",
+                  "security.authorized_keys %s holds no *.pub key: every client is "
+                  "refused",
+                  cfg->authorized_keys);
     return 0;
 }
 
@@ -547,8 +549,9 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         faid_diag_clear(&pd);
         s->pinned = faid_pinned_new(s->workers[0].spec, (size_t)cfg->input_pinned_bytes, &pd);
         if (!s->pinned)
-            FAID_WARN("server", "input.pinned_bytes: no pinned input arena (%s): the workers copy "
-                                "every frame",
+            FAID_WARN("server",
+                      "input.pinned_bytes: no pinned input arena (%s): the workers copy "
+                      "every frame",
                       pd.msg);
         else
             FAID_INFO("server", "pinned input arena: %lld bytes (%s)",
@@ -610,8 +613,8 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         char ep[sizeof cfg->input_endpoint], what[32], mon[64];
         faid_config_endpoint_at(cfg->input_endpoint, i, ep, sizeof ep);
         snprintf(what, sizeof what, nin > 1 ? "input %d" : "input", i);
-        s->pull[i] = make_socket(s, ZMQ_PULL, ep, cfg->input_bind, depth, 0, s->input_max_msg,
-                                 what, d);
+        s->pull[i] =
+            make_socket(s, ZMQ_PULL, ep, cfg->input_bind, depth, 0, s->input_max_msg, what, d);
         if (!s->pull[i])
             goto fail;
         s->npull = i + 1;
@@ -649,16 +652,16 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     if (cfg->forward_endpoint[0]) {
         /* Sends never wait (ZMQ_DONTWAIT in ingest); this high-water mark is what a slow file
          * writer may lag behind before it loses messages. */
-        s->forward = make_socket(s, ZMQ_PUSH, cfg->forward_endpoint, 1, depth, 0,
-                                 FAID_PEER_MAX_MSG, "input forward", d);
+        s->forward = make_socket(s, ZMQ_PUSH, cfg->forward_endpoint, 1, depth, 0, FAID_PEER_MAX_MSG,
+                                 "input forward", d);
         if (!s->forward)
             goto fail;
     }
     if (cfg->hits_endpoint[0]) {
         /* Hit frames for indexing or a hits-only writer: sends never wait; a consumer that
          * is behind loses hits beyond this many (they are counted, hits.dropped). */
-        s->hits = make_socket(s, ZMQ_PUB, cfg->hits_endpoint, 1, 16, 0, FAID_PEER_MAX_MSG,
-                              "hits", d);
+        s->hits =
+            make_socket(s, ZMQ_PUB, cfg->hits_endpoint, 1, 16, 0, FAID_PEER_MAX_MSG, "hits", d);
         if (!s->hits)
             goto fail;
     }

@@ -60,7 +60,7 @@ typedef struct faid_gen {
     int nworkers;
     faid_engine *engines[FAID_MAX_WORKERS]; /* engine i is only ever used by worker i */
     faid_result *results[FAID_MAX_WORKERS];
-    char *config_yaml;   /* effective configuration as YAML */
+    char *config_yaml; /* effective configuration as YAML */
     /* Pixel mask of the detector's start message OR-ed into the configured one (npix bytes,
      * owned), or NULL; its hash (0 = none) tells ingest whether a series needs a new setup. */
     uint8_t *detector_mask;
@@ -70,8 +70,8 @@ typedef struct faid_gen {
     int start_geometry;
     faid_geometry geometry; /* the one in force (start or configuration) */
     uint64_t cfg_version;   /* the configuration it was built from (faid_server.cfg_version) */
-    size_t result_bytes; /* upper bound of one encoded result body */
-    size_t start_bytes;  /* upper bound of one encoded start body */
+    size_t result_bytes;    /* upper bound of one encoded result body */
+    size_t start_bytes;     /* upper bound of one encoded start body */
 } faid_gen;
 
 void faid_gen_acquire(faid_gen *g);
@@ -105,7 +105,7 @@ typedef struct faid_slot {
     faid_block_table table;
     int has_table;
     double table_us; /* ingest time of that parse */
-    faid_gen *gen;    /* reference held while the slot carries a frame or a start */
+    faid_gen *gen;   /* reference held while the slot carries a frame or a start */
     /* A frame received while its series' setup is being built (faid_gen_job): the worker
      * waits for that build and reduces the frame with its generation; NULL otherwise. */
     faid_gen_job *build;
@@ -175,8 +175,8 @@ typedef struct faid_worker {
     float *hit_img;
     uint8_t *hit_msg;
     size_t hit_raw_cap, hit_img_cap, hit_msg_cap;
-    atomic_int in_flight;                /* frames submitted to the engine, not collected */
-    atomic_int_fast64_t alive_ns;        /* heartbeat: the worker loop's last turn (watchdog) */
+    atomic_int in_flight;         /* frames submitted to the engine, not collected */
+    atomic_int_fast64_t alive_ns; /* heartbeat: the worker loop's last turn (watchdog) */
 } faid_worker;
 
 typedef enum { FAID_STATE_IDLE = 0, FAID_STATE_RUNNING, FAID_STATE_STOPPING } faid_state;
@@ -189,9 +189,9 @@ struct faid_server {
     void *pull[FAID_MAX_ENDPOINTS]; /* one PULL per entry of input.endpoint */
     int npull;
     void *pub, *router, *rep; /* router: the lossless channel, NULL when off */
-    faid_lossless *ll;               /* the lossless channel's buffer and session */
-    void *forward; /* PUSH re-sending raw input messages (input.forward_endpoint), or NULL */
-    void *hits;    /* PUB of hit frames (hits.endpoint), or NULL; workers send under hits_mu */
+    faid_lossless *ll;        /* the lossless channel's buffer and session */
+    void *forward;  /* PUSH re-sending raw input messages (input.forward_endpoint), or NULL */
+    void *hits;     /* PUB of hit frames (hits.endpoint), or NULL; workers send under hits_mu */
     void *hits_rep; /* ROUTER answering `next` (hits.request_endpoint), or NULL; under hits_mu */
     pthread_mutex_t hits_mu;
     struct {
@@ -201,7 +201,7 @@ struct faid_server {
     int hits_nwaiting;
     void *input_mon[FAID_MAX_ENDPOINTS]; /* PAIRs receiving the input sockets' connection events
                                           * (main thread) */
-    int64_t input_max_msg; /* ZMQ_MAXMSGSIZE of the input socket */
+    int64_t input_max_msg;               /* ZMQ_MAXMSGSIZE of the input socket */
     /* input connections (main thread writes, status / stats read) */
     atomic_uint_fast64_t in_accepted, in_closed, in_accept_failed;
     /* the pinned input arena (input.pinned_bytes), or NULL; frames copied into it by ingest and
@@ -219,9 +219,9 @@ struct faid_server {
     int64_t stop_since_ns;        /* when the stop began (set before stop_ingest) */
 
     pthread_mutex_t gen_mu;
-    faid_gen *gen; /* current generation */
-    uint64_t next_version;  /* under build_mu */
-    uint64_t cfg_version;   /* bumped by every reload that takes effect (under gen_mu) */
+    faid_gen *gen;         /* current generation */
+    uint64_t next_version; /* under build_mu */
+    uint64_t cfg_version;  /* bumped by every reload that takes effect (under gen_mu) */
     /* Serialises building and swapping in a generation: reload (main thread) and a series start
      * that brings another detector mask (ingest) each read the state in force, build, swap. */
     pthread_mutex_t build_mu;
@@ -333,7 +333,6 @@ void faid_ingest_join(faid_server *s);
 int faid_ingest_running(const faid_server *s);
 void *faid_worker_main(void *worker);
 void *faid_publish_main(void *server);
-
 
 /* Control (faid_control.c): handles one request, writes the reply body into w. Sets *stop when
  * the daemon must stop after replying. */

@@ -39,13 +39,13 @@ typedef enum {
 
 /* Where a processed frame's time goes (faid_stage_seconds{stage=...} on /metrics): name and
  * meaning, one row each; the worker observes every row for every result. */
-#define FAID_TIMINGS(X)                                                                          \
-    X(QUEUE, "queue", "waiting in the frame queue (received -> taken by a worker)")             \
-    X(HOST, "host", "host work before the device: block table, copy into pinned staging")      \
-    X(TRANSFER, "transfer", "host <-> device copies")                                            \
-    X(DECODE, "decode", "decompression (bitshuffle-LZ4 / LZ4)")                                  \
-    X(PREPROCESS, "preprocess", "dark, flat, mask, dummy and normalisation")                    \
-    X(INTEGRATE, "integrate", "the sparse-matrix integration (this frame's share of a batch)")  \
+#define FAID_TIMINGS(X)                                                                            \
+    X(QUEUE, "queue", "waiting in the frame queue (received -> taken by a worker)")                \
+    X(HOST, "host", "host work before the device: block table, copy into pinned staging")          \
+    X(TRANSFER, "transfer", "host <-> device copies")                                              \
+    X(DECODE, "decode", "decompression (bitshuffle-LZ4 / LZ4)")                                    \
+    X(PREPROCESS, "preprocess", "dark, flat, mask, dummy and normalisation")                       \
+    X(INTEGRATE, "integrate", "the sparse-matrix integration (this frame's share of a batch)")     \
     X(COMPUTE, "compute", "the engine's total for the frame")
 
 typedef enum {
@@ -76,8 +76,8 @@ void faid_histo_observe(faid_histo *h, int64_t ns);
 typedef struct faid_stats {
     atomic_uint_fast64_t received, received_bytes, processed, failed, dropped;
     atomic_uint_fast64_t published, lossless_sent, bad_input, series;
-    atomic_uint_fast64_t stale; /* messages (images, ends) of series already closed: dropped */
-    atomic_uint_fast64_t ignored;   /* messages of a type faid has no use for (format OTHER) */
+    atomic_uint_fast64_t stale;   /* messages (images, ends) of series already closed: dropped */
+    atomic_uint_fast64_t ignored; /* messages of a type faid has no use for (format OTHER) */
     atomic_uint_fast64_t forwarded, forward_dropped; /* input.forward_endpoint */
     atomic_uint_fast64_t hits_sent, hits_dropped;    /* hits.endpoint */
     atomic_uint_fast64_t hits_requested;             /* hits answering `next` */

@@ -4,15 +4,15 @@
 # with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite once more, then builds the
 # libFuzzer binaries (clang, library instrumented) and runs every fuzz target for a few seconds.
 # FAID_SKIP_SANITIZE=1 skips the second pass, FAID_SKIP_FUZZ=1 the fuzz pass (quick local runs);
-# FAID_FUZZ_SECONDS sets the seconds per target (default 20); FAID_CHECK_FORMAT=1 first checks the
-# formatting of every C file against .clang-format (tests/format-check.sh).
+# FAID_FUZZ_SECONDS sets the seconds per target (default 20); FAID_CHECK_FORMAT=0 skips the check of the
+# formatting of every C file against .clang-format (tests/format-check.sh), run first by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
 bash deploy/install-deps.sh --python
 
-if [ "${FAID_CHECK_FORMAT:-0}" = 1 ]; then
+if [ "${FAID_CHECK_FORMAT:-1}" = 1 ]; then
     echo "== format (.clang-format)"
     bash tests/format-check.sh
 fi

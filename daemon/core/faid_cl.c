@@ -13,6 +13,8 @@
 const char *faid_cl_errname(cl_int err)
 {
     switch (err) {
+        // The table below is laid out by hand: clang-format 14 does not converge on it.
+        // clang-format off
 #define E(x) \
     case x:  \
         return #x;
@@ -38,16 +40,16 @@ const char *faid_cl_errname(cl_int err)
         E(CL_INVALID_IMAGE_DESCRIPTOR) E(CL_INVALID_COMPILER_OPTIONS) E(CL_INVALID_LINKER_OPTIONS)
         E(CL_INVALID_DEVICE_PARTITION_COUNT)
 #undef E
-    case -1001:
-        return "CL_PLATFORM_NOT_FOUND_KHR";
+            // clang-format on
+            case -1001 : return "CL_PLATFORM_NOT_FOUND_KHR";
     }
     return "CL_UNKNOWN_ERROR";
 }
 
 int faid_cl_fail(faid_diag *d, cl_int err, const char *call, const char *file, int line)
 {
-    FAID_ERROR("opencl", "%s failed: %s (%d) at %s:%d", call, faid_cl_errname(err), (int)err,
-               file, line);
+    FAID_ERROR("opencl", "%s failed: %s (%d) at %s:%d", call, faid_cl_errname(err), (int)err, file,
+               line);
     return faid_fail(d, FAID_ECL, "OpenCL call %s failed: %s (%d)", call, faid_cl_errname(err),
                      (int)err);
 }
@@ -124,8 +126,9 @@ int faid_cl_select(const char *spec, faid_cl_device_info *out, faid_diag *d)
     if (rc)
         return rc;
     if (n == 0)
-        return faid_fail(d, FAID_ENODEV, "no OpenCL device found (is an ICD such as "
-                                         "pocl-opencl-icd installed?)");
+        return faid_fail(d, FAID_ENODEV,
+                         "no OpenCL device found (is an ICD such as "
+                         "pocl-opencl-icd installed?)");
     int want_gpu = strcmp(spec, "auto") == 0 || strcmp(spec, "gpu") == 0;
     if (want_gpu || strcmp(spec, "cpu") == 0) {
         for (int i = 0; i < n; i++)
@@ -150,8 +153,10 @@ int faid_cl_select(const char *spec, faid_cl_device_info *out, faid_diag *d)
     errno = 0;
     long idx = strtol(spec, &end, 10);
     if (errno || *end || end == spec)
-        return faid_fail(d, FAID_EINVAL, "device '%s': expected auto, cpu, gpu, ref or an index "
-                                         "from `faidctl devices`", spec);
+        return faid_fail(d, FAID_EINVAL,
+                         "device '%s': expected auto, cpu, gpu, ref or an index "
+                         "from `faidctl devices`",
+                         spec);
     if (idx < 0 || idx >= n)
         return faid_fail(d, FAID_ENODEV, "device %ld: only %d OpenCL device(s) present", idx, n);
     *out = all[idx];
@@ -251,8 +256,8 @@ int faid_cl_build(faid_cl_ctx *ctx, const char *const *names, int nnames, const 
         }
     }
     cl_int err;
-    cl_program prog = clCreateProgramWithSource(ctx->context, (cl_uint)nnames,
-                                                (const char **)srcs, lens, &err);
+    cl_program prog =
+        clCreateProgramWithSource(ctx->context, (cl_uint)nnames, (const char **)srcs, lens, &err);
     if (err != CL_SUCCESS) {
         rc = faid_cl_fail(d, err, "clCreateProgramWithSource", __FILE__, __LINE__);
         goto done;
@@ -283,8 +288,7 @@ done:
     return rc;
 }
 
-cl_mem faid_cl_buffer(faid_cl_ctx *ctx, cl_mem_flags flags, size_t size, void *host,
-                      faid_diag *d)
+cl_mem faid_cl_buffer(faid_cl_ctx *ctx, cl_mem_flags flags, size_t size, void *host, faid_diag *d)
 {
     cl_int err;
     cl_mem m = clCreateBuffer(ctx->context, flags, size ? size : 4, host, &err);

@@ -4,7 +4,8 @@
  * call, the code and its symbolic name.
  *
  * Device indices are the order of `faidctl devices`: platforms in ICD order, devices in platform
- * order. "auto" picks the first GPU, else the first CPU device (PoCL); "cpu" the first CPU device. */
+ * order. "auto" picks the first GPU, else the first CPU device (PoCL); "cpu" the first CPU device.
+ */
 #ifndef FAID_CL_H
 #define FAID_CL_H
 
@@ -43,21 +44,21 @@ const char *faid_cl_errname(cl_int err);
 /* Logs "call failed: CL_XXX (code) at file:line", records it in d, returns FAID_ECL. */
 int faid_cl_fail(faid_diag *d, cl_int err, const char *call, const char *file, int line);
 
-#define FAID_CL_TRY(d, call)                                                      \
-    do {                                                                          \
-        cl_int faid_cl_err_ = (call);                                             \
-        if (faid_cl_err_ != CL_SUCCESS)                                           \
-            return faid_cl_fail((d), faid_cl_err_, #call, __FILE__, __LINE__);   \
+#define FAID_CL_TRY(d, call)                                                                       \
+    do {                                                                                           \
+        cl_int faid_cl_err_ = (call);                                                              \
+        if (faid_cl_err_ != CL_SUCCESS)                                                            \
+            return faid_cl_fail((d), faid_cl_err_, #call, __FILE__, __LINE__);                     \
     } while (0)
 
 /* As FAID_CL_TRY but jumps to label after storing the faid code in rc. */
-#define FAID_CL_TRY_GOTO(d, rc, label, call)                                      \
-    do {                                                                          \
-        cl_int faid_cl_err_ = (call);                                             \
-        if (faid_cl_err_ != CL_SUCCESS) {                                         \
-            (rc) = faid_cl_fail((d), faid_cl_err_, #call, __FILE__, __LINE__);    \
-            goto label;                                                           \
-        }                                                                         \
+#define FAID_CL_TRY_GOTO(d, rc, label, call)                                                       \
+    do {                                                                                           \
+        cl_int faid_cl_err_ = (call);                                                              \
+        if (faid_cl_err_ != CL_SUCCESS) {                                                          \
+            (rc) = faid_cl_fail((d), faid_cl_err_, #call, __FILE__, __LINE__);                     \
+            goto label;                                                                            \
+        }                                                                                          \
     } while (0)
 
 typedef struct faid_cl_ctx {
@@ -80,7 +81,6 @@ int faid_cl_build(faid_cl_ctx *ctx, const char *const *names, int nnames, const 
                   cl_program *out, faid_diag *d);
 
 /* Creates a buffer; on failure returns NULL and fills d. */
-cl_mem faid_cl_buffer(faid_cl_ctx *ctx, cl_mem_flags flags, size_t size, void *host,
-                      faid_diag *d);
+cl_mem faid_cl_buffer(faid_cl_ctx *ctx, cl_mem_flags flags, size_t size, void *host, faid_diag *d);
 
 #endif

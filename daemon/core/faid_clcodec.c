@@ -64,8 +64,8 @@ static int variant_build(faid_clcodec *c, uint32_t cap, clcodec_variant *v, faid
     memset(v, 0, sizeof *v);
     char opts[512];
     const char *extra = getenv("FAID_CLCODEC_DEFINES");
-    snprintf(opts, sizeof opts, "-D ELEM_SIZE=%zu -D BLOCK_CAP=%u -D WG=%zu %s", c->elem_size,
-             cap, c->wg, extra ? extra : "");
+    snprintf(opts, sizeof opts, "-D ELEM_SIZE=%zu -D BLOCK_CAP=%u -D WG=%zu %s", c->elem_size, cap,
+             c->wg, extra ? extra : "");
     const char *names[] = {"codec/bslz4.cl"};
     int rc = faid_cl_build(c->ctx, names, 1, opts, &v->prog, d);
     if (rc)
@@ -110,8 +110,8 @@ faid_clcodec *faid_clcodec_new(faid_cl_ctx *ctx, size_t elem_size, size_t max_de
         return NULL;
     }
     cl_bool little = CL_TRUE;
-    if (clGetDeviceInfo(ctx->info.device, CL_DEVICE_ENDIAN_LITTLE, sizeof little, &little,
-                        NULL) == CL_SUCCESS &&
+    if (clGetDeviceInfo(ctx->info.device, CL_DEVICE_ENDIAN_LITTLE, sizeof little, &little, NULL) ==
+            CL_SUCCESS &&
         !little) {
         faid_fail(d, FAID_EUNSUP, "bslz4 decoder: device %s is big-endian", ctx->info.name);
         return NULL;
@@ -205,9 +205,10 @@ int faid_clcodec_supports(const faid_clcodec *c, faid_encoding enc, const faid_b
                          "local memory on %s",
                          faid_encoding_name(enc), t->block_bytes, c->max_cap, c->ctx->info.name);
     if (c->max_decoded && t->total_bytes > c->max_decoded)
-        return faid_fail(d, FAID_ESIZE,
-                         "chunk decodes to %llu bytes, more than the %zu the decoder was set up for",
-                         (unsigned long long)t->total_bytes, c->max_decoded);
+        return faid_fail(
+            d, FAID_ESIZE,
+            "chunk decodes to %llu bytes, more than the %zu the decoder was set up for",
+            (unsigned long long)t->total_bytes, c->max_decoded);
     if (t->tail_offset + t->tail_bytes > UINT32_MAX || t->total_bytes > ((uint64_t)1 << 40))
         return faid_fail(d, FAID_EUNSUP, "chunk too large for the device decoder");
     return FAID_OK;
@@ -227,8 +228,7 @@ void faid_clcodec_pack_table(const faid_block_table *t, uint32_t *out)
 }
 
 /* The variant whose capacity holds block_bytes, building it on first need. */
-static int variant_for(faid_clcodec *c, uint32_t block_bytes, clcodec_variant **out,
-                       faid_diag *d)
+static int variant_for(faid_clcodec *c, uint32_t block_bytes, clcodec_variant **out, faid_diag *d)
 {
     uint32_t need = FAID_CLCODEC_BASE_CAP;
     while (need < block_bytes)
@@ -310,8 +310,8 @@ int faid_clcodec_enqueue(faid_clcodec *c, cl_mem chunk, cl_mem table, const faid
 }
 
 /* Grows a device buffer of decode_host to at least size bytes. */
-static int ensure_buffer(faid_clcodec *c, cl_mem *buf, size_t *cap, size_t size,
-                         cl_mem_flags flags, faid_diag *d)
+static int ensure_buffer(faid_clcodec *c, cl_mem *buf, size_t *cap, size_t size, cl_mem_flags flags,
+                         faid_diag *d)
 {
     if (*buf && *cap >= size)
         return FAID_OK;
@@ -384,12 +384,12 @@ int faid_clcodec_decode_host(faid_clcodec *c, faid_encoding enc, const uint8_t *
     if (len)
         FAID_CL_TRY(d, clEnqueueWriteBuffer(q, c->h_chunk, CL_FALSE, 0, len, src, 0, NULL, NULL));
     if (tb)
-        FAID_CL_TRY(d,
-                    clEnqueueWriteBuffer(q, c->h_table, CL_FALSE, 0, tb, c->h_packed, 0, NULL, NULL));
-    FAID_CL_TRY(d, clEnqueueWriteBuffer(q, c->h_err, CL_FALSE, 0, sizeof zero, &zero, 0, NULL,
-                                        NULL));
-    faid_clcodec_io io = {.chunk = c->h_chunk, .table = c->h_table, .dst = c->h_dst,
-                          .err = c->h_err};
+        FAID_CL_TRY(
+            d, clEnqueueWriteBuffer(q, c->h_table, CL_FALSE, 0, tb, c->h_packed, 0, NULL, NULL));
+    FAID_CL_TRY(d,
+                clEnqueueWriteBuffer(q, c->h_err, CL_FALSE, 0, sizeof zero, &zero, 0, NULL, NULL));
+    faid_clcodec_io io = {
+        .chunk = c->h_chunk, .table = c->h_table, .dst = c->h_dst, .err = c->h_err};
     rc = faid_clcodec_enqueue_io(c, q, enc, &io, t, 0, NULL, NULL, d);
     if (rc) {
         clFinish(q);

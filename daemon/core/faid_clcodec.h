@@ -64,14 +64,14 @@ void faid_clcodec_pack_table(const faid_block_table *t, uint32_t *out);
 /* Where the inputs and outputs of one chunk live on the device. Offsets allow one buffer to hold
  * several chunks, tables, frames or flags. */
 typedef struct faid_clcodec_io {
-    cl_mem chunk;        /* compressed bytes, chunk byte 0 at chunk_offset (multiple of 4) */
+    cl_mem chunk; /* compressed bytes, chunk byte 0 at chunk_offset (multiple of 4) */
     size_t chunk_offset;
-    cl_mem table;        /* packed table at byte table_offset (multiple of 4) */
+    cl_mem table; /* packed table at byte table_offset (multiple of 4) */
     size_t table_offset;
-    cl_mem dst;          /* t->total_bytes decoded bytes at dst_offset (multiple of 8 x
-                            elem_size; 64 always works) */
+    cl_mem dst; /* t->total_bytes decoded bytes at dst_offset (multiple of 8 x
+                   elem_size; 64 always works) */
     size_t dst_offset;
-    cl_mem err;          /* int error flag at index err_index (zeroed by the caller) */
+    cl_mem err; /* int error flag at index err_index (zeroed by the caller) */
     size_t err_index;
 } faid_clcodec_io;
 

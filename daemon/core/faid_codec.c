@@ -15,7 +15,7 @@
 
 /* Largest element size faid accepts in a bslz4 header walk; bitshuffle itself has no limit but a
  * huge element size only shows up in corrupt metadata. */
-#define FAID_BSLZ4_MAX_ELEM 1024
+#define FAID_BSLZ4_MAX_ELEM      1024
 #define FAID_BSLZ4_DEFAULT_BLOCK 8192u
 
 int faid_encoding_parse(const char *name, faid_encoding *out)
@@ -105,8 +105,8 @@ uint32_t faid_bslz4_max_blocks(uint64_t total_bytes, size_t elem_size, uint32_t 
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
-int faid_bslz4_header(const uint8_t *src, size_t len, uint64_t *total_bytes,
-                      uint32_t *block_bytes, faid_diag *d)
+int faid_bslz4_header(const uint8_t *src, size_t len, uint64_t *total_bytes, uint32_t *block_bytes,
+                      faid_diag *d)
 {
     if (!src || len < 12)
         return faid_fail(d, FAID_ETRUNC, "chunk of %zu bytes is shorter than its 12-byte header",
@@ -350,8 +350,8 @@ static int lz4_block(const uint8_t *src, uint32_t csize, uint8_t *dst, uint32_t 
     if (got < 0)
         return faid_fail(d, FAID_ECORRUPT, "%s: block %u: corrupt LZ4 data", what, k);
     if ((uint32_t)got != dsize)
-        return faid_fail(d, FAID_ECORRUPT, "%s: block %u decodes to %d bytes, expected %u", what,
-                         k, got, dsize);
+        return faid_fail(d, FAID_ECORRUPT, "%s: block %u decodes to %d bytes, expected %u", what, k,
+                         got, dsize);
     return FAID_OK;
 }
 
@@ -588,8 +588,8 @@ size_t faid_lz4h5_bound(size_t nbytes, size_t block_bytes)
     return (size_t)(12 + nb * 4 + nbytes + nb * (bs / 255 + 16));
 }
 
-int faid_lz4h5_encode(const void *src, size_t nbytes, size_t block_bytes, uint8_t *dst,
-                      size_t cap, size_t *out_len, faid_diag *d)
+int faid_lz4h5_encode(const void *src, size_t nbytes, size_t block_bytes, uint8_t *dst, size_t cap,
+                      size_t *out_len, faid_diag *d)
 {
     uint64_t bs = block_bytes ? block_bytes : FAID_LZ4H5_DEFAULT_BLOCK;
     if (bs > nbytes)
@@ -608,7 +608,7 @@ int faid_lz4h5_encode(const void *src, size_t nbytes, size_t block_bytes, uint8_
         if (cap - pos < 4 + (size_t)sz)
             return faid_fail(d, FAID_ESIZE, "lz4 encode: output buffer too small");
         int room = (int)(cap - pos - 4 < lz4_bound((uint64_t)sz) ? cap - pos - 4
-                                                                  : lz4_bound((uint64_t)sz));
+                                                                 : lz4_bound((uint64_t)sz));
         int c = LZ4_compress_default((const char *)in + off, (char *)dst + pos + 4, sz, room);
         /* Like the HDF5 filter: a block that does not shrink is stored as it is. */
         if (c <= 0 || c >= sz) {

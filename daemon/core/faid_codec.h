@@ -39,16 +39,16 @@ const char *faid_encoding_name(faid_encoding e);
 /* Validated block table of one bslz4 (or HDF5-LZ4) chunk (algorithms.md §1.4). The arrays are
  * caller-owned with capacity `cap` entries; faid_bslz4_max_blocks() tells how many are needed. */
 typedef struct faid_block_table {
-    uint64_t total_bytes;  /* decoded size from the header */
-    uint32_t block_bytes;  /* decoded size of a full block, from the header */
+    uint64_t total_bytes; /* decoded size from the header */
+    uint32_t block_bytes; /* decoded size of a full block, from the header */
     uint32_t elem_size;
-    uint32_t nblocks;      /* full blocks + at most one partial block */
-    uint32_t last_bytes;   /* decoded size of the last block (== block_bytes when full) */
-    uint64_t tail_offset;  /* offset of the raw tail in the chunk */
-    uint32_t tail_bytes;   /* (n_elem mod 8) * elem_size for bslz4, 0 for lz4 */
+    uint32_t nblocks;     /* full blocks + at most one partial block */
+    uint32_t last_bytes;  /* decoded size of the last block (== block_bytes when full) */
+    uint64_t tail_offset; /* offset of the raw tail in the chunk */
+    uint32_t tail_bytes;  /* (n_elem mod 8) * elem_size for bslz4, 0 for lz4 */
     uint32_t cap;
-    uint32_t *offset;      /* offset of block k's LZ4 data (after its 4-byte prefix) */
-    uint32_t *csize;       /* compressed size of block k */
+    uint32_t *offset; /* offset of block k's LZ4 data (after its 4-byte prefix) */
+    uint32_t *csize;  /* compressed size of block k */
 } faid_block_table;
 
 /* Upper bound on the block count of a chunk that decodes to total_bytes when its header block
@@ -68,8 +68,8 @@ int faid_block_table_alloc(faid_block_table *t, uint32_t cap, faid_diag *d);
 void faid_block_table_free(faid_block_table *t);
 
 /* Reads the 12-byte header common to the bslz4 and HDF5-LZ4 framings. */
-int faid_bslz4_header(const uint8_t *src, size_t len, uint64_t *total_bytes,
-                      uint32_t *block_bytes, faid_diag *d);
+int faid_bslz4_header(const uint8_t *src, size_t len, uint64_t *total_bytes, uint32_t *block_bytes,
+                      faid_diag *d);
 
 /* Parses and validates a bslz4 chunk header and block prefixes. expect_bytes is the decoded size
  * implied by shape x dtype (0 = take it from the header). */
@@ -105,7 +105,7 @@ size_t faid_bslz4_bound(size_t nbytes, size_t elem_size, size_t block_elems);
 int faid_bslz4_encode(const void *src, size_t nbytes, size_t elem_size, size_t block_elems,
                       uint8_t *dst, size_t cap, size_t *out_len, faid_diag *d);
 size_t faid_lz4h5_bound(size_t nbytes, size_t block_bytes);
-int faid_lz4h5_encode(const void *src, size_t nbytes, size_t block_bytes, uint8_t *dst,
-                      size_t cap, size_t *out_len, faid_diag *d);
+int faid_lz4h5_encode(const void *src, size_t nbytes, size_t block_bytes, uint8_t *dst, size_t cap,
+                      size_t *out_len, faid_diag *d);
 
 #endif

@@ -45,16 +45,19 @@ static const char *const hits_mode_names[] = {"frame", "patches", NULL};
 
 #define OFF(f) offsetof(faid_config, f)
 #define HUGE_V DBL_MAX
-#define R FAID_OPT_RELOAD
-#define N FAID_OPT_NULLABLE
-#define H FAID_OPT_REDUCTION
-#define X FAID_OPT_MIN_EXCL
-#define D FAID_OPT_DERIVED
+#define R      FAID_OPT_RELOAD
+#define N      FAID_OPT_NULLABLE
+#define H      FAID_OPT_REDUCTION
+#define X      FAID_OPT_MIN_EXCL
+#define D      FAID_OPT_DERIVED
 
 /* name, type, unit, min, max, default, flags, choices, off, off2, eff, eff2, has_off, cap, help */
-#define OPT(name, type, unit, lo, hi, def, flags, choices, f, f2, e, e2, has, cap, help) \
-    {name, type, unit, lo, hi, def, flags, choices, OFF(f), OFF(f2), OFF(e), OFF(e2), has, cap, help}
-#define SIMPLE(name, type, unit, lo, hi, def, flags, choices, f, cap, help) \
+#define OPT(name, type, unit, lo, hi, def, flags, choices, f, f2, e, e2, has, cap, help)           \
+    {                                                                                              \
+        name, type, unit, lo, hi, def, flags, choices, OFF(f), OFF(f2), OFF(e), OFF(e2), has, cap, \
+            help                                                                                   \
+    }
+#define SIMPLE(name, type, unit, lo, hi, def, flags, choices, f, cap, help)                        \
     OPT(name, type, unit, lo, hi, def, flags, choices, f, f, f, f, -1, cap, help)
 
 static const faid_option options[] = {
@@ -179,27 +182,25 @@ static const faid_option options[] = {
            peaks.cutoff_peak, 0,
            "pyfai picker: a pixel is a candidate above background + max(cutoff_peak x sigma, "
            "noise)."),
-    SIMPLE("peaks.patch_size", FAID_OT_INT, "pixels", 3, 5, "3", R | H, NULL, peaks.patch_size,
-           0, "pyfai picker: side of the patch a candidate must be the maximum of (3 or 5)."),
+    SIMPLE("peaks.patch_size", FAID_OT_INT, "pixels", 3, 5, "3", R | H, NULL, peaks.patch_size, 0,
+           "pyfai picker: side of the patch a candidate must be the maximum of (3 or 5)."),
     SIMPLE("peaks.connected", FAID_OT_INT, "pixels", 1, 25, "2", R | H, NULL, peaks.connected, 0,
            "pyfai picker: candidates needed in the patch (at most patch_size^2)."),
     SIMPLE("peaks.adc_threshold", FAID_OT_DOUBLE, "counts", -1e12, 1e12, "100.0", R | H, NULL,
            peaks.adc_threshold, 0, "peakfinder8: floor of the per-radius threshold."),
-    SIMPLE("peaks.minimum_snr", FAID_OT_DOUBLE, "", 0, 1e6, "5.0", R | H, NULL,
-           peaks.minimum_snr, 0,
-           "peakfinder8: radial sigma multiplier of the threshold and the final SNR cut."),
-    SIMPLE("peaks.min_pixel_count", FAID_OT_INT, "pixels", 1, FAID_PEAKS_MAX_PIXEL_COUNT, "2", R | H, NULL,
-           peaks.min_pixel_count, 0, "peakfinder8: fewest pixels of a peak."),
-    SIMPLE("peaks.max_pixel_count", FAID_OT_INT, "pixels", 1, FAID_PEAKS_MAX_PIXEL_COUNT, "200", R | H, NULL,
-           peaks.max_pixel_count, 0, "peakfinder8: most pixels of a peak."),
-    SIMPLE("peaks.local_bg_radius", FAID_OT_INT, "pixels", 1, FAID_PEAKS_MAX_BG_RADIUS, "3",
-           R | H, NULL, peaks.local_bg_radius, 0,
+    SIMPLE("peaks.minimum_snr", FAID_OT_DOUBLE, "", 0, 1e6, "5.0", R | H, NULL, peaks.minimum_snr,
+           0, "peakfinder8: radial sigma multiplier of the threshold and the final SNR cut."),
+    SIMPLE("peaks.min_pixel_count", FAID_OT_INT, "pixels", 1, FAID_PEAKS_MAX_PIXEL_COUNT, "2",
+           R | H, NULL, peaks.min_pixel_count, 0, "peakfinder8: fewest pixels of a peak."),
+    SIMPLE("peaks.max_pixel_count", FAID_OT_INT, "pixels", 1, FAID_PEAKS_MAX_PIXEL_COUNT, "200",
+           R | H, NULL, peaks.max_pixel_count, 0, "peakfinder8: most pixels of a peak."),
+    SIMPLE("peaks.local_bg_radius", FAID_OT_INT, "pixels", 1, FAID_PEAKS_MAX_BG_RADIUS, "3", R | H,
+           NULL, peaks.local_bg_radius, 0,
            "peakfinder8: radius of the local background ring around a peak."),
-    SIMPLE("peaks.min_res", FAID_OT_DOUBLE, "pixels", 0, 1e6, "0.0", R | H, NULL, peaks.min_res,
-           0, "peakfinder8: smallest distance from the beam centre searched (inclusive)."),
-    SIMPLE("peaks.max_res", FAID_OT_DOUBLE, "pixels", 0, 1e6, "1200.0", R | H, NULL,
-           peaks.max_res, 0,
-           "peakfinder8: largest distance from the beam centre searched (inclusive)."),
+    SIMPLE("peaks.min_res", FAID_OT_DOUBLE, "pixels", 0, 1e6, "0.0", R | H, NULL, peaks.min_res, 0,
+           "peakfinder8: smallest distance from the beam centre searched (inclusive)."),
+    SIMPLE("peaks.max_res", FAID_OT_DOUBLE, "pixels", 0, 1e6, "1200.0", R | H, NULL, peaks.max_res,
+           0, "peakfinder8: largest distance from the beam centre searched (inclusive)."),
     SIMPLE("peaks.max_num_peaks", FAID_OT_INT, "peaks", 1, 1000000, "2048", R | H, NULL,
            peaks.max_num_peaks, 0,
            "Most peaks kept per frame (both algorithms); num_peaks still counts every peak "
@@ -252,19 +253,19 @@ static const faid_option options[] = {
     SIMPLE("input.channel", FAID_OT_STRING, "", 0, 0, "null", N, NULL, input_channel, 64,
            "DECTRIS stream v2 / Jungfraujoch channel reduced (threshold_1, threshold_2, "
            "difference, ...). null = the first channel each message lists."),
-    SIMPLE("input.forward_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL,
-           forward_endpoint, 256,
+    SIMPLE("input.forward_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, forward_endpoint,
+           256,
            "Optional PUSH endpoint (bound) that re-sends every raw input message as received, "
            "so that a file writer shares the detector stream. Never blocks faid: messages its "
            "consumer cannot take are dropped and counted (forward_dropped). null = off."),
-    SIMPLE("input.geometry_source", FAID_OT_ENUM, "", 0, 0, "configuration", 0,
-           geo_source_names, input_geometry_source, 0,
+    SIMPLE("input.geometry_source", FAID_OT_ENUM, "", 0, 0, "configuration", 0, geo_source_names,
+           input_geometry_source, 0,
            "Geometry of a series: configuration (the configuration's, whatever the detector's "
            "start message says; it is echoed) or start (beam centre, distance, wavelength and "
            "pixel size of the start message, no rotations; the configuration's when the start "
            "lacks one of them)."),
-    SIMPLE("input.series_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "60.0", 0, NULL,
-           series_timeout, 0,
+    SIMPLE("input.series_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "60.0", 0, NULL, series_timeout,
+           0,
            "A series whose end message never comes is closed (end reason timeout) after this "
            "long without any message of it; the next series' start or frame closes it sooner. "
            "0 = never."),
@@ -278,8 +279,8 @@ static const faid_option options[] = {
            "(input.shutdown) and not processed."),
     SIMPLE("output.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5556", 0, NULL, output_endpoint,
            256, "ZeroMQ PUB endpoint results are published on."),
-    SIMPLE("output.lossless_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL,
-           lossless_endpoint, 256,
+    SIMPLE("output.lossless_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, lossless_endpoint,
+           256,
            "Optional ROUTER endpoint of the lossless channel: one consumer at a time connects a "
            "DEALER, grants credit and acknowledges what it has; unacknowledged messages are kept "
            "and re-sent (proto/PROTOCOL.md 3.6). null = off."),
@@ -314,8 +315,8 @@ static const faid_option options[] = {
     SIMPLE("hits.mode", FAID_OT_ENUM, "", 0, 0, "frame", 0, hits_mode_names, hits_mode, 0,
            "What a hit message carries: frame (the whole decoded frame) or patches (the "
            "peaks' patches and the background profile)."),
-    SIMPLE("hits.patch_radius", FAID_OT_INT, "pixels", 1, 64, "4", 0, NULL, hits_patch_radius,
-           0, "hits.mode patches: half-width of each peak's square patch."),
+    SIMPLE("hits.patch_radius", FAID_OT_INT, "pixels", 1, 64, "4", 0, NULL, hits_patch_radius, 0,
+           "hits.mode patches: half-width of each peak's square patch."),
     SIMPLE("control.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://127.0.0.1:5557", 0, NULL,
            control_endpoint, 256,
            "ZeroMQ REP endpoint of the control socket (status, config get, reload, stop)."),
@@ -351,13 +352,13 @@ static const faid_option options[] = {
            "encrypted and only clients whose public key is in security.authorized_keys get in "
            "(docs/security.md). An input that connects to a detector stays plain. Needs "
            "security.secret_key_file and security.authorized_keys."),
-    SIMPLE("security.secret_key_file", FAID_OT_PATH, "", 0, 0, "null", N, NULL,
-           secret_key_file, FAID_PATH_MAX,
+    SIMPLE("security.secret_key_file", FAID_OT_PATH, "", 0, 0, "null", N, NULL, secret_key_file,
+           FAID_PATH_MAX,
            "faid's key pair, NAME.key as written by `faidctl keygen NAME` (mode 0600; faid "
            "derives its public key from the secret one; clients pass NAME.pub as "
            "--server-key). Relative to the configuration file's folder."),
-    SIMPLE("security.authorized_keys", FAID_OT_PATH, "", 0, 0, "null", R | N, NULL,
-           authorized_keys, FAID_PATH_MAX,
+    SIMPLE("security.authorized_keys", FAID_OT_PATH, "", 0, 0, "null", R | N, NULL, authorized_keys,
+           FAID_PATH_MAX,
            "Folder of the clients' public keys (*.pub of `faidctl keygen`): a CURVE client "
            "whose key is not there is refused. Re-read on reload (SIGHUP or `faidctl reload`). "
            "Relative to the configuration file's folder."),
@@ -460,8 +461,7 @@ const char *faid_config_endpoint_at(const char *list, int i, char *out, size_t c
     return out;
 }
 
-int faid_config_split_hostport(const char *ep, char *host, size_t host_cap, int *port,
-                               faid_diag *d)
+int faid_config_split_hostport(const char *ep, char *host, size_t host_cap, int *port, faid_diag *d)
 {
     const char *colon;
     const char *h = ep;
@@ -469,8 +469,7 @@ int faid_config_split_hostport(const char *ep, char *host, size_t host_cap, int 
     if (ep[0] == '[') {
         const char *close = strchr(ep, ']');
         if (!close || close[1] != ':')
-            return faid_fail(d, FAID_ECONFIG, "'%s' is not host:port ([v6addr]:port for IPv6)",
-                             ep);
+            return faid_fail(d, FAID_ECONFIG, "'%s' is not host:port ([v6addr]:port for IPv6)", ep);
         h = ep + 1;
         hn = (size_t)(close - h);
         colon = close + 1;
@@ -573,9 +572,10 @@ static void fmt_double(char *out, size_t cap, double v)
  * number that YAML would type). */
 static int plain_safe(const char *s)
 {
-    static const char *const words[] = {"null", "Null", "NULL", "~", "true", "True", "TRUE",
-                                        "false", "False", "FALSE", "yes", "Yes", "YES", "no",
-                                        "No", "NO", "on", "On", "ON", "off", "Off", "OFF", NULL};
+    static const char *const words[] = {"null", "Null",  "NULL",  "~",     "true", "True",
+                                        "TRUE", "false", "False", "FALSE", "yes",  "Yes",
+                                        "YES",  "no",    "No",    "NO",    "on",   "On",
+                                        "ON",   "off",   "Off",   "OFF",   NULL};
     if (!*s || !(isalpha((unsigned char)*s) || *s == '/' || *s == '_'))
         return 0;
     for (const char *p = s; *p; p++)
@@ -605,7 +605,7 @@ static void sb_quoted(sbuf *b, const char *s)
     sb_printf(b, "\"");
 }
 
-#define AT(cfg, off, T) ((T *)((char *)(cfg) + (off)))
+#define AT(cfg, off, T)  ((T *)((char *)(cfg) + (off)))
 #define CAT(cfg, off, T) ((const T *)((const char *)(cfg) + (off)))
 
 static int has_value(const faid_option *o, const faid_config *cfg)
@@ -693,15 +693,21 @@ static void fmt_value(const faid_option *o, const faid_config *cfg, sbuf *b)
 /* ---- applying YAML nodes -------------------------------------------------------------------- */
 
 typedef struct ctx {
-    const char *what;  /* file name for messages */
-    const char *base;  /* folder relative paths are resolved against, NULL = leave them */
+    const char *what; /* file name for messages */
+    const char *base; /* folder relative paths are resolved against, NULL = leave them */
     yaml_document_t *doc;
     int is_file; /* a configuration file: an empty document is an error */
 } ctx;
 
-static int node_line(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
+static int node_line(const yaml_node_t *n)
+{
+    return (int)n->start_mark.line + 1;
+}
 
-static const char *scalar(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+static const char *scalar(const yaml_node_t *n)
+{
+    return (const char *)n->data.scalar.value;
+}
 
 static int is_null(const yaml_node_t *n)
 {
@@ -735,8 +741,7 @@ static int parse_double(const ctx *c, const yaml_node_t *n, const faid_option *o
         return failk(d, c, n, o->name, FAID_ECONFIG, "expected a number");
     const char *v = scalar(n);
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return failk(d, c, n, o->name, FAID_ECONFIG, "expected a number, got the string \"%s\"",
-                     v);
+        return failk(d, c, n, o->name, FAID_ECONFIG, "expected a number, got the string \"%s\"", v);
     double x;
     if (strcmp(v, ".nan") == 0 || strcmp(v, ".NaN") == 0 || strcmp(v, ".NAN") == 0) {
         x = NAN;
@@ -763,8 +768,8 @@ static int parse_double(const ctx *c, const yaml_node_t *n, const faid_option *o
             fmt_double(lo, sizeof lo, o->min);
             fmt_double(hi, sizeof hi, o->max);
             return failk(d, c, n, o->name, FAID_ERANGE, "%s is out of range %s%s, %s]%s%s", v,
-                         (o->flags & FAID_OPT_MIN_EXCL) ? "(" : "[", lo, hi,
-                         *o->unit ? " " : "", o->unit);
+                         (o->flags & FAID_OPT_MIN_EXCL) ? "(" : "[", lo, hi, *o->unit ? " " : "",
+                         o->unit);
         }
     }
     *out = x;
@@ -778,8 +783,8 @@ static int parse_int(const ctx *c, const yaml_node_t *n, const faid_option *o, l
         return failk(d, c, n, o->name, FAID_ECONFIG, "expected an integer");
     const char *v = scalar(n);
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return failk(d, c, n, o->name, FAID_ECONFIG,
-                     "expected an integer, got the string \"%s\"", v);
+        return failk(d, c, n, o->name, FAID_ECONFIG, "expected an integer, got the string \"%s\"",
+                     v);
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
@@ -795,10 +800,10 @@ static int parse_int(const ctx *c, const yaml_node_t *n, const faid_option *o, l
 static int parse_bool(const ctx *c, const yaml_node_t *n, const faid_option *o, int *out,
                       faid_diag *d)
 {
-    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On",
-                                      "ON", NULL};
-    static const char *const no[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off",
-                                     "OFF", NULL};
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
+                                      "YES",  "on",   "On",   "ON",  NULL};
+    static const char *const no[] = {"false", "False", "FALSE", "no",  "No",
+                                     "NO",    "off",   "Off",   "OFF", NULL};
     if (n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
         for (int i = 0; yes[i]; i++)
             if (strcmp(scalar(n), yes[i]) == 0) {
@@ -858,8 +863,7 @@ static int seq_items(const ctx *c, const yaml_node_t *n, const faid_option *o, i
                      yaml_node_t **items, faid_diag *d)
 {
     if (n->type != YAML_SEQUENCE_NODE)
-        return failk(d, c, n, o->name, FAID_ECONFIG, "expected a list of %d values [a, b]",
-                     want);
+        return failk(d, c, n, o->name, FAID_ECONFIG, "expected a list of %d values [a, b]", want);
     int k = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
     if (k != want)
         return failk(d, c, n, o->name, FAID_ECONFIG, "expected %d values, got %d", want, k);
@@ -881,8 +885,8 @@ static int set_path(const ctx *c, const yaml_node_t *n, const faid_option *o, co
         need = (size_t)snprintf(dst, cap, "%s", v);
     if (need >= cap) {
         dst[0] = '\0';
-        return failk(d, c, n, o->name, FAID_ECONFIG, "path too long (%zu bytes, at most %zu)",
-                     need, cap - 1);
+        return failk(d, c, n, o->name, FAID_ECONFIG, "path too long (%zu bytes, at most %zu)", need,
+                     cap - 1);
     }
     return 0;
 }
@@ -906,8 +910,9 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
     int rc = 0;
     if (is_null(n)) {
         if (!(o->flags & FAID_OPT_NULLABLE))
-            return failk(d, c, n, o->name, FAID_ECONFIG, "a value is required (null is not "
-                                                         "allowed here)");
+            return failk(d, c, n, o->name, FAID_ECONFIG,
+                         "a value is required (null is not "
+                         "allowed here)");
         if (o->has_off >= 0)
             *AT(cfg, (size_t)o->has_off, int) = 0;
         else if (o->type == FAID_OT_STRING || o->type == FAID_OT_PATH)
@@ -957,13 +962,12 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
                 char list[600];
                 size_t k = 0;
                 list[0] = '\0';
-                for (const faid_detector_preset *p = faid_detector_presets; p->name && k < 500;
-                     p++)
+                for (const faid_detector_preset *p = faid_detector_presets; p->name && k < 500; p++)
                     k += (size_t)snprintf(list + k, sizeof list - k, "%s%s",
                                           p == faid_detector_presets ? "" : ", ",
                                           p->alias ? p->alias : p->name);
-                return failk(d, c, n, o->name, FAID_ECONFIG, "unknown detector '%s' (known: %s)",
-                             v, list);
+                return failk(d, c, n, o->name, FAID_ECONFIG, "unknown detector '%s' (known: %s)", v,
+                             list);
             }
         } else if (o->off == OFF(http_endpoint)) {
             char host[256];
@@ -999,8 +1003,9 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
             (rc = parse_double(c, it[1], o, &b, d)))
             return rc;
         if ((o->flags & FAID_OPT_ORDERED) && !(a < b))
-            return failk(d, c, n, o->name, FAID_ERANGE, "the first value must be smaller than "
-                                                        "the second");
+            return failk(d, c, n, o->name, FAID_ERANGE,
+                         "the first value must be smaller than "
+                         "the second");
         *AT(cfg, o->off, double) = a;
         *AT(cfg, o->off2, double) = b;
         break;
@@ -1025,7 +1030,8 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
             if (!valid_devices_word(v))
                 return failk(d, c, n, o->name, FAID_ECONFIG,
                              "'%s': expected auto, gpu, cpu, ref, a device index or a list of "
-                             "indices", v);
+                             "indices",
+                             v);
             snprintf(dst, o->cap, "%s", v);
             break;
         }
@@ -1441,7 +1447,8 @@ static int resolve(faid_config *cfg, const char *what, faid_diag *d)
     if (!(g.dist > 0) || !isfinite(g.dist))
         return fail_at(cfg, what, d, "geometry.dist", FAID_ERANGE, "distance must be positive");
     if (!(g.wavelength > 0))
-        return fail_at(cfg, what, d, "geometry.wavelength", FAID_ERANGE, "wavelength must be positive");
+        return fail_at(cfg, what, d, "geometry.wavelength", FAID_ERANGE,
+                       "wavelength must be positive");
     g.rows = cfg->rows;
     g.cols = cfg->cols;
     g.pixel1 = cfg->pixel1;
@@ -1467,7 +1474,10 @@ static int resolve(faid_config *cfg, const char *what, faid_diag *d)
     return 0;
 }
 
-int faid_config_resolve(faid_config *cfg, faid_diag *d) { return resolve(cfg, NULL, d); }
+int faid_config_resolve(faid_config *cfg, faid_diag *d)
+{
+    return resolve(cfg, NULL, d);
+}
 
 /* ---- public entry points -------------------------------------------------------------------- */
 
@@ -1550,8 +1560,7 @@ int faid_config_set(faid_config *cfg, const char *key, const char *value, faid_d
     return resolve(cfg, "--set", d);
 }
 
-int faid_config_get(const faid_config *cfg, const char *key, char *buf, size_t cap,
-                    faid_diag *d)
+int faid_config_get(const faid_config *cfg, const char *key, char *buf, size_t cap, faid_diag *d)
 {
     const faid_option *o = faid_config_find(key);
     if (!o) {
@@ -1689,9 +1698,9 @@ static void dump(const faid_config *cfg, faid_dump_style style, sbuf *b)
             const faid_option *o = &options[i];
             char range[256];
             range_text(o, range, sizeof range);
-            sb_printf(b, "| `%s` | %s | %s | %s%s%s | %s | %s | ", o->name, type_name(o),
-                      o->unit, o->def ? "`" : "", o->def ? o->def : "computed",
-                      o->def ? "`" : "", range, (o->flags & FAID_OPT_RELOAD) ? "yes" : "no");
+            sb_printf(b, "| `%s` | %s | %s | %s%s%s | %s | %s | ", o->name, type_name(o), o->unit,
+                      o->def ? "`" : "", o->def ? o->def : "computed", o->def ? "`" : "", range,
+                      (o->flags & FAID_OPT_RELOAD) ? "yes" : "no");
             for (const char *p = o->help; *p; p++)
                 sb_printf(b, *p == '|' ? "\\|" : "%c", *p);
             sb_printf(b, " |\n");
@@ -1699,11 +1708,13 @@ static void dump(const faid_config *cfg, faid_dump_style style, sbuf *b)
         return;
     }
     if (style == FAID_DUMP_ANNOTATED) {
-        sb_printf(b, "# faid configuration (faid %s). Every option with its default; generated "
-                     "from the option\n# table (faidctl process --dump-config=annotated). Units are SI "
-                     "unless stated; relative\n# paths are relative to this file's folder. "
-                     "Reference: docs/configuration.md.\n",
-                  FAID_VERSION);
+        sb_printf(
+            b,
+            "# faid configuration (faid %s). Every option with its default; generated "
+            "from the option\n# table (faidctl process --dump-config=annotated). Units are SI "
+            "unless stated; relative\n# paths are relative to this file's folder. "
+            "Reference: docs/configuration.md.\n",
+            FAID_VERSION);
     } else {
         sb_printf(b, "# faid %s effective configuration (source: %s)\n", FAID_VERSION,
                   cfg->source[0] ? cfg->source : "embedded default");

@@ -16,27 +16,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FAID_PATH_MAX 1024
+#define FAID_PATH_MAX           1024
 #define FAID_CONFIG_MAX_OPTIONS 128
 
 /* hits.mode: what a hit message on hits.endpoint carries */
 enum { FAID_HITS_FRAME = 0, FAID_HITS_PATCHES = 1 };
 
-typedef enum { FAID_QUEUE_BLOCK = 0, FAID_QUEUE_DROP_OLDEST, FAID_QUEUE_DROP_NEWEST } faid_queue_policy;
+typedef enum {
+    FAID_QUEUE_BLOCK = 0,
+    FAID_QUEUE_DROP_OLDEST,
+    FAID_QUEUE_DROP_NEWEST
+} faid_queue_policy;
 /* What the lossless channel does when its buffer of unacknowledged messages is full. */
 typedef enum { FAID_LL_OVERFLOW_BLOCK = 0, FAID_LL_OVERFLOW_DROP_OLDEST } faid_ll_overflow;
 
 typedef struct faid_config {
-    char source[FAID_PATH_MAX];        /* file it came from, "" = embedded default */
+    char source[FAID_PATH_MAX]; /* file it came from, "" = embedded default */
 
     /* detector */
-    char preset[64];                   /* "" = none */
+    char preset[64]; /* "" = none */
     int rows, cols;
-    double pixel1, pixel2;             /* m */
+    double pixel1, pixel2; /* m */
     char mask_path[FAID_PATH_MAX];
     /* geometry */
     char poni_file[FAID_PATH_MAX];
-    faid_geometry geometry;            /* effective (poni file applied), rows/cols/pixels set */
+    faid_geometry geometry; /* effective (poni file applied), rows/cols/pixels set */
     /* integration */
     int npt;
     faid_unit unit;
@@ -49,7 +53,7 @@ typedef struct faid_config {
     double radial_range[2];
     int has_azimuth_range;
     double azimuth_range[2];
-    int npt_azim;                      /* 0 = no 2D cake */
+    int npt_azim; /* 0 = no 2D cake */
     char dark_path[FAID_PATH_MAX];
     char flat_path[FAID_PATH_MAX];
     int has_dummy;
@@ -59,43 +63,43 @@ typedef struct faid_config {
 
     /* peaks and hits (issue 6) */
     faid_peak_params peaks;
-    double peaks_aggregates_interval;  /* s, 0 = no aggregates topic */
-    char hits_endpoint[256];           /* "" = none */
-    char hits_request_endpoint[256];   /* "" = none */
-    int hits_mode;                     /* FAID_HITS_FRAME | FAID_HITS_PATCHES */
-    int hits_patch_radius;             /* pixels around a peak in patches mode */
+    double peaks_aggregates_interval; /* s, 0 = no aggregates topic */
+    char hits_endpoint[256];          /* "" = none */
+    char hits_request_endpoint[256];  /* "" = none */
+    int hits_mode;                    /* FAID_HITS_FRAME | FAID_HITS_PATCHES */
+    int hits_patch_radius;            /* pixels around a peak in patches mode */
 
     /* daemon (issue "daemon") */
-    char input_endpoint[1040];         /* one endpoint or several, comma-separated */
-    int input_bind;                    /* 1 = bind, 0 = connect */
-    int64_t input_pinned_bytes;        /* pinned input arena (faid_pinned.h), 0 = off */
-    int input_pinned_copy;             /* 0 = auto (while frames wait), 1 = always */
-    char input_protocol[32];           /* auto | native | dectris-v1 | dectris-v2 */
-    char input_channel[64];            /* DECTRIS v2 channel, "" = the first */
-    char forward_endpoint[256];        /* PUSH re-sending raw input, "" = none */
+    char input_endpoint[1040];  /* one endpoint or several, comma-separated */
+    int input_bind;             /* 1 = bind, 0 = connect */
+    int64_t input_pinned_bytes; /* pinned input arena (faid_pinned.h), 0 = off */
+    int input_pinned_copy;      /* 0 = auto (while frames wait), 1 = always */
+    char input_protocol[32];    /* auto | native | dectris-v1 | dectris-v2 */
+    char input_channel[64];     /* DECTRIS v2 channel, "" = the first */
+    char forward_endpoint[256]; /* PUSH re-sending raw input, "" = none */
     char output_endpoint[256];
-    char lossless_endpoint[256];       /* "" = none */
-    int sndhwm;                        /* PUB high-water mark, 0 = automatic */
-    double lossless_shutdown_timeout;  /* s */
-    int64_t lossless_buffer;           /* bytes of unacknowledged lossless messages kept */
+    char lossless_endpoint[256];      /* "" = none */
+    int sndhwm;                       /* PUB high-water mark, 0 = automatic */
+    double lossless_shutdown_timeout; /* s */
+    int64_t lossless_buffer;          /* bytes of unacknowledged lossless messages kept */
     faid_ll_overflow lossless_overflow;
-    double lossless_consumer_timeout;  /* s of silence after which a consumer counts as gone */
-    double stop_timeout;               /* s: input drained at a stop */
+    double lossless_consumer_timeout; /* s of silence after which a consumer counts as gone */
+    double stop_timeout;              /* s: input drained at a stop */
     char control_endpoint[256];
-    char devices[128];                 /* auto | cpu | ref | "0,1" */
+    char devices[128]; /* auto | cpu | ref | "0,1" */
     int queue_depth;
     faid_queue_policy queue_policy;
-    int inflight;                      /* frames in flight per device (slots with batch) */
-    int batch;                         /* frames per integration pass */
+    int inflight; /* frames in flight per device (slots with batch) */
+    int batch;    /* frames per integration pass */
     int64_t max_frame_bytes;
-    int io_threads;                    /* ZeroMQ I/O threads */
-    double series_timeout;             /* s without a message before an open series closes */
-    int input_geometry_source;         /* 0 = configuration, 1 = start message */
-    double stats_interval;             /* s */
+    int io_threads;            /* ZeroMQ I/O threads */
+    double series_timeout;     /* s without a message before an open series closes */
+    int input_geometry_source; /* 0 = configuration, 1 = start message */
+    double stats_interval;     /* s */
     char log_level[16];
-    char http_endpoint[256];           /* host:port of the HTTP server, "" = off */
-    int http_average;                  /* dashboard: profiles averaged */
-    int security_curve;                /* every socket faid serves is a CURVE server */
+    char http_endpoint[256];             /* host:port of the HTTP server, "" = off */
+    int http_average;                    /* dashboard: profiles averaged */
+    int security_curve;                  /* every socket faid serves is a CURVE server */
     char secret_key_file[FAID_PATH_MAX]; /* faid's NAME.key, "" = none */
     char authorized_keys[FAID_PATH_MAX]; /* folder of the clients' *.pub, "" = none */
 
@@ -140,16 +144,16 @@ void faid_config_hash(const faid_config *cfg, char out[17]);
 /* ---- the option table ---------------------------------------------------------------------- */
 
 typedef enum {
-    FAID_OT_INT,     /* int */
-    FAID_OT_INT64,   /* int64_t */
-    FAID_OT_DOUBLE,  /* double */
-    FAID_OT_BOOL,    /* int 0/1 */
-    FAID_OT_STRING,  /* char[cap]; with choices: one of them */
-    FAID_OT_PATH,    /* char[FAID_PATH_MAX]; relative to the YAML file's folder; null = none */
-    FAID_OT_ENUM,    /* int-sized enum, value = index in choices */
-    FAID_OT_PAIR,    /* two doubles at off and off2: [a, b] */
-    FAID_OT_SHAPE,   /* two ints at off and off2: [rows, cols] */
-    FAID_OT_DEVICES, /* auto | cpu | gpu | ref | index | [index, ...], stored as text "0,1" */
+    FAID_OT_INT,       /* int */
+    FAID_OT_INT64,     /* int64_t */
+    FAID_OT_DOUBLE,    /* double */
+    FAID_OT_BOOL,      /* int 0/1 */
+    FAID_OT_STRING,    /* char[cap]; with choices: one of them */
+    FAID_OT_PATH,      /* char[FAID_PATH_MAX]; relative to the YAML file's folder; null = none */
+    FAID_OT_ENUM,      /* int-sized enum, value = index in choices */
+    FAID_OT_PAIR,      /* two doubles at off and off2: [a, b] */
+    FAID_OT_SHAPE,     /* two ints at off and off2: [rows, cols] */
+    FAID_OT_DEVICES,   /* auto | cpu | gpu | ref | index | [index, ...], stored as text "0,1" */
     FAID_OT_ENDPOINTS, /* a ZeroMQ endpoint or a list of 1..16, stored as text "a,b" */
 } faid_opt_type;
 
@@ -165,11 +169,11 @@ enum {
 };
 
 typedef struct faid_option {
-    const char *name;           /* "integration.npt"; top-level keys have no dot */
+    const char *name; /* "integration.npt"; top-level keys have no dot */
     faid_opt_type type;
-    const char *unit;           /* "m", "rad", "deg", ... or "" */
-    double min, max;            /* inclusive numeric range (each element of PAIR / SHAPE) */
-    const char *def;            /* default as YAML text; NULL = computed (see help) */
+    const char *unit; /* "m", "rad", "deg", ... or "" */
+    double min, max;  /* inclusive numeric range (each element of PAIR / SHAPE) */
+    const char *def;  /* default as YAML text; NULL = computed (see help) */
     unsigned flags;
     const char *const *choices; /* ENUM / STRING: NULL-terminated allowed names */
     size_t off, off2;           /* offsetof(faid_config, ...): where a value is stored */
@@ -196,8 +200,7 @@ int faid_config_value(const faid_config *cfg, const faid_option *o, int *is_num,
  * peaks.* key but peaks.algorithm, which has its own line, and peaks.aggregates_interval). */
 int faid_peak_param_echoed(const char *name);
 /* Writes the effective value of one option as YAML flow text (`config get`). */
-int faid_config_get(const faid_config *cfg, const char *key, char *buf, size_t cap,
-                    faid_diag *d);
+int faid_config_get(const faid_config *cfg, const char *key, char *buf, size_t cap, faid_diag *d);
 /* Recomputes detector and geometry from the options: preset -> detector.shape/pixel_size ->
  * poni_file (geometry; detector when no preset is given) -> explicit geometry keys. Called by the
  * loaders; needed only after editing fields by hand. */
@@ -206,16 +209,16 @@ int faid_config_resolve(faid_config *cfg, faid_diag *d);
 int faid_config_equal(const faid_config *a, const faid_config *b);
 
 typedef enum {
-    FAID_DUMP_PLAIN = 0,   /* effective configuration, loads back identically */
-    FAID_DUMP_ANNOTATED,   /* the same with every option's help, unit, range, default as comments */
-    FAID_DUMP_MARKDOWN,    /* the reference table of docs/configuration.md (cfg ignored) */
+    FAID_DUMP_PLAIN = 0, /* effective configuration, loads back identically */
+    FAID_DUMP_ANNOTATED, /* the same with every option's help, unit, range, default as comments */
+    FAID_DUMP_MARKDOWN,  /* the reference table of docs/configuration.md (cfg ignored) */
 } faid_dump_style;
 
 /* As faid_config_dump, into a malloc'ed string (NULL when out of memory). */
 char *faid_config_dump_alloc(const faid_config *cfg, faid_dump_style style);
 /* The documented example (deploy/faid.example.yaml): the embedded default, annotated (what
- * `faidctl process --dump-config=annotated` prints without a configuration file). Options a preset or a
- * .poni file can supply are commented out there, so that a copy stays editable. */
+ * `faidctl process --dump-config=annotated` prints without a configuration file). Options a preset
+ * or a .poni file can supply are commented out there, so that a copy stays editable. */
 char *faid_config_example(void);
 
 /* 64-bit FNV-1a, chained from h (start with FAID_FNV_OFFSET). */

@@ -50,9 +50,12 @@ int faid_split_parse(const char *name, faid_split *out)
 const char *faid_split_name(faid_split s)
 {
     switch (s) {
-    case FAID_SPLIT_NO: return "no";
-    case FAID_SPLIT_BBOX: return "bbox";
-    case FAID_SPLIT_FULL: return "full";
+    case FAID_SPLIT_NO:
+        return "no";
+    case FAID_SPLIT_BBOX:
+        return "bbox";
+    case FAID_SPLIT_FULL:
+        return "full";
     }
     return "?";
 }
@@ -62,12 +65,24 @@ faid_unit faid_unit_internal(faid_unit u, double *scale)
     double s = 1.0;
     faid_unit in = u;
     switch (u) {
-    case FAID_UNIT_Q_NM: break;
-    case FAID_UNIT_Q_A: in = FAID_UNIT_Q_NM; s = 0.1; break;
-    case FAID_UNIT_2TH_DEG: in = FAID_UNIT_2TH_RAD; s = 180.0 / M_PI; break;
-    case FAID_UNIT_2TH_RAD: break;
-    case FAID_UNIT_R_MM: in = FAID_UNIT_R_M; s = 1000.0; break;
-    case FAID_UNIT_R_M: break;
+    case FAID_UNIT_Q_NM:
+        break;
+    case FAID_UNIT_Q_A:
+        in = FAID_UNIT_Q_NM;
+        s = 0.1;
+        break;
+    case FAID_UNIT_2TH_DEG:
+        in = FAID_UNIT_2TH_RAD;
+        s = 180.0 / M_PI;
+        break;
+    case FAID_UNIT_2TH_RAD:
+        break;
+    case FAID_UNIT_R_MM:
+        in = FAID_UNIT_R_M;
+        s = 1000.0;
+        break;
+    case FAID_UNIT_R_M:
+        break;
     }
     if (scale)
         *scale = s;
@@ -227,8 +242,7 @@ static int64_t trunc_bin(double f)
  * sign is used (to detect pixels crossing the chi discontinuity). */
 static double area4p(const double v[8])
 {
-    double a0 = v[0], a1 = v[1], b0 = v[2], b1 = v[3], c0 = v[4], c1 = v[5], d0 = v[6],
-           d1 = v[7];
+    double a0 = v[0], a1 = v[1], b0 = v[2], b1 = v[3], c0 = v[4], c1 = v[5], d0 = v[6], d1 = v[7];
     return 0.5 * ((c0 - a0) * (d1 - b1)) - ((c1 - a1) * (d0 - b0));
 }
 
@@ -272,28 +286,28 @@ static void integrate1d(float *buffer, int64_t nb, double start0, double start1,
     }
     if (stop0 > start0) {
         if (0 <= start0 && start0 < (double)nb)
-            buffer[istart0] = (float)(buffer[istart0] +
-                                      calc_area(start0, floor(start0 + 1), slope, intercept));
+            buffer[istart0] =
+                (float)(buffer[istart0] + calc_area(start0, floor(start0 + 1), slope, intercept));
         int64_t lo = istart0 + 1 > 0 ? istart0 + 1 : 0;
         int64_t hi = istop0 < nb ? istop0 : nb;
         for (int64_t i = lo; i < hi; i++)
-            buffer[i] = (float)(buffer[i] +
-                                calc_area((double)i, (double)(i + 1), slope, intercept));
+            buffer[i] =
+                (float)(buffer[i] + calc_area((double)i, (double)(i + 1), slope, intercept));
         if ((double)nb > stop0 && stop0 >= 0)
-            buffer[istop0] = (float)(buffer[istop0] +
-                                     calc_area((double)istop0, stop0, slope, intercept));
+            buffer[istop0] =
+                (float)(buffer[istop0] + calc_area((double)istop0, stop0, slope, intercept));
     } else {
         if (0 <= start0 && start0 < (double)nb)
-            buffer[istart0] = (float)(buffer[istart0] +
-                                      calc_area(start0, (double)istart0, slope, intercept));
+            buffer[istart0] =
+                (float)(buffer[istart0] + calc_area(start0, (double)istart0, slope, intercept));
         int64_t from = (istart0 < nb ? istart0 : nb) - 1;
         int64_t to = istop0 > -1 ? istop0 : -1;
         for (int64_t i = from; i > to; i--)
-            buffer[i] = (float)(buffer[i] +
-                                calc_area((double)(i + 1), (double)i, slope, intercept));
+            buffer[i] =
+                (float)(buffer[i] + calc_area((double)(i + 1), (double)i, slope, intercept));
         if ((double)nb > stop0 && stop0 >= 0)
-            buffer[istop0] = (float)(buffer[istop0] +
-                                     calc_area(floor(stop0 + 1), stop0, slope, intercept));
+            buffer[istop0] =
+                (float)(buffer[istop0] + calc_area(floor(stop0 + 1), stop0, slope, intercept));
     }
 }
 
@@ -310,8 +324,8 @@ static void stack_area(float *box, int64_t nrow, int64_t col, float segment_area
             dA = abs_area;
             abs_area = -1;
         }
-        box[col * nrow + h] = (float)((double)box[col * nrow + h] +
-                                      copysign((double)dA, (double)segment_area));
+        box[col * nrow + h] =
+            (float)((double)box[col * nrow + h] + copysign((double)dA, (double)segment_area));
         abs_area -= dA;
     }
 }
@@ -923,8 +937,8 @@ int faid_csr_build(const faid_geometry *g, const uint8_t *mask, const faid_csr_p
         faid_geometry_chi_centers(g, cc);
     if (need_chi_corner)
         faid_geometry_chi_corners(g, ck);
-    faid_csr_positions pos = {g->rows, g->cols, rc_, cc, rk, ck,
-                              g->orientation ? g->orientation : 3};
+    faid_csr_positions pos = {
+        g->rows, g->cols, rc_, cc, rk, ck, g->orientation ? g->orientation : 3};
     rc = faid_csr_build_from_positions(&pos, mask, p, out, d);
 done:
     free(rc_);

@@ -20,17 +20,17 @@ typedef struct faid_csr_params {
     faid_split split;
     faid_unit unit;
     int npt_rad;
-    int npt_azim;            /* 0 = 1D */
+    int npt_azim; /* 0 = 1D */
     int has_rad_range;
-    double rad_range[2];     /* in unit */
+    double rad_range[2]; /* in unit */
     int has_azim_range;
-    double azim_range[2];    /* degrees */
-    int f64_corners;         /* 0 (default): corner positions rounded to float32 as pyFAI stores
-                              * them; 1: keep float64 corners (not bit-compatible with pyFAI) */
+    double azim_range[2]; /* degrees */
+    int f64_corners;      /* 0 (default): corner positions rounded to float32 as pyFAI stores
+                           * them; 1: keep float64 corners (not bit-compatible with pyFAI) */
 } faid_csr_params;
 
 typedef struct faid_csr {
-    int32_t nbins;           /* npt_rad (1D) or npt_rad * npt_azim (2D) */
+    int32_t nbins; /* npt_rad (1D) or npt_rad * npt_azim (2D) */
     int32_t npt_rad, npt_azim;
     int64_t nnz;
     int32_t npix;            /* rows * cols of the frame the indices refer to */
@@ -58,7 +58,7 @@ typedef struct faid_csr_positions {
     int rows, cols;
     const double *rad_center, *chi_center;
     const double *rad_corner, *chi_corner;
-    int orientation;         /* 1..4 as pyFAI (0 = 3): decides the sign of a pixel's area */
+    int orientation; /* 1..4 as pyFAI (0 = 3): decides the sign of a pixel's area */
 } faid_csr_positions;
 
 /* The builder behind faid_csr_build, for callers that already hold positions (tests feed it

@@ -44,7 +44,7 @@ struct faid_engine {
         void *handle;
         void *ptr;
         size_t bytes;
-        int external; /* faid_engine_host_register: the caller's, never freed here */
+        int external;             /* faid_engine_host_register: the caller's, never freed here */
     } host[FAID_ENGINE_MAX_HOST]; /* faid_engine_host_alloc / _register */
     int nhost;
     eng_res *res;

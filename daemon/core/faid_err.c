@@ -8,8 +8,8 @@
 const char *faid_errname(int code)
 {
     switch (code) {
-#define FAID_ERR_NAME(name, value, text) \
-    case value:                          \
+#define FAID_ERR_NAME(name, value, text)                                                           \
+    case value:                                                                                    \
         return #name;
         FAID_ERRORS(FAID_ERR_NAME)
 #undef FAID_ERR_NAME
@@ -20,8 +20,8 @@ const char *faid_errname(int code)
 const char *faid_strerror(int code)
 {
     switch (code) {
-#define FAID_ERR_TEXT(name, value, text) \
-    case value:                          \
+#define FAID_ERR_TEXT(name, value, text)                                                           \
+    case value:                                                                                    \
         return text;
         FAID_ERRORS(FAID_ERR_TEXT)
 #undef FAID_ERR_TEXT

@@ -7,27 +7,27 @@
 
 #include <stddef.h>
 
-#define FAID_ERRORS(X)                                                      \
-    X(FAID_OK, 0, "success")                                                \
-    X(FAID_ENOMEM, -1, "out of memory")                                     \
-    X(FAID_EINVAL, -2, "invalid argument")                                  \
-    X(FAID_EIO, -3, "input/output error")                                   \
-    X(FAID_EFORMAT, -4, "malformed input")                                  \
-    X(FAID_ETRUNC, -5, "truncated input")                                   \
-    X(FAID_ECORRUPT, -6, "corrupt compressed data")                         \
-    X(FAID_ESIZE, -7, "size mismatch")                                      \
-    X(FAID_EDTYPE, -8, "unsupported data type")                             \
-    X(FAID_ESHAPE, -9, "shape mismatch")                                    \
-    X(FAID_ECONFIG, -10, "invalid configuration")                           \
-    X(FAID_ECL, -11, "OpenCL error")                                        \
-    X(FAID_ENODEV, -12, "no such device")                                   \
-    X(FAID_EUNSUP, -13, "unsupported feature")                              \
-    X(FAID_ERANGE, -14, "value out of range")                               \
-    X(FAID_EZMQ, -15, "ZeroMQ error")                                       \
-    X(FAID_EPROTO, -16, "protocol error")                                   \
-    X(FAID_EBUSY, -17, "resource busy")                                     \
-    X(FAID_ETIMEOUT, -18, "timed out")                                      \
-    X(FAID_ESTOPPED, -19, "stopped")                                        \
+#define FAID_ERRORS(X)                                                                             \
+    X(FAID_OK, 0, "success")                                                                       \
+    X(FAID_ENOMEM, -1, "out of memory")                                                            \
+    X(FAID_EINVAL, -2, "invalid argument")                                                         \
+    X(FAID_EIO, -3, "input/output error")                                                          \
+    X(FAID_EFORMAT, -4, "malformed input")                                                         \
+    X(FAID_ETRUNC, -5, "truncated input")                                                          \
+    X(FAID_ECORRUPT, -6, "corrupt compressed data")                                                \
+    X(FAID_ESIZE, -7, "size mismatch")                                                             \
+    X(FAID_EDTYPE, -8, "unsupported data type")                                                    \
+    X(FAID_ESHAPE, -9, "shape mismatch")                                                           \
+    X(FAID_ECONFIG, -10, "invalid configuration")                                                  \
+    X(FAID_ECL, -11, "OpenCL error")                                                               \
+    X(FAID_ENODEV, -12, "no such device")                                                          \
+    X(FAID_EUNSUP, -13, "unsupported feature")                                                     \
+    X(FAID_ERANGE, -14, "value out of range")                                                      \
+    X(FAID_EZMQ, -15, "ZeroMQ error")                                                              \
+    X(FAID_EPROTO, -16, "protocol error")                                                          \
+    X(FAID_EBUSY, -17, "resource busy")                                                            \
+    X(FAID_ETIMEOUT, -18, "timed out")                                                             \
+    X(FAID_ESTOPPED, -19, "stopped")                                                               \
     X(FAID_EAUTH, -20, "authentication failed")
 
 enum faid_error {

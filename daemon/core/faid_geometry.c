@@ -159,9 +159,15 @@ int faid_geometry_check(const faid_geometry *g, const char *what, faid_diag *d)
     const struct {
         const char *name;
         double v;
-    } vals[] = {{"dist", g->dist},     {"poni1", g->poni1}, {"poni2", g->poni2},
-                {"rot1", g->rot1},     {"rot2", g->rot2},   {"rot3", g->rot3},
-                {"wavelength", g->wavelength}, {"pixel1", g->pixel1}, {"pixel2", g->pixel2}};
+    } vals[] = {{"dist", g->dist},
+                {"poni1", g->poni1},
+                {"poni2", g->poni2},
+                {"rot1", g->rot1},
+                {"rot2", g->rot2},
+                {"rot3", g->rot3},
+                {"wavelength", g->wavelength},
+                {"pixel1", g->pixel1},
+                {"pixel2", g->pixel2}};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
         if (!isfinite(vals[i].v))
             return faid_fail(d, FAID_ERANGE, "%s: %s is not a finite number", what, vals[i].name);
@@ -487,7 +493,8 @@ static span span_trim(span s)
     return s;
 }
 
-/* Parses a whole span as a finite float (what Python's float() takes, minus nan/inf/underscores). */
+/* Parses a whole span as a finite float (what Python's float() takes, minus nan/inf/underscores).
+ */
 static int span_double(span s, double *out)
 {
     char buf[128];
@@ -646,8 +653,8 @@ static int parse_detector_config(poni_ctx *pc, int line, span value, detcfg *c)
     json_t *obj = json_loadb(value.p, value.n, 0, &err);
     if (!obj)
         return faid_fail(pc->d, FAID_EFORMAT,
-                         "%s:%d: Detector_config: malformed JSON near byte %d (%s)", pc->name,
-                         line, err.position, err.text);
+                         "%s:%d: Detector_config: malformed JSON near byte %d (%s)", pc->name, line,
+                         err.position, err.text);
     if (!json_is_object(obj)) {
         json_decref(obj);
         return faid_fail(pc->d, FAID_EFORMAT, "%s:%d: Detector_config is not a JSON object",
@@ -692,11 +699,21 @@ static const struct {
     const char *key;
     int id;
 } poni_keys[] = {
-    {"poni_version", K_VERSION}, {"detector", K_DETECTOR},  {"detector_config", K_DETCONFIG},
-    {"distance", K_DIST},        {"dist", K_DIST},          {"poni1", K_PONI1},
-    {"poni2", K_PONI2},          {"rot1", K_ROT1},          {"rot2", K_ROT2},
-    {"rot3", K_ROT3},            {"wavelength", K_WAVELENGTH}, {"pixelsize1", K_PIXEL1},
-    {"pixelsize2", K_PIXEL2},    {"splinefile", K_SPLINE},  {"parallax", K_PARALLAX},
+    {"poni_version", K_VERSION},
+    {"detector", K_DETECTOR},
+    {"detector_config", K_DETCONFIG},
+    {"distance", K_DIST},
+    {"dist", K_DIST},
+    {"poni1", K_PONI1},
+    {"poni2", K_PONI2},
+    {"rot1", K_ROT1},
+    {"rot2", K_ROT2},
+    {"rot3", K_ROT3},
+    {"wavelength", K_WAVELENGTH},
+    {"pixelsize1", K_PIXEL1},
+    {"pixelsize2", K_PIXEL2},
+    {"splinefile", K_SPLINE},
+    {"parallax", K_PARALLAX},
 };
 
 static int is_none(span v)
@@ -779,8 +796,7 @@ int faid_poni_parse(const char *text, size_t len, const char *name, faid_geometr
     if (lines[K_PARALLAX]) {
         span v = vals[K_PARALLAX];
         if (span_ieq(v, "true"))
-            return faid_fail(d, FAID_EUNSUP,
-                             "%s:%d: parallax correction is not supported", pc.name,
+            return faid_fail(d, FAID_EUNSUP, "%s:%d: parallax correction is not supported", pc.name,
                              lines[K_PARALLAX]);
         if (!span_ieq(v, "false") && !is_none(v))
             return faid_fail(d, FAID_EFORMAT, "%s:%d: Parallax must be True or False", pc.name,
@@ -797,8 +813,12 @@ int faid_poni_parse(const char *text, size_t len, const char *name, faid_geometr
         int id;
         const char *label;
         int required;
-    } params[] = {{K_DIST, "Distance", 1}, {K_PONI1, "Poni1", 1},  {K_PONI2, "Poni2", 1},
-                  {K_ROT1, "Rot1", 0},     {K_ROT2, "Rot2", 0},    {K_ROT3, "Rot3", 0},
+    } params[] = {{K_DIST, "Distance", 1},
+                  {K_PONI1, "Poni1", 1},
+                  {K_PONI2, "Poni2", 1},
+                  {K_ROT1, "Rot1", 0},
+                  {K_ROT2, "Rot2", 0},
+                  {K_ROT3, "Rot3", 0},
                   {K_WAVELENGTH, "Wavelength", 0}};
     double pv[7];
     for (int k = 0; k < 7; k++) {

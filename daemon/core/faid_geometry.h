@@ -35,12 +35,12 @@
 #include <stdint.h>
 
 typedef struct faid_geometry {
-    double dist, poni1, poni2;    /* m */
-    double rot1, rot2, rot3;      /* rad */
-    double wavelength;            /* m; 0 = unknown (q units then unavailable) */
-    double pixel1, pixel2;        /* m: rows, columns */
+    double dist, poni1, poni2; /* m */
+    double rot1, rot2, rot3;   /* rad */
+    double wavelength;         /* m; 0 = unknown (q units then unavailable) */
+    double pixel1, pixel2;     /* m: rows, columns */
     int rows, cols;
-    int orientation;              /* 1..4 as pyFAI; 0 treated as 3 (no flip) */
+    int orientation; /* 1..4 as pyFAI; 0 treated as 3 (no flip) */
 } faid_geometry;
 
 /* Checks that g describes a usable geometry: finite parameters, dist > 0, pixel sizes > 0,
@@ -58,13 +58,14 @@ int faid_geometry_check(const faid_geometry *g, const char *what, faid_diag *d);
  * is returned and the shape must then come from elsewhere. Errors name the file and line. */
 int faid_poni_read(const char *path, faid_geometry *g, char *detector, size_t detector_cap,
                    faid_diag *d);
-/* The same on text in memory (len bytes, need not be NUL-terminated); `name` is used in messages. */
+/* The same on text in memory (len bytes, need not be NUL-terminated); `name` is used in messages.
+ */
 int faid_poni_parse(const char *text, size_t len, const char *name, faid_geometry *g,
                     char *detector, size_t detector_cap, faid_diag *d);
 
 typedef struct faid_detector_preset {
-    const char *name;       /* as pyFAI spells it, e.g. "Eiger4M", "Eiger2_4M", "Pilatus1M" */
-    const char *alias;      /* faid's config spelling, e.g. "eiger_4m" */
+    const char *name;  /* as pyFAI spells it, e.g. "Eiger4M", "Eiger2_4M", "Pilatus1M" */
+    const char *alias; /* faid's config spelling, e.g. "eiger_4m" */
     int rows, cols;
     double pixel1, pixel2;
     int module_rows, module_cols; /* module size in pixels (0 = no gaps) */

@@ -16,8 +16,14 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const level_names[] = {"ERROR", "WARN ", "INFO ", "DEBUG"};
 
-void faid_log_set_level(faid_log_level level) { g_level = level; }
-faid_log_level faid_log_get_level(void) { return g_level; }
+void faid_log_set_level(faid_log_level level)
+{
+    g_level = level;
+}
+faid_log_level faid_log_get_level(void)
+{
+    return g_level;
+}
 
 int faid_log_parse_level(const char *name, faid_log_level *out)
 {

@@ -33,8 +33,8 @@ int64_t faid_now_ns(void);
 int64_t faid_wall_ns(void);
 
 #define FAID_ERROR(comp, ...) faid_log(FAID_LOG_ERROR, comp, __VA_ARGS__)
-#define FAID_WARN(comp, ...) faid_log(FAID_LOG_WARN, comp, __VA_ARGS__)
-#define FAID_INFO(comp, ...) faid_log(FAID_LOG_INFO, comp, __VA_ARGS__)
+#define FAID_WARN(comp, ...)  faid_log(FAID_LOG_WARN, comp, __VA_ARGS__)
+#define FAID_INFO(comp, ...)  faid_log(FAID_LOG_INFO, comp, __VA_ARGS__)
 #define FAID_DEBUG(comp, ...) faid_log(FAID_LOG_DEBUG, comp, __VA_ARGS__)
 
 #endif

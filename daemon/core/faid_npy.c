@@ -92,8 +92,10 @@ int faid_npy_parse(const void *buf, size_t len, const char *what, faid_array *ou
     if (!v)
         return faid_fail(d, FAID_EFORMAT, "%s: .npy header has no 'fortran_order'", what);
     if (strncmp(v, "True", 4) == 0)
-        return faid_fail(d, FAID_EUNSUP, "%s: Fortran-ordered .npy arrays are not supported "
-                                         "(save with numpy.ascontiguousarray)", what);
+        return faid_fail(d, FAID_EUNSUP,
+                         "%s: Fortran-ordered .npy arrays are not supported "
+                         "(save with numpy.ascontiguousarray)",
+                         what);
 
     v = dict_value(hdr, "shape");
     if (!v || *v != '(')
@@ -109,8 +111,10 @@ int faid_npy_parse(const void *buf, size_t len, const char *what, faid_array *ou
         if (!isdigit((unsigned char)*v))
             return faid_fail(d, FAID_EFORMAT, "%s: bad .npy shape", what);
         if (ndim == FAID_NPY_MAXDIM)
-            return faid_fail(d, FAID_EUNSUP, "%s: .npy arrays of more than %d dimensions are "
-                                             "not supported", what, FAID_NPY_MAXDIM);
+            return faid_fail(d, FAID_EUNSUP,
+                             "%s: .npy arrays of more than %d dimensions are "
+                             "not supported",
+                             what, FAID_NPY_MAXDIM);
         errno = 0;
         char *end;
         unsigned long long n = strtoull(v, &end, 10);
@@ -159,10 +163,9 @@ int faid_npy_write(const char *path, faid_dtype dtype, int ndim, const size_t *s
                    const void *data, faid_diag *d)
 {
     static const char *const descr[] = {
-        [FAID_DT_U8] = "|u1",  [FAID_DT_U16] = "<u2", [FAID_DT_U32] = "<u4",
-        [FAID_DT_I8] = "|i1",  [FAID_DT_I16] = "<i2", [FAID_DT_I32] = "<i4",
-        [FAID_DT_F32] = "<f4", [FAID_DT_F64] = "<f8", [FAID_DT_U64] = "<u8",
-        [FAID_DT_I64] = "<i8", [FAID_DT_BOOL] = "|b1",
+        [FAID_DT_U8] = "|u1",  [FAID_DT_U16] = "<u2", [FAID_DT_U32] = "<u4",  [FAID_DT_I8] = "|i1",
+        [FAID_DT_I16] = "<i2", [FAID_DT_I32] = "<i4", [FAID_DT_F32] = "<f4",  [FAID_DT_F64] = "<f8",
+        [FAID_DT_U64] = "<u8", [FAID_DT_I64] = "<i8", [FAID_DT_BOOL] = "|b1",
     };
     if (dtype <= FAID_DT_INVALID || dtype > FAID_DT_BOOL || ndim < 0 || ndim > FAID_NPY_MAXDIM)
         return faid_fail(d, FAID_EINVAL, "%s: cannot write this array type", path);

@@ -15,8 +15,8 @@ typedef struct faid_array {
     faid_dtype dtype;
     int ndim;
     size_t shape[FAID_NPY_MAXDIM];
-    size_t count;  /* product of shape */
-    void *data;    /* count * faid_dtype_size(dtype) bytes, owned */
+    size_t count; /* product of shape */
+    void *data;   /* count * faid_dtype_size(dtype) bytes, owned */
 } faid_array;
 
 /* Reads path into out (zero it first). Errors name the file. */

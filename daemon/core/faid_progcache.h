@@ -21,9 +21,9 @@ typedef struct faid_kernel {
     char name[64];
     size_t kwg; /* CL_KERNEL_WORK_GROUP_SIZE on the engine's device */
     int nargs;
-    char arg[FAID_KERNEL_MAX_ARGS][32]; /* parameter names in order */
+    char arg[FAID_KERNEL_MAX_ARGS][32];      /* parameter names in order */
     uint32_t arg_hash[FAID_KERNEL_MAX_ARGS]; /* of the names: binding compares these first */
-    uint64_t bound;                     /* bit i: argument i was set at least once */
+    uint64_t bound;                          /* bit i: argument i was set at least once */
 } faid_kernel;
 
 typedef struct faid_progcache faid_progcache;

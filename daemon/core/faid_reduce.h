@@ -29,7 +29,7 @@ const char *faid_error_model_name(faid_error_model m);
  * (= not applied). */
 typedef struct faid_corrections {
     size_t npix;
-    const uint8_t *mask;        /* non-zero = masked */
+    const uint8_t *mask; /* non-zero = masked */
     const float *dark;
     const float *flat;
     const float *solid_angle;
@@ -38,7 +38,7 @@ typedef struct faid_corrections {
     float dummy, delta_dummy;
     float normalization_factor;
     faid_error_model error_model;
-    float empty;                /* value of I/sigma/std in bins without pixels (pyFAI: 0) */
+    float empty; /* value of I/sigma/std in bins without pixels (pyFAI: 0) */
 } faid_corrections;
 
 /* One integrated result, 1D (nazim == 0) or 2D (nbins = nrad * nazim, bin = i_rad*nazim+i_azim).
@@ -53,8 +53,8 @@ faid_profile *faid_profile_new(int32_t nrad, int32_t nazim);
 void faid_profile_destroy(faid_profile **p);
 
 /* Reference preprocessing: out4 receives npix x (signal, variance, norm, count) in float32. */
-int faid_ref_preprocess(const faid_corrections *c, faid_dtype dtype, const void *raw,
-                        float *out4, faid_diag *d);
+int faid_ref_preprocess(const faid_corrections *c, faid_dtype dtype, const void *raw, float *out4,
+                        faid_diag *d);
 /* Reference integration of preprocessed pixels over csr, float64 sums, into p. */
 int faid_ref_integrate(const faid_csr *csr, const faid_corrections *c, const float *pre4,
                        faid_profile *p, faid_diag *d);

@@ -31,9 +31,12 @@ int faid_error_model_parse(const char *name, faid_error_model *out)
 const char *faid_error_model_name(faid_error_model m)
 {
     switch (m) {
-    case FAID_EM_NONE: return "none";
-    case FAID_EM_POISSON: return "poisson";
-    case FAID_EM_AZIMUTHAL: return "azimuthal";
+    case FAID_EM_NONE:
+        return "none";
+    case FAID_EM_POISSON:
+        return "poisson";
+    case FAID_EM_AZIMUTHAL:
+        return "azimuthal";
     }
     return "?";
 }
@@ -86,22 +89,33 @@ static int is_dummy(float v, float dummy, float delta)
 static float raw_at(faid_dtype t, const void *raw, size_t i)
 {
     switch (t) {
-    case FAID_DT_U8: return (float)((const uint8_t *)raw)[i];
-    case FAID_DT_U16: return (float)((const uint16_t *)raw)[i];
-    case FAID_DT_U32: return (float)((const uint32_t *)raw)[i];
-    case FAID_DT_I8: return (float)((const int8_t *)raw)[i];
-    case FAID_DT_I16: return (float)((const int16_t *)raw)[i];
-    case FAID_DT_I32: return (float)((const int32_t *)raw)[i];
-    case FAID_DT_F32: return ((const float *)raw)[i];
-    case FAID_DT_F64: return (float)((const double *)raw)[i];
-    case FAID_DT_U64: return (float)((const uint64_t *)raw)[i];
-    case FAID_DT_I64: return (float)((const int64_t *)raw)[i];
-    default: return NAN;
+    case FAID_DT_U8:
+        return (float)((const uint8_t *)raw)[i];
+    case FAID_DT_U16:
+        return (float)((const uint16_t *)raw)[i];
+    case FAID_DT_U32:
+        return (float)((const uint32_t *)raw)[i];
+    case FAID_DT_I8:
+        return (float)((const int8_t *)raw)[i];
+    case FAID_DT_I16:
+        return (float)((const int16_t *)raw)[i];
+    case FAID_DT_I32:
+        return (float)((const int32_t *)raw)[i];
+    case FAID_DT_F32:
+        return ((const float *)raw)[i];
+    case FAID_DT_F64:
+        return (float)((const double *)raw)[i];
+    case FAID_DT_U64:
+        return (float)((const uint64_t *)raw)[i];
+    case FAID_DT_I64:
+        return (float)((const int64_t *)raw)[i];
+    default:
+        return NAN;
     }
 }
 
-int faid_ref_preprocess(const faid_corrections *c, faid_dtype dtype, const void *raw,
-                        float *out4, faid_diag *d)
+int faid_ref_preprocess(const faid_corrections *c, faid_dtype dtype, const void *raw, float *out4,
+                        faid_diag *d)
 {
     if (!c || !raw || !out4)
         return faid_fail(d, FAID_EINVAL, "preprocess: missing argument");
@@ -183,7 +197,8 @@ int faid_ref_integrate(const faid_csr *csr, const faid_corrections *c, const flo
                     n = coef * norm;
                     n2 = n * n;
                 } else {
-                    /* Weighted incremental variance: VV += w^2 (x - mean_before)(x - mean_after). */
+                    /* Weighted incremental variance: VV += w^2 (x - mean_before)(x - mean_after).
+                     */
                     double wb = coef * norm;
                     double omega_a = n;
                     n = omega_a + wb;

@@ -30,9 +30,8 @@ static int read_aux(const char *path, const char *key, int rows, int cols, faid_
         for (int i = 0; i < a->ndim && k < sizeof shp; i++)
             k += (size_t)snprintf(shp + k, sizeof shp - k, "%s%zu", i ? ", " : "", a->shape[i]);
         faid_array_free(a);
-        return faid_fail(d, FAID_ESHAPE,
-                         "%s: %s: shape (%s) does not match the detector (%d, %d)", key, path,
-                         shp, rows, cols);
+        return faid_fail(d, FAID_ESHAPE, "%s: %s: shape (%s) does not match the detector (%d, %d)",
+                         key, path, shp, rows, cols);
     }
     return 0;
 }
@@ -45,8 +44,10 @@ static int load_mask(faid_setup *s, faid_diag *d)
         if (p && p->rows == s->rows && p->cols == s->cols)
             faid_detector_gap_mask(p, s->mask);
         else if (p)
-            FAID_WARN("setup", "detector.shape %dx%d differs from preset %s (%dx%d): module gaps "
-                               "not masked", s->rows, s->cols, p->name, p->rows, p->cols);
+            FAID_WARN("setup",
+                      "detector.shape %dx%d differs from preset %s (%dx%d): module gaps "
+                      "not masked",
+                      s->rows, s->cols, p->name, p->rows, p->cols);
     }
     if (!cfg->mask_path[0])
         return 0;
@@ -129,8 +130,9 @@ static int build_csr(faid_setup *s, int npt_azim, faid_csr **out, faid_diag *d)
     int rc = faid_csr_build(&s->geom, s->mask, &p, out, d);
     if (rc)
         faid_diag_prefix(d, "%s matrix: ",
-                         out == &s->csr_bg ? "background" : npt_azim ? "2D integration"
-                                                                     : "1D integration");
+                         out == &s->csr_bg ? "background"
+                         : npt_azim        ? "2D integration"
+                                           : "1D integration");
     return rc;
 }
 
@@ -165,8 +167,8 @@ faid_setup *faid_setup_new_masked(const faid_config *cfg, uint64_t version,
         faid_fail(d, FAID_ENOMEM, "setup: out of memory for %zu pixels", s->npix);
         goto fail;
     }
-    if ((rc = load_mask(s, d)) || (rc = load_f32(cfg->dark_path, "integration.dark", s, &s->dark,
-                                                 d)) ||
+    if ((rc = load_mask(s, d)) ||
+        (rc = load_f32(cfg->dark_path, "integration.dark", s, &s->dark, d)) ||
         (rc = load_f32(cfg->flat_path, "integration.flat", s, &s->flat, d)))
         goto fail;
     for (size_t i = 0; detector_mask && i < s->npix; i++)

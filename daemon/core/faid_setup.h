@@ -15,15 +15,15 @@ typedef struct faid_setup {
     faid_geometry geom;
     int rows, cols;
     size_t npix;
-    uint8_t *mask;           /* npix, non-zero = masked (preset gaps | user mask) */
-    float *solid_angle;      /* npix or NULL */
-    float *polarization;     /* npix or NULL */
-    float *dark, *flat;      /* npix or NULL */
-    faid_corrections corr;   /* points into the arrays above */
-    faid_csr *csr;           /* 1D radial */
-    faid_csr *csr2d;         /* cake, or NULL */
-    faid_csr *csr_bg;        /* sigma-clipped background (peaks.algorithm not none): 1D, no
-                              * pixel splitting, the bins of csr (same npt and range), or NULL */
+    uint8_t *mask;         /* npix, non-zero = masked (preset gaps | user mask) */
+    float *solid_angle;    /* npix or NULL */
+    float *polarization;   /* npix or NULL */
+    float *dark, *flat;    /* npix or NULL */
+    faid_corrections corr; /* points into the arrays above */
+    faid_csr *csr;         /* 1D radial */
+    faid_csr *csr2d;       /* cake, or NULL */
+    faid_csr *csr_bg;      /* sigma-clipped background (peaks.algorithm not none): 1D, no
+                            * pixel splitting, the bins of csr (same npt and range), or NULL */
 } faid_setup;
 
 faid_setup *faid_setup_new(const faid_config *cfg, uint64_t version, faid_diag *d);

@@ -9,12 +9,8 @@
 /* The order frames go through. Downstream of integrate come the sigma-clipped background, the
  * peak finder and the hit decision, enabled when peaks.algorithm is not none. */
 const faid_stage *const faid_stages[] = {
-    &faid_stage_decode,
-    &faid_stage_integrate,
-    &faid_stage_sigclip,
-    &faid_stage_peaks,
-    &faid_stage_hit,
-    NULL,
+    &faid_stage_decode, &faid_stage_integrate, &faid_stage_sigclip,
+    &faid_stage_peaks,  &faid_stage_hit,       NULL,
 };
 
 double faid_stage_now_us(void)

@@ -24,8 +24,8 @@
 #include "faid_progcache.h"
 #include "faid_restab.h"
 
-#define FAID_STAGE_MAX 8 /* stages in faid_stages[] */
-#define FAID_STAGE_EV  6 /* profiling events per stage and lane (and per stage and slot) */
+#define FAID_STAGE_MAX 8  /* stages in faid_stages[] */
+#define FAID_STAGE_EV  6  /* profiling events per stage and lane (and per stage and slot) */
 #define FAID_STAGE_KC  96 /* cached kernels per stage and setup (faid_stage_kslot keys) */
 
 /* What the stages see of the engine; lives as long as the engine. */
@@ -133,16 +133,16 @@ extern const faid_stage faid_stage_hit;
 /* What the peak stages (sigclip, peaks, hit) share for one setup, built by the sigclip stage's
  * declare when peaks.algorithm is not none. */
 typedef struct faid_peak_setup {
-    faid_peak_params p;     /* the setup's peaks: section */
-    const faid_csr *csr_bg; /* setup->csr_bg */
-    faid_corrections corr;  /* the setup's corrections with the Poisson variance (what the
-                             * background's poisson / hybrid models and the finders read) */
-    faid_peak_geom *geom;   /* radius per pixel, validity, picking window */
+    faid_peak_params p;        /* the setup's peaks: section */
+    const faid_csr *csr_bg;    /* setup->csr_bg */
+    faid_corrections corr;     /* the setup's corrections with the Poisson variance (what the
+                                * background's poisson / hybrid models and the finders read) */
+    faid_peak_geom *geom;      /* radius per pixel, validity, picking window */
     struct faid_pf8_bins *pf8; /* peakfinder8's integer-radius bins (NULL for pyfai) */
-    faid_sigclip_cl_cfg sc; /* the sigma clip kernel's build (OpenCL device) */
-    const char *pre;        /* host buffer of the preprocessed frame the references read
-                             * (reference device): "pre", or "pk_pre" when the integration's
-                             * error model is not poisson */
+    faid_sigclip_cl_cfg sc;    /* the sigma clip kernel's build (OpenCL device) */
+    const char *pre;           /* host buffer of the preprocessed frame the references read
+                                * (reference device): "pre", or "pk_pre" when the integration's
+                                * error model is not poisson */
 } faid_peak_setup;
 
 /* NULL when the peak stages are off for this setup. */

@@ -229,11 +229,10 @@ static int get_kernel(faid_stage_env *env, faid_stage_res *res, faid_dtype dt, c
     while (ki < NKERNELS && KERNELS[ki] != name && strcmp(KERNELS[ki], name) != 0)
         ki++; /* the callers' literals are usually KERNELS' own: no string compare */
     /* resolved once per dtype and setup (faid_stage_kslot) */
-    faid_kernel **slot =
-        ki < NKERNELS && (int)dt >= 0 && (int)dt <= FAID_DT_BOOL
-            ? faid_stage_kslot(env, res, faid_stage_id(&faid_stage_integrate),
-                               (int)dt * NKERNELS + ki)
-            : NULL;
+    faid_kernel **slot = ki < NKERNELS && (int)dt >= 0 && (int)dt <= FAID_DT_BOOL
+                             ? faid_stage_kslot(env, res, faid_stage_id(&faid_stage_integrate),
+                                                (int)dt * NKERNELS + ki)
+                             : NULL;
     if (slot && *slot) {
         *k = *slot;
         return FAID_OK;

@@ -13,8 +13,8 @@ struct faid_synth {
     int rows, cols;
     size_t npix;
     faid_synth_params p;
-    float *expect;   /* expected counts per pixel, < 0 = bad pixel */
-    float *omega;    /* relative solid angle, to scale the spots */
+    float *expect; /* expected counts per pixel, < 0 = bad pixel */
+    float *omega;  /* relative solid angle, to scale the spots */
 };
 
 void faid_synth_default_params(faid_synth_params *p)
@@ -50,7 +50,10 @@ static void rng_seed(rng *r, uint64_t seed, uint64_t stream)
         r->s[i] = splitmix64(&x);
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
 
 static uint64_t rng_next(rng *r)
 {
@@ -67,7 +70,10 @@ static uint64_t rng_next(rng *r)
 }
 
 /* Uniform in (0, 1). */
-static double rng_unif(rng *r) { return ((double)(rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static double rng_unif(rng *r)
+{
+    return ((double)(rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
 
 static double rng_normal(rng *r)
 {
@@ -158,16 +164,15 @@ static void store(faid_dtype t, void *out, size_t i, double v)
     }
 }
 
-faid_synth *faid_synth_new(const faid_geometry *g, const uint8_t *mask,
-                           const faid_synth_params *p, faid_diag *d)
+faid_synth *faid_synth_new(const faid_geometry *g, const uint8_t *mask, const faid_synth_params *p,
+                           faid_diag *d)
 {
     if (!g || g->rows <= 0 || g->cols <= 0 || !p) {
         faid_fail(d, FAID_EINVAL, "synth: empty geometry");
         return NULL;
     }
-    if (p->nrings < 0 || p->nrings > FAID_SYNTH_MAX_RINGS || p->nspots < 0 ||
-        p->nspots > 100000 || !(p->spot_sigma > 0) || !(p->ring_width > 0) ||
-        !(p->background >= 0)) {
+    if (p->nrings < 0 || p->nrings > FAID_SYNTH_MAX_RINGS || p->nspots < 0 || p->nspots > 100000 ||
+        !(p->spot_sigma > 0) || !(p->ring_width > 0) || !(p->background >= 0)) {
         faid_fail(d, FAID_EINVAL, "synth: parameters out of range");
         return NULL;
     }

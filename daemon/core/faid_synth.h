@@ -22,14 +22,14 @@
 
 typedef struct faid_synth_params {
     uint64_t seed;
-    double background;        /* counts per pixel at q = 0 (falls off with q) */
-    double ring_amplitude;    /* peak counts of the strongest ring */
-    int nrings;               /* 0..FAID_SYNTH_MAX_RINGS; positions spread over the q range */
-    double ring_width;        /* Gaussian sigma as a fraction of the detector's q range */
-    int nspots;               /* Bragg spots per frame */
-    double spot_amplitude;    /* peak counts of the brightest spot */
-    double spot_sigma;        /* spot width in pixels */
-    int poisson;              /* 1 = Poisson noise, 0 = the expected values rounded */
+    double background;     /* counts per pixel at q = 0 (falls off with q) */
+    double ring_amplitude; /* peak counts of the strongest ring */
+    int nrings;            /* 0..FAID_SYNTH_MAX_RINGS; positions spread over the q range */
+    double ring_width;     /* Gaussian sigma as a fraction of the detector's q range */
+    int nspots;            /* Bragg spots per frame */
+    double spot_amplitude; /* peak counts of the brightest spot */
+    double spot_sigma;     /* spot width in pixels */
+    int poisson;           /* 1 = Poisson noise, 0 = the expected values rounded */
 } faid_synth_params;
 
 /* Sensible defaults: 6 rings, 20 spots, background 20 counts, Poisson noise, seed 12345. */
@@ -38,8 +38,8 @@ void faid_synth_default_params(faid_synth_params *p);
 typedef struct faid_synth faid_synth;
 
 /* g: the geometry (rows, cols, pixel sizes set); mask: rows*cols, non-zero = bad (may be NULL). */
-faid_synth *faid_synth_new(const faid_geometry *g, const uint8_t *mask,
-                           const faid_synth_params *p, faid_diag *d);
+faid_synth *faid_synth_new(const faid_geometry *g, const uint8_t *mask, const faid_synth_params *p,
+                           faid_diag *d);
 void faid_synth_destroy(faid_synth **s);
 
 /* Writes frame `index` as rows*cols elements of dtype (any frame dtype: uint8/16/32,

@@ -24,8 +24,8 @@
  * about 17x compression) instead of the default synthetic ones; --detector PRESET sets the
  * detector preset (eiger_1m ... eiger_16m).
  * Every pipelined result is compared bit for bit with the synchronous fused result of the same
- * frame ("identical"; a 2D cake on a sample of the results, CHECK_2D_EVERY). One frame is also checked against the "ref" engine (float64 C) and the
- * worst relative difference printed.
+ * frame ("identical"; a 2D cake on a sample of the results, CHECK_2D_EVERY). One frame is also
+ * checked against the "ref" engine (float64 C) and the worst relative difference printed.
  *
  * Usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]
  *                   [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype uint32]
@@ -94,9 +94,9 @@ typedef struct opts {
     int check;
     const char *json;
     const char *dump;
-    const char *peaks;   /* none | pyfai | peakfinder8 */
-    const char *devices; /* NULL: one engine on --device; else the multi-device run */
-    const char *kind;    /* frames: synthetic | lowcount */
+    const char *peaks;    /* none | pyfai | peakfinder8 */
+    const char *devices;  /* NULL: one engine on --device; else the multi-device run */
+    const char *kind;     /* frames: synthetic | lowcount */
     const char *detector; /* detector.preset override (eiger_1m ... eiger_16m), NULL: config */
 } opts;
 
@@ -710,8 +710,8 @@ static int pcie_floor(const char *spec, size_t bytes, int copies, double *event_
     }
     int rc = -1;
     cl_int err = CL_SUCCESS;
-    cl_mem host = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR, bytes,
-                                 NULL, &err);
+    cl_mem host =
+        clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
     cl_mem dev = err == CL_SUCCESS
                      ? clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err)
                      : NULL;
@@ -851,10 +851,10 @@ static int parse_args(int argc, char **argv, opts *o)
         fprintf(stderr, "faid-bench: --kind must be synthetic or lowcount\n");
         return -1;
     }
-    if (o->detector && (strlen(o->detector) > 64 || strspn(o->detector,
-                                                          "abcdefghijklmnopqrstuvwxyz"
-                                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
-                                                       strlen(o->detector))) {
+    if (o->detector &&
+        (strlen(o->detector) > 64 ||
+         strspn(o->detector, "abcdefghijklmnopqrstuvwxyz"
+                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(o->detector))) {
         fprintf(stderr, "faid-bench: --detector: a preset name (e.g. eiger_16m)\n");
         return -1;
     }

@@ -203,8 +203,8 @@ int faid_host_path_main(int argc, char **argv)
                     "\"before_copy_us\": %.2f, \"after_copy_us\": %.2f, \"after_table_us\": "
                     "%.2f, \"after_ingest_us\": %.2f, \"before_fps\": %.1f, \"after_fps\": "
                     "%.1f}\n",
-                    (double)clen[0] / 1e6, faid_pinned_locked(arena), m[0], m[1], m[2], m[3],
-                    m[4], 1e6 / before, 1e6 / after);
+                    (double)clen[0] / 1e6, faid_pinned_locked(arena), m[0], m[1], m[2], m[3], m[4],
+                    1e6 / before, 1e6 / after);
             fclose(f);
         }
     }

@@ -72,8 +72,12 @@ static void zc_usage(FILE *f)
 
 static int zc_parse(int argc, char **argv, zc_opts *o)
 {
-    *o = (zc_opts){.frames = 2000, .dtype = "uint32", .distinct = 4, .io_threads = 1,
-                   .transport = "tcp", .hwm = 0};
+    *o = (zc_opts){.frames = 2000,
+                   .dtype = "uint32",
+                   .distinct = 4,
+                   .io_threads = 1,
+                   .transport = "tcp",
+                   .hwm = 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -1,5 +1,6 @@
 /* Fuzz target for the .poni parser: any byte sequence must give 0 or an error code with a message,
- * never a crash, hang or leak; a successful parse must leave a geometry whose numbers are finite. */
+ * never a crash, hang or leak; a successful parse must leave a geometry whose numbers are finite.
+ */
 #include "faid_geometry.h"
 
 #include <math.h>

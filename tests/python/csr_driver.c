@@ -50,7 +50,9 @@ int main(int argc, char **argv)
     int rc;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (get("positions")) {
-        faid_csr_positions pos = {rows, cols, load("rad_center", FAID_DT_F64, npix, &a1),
+        faid_csr_positions pos = {rows,
+                                  cols,
+                                  load("rad_center", FAID_DT_F64, npix, &a1),
                                   load("chi_center", FAID_DT_F64, npix, &a2),
                                   load("rad_corner", FAID_DT_F64, ncorner, &a3),
                                   load("chi_corner", FAID_DT_F64, ncorner, &a4),
@@ -69,7 +71,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "build: %s\n", d.msg);
         return 1;
     }
-    printf("build_s %.6f nnz %lld\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
+    printf("build_s %.6f nnz %lld\n",
+           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
            (long long)csr->nnz);
     save(out, "indptr", FAID_DT_I32, (size_t)csr->nbins + 1, csr->indptr);
     save(out, "indices", FAID_DT_I32, (size_t)csr->nnz, csr->indices);

@@ -7,26 +7,26 @@
 extern int faid_test_passed;
 extern int faid_test_failed;
 
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (cond) {                                                                    \
-            faid_test_passed++;                                                        \
-        } else {                                                                       \
-            faid_test_failed++;                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
-        }                                                                              \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            faid_test_passed++;                                                                    \
+        } else {                                                                                   \
+            faid_test_failed++;                                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                           \
-    do {                                                                               \
-        if (cond) {                                                                    \
-            faid_test_passed++;                                                        \
-        } else {                                                                       \
-            faid_test_failed++;                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                              \
-            fputc('\n', stderr);                                                       \
-        }                                                                              \
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            faid_test_passed++;                                                                    \
+        } else {                                                                                   \
+            faid_test_failed++;                                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
     } while (0)
 
 /* Prints the summary line and returns the process exit status. */

@@ -59,10 +59,12 @@ static size_t make_start(uint8_t *buf, size_t cap, uint64_t series, uint64_t msg
     return faid_mpw_finish(&w, NULL) == 0 ? w.len : 0;
 }
 
-static float expect_I(uint64_t frame, int i) { return (float)(frame * 100 + i) + 0.25f; }
+static float expect_I(uint64_t frame, int i)
+{
+    return (float)(frame * 100 + i) + 0.25f;
+}
 
-static size_t make_result(uint8_t *buf, size_t cap, uint64_t series, uint64_t frame,
-                          uint64_t msgno)
+static size_t make_result(uint8_t *buf, size_t cap, uint64_t series, uint64_t frame, uint64_t msgno)
 {
     float I[NPT], sigma[NPT], sd[NPT], count[NPT];
     for (int i = 0; i < NPT; i++) {
@@ -144,9 +146,8 @@ static int read_dat(const char *path, char *hdr, size_t hcap, double rows[][5], 
             strncat(hdr, line, hcap - strlen(hdr) - 1);
             continue;
         }
-        if (n < maxrows &&
-            sscanf(line, "%lf %lf %lf %lf %lf", &rows[n][0], &rows[n][1], &rows[n][2],
-                   &rows[n][3], &rows[n][4]) == 5)
+        if (n < maxrows && sscanf(line, "%lf %lf %lf %lf %lf", &rows[n][0], &rows[n][1],
+                                  &rows[n][2], &rows[n][3], &rows[n][4]) == 5)
             n++;
     }
     fclose(f);
@@ -406,8 +407,8 @@ static void test_control(void *ctx)
         CHECK(rc == FAID_ETIMEOUT);
         char want[512];
         snprintf(want, sizeof(want), "no answer from faid at %s within 0.2 s", ep);
-        CHECK_MSG(strncmp(d.msg, want, strlen(want)) == 0 && strstr(d.msg, "authentication?"),
-                  "%s", d.msg);
+        CHECK_MSG(strncmp(d.msg, want, strlen(want)) == 0 && strstr(d.msg, "authentication?"), "%s",
+                  d.msg);
     }
     faid_ctl_destroy(&c);
     zmq_close(silent);
@@ -505,8 +506,12 @@ static void test_paths(void)
     uint8_t raw[1 + 3 * 8];
     double vals[3] = {-1.5, 2.25, 1e300};
     memcpy(raw + 1, vals, sizeof(vals));
-    faid_array_view a = {.dtype = FAID_DT_F64, .ndim = 1, .shape = {3}, .nelem = 3,
-                         .data = raw + 1, .nbytes = sizeof(vals)};
+    faid_array_view a = {.dtype = FAID_DT_F64,
+                         .ndim = 1,
+                         .shape = {3},
+                         .nelem = 3,
+                         .data = raw + 1,
+                         .nbytes = sizeof(vals)};
     double out[3];
     CHECK(faid_array_view_to_f64(&a, out, 3, &d) == 0 && memcmp(out, vals, sizeof(vals)) == 0);
     int16_t iv[3] = {-7, 0, 32000};

@@ -40,7 +40,10 @@ static void fill(uint8_t *buf, size_t n, size_t e, int kind)
         else if (kind == 1)
             v = (rng() % 16 == 0) ? rng() % 5000 : rng() % 4;
         else if (kind == 3) /* sparse counts as in a real EIGER frame: mostly 0 and 1 */
-            v = rng() % 1000 < 2 ? rng() % 50000 : (rng() % 100 < 60 ? 0 : rng() % 100 < 75 ? 1 : rng() % 6);
+            v = rng() % 1000 < 2 ? rng() % 50000
+                                 : (rng() % 100 < 60   ? 0
+                                    : rng() % 100 < 75 ? 1
+                                                       : rng() % 6);
         else
             v = 0;
         for (size_t j = 0; j < e; j++)
@@ -250,8 +253,8 @@ static void test_oversized_header_block(void)
 static void test_roundtrips(void)
 {
     const size_t esz[] = {1, 2, 4, 8, 3};
-    const size_t counts[] = {0, 1, 7, 8, 9, 63, 64, 100, 1023, 1024, 1025, 2047, 2048, 2049,
-                             4095, 4096, 4103, 8191, 8192, 8193, 20000};
+    const size_t counts[] = {0,    1,    7,    8,    9,    63,   64,   100,  1023, 1024, 1025,
+                             2047, 2048, 2049, 4095, 4096, 4103, 8191, 8192, 8193, 20000};
     const size_t blocks[] = {0, 8, 64, 128, 1000, 4096};
     size_t maxn = 20000;
     uint8_t *data = malloc(maxn * 8);
@@ -359,8 +362,8 @@ static void test_corruption(void)
     /* A block length one short of the real one always fails: the data no longer parse to the
      * block's size and the tail no longer lines up. */
     memcpy(m, c, len);
-    uint32_t c0 = ((uint32_t)m[12] << 24) | ((uint32_t)m[13] << 16) | ((uint32_t)m[14] << 8) |
-                  m[15];
+    uint32_t c0 =
+        ((uint32_t)m[12] << 24) | ((uint32_t)m[13] << 16) | ((uint32_t)m[14] << 8) | m[15];
     put_be32(m + 12, c0 - 1);
     faid_diag d;
     CHECK(faid_bslz4_decode(m, len, 4, back, sizeof back, &d) != 0);
@@ -437,8 +440,8 @@ static void test_gpu(void)
         CHECK(gpu_err > 0);
         CHECK(agree);
         memcpy(m, c, len);
-        uint32_t c0 = ((uint32_t)m[12] << 24) | ((uint32_t)m[13] << 16) |
-                      ((uint32_t)m[14] << 8) | m[15];
+        uint32_t c0 =
+            ((uint32_t)m[12] << 24) | ((uint32_t)m[13] << 16) | ((uint32_t)m[14] << 8) | m[15];
         put_be32(m + 12, c0 - 1);
         CHECK(faid_clcodec_decode_host(cc, FAID_ENC_BSLZ4, m, len, back, n * e, &d) != 0);
         free(m);
@@ -489,9 +492,10 @@ static int encode_file(char **argv)
     return rc ? 1 : 0;
 }
 
-/* `test_codec bench [DEVICE [FRAMES [ELEM_SIZE [KIND]]]]` (KIND 3: sparse counts, 1: denser): throughput of the device decoder on an
- * EIGER 4M diffraction-like frame (2167 x 2070), one launch per frame, input already on the
- * device (what the engine does after its H2D copy). Prints numbers; asserts only correctness. */
+/* `test_codec bench [DEVICE [FRAMES [ELEM_SIZE [KIND]]]]` (KIND 3: sparse counts, 1: denser):
+ * throughput of the device decoder on an EIGER 4M diffraction-like frame (2167 x 2070), one launch
+ * per frame, input already on the device (what the engine does after its H2D copy). Prints numbers;
+ * asserts only correctness. */
 static int bench(int argc, char **argv)
 {
     const char *spec = argc > 2 ? argv[2] : "auto";

@@ -123,8 +123,9 @@ static const char *sample_value(const faid_option *o, char *buf, size_t cap)
             snprintf(buf, cap, "%.0f", o->min);
         return buf;
     case FAID_OT_DOUBLE:
-        snprintf(buf, cap, "%.17g", o->max < 1e300 ? 0.25 * o->min + 0.75 * o->max
-                                                   : (o->min > -1e300 ? o->min + 2.5 : 3.5));
+        snprintf(buf, cap, "%.17g",
+                 o->max < 1e300 ? 0.25 * o->min + 0.75 * o->max
+                                : (o->min > -1e300 ? o->min + 2.5 : 3.5));
         if (!strpbrk(buf, ".e"))
             strcat(buf, ".0");
         return buf;
@@ -142,7 +143,8 @@ static const char *sample_value(const faid_option *o, char *buf, size_t cap)
     case FAID_OT_PATH:
         return "/data/file.npy";
     case FAID_OT_PAIR:
-        snprintf(buf, cap, "[%.17g, %.17g]", o->min > -1e300 ? 0.5 * o->min + 0.5 * o->max - 0.1 * o->max : 1.0,
+        snprintf(buf, cap, "[%.17g, %.17g]",
+                 o->min > -1e300 ? 0.5 * o->min + 0.5 * o->max - 0.1 * o->max : 1.0,
                  o->max < 1e300 ? 0.75 * o->max : 2.0);
         return buf;
     case FAID_OT_SHAPE:
@@ -179,8 +181,10 @@ static void test_every_key(void)
         if (strcmp(o->name, "security.curve") == 0) /* the bool's default is false */
             snprintf(yaml, sizeof yaml, "# header\nsecurity:\n  curve: true\n");
         else if (strcmp(o->name, "detector.shape") == 0) /* a shape alone needs a pixel size */
-            snprintf(yaml, sizeof yaml, "# header\ndetector:\n  shape: %s\n  pixel_size: "
-                                        "[1.0e-4, 1.0e-4]\n", v);
+            snprintf(yaml, sizeof yaml,
+                     "# header\ndetector:\n  shape: %s\n  pixel_size: "
+                     "[1.0e-4, 1.0e-4]\n",
+                     v);
         else if (dot)
             snprintf(yaml, sizeof yaml, "# header\n%.*s:\n  %s: %s\n", (int)(dot - o->name),
                      o->name, dot + 1, v);
@@ -216,11 +220,10 @@ static void test_http_endpoint(void)
     CHECK(faid_config_split_hostport("[::1]:9", host, sizeof host, &port, &d) == 0);
     CHECK(strcmp(host, "::1") == 0 && port == 9);
     CHECK(faid_config_split_hostport("localhost:65535", host, sizeof host, &port, &d) == 0);
-    static const char *const bad[] = {"8080", "::1:8080", "[::1]8080", "host:", "host:0",
-                                      "host:65536", "host:8x", ":8080", "[]:80", "tcp://a:1"};
+    static const char *const bad[] = {"8080",       "::1:8080", "[::1]8080", "host:", "host:0",
+                                      "host:65536", "host:8x",  ":8080",     "[]:80", "tcp://a:1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECK_MSG(faid_config_split_hostport(bad[i], host, sizeof host, &port, &d) ==
-                      FAID_ECONFIG,
+        CHECK_MSG(faid_config_split_hostport(bad[i], host, sizeof host, &port, &d) == FAID_ECONFIG,
                   "%s accepted", bad[i]);
     faid_config c;
     CHECK(load("http:\n  endpoint: \"tcp://127.0.0.1:80\"\n", &c, &d) == FAID_ECONFIG);
@@ -239,7 +242,8 @@ static void test_issue_keys(void)
         "  solid_angle: true, polarization_factor: 0.99, radial_range: [0.5, 30.0],\n"
         "  azimuth_range: [-90, 90], npt_azim: 360, dark: dark.npy, flat: flat.npy,\n"
         "  dummy: -1.0, delta_dummy: 0.5, normalization_factor: 1.0, empty: .nan}\n"
-        "input: {endpoint: 'tcp://*:5555', mode: connect, protocol: dectris-v2, max_frame_bytes: 1048576}\n"
+        "input: {endpoint: 'tcp://*:5555', mode: connect, protocol: dectris-v2, max_frame_bytes: "
+        "1048576}\n"
         "output: {endpoint: 'tcp://*:5556', lossless_endpoint: null}\n"
         "control: {endpoint: 'tcp://127.0.0.1:5557'}\n"
         "devices: [0, 1]\n"
@@ -264,7 +268,8 @@ static void test_issue_keys(void)
     CHECK(c.has_dummy && c.dummy == -1.0 && c.delta_dummy == 0.5 && isnan(c.empty));
     CHECK(c.input_bind == 0 && strcmp(c.input_protocol, "dectris-v2") == 0);
     CHECK(strcmp(c.input_endpoint, "tcp://*:5555") == 0 && c.max_frame_bytes == 1048576);
-    CHECK(c.lossless_endpoint[0] == '\0' && strcmp(c.control_endpoint, "tcp://127.0.0.1:5557") == 0);
+    CHECK(c.lossless_endpoint[0] == '\0' &&
+          strcmp(c.control_endpoint, "tcp://127.0.0.1:5557") == 0);
     CHECK(strcmp(c.devices, "0,1") == 0 && c.queue_policy == FAID_QUEUE_DROP_OLDEST);
     CHECK(c.inflight == 2 && c.stats_interval == 0.5 && strcmp(c.log_level, "debug") == 0);
     /* devices as words and single indices; polarization back to none */
@@ -320,14 +325,12 @@ static void test_errors(void)
                  "list");
     expect_error("detector:\n  shape: [0, 10]\n", FAID_ERANGE, 2, "detector.shape", NULL);
     expect_error("detector:\n  shape: [a, 10]\n", FAID_ECONFIG, 2, "detector.shape", NULL);
-    expect_error("detector:\n  preset: eiger_5m\n", FAID_ECONFIG, 2, "detector.preset",
-                 "eiger_4m");
+    expect_error("detector:\n  preset: eiger_5m\n", FAID_ECONFIG, 2, "detector.preset", "eiger_4m");
     expect_error("detector:\n  mask: ''\n", FAID_ECONFIG, 2, "detector.mask", "null");
     expect_error("devices: fast\n", FAID_ECONFIG, 1, "devices", NULL);
     expect_error("devices: [0, -1]\n", FAID_ERANGE, 1, "devices", NULL);
     expect_error("queue:\n  policy: lifo\n", FAID_ECONFIG, 2, "queue.policy", "drop_oldest");
-    expect_error("input:\n  endpoint: localhost\n", FAID_ECONFIG, 2, "input.endpoint",
-                 "ZeroMQ");
+    expect_error("input:\n  endpoint: localhost\n", FAID_ECONFIG, 2, "input.endpoint", "ZeroMQ");
     expect_error("input:\n  mode: listen\n", FAID_ECONFIG, 2, "input.mode", NULL);
     expect_error("log:\n  level: verbose\n", FAID_ECONFIG, 2, "log.level", NULL);
     expect_error("integration:\n  npt: 5\n  npt: 6\n", FAID_ECONFIG, 3,
@@ -380,13 +383,14 @@ static void test_empty_file(void)
 static void test_precedence(void)
 {
     /* A version-2 .poni for a detector faid has no preset for, and one naming a known model. */
-    write_text("custom.poni",
-               "# Nota: C-Order, 1 refers to the Y axis, 2 to the X axis\n"
-               "poni_version: 2\n"
-               "Detector: Detector\n"
-               "Detector_config: {\"pixel1\": 0.0001, \"pixel2\": 0.00012, \"max_shape\": [100, 120]}\n"
-               "Distance: 0.2\nPoni1: 0.005\nPoni2: 0.006\nRot1: 0.01\nRot2: 0.02\nRot3: 0.03\n"
-               "Wavelength: 1.2e-10\n");
+    write_text(
+        "custom.poni",
+        "# Nota: C-Order, 1 refers to the Y axis, 2 to the X axis\n"
+        "poni_version: 2\n"
+        "Detector: Detector\n"
+        "Detector_config: {\"pixel1\": 0.0001, \"pixel2\": 0.00012, \"max_shape\": [100, 120]}\n"
+        "Distance: 0.2\nPoni1: 0.005\nPoni2: 0.006\nRot1: 0.01\nRot2: 0.02\nRot3: 0.03\n"
+        "Wavelength: 1.2e-10\n");
     write_text("eiger.poni", "poni_version: 2\nDetector: Eiger4M\nDetector_config: {}\n"
                              "Distance: 0.3\nPoni1: 0.08\nPoni2: 0.07\nRot1: 0\nRot2: 0\nRot3: 0\n"
                              "Wavelength: 0.9e-10\n");
@@ -411,15 +415,17 @@ static void test_precedence(void)
     CHECK(c.geometry.dist == 0.5 && c.geometry.rot3 == 0 && c.geometry.rot2 == 0.02);
     CHECK(c.geometry.poni1 == 0.005);
     /* a preset wins over the .poni's detector; the geometry still comes from the file */
-    rc = load_file("p3.yaml", "detector: {preset: pilatus_1m}\ngeometry: {poni_file: custom.poni}\n",
-                   &c, &d);
+    rc = load_file("p3.yaml",
+                   "detector: {preset: pilatus_1m}\ngeometry: {poni_file: custom.poni}\n", &c, &d);
     const faid_detector_preset *pil = faid_detector_find("pilatus_1m");
     CHECK_MSG(rc == 0, "%s", d.msg);
     CHECK(pil && c.rows == pil->rows && c.cols == pil->cols && c.pixel1 == pil->pixel1);
     CHECK(strcmp(c.preset, "pilatus_1m") == 0 && c.geometry.dist == 0.2);
     /* explicit shape / pixel_size win over the .poni's detector */
-    rc = load_file("p4.yaml", "detector: {shape: [50, 60], pixel_size: [2.0e-4, 2.0e-4]}\n"
-                              "geometry: {poni_file: custom.poni}\n", &c, &d);
+    rc = load_file("p4.yaml",
+                   "detector: {shape: [50, 60], pixel_size: [2.0e-4, 2.0e-4]}\n"
+                   "geometry: {poni_file: custom.poni}\n",
+                   &c, &d);
     CHECK_MSG(rc == 0, "%s", d.msg);
     CHECK(c.rows == 50 && c.cols == 60 && c.pixel1 == 2e-4 && c.geometry.pixel2 == 2e-4);
     /* a .poni naming a known detector selects its preset (gaps included) */
@@ -450,8 +456,10 @@ static void test_relative_paths(void)
     CHECK(mkdir(sub, 0777) == 0);
     faid_config c;
     faid_diag d;
-    int rc = load_file("sub/r.yaml", "detector: {mask: m.npy}\nintegration:\n  dark: ../d.npy\n"
-                                     "  flat: /abs/f.npy\n", &c, &d);
+    int rc = load_file("sub/r.yaml",
+                       "detector: {mask: m.npy}\nintegration:\n  dark: ../d.npy\n"
+                       "  flat: /abs/f.npy\n",
+                       &c, &d);
     CHECK_MSG(rc == 0, "%s", d.msg);
     char real[PATH_MAX], want[PATH_MAX + 32];
     CHECK(realpath(sub, real) != NULL);
@@ -603,8 +611,9 @@ static void test_generated_docs(void)
     CHECK_MSG(ex != NULL, "%s missing", path);
     CHECK(gen != NULL);
     if (ex && gen)
-        CHECK_MSG(strcmp(ex, gen) == 0, "%s is stale: regenerate it with `faidctl process "
-                                        "--dump-config=annotated > deploy/faid.example.yaml`",
+        CHECK_MSG(strcmp(ex, gen) == 0,
+                  "%s is stale: regenerate it with `faidctl process "
+                  "--dump-config=annotated > deploy/faid.example.yaml`",
                   path);
     if (ex) {
         faid_config c, def;
@@ -629,8 +638,7 @@ static void test_generated_docs(void)
                 snprintf(k1, sizeof k1, "\n%s: ", t[i].name);
                 snprintf(k2, sizeof k2, "\n# %s: ", t[i].name);
             }
-            CHECK_MSG(at && (strstr(at, k1) || strstr(at, k2)), "%s not in the example",
-                      t[i].name);
+            CHECK_MSG(at && (strstr(at, k1) || strstr(at, k2)), "%s not in the example", t[i].name);
         }
     }
     free(ex);
@@ -640,8 +648,10 @@ static void test_generated_docs(void)
     char *table = faid_config_dump_alloc(NULL, FAID_DUMP_MARKDOWN);
     CHECK_MSG(md != NULL, "%s missing", path);
     if (md && table)
-        CHECK_MSG(strstr(md, table) != NULL, "%s: option table is stale: regenerate it with "
-                                             "`faidctl process --dump-config=markdown`", path);
+        CHECK_MSG(strstr(md, table) != NULL,
+                  "%s: option table is stale: regenerate it with "
+                  "`faidctl process --dump-config=markdown`",
+                  path);
     free(md);
     free(table);
 }
@@ -736,7 +746,8 @@ static void test_setup(void)
                   strstr(d.msg, "(40, 30)") && strstr(d.msg, "(30, 40)"),
               "%s", d.msg);
     rc = load("detector: {preset: null, shape: [30, 40], pixel_size: [1.0e-4, 1.0e-4],"
-              " mask: /nonexistent/m.npy}\n", &c, &d);
+              " mask: /nonexistent/m.npy}\n",
+              &c, &d);
     s = faid_setup_new(&c, 1, &d);
     CHECK(rc == 0 && s == NULL && d.code == FAID_EIO);
     CHECK_MSG(strstr(d.msg, "detector.mask") && strstr(d.msg, "/nonexistent/m.npy"), "%s", d.msg);
@@ -755,7 +766,7 @@ static void test_synth(void)
     CHECK_MSG(s != NULL, "%s", d.msg);
     if (!s)
         return;
-    static const faid_dtype types[] = {FAID_DT_U8, FAID_DT_U16, FAID_DT_U32,
+    static const faid_dtype types[] = {FAID_DT_U8,  FAID_DT_U16, FAID_DT_U32,
                                        FAID_DT_I16, FAID_DT_I32, FAID_DT_F32};
     static uint8_t a[30 * 40 * 4], b[30 * 40 * 4];
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {

@@ -40,7 +40,8 @@ static uint8_t *test_mask(const faid_geometry *g)
 }
 
 /* Structural invariants shared by every matrix; returns per-pixel coefficient sums in sums. */
-static void check_structure(const faid_csr *csr, const uint8_t *mask, double *sums, const char *what)
+static void check_structure(const faid_csr *csr, const uint8_t *mask, double *sums,
+                            const char *what)
 {
     CHECK_MSG(csr->indptr[0] == 0 && csr->indptr[csr->nbins] == csr->nnz, "%s: indptr ends", what);
     int sorted = 1, in_range = 1, masked_absent = 1, positive = 1;
@@ -119,7 +120,8 @@ static void test_splits_1d_2d(void)
             int centres_ok = 1;
             double w = (csr->rad_max - csr->rad_min) / csr->npt_rad;
             for (int b = 0; b < csr->npt_rad; b++)
-                if (fabs(csr->rad_centers[b] - (csr->rad_min + (b + 0.5) * w)) > 1e-9 * fabs(w) * 64)
+                if (fabs(csr->rad_centers[b] - (csr->rad_min + (b + 0.5) * w)) >
+                    1e-9 * fabs(w) * 64)
                     centres_ok = 0;
             CHECK_MSG(centres_ok, "%s: radial bin centres", what);
             CHECK(csr->rad_min >= 0.0 && csr->rad_max > csr->rad_min);

@@ -190,8 +190,8 @@ static void test_rotation_invariants(void)
     h.rot2 = -0.45;
     double p1 = 0.013, p2 = -0.021, t1, t2, t3;
     faid_geometry_t123(&h, p1 + h.poni1, p2 + h.poni2, &t1, &t2, &t3);
-    CHECK(near(sqrt(t1 * t1 + t2 * t2 + t3 * t3), sqrt(p1 * p1 + p2 * p2 + h.dist * h.dist),
-               1e-14));
+    CHECK(
+        near(sqrt(t1 * t1 + t2 * t2 + t3 * t3), sqrt(p1 * p1 + p2 * p2 + h.dist * h.dist), 1e-14));
     /* The PONI lies on the detector normal through the sample: with rot1 = rot2 = 0 it sits on
      * the beam (2theta = 0). */
     h.rot1 = h.rot2 = 0;
@@ -236,8 +236,8 @@ static void test_orientation(void)
             for (int i = 0; i < nr; i++)
                 for (int j = 0; j < nc; j++) {
                     size_t k = (size_t)i * (size_t)nc + (size_t)j;
-                    size_t kr = (size_t)(fr ? nr - 1 - i : i) * (size_t)nc +
-                                (size_t)(fc ? nc - 1 - j : j);
+                    size_t kr =
+                        (size_t)(fr ? nr - 1 - i : i) * (size_t)nc + (size_t)(fc ? nc - 1 - j : j);
                     bad += got[k] != ref[kr] || cgot[k] != cref[kr];
                 }
             CHECK_MSG(bad == 0, "orientation %d corner %d: %d differ", o, corner, bad);
@@ -409,8 +409,8 @@ static void test_poni(void)
         {"Distance: 0.1\nPoni1: 0.01\n", "Poni2", FAID_EFORMAT},
         {"Distance: 0\nPoni1: 0.01\nPoni2: 0\n", "t.poni:1:", FAID_ERANGE},
         {"Distance: inf\nPoni1: 0.01\nPoni2: 0\n", "t.poni:1:", FAID_EFORMAT},
-        {"poni_version: 4\nDetector: x\nDistance: 1\nPoni1: 0\nPoni2: 0\n", "t.poni:1:",
-         FAID_EUNSUP},
+        {"poni_version: 4\nDetector: x\nDistance: 1\nPoni1: 0\nPoni2: 0\n",
+         "t.poni:1:", FAID_EUNSUP},
         {"poni_version: 2\nDistance: 1\nPoni1: 0\nPoni2: 0\n", "Detector", FAID_EFORMAT},
         {"Detector: Detector\nDetector_config: {\"pixel1\": 1e-4,}\nDistance: 1\nPoni1: 0\n"
          "Poni2: 0\n",
