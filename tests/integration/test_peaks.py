@@ -382,6 +382,9 @@ def test_hits_request_socket(daemons):
     assert req.poll(LONG * 1000)
     assert msgpack.unpackb(req.recv(), raw=False)["frame_id"] == 2
     req.close(0)
-    st = d.status()
-    assert st["counters"]["hits_requested"] == 2
+    # the counter is raised right after the reply is sent: poll, the reply may arrive first
+    deadline = time.time() + LONG
+    while d.status()["counters"]["hits_requested"] < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    assert d.status()["counters"]["hits_requested"] == 2
     assert d.terminate() == 0
