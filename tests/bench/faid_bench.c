@@ -53,6 +53,8 @@
 #include "faid_setup.h"
 #include "faid_synth.h"
 
+#include "bench_opt.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -120,7 +122,9 @@ static void usage(FILE *f)
         "       faid-bench --host-path [--frames N] [--config FILE] [--dtype T]\n"
         "                  [--device SPEC] [--json FILE]\n"
         "                  (the daemon's host work per frame with and without the pinned\n"
-        "                  input arena)\n");
+        "                  input arena)\n"
+        "A value goes as --frames 2 or --frames=2; -h, --help prints this text (a mode's\n"
+        "own: faid-bench --zmq-ceiling --help, ...).\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -785,59 +789,129 @@ static int parse_args(int argc, char **argv, opts *o)
                 NULL,
                 "synthetic",
                 NULL};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define TAKE(name) (strcmp(a, name) == 0 && v && ++i)
-        if (TAKE("--device"))
+    enum {
+        O_DEVICE = 256,
+        O_FRAMES,
+        O_SPLIT,
+        O_NPT,
+        O_AZIM,
+        O_UNIT,
+        O_EM,
+        O_DTYPE,
+        O_CONFIG,
+        O_VARIANTS,
+        O_DEPTH,
+        O_BATCH,
+        O_PARSERS,
+        O_JSON,
+        O_DUMP,
+        O_PEAKS,
+        O_DEVICES,
+        O_KIND,
+        O_DETECTOR,
+        O_NO_CHECK
+    };
+    static const struct option lo[] = {{"device", required_argument, NULL, O_DEVICE},
+                                       {"frames", required_argument, NULL, O_FRAMES},
+                                       {"split", required_argument, NULL, O_SPLIT},
+                                       {"npt", required_argument, NULL, O_NPT},
+                                       {"azim", required_argument, NULL, O_AZIM},
+                                       {"unit", required_argument, NULL, O_UNIT},
+                                       {"error-model", required_argument, NULL, O_EM},
+                                       {"dtype", required_argument, NULL, O_DTYPE},
+                                       {"config", required_argument, NULL, O_CONFIG},
+                                       {"variants", required_argument, NULL, O_VARIANTS},
+                                       {"depth", required_argument, NULL, O_DEPTH},
+                                       {"batch", required_argument, NULL, O_BATCH},
+                                       {"parsers", required_argument, NULL, O_PARSERS},
+                                       {"json", required_argument, NULL, O_JSON},
+                                       {"dump", required_argument, NULL, O_DUMP},
+                                       {"peaks", required_argument, NULL, O_PEAKS},
+                                       {"devices", required_argument, NULL, O_DEVICES},
+                                       {"kind", required_argument, NULL, O_KIND},
+                                       {"detector", required_argument, NULL, O_DETECTOR},
+                                       {"no-check", no_argument, NULL, O_NO_CHECK},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+    const char *prog = "faid-bench";
+    bench_getopt_reset();
+    for (int c; (c = bench_getopt(prog, argc, argv, lo)) != -1;) {
+        const char *v = optarg;
+        int bad = 0;
+        switch (c) {
+        case O_DEVICE:
             o->device = v;
-        else if (TAKE("--frames"))
-            o->frames = atoi(v);
-        else if (TAKE("--split"))
+            break;
+        case O_FRAMES:
+            bad = bench_int(prog, "frames", v, &o->frames);
+            break;
+        case O_SPLIT:
             o->split = v;
-        else if (TAKE("--npt"))
-            o->npt = atoi(v);
-        else if (TAKE("--azim"))
-            o->azim = atoi(v);
-        else if (TAKE("--unit"))
+            break;
+        case O_NPT:
+            bad = bench_int(prog, "npt", v, &o->npt);
+            break;
+        case O_AZIM:
+            bad = bench_int(prog, "azim", v, &o->azim);
+            break;
+        case O_UNIT:
             o->unit = v;
-        else if (TAKE("--error-model"))
+            break;
+        case O_EM:
             o->em = v;
-        else if (TAKE("--dtype"))
+            break;
+        case O_DTYPE:
             o->dtype = v;
-        else if (TAKE("--config"))
+            break;
+        case O_CONFIG:
             o->config = v;
-        else if (TAKE("--variants"))
+            break;
+        case O_VARIANTS:
             o->variants = v;
-        else if (TAKE("--depth"))
-            o->depth = atoi(v);
-        else if (TAKE("--batch"))
-            o->batch = atoi(v);
-        else if (TAKE("--parsers"))
-            o->parsers = atoi(v);
-        else if (TAKE("--json"))
+            break;
+        case O_DEPTH:
+            bad = bench_int(prog, "depth", v, &o->depth);
+            break;
+        case O_BATCH:
+            bad = bench_int(prog, "batch", v, &o->batch);
+            break;
+        case O_PARSERS:
+            bad = bench_int(prog, "parsers", v, &o->parsers);
+            break;
+        case O_JSON:
             o->json = v;
-        else if (TAKE("--dump"))
+            break;
+        case O_DUMP:
             o->dump = v;
-        else if (TAKE("--peaks"))
+            break;
+        case O_PEAKS:
             o->peaks = v;
-        else if (TAKE("--devices"))
+            break;
+        case O_DEVICES:
             o->devices = v;
-        else if (TAKE("--kind"))
+            break;
+        case O_KIND:
             o->kind = v;
-        else if (TAKE("--detector"))
+            break;
+        case O_DETECTOR:
             o->detector = v;
-        else if (strcmp(a, "--no-check") == 0)
+            break;
+        case O_NO_CHECK:
             o->check = 0;
-        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            break;
+        case 'h':
             usage(stdout);
             exit(0);
-        } else {
-            fprintf(stderr, "faid-bench: unknown or incomplete option '%s'\n", a);
+        default:
             usage(stderr);
             return -1;
         }
-#undef TAKE
+        if (bad)
+            return -1;
+    }
+    if (bench_no_operands(prog, argc, argv)) {
+        usage(stderr);
+        return -1;
     }
     if (o->frames < 1) {
         fprintf(stderr, "faid-bench: --frames must be at least 1\n");
@@ -942,7 +1016,8 @@ int faid_host_path_main(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
+    /* The mode switch is a pre-scan up to "--"; each mode parses the whole line itself. */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
         if (strcmp(argv[i], "--zmq-ceiling") == 0)
             return faid_zmq_ceiling_main(argc, argv);
         else if (strcmp(argv[i], "--proto-encode") == 0)

@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_opt.h"
+
 int faid_host_path_main(int argc, char **argv);
 
 #define NDISTINCT 4
@@ -50,30 +52,52 @@ int faid_host_path_main(int argc, char **argv)
 {
     int frames = 400;
     const char *config = NULL, *dtype = "uint32", *device = "ref", *json = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--host-path") == 0)
-            continue;
-        if (!v) {
-            fprintf(stderr, "faid-bench --host-path: %s needs a value\n", a);
+    enum { O_MODE = 256, O_FRAMES, O_CONFIG, O_DTYPE, O_DEVICE, O_JSON };
+    static const struct option lo[] = {{"host-path", no_argument, NULL, O_MODE},
+                                       {"frames", required_argument, NULL, O_FRAMES},
+                                       {"config", required_argument, NULL, O_CONFIG},
+                                       {"dtype", required_argument, NULL, O_DTYPE},
+                                       {"device", required_argument, NULL, O_DEVICE},
+                                       {"json", required_argument, NULL, O_JSON},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+    const char *prog = "faid-bench --host-path";
+    const char *use = "usage: faid-bench --host-path [--frames N] [--config FILE] [--dtype T]\n"
+                      "                  [--device SPEC] [--json FILE]\n"
+                      "The daemon's host work per frame with and without the pinned input\n"
+                      "arena (defaults: 400 frames, at least 10; uint32; device ref).\n";
+    bench_getopt_reset();
+    for (int c; (c = bench_getopt(prog, argc, argv, lo)) != -1;) {
+        switch (c) {
+        case O_MODE:
+            break;
+        case O_FRAMES:
+            if (bench_int(prog, "frames", optarg, &frames))
+                return 2;
+            break;
+        case O_CONFIG:
+            config = optarg;
+            break;
+        case O_DTYPE:
+            dtype = optarg;
+            break;
+        case O_DEVICE:
+            device = optarg;
+            break;
+        case O_JSON:
+            json = optarg;
+            break;
+        case 'h':
+            fputs(use, stdout);
+            return 0;
+        default:
+            fputs(use, stderr);
             return 2;
         }
-        if (strcmp(a, "--frames") == 0)
-            frames = atoi(v);
-        else if (strcmp(a, "--config") == 0)
-            config = v;
-        else if (strcmp(a, "--dtype") == 0)
-            dtype = v;
-        else if (strcmp(a, "--device") == 0)
-            device = v;
-        else if (strcmp(a, "--json") == 0)
-            json = v;
-        else {
-            fprintf(stderr, "usage: faid-bench --host-path [--frames N] [--config FILE] "
-                            "[--dtype T] [--device SPEC] [--json FILE]\n");
-            return 2;
-        }
-        i++;
+    }
+    if (bench_no_operands(prog, argc, argv)) {
+        fputs(use, stderr);
+        return 2;
     }
     if (frames < 10)
         frames = 10;

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_opt.h"
+
 /* CPU time of this thread (ns): the machines these numbers come from are shared, and wall time
  * counted the waits for a core. */
 static int64_t cpu_ns(void)
@@ -105,22 +107,50 @@ static size_t encode(faid_mpw *w, uint8_t *buf, size_t cap, const float *v, cons
 int faid_proto_encode_main(int argc, char **argv)
 {
     pe_opts o = {.npt = 1000, .npeaks = 0, .iters = 200000};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--proto-encode") == 0)
-            continue;
-        if (i + 1 < argc && strcmp(argv[i], "--npt") == 0)
-            o.npt = atoi(argv[++i]);
-        else if (i + 1 < argc && strcmp(argv[i], "--peaks") == 0)
-            o.npeaks = atoi(argv[++i]);
-        else if (i + 1 < argc && strcmp(argv[i], "--iters") == 0)
-            o.iters = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: faid-bench --proto-encode [--npt N] [--peaks N] [--iters N]\n");
+    enum { O_MODE = 256, O_NPT, O_PEAKS, O_ITERS };
+    static const struct option lo[] = {{"proto-encode", no_argument, NULL, O_MODE},
+                                       {"npt", required_argument, NULL, O_NPT},
+                                       {"peaks", required_argument, NULL, O_PEAKS},
+                                       {"iters", required_argument, NULL, O_ITERS},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+    const char *prog = "faid-bench --proto-encode";
+    const char *use = "usage: faid-bench --proto-encode [--npt N] [--peaks N] [--iters N]\n"
+                      "The CPU cost of writing one result message (defaults: 1000 bins, no\n"
+                      "peaks, 200000 iterations).\n";
+    bench_getopt_reset();
+    for (int c; (c = bench_getopt(prog, argc, argv, lo)) != -1;) {
+        int bad = 0;
+        switch (c) {
+        case O_MODE:
+            break;
+        case O_NPT:
+            bad = bench_int(prog, "npt", optarg, &o.npt);
+            break;
+        case O_PEAKS:
+            bad = bench_int(prog, "peaks", optarg, &o.npeaks);
+            break;
+        case O_ITERS:
+            bad = bench_int(prog, "iters", optarg, &o.iters);
+            break;
+        case 'h':
+            fputs(use, stdout);
+            return 0;
+        default:
+            fputs(use, stderr);
             return 2;
         }
+        if (bad)
+            return 2;
     }
-    if (o.npt < 1 || o.npeaks < 0 || o.iters < 1)
+    if (bench_no_operands(prog, argc, argv)) {
+        fputs(use, stderr);
         return 2;
+    }
+    if (o.npt < 1 || o.npeaks < 0 || o.iters < 1) {
+        fprintf(stderr, "%s: --npt and --iters must be at least 1, --peaks at least 0\n", prog);
+        return 2;
+    }
     size_t nv = (size_t)(o.npt > o.npeaks ? o.npt : o.npeaks);
     float *v = calloc(nv, sizeof(float));
     size_t cap = 64 * 1024 + 10 * nv * sizeof(float);

@@ -26,6 +26,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "bench_opt.h"
+
 #define HEADER_BYTES 256 /* about the size of a native image header */
 #define MAX_DISTINCT 16
 
@@ -78,51 +80,92 @@ static int zc_parse(int argc, char **argv, zc_opts *o)
                    .io_threads = 1,
                    .transport = "tcp",
                    .hwm = 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    enum {
+        O_MODE = 256,
+        O_FRAMES,
+        O_PRESET,
+        O_CONFIG,
+        O_DTYPE,
+        O_DISTINCT,
+        O_IO_THREADS,
+        O_TRANSPORT,
+        O_HWM,
+        O_JSON
+    };
+    static const struct option lo[] = {{"zmq-ceiling", no_argument, NULL, O_MODE},
+                                       {"frames", required_argument, NULL, O_FRAMES},
+                                       {"preset", required_argument, NULL, O_PRESET},
+                                       {"config", required_argument, NULL, O_CONFIG},
+                                       {"dtype", required_argument, NULL, O_DTYPE},
+                                       {"distinct", required_argument, NULL, O_DISTINCT},
+                                       {"io-threads", required_argument, NULL, O_IO_THREADS},
+                                       {"transport", required_argument, NULL, O_TRANSPORT},
+                                       {"hwm", required_argument, NULL, O_HWM},
+                                       {"json", required_argument, NULL, O_JSON},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+    const char *prog = "faid-bench --zmq-ceiling";
+    bench_getopt_reset();
+    for (int c; (c = bench_getopt(prog, argc, argv, lo)) != -1;) {
+        const char *v = optarg;
         int bad = 0;
-        if (strcmp(a, "--zmq-ceiling") == 0) {
+        switch (c) {
+        case O_MODE:
             continue;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        case 'h':
             zc_usage(stdout);
             exit(0);
-        } else if (!v) {
-            fprintf(stderr, "faid-bench --zmq-ceiling: %s needs a value (or is unknown)\n", a);
-            return -1;
-        } else if (strcmp(a, "--frames") == 0) {
-            o->frames = strtol(v, NULL, 10);
-            bad = o->frames < 2;
-        } else if (strcmp(a, "--preset") == 0) {
+        case O_FRAMES: {
+            int frames = 0;
+            if (bench_int(prog, "frames", v, &frames))
+                return -1;
+            o->frames = frames;
+            bad = frames < 2;
+            break;
+        }
+        case O_PRESET:
             o->preset = v;
-        } else if (strcmp(a, "--config") == 0) {
+            break;
+        case O_CONFIG:
             o->config = v;
-        } else if (strcmp(a, "--dtype") == 0) {
+            break;
+        case O_DTYPE:
             o->dtype = v;
-        } else if (strcmp(a, "--distinct") == 0) {
-            o->distinct = atoi(v);
+            break;
+        case O_DISTINCT:
+            if (bench_int(prog, "distinct", v, &o->distinct))
+                return -1;
             bad = o->distinct < 1 || o->distinct > MAX_DISTINCT;
-        } else if (strcmp(a, "--io-threads") == 0) {
-            o->io_threads = atoi(v);
+            break;
+        case O_IO_THREADS:
+            if (bench_int(prog, "io-threads", v, &o->io_threads))
+                return -1;
             bad = o->io_threads < 1 || o->io_threads > 64;
-        } else if (strcmp(a, "--transport") == 0) {
+            break;
+        case O_TRANSPORT:
             o->transport = v;
             bad = strcmp(v, "tcp") != 0 && strcmp(v, "ipc") != 0;
-        } else if (strcmp(a, "--hwm") == 0) {
-            o->hwm = atoi(v);
+            break;
+        case O_HWM:
+            if (bench_int(prog, "hwm", v, &o->hwm))
+                return -1;
             bad = o->hwm < 0;
-        } else if (strcmp(a, "--json") == 0) {
+            break;
+        case O_JSON:
             o->json = v;
-        } else {
-            fprintf(stderr, "faid-bench --zmq-ceiling: unknown option %s\n", a);
+            break;
+        default:
             zc_usage(stderr);
             return -1;
         }
         if (bad) {
-            fprintf(stderr, "faid-bench --zmq-ceiling: bad value '%s' for %s\n", v, a);
+            fprintf(stderr, "%s: bad value '%s' for --%s\n", prog, v, lo[c - O_MODE].name);
             return -1;
         }
-        i++;
+    }
+    if (bench_no_operands(prog, argc, argv)) {
+        zc_usage(stderr);
+        return -1;
     }
     return 0;
 }

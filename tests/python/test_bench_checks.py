@@ -113,3 +113,39 @@ def test_cake_pipelined_compared_on_a_sample(tmp_path):
     assert v["pipelined"]["checked_2d"] == 18
     assert v["fused"]["checked_2d"] == 0
     assert v["pipelined"]["max_rel_err"] < 1e-5
+
+
+def test_command_line_getopt():
+    """faid-bench reads its options with getopt_long: `--frames=N` is `--frames N`, a usage error
+    names the option and exits 2, `--help` exits 0; in each mode too. Nothing is benchmarked: every
+    line here stops at the parser."""
+    env = faidtools.tool_env()
+
+    def fb(*args):
+        return subprocess.run([BENCH, *args], env=env, capture_output=True, text=True, timeout=60)
+
+    for mode in ([], ["--zmq-ceiling"], ["--proto-encode"], ["--host-path"]):
+        r = fb(*mode, "--help")
+        assert r.returncode == 0 and r.stdout.startswith("usage: faid-bench"), r.stdout + r.stderr
+        assert fb(*mode, "-h").stdout == r.stdout
+        r = fb(*mode, "--no-such-option")
+        assert r.returncode == 2 and "--no-such-option" in r.stderr, r.stderr
+    frames_mode = ([], ["--zmq-ceiling"], ["--host-path"])
+    for mode in frames_mode:
+        for bad in ("x", "2x", ""):
+            joined, split = fb(*mode, f"--frames={bad}"), fb(*mode, "--frames", bad)
+            assert joined.returncode == 2 and "'--frames'" in joined.stderr, joined.stderr
+            assert (split.returncode, split.stderr) == (joined.returncode, joined.stderr)
+    # A valid value reaches the checks after parsing, in both spellings alike.
+    for form in (["--frames=0"], ["--frames", "0"]):
+        r = fb(*form)
+        assert r.returncode == 2 and "--frames must be at least 1" in r.stderr, r.stderr
+    for form in (["--frames=1"], ["--frames", "1"]):
+        r = fb("--zmq-ceiling", *form)
+        assert r.returncode == 2 and "bad value '1' for --frames" in r.stderr, r.stderr
+    r = fb("--proto-encode", "--iters=0")
+    assert r.returncode == 2 and "--iters" in r.stderr, r.stderr
+    r = fb("--frames", "2", "--", "stray")
+    assert r.returncode == 2 and "'stray'" in r.stderr, r.stderr
+    r = fb("--frames")
+    assert r.returncode == 2 and "'--frames' needs a value" in r.stderr, r.stderr
