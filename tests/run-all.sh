@@ -36,7 +36,12 @@ if [ "${FAID_SKIP_SANITIZE:-0}" != 1 ]; then
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:use_sigaltstack=0:suppressions=$PWD/tests/asan.supp"
     export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-    (cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 3000 -LE slow)
+    # --repeat until-pass:2 in this pass only: LeakSanitizer's own tracer (it stops the world
+    # through ptrace at exit) crashed once at the exit of a `faidctl process` on PoCL ("Tracer
+    # caught signal 11", integration.peaks, 1 of 3 sanitizer passes on 2026-11-22) while the
+    # same test passed in the other two; a failure that repeats still fails the pass, and the
+    # first pass above runs every test once, without retries.
+    (cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 3000 -LE slow --repeat until-pass:2)
 fi
 
 if [ "${FAID_SKIP_FUZZ:-0}" != 1 ]; then
