@@ -790,6 +790,69 @@ static int read_key(faid_mpr *r, faid_mp_obj *k, faid_diag *d)
     return 0;
 }
 
+/* The array map {dtype, shape, data}: its rules and their messages, shared by the two decoders
+ * (faid_proto_read_array on the bounded cursor, array_from_msgpack on msgpack-c objects). Each
+ * decoder walks the map its own way and hands every field here as a faid_mp_obj; array_check then
+ * says whether the map was whole and its byte length matches the shape. */
+enum { ARRAY_HAVE_DTYPE = 1, ARRAY_HAVE_SHAPE = 2, ARRAY_HAVE_DATA = 4 };
+
+static int array_dtype(faid_array_view *a, const faid_mp_obj *v, faid_diag *d)
+{
+    if (faid_mp_to_cstr(v, a->descr, sizeof(a->descr)))
+        return faid_fail(d, FAID_EFORMAT, "array: dtype is not a short string");
+    a->dtype = faid_dtype_parse(a->descr);
+    if (a->dtype == FAID_DT_INVALID)
+        return faid_fail(d, FAID_EDTYPE, "array: unknown dtype \"%s\"", a->descr);
+    if (a->descr[0] == '>' && faid_dtype_size(a->dtype) > 1)
+        return faid_fail(d, FAID_EDTYPE, "array: big-endian dtype \"%s\"", a->descr);
+    return 0;
+}
+
+/* The shape list's head; its entries follow through array_shape_entry. */
+static int array_shape(faid_array_view *a, const faid_mp_obj *v, faid_diag *d)
+{
+    if (v->type != FAID_MP_ARRAY || v->len > FAID_PROTO_MAX_DIMS)
+        return faid_fail(d, FAID_EFORMAT, "array: shape must be a list of at most %d ints",
+                         FAID_PROTO_MAX_DIMS);
+    a->ndim = (int)v->len;
+    a->nelem = 1;
+    return 0;
+}
+
+static int array_shape_entry(faid_array_view *a, uint32_t j, const faid_mp_obj *e, faid_diag *d)
+{
+    if (e->type != FAID_MP_UINT || e->u > (1ull << 40))
+        return faid_fail(d, FAID_EFORMAT, "array: bad shape entry %u", j);
+    a->shape[j] = e->u;
+    a->nelem *= e->u;
+    if (a->nelem > (1ull << 40))
+        return faid_fail(d, FAID_EFORMAT, "array: shape too large");
+    return 0;
+}
+
+static int array_data(faid_array_view *a, const faid_mp_obj *v, faid_diag *d)
+{
+    if (v->type != FAID_MP_BIN)
+        return faid_fail(d, FAID_EFORMAT, "array: data is not bin");
+    a->data = v->ptr;
+    a->nbytes = v->len;
+    return 0;
+}
+
+/* After the map: every field present, and data holds exactly nelem * itemsize bytes. */
+static int array_check(const faid_array_view *a, unsigned have, faid_diag *d)
+{
+    if (!(have & ARRAY_HAVE_DTYPE) || !(have & ARRAY_HAVE_SHAPE) || !(have & ARRAY_HAVE_DATA))
+        return faid_fail(d, FAID_EFORMAT, "array: missing %s",
+                         !(have & ARRAY_HAVE_DTYPE)   ? "dtype"
+                         : !(have & ARRAY_HAVE_SHAPE) ? "shape"
+                                                      : "data");
+    if (a->nelem * faid_dtype_size(a->dtype) != a->nbytes)
+        return faid_fail(d, FAID_ESIZE, "array: %zu data bytes for %llu elements of %s", a->nbytes,
+                         (unsigned long long)a->nelem, a->descr);
+    return 0;
+}
+
 int faid_proto_read_array(faid_mpr *r, faid_array_view *a, faid_diag *d)
 {
     memset(a, 0, sizeof(*a));
@@ -799,63 +862,33 @@ int faid_proto_read_array(faid_mpr *r, faid_array_view *a, faid_diag *d)
         return rc;
     if (o.type != FAID_MP_MAP)
         return faid_fail(d, FAID_EFORMAT, "array: expected a {dtype, shape, data} map");
-    int have_dtype = 0, have_shape = 0, have_data = 0;
+    unsigned have = 0;
     for (uint32_t k = 0; k < o.len; k++) {
         faid_mp_obj key, v;
         if ((rc = read_key(r, &key, d)))
             return rc;
         if (faid_mp_str_eq(&key, FAID_K_DTYPE)) {
-            if ((rc = faid_mpr_next(r, &v, d)))
+            if ((rc = faid_mpr_next(r, &v, d)) || (rc = array_dtype(a, &v, d)))
                 return rc;
-            if (faid_mp_to_cstr(&v, a->descr, sizeof(a->descr)))
-                return faid_fail(d, FAID_EFORMAT, "array: dtype is not a short string");
-            a->dtype = faid_dtype_parse(a->descr);
-            if (a->dtype == FAID_DT_INVALID)
-                return faid_fail(d, FAID_EDTYPE, "array: unknown dtype \"%s\"", a->descr);
-            if (a->descr[0] == '>' && faid_dtype_size(a->dtype) > 1)
-                return faid_fail(d, FAID_EDTYPE, "array: big-endian dtype \"%s\"", a->descr);
-            have_dtype = 1;
+            have |= ARRAY_HAVE_DTYPE;
         } else if (faid_mp_str_eq(&key, FAID_K_SHAPE)) {
-            if ((rc = faid_mpr_next(r, &v, d)))
+            if ((rc = faid_mpr_next(r, &v, d)) || (rc = array_shape(a, &v, d)))
                 return rc;
-            if (v.type != FAID_MP_ARRAY || v.len > FAID_PROTO_MAX_DIMS)
-                return faid_fail(d, FAID_EFORMAT, "array: shape must be a list of at most %d ints",
-                                 FAID_PROTO_MAX_DIMS);
-            a->ndim = (int)v.len;
-            a->nelem = 1;
             for (uint32_t j = 0; j < v.len; j++) {
                 faid_mp_obj e;
-                if ((rc = faid_mpr_next(r, &e, d)))
+                if ((rc = faid_mpr_next(r, &e, d)) || (rc = array_shape_entry(a, j, &e, d)))
                     return rc;
-                if (e.type != FAID_MP_UINT || e.u > (1ull << 40))
-                    return faid_fail(d, FAID_EFORMAT, "array: bad shape entry %u", j);
-                a->shape[j] = e.u;
-                a->nelem *= e.u;
-                if (a->nelem > (1ull << 40))
-                    return faid_fail(d, FAID_EFORMAT, "array: shape too large");
             }
-            have_shape = 1;
+            have |= ARRAY_HAVE_SHAPE;
         } else if (faid_mp_str_eq(&key, FAID_K_DATA)) {
-            if ((rc = faid_mpr_next(r, &v, d)))
+            if ((rc = faid_mpr_next(r, &v, d)) || (rc = array_data(a, &v, d)))
                 return rc;
-            if (v.type != FAID_MP_BIN)
-                return faid_fail(d, FAID_EFORMAT, "array: data is not bin");
-            a->data = v.ptr;
-            a->nbytes = v.len;
-            have_data = 1;
+            have |= ARRAY_HAVE_DATA;
         } else if ((rc = faid_mpr_skip(r, d))) {
             return rc;
         }
     }
-    if (!have_dtype || !have_shape || !have_data)
-        return faid_fail(d, FAID_EFORMAT, "array: missing %s",
-                         !have_dtype   ? "dtype"
-                         : !have_shape ? "shape"
-                                       : "data");
-    if (a->nelem * faid_dtype_size(a->dtype) != a->nbytes)
-        return faid_fail(d, FAID_ESIZE, "array: %zu data bytes for %llu elements of %s", a->nbytes,
-                         (unsigned long long)a->nelem, a->descr);
-    return 0;
+    return array_check(a, have, d);
 }
 
 /* ------------------------------------------------------------------------------------------- */
@@ -1421,66 +1454,46 @@ static faid_key obj_key(const msgpack_object *k)
     return FAID_KEY_UNKNOWN;
 }
 
-/* An array map {dtype, shape, data} (section "array" of the key table), checked as
- * faid_proto_read_array checks it. */
+/* An array map {dtype, shape, data} (section "array" of the key table), checked by the same
+ * helpers as faid_proto_read_array. */
 static int array_from_msgpack(const msgpack_object *o, faid_array_view *a, faid_diag *d)
 {
     memset(a, 0, sizeof(*a));
     if (o->type != MSGPACK_OBJECT_MAP)
         return faid_fail(d, FAID_EFORMAT, "array: expected a {dtype, shape, data} map");
-    int have_dtype = 0, have_shape = 0, have_data = 0;
+    unsigned have = 0;
     for (uint32_t k = 0; k < o->via.map.size; k++) {
         const msgpack_object *v = &o->via.map.ptr[k].val;
         faid_mp_obj mv;
+        int rc;
+        from_msgpack(v, &mv);
         switch (obj_key(&o->via.map.ptr[k].key)) {
         case FAID_KEY_DTYPE:
-            from_msgpack(v, &mv);
-            if (faid_mp_to_cstr(&mv, a->descr, sizeof(a->descr)))
-                return faid_fail(d, FAID_EFORMAT, "array: dtype is not a short string");
-            a->dtype = faid_dtype_parse(a->descr);
-            if (a->dtype == FAID_DT_INVALID)
-                return faid_fail(d, FAID_EDTYPE, "array: unknown dtype \"%s\"", a->descr);
-            if (a->descr[0] == '>' && faid_dtype_size(a->dtype) > 1)
-                return faid_fail(d, FAID_EDTYPE, "array: big-endian dtype \"%s\"", a->descr);
-            have_dtype = 1;
+            if ((rc = array_dtype(a, &mv, d)))
+                return rc;
+            have |= ARRAY_HAVE_DTYPE;
             break;
         case FAID_KEY_SHAPE:
-            if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size > FAID_PROTO_MAX_DIMS)
-                return faid_fail(d, FAID_EFORMAT, "array: shape must be a list of at most %d ints",
-                                 FAID_PROTO_MAX_DIMS);
-            a->ndim = (int)v->via.array.size;
-            a->nelem = 1;
+            if ((rc = array_shape(a, &mv, d)))
+                return rc;
             for (uint32_t j = 0; j < v->via.array.size; j++) {
-                const msgpack_object *e = &v->via.array.ptr[j];
-                if (e->type != MSGPACK_OBJECT_POSITIVE_INTEGER || e->via.u64 > (1ull << 40))
-                    return faid_fail(d, FAID_EFORMAT, "array: bad shape entry %u", j);
-                a->shape[j] = e->via.u64;
-                a->nelem *= e->via.u64;
-                if (a->nelem > (1ull << 40))
-                    return faid_fail(d, FAID_EFORMAT, "array: shape too large");
+                faid_mp_obj e;
+                from_msgpack(&v->via.array.ptr[j], &e);
+                if ((rc = array_shape_entry(a, j, &e, d)))
+                    return rc;
             }
-            have_shape = 1;
+            have |= ARRAY_HAVE_SHAPE;
             break;
         case FAID_KEY_DATA:
-            if (v->type != MSGPACK_OBJECT_BIN)
-                return faid_fail(d, FAID_EFORMAT, "array: data is not bin");
-            a->data = v->via.bin.ptr ? (const uint8_t *)v->via.bin.ptr : (const uint8_t *)"";
-            a->nbytes = v->via.bin.size;
-            have_data = 1;
+            if ((rc = array_data(a, &mv, d)))
+                return rc;
+            have |= ARRAY_HAVE_DATA;
             break;
         default:
             break;
         }
     }
-    if (!have_dtype || !have_shape || !have_data)
-        return faid_fail(d, FAID_EFORMAT, "array: missing %s",
-                         !have_dtype   ? "dtype"
-                         : !have_shape ? "shape"
-                                       : "data");
-    if (a->nelem * faid_dtype_size(a->dtype) != a->nbytes)
-        return faid_fail(d, FAID_ESIZE, "array: %zu data bytes for %llu elements of %s", a->nbytes,
-                         (unsigned long long)a->nelem, a->descr);
-    return 0;
+    return array_check(a, have, d);
 }
 
 /* The start message's peaks map: "algorithm" into m->peaks_algorithm, every other scalar as a

@@ -2,7 +2,8 @@
  * ports chosen by the system: start and result messages built with proto's msgpack writer as
  * PROTOCOL.md §3 lays them out are received and decoded (lossless PULL and PUB/SUB), a .dat file
  * is written and read back, the control client gets a reply from a REP peer and a clear timeout
- * from a silent one, and the sender's messages decode with proto's input decoder. */
+ * from a silent one, and the sender's messages decode with proto's input decoder. The array map
+ * rules hold alike in proto's two decoders (the cursor reader and the msgpack-c result decoder). */
 #include "faid_client.h"
 #include "faid_log.h"
 #include "faid_proto.h"
@@ -581,8 +582,129 @@ static void test_reply_print(void)
     }
 }
 
+/* One malformed (or, last, valid) array map per case, written as the value of key "I". */
+static void write_array_case(faid_mpw *w, int c)
+{
+    static const uint8_t bytes[16] = {0};
+    switch (c) {
+    case 0:
+        faid_mpw_uint(w, 3);
+        return;
+    case 1:
+        faid_mpw_map(w, 1);
+        faid_mpw_str(w, FAID_K_DTYPE);
+        faid_mpw_uint(w, 4);
+        return;
+    case 2:
+    case 3:
+        faid_mpw_map(w, 1);
+        faid_mpw_str(w, FAID_K_DTYPE);
+        faid_mpw_str(w, c == 2 ? "<x9" : ">f4");
+        return;
+    case 4:
+        faid_mpw_map(w, 1);
+        faid_mpw_str(w, FAID_K_SHAPE);
+        faid_mpw_uint(w, 3);
+        return;
+    case 5:
+        faid_mpw_map(w, 1);
+        faid_mpw_str(w, FAID_K_SHAPE);
+        faid_mpw_array(w, 2);
+        faid_mpw_uint(w, 2);
+        faid_mpw_int(w, -1);
+        return;
+    case 6:
+        faid_mpw_map(w, 1);
+        faid_mpw_str(w, FAID_K_SHAPE);
+        faid_mpw_array(w, 2);
+        faid_mpw_uint(w, 1u << 21);
+        faid_mpw_uint(w, 1u << 21);
+        return;
+    case 7:
+        faid_mpw_map(w, 1);
+        faid_mpw_str(w, FAID_K_DATA);
+        faid_mpw_str(w, "abcd");
+        return;
+    default: {
+        /* 8: no data; 9: 8 bytes for 3 floats; 10: valid, extra key skipped */
+        faid_mpw_map(w, c == 8 ? 2 : c == 9 ? 3 : 4);
+        faid_mpw_str(w, FAID_K_DTYPE);
+        faid_mpw_str(w, c == 10 ? "<u2" : "<f4");
+        faid_mpw_str(w, FAID_K_SHAPE);
+        faid_mpw_array(w, c == 10 ? 2 : 1);
+        faid_mpw_uint(w, c == 10 ? 2 : 3);
+        if (c == 10)
+            faid_mpw_uint(w, 2);
+        if (c == 8)
+            return;
+        if (c == 10) {
+            faid_mpw_str(w, "note");
+            faid_mpw_str(w, "ignored");
+        }
+        faid_mpw_str(w, FAID_K_DATA);
+        faid_mpw_bin(w, bytes, 8);
+        return;
+    }
+    }
+}
+
+/* Each malformed array map gives the same code and message from faid_proto_read_array and, under
+ * the key's prefix, from faid_proto_decode_output. */
+static void test_array_rules(void)
+{
+    static const struct {
+        int code;
+        const char *msg;
+    } want[] = {
+        {FAID_EFORMAT, "array: expected a {dtype, shape, data} map"},
+        {FAID_EFORMAT, "array: dtype is not a short string"},
+        {FAID_EDTYPE, "array: unknown dtype \"<x9\""},
+        /* faid_dtype_parse takes no '>' prefix: big-endian is refused as unknown */
+        {FAID_EDTYPE, "array: unknown dtype \">f4\""},
+        {FAID_EFORMAT, "array: shape must be a list of at most 4 ints"},
+        {FAID_EFORMAT, "array: bad shape entry 1"},
+        {FAID_EFORMAT, "array: shape too large"},
+        {FAID_EFORMAT, "array: data is not bin"},
+        {FAID_EFORMAT, "array: missing data"},
+        {FAID_ESIZE, "array: 8 data bytes for 3 elements of <f4"},
+        {0, ""},
+    };
+    for (int c = 0; c < (int)(sizeof want / sizeof want[0]); c++) {
+        uint8_t buf[256];
+        faid_mpw w;
+        faid_mpw_init(&w, buf, sizeof(buf));
+        faid_mpw_map(&w, 2);
+        faid_mpw_str(&w, FAID_K_TYPE);
+        faid_mpw_str(&w, FAID_TOPIC_RESULT);
+        faid_mpw_str(&w, FAID_K_I);
+        size_t at = w.len;
+        write_array_case(&w, c);
+        CHECK(faid_mpw_finish(&w, NULL) == 0);
+        faid_diag d;
+        faid_diag_clear(&d);
+        faid_mpr r;
+        faid_mpr_init(&r, buf + at, w.len - at);
+        faid_array_view a;
+        int rc = faid_proto_read_array(&r, &a, &d);
+        CHECK_MSG(rc == want[c].code && (!rc || strcmp(d.msg, want[c].msg) == 0),
+                  "case %d: cursor reader: %d \"%s\"", c, rc, d.msg);
+        if (!rc)
+            CHECK(a.dtype == FAID_DT_U16 && a.ndim == 2 && a.nelem == 4 && a.nbytes == 8);
+        char prefixed[sizeof d.msg];
+        snprintf(prefixed, sizeof prefixed, "key \"%s\": %s", FAID_K_I, want[c].msg);
+        static faid_out_msg m;
+        faid_diag_clear(&d);
+        rc = faid_proto_decode_output(buf, w.len, &m, &d);
+        CHECK_MSG(rc == want[c].code && (!rc || strcmp(d.msg, prefixed) == 0),
+                  "case %d: result decoder: %d \"%s\"", c, rc, d.msg);
+        if (!rc)
+            CHECK(m.I.dtype == FAID_DT_U16 && m.I.ndim == 2 && m.I.nelem == 4 && m.I.nbytes == 8);
+    }
+}
+
 int main(void)
 {
+    test_array_rules();
     test_reply_print();
     void *ctx = zmq_ctx_new();
     test_paths();
