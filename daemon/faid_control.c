@@ -7,6 +7,7 @@
 
 #include "faid_aggregates.h"
 #include "faid_log.h"
+#include "faid_memstat.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -147,6 +148,16 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
         .devices = sn->devices,
         .ndevices = (size_t)s->nworkers,
     };
+
+    faid_memstat m;
+    faid_memstat_read(&m);
+    o->memory.rss_bytes = m.rss_bytes;
+    o->memory.rss_anon_bytes = m.rss_anon_bytes;
+    o->memory.heap_bytes = m.heap_bytes;
+    o->memory.mmap_bytes = m.mmap_bytes;
+    o->memory.in_use_bytes = m.in_use_bytes;
+    o->memory.free_bytes = m.free_bytes;
+    o->memory.arenas = m.arenas;
 
     if (s->ll) {
         faid_lossless_consumer(s->ll, sn->consumer, sizeof(sn->consumer));

@@ -3,6 +3,7 @@
 
 #include "faid_aggregates.h"
 #include "faid_log.h"
+#include "faid_memstat.h"
 #include "faid_server.h"
 #include "faid_textbuf.h"
 #include "faid_zap.h"
@@ -222,6 +223,20 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
     case FAID_M_HTTP_CLIENTS:
         sample_u(b, id, "", (uint64_t)(event_clients > 0 ? event_clients : 0));
         break;
+    case FAID_M_MEMORY: {
+        faid_memstat m;
+        faid_memstat_read(&m);
+#define FAID_MEM_SAMPLE(field, kind) sample_u(b, id, "{kind=\"" kind "\"}", m.field);
+        FAID_MEMSTAT_BYTES(FAID_MEM_SAMPLE)
+#undef FAID_MEM_SAMPLE
+        break;
+    }
+    case FAID_M_ARENAS: {
+        faid_memstat m;
+        faid_memstat_read(&m);
+        sample_u(b, id, "", m.arenas);
+        break;
+    }
     case FAID_NMETRICS:
         break;
     }

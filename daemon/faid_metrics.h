@@ -5,7 +5,8 @@
  * Markdown reference in docs/operations.md is generated from the same rows (`faid
  * --dump-metrics`), so a metric cannot be served undocumented or documented unserved (the
  * integration test compares a live scrape with the table). Everything is read from relaxed
- * atomics: a scrape never takes a lock the pipeline waits on. Names follow Prometheus'
+ * atomics, except the memory families: the allocator's statistics take each malloc arena's lock
+ * in turn, briefly (faid_memstat.h). Names follow Prometheus'
  * conventions (base units, _total for counters, _seconds histograms), checked with
  * `promtool check metrics` in the tests. */
 #ifndef FAID_METRICS_H
@@ -96,7 +97,13 @@ struct faid_server;
       "Browsers connected to the dashboard's event stream.")                                       \
     X(CURVE_CLIENTS, "faid_curve_clients_total", "counter", "result",                              \
       "CURVE handshakes the ZAP handler answered (security.curve), per result: admitted, "         \
-      "refused (key not in security.authorized_keys); 0 without CURVE.")
+      "refused (key not in security.authorized_keys); 0 without CURVE.")                           \
+    X(MEMORY, "faid_memory_bytes", "gauge", "kind",                                                \
+      "The daemon's memory, per kind: rss (resident), rss_anon (its anonymous part), heap (held "  \
+      "by the allocator's arenas), mmap (large blocks mapped one by one), in_use (allocated, "     \
+      "not freed), free (free inside the arenas); status memory, PROTOCOL.md 4.")                  \
+    X(ARENAS, "faid_malloc_arenas", "gauge", "",                                                   \
+      "malloc arenas (0 where the C library does not tell).")
 
 typedef enum {
 #define FAID_METRIC_ENUM(id, name, type, labels, help) FAID_M_##id,

@@ -237,7 +237,16 @@
     X(FAILED, "failed")                                                                            \
     X(BUSY, "busy")                                                                                \
     X(HOST_US, "host_us")                                                                          \
-    X(TABLE_US, "table_us")
+    X(TABLE_US, "table_us")                                                                        \
+    /* status: memory */                                                                           \
+    X(MEMORY, "memory")                                                                            \
+    X(RSS_BYTES, "rss_bytes")                                                                      \
+    X(RSS_ANON_BYTES, "rss_anon_bytes")                                                            \
+    X(HEAP_BYTES, "heap_bytes")                                                                    \
+    X(MMAP_BYTES, "mmap_bytes")                                                                    \
+    X(IN_USE_BYTES, "in_use_bytes")                                                                \
+    X(FREE_BYTES, "free_bytes")                                                                    \
+    X(ARENAS, "arenas")
 
 /* The messages (and nested maps) the key table describes. */
 #define FAID_PROTO_MESSAGES(X)                                                                     \
@@ -266,7 +275,8 @@
     X(STATUS_QUEUE, "status.queue", "status: queue")                                               \
     X(STATUS_LATENCY, "status.latency_us", "status: latency_us")                                   \
     X(STATUS_LOSSLESS, "status.lossless", "status: lossless")                                      \
-    X(STATUS_DEVICE, "status.devices", "status: each entry of devices")
+    X(STATUS_DEVICE, "status.devices", "status: each entry of devices")                            \
+    X(STATUS_MEMORY, "status.memory", "status: memory")
 
 #define FAID_PROTO_MSG_KEYS(X)                                                                     \
     /* native input header */                                                                      \
@@ -528,6 +538,7 @@
     X(STATUS, LATENCY_US, "map", REQ, "received -> result ready, since start or `reset` (`status.latency_us` below)") \
     X(STATUS, LOSSLESS, "map", REQ, "the lossless channel, section 3.6 (`status.lossless` below)") \
     X(STATUS, DEVICES, "[map]", REQ, "per worker (`status.devices` below)")                        \
+    X(STATUS, MEMORY, "map", REQ, "the daemon's memory: resident size and what the allocator holds (`status.memory` below)")\
     X(STATUS_INPUT, MAX_MESSAGE_BYTES, "uint", REQ, "the input sockets' `ZMQ_MAXMSGSIZE`")         \
     X(STATUS_INPUT, ENDPOINTS, "uint", REQ, "entries of `input.endpoint`: input sockets and ingest threads") \
     X(STATUS_INPUT, PINNED_BYTES, "uint", REQ, "the pinned input arena (`input.pinned_bytes`), 0 when off") \
@@ -566,7 +577,14 @@
     X(STATUS_DEVICE, FAILED, "uint", REQ, "frames that failed on it")                              \
     X(STATUS_DEVICE, BUSY, "float", REQ, "fraction of time computing over the last interval")      \
     X(STATUS_DEVICE, HOST_US, "float", REQ, "mean host time of the worker's submit per frame (copy into pinned staging, block table when ingest had none), since start or `reset`") \
-    X(STATUS_DEVICE, TABLE_US, "float", REQ, "mean time ingest spent parsing the frame's block table, since start or `reset`")
+    X(STATUS_DEVICE, TABLE_US, "float", REQ, "mean time ingest spent parsing the frame's block table, since start or `reset`")\
+    X(STATUS_MEMORY, RSS_BYTES, "uint", REQ, "resident memory (`VmRSS`)")                          \
+    X(STATUS_MEMORY, RSS_ANON_BYTES, "uint", REQ, "its anonymous part (`RssAnon`: heaps, thread arenas, mappings, stacks; the rest is pages of files, mostly the libraries)")\
+    X(STATUS_MEMORY, HEAP_BYTES, "uint", REQ, "bytes the C library's allocator holds in its arenas (the main heap and the arenas it makes for threads; glibc `mallinfo2().arena`); 0 where the C library does not tell")\
+    X(STATUS_MEMORY, MMAP_BYTES, "uint", REQ, "large blocks the allocator mapped one by one (`hblkhd`), all in use")\
+    X(STATUS_MEMORY, IN_USE_BYTES, "uint", REQ, "allocated and not freed: in the arenas (`uordblks`) plus `mmap_bytes`; a leak raises it. `heap_bytes = in_use_bytes - mmap_bytes + free_bytes`")\
+    X(STATUS_MEMORY, FREE_BYTES, "uint", REQ, "free inside the arenas, kept by the allocator (`fordblks`): fragmentation, or arenas grown to a working size")\
+    X(STATUS_MEMORY, ARENAS, "uint", REQ, "malloc arenas (the main one and those made for threads; from `malloc_info`)")
 /* clang-format on */
 
 /* The key constants: FAID_K_SERIES_ID is "series_id" (a char array, not a literal). */

@@ -638,6 +638,17 @@ void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
         kv_f64(w, FAID_K_TABLE_US, dv->table_us);
         faid_mpw_map_end(w);
     }
+
+    faid_mpw_key(w, FAID_K_MEMORY);
+    faid_mpw_map_begin(w);
+    kv_uint(w, FAID_K_RSS_BYTES, s->memory.rss_bytes);
+    kv_uint(w, FAID_K_RSS_ANON_BYTES, s->memory.rss_anon_bytes);
+    kv_uint(w, FAID_K_HEAP_BYTES, s->memory.heap_bytes);
+    kv_uint(w, FAID_K_MMAP_BYTES, s->memory.mmap_bytes);
+    kv_uint(w, FAID_K_IN_USE_BYTES, s->memory.in_use_bytes);
+    kv_uint(w, FAID_K_FREE_BYTES, s->memory.free_bytes);
+    kv_uint(w, FAID_K_ARENAS, s->memory.arenas);
+    faid_mpw_map_end(w);
 }
 
 void faid_proto_write_stats(faid_mpw *w, const faid_out_status *s)

@@ -101,6 +101,10 @@ typedef struct faid_out_status {
     } lossless;
     const faid_out_device *devices;
     size_t ndevices;
+    struct {
+        uint64_t rss_bytes, rss_anon_bytes, heap_bytes, mmap_bytes, in_use_bytes, free_bytes,
+            arenas;
+    } memory;
 } faid_out_status;
 /* Writes the status entries into a map the caller began (after faid_proto_reply_begin for the
  * status reply); faid_proto_write_stats writes the whole stats message (type "stats"). */

@@ -233,6 +233,45 @@ def test_metrics_promtool_and_status(daemons):
     assert d.terminate() == 0
 
 
+def test_memory_in_status_and_metrics(daemons):
+    """status `memory` and faid_memory_bytes / faid_malloc_arenas (issue 10, defect 14): values the
+    kernel and the allocator really report, each field where it belongs. The ref device keeps the
+    64 MiB input arena in plain memory: one block the allocator maps by itself, so mmap_bytes
+    must hold it (a field read from the wrong mallinfo2 member fails here)."""
+    port = free_port()
+    arena = 64 << 20
+    d = daemons(devices="ref", extra=http_extra(port), input_extra="  pinned_bytes: %d\n" % arena)
+    n = 30
+    stream(d, n)
+    st = d.wait_counters(lambda c: c["processed"] + c["failed"] + c["dropped"] >= n, "all done")
+    assert st["input"]["pinned_bytes"] == arena
+    m = st["memory"]
+    assert set(m) == {"rss_bytes", "rss_anon_bytes", "heap_bytes", "mmap_bytes", "in_use_bytes",
+                      "free_bytes", "arenas"}
+    assert 0 < m["rss_anon_bytes"] < m["rss_bytes"] < 4 << 30
+    # rss from /proc: the same figure ps reports, within what moves between the two reads
+    with open("/proc/%d/status" % d.proc.pid) as f:
+        vmrss = int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1)) << 10
+    assert abs(m["rss_bytes"] - vmrss) < max(8 << 20, vmrss // 4), (m, vmrss)
+    assert m["mmap_bytes"] >= arena, m          # the input arena, mapped on its own
+    assert m["in_use_bytes"] >= m["mmap_bytes"] + (64 << 10), m  # plus faid's small allocations
+    # glibc's identity, within one mallinfo2 snapshot: arenas = in use there + free there
+    assert m["heap_bytes"] == m["in_use_bytes"] - m["mmap_bytes"] + m["free_bytes"], m
+    assert 1 <= m["arenas"] <= 8 * (os.cpu_count() or 1) + 1, m  # glibc's default bound
+
+    code, text = get(port, "/metrics")
+    assert code == 200
+    s = metric_samples(text)
+    mem = {dict(lab)["kind"]: v for (k, lab), v in s.items() if k == "faid_memory_bytes"}
+    assert set(mem) == {"rss", "rss_anon", "heap", "mmap", "in_use", "free"}
+    assert mem["mmap"] == m["mmap_bytes"]       # idle: the big blocks do not move
+    assert mem["heap"] == mem["in_use"] - mem["mmap"] + mem["free"]
+    assert abs(mem["rss"] - m["rss_bytes"]) < max(8 << 20, m["rss_bytes"] // 4)
+    # the HTTP server's threads may have made an arena of their own since
+    assert m["arenas"] <= s[("faid_malloc_arenas", frozenset())] <= m["arenas"] + 2
+    assert d.terminate() == 0
+
+
 def test_metrics_reference_is_generated():
     """docs/operations.md's metric table is what the metric table generates."""
     doc = open(os.path.join(SRC, "docs", "operations.md")).read()

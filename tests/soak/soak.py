@@ -356,6 +356,21 @@ def slope_mb_per_min(samples, frac_from=0.0, key="rss_kb"):
     return float(np.polyfit(t, y, 1)[0])
 
 
+# used = in_use - mmap: the bytes in use inside the arenas (the mapped blocks are the big buffers
+# allocated once: the lossless ring, the input arena; counted at their mapped, not resident, size).
+MEM_KINDS = ("rss", "anon", "used", "free", "heap", "mmap")
+
+
+def minute_means(samples):
+    """Mean of each kind of memory (MB) over each whole minute of the run."""
+    out = {}
+    for s in samples:
+        out.setdefault(int(s["t"] // 60), []).append(s)
+    return [{"minute": m, **{k: float(np.mean([s.get(k + "_kb", 0) for s in v])) / 1024
+                             for k in MEM_KINDS}}
+            for m, v in sorted(out.items())]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--frames", type=int, default=1_000_000, help="good frames to send")
@@ -399,14 +414,15 @@ def main(argv=None):
         reloads = reload_failures = 0
         next_reload = t0 + args.reload_every if args.reload_every > 0 else float("inf")
         next_sample = t0
-        print("%7s %9s %7s %9s %9s %7s %7s %9s %8s %7s %7s %5s %4s" % (
+        print("%7s %9s %7s %9s %9s %7s %7s %9s %8s %7s %7s %7s %7s %7s %3s %5s %4s" % (
             "t_s", "sent", "bad", "received", "processed", "failed", "dropped", "ll_results",
-            "rss_MB", "anon", "file", "fds", "thr"), flush=True)
+            "rss_MB", "anon", "file", "used", "free", "heap", "ar", "fds", "thr"), flush=True)
 
         def take_sample():
             st = d.request({"cmd": "status"})
             c = st["counters"]
             m = d.sample()
+            mem = st.get("memory", {})
             s = {"t": time.monotonic() - t0, "sent": tx.good, "bad": tx.bad,
                  "received": c["received"], "processed": c["processed"], "failed": c["failed"],
                  "dropped": c["dropped"], "bad_input": c["bad_input"],
@@ -415,12 +431,22 @@ def main(argv=None):
                  "rss_kb": m.get("VmRSS", 0), "hwm_kb": m.get("VmHWM", 0),
                  "anon_kb": m.get("RssAnon", 0), "file_kb": m.get("RssFile", 0),
                  "fds": m.get("fds", 0), "threads": m.get("Threads", 0),
+                 # The allocator's view (status memory, PROTOCOL.md 4): bytes handed out and
+                 # not freed, free bytes it keeps in its arenas, arenas' size, mapped blocks.
+                 "in_use_kb": mem.get("in_use_bytes", 0) / 1024,
+                 "free_kb": mem.get("free_bytes", 0) / 1024,
+                 "heap_kb": mem.get("heap_bytes", 0) / 1024,
+                 "mmap_kb": mem.get("mmap_bytes", 0) / 1024,
+                 "used_kb": (mem.get("in_use_bytes", 0) - mem.get("mmap_bytes", 0)) / 1024,
+                 "arenas": mem.get("arenas", 0),
                  "reloads": reloads, "subscribers": churn.subscribers if churn else 0}
             samples.append(s)
-            print("%7.1f %9d %7d %9d %9d %7d %7d %9d %8.1f %7.1f %7.1f %5d %4d" % (
-                s["t"], s["sent"], s["bad"], s["received"], s["processed"], s["failed"],
-                s["dropped"], s["ll_results"], s["rss_kb"] / 1024, s["anon_kb"] / 1024,
-                s["file_kb"] / 1024, s["fds"], s["threads"]), flush=True)
+            print("%7.1f %9d %7d %9d %9d %7d %7d %9d %8.1f %7.1f %7.1f %7.2f %7.2f %7.2f %3d %5d "
+                  "%4d" % (
+                      s["t"], s["sent"], s["bad"], s["received"], s["processed"], s["failed"],
+                      s["dropped"], s["ll_results"], s["rss_kb"] / 1024, s["anon_kb"] / 1024,
+                      s["file_kb"] / 1024, s["used_kb"] / 1024, s["free_kb"] / 1024,
+                      s["heap_kb"] / 1024, s["arenas"], s["fds"], s["threads"]), flush=True)
             return st
 
         while not tx.done.is_set():
@@ -473,6 +499,16 @@ def main(argv=None):
             "anon_slope_second_half_mb_min": slope_mb_per_min(samples, 0.5, "anon_kb"),
             "file_first_mb": samples[0]["file_kb"] / 1024, "file_last_mb": samples[-1]["file_kb"] / 1024,
             "file_slope_second_half_mb_min": slope_mb_per_min(samples, 0.5, "file_kb"),
+            # Slopes (MB/min) of each kind of memory over the whole run, its second half and
+            # its last third, and the minute means: a leak raises used; arenas growing to a
+            # working size or fragmenting raise free (and heap) with used flat.
+            "slopes_mb_min": {k: {"all": slope_mb_per_min(samples, 0.0, k + "_kb"),
+                                  "second_half": slope_mb_per_min(samples, 0.5, k + "_kb"),
+                                  "last_third": slope_mb_per_min(samples, 2 / 3, k + "_kb")}
+                              for k in MEM_KINDS},
+            "minute_means_mb": minute_means(samples),
+            "arenas_first": samples[0].get("arenas", 0), "arenas_last": samples[-1].get("arenas", 0),
+            "arenas_max": max(s.get("arenas", 0) for s in samples),
             "fds_first": samples[0]["fds"], "fds_last": samples[-1]["fds"],
             "fds_max": max(s["fds"] for s in samples),
         }
@@ -518,6 +554,15 @@ def main(argv=None):
               summary["anon_first_mb"], summary["anon_last_mb"],
               summary["anon_slope_second_half_mb_min"], summary["file_first_mb"],
               summary["file_last_mb"], summary["file_slope_second_half_mb_min"]))
+    print("memory slopes, MB/min (whole run / second half / last third):")
+    for k in MEM_KINDS:
+        sl = summary["slopes_mb_min"][k]
+        print("  %-7s %7.3f %7.3f %7.3f" % (k, sl["all"], sl["second_half"], sl["last_third"]))
+    print("malloc arenas: %d first, %d last, %d max" % (
+        summary["arenas_first"], summary["arenas_last"], summary["arenas_max"]))
+    print("minute means, MB (%s):" % ", ".join(MEM_KINDS))
+    for mm in summary["minute_means_mb"]:
+        print("  %3d  %s" % (mm["minute"], "  ".join("%7.2f" % mm[k] for k in MEM_KINDS)))
     print("file descriptors: %d first, %d last, %d max" % (
         summary["fds_first"], summary["fds_last"], summary["fds_max"]))
     for k, v in summary.get("checks", {}).items():

@@ -270,6 +270,13 @@ static void test_status_encoder(void)
                      .ngiven_up = 2},
         .devices = devs,
         .ndevices = 2,
+        .memory = {.rss_bytes = 9 << 20,
+                   .rss_anon_bytes = 2 << 20,
+                   .heap_bytes = 3 << 20,
+                   .in_use_bytes = 70 << 20,
+                   .mmap_bytes = 68 << 20,
+                   .free_bytes = 1 << 20,
+                   .arenas = 5},
     };
 
     /* the periodic stats message */
@@ -281,11 +288,12 @@ static void test_status_encoder(void)
     const struct {
         const char *key;
         faid_proto_msg msg;
-    } nested[4] = {{FAID_K_INPUT, FAID_PMSG_STATUS_INPUT},
+    } nested[5] = {{FAID_K_INPUT, FAID_PMSG_STATUS_INPUT},
                    {FAID_K_QUEUE, FAID_PMSG_STATUS_QUEUE},
                    {FAID_K_LATENCY_US, FAID_PMSG_STATUS_LATENCY},
-                   {FAID_K_LOSSLESS, FAID_PMSG_STATUS_LOSSLESS}};
-    for (int k = 0; k < 4; k++) {
+                   {FAID_K_LOSSLESS, FAID_PMSG_STATUS_LOSSLESS},
+                   {FAID_K_MEMORY, FAID_PMSG_STATUS_MEMORY}};
+    for (int k = 0; k < 5; k++) {
         const uint8_t *at = NULL;
         size_t n = 0;
         CHECK(sub_value(buf, w.len, nested[k].key, &at, &n) == 0);
@@ -309,6 +317,14 @@ static void test_status_encoder(void)
           find_u64(sub, nsub, "ingest.FAID_EFORMAT") == 3);
     CHECK(sub_value(buf, w.len, FAID_K_QUEUE, &sub, &nsub) == 0 &&
           find_u64(sub, nsub, FAID_K_CAPACITY) == 64);
+    CHECK(sub_value(buf, w.len, FAID_K_MEMORY, &sub, &nsub) == 0 &&
+          find_u64(sub, nsub, FAID_K_RSS_BYTES) == 9 << 20 &&
+          find_u64(sub, nsub, FAID_K_RSS_ANON_BYTES) == 2 << 20 &&
+          find_u64(sub, nsub, FAID_K_HEAP_BYTES) == 3 << 20 &&
+          find_u64(sub, nsub, FAID_K_MMAP_BYTES) == 68 << 20 &&
+          find_u64(sub, nsub, FAID_K_IN_USE_BYTES) == 70 << 20 &&
+          find_u64(sub, nsub, FAID_K_FREE_BYTES) == 1 << 20 &&
+          find_u64(sub, nsub, FAID_K_ARENAS) == 5);
     faid_mp_obj v;
     faid_mpr at;
     CHECK(sub_value(buf, w.len, FAID_K_LOSSLESS, &sub, &nsub) == 0 &&
