@@ -102,30 +102,26 @@ typedef struct opts {
     const char *detector; /* detector.preset override (eiger_1m ... eiger_16m), NULL: config */
 } opts;
 
-static void usage(FILE *f)
-{
-    fprintf(
-        f,
-        "usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]\n"
-        "                  [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype T]\n"
-        "                  [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]\n"
-        "                  [--depth K] [--batch B] [--parsers P] [--no-check] [--json FILE]\n"
-        "                  [--dump DIR] [--peaks none|pyfai|peakfinder8]\n"
-        "                  [--devices I,J,...|gpu:N]  (GPU stage on several devices at once)\n"
-        "                  [--kind synthetic|lowcount] [--detector PRESET]\n"
-        "                  (variants also: compute = decode + integrate of frames already on\n"
-        "                  the device)\n"
-        "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
-        "                  (ZeroMQ transport ceiling; --zmq-ceiling --help)\n"
-        "       faid-bench --proto-encode [--npt N] [--peaks N] [--iters N]\n"
-        "                  (CPU cost of writing one result message)\n"
-        "       faid-bench --host-path [--frames N] [--config FILE] [--dtype T]\n"
-        "                  [--device SPEC] [--json FILE]\n"
-        "                  (the daemon's host work per frame with and without the pinned\n"
-        "                  input arena)\n"
-        "A value goes as --frames 2 or --frames=2; -h, --help prints this text (a mode's\n"
-        "own: faid-bench --zmq-ceiling --help, ...).\n");
-}
+static const char usage[] =
+    "usage: faid-bench [--device auto|cpu|gpu|N|ref] [--frames N] [--split no|bbox|full]\n"
+    "                  [--npt N] [--azim N] [--unit U] [--error-model M] [--dtype T]\n"
+    "                  [--config FILE] [--variants fused,separate,pipelined,pipelined-copy]\n"
+    "                  [--depth K] [--batch B] [--parsers P] [--no-check] [--json FILE]\n"
+    "                  [--dump DIR] [--peaks none|pyfai|peakfinder8]\n"
+    "                  [--devices I,J,...|gpu:N]  (GPU stage on several devices at once)\n"
+    "                  [--kind synthetic|lowcount] [--detector PRESET]\n"
+    "                  (variants also: compute = decode + integrate of frames already on\n"
+    "                  the device)\n"
+    "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
+    "                  (ZeroMQ transport ceiling; --zmq-ceiling --help)\n"
+    "       faid-bench --proto-encode [--npt N] [--peaks N] [--iters N]\n"
+    "                  (CPU cost of writing one result message)\n"
+    "       faid-bench --host-path [--frames N] [--config FILE] [--dtype T]\n"
+    "                  [--device SPEC] [--json FILE]\n"
+    "                  (the daemon's host work per frame with and without the pinned\n"
+    "                  input arena)\n"
+    "A value goes as --frames 2 or --frames=2; -h, --help prints this text (a mode's\n"
+    "own: faid-bench --zmq-ceiling --help, ...).\n";
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -789,130 +785,32 @@ static int parse_args(int argc, char **argv, opts *o)
                 NULL,
                 "synthetic",
                 NULL};
-    enum {
-        O_DEVICE = 256,
-        O_FRAMES,
-        O_SPLIT,
-        O_NPT,
-        O_AZIM,
-        O_UNIT,
-        O_EM,
-        O_DTYPE,
-        O_CONFIG,
-        O_VARIANTS,
-        O_DEPTH,
-        O_BATCH,
-        O_PARSERS,
-        O_JSON,
-        O_DUMP,
-        O_PEAKS,
-        O_DEVICES,
-        O_KIND,
-        O_DETECTOR,
-        O_NO_CHECK
+    const bench_shared sh = {.frames = &o->frames,
+                             .config = &o->config,
+                             .dtype = &o->dtype,
+                             .device = &o->device,
+                             .json = &o->json};
+    const bench_opt own[] = {
+        {"split", BENCH_STR, &o->split, NULL, 0, 0, NULL},
+        {"npt", BENCH_INT, NULL, &o->npt, 0, 0, NULL},
+        {"azim", BENCH_INT, NULL, &o->azim, 0, 0, NULL},
+        {"unit", BENCH_STR, &o->unit, NULL, 0, 0, NULL},
+        {"error-model", BENCH_STR, &o->em, NULL, 0, 0, NULL},
+        {"variants", BENCH_STR, &o->variants, NULL, 0, 0, NULL},
+        {"depth", BENCH_INT, NULL, &o->depth, 0, 0, NULL},
+        {"batch", BENCH_INT, NULL, &o->batch, 0, 0, NULL},
+        {"parsers", BENCH_INT, NULL, &o->parsers, 0, 0, NULL},
+        {"dump", BENCH_STR, &o->dump, NULL, 0, 0, NULL},
+        {"peaks", BENCH_STR, &o->peaks, NULL, 0, 0, NULL},
+        {"devices", BENCH_STR, &o->devices, NULL, 0, 0, NULL},
+        {"kind", BENCH_STR, &o->kind, NULL, 0, 0, NULL},
+        {"detector", BENCH_STR, &o->detector, NULL, 0, 0, NULL},
+        {"no-check", BENCH_OFF, NULL, &o->check, 0, 0, NULL},
     };
-    static const struct option lo[] = {{"device", required_argument, NULL, O_DEVICE},
-                                       {"frames", required_argument, NULL, O_FRAMES},
-                                       {"split", required_argument, NULL, O_SPLIT},
-                                       {"npt", required_argument, NULL, O_NPT},
-                                       {"azim", required_argument, NULL, O_AZIM},
-                                       {"unit", required_argument, NULL, O_UNIT},
-                                       {"error-model", required_argument, NULL, O_EM},
-                                       {"dtype", required_argument, NULL, O_DTYPE},
-                                       {"config", required_argument, NULL, O_CONFIG},
-                                       {"variants", required_argument, NULL, O_VARIANTS},
-                                       {"depth", required_argument, NULL, O_DEPTH},
-                                       {"batch", required_argument, NULL, O_BATCH},
-                                       {"parsers", required_argument, NULL, O_PARSERS},
-                                       {"json", required_argument, NULL, O_JSON},
-                                       {"dump", required_argument, NULL, O_DUMP},
-                                       {"peaks", required_argument, NULL, O_PEAKS},
-                                       {"devices", required_argument, NULL, O_DEVICES},
-                                       {"kind", required_argument, NULL, O_KIND},
-                                       {"detector", required_argument, NULL, O_DETECTOR},
-                                       {"no-check", no_argument, NULL, O_NO_CHECK},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-    const char *prog = "faid-bench";
-    bench_getopt_reset();
-    for (int c; (c = bench_getopt(prog, argc, argv, lo)) != -1;) {
-        const char *v = optarg;
-        int bad = 0;
-        switch (c) {
-        case O_DEVICE:
-            o->device = v;
-            break;
-        case O_FRAMES:
-            bad = bench_int(prog, "frames", v, &o->frames);
-            break;
-        case O_SPLIT:
-            o->split = v;
-            break;
-        case O_NPT:
-            bad = bench_int(prog, "npt", v, &o->npt);
-            break;
-        case O_AZIM:
-            bad = bench_int(prog, "azim", v, &o->azim);
-            break;
-        case O_UNIT:
-            o->unit = v;
-            break;
-        case O_EM:
-            o->em = v;
-            break;
-        case O_DTYPE:
-            o->dtype = v;
-            break;
-        case O_CONFIG:
-            o->config = v;
-            break;
-        case O_VARIANTS:
-            o->variants = v;
-            break;
-        case O_DEPTH:
-            bad = bench_int(prog, "depth", v, &o->depth);
-            break;
-        case O_BATCH:
-            bad = bench_int(prog, "batch", v, &o->batch);
-            break;
-        case O_PARSERS:
-            bad = bench_int(prog, "parsers", v, &o->parsers);
-            break;
-        case O_JSON:
-            o->json = v;
-            break;
-        case O_DUMP:
-            o->dump = v;
-            break;
-        case O_PEAKS:
-            o->peaks = v;
-            break;
-        case O_DEVICES:
-            o->devices = v;
-            break;
-        case O_KIND:
-            o->kind = v;
-            break;
-        case O_DETECTOR:
-            o->detector = v;
-            break;
-        case O_NO_CHECK:
-            o->check = 0;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
-            return -1;
-        }
-        if (bad)
-            return -1;
-    }
-    if (bench_no_operands(prog, argc, argv)) {
-        usage(stderr);
-        return -1;
-    }
+    int prc =
+        bench_parse("faid-bench", argc, argv, &sh, own, (int)(sizeof own / sizeof own[0]), usage);
+    if (prc)
+        return prc;
     if (o->frames < 1) {
         fprintf(stderr, "faid-bench: --frames must be at least 1\n");
         return -1;
@@ -1025,8 +923,9 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--host-path") == 0)
             return faid_host_path_main(argc, argv);
     opts o;
-    if (parse_args(argc, argv, &o))
-        return 2;
+    int prc = parse_args(argc, argv, &o);
+    if (prc)
+        return prc > 0 ? 0 : 2; /* 1: --help */
     faid_log_set_name("faid-bench");
     faid_diag d = {0};
     faid_config cfg;

@@ -52,53 +52,16 @@ int faid_host_path_main(int argc, char **argv)
 {
     int frames = 400;
     const char *config = NULL, *dtype = "uint32", *device = "ref", *json = NULL;
-    enum { O_MODE = 256, O_FRAMES, O_CONFIG, O_DTYPE, O_DEVICE, O_JSON };
-    static const struct option lo[] = {{"host-path", no_argument, NULL, O_MODE},
-                                       {"frames", required_argument, NULL, O_FRAMES},
-                                       {"config", required_argument, NULL, O_CONFIG},
-                                       {"dtype", required_argument, NULL, O_DTYPE},
-                                       {"device", required_argument, NULL, O_DEVICE},
-                                       {"json", required_argument, NULL, O_JSON},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-    const char *prog = "faid-bench --host-path";
+    const bench_shared sh = {
+        .frames = &frames, .config = &config, .dtype = &dtype, .device = &device, .json = &json};
+    static const bench_opt own[] = {{"host-path", BENCH_MODE, NULL, NULL, 0, 0, NULL}};
     const char *use = "usage: faid-bench --host-path [--frames N] [--config FILE] [--dtype T]\n"
                       "                  [--device SPEC] [--json FILE]\n"
                       "The daemon's host work per frame with and without the pinned input\n"
                       "arena (defaults: 400 frames, at least 10; uint32; device ref).\n";
-    bench_getopt_reset();
-    for (int c; (c = bench_getopt(prog, argc, argv, lo)) != -1;) {
-        switch (c) {
-        case O_MODE:
-            break;
-        case O_FRAMES:
-            if (bench_int(prog, "frames", optarg, &frames))
-                return 2;
-            break;
-        case O_CONFIG:
-            config = optarg;
-            break;
-        case O_DTYPE:
-            dtype = optarg;
-            break;
-        case O_DEVICE:
-            device = optarg;
-            break;
-        case O_JSON:
-            json = optarg;
-            break;
-        case 'h':
-            fputs(use, stdout);
-            return 0;
-        default:
-            fputs(use, stderr);
-            return 2;
-        }
-    }
-    if (bench_no_operands(prog, argc, argv)) {
-        fputs(use, stderr);
-        return 2;
-    }
+    int prc = bench_parse("faid-bench --host-path", argc, argv, &sh, own, 1, use);
+    if (prc)
+        return prc > 0 ? 0 : 2;
     if (frames < 10)
         frames = 10;
     faid_diag d;

@@ -107,46 +107,17 @@ static size_t encode(faid_mpw *w, uint8_t *buf, size_t cap, const float *v, cons
 int faid_proto_encode_main(int argc, char **argv)
 {
     pe_opts o = {.npt = 1000, .npeaks = 0, .iters = 200000};
-    enum { O_MODE = 256, O_NPT, O_PEAKS, O_ITERS };
-    static const struct option lo[] = {{"proto-encode", no_argument, NULL, O_MODE},
-                                       {"npt", required_argument, NULL, O_NPT},
-                                       {"peaks", required_argument, NULL, O_PEAKS},
-                                       {"iters", required_argument, NULL, O_ITERS},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+    const bench_opt own[] = {{"proto-encode", BENCH_MODE, NULL, NULL, 0, 0, NULL},
+                             {"npt", BENCH_INT, NULL, &o.npt, 0, 0, NULL},
+                             {"peaks", BENCH_INT, NULL, &o.npeaks, 0, 0, NULL},
+                             {"iters", BENCH_INT, NULL, &o.iters, 0, 0, NULL}};
     const char *prog = "faid-bench --proto-encode";
     const char *use = "usage: faid-bench --proto-encode [--npt N] [--peaks N] [--iters N]\n"
                       "The CPU cost of writing one result message (defaults: 1000 bins, no\n"
                       "peaks, 200000 iterations).\n";
-    bench_getopt_reset();
-    for (int c; (c = bench_getopt(prog, argc, argv, lo)) != -1;) {
-        int bad = 0;
-        switch (c) {
-        case O_MODE:
-            break;
-        case O_NPT:
-            bad = bench_int(prog, "npt", optarg, &o.npt);
-            break;
-        case O_PEAKS:
-            bad = bench_int(prog, "peaks", optarg, &o.npeaks);
-            break;
-        case O_ITERS:
-            bad = bench_int(prog, "iters", optarg, &o.iters);
-            break;
-        case 'h':
-            fputs(use, stdout);
-            return 0;
-        default:
-            fputs(use, stderr);
-            return 2;
-        }
-        if (bad)
-            return 2;
-    }
-    if (bench_no_operands(prog, argc, argv)) {
-        fputs(use, stderr);
-        return 2;
-    }
+    int prc = bench_parse(prog, argc, argv, &(bench_shared){0}, own, 4, use);
+    if (prc)
+        return prc > 0 ? 0 : 2;
     if (o.npt < 1 || o.npeaks < 0 || o.iters < 1) {
         fprintf(stderr, "%s: --npt and --iters must be at least 1, --peaks at least 0\n", prog);
         return 2;

@@ -34,7 +34,7 @@
 int faid_zmq_ceiling_main(int argc, char **argv);
 
 typedef struct zc_opts {
-    long frames;
+    int frames;
     const char *preset;
     const char *config;
     const char *dtype;
@@ -60,17 +60,14 @@ typedef struct zc_run {
     char rx_msg[160], tx_msg[160];
 } zc_run;
 
-static void zc_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE]\n"
-            "                  [--dtype T] [--distinct K] [--io-threads N] [--transport tcp|ipc]\n"
-            "                  [--hwm N] [--json FILE]\n"
-            "PUSH -> PULL over one loopback connection, the frames of `faidctl replay`\n"
-            "(header part + bslz4 payload, zero-copy), msg/s and GB/s from first to last\n"
-            "message received. Defaults: 2000 frames, eiger_4m, uint32, 4 distinct, 1 I/O\n"
-            "thread per side, tcp.\n");
-}
+static const char zc_usage[] =
+    "usage: faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE]\n"
+    "                  [--dtype T] [--distinct K] [--io-threads N] [--transport tcp|ipc]\n"
+    "                  [--hwm N] [--json FILE]\n"
+    "PUSH -> PULL over one loopback connection, the frames of `faidctl replay`\n"
+    "(header part + bslz4 payload, zero-copy), msg/s and GB/s from first to last\n"
+    "message received. Defaults: 2000 frames, eiger_4m, uint32, 4 distinct, 1 I/O\n"
+    "thread per side, tcp.\n";
 
 static int zc_parse(int argc, char **argv, zc_opts *o)
 {
@@ -80,94 +77,21 @@ static int zc_parse(int argc, char **argv, zc_opts *o)
                    .io_threads = 1,
                    .transport = "tcp",
                    .hwm = 0};
-    enum {
-        O_MODE = 256,
-        O_FRAMES,
-        O_PRESET,
-        O_CONFIG,
-        O_DTYPE,
-        O_DISTINCT,
-        O_IO_THREADS,
-        O_TRANSPORT,
-        O_HWM,
-        O_JSON
+    const bench_shared sh = {.frames = &o->frames,
+                             .frames_min = 2,
+                             .config = &o->config,
+                             .dtype = &o->dtype,
+                             .json = &o->json};
+    const bench_opt own[] = {
+        {"zmq-ceiling", BENCH_MODE, NULL, NULL, 0, 0, NULL},
+        {"preset", BENCH_STR, &o->preset, NULL, 0, 0, NULL},
+        {"distinct", BENCH_INT, NULL, &o->distinct, 1, MAX_DISTINCT, NULL},
+        {"io-threads", BENCH_INT, NULL, &o->io_threads, 1, 64, NULL},
+        {"transport", BENCH_STR, &o->transport, NULL, 0, 0, "tcp|ipc"},
+        {"hwm", BENCH_INT, NULL, &o->hwm, 0, INT_MAX, NULL},
     };
-    static const struct option lo[] = {{"zmq-ceiling", no_argument, NULL, O_MODE},
-                                       {"frames", required_argument, NULL, O_FRAMES},
-                                       {"preset", required_argument, NULL, O_PRESET},
-                                       {"config", required_argument, NULL, O_CONFIG},
-                                       {"dtype", required_argument, NULL, O_DTYPE},
-                                       {"distinct", required_argument, NULL, O_DISTINCT},
-                                       {"io-threads", required_argument, NULL, O_IO_THREADS},
-                                       {"transport", required_argument, NULL, O_TRANSPORT},
-                                       {"hwm", required_argument, NULL, O_HWM},
-                                       {"json", required_argument, NULL, O_JSON},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-    const char *prog = "faid-bench --zmq-ceiling";
-    bench_getopt_reset();
-    for (int c; (c = bench_getopt(prog, argc, argv, lo)) != -1;) {
-        const char *v = optarg;
-        int bad = 0;
-        switch (c) {
-        case O_MODE:
-            continue;
-        case 'h':
-            zc_usage(stdout);
-            exit(0);
-        case O_FRAMES: {
-            int frames = 0;
-            if (bench_int(prog, "frames", v, &frames))
-                return -1;
-            o->frames = frames;
-            bad = frames < 2;
-            break;
-        }
-        case O_PRESET:
-            o->preset = v;
-            break;
-        case O_CONFIG:
-            o->config = v;
-            break;
-        case O_DTYPE:
-            o->dtype = v;
-            break;
-        case O_DISTINCT:
-            if (bench_int(prog, "distinct", v, &o->distinct))
-                return -1;
-            bad = o->distinct < 1 || o->distinct > MAX_DISTINCT;
-            break;
-        case O_IO_THREADS:
-            if (bench_int(prog, "io-threads", v, &o->io_threads))
-                return -1;
-            bad = o->io_threads < 1 || o->io_threads > 64;
-            break;
-        case O_TRANSPORT:
-            o->transport = v;
-            bad = strcmp(v, "tcp") != 0 && strcmp(v, "ipc") != 0;
-            break;
-        case O_HWM:
-            if (bench_int(prog, "hwm", v, &o->hwm))
-                return -1;
-            bad = o->hwm < 0;
-            break;
-        case O_JSON:
-            o->json = v;
-            break;
-        default:
-            zc_usage(stderr);
-            return -1;
-        }
-        if (bad) {
-            fprintf(stderr, "%s: bad value '%s' for --%s\n", prog, v, lo[c - O_MODE].name);
-            return -1;
-        }
-    }
-    if (bench_no_operands(prog, argc, argv)) {
-        zc_usage(stderr);
-        return -1;
-    }
-    return 0;
+    return bench_parse("faid-bench --zmq-ceiling", argc, argv, &sh, own,
+                       (int)(sizeof own / sizeof own[0]), zc_usage);
 }
 
 /* The distinct compressed frames, generated as `faidctl replay` does for the same detector. */
@@ -313,8 +237,9 @@ static int zc_sockets(zc_run *r, faid_diag *d)
 int faid_zmq_ceiling_main(int argc, char **argv)
 {
     zc_opts o;
-    if (zc_parse(argc, argv, &o))
-        return 2;
+    int prc = zc_parse(argc, argv, &o);
+    if (prc)
+        return prc > 0 ? 0 : 2;
     faid_log_set_name("faid-bench");
     zc_run *r = calloc(1, sizeof(*r));
     if (!r) {
