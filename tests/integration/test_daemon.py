@@ -82,10 +82,19 @@ stats:
 {extra}"""
 
 
-class Daemon:
-    """faid running on free ports; stop() is idempotent and always leaves no process behind."""
+def curve_client(sock, keys):
+    """Makes sock a CURVE client when keys is (the server's public key, the client's public key,
+    the client's secret key), Z85 as zmq.auth.load_certificate reads them; None leaves it plain."""
+    if keys:
+        sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = keys
 
-    def __init__(self, tmpdir, env=None, wrapper=(), **cfg):
+
+class Daemon:
+    """faid running on free ports; stop() is idempotent and always leaves no process behind.
+    curve: the client keys (see curve_client) of the harness's sockets to it: its control
+    requests, Senders and Receivers."""
+
+    def __init__(self, tmpdir, env=None, wrapper=(), curve=None, **cfg):
         self.ports = {k: free_port() for k in ("in", "out", "lossless", "ctl")}
         self.config = os.path.join(tmpdir, "faid.yaml")
         with open(self.config, "w") as f:
@@ -98,12 +107,14 @@ class Daemon:
         self.proc = subprocess.Popen([*wrapper, FAID, "-c", self.config], stdout=self.log,
                                      stderr=subprocess.STDOUT, env=e)
         self.ctx = zmq.Context()
+        self.curve = curve
         self.returncode = None
 
     def request(self, req, timeout=LONG):
         """One control request on a fresh REQ socket (a lost reply cannot wedge later ones)."""
         s = self.ctx.socket(zmq.REQ)
         s.setsockopt(zmq.LINGER, 0)
+        curve_client(s, self.curve)
         s.connect(ep(self.ports["ctl"]))
         try:
             s.send(msgpack.packb(req) if isinstance(req, dict) else req)
@@ -206,6 +217,7 @@ class Sender:
         self.sock = daemon.ctx.socket(zmq.PUSH)
         self.sock.setsockopt(zmq.LINGER, 2000)
         self.sock.setsockopt(zmq.SNDTIMEO, LONG * 1000)
+        curve_client(self.sock, daemon.curve)
         self.sock.connect(ep(daemon.ports["in"]))
 
     def start(self, series_id=1, **kw):
@@ -236,6 +248,7 @@ class Receiver:
         self.sock = daemon.ctx.socket(zmq.SUB)
         if hwm is not None:
             self.sock.setsockopt(zmq.RCVHWM, hwm)
+        curve_client(self.sock, daemon.curve)
         self.sock.connect(ep(daemon.ports["out"]))
         self.sock.setsockopt(zmq.SUBSCRIBE, b"")
         self.msgs = []
@@ -280,6 +293,7 @@ class LosslessReceiver:
         self.sock.setsockopt(zmq.RCVHWM, 0)
         if name:
             self.sock.setsockopt(zmq.ROUTING_ID, name.encode())
+        curve_client(self.sock, daemon.curve)
         self.sock.connect(ep(daemon.ports["lossless"]))
         self.credit = credit
         self.msgs, self.refusals, self.welcomes = [], [], []

@@ -6,7 +6,8 @@ authorized key, and refuses at once, with the reason, a client without a key, wi
 not authorized, or with the wrong server key; a key authorized later works after a reload. Every
 socket faid serves is a CURVE server (checked with raw pyzmq sockets: plain refused, keyed
 admitted), a connect-mode input stays plain, and without CURVE each socket bound beyond localhost
-is logged as a warning, as is an http.endpoint beyond localhost."""
+is logged as a warning, as is an http.endpoint beyond localhost. The harness's own control
+requests, Sender and Receivers (test_daemon.py) carry the authorized client's keys."""
 
 import os
 import re
@@ -23,7 +24,8 @@ import zmq
 import zmq.auth
 from zmq.utils.monitor import recv_monitor_message
 
-from test_daemon import LONG, Daemon, ep, free_port
+from test_daemon import (LONG, Receiver, Sender, config_text, daemons, ep, frames,  # noqa: F401
+                         free_port, tmpdir_)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("FAID_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "..", "..")))
@@ -63,52 +65,23 @@ def keys(tmp_path):
     return k
 
 
-class CurveDaemon(Daemon):
-    """faid with security.curve; control requests of the harness carry the client's key."""
-
-    def __init__(self, tmpdir, keys, **cfg):
-        self.keys = keys
-        sec = (f"security:\n  curve: true\n  secret_key_file: \"{keys['server_key']}\"\n"
-               f"  authorized_keys: \"{keys['auth']}\"\n")
-        cfg["extra"] = cfg.get("extra", "") + sec
-        super().__init__(tmpdir, **cfg)
-        self.client_pub, self.client_sec = zmq.auth.load_certificate(keys["client_key"])
-        self.server_pub, _ = zmq.auth.load_certificate(keys["server_pub"])
-
-    def secure(self, s):
-        s.curve_serverkey = self.server_pub
-        s.curve_publickey = self.client_pub
-        s.curve_secretkey = self.client_sec
-
-    def request(self, req, timeout=LONG):
-        s = self.ctx.socket(zmq.REQ)
-        s.setsockopt(zmq.LINGER, 0)
-        self.secure(s)
-        s.connect(ep(self.ports["ctl"]))
-        try:
-            s.send(msgpack.packb(req) if isinstance(req, dict) else req)
-            if not s.poll(timeout * 1000):
-                raise TimeoutError("no reply to %r" % (req,))
-            return msgpack.unpackb(s.recv())
-        finally:
-            s.close()
+def client_keys(keys, name="client"):
+    """The harness's CURVE keys (test_daemon.curve_client) of client name against faid's key."""
+    pub, sec = zmq.auth.load_certificate(keys[name + "_key"])
+    return zmq.auth.load_certificate(keys["server_pub"])[0], pub, sec
 
 
 @pytest.fixture
-def curve_daemon(tmp_path, keys):
-    started = []
+def curve_daemon(daemons, keys):
+    """Starts faid with security.curve; the harness's sockets to it carry the client's keys."""
+    sec = (f"security:\n  curve: true\n  secret_key_file: \"{keys['server_key']}\"\n"
+           f"  authorized_keys: \"{keys['auth']}\"\n")
 
     def start(**cfg):
-        sub = tmp_path / ("d%d" % len(started))
-        sub.mkdir()
-        d = CurveDaemon(str(sub), keys, **cfg)
-        started.append(d)
-        d.wait_ready()
-        return d
+        cfg["extra"] = cfg.get("extra", "") + sec
+        return daemons(curve=client_keys(keys), **cfg)
 
-    yield start
-    for d in started:
-        d.stop()
+    return start
 
 
 def handshake(endpoint, kind, keyset=None, timeout=3.0):
@@ -164,7 +137,6 @@ def test_keygen(tmp_path):
 
 def test_config_errors(tmp_path, keys):
     ports = {k: free_port() for k in ("in", "out", "lossless", "ctl")}
-    from test_daemon import config_text
 
     def start(sec):
         conf = tmp_path / "c.yaml"
@@ -319,8 +291,7 @@ def test_every_served_socket_is_curve(curve_daemon, keys):
         input_extra=f"  forward_endpoint: \"{ep(ports['fwd'])}\"\n",
         extra=f"hits:\n  endpoint: \"{ep(ports['hits'])}\"\n"
               f"  request_endpoint: \"{ep(ports['hreq'])}\"\n")
-    good = (d.server_pub, d.client_pub, d.client_sec)
-    opub, osec = zmq.auth.load_certificate(keys["other_key"])
+    good, other = d.curve, client_keys(keys, "other")
     served = {"input": (ep(d.ports["in"]), zmq.PUSH), "output": (ep(d.ports["out"]), zmq.SUB),
               "lossless": (ep(d.ports["lossless"]), zmq.DEALER),
               "control": (ep(d.ports["ctl"]), zmq.REQ),
@@ -328,10 +299,34 @@ def test_every_served_socket_is_curve(curve_daemon, keys):
               "hits": (ep(ports["hits"]), zmq.SUB), "hits request": (ep(ports["hreq"]), zmq.REQ)}
     for what, (endpoint, kind) in served.items():
         assert handshake(endpoint, kind) == "failed", what
-        assert handshake(endpoint, kind, (d.server_pub, opub, osec)) == "failed", what
+        assert handshake(endpoint, kind, other) == "failed", what
         assert handshake(endpoint, kind, good) == "ok", what
     log = d.logtext()
     assert "reachable beyond this host" not in log
+
+    # The harness's own sockets with the keys: frames in through a Sender, results out through
+    # the lossless channel and a SUB Receiver. A PUB subscriber sees only what follows its
+    # handshake: series go out until it has a whole one.
+    ll, rx = Receiver(d, lossless=True), Receiver(d)
+    ll.settle()
+    tx = Sender(d)
+    imgs = frames(2)
+    for series in range(1, 20):
+        tx.start(series_id=series)
+        for k, img in enumerate(imgs):
+            tx.image(k, img, series_id=series)
+        tx.end(series_id=series)
+        ll.collect_until_end(n_ends=series)
+        try:
+            rx.collect_until_end(timeout=5)
+        except TimeoutError:
+            pass
+        whole = [m["frame_id"] for m in rx.of("result") if m["series_id"] == series]
+        if sorted(whole) == [0, 1]:
+            break
+    assert sorted(whole) == [0, 1], rx.msgs
+    assert len(ll.of("result")) == 2 * series and len(ll.of("end")) == series
+    ll.close()
 
 
 def test_connect_mode_input_stays_plain(curve_daemon, keys):
@@ -364,7 +359,6 @@ def test_warnings_beyond_localhost(tmp_path):
     p = distinct_ports(5)
     ports = dict(zip(("in", "out", "lossless", "ctl"), p))
     http = p[4]
-    from test_daemon import config_text
     conf = tmp_path / "c.yaml"
     text = config_text(ports, extra=f"http:\n  endpoint: \"0.0.0.0:{http}\"\n")
     text = text.replace('"%s"' % ep(ports["out"]), '"tcp://*:%d"' % ports["out"])
