@@ -33,15 +33,17 @@ if [ "${FAID_SKIP_SANITIZE:-0}" != 1 ]; then
     # thread (a kernel built lazily by a worker) ASan unmaps it at the thread's exit and dies
     # with "CHECK failed: unable to unmap" (integration.ops, 4 of 4 runs); the stack itself is
     # LLVM's leak, suppressed in lsan.supp.
-    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:use_sigaltstack=0:suppressions=$PWD/tests/asan.supp"
+    # intercept_tls_get_addr=0: after PoCL compiles a kernel in the process (a cold kernel cache,
+    # as on a fresh CI machine), the sanitizer runtime's guess of a dynamic TLS block's size
+    # (its glibc 2.19 header heuristic, google/sanitizers#1322) yields a range like
+    # 0x978-0x800001a7a for the main thread, and LeakSanitizer's tracer dies scanning it at
+    # exit ("Tracer caught signal 11: addr=0x978", `faidctl process` with peaks on PoCL: 13 of
+    # 30 cold-cache runs under load, 0 of 30 with this option). Static TLS, stacks, globals
+    # and the heap are still scanned; only dynamically loaded modules' TLS is not.
+    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:use_sigaltstack=0:intercept_tls_get_addr=0:suppressions=$PWD/tests/asan.supp"
     export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-    # --repeat until-pass:2 in this pass only: LeakSanitizer's own tracer (it stops the world
-    # through ptrace at exit) crashed once at the exit of a `faidctl process` on PoCL ("Tracer
-    # caught signal 11", integration.peaks, 1 of 3 sanitizer passes on 2026-11-22) while the
-    # same test passed in the other two; a failure that repeats still fails the pass, and the
-    # first pass above runs every test once, without retries.
-    (cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 3000 -LE slow --repeat until-pass:2)
+    (cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 3000 -LE slow)
 fi
 
 if [ "${FAID_SKIP_FUZZ:-0}" != 1 ]; then

@@ -36,10 +36,55 @@ LONG = 120  # s, only to turn hangs into failures
 ROWS, COLS = 128, 128
 
 
+def _port_range():
+    """Ports below the kernel's ephemeral range: the kernel never gives them to an outgoing
+    connection or to another process's bind to port 0, which the old way of picking (bind to 0,
+    close, hand the number out) suffered from: CI's sanitizer pass saw one daemon given the same
+    port for input and output (EADDRINUSE, integration.peaks) and a port taken by another test
+    between picking and binding (integration.doc_claims)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        lo = 32768
+    hi = max(lo, 2048)
+    return max(1024, hi - 12000), hi
+
+
+_PORT_STATE = os.path.join(tempfile.gettempdir(), "faid-test-ports.%d" % os.getuid())
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback TCP port that no test process on this machine has been given recently: one
+    counter, shared by every concurrent test process through a locked file, walks the range
+    below the ephemeral ports, and a port that cannot be bound right now is skipped."""
+    import fcntl
+
+    lo, hi = _port_range()
+    with open(_PORT_STATE, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        try:
+            nxt = int(f.read().strip() or 0)
+        except ValueError:
+            nxt = 0
+        port = None
+        for _ in range(hi - lo):
+            cand = lo + nxt % (hi - lo)
+            nxt += 1
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", cand))
+                except OSError:
+                    continue
+            port = cand
+            break
+        f.seek(0)
+        f.truncate()
+        f.write(str(nxt))
+    if port is None:
+        raise RuntimeError("no free loopback port in %d-%d" % (lo, hi - 1))
+    return port
 
 
 def ep(port):
