@@ -57,6 +57,21 @@
 #define OVF_S(k) ovf[(k)]
 #define OVF_N(k) ovf[nnz + (k)]
 #define OVF_V(k) ovf[2 * nnz + (k)]
+/* an entry's variance as the sums take it: 0 where the model keeps none (the azimuthal model's
+ * ovf holds no variances, its kernel no rv) */
+#if NEEDVAR
+#define OVF_VAR(k) OVF_V(k)
+#define REG_VAR(j) rv[(j)]
+#else
+#define OVF_VAR(k) 0.0f
+#define REG_VAR(j) 0.0f
+#endif
+/* a register entry's coefficient */
+#if HAS_COEF
+#define REG_COEF(j) ((double)rc[(j)])
+#else
+#define REG_COEF(j) 1.0
+#endif
 
 /* raking: NCH chunks of CH work-items */
 #define NCH (WG < 32 ? WG : 32)
@@ -74,6 +89,59 @@ static inline float sc_coef(const global float *coefs, int k)
 #else
     return 1.0f;
 #endif
+}
+
+/* A work-item's sums over its kept entries: S = sum c s, O = sum w (w = c n), sum w^2, the count
+ * sum c and, for the poisson and hybrid models, sum c^2 var. */
+typedef struct {
+    double s, w, n2, c, var;
+} sc_sums;
+
+/* t with one entry (coefficient c, signal s, norm nn, variance v) taken in, or taken out when
+ * out (a clipped entry): the one place of the float64 arithmetic of the sums, for the entries in
+ * registers and in ovf alike. */
+static inline sc_sums sc_sums_entry(sc_sums t, double c, float s, float nn, float v, int out)
+{
+    const double w = c * (double)nn;
+    if (out) {
+        t.s -= c * (double)s;
+        t.w -= w;
+        t.n2 -= w * w;
+        t.c -= c;
+#if NEEDVAR
+        t.var -= c * c * (double)v;
+#endif
+    } else {
+        t.s += c * (double)s;
+        t.w += w;
+        t.n2 += w * w;
+        t.c += c;
+#if NEEDVAR
+        t.var += c * c * (double)v;
+#endif
+    }
+    return t;
+}
+
+/* The azimuthal variance's recurrence over a work-item's kept entries in CSR order: s and o are
+ * the sums S_a, O_a of the kept entries before the next one, vv the variance so far. */
+typedef struct {
+    double s, o, vv;
+} sc_az;
+
+/* a with one kept entry (coefficient c, signal s, norm nn) taken in (the term of the kernel's
+ * header comment). */
+static inline sc_az sc_az_entry(sc_az a, double c, float s, float nn)
+{
+    const double sd = (double)s, nd = (double)nn;
+    const double w = c * nd;
+    if (a.o != 0.0) {
+        const double dd = fma(sd, a.o, -(nd * a.s));
+        a.vv += c * c * (dd * dd) / (a.o * (a.o + w));
+    }
+    a.s += c * sd;
+    a.o += w;
+    return a;
 }
 
 /* Whether a kept entry (signal s, norm nn) is clipped: the reference's |s/nn - aver| > thr
@@ -172,39 +240,20 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 
     /* this work-item's sums over its kept entries: taken once, then a clipped entry's share is
      * taken out of them (the sums of a work-item left without entries are set to 0 exactly) */
-    double ts = 0.0, tw = 0.0, tn2 = 0.0, tc = 0.0, tvar = 0.0;
+    sc_sums t;
+    t.s = t.w = t.n2 = t.c = t.var = 0.0;
     int tkept = 0;
 #pragma unroll
     for (int j = 0; j < R; j++) {
         if (rn[j] != 0.0f) {
-#if HAS_COEF
-            const double c = (double)rc[j];
-#else
-            const double c = 1.0;
-#endif
-            const double w = c * (double)rn[j];
-            ts += c * (double)rs[j];
-            tw += w;
-            tn2 += w * w;
-            tc += c;
-#if NEEDVAR
-            tvar += c * c * (double)rv[j];
-#endif
+            t = sc_sums_entry(t, REG_COEF(j), rs[j], rn[j], REG_VAR(j), 0);
             tkept++;
         }
     }
     for (int k = kb + R; k < ke; k++) {
         const float nn = OVF_N(k);
         if (nn != 0.0f) {
-            const double c = (double)sc_coef(coefs, k);
-            const double w = c * (double)nn;
-            ts += c * (double)OVF_S(k);
-            tw += w;
-            tn2 += w * w;
-            tc += c;
-#if NEEDVAR
-            tvar += c * c * (double)OVF_V(k);
-#endif
+            t = sc_sums_entry(t, (double)sc_coef(coefs, k), OVF_S(k), nn, OVF_VAR(k), 0);
             tkept++;
         }
     }
@@ -221,19 +270,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #pragma unroll
             for (int j = 0; j < R; j++) {
                 if (rn[j] != 0.0f && sc_clip(rs[j], rn[j], averf, thrf, aver, thr)) {
-#if HAS_COEF
-                    const double c = (double)rc[j];
-#else
-                    const double c = 1.0;
-#endif
-                    const double w = c * (double)rn[j];
-                    ts -= c * (double)rs[j];
-                    tw -= w;
-                    tn2 -= w * w;
-                    tc -= c;
-#if NEEDVAR
-                    tvar -= c * c * (double)rv[j];
-#endif
+                    t = sc_sums_entry(t, REG_COEF(j), rs[j], rn[j], REG_VAR(j), 1);
                     rn[j] = 0.0f;
                     rem++;
                 }
@@ -241,28 +278,20 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             for (int k = kb + R; k < ke; k++) {
                 const float nn = OVF_N(k);
                 if (nn != 0.0f && sc_clip(OVF_S(k), nn, averf, thrf, aver, thr)) {
-                    const double c = (double)sc_coef(coefs, k);
-                    const double w = c * (double)nn;
-                    ts -= c * (double)OVF_S(k);
-                    tw -= w;
-                    tn2 -= w * w;
-                    tc -= c;
-#if NEEDVAR
-                    tvar -= c * c * (double)OVF_V(k);
-#endif
+                    t = sc_sums_entry(t, (double)sc_coef(coefs, k), OVF_S(k), nn, OVF_VAR(k), 1);
                     OVF_N(k) = 0.0f;
                     rem++;
                 }
             }
             tkept -= rem;
             if (tkept == 0)
-                ts = tw = tn2 = tc = tvar = 0.0;
+                t.s = t.w = t.n2 = t.c = t.var = 0.0;
         }
-        l0[lid] = ts;
-        l1[lid] = tw;
-        l2[lid] = tn2;
-        l3[lid] = tc;
-        l4[lid] = tvar;
+        l0[lid] = t.s;
+        l1[lid] = t.w;
+        l2[lid] = t.n2;
+        l3[lid] = t.c;
+        l4[lid] = t.var;
         lr[lid] = rem;
         barrier(CLK_LOCAL_MEM_FENCE);
         /* raking: chunk lid's inclusive scan of S and O in place, and its sums */
@@ -320,40 +349,20 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         double vv = 0.0;
         if (az) {
             const int ch = lid / CH;
-            double s_a = p0[ch] + (lid % CH ? l0[lid - 1] : 0.0);
-            double o_a = p1[ch] + (lid % CH ? l1[lid - 1] : 0.0);
+            sc_az a;
+            a.s = p0[ch] + (lid % CH ? l0[lid - 1] : 0.0);
+            a.o = p1[ch] + (lid % CH ? l1[lid - 1] : 0.0);
+            a.vv = 0.0;
 #pragma unroll
-            for (int j = 0; j < R; j++) {
-                if (rn[j] != 0.0f) {
-#if HAS_COEF
-                    const double c = (double)rc[j];
-#else
-                    const double c = 1.0;
-#endif
-                    const double sd = (double)rs[j], nd = (double)rn[j];
-                    const double w = c * nd;
-                    if (o_a != 0.0) {
-                        const double dd = fma(sd, o_a, -(nd * s_a));
-                        vv += c * c * (dd * dd) / (o_a * (o_a + w));
-                    }
-                    s_a += c * sd;
-                    o_a += w;
-                }
-            }
+            for (int j = 0; j < R; j++)
+                if (rn[j] != 0.0f)
+                    a = sc_az_entry(a, REG_COEF(j), rs[j], rn[j]);
             for (int k = kb + R; k < ke; k++) {
                 const float nn = OVF_N(k);
-                if (nn != 0.0f) {
-                    const double c = (double)sc_coef(coefs, k);
-                    const double sd = (double)OVF_S(k), nd = (double)nn;
-                    const double w = c * nd;
-                    if (o_a != 0.0) {
-                        const double dd = fma(sd, o_a, -(nd * s_a));
-                        vv += c * c * (dd * dd) / (o_a * (o_a + w));
-                    }
-                    s_a += c * sd;
-                    o_a += w;
-                }
+                if (nn != 0.0f)
+                    a = sc_az_entry(a, (double)sc_coef(coefs, k), OVF_S(k), nn);
             }
+            vv = a.vv;
         }
         lv[lid] = vv;
         barrier(CLK_LOCAL_MEM_FENCE);
