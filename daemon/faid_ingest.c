@@ -123,13 +123,26 @@ static void copy_start_info(faid_server *s, faid_event *e, const faid_input_msg 
         arrays[k]->data = NULL;
         arrays[k]->len = 0;
     }
-    /* user_data of the start message as one msgpack value (DECTRIS CBOR / appendix converted) */
-    if (e->user_data_cap < s->max_user_data) {
-        uint8_t *b = realloc(e->user_data, s->max_user_data);
+    /* user_data of the start message as one msgpack value (DECTRIS CBOR / appendix converted).
+     * The record's buffer is sized by what the message carries: none without user_data, its
+     * length for a native header's, max_user_data only where a conversion's size is not known
+     * before it runs. Reserving max_user_data for every start made each of the FAID_EVENTS
+     * records hold 64 KiB once it had carried a start: allocated memory in use grew by 1.9 MB
+     * over the first 13 minutes of a soak (one series every 25 s) before it levelled off, the
+     * heap profile's third largest consumer (issue 10, defect 14; tests/soak/README.md). */
+    size_t need = m->h.user_data             ? m->h.user_data_len
+                  : m->appendix && m->format ? s->max_user_data
+                                             : 0;
+    if (need == 0)
+        return;
+    if (need > s->max_user_data) /* refused below as before: larger than max_user_data */
+        need = s->max_user_data;
+    if (e->user_data_cap < need) {
+        uint8_t *b = realloc(e->user_data, need);
         if (!b)
             return;
         e->user_data = b;
-        e->user_data_cap = s->max_user_data;
+        e->user_data_cap = need;
     }
     faid_mpw w;
     faid_mpw_init(&w, e->user_data, e->user_data_cap);

@@ -144,7 +144,10 @@ faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t
     }
     size_t nb = (size_t)g->setup->csr->nbins;
     size_t nb2 = g->setup->csr2d ? (size_t)g->setup->csr2d->nbins : 0;
-    g->result_bytes = 4 * array_bound(nb * 4) + 3 * array_bound(nb2 * 4) + 2048 + MAX_USER_DATA;
+    /* Without the frame's user_data: the worker adds the length each frame carries (reserving
+     * MAX_USER_DATA here gave every slot's result buffer 64 KiB more than a frame without
+     * user_data needs: 2 MiB more in use once each slot had served, issue 10, defect 14). */
+    g->result_bytes = 4 * array_bound(nb * 4) + 3 * array_bound(nb2 * 4) + 2048;
     if (g->setup->csr_bg) /* peaks: 7 arrays of max_num_peaks, 4 of background bins */
         g->result_bytes += 7 * array_bound((size_t)cfg->peaks.max_num_peaks * 4) +
                            4 * array_bound((size_t)g->setup->csr_bg->nbins * 4) + 256;

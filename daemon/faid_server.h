@@ -70,7 +70,7 @@ typedef struct faid_gen {
     int start_geometry;
     faid_geometry geometry; /* the one in force (start or configuration) */
     uint64_t cfg_version;   /* the configuration it was built from (faid_server.cfg_version) */
-    size_t result_bytes;    /* upper bound of one encoded result body */
+    size_t result_bytes;    /* upper bound of one encoded result body, its user_data aside */
     size_t start_bytes;     /* upper bound of one encoded start body */
 } faid_gen;
 

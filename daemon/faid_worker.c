@@ -128,7 +128,7 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
     faid_gen *g = w->active;
     int64_t done_mono = faid_now_ns();
     int64_t done_wall = faid_wall_ns();
-    if (rc == 0 && faid_slot_reserve(slot, g->result_bytes) != 0)
+    if (rc == 0 && faid_slot_reserve(slot, g->result_bytes + slot->h.user_data_len) != 0)
         rc = faid_fail(d, FAID_ENOMEM, "out of memory for the result message");
     if (rc == 0 &&
         (rc = encode_result(wk, slot, g->results[wk->index], pop_ns, done_mono, done_wall)) != 0)

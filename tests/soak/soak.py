@@ -101,6 +101,7 @@ class Daemon:
         env = dict(os.environ)
         env.setdefault("POCL_MAX_PTHREAD_COUNT", "2")
         cmd = shlex.split(args.wrapper) + [args.faid, "-c", self.cfgs[0]]
+        self.faid = args.faid
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.ctx = zmq.Context()
         self.pid = None
@@ -132,16 +133,29 @@ class Daemon:
         self.pid = self.find_pid()
 
     def find_pid(self):
-        """The faid process itself (a wrapper such as valgrind may be its parent or be it)."""
-        pid = self.proc.pid
-        try:
-            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-                kids = [int(x) for x in f.read().split()]
-            if kids:
-                return kids[0]
-        except OSError:
-            pass
-        return pid
+        """The faid process itself. A wrapper may be faid (valgrind execs its tool in place) or
+        its parent or grandparent (heaptrack is a shell script that starts faid with its
+        preload library, with helper processes beside it): the first descendant whose executable
+        is the faid binary, else the process started."""
+        want = os.path.realpath(self.faid)
+        todo, seen = [self.proc.pid], set()
+        while todo:
+            pid = todo.pop(0)
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                if os.path.realpath("/proc/%d/exe" % pid) == want:
+                    return pid
+            except OSError:
+                pass
+            try:
+                for task in os.listdir("/proc/%d/task" % pid):
+                    with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                        todo += [int(x) for x in f.read().split()]
+            except OSError:
+                pass
+        return self.proc.pid
 
     def sample(self):
         st = {}
@@ -158,7 +172,11 @@ class Daemon:
 
     def stop(self, timeout=600):
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            # To faid itself: a wrapper script (heaptrack) would not pass the signal on.
+            try:
+                os.kill(self.pid or self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
