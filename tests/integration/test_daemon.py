@@ -139,6 +139,8 @@ class Daemon:
     curve: the client keys (see curve_client) of the harness's sockets to it: its control
     requests, Senders and Receivers."""
 
+    curve = None  # also for daemons launched without __init__ (test_multiin builds its own config)
+
     def __init__(self, tmpdir, env=None, wrapper=(), curve=None, **cfg):
         self.ports = {k: free_port() for k in ("in", "out", "lossless", "ctl")}
         self.config = os.path.join(tmpdir, "faid.yaml")
