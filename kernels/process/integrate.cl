@@ -294,9 +294,9 @@ static inline void write_bin(faid_acc a, int b, int nbins, float empty, __global
     sums[3 * nbins + b] = a.o2.s0;
 }
 
-/* Tree reduction of the work-group's partial accumulators, then work-item 0 writes bin b. */
-static inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, int nbins,
-                                    float empty, __global float *out, __global float *sums)
+/* Tree reduction of the work-group's partial accumulators into scratch slot 0, taken by every
+ * work-item: the one order of the merges, for a frame alone and in a batch alike. */
+static inline void reduce_tree(faid_acc a, __local float2 *scratch)
 {
     int lid = get_local_id(0);
     int wg = get_local_size(0);
@@ -309,7 +309,14 @@ static inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, 
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid != 0)
+}
+
+/* The tree reduction, then work-item 0 writes bin b. */
+static inline void reduce_and_write(faid_acc a, __local float2 *scratch, int b, int nbins,
+                                    float empty, __global float *out, __global float *sums)
+{
+    reduce_tree(a, scratch);
+    if (get_local_id(0) != 0)
         return;
     write_bin(acc_load(scratch, 0), b, nbins, empty, out, sums);
 }
@@ -358,18 +365,8 @@ __kernel void faid_integrate_raw(__global const raw_t *raw, __global const float
 static inline void reduce_write_sync(faid_acc a, __local float2 *scratch, int b, int nbins,
                                      float empty, __global float *out, __global float *sums)
 {
-    int lid = get_local_id(0);
-    int wg = get_local_size(0);
-    acc_store(scratch, lid, acc_norm(a));
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = wg >> 1; step > 0; step >>= 1) {
-        if (lid < step) {
-            faid_acc m = acc_merge(acc_load(scratch, lid), acc_load(scratch, lid + step));
-            acc_store(scratch, lid, m);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0)
+    reduce_tree(a, scratch);
+    if (get_local_id(0) == 0)
         write_bin(acc_load(scratch, 0), b, nbins, empty, out, sums);
     barrier(CLK_LOCAL_MEM_FENCE);
 }
