@@ -461,12 +461,15 @@ static void bbox_deltas(const pixsrc *s, int need_chi, double *d0, double *d1)
 
 typedef struct {
     double min0, maxin0, max0, min1, maxin1, max1;
+    int bins0, bins1;      /* radial bins; azimuthal bins (1 without a cake) */
+    double delta0, delta1; /* their widths */
 } bounds;
 
 /* Ranges as pyFAI's calc_boundaries + calc_upper_bound: data extent over unmasked pixels unless
- * given, radial lower bound >= 0 (all faid units are positive), chi clipped to [-pi, pi]. */
+ * given, radial lower bound >= 0 (all faid units are positive), chi clipped to [-pi, pi]; then
+ * the bins and their widths, and the ranges recorded in csr. */
 static void calc_bounds(const faid_csr_params *p, double scale, double rmin, double rmax,
-                        double cmin, double cmax, bounds *b)
+                        double cmin, double cmax, faid_csr *csr, bounds *b)
 {
     b->min0 = rmin > 0.0 ? rmin : 0.0;
     b->maxin0 = rmax > 0.0 ? rmax : 0.0;
@@ -488,6 +491,14 @@ static void calc_bounds(const faid_csr_params *p, double scale, double rmin, dou
     }
     b->max0 = upper_bound(b->maxin0);
     b->max1 = upper_bound(b->maxin1);
+    b->bins0 = p->npt_rad;
+    b->bins1 = p->npt_azim > 0 ? p->npt_azim : 1;
+    b->delta0 = (b->max0 - b->min0) / (double)b->bins0;
+    b->delta1 = (b->max1 - b->min1) / (double)b->bins1;
+    csr->rad_min = b->min0;
+    csr->rad_max = b->max0;
+    csr->azim_min = b->min1;
+    csr->azim_max = b->max1;
 }
 
 static int build_bbox(const pixsrc *s, const faid_csr_params *p, double scale, faid_csr *csr,
@@ -527,14 +538,9 @@ static int build_bbox(const pixsrc *s, const faid_csr_params *p, double scale, f
         }
     }
     bounds b;
-    calc_bounds(p, scale, rmin, rmax, cmin, cmax, &b);
-    int bins0 = p->npt_rad, bins1 = two_d ? p->npt_azim : 1;
-    double delta0 = (b.max0 - b.min0) / (double)bins0;
-    double delta1 = (b.max1 - b.min1) / (double)bins1;
-    csr->rad_min = b.min0;
-    csr->rad_max = b.max0;
-    csr->azim_min = b.min1;
-    csr->azim_max = b.max1;
+    calc_bounds(p, scale, rmin, rmax, cmin, cmax, csr, &b);
+    const int bins0 = b.bins0, bins1 = b.bins1;
+    const double delta0 = b.delta0, delta1 = b.delta1;
 
     builder bl;
     int rc = builder_init(&bl, csr->nbins, (int64_t)npix + (int64_t)npix / 2);
@@ -652,14 +658,9 @@ static int build_full(const pixsrc *s, const faid_csr_params *p, double scale, f
         }
     }
     bounds b;
-    calc_bounds(p, scale, rmin, rmax, cmin, cmax, &b);
-    int bins0 = p->npt_rad, bins1 = two_d ? p->npt_azim : 1;
-    double delta0 = (b.max0 - b.min0) / (double)bins0;
-    double delta1 = (b.max1 - b.min1) / (double)bins1;
-    csr->rad_min = b.min0;
-    csr->rad_max = b.max0;
-    csr->azim_min = b.min1;
-    csr->azim_max = b.max1;
+    calc_bounds(p, scale, rmin, rmax, cmin, cmax, csr, &b);
+    const int bins0 = b.bins0, bins1 = b.bins1;
+    const double delta0 = b.delta0, delta1 = b.delta1;
 
     builder bl;
     int rc = builder_init(&bl, csr->nbins, (int64_t)npix * 2);
