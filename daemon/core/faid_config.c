@@ -1209,6 +1209,7 @@ static int apply_document(const ctx *c, faid_config *cfg, faid_diag *d)
                          c->what, node_line(root));
     int seen[FAID_CONFIG_MAX_OPTIONS] = {0};
     int seen_section[FAID_CONFIG_MAX_OPTIONS] = {0};
+    int nset = 0; /* options the document sets */
     for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
          pr++) {
         yaml_node_t *kn = yaml_document_get_node(c->doc, pr->key);
@@ -1223,6 +1224,7 @@ static int apply_document(const ctx *c, faid_config *cfg, faid_diag *d)
         if (!is_section(k)) {
             if ((rc = apply_key(c, k, kn, vn, cfg, seen, d)))
                 return rc;
+            nset++;
             continue;
         }
         /* Sections are recorded by the index of their first option to catch duplicates. */
@@ -1253,8 +1255,16 @@ static int apply_document(const ctx *c, faid_config *cfg, faid_diag *d)
             snprintf(full, sizeof full, "%s.%s", k, sub);
             if ((rc = apply_key(c, full, kk, vv, cfg, seen, d)))
                 return rc;
+            nset++;
         }
     }
+    /* Sections whose keys are all commented out set nothing either: the same built-in default
+     * as an empty file, so the same error (only a bare `{}` asks for the defaults). */
+    if (c->is_file && nset == 0 && root->data.mapping.pairs.top > root->data.mapping.pairs.start)
+        return faid_fail(d, FAID_ECONFIG,
+                         "%s: the configuration file sets no option (its sections are empty); "
+                         "write `{}` to mean the built-in defaults",
+                         c->what);
     return 0;
 }
 

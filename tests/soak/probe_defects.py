@@ -1011,7 +1011,9 @@ def probe_11(tmp):
 def probe_12(tmp):
     figs = []
     texts = {"empty": "", "comments": "# nothing\n# here\n", "blank": "\n  \n\n",
-             "doc-marker": "---\n", "null": "~\n", "comment+marker": "# c\n---\n...\n"}
+             "doc-marker": "---\n", "null": "~\n", "comment+marker": "# c\n---\n...\n",
+             "bare-sections": "detector:\n#  preset: eiger2_4m\ninput:\n#  endpoint: x\n",
+             "null-sections": "detector: null\ninput: ~\n", "empty-section": "detector: {}\n"}
     for label, text in texts.items():
         path = os.path.join(tmp, "%s.yaml" % label)
         with open(path, "w") as f:
@@ -1022,7 +1024,8 @@ def probe_12(tmp):
             raise Fail("%s config: faid started (still running after 30 s)" % label)
         check(p.returncode != 0 and path in p.stderr, "%s: rc %d, %s" % (label, p.returncode,
                                                                           p.stderr[-200:]))
-    figs.append("faid -c refuses %d empty/comment-only files naming them" % len(texts))
+    figs.append("faid -c refuses %d empty, comment-only or option-less files naming them"
+                % len(texts))
     d = start(tmp, "d12")
     try:
         for label in texts:

@@ -372,6 +372,17 @@ static void test_empty_file(void)
         CHECK_MSG(strstr(d.msg, "empty.yaml") && strstr(d.msg, "empty configuration"),
                   "case %zu: %s", i, d.msg);
     }
+    /* Sections without keys (every key under them commented out) set nothing either: found by
+     * tests/soak/probe_defects.py after the fix above, which let them start the defaults. */
+    static const char *const bare[] = {"detector:\n", "detector:\n#  preset: eiger2_4m\ninput:\n",
+                                       "detector: null\ninput: null\n", "detector: {}\n"};
+    for (size_t i = 0; i < sizeof bare / sizeof bare[0]; i++) {
+        faid_config c;
+        faid_diag d = {0};
+        CHECK_MSG(load_file("bare.yaml", bare[i], &c, &d) == FAID_ECONFIG, "bare case %zu", i);
+        CHECK_MSG(strstr(d.msg, "bare.yaml") && strstr(d.msg, "sets no option"),
+                  "bare case %zu: %s", i, d.msg);
+    }
     faid_config c, def;
     faid_diag d = {0};
     faid_config_default(&def);
