@@ -876,7 +876,8 @@ def probe_9(tmp):
         # single allocation over 64 MB reported as out-of-memory: the harness's own buffers are
         # at most 1 MiB, so only a size taken from the chunk's header could exceed it.
         r = subprocess.run([os.path.join(fz, "bin", "fuzz_codec"), "-max_total_time=20",
-                            "-malloc_limit_mb=64", os.path.join(corpus, "c")],
+                            "-malloc_limit_mb=64", "-artifact_prefix=%s/" % tmp,
+                            os.path.join(corpus, "c")],
                            capture_output=True, text=True, timeout=120)
         last = [ln for ln in r.stderr.splitlines() if "cov:" in ln]
         fig = "fuzz_codec 20 s, malloc cap 64 MB: rc %d, %s" % (
@@ -1048,7 +1049,8 @@ def probe_13(tmp):
     # climbs far above the ~20 edges of a harness-only build within seconds.
     corpus = os.path.join(tmp, "c13")
     os.makedirs(corpus)
-    r = subprocess.run([os.path.join(fz, "bin", "fuzz_codec"), "-max_total_time=15", corpus],
+    r = subprocess.run([os.path.join(fz, "bin", "fuzz_codec"), "-max_total_time=15",
+                        "-artifact_prefix=%s/" % tmp, corpus],
                        capture_output=True, text=True, timeout=300)
     lines = [ln for ln in r.stderr.splitlines() if "cov:" in ln]
 
