@@ -6,7 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GLIBC__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FAID_SANITIZER_MALLOC 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define FAID_SANITIZER_MALLOC 1
+#endif
+
+/* Under AddressSanitizer malloc is the sanitizer's, and its mallinfo2() answers zeros: the
+ * allocator's figures are then reported as 0 ("not told"), like on a C library without it. */
+#if defined(__GLIBC__) && !defined(FAID_SANITIZER_MALLOC)
 #include <malloc.h>
 #if __GLIBC_PREREQ(2, 33)
 #define FAID_HAVE_MALLINFO2 1
