@@ -19,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,11 +96,11 @@ static faid_ratelimit rl_conn;
  * accept() in a loop (3 s of CPU in 5 s) and control could not accept faidctl. The soft limit is
  * raised to the hard one (deploy/faid.service sets 65536); the rest is the deployment's job
  * (deploy/multi-host.md, "Deploying the input"). */
-static void raise_nofile(void)
+static int64_t raise_nofile(void)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-        return;
+        return 0;
     rlim_t before = rl.rlim_cur;
     /* An unlimited hard limit is not a valid soft one: the kernel's nr_open default. */
     rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > ((rlim_t)1 << 20)
@@ -108,11 +111,56 @@ static void raise_nofile(void)
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
             FAID_WARN("main", "cannot raise the descriptor limit from %llu to %llu: %s",
                       (unsigned long long)before, (unsigned long long)rl.rlim_max, strerror(errno));
-            return;
+            return (int64_t)before;
         }
     }
     FAID_INFO("main", "descriptor limit %llu (was %llu)", (unsigned long long)rl.rlim_cur,
               (unsigned long long)before);
+    return (int64_t)rl.rlim_cur;
+}
+
+/* The input connections faid keeps open: the descriptor limit less a reserve (a quarter, 192 to
+ * 1024) for faid's own descriptors (about 30), control clients, files, and the burst of one
+ * accept backlog (libzmq's 100) that libzmq takes before the cap reacts; below 208 descriptors,
+ * a quarter of them. At the limit itself libzmq's listeners retry a failing accept() without
+ * pause (control's has no monitor to slow it): tests/soak/probe_defects.py saw 4.0 s of CPU in
+ * 5.4 s and control answering after 5.2 s (soft = hard = 256, 600 idle connections), so the
+ * input must not be the one to reach it. */
+static int64_t connection_cap(int64_t nofile)
+{
+    if (nofile <= 0)
+        return 0;
+    int64_t reserve = nofile / 4;
+    reserve = reserve < 192 ? 192 : reserve > 1024 ? 1024 : reserve;
+    if (nofile > reserve + 16)
+        return nofile - reserve;
+    return nofile / 4 > 0 ? nofile / 4 : 1;
+}
+
+/* Whether fd is still an accepted (not listening) socket of the input endpoint `where`: the
+ * monitor reports a connection after the fact, and by then it may have closed and its number
+ * been reused. TCP: same local port; ipc: a Unix stream socket. */
+static int input_fd_matches(int fd, const char *where)
+{
+    int listening = 0;
+    socklen_t ol = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ol) != 0 || listening)
+        return 0;
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    if (getsockname(fd, (struct sockaddr *)&sa, &sl) != 0)
+        return 0;
+    if (strncmp(where, "ipc://", 6) == 0)
+        return sa.ss_family == AF_UNIX;
+    const char *colon = strrchr(where, ':');
+    if (strncmp(where, "tcp://", 6) != 0 || !colon)
+        return 0;
+    long port = strtol(colon + 1, NULL, 10);
+    if (sa.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&sa)->sin_port) == port;
+    if (sa.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&sa)->sin6_port) == port;
+    return 0;
 }
 
 /* One event of the input socket's monitor: [uint16 event, uint32 value][endpoint]. Returns the
@@ -142,7 +190,24 @@ static int input_event(faid_server *s, void *mon)
     zmq_msg_close(&head);
     zmq_msg_close(&addr);
     switch (ev) {
-    case ZMQ_EVENT_ACCEPTED:
+    case ZMQ_EVENT_ACCEPTED: {
+        faid_stat_add(&s->in_accepted, 1);
+        FAID_DEBUG("input", "connection on %s", where);
+        uint64_t open = faid_stat_get(&s->in_accepted) - faid_stat_get(&s->in_closed);
+        if (s->in_conn_cap > 0 && open > (uint64_t)s->in_conn_cap &&
+            input_fd_matches((int)value, where)) {
+            /* libzmq owns the descriptor: shutdown() makes its engine see the end of the
+             * stream and close the connection (counted as closed by its own event). */
+            shutdown((int)value, SHUT_RDWR);
+            faid_stat_add(&s->in_over_cap, 1);
+            faid_log_ratelimited(&rl_conn, FAID_LOG_WARN, "input",
+                                 "a connection on %s closed at once: %lld input connections are "
+                                 "open (the cap: descriptor limit less a reserve; status "
+                                 "input.over_cap counts these)",
+                                 where, (long long)s->in_conn_cap);
+        }
+        break;
+    }
     case ZMQ_EVENT_CONNECTED:
         faid_stat_add(&s->in_accepted, 1);
         FAID_DEBUG("input", "connection on %s", where);
@@ -368,7 +433,7 @@ int main(int argc, char **argv)
     }
     FAID_INFO("main", "faid %s starting (%s)", FAID_VERSION,
               config_path ? config_path : "embedded default configuration");
-    raise_nofile();
+    int64_t nofile = raise_nofile();
     /* The HTTP server comes first, so /healthz answers "starting" while the kernels build. */
     faid_http *http = NULL;
     if (cfg->http_endpoint[0] && !(http = faid_http_new(cfg->http_endpoint, &d))) {
@@ -385,6 +450,8 @@ int main(int argc, char **argv)
         return 1;
     }
     s->http = http;
+    s->in_conn_cap = connection_cap(nofile);
+    FAID_INFO("main", "input connections capped at %lld", (long long)s->in_conn_cap);
     if (http)
         faid_http_attach(http, s);
     if (faid_server_start(s, &d)) {

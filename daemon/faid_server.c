@@ -514,6 +514,7 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     atomic_init(&s->in_accepted, 0u);
     atomic_init(&s->in_closed, 0u);
     atomic_init(&s->in_accept_failed, 0u);
+    atomic_init(&s->in_over_cap, 0u);
     atomic_init(&s->pin_frames, 0u);
     atomic_init(&s->pin_fallback, 0u);
 

@@ -203,7 +203,9 @@ struct faid_server {
                                           * (main thread) */
     int64_t input_max_msg;               /* ZMQ_MAXMSGSIZE of the input socket */
     /* input connections (main thread writes, status / stats read) */
-    atomic_uint_fast64_t in_accepted, in_closed, in_accept_failed;
+    atomic_uint_fast64_t in_accepted, in_closed, in_accept_failed, in_over_cap;
+    /* most accepted input connections kept open (faid_main.c, input_event); 0 = no cap */
+    int64_t in_conn_cap;
     /* the pinned input arena (input.pinned_bytes), or NULL; frames copied into it by ingest and
      * frames that did not fit (the worker copied them) */
     faid_pinned *pinned;

@@ -212,6 +212,8 @@
     X(ACCEPTED, "accepted")                                                                        \
     X(CLOSED, "closed")                                                                            \
     X(ACCEPT_FAILED, "accept_failed")                                                              \
+    X(CONNECTION_CAP, "connection_cap")                                                            \
+    X(OVER_CAP, "over_cap")                                                                        \
     X(DEPTH, "depth")                                                                              \
     X(CAPACITY, "capacity")                                                                        \
     X(POLICY, "policy")                                                                            \
@@ -548,6 +550,8 @@
     X(STATUS_INPUT, ACCEPTED, "uint", REQ, "accepted (or connected, in connect mode)")            \
     X(STATUS_INPUT, CLOSED, "uint", REQ, "closed by the peer, or by ZeroMQ for an oversized part or a protocol error") \
     X(STATUS_INPUT, ACCEPT_FAILED, "uint", REQ, "accepts that failed (e.g. the descriptor limit)") \
+    X(STATUS_INPUT, CONNECTION_CAP, "uint", REQ, "most input connections kept open: the descriptor limit less a reserve for control and files") \
+    X(STATUS_INPUT, OVER_CAP, "uint", REQ, "connections closed as soon as accepted because `connection_cap` were open") \
     X(STATUS_QUEUE, DEPTH, "uint", REQ, "frames waiting")                                          \
     X(STATUS_QUEUE, CAPACITY, "uint", REQ, "frame queue capacity")                                 \
     X(STATUS_QUEUE, POLICY, "str", REQ, "backpressure policy")                                     \

@@ -579,6 +579,8 @@ void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
     kv_uint(w, FAID_K_ACCEPTED, s->input.accepted);
     kv_uint(w, FAID_K_CLOSED, s->input.closed);
     kv_uint(w, FAID_K_ACCEPT_FAILED, s->input.accept_failed);
+    kv_uint(w, FAID_K_CONNECTION_CAP, s->input.connection_cap);
+    kv_uint(w, FAID_K_OVER_CAP, s->input.over_cap);
     faid_mpw_map_end(w);
 
     faid_mpw_key(w, FAID_K_QUEUE);

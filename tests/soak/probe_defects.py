@@ -772,11 +772,14 @@ def probe_7(tmp):
                 unanswered += r is None
                 time.sleep(0.25)
             cpu, wall = cpu_s(d.proc.pid) - cpu0, time.monotonic() - w0
+            inp = d.status()["input"]
             img = frames(1)[0]
             Sender(d).image(0, img)
             d.wait_counters(lambda c: c["processed"] == 1, "frame beside the idle connections")
-            fig = ("%s, %d conns: CPU %.2f s in %.1f s, control worst %.2f s, %d unanswered"
-                   % (label, nconn, cpu, wall, worst, unanswered))
+            fig = ("%s, %d conns: CPU %.2f s in %.1f s, control worst %.2f s, %d unanswered, "
+                   "%s failed accepts, %s closed over the cap of %s"
+                   % (label, nconn, cpu, wall, worst, unanswered, inp["accept_failed"],
+                      inp.get("over_cap"), inp.get("connection_cap")))
             figs.append(fig)
             check(cpu < 0.5 * wall and unanswered == 0, fig)
         finally:
