@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -150,8 +152,11 @@ static int input_fd_matches(int fd, const char *where)
     socklen_t sl = sizeof sa;
     if (getsockname(fd, (struct sockaddr *)&sa, &sl) != 0)
         return 0;
-    if (strncmp(where, "ipc://", 6) == 0)
-        return sa.ss_family == AF_UNIX;
+    if (strncmp(where, "ipc://", 6) == 0) {
+        const struct sockaddr_un *un = (const struct sockaddr_un *)&sa;
+        return sa.ss_family == AF_UNIX && sl > offsetof(struct sockaddr_un, sun_path) &&
+               strncmp(un->sun_path, where + 6, sizeof un->sun_path) == 0;
+    }
     const char *colon = strrchr(where, ':');
     if (strncmp(where, "tcp://", 6) != 0 || !colon)
         return 0;
