@@ -102,6 +102,8 @@ class Daemon:
         env.setdefault("POCL_MAX_PTHREAD_COUNT", "2")
         cmd = shlex.split(args.wrapper) + [args.faid, "-c", self.cfgs[0]]
         self.faid = args.faid
+        self.lossless_buffer = 0 if args.no_lossless else args.lossless_buffer
+        self.pinned_bytes = 0  # from status, once faid answers
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.ctx = zmq.Context()
         self.pid = None
@@ -131,6 +133,7 @@ class Daemon:
         else:
             raise TimeoutError("faid never answered")
         self.pid = self.find_pid()
+        self.pinned_bytes = self.request({"cmd": "status"})["input"].get("pinned_bytes", 0)
 
     def find_pid(self):
         """The faid process itself. A wrapper may be faid (valgrind execs its tool in place) or
@@ -168,7 +171,35 @@ class Daemon:
             st["fds"] = len(os.listdir("/proc/%d/fd" % self.pid))
         except OSError:
             pass
+        st.update(self.anon_split())
         return st
+
+    def anon_split(self):
+        """The resident anonymous memory (smaps `Anonymous`, kB) of the two big buffers faid
+        allocates once, told apart by their size, and of everything else (malloc arenas,
+        stacks, runtime buffers): the lossless ring (output.lossless_buffer, mapped; its pages
+        follow what is held) and the input arena (input.pinned_bytes; plain memory with the ref
+        device and PoCL, whose pages stay resident once a backlog has reached them)."""
+        ring = arena = other = 0
+        lo_ring, lo_arena = self.lossless_buffer, self.pinned_bytes
+        size = 0
+        try:
+            with open("/proc/%d/smaps" % self.pid) as f:
+                for line in f:
+                    if line[0] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+                        a, b = line.split(" ", 1)[0].split("-")
+                        size = int(b, 16) - int(a, 16)
+                    elif line.startswith("Anonymous:"):
+                        kb = int(line.split()[1])
+                        if lo_ring and lo_ring <= size <= lo_ring + (64 << 10):
+                            ring += kb
+                        elif lo_arena and lo_arena <= size <= lo_arena + (1 << 20):
+                            arena += kb
+                        else:
+                            other += kb
+        except OSError:
+            return {}
+        return {"ring": ring, "inarena": arena, "otheranon": other}
 
     def stop(self, timeout=600):
         if self.proc.poll() is None:
@@ -376,7 +407,8 @@ def slope_mb_per_min(samples, frac_from=0.0, key="rss_kb"):
 
 # used = in_use - mmap: the bytes in use inside the arenas (the mapped blocks are the big buffers
 # allocated once: the lossless ring, the input arena; counted at their mapped, not resident, size).
-MEM_KINDS = ("rss", "anon", "used", "free", "heap", "mmap")
+# ring, inarena, otheranon: the resident anonymous memory split by mapping (Daemon.anon_split).
+MEM_KINDS = ("rss", "anon", "used", "free", "heap", "mmap", "ring", "inarena", "otheranon")
 
 
 def minute_means(samples):
@@ -432,9 +464,10 @@ def main(argv=None):
         reloads = reload_failures = 0
         next_reload = t0 + args.reload_every if args.reload_every > 0 else float("inf")
         next_sample = t0
-        print("%7s %9s %7s %9s %9s %7s %7s %9s %8s %7s %7s %7s %7s %7s %3s %5s %4s" % (
+        print("%7s %9s %7s %9s %9s %7s %7s %9s %8s %7s %7s %7s %7s %7s %3s %6s %6s %5s %4s" % (
             "t_s", "sent", "bad", "received", "processed", "failed", "dropped", "ll_results",
-            "rss_MB", "anon", "file", "used", "free", "heap", "ar", "fds", "thr"), flush=True)
+            "rss_MB", "anon", "file", "used", "free", "heap", "ar", "ring", "inar", "fds", "thr"),
+            flush=True)
 
         def take_sample():
             st = d.request({"cmd": "status"})
@@ -456,15 +489,19 @@ def main(argv=None):
                  "heap_kb": mem.get("heap_bytes", 0) / 1024,
                  "mmap_kb": mem.get("mmap_bytes", 0) / 1024,
                  "used_kb": (mem.get("in_use_bytes", 0) - mem.get("mmap_bytes", 0)) / 1024,
+                 # RssAnon split (smaps): lossless ring, input arena, the rest
+                 "ring_kb": m.get("ring", 0), "inarena_kb": m.get("inarena", 0),
+                 "otheranon_kb": m.get("otheranon", 0),
                  "arenas": mem.get("arenas", 0),
                  "reloads": reloads, "subscribers": churn.subscribers if churn else 0}
             samples.append(s)
-            print("%7.1f %9d %7d %9d %9d %7d %7d %9d %8.1f %7.1f %7.1f %7.2f %7.2f %7.2f %3d %5d "
-                  "%4d" % (
+            print("%7.1f %9d %7d %9d %9d %7d %7d %9d %8.1f %7.1f %7.1f %7.2f %7.2f %7.2f %3d "
+                  "%6.2f %6.2f %5d %4d" % (
                       s["t"], s["sent"], s["bad"], s["received"], s["processed"], s["failed"],
                       s["dropped"], s["ll_results"], s["rss_kb"] / 1024, s["anon_kb"] / 1024,
                       s["file_kb"] / 1024, s["used_kb"] / 1024, s["free_kb"] / 1024,
-                      s["heap_kb"] / 1024, s["arenas"], s["fds"], s["threads"]), flush=True)
+                      s["heap_kb"] / 1024, s["arenas"], s["ring_kb"] / 1024,
+                      s["inarena_kb"] / 1024, s["fds"], s["threads"]), flush=True)
             return st
 
         while not tx.done.is_set():
@@ -575,7 +612,7 @@ def main(argv=None):
     print("memory slopes, MB/min (whole run / second half / last third):")
     for k in MEM_KINDS:
         sl = summary["slopes_mb_min"][k]
-        print("  %-7s %7.3f %7.3f %7.3f" % (k, sl["all"], sl["second_half"], sl["last_third"]))
+        print("  %-9s %7.3f %7.3f %7.3f" % (k, sl["all"], sl["second_half"], sl["last_third"]))
     print("malloc arenas: %d first, %d last, %d max" % (
         summary["arenas_first"], summary["arenas_last"], summary["arenas_max"]))
     print("minute means, MB (%s):" % ", ".join(MEM_KINDS))
