@@ -584,7 +584,7 @@
     X(STATUS_DEVICE, TABLE_US, "float", REQ, "mean time ingest spent parsing the frame's block table, since start or `reset`")\
     X(STATUS_MEMORY, RSS_BYTES, "uint", REQ, "resident memory (`VmRSS`)")                          \
     X(STATUS_MEMORY, RSS_ANON_BYTES, "uint", REQ, "its anonymous part (`RssAnon`: heaps, thread arenas, mappings, stacks; the rest is pages of files, mostly the libraries)")\
-    X(STATUS_MEMORY, HEAP_BYTES, "uint", REQ, "bytes the C library's allocator holds in its arenas (the main heap and the arenas it makes for threads; glibc `mallinfo2().arena`); 0 where the C library does not tell")\
+    X(STATUS_MEMORY, HEAP_BYTES, "uint", REQ, "bytes the C library's allocator holds in its arenas (the main heap and the arenas it makes for threads; glibc `mallinfo2().arena`); this and the four below are 0 where the C library does not tell (not glibc, or a build with AddressSanitizer, whose malloc it is)")\
     X(STATUS_MEMORY, MMAP_BYTES, "uint", REQ, "large blocks the allocator mapped one by one (`hblkhd`), all in use")\
     X(STATUS_MEMORY, IN_USE_BYTES, "uint", REQ, "allocated and not freed: in the arenas (`uordblks`) plus `mmap_bytes`; a leak raises it. `heap_bytes = in_use_bytes - mmap_bytes + free_bytes`")\
     X(STATUS_MEMORY, FREE_BYTES, "uint", REQ, "free inside the arenas, kept by the allocator (`fordblks`): fragmentation, or arenas grown to a working size")\
