@@ -1,0 +1,99 @@
+/* faid_h5: see faid_h5.h. */
+#include "faid_h5.h"
+
+#include <pthread.h>
+#include <string.h>
+
+static pthread_once_t quiet_once = PTHREAD_ONCE_INIT;
+
+static void quiet_now(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void faid_h5_quiet(void)
+{
+    pthread_once(&quiet_once, quiet_now);
+}
+
+hid_t faid_h5_create(const char *path, faid_diag *d)
+{
+    faid_h5_quiet();
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0)
+        return faid_fail(d, FAID_EIO, "%s: HDF5 file access list not created", path);
+    if (H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_LATEST) < 0) {
+        H5Pclose(fapl);
+        return faid_fail(d, FAID_EIO, "%s: HDF5 1.10 file format not available", path);
+    }
+    hid_t f = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    if (f < 0)
+        return faid_fail(d, FAID_EIO,
+                         "%s: not created (it exists, or the directory is not "
+                         "writable or full)",
+                         path);
+    return f;
+}
+
+static hid_t str_type(const char *value)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t < 0)
+        return t;
+    size_t n = strlen(value);
+    if (H5Tset_size(t, n ? n : 1) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0 ||
+        H5Tset_strpad(t, H5T_STR_NULLPAD) < 0) {
+        H5Tclose(t);
+        return -1;
+    }
+    return t;
+}
+
+static int write_str(hid_t loc, const char *name, const char *value, int attr)
+{
+    hid_t t = str_type(value);
+    if (t < 0)
+        return FAID_EIO;
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t o = -1;
+    int rc = FAID_EIO;
+    if (sp >= 0) {
+        o = attr ? H5Acreate2(loc, name, t, sp, H5P_DEFAULT, H5P_DEFAULT)
+                 : H5Dcreate2(loc, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (o >= 0) {
+            const char *v = value[0] ? value : " ";
+            herr_t w = attr ? H5Awrite(o, t, v) : H5Dwrite(o, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+            rc = w < 0 ? FAID_EIO : 0;
+            if (attr)
+                H5Aclose(o);
+            else
+                H5Dclose(o);
+        }
+        H5Sclose(sp);
+    }
+    H5Tclose(t);
+    return rc;
+}
+
+int faid_h5_attr_str(hid_t obj, const char *name, const char *value)
+{
+    return write_str(obj, name, value, 1);
+}
+
+int faid_h5_dset_str(hid_t loc, const char *name, const char *value)
+{
+    return write_str(loc, name, value, 0);
+}
+
+hid_t faid_h5_group(hid_t loc, const char *name, const char *nx_class)
+{
+    hid_t g = H5Gcreate2(loc, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0)
+        return FAID_EIO;
+    if (nx_class && faid_h5_attr_str(g, "NX_class", nx_class) < 0) {
+        H5Gclose(g);
+        return FAID_EIO;
+    }
+    return g;
+}

@@ -1,0 +1,36 @@
+/* faid_h5: the small HDF5 helpers every file faid writes stands on (writer/: the library
+ * faidwriter, shared by the daemon's writer and `faidctl process`, so that a series reduced live
+ * and re-reduced offline go through the same code).
+ *
+ * Files are created exclusively (never overwriting: H5F_ACC_EXCL) with the 1.10 file format, the
+ * oldest one HDF5's single-writer / multiple-reader mode (SWMR) accepts; a caller that wants
+ * readers to follow the file live switches it to SWMR with H5Fstart_swmr_write once every group
+ * and dataset exists. HDF5's own error stack printing is turned off once per process
+ * (faid_h5_quiet): a failure is reported through faid_diag with the file it concerns. */
+#ifndef FAID_H5_H
+#define FAID_H5_H
+
+#include <hdf5.h>
+#include <stddef.h>
+
+#include "faid_err.h"
+
+/* Silences HDF5's automatic error printing (thread-safe to call repeatedly). */
+void faid_h5_quiet(void);
+
+/* Creates `path` exclusively (fails with FAID_EIO naming the path if it exists or cannot be
+ * created) with libver bounds [1.10, latest]. Returns the file id (>= 0) or a negative faid
+ * code with d filled. */
+hid_t faid_h5_create(const char *path, faid_diag *d);
+
+/* A variable-length-free UTF-8 string attribute (fixed-size string type of the value's length),
+ * as h5py and nexusformat read them. 0 or FAID_EIO. */
+int faid_h5_attr_str(hid_t obj, const char *name, const char *value);
+
+/* A string dataset (scalar, fixed-size UTF-8 string) in group `loc`. 0 or FAID_EIO. */
+int faid_h5_dset_str(hid_t loc, const char *name, const char *value);
+
+/* A group with its NX_class attribute. Returns the group id or a negative faid code. */
+hid_t faid_h5_group(hid_t loc, const char *name, const char *nx_class);
+
+#endif
