@@ -8,7 +8,7 @@
  * with a direct chunk write (one chunk = one frame, filter mask 0), and the dataset's creation
  * property list names the filter that decodes it (optional, so no filter has to be registered
  * in the writing process):
- *   FAID_ENC_BSLZ4    bitshuffle 32008, cd_values {0, 3, elem size, 0 (default block), 2 (LZ4)}
+ *   FAID_ENC_BSLZ4    bitshuffle 32008, cd_values {0, 4, elem size, 0 (default block), 2 (LZ4)}
  *   FAID_ENC_LZ4      HDF5-LZ4 32004, cd_values {0} (its default block: the chunk's header says)
  *   FAID_ENC_LZ4_RAW  one raw LZ4 block has no filter that reads it: faid prepends the 16 bytes
  *                     of the HDF5-LZ4 framing (decoded size u64 BE, block size u32 BE = decoded
