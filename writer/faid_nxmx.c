@@ -464,8 +464,6 @@ static int write_layout(faid_nxmx *h, const faid_nxmx_params *p, faid_diag *d)
         rc = h->frames >= 0 && h->ids >= 0 && h->npeaks >= 0 ? 0 : FAID_EIO;
         for (int k = 0; k < PK_N; k++)
             rc = h->pk[k] < 0 ? FAID_EIO : rc;
-        if (rc == 0 && faid_h5_attr_str(h->frames, "units", "counts") < 0)
-            rc = FAID_EIO;
     }
     if (res >= 0)
         H5Gclose(res);
@@ -504,6 +502,26 @@ static void free_handle(faid_nxmx *h)
     free(h);
 }
 
+/* The units of every dataset row of the table that the code above did not already give. */
+static int write_units(hid_t f, const char *path, faid_diag *d)
+{
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        const faid_layout_row *r = &rows[i];
+        if (strcmp(r->kind, "dataset") != 0 || !r->units[0] ||
+            H5Lexists(f, r->path, H5P_DEFAULT) <= 0)
+            continue;
+        hid_t ds = H5Dopen2(f, r->path, H5P_DEFAULT);
+        int rc = ds < 0 ? FAID_EIO : 0;
+        if (rc == 0 && H5Aexists(ds, "units") == 0)
+            rc = faid_h5_attr_str(ds, "units", r->units);
+        if (ds >= 0)
+            H5Dclose(ds);
+        if (rc)
+            return faid_fail(d, FAID_EIO, "%s: units of %s not written", path, r->path);
+    }
+    return 0;
+}
+
 int faid_nxmx_open(faid_nxmx **out, const faid_nxmx_params *p, faid_diag *d)
 {
     *out = NULL;
@@ -534,6 +552,8 @@ int faid_nxmx_open(faid_nxmx **out, const faid_nxmx_params *p, faid_diag *d)
         return rc;
     }
     rc = write_layout(h, p, d);
+    if (rc == 0)
+        rc = write_units(h->file, p->path, d);
     if (rc == 0 && p->swmr && H5Fstart_swmr_write(h->file) < 0)
         rc = faid_fail(d, FAID_EIO, "%s: SWMR write mode refused", p->path);
     if (rc == 0 && H5Fflush(h->file, H5F_SCOPE_LOCAL) < 0)
@@ -820,8 +840,8 @@ int faid_nxmx_crystfel_geom(char *buf, size_t cap, const faid_nxmx_params *p, fa
                      "p0/max_fs = %d\n"
                      "p0/min_ss = 0\n"
                      "p0/max_ss = %d\n"
-                     "p0/corner_x = %.6f\n"
-                     "p0/corner_y = %.6f\n"
+                     "p0/corner_x = %.10g\n"
+                     "p0/corner_y = %.10g\n"
                      "p0/fs = -1.000000x +0.000000y\n"
                      "p0/ss = +0.000000x -1.000000y\n",
                      p->series ? " of series " : "", p->series ? p->series : "", g->rows, g->cols,

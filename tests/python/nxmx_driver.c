@@ -12,6 +12,8 @@
  *   flush | frames | bytes | close
  *   geom PATH            faid_nxmx_write_crystfel_geom with the parameters of the last open
  *   geompath HITS        faid_nxmx_geom_path
+ *   layout               the rows of faid_nxmx_file_layout, one per line (path, kind, type, shape,
+ *                        units, when, tab-separated), then "ok N"
  *   quit */
 #include "faid_nxmx.h"
 
@@ -208,6 +210,15 @@ int main(void)
             if (p)
                 faid_nxmx_geom_path(val, sizeof(val), p);
             reply(p ? 0 : faid_fail(&d, FAID_EINVAL, "driver: geompath HITS"), &d, p ? val : NULL);
+        } else if (!strcmp(cmd, "layout")) {
+            const faid_layout *l = &faid_nxmx_file_layout;
+            for (size_t i = 0; i < l->nrows; i++) {
+                const faid_layout_row *r = &l->rows[i];
+                printf("%s\t%s\t%s\t%s\t%s\t%s\n", r->path, r->kind, r->type, r->shape, r->units,
+                       r->when);
+            }
+            snprintf(val, sizeof(val), "%zu", l->nrows);
+            reply(0, &d, val);
         } else if (!strcmp(cmd, "quit")) {
             break;
         } else {
