@@ -817,7 +817,7 @@ int faid_nxmx_crystfel_geom(char *buf, size_t cap, const faid_nxmx_params *p, fa
                  "mask = " P_DETECTOR "/pixel_mask\n"
                  "mask_bad = 0xffff\n");
     int n = snprintf(buf, cap,
-                     "; CrystFEL geometry of faid's hits file%s%s (NXmx, %d x %d %s frames)\n"
+                     "; CrystFEL geometry of faid's hits file%s%s (NXmx, %d x %d frames)\n"
                      "; frames: %s [frame, ss, fs]; peaks: %s in the CXI layout, for\n"
                      ";   indexamajig --peaks=cxi (keep its default half-pixel shift: faid's\n"
                      ";   peak positions put the centre of pixel (ss, fs) at (ss, fs))\n"
@@ -845,8 +845,8 @@ int faid_nxmx_crystfel_geom(char *buf, size_t cap, const faid_nxmx_params *p, fa
                      "p0/fs = -1.000000x +0.000000y\n"
                      "p0/ss = +0.000000x -1.000000y\n",
                      p->series ? " of series " : "", p->series ? p->series : "", g->rows, g->cols,
-                     faid_dtype_name(p->dtype), P_FRAMES, P_RESULT, bcx, bcy, wl, dist,
-                     1.0 / g->pixel2, P_FRAMES, P_RESULT, mask, g->cols - 1, g->rows - 1, bcx, bcy);
+                     P_FRAMES, P_RESULT, bcx, bcy, wl, dist, 1.0 / g->pixel2, P_FRAMES, P_RESULT,
+                     mask, g->cols - 1, g->rows - 1, bcx, bcy);
     if (n < 0)
         return faid_fail(d, FAID_EINVAL, "CrystFEL geometry: formatting failed");
     return n;

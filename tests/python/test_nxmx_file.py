@@ -430,3 +430,32 @@ def test_crystfel_geometry_needs_square_pixels_and_tells_unknown_wavelength(drv,
     assert "wavelength" not in parse_geom(text) and "not known" in text
     with h5py.File(tmp_path / "b.h5", "r") as f:
         assert "incident_wavelength" not in f["/entry/instrument/beam"]
+
+
+def test_faidctl_geometry_crystfel_is_the_modules(drv, tmp_path):
+    """`faidctl geometry --crystfel` prints what the writer puts next to a hits file."""
+    poni = tmp_path / "g.poni"
+    poni.write_text("poni_version: 2.1\nDetector: Detector\n"
+                    'Detector_config: {"pixel1": 7.5e-05, "pixel2": 7.5e-05, '
+                    f'"max_shape": [{ROWS}, {COLS}], "orientation": 2}}\n'
+                    "Distance: 0.1\nPoni1: 0.0015\nPoni2: 0.002\nRot1: 0.01\nRot2: 0\nRot3: 0\n"
+                    "Wavelength: 1e-10\n")
+    faidctl = str(faidtools.FAID_BIN / "faidctl")
+    r = subprocess.run([faidctl, "geometry", "--poni", str(poni), "--crystfel", "--with-mask"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    mask = tmp_path / "m.bin"
+    np.ones((ROWS, COLS), np.uint8).tofile(mask)
+    drv.ok(open_cmd(str(tmp_path / "h.h5"), mask=str(mask), rot1=0.01, orientation=2))
+    drv.ok(f"geom {tmp_path / 'h.geom'}")
+    drv.ok("close")
+    mine = parse_geom((tmp_path / "h.geom").read_text())
+    assert parse_geom(r.stdout) == mine
+    assert float(mine["p0/corner_y"]) == pytest.approx(ROWS - 0.0015 / PX, rel=1e-9)
+    out = tmp_path / "cmd.geom"
+    r = subprocess.run([faidctl, "geometry", "--poni", str(poni), "--crystfel", "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "mask" not in parse_geom(out.read_text())
+    r = subprocess.run([faidctl, "geometry", "--poni", str(poni), "--crystfel", "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and str(out) in r.stderr
