@@ -9,6 +9,8 @@
  *   append ID CHUNK [PEAKS]  faid_nxmx_append of the bytes of file CHUNK with frame id ID and the
  *                        peaks of file PEAKS: float32 records (x, y, intensity, snr, npix,
  *                        max_pixel), as many as the file holds
+ *   repeat N ID0 CHUNK   appends the chunk of file CHUNK N times (ids ID0, ID0 + 1, ...) and
+ *                        answers "ok SECONDS" (the figure of docs/hits-files.md's speed line)
  *   flush | frames | bytes | close
  *   geom PATH            faid_nxmx_write_crystfel_geom with the parameters of the last open
  *   geompath HITS        faid_nxmx_geom_path
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static uint8_t *slurp(const char *path, size_t *len)
 {
@@ -170,6 +173,29 @@ static int do_append(state *s, char *args, faid_diag *d)
     return rc;
 }
 
+static int do_repeat(state *s, char *args, double *secs, faid_diag *d)
+{
+    char *n = strtok(args, " \t\n"), *id = strtok(NULL, " \t\n"), *cf = strtok(NULL, " \t\n");
+    if (!n || !id || !cf)
+        return faid_fail(d, FAID_EINVAL, "driver: repeat N ID0 CHUNK");
+    size_t len = 0;
+    uint8_t *chunk = slurp(cf, &len);
+    if (!chunk)
+        return faid_fail(d, FAID_EIO, "driver: %s unreadable", cf);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    int rc = 0;
+    uint64_t count = strtoull(n, NULL, 10), first = strtoull(id, NULL, 10);
+    for (uint64_t k = 0; k < count && rc == 0; k++)
+        rc = faid_nxmx_append(s->h, first + k, chunk, len, NULL, d);
+    if (rc == 0)
+        rc = faid_nxmx_flush(s->h, d);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    *secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    free(chunk);
+    return rc;
+}
+
 int main(void)
 {
     state s;
@@ -190,6 +216,11 @@ int main(void)
             reply(do_open(&s, rest, &d), &d, NULL);
         } else if (!strcmp(cmd, "append")) {
             reply(do_append(&s, rest, &d), &d, NULL);
+        } else if (!strcmp(cmd, "repeat")) {
+            double secs = 0;
+            int rc = do_repeat(&s, rest, &secs, &d);
+            snprintf(val, sizeof(val), "%.6f", secs);
+            reply(rc, &d, val);
         } else if (!strcmp(cmd, "flush")) {
             reply(faid_nxmx_flush(s.h, &d), &d, NULL);
         } else if (!strcmp(cmd, "frames")) {
