@@ -1,4 +1,5 @@
 /* faid_nxmx: the hits-only NXmx file (see faid_nxmx.h). */
+#define _GNU_SOURCE /* memfd_create */
 #include "faid_nxmx.h"
 
 #include "faid_h5.h"
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* Registered HDF5 filter ids and the client data their readers need (formats.md §11). */
@@ -142,8 +144,10 @@ struct faid_nxmx {
     faid_encoding enc;
     int32_t max_peaks;
     uint64_t n, bytes;
-    float *row;    /* one peak row */
-    uint8_t *wrap; /* LZ4_RAW chunk with its HDF5-LZ4 header */
+    uint64_t flushed; /* frames at the last successful flush */
+    int failed;       /* a write failed: the file is left as its last flush wrote it */
+    float *row;       /* one peak row */
+    uint8_t *wrap;    /* LZ4_RAW chunk with its HDF5-LZ4 header */
     size_t wrap_cap;
     uint8_t *plain; /* LZ4_RAW chunk decoded (the rare block as long as its pixels) */
 };
@@ -663,10 +667,33 @@ static int put_row(hid_t ds, uint64_t n, hid_t mem, const void *buf, hsize_t wid
     return rc;
 }
 
-static void shrink(hid_t ds, uint64_t n, hsize_t a, hsize_t b)
+/* After a failed write (disk full, file size limit, I/O error) the file is frozen: nothing more
+ * is written to it, and at close libhdf5's last metadata writes go to an anonymous memory file
+ * (memfd) put in place of the file's descriptor, never to the file. Why: with a file size limit,
+ * letting libhdf5 flush after the failure rewrote the superblock with an end of file beyond what
+ * could be written (432,403 bytes announced in a file cut at 400,000), and no reader would open
+ * the file at all; frozen, it stays what the last successful flush made it: readable (with
+ * swmr=True, or after h5clear -s: the writer's SWMR mark stays set, as after a kill), with the
+ * frames flushed by then (python.nxmx_file::test_file_size_limit_leaves_the_last_flush_readable).
+ * When even that close fails (the file size limit applies to the memory file too), libhdf5 keeps
+ * the file's structures (a leak of that one file, its descriptor on the memory file) and
+ * faid_h5_quiet's H5dont_atexit keeps libhdf5 from crashing on them at exit. */
+static void freeze(faid_nxmx *h)
 {
-    hsize_t dims[3] = {n, a, b};
-    H5Dset_extent(ds, dims);
+    h->failed = 1;
+}
+
+static int frozen(const faid_nxmx *h, uint64_t frame_id, int is_frame, faid_diag *d)
+{
+    if (is_frame)
+        return faid_fail(d, FAID_EIO,
+                         "%s: frame %llu: not written: an earlier write to this file failed (it "
+                         "keeps the %llu frames of its last flush)",
+                         h->path, (unsigned long long)frame_id, (unsigned long long)h->flushed);
+    return faid_fail(d, FAID_EIO,
+                     "%s: not flushed: an earlier write to this file failed (it keeps the %llu "
+                     "frames of its last flush)",
+                     h->path, (unsigned long long)h->flushed);
 }
 
 int faid_nxmx_append(faid_nxmx *h, uint64_t frame_id, const void *chunk, size_t chunk_len,
@@ -677,6 +704,8 @@ int faid_nxmx_append(faid_nxmx *h, uint64_t frame_id, const void *chunk, size_t 
     if (!chunk)
         return faid_fail(d, FAID_EINVAL, "%s: frame %llu: no chunk", h->path,
                          (unsigned long long)frame_id);
+    if (h->failed)
+        return frozen(h, frame_id, 1, d);
     const void *store;
     size_t store_len;
     uint32_t mask;
@@ -728,17 +757,12 @@ int faid_nxmx_append(faid_nxmx *h, uint64_t frame_id, const void *chunk, size_t 
         rc = put_row(h->pk[k], n, H5T_NATIVE_FLOAT, r, (hsize_t)h->max_peaks);
     }
     if (rc) {
-        /* Back to n frames everywhere, so that the file stays consistent (what is not written
-         * is not announced). */
-        shrink(h->frames, n, (hsize_t)h->rows, (hsize_t)h->cols);
-        shrink(h->ids, n, 0, 0);
-        shrink(h->npeaks, n, 0, 0);
-        for (int k = 0; k < PK_N; k++)
-            shrink(h->pk[k], n, (hsize_t)h->max_peaks, 0);
+        freeze(h);
         return faid_fail(d, rc,
                          "%s: frame %llu: %s not written (disk full, file size limit or "
-                         "the directory gone?)",
-                         h->path, (unsigned long long)frame_id, what);
+                         "the directory gone?); the file keeps the %llu frames of its last flush",
+                         h->path, (unsigned long long)frame_id, what,
+                         (unsigned long long)h->flushed);
     }
     h->n = n + 1;
     h->bytes += store_len;
@@ -749,11 +773,16 @@ int faid_nxmx_flush(faid_nxmx *h, faid_diag *d)
 {
     if (!h)
         return faid_fail(d, FAID_EINVAL, "hits file: not open");
-    if (H5Fflush(h->file, H5F_SCOPE_LOCAL) < 0)
+    if (h->failed)
+        return frozen(h, 0, 0, d);
+    if (H5Fflush(h->file, H5F_SCOPE_LOCAL) < 0) {
+        freeze(h);
         return faid_fail(d, FAID_EIO,
                          "%s: flush failed (disk full, file size limit or the "
-                         "directory gone?)",
-                         h->path);
+                         "directory gone?); the file keeps the %llu frames of its last flush",
+                         h->path, (unsigned long long)h->flushed);
+    }
+    h->flushed = h->n;
     return 0;
 }
 
@@ -773,13 +802,20 @@ int faid_nxmx_close(faid_nxmx **hp, faid_diag *d)
         return 0;
     faid_nxmx *h = *hp;
     *hp = NULL;
-    int rc = 0;
-    if (H5Fflush(h->file, H5F_SCOPE_LOCAL) < 0)
-        rc = faid_fail(d, FAID_EIO,
-                       "%s: final flush failed (disk full, file size limit or the "
-                       "directory gone?)",
-                       h->path);
+    int rc = h->failed ? frozen(h, 0, 0, d) : faid_nxmx_flush(h, d);
     close_ids(h);
+    if (h->failed) {
+        /* Frozen: libhdf5's closing writes go to a memory file (see freeze). */
+        int *fd = NULL;
+        int mem = memfd_create("faid-frozen-hits-file", MFD_CLOEXEC);
+        if (mem < 0)
+            mem = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (mem >= 0 && H5Fget_vfd_handle(h->file, H5P_DEFAULT, (void **)&fd) >= 0 && fd &&
+            *fd >= 0)
+            dup2(mem, *fd);
+        if (mem >= 0)
+            close(mem);
+    }
     if (H5Fclose(h->file) < 0 && rc == 0)
         rc = faid_fail(d, FAID_EIO, "%s: close failed", h->path);
     free_handle(h);

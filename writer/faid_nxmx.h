@@ -75,7 +75,11 @@ int faid_nxmx_open(faid_nxmx **out, const faid_nxmx_params *p, faid_diag *d);
  * The chunk is checked only as far as needed to write a readable file: its framing header must
  * announce rows * cols * elem size decoded bytes (BSLZ4, LZ4), NONE must have exactly that
  * length, LZ4_RAW must be non-empty; else FAID_ESIZE / FAID_EFORMAT naming the file and frame,
- * and nothing is written. Peaks beyond max_peaks are cut (nPeaks counts those stored). */
+ * and nothing is written. Peaks beyond max_peaks are cut (nPeaks counts those stored).
+ * A failed write (disk full, file size limit, I/O error: FAID_EIO naming the file and frame)
+ * freezes the file: it keeps what its last successful flush wrote (readable, with swmr=True or
+ * after h5clear -s), every later append and flush fails at once with FAID_EIO, and close
+ * releases it without writing to it again. */
 int faid_nxmx_append(faid_nxmx *h, uint64_t frame_id, const void *chunk, size_t chunk_len,
                      const faid_peak_list *peaks, faid_diag *d);
 
@@ -88,8 +92,9 @@ uint64_t faid_nxmx_frames(const faid_nxmx *h);
 /* Bytes of chunk data written so far (as stored, framing included). */
 uint64_t faid_nxmx_bytes(const faid_nxmx *h);
 
-/* Flushes and closes the file; closes even on error (the first error is returned) and NULLs *h.
- * NULL or *h NULL is a no-op returning 0. */
+/* Flushes and closes the file; closes even on error (the first error is returned, FAID_EIO for
+ * a frozen file) and NULLs *h. NULL or *h NULL is a no-op returning 0. Call faid_h5_quiet (or
+ * faid_nxmx_open, which does) before any other libhdf5 use in the process: see faid_h5.h. */
 int faid_nxmx_close(faid_nxmx **h, faid_diag *d);
 
 /* Every group, dataset and attribute the hits file holds (docs/output-files.md). */

@@ -459,3 +459,56 @@ def test_faidctl_geometry_crystfel_is_the_modules(drv, tmp_path):
     r = subprocess.run([faidctl, "geometry", "--poni", str(poni), "--crystfel", "-o", str(out)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and str(out) in r.stderr
+
+
+def test_file_size_limit_leaves_the_last_flush_readable(tmp_path):
+    """A file size limit (RLIMIT_FSIZE, SIGXFSZ ignored as the daemon does) stops the writes: the
+    error names the file and the frame, later appends and flushes fail at once, close reports
+    it, and the file stays as its last flush left it: a SWMR reader gets every flushed frame.
+    The same process then writes another file (libhdf5 is not left broken) and exits cleanly
+    (libhdf5 1.10.8 used to crash at exit after the failed close)."""
+    import resource
+    import signal
+
+    limit = 200000
+
+    def pre():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    drv = Driver.__new__(Driver)
+    drv.p = subprocess.Popen([DRIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=pre)
+    rng = np.random.default_rng(4)
+    stack = rng.integers(0, 60000, (80, ROWS, COLS)).astype(np.uint16)  # incompressible
+    path = str(tmp_path / "full.h5")
+    drv.ok(open_cmd(path, swmr=1))
+    flushed, err = 0, None
+    for k, fr in enumerate(stack):
+        (tmp_path / "c.bin").write_bytes(bslz4(fr))
+        r = drv(f"append {500 + k} {tmp_path / 'c.bin'}")
+        if not r.startswith("ok"):
+            err = r
+            break
+        r = drv("flush")
+        if not r.startswith("ok"):
+            err = r
+            break
+        flushed = k + 1
+    assert err is not None, "the limit was never reached"
+    assert err.startswith("err FAID_EIO") and path in err
+    assert f"keeps the {flushed} frames" in err
+    r = drv(f"append 999 {tmp_path / 'c.bin'}")
+    assert r.startswith("err FAID_EIO") and "frame 999" in r and "earlier write" in r
+    assert drv("flush").startswith("err FAID_EIO")
+    assert drv("close").startswith("err FAID_EIO")
+    assert os.path.getsize(path) <= limit
+    with h5py.File(path, "r", libver="latest", swmr=True) as f:
+        assert f["/entry/data/data"].shape[0] == flushed > 0
+        assert np.array_equal(f["/entry/data/data"][()], stack[:flushed])
+        assert list(f["/entry/data/frame_id"][()]) == list(range(500, 500 + flushed))
+    small = write_hits(drv, tmp_path, "after.h5", stack[:1], "none", [1], [0])
+    drv.ok("close")
+    with h5py.File(small, "r") as f:
+        assert np.array_equal(f["/entry/data/data"][0], stack[0])
+    drv.close()
