@@ -157,6 +157,23 @@ def test_frames_bit_for_bit_and_peaks(drv, tmp_path, encoding, dtype):
                 assert not row[m:].any()
 
 
+def test_bslz4_chunks_of_other_block_sizes(drv, tmp_path):
+    """The dataset's cd_values say "default block"; a chunk made with another block size (its
+    header says which) still decodes: the filter reads the block size from the chunk."""
+    from dectris_stream import h5_chunk
+
+    stack = frames(3, np.uint32, 6)
+    path = str(tmp_path / "blocks.h5")
+    drv.ok(open_cmd(path, "uint32", "bslz4"))
+    for k, nelems in enumerate((256, 1024, 4096)):
+        (tmp_path / "c.bin").write_bytes(
+            h5_chunk(stack[k], hdf5plugin.Bitshuffle(nelems=nelems, cname="lz4")))
+        drv.ok(f"append {k} {tmp_path / 'c.bin'}")
+    drv.ok("close")
+    with h5py.File(path, "r") as f:
+        assert np.array_equal(f["/entry/data/data"][()], stack)
+
+
 def test_lz4_raw_block_as_long_as_its_pixels(drv, tmp_path):
     """A raw LZ4 block exactly as long as the frame reads as stored bytes under the HDF5-LZ4
     framing: the module stores that frame decoded and unfiltered (filter mask 1)."""
