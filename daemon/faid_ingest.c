@@ -82,7 +82,7 @@ static faid_ratelimit rl_bad, rl_drop, rl_stale;
  * 100,000 starts wrote 300,005 lines in 6 s). A few per second, what a beamtime sends, all come
  * through; a flood is counted per line. */
 static faid_ratelimit rl_user_data, rl_implicit, rl_opened, rl_closed, rl_setup, rl_setup_fail,
-    rl_geometry, rl_mask;
+    rl_geometry, rl_no_geometry, rl_mask;
 
 /* Waits for a free slot. The publisher always drains (its only blocking send is bounded during
  * shutdown), so this returns eventually. */
@@ -686,7 +686,7 @@ static int start_geometry(ingest *in, const faid_input_meta *m, faid_geometry *g
     int has_wl = (m->have & FAID_META_WAVELENGTH) || (m->have & FAID_META_ENERGY);
     if (!(m->have & FAID_META_BEAM_CENTER) || !(m->have & FAID_META_PIXEL_SIZE) || !has_dist ||
         !has_wl) {
-        faid_log_ratelimited(&rl_geometry, FAID_LOG_WARN, "ingest",
+        faid_log_ratelimited(&rl_no_geometry, FAID_LOG_WARN, "ingest",
                              "series %llu: the start message lacks beam centre, distance, "
                              "wavelength or pixel size: the configuration's geometry is used",
                              (unsigned long long)series_id);
