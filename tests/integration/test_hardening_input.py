@@ -195,7 +195,9 @@ def test_peer_driven_log_lines_are_bounded(daemons):
 
     log = full_log(d)
     lines = log.splitlines()
-    assert len(lines) < 400, "%d log lines; the last ones:\n%s" % (len(lines),
+    # 48 lines on the 2-core development machine; at most 6 a second per site however slow the
+    # machine (sanitizers, load) makes the floods; 21,026 before the rate limits.
+    assert len(lines) < 600, "%d log lines; the last ones:\n%s" % (len(lines),
                                                                      "\n".join(lines[-40:]))
 
     def accounted(shown_re, fmt_text):
