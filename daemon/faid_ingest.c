@@ -677,11 +677,14 @@ static int start_value_ok(uint64_t series_id, const char *wire_key, double wire,
  * start_geometry_refused): finite but absurd values (a wavelength of 1e-310 m, a distance of
  * 1e300 m) built a setup whose every radial bin was NaN (issue 20, defect 7); NaN and infinity
  * are outside every range. */
-static int start_geometry(ingest *in, const faid_input_meta *m, faid_geometry *g,
+static int start_geometry(ingest *in, const faid_input_msg *msg, faid_geometry *g,
                           uint64_t series_id)
 {
     if (!in->s->cfg.input_geometry_source)
         return 0;
+    const faid_input_meta *m = &msg->meta;
+    /* the keys as the message spelled them, for the log: stream v1's config names or v2's */
+    int v1 = msg->format == &faid_input_dectris_v1;
     int has_dist = (m->have & FAID_META_DISTANCE) || (m->have & FAID_META_TRANSLATION);
     int has_wl = (m->have & FAID_META_WAVELENGTH) || (m->have & FAID_META_ENERGY);
     if (!(m->have & FAID_META_BEAM_CENTER) || !(m->have & FAID_META_PIXEL_SIZE) || !has_dist ||
@@ -705,15 +708,17 @@ static int start_geometry(ingest *in, const faid_input_meta *m, faid_geometry *g
     g->wavelength = wl_a * 1e-10;
     /* pixel sizes first: the beam centre's check means something only with them in range */
     int ok =
-        start_value_ok(series_id, "pixel_size_y", m->pixel_size_y, "detector.pixel_size",
-                       g->pixel1) &&
-        start_value_ok(series_id, "pixel_size_x", m->pixel_size_x, "detector.pixel_size",
-                       g->pixel2) &&
+        start_value_ok(series_id, v1 ? "y_pixel_size" : "pixel_size_y", m->pixel_size_y,
+                       "detector.pixel_size", g->pixel1) &&
+        start_value_ok(series_id, v1 ? "x_pixel_size" : "pixel_size_x", m->pixel_size_x,
+                       "detector.pixel_size", g->pixel2) &&
         start_value_ok(series_id, "beam_center_y", m->beam_center_y, "geometry.poni1", g->poni1) &&
         start_value_ok(series_id, "beam_center_x", m->beam_center_x, "geometry.poni2", g->poni2) &&
         start_value_ok(series_id, by_distance ? "detector_distance" : "detector_translation[2]",
                        g->dist, "geometry.dist", g->dist) &&
-        start_value_ok(series_id, by_wavelength ? "incident_wavelength" : "incident_energy",
+        start_value_ok(series_id,
+                       by_wavelength ? (v1 ? "wavelength" : "incident_wavelength")
+                                     : (v1 ? "photon_energy" : "incident_energy"),
                        by_wavelength ? m->incident_wavelength : m->incident_energy,
                        "geometry.wavelength", g->wavelength);
     if (!ok)
@@ -742,7 +747,7 @@ static void handle_start(ingest *in, faid_slot *slot)
         faid_diag d;
         faid_diag_clear(&d);
         faid_geometry geo;
-        int use_geo = start_geometry(in, &m->meta, &geo, slot->h.series_id);
+        int use_geo = start_geometry(in, m, &geo, slot->h.series_id);
         if (start_mask(in, &m->meta, &mask, &hash, &d)) {
             faid_stat_add(&in->s->stats.detector_masks_refused, 1);
             faid_log_ratelimited(&rl_mask, FAID_LOG_ERROR, "ingest",

@@ -50,6 +50,12 @@ def test_absurd_start_geometry_is_refused_and_counted(daemons):
     rx = Receiver(d, lossless=True)
     det = Detector(d, bind=False)
     img = np.random.default_rng(7).poisson(20, (ROWS, COLS)).astype(np.uint16)
+    # Series 1, stream v1, which names its keys otherwise: the log says them as the message did.
+    det.send(ds.v1_header(1, "basic", config=ds.v1_config((ROWS, COLS), np.uint16,
+                                                           wavelength=1e-300)))
+    det.send(ds.v1_image(1, 0, img, "<"))
+    det.send(ds.v1_end(1))
+    # Series 2.., stream v2: one absurd value each, then all at once, then a sane start.
     sane = dict(beam_center_x=40.5, beam_center_y=90.25, incident_wavelength=0.8,
                 pixel_size_x=75e-6, pixel_size_y=75e-6, detector_translation=[0.0, 0.0, 0.15])
     absurd = [dict(incident_wavelength=1e-300),  # 1e-310 m
@@ -59,39 +65,44 @@ def test_absurd_start_geometry_is_refused_and_counted(daemons):
               dict(incident_wavelength=1e-300, detector_translation=[0.0, 0.0, 1e300],
                    pixel_size_x=1e300, pixel_size_y=1e300, beam_center_x=1e308,
                    beam_center_y=1e308)]
-    cases = absurd + [{}]  # the last series: sane, its geometry is used
-    for sid, bad in enumerate(cases, start=1):
+    for sid, bad in enumerate(absurd + [{}], start=2):
         geo = dict(sane, **bad)
         uid = "S%d" % sid
         det.send(ds.v2_encode(ds.v2_start(sid, uid, CH, (ROWS, COLS), "uint16", **geo)))
         det.send(ds.v2_encode(ds.v2_image(sid, uid, 0, {CH[0]: img}, "bslz4")))
         det.send(ds.v2_encode(ds.v2_end(sid, uid)))
-    rx.collect_until_end(n_ends=len(cases))
+    refused, n = 1 + len(absurd), 2 + len(absurd)
+    rx.collect_until_end(n_ends=n)
     starts = {s["series_id"]: s for s in rx.of("start")}
     results = {r["series_id"]: r for r in rx.of("result")}
-    assert sorted(starts) == sorted(results) == list(range(1, len(cases) + 1))
-    for sid in range(1, len(cases) + 1):
+    assert sorted(starts) == sorted(results) == list(range(1, n + 1))
+    for sid in range(1, n + 1):
         radial = arr(starts[sid]["radial"])
         assert np.isfinite(radial).all(), (sid, radial[:4])
         count = arr(results[sid]["count"])
         assert count.sum() > 0 and np.isfinite(arr(results[sid]["I"])[count > 0]).all(), sid
-    for sid in range(1, len(absurd) + 1):
+    for sid in range(1, refused + 1):
         assert starts[sid]["input"]["geometry_source"] == "configuration", starts[sid]["input"]
         assert starts[sid]["geometry"]["dist"] == 0.1
-    last = starts[len(cases)]
+    last = starts[n]
     assert last["input"]["geometry_source"] == "start" and last["geometry"]["dist"] == 0.15
-    st = d.status()
-    c = st["counters"]
-    assert c["start_geometry_refused"] == len(absurd), c
-    assert metric(port, "faid_start_geometry_refused_total") == len(absurd)
-    assert c["processed"] == len(cases)
+    c = d.status()["counters"]
+    assert c["start_geometry_refused"] == refused, c
+    assert metric(port, "faid_start_geometry_refused_total") == refused
+    assert c["processed"] == n
     counters_balance(c)
-    log = full_log(d)
-    for key, value in (("incident_wavelength", "1e-300"), ("detector_translation", "1e+300"),
-                       ("pixel_size", "1e+300"), ("beam_center", "1e+308")):
-        assert re.search(r"WARN .*%s.*%s" % (key, re.escape(value)), log), (key, log[-3000:])
     assert d.terminate() == 0
     det.close()
+    # One line per refusal, rate-limited (5 a second): the first five name key and value; the
+    # sixth, if it came within the same second, is counted in a suppressed line.
+    log = full_log(d)
+    for key, value in (("start message wavelength", "1e-300"), ("incident_wavelength", "1e-300"),
+                       ("detector_translation", "1e+300"), ("pixel_size", "1e+300"),
+                       ("beam_center", "1e+308")):
+        assert re.search(r"WARN .*%s.*%s" % (key, re.escape(value)), log), (key, log[-3000:])
+    shown = len(re.findall(r"WARN  ingest: series \d+: start message .* outside ", log))
+    supp = sum(int(x) for x in re.findall(r"\((\d+) more like \"series %llu: start message", log))
+    assert shown + supp == refused, (shown, supp)
 
 
 def test_wrong_shape_detector_mask_is_counted(daemons):
