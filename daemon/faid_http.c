@@ -632,6 +632,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return send_text(conn, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
+/* libmicrohttpd's own messages are about what clients do (a connection over the limit, a
+ * malformed request): 1,000 connections over the limit wrote 1,000 lines before they were
+ * rate-limited (issue 20, defect 10). */
+static faid_ratelimit rl_mhd;
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char msg[512];
@@ -639,7 +644,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && msg[n - 1] == '\n')
         msg[--n] = '\0';
-    FAID_WARN("http", "%s", msg);
+    faid_log_ratelimited(&rl_mhd, FAID_LOG_WARN, "http", "libmicrohttpd: %s", msg);
 }
 
 static int is_loopback(const struct sockaddr *sa)

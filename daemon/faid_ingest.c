@@ -78,6 +78,11 @@ static void unlock(ingest *in)
 }
 
 static faid_ratelimit rl_bad, rl_drop, rl_stale;
+/* Series lines: a start message is a peer's to send as often as it likes (issue 20, defect 10:
+ * 100,000 starts wrote 300,005 lines in 6 s). A few per second, what a beamtime sends, all come
+ * through; a flood is counted per line. */
+static faid_ratelimit rl_user_data, rl_implicit, rl_opened, rl_closed, rl_setup, rl_setup_fail,
+    rl_geometry, rl_no_geometry, rl_mask;
 
 /* Waits for a free slot. The publisher always drains (its only blocking send is bounded during
  * shutdown), so this returns eventually. */
@@ -152,8 +157,9 @@ static void copy_start_info(faid_server *s, faid_event *e, const faid_input_msg 
     if (faid_input_user_data(m, &w, &written, &d) == 0 && written && faid_mpw_finish(&w, NULL) == 0)
         e->user_data_len = w.len;
     else if (written)
-        FAID_WARN("ingest", "start message user_data not passed on: %s",
-                  d.msg[0] ? d.msg : "larger than 64 KiB");
+        faid_log_ratelimited(&rl_user_data, FAID_LOG_WARN, "ingest",
+                             "start message user_data not passed on: %s",
+                             d.msg[0] ? d.msg : "larger than 64 KiB");
 }
 
 /* Hands the tracker's events to the publisher, in order. A start carries the setup in force now
@@ -177,18 +183,22 @@ static void emit(ingest *in, const faid_series_out *out, const faid_input_msg *s
             if (start && sev->reason == FAID_SERIES_SERIES)
                 copy_start_info(s, e, start);
             if (sev->reason == FAID_SERIES_IMPLICIT)
-                FAID_WARN("ingest",
-                          "series %llu opened by its first frame (no start message: faid "
-                          "started after the arm or the start was lost): using the "
-                          "configuration",
-                          (unsigned long long)sev->series_id);
+                faid_log_ratelimited(
+                    &rl_implicit, FAID_LOG_WARN, "ingest",
+                    "series %llu opened by its first frame (no start message: faid "
+                    "started after the arm or the start was lost): using the "
+                    "configuration",
+                    (unsigned long long)sev->series_id);
             else
-                FAID_INFO("ingest", "series %llu opened (%s start message)",
-                          (unsigned long long)sev->series_id, e->protocol);
+                faid_log_ratelimited(&rl_opened, FAID_LOG_INFO, "ingest",
+                                     "series %llu opened (%s start message)",
+                                     (unsigned long long)sev->series_id, e->protocol);
         } else {
-            FAID_INFO("ingest", "series %llu closed (%s): %llu frames, %llu stale messages",
-                      (unsigned long long)sev->series_id, faid_series_reason_name(sev->reason),
-                      (unsigned long long)sev->frames, (unsigned long long)sev->stale);
+            faid_log_ratelimited(&rl_closed, FAID_LOG_INFO, "ingest",
+                                 "series %llu closed (%s): %llu frames, %llu stale messages",
+                                 (unsigned long long)sev->series_id,
+                                 faid_series_reason_name(sev->reason),
+                                 (unsigned long long)sev->frames, (unsigned long long)sev->stale);
         }
         to_publisher(in, e);
     }
@@ -446,21 +456,22 @@ static void series_setup(ingest *in, const uint8_t *mask, uint64_t hash, const f
     faid_diag d;
     faid_diag_clear(&d);
     if (faid_server_series_setup(in->s, mask, hash, geo, &in->sh->build, &in->sh->choice, &d)) {
-        FAID_ERROR("ingest",
-                   "series %llu: setup of its start not built: %s; the setup in force "
-                   "stays",
-                   (unsigned long long)series_id, d.msg);
+        faid_log_ratelimited(&rl_setup_fail, FAID_LOG_ERROR, "ingest",
+                             "series %llu: setup of its start not built: %s; the setup in force "
+                             "stays",
+                             (unsigned long long)series_id, d.msg);
         in->sh->choice = FAID_SETUP_FAILED;
         return;
     }
     faid_stat_add(in->sh->choice == FAID_SETUP_REUSED ? &in->s->stats.setups_reused
                                                       : &in->s->stats.setups_rebuilt,
                   1);
-    FAID_INFO("ingest", "series %llu: setup %s (%s; ingest held %.1f ms)",
-              (unsigned long long)series_id, faid_setup_choice_name(in->sh->choice),
-              in->sh->choice == FAID_SETUP_REUSED ? "same configuration, detector mask and geometry"
-                                                  : "building off the ingest thread",
-              (double)(faid_now_ns() - t0) / 1e6);
+    faid_log_ratelimited(
+        &rl_setup, FAID_LOG_INFO, "ingest", "series %llu: setup %s (%s; ingest held %.1f ms)",
+        (unsigned long long)series_id, faid_setup_choice_name(in->sh->choice),
+        in->sh->choice == FAID_SETUP_REUSED ? "same configuration, detector mask and geometry"
+                                            : "building off the ingest thread",
+        (double)(faid_now_ns() - t0) / 1e6);
 }
 
 /* An image: validated against the setup first, and only a valid one reaches the series
@@ -641,22 +652,47 @@ static int start_mask(ingest *in, const faid_input_meta *meta, const uint8_t **m
     return 0;
 }
 
+/* One value of a start message against the option table's range of the configuration key it
+ * becomes (faid_config.c): 1 when inside; else a line naming the message's key, its value, what
+ * it became and the range, and 0. */
+static int start_value_ok(uint64_t series_id, const char *wire_key, double wire, const char *key,
+                          double value)
+{
+    const faid_option *o = faid_config_find(key);
+    if (!o || faid_config_in_range(o, value))
+        return 1;
+    char range[64];
+    faid_config_range_text(o, range, sizeof range);
+    faid_log_ratelimited(&rl_geometry, FAID_LOG_WARN, "ingest",
+                         "series %llu: start message %s %g gives %s %g %s, outside %s: the "
+                         "configuration's geometry is used",
+                         (unsigned long long)series_id, wire_key, wire, key, value, o->unit, range);
+    return 0;
+}
+
 /* input.geometry_source start: the geometry a start message states (beam centre in pixels,
  * distance, wavelength or energy, pixel size; no rotations), as pyFAI's PONI. 0 when the option
- * is off or the message lacks a value (then the configuration's, said in the log). */
-static int start_geometry(ingest *in, const faid_input_meta *m, faid_geometry *g,
+ * is off or the message lacks a value (then the configuration's, said in the log), and when a
+ * value is outside the range the option table gives its configuration key (counted in
+ * start_geometry_refused): finite but absurd values (a wavelength of 1e-310 m, a distance of
+ * 1e300 m) built a setup whose every radial bin was NaN (issue 20, defect 7); NaN and infinity
+ * are outside every range. */
+static int start_geometry(ingest *in, const faid_input_msg *msg, faid_geometry *g,
                           uint64_t series_id)
 {
     if (!in->s->cfg.input_geometry_source)
         return 0;
+    const faid_input_meta *m = &msg->meta;
+    /* the keys as the message spelled them, for the log: stream v1's config names or v2's */
+    int v1 = msg->format == &faid_input_dectris_v1;
     int has_dist = (m->have & FAID_META_DISTANCE) || (m->have & FAID_META_TRANSLATION);
     int has_wl = (m->have & FAID_META_WAVELENGTH) || (m->have & FAID_META_ENERGY);
     if (!(m->have & FAID_META_BEAM_CENTER) || !(m->have & FAID_META_PIXEL_SIZE) || !has_dist ||
-        !has_wl || m->pixel_size_x <= 0 || m->pixel_size_y <= 0) {
-        FAID_WARN("ingest",
-                  "series %llu: the start message lacks beam centre, distance, wavelength or "
-                  "pixel size: the configuration's geometry is used",
-                  (unsigned long long)series_id);
+        !has_wl) {
+        faid_log_ratelimited(&rl_no_geometry, FAID_LOG_WARN, "ingest",
+                             "series %llu: the start message lacks beam centre, distance, "
+                             "wavelength or pixel size: the configuration's geometry is used",
+                             (unsigned long long)series_id);
         return 0;
     }
     memset(g, 0, sizeof(*g));
@@ -664,20 +700,30 @@ static int start_geometry(ingest *in, const faid_input_meta *m, faid_geometry *g
     g->pixel2 = m->pixel_size_x;
     g->poni1 = m->beam_center_y * m->pixel_size_y;
     g->poni2 = m->beam_center_x * m->pixel_size_x;
-    g->dist = (m->have & FAID_META_DISTANCE) ? m->detector_distance : m->detector_translation[2];
+    int by_distance = (m->have & FAID_META_DISTANCE) != 0;
+    g->dist = by_distance ? m->detector_distance : m->detector_translation[2];
     /* h c = 12398.4198 eV angstrom */
-    double wl_a = (m->have & FAID_META_WAVELENGTH) ? m->incident_wavelength
-                  : m->incident_energy > 0         ? 12398.419843320026 / m->incident_energy
-                                                   : 0;
+    int by_wavelength = (m->have & FAID_META_WAVELENGTH) != 0;
+    double wl_a = by_wavelength ? m->incident_wavelength : 12398.419843320026 / m->incident_energy;
     g->wavelength = wl_a * 1e-10;
-    if (!(g->dist > 0) || !(g->wavelength > 0)) {
-        FAID_WARN("ingest",
-                  "series %llu: the start message's distance or wavelength is not "
-                  "positive: the configuration's geometry is used",
-                  (unsigned long long)series_id);
-        return 0;
-    }
-    return 1;
+    /* pixel sizes first: the beam centre's check means something only with them in range */
+    int ok =
+        start_value_ok(series_id, v1 ? "y_pixel_size" : "pixel_size_y", m->pixel_size_y,
+                       "detector.pixel_size", g->pixel1) &&
+        start_value_ok(series_id, v1 ? "x_pixel_size" : "pixel_size_x", m->pixel_size_x,
+                       "detector.pixel_size", g->pixel2) &&
+        start_value_ok(series_id, "beam_center_y", m->beam_center_y, "geometry.poni1", g->poni1) &&
+        start_value_ok(series_id, "beam_center_x", m->beam_center_x, "geometry.poni2", g->poni2) &&
+        start_value_ok(series_id, by_distance ? "detector_distance" : "detector_translation[2]",
+                       g->dist, "geometry.dist", g->dist) &&
+        start_value_ok(series_id,
+                       by_wavelength ? (v1 ? "wavelength" : "incident_wavelength")
+                                     : (v1 ? "photon_energy" : "incident_energy"),
+                       by_wavelength ? m->incident_wavelength : m->incident_energy,
+                       "geometry.wavelength", g->wavelength);
+    if (!ok)
+        faid_stat_add(&in->s->stats.start_geometry_refused, 1);
+    return ok;
 }
 
 /* A start message: the tracker opens (or joins) the series; a new series gets the detector's
@@ -701,10 +747,12 @@ static void handle_start(ingest *in, faid_slot *slot)
         faid_diag d;
         faid_diag_clear(&d);
         faid_geometry geo;
-        int use_geo = start_geometry(in, &m->meta, &geo, slot->h.series_id);
+        int use_geo = start_geometry(in, m, &geo, slot->h.series_id);
         if (start_mask(in, &m->meta, &mask, &hash, &d)) {
-            FAID_ERROR("ingest", "series %llu: detector pixel mask not applied: %s",
-                       (unsigned long long)slot->h.series_id, d.msg);
+            faid_stat_add(&in->s->stats.detector_masks_refused, 1);
+            faid_log_ratelimited(&rl_mask, FAID_LOG_ERROR, "ingest",
+                                 "series %llu: detector pixel mask not applied: %s",
+                                 (unsigned long long)slot->h.series_id, d.msg);
             mask = NULL;
             hash = 0;
             faid_diag_clear(&d);

@@ -259,6 +259,8 @@ static void serve(faid_server *s, int tick_ms)
     while (!g_stop) {
         int n = zmq_poll(items, 2 + s->npull, tick_ms);
         faid_notify_tick(s);
+        /* a flood that ended still gets its count of suppressed lines within a second */
+        faid_log_flush_suppressed(0);
         if (n < 0 && zmq_errno() == ETERM)
             break;
         if (n < 0 && zmq_errno() != EINTR) {
@@ -478,6 +480,7 @@ int main(int argc, char **argv)
     /* The publisher has stopped offering results; the event streams end within 100 ms. */
     s->http = NULL;
     faid_http_destroy(&http);
+    faid_log_flush_suppressed(1); /* every pipeline thread has stopped */
     uint64_t given_up = 0;
     for (int k = 0; k < FAID_NMSGKINDS; k++)
         given_up += faid_stat_get(&s->stats.ll_given_up[k]);

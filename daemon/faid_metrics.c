@@ -98,6 +98,8 @@ static void device_label(char *out, size_t cap, int i)
     X(SERIES, series)                                                                              \
     X(SETUPS_REUSED, setups_reused)                                                                \
     X(SETUPS_REBUILT, setups_rebuilt)                                                              \
+    X(GEOMETRY_REFUSED, start_geometry_refused)                                                    \
+    X(MASKS_REFUSED, detector_masks_refused)                                                       \
     X(PEAK_FRAMES, peak_frames)                                                                    \
     X(HITS, hits)                                                                                  \
     X(PEAKS, peaks_found)
@@ -220,6 +222,9 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
         sample_u(b, id, "{result=\"refused\"}", refused);
         break;
     }
+    case FAID_M_LOG_SUPPRESSED:
+        sample_u(b, id, "", faid_log_suppressed_total());
+        break;
     case FAID_M_HTTP_CLIENTS:
         sample_u(b, id, "", (uint64_t)(event_clients > 0 ? event_clients : 0));
         break;

@@ -65,6 +65,14 @@ struct faid_server;
       "Series starts that kept the setup in force (same mask, geometry, configuration).")          \
     X(SETUPS_REBUILT, "faid_series_setups_rebuilt_total", "counter", "",                           \
       "Series starts whose setup was built off the ingest thread.")                                \
+    X(GEOMETRY_REFUSED, "faid_start_geometry_refused_total", "counter", "",                        \
+      "Series starts whose geometry (input.geometry_source start) was outside the option "         \
+      "table's ranges: the configuration's geometry used.")                                        \
+    X(MASKS_REFUSED, "faid_detector_masks_refused_total", "counter", "",                           \
+      "Series starts whose detector pixel mask was refused (wrong shape or type, not "             \
+      "decodable): no detector mask used.")                                                        \
+    X(LOG_SUPPRESSED, "faid_log_lines_suppressed_total", "counter", "",                            \
+      "Log lines held back by rate-limited sites (peer-driven lines, at most 5 per second each).") \
     X(SERIES_FRAMES, "faid_series_frames", "gauge", "",                                            \
       "Frames received in the open (or last) series.")                                             \
     X(QUEUE, "faid_queue_frames", "gauge", "", "Frames waiting for a device.")                     \

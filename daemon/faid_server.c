@@ -28,6 +28,11 @@ void faid_gen_acquire(faid_gen *g)
         atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
 }
 
+/* Lines of setups built for series starts and reloads, which peers on the input and control
+ * sockets can ask for at any rate (issue 20: 1,500 mask changes, 200 reloads at 200 Hz): a
+ * few per second come through, the rest are counted (faid_log.h). */
+static faid_ratelimit rl_ready, rl_build, rl_build_fail, rl_keys, rl_reloaded;
+
 static void gen_free(faid_gen *g)
 {
     for (int i = 0; i < g->nworkers; i++) {
@@ -154,9 +159,10 @@ faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t
     size_t nazim = g->setup->csr2d ? (size_t)g->setup->csr2d->npt_azim : 0;
     g->start_bytes = array_bound(nb * 8) + array_bound(nazim * 8) + strlen(g->config_yaml) +
                      4 * FAID_PATH_MAX + 8192 + (size_t)s->nworkers * 300 + MAX_USER_DATA;
-    FAID_INFO("setup", "setup %llu ready: %dx%d pixels, %d bins, %d device(s), %.0f ms",
-              (unsigned long long)version, g->setup->rows, g->setup->cols, (int)nb, s->nworkers,
-              (double)(faid_now_ns() - t0) / 1e6);
+    faid_log_ratelimited(&rl_ready, FAID_LOG_INFO, "setup",
+                         "setup %llu ready: %dx%d pixels, %d bins, %d device(s), %.0f ms",
+                         (unsigned long long)version, g->setup->rows, g->setup->cols, (int)nb,
+                         s->nworkers, (double)(faid_now_ns() - t0) / 1e6);
     return g;
 fail:
     gen_free(g);
@@ -959,19 +965,20 @@ static void *builder_main(void *arg)
     if (g) {
         s->next_version++;
         g->start_geometry = b->start_geometry;
-        FAID_INFO("server",
-                  "setup %llu built off the ingest thread: detector pixel mask %s (%llu pixels), "
-                  "geometry of the %s, %.0f ms",
-                  (unsigned long long)g->version, b->mask ? "applied" : "none",
-                  (unsigned long long)g->detector_masked,
-                  b->start_geometry ? "start message" : "configuration", ms);
+        faid_log_ratelimited(
+            &rl_build, FAID_LOG_INFO, "server",
+            "setup %llu built off the ingest thread: detector pixel mask %s (%llu pixels), "
+            "geometry of the %s, %.0f ms",
+            (unsigned long long)g->version, b->mask ? "applied" : "none",
+            (unsigned long long)g->detector_masked,
+            b->start_geometry ? "start message" : "configuration", ms);
         faid_gen_acquire(g);
         faid_server_swap_gen(s, g);
     } else {
-        FAID_ERROR("server",
-                   "setup of a series start not built (%.0f ms): %s; the setup in "
-                   "force stays",
-                   ms, d.msg);
+        faid_log_ratelimited(&rl_build_fail, FAID_LOG_ERROR, "server",
+                             "setup of a series start not built (%.0f ms): %s; the setup in "
+                             "force stays",
+                             ms, d.msg);
     }
     pthread_mutex_unlock(&s->build_mu);
     pthread_mutex_lock(&b->mu);
@@ -1091,13 +1098,15 @@ int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid
             pthread_mutex_unlock(&s->gen_mu);
             faid_server_swap_gen(s, g);
             if (keys) {
-                FAID_INFO("security", "%zu client key(s) authorized from %s",
-                          faid_zap_keys_count(keys), nc->authorized_keys);
+                faid_log_ratelimited(&rl_keys, FAID_LOG_INFO, "security",
+                                     "%zu client key(s) authorized from %s",
+                                     faid_zap_keys_count(keys), nc->authorized_keys);
                 faid_zap_set_keys(s->zap, keys);
                 keys = NULL;
             }
-            FAID_INFO("server", "reloaded %s: setup version %llu", file[0] ? file : "(default)",
-                      (unsigned long long)*version);
+            faid_log_ratelimited(&rl_reloaded, FAID_LOG_INFO, "server",
+                                 "reloaded %s: setup version %llu", file[0] ? file : "(default)",
+                                 (unsigned long long)*version);
         }
         pthread_mutex_unlock(&s->build_mu);
     }

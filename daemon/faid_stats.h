@@ -83,6 +83,9 @@ typedef struct faid_stats {
     atomic_uint_fast64_t hits_requested;             /* hits answering `next` */
     /* series starts whose setup was reused (same key) or built off the ingest thread */
     atomic_uint_fast64_t setups_reused, setups_rebuilt;
+    /* series starts whose geometry (input.geometry_source start) or detector pixel mask was
+     * refused: the configuration's geometry, or no detector mask, used instead */
+    atomic_uint_fast64_t start_geometry_refused, detector_masks_refused;
     atomic_uint_fast64_t errors[FAID_NSTAGES][FAID_NCODES];
     atomic_uint_fast64_t drops[FAID_NDROPS];
     atomic_uint_fast64_t lat_hist[FAID_LAT_BINS];

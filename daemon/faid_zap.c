@@ -14,10 +14,16 @@
 #define ZAP_POLL_MS  200 /* how soon the thread sees the stop flag */
 #define ZAP_PARTS    8   /* a request has 6 parts + credentials (CURVE: 1) */
 
+/* One authorized key and the file it came from; the set is sorted by key for a binary search
+ * at each handshake. */
+typedef struct zap_key {
+    uint8_t key[32];
+    char name[64];
+} zap_key;
+
 struct faid_zap_keys {
     size_t n;
-    uint8_t (*key)[32];
-    char (*name)[64];
+    zap_key *k;
 };
 
 struct faid_zap {
@@ -32,30 +38,39 @@ struct faid_zap {
 
 static faid_ratelimit rl_refused;
 
+static int by_key(const void *a, const void *b)
+{
+    return memcmp(((const zap_key *)a)->key, ((const zap_key *)b)->key, 32);
+}
+
 faid_zap_keys *faid_zap_keys_load(const char *dir, faid_diag *d)
 {
-    faid_zap_keys *k = calloc(1, sizeof(*k));
-    char(*text)[FAID_Z85_KEY_LEN + 1] = calloc(FAID_ZAP_MAX_KEYS, sizeof(*text));
-    if (k) {
-        k->key = calloc(FAID_ZAP_MAX_KEYS, sizeof(*k->key));
-        k->name = calloc(FAID_ZAP_MAX_KEYS, sizeof(*k->name));
+    char(*text)[FAID_Z85_KEY_LEN + 1] = NULL;
+    char(*names)[64] = NULL;
+    size_t n = 0;
+    int rc = faid_keyfile_read_dir(dir, FAID_ZAP_MAX_KEYS, &text, &names, &n, d);
+    faid_zap_keys *k = NULL;
+    if (!rc) {
+        k = calloc(1, sizeof(*k));
+        if (k && n)
+            k->k = calloc(n, sizeof(*k->k));
+        if (!k || (n && !k->k))
+            rc = faid_fail(d, FAID_ENOMEM, "out of memory for %zu keys", n);
     }
-    if (!k || !text || !k->key || !k->name) {
-        free(text);
-        faid_zap_keys_destroy(&k);
-        faid_fail(d, FAID_ENOMEM, "security.authorized_keys: out of memory");
-        return NULL;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (!zmq_z85_decode(k->k[i].key, text[i]))
+            rc = faid_fail(d, FAID_EFORMAT, "%s/%s: not a z85 key", dir, names[i]);
+        memcpy(k->k[i].name, names[i], sizeof(k->k[i].name));
     }
-    int rc = faid_keyfile_read_dir(dir, text, k->name, FAID_ZAP_MAX_KEYS, &k->n, d);
-    for (size_t i = 0; i < k->n && !rc; i++)
-        if (!zmq_z85_decode(k->key[i], text[i]))
-            rc = faid_fail(d, FAID_EFORMAT, "%s/%s: not a z85 key", dir, k->name[i]);
     free(text);
+    free(names);
     if (rc) {
         faid_diag_prefix(d, "security.authorized_keys: ");
         faid_zap_keys_destroy(&k);
         return NULL;
     }
+    k->n = n;
+    qsort(k->k, n, sizeof(*k->k), by_key);
     return k;
 }
 
@@ -63,8 +78,7 @@ void faid_zap_keys_destroy(faid_zap_keys **pk)
 {
     if (!pk || !*pk)
         return;
-    free((*pk)->key);
-    free((*pk)->name);
+    free((*pk)->k);
     free(*pk);
     *pk = NULL;
 }
@@ -77,10 +91,12 @@ size_t faid_zap_keys_count(const faid_zap_keys *k)
 /* The name of the authorized key equal to key, or NULL. Under z->mu. */
 static const char *find_key(const faid_zap_keys *k, const uint8_t *key)
 {
-    for (size_t i = 0; k && i < k->n; i++)
-        if (memcmp(k->key[i], key, 32) == 0)
-            return k->name[i];
-    return NULL;
+    if (!k || !k->n)
+        return NULL;
+    zap_key want;
+    memcpy(want.key, key, 32);
+    const zap_key *hit = bsearch(&want, k->k, k->n, sizeof(*k->k), by_key);
+    return hit ? hit->name : NULL;
 }
 
 static void reply(void *sock, zmq_msg_t *version, zmq_msg_t *request_id, const char *status,

@@ -14,7 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FAID_ZAP_MAX_KEYS 4096
+/* The most *.pub files security.authorized_keys may hold. Keys are read into memory sized by
+ * the count (about 250 bytes each while loading, 96 kept), so the bound only keeps a folder of
+ * millions of files from costing start-up time and memory: 4,096 was a limit a facility could
+ * hit (issue 20, defect 9: 10,001 keys made faid exit at start). 10,001 keys load in well under a
+ * second (docs/security.md). */
+#define FAID_ZAP_MAX_KEYS 1000000
 
 typedef struct faid_zap faid_zap;
 typedef struct faid_zap_keys faid_zap_keys;

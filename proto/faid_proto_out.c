@@ -538,6 +538,9 @@ void faid_proto_write_counters(faid_mpw *w, const faid_out_counters *c)
     kv_uint(w, "hits_requested", c->hits_requested);
     kv_uint(w, "setups_reused", c->setups_reused);
     kv_uint(w, "setups_rebuilt", c->setups_rebuilt);
+    kv_uint(w, "start_geometry_refused", c->start_geometry_refused);
+    kv_uint(w, "detector_masks_refused", c->detector_masks_refused);
+    kv_uint(w, "log_suppressed", c->log_suppressed);
     faid_mpw_map_end(w);
 
     faid_mpw_key(w, FAID_K_DROPS);

@@ -72,8 +72,11 @@ static const faid_option options[] = {
         key_shape[1], rows, cols, -1, 0,
         "Frame shape [rows, columns] (rows = slow axis = dim1). Overrides the preset and the "
         ".poni file. Default: from the preset or the .poni file."),
-    OPT("detector.pixel_size", FAID_OT_PAIR, "m", 0, 0.01, NULL, R | H | D | X, NULL, key_pixel[0],
-        key_pixel[1], pixel1, pixel2, -1, 0,
+    /* The lower bounds of pixel size, distance and wavelength are physical, not 0: a start
+     * message's wavelength of 1e-310 m passed (0, 1e-6] and made every radial bin NaN (issue
+     * 20, defect 7); the same ranges check the configuration and the start messages. */
+    OPT("detector.pixel_size", FAID_OT_PAIR, "m", 1e-7, 0.01, NULL, R | H | D | X, NULL,
+        key_pixel[0], key_pixel[1], pixel1, pixel2, -1, 0,
         "Pixel size [pixel1, pixel2] (rows, columns) in metres. Overrides the preset and the "
         ".poni file. Default: from the preset or the .poni file."),
     SIMPLE("detector.mask", FAID_OT_PATH, "", 0, 0, "null", R | H | N, NULL, mask_path,
@@ -89,7 +92,7 @@ static const faid_option options[] = {
            "pyFAI .poni calibration (version 1 or 2). Gives the geometry and, when no preset is "
            "set, the detector. Explicit geometry keys below override its values. Relative to "
            "the configuration file's folder."),
-    OPT("geometry.dist", FAID_OT_DOUBLE, "m", 0, 1000, "0.1", R | H | D | X, NULL, key_geom.dist,
+    OPT("geometry.dist", FAID_OT_DOUBLE, "m", 1e-4, 1000, "0.1", R | H | D | X, NULL, key_geom.dist,
         key_geom.dist, geometry.dist, geometry.dist, -1, 0,
         "Sample to detector distance along the detector normal (pyFAI dist)."),
     OPT("geometry.poni1", FAID_OT_DOUBLE, "m", -10, 10, NULL, R | H | D, NULL, key_geom.poni1,
@@ -106,7 +109,7 @@ static const faid_option options[] = {
         key_geom.rot2, geometry.rot2, geometry.rot2, -1, 0, "pyFAI rotation 2."),
     OPT("geometry.rot3", FAID_OT_DOUBLE, "rad", -7, 7, "0.0", R | H | D, NULL, key_geom.rot3,
         key_geom.rot3, geometry.rot3, geometry.rot3, -1, 0, "pyFAI rotation 3."),
-    OPT("geometry.wavelength", FAID_OT_DOUBLE, "m", 0, 1e-6, "1.0e-10", R | H | D | X, NULL,
+    OPT("geometry.wavelength", FAID_OT_DOUBLE, "m", 1e-12, 1e-6, "1.0e-10", R | H | D | X, NULL,
         key_geom.wavelength, key_geom.wavelength, geometry.wavelength, geometry.wavelength, -1, 0,
         "X-ray wavelength (1.0e-10 m = 1 A, 12.4 keV)."),
     SIMPLE("integration.npt", FAID_OT_INT, "bins", 1, 100000, "1000", R | H, NULL, npt, 0,
@@ -263,7 +266,9 @@ static const faid_option options[] = {
            "Geometry of a series: configuration (the configuration's, whatever the detector's "
            "start message says; it is echoed) or start (beam centre, distance, wavelength and "
            "pixel size of the start message, no rotations; the configuration's when the start "
-           "lacks one of them)."),
+           "lacks one of them or one is outside the range of the key it becomes: "
+           "detector.pixel_size, geometry.poni1/poni2, geometry.dist, geometry.wavelength; "
+           "counted in start_geometry_refused)."),
     SIMPLE("input.series_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "60.0", 0, NULL, series_timeout,
            0,
            "A series whose end message never comes is closed (end reason timeout) after this "
@@ -1361,6 +1366,20 @@ static int fail_at(const faid_config *cfg, const char *what, faid_diag *d, const
     return faid_fail(d, code, "%s: %s", what, msg);
 }
 
+/* key's table range against value v (resolved from a .poni file or a preset when the key was not
+ * given); the message names key, or culprit, the key that brought the value, when given. */
+static int geom_in_range(const faid_config *cfg, const char *what, faid_diag *d, const char *key,
+                         double v, const char *culprit)
+{
+    const faid_option *o = faid_config_find(key);
+    if (!o || faid_config_in_range(o, v))
+        return 0;
+    char range[64];
+    faid_config_range_text(o, range, sizeof range);
+    return fail_at(cfg, what, d, culprit ? culprit : key, FAID_ERANGE, "%s %g %s is outside %s",
+                   key, v, o->unit, range);
+}
+
 static int resolve(faid_config *cfg, const char *what, faid_diag *d)
 {
     faid_geometry pg;
@@ -1459,6 +1478,16 @@ static int resolve(faid_config *cfg, const char *what, faid_diag *d)
     if (!(g.wavelength > 0))
         return fail_at(cfg, what, d, "geometry.wavelength", FAID_ERANGE,
                        "wavelength must be positive");
+    /* Values of a .poni file or a preset meet the table's ranges too (an explicit key was
+     * checked when parsed). */
+    int rc;
+    if ((rc = geom_in_range(cfg, what, d, "detector.pixel_size", cfg->pixel1, culprit)) ||
+        (rc = geom_in_range(cfg, what, d, "detector.pixel_size", cfg->pixel2, culprit)) ||
+        (rc = geom_in_range(cfg, what, d, "geometry.dist", g.dist, NULL)) ||
+        (rc = geom_in_range(cfg, what, d, "geometry.wavelength", g.wavelength, NULL)) ||
+        (rc = geom_in_range(cfg, what, d, "geometry.poni1", g.poni1, NULL)) ||
+        (rc = geom_in_range(cfg, what, d, "geometry.poni2", g.poni2, NULL)))
+        return rc;
     g.rows = cfg->rows;
     g.cols = cfg->cols;
     g.pixel1 = cfg->pixel1;
@@ -1643,7 +1672,15 @@ static const char *type_name(const faid_option *o)
     return "?";
 }
 
-static void range_text(const faid_option *o, char *out, size_t cap)
+int faid_config_in_range(const faid_option *o, double x)
+{
+    if (!isfinite(x))
+        return 0;
+    int low = (o->flags & FAID_OPT_MIN_EXCL) ? x <= o->min : x < o->min;
+    return !low && x <= o->max;
+}
+
+void faid_config_range_text(const faid_option *o, char *out, size_t cap)
 {
     out[0] = '\0';
     if (o->choices) {
@@ -1707,7 +1744,7 @@ static void dump(const faid_config *cfg, faid_dump_style style, sbuf *b)
         for (size_t i = 0; i < NOPT; i++) {
             const faid_option *o = &options[i];
             char range[256];
-            range_text(o, range, sizeof range);
+            faid_config_range_text(o, range, sizeof range);
             sb_printf(b, "| `%s` | %s | %s | %s%s%s | %s | %s | ", o->name, type_name(o), o->unit,
                       o->def ? "`" : "", o->def ? o->def : "computed", o->def ? "`" : "", range,
                       (o->flags & FAID_OPT_RELOAD) ? "yes" : "no");
@@ -1751,7 +1788,7 @@ static void dump(const faid_config *cfg, faid_dump_style style, sbuf *b)
         if (style == FAID_DUMP_ANNOTATED) {
             wrap_comment(b, indent, o->help);
             char range[256], meta[512];
-            range_text(o, range, sizeof range);
+            faid_config_range_text(o, range, sizeof range);
             snprintf(meta, sizeof meta, "%s%s%s%s%s; default: %s; %s", type_name(o),
                      *o->unit ? ", " : "", o->unit, *range ? "; " : "", range,
                      o->def ? o->def : "computed",

@@ -187,6 +187,12 @@ typedef struct faid_option {
 const faid_option *faid_config_options(size_t *n);
 /* Looks an option up by its full name; NULL if unknown. */
 const faid_option *faid_config_find(const char *key);
+/* 1 when x is finite and inside o's numeric range (each element of a PAIR / SHAPE), what the
+ * parser accepts: the check of values that reach the setup from elsewhere (a start message's
+ * geometry, input.geometry_source start). */
+int faid_config_in_range(const faid_option *o, double x);
+/* o's range as the reference table writes it: "(0, 1e-06]", ">= 1", the choices, ... */
+void faid_config_range_text(const faid_option *o, char *out, size_t cap);
 
 /* Applies one option from YAML text (e.g. key "integration.npt", value "500", or "[0.5, 30]"),
  * then re-resolves the detector and geometry. Relative paths stay relative to the cwd. */

@@ -134,10 +134,13 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int faid_keyfile_read_dir(const char *dir, char (*keys)[FAID_Z85_KEY_LEN + 1], char (*names)[64],
-                          size_t max, size_t *n, faid_diag *d)
+int faid_keyfile_read_dir(const char *dir, size_t max, char (**keys)[FAID_Z85_KEY_LEN + 1],
+                          char (**names)[64], size_t *n, faid_diag *d)
 {
     *n = 0;
+    *keys = NULL;
+    if (names)
+        *names = NULL;
     DIR *dh = opendir(dir);
     if (!dh)
         return faid_fail(d, FAID_EIO, "%s: cannot open the folder: %s", dir, strerror(errno));
@@ -149,6 +152,14 @@ int faid_keyfile_read_dir(const char *dir, char (*keys)[FAID_Z85_KEY_LEN + 1], c
         size_t l = strlen(e->d_name);
         if (l < 5 || strcmp(e->d_name + l - 4, ".pub") != 0 || e->d_name[0] == '.')
             continue;
+        if (nfiles == max) {
+            /* Bounded even for a folder of millions of files: read no further. */
+            rc = faid_fail(d, FAID_ESIZE,
+                           "%s: more than %zu *.pub files, the most faid reads "
+                           "(FAID_ZAP_MAX_KEYS, docs/security.md)",
+                           dir, max);
+            break;
+        }
         if (nfiles == cap) {
             size_t ncap = cap ? 2 * cap : 16;
             char **nf = realloc(files, ncap * sizeof(*nf));
@@ -166,11 +177,17 @@ int faid_keyfile_read_dir(const char *dir, char (*keys)[FAID_Z85_KEY_LEN + 1], c
         nfiles++;
     }
     closedir(dh);
-    if (!rc && nfiles > max)
-        rc =
-            faid_fail(d, FAID_ESIZE, "%s: %zu *.pub files, at most %zu are read", dir, nfiles, max);
+    char(*k)[FAID_Z85_KEY_LEN + 1] = NULL;
+    char(*nm)[64] = NULL;
+    if (!rc && nfiles) {
+        k = calloc(nfiles, sizeof(*k));
+        nm = names ? calloc(nfiles, sizeof(*nm)) : NULL;
+        if (!k || (names && !nm))
+            rc = faid_fail(d, FAID_ENOMEM, "%s: out of memory for %zu keys", dir, nfiles);
+    }
     if (!rc)
         qsort(files, nfiles, sizeof(*files), by_name);
+    size_t got = 0;
     for (size_t i = 0; i < nfiles && !rc; i++) {
         char path[4096];
         if (snprintf(path, sizeof(path), "%s/%s", dir, files[i]) >= (int)sizeof(path)) {
@@ -180,17 +197,24 @@ int faid_keyfile_read_dir(const char *dir, char (*keys)[FAID_Z85_KEY_LEN + 1], c
         faid_keytext kt;
         if ((rc = faid_keyfile_read(path, 0, &kt, d)))
             break;
-        memcpy(keys[*n], kt.public_key, sizeof(keys[*n]));
-        if (names)
-            snprintf(names[*n], 64, "%s", files[i]);
-        (*n)++;
+        memcpy(k[got], kt.public_key, sizeof(k[got]));
+        if (nm)
+            snprintf(nm[got], 64, "%s", files[i]);
+        got++;
     }
     for (size_t i = 0; i < nfiles; i++)
         free(files[i]);
     free(files);
-    if (rc)
-        *n = 0;
-    return rc;
+    if (rc) {
+        free(k);
+        free(nm);
+        return rc;
+    }
+    *keys = k;
+    if (names)
+        *names = nm;
+    *n = got;
+    return 0;
 }
 
 static int write_new(const char *path, int mode, const char *text, faid_diag *d)

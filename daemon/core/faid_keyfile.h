@@ -38,12 +38,15 @@ int faid_keyfile_parse(const char *text, size_t len, const char *name, int want_
 /* 1 when s is exactly 40 characters of the z85 alphabet. */
 int faid_z85_key_valid(const char *s);
 
-/* The public keys of the *.pub files of dir (sorted by file name, other files ignored). At most
- * max keys; *n receives how many. A *.pub file that is not a valid key fails the whole read
- * with its name (a typo must not silently lock a client out or in). names (may be NULL) receives
- * each file's name (without the folder, truncated to 63 bytes). */
-int faid_keyfile_read_dir(const char *dir, char (*keys)[FAID_Z85_KEY_LEN + 1], char (*names)[64],
-                          size_t max, size_t *n, faid_diag *d);
+/* The public keys of the *.pub files of dir (sorted by file name, other files ignored), in
+ * arrays allocated here as they are needed: *keys, and *names when names is not NULL (each
+ * file's name without the folder, truncated to 63 bytes); free() both; *n receives how many
+ * (both NULL and *n 0 on failure). More than max *.pub files fail with FAID_ESIZE naming the
+ * folder, the limit and that more were found (the folder is read no further). A *.pub file that
+ * is not a valid key fails the whole read with its name (a typo must not silently lock a client
+ * out or in). */
+int faid_keyfile_read_dir(const char *dir, size_t max, char (**keys)[FAID_Z85_KEY_LEN + 1],
+                          char (**names)[64], size_t *n, faid_diag *d);
 
 /* Writes STEM.key (public and secret key, created with mode 0600) and STEM.pub (public key,
  * 0644); neither may exist yet (FAID_EIO naming the file that does, nothing written). */

@@ -18,15 +18,34 @@ void faid_log_set_name(const char *program);
 void faid_log(faid_log_level level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* State of one rate-limited call site: keep it static at the site. */
+/* State of one rate-limited call site: keep it static (zero) at the site. Every line a peer can
+ * make faid write goes through one: at most FAID_LOG_RATE lines per second per site; what is
+ * held back is counted and reported as one line, `(N more like "FORMAT" suppressed)`, with the
+ * site's next line or by faid_log_flush_suppressed(), whichever comes first. */
 typedef struct faid_ratelimit {
     int64_t window_start_ns;
     int emitted;
     int64_t suppressed;
+    /* set by the first suppression: the site's level, component and format for the report,
+     * and its link in the list faid_log_flush_suppressed() walks */
+    faid_log_level level;
+    const char *component, *fmt;
+    struct faid_ratelimit *next;
+    int listed;
 } faid_ratelimit;
+
+#define FAID_LOG_RATE 5 /* lines per second per rate-limited call site */
 
 void faid_log_ratelimited(faid_ratelimit *rl, faid_log_level level, const char *component,
                           const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Reports the suppressed count of every site whose one-second window has ended (all of them
+ * when all != 0: at the stop), so a flood that ends is still accounted for in the log. The main
+ * thread calls it on every turn of its loop; cheap when nothing is pending. */
+void faid_log_flush_suppressed(int all);
+
+/* Lines held back by every rate-limited site since the start (status `log_suppressed`). */
+uint64_t faid_log_suppressed_total(void);
 
 /* Monotonic and wall clocks in nanoseconds. */
 int64_t faid_now_ns(void);

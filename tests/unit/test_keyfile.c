@@ -76,17 +76,25 @@ int main(void)
     put(p1, PUB "\n", 0644);
     put(p2, "public-key = \"" SEC "\"\n", 0644);
     put(p3, "not a key\n", 0644);
-    char keys[4][FAID_Z85_KEY_LEN + 1], names[4][64];
+    char(*keys)[FAID_Z85_KEY_LEN + 1] = NULL;
+    char(*names)[64] = NULL;
     size_t n = 0;
-    CHECK(faid_keyfile_read_dir(auth, keys, names, 4, &n, &d) == 0 && n == 2);
+    CHECK(faid_keyfile_read_dir(auth, 4, &keys, &names, &n, &d) == 0 && n == 2);
     CHECK(n == 2 && strcmp(names[0], "a.pub") == 0 && strcmp(keys[0], SEC) == 0 &&
           strcmp(keys[1], PUB) == 0);
-    CHECK(faid_keyfile_read_dir(auth, keys, names, 1, &n, &d) == FAID_ESIZE && n == 0);
+    free(keys);
+    free(names);
+    /* more files than the limit: refused, naming the folder and the limit */
+    CHECK(faid_keyfile_read_dir(auth, 1, &keys, &names, &n, &d) == FAID_ESIZE && n == 0 && !keys &&
+          !names && strstr(d.msg, auth) && strstr(d.msg, "more than 1 "));
+    CHECK(faid_keyfile_read_dir(auth, 4, &keys, NULL, &n, &d) == 0 && n == 2 &&
+          strcmp(keys[1], PUB) == 0);
+    free(keys);
     snprintf(p4, sizeof p4, "%s/c.pub", auth);
     put(p4, "typo\n", 0644);
-    CHECK(faid_keyfile_read_dir(auth, keys, names, 4, &n, &d) == FAID_EFORMAT && n == 0 &&
-          strstr(d.msg, "c.pub"));
-    CHECK(faid_keyfile_read_dir("/nonexistent/faid", keys, names, 4, &n, &d) == FAID_EIO);
+    CHECK(faid_keyfile_read_dir(auth, 4, &keys, &names, &n, &d) == FAID_EFORMAT && n == 0 &&
+          !keys && strstr(d.msg, "c.pub"));
+    CHECK(faid_keyfile_read_dir("/nonexistent/faid", 4, &keys, &names, &n, &d) == FAID_EIO);
 
     unlink(p1);
     unlink(p2);
