@@ -202,6 +202,7 @@
     X(UPTIME_S, "uptime_s")                                                                        \
     X(QUEUE, "queue")                                                                              \
     X(FPS, "fps")                                                                                  \
+    X(HITS_WAITING, "hits_waiting")                                                                \
     X(LOSSLESS, "lossless")                                                                        \
     X(MAX_MESSAGE_BYTES, "max_message_bytes")                                                      \
     X(ENDPOINTS, "endpoints")                                                                      \
@@ -531,12 +532,13 @@
     X(STATUS, CONFIG_HASH, "str", REQ, "its hash")                                                 \
     X(STATUS, CONFIG_FILE, "str", REQ, "configuration file of the setup in force (`\"\"` = embedded default)") \
     X(STATUS, CONFIG_START, "str", REQ, "the file given with `-c`, which SIGHUP and `reload` without `path` re-read (`\"\"` = embedded default); differs from `config_file` after a `reload` with `path`") \
-    X(STATUS, COUNTERS, "map str -> uint", REQ, "frames: `received` (image messages), `received_bytes`, `processed`, `failed`, `dropped` (`received = processed + failed + dropped` once idle); messages: `published` (PUB sends), `lossless_sent` (first sends on the lossless channel), `bad_input` (messages without a usable header), `series`, `stale` (messages of older series dropped, section 2), `ignored` (message types faid has no use for, e.g. Jungfraujoch `calibration`), `forwarded`, `forward_dropped` (`input.forward_endpoint`), `hits_sent`, `hits_dropped` (`hits.endpoint`), `hits_requested` (hits answering `next` on `hits.request_endpoint`), `setups_reused`, `setups_rebuilt` (series starts whose setup was reused or built, section 2.1)") \
+    X(STATUS, COUNTERS, "map str -> uint", REQ, "frames: `received` (image messages), `received_bytes`, `processed`, `failed`, `dropped` (`received = processed + failed + dropped` once idle); messages: `published` (PUB sends), `lossless_sent` (first sends on the lossless channel), `bad_input` (messages without a usable header), `series`, `stale` (messages of older series dropped, section 2), `ignored` (message types faid has no use for, e.g. Jungfraujoch `calibration`), `forwarded`, `forward_dropped` (`input.forward_endpoint`), `hits_sent`, `hits_dropped` (`hits.endpoint`), `hits_requested` (`next` requests on `hits.request_endpoint` that took a waiting entry), `hits_delivered` (hits given to a requester), `hits_requesters_gone` (waiting requesters that had left, or stopped reading, when offered a hit or making room: freed, the hit offered to the next), `hits_requests_displaced` (waiting requesters answered `What?` to make room for a newer one), `hits_requests_repeated` (`next` from an identity already waiting: ignored); `hits_requested = hits_delivered + hits_requesters_gone + hits_requests_displaced + hits_waiting`; `hits_resets` (`resetplots` served), `setups_reused`, `setups_rebuilt` (series starts whose setup was reused or built, section 2.1)") \
     X(STATUS, DROPS, "map str -> uint", REQ, "frames dropped, per `stage.reason`: `queue.oldest`, `queue.newest`, `series.stale`, `input.shutdown` (read after `input.stop_timeout` during a stop, not processed)") \
     X(STATUS, ERRORS, "map str -> uint", REQ, "per `stage.CODE` (stages `ingest`, `worker`, `output`: a failed PUB send), e.g. `ingest.FAID_EFORMAT`, `worker.FAID_ECORRUPT`") \
     X(STATUS, INPUT, "map", REQ, "the input sockets and their connections as ZeroMQ reports them, summed over every endpoint, and the pinned input arena (`status.input` below)") \
     X(STATUS, QUEUE, "map", REQ, "the frame queue (`status.queue` below)")                         \
     X(STATUS, FPS, "float", REQ, "results per second over the last stats interval")               \
+    X(STATUS, HITS_WAITING, "uint", REQ, "requesters of `next` waiting for a hit on `hits.request_endpoint` now (at most 64, one per identity; 0 without the socket)") \
     X(STATUS, LATENCY_US, "map", REQ, "received -> result ready, since start or `reset` (`status.latency_us` below)") \
     X(STATUS, LOSSLESS, "map", REQ, "the lossless channel, section 3.6 (`status.lossless` below)") \
     X(STATUS, DEVICES, "[map]", REQ, "per worker (`status.devices` below)")                        \
