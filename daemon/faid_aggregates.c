@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define POWDER_BLOCK 1024 /* pixels of a dirty block: 4 KB of counts */
+
 struct faid_aggr {
     pthread_mutex_t mu;
     faid_hits *hits; /* rolling window */
@@ -21,10 +23,18 @@ struct faid_aggr {
     int hist_width; /* num_peaks per histogram bin */
     int rows, cols;
     uint32_t *powder; /* rows * cols, NULL until a frame with peaks arrives */
+    /* The blocks of POWDER_BLOCK pixels that hold a count (a bit each, and their list): a reset
+     * clears those alone, so its cost follows the peaks added since the last one, not the
+     * detector (clearing the whole image, 4 MB at 1024 x 1024, 72 MB on an EIGER 16M, under
+     * this lock, let `resetplots` flat out stop the pipeline for 30 s, issue 20). */
+    uint64_t *dirty_bits;
+    uint32_t *dirty, ndirty;
     double rate_hist[FAID_AGGR_HISTORY], ts_hist[FAID_AGGR_HISTORY];
     int nhist, hist_head;
-    /* publisher side (one thread): snapshot and its compressed form */
+    /* publisher side (one thread, which alone allocates them): snapshot and its compressed
+     * form; a reshape by a worker leaves them alone (the encoder reads them unlocked) */
     uint32_t *snap;
+    size_t snap_npix;
     uint8_t *comp;
     size_t comp_cap;
 };
@@ -56,6 +66,8 @@ void faid_aggr_destroy(faid_aggr **pa)
     faid_aggr *a = *pa;
     faid_hits_destroy(&a->hits);
     free(a->powder);
+    free(a->dirty_bits);
+    free(a->dirty);
     free(a->snap);
     free(a->comp);
     pthread_mutex_destroy(&a->mu);
@@ -70,8 +82,26 @@ static void clear_locked(faid_aggr *a)
     a->frames = a->hits_total = a->peaks_total = 0;
     memset(a->hist, 0, sizeof a->hist);
     a->nhist = a->hist_head = 0;
-    if (a->powder)
-        memset(a->powder, 0, (size_t)a->rows * (size_t)a->cols * sizeof *a->powder);
+    const size_t npix = (size_t)a->rows * (size_t)a->cols;
+    for (uint32_t i = 0; a->powder && i < a->ndirty; i++) {
+        const size_t b = a->dirty[i], first = b * POWDER_BLOCK;
+        const size_t n = npix - first < POWDER_BLOCK ? npix - first : POWDER_BLOCK;
+        memset(a->powder + first, 0, n * sizeof *a->powder);
+        a->dirty_bits[b / 64] &= ~(UINT64_C(1) << (b % 64));
+    }
+    a->ndirty = 0;
+}
+
+/* Counts a peak in pixel i of the pattern, marking its block dirty. */
+static void count_pixel(faid_aggr *a, size_t i)
+{
+    const size_t b = i / POWDER_BLOCK;
+    const uint64_t bit = UINT64_C(1) << (b % 64);
+    if (!(a->dirty_bits[b / 64] & bit)) {
+        a->dirty_bits[b / 64] |= bit;
+        a->dirty[a->ndirty++] = (uint32_t)b;
+    }
+    a->powder[i]++;
 }
 
 void faid_aggr_reset(faid_aggr *a)
@@ -100,12 +130,25 @@ static int shape_locked(faid_aggr *a, const faid_setup *s)
     if (a->powder && a->rows == s->rows && a->cols == s->cols)
         return 0;
     free(a->powder);
-    free(a->snap);
-    a->snap = NULL;
+    free(a->dirty_bits);
+    free(a->dirty);
     a->rows = s->rows;
     a->cols = s->cols;
-    a->powder = calloc((size_t)s->rows * (size_t)s->cols, sizeof *a->powder);
-    return a->powder ? 0 : FAID_ENOMEM;
+    const size_t npix = (size_t)s->rows * (size_t)s->cols;
+    const size_t nblocks = (npix + POWDER_BLOCK - 1) / POWDER_BLOCK;
+    a->powder = calloc(npix, sizeof *a->powder);
+    a->dirty_bits = calloc((nblocks + 63) / 64, sizeof *a->dirty_bits);
+    a->dirty = malloc(nblocks * sizeof *a->dirty);
+    a->ndirty = 0;
+    if (a->powder && a->dirty_bits && a->dirty)
+        return 0;
+    free(a->powder);
+    free(a->dirty_bits);
+    free(a->dirty);
+    a->powder = NULL;
+    a->dirty_bits = NULL;
+    a->dirty = NULL;
+    return FAID_ENOMEM;
 }
 
 int faid_aggr_add(faid_aggr *a, const faid_setup *s, const faid_result *r)
@@ -125,7 +168,7 @@ int faid_aggr_add(faid_aggr *a, const faid_setup *s, const faid_result *r)
     for (int32_t i = 0; a->powder && i < l->n; i++) {
         long x = lrintf(l->x[i]), y = lrintf(l->y[i]);
         if (x >= 0 && y >= 0 && x < a->cols && y < a->rows)
-            a->powder[(size_t)y * (size_t)a->cols + (size_t)x]++;
+            count_pixel(a, (size_t)y * (size_t)a->cols + (size_t)x);
     }
     pthread_mutex_unlock(&a->mu);
     return rc;
@@ -160,8 +203,11 @@ int faid_aggr_encode(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid
     const int width = a->hist_width, window = a->window;
     const size_t npix = (size_t)a->rows * (size_t)a->cols;
     const int rows = a->rows, cols = a->cols;
-    if (!a->snap)
+    if (a->snap_npix != npix) {
+        free(a->snap);
         a->snap = malloc(npix * sizeof *a->snap);
+        a->snap_npix = a->snap ? npix : 0;
+    }
     if (a->snap)
         memcpy(a->snap, a->powder, npix * sizeof *a->snap);
     pthread_mutex_unlock(&a->mu);

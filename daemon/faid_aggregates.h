@@ -26,7 +26,9 @@ int faid_aggr_add(faid_aggr *a, const faid_setup *s, const faid_result *r);
 /* The rolling hit rate over peaks.hit_rate_window frames (0 before any frame) and how many
  * frames it covers (for /metrics and the dashboard; holds the mutex for a few loads). */
 double faid_aggr_hit_rate(faid_aggr *a, int *window_frames);
-/* Forgets everything (control `reset`). */
+/* Forgets everything (control `reset`, `resetplots` of the hits request socket). Its cost follows
+ * what was added since the last reset (the pattern's blocks that hold a count are cleared), not
+ * the detector's size, so resets flat out neither hold the workers nor the publisher. */
 void faid_aggr_reset(faid_aggr *a);
 /* Encodes the `aggregates` message body (a complete map; monitoring only, so without
  * msg_number, like stats) into buf, growing it as needed, and appends the current hit rate to

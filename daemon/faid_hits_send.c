@@ -6,6 +6,7 @@
 #include "faid_log.h"
 #include "faid_proto_out.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,27 +26,96 @@ static int grow(void **p, size_t *cap, size_t need)
     return 0;
 }
 
-/* A msgpack-numpy array (binary keys nd, type, kind, shape, data: what Python's msgpack-numpy
- * needs; CrystFEL reads them too, with `type` as text). */
-/* Sends [identity, "", body] on the request ROUTER (never waits: a requester that went away
- * is simply not answered). */
+/* Sends [identity, "", body] on the request ROUTER, never waiting. 0, or the errno of the failed
+ * send: EHOSTUNREACH when the requester has gone (ZMQ_ROUTER_MANDATORY), EAGAIN when it does not
+ * read its replies (its queue is full). */
 static int reply(faid_server *s, const uint8_t *id, size_t idlen, const void *body, size_t len)
 {
-    return zmq_send(s->hits_rep, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
-           zmq_send(s->hits_rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
-           zmq_send(s->hits_rep, body, len, ZMQ_DONTWAIT) >= 0;
+    if (zmq_send(s->hits_rep, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return zmq_errno();
+    /* Once the identity frame is taken the rest of the message goes to that peer's pipe. */
+    if (zmq_send(s->hits_rep, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(s->hits_rep, body, len, ZMQ_DONTWAIT) < 0)
+        return zmq_errno();
+    return 0;
 }
 
-/* Reads every waiting request (the caller holds hits_mu): `next` queues its requester for the
- * next hit (OM's behaviour), `resetplots` clears the aggregates and is answered Ok, anything
- * else What?. A message that is not [identity, "", request] is read and dropped. */
-static void service_locked(faid_server *s)
+/* The waiting requesters are a ring of FAID_HITS_WAITING entries, oldest at hits_head. */
+static int waiting_at(const faid_server *s, int i)
 {
-    for (;;) {
+    return (s->hits_head + i) % FAID_HITS_WAITING;
+}
+
+static int is_waiting(const faid_server *s, const uint8_t *id, size_t len)
+{
+    for (int i = 0; i < s->hits_nwaiting; i++) {
+        const int k = waiting_at(s, i);
+        if (s->hits_waiting[k].len == len && memcmp(s->hits_waiting[k].id, id, len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void pop_oldest(faid_server *s)
+{
+    s->hits_head = waiting_at(s, 1);
+    s->hits_nwaiting--;
+    atomic_store_explicit(&s->stats.hits_waiting, (uint64_t)s->hits_nwaiting, memory_order_relaxed);
+}
+
+/* A `next` from identity id: one waiting entry per identity (a repeat is counted and ignored).
+ * With every entry taken the oldest requester is answered What? (ask again) and makes room: the
+ * table then holds the newest requesters, so requesters that left cannot keep a live one out
+ * (64 that sent `next` and closed made the 65th wait for 64 hits to go to nobody, issue 20). */
+static void queue_next(faid_server *s, const uint8_t *id, size_t len)
+{
+    if (is_waiting(s, id, len)) {
+        faid_stat_add(&s->stats.hits_requests_repeated, 1);
+        return;
+    }
+    if (s->hits_nwaiting == FAID_HITS_WAITING) {
+        const int k = s->hits_head;
+        int rc = reply(s, s->hits_waiting[k].id, s->hits_waiting[k].len, "What?", 5);
+        faid_stat_add(rc == EHOSTUNREACH ? &s->stats.hits_requesters_gone
+                                         : &s->stats.hits_requests_displaced,
+                      1);
+        pop_oldest(s);
+    }
+    const int k = waiting_at(s, s->hits_nwaiting);
+    memcpy(s->hits_waiting[k].id, id, len);
+    s->hits_waiting[k].len = len;
+    s->hits_nwaiting++;
+    atomic_store_explicit(&s->stats.hits_waiting, (uint64_t)s->hits_nwaiting, memory_order_relaxed);
+    faid_stat_add(&s->stats.hits_requested, 1);
+}
+
+/* Gives the hit msg to the oldest waiting requester still there: one that has gone (or stopped
+ * reading) frees its entry, counted, and the hit goes to the next. */
+static void deliver_locked(faid_server *s, const void *msg, size_t len)
+{
+    while (s->hits_nwaiting > 0) {
+        const int k = s->hits_head;
+        int rc = reply(s, s->hits_waiting[k].id, s->hits_waiting[k].len, msg, len);
+        pop_oldest(s);
+        if (rc == 0) {
+            faid_stat_add(&s->stats.hits_delivered, 1);
+            return;
+        }
+        faid_stat_add(&s->stats.hits_requesters_gone, 1);
+    }
+}
+
+/* Reads at most FAID_HITS_READ_BUDGET requests (the caller holds hits_mu): `next` queues its
+ * requester for the next hit (OM's behaviour), `resetplots` clears the aggregates and is
+ * answered Ok, anything else What?. A message that is not [identity, "", request] is read and
+ * dropped. Returns 1 when the budget ran out (more may be waiting), 0 once the socket is empty. */
+static int service_locked(faid_server *s)
+{
+    for (int n = 0; n < FAID_HITS_READ_BUDGET; n++) {
         uint8_t id[256], delim[8], req[64];
         int n1 = zmq_recv(s->hits_rep, id, sizeof id, ZMQ_DONTWAIT);
         if (n1 < 0)
-            return;
+            return 0;
         int more = 0;
         size_t ml = sizeof more;
         zmq_getsockopt(s->hits_rep, ZMQ_RCVMORE, &more, &ml);
@@ -63,29 +133,26 @@ static void service_locked(faid_server *s)
             continue;
         size_t rl = (size_t)n3 < sizeof req ? (size_t)n3 : sizeof req;
         if (rl == 4 && memcmp(req, "next", 4) == 0) {
-            if (s->hits_nwaiting == FAID_HITS_WAITING) {
-                reply(s, id, (size_t)n1, "What?", 5); /* too many waiting */
-                continue;
-            }
-            memcpy(s->hits_waiting[s->hits_nwaiting].id, id, (size_t)n1);
-            s->hits_waiting[s->hits_nwaiting].len = (size_t)n1;
-            s->hits_nwaiting++;
+            queue_next(s, id, (size_t)n1);
         } else if (rl == 10 && memcmp(req, "resetplots", 10) == 0) {
             faid_aggr_reset(s->aggr);
+            faid_stat_add(&s->stats.hits_resets, 1);
             reply(s, id, (size_t)n1, "Ok", 2);
         } else {
             reply(s, id, (size_t)n1, "What?", 5);
         }
     }
+    return 1;
 }
 
-void faid_hits_service(faid_server *s)
+int faid_hits_service(faid_server *s)
 {
     if (!s->hits_rep)
-        return;
+        return 0;
     pthread_mutex_lock(&s->hits_mu);
-    service_locked(s);
+    int more = service_locked(s);
     pthread_mutex_unlock(&s->hits_mu);
+    return more;
 }
 
 /* The decoded frame as float32 with masked pixels NaN, in wk->hit_img. */
@@ -184,15 +251,8 @@ void faid_hits_send(faid_worker *wk, const faid_slot *slot, const faid_gen *g, c
         faid_stat_add(ok ? &s->stats.hits_sent : &s->stats.hits_dropped, 1);
     }
     if (s->hits_rep) {
-        service_locked(s);
-        if (s->hits_nwaiting > 0) {
-            /* the oldest requester gets this hit */
-            if (reply(s, s->hits_waiting[0].id, s->hits_waiting[0].len, wk->hit_msg, w.len))
-                faid_stat_add(&s->stats.hits_requested, 1);
-            s->hits_nwaiting--;
-            memmove(s->hits_waiting, s->hits_waiting + 1,
-                    (size_t)s->hits_nwaiting * sizeof s->hits_waiting[0]);
-        }
+        service_locked(s); /* a `next` that came just before this hit waits for it */
+        deliver_locked(s, wk->hit_msg, w.len);
     }
     pthread_mutex_unlock(&s->hits_mu);
 }

@@ -13,10 +13,14 @@
 
 #include "faid_server.h"
 
-/* Reads the requests waiting on hits.request_endpoint (ROUTER, OM's request socket): `next` waits
- * for the next hit, which goes to the oldest waiting requester as one frame; `resetplots` clears
- * the aggregates (Ok); anything else is answered What?. The publisher calls it each loop. */
-void faid_hits_service(faid_server *s);
+/* Reads the requests waiting on hits.request_endpoint (ROUTER, OM's request socket), at most
+ * FAID_HITS_READ_BUDGET per call so that a flood of requests cannot hold the publisher (which
+ * calls it each pass) away from the results: `next` waits for the next hit, which goes to the
+ * oldest waiting requester still connected, as one frame (one waiting entry per identity; with
+ * FAID_HITS_WAITING waiting, the oldest is answered What? to make room); `resetplots` clears the
+ * aggregates (Ok, a cost that does not grow with the detector: faid_aggr_reset); anything else is
+ * answered What?. Returns 1 when requests may be left (call again soon), 0 once none is. */
+int faid_hits_service(faid_server *s);
 
 /* Sends the hit of slot (its result r, computed with generation g); errors are logged and
  * counted, never fatal. Call before the slot's payload is released. */

@@ -102,7 +102,14 @@ static void device_label(char *out, size_t cap, int i)
     X(MASKS_REFUSED, detector_masks_refused)                                                       \
     X(PEAK_FRAMES, peak_frames)                                                                    \
     X(HITS, hits)                                                                                  \
-    X(PEAKS, peaks_found)
+    X(PEAKS, peaks_found)                                                                          \
+    X(HITS_REQUESTED, hits_requested)                                                              \
+    X(HITS_DELIVERED, hits_delivered)                                                              \
+    X(HITS_GONE, hits_requesters_gone)                                                             \
+    X(HITS_DISPLACED, hits_requests_displaced)                                                     \
+    X(HITS_REPEATED, hits_requests_repeated)                                                       \
+    X(HITS_RESETS, hits_resets)                                                                    \
+    X(HITS_WAITING, hits_waiting)
 
 static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event_clients)
 {

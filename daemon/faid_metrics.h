@@ -94,6 +94,20 @@ struct faid_server;
     X(HITS, "faid_hits_total", "counter", "",                                                      \
       "Frames judged hits (peaks.min_peaks_for_hit, peaks.max_peaks_for_hit).")                    \
     X(PEAKS, "faid_peaks_total", "counter", "", "Peaks found, summed over frames.")                \
+    X(HITS_REQUESTED, "faid_hits_requested_total", "counter", "",                                  \
+      "`next` requests on hits.request_endpoint that took a waiting entry.")                       \
+    X(HITS_DELIVERED, "faid_hits_delivered_total", "counter", "",                                  \
+      "Hits given to a requester of hits.request_endpoint.")                                       \
+    X(HITS_GONE, "faid_hits_requesters_gone_total", "counter", "",                                 \
+      "Waiting requesters found gone (or not reading) when offered a hit or making room.")         \
+    X(HITS_DISPLACED, "faid_hits_requests_displaced_total", "counter", "",                         \
+      "Waiting requesters answered What? to make room for a newer one (64 were waiting).")         \
+    X(HITS_REPEATED, "faid_hits_requests_repeated_total", "counter", "",                           \
+      "`next` requests from a requester already waiting (ignored: one entry per identity).")       \
+    X(HITS_RESETS, "faid_hits_resetplots_total", "counter", "",                                    \
+      "`resetplots` requests served on hits.request_endpoint.")                                    \
+    X(HITS_WAITING, "faid_hits_requesters_waiting", "gauge", "",                                   \
+      "Requesters of `next` waiting for a hit now.")                                               \
     X(HIT_RATE, "faid_hit_rate", "gauge", "",                                                      \
       "Fraction of hits over the last peaks.hit_rate_window frames (0 without peaks).")            \
     X(LATENCY, "faid_latency_seconds", "histogram", "",                                            \

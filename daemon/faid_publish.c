@@ -491,6 +491,7 @@ void *faid_publish_main(void *arg)
     double interval = stats_interval(s);
     int64_t next_stats = interval > 0 ? p->last_stats_ns + (int64_t)(interval * 1e9) : INT64_MAX;
     int64_t next_aggr = p->last_stats_ns;
+    int hits_more = 0; /* hits requests left unread by the last pass */
     for (;;) {
         int64_t now = faid_now_ns();
         atomic_store_explicit(&s->publish_alive_ns, now, memory_order_relaxed);
@@ -498,6 +499,8 @@ void *faid_publish_main(void *arg)
          * waiting for credit, often enough that a granted window is used at once (2 ms);
          * otherwise often enough that a consumer's hello is answered promptly (50 ms). */
         int wait_ms = !s->ll ? 200 : faid_lossless_pending(s->ll) ? 2 : 50;
+        if (hits_more)
+            wait_ms = 0;
         if (now >= next_aggr) {
             double ai = aggregates_interval(s);
             if (ai > 0)
@@ -517,7 +520,9 @@ void *faid_publish_main(void *arg)
             handle(p, item);
         if (s->ll)
             faid_lossless_pump(s->ll, 0);
-        faid_hits_service(s); /* `next` requests queue, others are answered at once */
+        /* `next` requests queue, others are answered at once; a bounded number per pass, and
+         * while more wait the next pass does not sleep */
+        hits_more = faid_hits_service(s);
         now = faid_now_ns();
         if (now >= next_stats) {
             publish_stats(p, now);

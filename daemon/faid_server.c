@@ -680,6 +680,10 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
                                   FAID_CONTROL_MAX_MSG, "hits request", d);
         if (!s->hits_rep)
             goto fail;
+        /* A reply to a requester that has gone fails (EHOSTUNREACH) instead of vanishing: its
+         * waiting entry is freed and the hit goes to the next requester. */
+        int one = 1;
+        zmq_setsockopt(s->hits_rep, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     }
     s->rep =
         make_socket(s, ZMQ_REP, cfg->control_endpoint, 1, 0, 0, FAID_CONTROL_MAX_MSG, "control", d);

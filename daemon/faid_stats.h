@@ -80,7 +80,13 @@ typedef struct faid_stats {
     atomic_uint_fast64_t ignored; /* messages of a type faid has no use for (format OTHER) */
     atomic_uint_fast64_t forwarded, forward_dropped; /* input.forward_endpoint */
     atomic_uint_fast64_t hits_sent, hits_dropped;    /* hits.endpoint */
-    atomic_uint_fast64_t hits_requested;             /* hits answering `next` */
+    /* hits.request_endpoint: `next` requests that took a waiting entry, hits given to a
+     * requester, requesters found gone (or not reading) when offered a hit or made room for,
+     * waiting requesters answered What? to make room, repeated `next` of an identity already
+     * waiting, `resetplots` served; the gauge hits_waiting. requested = delivered + gone +
+     * displaced + waiting. */
+    atomic_uint_fast64_t hits_requested, hits_delivered, hits_requesters_gone,
+        hits_requests_displaced, hits_requests_repeated, hits_resets, hits_waiting;
     /* series starts whose setup was reused (same key) or built off the ingest thread */
     atomic_uint_fast64_t setups_reused, setups_rebuilt;
     /* series starts whose geometry (input.geometry_source start) or detector pixel mask was

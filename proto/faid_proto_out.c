@@ -536,6 +536,11 @@ void faid_proto_write_counters(faid_mpw *w, const faid_out_counters *c)
     kv_uint(w, "hits_sent", c->hits_sent);
     kv_uint(w, "hits_dropped", c->hits_dropped);
     kv_uint(w, "hits_requested", c->hits_requested);
+    kv_uint(w, "hits_delivered", c->hits_delivered);
+    kv_uint(w, "hits_requesters_gone", c->hits_requesters_gone);
+    kv_uint(w, "hits_requests_displaced", c->hits_requests_displaced);
+    kv_uint(w, "hits_requests_repeated", c->hits_requests_repeated);
+    kv_uint(w, "hits_resets", c->hits_resets);
     kv_uint(w, "setups_reused", c->setups_reused);
     kv_uint(w, "setups_rebuilt", c->setups_rebuilt);
     kv_uint(w, "start_geometry_refused", c->start_geometry_refused);
@@ -596,6 +601,7 @@ void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
     faid_mpw_map_end(w);
 
     kv_f64(w, FAID_K_FPS, s->fps);
+    kv_uint(w, FAID_K_HITS_WAITING, s->hits_waiting);
     faid_mpw_key(w, FAID_K_LATENCY_US);
     faid_mpw_map_begin(w);
     kv_f64(w, FAID_K_P50, s->latency_us.p50);
