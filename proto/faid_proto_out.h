@@ -53,8 +53,8 @@ typedef struct faid_out_counters {
     uint64_t received, received_bytes, processed, failed, dropped, published, lossless_sent,
         bad_input, series, stale, ignored, forwarded, forward_dropped, hits_sent, hits_dropped,
         hits_requested, hits_delivered, hits_requesters_gone, hits_requests_displaced,
-        hits_requests_repeated, hits_resets, setups_reused, setups_rebuilt,
-        start_geometry_refused, detector_masks_refused, log_suppressed;
+        hits_requests_repeated, hits_resets, setups_reused, setups_rebuilt, start_geometry_refused,
+        detector_masks_refused, log_suppressed;
     const faid_out_count *drops;
     size_t ndrops;
     const faid_out_count *errors;
