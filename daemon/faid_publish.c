@@ -40,7 +40,7 @@ typedef struct publisher {
     size_t aggr_cap;
 } publisher;
 
-static faid_ratelimit rl_send, rl_giveup;
+static faid_ratelimit rl_send, rl_giveup, rl_incomplete;
 
 static int reserve(publisher *p, size_t n)
 {
@@ -301,10 +301,13 @@ static void publish_end(publisher *p, const faid_series_record *r)
         send_msg(p, FAID_TOPIC_END, p->buf, w.len, 1);
     }
     if (r->incomplete)
-        FAID_WARN("publish", "series %llu ended incomplete: %llu of %llu frames accounted for",
-                  (unsigned long long)r->series_id,
-                  (unsigned long long)(r->processed + r->failed + r->dropped),
-                  (unsigned long long)r->frames);
+        /* A peer drives this line (a start with nimages, then another start): rate-limited
+         * with the other peer-driven lines (issue 20 defect 10); the end message carries it. */
+        faid_log_ratelimited(&rl_incomplete, FAID_LOG_WARN, "publish",
+                             "series %llu ended incomplete: %llu of %llu frames accounted for",
+                             (unsigned long long)r->series_id,
+                             (unsigned long long)(r->processed + r->failed + r->dropped),
+                             (unsigned long long)r->frames);
 }
 
 /* Publishes every end that is due (flush: every ended series, complete or not). */
