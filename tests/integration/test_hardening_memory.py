@@ -70,9 +70,9 @@ def test_arenas_free_bytes_bounded_under_reloads_hits_and_churn(daemons, tmpdir_
     PUB socket and to a `next` requester), an acknowledging lossless consumer, and a PUB
     subscriber per series that reads a few messages and leaves: the arenas' free bytes stay under
     14 MiB, and every result reaches the lossless consumer. Measured on the shared 2-core
-    development machine (PoCL 3.1, LLVM 15, glibc 2.36): before the fix 27.5-27.7 MB after 4, 8, 16 or 32
-    reloads (the bytes in use 325.6-326.0 MB alike); after it 6.6 MB after 4, 6.7-7.5 after 8,
-    7.9 after 16, 8.2 after 32."""
+    development machine (PoCL 3.1, LLVM 15, glibc 2.36): before the fix 27.5-27.7 MB after 4,
+    8, 16 or 32 reloads (the bytes in use 325.6-326.0 MB alike); after it 6.6 MB after 4,
+    6.7-7.5 after 8, 7.9 after 16, 8.2 after 32."""
     hits_port, req_port = td.free_port(), td.free_port()
     extra = PEAKS + f'hits:\n  endpoint: "{ep(hits_port)}"\n  request_endpoint: "{ep(req_port)}"\n'
     d = daemons(devices="cpu", npt=64, shape=(ROWS, COLS), lossless=True, extra=extra)
