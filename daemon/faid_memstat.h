@@ -49,9 +49,10 @@ void faid_memstat_read(faid_memstat *m);
  * (tests/integration/test_hardening_memory.py). The trim threshold (free memory at the top of
  * an arena that is given back) becomes twice that, as glibc's own rule sets it. The cost: a
  * frame whose blocks exceed the threshold (a user_data near its limit, thousands of peaks) gets
- * a mapping of its own, a few page faults more. Called by the main thread before it builds each
- * setup's engines. Returns the threshold set, 0 where the allocator is not glibc's
- * (AddressSanitizer, other C libraries). */
+ * a mapping of its own, a few page faults more. Called before each setup's engines are built
+ * (faid_gen_build_masked: the main thread on reload, the builder thread for a series' own
+ * setup); the setting is the process's. Returns the threshold set, 0 where the allocator is not
+ * glibc's (AddressSanitizer, other C libraries). */
 size_t faid_malloc_fit(size_t per_frame_bytes);
 
 #endif
