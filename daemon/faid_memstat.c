@@ -75,3 +75,20 @@ void faid_memstat_read(faid_memstat *m)
     m->arenas = count_arenas();
 #endif
 }
+
+size_t faid_malloc_fit(size_t per_frame_bytes)
+{
+#ifdef FAID_HAVE_MALLINFO2
+    const size_t lo = (size_t)128 << 10, hi = (size_t)32 << 20, step = (size_t)64 << 10;
+    size_t t = per_frame_bytes < lo ? lo : per_frame_bytes;
+    t = t > hi ? hi : (t + step - 1) / step * step;
+    /* mallopt answers 1 on success; a value it refuses leaves glibc's own policy. */
+    if (mallopt(M_MMAP_THRESHOLD, (int)t) != 1)
+        return 0;
+    mallopt(M_TRIM_THRESHOLD, (int)(2 * t));
+    return t;
+#else
+    (void)per_frame_bytes;
+    return 0;
+#endif
+}

@@ -7,6 +7,7 @@
 #ifndef FAID_MEMSTAT_H
 #define FAID_MEMSTAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct faid_memstat {
@@ -31,5 +32,27 @@ typedef struct faid_memstat {
 /* Fills m (fields it cannot read stay 0). Takes each arena's lock in turn, briefly: status,
  * stats (once per stats.interval) and /metrics call it, not the frame path. */
 void faid_memstat_read(faid_memstat *m);
+
+/* The allocator's policy for large blocks, fitted to the setup (issue 20, defect 11). glibc
+ * serves a block of at least its mmap threshold with a mapping of its own, given back to the
+ * kernel when freed, and everything smaller from its arenas; out of the box the threshold
+ * follows the largest mapped block freed so far (up to 32 MiB). Each reload with an OpenCL device
+ * builds programs, and the runtime's compiler reads and frees buffers of 0.4-2 MB (PoCL: its
+ * cached program files, clang's source tables): the first one freed lifted the threshold to 2 MB,
+ * so the next ones were carved out of the arenas between the new setup's long-lived blocks and
+ * left holes there (PoCL, peaks, hits, 64x64 frames: free bytes 27.5 MB after 4 reloads, and
+ * after 32; the bytes in use 0.3 MB apart). This fixes the threshold at the largest block the
+ * setup's frame path allocates per frame (`per_frame_bytes`: a received frame, a result or hit
+ * message; at least 128 KiB, glibc's default; at most 32 MiB, its maximum), so per-frame blocks
+ * keep coming from the arenas (no mapping per frame) and anything larger, the compiler's one-off
+ * buffers, is mapped and handed back whole: free bytes 6.6 MB after 4 reloads, 8.2 MB after 32
+ * (tests/integration/test_hardening_memory.py). The trim threshold (free memory at the top of
+ * an arena that is given back) becomes twice that, as glibc's own rule sets it. The cost: a
+ * frame whose blocks exceed the threshold (a user_data near its limit, thousands of peaks) gets
+ * a mapping of its own, a few page faults more. Called before each setup's engines are built
+ * (faid_gen_build_masked: the main thread on reload, the builder thread for a series' own
+ * setup); the setting is the process's. Returns the threshold set, 0 where the allocator is not
+ * glibc's (AddressSanitizer, other C libraries). */
+size_t faid_malloc_fit(size_t per_frame_bytes);
 
 #endif

@@ -7,6 +7,7 @@
 #include "faid_cl.h"
 #include "faid_keyfile.h"
 #include "faid_log.h"
+#include "faid_memstat.h"
 #include "faid_zap.h"
 
 #include <stdio.h>
@@ -97,6 +98,25 @@ faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t
         for (size_t i = 0; i < g->setup->npix; i++)
             g->detector_masked += detector_mask[i] != 0;
     }
+    size_t nb = (size_t)g->setup->csr->nbins;
+    size_t nb2 = g->setup->csr2d ? (size_t)g->setup->csr2d->nbins : 0;
+    /* Without the frame's user_data: the worker adds the length each frame carries (reserving
+     * MAX_USER_DATA here gave every slot's result buffer 64 KiB more than a frame without
+     * user_data needs: 2 MiB more in use once each slot had served, issue 10, defect 14). */
+    g->result_bytes = 4 * array_bound(nb * 4) + 3 * array_bound(nb2 * 4) + 2048;
+    if (g->setup->csr_bg) /* peaks: 7 arrays of max_num_peaks, 4 of background bins */
+        g->result_bytes += 7 * array_bound((size_t)cfg->peaks.max_num_peaks * 4) +
+                           4 * array_bound((size_t)g->setup->csr_bg->nbins * 4) + 256;
+    /* Before the engines build their programs: the blocks a frame makes anyone allocate
+     * (libzmq's copy of a received frame, 4-byte pixels at most, compressed or not; a hit message,
+     * the frame as float32; a result) stay in the arenas, the compiler's larger one-off buffers
+     * are mapped (faid_memstat.h, issue 20 defect 11). A frame with a large user_data or
+     * thousands of peaks may exceed it: it is then mapped too, which costs time, not memory. */
+    size_t frame_bytes = g->setup->npix * 4 + g->setup->npix / 16 + 4096;
+    size_t mmap_from =
+        faid_malloc_fit(frame_bytes > g->result_bytes ? frame_bytes : g->result_bytes);
+    FAID_DEBUG("setup", "setup %llu: blocks from %zu bytes are mapped", (unsigned long long)version,
+               mmap_from);
     unsigned seen = atomic_load(&s->dtypes_seen);
     for (int i = 0; i < s->nworkers; i++) {
         g->engines[i] = faid_engine_new(g->setup, s->workers[i].spec, d);
@@ -147,15 +167,6 @@ faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t
         faid_fail(d, FAID_ENOMEM, "out of memory dumping the configuration");
         goto fail;
     }
-    size_t nb = (size_t)g->setup->csr->nbins;
-    size_t nb2 = g->setup->csr2d ? (size_t)g->setup->csr2d->nbins : 0;
-    /* Without the frame's user_data: the worker adds the length each frame carries (reserving
-     * MAX_USER_DATA here gave every slot's result buffer 64 KiB more than a frame without
-     * user_data needs: 2 MiB more in use once each slot had served, issue 10, defect 14). */
-    g->result_bytes = 4 * array_bound(nb * 4) + 3 * array_bound(nb2 * 4) + 2048;
-    if (g->setup->csr_bg) /* peaks: 7 arrays of max_num_peaks, 4 of background bins */
-        g->result_bytes += 7 * array_bound((size_t)cfg->peaks.max_num_peaks * 4) +
-                           4 * array_bound((size_t)g->setup->csr_bg->nbins * 4) + 256;
     size_t nazim = g->setup->csr2d ? (size_t)g->setup->csr2d->npt_azim : 0;
     g->start_bytes = array_bound(nb * 8) + array_bound(nazim * 8) + strlen(g->config_yaml) +
                      4 * FAID_PATH_MAX + 8192 + (size_t)s->nworkers * 300 + MAX_USER_DATA;

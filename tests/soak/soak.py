@@ -4,7 +4,8 @@
 Starts faid on free loopback ports with a small detector and streams small frames at it for a long
 time, with about 1 % malformed traffic of several kinds, periodic reloads of the configuration
 (alternating between two setups), a churn of PUB subscribers (one connects, reads a while and
-leaves, again and again) and an acknowledging consumer on the lossless channel. Every
+leaves, again and again) and an acknowledging consumer on the lossless channel; with --peaks
+also peakfinder8 on (half the frames are hits), a hits subscriber and a `next` requester. Every
 --sample seconds it records the daemon's resident memory (VmRSS), open file descriptors,
 threads and counters; at the end it prints the frames in and out, the counters, whether the
 frame accounting holds (received = processed + failed + dropped; every good frame sent came out
@@ -51,8 +52,26 @@ def ep(port):
     return "tcp://127.0.0.1:%d" % port
 
 
-def config(ports, rows, cols, npt, devices, depth, lossless_buffer):
-    return f"""detector:
+PEAKS = """peaks:
+  algorithm: peakfinder8
+  adc_threshold: 60
+  minimum_snr: 5
+  min_pixel_count: 2
+  local_bg_radius: 3
+  min_peaks_for_hit: 5
+  hit_rate_window: 200
+  aggregates_interval: 0.5
+"""
+
+
+def config(ports, rows, cols, npt, devices, depth, lossless_buffer, peaks=False):
+    extra = ""
+    if peaks:
+        extra = PEAKS + f"""hits:
+  endpoint: "{ep(ports['hits'])}"
+  request_endpoint: "{ep(ports['hreq'])}"
+"""
+    return extra + f"""detector:
   preset: null
   shape: [{rows}, {cols}]
   pixel_size: [1.0e-4, 1.0e-4]
@@ -88,13 +107,13 @@ log:
 
 class Daemon:
     def __init__(self, args, tmp):
-        self.ports = {k: free_port() for k in ("in", "out", "ll", "ctl")}
+        self.ports = {k: free_port() for k in ("in", "out", "ll", "ctl", "hits", "hreq")}
         self.cfgs = []
         for k, npt in enumerate((args.npt, args.npt + 16)):
             path = os.path.join(tmp, "faid%d.yaml" % k)
             with open(path, "w") as f:
                 f.write(config(self.ports, args.rows, args.cols, npt, args.devices, args.depth,
-                               args.lossless_buffer))
+                               args.lossless_buffer, args.peaks))
             self.cfgs.append(path)
         self.log_path = args.log or os.path.join(tmp, "faid.log")
         self.log = open(self.log_path, "w")
@@ -248,6 +267,14 @@ class Sender(threading.Thread):
         rng = np.random.default_rng(7)
         self.frames = [rng.poisson(20, (args.rows, args.cols)).astype(np.uint16).tobytes()
                        for _ in range(8)]
+        if args.peaks:  # frames 0, 2, 4, 6: 6-14 bright spots (hits), the others background
+            yy, xx = np.mgrid[0:args.rows, 0:args.cols]
+            for k in range(0, 8, 2):
+                lam = np.full((args.rows, args.cols), 4.0)
+                for _ in range(6 + k):
+                    x, y = rng.uniform(6, args.cols - 6), rng.uniform(6, args.rows - 6)
+                    lam += rng.uniform(400, 900) * np.exp(-((xx - x) ** 2 + (yy - y) ** 2) / 2)
+                self.frames[k] = rng.poisson(lam).astype(np.uint16).tobytes()
 
     def run(self):
         a = self.args
@@ -388,6 +415,54 @@ class Churn(threading.Thread):
             STOP.wait(max(0.0, self.every - self.stay))
 
 
+class Hits(threading.Thread):
+    """--peaks: a requester on hits.request_endpoint (REQ `next`, a new socket every 20 answers,
+    a `resetplots` now and then) and a subscriber of hits.endpoint that comes and goes."""
+
+    def __init__(self, d):
+        super().__init__(daemon=True)
+        self.d = d
+        self.requested = self.received = 0
+
+    def run(self):
+        sub = None
+        req = None
+        n = 0
+        try:
+            while not STOP.is_set():
+                if req is None:
+                    req = self.d.ctx.socket(zmq.REQ)
+                    req.setsockopt(zmq.LINGER, 0)
+                    req.connect(ep(self.d.ports["hreq"]))
+                    sub = self.d.ctx.socket(zmq.SUB)
+                    sub.setsockopt(zmq.LINGER, 0)
+                    sub.setsockopt(zmq.SUBSCRIBE, b"")
+                    sub.connect(ep(self.d.ports["hits"]))
+                req.send(b"resetplots" if n % 50 == 49 else b"next")
+                n += 1
+                self.requested += 1
+                t_end = time.monotonic() + 2.0
+                got = False
+                while time.monotonic() < t_end and not STOP.is_set():
+                    if sub.poll(0):
+                        sub.recv_multipart()
+                        self.received += 1
+                    if req.poll(20):
+                        req.recv_multipart()
+                        got = True
+                        break
+                if not got or n % 20 == 0:
+                    req.close(0)
+                    sub.close(0)
+                    req = sub = None
+        except zmq.ZMQError:
+            pass
+        finally:
+            for s in (req, sub):
+                if s is not None:
+                    s.close(0)
+
+
 STOP = threading.Event()
 CONSUMER_STOP = threading.Event()
 
@@ -431,6 +506,8 @@ def main(argv=None):
     p.add_argument("--churn-every", type=float, default=2.0, help="s between subscribers (0 = off)")
     p.add_argument("--churn-stay", type=float, default=1.0, help="s each subscriber stays")
     p.add_argument("--no-lossless", action="store_true", help="no lossless consumer")
+    p.add_argument("--peaks", action="store_true",
+                   help="peakfinder8 on, half the frames hits, a hits requester and subscriber")
     p.add_argument("--sample", type=float, default=5.0, help="s between samples")
     p.add_argument("--rows", type=int, default=64)
     p.add_argument("--cols", type=int, default=64)
@@ -458,6 +535,9 @@ def main(argv=None):
             if args.churn_every > 0 else None
         if churn:
             churn.start()
+        hits = Hits(d) if args.peaks else None
+        if hits:
+            hits.start()
         tx = Sender(d, args)
         t0 = time.monotonic()
         tx.start()
@@ -537,6 +617,8 @@ def main(argv=None):
             "series": tx.series, "reloads": reloads, "reload_failures": reload_failures,
             "subscribers": churn.subscribers if churn else 0,
             "sub_messages": churn.messages if churn else 0,
+            "hits_requested": hits.requested if hits else 0,
+            "hits_received": hits.received if hits else 0,
             "counters": c, "drops": st["drops"], "lossless": st.get("lossless"),
             "ll_results": consumer.results if consumer else None,
             "ll_errors": consumer.errors if consumer else None,
@@ -600,6 +682,9 @@ def main(argv=None):
     print("reloads: %d (%d failed); PUB subscribers: %d (%d messages)" % (
         summary["reloads"], summary["reload_failures"], summary["subscribers"],
         summary["sub_messages"]))
+    if args.peaks:
+        print("hits: %d requests on the request socket, %d hit messages to the subscribers" % (
+            summary["hits_requested"], summary["hits_received"]))
     print("RSS: %.1f MB first, %.1f MB last, %.1f MB max; slope %.3f MB/min overall, %.3f MB/min "
           "over the second half" % (summary["rss_first_mb"], summary["rss_last_mb"],
                                     summary["rss_max_mb"], summary["rss_slope_mb_min"],
