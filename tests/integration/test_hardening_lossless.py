@@ -8,6 +8,7 @@ each defect cost. Nothing asserts on time: timeouts only turn hangs into failure
 is bounded per interval, the bound is computed from the time the test actually took."""
 
 import multiprocessing
+import os
 import threading
 import time
 
@@ -18,6 +19,10 @@ from test_daemon import (LONG, LosslessReceiver, Receiver, Sender, daemons, ep, 
                          frames, tmpdir_)
 
 MiB = 1 << 20
+# Under AddressSanitizer freed blocks wait in its quarantine (up to 256 MB) and count as
+# resident: the memory bounds get that much room there (+27 MB seen for 320,000 refused hellos),
+# and the counts asserted beside them are what still tells.
+QUARANTINE = 64 * MiB if os.environ.get("FAID_SANITIZED") == "1" else 0
 
 
 def rss(d):
@@ -124,7 +129,7 @@ def test_repeated_hello_queues_no_second_copy(daemons):
     # Each held message went onto the connection once; the repeated hellos queued none again.
     assert ll["sent"] + ll["resent"] <= held, ll
     assert ll["not_resent"] >= (hellos - 1) * held // 2, ll
-    assert grown < 4 * MiB + 16 * MiB, "RSS grew by %.1f MB" % (grown / 1e6)
+    assert grown < 4 * MiB + 16 * MiB + QUARANTINE, "RSS grew by %.1f MB" % (grown / 1e6)
     greedy.close()
     assert d.terminate() == 0
 
@@ -210,7 +215,7 @@ def test_refused_peer_answered_at_most_once_per_interval(daemons):
     # Replies went out at most once per peer per second; everything else was only counted.
     for s in socks:
         assert drain(s).get("refused", 0) <= 2 + elapsed
-    assert grown < 16 * MiB, "RSS grew by %.1f MB" % (grown / 1e6)
+    assert grown < 16 * MiB + QUARANTINE, "RSS grew by %.1f MB" % (grown / 1e6)
     ll = lossless(d)
     answered = ll["refused"] - ll["refusals_unanswered"]
     assert 1 <= answered <= peers * (2 + elapsed), (answered, elapsed, ll)
