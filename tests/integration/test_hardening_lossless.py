@@ -187,6 +187,8 @@ def test_hello_flood_does_not_stop_publishing(daemons):
     assert sorted(r["frame_id"] for r in rx.of("result")) == list(range(n))
     assert sorted(r["frame_id"] for r in good.of("result")) == list(range(n))
     ll = lossless(d)
+    print("%d results during the flood; %d refused, %d passes left input for the next"
+          % (n, ll["refused"], ll["input_deferred"]))
     assert ll["input_deferred"] > 0, ll  # the bound was reached, and results still flowed
     good.close()
     assert d.terminate() == 0
@@ -244,6 +246,7 @@ def test_refused_hellos_probe_the_consumer_at_most_once_per_interval(daemons):
     stream(d, 1, series_id=2).join(LONG)
     holder.collect_until_end(n_ends=2)
     elapsed = time.monotonic() - t0
+    print("%d refused hellos in %.1f s: %d pings" % (hellos, elapsed, holder.pings))
     assert holder.pings <= 1 + 4 * (elapsed + 1), (holder.pings, elapsed)
     ll = lossless(d)
     assert ll["pings"] == holder.pings, (holder.pings, ll)
