@@ -188,6 +188,11 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
         o->lossless.acked = faid_stat_get(&st->ll_acked);
         o->lossless.sessions = faid_stat_get(&st->ll_sessions);
         o->lossless.refused = faid_stat_get(&st->ll_refused);
+        o->lossless.refusals_unanswered = faid_stat_get(&st->ll_refused_unanswered);
+        o->lossless.pings = faid_stat_get(&st->ll_pings);
+        o->lossless.not_resent = faid_stat_get(&st->ll_not_resent);
+        o->lossless.input_deferred = faid_stat_get(&st->ll_input_deferred);
+        o->lossless.old_connection = faid_stat_get(&st->ll_old_conn);
         o->lossless.given_up = sn->given_up;
         o->lossless.ngiven_up = FAID_NMSGKINDS;
     }

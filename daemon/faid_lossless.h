@@ -4,7 +4,11 @@
  * of the series stream (start, result, end, error) is copied into a bounded byte ring when it is
  * published and stays there until the consumer acknowledges it; a new session (hello, or the
  * consumer reconnecting under the same or another name) re-sends everything unacknowledged from
- * the oldest, with the same msg_number, so the consumer can drop duplicates. What faid finally
+ * the oldest, with the same msg_number, so the consumer can drop duplicates; a hello on the
+ * connection that already holds them re-sends nothing (a second copy would only queue behind
+ * the first), and the last messages of a consumer's earlier connection still count for it.
+ * Peers other than the consumer are answered and probed for at a bounded rate (PROTOCOL.md
+ * 3.6, "What the channel bounds"). What faid finally
  * gives up (ring full under `drop_oldest`, or unacknowledged when the shutdown timeout ends) is
  * counted per message kind in the stats (lossless.given_up) and logged.
  *
@@ -29,10 +33,11 @@ typedef struct faid_lossless faid_lossless;
  * send within a consumer's credit never meets it. */
 #define FAID_LL_SNDHWM (65536 + 1024)
 
-/* router: a bound ZMQ_ROUTER socket (ownership stays with the caller, which closes it after
- * destroying this). cap: ring bytes. consumer_timeout_ns: silence after which the active
- * consumer counts as gone. NULL on failure (d says why). */
-faid_lossless *faid_lossless_new(void *router, size_t cap, int64_t consumer_timeout_ns,
+/* router: a bound ZMQ_ROUTER socket of context zctx (ownership stays with the caller, which
+ * closes it after destroying this; the channel watches its accepted connections through a
+ * socket monitor of its own). cap: ring bytes. consumer_timeout_ns: silence after which the
+ * active consumer counts as gone. NULL on failure (d says why). */
+faid_lossless *faid_lossless_new(void *zctx, void *router, size_t cap, int64_t consumer_timeout_ns,
                                  faid_stats *st, faid_diag *d);
 void faid_lossless_destroy(faid_lossless **ll);
 
@@ -47,11 +52,13 @@ int faid_lossless_give_up_oldest(faid_lossless *ll);
 /* Gives up everything held; returns how many messages that was. */
 uint64_t faid_lossless_give_up_all(faid_lossless *ll);
 
-/* Serves the consumer: waits up to timeout_ms (0 = not at all) for its messages, handles every
- * one that is there (hello, ack, bye), then sends what its credit allows. */
+/* Serves the consumer: waits up to timeout_ms (0 = not at all) for peer messages, handles at
+ * most 64 of those that are there (hello, ack, bye; the rest waits for the next pump, so a
+ * flood of them never holds the publisher up), then sends what the credit allows. */
 void faid_lossless_pump(faid_lossless *ll, int timeout_ms);
 
-/* 1 when a consumer session holds messages not yet sent to it (its credit is used up). */
+/* 1 when the channel has work for the next pump at once: a consumer session holds messages not
+ * yet sent to it (its credit is used up), or the last pump left peer messages unread. */
 int faid_lossless_pending(const faid_lossless *ll);
 /* Messages held (unacknowledged). */
 uint64_t faid_lossless_held(const faid_lossless *ll);

@@ -92,6 +92,12 @@ static void device_label(char *out, size_t cap, int i)
     X(LOSSLESS, lossless_sent)                                                                     \
     X(LL_RESENT, ll_resent)                                                                        \
     X(LL_ACKED, ll_acked)                                                                          \
+    X(LL_REFUSED, ll_refused)                                                                      \
+    X(LL_REFUSALS_UNANSWERED, ll_refused_unanswered)                                               \
+    X(LL_PINGS, ll_pings)                                                                          \
+    X(LL_NOT_RESENT, ll_not_resent)                                                                \
+    X(LL_INPUT_DEFERRED, ll_input_deferred)                                                        \
+    X(LL_OLD_CONNECTION, ll_old_conn)                                                              \
     X(LL_HELD, ll_held)                                                                            \
     X(LL_HELD_BYTES, ll_held_bytes)                                                                \
     X(LL_ACTIVE, ll_active)                                                                        \

@@ -52,6 +52,18 @@ struct faid_server;
       "Lossless messages sent again to a new consumer session.")                                   \
     X(LL_ACKED, "faid_lossless_messages_acknowledged_total", "counter", "",                        \
       "Lossless messages the consumer acknowledged.")                                              \
+    X(LL_REFUSED, "faid_lossless_refused_total", "counter", "",                                    \
+      "Requests of lossless peers refused (another consumer holds the channel).")                  \
+    X(LL_REFUSALS_UNANSWERED, "faid_lossless_refusals_unanswered_total", "counter", "",            \
+      "Refused lossless requests not answered (peer answered within 1 s, or 64 others were).")     \
+    X(LL_PINGS, "faid_lossless_pings_total", "counter", "",                                        \
+      "Liveness probes sent to the lossless consumer (at most 4 a second).")                       \
+    X(LL_NOT_RESENT, "faid_lossless_messages_not_resent_total", "counter", "",                     \
+      "Lossless messages a repeated hello did not queue again on the connection holding them.")    \
+    X(LL_INPUT_DEFERRED, "faid_lossless_input_deferred_total", "counter", "",                      \
+      "Publisher passes that left lossless peer messages for the next (256 read per pass).")       \
+    X(LL_OLD_CONNECTION, "faid_lossless_old_connection_messages_total", "counter", "",             \
+      "Messages of the lossless consumer's earlier connection taken for it, not refused.")         \
     X(LL_GIVEN_UP, "faid_lossless_messages_given_up_total", "counter", "kind",                     \
       "Lossless messages given up unacknowledged (buffer full, shutdown), per message kind.")      \
     X(LL_HELD, "faid_lossless_held_messages", "gauge", "",                                         \

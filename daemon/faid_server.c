@@ -665,7 +665,7 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
                                 FAID_PEER_MAX_MSG, "lossless output", d);
         if (!s->router)
             goto fail;
-        s->ll = faid_lossless_new(s->router, (size_t)cfg->lossless_buffer,
+        s->ll = faid_lossless_new(s->zctx, s->router, (size_t)cfg->lossless_buffer,
                                   (int64_t)(cfg->lossless_consumer_timeout * 1e9), &s->stats, d);
         if (!s->ll)
             goto fail;

@@ -101,6 +101,11 @@ typedef struct faid_stats {
      * messages and bytes, active session (0/1) */
     atomic_uint_fast64_t ll_held, ll_held_bytes, ll_active;
     atomic_uint_fast64_t ll_resent, ll_acked, ll_refused, ll_sessions;
+    /* what the channel bounds (PROTOCOL.md 3.6): refused requests not answered, liveness probes
+     * sent, messages a repeated hello did not queue again, pumps that left consumer input for the
+     * next pass, messages of a consumer's earlier connection applied for it */
+    atomic_uint_fast64_t ll_refused_unanswered, ll_pings, ll_not_resent, ll_input_deferred,
+        ll_old_conn;
     atomic_uint_fast64_t ll_given_up[FAID_NMSGKINDS];
     /* peaks.algorithm not none: frames searched for peaks, hits among them, peaks found
      * (cumulative, never reset: the `aggregates` topic has the resettable view) */

@@ -232,6 +232,11 @@
     X(ACKED, "acked")                                                                              \
     X(SESSIONS, "sessions")                                                                        \
     X(REFUSED, "refused")                                                                          \
+    X(REFUSALS_UNANSWERED, "refusals_unanswered")                                                  \
+    X(PINGS, "pings")                                                                              \
+    X(NOT_RESENT, "not_resent")                                                                    \
+    X(INPUT_DEFERRED, "input_deferred")                                                            \
+    X(OLD_CONNECTION, "old_connection")                                                            \
     X(GIVEN_UP, "given_up")                                                                        \
     X(INDEX, "index")                                                                              \
     X(SPEC, "spec")                                                                                \
@@ -575,6 +580,11 @@
     X(STATUS_LOSSLESS, ACKED, "uint", OPT, "with a channel: messages acknowledged")                \
     X(STATUS_LOSSLESS, SESSIONS, "uint", OPT, "with a channel: consumer sessions")                 \
     X(STATUS_LOSSLESS, REFUSED, "uint", OPT, "with a channel: consumers refused")                  \
+    X(STATUS_LOSSLESS, REFUSALS_UNANSWERED, "uint", OPT, "with a channel: refused requests not answered (the peer was answered within the last second, or 64 others were)") \
+    X(STATUS_LOSSLESS, PINGS, "uint", OPT, "with a channel: liveness probes sent to the active consumer (at most 4 a second)") \
+    X(STATUS_LOSSLESS, NOT_RESENT, "uint", OPT, "with a channel: messages a repeated hello did not queue again on the connection that still holds them") \
+    X(STATUS_LOSSLESS, INPUT_DEFERRED, "uint", OPT, "with a channel: passes of the publisher that left peer messages for the next (256 read per pass)") \
+    X(STATUS_LOSSLESS, OLD_CONNECTION, "uint", OPT, "with a channel: messages of the consumer's earlier connection taken for it (acks applied), not refused") \
     X(STATUS_LOSSLESS, GIVEN_UP, "map", OPT, "with a channel: `start`, `result`, `end`, `error` -> messages given up") \
     X(STATUS_DEVICE, INDEX, "uint", REQ, "worker index (`device` of results)")                     \
     X(STATUS_DEVICE, SPEC, "str", REQ, "the configured device")                                    \

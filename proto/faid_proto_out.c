@@ -626,6 +626,11 @@ void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
         kv_uint(w, FAID_K_ACKED, s->lossless.acked);
         kv_uint(w, FAID_K_SESSIONS, s->lossless.sessions);
         kv_uint(w, FAID_K_REFUSED, s->lossless.refused);
+        kv_uint(w, FAID_K_REFUSALS_UNANSWERED, s->lossless.refusals_unanswered);
+        kv_uint(w, FAID_K_PINGS, s->lossless.pings);
+        kv_uint(w, FAID_K_NOT_RESENT, s->lossless.not_resent);
+        kv_uint(w, FAID_K_INPUT_DEFERRED, s->lossless.input_deferred);
+        kv_uint(w, FAID_K_OLD_CONNECTION, s->lossless.old_connection);
         faid_mpw_key(w, FAID_K_GIVEN_UP);
         faid_mpw_map_begin(w);
         for (size_t i = 0; i < s->lossless.ngiven_up; i++)

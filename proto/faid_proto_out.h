@@ -99,6 +99,7 @@ typedef struct faid_out_status {
         const char *state; /* "off": the other fields are not written */
         const char *consumer, *instance, *overflow;
         uint64_t held, held_bytes, capacity_bytes, sent, resent, acked, sessions, refused;
+        uint64_t refusals_unanswered, pings, not_resent, input_deferred, old_connection;
         const faid_out_count *given_up;
         size_t ngiven_up;
     } lossless;

@@ -198,7 +198,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     faid_diag_clear(&d);
     /* First byte: the consumer timeout (0: any other consumer takes over at once). */
     int64_t timeout_ns = take(&f) & 1 ? 10000000000ll : 0;
-    faid_lossless *ll = faid_lossless_new(router, RING_BYTES, timeout_ns, &st, &d);
+    faid_lossless *ll = faid_lossless_new(ctx, router, RING_BYTES, timeout_ns, &st, &d);
     if (!ll)
         abort();
     peer a = {.id = {'A'}, .idlen = 1}, b = {.id = {'B', 0, 'b'}, .idlen = 3};

@@ -345,6 +345,7 @@ class LosslessReceiver:
         self.credit = credit
         self.msgs, self.refusals, self.welcomes = [], [], []
         self.duplicates = 0
+        self.pings = 0  # liveness probes faid sent (when another peer asked for the channel)
         self.last = hello_seq  # msg_number of the last message in hand
         self.acked = None      # last msg_number acknowledged
         self.instance = instance
@@ -400,7 +401,7 @@ class LosslessReceiver:
                     welcomed = False
                     next_hello = time.monotonic() + 1.0
                 elif topic == "ping":
-                    pass
+                    self.pings += 1
                 elif self.last is not None and m["msg_number"] <= self.last:
                     self.duplicates += 1
                 else:
