@@ -15,6 +15,7 @@
 #include "faid_hits_send.h"
 #include "faid_http.h"
 #include "faid_log.h"
+#include "faid_writer.h"
 
 #include <math.h>
 #include <poll.h>
@@ -267,6 +268,8 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
     }
     faid_proto_put_msgnum(p->buf + off, p->msg_number++);
     send_msg(p, FAID_TOPIC_START, p->buf, w.len, 1);
+    /* The writer takes the series stream as published (its settings: this setup's). */
+    faid_writer_start_series(s->writer, g, p->buf, w.len);
     if (g->version > p->announced)
         p->announced = g->version;
 }
@@ -299,6 +302,8 @@ static void publish_end(publisher *p, const faid_series_record *r)
     if (faid_mpw_finish(&w, NULL) == 0) {
         faid_proto_put_msgnum(p->buf + off, p->msg_number++);
         send_msg(p, FAID_TOPIC_END, p->buf, w.len, 1);
+        if (faid_writer_on(s->writer))
+            faid_writer_end(s->writer, p->buf, w.len);
     }
     if (r->incomplete)
         FAID_WARN("publish", "series %llu ended incomplete: %llu of %llu frames accounted for",
@@ -389,6 +394,13 @@ static void handle(publisher *p, void *item)
         }
         faid_proto_put_msgnum(slot->out + slot->msgnum_off, p->msg_number++);
         send_msg(p, FAID_TOPIC_RESULT, slot->out, slot->out_len, 1);
+        if (faid_writer_on(s->writer)) {
+            faid_writer_result(s->writer, slot->out, slot->out_len);
+            /* the hit frame as it arrived, after its result (the writer takes its peaks) */
+            if (slot->is_hit && faid_writer_hits_on(s->writer))
+                faid_writer_hit(s->writer, slot->h.frame_id, slot->h.dtype, slot->h.encoding,
+                                slot->payload, slot->payload_len);
+        }
         faid_histo_observe(&s->stats.latency, faid_now_ns() - slot->recv_mono_ns);
         if (s->http)
             faid_http_offer(s->http, &slot->out, &slot->out_cap, slot->out_len, slot->is_hit);

@@ -317,6 +317,38 @@ static const faid_option options[] = {
            "peaks' patches and the background profile)."),
     SIMPLE("hits.patch_radius", FAID_OT_INT, "pixels", 1, 64, "4", 0, NULL, hits_patch_radius, 0,
            "hits.mode patches: half-width of each peak's square patch."),
+    SIMPLE("writer.directory", FAID_OT_PATH, "", 0, 0, "null", R | N, NULL, writer_directory,
+           FAID_PATH_MAX,
+           "Folder of the files of record: one NeXus/HDF5 file per series, named after the "
+           "series (docs/output-files.md), never overwriting a file. It must exist. Relative to "
+           "the configuration file's folder. null = no files."),
+    SIMPLE("writer.profiles", FAID_OT_BOOL, "", 0, 0, "true", R, NULL, writer_profiles, 0,
+           "Write the profiles (I, I_errors, std, count per frame) as an NXazint1d entry."),
+    SIMPLE("writer.peaks", FAID_OT_BOOL, "", 0, 0, "true", R, NULL, writer_peaks, 0,
+           "With peak finding on: write is_hit, num_peaks, the background and the peaks in the "
+           "CXI layout (nPeaks, peakXPosRaw, ...)."),
+    SIMPLE("writer.cake", FAID_OT_BOOL, "", 0, 0, "false", R, NULL, writer_cake, 0,
+           "With integration.npt_azim > 0: write the cake as an NXazint2d entry."),
+    SIMPLE("writer.hits", FAID_OT_BOOL, "", 0, 0, "false", R, NULL, writer_hits, 0,
+           "With peak finding on: write the hit frames as they arrived into an NXmx file "
+           "<series>_hits.h5 beside the series file."),
+    SIMPLE("writer.flush_interval", FAID_OT_DOUBLE, "s", 0.05, 3600, "1.0", R, NULL,
+           writer_flush_interval, 0,
+           "How often the frames written so far reach the disk (H5Fflush): a reader following "
+           "the file (SWMR) sees them, and a killed daemon leaves the file readable up to the "
+           "last flush. Files are also flushed at the series end."),
+    SIMPLE("writer.series_timeout", FAID_OT_DOUBLE, "s", 0.1, 86400, "60.0", R, NULL,
+           writer_series_timeout, 0,
+           "A file that got no message of its series for this long is closed (end_reason "
+           "timeout)."),
+    SIMPLE("writer.queue_bytes", FAID_OT_INT64, "bytes", 1048576, 68719476736.0, "268435456", 0,
+           NULL, writer_queue_bytes, 0,
+           "Messages waiting for the writer thread, at most (fixed at start). What does not "
+           "fit is never waited for: it is counted (status: writer, dropped) and the file says "
+           "how many frames it misses."),
+    SIMPLE("writer.block_frames", FAID_OT_INT, "frames", 1, 4096, "64", R, NULL,
+           writer_block_frames, 0,
+           "Frames buffered per dataset write (and per chunk of a profile dataset)."),
     SIMPLE("control.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://127.0.0.1:5557", 0, NULL,
            control_endpoint, 256,
            "ZeroMQ REP endpoint of the control socket (status, config get, reload, stop)."),

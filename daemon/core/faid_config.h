@@ -69,6 +69,14 @@ typedef struct faid_config {
     int hits_mode;                    /* FAID_HITS_FRAME | FAID_HITS_PATCHES */
     int hits_patch_radius;            /* pixels around a peak in patches mode */
 
+    /* files of record (issue 15, daemon/faid_writer.c, writer/) */
+    char writer_directory[FAID_PATH_MAX]; /* "" = no files */
+    int writer_profiles, writer_peaks, writer_cake, writer_hits;
+    double writer_flush_interval; /* s between flushes of an open file */
+    double writer_series_timeout; /* s without a message before the writer closes a file */
+    int64_t writer_queue_bytes;   /* messages waiting for the writer thread, at most */
+    int writer_block_frames;      /* frames per block write */
+
     /* daemon (issue "daemon") */
     char input_endpoint[1040];  /* one endpoint or several, comma-separated */
     int input_bind;             /* 1 = bind, 0 = connect */

@@ -1,0 +1,512 @@
+/* faid_writer: see faid_writer.h. */
+#include "faid_writer.h"
+
+#include "faid_log.h"
+#include "faid_proto.h"
+#include "faid_queue.h"
+#include "faid_server.h"
+#include "faid_sfile.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+/* Items the queue holds at most, whatever their size (the byte budget is writer.queue_bytes):
+ * 65536 results are 5 s at 12 kHz. */
+#define QUEUE_ITEMS 65536
+/* Files tried per series when a name is taken: <name>.h5, <name>-2.h5, ... */
+#define NAME_ATTEMPTS 100
+
+static const char *const err_names[] = {
+#define FAID_WERR_NAME(e, name, help) name,
+    FAID_WRITER_ERRORS(FAID_WERR_NAME)
+#undef FAID_WERR_NAME
+};
+static const char *const err_helps[] = {
+#define FAID_WERR_HELP(e, name, help) help,
+    FAID_WRITER_ERRORS(FAID_WERR_HELP)
+#undef FAID_WERR_HELP
+};
+static const char *const kind_names[] = {"start", "result", "end", "hit"};
+
+const char *faid_writer_error_name(faid_writer_error e)
+{
+    return e >= 0 && e < FAID_NWERRS ? err_names[e] : "?";
+}
+
+const char *faid_writer_error_help(faid_writer_error e)
+{
+    return e >= 0 && e < FAID_NWERRS ? err_helps[e] : "?";
+}
+
+const char *faid_wq_kind_name(faid_wq_kind k)
+{
+    return k >= 0 && k < FAID_NWQ ? kind_names[k] : "?";
+}
+
+typedef struct witem {
+    faid_wq_kind kind;
+    faid_gen *gen; /* START: reference held */
+    uint64_t frame_id;
+    faid_dtype dtype;
+    faid_encoding enc;
+    size_t len;
+    uint8_t body[];
+} witem;
+
+struct faid_writer {
+    faid_queue *q;
+    int64_t cap_bytes;
+    pthread_t thread;
+    int started;
+    faid_writer_stats st;
+    atomic_int hits_on;
+    atomic_uint_fast64_t missing; /* results dropped, not yet told to the open file */
+    pthread_mutex_t mu;           /* file and dir below (status reads them) */
+    char file[4096];
+    char dir[FAID_PATH_MAX];
+    /* the writer thread's own */
+    faid_sfile *sf;
+    faid_gen *gen;       /* settings of the series being written */
+    int skipping;        /* the series' file failed: its results are skipped */
+    uint64_t series_id;  /* of the last start */
+    int64_t last_msg_ns; /* last message of the open file's series */
+    int64_t next_flush_ns, next_space_ns;
+};
+
+static faid_ratelimit rl_err, rl_drop;
+
+faid_writer *faid_writer_new(int64_t queue_bytes)
+{
+    faid_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->q = faid_queue_new(QUEUE_ITEMS);
+    if (!w->q) {
+        free(w);
+        return NULL;
+    }
+    w->cap_bytes = queue_bytes;
+    pthread_mutex_init(&w->mu, NULL);
+    return w;
+}
+
+faid_writer_stats *faid_writer_stats_of(faid_writer *w)
+{
+    return &w->st;
+}
+
+int faid_writer_on(faid_writer *w)
+{
+    return w && atomic_load_explicit(&w->st.on, memory_order_relaxed);
+}
+
+int faid_writer_hits_on(faid_writer *w)
+{
+    return w && atomic_load_explicit(&w->hits_on, memory_order_relaxed);
+}
+
+void faid_writer_current(faid_writer *w, char *file, size_t cap, char *dir, size_t dcap)
+{
+    pthread_mutex_lock(&w->mu);
+    snprintf(file, cap, "%s", w->file);
+    snprintf(dir, dcap, "%s", w->dir);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* ---- publisher side ---------------------------------------------------------------------------
+ */
+
+static void item_free(faid_writer *w, witem *it)
+{
+    if (!it)
+        return;
+    atomic_fetch_sub_explicit(&w->st.queued_bytes, it->len, memory_order_relaxed);
+    faid_gen_release(&it->gen);
+    free(it);
+}
+
+static void offer(faid_writer *w, faid_wq_kind kind, faid_gen *g, const void *body, size_t len,
+                  uint64_t frame_id, faid_dtype dtype, faid_encoding enc)
+{
+    uint64_t held = atomic_load_explicit(&w->st.queued_bytes, memory_order_relaxed);
+    witem *it = NULL;
+    if ((int64_t)(held + len) <= w->cap_bytes)
+        it = malloc(sizeof *it + len);
+    if (it) {
+        it->kind = kind;
+        it->gen = NULL;
+        it->frame_id = frame_id;
+        it->dtype = dtype;
+        it->enc = enc;
+        it->len = len;
+        memcpy(it->body, body, len);
+        atomic_fetch_add_explicit(&w->st.queued_bytes, len, memory_order_relaxed);
+        if (g) {
+            faid_gen_acquire(g);
+            it->gen = g;
+        }
+        if (faid_queue_push(w->q, it, 0) == 0)
+            return;
+        item_free(w, it);
+    }
+    faid_stat_add(&w->st.dropped[kind], 1);
+    if (kind == FAID_WQ_RESULT)
+        faid_stat_add(&w->missing, 1);
+    faid_log_ratelimited(&rl_drop, FAID_LOG_WARN, "writer",
+                         "writer queue full (writer.queue_bytes %lld): a %s message was not "
+                         "written (counted in writer.dropped; the file records it)",
+                         (long long)w->cap_bytes, faid_wq_kind_name(kind));
+}
+
+void faid_writer_start_series(faid_writer *w, faid_gen *g, const void *body, size_t len)
+{
+    const faid_config *c = &g->setup->cfg;
+    atomic_store(&w->st.on, c->writer_directory[0] != 0);
+    atomic_store(&w->hits_on, c->writer_directory[0] && c->writer_hits && g->setup->csr_bg);
+    offer(w, FAID_WQ_START, g, body, len, 0, FAID_DT_INVALID, FAID_ENC_NONE);
+}
+
+void faid_writer_result(faid_writer *w, const void *body, size_t len)
+{
+    offer(w, FAID_WQ_RESULT, NULL, body, len, 0, FAID_DT_INVALID, FAID_ENC_NONE);
+}
+
+void faid_writer_end(faid_writer *w, const void *body, size_t len)
+{
+    offer(w, FAID_WQ_END, NULL, body, len, 0, FAID_DT_INVALID, FAID_ENC_NONE);
+}
+
+void faid_writer_hit(faid_writer *w, uint64_t frame_id, faid_dtype dtype, faid_encoding enc,
+                     const void *chunk, size_t len)
+{
+    offer(w, FAID_WQ_HIT, NULL, chunk, len, frame_id, dtype, enc);
+}
+
+/* ---- the writer thread ------------------------------------------------------------------------
+ */
+
+static faid_writer_error classify(int e)
+{
+    switch (e) {
+    case ENOSPC:
+    case EDQUOT:
+        return FAID_WERR_NO_SPACE;
+    case EFBIG:
+        return FAID_WERR_FILE_SIZE;
+    case ESTALE:
+        return FAID_WERR_REMOVED;
+    case ENOENT:
+    case ENOTDIR:
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        return FAID_WERR_UNWRITABLE;
+    default:
+        return FAID_WERR_IO;
+    }
+}
+
+/* libhdf5 does not always leave the system error in errno: a full file system and a file at the
+ * size limit are recognised from the file system and the limit. */
+static int probe_errno(int e, const char *path, const char *dir)
+{
+    if (e && e != EIO)
+        return e;
+    struct statvfs v;
+    if (dir[0] && statvfs(dir, &v) == 0 && v.f_bavail == 0)
+        return ENOSPC;
+    struct rlimit rl;
+    struct stat st;
+    if (path && getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        stat(path, &st) == 0 && (rlim_t)st.st_size + 65536 >= rl.rlim_cur)
+        return EFBIG;
+    return e ? e : EIO;
+}
+
+static void set_file(faid_writer *w, const char *file)
+{
+    pthread_mutex_lock(&w->mu);
+    snprintf(w->file, sizeof w->file, "%s", file ? file : "");
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void count_error(faid_writer *w, int err, const char *path, const faid_diag *d)
+{
+    faid_writer_error k =
+        d->code == FAID_EIO ? classify(probe_errno(err, path, w->dir)) : FAID_WERR_MESSAGE;
+    faid_stat_add(&w->st.errors[k], 1);
+    faid_log_ratelimited(&rl_err, FAID_LOG_ERROR, "writer", "%s (writer.errors %s)", d->msg,
+                         faid_writer_error_name(k));
+}
+
+/* Frames and bytes written are published as they reach the file (block writes). */
+static void account(faid_writer *w, uint64_t frames0, uint64_t bytes0)
+{
+    if (!w->sf)
+        return;
+    uint64_t f1 = faid_sfile_frames(w->sf), b1 = faid_sfile_bytes(w->sf);
+    faid_stat_add(&w->st.frames_written, f1 - frames0);
+    faid_stat_add(&w->st.bytes_written, b1 - bytes0);
+}
+
+/* A write failed: the file is closed as far as it can be and the series' other results skipped. */
+static void fail_series(faid_writer *w, int err, const faid_diag *d)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", faid_sfile_path(w->sf));
+    count_error(w, err, path, d);
+    faid_diag ignore = {0};
+    faid_sfile *sf = w->sf;
+    w->sf = NULL;
+    faid_sfile_close(&sf, NULL, 0, "error", &ignore);
+    atomic_fetch_sub(&w->st.files_open, 1);
+    set_file(w, NULL);
+    w->skipping = 1;
+}
+
+/* Closes the open file; reason is used when there is no end message. */
+static void close_file(faid_writer *w, const void *end, size_t len, const char *reason)
+{
+    if (!w->sf)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", faid_sfile_path(w->sf));
+    uint64_t frames = faid_sfile_frames(w->sf);
+    faid_sfile_missing(w->sf, atomic_exchange(&w->missing, 0));
+    faid_diag d = {0};
+    /* The last block is written (and counted) by a flush before the end is written. */
+    uint64_t f0 = faid_sfile_frames(w->sf), b0 = faid_sfile_bytes(w->sf);
+    errno = 0;
+    int rc = faid_sfile_flush(w->sf, &d);
+    int err = errno;
+    account(w, f0, b0);
+    if (rc) {
+        fail_series(w, err, &d);
+        return;
+    }
+    errno = 0;
+    faid_sfile *sf = w->sf;
+    w->sf = NULL;
+    rc = faid_sfile_close(&sf, end, len, reason, &d);
+    err = errno;
+    atomic_fetch_sub(&w->st.files_open, 1);
+    set_file(w, NULL);
+    if (rc) {
+        count_error(w, err, path, &d);
+        return;
+    }
+    faid_stat_add(&w->st.files_written, 1);
+    FAID_INFO("writer", "%s: %llu frame(s) written (%s)", path, (unsigned long long)frames,
+              end ? "end" : reason);
+}
+
+static void open_file(faid_writer *w, const witem *it)
+{
+    const faid_config *c = &w->gen->setup->cfg;
+    pthread_mutex_lock(&w->mu);
+    snprintf(w->dir, sizeof w->dir, "%s", c->writer_directory);
+    pthread_mutex_unlock(&w->mu);
+    faid_mp_obj uid = {0}, sid;
+    faid_diag d = {0};
+    uint64_t series_id = 0;
+    if (faid_proto_map_find(it->body, it->len, "series_id", &sid, NULL, &d) == 0)
+        faid_mp_to_u64(&sid, &series_id);
+    if (faid_proto_map_find(it->body, it->len, "series_unique_id", &uid, NULL, &d) != 0 ||
+        uid.type != FAID_MP_STR)
+        uid.len = 0;
+    w->series_id = series_id;
+    faid_sfile_params p = {
+        .peaks = c->writer_peaks,
+        .cake = c->writer_cake,
+        .profiles = c->writer_profiles,
+        .swmr = 1,
+        .block_frames = c->writer_block_frames,
+    };
+    char path[4096];
+    int rc = 0, err = 0;
+    for (int attempt = 0; attempt < NAME_ATTEMPTS; attempt++) {
+        faid_diag_clear(&d);
+        rc = faid_writer_file_name(path, sizeof path, c->writer_directory,
+                                   uid.len ? (const char *)uid.ptr : NULL, uid.len, series_id, "",
+                                   attempt, &d);
+        if (rc)
+            break;
+        struct stat st;
+        if (lstat(path, &st) == 0) { /* taken (a file, a link, anything): never touched */
+            rc = faid_fail(&d, FAID_EIO, "%s: exists", path);
+            err = EEXIST;
+            continue;
+        }
+        p.path = path;
+        errno = 0;
+        rc = faid_sfile_open(&w->sf, &p, it->body, it->len, &d);
+        err = errno;
+        if (rc != FAID_EIO || err != EEXIST)
+            break;
+    }
+    if (rc) {
+        count_error(w, err, path, &d);
+        w->skipping = 1;
+        return;
+    }
+    faid_stat_add(&w->st.files_open, 1);
+    set_file(w, path);
+    int64_t now = faid_now_ns();
+    w->next_flush_ns = now + (int64_t)(c->writer_flush_interval * 1e9);
+    w->next_space_ns = 0;
+    FAID_INFO("writer", "%s: writing series %llu", path, (unsigned long long)series_id);
+}
+
+static void handle(faid_writer *w, witem *it)
+{
+    int64_t now = faid_now_ns();
+    switch (it->kind) {
+    case FAID_WQ_START: {
+        faid_mp_obj reason;
+        faid_diag d = {0};
+        int setup = faid_proto_map_find(it->body, it->len, "reason", &reason, NULL, &d) == 0 &&
+                    faid_mp_str_eq(&reason, "setup");
+        close_file(w, NULL, 0, setup ? "setup" : "superseded");
+        faid_gen_release(&w->gen);
+        w->gen = it->gen;
+        it->gen = NULL;
+        w->skipping = 0;
+        atomic_store(&w->missing, 0);
+        if (w->gen && w->gen->setup->cfg.writer_directory[0])
+            open_file(w, it);
+        break;
+    }
+    case FAID_WQ_RESULT:
+        if (w->sf) {
+            uint64_t f0 = faid_sfile_frames(w->sf), b0 = faid_sfile_bytes(w->sf);
+            faid_sfile_missing(w->sf, atomic_exchange(&w->missing, 0));
+            faid_diag d = {0};
+            errno = 0;
+            int rc = faid_sfile_append(w->sf, it->body, it->len, &d);
+            int err = errno;
+            if (rc == FAID_EINVAL || rc == FAID_EFORMAT) {
+                count_error(w, 0, NULL, &d); /* that message only */
+            } else if (rc) {
+                account(w, f0, b0);
+                fail_series(w, err, &d);
+            } else {
+                account(w, f0, b0);
+            }
+        } else if (w->skipping) {
+            faid_stat_add(&w->st.frames_skipped, 1);
+        }
+        break;
+    case FAID_WQ_END:
+        if (w->sf) {
+            uint64_t f0 = faid_sfile_frames(w->sf);
+            uint64_t b0 = faid_sfile_bytes(w->sf);
+            (void)f0;
+            (void)b0;
+            close_file(w, it->body, it->len, "end");
+        }
+        w->skipping = 0;
+        break;
+    case FAID_WQ_HIT:
+    default:
+        break;
+    }
+    if (w->sf)
+        w->last_msg_ns = now;
+}
+
+/* Periodic work: flush, series timeout, free space of the directory. */
+static void tick(faid_writer *w, int64_t now)
+{
+    if (w->sf && w->gen) {
+        const faid_config *c = &w->gen->setup->cfg;
+        if (now - w->last_msg_ns > (int64_t)(c->writer_series_timeout * 1e9)) {
+            close_file(w, NULL, 0, "timeout");
+        } else if (now >= w->next_flush_ns) {
+            uint64_t b0 = faid_sfile_bytes(w->sf);
+            faid_diag d = {0};
+            errno = 0;
+            int rc = faid_sfile_flush(w->sf, &d);
+            int err = errno;
+            faid_stat_add(&w->st.bytes_written, faid_sfile_bytes(w->sf) - b0);
+            if (rc)
+                fail_series(w, err, &d);
+            w->next_flush_ns = now + (int64_t)(c->writer_flush_interval * 1e9);
+        }
+    }
+    if (now >= w->next_space_ns) {
+        struct statvfs v;
+        char dir[FAID_PATH_MAX];
+        pthread_mutex_lock(&w->mu);
+        snprintf(dir, sizeof dir, "%s", w->dir);
+        pthread_mutex_unlock(&w->mu);
+        uint64_t free_b = dir[0] && statvfs(dir, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : 0;
+        atomic_store(&w->st.free_bytes, free_b);
+        w->next_space_ns = now + 1000000000ll;
+    }
+}
+
+static void *writer_main(void *arg)
+{
+    faid_writer *w = arg;
+    for (;;) {
+        int64_t now = faid_now_ns();
+        int wait_ms = 200;
+        if (w->sf) {
+            int64_t left = (w->next_flush_ns - now) / 1000000;
+            wait_ms = left < 0 ? 0 : left < wait_ms ? (int)left : wait_ms;
+        }
+        void *item = NULL;
+        int rc = faid_queue_pop(w->q, &item, wait_ms);
+        if (rc == FAID_ESTOPPED)
+            break;
+        if (rc == 0) {
+            handle(w, item);
+            item_free(w, item);
+        }
+        tick(w, faid_now_ns());
+    }
+    close_file(w, NULL, 0, "shutdown");
+    faid_gen_release(&w->gen);
+    return NULL;
+}
+
+int faid_writer_start(faid_writer *w)
+{
+    if (pthread_create(&w->thread, NULL, writer_main, w))
+        return FAID_ENOMEM;
+    w->started = 1;
+    return 0;
+}
+
+void faid_writer_stop(faid_writer *w)
+{
+    if (!w)
+        return;
+    faid_queue_close(w->q);
+    if (w->started) {
+        pthread_join(w->thread, NULL);
+        w->started = 0;
+    }
+}
+
+void faid_writer_destroy(faid_writer **pw)
+{
+    if (!pw || !*pw)
+        return;
+    faid_writer *w = *pw;
+    faid_writer_stop(w);
+    void *item;
+    while (faid_queue_pop(w->q, &item, 0) == 0)
+        item_free(w, item);
+    faid_queue_destroy(&w->q);
+    faid_gen_release(&w->gen);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+    *pw = NULL;
+}

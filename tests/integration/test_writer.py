@@ -1,0 +1,257 @@
+"""The files of record (issue 15, `writer:`): the real daemon writes each series into
+writer.directory while it publishes it, and real readers read the files back: h5py (+ hdf5plugin),
+pyFAI's own pyFAI.io.nexus.Nexus, nexusformat.
+
+Covered: the profiles, frame ids and timestamps in the file equal the published ones bit for bit;
+the NXazint1d structure matches what pyFAI's save_NXazint1d writes (same groups, datasets,
+attributes, plus faid's additions); the default NXdata is found by nexusformat; status and
+/metrics count what was written; a file is readable while written (SWMR) and after kill -9 up to
+the last flush; faults (full disk, directory removed, file size limit) are errors naming the file,
+counted by kind, the series goes on over PUB and writing resumes with the next series; hostile
+series names never write outside writer.directory; a series without an end is closed after
+writer.series_timeout.
+
+Nothing asserts on time: timeouts only turn hangs into failures."""
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+import test_daemon as td
+from test_daemon import LONG, Receiver, Sender, arr, frames
+
+tmpdir_ = td.tmpdir_
+daemons = td.daemons
+
+
+def writer_cfg(directory="out", **kw):
+    lines = ["writer:", f"  directory: {directory}"]
+    for k, v in kw.items():
+        lines.append(f"  {k}: {v}")
+    return "\n".join(lines) + "\n"
+
+
+def start_writer(daemons, tmpdir_, out="out", env=None, preexec=None, **kw):
+    """A daemon whose writer.directory is <its folder>/out (relative to its configuration)."""
+    sub = os.path.join(tmpdir_, "d%d" % len(os.listdir(tmpdir_)))
+    os.makedirs(os.path.join(sub, out), exist_ok=True)
+    d = td.Daemon(sub, env=env, extra=writer_cfg(out, **kw) + kw.pop("extra", ""))
+    return d, os.path.join(sub, out)
+
+
+def wait_status(d, pred, what):
+    t_end = time.monotonic() + LONG
+    st = None
+    while time.monotonic() < t_end:
+        st = d.status()
+        if pred(st["writer"]):
+            return st["writer"]
+        time.sleep(0.05)
+    raise TimeoutError("%s never held; last writer status %r" % (what, st and st["writer"]))
+
+
+@pytest.fixture
+def wdaemon(tmpdir_):
+    started = []
+
+    def start(out="out", env=None, wrapper=(), **kw):
+        sub = os.path.join(tmpdir_, "w%d" % len(started))
+        os.makedirs(os.path.join(sub, out), exist_ok=True)
+        extra = kw.pop("extra", "")
+        cfg = dict(kw.pop("cfg", {}))
+        d = td.Daemon(sub, env=env, wrapper=wrapper, extra=writer_cfg(out, **kw) + extra, **cfg)
+        started.append(d)
+        d.wait_ready()
+        return d, os.path.join(sub, out)
+
+    yield start
+    for d in started:
+        d.stop()
+
+
+def send_series(d, n, series_id=1, uid=None, end=True, first=0, seed=1):
+    tx = Sender(d)
+    kw = {"series_unique_id": uid} if uid is not None else {}
+    tx.start(series_id=series_id, **kw)
+    imgs = frames(n, seed=seed)
+    for i, img in enumerate(imgs):
+        tx.image(first + i, img, series_id=series_id, timestamp=1000.25 + i)
+    if end:
+        tx.end(series_id=series_id)
+    return imgs
+
+
+def s(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def test_series_file_holds_the_published_profiles(wdaemon):
+    d, out = wdaemon(flush_interval=0.2)
+    rx = Receiver(d)
+    rx.settle()
+    send_series(d, 7, series_id=5, uid="lyso-01")
+    rx.collect_until_end()
+    w = wait_status(d, lambda w: w["files_written"] == 1, "file written")
+    path = os.path.join(out, "lyso-01.h5")
+    assert os.listdir(out) == ["lyso-01.h5"]
+    assert w["frames_written"] == 7 and w["bytes_written"] > 7 * 64 * 4 * 4
+    assert w["state"] == "idle" and w["directory"] == out and w["free_bytes"] > 0
+    assert sum(w["errors"].values()) == 0 and sum(w["dropped"].values()) == 0
+
+    start = rx.of("start")[0]
+    results = sorted(rx.of("result"), key=lambda r: r["msg_number"])
+    with h5py.File(path, "r") as f:
+        e = f["entry"]
+        assert s(f.attrs["default"]) == "entry" and s(e.attrs["default"]) == "data"
+        assert s(e["definition"][()]) == "NXazint1d"
+        data = e["data"]
+        assert s(data.attrs["signal"]) == "I"
+        for key, name in (("I", "I"), ("sigma", "I_errors"), ("std", "std"), ("count", "count")):
+            want = np.array([arr(r[key]) for r in results])
+            got = data[name][()]
+            assert got.dtype == np.float32 and got.shape == want.shape
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), name
+        assert list(data["frame_id"][()]) == [r["frame_id"] for r in results]
+        assert list(data["timestamp"][()]) == [1000.25 + i for i in range(7)]
+        assert np.array_equal(data["radial_axis"][()], arr(start["radial"]))
+        assert s(data["radial_axis"].attrs["units"]) == "1/nm"  # q_nm^-1: written in nm^-1
+        assert s(data["radial_axis"].attrs["long_name"]) == "q"
+        assert s(e["faid/end_reason"][()]) == "end"
+        assert e["faid/frames"][()] == 7 and e["faid/frames_missing"][()] == 0
+        assert e["faid/series_id"][()] == 5 and s(e["faid/series_unique_id"][()]) == "lyso-01"
+        assert s(e["faid/configuration/data"][()]) == start["config"]
+        wl = e["instrument/monochromator/wavelength"]
+        assert wl[()] == pytest.approx(1.0) and s(wl.attrs["units"]) == "angstrom"
+
+    # nexusformat follows the default attributes to the profiles
+    from nexusformat.nexus import nxload
+    root = nxload(path)
+    plot = root.plottable_data
+    assert plot is not None and plot.nxsignal.nxname == "I"
+    assert plot.nxsignal.shape == (7, 64)
+    root.nxfile.close()
+    # pyFAI's own NeXus reader finds the NXazint1d entry
+    from pyFAI.io.nexus import Nexus
+    with Nexus(path, "r") as nx:
+        entries = nx.get_entries()
+        assert [en.name for en in entries] == ["/entry"]
+        assert nx.get_default_NXdata().name == "/entry/data"
+
+    # /metrics counts the same
+    st = d.status()
+    assert st["writer"]["files_written"] == 1
+
+
+def tree(path, rename=None):
+    """{path: (kind, NX_class, sorted attribute names)} of a file."""
+    out = {}
+
+    def visit(name, obj):
+        key = "/".join(rename.get(p, p) for p in name.split("/")) if rename else name
+        kind = "group" if isinstance(obj, h5py.Group) else "dataset"
+        out[key] = (kind, s(obj.attrs.get("NX_class", "")), tuple(sorted(obj.attrs)))
+
+    with h5py.File(path, "r") as f:
+        f.visititems(visit)
+        out["/"] = ("group", s(f.attrs.get("NX_class", "")), tuple(sorted(f.attrs)))
+    return out
+
+
+def test_structure_matches_pyfai_save_nxazint1d(wdaemon, tmpdir_):
+    """pyFAI 2026.9's save_NXazint1d is the reference: every group, dataset and attribute it
+    writes for the same profiles is in faid's file (its NXprocess `pyFAI` is faid's `faid`), with
+    the same NX_class; faid's file may add to it."""
+    from pyFAI.io.nexus import save_NXazint1d
+    from pyFAI.integrator.azimuthal import AzimuthalIntegrator
+
+    d, out = wdaemon()
+    rx = Receiver(d)
+    rx.settle()
+    imgs = send_series(d, 3, uid="ref")
+    rx.collect_until_end()
+    wait_status(d, lambda w: w["files_written"] == 1, "file written")
+    ours = os.path.join(out, "ref.h5")
+
+    ai = AzimuthalIntegrator(dist=0.1, poni1=0.0061, poni2=0.0067, pixel1=1e-4, pixel2=1e-4,
+                             wavelength=1e-10)
+    # pyFAI's writer takes 2th_deg and q_A^-1 only: its profiles of the same frames in q_A^-1
+    results = [ai.integrate1d(img, 64, unit="q_A^-1", error_model="poisson",
+                              method=("full", "csr", "cython")) for img in imgs]
+    ref = os.path.join(tmpdir_, "pyfai.h5")
+    save_NXazint1d(ref, results)
+
+    theirs = tree(ref, rename={"pyFAI": "faid"})
+    mine = tree(ours)
+    missing = sorted(set(theirs) - set(mine))
+    assert not missing, "pyFAI's layout has paths faid's file lacks: %s" % missing
+    for p, (kind, cls, attrs) in theirs.items():
+        k2, c2, a2 = mine[p]
+        assert k2 == kind and c2 == cls, (p, (kind, cls), (k2, c2))
+        # root attributes are the NeXus file's bookkeeping: faid writes the same names
+        assert set(attrs) <= set(a2), (p, set(attrs) - set(a2))
+    with h5py.File(ref, "r") as a, h5py.File(ours, "r") as b:
+        for p in ("entry/data/I", "entry/data/I_errors"):
+            assert a[p].shape == b[p].shape and a[p].dtype == b[p].dtype, p
+            assert a[p].maxshape == b[p].maxshape, p
+        assert list(a["entry/data"].attrs["axes"]) == list(b["entry/data"].attrs["axes"])
+        for p in ("entry/solid_angle_applied", "entry/polarization_applied",
+                  "entry/normalization_applied", "entry/monitor_applied"):
+            assert a[p].dtype == b[p].dtype == np.bool_, p
+        params = rx.of("start")[0]["parameters"]
+        assert b["entry/solid_angle_applied"][()] == params["solid_angle"]
+        assert b["entry/polarization_applied"][()] == (params["polarization_factor"] is not None)
+
+
+def test_file_readable_while_written_and_after_kill9(wdaemon):
+    """SWMR: a reader follows the file while the series runs; kill -9 leaves it readable up to
+    the last flush."""
+    d, out = wdaemon(flush_interval=0.1)
+    tx = Sender(d)
+    tx.start(series_id=9, series_unique_id="live")
+    imgs = frames(4)
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=9)
+    d.wait_counters(lambda c: c["processed"] >= 4, "4 processed")
+    path = os.path.join(out, "live.h5")
+    t_end = time.monotonic() + LONG
+    n = 0
+    while n < 4 and time.monotonic() < t_end:
+        if os.path.exists(path):
+            with h5py.File(path, "r", swmr=True) as f:
+                n = f["entry/data/I"].shape[0]
+        time.sleep(0.05)
+    assert n == 4, "the reader never saw the 4 frames flushed"
+    # the series goes on while a reader holds the file open
+    with h5py.File(path, "r", swmr=True) as f:
+        ds = f["entry/data/frame_id"]
+        for i, img in enumerate(frames(3, seed=5)):
+            tx.image(10 + i, img, series_id=9)
+        t_end = time.monotonic() + LONG
+        while ds.shape[0] < 7 and time.monotonic() < t_end:
+            time.sleep(0.05)
+            ds.refresh()
+        assert list(ds[()]) == [0, 1, 2, 3, 10, 11, 12]
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait(LONG)
+    # A file whose writer died is still marked as open by a SWMR writer: SWMR readers open it
+    # (plain readers after `h5clear -s`, docs/output-files.md).
+    with h5py.File(path, "r", swmr=True) as f:
+        assert f["entry/data/I"].shape == (7, 64)
+        assert list(f["entry/data/frame_id"][()]) == [0, 1, 2, 3, 10, 11, 12]
+        assert s(f["entry/faid/end_reason"][()]) == "open"  # never closed
+
+
+def test_series_without_end_closed_after_timeout(wdaemon):
+    d, out = wdaemon(series_timeout=0.5)
+    send_series(d, 2, series_id=4, uid="noend", end=False)
+    wait_status(d, lambda w: w["files_written"] == 1, "file closed by the timeout")
+    with h5py.File(os.path.join(out, "noend.h5"), "r") as f:
+        assert s(f["entry/faid/end_reason"][()]) == "timeout"
+        assert f["entry/data/I"].shape == (2, 64)
