@@ -59,6 +59,20 @@ typedef struct witem {
     uint8_t body[];
 } witem;
 
+/* A file being written: its series, the setup (settings) it was opened with, its clocks. */
+typedef struct wfile {
+    faid_sfile *sf; /* NULL: a free slot */
+    uint64_t series_id;
+    char uid[FAID_SERIES_UID_MAX];
+    faid_gen *gen;
+    uint64_t seq; /* the start that opened it (newest = highest) */
+    int64_t last_msg_ns, next_flush_ns;
+} wfile;
+
+/* Files open at once: a series' last results and end can come after the next series' start
+ * (starts overtake results still on a device), so a file stays open until its end. */
+#define MAX_OPEN 4
+
 struct faid_writer {
     faid_queue *q;
     int64_t cap_bytes;
@@ -71,12 +85,13 @@ struct faid_writer {
     char file[4096];
     char dir[FAID_PATH_MAX];
     /* the writer thread's own */
-    faid_sfile *sf;
-    faid_gen *gen;       /* settings of the series being written */
-    int skipping;        /* the series' file failed: its results are skipped */
-    uint64_t series_id;  /* of the last start */
-    int64_t last_msg_ns; /* last message of the open file's series */
-    int64_t next_flush_ns, next_space_ns;
+    wfile open[MAX_OPEN];
+    uint64_t seq; /* starts seen */
+    /* the last series whose file failed: its other results are counted as skipped */
+    int has_failed;
+    uint64_t failed_id;
+    char failed_uid[FAID_SERIES_UID_MAX];
+    int64_t next_space_ns;
 };
 
 static faid_ratelimit rl_err, rl_drop;
@@ -245,58 +260,93 @@ static void count_error(faid_writer *w, int err, const char *path, const faid_di
                          faid_writer_error_name(k));
 }
 
-/* Frames and bytes written are published as they reach the file (block writes). */
-static void account(faid_writer *w, uint64_t frames0, uint64_t bytes0)
+/* The series a message belongs to: series_id and series_unique_id. */
+static void series_of(const void *body, size_t len, uint64_t *id, char uid[FAID_SERIES_UID_MAX])
 {
-    if (!w->sf)
-        return;
-    uint64_t f1 = faid_sfile_frames(w->sf), b1 = faid_sfile_bytes(w->sf);
+    faid_mp_obj o;
+    faid_diag d = {0};
+    *id = 0;
+    uid[0] = 0;
+    if (faid_proto_map_find(body, len, "series_id", &o, NULL, &d) == 0)
+        faid_mp_to_u64(&o, id);
+    if (faid_proto_map_find(body, len, "series_unique_id", &o, NULL, &d) == 0 &&
+        o.type == FAID_MP_STR && o.len < FAID_SERIES_UID_MAX) {
+        memcpy(uid, o.ptr, o.len);
+        uid[o.len] = 0;
+    }
+}
+
+static wfile *find_file(faid_writer *w, uint64_t id, const char *uid)
+{
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (w->open[i].sf && w->open[i].series_id == id && strcmp(w->open[i].uid, uid) == 0)
+            return &w->open[i];
+    return NULL;
+}
+
+/* The newest open file names status' `file`. */
+static void show_newest(faid_writer *w)
+{
+    wfile *n = NULL;
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (w->open[i].sf && (!n || w->open[i].seq > n->seq))
+            n = &w->open[i];
+    set_file(w, n ? faid_sfile_path(n->sf) : NULL);
+}
+
+/* Frames and bytes written are published as they reach the file (block writes). */
+static void account(faid_writer *w, wfile *f, uint64_t frames0, uint64_t bytes0)
+{
+    uint64_t f1 = faid_sfile_frames(f->sf), b1 = faid_sfile_bytes(f->sf);
     faid_stat_add(&w->st.frames_written, f1 - frames0);
     faid_stat_add(&w->st.bytes_written, b1 - bytes0);
 }
 
-/* A write failed: the file is closed as far as it can be and the series' other results skipped. */
-static void fail_series(faid_writer *w, int err, const faid_diag *d)
+static void release(faid_writer *w, wfile *f)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s", faid_sfile_path(w->sf));
-    count_error(w, err, path, d);
-    faid_diag ignore = {0};
-    faid_sfile *sf = w->sf;
-    w->sf = NULL;
-    faid_sfile_close(&sf, NULL, 0, "error", &ignore);
+    faid_gen_release(&f->gen);
+    memset(f, 0, sizeof *f);
     atomic_fetch_sub(&w->st.files_open, 1);
-    set_file(w, NULL);
-    w->skipping = 1;
+    show_newest(w);
 }
 
-/* Closes the open file; reason is used when there is no end message. */
-static void close_file(faid_writer *w, const void *end, size_t len, const char *reason)
+/* A write failed: the file is closed as far as it can be and the series' other results skipped. */
+static void fail_file(faid_writer *w, wfile *f, int err, const faid_diag *d)
 {
-    if (!w->sf)
-        return;
     char path[4096];
-    snprintf(path, sizeof path, "%s", faid_sfile_path(w->sf));
-    uint64_t frames = faid_sfile_frames(w->sf);
-    faid_sfile_missing(w->sf, atomic_exchange(&w->missing, 0));
+    snprintf(path, sizeof path, "%s", faid_sfile_path(f->sf));
+    count_error(w, err, path, d);
+    faid_diag ignore = {0};
+    faid_sfile_close(&f->sf, NULL, 0, "error", &ignore);
+    w->failed_id = f->series_id;
+    snprintf(w->failed_uid, sizeof w->failed_uid, "%s", f->uid);
+    w->has_failed = 1;
+    release(w, f);
+}
+
+/* Closes a file; reason is used when there is no end message. */
+static void close_file(faid_writer *w, wfile *f, const void *end, size_t len, const char *reason)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", faid_sfile_path(f->sf));
+    uint64_t frames = faid_sfile_frames(f->sf);
+    if (f->seq == w->seq) /* drops are told to the newest series' file */
+        faid_sfile_missing(f->sf, atomic_exchange(&w->missing, 0));
     faid_diag d = {0};
     /* The last block is written (and counted) by a flush before the end is written. */
-    uint64_t f0 = faid_sfile_frames(w->sf), b0 = faid_sfile_bytes(w->sf);
+    uint64_t f0 = faid_sfile_frames(f->sf), b0 = faid_sfile_bytes(f->sf);
     errno = 0;
-    int rc = faid_sfile_flush(w->sf, &d);
+    int rc = faid_sfile_flush(f->sf, &d);
     int err = errno;
-    account(w, f0, b0);
+    account(w, f, f0, b0);
     if (rc) {
-        fail_series(w, err, &d);
+        fail_file(w, f, err, &d);
         return;
     }
     errno = 0;
-    faid_sfile *sf = w->sf;
-    w->sf = NULL;
-    rc = faid_sfile_close(&sf, end, len, reason, &d);
+    rc = faid_sfile_close(&f->sf, end, len, reason, &d);
     err = errno;
-    atomic_fetch_sub(&w->st.files_open, 1);
-    set_file(w, NULL);
+    release(w, f);
     if (rc) {
         count_error(w, err, path, &d);
         return;
@@ -306,21 +356,24 @@ static void close_file(faid_writer *w, const void *end, size_t len, const char *
               end ? "end" : reason);
 }
 
-static void open_file(faid_writer *w, const witem *it)
+static void open_file(faid_writer *w, witem *it, uint64_t series_id, const char *uid)
 {
-    const faid_config *c = &w->gen->setup->cfg;
+    const faid_config *c = &it->gen->setup->cfg;
     pthread_mutex_lock(&w->mu);
     snprintf(w->dir, sizeof w->dir, "%s", c->writer_directory);
     pthread_mutex_unlock(&w->mu);
-    faid_mp_obj uid = {0}, sid;
-    faid_diag d = {0};
-    uint64_t series_id = 0;
-    if (faid_proto_map_find(it->body, it->len, "series_id", &sid, NULL, &d) == 0)
-        faid_mp_to_u64(&sid, &series_id);
-    if (faid_proto_map_find(it->body, it->len, "series_unique_id", &uid, NULL, &d) != 0 ||
-        uid.type != FAID_MP_STR)
-        uid.len = 0;
-    w->series_id = series_id;
+    /* a slot: the free one, else the oldest file is closed (its end never came) */
+    wfile *f = NULL;
+    for (int i = 0; i < MAX_OPEN && !f; i++)
+        if (!w->open[i].sf)
+            f = &w->open[i];
+    if (!f) {
+        f = &w->open[0];
+        for (int i = 1; i < MAX_OPEN; i++)
+            if (w->open[i].seq < f->seq)
+                f = &w->open[i];
+        close_file(w, f, NULL, 0, "superseded");
+    }
     faid_sfile_params p = {
         .peaks = c->writer_peaks,
         .cake = c->writer_cake,
@@ -328,13 +381,13 @@ static void open_file(faid_writer *w, const witem *it)
         .swmr = 1,
         .block_frames = c->writer_block_frames,
     };
-    char path[4096];
+    char path[4096] = "";
+    faid_diag d = {0};
     int rc = 0, err = 0;
     for (int attempt = 0; attempt < NAME_ATTEMPTS; attempt++) {
         faid_diag_clear(&d);
-        rc = faid_writer_file_name(path, sizeof path, c->writer_directory,
-                                   uid.len ? (const char *)uid.ptr : NULL, uid.len, series_id, "",
-                                   attempt, &d);
+        rc = faid_writer_file_name(path, sizeof path, c->writer_directory, uid, strlen(uid),
+                                   series_id, "", attempt, &d);
         if (rc)
             break;
         struct stat st;
@@ -345,98 +398,110 @@ static void open_file(faid_writer *w, const witem *it)
         }
         p.path = path;
         errno = 0;
-        rc = faid_sfile_open(&w->sf, &p, it->body, it->len, &d);
+        rc = faid_sfile_open(&f->sf, &p, it->body, it->len, &d);
         err = errno;
         if (rc != FAID_EIO || err != EEXIST)
             break;
     }
     if (rc) {
+        f->sf = NULL;
         count_error(w, err, path, &d);
-        w->skipping = 1;
+        w->failed_id = series_id;
+        snprintf(w->failed_uid, sizeof w->failed_uid, "%s", uid);
+        w->has_failed = 1;
         return;
     }
-    faid_stat_add(&w->st.files_open, 1);
-    set_file(w, path);
+    f->series_id = series_id;
+    snprintf(f->uid, sizeof f->uid, "%s", uid);
+    f->gen = it->gen;
+    it->gen = NULL;
+    f->seq = w->seq;
     int64_t now = faid_now_ns();
-    w->next_flush_ns = now + (int64_t)(c->writer_flush_interval * 1e9);
+    f->last_msg_ns = now;
+    f->next_flush_ns = now + (int64_t)(c->writer_flush_interval * 1e9);
     w->next_space_ns = 0;
+    faid_stat_add(&w->st.files_open, 1);
+    show_newest(w);
     FAID_INFO("writer", "%s: writing series %llu", path, (unsigned long long)series_id);
 }
 
 static void handle(faid_writer *w, witem *it)
 {
-    int64_t now = faid_now_ns();
+    uint64_t id;
+    char uid[FAID_SERIES_UID_MAX];
+    series_of(it->body, it->len, &id, uid);
+    wfile *f = it->kind == FAID_WQ_HIT ? NULL : find_file(w, id, uid);
     switch (it->kind) {
     case FAID_WQ_START: {
+        /* A start of a series whose file is open (a reload's setup start, or the series id
+         * again) closes that file: a file holds one setup. Files of other series stay open
+         * until their end (their last results may still come after this start). */
         faid_mp_obj reason;
         faid_diag d = {0};
         int setup = faid_proto_map_find(it->body, it->len, "reason", &reason, NULL, &d) == 0 &&
                     faid_mp_str_eq(&reason, "setup");
-        close_file(w, NULL, 0, setup ? "setup" : "superseded");
-        faid_gen_release(&w->gen);
-        w->gen = it->gen;
-        it->gen = NULL;
-        w->skipping = 0;
+        if (f)
+            close_file(w, f, NULL, 0, setup ? "setup" : "superseded");
+        w->seq++;
+        w->has_failed = 0;
         atomic_store(&w->missing, 0);
-        if (w->gen && w->gen->setup->cfg.writer_directory[0])
-            open_file(w, it);
+        if (it->gen && it->gen->setup->cfg.writer_directory[0])
+            open_file(w, it, id, uid);
         break;
     }
     case FAID_WQ_RESULT:
-        if (w->sf) {
-            uint64_t f0 = faid_sfile_frames(w->sf), b0 = faid_sfile_bytes(w->sf);
-            faid_sfile_missing(w->sf, atomic_exchange(&w->missing, 0));
+        if (f) {
+            uint64_t f0 = faid_sfile_frames(f->sf), b0 = faid_sfile_bytes(f->sf);
+            if (f->seq == w->seq)
+                faid_sfile_missing(f->sf, atomic_exchange(&w->missing, 0));
             faid_diag d = {0};
             errno = 0;
-            int rc = faid_sfile_append(w->sf, it->body, it->len, &d);
+            int rc = faid_sfile_append(f->sf, it->body, it->len, &d);
             int err = errno;
+            f->last_msg_ns = faid_now_ns();
             if (rc == FAID_EINVAL || rc == FAID_EFORMAT) {
                 count_error(w, 0, NULL, &d); /* that message only */
             } else if (rc) {
-                account(w, f0, b0);
-                fail_series(w, err, &d);
+                account(w, f, f0, b0);
+                fail_file(w, f, err, &d);
             } else {
-                account(w, f0, b0);
+                account(w, f, f0, b0);
             }
-        } else if (w->skipping) {
+        } else if (w->has_failed && w->failed_id == id && strcmp(w->failed_uid, uid) == 0) {
             faid_stat_add(&w->st.frames_skipped, 1);
         }
         break;
     case FAID_WQ_END:
-        if (w->sf) {
-            uint64_t f0 = faid_sfile_frames(w->sf);
-            uint64_t b0 = faid_sfile_bytes(w->sf);
-            (void)f0;
-            (void)b0;
-            close_file(w, it->body, it->len, "end");
-        }
-        w->skipping = 0;
+        if (f)
+            close_file(w, f, it->body, it->len, "end");
         break;
     case FAID_WQ_HIT:
     default:
         break;
     }
-    if (w->sf)
-        w->last_msg_ns = now;
 }
 
-/* Periodic work: flush, series timeout, free space of the directory. */
+/* Periodic work: flushes, series timeouts, free space of the directory. */
 static void tick(faid_writer *w, int64_t now)
 {
-    if (w->sf && w->gen) {
-        const faid_config *c = &w->gen->setup->cfg;
-        if (now - w->last_msg_ns > (int64_t)(c->writer_series_timeout * 1e9)) {
-            close_file(w, NULL, 0, "timeout");
-        } else if (now >= w->next_flush_ns) {
-            uint64_t b0 = faid_sfile_bytes(w->sf);
+    for (int i = 0; i < MAX_OPEN; i++) {
+        wfile *f = &w->open[i];
+        if (!f->sf)
+            continue;
+        const faid_config *c = &f->gen->setup->cfg;
+        if (now - f->last_msg_ns > (int64_t)(c->writer_series_timeout * 1e9)) {
+            close_file(w, f, NULL, 0, "timeout");
+        } else if (now >= f->next_flush_ns) {
+            uint64_t b0 = faid_sfile_bytes(f->sf), f0 = faid_sfile_frames(f->sf);
             faid_diag d = {0};
             errno = 0;
-            int rc = faid_sfile_flush(w->sf, &d);
+            int rc = faid_sfile_flush(f->sf, &d);
             int err = errno;
-            faid_stat_add(&w->st.bytes_written, faid_sfile_bytes(w->sf) - b0);
+            account(w, f, f0, b0);
             if (rc)
-                fail_series(w, err, &d);
-            w->next_flush_ns = now + (int64_t)(c->writer_flush_interval * 1e9);
+                fail_file(w, f, err, &d);
+            else
+                f->next_flush_ns = now + (int64_t)(c->writer_flush_interval * 1e9);
         }
     }
     if (now >= w->next_space_ns) {
@@ -457,8 +522,10 @@ static void *writer_main(void *arg)
     for (;;) {
         int64_t now = faid_now_ns();
         int wait_ms = 200;
-        if (w->sf) {
-            int64_t left = (w->next_flush_ns - now) / 1000000;
+        for (int i = 0; i < MAX_OPEN; i++) {
+            if (!w->open[i].sf)
+                continue;
+            int64_t left = (w->open[i].next_flush_ns - now) / 1000000;
             wait_ms = left < 0 ? 0 : left < wait_ms ? (int)left : wait_ms;
         }
         void *item = NULL;
@@ -471,8 +538,9 @@ static void *writer_main(void *arg)
         }
         tick(w, faid_now_ns());
     }
-    close_file(w, NULL, 0, "shutdown");
-    faid_gen_release(&w->gen);
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (w->open[i].sf)
+            close_file(w, &w->open[i], NULL, 0, "shutdown");
     return NULL;
 }
 
@@ -505,7 +573,6 @@ void faid_writer_destroy(faid_writer **pw)
     while (faid_queue_pop(w->q, &item, 0) == 0)
         item_free(w, item);
     faid_queue_destroy(&w->q);
-    faid_gen_release(&w->gen);
     pthread_mutex_destroy(&w->mu);
     free(w);
     *pw = NULL;

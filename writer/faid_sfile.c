@@ -390,6 +390,16 @@ static hid_t str_fixed(hid_t loc, const char *name, const char *value, size_t si
     return ds;
 }
 
+/* A string dataset that may be empty (read back as b"", where faid_h5_dset_str writes " "). */
+static int str_fixed_close(hid_t loc, const char *name, const char *value)
+{
+    hid_t ds = str_fixed(loc, name, value, value[0] ? strlen(value) : 1);
+    if (ds < 0)
+        return FAID_EIO;
+    H5Dclose(ds);
+    return 0;
+}
+
 static int str_rewrite(hid_t ds, const char *value)
 {
     hid_t t = H5Dget_type(ds);
@@ -553,8 +563,8 @@ static int gone(faid_sfile *f, faid_diag *d)
     struct stat st;
     if (stat(f->path, &st) == 0 && st.st_dev == f->dev && st.st_ino == f->ino)
         return 0;
-    errno = ENOENT;
     faid_fail(d, FAID_EIO, "%s: the file was removed (or its directory) while written", f->path);
+    errno = ESTALE;
     return 1;
 }
 
@@ -774,7 +784,7 @@ static int write_layout(faid_sfile *f, const faid_sfile_params *p, const start_v
                faid_h5_dset_str(pr, "version", s->version) || faid_h5_dset_str(pr, "date", now) ||
                scalar_close(pr, "sequence_index", H5T_NATIVE_INT64, &one, NULL) ||
                scalar_close(pr, "series_id", H5T_NATIVE_UINT64, &s->series_id, NULL) ||
-               faid_h5_dset_str(pr, "series_unique_id", s->uid) ||
+               str_fixed_close(pr, "series_unique_id", s->uid) ||
                scalar_close(pr, "setup_version", H5T_NATIVE_UINT64, &s->setup_version, NULL) ||
                faid_h5_dset_str(pr, "config_hash", s->hash);
         f->end_reason = str_fixed(pr, "end_reason", "open", 16);

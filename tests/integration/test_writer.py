@@ -64,8 +64,8 @@ def wdaemon(tmpdir_):
     def start(out="out", env=None, wrapper=(), **kw):
         sub = os.path.join(tmpdir_, "w%d" % len(started))
         os.makedirs(os.path.join(sub, out), exist_ok=True)
-        extra = kw.pop("extra", "")
         cfg = dict(kw.pop("cfg", {}))
+        extra = cfg.pop("extra", "")
         d = td.Daemon(sub, env=env, wrapper=wrapper, extra=writer_cfg(out, **kw) + extra, **cfg)
         started.append(d)
         d.wait_ready()
@@ -255,3 +255,214 @@ def test_series_without_end_closed_after_timeout(wdaemon):
     with h5py.File(os.path.join(out, "noend.h5"), "r") as f:
         assert s(f["entry/faid/end_reason"][()]) == "timeout"
         assert f["entry/data/I"].shape == (2, 64)
+
+
+PEAKS = """peaks:
+  algorithm: peakfinder8
+  adc_threshold: 60
+  minimum_snr: 5
+  min_pixel_count: 2
+  local_bg_radius: 3
+  min_peaks_for_hit: 5
+  max_num_peaks: 8
+"""
+
+
+def reload_with(d, old, new):
+    with open(d.config) as f:
+        text = f.read()
+    assert old in text
+    with open(d.config, "w") as f:
+        f.write(text.replace(old, new))
+    r = d.request({"cmd": "reload"})
+    assert r["ok"], r
+
+
+def test_peaks_and_cake_in_the_file(wdaemon):
+    """Peak finding on: is_hit, num_peaks, the background and the CXI peak arrays of each frame
+    equal the published ones; the hit rate; writer.cake: the NXazint2d entry holds the published
+    cake. The cake is turned on by a reload (settings apply from the next series)."""
+    from test_peaks import spot_frames
+    d, out = wdaemon(cake="true", cfg=dict(devices="ref", extra=PEAKS))
+    reload_with(d, "  split: full\n", "  split: full\n  npt_azim: 12\n")
+    rx = Receiver(d)
+    rx.settle()
+    imgs, _ = spot_frames(4)
+    tx = Sender(d)
+    tx.start(series_id=2, series_unique_id="xtal")
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=2)
+    tx.end(series_id=2)
+    rx.collect_until_end()
+    wait_status(d, lambda w: w["files_written"] == 1, "file written")
+    results = sorted(rx.of("result"), key=lambda r: r["msg_number"])
+    assert any(r["is_hit"] for r in results) and not all(r["is_hit"] for r in results)
+    start = rx.of("start")[-1]
+    with h5py.File(os.path.join(out, "xtal.h5"), "r") as f:
+        p = f["entry/peaks"]
+        assert p["peakXPosRaw"].shape == (4, 8)
+        for k, r in enumerate(results):
+            n = min(len(arr(r["peak_x"])), 8)
+            assert p["nPeaks"][k] == n and p["num_peaks"][k] == r["num_peaks"]
+            assert bool(p["is_hit"][k]) == r["is_hit"]
+            for name, key in (("peakXPosRaw", "peak_x"), ("peakYPosRaw", "peak_y"),
+                              ("peakTotalIntensity", "peak_intensity"), ("peakSNR", "peak_snr"),
+                              ("peakMaximumValue", "peak_max_pixel"), ("peakSigma", "peak_sigma")):
+                assert np.array_equal(p[name][k, :n], arr(r[key])[:n]), name
+                assert not p[name][k, n:].any()
+            assert np.array_equal(p["peakNPixels"][k, :n], arr(r["peak_npix"])[:n])
+            assert np.array_equal(p["background"][k], arr(r["bg_I"]))
+            assert np.array_equal(p["background_errors"][k], arr(r["bg_sigma"]))
+        hits = sum(r["is_hit"] for r in results)
+        assert p["hits"][()] == hits and p["hit_rate"][()] == pytest.approx(hits / 4)
+        e2 = f["entry_2d"]
+        assert s(e2["definition"][()]) == "NXazint2d"
+        assert np.array_equal(e2["data/azimuthal_axis"][()], arr(start["azimuthal"]))
+        for name, key in (("I", "I_2d"), ("I_errors", "sigma_2d"), ("count", "count_2d")):
+            want = np.array([arr(r[key]) for r in results])
+            assert want.shape == (4, 12, 64)
+            assert np.array_equal(e2["data"][name][()], want), name
+        assert list(e2["data/frame_id"][()]) == [0, 1, 2, 3]
+
+
+def documented_name(uid):
+    """docs/output-files.md's naming rule: bytes outside [A-Za-z0-9._-] and a leading '.' become
+    '_', at most 100 bytes; when anything changed, '-' and the FNV-1a hash (8 hex digits) of the
+    original bytes follow."""
+    raw = uid.encode()
+    h = 2166136261
+    for c in raw:
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    out = "".join(chr(c) if (chr(c).isascii() and (chr(c).isalnum() or chr(c) in "_-")) or
+                  (c == ord(".") and i > 0) else "_" for i, c in enumerate(raw[:100]))
+    changed = out.encode() != raw
+    return out + ("-%08x" % h if changed else "") + ".h5"
+
+
+def test_hostile_series_names_stay_in_the_directory(wdaemon, tmpdir_):
+    """series_unique_id comes from the wire: ../../etc/x, a/b, control and NUL bytes, a name
+    that is only dots: each gives a file inside writer.directory, named by the documented rule,
+    never elsewhere, never an obscure failure."""
+    d, out = wdaemon()
+    names = ["../../etc/x", "a/b", "ctl\x01\x1fz", "..", "ok-1.2_3", "nul\x00z"]
+    for i, uid in enumerate(names):
+        send_series(d, 1, series_id=i + 1, uid=uid)
+    wait_status(d, lambda w: w["files_written"] == len(names), "every series written")
+    files = sorted(os.listdir(out))
+    assert len(files) == len(names)
+    assert "ok-1.2_3.h5" in files  # a clean name is kept as it is
+    # ingest refuses a start whose id holds NUL: its frames open an implicit series, unnamed
+    assert "series_6.h5" in files
+    for f in files:
+        assert "/" not in f and not f.startswith(".")
+        with h5py.File(os.path.join(out, f), "r") as h:
+            assert s(h["entry/faid/series_unique_id"][()]) in names[:5] + [""]
+    assert sorted(files) == sorted(documented_name(u) for u in names[:5] + ["series_6"])
+    # nothing was written above the directory
+    assert sorted(os.listdir(os.path.dirname(out))) == ["faid.log", "faid.yaml", "out"]
+    assert not os.path.exists(os.path.join(tmpdir_, "etc"))
+
+
+def test_same_series_twice_never_overwrites(wdaemon):
+    d, out = wdaemon()
+    send_series(d, 1, series_id=1, uid="again")
+    send_series(d, 2, series_id=2, uid="again")
+    wait_status(d, lambda w: w["files_written"] == 2, "both written")
+    assert sorted(os.listdir(out)) == ["again-2.h5", "again.h5"]
+    with h5py.File(os.path.join(out, "again.h5"), "r") as a, \
+            h5py.File(os.path.join(out, "again-2.h5"), "r") as b:
+        assert a["entry/data/I"].shape[0] == 1 and b["entry/data/I"].shape[0] == 2
+
+
+def series_goes_on(d, rx, n, series_id, uid):
+    """Sends a series of n frames and checks it is published whole (PUB never notices the
+    writer's faults)."""
+    before = len(rx.of("end"))
+    send_series(d, n, series_id=series_id, uid=uid)
+    rx.collect_until_end(n_ends=1)
+    end = rx.of("end")[before]
+    assert end["series_id"] == series_id and end["frames_processed"] == n
+    return end
+
+
+def test_full_disk_is_counted_and_writing_resumes(wdaemon, tmpdir_):
+    """ENOSPC: a 2 MB tmpfs filled but for 64 kB; a series of 300 frames does not fit: a clear
+    error naming the file, counted as no_space, the series is published whole; once space is
+    freed the next series is written."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    d, out = wdaemon(flush_interval=0.05)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", out],
+                       capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip("tmpfs not mountable here: " + r.stderr)
+    try:
+        filler = os.path.join(out, "filler")
+        with open(filler, "wb") as f:
+            try:
+                f.write(b"\0" * (2 << 20))
+            except OSError:
+                pass
+        sz = os.path.getsize(filler)
+        os.truncate(filler, max(0, sz - (64 << 10)))
+        rx = Receiver(d)
+        rx.settle()
+        series_goes_on(d, rx, 300, 1, "full")
+        w = wait_status(d, lambda w: w["errors"]["no_space"] >= 1, "no_space counted")
+        assert w["files_open"] == 0
+        assert "full.h5" in d.logtext() and "writer.errors no_space" in d.logtext()
+        os.unlink(filler)
+        series_goes_on(d, rx, 5, 2, "after")
+        wait_status(d, lambda w: w["files_written"] >= 1, "next series written")
+        with h5py.File(os.path.join(out, "after.h5"), "r") as f:
+            assert f["entry/data/I"].shape == (5, 64)
+        assert d.status()["writer"]["free_bytes"] > 0
+    finally:
+        d.stop()
+        subprocess.run(["umount", out], check=False)
+
+
+def test_directory_removed_mid_series(wdaemon):
+    """The directory removed while a file is written: error `removed` naming the file at the next
+    flush; the next series (directory still missing) is counted `unwritable`; once it exists
+    again, writing resumes. PUB publishes every series whole."""
+    d, out = wdaemon(flush_interval=0.05)
+    rx = Receiver(d)
+    rx.settle()
+    tx = Sender(d)
+    tx.start(series_id=1, series_unique_id="gone")
+    for i, img in enumerate(frames(3)):
+        tx.image(i, img, series_id=1)
+    wait_status(d, lambda w: w["frames_written"] >= 3, "frames written")
+    shutil.rmtree(out)
+    for i, img in enumerate(frames(3, seed=2)):
+        tx.image(10 + i, img, series_id=1)
+    tx.end(series_id=1)
+    rx.collect_until_end()
+    assert rx.of("end")[0]["frames_processed"] == 6
+    w = wait_status(d, lambda w: w["errors"]["removed"] >= 1, "removed counted")
+    assert "gone.h5" in d.logtext()
+    series_goes_on(d, rx, 2, 2, "nodir")
+    wait_status(d, lambda w: w["errors"]["unwritable"] >= 1, "unwritable counted")
+    assert "nodir.h5" in d.logtext()
+    os.makedirs(out)
+    series_goes_on(d, rx, 2, 3, "back")
+    wait_status(d, lambda w: w["files_written"] >= 1, "writing resumed")
+    assert os.listdir(out) == ["back.h5"]
+    assert w["files_written"] == 0
+
+
+def test_file_size_limit(wdaemon):
+    """RLIMIT_FSIZE (prlimit --fsize): the daemon ignores SIGXFSZ, the write fails with EFBIG:
+    counted as file_size; the daemon lives on and the series is published whole."""
+    # the reference device: PoCL would write its kernel cache under the limit too
+    d, out = wdaemon(flush_interval=0.05, wrapper=("prlimit", "--fsize=262144", "--"),
+                     cfg=dict(devices="ref"))
+    rx = Receiver(d)
+    rx.settle()
+    series_goes_on(d, rx, 400, 1, "big")
+    wait_status(d, lambda w: w["errors"]["file_size"] >= 1, "file_size counted")
+    assert d.proc.poll() is None
+    assert "big.h5" in d.logtext()
+    series_goes_on(d, rx, 2, 2, "small")
+    wait_status(d, lambda w: w["files_written"] >= 1, "a small file still fits")
