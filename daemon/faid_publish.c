@@ -152,34 +152,6 @@ typedef struct start_info {
     const faid_event *ev; /* the series start event (input echo), NULL for a setup start */
 } start_info;
 
-/* The peak parameters in force as the start message's "peaks" map: algorithm and every echoed
- * peaks.* option of the table (numbers as int or float, names as str, null). */
-static void put_peak_params(faid_mpw *w, void *config)
-{
-    const faid_config *c = config;
-    size_t n;
-    const faid_option *t = faid_config_options(&n);
-    faid_mpw_key(w, FAID_K_ALGORITHM);
-    faid_mpw_str(w, faid_peak_algorithm_name(c->peaks.algorithm));
-    for (size_t i = 0; i < n; i++) {
-        if (!faid_peak_param_echoed(t[i].name))
-            continue;
-        int is_num;
-        double num;
-        const char *str;
-        int null = faid_config_value(c, &t[i], &is_num, &num, &str);
-        faid_mpw_key(w, t[i].name + 6);
-        if (null)
-            faid_mpw_nil(w);
-        else if (is_num && t[i].type == FAID_OT_DOUBLE)
-            faid_mpw_f64(w, num);
-        else if (is_num)
-            faid_mpw_int(w, (int64_t)num);
-        else
-            faid_mpw_str(w, str ? str : "");
-    }
-}
-
 static void publish_start(publisher *p, faid_gen *g, const start_info *in)
 {
     faid_server *s = p->s;
@@ -240,7 +212,7 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
         .masked_pixels = masked,
         .radial = su->csr->rad_centers,
         .azimuthal = su->csr2d ? su->csr2d->azim_centers : NULL,
-        .peak_params = su->csr_bg ? put_peak_params : NULL,
+        .peak_params = su->csr_bg ? faid_config_put_peak_params : NULL,
         .peak_params_arg = (void *)c,
         .devices = devices,
         .ndevices = s->nworkers < FAID_MAX_WORKERS ? s->nworkers : FAID_MAX_WORKERS,

@@ -22,6 +22,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "faid_proto.h"
+
 #ifndef FAID_VERSION
 #define FAID_VERSION "unknown"
 #endif
@@ -1870,4 +1872,28 @@ uint64_t faid_config_hash64(const faid_config *cfg, int with_paths)
 void faid_config_hash(const faid_config *cfg, char out[17])
 {
     snprintf(out, 17, "%016llx", (unsigned long long)faid_config_hash64(cfg, 1));
+}
+
+void faid_config_put_peak_params(struct faid_mpw *w, void *config)
+{
+    const faid_config *c = config;
+    faid_mpw_key(w, FAID_K_ALGORITHM);
+    faid_mpw_str(w, faid_peak_algorithm_name(c->peaks.algorithm));
+    for (size_t i = 0; i < NOPT; i++) {
+        if (!faid_peak_param_echoed(options[i].name))
+            continue;
+        int is_num;
+        double num;
+        const char *str;
+        int null = faid_config_value(c, &options[i], &is_num, &num, &str);
+        faid_mpw_key(w, options[i].name + 6);
+        if (null)
+            faid_mpw_nil(w);
+        else if (is_num && options[i].type == FAID_OT_DOUBLE)
+            faid_mpw_f64(w, num);
+        else if (is_num)
+            faid_mpw_int(w, (int64_t)num);
+        else
+            faid_mpw_str(w, str ? str : "");
+    }
 }

@@ -204,6 +204,11 @@ int faid_config_set(faid_config *cfg, const char *key, const char *value, faid_d
  * -1 for other types. */
 int faid_config_value(const faid_config *cfg, const faid_option *o, int *is_num, double *num,
                       const char **str);
+/* The peak parameters of cfg (a const faid_config *) as the entries of the start message's
+ * "peaks" map: algorithm and every echoed peaks.* option (numbers as int or float, names as str,
+ * null). The daemon's publisher and `faidctl process` (its series files) write the same map. */
+struct faid_mpw;
+void faid_config_put_peak_params(struct faid_mpw *w, void *cfg);
 /* Whether option `name` is a peak parameter that `start` echoes and .peaks headers list (every
  * peaks.* key but peaks.algorithm, which has its own line, and peaks.aggregates_interval). */
 int faid_peak_param_echoed(const char *name);

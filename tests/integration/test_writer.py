@@ -466,3 +466,42 @@ def test_file_size_limit(wdaemon):
     assert "big.h5" in d.logtext()
     series_goes_on(d, rx, 2, 2, "small")
     wait_status(d, lambda w: w["files_written"] >= 1, "a small file still fits")
+
+
+def test_faidctl_process_writes_the_same_file(wdaemon, tmpdir_):
+    """faidctl process with writer.directory writes the series file from the same frames with the
+    same code: every dataset of the profiles (and the cake) equals the daemon's, bit for bit."""
+    d, out = wdaemon(cake="true")
+    reload_with(d, "  split: full\n", "  split: full\n  npt_azim: 8\n")
+    rx = Receiver(d)
+    rx.settle()
+    imgs = frames(5, seed=4)
+    tx = Sender(d)
+    tx.start(series_id=1, series_unique_id="eq")
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=1)
+    tx.end(series_id=1)
+    rx.collect_until_end()
+    wait_status(d, lambda w: w["files_written"] == 1, "file written")
+    off = os.path.join(tmpdir_, "offline")
+    os.makedirs(off)
+    np.save(os.path.join(off, "eq.npy"), np.stack(imgs))
+    r = subprocess.run([td.FAIDCTL, "process", "-q", "-c", d.config, "--device", "cpu", "-o", off,
+                        "--set", "writer.directory=" + off, os.path.join(off, "eq.npy")],
+                       capture_output=True, text=True, timeout=LONG)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(os.path.join(out, "eq.h5"), "r") as a, \
+            h5py.File(os.path.join(off, "eq.h5"), "r") as b:
+        names = []
+        a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+        per_frame = [n for n in names if n.startswith(("entry/data/", "entry_2d/data/"))
+                     and n != "entry/data/timestamp"]
+        assert "entry_2d/data/I" in per_frame and "entry/data/I" in per_frame
+        for n in per_frame:
+            assert a[n].shape == b[n].shape and a[n].dtype == b[n].dtype, n
+            assert np.array_equal(a[n][()], b[n][()]), n
+        assert s(b["entry/faid/series_unique_id"][()]) == "eq"
+        assert s(b["entry/faid/end_reason"][()]) == "end"
+        # the published profiles are the file's (both files hold them)
+        results = sorted(rx.of("result"), key=lambda m: m["frame_id"])
+        assert np.array_equal(b["entry/data/I"][()], np.array([arr(m["I"]) for m in results]))
