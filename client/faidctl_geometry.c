@@ -1,8 +1,10 @@
 /* faidctl geometry: the per-pixel geometry faid computes from a pyFAI .poni file, as a summary,
  * as the values one pixel sees, or as a .npy array (for checks against pyFAI and for users who
- * want to know what q a pixel covers). Same functions as the daemon's reduction setup. */
+ * want to know what q a pixel covers), or as the CrystFEL geometry of faid's hits files. Same
+ * functions as the daemon's reduction setup and its hits-file writer. */
 #include "faid_geometry.h"
 #include "faid_npy.h"
+#include "faid_nxmx.h"
 #include "faidctl.h"
 
 #include <math.h>
@@ -22,7 +24,8 @@ static void usage(FILE *f)
             "                        [--at ROW,COL | --array NAME -o OUT.npy]\n"
             "                        [--unit UNIT] [--internal] [--polarization F]\n"
             "                        [--axis-offset RAD]\n"
-            "Without --at or --array: prints the geometry.\n"
+            "       faidctl geometry --poni FILE [...] --crystfel [--with-mask] [-o OUT.geom]\n"
+            "Without --at, --array or --crystfel: prints the geometry.\n"
             "--at ROW,COL   prints what pixel (ROW, COL) sees: 2theta, q, r, chi, solid angle.\n"
             "--array NAME   writes one per-pixel array:\n"
             "  center       radial position of pixel centres in --unit (rows x cols, float64)\n"
@@ -36,7 +39,13 @@ static void usage(FILE *f)
             "  2th_deg | 2th_rad | q_nm^-1 | q_A^-1 | r_mm | r_m   shorthand for center\n"
             "--unit         2th_deg | 2th_rad | q_nm^-1 (default) | q_A^-1 | r_mm | r_m\n"
             "--internal     center/corner in the unit's internal form (rad, nm^-1, m), as\n"
-            "               pyFAI bins them\n");
+            "               pyFAI bins them\n"
+            "--crystfel     the CrystFEL geometry file of faid's hits files for this geometry\n"
+            "               (the file writer.hits writes next to each hits file): indexamajig\n"
+            "               reads the frames and, with --peaks=cxi, the peaks; printed, or\n"
+            "               written to -o OUT.geom (never overwriting)\n"
+            "--with-mask    the hits files hold a pixel_mask (a mask was configured): the\n"
+            "               geometry uses it\n");
 }
 
 static int parse_pair_int(const char *s, int *a, int *b)
@@ -114,9 +123,11 @@ int faidctl_geometry(int argc, char **argv)
     const char *poni = NULL, *detname = NULL, *array = NULL, *out = NULL, *unitname = "q_nm^-1";
     int rows = -1, cols = -1, orientation = -1, internal = 0, at_row = -1, at_col = -1;
     double p1 = 0, p2 = 0, factor = 0, axis_offset = 0;
-    int has_pixel = 0, has_factor = 0;
+    int has_pixel = 0, has_factor = 0, crystfel = 0, with_mask = 0;
     enum {
         O_INTERNAL = 256,
+        O_CRYSTFEL,
+        O_WITH_MASK,
         O_PONI,
         O_DETECTOR,
         O_ARRAY,
@@ -131,6 +142,8 @@ int faidctl_geometry(int argc, char **argv)
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"internal", no_argument, NULL, O_INTERNAL},
+        {"crystfel", no_argument, NULL, O_CRYSTFEL},
+        {"with-mask", no_argument, NULL, O_WITH_MASK},
         {"poni", required_argument, NULL, O_PONI},
         {"detector", required_argument, NULL, O_DETECTOR},
         {"array", required_argument, NULL, O_ARRAY},
@@ -153,6 +166,12 @@ int faidctl_geometry(int argc, char **argv)
             return 0;
         case O_INTERNAL:
             internal = 1;
+            break;
+        case O_CRYSTFEL:
+            crystfel = 1;
+            break;
+        case O_WITH_MASK:
+            with_mask = 1;
             break;
         case O_PONI:
             poni = v;
@@ -264,6 +283,38 @@ int faidctl_geometry(int argc, char **argv)
         return 1;
     }
 
+    if (crystfel) {
+        if (at_row >= 0 || array) {
+            fprintf(stderr, "faidctl geometry: --crystfel goes without --at and --array\n");
+            return 2;
+        }
+        /* Only the presence of a mask matters to the geometry text (it names the file's
+         * pixel_mask); one byte stands for it. */
+        static const uint8_t some_mask = 1;
+        faid_nxmx_params hp = {.geom = &g,
+                               .detector_name = preset ? preset->name : poni_det,
+                               .dtype = FAID_DT_U32,
+                               .encoding = FAID_ENC_BSLZ4,
+                               .mask = with_mask ? &some_mask : NULL,
+                               .max_peaks = 1};
+        if (out) {
+            if (faid_nxmx_write_crystfel_geom(out, &hp, &d) != 0) {
+                fprintf(stderr, "faidctl geometry: %s\n", d.msg);
+                return 1;
+            }
+            return 0;
+        }
+        int n = faid_nxmx_crystfel_geom(NULL, 0, &hp, &d);
+        char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+        if (n < 0 || !text) {
+            fprintf(stderr, "faidctl geometry: %s\n", n < 0 ? d.msg : "out of memory");
+            return 1;
+        }
+        faid_nxmx_crystfel_geom(text, (size_t)n + 1, &hp, &d);
+        fputs(text, stdout);
+        free(text);
+        return 0;
+    }
     if (at_row >= 0) {
         if (at_row >= g.rows || at_col >= g.cols) {
             fprintf(stderr, "faidctl geometry: pixel (%d, %d) outside %d x %d\n", at_row, at_col,

@@ -119,8 +119,60 @@ static int add_frame(faidctl_h5 *h, uint8_t *buf, size_t len, faid_diag *d)
     return 0;
 }
 
+/* The frame ids beside the frames dataset `path` (its group's `frame_id`): 0 with h->frame_id
+ * set (and *limit lowered to their count), 0 without ids, or an error for ids that are there
+ * but not a 1-D integer dataset. */
+static int read_frame_ids(hid_t f, const char *path, hsize_t *limit, faidctl_h5 *h, faid_diag *d)
+{
+    char p[300];
+    const char *slash = strrchr(path, '/');
+    if (!slash || (size_t)(slash - path) + 10 >= sizeof(p))
+        return 0;
+    snprintf(p, sizeof(p), "%.*s/frame_id", (int)(slash - path), path);
+    if (!exists(f, p))
+        return 0;
+    hid_t ds = H5Dopen2(f, p, H5P_DEFAULT);
+    if (ds < 0)
+        return faid_fail(d, FAID_EFORMAT, "%s: cannot open", p);
+    hid_t sp = H5Dget_space(ds), ty = H5Dget_type(ds);
+    int rc = 0;
+    hsize_t n = 0;
+    if (sp < 0 || ty < 0 || H5Sget_simple_extent_ndims(sp) != 1 ||
+        H5Tget_class(ty) != H5T_INTEGER) {
+        rc = faid_fail(d, FAID_EFORMAT, "%s: not a 1-D integer dataset", p);
+    } else {
+        H5Sget_simple_extent_dims(sp, &n, NULL);
+        if (n < *limit)
+            *limit = n;
+        /* Only the ids of frames there are: a file claiming 10^9 ids is not allocated for. */
+        hsize_t want = *limit;
+        h->frame_id = malloc((size_t)(want ? want : 1) * sizeof(uint64_t));
+        hsize_t start = 0;
+        hid_t msp = H5Screate_simple(1, &want, NULL);
+        if (!h->frame_id) {
+            rc = faid_fail(d, FAID_ENOMEM, "out of memory for %llu frame ids",
+                           (unsigned long long)want);
+        } else if (want > 0 &&
+                   (msp < 0 ||
+                    H5Sselect_hyperslab(sp, H5S_SELECT_SET, &start, NULL, &want, NULL) < 0 ||
+                    H5Dread(ds, H5T_NATIVE_UINT64, msp, sp, H5P_DEFAULT, h->frame_id) < 0)) {
+            rc = faid_fail(d, FAID_EIO, "%s: read failed", p);
+        }
+        if (msp >= 0)
+            H5Sclose(msp);
+        if (rc == 0)
+            h->has_frame_ids = 1;
+    }
+    if (ty >= 0)
+        H5Tclose(ty);
+    if (sp >= 0)
+        H5Sclose(sp);
+    H5Dclose(ds);
+    return rc;
+}
+
 /* Reads every frame of one dataset ([n, rows, cols] or one [rows, cols] frame) into h. */
-static int read_dataset(hid_t f, const char *path, faidctl_h5 *h, faid_diag *d)
+static int read_dataset(hid_t f, const char *path, int with_ids, faidctl_h5 *h, faid_diag *d)
 {
     hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
     if (ds < 0)
@@ -191,6 +243,13 @@ static int read_dataset(hid_t f, const char *path, faidctl_h5 *h, faid_diag *d)
         goto done;
     }
     size_t raw = (size_t)dims[1] * (size_t)dims[2] * faid_dtype_size(dt);
+    /* Frame ids exist for one dataset of frames (a hits file), not for a master file's
+     * data_000001, data_000002, ... */
+    if (nd == 3 && with_ids) {
+        rc = read_frame_ids(f, path, &dims[0], h, d);
+        if (rc)
+            goto done;
+    }
     /* Frames read through libhdf5 are held decoded: a file may claim more of them than it stores
      * (unwritten chunks read as the fill value), e.g. 10^9 frames in a few kB, which would take
      * without end and without bound. The decoded size may exceed what is stored by at most
@@ -242,6 +301,29 @@ static int read_dataset(hid_t f, const char *path, faidctl_h5 *h, faid_diag *d)
                 rc = faid_fail(d, FAID_EIO, "%s frame %llu: direct chunk read failed", path,
                                (unsigned long long)k);
                 break;
+            }
+            if (fmask == 1 && enc == FAID_ENC_LZ4 && sz == raw && sz < UINT32_MAX - 16) {
+                /* Stored unfiltered (a hits file's raw LZ4 block as long as its pixels): an
+                 * HDF5-LZ4 chunk of one block whose length equals its decoded size is those
+                 * bytes as they are. */
+                uint8_t *w = malloc((size_t)sz + 16);
+                if (!w) {
+                    free(buf);
+                    rc = faid_fail(d, FAID_ENOMEM, "out of memory for a %llu-byte chunk",
+                                   (unsigned long long)sz);
+                    break;
+                }
+                uint64_t t = sz;
+                for (int i = 7; i >= 0; i--, t >>= 8)
+                    w[i] = (uint8_t)t;
+                for (int j = 0; j < 2; j++)
+                    for (int i = 3, u = 0; i >= 0; i--, u += 8)
+                        w[8 + 4 * j + i] = (uint8_t)(sz >> u);
+                memcpy(w + 16, buf, (size_t)sz);
+                free(buf);
+                buf = w;
+                sz += 16;
+                fmask = 0;
             }
             if (fmask != 0 && enc != FAID_ENC_NONE) {
                 /* HDF5 stored this chunk without its filter (it did not compress): it would need
@@ -298,10 +380,10 @@ int faidctl_h5_read_here(const char *path, const char *dataset, faidctl_h5 *h, f
         return faid_fail(d, FAID_EIO, "%s: cannot open as HDF5", path);
     int rc = 0;
     if (dataset) {
-        rc = read_dataset(f, dataset, h, d);
+        rc = read_dataset(f, dataset, 1, h, d);
         h->ndatasets = 1;
     } else if (exists(f, "/entry/data/data")) {
-        rc = read_dataset(f, "/entry/data/data", h, d);
+        rc = read_dataset(f, "/entry/data/data", 1, h, d);
         h->ndatasets = 1;
     } else {
         /* EIGER master file: data_000001, data_000002, ... */
@@ -310,7 +392,7 @@ int faidctl_h5_read_here(const char *path, const char *dataset, faidctl_h5 *h, f
             snprintf(p, sizeof(p), "/entry/data/data_%06d", k);
             if (!exists(f, p))
                 break;
-            rc = read_dataset(f, p, h, d);
+            rc = read_dataset(f, p, 0, h, d);
             h->ndatasets++;
         }
         if (rc == 0 && h->ndatasets == 0)
@@ -404,12 +486,15 @@ static void child(int fd, const char *path, const char *dataset)
     faidctl_h5 head = h;
     head.data = NULL;
     head.len = NULL;
+    head.frame_id = NULL;
     int bad = put_all(fd, &rc, sizeof(rc)) || put_all(fd, &d, sizeof(d)) ||
               put_all(fd, &head, sizeof(head));
     for (uint64_t k = 0; rc == 0 && !bad && k < h.n; k++) {
         uint64_t len = h.len[k];
         bad = put_all(fd, &len, sizeof(len)) || put_all(fd, h.data[k], h.len[k]);
     }
+    if (rc == 0 && !bad && h.has_frame_ids)
+        bad = put_all(fd, h.frame_id, (size_t)h.n * sizeof(uint64_t));
     _exit(bad ? 3 : 0);
 }
 
@@ -450,6 +535,11 @@ int faidctl_h5_read(const char *path, const char *dataset, faidctl_h5 *h, faid_d
             }
             head.len[got] = len;
         }
+        head.frame_id = NULL;
+        if (!bad && head.has_frame_ids) {
+            head.frame_id = malloc((size_t)(head.n ? head.n : 1) * sizeof(uint64_t));
+            bad = !head.frame_id || get_all(p[0], head.frame_id, (size_t)head.n * sizeof(uint64_t));
+        }
         if (bad) {
             faidctl_h5_free(&head); /* unread entries are NULL */
         } else {
@@ -485,5 +575,6 @@ void faidctl_h5_free(faidctl_h5 *h)
         free(h->data[i]);
     free(h->data);
     free(h->len);
+    free(h->frame_id);
     memset(h, 0, sizeof(*h));
 }

@@ -9,7 +9,13 @@
  * /entry/data/data_000001, data_000002, ... (external links to the data files) in order. The
  * geometry a DECTRIS start message states is read from /entry/instrument/detector (beam_center_x,
  * beam_center_y in pixels, detector_distance, x_pixel_size, y_pixel_size in m) and
- * /entry/instrument/beam/incident_wavelength (angstrom) when present. */
+ * /entry/instrument/beam/incident_wavelength (angstrom) when present.
+ *
+ * Frame ids: a dataset `frame_id` beside the frames (faid's hits files: /entry/data/frame_id, one
+ * unsigned integer per frame) gives each frame its original id; when it holds fewer ids than
+ * there are frames (a file read while it is written), only the frames with an id are read. A
+ * hits-file chunk stored unfiltered under the LZ4 filter (filter mask 1: the raw LZ4 block that
+ * was as long as its pixels) is sent as an HDF5-LZ4 chunk of one stored block. */
 #ifndef FAIDCTL_H5_H
 #define FAIDCTL_H5_H
 
@@ -35,6 +41,8 @@ typedef struct faidctl_h5 {
     double distance;                     /* m */
     double pixel_size_x, pixel_size_y;   /* m */
     double wavelength;                   /* angstrom */
+    uint64_t *frame_id;                  /* n original frame ids, or NULL (the file has none) */
+    int has_frame_ids;
 } faidctl_h5;
 
 /* 1 when this faidctl was built with libhdf5. */

@@ -113,10 +113,11 @@ static void usage(FILE *f)
             "                       configuration (default: faid's embedded default)\n"
             "  --npy FILE           send the frames of a .npy file (2-D frame or 3-D stack);\n"
             "                       repeatable, frames are cycled in order\n"
-            "  --h5 FILE            send the frames of an EIGER / NeXus HDF5 file, each chunk\n"
-            "                       as stored (direct chunk read: bitshuffle-LZ4 and LZ4 chunks\n"
-            "                       are never decompressed), with the file's geometry in a\n"
-            "                       DECTRIS start; --frames defaults to the file's frame count\n"
+            "  --h5 FILE            send the frames of an EIGER / NeXus HDF5 file or of a\n"
+            "                       faid hits file, each chunk as stored (direct chunk read:\n"
+            "                       bitshuffle-LZ4 and LZ4 chunks are never decompressed), with\n"
+            "                       the file's geometry in a DECTRIS start and a hits file's\n"
+            "                       frame ids; --frames defaults to the file's frame count\n"
             "  --dataset PATH       dataset in the HDF5 file (default /entry/data/data, else the\n"
             "                       master file's /entry/data/data_000001, _000002, ...)\n"
             "  --dtype TYPE         uint8|uint16|uint32|int8|int16|int32|float32 (default uint32\n"
@@ -129,7 +130,8 @@ static void usage(FILE *f)
             "  --seed S             seed of the synthetic frames (default 12345)\n"
             "  --series-id ID       series id (default 1)\n"
             "  --series-unique-id S unique series name (default none)\n"
-            "  --first-frame ID     frame id of the first frame (default 0)\n"
+            "  --first-frame ID     frame id of the first frame (default 0; --h5 of a file\n"
+            "                       with frame ids, such as faid's hits files: those ids)\n"
             "  --no-series          send only images (no start/end messages)\n"
             "  --timeout S          give up when a send waits longer than S s (default 30)\n"
             "  --hwm N              send high-water mark in messages (default ZeroMQ's)\n"
@@ -514,7 +516,9 @@ static void progress(uint64_t sent, uint64_t total, uint64_t bytes, double elaps
 int faidctl_replay(int argc, char **argv)
 {
     const char *to = NULL, *preset = NULL, *config = NULL, *h5 = NULL, *h5_dataset = NULL;
-    int frames_given = 0, enc_given = 0;
+    int frames_given = 0, enc_given = 0, first_given = 0;
+    uint64_t *ids = NULL; /* --h5: the file's frame ids (a hits file), n_ids of them */
+    uint64_t n_ids = 0, next_id = 0;
     char config_to[300] = "";
     int config_bind = 0;
     const char *npy[MAX_NPY];
@@ -631,6 +635,7 @@ int faidctl_replay(int argc, char **argv)
             break;
         case O_FIRST_FRAME:
             bad = parse_u64(v, &first) != 0;
+            first_given = 1;
             break;
         case O_SEED:
             bad = parse_u64(v, &seed) != 0;
@@ -739,6 +744,15 @@ int faidctl_replay(int argc, char **argv)
             }
             if (!frames_given)
                 frames = hf.n;
+            /* A hits file's frames keep their original ids (unless --first-frame says
+             * otherwise); frames sent beyond them continue after the largest. */
+            if (hf.has_frame_ids && !first_given && rc == 0) {
+                ids = hf.frame_id;
+                hf.frame_id = NULL;
+                n_ids = hf.n;
+                for (uint64_t k = 0; k < n_ids; k++)
+                    next_id = ids[k] >= next_id ? ids[k] + 1 : next_id;
+            }
             if (hf.has_geometry) {
                 /* As a DECTRIS start states it: beam centre in pixels, distance (m), wavelength
                  * (m here, angstrom on the wire). */
@@ -751,10 +765,11 @@ int faidctl_replay(int argc, char **argv)
                 geo.orientation = 3;
             }
             if (!quiet)
-                fprintf(stderr, "replay: %s: %s%s, %llu frames, %s chunks%s\n", h5, hf.dataset,
+                fprintf(stderr, "replay: %s: %s%s, %llu frames, %s chunks%s%s\n", h5, hf.dataset,
                         hf.ndatasets > 1 ? " and following" : "", (unsigned long long)hf.n,
                         hf.direct ? faid_encoding_name(hf.encoding) : "decoded",
-                        hf.has_geometry ? ", geometry from the file" : "");
+                        hf.has_geometry ? ", geometry from the file" : "",
+                        ids ? ", frame ids from the file" : "");
             faidctl_h5_free(&hf);
         }
         if (rc == 0 &&
@@ -773,10 +788,12 @@ int faidctl_replay(int argc, char **argv)
     if (rc) {
         fprintf(stderr, "faidctl replay: %s\n", d.msg);
         frames_free(&fr);
+        free(ids);
         return 1;
     }
     if (faidctl_stop) {
         frames_free(&fr);
+        free(ids);
         return 1;
     }
     uint64_t enc_total = 0;
@@ -804,6 +821,7 @@ int faidctl_replay(int argc, char **argv)
     int krc = bind && !keys.server_key && !keys.key ? 0 : faidctl_keys_load(&keys, "replay", &ck);
     if (krc) {
         frames_free(&fr);
+        free(ids);
         return krc;
     }
     faid_sender *s = faid_sender_new_curve(to, bind, hwm, (int)(timeout * 1000 + 0.5), &ck, &d);
@@ -811,6 +829,7 @@ int faidctl_replay(int argc, char **argv)
     if (!s) {
         fprintf(stderr, "faidctl replay: %s\n", d.msg);
         frames_free(&fr);
+        free(ids);
         return 1;
     }
     faid_in_header h;
@@ -875,7 +894,7 @@ int faidctl_replay(int argc, char **argv)
         if (rate > 0)
             sleep_until(t0 + (int64_t)((double)k * 1e9 / rate));
         const frame_buf *b = &fr.f[k % (uint64_t)fr.n];
-        h.frame_id = first + k;
+        h.frame_id = !ids ? first + k : k < n_ids ? ids[k] : next_id + (k - n_ids);
         h.timestamp = (double)faid_wall_ns() / 1e9;
         rc = proto == FAID_PROTOCOL_NATIVE
                  ? faid_sender_image(s, &h, b->data, b->len, !copy, &d)
@@ -920,8 +939,13 @@ int faidctl_replay(int argc, char **argv)
     printf("frames: %llu\n", (unsigned long long)sent);
     printf("series: %llu%s%s\n", (unsigned long long)series_id, series_uid[0] ? " " : "",
            series_uid);
-    printf("frame ids: %llu..%llu\n", (unsigned long long)first,
-           (unsigned long long)(sent ? first + sent - 1 : first));
+    if (ids)
+        printf("frame ids: %llu frames from the file (first %llu)\n", (unsigned long long)sent,
+               (unsigned long long)(n_ids ? ids[0] : 0));
+    else
+        printf("frame ids: %llu..%llu\n", (unsigned long long)first,
+               (unsigned long long)(sent ? first + sent - 1 : first));
+    free(ids);
     printf("bytes: %.2f MB sent (%.2f MB decoded)\n", (double)bytes / 1e6,
            (double)fr.raw_bytes * (double)sent / 1e6);
     printf("rate: %.1f frames/s, %.1f MB/s over %.3f s (of which %.3f s flushing the queue)\n",

@@ -15,7 +15,9 @@
 
 #include "faid_err.h"
 
-/* Silences HDF5's automatic error printing (thread-safe to call repeatedly). */
+/* Silences HDF5's automatic error printing and, when it comes before any other use of libhdf5,
+ * turns off libhdf5's clean-up at exit (H5dont_atexit: see faid_h5.c). Thread-safe to call
+ * repeatedly. */
 void faid_h5_quiet(void);
 
 /* Creates `path` exclusively (fails with FAID_EIO naming the path if it exists or cannot be

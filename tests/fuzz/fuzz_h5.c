@@ -4,7 +4,10 @@
  * EIGER master file's data_NNNNNN) and once naming /entry/data/data_000001. Any file must give 0
  * or an error code with a message, never a crash, hang, leak or unbounded allocation; every HDF5
  * object faid opens must be closed again (no identifier left open), and what a successful read
- * hands out must be consistent (n payloads, each non-empty, a frame shape within bounds).
+ * hands out must be consistent (n payloads, each non-empty, a frame shape within bounds, and
+ * for a faid hits file one frame id per payload). The corpus holds hits files written by the
+ * hits-file module (writer/faid_nxmx.c: bslz4, lz4, lz4-raw chunks with frame ids) and variants
+ * with fewer ids than frames or ids of the wrong kind.
  *
  * libhdf5 itself is not instrumented (a Debian build): coverage feedback comes from faid's
  * reader, and a crash inside libhdf5 on a malformed file is reported as one, like any other. */
@@ -37,7 +40,7 @@ static void check(int rc, const faid_diag *d, const faidctl_h5 *h)
     if (rc != 0) {
         if (rc > 0 || d->code != rc || d->msg[0] == '\0')
             abort();
-        if (h->n != 0 || h->data || h->len)
+        if (h->n != 0 || h->data || h->len || h->frame_id || h->has_frame_ids)
             abort(); /* an error frees what was read */
         return;
     }
@@ -47,6 +50,12 @@ static void check(int rc, const faid_diag *d, const faidctl_h5 *h)
     for (uint64_t k = 0; k < h->n; k++)
         if (!h->data[k] || h->len[k] == 0)
             abort();
+    if (!h->has_frame_ids != !h->frame_id)
+        abort(); /* a hits file's frame ids: one per frame handed out, or none */
+    volatile uint64_t sum = 0;
+    for (uint64_t k = 0; h->frame_id && k < h->n; k++)
+        sum += h->frame_id[k]; /* each readable (ASan) */
+    (void)sum;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

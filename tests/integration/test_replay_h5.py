@@ -13,8 +13,8 @@ import hdf5plugin
 import numpy as np
 import pytest
 
-from test_daemon import (FAIDCTL, LONG, ROWS, COLS, Receiver, arr, daemons, ep,  # noqa: F401
-                         tmpdir_)
+from test_daemon import (BIN, FAIDCTL, LONG, ROWS, COLS, Receiver, arr, daemons,  # noqa: F401
+                         ep, tmpdir_)
 
 
 def write_nexus(path, stack, filt, geometry=True):
@@ -38,10 +38,10 @@ def replay(d, path, *args):
     return r
 
 
-def check(d, tmpdir, rx, stack, name, n_ends=1):
+def check(d, tmpdir, rx, stack, name, n_ends=1, ids=None):
     rx.collect_until_end(n_ends=n_ends)
     results = rx.of("result")
-    assert [r["frame_id"] for r in results] == list(range(len(stack)))
+    assert [r["frame_id"] for r in results] == (list(range(len(stack))) if ids is None else ids)
     end = rx.of("end")[-1]
     assert end["frames_received"] == end["frames_processed"] == len(stack)
     assert not end["incomplete"]
@@ -142,3 +142,62 @@ def test_files_that_crash_libhdf5_are_an_error():
         assert r.returncode == 1, (name, r.returncode, r.stderr[-2000:])
         assert path in r.stderr and ("HDF5 library crashed" in r.stderr or
                                      "HDF5 reader process failed" in r.stderr), r.stderr[-2000:]
+
+
+def write_hits_file(path, stack, ids, encoding):
+    """A faid hits file written by the hits-file module itself (tests/python/nxmx_driver.c):
+    each frame compressed here, handed over as it would arrive, with its frame id."""
+    drv = subprocess.Popen([os.path.join(BIN, "nxmx_driver")], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    cmds = ["open path=%s rows=%d cols=%d dtype=%s encoding=%s pixel1=1e-4 pixel2=1e-4 dist=0.12 "
+            "poni1=0.00702 poni2=0.00605 wavelength=0.9e-10 max_peaks=8 series=hits"
+            % (path, ROWS, COLS, stack.dtype.name, encoding)]
+    for k, (fr, fid) in enumerate(zip(stack, ids)):
+        chunk = "%s.chunk%d" % (path, k)
+        if encoding == "bslz4":
+            filt = hdf5plugin.Bitshuffle(nelems=0, cname="lz4")
+            with h5py.File(chunk + ".h5", "w", driver="core", backing_store=False) as f:
+                ds = f.create_dataset("x", data=fr, chunks=fr.shape, **filt)
+                data = bytes(ds.id.read_direct_chunk((0, 0))[1])
+        else:
+            import lz4.block
+            data = lz4.block.compress(fr.tobytes(), store_size=False)
+        with open(chunk, "wb") as f:
+            f.write(data)
+        cmds.append("append %d %s" % (fid, chunk))
+    cmds += ["close", "quit"]
+    out, _ = drv.communicate("\n".join(cmds) + "\n", timeout=LONG)
+    assert drv.returncode == 0 and out.split() == ["ok"] * (len(cmds) - 1), out
+
+
+@pytest.mark.parametrize("encoding,protocol", [("bslz4", "native"), ("lz4-raw", "native"),
+                                               ("bslz4", "dectris-v2")])
+def test_replay_hits_file_keeps_frame_ids(daemons, tmpdir_, encoding, protocol):
+    """A hits file replayed into the daemon: the original frame ids, not 0, 1, 2, ..., and the
+    same numbers as `faidctl process` on the pixels. A raw LZ4 block (lz4-raw) is stored behind
+    an HDF5-LZ4 header, so it is replayed as an lz4 chunk."""
+    stack = frames(4, np.uint16, 8)
+    ids = [7, 19, 20, 100000]
+    path = os.path.join(tmpdir_, "run_hits.h5")
+    write_hits_file(path, stack, ids, encoding)
+    d = daemons(lossless=True)
+    rx = Receiver(d, lossless=True)
+    r = replay(d, path, "--protocol", protocol, "--series-id", "4")
+    sent = "bslz4" if encoding == "bslz4" else "lz4"
+    assert "%s chunks" % sent in r.stderr and "frame ids from the file" in r.stderr
+    assert "frames: 4" in r.stdout
+    check(d, tmpdir_, rx, stack, "hits" + encoding, ids=ids)
+    st = rx.of("start")[0]
+    if protocol == "dectris-v2":
+        rep = st["input"]["reported"]
+        assert rep["beam_center_x"] == pytest.approx(60.5)
+        assert rep["beam_center_y"] == pytest.approx(70.2)
+        assert rep["detector_distance"] == pytest.approx(0.12)
+    # --first-frame still renumbers; --frames beyond the file continues after the largest id.
+    replay(d, path, "--series-id", "5", "--first-frame", "50")
+    replay(d, path, "--series-id", "6", "--frames", "6")
+    rx.collect_until_end(n_ends=3)
+    assert [x["frame_id"] for x in rx.of("result") if x["series_id"] == 5] == [50, 51, 52, 53]
+    assert [x["frame_id"] for x in rx.of("result") if x["series_id"] == 6] == ids + [100001,
+                                                                                    100002]
+    assert d.terminate() == 0
