@@ -29,6 +29,7 @@
 #include "faid_setup.h"
 #include "faid_sfile.h"
 #include "faid_synth.h"
+#include "faid_whits.h"
 
 #include <errno.h>
 #include <math.h>
@@ -67,6 +68,9 @@ typedef struct run {
     char peaks_params[4096]; /* .peaks header lines (peaks.algorithm not none) */
     /* writer.directory set: each input is a series written as the daemon writes it (writer/) */
     faid_sfile *sf;
+    faid_nxmx *hits;    /* writer.hits with peaks: the hit frames as read, opened at the first */
+    faid_peak_list *pk; /* the peaks of the hit, read back from its result message */
+    int hits_failed;
     uint8_t *msg; /* the message being encoded for it */
     size_t msg_cap;
     uint64_t series_id;
@@ -416,7 +420,40 @@ static int series_open(run *r, const char *stem)
     return rc;
 }
 
-static void series_result(run *r, uint64_t frame_id)
+/* writer.hits: a hit frame as it was read (raw .npy pixels, or the chunk file's bytes) with the
+ * peaks of its result message, into <stem>_hits.h5: the daemon's writer does the same with the
+ * chunks as they arrived. */
+static void series_hit(run *r, const char *stem, const faid_frame *fr, size_t len)
+{
+    const faid_setup *su = r->setup;
+    if (!su->cfg.writer_hits || !su->csr_bg || r->hits_failed || !r->result->is_hit)
+        return;
+    faid_diag d = {0};
+    uint64_t fid = 0;
+    int hit = 0;
+    if (!r->pk)
+        r->pk = faid_peak_list_new(su->cfg.peaks.max_num_peaks);
+    if (!r->pk || faid_whits_peaks(r->msg, len, r->pk, &fid, &hit, &d) != 0)
+        goto fail;
+    if (!r->hits) {
+        char path[FAID_PATH_MAX + 320];
+        faid_diag gd = {0};
+        if (faid_whits_path(path, sizeof path, faid_sfile_path(r->sf), &d) ||
+            faid_whits_open(&r->hits, path, su, stem, fr->dtype, fr->encoding, 0, &gd, &d))
+            goto fail;
+        if (gd.code)
+            fprintf(stderr, "faidctl process: %s\n", gd.msg);
+    }
+    if (faid_nxmx_append(r->hits, fid, fr->data, fr->len, r->pk, &d) == 0)
+        return;
+fail:
+    fprintf(stderr, "faidctl process: writer.hits: %s\n", d.msg[0] ? d.msg : "out of memory");
+    r->write_errors++;
+    r->hits_failed = 1;
+    faid_nxmx_close(&r->hits, &d);
+}
+
+static void series_result(run *r, const char *stem, uint64_t frame_id, const faid_frame *fr)
 {
     if (!r->sf)
         return;
@@ -463,8 +500,11 @@ static void series_result(run *r, uint64_t frame_id)
     if (!len || faid_sfile_append(r->sf, r->msg, len, &d)) {
         fprintf(stderr, "faidctl process: %s\n", len ? d.msg : "out of memory for a result");
         r->write_errors++;
+        faid_nxmx_close(&r->hits, &d);
         faid_sfile_close(&r->sf, NULL, 0, "error", &d);
+        return;
     }
+    series_hit(r, stem, fr, len);
 }
 
 static void series_close(run *r, const char *stem)
@@ -480,6 +520,12 @@ static void series_close(run *r, const char *stem)
         .setup_version = r->setup->version,
     };
     size_t len = encode(r, enc_end, &e);
+    faid_diag hd = {0};
+    if (faid_nxmx_close(&r->hits, &hd)) {
+        fprintf(stderr, "faidctl process: writer.hits: %s\n", hd.msg);
+        r->write_errors++;
+    }
+    r->hits_failed = 0;
     char path[FAID_PATH_MAX + 300];
     snprintf(path, sizeof path, "%s", faid_sfile_path(r->sf));
     faid_diag d = {0};
@@ -530,7 +576,7 @@ static void do_frame(run *r, const char *input, const char *stem, long idx, cons
     }
     if (!r->first_out[0])
         snprintf(r->first_out, sizeof r->first_out, "%s", path);
-    series_result(r, (uint64_t)idx);
+    series_result(r, stem, (uint64_t)idx, f);
     r->frames_ok++;
     progress(r, input);
 }
@@ -953,6 +999,8 @@ int faidctl_process(int argc, char **argv)
     }
     status = (r.frames_bad || input_errors || r.write_errors || r.frames_ok == 0) ? 1 : 0;
 out:
+    faid_nxmx_close(&r.hits, &d);
+    faid_peak_list_destroy(&r.pk);
     faid_sfile_close(&r.sf, NULL, 0, "error", &d);
     free(r.msg);
     free(r.config_yaml);

@@ -201,6 +201,7 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
     o->writer.frames_written = faid_stat_get(&ws->frames_written);
     o->writer.bytes_written = faid_stat_get(&ws->bytes_written);
     o->writer.frames_skipped = faid_stat_get(&ws->frames_skipped);
+    o->writer.hit_frames_written = faid_stat_get(&ws->hit_frames_written);
     o->writer.free_bytes = faid_stat_get(&ws->free_bytes);
     o->writer.queued_bytes = faid_stat_get(&ws->queued_bytes);
     o->writer.errors = sn->werrors;

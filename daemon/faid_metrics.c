@@ -167,6 +167,9 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
     case FAID_M_WRITER_BYTES:
         sample_u(b, id, "", faid_stat_get(&ws->bytes_written));
         break;
+    case FAID_M_WRITER_HITS:
+        sample_u(b, id, "", faid_stat_get(&ws->hit_frames_written));
+        break;
     case FAID_M_WRITER_SKIPPED:
         sample_u(b, id, "", faid_stat_get(&ws->frames_skipped));
         break;

@@ -112,6 +112,8 @@ struct faid_server;
       "Frames (results) written into series files.")                                               \
     X(WRITER_BYTES, "faid_writer_bytes_written_total", "counter", "",                              \
       "Data bytes written into files of record.")                                                  \
+    X(WRITER_HITS, "faid_writer_hit_frames_written_total", "counter", "",                          \
+      "Hit frames written into hits files (writer.hits).")                                         \
     X(WRITER_SKIPPED, "faid_writer_frames_skipped_total", "counter", "",                           \
       "Results not written because their series' file had failed.")                                \
     X(WRITER_ERRORS, "faid_writer_errors_total", "counter", "kind",                                \

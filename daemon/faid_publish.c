@@ -369,9 +369,9 @@ static void handle(publisher *p, void *item)
         if (faid_writer_on(s->writer)) {
             faid_writer_result(s->writer, slot->out, slot->out_len);
             /* the hit frame as it arrived, after its result (the writer takes its peaks) */
-            if (slot->is_hit && faid_writer_hits_on(s->writer))
+            if (slot->is_hit && slot->hit_chunk_len && faid_writer_hits_on(s->writer))
                 faid_writer_hit(s->writer, slot->h.frame_id, slot->h.dtype, slot->h.encoding,
-                                slot->payload, slot->payload_len);
+                                slot->hit_chunk, slot->hit_chunk_len);
         }
         faid_histo_observe(&s->stats.latency, faid_now_ns() - slot->recv_mono_ns);
         if (s->http)

@@ -757,6 +757,7 @@ void faid_server_destroy(faid_server **ps)
             faid_slot_clear_frame(&s->slots[i]);
             free(s->slots[i].out);
             free(s->slots[i].ud);
+            free(s->slots[i].hit_chunk);
             faid_block_table_free(&s->slots[i].table);
         }
     faid_zap_destroy(&s->zap); /* its socket too must close before the context ends */

@@ -128,6 +128,10 @@ typedef struct faid_slot {
     double latency_us;
     int device;
     int is_hit; /* result: peaks found made it a hit (the dashboard keeps the latest hit) */
+    /* writer.hits: a hit's payload as it arrived, copied by the worker before the parts go back
+     * (the publisher hands it to the writer); grown on demand, kept with the slot */
+    uint8_t *hit_chunk;
+    size_t hit_chunk_len, hit_chunk_cap;
 } faid_slot;
 
 /* A series start or end on its way from ingest to the publisher: a small record from its own

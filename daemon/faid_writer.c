@@ -6,6 +6,7 @@
 #include "faid_queue.h"
 #include "faid_server.h"
 #include "faid_sfile.h"
+#include "faid_whits.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -67,6 +68,14 @@ typedef struct wfile {
     faid_gen *gen;
     uint64_t seq; /* the start that opened it (newest = highest) */
     int64_t last_msg_ns, next_flush_ns;
+    /* writer.hits: the hits file (opened at the first hit: the frames' type and encoding are
+     * those of the chunks as they arrive), the peaks of the last hit result, waiting for its
+     * frame */
+    int hits_on, hits_failed;
+    faid_nxmx *hits;
+    faid_peak_list *pk;
+    uint64_t pk_frame;
+    int pk_valid;
 } wfile;
 
 /* Files open at once: a series' last results and end can come after the next series' start
@@ -92,6 +101,7 @@ struct faid_writer {
     uint64_t failed_id;
     char failed_uid[FAID_SERIES_UID_MAX];
     int64_t next_space_ns;
+    wfile *last_result; /* the file of the last result: its hit frame follows it */
 };
 
 static faid_ratelimit rl_err, rl_drop;
@@ -304,10 +314,90 @@ static void account(faid_writer *w, wfile *f, uint64_t frames0, uint64_t bytes0)
 
 static void release(faid_writer *w, wfile *f)
 {
+    faid_diag ignore = {0};
+    faid_nxmx_close(&f->hits, &ignore);
+    faid_peak_list_destroy(&f->pk);
+    if (w->last_result == f)
+        w->last_result = NULL;
     faid_gen_release(&f->gen);
     memset(f, 0, sizeof *f);
     atomic_fetch_sub(&w->st.files_open, 1);
     show_newest(w);
+}
+
+/* The hits file failed: counted, closed; the series file goes on. */
+static void fail_hits(faid_writer *w, wfile *f, const char *path, int err, const faid_diag *d)
+{
+    count_error(w, err, path, d);
+    faid_diag ignore = {0};
+    faid_nxmx_close(&f->hits, &ignore);
+    f->hits_failed = 1;
+}
+
+static void flush_hits(faid_writer *w, wfile *f)
+{
+    if (!f->hits)
+        return;
+    faid_diag d = {0};
+    errno = 0;
+    if (faid_nxmx_flush(f->hits, &d))
+        fail_hits(w, f, NULL, errno, &d);
+}
+
+static void close_hits(faid_writer *w, wfile *f)
+{
+    if (!f->hits)
+        return;
+    faid_diag d = {0};
+    errno = 0;
+    uint64_t b0 = faid_nxmx_bytes(f->hits);
+    if (faid_nxmx_close(&f->hits, &d))
+        count_error(w, errno, NULL, &d);
+    (void)b0;
+}
+
+/* One hit frame as it arrived: into the hits file of the file whose result came just before. */
+static void write_hit(faid_writer *w, const witem *it)
+{
+    wfile *f = w->last_result;
+    if (!f || !f->sf || !f->hits_on || f->hits_failed || !f->pk_valid ||
+        f->pk_frame != it->frame_id)
+        return;
+    f->pk_valid = 0;
+    faid_diag d = {0};
+    char path[4200] = "";
+    if (!f->hits) {
+        faid_diag gd = {0};
+        if (faid_whits_path(path, sizeof path, faid_sfile_path(f->sf), &d) == 0) {
+            char name[64];
+            if (!f->uid[0])
+                snprintf(name, sizeof name, "series %llu", (unsigned long long)f->series_id);
+            errno = 0;
+            if (faid_whits_open(&f->hits, path, f->gen->setup, f->uid[0] ? f->uid : name, it->dtype,
+                                it->enc, 1, &gd, &d) == 0) {
+                if (gd.code)
+                    FAID_WARN("writer", "%s", gd.msg);
+            }
+        }
+        if (!f->hits) {
+            fail_hits(w, f, path, errno, &d);
+            return;
+        }
+    }
+    uint64_t b0 = faid_nxmx_bytes(f->hits);
+    errno = 0;
+    int rc = faid_nxmx_append(f->hits, it->frame_id, it->body, it->len, f->pk, &d);
+    int err = errno;
+    faid_stat_add(&w->st.bytes_written, faid_nxmx_bytes(f->hits) - b0);
+    if (rc == FAID_ESIZE || rc == FAID_EFORMAT || rc == FAID_ETRUNC) {
+        count_error(w, 0, NULL, &d); /* that frame only */
+        return;
+    }
+    if (rc) {
+        fail_hits(w, f, NULL, err, &d);
+        return;
+    }
+    faid_stat_add(&w->st.hit_frames_written, 1);
 }
 
 /* A write failed: the file is closed as far as it can be and the series' other results skipped. */
@@ -343,6 +433,7 @@ static void close_file(faid_writer *w, wfile *f, const void *end, size_t len, co
         fail_file(w, f, err, &d);
         return;
     }
+    close_hits(w, f);
     errno = 0;
     rc = faid_sfile_close(&f->sf, end, len, reason, &d);
     err = errno;
@@ -415,6 +506,11 @@ static void open_file(faid_writer *w, witem *it, uint64_t series_id, const char 
     snprintf(f->uid, sizeof f->uid, "%s", uid);
     f->gen = it->gen;
     it->gen = NULL;
+    f->hits_on = c->writer_hits && f->gen->setup->csr_bg;
+    if (f->hits_on) {
+        f->pk = faid_peak_list_new(c->peaks.max_num_peaks);
+        f->hits_on = f->pk != NULL;
+    }
     f->seq = w->seq;
     int64_t now = faid_now_ns();
     f->last_msg_ns = now;
@@ -467,6 +563,14 @@ static void handle(faid_writer *w, witem *it)
             } else {
                 account(w, f, f0, b0);
             }
+            if (f->sf && f->hits_on && !f->hits_failed) {
+                uint64_t fid = 0;
+                int hit = 0;
+                f->pk_valid =
+                    faid_whits_peaks(it->body, it->len, f->pk, &fid, &hit, &d) == 0 && hit;
+                f->pk_frame = fid;
+                w->last_result = f;
+            }
         } else if (w->has_failed && w->failed_id == id && strcmp(w->failed_uid, uid) == 0) {
             faid_stat_add(&w->st.frames_skipped, 1);
         }
@@ -476,6 +580,8 @@ static void handle(faid_writer *w, witem *it)
             close_file(w, f, it->body, it->len, "end");
         break;
     case FAID_WQ_HIT:
+        write_hit(w, it);
+        break;
     default:
         break;
     }
@@ -498,10 +604,12 @@ static void tick(faid_writer *w, int64_t now)
             int rc = faid_sfile_flush(f->sf, &d);
             int err = errno;
             account(w, f, f0, b0);
-            if (rc)
+            if (rc) {
                 fail_file(w, f, err, &d);
-            else
+            } else {
+                flush_hits(w, f);
                 f->next_flush_ns = now + (int64_t)(c->writer_flush_interval * 1e9);
+            }
         }
     }
     if (now >= w->next_space_ns) {

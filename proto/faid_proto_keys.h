@@ -258,6 +258,7 @@
     X(FRAMES_WRITTEN, "frames_written")                                                            \
     X(BYTES_WRITTEN, "bytes_written")                                                              \
     X(FRAMES_SKIPPED, "frames_skipped")                                                            \
+    X(HIT_FRAMES_WRITTEN, "hit_frames_written")                                                    \
     X(QUEUED_BYTES, "queued_bytes")                                                                \
     X(DROPPED, "dropped")
 
@@ -609,6 +610,7 @@
     X(STATUS_WRITER, FILES_WRITTEN, "uint", REQ, "files written and closed without error") \
     X(STATUS_WRITER, FRAMES_WRITTEN, "uint", REQ, "results written into series files") \
     X(STATUS_WRITER, BYTES_WRITTEN, "uint", REQ, "data bytes written") \
+    X(STATUS_WRITER, HIT_FRAMES_WRITTEN, "uint", REQ, "hit frames written into hits files (`writer.hits`)") \
     X(STATUS_WRITER, FRAMES_SKIPPED, "uint", REQ, "results not written because their series' file had failed") \
     X(STATUS_WRITER, FREE_BYTES, "uint", REQ, "free bytes of the directory's file system (sampled each second; 0 when off)") \
     X(STATUS_WRITER, QUEUED_BYTES, "uint", REQ, "message bytes waiting for the writer thread (at most `writer.queue_bytes`)") \

@@ -661,6 +661,7 @@ void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
     kv_uint(w, FAID_K_FILES_WRITTEN, s->writer.files_written);
     kv_uint(w, FAID_K_FRAMES_WRITTEN, s->writer.frames_written);
     kv_uint(w, FAID_K_BYTES_WRITTEN, s->writer.bytes_written);
+    kv_uint(w, FAID_K_HIT_FRAMES_WRITTEN, s->writer.hit_frames_written);
     kv_uint(w, FAID_K_FRAMES_SKIPPED, s->writer.frames_skipped);
     kv_uint(w, FAID_K_FREE_BYTES, s->writer.free_bytes);
     kv_uint(w, FAID_K_QUEUED_BYTES, s->writer.queued_bytes);

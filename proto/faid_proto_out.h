@@ -107,8 +107,8 @@ typedef struct faid_out_status {
     } memory;
     struct {
         const char *state, *directory, *file;
-        uint64_t files_open, files_written, frames_written, bytes_written, frames_skipped,
-            free_bytes, queued_bytes;
+        uint64_t files_open, files_written, frames_written, bytes_written, hit_frames_written,
+            frames_skipped, free_bytes, queued_bytes;
         const faid_out_count *errors, *dropped;
         size_t nerrors, ndropped;
     } writer;

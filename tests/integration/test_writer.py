@@ -505,3 +505,65 @@ def test_faidctl_process_writes_the_same_file(wdaemon, tmpdir_):
         # the published profiles are the file's (both files hold them)
         results = sorted(rx.of("result"), key=lambda m: m["frame_id"])
         assert np.array_equal(b["entry/data/I"][()], np.array([arr(m["I"]) for m in results]))
+
+
+def test_hits_file_holds_the_hit_frames_as_they_arrived(wdaemon, tmpdir_):
+    """writer.hits through the real daemon: the hit frames of the series, sent bitshuffle-LZ4
+    compressed, are in <series>_hits.h5 as they arrived (h5py + hdf5plugin decode them to the
+    sent pixels bit for bit) with their frame ids and the published peaks, the CrystFEL geometry
+    beside it; the nxmx package reads it."""
+    import sys
+    sys.path.insert(0, os.path.join(td.SRC, "tests", "python"))
+    import dectris_stream as ds
+    import hdf5plugin  # noqa: F401  (registers the bitshuffle filter for h5py)
+    from test_peaks import spot_frames
+    d, out = wdaemon(hits="true", flush_interval=0.1, cfg=dict(devices="ref", extra=PEAKS))
+    rx = Receiver(d)
+    rx.settle()
+    imgs, _ = spot_frames(6)
+    tx = Sender(d)
+    tx.start(series_id=3, series_unique_id="hits")
+    for i, img in enumerate(imgs):
+        tx.sock.send_multipart([td.header(100 + i, 3, img.shape, "uint16", encoding="bslz4"),
+                                ds.bslz4(img)])
+    tx.end(series_id=3)
+    rx.collect_until_end()
+    wait_status(d, lambda w: w["files_written"] == 1, "file written")
+    results = sorted(rx.of("result"), key=lambda r: r["msg_number"])
+    hits = [r for r in results if r["is_hit"]]
+    assert 0 < len(hits) < len(results)
+    w = d.status()["writer"]
+    assert w["hit_frames_written"] == len(hits) and sum(w["errors"].values()) == 0, (w, d.logtext())
+    assert sorted(os.listdir(out)) == ["hits.h5", "hits_hits.geom", "hits_hits.h5"]
+    with h5py.File(os.path.join(out, "hits_hits.h5"), "r") as f:
+        data = f["entry/data/data"]
+        assert data.shape == (len(hits), td.ROWS, td.COLS) and data.dtype == np.uint16
+        assert list(f["entry/data/frame_id"][()]) == [r["frame_id"] for r in hits]
+        for k, r in enumerate(hits):
+            assert np.array_equal(data[k], imgs[r["frame_id"] - 100])
+            n = min(len(arr(r["peak_x"])), 8)
+            assert f["entry/result_1/nPeaks"][k] == n
+            assert np.array_equal(f["entry/result_1/peakXPosRaw"][k, :n], arr(r["peak_x"])[:n])
+    import nxmx
+    with h5py.File(os.path.join(out, "hits_hits.h5"), "r") as f:
+        entries = nxmx.NXmx(f).entries
+        assert len(entries) == 1
+        assert entries[0].data[0].signal == "data" if hasattr(entries[0].data[0], "signal") else True
+    geom = open(os.path.join(out, "hits_hits.geom")).read()
+    assert "peak_list = /entry/result_1" in geom
+
+    # faidctl process writes the hits file of the same frames (read from a .npy: stored raw)
+    off = os.path.join(tmpdir_, "offline")
+    os.makedirs(off)
+    np.save(os.path.join(off, "hits.npy"), np.stack(imgs))
+    r = subprocess.run([td.FAIDCTL, "process", "-q", "-c", d.config, "--device", "ref", "-o", off,
+                        "--set", "writer.directory=" + off, os.path.join(off, "hits.npy")],
+                       capture_output=True, text=True, timeout=LONG)
+    assert r.returncode == 0, r.stderr
+    assert os.path.exists(os.path.join(off, "hits_hits.geom"))
+    with h5py.File(os.path.join(out, "hits_hits.h5"), "r") as a, \
+            h5py.File(os.path.join(off, "hits_hits.h5"), "r") as b:
+        assert list(b["entry/data/frame_id"][()]) == [r["frame_id"] - 100 for r in hits]
+        assert np.array_equal(a["entry/data/data"][()], b["entry/data/data"][()])
+        for name in ("nPeaks", "peakXPosRaw", "peakYPosRaw", "peakTotalIntensity", "peakSNR"):
+            assert np.array_equal(a["entry/result_1"][name][()], b["entry/result_1"][name][()])
