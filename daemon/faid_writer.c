@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 
 /* Items the queue holds at most, whatever their size (the byte budget is writer.queue_bytes):
  * 65536 results are 5 s at 12 kHz. */
@@ -56,6 +57,7 @@ typedef struct witem {
     uint64_t frame_id;
     faid_dtype dtype;
     faid_encoding enc;
+    uint64_t dropped_before; /* results dropped (queue full) before this item was queued */
     size_t len;
     uint8_t body[];
 } witem;
@@ -89,8 +91,9 @@ struct faid_writer {
     int started;
     faid_writer_stats st;
     atomic_int hits_on;
-    atomic_uint_fast64_t missing; /* results dropped, not yet told to the open file */
-    pthread_mutex_t mu;           /* file and dir below (status reads them) */
+    atomic_uint_fast64_t dropped_results; /* results dropped so far (the publisher adds) */
+    uint64_t told_results;                /* writer's: dropped results told to a file */
+    pthread_mutex_t mu;                   /* file and dir below (status reads them) */
     char file[4096];
     char dir[FAID_PATH_MAX];
     /* the writer thread's own */
@@ -170,19 +173,21 @@ static void offer(faid_writer *w, faid_wq_kind kind, faid_gen *g, const void *bo
         it->dtype = dtype;
         it->enc = enc;
         it->len = len;
+        it->dropped_before = atomic_load(&w->dropped_results);
         memcpy(it->body, body, len);
         atomic_fetch_add_explicit(&w->st.queued_bytes, len, memory_order_relaxed);
         if (g) {
             faid_gen_acquire(g);
             it->gen = g;
         }
-        if (faid_queue_push(w->q, it, 0) == 0)
+        if (faid_queue_push(w->q, it, 0) == 0) {
             return;
+        }
         item_free(w, it);
     }
     faid_stat_add(&w->st.dropped[kind], 1);
     if (kind == FAID_WQ_RESULT)
-        faid_stat_add(&w->missing, 1);
+        atomic_fetch_add(&w->dropped_results, 1);
     faid_log_ratelimited(&rl_drop, FAID_LOG_WARN, "writer",
                          "writer queue full (writer.queue_bytes %lld): a %s message was not "
                          "written (counted in writer.dropped; the file records it)",
@@ -294,13 +299,19 @@ static wfile *find_file(faid_writer *w, uint64_t id, const char *uid)
     return NULL;
 }
 
-/* The newest open file names status' `file`. */
-static void show_newest(faid_writer *w)
+static wfile *newest(faid_writer *w)
 {
     wfile *n = NULL;
     for (int i = 0; i < MAX_OPEN; i++)
         if (w->open[i].sf && (!n || w->open[i].seq > n->seq))
             n = &w->open[i];
+    return n;
+}
+
+/* The newest open file names status' `file`. */
+static void show_newest(faid_writer *w)
+{
+    wfile *n = newest(w);
     set_file(w, n ? faid_sfile_path(n->sf) : NULL);
 }
 
@@ -420,8 +431,6 @@ static void close_file(faid_writer *w, wfile *f, const void *end, size_t len, co
     char path[4096];
     snprintf(path, sizeof path, "%s", faid_sfile_path(f->sf));
     uint64_t frames = faid_sfile_frames(f->sf);
-    if (f->seq == w->seq) /* drops are told to the newest series' file */
-        faid_sfile_missing(f->sf, atomic_exchange(&w->missing, 0));
     faid_diag d = {0};
     /* The last block is written (and counted) by a flush before the end is written. */
     uint64_t f0 = faid_sfile_frames(f->sf), b0 = faid_sfile_bytes(f->sf);
@@ -521,6 +530,19 @@ static void open_file(faid_writer *w, witem *it, uint64_t series_id, const char 
     FAID_INFO("writer", "%s: writing series %llu", path, (unsigned long long)series_id);
 }
 
+/* Results dropped before `upto` (the publisher's count when an item was queued, or now) and not
+ * yet told to a file: the file of their series counts them (/entry/faid/frames_missing). The
+ * dropped results precede the item in the stream, so they belong to its series' file (to the
+ * series before it for a start); with the queue empty, to the newest file. */
+static void tell_dropped(faid_writer *w, wfile *f, uint64_t upto)
+{
+    if (upto <= w->told_results)
+        return;
+    if (f && f->sf)
+        faid_sfile_missing(f->sf, upto - w->told_results);
+    w->told_results = upto;
+}
+
 static void handle(faid_writer *w, witem *it)
 {
     uint64_t id;
@@ -529,6 +551,12 @@ static void handle(faid_writer *w, witem *it)
     wfile *f = it->kind == FAID_WQ_HIT ? NULL : find_file(w, id, uid);
     switch (it->kind) {
     case FAID_WQ_START: {
+        /* Test hook: FAID_TEST_WRITER_START_DELAY_MS holds the writer thread at every start, so
+         * the integration tests can fill its queue (writer.queue_bytes) on a small detector. */
+        const char *dv = getenv("FAID_TEST_WRITER_START_DELAY_MS");
+        long delay_ms = dv && *dv ? strtol(dv, NULL, 10) : 0;
+        if (delay_ms > 0 && delay_ms < 60000)
+            nanosleep(&(struct timespec){delay_ms / 1000, (delay_ms % 1000) * 1000000L}, NULL);
         /* A start of a series whose file is open (a reload's setup start, or the series id
          * again) closes that file: a file holds one setup. Files of other series stay open
          * until their end (their last results may still come after this start). */
@@ -536,11 +564,11 @@ static void handle(faid_writer *w, witem *it)
         faid_diag d = {0};
         int setup = faid_proto_map_find(it->body, it->len, "reason", &reason, NULL, &d) == 0 &&
                     faid_mp_str_eq(&reason, "setup");
+        tell_dropped(w, newest(w), it->dropped_before); /* the series before this start */
         if (f)
             close_file(w, f, NULL, 0, setup ? "setup" : "superseded");
         w->seq++;
         w->has_failed = 0;
-        atomic_store(&w->missing, 0);
         if (it->gen && it->gen->setup->cfg.writer_directory[0])
             open_file(w, it, id, uid);
         break;
@@ -548,8 +576,7 @@ static void handle(faid_writer *w, witem *it)
     case FAID_WQ_RESULT:
         if (f) {
             uint64_t f0 = faid_sfile_frames(f->sf), b0 = faid_sfile_bytes(f->sf);
-            if (f->seq == w->seq)
-                faid_sfile_missing(f->sf, atomic_exchange(&w->missing, 0));
+            tell_dropped(w, f, it->dropped_before);
             faid_diag d = {0};
             errno = 0;
             int rc = faid_sfile_append(f->sf, it->body, it->len, &d);
@@ -576,10 +603,13 @@ static void handle(faid_writer *w, witem *it)
         }
         break;
     case FAID_WQ_END:
-        if (f)
+        if (f) {
+            tell_dropped(w, f, it->dropped_before);
             close_file(w, f, it->body, it->len, "end");
+        }
         break;
     case FAID_WQ_HIT:
+        tell_dropped(w, w->last_result, it->dropped_before);
         write_hit(w, it);
         break;
     default:
@@ -643,6 +673,9 @@ static void *writer_main(void *arg)
         if (rc == 0) {
             handle(w, item);
             item_free(w, item);
+        } else {
+            /* nothing queued: what was dropped since belongs to the newest series */
+            tell_dropped(w, newest(w), atomic_load(&w->dropped_results));
         }
         tick(w, faid_now_ns());
     }

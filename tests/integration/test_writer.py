@@ -567,3 +567,32 @@ def test_hits_file_holds_the_hit_frames_as_they_arrived(wdaemon, tmpdir_):
         assert np.array_equal(a["entry/data/data"][()], b["entry/data/data"][()])
         for name in ("nPeaks", "peakXPosRaw", "peakYPosRaw", "peakTotalIntensity", "peakSNR"):
             assert np.array_equal(a["entry/result_1"][name][()], b["entry/result_1"][name][()])
+
+
+def test_full_writer_queue_is_counted_never_waited_for(wdaemon):
+    """The writer thread held at the series start (test hook) while 1000 results arrive: what
+    does not fit in writer.queue_bytes (1 MiB) is not queued, counted as dropped results, and
+    the file says how many it misses; PUB publishes every result."""
+    d, out = wdaemon(queue_bytes=1048576, series_timeout=1.0,
+                     env={"FAID_TEST_WRITER_START_DELAY_MS": "4000"}, cfg=dict(depth=64))
+    rx = Receiver(d)
+    rx.settle()
+    n = 1000
+    tx = Sender(d)
+    tx.start(series_id=1, series_unique_id="burst")
+    img = frames(1)[0]
+    for i in range(n):
+        tx.image(i, img, series_id=1)
+    tx.end(series_id=1)
+    rx.collect_until_end()
+    assert rx.of("end")[0]["frames_processed"] == n
+    w = wait_status(d, lambda w: w["files_written"] == 1, "file written")
+    dropped = w["dropped"]["result"]
+    assert dropped > 0, w
+    # the end may have been dropped too: the file is then closed by writer.series_timeout
+    with h5py.File(os.path.join(out, "burst.h5"), "r") as f:
+        written = f["entry/data/I"].shape[0]
+        assert f["entry/faid/frames_missing"][()] == dropped, (w, d.logtext()[-3000:])
+        assert written + dropped == n
+        assert written == w["frames_written"]
+    assert "writer queue full" in d.logtext()
