@@ -596,3 +596,22 @@ def test_full_writer_queue_is_counted_never_waited_for(wdaemon):
         assert written + dropped == n
         assert written == w["frames_written"]
     assert "writer queue full" in d.logtext()
+
+
+def test_writer_settings_reload_from_the_next_series(wdaemon):
+    """writer.* is reloadable: a reload turning the writer off leaves the next series unwritten
+    (status state off), one pointing it at another directory writes the next series there."""
+    d, out = wdaemon()
+    send_series(d, 1, series_id=1, uid="one")
+    wait_status(d, lambda w: w["files_written"] == 1, "first written")
+    reload_with(d, "  directory: out\n", "  directory: null\n")
+    rx = Receiver(d)
+    rx.settle()
+    series_goes_on(d, rx, 2, 2, "two")
+    assert wait_status(d, lambda w: w["state"] == "off", "writer off")["files_written"] == 1
+    out2 = os.path.join(os.path.dirname(out), "out2")
+    os.makedirs(out2)
+    reload_with(d, "  directory: null\n", "  directory: out2\n")
+    series_goes_on(d, rx, 2, 3, "three")
+    wait_status(d, lambda w: w["files_written"] == 2, "third written")
+    assert os.listdir(out) == ["one.h5"] and os.listdir(out2) == ["three.h5"]
