@@ -85,8 +85,10 @@ def wdaemon(tmpdir_):
     assert all(c == 0 for c in codes), "faid exit statuses %s" % codes
 
 
-def send_series(d, n, series_id=1, uid=None, end=True, first=0, seed=1):
-    tx = Sender(d)
+def send_series(d, n, series_id=1, uid=None, end=True, first=0, seed=1, tx=None):
+    """One series on tx (a new connection when None: series sent on different connections may
+    interleave at faid's input, as they would from two detectors)."""
+    tx = tx or Sender(d)
     kw = {"series_unique_id": uid} if uid is not None else {}
     tx.start(series_id=series_id, **kw)
     imgs = frames(n, seed=seed)
@@ -354,8 +356,9 @@ def test_hostile_series_names_stay_in_the_directory(wdaemon, tmpdir_):
     never elsewhere, never an obscure failure."""
     d, out = wdaemon()
     names = ["../../etc/x", "a/b", "ctl\x01\x1fz", "..", "ok-1.2_3", "nul\x00z"]
+    tx = Sender(d)
     for i, uid in enumerate(names):
-        send_series(d, 1, series_id=i + 1, uid=uid)
+        send_series(d, 1, series_id=i + 1, uid=uid, tx=tx)
     wait_status(d, lambda w: w["files_written"] == len(names), "every series written")
     files = sorted(os.listdir(out))
     assert len(files) == len(names)
@@ -374,8 +377,9 @@ def test_hostile_series_names_stay_in_the_directory(wdaemon, tmpdir_):
 
 def test_same_series_twice_never_overwrites(wdaemon):
     d, out = wdaemon()
-    send_series(d, 1, series_id=1, uid="again")
-    send_series(d, 2, series_id=2, uid="again")
+    tx = Sender(d)  # one connection: series 1 whole before series 2
+    send_series(d, 1, series_id=1, uid="again", tx=tx)
+    send_series(d, 2, series_id=2, uid="again", tx=tx)
     wait_status(d, lambda w: w["files_written"] == 2, "both written")
     assert sorted(os.listdir(out)) == ["again-2.h5", "again.h5"]
     with h5py.File(os.path.join(out, "again.h5"), "r") as a, \
