@@ -638,3 +638,29 @@ def test_writer_settings_reload_from_the_next_series(wdaemon):
     series_goes_on(d, rx, 2, 3, "three")
     wait_status(d, lambda w: w["files_written"] == 2, "third written")
     assert os.listdir(out) == ["one.h5"] and os.listdir(out2) == ["three.h5"]
+
+
+def test_read_only_directory_is_unwritable_then_resumes(wdaemon):
+    """The directory made read-only (a read-only bind mount over it: root ignores permissions):
+    the series' file cannot be created, counted as unwritable naming the file, the series is
+    published whole; once writable again the next series is written."""
+    if os.geteuid() != 0:
+        pytest.skip("bind mounts need root")
+    d, out = wdaemon()
+    r = subprocess.run(["mount", "--bind", out, out], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip("bind mount not possible here: " + r.stderr)
+    try:
+        r = subprocess.run(["mount", "-o", "remount,ro,bind", out], capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+        rx = Receiver(d)
+        rx.settle()
+        series_goes_on(d, rx, 3, 1, "ro")
+        wait_status(d, lambda w: w["errors"]["unwritable"] >= 1, "unwritable counted")
+        assert "ro.h5" in d.logtext() and os.listdir(out) == []
+    finally:
+        subprocess.run(["umount", out], check=False)
+    series_goes_on(d, rx, 2, 2, "rw")
+    wait_status(d, lambda w: w["files_written"] == 1, "written again")
+    assert os.listdir(out) == ["rw.h5"]
