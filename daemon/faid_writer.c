@@ -516,6 +516,11 @@ static void open_file(faid_writer *w, witem *it, uint64_t series_id, const char 
     f->gen = it->gen;
     it->gen = NULL;
     f->hits_on = c->writer_hits && f->gen->setup->csr_bg;
+    if (c->writer_hits && !f->gen->setup->csr_bg)
+        FAID_WARN("writer",
+                  "%s: writer.hits is on but peaks.algorithm is none: no hits file "
+                  "(a hit is what the peak finder decides)",
+                  path);
     if (f->hits_on) {
         f->pk = faid_peak_list_new(c->peaks.max_num_peaks);
         f->hits_on = f->pk != NULL;
