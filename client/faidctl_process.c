@@ -12,7 +12,11 @@
  * <stem>_<frame>_2d_{I,sigma,std,count}.npy of shape (npt_azim, npt_rad) plus
  * <stem>_2d_radial.npy and <stem>_2d_azimuthal.npy, and with peaks.algorithm not none
  * <stem>_<frame>.peaks (faid_peaks_write: parameters, num_peaks, is_hit, one line per peak). Errors
- * name the file, key or frame; the exit status is 0 only when every frame was reduced. */
+ * name the file, key or frame; the exit status is 0 only when every frame was reduced.
+ * With writer.directory set, each input is also a series (its stem the series_unique_id) written
+ * into <writer.directory>/<stem>.h5 by writer/faid_sfile.c from the start, result and end
+ * messages the daemon would publish for it, encoded with the daemon's encoders: the same code
+ * path as the daemon's writer, so the datasets are equal. */
 #include "faidctl.h"
 
 #include "faid_client.h"
@@ -21,8 +25,11 @@
 #include "faid_file.h"
 #include "faid_log.h"
 #include "faid_npy.h"
+#include "faid_proto_out.h"
 #include "faid_setup.h"
+#include "faid_sfile.h"
 #include "faid_synth.h"
+#include "faid_whits.h"
 
 #include <errno.h>
 #include <math.h>
@@ -59,6 +66,16 @@ typedef struct run {
     int64_t t0, last_progress;
     char first_out[FAID_PATH_MAX + 300];
     char peaks_params[4096]; /* .peaks header lines (peaks.algorithm not none) */
+    /* writer.directory set: each input is a series written as the daemon writes it (writer/) */
+    faid_sfile *sf;
+    faid_nxmx *hits;    /* writer.hits with peaks: the hit frames as read, opened at the first */
+    faid_peak_list *pk; /* the peaks of the hit, read back from its result message */
+    int hits_failed;
+    uint8_t *msg; /* the message being encoded for it */
+    size_t msg_cap;
+    uint64_t series_id;
+    char *config_yaml;
+    long files_written, write_errors;
 } run;
 
 static void usage(FILE *f)
@@ -72,7 +89,9 @@ static void usage(FILE *f)
            "Reduces frames with the daemon's code path and writes one OUTDIR/<stem>_<frame>.dat\n"
            "per frame (columns: radial I sigma std count), plus .npy files for the 2D cake\n"
            "and, with peaks.algorithm set, OUTDIR/<stem>_<frame>.peaks (x y intensity sigma\n"
-           "snr npix per peak).\n"
+           "snr npix per peak). With writer.directory set (in the configuration, or\n"
+           "--set writer.directory=DIR), each input is also one series file DIR/<stem>.h5,\n"
+           "written by the daemon's writer from the same messages (docs/output-files.md).\n"
            "\n"
            "  -c, --config FILE   YAML configuration (default: the embedded EIGER 4M default)\n"
            "  -o, --out DIR       output folder, created if needed (default: .)\n"
@@ -262,6 +281,264 @@ static int write_peaks(run *r, const char *stem, long frame, faid_diag *d)
     return rc;
 }
 
+/* ---- the series file (writer.directory): the messages the daemon would publish, encoded with
+ * its encoders, fed to the same writer (writer/faid_sfile.h) ---------------------------------- */
+
+/* Encodes one message with enc into r->msg, growing it until it fits; its length, 0 on failure. */
+typedef size_t (*encode_fn)(faid_mpw *w, const void *what);
+
+static size_t encode(run *r, encode_fn enc, const void *what)
+{
+    for (;;) {
+        faid_mpw w;
+        faid_mpw_init(&w, r->msg, r->msg_cap);
+        enc(&w, what);
+        if (r->msg && faid_mpw_finish(&w, NULL) == 0)
+            return w.len;
+        size_t cap = r->msg_cap ? 2 * r->msg_cap : 1 << 16;
+        if (cap > ((size_t)1 << 31))
+            return 0;
+        uint8_t *b = realloc(r->msg, cap);
+        if (!b)
+            return 0;
+        r->msg = b;
+        r->msg_cap = cap;
+    }
+}
+
+static size_t enc_start(faid_mpw *w, const void *o)
+{
+    return faid_proto_write_start(w, o);
+}
+
+static size_t enc_result(faid_mpw *w, const void *o)
+{
+    return faid_proto_write_result(w, o);
+}
+
+static size_t enc_end(faid_mpw *w, const void *o)
+{
+    return faid_proto_write_end(w, o);
+}
+
+/* Opens the series file of one input (its stem names the series, as a series_unique_id). */
+static int series_open(run *r, const char *stem)
+{
+    const faid_setup *su = r->setup;
+    const faid_config *c = &su->cfg;
+    const faid_geometry *ge = &su->geom;
+    r->series_id++;
+    uint64_t masked = 0;
+    for (size_t i = 0; su->mask && i < su->npix; i++)
+        masked += su->mask[i] != 0;
+    const char *devices[1] = {r->device_name};
+    faid_out_start o = {
+        .software_version = FAID_VERSION,
+        .reason = "series",
+        .series_id = r->series_id,
+        .series_uid = stem,
+        .nimages = -1,
+        .setup_version = su->version,
+        .config_hash = su->config_hash,
+        .dist = ge->dist,
+        .poni1 = ge->poni1,
+        .poni2 = ge->poni2,
+        .rot1 = ge->rot1,
+        .rot2 = ge->rot2,
+        .rot3 = ge->rot3,
+        .wavelength = ge->wavelength,
+        .pixel1 = ge->pixel1,
+        .pixel2 = ge->pixel2,
+        .rows = su->rows,
+        .cols = su->cols,
+        .detector = c->preset,
+        .npt = su->csr->npt_rad,
+        .npt_azim = su->csr2d ? su->csr2d->npt_azim : 0,
+        .unit = faid_unit_name(c->unit),
+        .split = faid_split_name(c->split),
+        .error_model = faid_error_model_name(c->error_model),
+        .solid_angle = c->solid_angle,
+        .has_polarization = c->has_polarization,
+        .polarization_factor = c->polarization_factor,
+        .has_radial_range = c->has_radial_range,
+        .radial_range = {c->radial_range[0], c->radial_range[1]},
+        .has_azimuth_range = c->has_azimuth_range,
+        .azimuth_range = {c->azimuth_range[0], c->azimuth_range[1]},
+        .has_dummy = c->has_dummy,
+        .dummy = c->dummy,
+        .delta_dummy = c->delta_dummy,
+        .normalization_factor = c->normalization_factor,
+        .empty = c->empty,
+        .mask_file = c->mask_path,
+        .dark_file = c->dark_path,
+        .flat_file = c->flat_path,
+        .masked_pixels = masked,
+        .radial = su->csr->rad_centers,
+        .azimuthal = su->csr2d ? su->csr2d->azim_centers : NULL,
+        .peak_params = su->csr_bg ? faid_config_put_peak_params : NULL,
+        .peak_params_arg = (void *)c,
+        .devices = devices,
+        .ndevices = 1,
+        .config_yaml = r->config_yaml ? r->config_yaml : "",
+        .input_protocol = "",
+        .geometry_source = "configuration",
+        .setup = "reused",
+    };
+    size_t len = encode(r, enc_start, &o);
+    faid_diag d = {0};
+    if (!len) {
+        fprintf(stderr, "faidctl process: %s: out of memory for the start message\n", stem);
+        return FAID_ENOMEM;
+    }
+    faid_sfile_params p = {
+        .profiles = c->writer_profiles,
+        .peaks = c->writer_peaks,
+        .cake = c->writer_cake,
+        .swmr = 0,
+        .block_frames = c->writer_block_frames,
+    };
+    char path[FAID_PATH_MAX + 300];
+    int rc = 0;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        rc = faid_writer_file_name(path, sizeof path, c->writer_directory, stem, strlen(stem),
+                                   r->series_id, "", attempt, &d);
+        if (rc)
+            break;
+        struct stat st;
+        if (lstat(path, &st) == 0) {
+            rc = faid_fail(&d, FAID_EIO, "%s: exists", path);
+            continue;
+        }
+        p.path = path;
+        rc = faid_sfile_open(&r->sf, &p, r->msg, len, &d);
+        break;
+    }
+    if (rc) {
+        fprintf(stderr, "faidctl process: writer.directory: %s\n", d.msg);
+        r->write_errors++;
+    }
+    return rc;
+}
+
+/* writer.hits: a hit frame as it was read (raw .npy pixels, or the chunk file's bytes) with the
+ * peaks of its result message, into <stem>_hits.h5: the daemon's writer does the same with the
+ * chunks as they arrived. */
+static void series_hit(run *r, const char *stem, const faid_frame *fr, size_t len)
+{
+    const faid_setup *su = r->setup;
+    if (!su->cfg.writer_hits || !su->csr_bg || r->hits_failed || !r->result->is_hit)
+        return;
+    faid_diag d = {0};
+    uint64_t fid = 0;
+    int hit = 0;
+    if (!r->pk)
+        r->pk = faid_peak_list_new(su->cfg.peaks.max_num_peaks);
+    if (!r->pk || faid_whits_peaks(r->msg, len, r->pk, &fid, &hit, &d) != 0)
+        goto fail;
+    if (!r->hits) {
+        char path[FAID_PATH_MAX + 320];
+        faid_diag gd = {0};
+        if (faid_whits_path(path, sizeof path, faid_sfile_path(r->sf), &d) ||
+            faid_whits_open(&r->hits, path, su, stem, fr->dtype, fr->encoding, 0, &gd, &d))
+            goto fail;
+        if (gd.code)
+            fprintf(stderr, "faidctl process: %s\n", gd.msg);
+    }
+    if (faid_nxmx_append(r->hits, fid, fr->data, fr->len, r->pk, &d) == 0)
+        return;
+fail:
+    fprintf(stderr, "faidctl process: writer.hits: %s\n", d.msg[0] ? d.msg : "out of memory");
+    r->write_errors++;
+    r->hits_failed = 1;
+    faid_nxmx_close(&r->hits, &d);
+}
+
+static void series_result(run *r, const char *stem, uint64_t frame_id, const faid_frame *fr)
+{
+    if (!r->sf)
+        return;
+    const faid_result *res = r->result;
+    const faid_profile *p = res->p1d, *c = res->p2d;
+    faid_out_result o = {
+        .series_id = r->series_id,
+        .frame_id = frame_id,
+        .setup_version = r->setup->version,
+        .npt = (uint64_t)p->nbins,
+        .I = p->I,
+        .sigma = p->sigma,
+        .std = p->std,
+        .count = p->count,
+    };
+    if (c) {
+        o.cake_nrad = (uint64_t)c->nrad;
+        o.cake_nazim = (uint64_t)c->nazim;
+        o.I_2d = c->I;
+        o.sigma_2d = c->sigma;
+        o.count_2d = c->count;
+    }
+    if (res->peaks && res->bg) {
+        const faid_peak_list *l = res->peaks;
+        o.has_peaks = 1;
+        o.num_peaks = (uint64_t)(res->num_peaks > 0 ? res->num_peaks : 0);
+        o.is_hit = res->is_hit;
+        o.npeaks = (uint64_t)l->n;
+        o.peak_x = l->x;
+        o.peak_y = l->y;
+        o.peak_intensity = l->intensity;
+        o.peak_sigma = l->sigma;
+        o.peak_snr = l->snr;
+        o.peak_npix = l->npix;
+        o.peak_max_pixel = l->max_pixel;
+        o.nbg = (uint64_t)res->bg->nbins;
+        o.bg_I = res->bg->mean;
+        o.bg_sigma = res->bg->sem;
+        o.bg_std = res->bg->std;
+        o.bg_count = res->bg->count;
+    }
+    size_t len = encode(r, enc_result, &o);
+    faid_diag d = {0};
+    if (!len || faid_sfile_append(r->sf, r->msg, len, &d)) {
+        fprintf(stderr, "faidctl process: %s\n", len ? d.msg : "out of memory for a result");
+        r->write_errors++;
+        faid_nxmx_close(&r->hits, &d);
+        faid_sfile_close(&r->sf, NULL, 0, "error", &d);
+        return;
+    }
+    series_hit(r, stem, fr, len);
+}
+
+static void series_close(run *r, const char *stem)
+{
+    if (!r->sf)
+        return;
+    faid_out_end e = {
+        .series_id = r->series_id,
+        .series_uid = stem,
+        .reason = "end",
+        .frames_received = faid_sfile_frames(r->sf),
+        .frames_processed = faid_sfile_frames(r->sf),
+        .setup_version = r->setup->version,
+    };
+    size_t len = encode(r, enc_end, &e);
+    faid_diag hd = {0};
+    if (faid_nxmx_close(&r->hits, &hd)) {
+        fprintf(stderr, "faidctl process: writer.hits: %s\n", hd.msg);
+        r->write_errors++;
+    }
+    r->hits_failed = 0;
+    char path[FAID_PATH_MAX + 300];
+    snprintf(path, sizeof path, "%s", faid_sfile_path(r->sf));
+    faid_diag d = {0};
+    if (faid_sfile_close(&r->sf, len ? r->msg : NULL, len, "end", &d)) {
+        fprintf(stderr, "faidctl process: %s\n", d.msg);
+        r->write_errors++;
+        return;
+    }
+    r->files_written++;
+    if (!r->o->quiet)
+        fprintf(stderr, "faidctl process: series file %s\n", path);
+}
+
 static void progress(run *r, const char *input)
 {
     if (r->o->quiet || r->frames_total < 20)
@@ -299,6 +576,7 @@ static void do_frame(run *r, const char *input, const char *stem, long idx, cons
     }
     if (!r->first_out[0])
         snprintf(r->first_out, sizeof r->first_out, "%s", path);
+    series_result(r, stem, (uint64_t)idx, f);
     r->frames_ok++;
     progress(r, input);
 }
@@ -343,11 +621,14 @@ static int process_array(run *r, const char *input, const char *stem, const faid
         }
     }
     size_t fbytes = h * w * faid_dtype_size(a->dtype);
+    if (r->setup->cfg.writer_directory[0])
+        series_open(r, stem);
     for (size_t i = 0; i < n; i++) {
         faid_frame f = {
             (const char *)a->data + i * fbytes, fbytes, FAID_ENC_NONE, a->dtype, (int)h, (int)w};
         do_frame(r, input, stem, (long)i, &f);
     }
+    series_close(r, stem);
     return 0;
 }
 
@@ -413,7 +694,10 @@ static int process_input(run *r, const char *input)
         return d.code;
     }
     faid_frame f = {buf, len, enc, t, h, w};
+    if (r->setup->cfg.writer_directory[0])
+        series_open(r, stem);
     do_frame(r, input, stem, 0, &f);
+    series_close(r, stem);
     free(buf);
     return 0;
 }
@@ -676,6 +960,7 @@ int faidctl_process(int argc, char **argv)
         goto out;
     }
     r.device_name = faid_engine_device_name(r.engine);
+    r.config_yaml = faid_config_dump_alloc(cfg, FAID_DUMP_PLAIN);
     r.result = faid_result_new(r.setup);
     peaks_params_text(&r);
     if (!r.result) {
@@ -712,8 +997,13 @@ int faidctl_process(int argc, char **argv)
         if (r.first_out[0])
             fprintf(stderr, "faidctl process: first profile: %s\n", r.first_out);
     }
-    status = (r.frames_bad || input_errors || r.frames_ok == 0) ? 1 : 0;
+    status = (r.frames_bad || input_errors || r.write_errors || r.frames_ok == 0) ? 1 : 0;
 out:
+    faid_nxmx_close(&r.hits, &d);
+    faid_peak_list_destroy(&r.pk);
+    faid_sfile_close(&r.sf, NULL, 0, "error", &d);
+    free(r.msg);
+    free(r.config_yaml);
     faid_result_destroy(&r.result);
     faid_engine_destroy(&r.engine);
     faid_setup_destroy(&r.setup);

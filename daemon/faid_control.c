@@ -4,6 +4,7 @@
  * reload (which builds a whole new reduction setup and engines) never delays a frame: the pipeline
  * keeps using the old generation until the new one is swapped in. */
 #include "faid_server.h"
+#include "faid_writer.h"
 
 #include "faid_aggregates.h"
 #include "faid_log.h"
@@ -196,6 +197,31 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
         o->lossless.given_up = sn->given_up;
         o->lossless.ngiven_up = FAID_NMSGKINDS;
     }
+
+    faid_writer_stats *ws = faid_writer_stats_of(s->writer);
+    _Static_assert(FAID_NWERRS <= 8 && FAID_NWQ <= 8, "faid_status_snap: writer arrays");
+    faid_writer_current(s->writer, sn->wfile, sizeof sn->wfile, sn->wdir, sizeof sn->wdir);
+    for (int k = 0; k < FAID_NWERRS; k++)
+        sn->werrors[k] = (faid_out_count){faid_writer_error_name((faid_writer_error)k),
+                                          faid_stat_get(&ws->errors[k])};
+    for (int k = 0; k < FAID_NWQ; k++)
+        sn->wdropped[k] =
+            (faid_out_count){faid_wq_kind_name((faid_wq_kind)k), faid_stat_get(&ws->dropped[k])};
+    o->writer.state = !atomic_load(&ws->on) ? "off" : sn->wfile[0] ? "writing" : "idle";
+    o->writer.directory = atomic_load(&ws->on) ? sn->wdir : "";
+    o->writer.file = sn->wfile;
+    o->writer.files_open = faid_stat_get(&ws->files_open);
+    o->writer.files_written = faid_stat_get(&ws->files_written);
+    o->writer.frames_written = faid_stat_get(&ws->frames_written);
+    o->writer.bytes_written = faid_stat_get(&ws->bytes_written);
+    o->writer.frames_skipped = faid_stat_get(&ws->frames_skipped);
+    o->writer.hit_frames_written = faid_stat_get(&ws->hit_frames_written);
+    o->writer.free_bytes = faid_stat_get(&ws->free_bytes);
+    o->writer.queued_bytes = faid_stat_get(&ws->queued_bytes);
+    o->writer.errors = sn->werrors;
+    o->writer.nerrors = FAID_NWERRS;
+    o->writer.dropped = sn->wdropped;
+    o->writer.ndropped = FAID_NWQ;
 
     for (int i = 0; i < s->nworkers; i++) {
         faid_worker *wk = &s->workers[i];

@@ -63,6 +63,9 @@ static int install_signals(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* A file at the size limit (RLIMIT_FSIZE) is a write error of the writer (EFBIG, counted),
+     * not a signal that ends the daemon. */
+    signal(SIGXFSZ, SIG_IGN);
     return 0;
 }
 

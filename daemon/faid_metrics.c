@@ -6,6 +6,7 @@
 #include "faid_memstat.h"
 #include "faid_server.h"
 #include "faid_textbuf.h"
+#include "faid_writer.h"
 #include "faid_zap.h"
 
 #include <stdio.h>
@@ -120,6 +121,7 @@ static void device_label(char *out, size_t cap, int i)
 static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event_clients)
 {
     faid_stats *st = &s->stats;
+    faid_writer_stats *ws = faid_writer_stats_of(s->writer);
     faid_tb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", defs[id].name, defs[id].help, defs[id].name,
                    defs[id].type);
     char lab[128];
@@ -166,6 +168,40 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
         for (int k = 0; k < FAID_NMSGKINDS; k++) {
             snprintf(lab, sizeof lab, "{kind=\"%s\"}", faid_msg_kind_name((faid_msg_kind)k));
             sample_u(b, id, lab, faid_stat_get(&st->ll_given_up[k]));
+        }
+        break;
+    case FAID_M_WRITER_FILES_OPEN:
+        sample_u(b, id, "", faid_stat_get(&ws->files_open));
+        break;
+    case FAID_M_WRITER_FILES:
+        sample_u(b, id, "", faid_stat_get(&ws->files_written));
+        break;
+    case FAID_M_WRITER_FRAMES:
+        sample_u(b, id, "", faid_stat_get(&ws->frames_written));
+        break;
+    case FAID_M_WRITER_BYTES:
+        sample_u(b, id, "", faid_stat_get(&ws->bytes_written));
+        break;
+    case FAID_M_WRITER_HITS:
+        sample_u(b, id, "", faid_stat_get(&ws->hit_frames_written));
+        break;
+    case FAID_M_WRITER_SKIPPED:
+        sample_u(b, id, "", faid_stat_get(&ws->frames_skipped));
+        break;
+    case FAID_M_WRITER_FREE:
+        sample_u(b, id, "", faid_stat_get(&ws->free_bytes));
+        break;
+    case FAID_M_WRITER_ERRORS:
+        for (int k = 0; k < FAID_NWERRS; k++) {
+            snprintf(lab, sizeof lab, "{kind=\"%s\"}",
+                     faid_writer_error_name((faid_writer_error)k));
+            sample_u(b, id, lab, faid_stat_get(&ws->errors[k]));
+        }
+        break;
+    case FAID_M_WRITER_DROPPED:
+        for (int k = 0; k < FAID_NWQ; k++) {
+            snprintf(lab, sizeof lab, "{kind=\"%s\"}", faid_wq_kind_name((faid_wq_kind)k));
+            sample_u(b, id, lab, faid_stat_get(&ws->dropped[k]));
         }
         break;
     case FAID_M_SERIES_FRAMES:

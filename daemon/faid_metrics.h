@@ -137,7 +137,26 @@ struct faid_server;
       "by the allocator's arenas), mmap (large blocks mapped one by one), in_use (allocated, "     \
       "not freed), free (free inside the arenas); status memory, PROTOCOL.md 4.")                  \
     X(ARENAS, "faid_malloc_arenas", "gauge", "",                                                   \
-      "malloc arenas (0 where the C library does not tell).")
+      "malloc arenas (0 where the C library does not tell).")                                      \
+    X(WRITER_FILES_OPEN, "faid_writer_files_open", "gauge", "",                                    \
+      "Files of record being written (writer.directory).")                                         \
+    X(WRITER_FILES, "faid_writer_files_written_total", "counter", "",                              \
+      "Files of record written and closed without error.")                                         \
+    X(WRITER_FRAMES, "faid_writer_frames_written_total", "counter", "",                            \
+      "Frames (results) written into series files.")                                               \
+    X(WRITER_BYTES, "faid_writer_bytes_written_total", "counter", "",                              \
+      "Data bytes written into files of record.")                                                  \
+    X(WRITER_HITS, "faid_writer_hit_frames_written_total", "counter", "",                          \
+      "Hit frames written into hits files (writer.hits).")                                         \
+    X(WRITER_SKIPPED, "faid_writer_frames_skipped_total", "counter", "",                           \
+      "Results not written because their series' file had failed.")                                \
+    X(WRITER_ERRORS, "faid_writer_errors_total", "counter", "kind",                                \
+      "Write errors per kind: no_space, file_size, unwritable, removed, io, message.")             \
+    X(WRITER_DROPPED, "faid_writer_dropped_total", "counter", "kind",                              \
+      "Messages not queued for the writer (writer.queue_bytes full), per kind: start, result, "    \
+      "end, hit.")                                                                                 \
+    X(WRITER_FREE, "faid_writer_free_bytes", "gauge", "",                                          \
+      "Free bytes of writer.directory's file system (0 when off).")
 
 typedef enum {
 #define FAID_METRIC_ENUM(id, name, type, labels, help) FAID_M_##id,

@@ -15,6 +15,7 @@
 #include "faid_hits_send.h"
 #include "faid_http.h"
 #include "faid_log.h"
+#include "faid_writer.h"
 
 #include <math.h>
 #include <poll.h>
@@ -151,34 +152,6 @@ typedef struct start_info {
     const faid_event *ev; /* the series start event (input echo), NULL for a setup start */
 } start_info;
 
-/* The peak parameters in force as the start message's "peaks" map: algorithm and every echoed
- * peaks.* option of the table (numbers as int or float, names as str, null). */
-static void put_peak_params(faid_mpw *w, void *config)
-{
-    const faid_config *c = config;
-    size_t n;
-    const faid_option *t = faid_config_options(&n);
-    faid_mpw_key(w, FAID_K_ALGORITHM);
-    faid_mpw_str(w, faid_peak_algorithm_name(c->peaks.algorithm));
-    for (size_t i = 0; i < n; i++) {
-        if (!faid_peak_param_echoed(t[i].name))
-            continue;
-        int is_num;
-        double num;
-        const char *str;
-        int null = faid_config_value(c, &t[i], &is_num, &num, &str);
-        faid_mpw_key(w, t[i].name + 6);
-        if (null)
-            faid_mpw_nil(w);
-        else if (is_num && t[i].type == FAID_OT_DOUBLE)
-            faid_mpw_f64(w, num);
-        else if (is_num)
-            faid_mpw_int(w, (int64_t)num);
-        else
-            faid_mpw_str(w, str ? str : "");
-    }
-}
-
 static void publish_start(publisher *p, faid_gen *g, const start_info *in)
 {
     faid_server *s = p->s;
@@ -239,7 +212,7 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
         .masked_pixels = masked,
         .radial = su->csr->rad_centers,
         .azimuthal = su->csr2d ? su->csr2d->azim_centers : NULL,
-        .peak_params = su->csr_bg ? put_peak_params : NULL,
+        .peak_params = su->csr_bg ? faid_config_put_peak_params : NULL,
         .peak_params_arg = (void *)c,
         .devices = devices,
         .ndevices = s->nworkers < FAID_MAX_WORKERS ? s->nworkers : FAID_MAX_WORKERS,
@@ -267,6 +240,8 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
     }
     faid_proto_put_msgnum(p->buf + off, p->msg_number++);
     send_msg(p, FAID_TOPIC_START, p->buf, w.len, 1);
+    /* The writer takes the series stream as published (its settings: this setup's). */
+    faid_writer_start_series(s->writer, g, p->buf, w.len);
     if (g->version > p->announced)
         p->announced = g->version;
 }
@@ -299,6 +274,8 @@ static void publish_end(publisher *p, const faid_series_record *r)
     if (faid_mpw_finish(&w, NULL) == 0) {
         faid_proto_put_msgnum(p->buf + off, p->msg_number++);
         send_msg(p, FAID_TOPIC_END, p->buf, w.len, 1);
+        if (faid_writer_on(s->writer))
+            faid_writer_end(s->writer, p->buf, w.len);
     }
     if (r->incomplete)
         /* A peer drives this line (a start with nimages, then another start): rate-limited
@@ -392,6 +369,13 @@ static void handle(publisher *p, void *item)
         }
         faid_proto_put_msgnum(slot->out + slot->msgnum_off, p->msg_number++);
         send_msg(p, FAID_TOPIC_RESULT, slot->out, slot->out_len, 1);
+        if (faid_writer_on(s->writer)) {
+            faid_writer_result(s->writer, slot->out, slot->out_len);
+            /* the hit frame as it arrived, after its result (the writer takes its peaks) */
+            if (slot->is_hit && slot->hit_chunk_len && faid_writer_hits_on(s->writer))
+                faid_writer_hit(s->writer, slot->h.frame_id, slot->h.dtype, slot->h.encoding,
+                                slot->hit_chunk, slot->hit_chunk_len);
+        }
         faid_histo_observe(&s->stats.latency, faid_now_ns() - slot->recv_mono_ns);
         if (s->http)
             faid_http_offer(s->http, &slot->out, &slot->out_cap, slot->out_len, slot->is_hit);

@@ -8,6 +8,7 @@
 #include "faid_keyfile.h"
 #include "faid_log.h"
 #include "faid_memstat.h"
+#include "faid_writer.h"
 #include "faid_zap.h"
 
 #include <stdio.h>
@@ -517,7 +518,9 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     faid_stats_init(&s->stats);
     s->start_mono_ns = faid_now_ns();
     s->aggr = faid_aggr_new();
-    if (!s->aggr) {
+    s->writer = faid_writer_new(cfg->writer_queue_bytes);
+    if (!s->aggr || !s->writer) {
+        faid_writer_destroy(&s->writer);
         faid_fail(d, FAID_ENOMEM, "out of memory");
         free(s);
         return NULL;
@@ -713,6 +716,8 @@ int faid_server_start(faid_server *s, faid_diag *d)
             return faid_fail(d, FAID_ENOMEM, "cannot start worker thread %d", i);
         s->workers[i].started = 1;
     }
+    if (faid_writer_start(s->writer))
+        return faid_fail(d, FAID_ENOMEM, "cannot start the writer thread");
     if (pthread_create(&s->publish_thread, NULL, faid_publish_main, s))
         return faid_fail(d, FAID_ENOMEM, "cannot start the publisher thread");
     s->publish_started = 1;
@@ -742,6 +747,8 @@ void faid_server_shutdown(faid_server *s)
         pthread_join(s->publish_thread, NULL);
         s->publish_started = 0;
     }
+    /* The publisher queued its last messages: the writer writes them and closes its files. */
+    faid_writer_stop(s->writer);
 }
 
 void faid_server_destroy(faid_server **ps)
@@ -771,6 +778,7 @@ void faid_server_destroy(faid_server **ps)
             faid_slot_clear_frame(&s->slots[i]);
             free(s->slots[i].out);
             free(s->slots[i].ud);
+            free(s->slots[i].hit_chunk);
             faid_block_table_free(&s->slots[i].table);
         }
     faid_zap_destroy(&s->zap); /* its socket too must close before the context ends */
@@ -779,6 +787,7 @@ void faid_server_destroy(faid_server **ps)
         zmq_ctx_term(s->zctx);
     faid_gen_release(&s->gen);
     faid_aggr_destroy(&s->aggr);
+    faid_writer_destroy(&s->writer);
     /* after every slot and generation: the engines read from it until they are gone */
     faid_pinned_destroy(&s->pinned);
     faid_queue_destroy(&s->pool);

@@ -128,6 +128,10 @@ typedef struct faid_slot {
     double latency_us;
     int device;
     int is_hit; /* result: peaks found made it a hit (the dashboard keeps the latest hit) */
+    /* writer.hits: a hit's payload as it arrived, copied by the worker before the parts go back
+     * (the publisher hands it to the writer); grown on demand, kept with the slot */
+    uint8_t *hit_chunk;
+    size_t hit_chunk_len, hit_chunk_cap;
 } faid_slot;
 
 /* A series start or end on its way from ingest to the publisher: a small record from its own
@@ -251,6 +255,7 @@ struct faid_server {
 
     faid_stats stats;
     int64_t start_mono_ns;
+    struct faid_writer *writer; /* files of record (faid_writer.h): the publisher feeds it */
     struct faid_aggr *aggr; /* peaks aggregates (faid_aggregates.h): workers add, publisher sends */
     atomic_uint_fast64_t series_frames; /* frames of the open (or last) series so far */
     /* heartbeats of the ingest and publisher loops (monotonic ns): the systemd watchdog is fed
@@ -367,6 +372,9 @@ typedef struct faid_status_snap {
     faid_out_count given_up[FAID_NMSGKINDS];
     faid_out_device devices[FAID_MAX_WORKERS];
     faid_gen *g;
+    /* writer (faid_writer.h): the file being written, its directory, errors and drops by kind */
+    char wfile[4096], wdir[FAID_PATH_MAX];
+    faid_out_count werrors[8], wdropped[8];
 } faid_status_snap;
 void faid_status_fill(faid_server *s, faid_status_snap *sn);
 void faid_status_snap_release(faid_status_snap *sn);

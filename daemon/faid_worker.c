@@ -8,6 +8,7 @@
  * the engine integrates B of them per pass over the CSR matrix. Frames complete in
  * submission order, so results of one worker leave in reception order. */
 #include "faid_server.h"
+#include "faid_writer.h"
 
 #include "faid_aggregates.h"
 #include "faid_hits_send.h"
@@ -84,6 +85,22 @@ static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r,
         return FAID_ESIZE;
     slot->out_len = w.len;
     return 0;
+}
+
+/* writer.hits: the hit's payload as it arrived, for the writer (the parts go back below). */
+static void keep_hit_chunk(faid_slot *slot)
+{
+    if (slot->hit_chunk_cap < slot->payload_len) {
+        uint8_t *b = realloc(slot->hit_chunk, slot->payload_len);
+        if (!b) {
+            FAID_WARN("worker", "out of memory for a hit frame's copy: not written (writer.hits)");
+            return;
+        }
+        slot->hit_chunk = b;
+        slot->hit_chunk_cap = slot->payload_len;
+    }
+    memcpy(slot->hit_chunk, slot->payload, slot->payload_len);
+    slot->hit_chunk_len = slot->payload_len;
 }
 
 static void fail_frame(faid_worker *wk, faid_slot *slot, const faid_diag *d)
@@ -168,6 +185,9 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
         faid_stat_add(&wk->timed, 1);
         if ((s->hits || s->hits_rep) && g->results[wk->index]->is_hit)
             faid_hits_send(wk, slot, g, g->results[wk->index]);
+        slot->hit_chunk_len = 0;
+        if (g->results[wk->index]->is_hit && faid_writer_hits_on(s->writer))
+            keep_hit_chunk(slot);
         /* The payload is no longer needed; the generation reference stays with the slot until
          * the publisher has announced that setup. */
         faid_slot_release_parts(slot);

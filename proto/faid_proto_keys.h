@@ -254,7 +254,19 @@
     X(MMAP_BYTES, "mmap_bytes")                                                                    \
     X(IN_USE_BYTES, "in_use_bytes")                                                                \
     X(FREE_BYTES, "free_bytes")                                                                    \
-    X(ARENAS, "arenas")
+    X(ARENAS, "arenas")                                                                            \
+    /* status: writer */                                                                           \
+    X(WRITER, "writer")                                                                            \
+    X(DIRECTORY, "directory")                                                                      \
+    X(FILE, "file")                                                                                \
+    X(FILES_OPEN, "files_open")                                                                    \
+    X(FILES_WRITTEN, "files_written")                                                              \
+    X(FRAMES_WRITTEN, "frames_written")                                                            \
+    X(BYTES_WRITTEN, "bytes_written")                                                              \
+    X(FRAMES_SKIPPED, "frames_skipped")                                                            \
+    X(HIT_FRAMES_WRITTEN, "hit_frames_written")                                                    \
+    X(QUEUED_BYTES, "queued_bytes")                                                                \
+    X(DROPPED, "dropped")
 
 /* The messages (and nested maps) the key table describes. */
 #define FAID_PROTO_MESSAGES(X)                                                                     \
@@ -284,7 +296,8 @@
     X(STATUS_LATENCY, "status.latency_us", "status: latency_us")                                   \
     X(STATUS_LOSSLESS, "status.lossless", "status: lossless")                                      \
     X(STATUS_DEVICE, "status.devices", "status: each entry of devices")                            \
-    X(STATUS_MEMORY, "status.memory", "status: memory")
+    X(STATUS_MEMORY, "status.memory", "status: memory")                                            \
+    X(STATUS_WRITER, "status.writer", "status: writer")
 
 #define FAID_PROTO_MSG_KEYS(X)                                                                     \
     /* native input header */                                                                      \
@@ -600,7 +613,21 @@
     X(STATUS_MEMORY, MMAP_BYTES, "uint", REQ, "large blocks the allocator mapped one by one (`hblkhd`), all in use")\
     X(STATUS_MEMORY, IN_USE_BYTES, "uint", REQ, "allocated and not freed: in the arenas (`uordblks`) plus `mmap_bytes`; a leak raises it. `heap_bytes = in_use_bytes - mmap_bytes + free_bytes`")\
     X(STATUS_MEMORY, FREE_BYTES, "uint", REQ, "free inside the arenas, kept by the allocator (`fordblks`): fragmentation, or arenas grown to a working size")\
-    X(STATUS_MEMORY, ARENAS, "uint", REQ, "malloc arenas (the main one and those made for threads; from `malloc_info`)")
+    X(STATUS_MEMORY, ARENAS, "uint", REQ, "malloc arenas (the main one and those made for threads; from `malloc_info`)") \
+    X(STATUS, WRITER, "map", REQ, "the files of record (`writer.directory`, docs/output-files.md; `status.writer` below)") \
+    X(STATUS_WRITER, STATE, "str", REQ, "`\"off\"` (the last series start had no `writer.directory`), `\"idle\"` (no file open), `\"writing\"`") \
+    X(STATUS_WRITER, DIRECTORY, "str", REQ, "the directory of the last series start (`\"\"` when off)") \
+    X(STATUS_WRITER, FILE, "str", REQ, "the series file being written (`\"\"` when none)") \
+    X(STATUS_WRITER, FILES_OPEN, "uint", REQ, "files being written") \
+    X(STATUS_WRITER, FILES_WRITTEN, "uint", REQ, "files written and closed without error") \
+    X(STATUS_WRITER, FRAMES_WRITTEN, "uint", REQ, "results written into series files") \
+    X(STATUS_WRITER, BYTES_WRITTEN, "uint", REQ, "data bytes written") \
+    X(STATUS_WRITER, HIT_FRAMES_WRITTEN, "uint", REQ, "hit frames written into hits files (`writer.hits`)") \
+    X(STATUS_WRITER, FRAMES_SKIPPED, "uint", REQ, "results not written because their series' file had failed") \
+    X(STATUS_WRITER, FREE_BYTES, "uint", REQ, "free bytes of the directory's file system (sampled each second; 0 when off)") \
+    X(STATUS_WRITER, QUEUED_BYTES, "uint", REQ, "message bytes waiting for the writer thread (at most `writer.queue_bytes`)") \
+    X(STATUS_WRITER, ERRORS, "map str -> uint", REQ, "write errors per kind: `no_space` (ENOSPC), `file_size` (RLIMIT_FSIZE), `unwritable` (directory missing, read-only), `removed` (file or directory removed while written), `io`, `message` (a message unlike its start)") \
+    X(STATUS_WRITER, DROPPED, "map str -> uint", REQ, "messages not queued for the writer because `writer.queue_bytes` was full, per kind: `start`, `result`, `end`, `hit`")
 /* clang-format on */
 
 /* The key constants: FAID_K_SERIES_ID is "series_id" (a char array, not a literal). */

@@ -665,6 +665,31 @@ void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
     kv_uint(w, FAID_K_FREE_BYTES, s->memory.free_bytes);
     kv_uint(w, FAID_K_ARENAS, s->memory.arenas);
     faid_mpw_map_end(w);
+
+    faid_mpw_key(w, FAID_K_WRITER);
+    faid_mpw_map_begin(w);
+    kv_str(w, FAID_K_STATE, s->writer.state ? s->writer.state : "off");
+    kv_str(w, FAID_K_DIRECTORY, s->writer.directory ? s->writer.directory : "");
+    kv_str(w, FAID_K_FILE, s->writer.file ? s->writer.file : "");
+    kv_uint(w, FAID_K_FILES_OPEN, s->writer.files_open);
+    kv_uint(w, FAID_K_FILES_WRITTEN, s->writer.files_written);
+    kv_uint(w, FAID_K_FRAMES_WRITTEN, s->writer.frames_written);
+    kv_uint(w, FAID_K_BYTES_WRITTEN, s->writer.bytes_written);
+    kv_uint(w, FAID_K_HIT_FRAMES_WRITTEN, s->writer.hit_frames_written);
+    kv_uint(w, FAID_K_FRAMES_SKIPPED, s->writer.frames_skipped);
+    kv_uint(w, FAID_K_FREE_BYTES, s->writer.free_bytes);
+    kv_uint(w, FAID_K_QUEUED_BYTES, s->writer.queued_bytes);
+    faid_mpw_key(w, FAID_K_ERRORS);
+    faid_mpw_map_begin(w);
+    for (size_t i = 0; i < s->writer.nerrors; i++)
+        kv_uint(w, s->writer.errors[i].name, s->writer.errors[i].value);
+    faid_mpw_map_end(w);
+    faid_mpw_key(w, FAID_K_DROPPED);
+    faid_mpw_map_begin(w);
+    for (size_t i = 0; i < s->writer.ndropped; i++)
+        kv_uint(w, s->writer.dropped[i].name, s->writer.dropped[i].value);
+    faid_mpw_map_end(w);
+    faid_mpw_map_end(w);
 }
 
 void faid_proto_write_stats(faid_mpw *w, const faid_out_status *s)

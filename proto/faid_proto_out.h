@@ -109,6 +109,13 @@ typedef struct faid_out_status {
         uint64_t rss_bytes, rss_anon_bytes, heap_bytes, mmap_bytes, in_use_bytes, free_bytes,
             arenas;
     } memory;
+    struct {
+        const char *state, *directory, *file;
+        uint64_t files_open, files_written, frames_written, bytes_written, hit_frames_written,
+            frames_skipped, free_bytes, queued_bytes;
+        const faid_out_count *errors, *dropped;
+        size_t nerrors, ndropped;
+    } writer;
 } faid_out_status;
 /* Writes the status entries into a map the caller began (after faid_proto_reply_begin for the
  * status reply); faid_proto_write_stats writes the whole stats message (type "stats"). */

@@ -82,7 +82,22 @@ static int write_str(hid_t loc, const char *name, const char *value, int attr)
 
 int faid_h5_attr_str(hid_t obj, const char *name, const char *value)
 {
-    return write_str(obj, name, value, 1);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t < 0)
+        return FAID_EIO;
+    int rc = FAID_EIO;
+    hid_t sp = -1, a = -1;
+    if (H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0 &&
+        (sp = H5Screate(H5S_SCALAR)) >= 0 &&
+        (a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+        H5Awrite(a, t, &value) >= 0)
+        rc = 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (sp >= 0)
+        H5Sclose(sp);
+    H5Tclose(t);
+    return rc;
 }
 
 int faid_h5_dset_str(hid_t loc, const char *name, const char *value)

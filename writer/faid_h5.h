@@ -25,8 +25,10 @@ void faid_h5_quiet(void);
  * code with d filled. */
 hid_t faid_h5_create(const char *path, faid_diag *d);
 
-/* A variable-length-free UTF-8 string attribute (fixed-size string type of the value's length),
- * as h5py and nexusformat read them. 0 or FAID_EIO. */
+/* A UTF-8 string attribute, variable-length as h5py writes them, so that h5py hands readers a
+ * str: pyFAI's Nexus reader calls str methods on `default` (with a fixed-size string it got bytes
+ * and failed: "startswith first arg must be bytes", tests/integration/test_writer.py).
+ * 0 or FAID_EIO. */
 int faid_h5_attr_str(hid_t obj, const char *name, const char *value);
 
 /* A string dataset (scalar, fixed-size UTF-8 string) in group `loc`. 0 or FAID_EIO. */

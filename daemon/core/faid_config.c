@@ -22,6 +22,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "faid_proto.h"
+
 #ifndef FAID_VERSION
 #define FAID_VERSION "unknown"
 #endif
@@ -322,6 +324,38 @@ static const faid_option options[] = {
            "peaks' patches and the background profile)."),
     SIMPLE("hits.patch_radius", FAID_OT_INT, "pixels", 1, 64, "4", 0, NULL, hits_patch_radius, 0,
            "hits.mode patches: half-width of each peak's square patch."),
+    SIMPLE("writer.directory", FAID_OT_PATH, "", 0, 0, "null", R | N, NULL, writer_directory,
+           FAID_PATH_MAX,
+           "Folder of the files of record: one NeXus/HDF5 file per series, named after the "
+           "series (docs/output-files.md), never overwriting a file. It must exist. Relative to "
+           "the configuration file's folder. null = no files."),
+    SIMPLE("writer.profiles", FAID_OT_BOOL, "", 0, 0, "true", R, NULL, writer_profiles, 0,
+           "Write the profiles (I, I_errors, std, count per frame) as an NXazint1d entry."),
+    SIMPLE("writer.peaks", FAID_OT_BOOL, "", 0, 0, "true", R, NULL, writer_peaks, 0,
+           "With peak finding on: write is_hit, num_peaks, the background and the peaks in the "
+           "CXI layout (nPeaks, peakXPosRaw, ...)."),
+    SIMPLE("writer.cake", FAID_OT_BOOL, "", 0, 0, "false", R, NULL, writer_cake, 0,
+           "With integration.npt_azim > 0: write the cake as an NXazint2d entry."),
+    SIMPLE("writer.hits", FAID_OT_BOOL, "", 0, 0, "false", R, NULL, writer_hits, 0,
+           "With peak finding on: write the hit frames as they arrived into an NXmx file "
+           "<series>_hits.h5 beside the series file."),
+    SIMPLE("writer.flush_interval", FAID_OT_DOUBLE, "s", 0.05, 3600, "1.0", R, NULL,
+           writer_flush_interval, 0,
+           "How often the frames written so far reach the disk (H5Fflush): a reader following "
+           "the file (SWMR) sees them, and a killed daemon leaves the file readable up to the "
+           "last flush. Files are also flushed at the series end."),
+    SIMPLE("writer.series_timeout", FAID_OT_DOUBLE, "s", 0.1, 86400, "60.0", R, NULL,
+           writer_series_timeout, 0,
+           "A file that got no message of its series for this long is closed (end_reason "
+           "timeout)."),
+    SIMPLE("writer.queue_bytes", FAID_OT_INT64, "bytes", 1048576, 68719476736.0, "268435456", 0,
+           NULL, writer_queue_bytes, 0,
+           "Messages waiting for the writer thread, at most (fixed at start). What does not "
+           "fit is never waited for: it is counted (status: writer, dropped) and the file says "
+           "how many frames it misses."),
+    SIMPLE("writer.block_frames", FAID_OT_INT, "frames", 1, 4096, "64", R, NULL,
+           writer_block_frames, 0,
+           "Frames buffered per dataset write (and per chunk of a profile dataset)."),
     SIMPLE("control.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://127.0.0.1:5557", 0, NULL,
            control_endpoint, 256,
            "ZeroMQ REP endpoint of the control socket (status, config get, reload, stop)."),
@@ -1875,4 +1909,28 @@ uint64_t faid_config_hash64(const faid_config *cfg, int with_paths)
 void faid_config_hash(const faid_config *cfg, char out[17])
 {
     snprintf(out, 17, "%016llx", (unsigned long long)faid_config_hash64(cfg, 1));
+}
+
+void faid_config_put_peak_params(struct faid_mpw *w, void *config)
+{
+    const faid_config *c = config;
+    faid_mpw_key(w, FAID_K_ALGORITHM);
+    faid_mpw_str(w, faid_peak_algorithm_name(c->peaks.algorithm));
+    for (size_t i = 0; i < NOPT; i++) {
+        if (!faid_peak_param_echoed(options[i].name))
+            continue;
+        int is_num;
+        double num;
+        const char *str;
+        int null = faid_config_value(c, &options[i], &is_num, &num, &str);
+        faid_mpw_key(w, options[i].name + 6);
+        if (null)
+            faid_mpw_nil(w);
+        else if (is_num && options[i].type == FAID_OT_DOUBLE)
+            faid_mpw_f64(w, num);
+        else if (is_num)
+            faid_mpw_int(w, (int64_t)num);
+        else
+            faid_mpw_str(w, str ? str : "");
+    }
 }

@@ -69,6 +69,14 @@ typedef struct faid_config {
     int hits_mode;                    /* FAID_HITS_FRAME | FAID_HITS_PATCHES */
     int hits_patch_radius;            /* pixels around a peak in patches mode */
 
+    /* files of record (issue 15, daemon/faid_writer.c, writer/) */
+    char writer_directory[FAID_PATH_MAX]; /* "" = no files */
+    int writer_profiles, writer_peaks, writer_cake, writer_hits;
+    double writer_flush_interval; /* s between flushes of an open file */
+    double writer_series_timeout; /* s without a message before the writer closes a file */
+    int64_t writer_queue_bytes;   /* messages waiting for the writer thread, at most */
+    int writer_block_frames;      /* frames per block write */
+
     /* daemon (issue "daemon") */
     char input_endpoint[1040];  /* one endpoint or several, comma-separated */
     int input_bind;             /* 1 = bind, 0 = connect */
@@ -202,6 +210,11 @@ int faid_config_set(faid_config *cfg, const char *key, const char *value, faid_d
  * -1 for other types. */
 int faid_config_value(const faid_config *cfg, const faid_option *o, int *is_num, double *num,
                       const char **str);
+/* The peak parameters of cfg (a const faid_config *) as the entries of the start message's
+ * "peaks" map: algorithm and every echoed peaks.* option (numbers as int or float, names as str,
+ * null). The daemon's publisher and `faidctl process` (its series files) write the same map. */
+struct faid_mpw;
+void faid_config_put_peak_params(struct faid_mpw *w, void *cfg);
 /* Whether option `name` is a peak parameter that `start` echoes and .peaks headers list (every
  * peaks.* key but peaks.algorithm, which has its own line, and peaks.aggregates_interval). */
 int faid_peak_param_echoed(const char *name);

@@ -29,7 +29,9 @@
 #      the arena's effect is measured in the same run: nopin = input.pinned_bytes 0 (the worker
 #      copies every frame into its staging, the path before the arena), always =
 #      input.pinned_copy always (ingest copies every frame; the default auto copies only while
-#      frames wait in the frame queue).
+#      frames wait in the frame queue), writer = the main settings with the files of record on
+#      (writer.directory WRITER_DIR: every series written; its tp1 against the main daemon's is
+#      the pipeline's throughput with the writer on vs off), and the writer's status after it.
 # A compact table comes last; it is also written to $OUT/daemon-bench.txt (gpu-run.sh prints it)
 # and the figures to $OUT/daemon-bench.json. Exit status 0 when every step ran and every daemon
 # stopped cleanly with every frame processed.
@@ -40,7 +42,9 @@
 # (a faid YAML for the detector and integration; its endpoints, devices, queue, pipeline,
 # stats and log keys are replaced; default: the embedded EIGER 4M default), INFLIGHT / BATCH
 # (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COPY (input.pinned_copy,
-# default auto), COMPARE (default "nopin"; "" skips),
+# default auto), COMPARE (default "nopin"; "" skips; "writer" adds the writer-on run), WRITER_DIR
+# (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
+# disk: the files are removed after the run),
 # TIMEOUT (seconds a step may wait, default 600), OUT (default tests/out/daemon-bench).
 set -u
 
@@ -59,6 +63,7 @@ TIMEOUT=${TIMEOUT:-600}
 PINNED=${PINNED:-536870912}
 PINNED_COPY=${PINNED_COPY:-auto}
 COMPARE=${COMPARE-nopin}
+WRITER_DIR=${WRITER_DIR:-}
 LOG=${OUT:-$root/tests/out/daemon-bench}
 
 mkdir -p "$LOG" || { echo "daemon-bench: cannot create $LOG" >&2; exit 1; }
@@ -88,20 +93,20 @@ if ! "$BIN/faid" ${CONFIG:+-c "$CONFIG"} --dump-config >"$LOG/base.yaml" 2>>"$LO
     exit 1
 fi
 
-# Writes $LOG/<name>.yaml from base.yaml with fresh ports ($pin[], $pout, $pctl), pinned bytes $2
-# and input.pinned_copy $3.
+# Writes $LOG/<name>.yaml from base.yaml with fresh ports ($pin[], $pout, $pctl), pinned bytes $2,
+# input.pinned_copy $3 and writer.directory $4 (empty: off).
 make_config() {
-    local name=$1 pinned=$2 pcopy=$3
+    local name=$1 pinned=$2 pcopy=$3 wdir=${4:-}
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
     pctl=$(port)
     cfg=$LOG/$name.yaml
     python3 - "$LOG/base.yaml" "$cfg" "$pout" "$pctl" "$DEVICE" "$INFLIGHT" "$BATCH" "$pinned" \
-        "$pcopy" "${pin[@]}" <<'EOF'
+        "$pcopy" "$wdir" "${pin[@]}" <<'EOF'
 import sys
-src, dst, pout, pctl, dev, infl, batch, pinned, pcopy = sys.argv[1:10]
-ins = sys.argv[10:]
+src, dst, pout, pctl, dev, infl, batch, pinned, pcopy, wdir = sys.argv[1:11]
+ins = sys.argv[11:]
 eps = "[" + ", ".join(f'"tcp://127.0.0.1:{p}"' for p in ins) + "]"
 # stats.interval 0: no periodic message, so sub's clock starts with the series, not a stats tick
 want = {("input", "endpoint"): eps, ("input", "mode"): "bind",
@@ -110,6 +115,8 @@ want = {("input", "endpoint"): eps, ("input", "mode"): "bind",
         ("control", "endpoint"): f'"tcp://127.0.0.1:{pctl}"', ("", "devices"): dev,
         ("queue", "policy"): "block", ("pipeline", "inflight"): infl,
         ("pipeline", "batch"): batch, ("stats", "interval"): "0", ("log", "level"): "info"}
+if wdir:
+    want[("writer", "directory")] = f'"{wdir}"'
 out, sec, done = [], "", set()
 for line in open(src):
     body = line.rstrip("\n")
@@ -258,8 +265,13 @@ for v in $COMPARE; do
     nopin) make_config "$v" 0 auto ;;
     always) make_config "$v" "$PINNED" always ;;
     auto) make_config "$v" "$PINNED" auto ;;
+    writer)
+        wdir=${WRITER_DIR:-$LOG/writer-files}
+        mkdir -p "$wdir" && rm -f "$wdir"/*.h5
+        make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
+        ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, writer)"
         continue
         ;;
     esac
@@ -274,6 +286,10 @@ for v in $COMPARE; do
         series "lat_$v" 20 "$LAT_FRAMES" 1 --rate "$LAT_RATE"
         "$ctl" status "${c[@]}" --json >"$LOG/status_lat_$v.json" 2>>"$LOG/daemon-bench.log"
         stop_faid "$v"
+        if [ "$v" = writer ]; then
+            say "writer: $(python3 -c 'import json,sys; w=json.load(open(sys.argv[1]))["writer"]; print("files_written %d frames_written %d bytes_written %d errors %s dropped %s" % (w["files_written"], w["frames_written"], w["bytes_written"], w["errors"], w["dropped"]))' "$LOG/status_lat_writer.json" 2>&1)"
+            rm -f "${wdir:?}"/*.h5
+        fi
     else
         status=1
     fi

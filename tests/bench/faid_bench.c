@@ -115,6 +115,8 @@ static const char usage[] =
     "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
     "                  (ZeroMQ transport ceiling; --zmq-ceiling --help)\n"
     "       faid-bench --proto-encode [--npt N] [--peaks N] [--iters N]\n"
+    "       faid-bench --writer [--frames N] [--npt N] [--block N] [--hit-frames N]\n"
+    "                  [--hit-bytes B] [--dir DIR]...   (files of record: profiles/s, hits MB/s)\n"
     "                  (CPU cost of writing one result message)\n"
     "       faid-bench --host-path [--frames N] [--config FILE] [--dtype T]\n"
     "                  [--device SPEC] [--json FILE]\n"
@@ -909,6 +911,7 @@ static int build_config(const opts *o, faid_config *cfg, faid_diag *d)
 int faid_zmq_ceiling_main(int argc, char **argv);
 /* proto_encode.c: the CPU cost of writing one result message. */
 int faid_proto_encode_main(int argc, char **argv);
+int faid_writer_bench_main(int argc, char **argv);
 /* host_path.c: the daemon's host work per frame with and without the pinned input arena. */
 int faid_host_path_main(int argc, char **argv);
 
@@ -920,6 +923,8 @@ int main(int argc, char **argv)
             return faid_zmq_ceiling_main(argc, argv);
         else if (strcmp(argv[i], "--proto-encode") == 0)
             return faid_proto_encode_main(argc, argv);
+        else if (strcmp(argv[i], "--writer") == 0)
+            return faid_writer_bench_main(argc, argv);
         else if (strcmp(argv[i], "--host-path") == 0)
             return faid_host_path_main(argc, argv);
     opts o;

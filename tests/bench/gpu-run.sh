@@ -20,7 +20,9 @@
 # (path of an extra pyFAI + silx driver run on the dumped frame, default .device/pyfai_fastest.py
 # when present), DAEMON_BENCH (0 skips tests/bench/daemon-bench.sh, the whole daemon over ZeroMQ loopback against
 # the transport ceiling, run with the best pipelined settings found above), DAEMON_FRAMES (its
-# throughput frames, default 20000), KINDS (frame kinds of the decoder / PCIe-floor runs, default
+# throughput frames, default 20000), DAEMON_COMPARE (its comparison daemons, default "nopin
+# writer": without the pinned arena, and with the files of record on), WRITER_DIR (the writer
+# run's directory), KINDS (frame kinds of the decoder / PCIe-floor runs, default
 # "synthetic lowcount"), SIZES (detector presets of the size runs besides the EIGER 4M of the
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300).
 set -u
@@ -247,7 +249,11 @@ fi
 # settings); its compact table is printed right before faid-bench's
 if [ "${DAEMON_BENCH:-1}" != 0 ]; then
     say "daemon-bench: tests/bench/daemon-bench.sh (log $LOG/daemon-bench.log)"
+    # COMPARE writer: the same daemon with the files of record on (writer.directory
+    # WRITER_DIR, default $LOG/writer-files): its results/s against the main run's is the
+    # pipeline's throughput with the writer on vs off (issue 15: within 5 %)
     if ! FAID_BIN="$BIN" DEVICE="$DEVICE" OUT="$LOG" FRAMES="${DAEMON_FRAMES:-20000}" \
+        COMPARE="${DAEMON_COMPARE:-nopin writer}" WRITER_DIR="${WRITER_DIR:-}" \
         bash tests/bench/daemon-bench.sh >"$LOG/daemon-bench.out" 2>&1; then
         say "WARNING: daemon-bench failed or found a problem, tail of $LOG/daemon-bench.out:"
         tail -n 12 "$LOG/daemon-bench.out" | tee -a "$LOG/gpu-run.log"

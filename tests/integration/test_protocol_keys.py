@@ -53,7 +53,7 @@ NESTED = {
                    "num_peaks_histogram": "array"},
     "status": {"input": "status.input", "queue": "status.queue",
                "latency_us": "status.latency_us", "lossless": "status.lossless",
-               "devices": "status.devices"},
+               "devices": "status.devices", "memory": "status.memory", "writer": "status.writer"},
     "hit": {"peak_list": "hit.peak_list", "detector_data": "msgpack-numpy"},
 }
 

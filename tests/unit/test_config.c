@@ -129,8 +129,8 @@ static const char *sample_value(const faid_option *o, char *buf, size_t cap)
         if (!strpbrk(buf, ".e"))
             strcat(buf, ".0");
         return buf;
-    case FAID_OT_BOOL:
-        return "false";
+    case FAID_OT_BOOL: /* the other value than the default */
+        return o->def && strcmp(o->def, "false") == 0 ? "true" : "false";
     case FAID_OT_ENUM:
     case FAID_OT_STRING:
         if (o->choices) {

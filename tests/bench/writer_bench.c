@@ -1,0 +1,271 @@
+/* writer_bench: the files of record's write speed (`faid-bench --writer`, never a test; issue 15
+ * point 7). In each directory given:
+ *
+ *  profiles  the series file (writer/faid_sfile.c) fed exactly as the daemon's writer thread
+ *            feeds it: one start message, then --frames result messages of --npt bins (I, sigma,
+ *            std, count; 64 distinct encoded bodies cycled), decoded and written in blocks of
+ *            --block frames; profiles/s over open + appends + close + fsync, and the writer
+ *            thread's CPU time per profile;
+ *  hits      the hits file (writer/faid_nxmx.c): --hit-frames chunks of --hit-bytes bytes written
+ *            as they arrive (direct chunk writes), against a plain sequential write() of the same
+ *            bytes into a file of the same directory in the same run (the directory's
+ *            sequential rate, dd-like); both end with fsync, so both count the disk.
+ *
+ *   faid-bench --writer [--frames N] [--npt N] [--block N] [--hit-frames N] [--hit-bytes B]
+ *                       [--dir DIR]...   (default: /dev/shm and .) */
+#include "faid_nxmx.h"
+#include "faid_proto.h"
+#include "faid_proto_out.h"
+#include "faid_sfile.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(clockid_t c)
+{
+    struct timespec t;
+    clock_gettime(c, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+#define NMSG 64
+
+static int bench_profiles(const char *dir, int frames, int npt, int block)
+{
+    double *radial = malloc((size_t)npt * sizeof *radial);
+    float *v = malloc((size_t)npt * 4 * sizeof *v);
+    size_t cap = (size_t)npt * 64 + 65536;
+    uint8_t *start = malloc(cap), *msgs = malloc(cap * NMSG);
+    size_t lens[NMSG], slen;
+    if (!radial || !v || !start || !msgs)
+        return 1;
+    for (int i = 0; i < npt; i++)
+        radial[i] = 0.01 * (i + 1);
+    faid_out_start so = {
+        .software_version = "bench",
+        .reason = "series",
+        .series_id = 1,
+        .series_uid = "bench",
+        .nimages = frames,
+        .setup_version = 1,
+        .config_hash = "0",
+        .dist = 0.1,
+        .poni1 = 0.1,
+        .poni2 = 0.1,
+        .wavelength = 1e-10,
+        .pixel1 = 75e-6,
+        .pixel2 = 75e-6,
+        .rows = 2167,
+        .cols = 2070,
+        .detector = "eiger_4m",
+        .npt = npt,
+        .unit = "q_nm^-1",
+        .split = "full",
+        .error_model = "poisson",
+        .normalization_factor = 1,
+        .mask_file = "",
+        .dark_file = "",
+        .flat_file = "",
+        .radial = radial,
+        .config_yaml = "",
+        .input_protocol = "",
+        .geometry_source = "configuration",
+        .setup = "reused",
+    };
+    faid_mpw w;
+    faid_mpw_init(&w, start, cap);
+    faid_proto_write_start(&w, &so);
+    if (faid_mpw_finish(&w, NULL))
+        return 1;
+    slen = w.len;
+    srand(7);
+    for (int m = 0; m < NMSG; m++) {
+        for (int i = 0; i < 4 * npt; i++)
+            v[i] = (float)(rand() % 100000) * 0.01f;
+        faid_out_result ro = {
+            .series_id = 1,
+            .series_uid = "bench",
+            .frame_id = (uint64_t)m,
+            .setup_version = 1,
+            .npt = (uint64_t)npt,
+            .I = v,
+            .sigma = v + npt,
+            .std = v + 2 * npt,
+            .count = v + 3 * npt,
+        };
+        faid_mpw_init(&w, msgs + cap * m, cap);
+        faid_proto_write_result(&w, &ro);
+        if (faid_mpw_finish(&w, NULL))
+            return 1;
+        lens[m] = w.len;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/faid-writer-bench-%d.h5", dir, (int)getpid());
+    unlink(path);
+    faid_sfile_params p = {.path = path, .profiles = 1, .swmr = 1, .block_frames = block};
+    faid_diag d = {0};
+    faid_sfile *f = NULL;
+    double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
+    int rc = faid_sfile_open(&f, &p, start, slen, &d);
+    for (int i = 0; i < frames && !rc; i++)
+        rc = faid_sfile_append(f, msgs + cap * (i % NMSG), lens[i % NMSG], &d);
+    uint64_t bytes = f ? faid_sfile_bytes(f) : 0;
+    if (!rc)
+        rc = faid_sfile_close(&f, NULL, 0, "end", &d);
+    double c1 = now_s(CLOCK_THREAD_CPUTIME_ID);
+    if (!rc)
+        fsync_path(path);
+    double t1 = now_s(CLOCK_MONOTONIC);
+    if (rc) {
+        fprintf(stderr, "faid-bench --writer: %s\n", d.msg);
+        faid_sfile_close(&f, NULL, 0, "error", &d);
+    } else {
+        bytes += 0;
+        printf("profiles %-12s %d frames x %d bins, block %d: %.0f profiles/s (%.1f MB/s of "
+               "data), writer CPU %.1f us/profile\n",
+               dir, frames, npt, block, frames / (t1 - t0), 16.0 * npt * frames / (t1 - t0) / 1e6,
+               (c1 - c0) * 1e6 / frames);
+    }
+    unlink(path);
+    free(radial);
+    free(v);
+    free(start);
+    free(msgs);
+    return rc ? 1 : 0;
+}
+
+static int bench_hits(const char *dir, int frames, size_t bytes)
+{
+    /* raw uint16 frames of `bytes` bytes (encoding none: the chunk is stored as it comes) */
+    int cols = 1024, rows = (int)(bytes / 2 / (size_t)cols);
+    size_t len = (size_t)rows * (size_t)cols * 2;
+    uint8_t *chunk = malloc(len);
+    if (!chunk || rows < 1)
+        return 1;
+    for (size_t i = 0; i < len; i++)
+        chunk[i] = (uint8_t)(rand() >> 7);
+    char path[4096], seq[4096];
+    snprintf(path, sizeof path, "%s/faid-writer-bench-%d_hits.h5", dir, (int)getpid());
+    snprintf(seq, sizeof seq, "%s/faid-writer-bench-%d.seq", dir, (int)getpid());
+    unlink(path);
+    unlink(seq);
+    faid_geometry g = {0};
+    g.rows = rows;
+    g.cols = cols;
+    g.pixel1 = g.pixel2 = 75e-6;
+    g.dist = 0.1;
+    g.wavelength = 1e-10;
+    g.orientation = 3;
+    faid_nxmx_params p = {.path = path,
+                          .geom = &g,
+                          .dtype = FAID_DT_U16,
+                          .encoding = FAID_ENC_NONE,
+                          .max_peaks = 64,
+                          .swmr = 1};
+    faid_diag d = {0};
+    faid_nxmx *h = NULL;
+    /* the sequential write of the same bytes first, then the hits file, then both again: the
+     * second round is reported (the first warms the page cache and the file system) */
+    double seq_mbs = 0, hit_mbs = 0;
+    for (int round = 0; round < 2; round++) {
+        double t0 = now_s(CLOCK_MONOTONIC);
+        int fd = open(seq, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        for (int i = 0; i < frames && fd >= 0; i++)
+            if (write(fd, chunk, len) != (ssize_t)len) {
+                close(fd);
+                fd = -1;
+            }
+        if (fd < 0 || fsync(fd) != 0) {
+            fprintf(stderr, "faid-bench --writer: %s: sequential write failed\n", seq);
+            free(chunk);
+            return 1;
+        }
+        close(fd);
+        double t1 = now_s(CLOCK_MONOTONIC);
+        seq_mbs = (double)len * frames / (t1 - t0) / 1e6;
+        unlink(seq);
+        int rc = faid_nxmx_open(&h, &p, &d);
+        for (int i = 0; i < frames && !rc; i++)
+            rc = faid_nxmx_append(h, (uint64_t)i, chunk, len, NULL, &d);
+        if (!rc)
+            rc = faid_nxmx_close(&h, &d);
+        if (!rc)
+            fsync_path(path);
+        double t2 = now_s(CLOCK_MONOTONIC);
+        unlink(path);
+        if (rc) {
+            fprintf(stderr, "faid-bench --writer: %s\n", d.msg);
+            faid_nxmx_close(&h, &d);
+            free(chunk);
+            return 1;
+        }
+        hit_mbs = (double)len * frames / (t2 - t1) / 1e6;
+    }
+    printf("hits     %-12s %d chunks x %zu bytes: hits file %.0f MB/s, sequential write %.0f MB/s "
+           "(%.0f %%)\n",
+           dir, frames, len, hit_mbs, seq_mbs, 100.0 * hit_mbs / seq_mbs);
+    free(chunk);
+    return 0;
+}
+
+int faid_writer_bench_main(int argc, char **argv)
+{
+    int frames = 50000, npt = 1000, block = 64, hit_frames = 200;
+    size_t hit_bytes = (size_t)4 << 20;
+    const char *dirs[16];
+    int ndirs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--writer") == 0)
+            continue;
+        if (!v) {
+            fprintf(stderr, "faid-bench --writer: %s needs a value\n", a);
+            return 2;
+        }
+        if (strcmp(a, "--frames") == 0)
+            frames = atoi(v);
+        else if (strcmp(a, "--npt") == 0)
+            npt = atoi(v);
+        else if (strcmp(a, "--block") == 0)
+            block = atoi(v);
+        else if (strcmp(a, "--hit-frames") == 0)
+            hit_frames = atoi(v);
+        else if (strcmp(a, "--hit-bytes") == 0)
+            hit_bytes = (size_t)atoll(v);
+        else if (strcmp(a, "--dir") == 0 && ndirs < 16)
+            dirs[ndirs++] = v;
+        else {
+            fprintf(stderr, "faid-bench --writer: unknown option %s\n", a);
+            return 2;
+        }
+        i++;
+    }
+    if (frames < 1 || npt < 1 || block < 1 || hit_frames < 1 || hit_bytes < 2048) {
+        fprintf(stderr, "faid-bench --writer: counts must be positive\n");
+        return 2;
+    }
+    if (!ndirs) {
+        dirs[ndirs++] = "/dev/shm";
+        dirs[ndirs++] = ".";
+    }
+    int rc = 0;
+    for (int k = 0; k < ndirs; k++) {
+        rc |= bench_profiles(dirs[k], frames, npt, block);
+        rc |= bench_hits(dirs[k], hit_frames, hit_bytes);
+    }
+    return rc;
+}
