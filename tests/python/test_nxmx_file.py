@@ -8,6 +8,7 @@ geometry file states the same geometry as the NXmx groups."""
 
 import os
 import subprocess
+import zlib
 
 import h5py
 import hdf5plugin
@@ -155,6 +156,87 @@ def test_frames_bit_for_bit_and_peaks(drv, tmp_path, encoding, dtype):
                 assert res[name].shape == (4, 4) and res[name].dtype == np.float32
                 assert np.array_equal(row[:m], rec[:m, col]), (k, name)
                 assert not row[m:].any()
+
+
+PEAK_NAMES = ["peakXPosRaw", "peakYPosRaw", "peakTotalIntensity", "peakSNR", "peakNPixels",
+              "peakMaximumValue"]
+
+
+def check_peak_rows(res, npeaks, max_peaks):
+    assert list(res["nPeaks"][()]) == [min(n, max_peaks) for n in npeaks]
+    for k, n in enumerate(npeaks):
+        m = min(n, max_peaks)
+        rec = peaks_of(k, n)
+        for col, name in enumerate(PEAK_NAMES):
+            row = res[name][k]
+            assert np.array_equal(row[:m], rec[:m, col]), (k, name)
+            assert not row[m:].any(), (k, name)
+
+
+@pytest.mark.parametrize("max_peaks", [4096, 20000])
+def test_peak_rows_in_blocks_across_flushes_and_chunk_edges(drv, tmp_path, max_peaks):
+    """The per-frame rows are written a block at a time and each peak chunk is built by faid as a
+    zlib stream (stored blocks for the peaks, deflate segments for the zeros): rows full, cut,
+    empty and partly filled, a chunk flushed half full and rewritten when it fills (4096: 4 rows
+    a chunk), a row longer than a stored block (20000 peaks: 80 kB, one row a chunk), read back
+    by a SWMR reader after each flush and by libhdf5's deflate filter and zlib after close."""
+    stack = frames(10, np.uint16, 5)
+    npeaks = [0, max_peaks, max_peaks + 900, 1, 0, 0, 7, max_peaks - 1, 3, 0]
+    path = str(tmp_path / "blocks.h5")
+    drv.ok(open_cmd(path, "uint16", "bslz4", max_peaks, 1))
+
+    def put(k):
+        (tmp_path / "c.bin").write_bytes(bslz4(stack[k]))
+        peaks_of(k, npeaks[k]).astype(np.float32).tofile(tmp_path / "p.bin")
+        drv.ok(f"append {70 + k} {tmp_path / 'c.bin'} {tmp_path / 'p.bin'}")
+
+    for k in range(2):
+        put(k)
+    drv.ok("flush")
+    with h5py.File(path, "r", libver="latest", swmr=True) as f:
+        res = f["/entry/result_1"]
+        check_peak_rows(res, npeaks[:2], max_peaks)
+        for k in range(2, 6):
+            put(k)
+        drv.ok("flush")
+        for name in PEAK_NAMES + ["nPeaks"]:
+            res[name].refresh()
+        f["/entry/data/frame_id"].refresh()
+        check_peak_rows(res, npeaks[:6], max_peaks)
+        assert list(f["/entry/data/frame_id"][()]) == list(range(70, 76))
+    for k in range(6, 10):
+        put(k)
+    drv.ok("close")
+    with h5py.File(path, "r") as f:
+        res = f["/entry/result_1"]
+        check_peak_rows(res, npeaks, max_peaks)
+        assert list(f["/entry/data/frame_id"][()]) == list(range(70, 80))
+        ds = res["peakXPosRaw"]
+        assert ds.compression == "gzip"
+        rows = ds.chunks[0]
+        for c in range(0, 10, rows):
+            mask, raw = ds.id.read_direct_chunk((c, 0))
+            assert mask == 0
+            want = np.zeros((rows, max_peaks), np.float32)
+            got = ds[c:c + rows]
+            want[:len(got)] = got
+            assert zlib.decompress(bytes(raw)) == want.tobytes()
+
+
+def test_frame_ids_past_a_block(drv, tmp_path):
+    """Frame ids and peak counts go to the file 1024 rows at a time: 1030 frames."""
+    stack = frames(1, np.uint16, 6)
+    path = str(tmp_path / "ids.h5")
+    drv.ok(open_cmd(path, "uint16", "bslz4"))
+    (tmp_path / "c.bin").write_bytes(bslz4(stack[0]))
+    drv.ok(f"repeat 1030 5000 {tmp_path / 'c.bin'}")
+    drv.ok("close")
+    with h5py.File(path, "r") as f:
+        assert list(f["/entry/data/frame_id"][()]) == list(range(5000, 6030))
+        assert f["/entry/data/data"].shape[0] == 1030
+        assert not f["/entry/result_1/nPeaks"][()].any()
+        assert f["/entry/result_1/peakSNR"].shape == (1030, 4)
+        assert not f["/entry/result_1/peakSNR"][()].any()
 
 
 def test_bslz4_chunks_of_other_block_sizes(drv, tmp_path):
