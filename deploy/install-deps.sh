@@ -7,7 +7,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 
 pkgs=(build-essential cmake pkg-config git
       libzmq3-dev ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
-      liblz4-dev libmsgpack-dev libyaml-dev libcbor-dev libjansson-dev libhdf5-dev
+      liblz4-dev libmsgpack-dev libyaml-dev libcbor-dev libjansson-dev libhdf5-dev zlib1g-dev
       libmicrohttpd-dev libsystemd-dev prometheus chromium
       python3 python3-venv python3-pip valgrind
       clang libclang-rt-dev clang-format)

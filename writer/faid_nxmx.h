@@ -31,7 +31,9 @@
  *                                 pixel_mask, depends_on + transformations, module
  * (NXdetector_module) /entry/instrument/beam        NXbeam incident_wavelength (angstrom);
  * /entry/sample/beam links it Appends grow every per-frame dataset by one (unlimited first
- * dimension). With params.swmr the file switches to SWMR write mode once the layout exists;
+ * dimension): the frame's chunk is written at once, its frame id and peaks are buffered and
+ * reach the file 1024 rows (ids, nPeaks) or one peak chunk at a time, and all of them at each
+ * flush. With params.swmr the file switches to SWMR write mode once the layout exists;
  * faid_nxmx_flush makes the frames written so far visible to a reader that opened the file with
  * swmr=True.
  *
@@ -83,7 +85,9 @@ int faid_nxmx_open(faid_nxmx **out, const faid_nxmx_params *p, faid_diag *d);
 int faid_nxmx_append(faid_nxmx *h, uint64_t frame_id, const void *chunk, size_t chunk_len,
                      const faid_peak_list *peaks, faid_diag *d);
 
-/* H5Fflush: readers see what is written (SWMR readers after their refresh). */
+/* Writes the buffered frame ids and peaks, then H5Fflush: readers see every frame appended so
+ * far, with its id and peaks (SWMR readers after their refresh). A failure freezes the file as
+ * a failed append does. */
 int faid_nxmx_flush(faid_nxmx *h, faid_diag *d);
 
 /* Frames appended so far. */
