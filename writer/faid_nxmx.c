@@ -546,7 +546,7 @@ static int zero_segments(faid_nxmx *h)
     free(zeros);
     if (rc)
         return rc;
-    /* room for a chunk of full rows; put_rows grows it for a longer stream */
+    /* room for a chunk of full rows; put_peaks grows it for a longer stream */
     h->zcap = most + 5 * (size_t)h->crow * (4 * (size_t)h->max_peaks / 65535 + 1) + 16;
     h->zbuf = malloc(h->zcap);
     return h->zbuf ? 0 : FAID_ENOMEM;
@@ -623,9 +623,9 @@ static size_t peak_chunk_stream(const faid_nxmx *h, uint8_t *o, int k, hsize_t n
     return at + 5 + 4;
 }
 
-/* Writes the rows of n frames: rows [id_base, n) of frame_id and nPeaks, and the current peak
- * chunk (rows [pk_base, n)); `what` names the part that failed. */
-static int put_rows(faid_nxmx *h, const char **what)
+/* Writes the buffered rows [id_base, n) of frame_id and nPeaks; `what` names the part that
+ * failed. */
+static int put_ids(faid_nxmx *h, const char **what)
 {
     uint64_t n = h->n;
     if (n > h->id_base) {
@@ -653,6 +653,14 @@ static int put_rows(faid_nxmx *h, const char **what)
         }
         h->id_base = n;
     }
+    return 0;
+}
+
+/* Writes the current peak chunk (rows [pk_base, n), the rest zero), whole: when it is full (and
+ * the next chunk begins) or at a flush (rewritten when it fills). */
+static int put_peaks(faid_nxmx *h, const char **what)
+{
+    uint64_t n = h->n;
     if (n > h->pk_base) {
         *what = "peaks";
         hsize_t dims[2] = {n, (hsize_t)h->max_peaks}, off[2] = {h->pk_base, 0};
@@ -942,8 +950,10 @@ int faid_nxmx_append(faid_nxmx *h, uint64_t frame_id, const void *chunk, size_t 
         }
         h->n = n + 1;
         /* a full block of ids or a full peak chunk goes to the file now */
-        if (h->n - h->id_base == ID_CHUNK || h->n - h->pk_base == h->crow)
-            rc = put_rows(h, &what);
+        if (h->n - h->id_base == ID_CHUNK)
+            rc = put_ids(h, &what);
+        if (rc == 0 && h->n - h->pk_base == h->crow)
+            rc = put_peaks(h, &what);
     }
     if (rc) {
         h->n = n;
@@ -965,7 +975,8 @@ int faid_nxmx_flush(faid_nxmx *h, faid_diag *d)
     if (h->failed)
         return frozen(h, 0, 0, d);
     const char *what = "";
-    if (put_rows(h, &what) != 0 || H5Fflush(h->file, H5F_SCOPE_LOCAL) < 0) {
+    if (put_ids(h, &what) != 0 || put_peaks(h, &what) != 0 ||
+        H5Fflush(h->file, H5F_SCOPE_LOCAL) < 0) {
         freeze(h);
         return faid_fail(d, FAID_EIO,
                          "%s: flush failed (disk full, file size limit or the "
