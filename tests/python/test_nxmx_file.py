@@ -223,6 +223,36 @@ def test_peak_rows_in_blocks_across_flushes_and_chunk_edges(drv, tmp_path, max_p
             assert zlib.decompress(bytes(raw)) == want.tobytes()
 
 
+def test_kill9_leaves_every_flushed_row(tmp_path):
+    """SIGKILL after a flush and 11 more appends (ids and peaks of those still in faid's buffers,
+    a peak chunk half full at the flush): a SWMR reader gets every frame flushed, with its id and
+    peaks; the rows appended after the flush may be missing, never wrong."""
+    drv = Driver()
+    stack = frames(20, np.uint16, 8)
+    npeaks = [(k * 7) % 40 for k in range(20)]
+    path = str(tmp_path / "killed.h5")
+    drv.ok(open_cmd(path, "uint16", "bslz4", 2048, 1))
+    for k in range(20):
+        (tmp_path / "c.bin").write_bytes(bslz4(stack[k]))
+        peaks_of(k, npeaks[k]).astype(np.float32).tofile(tmp_path / "p.bin")
+        drv.ok(f"append {300 + k} {tmp_path / 'c.bin'} {tmp_path / 'p.bin'}")
+        if k == 8:
+            drv.ok("flush")
+    drv.p.kill()
+    drv.p.wait()
+    with h5py.File(path, "r", libver="latest", swmr=True) as f:
+        ids = f["/entry/data/frame_id"][()]
+        n = len(ids)
+        assert 9 <= n <= 20 and list(ids) == list(range(300, 300 + n))
+        assert f["/entry/data/data"].shape[0] >= n
+        assert np.array_equal(f["/entry/data/data"][:n], stack[:n])
+        res = f["/entry/result_1"]
+        rows = min(n, res["peakSNR"].shape[0], res["nPeaks"].shape[0])
+        assert rows >= 9
+        check_peak_rows({name: res[name][:rows] for name in PEAK_NAMES + ["nPeaks"]},
+                        npeaks[:rows], 2048)
+
+
 def test_frame_ids_past_a_block(drv, tmp_path):
     """Frame ids and peak counts go to the file 1024 rows at a time: 1030 frames."""
     stack = frames(1, np.uint16, 6)
