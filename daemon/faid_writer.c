@@ -68,6 +68,10 @@ typedef struct wfile {
     uint64_t series_id;
     char uid[FAID_SERIES_UID_MAX];
     faid_gen *gen;
+    /* the setup of the series' start: its writer.* settings (directory, what to write, flush
+     * interval, timeout) hold for the whole series, across a reload's new setup within it (a
+     * reload applies them from the next series) */
+    faid_gen *wgen;
     uint64_t seq; /* the start that opened it (newest = highest) */
     int64_t last_msg_ns, next_flush_ns;
     /* writer.hits: the hits file (opened at the first hit: the frames' type and encoding are
@@ -194,11 +198,17 @@ static void offer(faid_writer *w, faid_wq_kind kind, faid_gen *g, const void *bo
                          (long long)w->cap_bytes, faid_wq_kind_name(kind));
 }
 
-void faid_writer_start_series(faid_writer *w, faid_gen *g, const void *body, size_t len)
+void faid_writer_start_series(faid_writer *w, faid_gen *g, int within, const void *body, size_t len)
 {
     const faid_config *c = &g->setup->cfg;
-    atomic_store(&w->st.on, c->writer_directory[0] != 0);
-    atomic_store(&w->hits_on, c->writer_directory[0] && c->writer_hits && g->setup->csr_bg);
+    /* a new setup within a series keeps what the series' start turned on (writer.* settings
+     * apply from the next series); hits need the new setup's peak finder too */
+    if (!within) {
+        atomic_store(&w->st.on, c->writer_directory[0] != 0);
+        atomic_store(&w->hits_on, c->writer_directory[0] && c->writer_hits && g->setup->csr_bg);
+    } else if (!g->setup->csr_bg) {
+        atomic_store(&w->hits_on, 0);
+    }
     offer(w, FAID_WQ_START, g, body, len, 0, FAID_DT_INVALID, FAID_ENC_NONE);
 }
 
@@ -331,6 +341,7 @@ static void release(faid_writer *w, wfile *f)
     if (w->last_result == f)
         w->last_result = NULL;
     faid_gen_release(&f->gen);
+    faid_gen_release(&f->wgen);
     memset(f, 0, sizeof *f);
     atomic_fetch_sub(&w->st.files_open, 1);
     show_newest(w);
@@ -456,9 +467,12 @@ static void close_file(faid_writer *w, wfile *f, const void *end, size_t len, co
               end ? "end" : reason);
 }
 
-static void open_file(faid_writer *w, witem *it, uint64_t series_id, const char *uid)
+/* wgen: the setup whose writer.* settings the file takes (a reference handed over), NULL: the
+ * start's own. */
+static void open_file(faid_writer *w, witem *it, uint64_t series_id, const char *uid,
+                      faid_gen *wgen)
 {
-    const faid_config *c = &it->gen->setup->cfg;
+    const faid_config *c = &(wgen ? wgen : it->gen)->setup->cfg;
     pthread_mutex_lock(&w->mu);
     snprintf(w->dir, sizeof w->dir, "%s", c->writer_directory);
     pthread_mutex_unlock(&w->mu);
@@ -505,6 +519,7 @@ static void open_file(faid_writer *w, witem *it, uint64_t series_id, const char 
     }
     if (rc) {
         f->sf = NULL;
+        faid_gen_release(&wgen);
         count_error(w, err, path, &d);
         w->failed_id = series_id;
         snprintf(w->failed_uid, sizeof w->failed_uid, "%s", uid);
@@ -515,6 +530,9 @@ static void open_file(faid_writer *w, witem *it, uint64_t series_id, const char 
     snprintf(f->uid, sizeof f->uid, "%s", uid);
     f->gen = it->gen;
     it->gen = NULL;
+    if (!wgen)
+        faid_gen_acquire(wgen = f->gen);
+    f->wgen = wgen;
     f->hits_on = c->writer_hits && f->gen->setup->csr_bg;
     if (c->writer_hits && !f->gen->setup->csr_bg)
         FAID_WARN("writer",
@@ -522,7 +540,7 @@ static void open_file(faid_writer *w, witem *it, uint64_t series_id, const char 
                   "(a hit is what the peak finder decides)",
                   path);
     if (f->hits_on) {
-        f->pk = faid_peak_list_new(c->peaks.max_num_peaks);
+        f->pk = faid_peak_list_new(f->gen->setup->cfg.peaks.max_num_peaks);
         f->hits_on = f->pk != NULL;
     }
     f->seq = w->seq;
@@ -570,12 +588,28 @@ static void handle(faid_writer *w, witem *it)
         int setup = faid_proto_map_find(it->body, it->len, "reason", &reason, NULL, &d) == 0 &&
                     faid_mp_str_eq(&reason, "setup");
         tell_dropped(w, newest(w), it->dropped_before); /* the series before this start */
+        if (setup) {
+            /* A reload within the series: its frames go on in a new file (a file holds one
+             * setup) with the writer settings of the series' start; a series not being
+             * written (writer off at its start, or its file failed) stays so. */
+            faid_gen *wg = f ? f->wgen : NULL;
+            if (wg)
+                faid_gen_acquire(wg);
+            if (f)
+                close_file(w, f, NULL, 0, "setup");
+            w->seq++;
+            if (wg && it->gen)
+                open_file(w, it, id, uid, wg);
+            else
+                faid_gen_release(&wg);
+            break;
+        }
         if (f)
-            close_file(w, f, NULL, 0, setup ? "setup" : "superseded");
+            close_file(w, f, NULL, 0, "superseded");
         w->seq++;
         w->has_failed = 0;
         if (it->gen && it->gen->setup->cfg.writer_directory[0])
-            open_file(w, it, id, uid);
+            open_file(w, it, id, uid, NULL);
         break;
     }
     case FAID_WQ_RESULT:
@@ -629,7 +663,7 @@ static void tick(faid_writer *w, int64_t now)
         wfile *f = &w->open[i];
         if (!f->sf)
             continue;
-        const faid_config *c = &f->gen->setup->cfg;
+        const faid_config *c = &f->wgen->setup->cfg;
         if (now - f->last_msg_ns > (int64_t)(c->writer_series_timeout * 1e9)) {
             close_file(w, f, NULL, 0, "timeout");
         } else if (now >= f->next_flush_ns) {

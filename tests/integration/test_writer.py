@@ -664,3 +664,51 @@ def test_read_only_directory_is_unwritable_then_resumes(wdaemon):
     series_goes_on(d, rx, 2, 2, "rw")
     wait_status(d, lambda w: w["files_written"] == 1, "written again")
     assert os.listdir(out) == ["rw.h5"]
+
+
+def test_writer_settings_reloaded_mid_series_apply_from_the_next_series(wdaemon):
+    """A reload while a series is written (every reload is a new setup, announced by a `setup`
+    start within the series) leaves that series with the writer settings of its start: its
+    frames after the reload go on in its directory (a new file: a file holds one setup) and
+    with its hits file; the new directory and writer.hits take effect at the next series.
+    Found by tests/soak/probe_writer.py (probe reload): the rest of the series went to the new
+    directory, without its hits file."""
+    from test_peaks import spot_frames
+    d, out = wdaemon(hits="true", cfg=dict(devices="ref", extra=PEAKS))
+    out2 = os.path.join(os.path.dirname(out), "out2")
+    os.makedirs(out2)
+    rx = Receiver(d)
+    rx.settle()
+    imgs, _ = spot_frames(8)
+    tx = Sender(d)
+    tx.start(series_id=1, series_unique_id="before")
+    for i in range(4):
+        tx.image(i, imgs[i], series_id=1)
+    wait_status(d, lambda w: w["frames_written"] >= 4, "4 frames written")
+    with open(d.config) as f:
+        text = f.read()
+    with open(d.config, "w") as f:
+        f.write(text.replace("  directory: out\n", "  directory: out2\n")
+                .replace("  hits: true\n", "  hits: false\n"))
+    assert d.request({"cmd": "reload"})["ok"]
+    for i in range(4, 8):
+        tx.image(i, imgs[i], series_id=1)
+    tx.end(series_id=1)
+    rx.collect_until_end()
+    send_series(d, 2, series_id=2, uid="after", tx=tx)
+    wait_status(d, lambda w: w["files_written"] == 3 and w["files_open"] == 0, "3 files written")
+    # the series keeps its directory and its hits file across the reload's new setup
+    assert os.listdir(out2) == ["after.h5"]
+    assert sorted(f for f in os.listdir(out) if f.endswith(".h5")) == [
+        "before-2.h5", "before-2_hits.h5", "before.h5", "before_hits.h5"]
+    with h5py.File(os.path.join(out, "before.h5"), "r") as a, \
+            h5py.File(os.path.join(out, "before-2.h5"), "r") as b:
+        assert s(a["entry/faid/end_reason"][()]) == "setup"
+        assert list(a["entry/data/frame_id"][()]) + list(b["entry/data/frame_id"][()]) == \
+            list(range(8))
+    hits = sorted(r["frame_id"] for r in rx.of("result") if r["is_hit"])
+    got = []
+    for name in ("before_hits.h5", "before-2_hits.h5"):
+        with h5py.File(os.path.join(out, name), "r") as f:
+            got += list(f["entry/data/frame_id"][()])
+    assert sorted(got) == hits
