@@ -33,8 +33,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
-NAMES = ["inputs", "pyfai_peaks", "offline", "structure", "swmr", "faults", "names", "timeout",
-         "reload", "accounting"]
+NAMES = ["inputs", "pyfai_peaks", "offline", "replay", "structure", "swmr", "faults", "names",
+         "timeout", "reload", "accounting"]
 
 
 def parse_args():
@@ -309,6 +309,12 @@ def compare_series_file(path, results, peaks=True):
         check(list(data["frame_id"][()]) == [r["frame_id"] for r in results],
               "%s frame_id %s" % (path, list(data["frame_id"][()])))
         check(s(f["entry/faid/end_reason"][()]) in ("end", "timeout"), "end_reason")
+        if "I_2d" in results[0]:
+            e2 = f["entry_2d/data"]
+            for name, key in (("I", "I_2d"), ("I_errors", "sigma_2d"), ("count", "count_2d")):
+                want = np.array([arr(r[key]) for r in results])
+                check(np.array_equal(e2[name][()], want), "cake %s differs" % name)
+            check(s(f["entry_2d/definition"][()]) == "NXazint2d", "NXazint2d")
         if peaks:
             p = f["entry/peaks"]
             for k, r in enumerate(results):
@@ -338,6 +344,16 @@ def compare_hits_file(path, results, sent):
         check(data.shape[0] == len(hits), "%s: %d frames, %d hits published"
               % (os.path.basename(path), data.shape[0], len(hits)))
         check(list(f["entry/data/frame_id"][()]) == [r["frame_id"] for r in hits], "hit ids")
+        det = f["entry/instrument/detector"]
+        facts = (float(det["distance"][()]), float(det["x_pixel_size"][()]),
+                 float(det["y_pixel_size"][()]), float(det["beam_center_x"][()]),
+                 float(det["beam_center_y"][()]),
+                 float(f["entry/instrument/beam/incident_wavelength"][()]))
+        # the harness geometry: dist 0.1 m, pixels 100 um, PONI (6.1, 6.7) mm, 1 angstrom
+        want = (0.1, 1e-4, 1e-4, 67.0, 61.0, 1.0)
+        check(np.allclose(facts, want, rtol=1e-6, atol=1e-6), "NXmx geometry %s, want %s"
+              % (facts, want))
+        check(os.path.exists(path[:-3] + ".geom"), "no CrystFEL geometry beside " + path)
         for k, r in enumerate(hits):
             want = sent[r["frame_id"]]
             got = data[k]
@@ -428,6 +444,8 @@ def probe_inputs(tmp):
     frames in the hits file equal the input pixels bit for bit; pyFAI, nexusformat, nxmx read."""
     d, out = start_daemon(tmp, "d", hits="true", cake="true", flush_interval=0.1)
     try:
+        cfg = open(d.config).read().replace("  split: full\n", "  split: full\n  npt_azim: 12\n")
+        open(d.config, "w").write(cfg)
         r = d.request({"cmd": "reload"})
         check(r["ok"], r)
         sink = Sink(d)
@@ -438,7 +456,8 @@ def probe_inputs(tmp):
         stop_clean(d)
     finally:
         d.stop()
-    return "%d series bit-equal (series+hits files, 4 readers): %s" % (len(figs), " ".join(figs))
+    return "%d series bit-equal (series file with cake 12x64, hits file, NXmx geometry, " \
+           "4 readers): %s" % (len(figs), " ".join(figs))
 
 
 def probe_pyfai_peaks(tmp):
@@ -500,6 +519,47 @@ def probe_offline(tmp):
         figs.append("%s %d datasets equal" % (name, len(per)))
     check(os.path.exists(os.path.join(off, "offl_hits.geom")), "offline geometry file")
     return "; ".join(figs)
+
+
+def probe_replay(tmp):
+    """faidctl replay --h5 sends a hits file again (its chunks as stored, its frame ids): the
+    replayed series' profiles equal the original rows of those frames bit for bit, and its
+    hits file holds the same pixels."""
+    d, out = start_daemon(tmp, "d", hits="true")
+    try:
+        sink = Sink(d)
+        imgs = my_frames(10, seed=21)
+        Feeder(d).series("native", 1, "orig", imgs, "bslz4")
+        sink.wait_end(1)
+        wstatus(d, lambda w: w["files_written"] >= 1 and w["files_open"] == 0, "written")
+        hp = os.path.join(out, "orig_hits.h5")
+        with h5py.File(hp, "r") as f:
+            ids = list(f["entry/data/frame_id"][()])
+        r = subprocess.run([FAIDCTL, "replay", "--to", ep(d.ports["in"]), "--h5", hp,
+                            "--series-id", "2", "--series-unique-id", "replayed"],
+                           capture_output=True, text=True, timeout=LONG)
+        check(r.returncode == 0, "faidctl replay: " + (r.stderr or r.stdout)[-400:])
+        sink.wait_end(2)
+        wstatus(d, lambda w: w["files_written"] >= 2 and w["files_open"] == 0, "replay written")
+        with h5py.File(os.path.join(out, "orig.h5"), "r") as a, \
+                h5py.File(os.path.join(out, "replayed.h5"), "r") as b:
+            rid = list(b["entry/data/frame_id"][()])
+            check(rid == ids, "replayed frame ids %s, hits %s" % (rid, ids))
+            rows = [list(a["entry/data/frame_id"][()]).index(i) for i in ids]
+            for name in ("I", "I_errors", "count"):
+                check(np.array_equal(a["entry/data"][name][()][rows], b["entry/data"][name][()]),
+                      "replayed %s differs" % name)
+        with h5py.File(hp, "r") as a, \
+                h5py.File(os.path.join(out, "replayed_hits.h5"), "r") as b:
+            check(np.array_equal(a["entry/data/data"][()], b["entry/data/data"][()]),
+                  "replayed hit pixels differ")
+            check(b["entry/data/data"].shape[0] == len(ids), "replayed hits")
+        sink.close()
+        stop_clean(d)
+    finally:
+        d.stop()
+    return "%d hit frames replayed from orig_hits.h5: profiles equal to the original rows, " \
+           "hits file pixels equal" % len(ids)
 
 
 def tree(path, rename=None):
@@ -579,7 +639,20 @@ def probe_swmr(tmp):
             check(time.monotonic() < t_end, "files never appeared: %s" % os.listdir(out))
             time.sleep(0.05)
         seen = []
-        with h5py.File(sp, "r", swmr=True) as f, h5py.File(hp, "r", swmr=True) as g:
+        # A file that has just appeared may still be locked by libhdf5 until the writer has
+        # switched it to SWMR mode (BlockingIOError): a reader retries, and the probe counts it.
+        locked = [0]
+
+        def open_swmr(path):
+            t_end = time.monotonic() + LONG
+            while True:
+                try:
+                    return h5py.File(path, "r", swmr=True)
+                except BlockingIOError:
+                    locked[0] += 1
+                    check(time.monotonic() < t_end, "%s stays locked" % path)
+                    time.sleep(0.01)
+        with open_swmr(sp) as f, open_swmr(hp) as g:
             fid, hid = f["entry/data/frame_id"], g["entry/data/frame_id"]
             for k in range(4, 12):
                 tx.image("native", 3, "live", k, imgs[k], "bslz4")
@@ -612,7 +685,9 @@ def probe_swmr(tmp):
     finally:
         d.stop()
     return "reader followed 12 frames live (rows seen %s), hits file %d/%d live; after kill -9 " \
-           "both read with swmr=True: 12 rows, %d hit frames bit-equal" % (seen, nh_live, nh, n)
+           "both read with swmr=True: 12 rows, %d hit frames bit-equal; opens refused while " \
+           "the new file was still locked (before SWMR mode): %d" % (seen, nh_live, nh, n,
+                                                                     locked[0])
 
 
 def mount(*a):
