@@ -754,7 +754,8 @@ def fault_case(tmp, name, target, fault):
                     r = subprocess.run(["mount", "-o", "remount,ro", out], capture_output=True,
                                        text=True)
                     mid = "remount ro mid-series: " + (
-                        "done" if r.returncode == 0 else "refused (%s)" % r.stderr.strip()[-30:])
+                        "done" if r.returncode == 0 else "refused (%s)" % (
+                            "busy" if "busy" in r.stderr.lower() else r.stderr.strip()[-60:]))
                     if r.returncode:
                         subprocess.run(["mount", "--bind", out, out], capture_output=True)
                         r3 = subprocess.run(["mount", "-o", "remount,ro,bind", out],
@@ -783,6 +784,10 @@ def fault_case(tmp, name, target, fault):
         log = d.logtext()
         check(fname in log, "the log never names %s: %s" % (fname, log[-800:]))
         check(d.proc.poll() is None, "faid died")
+        # never stalled: control answers at once after the fault
+        t0 = time.monotonic()
+        check(d.request({"cmd": "ping"}, timeout=10)["ok"], "ping")
+        ping = time.monotonic() - t0
         # what is on disk stays readable
         readable = ""
         p = os.path.join(out, fname)
@@ -824,9 +829,9 @@ def fault_case(tmp, name, target, fault):
         ll.close()
         sink.close()
         stop_clean(d)
-        return "%s %s: %s=%d (%s)%s, PUB+lossless whole, %s, next written" % (
+        return "%s %s: %s=%d (%s)%s, PUB+lossless whole, ping %.3f s, %s, next written" % (
             target, fault, kind, w["errors"][kind], fname, " [" + mid + "]" if mid else "",
-            readable or "no file left")
+            ping, readable or "no file left")
     finally:
         d.stop()
         if mounted:
