@@ -337,25 +337,26 @@ def test_peaks_and_cake_in_the_file(wdaemon):
 
 
 def documented_name(uid):
-    """docs/output-files.md's naming rule: bytes outside [A-Za-z0-9._-] and a leading '.' become
-    '_', at most 100 bytes; when anything changed, '-' and the FNV-1a hash (8 hex digits) of the
-    original bytes follow."""
+    """docs/output-files.md's naming rule: bytes outside [A-Za-z0-9._-] and a leading '.' or '-'
+    become '_', at most 100 bytes; when anything changed, '-' and the FNV-1a hash (8 hex digits)
+    of the original bytes follow."""
     raw = uid.encode()
     h = 2166136261
     for c in raw:
         h = ((h ^ c) * 16777619) & 0xFFFFFFFF
-    out = "".join(chr(c) if (chr(c).isascii() and (chr(c).isalnum() or chr(c) in "_-")) or
-                  (c == ord(".") and i > 0) else "_" for i, c in enumerate(raw[:100]))
+    out = "".join(chr(c) if (chr(c).isascii() and (chr(c).isalnum() or chr(c) == "_")) or
+                  (chr(c) in ".-" and i > 0) else "_" for i, c in enumerate(raw[:100]))
     changed = out.encode() != raw
     return out + ("-%08x" % h if changed else "") + ".h5"
 
 
 def test_hostile_series_names_stay_in_the_directory(wdaemon, tmpdir_):
     """series_unique_id comes from the wire: ../../etc/x, a/b, control and NUL bytes, a name
-    that is only dots: each gives a file inside writer.directory, named by the documented rule,
-    never elsewhere, never an obscure failure."""
+    that is only dots, one a shell would take for options: each gives a file inside
+    writer.directory, named by the documented rule, never elsewhere, never an obscure
+    failure."""
     d, out = wdaemon()
-    names = ["../../etc/x", "a/b", "ctl\x01\x1fz", "..", "ok-1.2_3", "nul\x00z"]
+    names = ["../../etc/x", "a/b", "ctl\x01\x1fz", "..", "ok-1.2_3", "-rf", "nul\x00z"]
     tx = Sender(d)
     for i, uid in enumerate(names):
         send_series(d, 1, series_id=i + 1, uid=uid, tx=tx)
@@ -364,12 +365,12 @@ def test_hostile_series_names_stay_in_the_directory(wdaemon, tmpdir_):
     assert len(files) == len(names)
     assert "ok-1.2_3.h5" in files  # a clean name is kept as it is
     # ingest refuses a start whose id holds NUL: its frames open an implicit series, unnamed
-    assert "series_6.h5" in files
+    assert "series_7.h5" in files
     for f in files:
-        assert "/" not in f and not f.startswith(".")
+        assert "/" not in f and not f.startswith((".", "-"))
         with h5py.File(os.path.join(out, f), "r") as h:
-            assert s(h["entry/faid/series_unique_id"][()]) in names[:5] + [""]
-    assert sorted(files) == sorted(documented_name(u) for u in names[:5] + ["series_6"])
+            assert s(h["entry/faid/series_unique_id"][()]) in names[:6] + [""]
+    assert sorted(files) == sorted(documented_name(u) for u in names[:6] + ["series_7"])
     # nothing was written above the directory
     assert sorted(os.listdir(os.path.dirname(out))) == ["faid.log", "faid.yaml", "out"]
     assert not os.path.exists(os.path.join(tmpdir_, "etc"))

@@ -904,7 +904,7 @@ def probe_names(tmp):
         files = os.listdir(out)
         series_files = [f for f in files if f.endswith(".h5") and not f.endswith("_hits.h5")]
         for f in files:
-            check("/" not in f and not f.startswith(".") and len(f.encode()) < 200
+            check("/" not in f and not f.startswith((".", "-")) and len(f.encode()) < 200
                   and all(c.isascii() and (c.isalnum() or c in "._-") for c in f),
                   "file name %r" % f)
         stray = []
