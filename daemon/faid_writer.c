@@ -204,6 +204,13 @@ static void offer(faid_writer *w, faid_wq_kind kind, faid_gen *g, const void *bo
 void faid_writer_start_series(faid_writer *w, faid_gen *g, int within, const void *body, size_t len)
 {
     const faid_config *c = &g->setup->cfg;
+    /* Test hook: FAID_TEST_WRITER_SWITCH_DELAY_MS holds the publisher before a start turns the
+     * writer's switches, so the workers reduce the series' first frames before the switches
+     * follow that start (integration.writer_faults). */
+    const char *dv = getenv("FAID_TEST_WRITER_SWITCH_DELAY_MS");
+    long delay_ms = dv && *dv ? strtol(dv, NULL, 10) : 0;
+    if (delay_ms > 0 && delay_ms < 60000)
+        nanosleep(&(struct timespec){delay_ms / 1000, (delay_ms % 1000) * 1000000L}, NULL);
     /* a new setup within a series keeps what the series' start turned on (writer.* settings
      * apply from the next series); hits need the new setup's peak finder too */
     if (!within) {
