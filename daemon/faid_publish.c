@@ -241,7 +241,8 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
     faid_proto_put_msgnum(p->buf + off, p->msg_number++);
     send_msg(p, FAID_TOPIC_START, p->buf, w.len, 1);
     /* The writer takes the series stream as published (its settings: this setup's). */
-    faid_writer_start_series(s->writer, g, p->buf, w.len);
+    faid_writer_start_series(s->writer, g, in->reason && strcmp(in->reason, "setup") == 0, p->buf,
+                             w.len);
     if (g->version > p->announced)
         p->announced = g->version;
 }

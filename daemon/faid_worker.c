@@ -186,7 +186,15 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
         if ((s->hits || s->hits_rep) && g->results[wk->index]->is_hit)
             faid_hits_send(wk, slot, g, g->results[wk->index]);
         slot->hit_chunk_len = 0;
-        if (g->results[wk->index]->is_hit && faid_writer_hits_on(s->writer))
+        /* The frame's own setup decides too: the writer's switch follows the starts the
+         * publisher has handled, and the workers may reduce a series' first frames before the
+         * publisher hands it that series' start (integration.writer_faults: all 3 hits lost
+         * while the publisher was held). The publisher, which hands the writer the start before
+         * the results, gates what is written. */
+        const faid_config *gc = &g->setup->cfg;
+        if (g->results[wk->index]->is_hit &&
+            (faid_writer_hits_on(s->writer) ||
+             (gc->writer_directory[0] && gc->writer_hits && g->setup->csr_bg)))
             keep_hit_chunk(slot);
         /* The payload is no longer needed; the generation reference stays with the slot until
          * the publisher has announced that setup. */

@@ -71,8 +71,11 @@ void faid_writer_stop(faid_writer *w);
 void faid_writer_destroy(faid_writer **w);
 
 /* Publisher side: never waits. A start takes a reference of the generation it announces (its
- * settings, geometry and mask); results, hits and ends belong to the last start. */
-void faid_writer_start_series(faid_writer *w, struct faid_gen *g, const void *body, size_t len);
+ * settings, geometry and mask); results, hits and ends belong to the last start. within: the
+ * start announces a reload's new setup within a series (`reason` `setup`): the series keeps the
+ * writer.* settings of its own start. */
+void faid_writer_start_series(faid_writer *w, struct faid_gen *g, int within, const void *body,
+                              size_t len);
 void faid_writer_result(faid_writer *w, const void *body, size_t len);
 void faid_writer_end(faid_writer *w, const void *body, size_t len);
 void faid_writer_hit(faid_writer *w, uint64_t frame_id, faid_dtype dtype, faid_encoding enc,

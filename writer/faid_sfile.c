@@ -1339,8 +1339,10 @@ int faid_writer_file_name(char *out, size_t cap, const char *dir, const char *ui
         h = (h ^ ch) * 16777619u;
         if (n == 100)
             continue;
+        /* a leading '.' would hide the file (or make `..`); a leading '-' makes a name that
+         * shell commands take for options (`rm *` with `-rf.h5` there) */
         int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                 ch == '_' || ch == '-' || (ch == '.' && n > 0);
+                 ch == '_' || ((ch == '-' || ch == '.') && n > 0);
         if (!ok)
             changed = 1;
         name[n++] = ok ? (char)ch : '_';

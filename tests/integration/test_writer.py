@@ -337,25 +337,26 @@ def test_peaks_and_cake_in_the_file(wdaemon):
 
 
 def documented_name(uid):
-    """docs/output-files.md's naming rule: bytes outside [A-Za-z0-9._-] and a leading '.' become
-    '_', at most 100 bytes; when anything changed, '-' and the FNV-1a hash (8 hex digits) of the
-    original bytes follow."""
+    """docs/output-files.md's naming rule: bytes outside [A-Za-z0-9._-] and a leading '.' or '-'
+    become '_', at most 100 bytes; when anything changed, '-' and the FNV-1a hash (8 hex digits)
+    of the original bytes follow."""
     raw = uid.encode()
     h = 2166136261
     for c in raw:
         h = ((h ^ c) * 16777619) & 0xFFFFFFFF
-    out = "".join(chr(c) if (chr(c).isascii() and (chr(c).isalnum() or chr(c) in "_-")) or
-                  (c == ord(".") and i > 0) else "_" for i, c in enumerate(raw[:100]))
+    out = "".join(chr(c) if (chr(c).isascii() and (chr(c).isalnum() or chr(c) == "_")) or
+                  (chr(c) in ".-" and i > 0) else "_" for i, c in enumerate(raw[:100]))
     changed = out.encode() != raw
     return out + ("-%08x" % h if changed else "") + ".h5"
 
 
 def test_hostile_series_names_stay_in_the_directory(wdaemon, tmpdir_):
     """series_unique_id comes from the wire: ../../etc/x, a/b, control and NUL bytes, a name
-    that is only dots: each gives a file inside writer.directory, named by the documented rule,
-    never elsewhere, never an obscure failure."""
+    that is only dots, one a shell would take for options: each gives a file inside
+    writer.directory, named by the documented rule, never elsewhere, never an obscure
+    failure."""
     d, out = wdaemon()
-    names = ["../../etc/x", "a/b", "ctl\x01\x1fz", "..", "ok-1.2_3", "nul\x00z"]
+    names = ["../../etc/x", "a/b", "ctl\x01\x1fz", "..", "ok-1.2_3", "-rf", "nul\x00z"]
     tx = Sender(d)
     for i, uid in enumerate(names):
         send_series(d, 1, series_id=i + 1, uid=uid, tx=tx)
@@ -364,12 +365,12 @@ def test_hostile_series_names_stay_in_the_directory(wdaemon, tmpdir_):
     assert len(files) == len(names)
     assert "ok-1.2_3.h5" in files  # a clean name is kept as it is
     # ingest refuses a start whose id holds NUL: its frames open an implicit series, unnamed
-    assert "series_6.h5" in files
+    assert "series_7.h5" in files
     for f in files:
-        assert "/" not in f and not f.startswith(".")
+        assert "/" not in f and not f.startswith((".", "-"))
         with h5py.File(os.path.join(out, f), "r") as h:
-            assert s(h["entry/faid/series_unique_id"][()]) in names[:5] + [""]
-    assert sorted(files) == sorted(documented_name(u) for u in names[:5] + ["series_6"])
+            assert s(h["entry/faid/series_unique_id"][()]) in names[:6] + [""]
+    assert sorted(files) == sorted(documented_name(u) for u in names[:6] + ["series_7"])
     # nothing was written above the directory
     assert sorted(os.listdir(os.path.dirname(out))) == ["faid.log", "faid.yaml", "out"]
     assert not os.path.exists(os.path.join(tmpdir_, "etc"))
@@ -664,3 +665,51 @@ def test_read_only_directory_is_unwritable_then_resumes(wdaemon):
     series_goes_on(d, rx, 2, 2, "rw")
     wait_status(d, lambda w: w["files_written"] == 1, "written again")
     assert os.listdir(out) == ["rw.h5"]
+
+
+def test_writer_settings_reloaded_mid_series_apply_from_the_next_series(wdaemon):
+    """A reload while a series is written (every reload is a new setup, announced by a `setup`
+    start within the series) leaves that series with the writer settings of its start: its
+    frames after the reload go on in its directory (a new file: a file holds one setup) and
+    with its hits file; the new directory and writer.hits take effect at the next series.
+    Found by tests/soak/probe_writer.py (probe reload): the rest of the series went to the new
+    directory, without its hits file."""
+    from test_peaks import spot_frames
+    d, out = wdaemon(hits="true", cfg=dict(devices="ref", extra=PEAKS))
+    out2 = os.path.join(os.path.dirname(out), "out2")
+    os.makedirs(out2)
+    rx = Receiver(d)
+    rx.settle()
+    imgs, _ = spot_frames(8)
+    tx = Sender(d)
+    tx.start(series_id=1, series_unique_id="before")
+    for i in range(4):
+        tx.image(i, imgs[i], series_id=1)
+    wait_status(d, lambda w: w["frames_written"] >= 4, "4 frames written")
+    with open(d.config) as f:
+        text = f.read()
+    with open(d.config, "w") as f:
+        f.write(text.replace("  directory: out\n", "  directory: out2\n")
+                .replace("  hits: true\n", "  hits: false\n"))
+    assert d.request({"cmd": "reload"})["ok"]
+    for i in range(4, 8):
+        tx.image(i, imgs[i], series_id=1)
+    tx.end(series_id=1)
+    rx.collect_until_end()
+    send_series(d, 2, series_id=2, uid="after", tx=tx)
+    wait_status(d, lambda w: w["files_written"] == 3 and w["files_open"] == 0, "3 files written")
+    # the series keeps its directory and its hits file across the reload's new setup
+    assert os.listdir(out2) == ["after.h5"]
+    assert sorted(f for f in os.listdir(out) if f.endswith(".h5")) == [
+        "before-2.h5", "before-2_hits.h5", "before.h5", "before_hits.h5"]
+    with h5py.File(os.path.join(out, "before.h5"), "r") as a, \
+            h5py.File(os.path.join(out, "before-2.h5"), "r") as b:
+        assert s(a["entry/faid/end_reason"][()]) == "setup"
+        assert list(a["entry/data/frame_id"][()]) + list(b["entry/data/frame_id"][()]) == \
+            list(range(8))
+    hits = sorted(r["frame_id"] for r in rx.of("result") if r["is_hit"])
+    got = []
+    for name in ("before_hits.h5", "before-2_hits.h5"):
+        with h5py.File(os.path.join(out, name), "r") as f:
+            got += list(f["entry/data/frame_id"][()])
+    assert sorted(got) == hits
