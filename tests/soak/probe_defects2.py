@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -828,14 +829,60 @@ def probe_10(tmp):
         l3, b3 = log_lines(d), log_size(d)
         figs.append("1,040 HTTP connections (40 held): %d lines, %.1f kB"
                     % (l3 - l2, (b3 - b2) / 1e3))
+        # Other peer-driven lines an outside prober would try: control requests that are valid
+        # but logged (`reset`), HTTP requests for pages that do not exist.
+        phases = []
+        s = sock(d, zmq.REQ, ep(d.ports["ctl"]))
+        for k in range(5000):
+            s.send(msgpack.packb({"cmd": "reset"}))
+            check(s.poll(LONG * 1000), "no reply to reset")
+            s.recv()
+        s.close()
+        phases.append("5,000 control resets")
+        resets = 0
+        for k in range(2000):
+            try:
+                urllib.request.urlopen("http://127.0.0.1:%d/nothing%d" % (port, k), timeout=LONG)
+            except urllib.error.HTTPError:
+                pass
+            except OSError:  # a connection reset while the server is at its connection limit
+                resets += 1
+        phases.append("2,000 HTTP 404s (%d reset)" % resets)
+        time.sleep(1.2)
+        l4, b4 = log_lines(d), log_size(d)
+        figs.append("%s: %d lines, %.1f kB" % (", ".join(phases), l4 - l3, (b4 - b3) / 1e3))
         check(d.request({"cmd": "ping"})["ok"], "control after the floods")
         check(d.terminate() == 0, "exit")
         log = full_log(d)
         supp = sum(int(x) for x in re.findall(r"\((\d+) more like \"bad request", log))
         shown = len(re.findall(r"WARN  control: bad request", log))
         figs.append("bad requests shown %d + suppressed %d" % (shown, supp))
-        check(l1 - l0 < 300 and l2 - l1 < 300 and l3 - l2 < 300 and shown + supp == m,
+        check(l1 - l0 < 300 and l2 - l1 < 300 and l3 - l2 < 300 and l4 - l3 < 300
+              and shown + supp == m,
               "; ".join(figs))
+    finally:
+        d.stop()
+    # A lossless consumer in a hello/bye loop (its own daemon: with a lossless channel and no
+    # consumer, 100,000 series above would fill output.lossless_buffer and block by design).
+    d = start(tmp, "d10-ll", devices="ref", lossless=True)
+    try:
+        l0, b0 = log_lines(d), log_size(d)
+        t0 = time.monotonic()
+        for k in range(300):
+            c = dealer(d, name="looping")
+            c.send(msgpack.packb({"type": "hello", "credit": 10}))
+            check(c.poll(LONG * 1000), "no welcome")
+            c.recv_multipart()
+            c.send(msgpack.packb({"type": "bye"}))
+            c.close(LONG * 1000)
+        secs = time.monotonic() - t0
+        time.sleep(1.2)
+        l1, b1 = log_lines(d), log_size(d)
+        fig = "300 lossless hello/bye cycles in %.1f s: %d lines, %.1f kB" % (secs, l1 - l0,
+                                                                            (b1 - b0) / 1e3)
+        figs.append(fig)
+        check(l1 - l0 < 14 * (secs + 2), fig)  # 2 sites, 5 lines + 1 count a second each
+        check(d.terminate() == 0, "exit")
     finally:
         d.stop()
     # DECTRIS stream v2: 20,000 series starts.
