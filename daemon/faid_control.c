@@ -245,7 +245,9 @@ void faid_status_snap_release(faid_status_snap *sn)
 
 /* Control lines are driven by whoever can reach the control socket (issue 20, defect 10:
  * 20,000 malformed requests wrote 20,000 lines, 2.2 MB, in 1.8 s): rate-limited per line. */
-static faid_ratelimit rl_bad, rl_reload;
+/* rl_reset: `reset` is a request any control client can repeat flat out; 5,000 of them wrote
+ * 5,000 INFO lines (issue 20 defect 10, found by tests/soak/probe_defects2.py). */
+static faid_ratelimit rl_bad, rl_reload, rl_reset;
 
 static void handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop)
 {
@@ -323,7 +325,7 @@ static void handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int
             atomic_store(&s->workers[i].table_ns, 0);
             atomic_store(&s->workers[i].timed, 0);
         }
-        FAID_INFO("control", "aggregates reset");
+        faid_log_ratelimited(&rl_reset, FAID_LOG_INFO, "control", "aggregates reset");
         faid_proto_reply_begin(w, 1, q.cmd);
         return;
     case FAID_CTL_STOP:

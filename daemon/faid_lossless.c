@@ -101,6 +101,9 @@ struct faid_lossless {
 };
 
 static faid_ratelimit rl_req, rl_refused, rl_hello;
+/* A consumer's session lines are peer-driven too: a consumer in a hello/bye loop wrote two INFO
+ * lines per cycle, 2,290 for 2,000 cycles (issue 20, defect 10, found by probe_defects2.py). */
+static faid_ratelimit rl_session, rl_end;
 
 static size_t entry_size(size_t len)
 {
@@ -464,8 +467,9 @@ static void end_session(faid_lossless *ll, const char *why)
 {
     if (!ll->active)
         return;
-    FAID_INFO("lossless", "consumer %s %s; %llu message(s) unacknowledged, kept", ll->name, why,
-              (unsigned long long)ll->count);
+    faid_log_ratelimited(&rl_end, FAID_LOG_INFO, "lossless",
+                         "consumer %s %s; %llu message(s) unacknowledged, kept", ll->name, why,
+                         (unsigned long long)ll->count);
     pthread_mutex_lock(&ll->mu);
     ll->active = 0;
     pthread_mutex_unlock(&ll->mu);
@@ -574,11 +578,11 @@ static void start_session(faid_lossless *ll, const uint8_t *id, size_t idlen,
     if (q->has_seq && strcmp(q->instance, ll->instance) == 0)
         ack(ll, q->seq);
     faid_stat_add(&ll->st->ll_sessions, 1);
-    FAID_INFO("lossless",
-              "consumer %s %s (credit %llu); re-sending %llu unacknowledged "
-              "message(s)",
-              ll->name, same ? "started a new session" : "connected",
-              (unsigned long long)ll->credit, (unsigned long long)ll->count);
+    faid_log_ratelimited(&rl_session, FAID_LOG_INFO, "lossless",
+                         "consumer %s %s (credit %llu); re-sending %llu unacknowledged "
+                         "message(s)",
+                         ll->name, same ? "started a new session" : "connected",
+                         (unsigned long long)ll->credit, (unsigned long long)ll->count);
     reply(ll, id, idlen, 1, ll->count, NULL);
     gauges(ll);
 }

@@ -224,3 +224,26 @@ def test_peer_driven_log_lines_are_bounded(daemons):
     assert supp > 0 and shown + supp == n, (shown, supp)
     http = re.findall(r"http: \((\d+) more like \"libmicrohttpd: %s\" suppressed\)", log)
     assert http and sum(map(int, http)) > 0, "\n".join(lines[-40:])
+
+
+def test_control_reset_lines_are_bounded(daemons):
+    # Defect 10, found by tests/soak/probe_defects2.py after the fixes: control `reset`, a valid
+    # request any control client can repeat flat out, wrote one INFO line each (5,000 resets:
+    # 5,000 lines, 340 kB). It is rate-limited like the other peer-driven lines: every reset
+    # shown or counted as suppressed.
+    n = 2000
+    d = daemons()
+    s = d.ctx.socket(zmq.REQ)
+    s.linger = 0
+    s.connect(ep(d.ports["ctl"]))
+    for _ in range(n):
+        s.send(b"\x81\xa3cmd\xa5reset")
+        assert s.poll(LONG * 1000), "no reply to reset"
+        assert b"ok" in s.recv()
+    s.close()
+    assert d.terminate() == 0
+    log = full_log(d)
+    shown = len(re.findall(r"INFO  control: aggregates reset", log))
+    supp = sum(int(x) for x in re.findall(r"\((\d+) more like \"aggregates reset\" suppressed\)",
+                                          log))
+    assert supp > 0 and shown + supp == n, (shown, supp)

@@ -9,6 +9,7 @@ is bounded per interval, the bound is computed from the time the test actually t
 
 import multiprocessing
 import os
+import re
 import threading
 import time
 
@@ -294,3 +295,45 @@ def test_restarting_consumer_old_connection_ack_counts_for_it(daemons):
     print("%d runs; %d acks over a renamed connection; %d re-sends" % (runs, ll["old_connection"],
                                                                     ll["resent"]))
     assert d.terminate() == 0
+
+
+def test_consumer_session_lines_are_rate_limited(daemons):
+    """Defect 10 (the lossless channel's part, found by tests/soak/probe_defects2.py after the
+    fixes): a consumer in a hello/bye loop wrote two INFO lines per cycle (session started,
+    consumer said bye), 2,290 lines for 2,000 cycles. Both lines are rate-limited like the
+    channel's other peer-driven lines: every session still shown or counted as suppressed."""
+    cycles = 150
+    d = daemons(lossless=True)
+    t0 = time.monotonic()
+    for _ in range(cycles):
+        s = dealer(d, name="looping")
+        s.send(msgpack.packb({"type": "hello", "credit": 10}))
+        recv_topic(s, "welcome")
+        s.send(msgpack.packb({"type": "bye"}))
+        s.close(LONG * 1000)
+    wait_for(lambda: lossless(d)["sessions"] == cycles and lossless(d)["state"] == "waiting",
+             "every session started and ended")
+    elapsed = time.monotonic() - t0
+    assert d.terminate() == 0  # reports what is still suppressed
+    d.log.flush()
+    d.log.seek(0)
+    log = d.log.read()
+
+    def accounted(shown_re, fmt_head):
+        shown = len(re.findall(shown_re, log))
+        supp = sum(int(x) for x in re.findall(r"\((\d+) more like \"%s" % re.escape(fmt_head),
+                                              log))
+        return shown, supp
+
+    starts = accounted(r"INFO  lossless: consumer looping (connected|started a new session)",
+                       "consumer %s %s (credit")
+    # A session ends with its bye, or is replaced by the next hello before the bye is read.
+    ends = accounted(r"INFO  lossless: consumer looping (said bye|disconnected|is gone)",
+                     "consumer %s %s; ")
+    print("%d cycles in %.1f s: session lines %d shown + %d suppressed, end lines %d + %d"
+          % (cycles, elapsed, starts[0], starts[1], ends[0], ends[1]))
+    assert sum(starts) == cycles and 1 <= sum(ends) <= cycles, (starts, ends)
+    # At most 5 a second per line and one count of the suppressed ones a second (faid_log.h);
+    # 2 lines per cycle before.
+    for shown, _ in (starts, ends):
+        assert shown <= 6 * (elapsed + 2), (shown, elapsed)

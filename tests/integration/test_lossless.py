@@ -248,3 +248,27 @@ def test_sigterm_reads_what_the_input_holds(daemons):
     c = last["counters"]
     assert c["received"] == n and c["received"] == c["processed"] + c["failed"] + c["dropped"]
     assert last["drops"]["input.shutdown"] == end["frames_dropped"]
+
+
+def test_sigterm_drain_is_not_ended_by_a_full_queue(daemons):
+    # The stop's drain counted the input as empty once no message had come for 50 ms, and that
+    # clock also ran while faid itself waited for a free slot of a full queue. With a worker
+    # slower than that (100 ms a frame, depth 2) the drain ended after one message: 13 of 60
+    # frames sent before the stop were read, 47 never (and under load the 20 ms worker of the
+    # test above lost 77 of 300 the same way, 1 run in 8). Every frame sent before the stop
+    # must be read and accounted for.
+    n = 60
+    d = daemons(depth=2, input_extra="  stop_timeout: 1.0\n",
+                output_extra="  sndhwm: 100000\n", env={"FAID_TEST_WORKER_DELAY_US": "100000"})
+    rx = Receiver(d, hwm=0)
+    rx.settle()
+    tx = stream(d, n, series_id=9, end=False)
+    tx.join(LONG)  # the sender handed all n frames to ZeroMQ before the stop
+    d.wait_counters(lambda c: c["processed"] >= 2, "some frames processed")
+    assert d.terminate() == 0
+    msgs = drain_sub(rx)
+    end = [m for m in msgs if m["type"] == "end"][-1]
+    assert end["frames_received"] == n, end
+    assert end["frames_processed"] + end["frames_dropped"] == n and end["frames_dropped"] > 0
+    c = [m for m in msgs if m["type"] == "stats"][-1]["counters"]
+    assert c["received"] == n == c["processed"] + c["failed"] + c["dropped"], c
