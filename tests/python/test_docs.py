@@ -1,10 +1,10 @@
-"""Docs that cannot drift from the code, checked offline on the built binaries: the README's
-option table and docs/faidctl.md are what the binaries generate; every command, option, config
-key, metric, drop reason, stage, control command, fuzz target, module and installed path the docs
-name exists; the README's offline commands and the docs' YAML examples run; the .dat / .peaks
+"""Docs that cannot drift from the code, checked offline on the built binaries: the option
+reference of docs/configuration.md and docs/faidctl.md are what the binaries generate; every
+command, option, config key, metric, drop reason, stage, control command, fuzz target, module
+and installed path the docs name exists; the README's offline commands and the docs' YAML examples run; the .dat / .peaks
 formats and exit statuses are as documented; the Containerfile installs what the binaries link.
-docs/doc-review.md lists the claim each test guards. Regenerate docs/faidctl.md with
-`FAID_BIN=build/bin python3 tests/python/test_docs.py --write`."""
+docs/doc-review.md lists the claim each test guards. Regenerate docs/faidctl.md and
+the option reference with `FAID_BIN=build/bin python3 tests/python/test_docs.py --write`."""
 import os
 import pathlib
 import re
@@ -14,16 +14,28 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("FAID_BIN") or ROOT / "build" / "bin").resolve()
 
 
-def test_readme_option_table_is_generated():
-    readme = (ROOT / "README.md").read_text()
-    m = re.search(r"<!-- options:begin[^\n]*-->\n(.*?)\n<!-- options:end -->", readme, re.S)
-    assert m, "README.md lacks the options:begin/end markers"
-    gen = subprocess.run([str(BIN / "faidctl"), "process", "--dump-config=markdown"],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    assert m.group(1).strip() == gen, ("README.md's option table differs from the option table; "
-                                       "regenerate it with faidctl process --dump-config=markdown")
+CONF_DOC = ROOT / "docs" / "configuration.md"
+OPTIONS_RE = re.compile(r"<!-- BEGIN OPTION TABLE[^\n]*-->\n(.*?)\n<!-- END OPTION TABLE -->", re.S)
+
+
+def option_table():
+    return subprocess.run([str(BIN / "faidctl"), "process", "--dump-config=markdown"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_option_table_is_generated():
+    """docs/configuration.md's option reference is exactly what the option table generates
+    (regenerate with --write, below), and the README carries no copy of it to drift."""
+    m = OPTIONS_RE.search(CONF_DOC.read_text())
+    assert m, "docs/configuration.md lacks the BEGIN/END OPTION TABLE markers"
+    gen = option_table()
+    assert m.group(1).strip() == gen, (
+        "docs/configuration.md's option table differs from the option table; regenerate it with "
+        "`FAID_BIN=build/bin python3 tests/python/test_docs.py --write`")
     for key in ("integration.npt", "input.endpoint", "queue.policy", "geometry.poni_file"):
         assert f"`{key}`" in gen
+    readme = (ROOT / "README.md").read_text()
+    assert "| `integration.npt` |" not in readme and "docs/configuration.md" in readme
 
 
 def test_readme_commands_exist():
@@ -467,5 +479,9 @@ if __name__ == "__main__":
         m = cli_block(text)
         CLI_DOC.write_text(text[:m.start(1)] + cli_reference() + text[m.end(1):])
         print(f"wrote {CLI_DOC}")
+        text = CONF_DOC.read_text()
+        m = OPTIONS_RE.search(text)
+        CONF_DOC.write_text(text[:m.start(1)] + option_table() + text[m.end(1):])
+        print(f"wrote {CONF_DOC}")
     else:
         sys.exit("usage: FAID_BIN=build/bin python3 tests/python/test_docs.py --write")
