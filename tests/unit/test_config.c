@@ -391,9 +391,10 @@ static void test_empty_file(void)
     CHECK(faid_config_equal(&c, &def));
 }
 
-static void test_precedence(void)
+/* A version-2 .poni for a detector faid has no preset for (test_precedence, test_round_trip:
+ * each writes it, so that each runs alone, FAID_TEST=test_round_trip). */
+static void write_custom_poni(void)
 {
-    /* A version-2 .poni for a detector faid has no preset for, and one naming a known model. */
     write_text(
         "custom.poni",
         "# Nota: C-Order, 1 refers to the Y axis, 2 to the X axis\n"
@@ -402,6 +403,12 @@ static void test_precedence(void)
         "Detector_config: {\"pixel1\": 0.0001, \"pixel2\": 0.00012, \"max_shape\": [100, 120]}\n"
         "Distance: 0.2\nPoni1: 0.005\nPoni2: 0.006\nRot1: 0.01\nRot2: 0.02\nRot3: 0.03\n"
         "Wavelength: 1.2e-10\n");
+}
+
+static void test_precedence(void)
+{
+    /* A .poni for a detector faid has no preset for, and one naming a known model. */
+    write_custom_poni();
     write_text("eiger.poni", "poni_version: 2\nDetector: Eiger4M\nDetector_config: {}\n"
                              "Distance: 0.3\nPoni1: 0.08\nPoni2: 0.07\nRot1: 0\nRot2: 0\nRot3: 0\n"
                              "Wavelength: 0.9e-10\n");
@@ -500,6 +507,7 @@ static void test_round_trip(void)
         "devices: [1, 0]\nqueue: {depth: 3, policy: drop_newest}\nlog: {level: error}\n",
         "geometry: {poni_file: custom.poni, rot1: 0.5}\n",
     };
+    write_custom_poni();
     for (size_t k = 0; k < sizeof docs / sizeof docs[0]; k++) {
         faid_config a, b;
         faid_diag d;
@@ -815,20 +823,20 @@ int main(void)
         fprintf(stderr, "cannot create a temporary folder\n");
         return 1;
     }
-    test_default();
-    test_every_key();
-    test_issue_keys();
-    test_http_endpoint();
-    test_errors();
-    test_empty_file();
-    test_precedence();
-    test_relative_paths();
-    test_round_trip();
-    test_hash();
-    test_peaks_keys();
-    test_generated_docs();
-    test_setup();
-    test_synth();
+    RUN(test_default());
+    RUN(test_every_key());
+    RUN(test_issue_keys());
+    RUN(test_http_endpoint());
+    RUN(test_errors());
+    RUN(test_empty_file());
+    RUN(test_precedence());
+    RUN(test_relative_paths());
+    RUN(test_round_trip());
+    RUN(test_hash());
+    RUN(test_peaks_keys());
+    RUN(test_generated_docs());
+    RUN(test_setup());
+    RUN(test_synth());
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
