@@ -1,4 +1,4 @@
-"""Claims of the docs checked on the real daemon (docs/doc-review.md lists them): the control
+"""Claims of the docs checked on the real daemon (docs/dev/doc-review.md lists them): the control
 commands of the README's Control table run as written, `faidctl config get KEY` answers every
 option of the option table with the value `faidctl config` shows, and the reload column of the
 option table is what a reload does: for EVERY option, derived from `faidctl process
