@@ -20,11 +20,6 @@ void faid_log_set_level(faid_log_level level)
 {
     g_level = level;
 }
-faid_log_level faid_log_get_level(void)
-{
-    return g_level;
-}
-
 int faid_log_parse_level(const char *name, faid_log_level *out)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
