@@ -424,7 +424,7 @@ static void enqueue(ingest *in, faid_slot *slot)
     }
     faid_log_ratelimited(&rl_drop, FAID_LOG_WARN, "ingest", "queue full: dropped frame %llu (%s)",
                          (unsigned long long)victim->h.frame_id,
-                         in->policy == FAID_QUEUE_DROP_NEWEST ? "drop_newest" : "drop_oldest");
+                         faid_queue_policy_names[in->policy]);
     faid_slot_clear_frame(victim);
     victim->kind = FAID_SLOT_DROP;
     to_publisher(in, victim);
