@@ -197,9 +197,9 @@ def test_reload_column_is_what_reload_does(daemons, tmpdir_):
 
 
 def test_sub_out_file_names_as_documented(daemons, tmpdir_):
-    """README: `faidctl sub --out` writes OUTDIR/<series>_<frame>.dat, <series> being the
-    series_unique_id, else series<series_id>. Through the lossless channel, so that no message
-    can be missed whatever the timing."""
+    """docs/configuration.md: `faidctl sub --out` writes OUTDIR/<series>_<frame>.dat, <series>
+    being the series_unique_id, else series<series_id>. Through the lossless channel, so that no
+    message can be missed whatever the timing."""
     d = daemons(devices="ref", lossless=True)
     out = os.path.join(tmpdir_, "subout")
     for sid, uid, stem in ((3, None, "series3"), (4, "run_a7", "run_a7")):
