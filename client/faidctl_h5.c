@@ -17,11 +17,6 @@
 #define BSHUF_LZ4          2    /* bitshuffle's cd_values[4]: compression after the shuffle */
 #define DECODED_PER_STORED 2048 /* largest decoded / stored ratio read through libhdf5 */
 
-int faidctl_h5_available(void)
-{
-    return 1;
-}
-
 /* True when every component of path exists (H5Lexists needs its parents to). */
 static int exists(hid_t f, const char *path)
 {
@@ -426,11 +421,6 @@ int faidctl_h5_read_here(const char *path, const char *dataset, faidctl_h5 *h, f
 }
 
 #else
-
-int faidctl_h5_available(void)
-{
-    return 0;
-}
 
 int faidctl_h5_read_here(const char *path, const char *dataset, faidctl_h5 *h, faid_diag *d)
 {

@@ -45,8 +45,6 @@ typedef struct faidctl_h5 {
     int has_frame_ids;
 } faidctl_h5;
 
-/* 1 when this faidctl was built with libhdf5. */
-int faidctl_h5_available(void);
 /* Reads every frame of path (dataset: NULL = the defaults above) into h. The file is read by
  * libhdf5 in a child process: a malformed file on which libhdf5 crashes gives an error, never a
  * crash of the caller. */

@@ -96,18 +96,6 @@ static const char *state_name(int st)
     }
 }
 
-static const char *policy_name(faid_queue_policy p)
-{
-    switch (p) {
-    case FAID_QUEUE_DROP_OLDEST:
-        return "drop_oldest";
-    case FAID_QUEUE_DROP_NEWEST:
-        return "drop_newest";
-    default:
-        return "block";
-    }
-}
-
 void faid_status_fill(faid_server *s, faid_status_snap *sn)
 {
     faid_out_status *o = &sn->out;
@@ -147,7 +135,7 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
                   .over_cap = faid_stat_get(&s->in_over_cap)},
         .queue = {.depth = faid_queue_len(s->frames),
                   .capacity = faid_queue_cap(s->frames),
-                  .policy = policy_name(s->policy),
+                  .policy = faid_queue_policy_names[s->policy],
                   .results_depth = faid_queue_len(s->results),
                   .free_slots = faid_queue_len(s->pool)},
         .fps = faid_stats_fps(st),
@@ -179,8 +167,7 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
         o->lossless.state = faid_stat_get(&st->ll_active) ? "active" : "waiting";
         o->lossless.consumer = sn->consumer;
         o->lossless.instance = faid_lossless_instance(s->ll);
-        o->lossless.overflow =
-            s->ll_overflow == FAID_LL_OVERFLOW_DROP_OLDEST ? "drop_oldest" : "block";
+        o->lossless.overflow = faid_ll_overflow_names[s->ll_overflow];
         o->lossless.held = faid_stat_get(&st->ll_held);
         o->lossless.held_bytes = faid_stat_get(&st->ll_held_bytes);
         o->lossless.capacity_bytes = faid_lossless_capacity(s->ll);

@@ -1,10 +1,12 @@
-/* faid_ingest: the ingest thread. Receives input messages from the PULL socket into frame slots
- * (the ZeroMQ parts themselves become the frame: no copy), decodes them through the input format
- * (input.protocol; faid_input.h: native, DECTRIS stream v1, v2), validates images against the
- * current reduction setup, hands series starts, ends and accepted frames to the series tracker
- * (faid_series.h, owned by this thread), and hands frames to the frame queue under the
- * configured backpressure policy. Optionally every raw message is re-sent on the forward PUSH
- * socket (input.forward_endpoint) so that a file writer shares the stream.
+/* faid_ingest: the ingest threads, one per input socket (each entry of input.endpoint, up to
+ * FAID_MAX_ENDPOINTS). Each receives input messages from its PULL socket into frame slots (the
+ * ZeroMQ parts themselves become the frame: no copy), decodes them through the input format
+ * (input.protocol; faid_input.h: native, DECTRIS stream v1, v2, Jungfraujoch), validates images
+ * against the current reduction setup, hands series starts, ends and accepted frames to the one
+ * series tracker (faid_series.h, shared by the threads under a mutex, ingest_shared below), and
+ * hands frames to the frame queue under the configured backpressure policy. Optionally every raw
+ * message is re-sent on the forward PUSH socket (input.forward_endpoint) so that a file writer
+ * shares the stream.
  *
  * Every image message that carries a readable header is a frame and produces exactly one item
  * for the publisher: a result (via a worker), an error or a drop, or it is dropped here as stale
@@ -422,7 +424,7 @@ static void enqueue(ingest *in, faid_slot *slot)
     }
     faid_log_ratelimited(&rl_drop, FAID_LOG_WARN, "ingest", "queue full: dropped frame %llu (%s)",
                          (unsigned long long)victim->h.frame_id,
-                         in->policy == FAID_QUEUE_DROP_NEWEST ? "drop_newest" : "drop_oldest");
+                         faid_queue_policy_names[in->policy]);
     faid_slot_clear_frame(victim);
     victim->kind = FAID_SLOT_DROP;
     to_publisher(in, victim);

@@ -427,11 +427,6 @@ int faid_lossless_pending(const faid_lossless *ll)
     return ll->input_left || (ll->active && ll->inflight < ll->count);
 }
 
-int faid_lossless_active(const faid_lossless *ll)
-{
-    return ll->active;
-}
-
 size_t faid_lossless_capacity(const faid_lossless *ll)
 {
     return ll->cap;

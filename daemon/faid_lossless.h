@@ -62,8 +62,6 @@ void faid_lossless_pump(faid_lossless *ll, int timeout_ms);
 int faid_lossless_pending(const faid_lossless *ll);
 /* Messages held (unacknowledged). */
 uint64_t faid_lossless_held(const faid_lossless *ll);
-/* 1 when a consumer session is active. */
-int faid_lossless_active(const faid_lossless *ll);
 /* Copies the active consumer's name ("" when none) into out; any thread. */
 void faid_lossless_consumer(faid_lossless *ll, char *out, size_t cap);
 /* The 16-hex-digit instance id of this run (welcome messages, status). */

@@ -19,13 +19,6 @@ static const faid_metric_def defs[] = {
 #undef FAID_METRIC_DEF
 };
 
-const faid_metric_def *faid_metric_defs(size_t *n)
-{
-    if (n)
-        *n = FAID_NMETRICS;
-    return defs;
-}
-
 /* Label values are escaped as the exposition format asks: backslash, quote, newline. */
 static void label_value(faid_textbuf *b, const char *v)
 {

@@ -169,8 +169,6 @@ typedef struct faid_metric_def {
     const char *name, *type, *labels, *help;
 } faid_metric_def;
 
-const faid_metric_def *faid_metric_defs(size_t *n);
-
 /* The exposition text of every metric (malloc'd, NUL-terminated; NULL when out of memory).
  * event_clients: the HTTP server's count of event-stream connections. */
 char *faid_metrics_text(struct faid_server *s, int event_clients, size_t *len);

@@ -7,8 +7,10 @@
  * counts them. A frame of the last series after its end, with nothing newer, starts it again
  * (a sender replaying the same series id), implicitly.
  *
- * Two objects, each with exactly one owner thread, no sockets, no frame slots, no locks:
- *   faid_series (the tracker, owned by ingest) sees every start, end and *accepted* frame in
+ * Two objects, each with one owner thread at a time, no sockets, no frame slots, no locks of
+ * their own:
+ *   faid_series (the tracker, owned by ingest: by whichever ingest thread holds the mutex the
+ *     ingest threads share, faid_ingest.c) sees every start, end and *accepted* frame in
  *     arrival order and answers with a verdict (accept into series instance `seq`, or stale)
  *     and with small event records (start / end) for the publisher. Only frames that passed
  *     validation may drive it: a malformed image naming another series must not split the

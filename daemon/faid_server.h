@@ -3,9 +3,10 @@
  * DESIGN (docs/ARCHITECTURE.md has the long form).
  *   main thread     control socket (REP), signals (self-pipe), reload: builds the next
  *                   "generation" (reduction setup + one engine per worker) off the hot path
- *   ingest thread   PULL socket -> validates -> frame queue (policy block/drop_oldest/drop_newest);
- *                   series bookkeeping; events (start, end, error, drop) go straight to the
- *                   result queue
+ *   ingest threads  one per input socket (input.endpoint): PULL socket -> validates -> frame
+ *                   queue (policy block/drop_oldest/drop_newest); series bookkeeping in one
+ *                   tracker they share under a mutex; events (start, end, error, drop) go
+ *                   straight to the result queue
  *   worker i        frame queue -> engine of device i -> encodes the result message in the slot
  *                   -> result queue
  *   publisher       result queue -> PUB (non-blocking) and the optional lossless channel

@@ -91,9 +91,3 @@ char *faid_tb_take(faid_textbuf *b, size_t *len)
     memset(b, 0, sizeof(*b));
     return p;
 }
-
-void faid_tb_free(faid_textbuf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof(*b));
-}

@@ -19,6 +19,5 @@ void faid_tb_json_str(faid_textbuf *b, const char *s);
 void faid_tb_json_num(faid_textbuf *b, double v);
 /* Gives the text to the caller (NULL after oom) and empties b. */
 char *faid_tb_take(faid_textbuf *b, size_t *len);
-void faid_tb_free(faid_textbuf *b);
 
 #endif

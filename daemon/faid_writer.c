@@ -29,21 +29,11 @@ static const char *const err_names[] = {
     FAID_WRITER_ERRORS(FAID_WERR_NAME)
 #undef FAID_WERR_NAME
 };
-static const char *const err_helps[] = {
-#define FAID_WERR_HELP(e, name, help) help,
-    FAID_WRITER_ERRORS(FAID_WERR_HELP)
-#undef FAID_WERR_HELP
-};
 static const char *const kind_names[] = {"start", "result", "end", "hit"};
 
 const char *faid_writer_error_name(faid_writer_error e)
 {
     return e >= 0 && e < FAID_NWERRS ? err_names[e] : "?";
-}
-
-const char *faid_writer_error_help(faid_writer_error e)
-{
-    return e >= 0 && e < FAID_NWERRS ? err_helps[e] : "?";
 }
 
 const char *faid_wq_kind_name(faid_wq_kind k)

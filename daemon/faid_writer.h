@@ -47,7 +47,6 @@ typedef enum {
 typedef enum { FAID_WQ_START = 0, FAID_WQ_RESULT, FAID_WQ_END, FAID_WQ_HIT, FAID_NWQ } faid_wq_kind;
 
 const char *faid_writer_error_name(faid_writer_error e);
-const char *faid_writer_error_help(faid_writer_error e);
 const char *faid_wq_kind_name(faid_wq_kind k);
 
 typedef struct faid_writer_stats {

@@ -304,19 +304,6 @@ int faid_cbr_skip(faid_cbr *r, faid_diag *d)
     }
 }
 
-int faid_cbr_next_untag(faid_cbr *r, faid_cb_obj *o, int64_t *tag, faid_diag *d)
-{
-    *tag = -1;
-    for (;;) {
-        int rc = faid_cbr_next(r, o, d);
-        if (rc)
-            return rc;
-        if (o->type != FAID_CB_TAG)
-            return 0;
-        *tag = o->u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)o->u;
-    }
-}
-
 int faid_cb_text_eq(const faid_cb_obj *o, const char *s)
 {
     size_t n = strlen(s);

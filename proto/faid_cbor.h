@@ -69,8 +69,6 @@ int faid_cb_array_of(const faid_cb_obj *o, uint64_t n);
 int faid_cbr_end(faid_cbr *r, const faid_cb_obj *c, const char *what, faid_diag *d);
 /* Skips one complete item (tags, containers and all their children). */
 int faid_cbr_skip(faid_cbr *r, faid_diag *d);
-/* Skips tags until a non-tag head; *tag receives the innermost tag number read (or -1). */
-int faid_cbr_next_untag(faid_cbr *r, faid_cb_obj *o, int64_t *tag, faid_diag *d);
 
 int faid_cb_text_eq(const faid_cb_obj *o, const char *s);
 /* Conversions; FAID_EFORMAT (with a message naming `what`) when o is not such a number. */

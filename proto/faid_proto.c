@@ -117,12 +117,6 @@ void faid_mpw_int(faid_mpw *w, int64_t v)
     item(w);
 }
 
-void faid_mpw_f32(faid_mpw *w, float v)
-{
-    msgpack_pack_float(&w->pk, v);
-    item(w);
-}
-
 void faid_mpw_f64(faid_mpw *w, double v)
 {
     msgpack_pack_double(&w->pk, v);
@@ -333,36 +327,6 @@ void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t ro
             memcpy(out++, &data[r * cols + c], sizeof(float));
     w->len += nbytes;
     faid_mpw_map_end(w);
-}
-
-const char *faid_proto_dtype_descr(faid_dtype t)
-{
-    switch (t) {
-    case FAID_DT_U8:
-        return "|u1";
-    case FAID_DT_U16:
-        return "<u2";
-    case FAID_DT_U32:
-        return "<u4";
-    case FAID_DT_U64:
-        return "<u8";
-    case FAID_DT_I8:
-        return "|i1";
-    case FAID_DT_I16:
-        return "<i2";
-    case FAID_DT_I32:
-        return "<i4";
-    case FAID_DT_I64:
-        return "<i8";
-    case FAID_DT_F32:
-        return "<f4";
-    case FAID_DT_F64:
-        return "<f8";
-    case FAID_DT_BOOL:
-        return "|b1";
-    default:
-        return NULL;
-    }
 }
 
 /* ------------------------------------------------------------------------------------------- */

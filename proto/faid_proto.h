@@ -113,7 +113,6 @@ void faid_mpw_nil(faid_mpw *w);
 void faid_mpw_bool(faid_mpw *w, int v);
 void faid_mpw_uint(faid_mpw *w, uint64_t v);
 void faid_mpw_int(faid_mpw *w, int64_t v);
-void faid_mpw_f32(faid_mpw *w, float v);
 void faid_mpw_f64(faid_mpw *w, double v);
 void faid_mpw_str(faid_mpw *w, const char *s);
 /* Strings: bytes that are not valid UTF-8 are written as U+FFFD, so every str faid sends decodes
@@ -139,8 +138,6 @@ void faid_mpw_ndarray(faid_mpw *w, const char *dtype, const uint64_t *shape, int
                       const void *data, size_t nbytes);
 /* A float32 array map of the transpose of data[rows][cols]: shape [cols, rows]. */
 void faid_mpw_ndarray_f32_transposed(faid_mpw *w, const float *data, uint64_t rows, uint64_t cols);
-/* Numpy descriptor of a faid dtype ("<u2", "<f4", "|u1"); NULL for FAID_DT_INVALID. */
-const char *faid_proto_dtype_descr(faid_dtype t);
 
 /* ---------------------------------------------------------------------------------------------
  * msgpack reader: a bounded cursor, for everything that arrives from the network (input headers,

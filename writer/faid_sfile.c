@@ -1305,16 +1305,6 @@ uint64_t faid_sfile_bytes(const faid_sfile *f)
     return f->bytes;
 }
 
-uint64_t faid_sfile_series_id(const faid_sfile *f)
-{
-    return f->series_id;
-}
-
-uint64_t faid_sfile_setup_version(const faid_sfile *f)
-{
-    return f->setup_version;
-}
-
 const char *faid_sfile_path(const faid_sfile *f)
 {
     return f->path;

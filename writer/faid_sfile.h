@@ -66,10 +66,8 @@ void faid_sfile_missing(faid_sfile *f, uint64_t n);
  * Closes even on error; *f is NULLed. */
 int faid_sfile_close(faid_sfile **f, const void *end, size_t len, const char *reason, faid_diag *d);
 
-uint64_t faid_sfile_frames(const faid_sfile *f);        /* frames taken (written or buffered) */
-uint64_t faid_sfile_bytes(const faid_sfile *f);         /* data bytes written so far */
-uint64_t faid_sfile_series_id(const faid_sfile *f);     /* the start's series_id */
-uint64_t faid_sfile_setup_version(const faid_sfile *f); /* the start's setup_version */
+uint64_t faid_sfile_frames(const faid_sfile *f); /* frames taken (written or buffered) */
+uint64_t faid_sfile_bytes(const faid_sfile *f);  /* data bytes written so far */
 const char *faid_sfile_path(const faid_sfile *f);
 
 extern const faid_layout faid_sfile_layout;

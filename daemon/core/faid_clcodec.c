@@ -179,11 +179,6 @@ void faid_clcodec_destroy(faid_clcodec **pc)
     *pc = NULL;
 }
 
-size_t faid_clcodec_max_block_bytes(const faid_clcodec *c)
-{
-    return c ? c->max_cap : 0;
-}
-
 size_t faid_clcodec_wg(const faid_clcodec *c)
 {
     return c ? c->wg : 0;

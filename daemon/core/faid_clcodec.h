@@ -46,8 +46,6 @@ faid_clcodec *faid_clcodec_new(faid_cl_ctx *ctx, size_t elem_size, size_t max_de
                                faid_diag *d);
 void faid_clcodec_destroy(faid_clcodec **c);
 
-/* Largest header block size (decoded bytes) this device can decode; 0 if none. */
-size_t faid_clcodec_max_block_bytes(const faid_clcodec *c);
 /* Work-group size in use. */
 size_t faid_clcodec_wg(const faid_clcodec *c);
 

@@ -10,6 +10,7 @@
 #include "faid_config.h"
 
 #include "faid_file.h"
+#include "faid_log.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -30,19 +31,15 @@
 
 /* ---- the table ------------------------------------------------------------------------------ */
 
-static const char *const unit_names[] = {"q_nm^-1", "q_A^-1", "2th_deg", "2th_rad",
-                                         "r_mm",    "r_m",    NULL};
-static const char *const split_names[] = {"no", "bbox", "full", NULL};
-static const char *const em_names[] = {"none", "poisson", "azimuthal", NULL};
+/* Choices of the enum options: those of a module's enum are the module's tables
+ * (faid_unit_names, faid_split_names, faid_error_model_names, faid_peak_algorithm_names,
+ * faid_clip_model_names, faid_log_level_names); these are the configuration's own. */
 static const char *const mode_names[] = {"connect", "bind", NULL};
 static const char *const pinned_copy_names[] = {"auto", "always", NULL};
 static const char *const geo_source_names[] = {"configuration", "start", NULL};
 static const char *const proto_names[] = {"auto", "native", "dectris-v1", "dectris-v2", NULL};
-static const char *const policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
-static const char *const ll_overflow_names[] = {"block", "drop_oldest", NULL};
-static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
-static const char *const peak_alg_names[] = {"none", "pyfai", "peakfinder8", NULL};
-static const char *const clip_names[] = {"poisson", "azimuthal", "hybrid", NULL};
+const char *const faid_queue_policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
+const char *const faid_ll_overflow_names[] = {"block", "drop_oldest", NULL};
 static const char *const hits_mode_names[] = {"frame", "patches", NULL};
 
 #define OFF(f) offsetof(faid_config, f)
@@ -116,13 +113,13 @@ static const faid_option options[] = {
         "X-ray wavelength (1.0e-10 m = 1 A, 12.4 keV)."),
     SIMPLE("integration.npt", FAID_OT_INT, "bins", 1, 100000, "1000", R | H, NULL, npt, 0,
            "Number of radial bins (1D profile, and radial bins of the 2D cake)."),
-    SIMPLE("integration.unit", FAID_OT_ENUM, "", 0, 0, "q_nm^-1", R | H, unit_names, unit, 0,
+    SIMPLE("integration.unit", FAID_OT_ENUM, "", 0, 0, "q_nm^-1", R | H, faid_unit_names, unit, 0,
            "Radial unit of the bins, the ranges and the output."),
-    SIMPLE("integration.split", FAID_OT_ENUM, "", 0, 0, "full", R | H, split_names, split, 0,
+    SIMPLE("integration.split", FAID_OT_ENUM, "", 0, 0, "full", R | H, faid_split_names, split, 0,
            "Pixel splitting as pyFAI: no (pixel centre), bbox (bounding box), full (exact pixel "
            "area)."),
-    SIMPLE("integration.error_model", FAID_OT_ENUM, "", 0, 0, "poisson", R | H, em_names,
-           error_model, 0,
+    SIMPLE("integration.error_model", FAID_OT_ENUM, "", 0, 0, "poisson", R | H,
+           faid_error_model_names, error_model, 0,
            "Variance model: poisson (variance = max(raw, 1)), azimuthal (spread within each "
            "bin) or none."),
     SIMPLE("integration.solid_angle", FAID_OT_BOOL, "", 0, 0, "true", R | H, NULL, solid_angle, 0,
@@ -164,7 +161,7 @@ static const faid_option options[] = {
     SIMPLE("integration.empty", FAID_OT_DOUBLE, "", -HUGE_V, HUGE_V, "0.0",
            R | H | FAID_OPT_NONFINITE, NULL, empty, 0,
            "Value reported for I, sigma and std in bins without any pixel (.nan allowed)."),
-    SIMPLE("peaks.algorithm", FAID_OT_ENUM, "", 0, 0, "none", R | H, peak_alg_names,
+    SIMPLE("peaks.algorithm", FAID_OT_ENUM, "", 0, 0, "none", R | H, faid_peak_algorithm_names,
            peaks.algorithm, 0,
            "Peak finder run on every frame: none, pyfai (pixels above the sigma-clipped "
            "background, pyFAI's picker) or peakfinder8 (Cheetah / OM / CrystFEL). Not none: "
@@ -176,7 +173,7 @@ static const faid_option options[] = {
            "bin are dropped; 0 = Chauvenet's criterion (pyFAI's sigma_clip_ng)."),
     SIMPLE("peaks.cycles", FAID_OT_INT, "", 0, FAID_PEAKS_MAX_CYCLES, "5", R | H, NULL,
            peaks.cycles, 0, "Sigma-clipping iterations of the background."),
-    SIMPLE("peaks.error_model", FAID_OT_ENUM, "", 0, 0, "azimuthal", R | H, clip_names,
+    SIMPLE("peaks.error_model", FAID_OT_ENUM, "", 0, 0, "azimuthal", R | H, faid_clip_model_names,
            peaks.error_model, 0,
            "Variance model of the background: poisson, azimuthal or hybrid. Poisson sigma is "
            "far too small for picking on real frames (pyFAI's own finder then reports "
@@ -295,7 +292,7 @@ static const faid_option options[] = {
            NULL, lossless_buffer, 0,
            "Memory for messages the lossless consumer has not acknowledged yet (allocated at "
            "start); while it has room, a missing or slow consumer never slows the pipeline."),
-    SIMPLE("output.lossless_overflow", FAID_OT_ENUM, "", 0, 0, "block", 0, ll_overflow_names,
+    SIMPLE("output.lossless_overflow", FAID_OT_ENUM, "", 0, 0, "block", 0, faid_ll_overflow_names,
            lossless_overflow, 0,
            "When the lossless buffer is full: block the pipeline until the consumer acknowledges "
            "(backpressure reaches the input and the PUB stream), or drop_oldest (the oldest "
@@ -364,7 +361,8 @@ static const faid_option options[] = {
            "C reference), an index or a list of indices from `faidctl devices`."),
     SIMPLE("queue.depth", FAID_OT_INT, "frames", 1, 65536, "64", 0, NULL, queue_depth, 0,
            "Frames waiting between ingest and the devices."),
-    SIMPLE("queue.policy", FAID_OT_ENUM, "", 0, 0, "block", 0, policy_names, queue_policy, 0,
+    SIMPLE("queue.policy", FAID_OT_ENUM, "", 0, 0, "block", 0, faid_queue_policy_names,
+           queue_policy, 0,
            "When the queue is full: block the input, drop_oldest or drop_newest (every drop is "
            "counted)."),
     SIMPLE("pipeline.inflight", FAID_OT_INT, "frames", 1, 64, "4", 0, NULL, inflight, 0,
@@ -375,7 +373,7 @@ static const faid_option options[] = {
            "GPU; a partial batch is integrated as soon as its oldest frame is awaited)."),
     SIMPLE("stats.interval", FAID_OT_DOUBLE, "s", 0, 86400, "1.0", R, NULL, stats_interval, 0,
            "Period of the published stats message; 0 = off."),
-    SIMPLE("log.level", FAID_OT_STRING, "", 0, 0, "info", R, level_names, log_level, 16,
+    SIMPLE("log.level", FAID_OT_STRING, "", 0, 0, "info", R, faid_log_level_names, log_level, 16,
            "Least severe log level written to stderr."),
     SIMPLE("http.endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, http_endpoint, 256,
            "host:port of faid's HTTP server (`127.0.0.1:8080`, `[::1]:8080`): the live "

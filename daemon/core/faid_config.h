@@ -29,6 +29,10 @@ typedef enum {
 } faid_queue_policy;
 /* What the lossless channel does when its buffer of unacknowledged messages is full. */
 typedef enum { FAID_LL_OVERFLOW_BLOCK = 0, FAID_LL_OVERFLOW_DROP_OLDEST } faid_ll_overflow;
+/* The names of queue.policy and output.lossless_overflow, indexed by the enums above and
+ * NULL-terminated (the option table's choices; status and logs use them too). */
+extern const char *const faid_queue_policy_names[];
+extern const char *const faid_ll_overflow_names[];
 
 typedef struct faid_config {
     char source[FAID_PATH_MAX]; /* file it came from, "" = embedded default */

@@ -36,28 +36,26 @@ int faid_split_parse(const char *name, faid_split *out)
 {
     if (!name || !out)
         return FAID_EINVAL;
-    if (!strcmp(name, "no") || !strcmp(name, "none"))
+    for (int i = 0; faid_split_names[i]; i++)
+        if (!strcmp(name, faid_split_names[i])) {
+            *out = (faid_split)i;
+            return 0;
+        }
+    /* pyFAI's other spellings */
+    if (!strcmp(name, "none"))
         *out = FAID_SPLIT_NO;
-    else if (!strcmp(name, "bbox"))
-        *out = FAID_SPLIT_BBOX;
-    else if (!strcmp(name, "full") || !strcmp(name, "pseudo"))
+    else if (!strcmp(name, "pseudo"))
         *out = FAID_SPLIT_FULL;
     else
         return FAID_EINVAL;
     return 0;
 }
 
+const char *const faid_split_names[] = {"no", "bbox", "full", NULL};
+
 const char *faid_split_name(faid_split s)
 {
-    switch (s) {
-    case FAID_SPLIT_NO:
-        return "no";
-    case FAID_SPLIT_BBOX:
-        return "bbox";
-    case FAID_SPLIT_FULL:
-        return "full";
-    }
-    return "?";
+    return (int)s >= 0 && s <= FAID_SPLIT_FULL ? faid_split_names[s] : "?";
 }
 
 faid_unit faid_unit_internal(faid_unit u, double *scale)

@@ -13,6 +13,9 @@
 
 typedef enum { FAID_SPLIT_NO = 0, FAID_SPLIT_BBOX, FAID_SPLIT_FULL } faid_split;
 
+/* The names, indexed by faid_split and NULL-terminated (the option table's choices); parse also
+ * takes pyFAI's "none" and "pseudo". */
+extern const char *const faid_split_names[];
 int faid_split_parse(const char *name, faid_split *out);
 const char *faid_split_name(faid_split s);
 

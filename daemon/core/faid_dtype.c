@@ -63,12 +63,6 @@ int faid_dtype_is_float(faid_dtype t)
     return t == FAID_DT_F32 || t == FAID_DT_F64;
 }
 
-int faid_dtype_is_signed(faid_dtype t)
-{
-    return t == FAID_DT_I8 || t == FAID_DT_I16 || t == FAID_DT_I32 || t == FAID_DT_I64 ||
-           faid_dtype_is_float(t);
-}
-
 #define CONVERT(OUT_T)                                                                             \
     switch (t) {                                                                                   \
     case FAID_DT_BOOL:                                                                             \

@@ -28,7 +28,6 @@ faid_dtype faid_dtype_parse(const char *name);
 /* True for the types a frame may have: uint8/16/32, int8/16/32, float32. */
 int faid_dtype_is_frame(faid_dtype t);
 int faid_dtype_is_float(faid_dtype t);
-int faid_dtype_is_signed(faid_dtype t);
 
 /* Converts n elements of type t at src to double / float. */
 void faid_dtype_to_f64(faid_dtype t, const void *src, size_t n, double *dst);

@@ -101,18 +101,16 @@ void faid_geometry_apply_preset(faid_geometry *g, const faid_detector_preset *p)
 /* ---------------------------------------------------------------------------------------------
  * Units. */
 
-static const struct {
-    const char *name;
-    double scale;
-} units[] = {
-    [FAID_UNIT_Q_NM] = {"q_nm^-1", 1.0},
-    [FAID_UNIT_Q_A] = {"q_A^-1", 0.1},
-    [FAID_UNIT_2TH_DEG] = {"2th_deg", 180.0 / M_PI},
-    [FAID_UNIT_2TH_RAD] = {"2th_rad", 1.0},
-    [FAID_UNIT_R_MM] = {"r_mm", 1000.0},
-    [FAID_UNIT_R_M] = {"r_m", 1.0},
+const char *const faid_unit_names[] = {
+    [FAID_UNIT_Q_NM] = "q_nm^-1",    [FAID_UNIT_Q_A] = "q_A^-1", [FAID_UNIT_2TH_DEG] = "2th_deg",
+    [FAID_UNIT_2TH_RAD] = "2th_rad", [FAID_UNIT_R_MM] = "r_mm",  [FAID_UNIT_R_M] = "r_m",
+    [FAID_UNIT_R_M + 1] = NULL,
 };
-#define NUNITS ((int)(sizeof units / sizeof units[0]))
+static const double unit_scales[] = {
+    [FAID_UNIT_Q_NM] = 1.0,    [FAID_UNIT_Q_A] = 0.1,     [FAID_UNIT_2TH_DEG] = 180.0 / M_PI,
+    [FAID_UNIT_2TH_RAD] = 1.0, [FAID_UNIT_R_MM] = 1000.0, [FAID_UNIT_R_M] = 1.0,
+};
+#define NUNITS ((int)(sizeof unit_scales / sizeof unit_scales[0]))
 
 static int unit_valid(faid_unit u)
 {
@@ -124,7 +122,7 @@ int faid_unit_parse(const char *name, faid_unit *out)
     if (!name)
         return FAID_EINVAL;
     for (int i = 0; i < NUNITS; i++)
-        if (strcmp(name, units[i].name) == 0) {
+        if (strcmp(name, faid_unit_names[i]) == 0) {
             if (out)
                 *out = (faid_unit)i;
             return 0;
@@ -134,12 +132,12 @@ int faid_unit_parse(const char *name, faid_unit *out)
 
 const char *faid_unit_name(faid_unit u)
 {
-    return unit_valid(u) ? units[u].name : "unknown";
+    return unit_valid(u) ? faid_unit_names[u] : "unknown";
 }
 
 double faid_unit_scale(faid_unit u)
 {
-    return unit_valid(u) ? units[u].scale : 1.0;
+    return unit_valid(u) ? unit_scales[u] : 1.0;
 }
 
 int faid_unit_needs_wavelength(faid_unit u)

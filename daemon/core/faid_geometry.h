@@ -92,8 +92,10 @@ typedef enum {
     FAID_UNIT_R_M,      /* r_m */
 } faid_unit;
 
-/* Exact pyFAI names: "q_nm^-1", "q_A^-1", "2th_deg", "2th_rad", "r_mm", "r_m". Returns 0 or
+/* The names, indexed by faid_unit and NULL-terminated (the option table's choices): exact pyFAI
+ * names "q_nm^-1", "q_A^-1", "2th_deg", "2th_rad", "r_mm", "r_m". parse returns 0 or
  * FAID_EINVAL. */
+extern const char *const faid_unit_names[];
 int faid_unit_parse(const char *name, faid_unit *out);
 const char *faid_unit_name(faid_unit u);
 /* pyFAI's unit.scale: display value = internal value * scale (1, 0.1, 180/pi, 1, 1000, 1). */

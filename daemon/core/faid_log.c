@@ -20,16 +20,12 @@ void faid_log_set_level(faid_log_level level)
 {
     g_level = level;
 }
-faid_log_level faid_log_get_level(void)
-{
-    return g_level;
-}
+const char *const faid_log_level_names[] = {"error", "warn", "info", "debug", NULL};
 
 int faid_log_parse_level(const char *name, faid_log_level *out)
 {
-    static const char *const names[] = {"error", "warn", "info", "debug"};
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(name, names[i]) == 0) {
+    for (int i = 0; faid_log_level_names[i]; i++) {
+        if (strcmp(name, faid_log_level_names[i]) == 0) {
             *out = (faid_log_level)i;
             return FAID_OK;
         }

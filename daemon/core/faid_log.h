@@ -10,8 +10,10 @@
 typedef enum { FAID_LOG_ERROR = 0, FAID_LOG_WARN, FAID_LOG_INFO, FAID_LOG_DEBUG } faid_log_level;
 
 void faid_log_set_level(faid_log_level level);
-faid_log_level faid_log_get_level(void);
-/* Parses "error" | "warn" | "info" | "debug"; returns 0 or FAID_EINVAL. */
+/* "error", "warn", "info", "debug": indexed by faid_log_level, NULL-terminated (the option
+ * table's choices of log.level). */
+extern const char *const faid_log_level_names[];
+/* Parses one of faid_log_level_names; returns 0 or FAID_EINVAL. */
 int faid_log_parse_level(const char *name, faid_log_level *out);
 void faid_log_set_name(const char *program);
 

@@ -6,10 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const algorithm_names[] = {"none", "pyfai", "peakfinder8"};
-static const char *const clip_model_names[] = {"poisson", "azimuthal", "hybrid"};
+const char *const faid_peak_algorithm_names[] = {"none", "pyfai", "peakfinder8", NULL};
+const char *const faid_clip_model_names[] = {"poisson", "azimuthal", "hybrid", NULL};
 
-#define NAMES_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+/* Names in a NULL-terminated table. */
+#define NAMES_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])) - 1)
 
 void faid_peak_params_default(faid_peak_params *p)
 {
@@ -42,9 +43,9 @@ int faid_peak_params_check(const faid_peak_params *p, faid_diag *d)
 {
     if (!p)
         return faid_fail(d, FAID_EINVAL, "peaks: missing parameters");
-    if ((int)p->algorithm < 0 || (int)p->algorithm >= NAMES_LEN(algorithm_names))
+    if ((int)p->algorithm < 0 || (int)p->algorithm >= NAMES_LEN(faid_peak_algorithm_names))
         return faid_fail(d, FAID_ECONFIG, "peaks.algorithm: unknown value %d", (int)p->algorithm);
-    if ((int)p->error_model < 0 || (int)p->error_model >= NAMES_LEN(clip_model_names))
+    if ((int)p->error_model < 0 || (int)p->error_model >= NAMES_LEN(faid_clip_model_names))
         return faid_fail(d, FAID_ECONFIG, "peaks.error_model: unknown value %d",
                          (int)p->error_model);
     if (!(p->cutoff_clip >= 0.0) || !isfinite(p->cutoff_clip))
@@ -109,12 +110,14 @@ static int parse_name(const char *const *names, int n, const char *name)
 
 const char *faid_peak_algorithm_name(faid_peak_algorithm a)
 {
-    return (int)a >= 0 && (int)a < NAMES_LEN(algorithm_names) ? algorithm_names[a] : "?";
+    return (int)a >= 0 && (int)a < NAMES_LEN(faid_peak_algorithm_names)
+               ? faid_peak_algorithm_names[a]
+               : "?";
 }
 
 int faid_peak_algorithm_parse(const char *name, faid_peak_algorithm *out)
 {
-    int i = parse_name(algorithm_names, NAMES_LEN(algorithm_names), name);
+    int i = parse_name(faid_peak_algorithm_names, NAMES_LEN(faid_peak_algorithm_names), name);
     if (i < 0 || !out)
         return FAID_EINVAL;
     *out = (faid_peak_algorithm)i;
@@ -123,12 +126,13 @@ int faid_peak_algorithm_parse(const char *name, faid_peak_algorithm *out)
 
 const char *faid_clip_model_name(faid_clip_model m)
 {
-    return (int)m >= 0 && (int)m < NAMES_LEN(clip_model_names) ? clip_model_names[m] : "?";
+    return (int)m >= 0 && (int)m < NAMES_LEN(faid_clip_model_names) ? faid_clip_model_names[m]
+                                                                    : "?";
 }
 
 int faid_clip_model_parse(const char *name, faid_clip_model *out)
 {
-    int i = parse_name(clip_model_names, NAMES_LEN(clip_model_names), name);
+    int i = parse_name(faid_clip_model_names, NAMES_LEN(faid_clip_model_names), name);
     if (i < 0 || !out)
         return FAID_EINVAL;
     *out = (faid_clip_model)i;

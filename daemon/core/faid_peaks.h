@@ -76,7 +76,10 @@ void faid_peak_params_default(faid_peak_params *p);
 int faid_peak_params_check(const faid_peak_params *p, faid_diag *d);
 
 /* Names as used in the configuration ("none", "pyfai", "peakfinder8"; "poisson", "azimuthal",
- * "hybrid"); parse returns FAID_EINVAL for an unknown name. */
+ * "hybrid"): the tables are indexed by the enum and NULL-terminated (the option table's
+ * choices); parse returns FAID_EINVAL for an unknown name. */
+extern const char *const faid_peak_algorithm_names[];
+extern const char *const faid_clip_model_names[];
 const char *faid_peak_algorithm_name(faid_peak_algorithm a);
 int faid_peak_algorithm_parse(const char *name, faid_peak_algorithm *out);
 const char *faid_clip_model_name(faid_clip_model m);

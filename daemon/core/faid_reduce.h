@@ -22,6 +22,9 @@
 
 typedef enum { FAID_EM_NONE = 0, FAID_EM_POISSON, FAID_EM_AZIMUTHAL } faid_error_model;
 
+/* The names, indexed by faid_error_model and NULL-terminated (the option table's choices); parse
+ * also takes pyFAI's "no", "" and "poissonian". */
+extern const char *const faid_error_model_names[];
 int faid_error_model_parse(const char *name, faid_error_model *out);
 const char *faid_error_model_name(faid_error_model m);
 

@@ -13,16 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const faid_error_model_names[] = {"none", "poisson", "azimuthal", NULL};
+
 int faid_error_model_parse(const char *name, faid_error_model *out)
 {
     if (!name || !out)
         return FAID_EINVAL;
-    if (!strcmp(name, "none") || !strcmp(name, "no") || !name[0])
+    for (int i = 0; faid_error_model_names[i]; i++)
+        if (!strcmp(name, faid_error_model_names[i])) {
+            *out = (faid_error_model)i;
+            return 0;
+        }
+    /* pyFAI's other spellings */
+    if (!strcmp(name, "no") || !name[0])
         *out = FAID_EM_NONE;
-    else if (!strcmp(name, "poisson") || !strcmp(name, "poissonian"))
+    else if (!strcmp(name, "poissonian"))
         *out = FAID_EM_POISSON;
-    else if (!strcmp(name, "azimuthal"))
-        *out = FAID_EM_AZIMUTHAL;
     else
         return FAID_EINVAL;
     return 0;
@@ -30,15 +36,7 @@ int faid_error_model_parse(const char *name, faid_error_model *out)
 
 const char *faid_error_model_name(faid_error_model m)
 {
-    switch (m) {
-    case FAID_EM_NONE:
-        return "none";
-    case FAID_EM_POISSON:
-        return "poisson";
-    case FAID_EM_AZIMUTHAL:
-        return "azimuthal";
-    }
-    return "?";
+    return (int)m >= 0 && m <= FAID_EM_AZIMUTHAL ? faid_error_model_names[m] : "?";
 }
 
 faid_profile *faid_profile_new(int32_t nrad, int32_t nazim)

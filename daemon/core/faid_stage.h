@@ -209,8 +209,6 @@ faid_kernel **faid_stage_kslot(const faid_stage_env *env, faid_stage_res *res, i
 /* The staging area where a producer may write lane `lane` of slot `slot` (decode stage). */
 int faid_stage_decode_slot_buffer(const faid_stage_res *res, int slot, int lane, void **ptr,
                                   size_t *cap);
-/* Largest chunk a frame of the setup may have in bytes (bslz4 bound or raw, the larger). */
-size_t faid_stage_decode_max_input(const faid_stage_res *res);
 /* Work-group size and rows mode the integrate stage chose for matrix `which`; 0 when absent. */
 int faid_stage_integrate_matrix(const faid_stage_res *res, int which, size_t *wg, int *rows);
 /* Whether [p, p + n) lies in the engine's pinned host memory (engine core). */

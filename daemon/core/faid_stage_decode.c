@@ -359,9 +359,3 @@ int faid_stage_decode_slot_buffer(const faid_stage_res *res, int slot, int lane,
     *cap = lane_bytes - dr->table_bytes;
     return FAID_OK;
 }
-
-size_t faid_stage_decode_max_input(const faid_stage_res *res)
-{
-    const dec_res *dr = res->state[faid_stage_id(&faid_stage_decode)];
-    return dr->max_comp_bytes > dr->max_raw_bytes ? dr->max_comp_bytes : dr->max_raw_bytes;
-}

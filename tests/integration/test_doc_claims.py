@@ -1,4 +1,4 @@
-"""Claims of the docs checked on the real daemon (docs/doc-review.md lists them): the control
+"""Claims of the docs checked on the real daemon (docs/dev/doc-review.md lists them): the control
 commands of the README's Control table run as written, `faidctl config get KEY` answers every
 option of the option table with the value `faidctl config` shows, and the reload column of the
 option table is what a reload does: for EVERY option, derived from `faidctl process
@@ -197,9 +197,9 @@ def test_reload_column_is_what_reload_does(daemons, tmpdir_):
 
 
 def test_sub_out_file_names_as_documented(daemons, tmpdir_):
-    """README: `faidctl sub --out` writes OUTDIR/<series>_<frame>.dat, <series> being the
-    series_unique_id, else series<series_id>. Through the lossless channel, so that no message
-    can be missed whatever the timing."""
+    """docs/configuration.md: `faidctl sub --out` writes OUTDIR/<series>_<frame>.dat, <series>
+    being the series_unique_id, else series<series_id>. Through the lossless channel, so that no
+    message can be missed whatever the timing."""
     d = daemons(devices="ref", lossless=True)
     out = os.path.join(tmpdir_, "subout")
     for sid, uid, stem in ((3, None, "series3"), (4, "run_a7", "run_a7")):

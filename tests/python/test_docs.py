@@ -1,10 +1,10 @@
-"""Docs that cannot drift from the code, checked offline on the built binaries: the README's
-option table and docs/faidctl.md are what the binaries generate; every command, option, config
-key, metric, drop reason, stage, control command, fuzz target, module and installed path the docs
-name exists; the README's offline commands and the docs' YAML examples run; the .dat / .peaks
+"""Docs that cannot drift from the code, checked offline on the built binaries: the option
+reference of docs/configuration.md and docs/faidctl.md are what the binaries generate; every
+command, option, config key, metric, drop reason, stage, control command, fuzz target, module
+and installed path the docs name exists; the README's offline commands and the docs' YAML examples run; the .dat / .peaks
 formats and exit statuses are as documented; the Containerfile installs what the binaries link.
-docs/doc-review.md lists the claim each test guards. Regenerate docs/faidctl.md with
-`FAID_BIN=build/bin python3 tests/python/test_docs.py --write`."""
+docs/dev/doc-review.md lists the claim each test guards. Regenerate docs/faidctl.md and
+the option reference with `FAID_BIN=build/bin python3 tests/python/test_docs.py --write`."""
 import os
 import pathlib
 import re
@@ -14,16 +14,78 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("FAID_BIN") or ROOT / "build" / "bin").resolve()
 
 
-def test_readme_option_table_is_generated():
-    readme = (ROOT / "README.md").read_text()
-    m = re.search(r"<!-- options:begin[^\n]*-->\n(.*?)\n<!-- options:end -->", readme, re.S)
-    assert m, "README.md lacks the options:begin/end markers"
-    gen = subprocess.run([str(BIN / "faidctl"), "process", "--dump-config=markdown"],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    assert m.group(1).strip() == gen, ("README.md's option table differs from the option table; "
-                                       "regenerate it with faidctl process --dump-config=markdown")
+CONF_DOC = ROOT / "docs" / "configuration.md"
+OPTIONS_RE = re.compile(r"<!-- BEGIN OPTION TABLE[^\n]*-->\n(.*?)\n<!-- END OPTION TABLE -->", re.S)
+
+
+def option_table():
+    return subprocess.run([str(BIN / "faidctl"), "process", "--dump-config=markdown"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_option_table_is_generated():
+    """docs/configuration.md's option reference is exactly what the option table generates
+    (regenerate with --write, below), and the README carries no copy of it to drift."""
+    m = OPTIONS_RE.search(CONF_DOC.read_text())
+    assert m, "docs/configuration.md lacks the BEGIN/END OPTION TABLE markers"
+    gen = option_table()
+    assert m.group(1).strip() == gen, (
+        "docs/configuration.md's option table differs from the option table; regenerate it with "
+        "`FAID_BIN=build/bin python3 tests/python/test_docs.py --write`")
     for key in ("integration.npt", "input.endpoint", "queue.policy", "geometry.poni_file"):
         assert f"`{key}`" in gen
+    readme = (ROOT / "README.md").read_text()
+    assert "| `integration.npt` |" not in readme and "docs/configuration.md" in readme
+
+
+def test_docs_index_lists_every_doc():
+    """docs/README.md is the index of every document: each page of docs/ and docs/dev/ (and
+    each README of tests/) is linked there, and every link leads to a file."""
+    index = (ROOT / "docs" / "README.md").read_text()
+    links = set(re.findall(r"\]\(([^)#]+)\)", index))
+    for link in links:
+        assert (ROOT / "docs" / link).is_file(), f"docs/README.md links a missing file: {link}"
+    pages = {p.relative_to(ROOT / "docs").as_posix()
+             for p in [*(ROOT / "docs").glob("*.md"), *(ROOT / "docs").glob("dev/*.md")]}
+    pages |= {"../" + p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("*/README.md")}
+    pages |= {"../tests/README.md"}
+    missing = pages - {"README.md"} - links
+    assert not missing, f"docs/README.md lacks: {sorted(missing)}"
+
+
+def test_every_test_has_a_feature_label():
+    """`ctest -L FEATURE` finds a feature's tests: every test file has a row in the label map of
+    tests/CMakeLists.txt, and every label of the map is in tests/README.md's label table."""
+    cm = (ROOT / "tests" / "CMakeLists.txt").read_text()
+    rows = dict(re.findall(r"\b([a-z0-9]+\.[a-z0-9_]+)=([a-z,]+)",
+                           cm.split("set(faid_labels", 1)[1].split(")", 1)[0]))
+    tests = {"unit.client_only_link", "docs.protocol_keys", "docs.output_files"}
+    for kind, pat, pre in (("unit", "test_*.c", "test_"), ("fuzz", "fuzz_*.c", "fuzz_"),
+                           ("python", "test_*.py", "test_"), ("integration", "test_*.py", "test_")):
+        tests |= {f"{kind}.{p.stem[len(pre):]}" for p in (ROOT / "tests" / kind).glob(pat)}
+    assert tests - set(rows) == set(), f"tests without a feature label: {tests - set(rows)}"
+    table = (ROOT / "tests" / "README.md").read_text().split("## Features and their labels", 1)[1]
+    listed = dict(re.findall(r"^\| `([a-z]+)` \| [^|]* \| ([^|]*) \|$", table, re.M))
+    labels = {l for v in rows.values() for l in v.split(",")}
+    assert labels == set(listed), (labels - set(listed), set(listed) - labels)
+    for label, names in listed.items():
+        want = {t for t, v in rows.items() if label in v.split(",")}
+        assert set(re.findall(r"\b[a-z]+\.[a-z0-9_]+\b", names)) == want, (label, names, want)
+
+
+def test_one_unit_test_function_by_name():
+    """tests/README.md: `FAID_TEST=NAME` runs only that function of a unit test, and a name that
+    matches none fails the run instead of passing with nothing run."""
+    env = dict(os.environ, FAID_TEST="test_errors")
+    r = subprocess.run([str(BIN / "test_config")], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "left out by FAID_TEST" in r.stdout, r.stdout + r.stderr
+    one = int(re.search(r"(\d+) passed", r.stdout).group(1))
+    full = subprocess.run([str(BIN / "test_config")], capture_output=True, text=True)
+    assert 0 < one < int(re.search(r"(\d+) passed", full.stdout).group(1))
+    env["FAID_TEST"] = "test_no_such_function"
+    r = subprocess.run([str(BIN / "test_config")], capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and "names no test function" in r.stdout, r.stdout
+    assert "FAID_TEST=test_errors ./bin/test_config" in (ROOT / "tests" / "README.md").read_text()
 
 
 def test_readme_commands_exist():
@@ -35,7 +97,7 @@ def test_readme_commands_exist():
     assert "tests/run-all.sh" in ci
 
 
-# ---- drift tests of the docs review (docs/doc-review.md lists the claims each one guards) ----
+# ---- drift tests of the docs review (docs/dev/doc-review.md lists the claims each one guards) ----
 
 import shutil  # noqa: E402
 import sys  # noqa: E402
@@ -45,9 +107,9 @@ import pytest  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-# docs/doc-review.md quotes the wrong claims it fixed: it is not scanned.
+# docs/dev/ (the doc review, which quotes the wrong claims it fixed) is not scanned.
 SRC_DOCS = [ROOT / "README.md", ROOT / "proto" / "PROTOCOL.md",
-            *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "doc-review.md"),
+            *sorted((ROOT / "docs").glob("*.md")),
             *sorted((ROOT / "deploy").glob("*.md")), ROOT / "deploy" / "faid.service",
             ROOT / "deploy" / "demo.sh", ROOT / "tests" / "fuzz" / "README.md",
             ROOT / "tests" / "bench" / "README.md"]
@@ -207,7 +269,7 @@ def test_config_keys_named_in_docs_exist():
         for m in re.finditer(r"(?<![\w./-])([a-z]+)\.([a-z_]+(?:\.[a-z_]+)?)(?![\w(/-]|\.[a-z])",
                              p.read_text()):
             name = m.group(0)
-            if m.group(1) in sections and name not in allowed:
+            if m.group(1) in sections and name not in allowed and not name.endswith(".md"):
                 bad.append((str(p.relative_to(ROOT)), name))
     assert not bad, f"names that look like options but are none: {sorted(set(bad))}"
     # an option spelt with an underscore for its dot (`stats_interval` was in PROTOCOL.md)
@@ -284,7 +346,8 @@ def test_fuzz_targets_documented():
 
 def test_service_paths_exist_after_install():
     """deploy/faid.service runs /usr/local/bin/faid and points Documentation= at
-    /usr/local/share/doc/faid: `cmake --install` (prefix /usr/local) puts them there."""
+    /usr/local/share/doc/faid: `cmake --install` (prefix /usr/local) puts them there, without
+    the developers' pages of docs/dev/."""
     unit = (ROOT / "deploy" / "faid.service").read_text()
     build = BIN.parent
     with tempfile.TemporaryDirectory() as tmp:
@@ -295,6 +358,11 @@ def test_service_paths_exist_after_install():
         for rel in paths:
             rel = rel.split()[0]
             assert (pathlib.Path(tmp) / rel).exists(), f"{rel} is not installed"
+        # users get the docs and their index, not the developers' review of them (docs/dev/)
+        docdir = pathlib.Path(tmp) / "share" / "doc" / "faid"
+        assert (docdir / "configuration.md").is_file()
+        assert (docdir / "README.md").read_text() == (ROOT / "README.md").read_text()
+        assert not list(docdir.rglob("doc-review.md")), "docs/dev/doc-review.md is installed"
 
 
 def needed_packages(binary):
@@ -467,5 +535,9 @@ if __name__ == "__main__":
         m = cli_block(text)
         CLI_DOC.write_text(text[:m.start(1)] + cli_reference() + text[m.end(1):])
         print(f"wrote {CLI_DOC}")
+        text = CONF_DOC.read_text()
+        m = OPTIONS_RE.search(text)
+        CONF_DOC.write_text(text[:m.start(1)] + option_table() + text[m.end(1):])
+        print(f"wrote {CONF_DOC}")
     else:
         sys.exit("usage: FAID_BIN=build/bin python3 tests/python/test_docs.py --write")

@@ -704,14 +704,14 @@ static void test_array_rules(void)
 
 int main(void)
 {
-    test_array_rules();
-    test_reply_print();
+    RUN(test_array_rules());
+    RUN(test_reply_print());
     void *ctx = zmq_ctx_new();
-    test_paths();
-    test_lossless_decode_and_dat(ctx);
-    test_pub_sub(ctx);
-    test_control(ctx);
-    test_sender(ctx);
+    RUN(test_paths());
+    RUN(test_lossless_decode_and_dat(ctx));
+    RUN(test_pub_sub(ctx));
+    RUN(test_control(ctx));
+    RUN(test_sender(ctx));
     zmq_ctx_term(ctx);
     return faid_test_finish();
 }

@@ -667,12 +667,12 @@ int main(int argc, char **argv)
         return encode_file(argv);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0)
         return bench(argc, argv);
-    test_bitshuffle_definition();
-    test_table_edges();
-    test_oversized_header_block();
-    test_roundtrips();
-    test_corruption();
+    RUN(test_bitshuffle_definition());
+    RUN(test_table_edges());
+    RUN(test_oversized_header_block());
+    RUN(test_roundtrips());
+    RUN(test_corruption());
     if (!getenv("FAID_TEST_NO_GPU"))
-        test_gpu();
+        RUN(test_gpu());
     return faid_test_finish();
 }

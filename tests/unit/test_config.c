@@ -6,6 +6,7 @@
  * docs/configuration.md are exactly what the table generates, the setup's mask/dark/flat handling
  * and its errors, and the synthetic frames' bad-pixel and determinism guarantees. */
 #include "faid_config.h"
+#include "faid_log.h"
 #include "faid_npy.h"
 #include "faid_setup.h"
 #include "faid_synth.h"
@@ -155,6 +156,65 @@ static const char *sample_value(const faid_option *o, char *buf, size_t cap)
         return "[\"tcp://*:5555\", \"ipc:///tmp/faid-in-2\"]";
     }
     return "";
+}
+
+/* An enum option's choices are its module's name table (one copy of each), and each module's
+ * name and parse functions agree with it. */
+static void test_enum_names_single_table(void)
+{
+    static const struct {
+        const char *key;
+        const char *const *names;
+    } owned[] = {
+        {"integration.unit", faid_unit_names},
+        {"integration.split", faid_split_names},
+        {"integration.error_model", faid_error_model_names},
+        {"peaks.algorithm", faid_peak_algorithm_names},
+        {"peaks.error_model", faid_clip_model_names},
+        {"log.level", faid_log_level_names},
+        {"queue.policy", faid_queue_policy_names},
+        {"output.lossless_overflow", faid_ll_overflow_names},
+    };
+    for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++) {
+        const faid_option *o = faid_config_find(owned[k].key);
+        CHECK_MSG(o && o->choices == owned[k].names, "%s: choices are not the module's table",
+                  owned[k].key);
+    }
+    for (int i = 0; faid_unit_names[i]; i++) {
+        faid_unit u;
+        CHECK(faid_unit_parse(faid_unit_names[i], &u) == 0 && (int)u == i &&
+              !strcmp(faid_unit_name(u), faid_unit_names[i]));
+    }
+    for (int i = 0; faid_split_names[i]; i++) {
+        faid_split s;
+        CHECK(faid_split_parse(faid_split_names[i], &s) == 0 && (int)s == i &&
+              !strcmp(faid_split_name(s), faid_split_names[i]));
+    }
+    for (int i = 0; faid_error_model_names[i]; i++) {
+        faid_error_model m;
+        CHECK(faid_error_model_parse(faid_error_model_names[i], &m) == 0 && (int)m == i &&
+              !strcmp(faid_error_model_name(m), faid_error_model_names[i]));
+    }
+    for (int i = 0; faid_peak_algorithm_names[i]; i++) {
+        faid_peak_algorithm a;
+        CHECK(faid_peak_algorithm_parse(faid_peak_algorithm_names[i], &a) == 0 && (int)a == i &&
+              !strcmp(faid_peak_algorithm_name(a), faid_peak_algorithm_names[i]));
+    }
+    for (int i = 0; faid_clip_model_names[i]; i++) {
+        faid_clip_model m;
+        CHECK(faid_clip_model_parse(faid_clip_model_names[i], &m) == 0 && (int)m == i &&
+              !strcmp(faid_clip_model_name(m), faid_clip_model_names[i]));
+    }
+    for (int i = 0; faid_log_level_names[i]; i++) {
+        faid_log_level l;
+        CHECK(faid_log_parse_level(faid_log_level_names[i], &l) == 0 && (int)l == i);
+    }
+    /* pyFAI's other spellings still parse */
+    faid_split s;
+    faid_error_model m;
+    CHECK(faid_split_parse("pseudo", &s) == 0 && s == FAID_SPLIT_FULL);
+    CHECK(faid_error_model_parse("poissonian", &m) == 0 && m == FAID_EM_POISSON);
+    CHECK(faid_split_parse("diagonal", &s) == FAID_EINVAL);
 }
 
 static void test_every_key(void)
@@ -391,9 +451,10 @@ static void test_empty_file(void)
     CHECK(faid_config_equal(&c, &def));
 }
 
-static void test_precedence(void)
+/* A version-2 .poni for a detector faid has no preset for (test_precedence, test_round_trip:
+ * each writes it, so that each runs alone, FAID_TEST=test_round_trip). */
+static void write_custom_poni(void)
 {
-    /* A version-2 .poni for a detector faid has no preset for, and one naming a known model. */
     write_text(
         "custom.poni",
         "# Nota: C-Order, 1 refers to the Y axis, 2 to the X axis\n"
@@ -402,6 +463,12 @@ static void test_precedence(void)
         "Detector_config: {\"pixel1\": 0.0001, \"pixel2\": 0.00012, \"max_shape\": [100, 120]}\n"
         "Distance: 0.2\nPoni1: 0.005\nPoni2: 0.006\nRot1: 0.01\nRot2: 0.02\nRot3: 0.03\n"
         "Wavelength: 1.2e-10\n");
+}
+
+static void test_precedence(void)
+{
+    /* A .poni for a detector faid has no preset for, and one naming a known model. */
+    write_custom_poni();
     write_text("eiger.poni", "poni_version: 2\nDetector: Eiger4M\nDetector_config: {}\n"
                              "Distance: 0.3\nPoni1: 0.08\nPoni2: 0.07\nRot1: 0\nRot2: 0\nRot3: 0\n"
                              "Wavelength: 0.9e-10\n");
@@ -500,6 +567,7 @@ static void test_round_trip(void)
         "devices: [1, 0]\nqueue: {depth: 3, policy: drop_newest}\nlog: {level: error}\n",
         "geometry: {poni_file: custom.poni, rot1: 0.5}\n",
     };
+    write_custom_poni();
     for (size_t k = 0; k < sizeof docs / sizeof docs[0]; k++) {
         faid_config a, b;
         faid_diag d;
@@ -815,20 +883,21 @@ int main(void)
         fprintf(stderr, "cannot create a temporary folder\n");
         return 1;
     }
-    test_default();
-    test_every_key();
-    test_issue_keys();
-    test_http_endpoint();
-    test_errors();
-    test_empty_file();
-    test_precedence();
-    test_relative_paths();
-    test_round_trip();
-    test_hash();
-    test_peaks_keys();
-    test_generated_docs();
-    test_setup();
-    test_synth();
+    RUN(test_default());
+    RUN(test_every_key());
+    RUN(test_enum_names_single_table());
+    RUN(test_issue_keys());
+    RUN(test_http_endpoint());
+    RUN(test_errors());
+    RUN(test_empty_file());
+    RUN(test_precedence());
+    RUN(test_relative_paths());
+    RUN(test_round_trip());
+    RUN(test_hash());
+    RUN(test_peaks_keys());
+    RUN(test_generated_docs());
+    RUN(test_setup());
+    RUN(test_synth());
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -313,9 +313,9 @@ static void test_reduce(void)
 
 int main(void)
 {
-    test_splits_1d_2d();
-    test_ranges();
-    test_errors();
-    test_reduce();
+    RUN(test_splits_1d_2d());
+    RUN(test_ranges());
+    RUN(test_errors());
+    RUN(test_reduce());
     return faid_test_finish();
 }

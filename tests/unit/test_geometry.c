@@ -463,14 +463,14 @@ static void test_poni(void)
 
 int main(void)
 {
-    test_units();
-    test_presets();
-    test_untilted_analytic();
-    test_rotation_invariants();
-    test_orientation();
-    test_corner_layouts();
-    test_polarization();
-    test_check();
-    test_poni();
+    RUN(test_units());
+    RUN(test_presets());
+    RUN(test_untilted_analytic());
+    RUN(test_rotation_invariants());
+    RUN(test_orientation());
+    RUN(test_corner_layouts());
+    RUN(test_polarization());
+    RUN(test_check());
+    RUN(test_poni());
     return faid_test_finish();
 }

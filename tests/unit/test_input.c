@@ -120,8 +120,8 @@ static void test_native(void)
 
 int main(void)
 {
-    test_names();
-    test_detect();
-    test_native();
+    RUN(test_names());
+    RUN(test_detect());
+    RUN(test_native());
     return faid_test_finish();
 }

@@ -462,11 +462,11 @@ static void test_engine_devices(void)
 
 int main(void)
 {
-    test_params();
-    test_lists();
-    test_hits();
-    test_kernels();
-    test_sigclip_overflow();
-    test_engine_devices();
+    RUN(test_params());
+    RUN(test_lists());
+    RUN(test_hits());
+    RUN(test_kernels());
+    RUN(test_sigclip_overflow());
+    RUN(test_engine_devices());
     return faid_test_finish();
 }

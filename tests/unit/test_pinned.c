@@ -119,7 +119,7 @@ static void test_threads(void)
 
 int main(void)
 {
-    test_basic();
-    test_threads();
+    RUN(test_basic());
+    RUN(test_threads());
     return faid_test_finish();
 }

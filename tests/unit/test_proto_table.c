@@ -584,10 +584,10 @@ static void test_out_encoders(void)
 
 int main(void)
 {
-    test_out_encoders();
-    test_status_encoder();
-    test_writer_counts();
-    test_table_shape();
-    test_checker();
+    RUN(test_out_encoders());
+    RUN(test_status_encoder());
+    RUN(test_writer_counts());
+    RUN(test_table_shape());
+    RUN(test_checker());
     return faid_test_finish();
 }

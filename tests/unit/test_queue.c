@@ -158,10 +158,10 @@ static void test_threads(void)
 
 int main(void)
 {
-    test_fifo_and_capacity();
-    test_evict();
-    test_close();
-    test_close_wakes();
-    test_threads();
+    RUN(test_fifo_and_capacity());
+    RUN(test_evict());
+    RUN(test_close());
+    RUN(test_close_wakes());
+    RUN(test_threads());
     return faid_test_finish();
 }

@@ -291,15 +291,15 @@ static void test_names(void)
 
 int main(void)
 {
-    test_plain_series();
-    test_missing_start_and_end();
-    test_rejected_frames_drive_nothing();
-    test_timeout();
-    test_stale_after_restart();
-    test_unique_ids();
-    test_several_sources();
-    test_recent_ring();
-    test_ledger();
-    test_names();
+    RUN(test_plain_series());
+    RUN(test_missing_start_and_end());
+    RUN(test_rejected_frames_drive_nothing());
+    RUN(test_timeout());
+    RUN(test_stale_after_restart());
+    RUN(test_unique_ids());
+    RUN(test_several_sources());
+    RUN(test_recent_ring());
+    RUN(test_ledger());
+    RUN(test_names());
     return faid_test_finish();
 }

@@ -132,9 +132,9 @@ static void test_restab(void)
 
 int main(void)
 {
-    test_parse();
-    test_bind();
-    test_restab();
+    RUN(test_parse());
+    RUN(test_bind());
+    RUN(test_restab());
     CHECK(faid_stage_id(&faid_stage_decode) == 0 && faid_stage_id(&faid_stage_integrate) == 1);
     return faid_test_finish();
 }

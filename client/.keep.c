@@ -1,1 +1,0 @@
-/* Keeps the client library target non-empty until its sources exist. */
