@@ -2,7 +2,7 @@
  * (algorithms.md §12.3-§12.5, faid_pf8.h steps 2-4), after compact.cl. Positions are laid out
  * in seed order (panel by panel, then rows, then columns), so that the ordered compaction of
  * compact.cl yields OM's order and cut. The per-seed function mirrors pf8_seed of
- * daemon/core/faid_pf8.c statement by statement (float32 in OM's order, FP_CONTRACT OFF,
+ * core/faid_pf8.c statement by statement (float32 in OM's order, FP_CONTRACT OFF,
  * correctly rounded division and sqrt), so lists are bit-identical to the reference. Pixel
  * values come from img (pf8_radial.cl's faid_pf8_prep: the signal, NaN where not usable).
  *

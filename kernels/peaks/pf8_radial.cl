@@ -13,7 +13,7 @@
  * of a bin depend on that bin alone, so they all run inside one launch; a bin's values stay in
  * cache across them). Before, every iteration gathered the 16-byte pre4 of each pixel through
  * the index list: 935 us per 4M frame on an H200 for the whole finder. The plain C reference is
- * faid_pf8_radial_ref (daemon/core/faid_pf8.c), which reduces in exactly this order: work-item l
+ * faid_pf8_radial_ref (core/faid_pf8.c), which reduces in exactly this order: work-item l
  * sums the bin's entries l, l+PF8_LANES, ... in float64, then a halving tree adds the partial
  * sums, so both give the same thresholds bit for bit.
  *

@@ -1,6 +1,6 @@
 /* peaks/pick_pyfai.cl: the pyFAI-style peak picker (algorithms.md §9, §10), one work-item per
  * pixel in pixel order, after compact.cl. The plain C reference is faid_pick_ref
- * (daemon/core/faid_pick.c); this file mirrors its float32 arithmetic statement by statement so
+ * (core/faid_pick.c); this file mirrors its float32 arithmetic statement by statement so
  * that both give the same bits (FP_CONTRACT OFF, correctly rounded sqrt, no fast-math).
  *
  * Kernels:

@@ -1,6 +1,6 @@
 /* peaks/sigma_clip.cl: the sigma-clipped background per radial bin (algorithms.md §8, pyFAI's
  * sigma_clip_ng semantics), one work-group per bin of the CSR matrix. The plain C reference is
- * faid_sigclip_ref (daemon/core/faid_sigclip.c); the rules are documented in faid_sigclip.h.
+ * faid_sigclip_ref (core/faid_sigclip.c); the rules are documented in faid_sigclip.h.
  *
  * Build-time constants (the host's choice: faid_sigclip_cl_config in faid_peaks_cl.c):
  *   WG        work-group size, a power of two

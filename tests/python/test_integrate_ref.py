@@ -26,9 +26,9 @@ from pyFAI.method_registry import IntegrationMethod  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("FAID_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "..", "..")))
 BIN = os.environ.get("FAID_BIN", os.path.join(SRC, "build", "bin"))
-LIBS = ["-lOpenCL", "-llz4", "-lyaml", "-lmsgpackc", "-lzmq", "-lm", "-lpthread"]
-STANDALONE = ["faid_csr.c", "faid_reduce_ref.c", "faid_geometry.c", "faid_npy.c", "faid_dtype.c",
-              "faid_err.c", "faid_log.c"]
+LIBS = ["-lOpenCL", "-llz4", "-lyaml", "-lmsgpackc", "-lzmq", "-ljansson", "-lm", "-lpthread"]
+STANDALONE = ["core/faid_csr.c", "core/faid_reduce_ref.c", "core/faid_geometry.c", "base/faid_npy.c",
+              "base/faid_dtype.c", "base/faid_err.c", "base/faid_log.c"]
 TOL = 1e-4
 
 
@@ -41,19 +41,21 @@ def work():
 
 @pytest.fixture(scope="module")
 def driver(work):
-    """Compiles csr_driver.c against the build's libfaidcore.a (or, when the library of this build
-    cannot be found, against the few sources it needs)."""
+    """Compiles csr_driver.c against the build's libfaidcore.a and the layers below it (or, when
+    the library of this build cannot be found, against the few sources it needs)."""
     built = os.path.join(BIN, "csr_driver")
     if os.access(built, os.X_OK):
         return built
     exe = os.path.join(work, "csr_driver")
-    lib = os.path.join(os.path.dirname(os.path.abspath(BIN)), "libfaidcore.a")
-    inc = ["-I", os.path.join(SRC, "daemon", "core")]
+    build = os.path.dirname(os.path.abspath(BIN))
+    lib = os.path.join(build, "libfaidcore.a")
+    libs = [os.path.join(build, "libfaid%s.a" % layer) for layer in ("core", "proto", "base")]
+    inc = ["-I", os.path.join(SRC, "core"), "-I", os.path.join(SRC, "base")]
     base = ["cc", "-O2", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-D_DEFAULT_SOURCE"] + inc
     if os.path.exists(lib):
-        cmd = base + [os.path.join(HERE, "csr_driver.c"), lib, "-o", exe] + LIBS
+        cmd = base + [os.path.join(HERE, "csr_driver.c")] + libs + ["-o", exe] + LIBS
     else:
-        srcs = [os.path.join(SRC, "daemon", "core", s) for s in STANDALONE]
+        srcs = [os.path.join(SRC, s) for s in STANDALONE]
         cmd = base + [os.path.join(HERE, "csr_driver.c")] + srcs + ["-o", exe, "-lm", "-lpthread"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

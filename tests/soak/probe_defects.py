@@ -1063,7 +1063,8 @@ def probe_13(tmp):
     # Every object of the libraries under test carries coverage instrumentation itself (an
     # object with no code, e.g. embedded kernel text, has none to carry).
     libs = []
-    for lib in ("libfaidproto.a", "libfaidcore.a", "libfaidclient.a"):
+    for lib in ("libfaidbase.a", "libfaidproto.a", "libfaidcore.a", "libfaidengine.a",
+                "libfaidclient.a"):
         path = os.path.join(fz, lib)
         objs = subprocess.run(["ar", "t", path], capture_output=True, text=True).stdout.split()
         nm = subprocess.run(["nm", "-A", path], capture_output=True, text=True).stdout

@@ -1,4 +1,4 @@
-/* Unit tests of faid_log's rate limiting (daemon/core/faid_log.c): a site lets FAID_LOG_RATE
+/* Unit tests of faid_log's rate limiting (base/faid_log.c): a site lets FAID_LOG_RATE
  * lines a second through and counts the rest; faid_log_flush_suppressed reports every count
  * once, as one line naming the site's format; the total is what status `log_suppressed` shows.
  * stderr is redirected into a temporary file to read the lines back. */

@@ -1,4 +1,4 @@
-/* Unit tests of the pinned input arena's ring (daemon/core/faid_pinned.c) on plain memory (the
+/* Unit tests of the pinned input arena's ring (engine/faid_pinned.c) on plain memory (the
  * reference device): blocks never overlap and stay inside the arena, a full arena refuses
  * instead of waiting, blocks given back out of order free their space once the tail reaches
  * them, the ring wraps, and a random multi-threaded alloc/free run with a byte pattern per block
