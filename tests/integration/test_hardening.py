@@ -262,7 +262,7 @@ def test_idle_connections_do_not_exhaust_descriptors(daemons):
 @pytest.mark.skipif(os.environ.get("FAID_SANITIZED") == "1",
                     reason="under AddressSanitizer the main thread, which shuts connections over "
                     "input.connection_cap, lags libzmq's accepting I/O thread: 235 connections "
-                    "against 164 in 5 of 11 runs of the ASan build (alone, 2026-11-26), also on "
+                    "against 164 in 5 of 15 runs of ASan builds (alone, 2026-11-26), also on "
                     "the build before this stop; the cap acts after the accept (docs/operations.md)")
 def test_descriptor_hard_limit_is_survived(daemons):
     # Defect 7 at the hard limit itself: with soft = hard = 256 descriptors, 600 TCP connections
