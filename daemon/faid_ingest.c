@@ -14,6 +14,10 @@
  * its frames are accounted for.
  *
  * Per-frame problems are logged with rate limiting: a stream of garbage must not flood the log. */
+#include "faid_ingest.h"
+
+#include "faid_gen.h"
+#include "faid_pool.h"
 #include "faid_server.h"
 
 #include "faid_input.h"

@@ -4,6 +4,8 @@
 #include "faid_log.h"
 #include "faid_server.h"
 
+#include "faid_ingest.h"
+
 #include <stdio.h>
 #include <systemd/sd-daemon.h>
 

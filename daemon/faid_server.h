@@ -23,9 +23,11 @@
 
 #include "faid_config.h"
 #include "faid_engine.h"
+#include "faid_gen.h"
 #include "faid_input.h"
 #include "faid_lossless.h"
 #include "faid_pinned.h"
+#include "faid_pool.h"
 #include "faid_proto.h"
 #include "faid_proto_out.h"
 #include "faid_queue.h"
@@ -38,8 +40,6 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#define FAID_MAX_WORKERS 16
-
 /* Message-part limits enforced by libzmq at the sockets (ZMQ_MAXMSGSIZE): a larger part drops
  * the peer's connection before anything is allocated for it. Input: input.max_frame_bytes plus
  * room for headers (user_data up to 64 KiB, DECTRIS JSON / CBOR start messages); control
@@ -50,113 +50,6 @@
 #define FAID_INPUT_MONITOR          "inproc://faid-input-monitor"
 /* Longest ZeroMQ handshake of an input connection (a detector's takes milliseconds). */
 #define FAID_INPUT_HANDSHAKE_MS 5000
-
-typedef struct faid_gen_job faid_gen_job;
-
-/* One reduction setup and what was built from it: immutable once published. */
-typedef struct faid_gen {
-    atomic_int refs;
-    uint64_t version;
-    faid_setup *setup;
-    int nworkers;
-    faid_engine *engines[FAID_MAX_WORKERS]; /* engine i is only ever used by worker i */
-    faid_result *results[FAID_MAX_WORKERS];
-    char *config_yaml; /* effective configuration as YAML */
-    /* Pixel mask of the detector's start message OR-ed into the configured one (npix bytes,
-     * owned), or NULL; its hash (0 = none) tells ingest whether a series needs a new setup. */
-    uint8_t *detector_mask;
-    uint64_t detector_mask_hash;
-    uint64_t detector_masked; /* pixels it masks */
-    /* input.geometry_source start: the start message's geometry replaced the configuration's */
-    int start_geometry;
-    faid_geometry geometry; /* the one in force (start or configuration) */
-    uint64_t cfg_version;   /* the configuration it was built from (faid_server.cfg_version) */
-    size_t result_bytes;    /* upper bound of one encoded result body, its user_data aside */
-    size_t start_bytes;     /* upper bound of one encoded start body */
-} faid_gen;
-
-void faid_gen_acquire(faid_gen *g);
-void faid_gen_release(faid_gen **g);
-
-typedef enum {
-    FAID_SLOT_FREE = 0,
-    FAID_SLOT_FRAME,  /* received image, on its way to a worker */
-    FAID_SLOT_RESULT, /* encoded result body in out */
-    FAID_SLOT_ERROR,  /* error to publish (err_*) */
-    FAID_SLOT_DROP,   /* frame dropped by the policy: accounted, nothing published */
-    FAID_ITEM_EVENT,  /* not a slot: a faid_event (series start or end) */
-} faid_slot_kind;
-
-#define FAID_ERRMSG_MAX 1024
-
-typedef struct faid_slot {
-    faid_slot_kind kind; /* first member, as in faid_event: the publisher tells them apart */
-    zmq_msg_t part[FAID_INPUT_MAX_PARTS]; /* received parts, kept as the frame (no copy) */
-    int nkept;                            /* parts held in part[] */
-    const uint8_t *payload; /* image: the encoded frame, inside one of the parts or pin */
-    void *pin;              /* the frame's copy in the pinned input arena, or NULL */
-    faid_pinned *pin_arena; /* the arena pin came from */
-    size_t payload_len;
-    faid_in_header h; /* decoded header; user_data points into a part or into ud */
-    uint8_t *ud;      /* user data converted to msgpack (non-native formats), max_user_data */
-    /* Block table of a bslz4 / lz4 payload, parsed by ingest while the bytes are hot in its
-     * cache, so the worker's submit skips that serial walk. Arrays allocated with the slot
-     * (grown only when a reload brings a larger frame); has_table = 0 when the payload is not
-     * of those encodings or its table did not parse: the engine then parses and judges it. */
-    faid_block_table table;
-    int has_table;
-    double table_us; /* ingest time of that parse */
-    faid_gen *gen;   /* reference held while the slot carries a frame or a start */
-    /* A frame received while its series' setup is being built (faid_gen_job): the worker
-     * waits for that build and reduces the frame with its generation; NULL otherwise. */
-    faid_gen_job *build;
-    int64_t recv_mono_ns, recv_wall_ns;
-    /* series accounting: seq identifies a series instance even if series_id repeats */
-    uint64_t series_seq;
-    uint64_t series_id;
-    char series_uid[FAID_SERIES_UID_MAX];
-    int counted; /* this item accounts for one frame of series_seq (faid_series_ledger) */
-    /* error */
-    int err_code;
-    const char *err_stage;
-    int has_frame_id;
-    uint64_t frame_id;
-    char err_msg[FAID_ERRMSG_MAX];
-    /* result: body encoded by the worker; msgnum_off = offset of a uint64 placeholder */
-    uint8_t *out;
-    size_t out_cap, out_len, msgnum_off;
-    uint64_t setup_version;
-    double latency_us;
-    int device;
-    int is_hit; /* result: peaks found made it a hit (the dashboard keeps the latest hit) */
-    /* writer.hits: a hit's payload as it arrived, copied by the worker before the parts go back
-     * (the publisher hands it to the writer); grown on demand, kept with the slot */
-    uint8_t *hit_chunk;
-    size_t hit_chunk_len, hit_chunk_cap;
-} faid_slot;
-
-/* A series start or end on its way from ingest to the publisher: a small record from its own
- * pool (series events never take a frame slot). Travels through the result queue, so a start
- * precedes every item of its series that ingest queues after it. */
-typedef struct faid_event {
-    faid_slot_kind kind; /* FAID_ITEM_EVENT; first member, as in faid_slot */
-    faid_series_event ev;
-    faid_gen *gen; /* START: the setup in force when the series opened (reference held) */
-    /* START: the build of the series' setup still under way (the publisher waits for it and
-     * announces its generation), or NULL; setup: what ingest decided (faid_setup_choice) */
-    faid_gen_job *build;
-    int setup;
-    double build_ms; /* the build's duration (0 when reused) */
-    /* START: user_data of the start message (a copy: start messages are once per series) */
-    uint8_t *user_data;
-    size_t user_data_len, user_data_cap;
-    /* START from a start message: its format and what it said (arrays not kept) */
-    int has_input;
-    char protocol[16];
-    faid_input_meta meta;
-} faid_event;
-
-#define FAID_EVENTS 64 /* event records: series ends and starts the publisher has not taken yet */
 
 typedef struct faid_server faid_server;
 
@@ -281,71 +174,7 @@ int faid_server_start(faid_server *s, faid_diag *d);
 void faid_server_shutdown(faid_server *s);
 void faid_server_destroy(faid_server **s);
 
-/* Builds a generation from cfg for the server's workers (main thread, off the hot path). */
-faid_gen *faid_gen_build(faid_server *s, const faid_config *cfg, uint64_t version, faid_diag *d);
-/* The same with a detector pixel mask (npix bytes, copied; NULL = none) and its hash. */
-faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t version,
-                                const uint8_t *detector_mask, uint64_t mask_hash, faid_diag *d);
-/* What a series start did to the setup: the key (configuration version, detector mask bytes,
- * shape, geometry source and geometry) matched the setup in force and it was reused, or a new
- * one is built off the ingest thread (and whether that build failed). */
-typedef enum { FAID_SETUP_REUSED = 0, FAID_SETUP_REBUILT, FAID_SETUP_FAILED } faid_setup_choice;
-const char *faid_setup_choice_name(int choice);
-
-/* Makes a detector pixel mask (npix bytes or NULL = none, hash its FNV-1a or 0) and a start
- * message's geometry (or the configuration's: NULL) the setup of the series that starts (ingest,
- * at a series start). When they equal the setup in force, nothing is built: *build = NULL,
- * *choice REUSED. Otherwise a builder thread builds the generation from the configuration in
- * force with them and swaps it in when ready; *build is the caller's reference to that build
- * (never blocks on the build itself). An error (nothing started, the old setup stays). */
-int faid_server_series_setup(faid_server *s, const uint8_t *mask, uint64_t hash,
-                             const faid_geometry *start_geometry, faid_gen_job **build,
-                             faid_setup_choice *choice, faid_diag *d);
-/* A build's references: acquire for each frame or event that must wait for it. */
-faid_gen_job *faid_gen_job_acquire(faid_gen_job *b);
-void faid_gen_job_release(faid_gen_job **b);
-/* 1 once the build finished (its generation, if any, is then current or was replaced). */
-int faid_gen_job_done(faid_gen_job *b);
-/* Waits for the build, storing the time in *alive every 100 ms (the caller's heartbeat), and
- * returns its generation with a reference for the caller, or NULL when the build failed.
- * *build_ms (may be NULL) receives the build's duration. */
-faid_gen *faid_gen_job_wait(faid_gen_job *b, atomic_int_fast64_t *alive, double *build_ms);
-/* Ingest's end of a build: waits for it, joins its thread and drops the reference. */
-void faid_gen_job_finish(faid_gen_job **b);
-/* Returns the current generation with a reference the caller must release. */
-faid_gen *faid_server_current_gen(faid_server *s);
-/* Makes g current (takes over the caller's reference). */
-void faid_server_swap_gen(faid_server *s, faid_gen *g);
-/* Re-reads path (or the current file) and swaps in the new setup; on failure the old one stays
- * and d says why. *version receives the new setup version. */
-int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid_diag *d);
-
-/* Slot helpers (faid_server.c). */
-faid_slot *faid_slot_get(faid_server *s, int timeout_ms);
-/* Event records (faid_server.c): get waits up to timeout_ms (NULL when none came free). */
-faid_event *faid_event_get(faid_server *s, int timeout_ms);
-void faid_event_put(faid_server *s, faid_event *ev);
-/* Releases zmq messages and the generation reference and returns the slot to the pool. */
-void faid_slot_put(faid_server *s, faid_slot *slot);
-/* Releases the received parts (the payload and a native header's user_data with them). */
-void faid_slot_release_parts(faid_slot *slot);
-/* Drops the frame data (zmq messages, generation) but keeps the slot for an event. */
-void faid_slot_clear_frame(faid_slot *slot);
-/* Makes sure slot->out holds at least n bytes (grows only when a bigger setup appears). */
-int faid_slot_reserve(faid_slot *slot, size_t n);
-/* Block-table capacity for every bslz4 / lz4 frame of setup su the engine takes (default
- * blocks, up to 4-byte pixels: the engine's own table is sized the same way). */
-uint32_t faid_slot_table_blocks(const faid_setup *su);
-/* Makes sure slot->table holds at least cap blocks (grows only when a bigger setup appears). */
-int faid_slot_reserve_table(faid_slot *slot, uint32_t cap, faid_diag *d);
-
-/* Threads. The ingest threads, one per input socket (faid_ingest.c): started with their shared
- * series tracker; join waits for every one of them (after stop_ingest), then closes the open
- * series (shutdown) and queues its end. running: 1 while any was started and not joined. */
-typedef struct faid_ingest_set faid_ingest_set;
-int faid_ingest_start(faid_server *s, faid_diag *d);
-void faid_ingest_join(faid_server *s);
-int faid_ingest_running(const faid_server *s);
+/* Threads (faid_worker.c, faid_publish.c); the ingest threads are faid_ingest.h's. */
 void *faid_worker_main(void *worker);
 void *faid_publish_main(void *server);
 
