@@ -510,7 +510,7 @@ void *faid_publish_main(void *arg)
             faid_lossless_pump(s->ll, 0);
         /* `next` requests queue, others are answered at once; a bounded number per pass, and
          * while more wait the next pass does not sleep */
-        hits_more = faid_hits_service(s);
+        hits_more = faid_hits_service(s->hitsend);
         now = faid_now_ns();
         if (now >= next_stats) {
             publish_stats(p, now);

@@ -6,6 +6,7 @@
 #include "faid_ingest.h"
 
 #include "faid_aggregates.h"
+#include "faid_hits_send.h"
 
 #include "faid_cl.h"
 #include "faid_keyfile.h"
@@ -234,7 +235,6 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     pthread_mutex_init(&s->gen_mu, NULL);
     pthread_mutex_init(&s->build_mu, NULL);
     pthread_mutex_init(&s->info_mu, NULL);
-    pthread_mutex_init(&s->hits_mu, NULL);
     faid_stats_init(&s->stats);
     s->start_mono_ns = faid_now_ns();
     s->aggr = faid_aggr_new();
@@ -419,6 +419,11 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         int one = 1;
         zmq_setsockopt(s->hits_rep, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     }
+    if ((s->hits || s->hits_rep) &&
+        !(s->hitsend = faid_hitsend_new(s->hits, s->hits_rep, &s->stats, s->aggr))) {
+        faid_fail(d, FAID_ENOMEM, "out of memory");
+        goto fail;
+    }
     s->rep =
         make_socket(s, ZMQ_REP, cfg->control_endpoint, 1, 0, 0, FAID_CONTROL_MAX_MSG, "control", d);
     if (!s->rep)
@@ -525,12 +530,7 @@ void faid_server_destroy(faid_server **ps)
     pthread_mutex_destroy(&s->gen_mu);
     pthread_mutex_destroy(&s->build_mu);
     pthread_mutex_destroy(&s->info_mu);
-    pthread_mutex_destroy(&s->hits_mu);
-    for (int i = 0; i < s->nworkers; i++) {
-        free(s->workers[i].hit_raw);
-        free(s->workers[i].hit_img);
-        free(s->workers[i].hit_msg);
-    }
+    faid_hitsend_destroy(&s->hitsend);
     free(s);
     *ps = NULL;
 }

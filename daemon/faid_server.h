@@ -53,14 +53,6 @@
 
 typedef struct faid_server faid_server;
 
-#define FAID_HITS_WAITING 64 /* `next` requesters held at once (older ones are answered first) */
-/* Requests read from hits.request_endpoint per call of faid_hits_service: the publisher reads
- * that many between two results at most. Reading until the socket was empty let requesters
- * sending flat out hold the publisher: a PUB subscriber got 17 of 100 results in 120 s under
- * 64 DEALERs sending `next` flat out (test_hardening_hits.py; now 100 of 100 in 3 s), 0 of 4,500
- * in the probe of issue 20. */
-#define FAID_HITS_READ_BUDGET 64
-
 typedef struct faid_worker {
     faid_server *srv;
     int index;
@@ -74,13 +66,8 @@ typedef struct faid_worker {
      * block-table parse */
     atomic_uint_fast64_t host_ns, table_ns, timed;
     atomic_uint_fast64_t busy_frac_bits; /* double: busy fraction over the last interval */
-    /* hits channel (faid_hits_send.c): the decoded hit frame and its message, grown on demand */
-    uint8_t *hit_raw;
-    float *hit_img;
-    uint8_t *hit_msg;
-    size_t hit_raw_cap, hit_img_cap, hit_msg_cap;
-    atomic_int in_flight;         /* frames submitted to the engine, not collected */
-    atomic_int_fast64_t alive_ns; /* heartbeat: the worker loop's last turn (watchdog) */
+    atomic_int in_flight;                /* frames submitted to the engine, not collected */
+    atomic_int_fast64_t alive_ns;        /* heartbeat: the worker loop's last turn (watchdog) */
 } faid_worker;
 
 typedef enum { FAID_STATE_IDLE = 0, FAID_STATE_RUNNING, FAID_STATE_STOPPING } faid_state;
@@ -95,15 +82,10 @@ struct faid_server {
     void *pub, *router, *rep; /* router: the lossless channel, NULL when off */
     faid_lossless *ll;        /* the lossless channel's buffer and session */
     void *forward;  /* PUSH re-sending raw input messages (input.forward_endpoint), or NULL */
-    void *hits;     /* PUB of hit frames (hits.endpoint), or NULL; workers send under hits_mu */
-    void *hits_rep; /* ROUTER answering `next` (hits.request_endpoint), or NULL; under hits_mu */
-    pthread_mutex_t hits_mu;
-    struct {
-        uint8_t id[256];
-        size_t len;
-    } hits_waiting[FAID_HITS_WAITING]; /* requesters of `next` not answered yet: a ring, the
-                                        * oldest at hits_head, one entry per identity */
-    int hits_head, hits_nwaiting;
+    void *hits;     /* PUB of hit frames (hits.endpoint), or NULL; used by hitsend */
+    void *hits_rep; /* ROUTER answering `next` (hits.request_endpoint), or NULL; by hitsend */
+    /* the hit sender (faid_hits_send.h) over those sockets, NULL when both are off */
+    struct faid_hitsend *hitsend;
     void *input_mon[FAID_MAX_ENDPOINTS]; /* PAIRs receiving the input sockets' connection events
                                           * (main thread) */
     int64_t input_max_msg;               /* ZMQ_MAXMSGSIZE of the input socket */
