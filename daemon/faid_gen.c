@@ -2,7 +2,7 @@
  * series starts on a builder thread, and the swap on reload. See faid_gen.h. */
 #include "faid_gen.h"
 
-#include "faid_server.h"
+#include "faid_state.h"
 
 #include "faid_log.h"
 #include "faid_memstat.h"

@@ -16,15 +16,12 @@
 #include "faid_config.h"
 #include "faid_engine.h"
 #include "faid_err.h"
+#include "faid_limits.h"
 #include "faid_setup.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#define FAID_MAX_WORKERS 16
-/* Largest user_data a frame or start message may carry (bytes, after conversion to msgpack). */
-#define FAID_MAX_USER_DATA (64 * 1024)
 
 typedef struct faid_server faid_server;
 

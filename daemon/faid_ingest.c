@@ -18,7 +18,7 @@
 
 #include "faid_gen.h"
 #include "faid_pool.h"
-#include "faid_server.h"
+#include "faid_state.h"
 
 #include "faid_input.h"
 #include "faid_log.h"

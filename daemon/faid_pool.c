@@ -2,7 +2,7 @@
  * queues. See faid_pool.h. */
 #include "faid_pool.h"
 
-#include "faid_server.h"
+#include "faid_state.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,10 @@
  * outcome counts) says when a series' `end` may go out: once every frame ingest accepted for it
  * has been accounted for (results from several devices may arrive after ingest's end event), or
  * after END_WAIT_NS without the rest (incomplete). Stats go out every stats_interval seconds. */
-#include "faid_server.h"
+#include "faid_state.h"
+
+#include "faid_pool.h"
+#include "faid_gen.h"
 
 #include "faid_aggregates.h"
 #include "faid_hits_send.h"

@@ -1,7 +1,10 @@
 /* faid_server: lifecycle of the daemon (sockets, pools, first generation, threads, orderly
  * shutdown). The pools are faid_pool.c's, generations and reload faid_gen.c's, the ingest
- * threads faid_ingest.c's. See faid_server.h for the thread design. */
+ * threads faid_ingest.c's. See faid_state.h for the thread design. */
 #include "faid_server.h"
+
+#include "faid_pool.h"
+#include "faid_gen.h"
 
 #include "faid_ingest.h"
 

@@ -7,7 +7,10 @@
  * and the upload of one frame overlap the kernels of the previous ones; with pipeline.batch B
  * the engine integrates B of them per pass over the CSR matrix. Frames complete in
  * submission order, so results of one worker leave in reception order. */
-#include "faid_server.h"
+#include "faid_state.h"
+
+#include "faid_pool.h"
+#include "faid_gen.h"
 #include "faid_writer.h"
 
 #include "faid_aggregates.h"
