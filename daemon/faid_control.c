@@ -3,7 +3,10 @@
  * structs proto's encoder takes (faid_proto_write_status_entries). Runs on the main thread, so a
  * reload (which builds a whole new reduction setup and engines) never delays a frame: the pipeline
  * keeps using the old generation until the new one is swapped in. */
-#include "faid_server.h"
+#include "faid_state.h"
+
+#include "faid_gen.h"
+#include "faid_pool.h"
 #include "faid_writer.h"
 
 #include "faid_aggregates.h"

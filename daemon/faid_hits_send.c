@@ -5,14 +5,67 @@
 #include "faid_codec.h"
 #include "faid_log.h"
 #include "faid_proto_out.h"
+#include "faid_stats.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
 static faid_ratelimit rl_hits;
+
+/* One worker's buffers: the decoded hit frame and its message, grown on demand. */
+typedef struct hit_bufs {
+    uint8_t *hit_raw;
+    float *hit_img;
+    uint8_t *hit_msg;
+    size_t hit_raw_cap, hit_img_cap, hit_msg_cap;
+} hit_bufs;
+
+struct faid_hitsend {
+    void *hits;     /* PUB of hit frames (hits.endpoint), or NULL; borrowed from the server */
+    void *hits_rep; /* ROUTER answering `next` (hits.request_endpoint), or NULL; borrowed */
+    pthread_mutex_t hits_mu; /* workers send and the publisher serves requests under it */
+    struct {
+        uint8_t id[256];
+        size_t len;
+    } hits_waiting[FAID_HITS_WAITING]; /* requesters of `next` not answered yet: a ring, the
+                                        * oldest at hits_head, one entry per identity */
+    int hits_head, hits_nwaiting;
+    faid_stats *stats;               /* the server's counters (hits_*) */
+    faid_aggr *aggr;                 /* cleared by `resetplots` */
+    hit_bufs bufs[FAID_MAX_WORKERS]; /* bufs[i] is only ever used by worker i */
+};
+
+faid_hitsend *faid_hitsend_new(void *pub, void *rep, faid_stats *stats, faid_aggr *aggr)
+{
+    faid_hitsend *h = calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    h->hits = pub;
+    h->hits_rep = rep;
+    h->stats = stats;
+    h->aggr = aggr;
+    pthread_mutex_init(&h->hits_mu, NULL);
+    return h;
+}
+
+void faid_hitsend_destroy(faid_hitsend **ph)
+{
+    if (!ph || !*ph)
+        return;
+    faid_hitsend *h = *ph;
+    pthread_mutex_destroy(&h->hits_mu);
+    for (int i = 0; i < FAID_MAX_WORKERS; i++) {
+        free(h->bufs[i].hit_raw);
+        free(h->bufs[i].hit_img);
+        free(h->bufs[i].hit_msg);
+    }
+    free(h);
+    *ph = NULL;
+}
 
 static int grow(void **p, size_t *cap, size_t need)
 {
@@ -29,7 +82,7 @@ static int grow(void **p, size_t *cap, size_t need)
 /* Sends [identity, "", body] on the request ROUTER, never waiting. 0, or the errno of the failed
  * send: EHOSTUNREACH when the requester has gone (ZMQ_ROUTER_MANDATORY), EAGAIN when it does not
  * read its replies (its queue is full). */
-static int reply(faid_server *s, const uint8_t *id, size_t idlen, const void *body, size_t len)
+static int reply(faid_hitsend *s, const uint8_t *id, size_t idlen, const void *body, size_t len)
 {
     if (zmq_send(s->hits_rep, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return zmq_errno();
@@ -41,12 +94,12 @@ static int reply(faid_server *s, const uint8_t *id, size_t idlen, const void *bo
 }
 
 /* The waiting requesters are a ring of FAID_HITS_WAITING entries, oldest at hits_head. */
-static int waiting_at(const faid_server *s, int i)
+static int waiting_at(const faid_hitsend *s, int i)
 {
     return (s->hits_head + i) % FAID_HITS_WAITING;
 }
 
-static int is_waiting(const faid_server *s, const uint8_t *id, size_t len)
+static int is_waiting(const faid_hitsend *s, const uint8_t *id, size_t len)
 {
     for (int i = 0; i < s->hits_nwaiting; i++) {
         const int k = waiting_at(s, i);
@@ -56,28 +109,29 @@ static int is_waiting(const faid_server *s, const uint8_t *id, size_t len)
     return 0;
 }
 
-static void pop_oldest(faid_server *s)
+static void pop_oldest(faid_hitsend *s)
 {
     s->hits_head = waiting_at(s, 1);
     s->hits_nwaiting--;
-    atomic_store_explicit(&s->stats.hits_waiting, (uint64_t)s->hits_nwaiting, memory_order_relaxed);
+    atomic_store_explicit(&s->stats->hits_waiting, (uint64_t)s->hits_nwaiting,
+                          memory_order_relaxed);
 }
 
 /* A `next` from identity id: one waiting entry per identity (a repeat is counted and ignored).
  * With every entry taken the oldest requester is answered What? (ask again) and makes room: the
  * table then holds the newest requesters, so requesters that left cannot keep a live one out
  * (64 that sent `next` and closed made the 65th wait for 64 hits to go to nobody, issue 20). */
-static void queue_next(faid_server *s, const uint8_t *id, size_t len)
+static void queue_next(faid_hitsend *s, const uint8_t *id, size_t len)
 {
     if (is_waiting(s, id, len)) {
-        faid_stat_add(&s->stats.hits_requests_repeated, 1);
+        faid_stat_add(&s->stats->hits_requests_repeated, 1);
         return;
     }
     if (s->hits_nwaiting == FAID_HITS_WAITING) {
         const int k = s->hits_head;
         int rc = reply(s, s->hits_waiting[k].id, s->hits_waiting[k].len, "What?", 5);
-        faid_stat_add(rc == EHOSTUNREACH ? &s->stats.hits_requesters_gone
-                                         : &s->stats.hits_requests_displaced,
+        faid_stat_add(rc == EHOSTUNREACH ? &s->stats->hits_requesters_gone
+                                         : &s->stats->hits_requests_displaced,
                       1);
         pop_oldest(s);
     }
@@ -85,23 +139,24 @@ static void queue_next(faid_server *s, const uint8_t *id, size_t len)
     memcpy(s->hits_waiting[k].id, id, len);
     s->hits_waiting[k].len = len;
     s->hits_nwaiting++;
-    atomic_store_explicit(&s->stats.hits_waiting, (uint64_t)s->hits_nwaiting, memory_order_relaxed);
-    faid_stat_add(&s->stats.hits_requested, 1);
+    atomic_store_explicit(&s->stats->hits_waiting, (uint64_t)s->hits_nwaiting,
+                          memory_order_relaxed);
+    faid_stat_add(&s->stats->hits_requested, 1);
 }
 
 /* Gives the hit msg to the oldest waiting requester still there: one that has gone (or stopped
  * reading) frees its entry, counted, and the hit goes to the next. */
-static void deliver_locked(faid_server *s, const void *msg, size_t len)
+static void deliver_locked(faid_hitsend *s, const void *msg, size_t len)
 {
     while (s->hits_nwaiting > 0) {
         const int k = s->hits_head;
         int rc = reply(s, s->hits_waiting[k].id, s->hits_waiting[k].len, msg, len);
         pop_oldest(s);
         if (rc == 0) {
-            faid_stat_add(&s->stats.hits_delivered, 1);
+            faid_stat_add(&s->stats->hits_delivered, 1);
             return;
         }
-        faid_stat_add(&s->stats.hits_requesters_gone, 1);
+        faid_stat_add(&s->stats->hits_requesters_gone, 1);
     }
 }
 
@@ -109,7 +164,7 @@ static void deliver_locked(faid_server *s, const void *msg, size_t len)
  * requester for the next hit (OM's behaviour), `resetplots` clears the aggregates and is
  * answered Ok, anything else What?. A message that is not [identity, "", request] is read and
  * dropped. Returns 1 when the budget ran out (more may be waiting), 0 once the socket is empty. */
-static int service_locked(faid_server *s)
+static int service_locked(faid_hitsend *s)
 {
     for (int n = 0; n < FAID_HITS_READ_BUDGET; n++) {
         uint8_t id[256], delim[8], req[64];
@@ -136,7 +191,7 @@ static int service_locked(faid_server *s)
             queue_next(s, id, (size_t)n1);
         } else if (rl == 10 && memcmp(req, "resetplots", 10) == 0) {
             faid_aggr_reset(s->aggr);
-            faid_stat_add(&s->stats.hits_resets, 1);
+            faid_stat_add(&s->stats->hits_resets, 1);
             reply(s, id, (size_t)n1, "Ok", 2);
         } else {
             reply(s, id, (size_t)n1, "What?", 5);
@@ -145,9 +200,9 @@ static int service_locked(faid_server *s)
     return 1;
 }
 
-int faid_hits_service(faid_server *s)
+int faid_hits_service(faid_hitsend *s)
 {
-    if (!s->hits_rep)
+    if (!s || !s->hits_rep)
         return 0;
     pthread_mutex_lock(&s->hits_mu);
     int more = service_locked(s);
@@ -156,7 +211,7 @@ int faid_hits_service(faid_server *s)
 }
 
 /* The decoded frame as float32 with masked pixels NaN, in wk->hit_img. */
-static int decode_frame(faid_worker *wk, const faid_slot *slot, const faid_setup *su, faid_diag *d)
+static int decode_frame(hit_bufs *wk, const faid_slot *slot, const faid_setup *su, faid_diag *d)
 {
     const faid_in_header *h = &slot->h;
     const size_t npix = su->npix, esz = faid_dtype_size(h->dtype);
@@ -184,9 +239,10 @@ static int decode_frame(faid_worker *wk, const faid_slot *slot, const faid_setup
     return 0;
 }
 
-void faid_hits_send(faid_worker *wk, const faid_slot *slot, const faid_gen *g, const faid_result *r)
+void faid_hits_send(faid_hitsend *s, int worker, const faid_slot *slot, const faid_gen *g,
+                    const faid_result *r)
 {
-    faid_server *s = wk->srv;
+    hit_bufs *wk = &s->bufs[worker];
     const faid_setup *su = g->setup;
     const faid_config *c = &su->cfg;
     const faid_peak_list *l = r->peaks;
@@ -194,7 +250,7 @@ void faid_hits_send(faid_worker *wk, const faid_slot *slot, const faid_gen *g, c
     if ((!s->hits && !s->hits_rep) || !l || !r->is_hit || !slot->payload)
         return;
     if (decode_frame(wk, slot, su, &d)) {
-        faid_stat_add(&s->stats.hits_dropped, 1);
+        faid_stat_add(&s->stats->hits_dropped, 1);
         faid_log_ratelimited(&rl_hits, FAID_LOG_WARN, "hits", "frame %llu not sent: %s",
                              (unsigned long long)slot->h.frame_id, d.msg);
         return;
@@ -206,7 +262,7 @@ void faid_hits_send(faid_worker *wk, const faid_slot *slot, const faid_gen *g, c
     need += patches ? (size_t)l->n * ((size_t)side * side * 4 + 16) + nb * 12
                     : su->npix * sizeof(float);
     if (grow((void **)&wk->hit_msg, &wk->hit_msg_cap, need)) {
-        faid_stat_add(&s->stats.hits_dropped, 1);
+        faid_stat_add(&s->stats->hits_dropped, 1);
         return;
     }
     char event_id[FAID_SERIES_UID_MAX + 64];
@@ -240,7 +296,7 @@ void faid_hits_send(faid_worker *wk, const faid_slot *slot, const faid_gen *g, c
     faid_mpw_init(&w, wk->hit_msg, wk->hit_msg_cap);
     faid_proto_write_hit(&w, &o);
     if (faid_mpw_finish(&w, &d)) {
-        faid_stat_add(&s->stats.hits_dropped, 1);
+        faid_stat_add(&s->stats->hits_dropped, 1);
         faid_log_ratelimited(&rl_hits, FAID_LOG_WARN, "hits", "frame %llu not sent: %s",
                              (unsigned long long)slot->h.frame_id, d.msg);
         return;
@@ -248,7 +304,7 @@ void faid_hits_send(faid_worker *wk, const faid_slot *slot, const faid_gen *g, c
     pthread_mutex_lock(&s->hits_mu);
     if (s->hits) {
         int ok = zmq_send(s->hits, wk->hit_msg, w.len, ZMQ_DONTWAIT) >= 0;
-        faid_stat_add(ok ? &s->stats.hits_sent : &s->stats.hits_dropped, 1);
+        faid_stat_add(ok ? &s->stats->hits_sent : &s->stats->hits_dropped, 1);
     }
     if (s->hits_rep) {
         service_locked(s); /* a `next` that came just before this hit waits for it */

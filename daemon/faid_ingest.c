@@ -14,7 +14,11 @@
  * its frames are accounted for.
  *
  * Per-frame problems are logged with rate limiting: a stream of garbage must not flood the log. */
-#include "faid_server.h"
+#include "faid_ingest.h"
+
+#include "faid_gen.h"
+#include "faid_pool.h"
+#include "faid_state.h"
 
 #include "faid_input.h"
 #include "faid_log.h"

@@ -7,6 +7,8 @@
  * stop (stop reading, finish and publish every frame in flight, publish end, exit 0). */
 #include "faid_server.h"
 
+#include "faid_pool.h"
+
 #include "faid_http.h"
 #include "faid_log.h"
 #include "faid_metrics.h"

@@ -4,7 +4,10 @@
 #include "faid_aggregates.h"
 #include "faid_log.h"
 #include "faid_memstat.h"
-#include "faid_server.h"
+#include "faid_state.h"
+
+#include "faid_gen.h"
+#include "faid_pool.h"
 #include "faid_textbuf.h"
 #include "faid_writer.h"
 #include "faid_zap.h"

@@ -2,7 +2,9 @@
 #include "faid_notify.h"
 
 #include "faid_log.h"
-#include "faid_server.h"
+#include "faid_state.h"
+
+#include "faid_ingest.h"
 
 #include <stdio.h>
 #include <systemd/sd-daemon.h>

@@ -9,7 +9,10 @@
  * outcome counts) says when a series' `end` may go out: once every frame ingest accepted for it
  * has been accounted for (results from several devices may arrive after ingest's end event), or
  * after END_WAIT_NS without the rest (incomplete). Stats go out every stats_interval seconds. */
-#include "faid_server.h"
+#include "faid_state.h"
+
+#include "faid_pool.h"
+#include "faid_gen.h"
 
 #include "faid_aggregates.h"
 #include "faid_hits_send.h"
@@ -510,7 +513,7 @@ void *faid_publish_main(void *arg)
             faid_lossless_pump(s->ll, 0);
         /* `next` requests queue, others are answered at once; a bounded number per pass, and
          * while more wait the next pass does not sleep */
-        hits_more = faid_hits_service(s);
+        hits_more = faid_hits_service(s->hitsend);
         now = faid_now_ns();
         if (now >= next_stats) {
             publish_stats(p, now);

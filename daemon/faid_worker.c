@@ -7,7 +7,10 @@
  * and the upload of one frame overlap the kernels of the previous ones; with pipeline.batch B
  * the engine integrates B of them per pass over the CSR matrix. Frames complete in
  * submission order, so results of one worker leave in reception order. */
-#include "faid_server.h"
+#include "faid_state.h"
+
+#include "faid_pool.h"
+#include "faid_gen.h"
 #include "faid_writer.h"
 
 #include "faid_aggregates.h"
@@ -183,8 +186,8 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
         faid_stat_add(&wk->host_ns, (uint64_t)(t->stage_us * 1e3));
         faid_stat_add(&wk->table_ns, (uint64_t)(slot->table_us * 1e3));
         faid_stat_add(&wk->timed, 1);
-        if ((s->hits || s->hits_rep) && g->results[wk->index]->is_hit)
-            faid_hits_send(wk, slot, g, g->results[wk->index]);
+        if (s->hitsend && g->results[wk->index]->is_hit)
+            faid_hits_send(s->hitsend, wk->index, slot, g, g->results[wk->index]);
         slot->hit_chunk_len = 0;
         /* The frame's own setup decides too: the writer's switch follows the starts the
          * publisher has handled, and the workers may reduce a series' first frames before the

@@ -4,7 +4,10 @@
 #include "faid_log.h"
 #include "faid_proto.h"
 #include "faid_queue.h"
-#include "faid_server.h"
+#include "faid_state.h"
+
+#include "faid_gen.h"
+#include "faid_pool.h"
 #include "faid_sfile.h"
 #include "faid_whits.h"
 
