@@ -19,6 +19,7 @@
  * path as the daemon's writer, so the datasets are equal. */
 #include "faidctl.h"
 
+#include "faid_outfill.h"
 #include "faid_client.h"
 #include "faid_config.h"
 #include "faid_engine.h"
@@ -326,11 +327,7 @@ static int series_open(run *r, const char *stem)
 {
     const faid_setup *su = r->setup;
     const faid_config *c = &su->cfg;
-    const faid_geometry *ge = &su->geom;
     r->series_id++;
-    uint64_t masked = 0;
-    for (size_t i = 0; su->mask && i < su->npix; i++)
-        masked += su->mask[i] != 0;
     const char *devices[1] = {r->device_name};
     faid_out_start o = {
         .software_version = FAID_VERSION,
@@ -339,44 +336,6 @@ static int series_open(run *r, const char *stem)
         .series_uid = stem,
         .nimages = -1,
         .setup_version = su->version,
-        .config_hash = su->config_hash,
-        .dist = ge->dist,
-        .poni1 = ge->poni1,
-        .poni2 = ge->poni2,
-        .rot1 = ge->rot1,
-        .rot2 = ge->rot2,
-        .rot3 = ge->rot3,
-        .wavelength = ge->wavelength,
-        .pixel1 = ge->pixel1,
-        .pixel2 = ge->pixel2,
-        .rows = su->rows,
-        .cols = su->cols,
-        .detector = c->preset,
-        .npt = su->csr->npt_rad,
-        .npt_azim = su->csr2d ? su->csr2d->npt_azim : 0,
-        .unit = faid_unit_name(c->unit),
-        .split = faid_split_name(c->split),
-        .error_model = faid_error_model_name(c->error_model),
-        .solid_angle = c->solid_angle,
-        .has_polarization = c->has_polarization,
-        .polarization_factor = c->polarization_factor,
-        .has_radial_range = c->has_radial_range,
-        .radial_range = {c->radial_range[0], c->radial_range[1]},
-        .has_azimuth_range = c->has_azimuth_range,
-        .azimuth_range = {c->azimuth_range[0], c->azimuth_range[1]},
-        .has_dummy = c->has_dummy,
-        .dummy = c->dummy,
-        .delta_dummy = c->delta_dummy,
-        .normalization_factor = c->normalization_factor,
-        .empty = c->empty,
-        .mask_file = c->mask_path,
-        .dark_file = c->dark_path,
-        .flat_file = c->flat_path,
-        .masked_pixels = masked,
-        .radial = su->csr->rad_centers,
-        .azimuthal = su->csr2d ? su->csr2d->azim_centers : NULL,
-        .peak_params = su->csr_bg ? faid_config_put_peak_params : NULL,
-        .peak_params_arg = (void *)c,
         .devices = devices,
         .ndevices = 1,
         .config_yaml = r->config_yaml ? r->config_yaml : "",
@@ -384,6 +343,7 @@ static int series_open(run *r, const char *stem)
         .geometry_source = "configuration",
         .setup = "reused",
     };
+    faid_out_start_setup(&o, su);
     size_t len = encode(r, enc_start, &o);
     faid_diag d = {0};
     if (!len) {
@@ -458,43 +418,12 @@ static void series_result(run *r, const char *stem, uint64_t frame_id, const fai
     if (!r->sf)
         return;
     const faid_result *res = r->result;
-    const faid_profile *p = res->p1d, *c = res->p2d;
     faid_out_result o = {
         .series_id = r->series_id,
         .frame_id = frame_id,
         .setup_version = r->setup->version,
-        .npt = (uint64_t)p->nbins,
-        .I = p->I,
-        .sigma = p->sigma,
-        .std = p->std,
-        .count = p->count,
     };
-    if (c) {
-        o.cake_nrad = (uint64_t)c->nrad;
-        o.cake_nazim = (uint64_t)c->nazim;
-        o.I_2d = c->I;
-        o.sigma_2d = c->sigma;
-        o.count_2d = c->count;
-    }
-    if (res->peaks && res->bg) {
-        const faid_peak_list *l = res->peaks;
-        o.has_peaks = 1;
-        o.num_peaks = (uint64_t)(res->num_peaks > 0 ? res->num_peaks : 0);
-        o.is_hit = res->is_hit;
-        o.npeaks = (uint64_t)l->n;
-        o.peak_x = l->x;
-        o.peak_y = l->y;
-        o.peak_intensity = l->intensity;
-        o.peak_sigma = l->sigma;
-        o.peak_snr = l->snr;
-        o.peak_npix = l->npix;
-        o.peak_max_pixel = l->max_pixel;
-        o.nbg = (uint64_t)res->bg->nbins;
-        o.bg_I = res->bg->mean;
-        o.bg_sigma = res->bg->sem;
-        o.bg_std = res->bg->std;
-        o.bg_count = res->bg->count;
-    }
+    faid_out_result_outputs(&o, res);
     size_t len = encode(r, enc_result, &o);
     faid_diag d = {0};
     if (!len || faid_sfile_append(r->sf, r->msg, len, &d)) {

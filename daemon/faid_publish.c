@@ -9,6 +9,7 @@
  * outcome counts) says when a series' `end` may go out: once every frame ingest accepted for it
  * has been accounted for (results from several devices may arrive after ingest's end event), or
  * after END_WAIT_NS without the rest (incomplete). Stats go out every stats_interval seconds. */
+#include "faid_outfill.h"
 #include "faid_state.h"
 
 #include "faid_pool.h"
@@ -159,15 +160,10 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
 {
     faid_server *s = p->s;
     const faid_setup *su = g->setup;
-    const faid_config *c = &su->cfg;
     if (reserve(p, g->start_bytes)) {
         FAID_ERROR("publish", "out of memory for a start message");
         return;
     }
-    uint64_t masked = 0;
-    for (size_t i = 0; su->mask && i < su->npix; i++)
-        masked += su->mask[i] != 0;
-    const faid_geometry *ge = &su->geom;
     const faid_event *e = in->ev;
     const char *devices[FAID_MAX_WORKERS];
     for (int i = 0; i < s->nworkers && i < FAID_MAX_WORKERS; i++)
@@ -179,44 +175,6 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
         .series_uid = in->uid,
         .nimages = in->nimages,
         .setup_version = g->version,
-        .config_hash = su->config_hash,
-        .dist = ge->dist,
-        .poni1 = ge->poni1,
-        .poni2 = ge->poni2,
-        .rot1 = ge->rot1,
-        .rot2 = ge->rot2,
-        .rot3 = ge->rot3,
-        .wavelength = ge->wavelength,
-        .pixel1 = ge->pixel1,
-        .pixel2 = ge->pixel2,
-        .rows = su->rows,
-        .cols = su->cols,
-        .detector = c->preset,
-        .npt = su->csr->npt_rad,
-        .npt_azim = su->csr2d ? su->csr2d->npt_azim : 0,
-        .unit = faid_unit_name(c->unit),
-        .split = faid_split_name(c->split),
-        .error_model = faid_error_model_name(c->error_model),
-        .solid_angle = c->solid_angle,
-        .has_polarization = c->has_polarization,
-        .polarization_factor = c->polarization_factor,
-        .has_radial_range = c->has_radial_range,
-        .radial_range = {c->radial_range[0], c->radial_range[1]},
-        .has_azimuth_range = c->has_azimuth_range,
-        .azimuth_range = {c->azimuth_range[0], c->azimuth_range[1]},
-        .has_dummy = c->has_dummy,
-        .dummy = c->dummy,
-        .delta_dummy = c->delta_dummy,
-        .normalization_factor = c->normalization_factor,
-        .empty = c->empty,
-        .mask_file = c->mask_path,
-        .dark_file = c->dark_path,
-        .flat_file = c->flat_path,
-        .masked_pixels = masked,
-        .radial = su->csr->rad_centers,
-        .azimuthal = su->csr2d ? su->csr2d->azim_centers : NULL,
-        .peak_params = su->csr_bg ? faid_config_put_peak_params : NULL,
-        .peak_params_arg = (void *)c,
         .devices = devices,
         .ndevices = s->nworkers < FAID_MAX_WORKERS ? s->nworkers : FAID_MAX_WORKERS,
         .config_yaml = g->config_yaml,
@@ -234,6 +192,7 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
         .user_data = in->user_data,
         .user_data_len = in->user_data_len,
     };
+    faid_out_start_setup(&o, su);
     faid_mpw w;
     faid_mpw_init(&w, p->buf, p->cap);
     size_t off = faid_proto_write_start(&w, &o);

@@ -7,6 +7,7 @@
  * and the upload of one frame overlap the kernels of the previous ones; with pipeline.batch B
  * the engine integrates B of them per pass over the CSR matrix. Frames complete in
  * submission order, so results of one worker leave in reception order. */
+#include "faid_outfill.h"
 #include "faid_state.h"
 
 #include "faid_pool.h"
@@ -30,19 +31,12 @@ static faid_ratelimit rl_err;
 static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r, int64_t pop_ns,
                          int64_t done_mono, int64_t done_wall)
 {
-    const faid_profile *p = r->p1d;
-    const faid_profile *c = r->p2d;
     faid_out_result o = {
         .series_id = slot->series_id,
         .series_uid = slot->series_uid,
         .frame_id = slot->h.frame_id,
         .setup_version = slot->gen->version,
         .device = wk->index,
-        .npt = (uint64_t)p->nbins,
-        .I = p->I,
-        .sigma = p->sigma,
-        .std = p->std,
-        .count = p->count,
         .received_ns = (uint64_t)slot->recv_wall_ns,
         .done_ns = (uint64_t)done_wall,
         .payload_bytes = slot->payload_len,
@@ -55,32 +49,7 @@ static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r,
         .compute_us = r->t.total_us,
         .in = &slot->h,
     };
-    if (c) {
-        o.cake_nrad = (uint64_t)c->nrad;
-        o.cake_nazim = (uint64_t)c->nazim;
-        o.I_2d = c->I;
-        o.sigma_2d = c->sigma;
-        o.count_2d = c->count;
-    }
-    if (r->peaks && r->bg) {
-        const faid_peak_list *l = r->peaks;
-        o.has_peaks = 1;
-        o.num_peaks = (uint64_t)(r->num_peaks > 0 ? r->num_peaks : 0);
-        o.is_hit = r->is_hit;
-        o.npeaks = (uint64_t)l->n;
-        o.peak_x = l->x;
-        o.peak_y = l->y;
-        o.peak_intensity = l->intensity;
-        o.peak_sigma = l->sigma;
-        o.peak_snr = l->snr;
-        o.peak_npix = l->npix;
-        o.peak_max_pixel = l->max_pixel;
-        o.nbg = (uint64_t)r->bg->nbins;
-        o.bg_I = r->bg->mean;
-        o.bg_sigma = r->bg->sem;
-        o.bg_std = r->bg->std;
-        o.bg_count = r->bg->count;
-    }
+    faid_out_result_outputs(&o, r);
     faid_mpw w;
     faid_mpw_init(&w, slot->out, slot->out_cap);
     slot->msgnum_off = faid_proto_write_result(&w, &o);

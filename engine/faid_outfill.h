@@ -1,0 +1,24 @@
+/* faid_outfill: the parts of the output messages that come from the reduction itself, filled in
+ * one place for the daemon (publisher: start, worker: result) and `faidctl process` (which
+ * writes the same series files from the same messages), so that a new field of a setup or an
+ * output array reaches both paths at once. The caller fills what only it knows (series,
+ * frame ids, timings, devices, the input's report) before or after these calls. */
+#ifndef FAID_OUTFILL_H
+#define FAID_OUTFILL_H
+
+#include "faid_engine.h"
+#include "faid_proto_out.h"
+#include "faid_setup.h"
+
+/* The start's setup fields: config hash, geometry, shape, detector, bins, units, split, error
+ * model, corrections, ranges, dummy, normalization, mask/dark/flat files and masked pixel count,
+ * the radial (and azimuthal) bin centres and the peak parameters when peaks are on. The
+ * setup's version is not set: the daemon announces its generation's. o->* pointers borrow
+ * from su, which must outlive the encoding. */
+void faid_out_start_setup(faid_out_start *o, const faid_setup *su);
+
+/* The result's outputs of one frame: the 1D profile (npt, I, sigma, std, count), the cake when
+ * there is one, and the peaks and background when the finder ran. Pointers borrow from r. */
+void faid_out_result_outputs(faid_out_result *o, const faid_result *r);
+
+#endif
