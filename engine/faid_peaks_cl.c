@@ -58,7 +58,8 @@ int faid_sigclip_cl_config(const faid_cl_ctx *ctx, const faid_csr *csr, faid_cli
     memset(cfg, 0, sizeof *cfg);
     long wg = env_knob("FAID_SIGCLIP_WG", 1, 1024, d);
     long r = env_knob("FAID_SIGCLIP_R", 1, 128, d);
-    if (wg < 0 || r < 0)
+    long lm = env_knob("FAID_SIGCLIP_LM", 1, 1024, d);
+    if (wg < 0 || r < 0 || lm < 0)
         return d ? d->code : FAID_EINVAL;
     if (wg & (wg - 1))
         return faid_fail(d, FAID_EINVAL, "peaks: FAID_SIGCLIP_WG=%ld is not a power of two", wg);
@@ -71,19 +72,41 @@ int faid_sigclip_cl_config(const faid_cl_ctx *ctx, const faid_csr *csr, faid_cli
         if (csr->indptr[b + 1] - csr->indptr[b] > maxbin)
             maxbin = csr->indptr[b + 1] - csr->indptr[b];
     if (!r) {
-        /* the largest bin in registers: on an H200, EIGER 4M, 1000 bins (11,396 entries at
-         * most), 48 per work-item of 256 (tests/bench/results/, docs/PERFORMANCE.md) */
-        r = ((long)maxbin + (long)cfg->wg - 1) / (long)cfg->wg;
+        /* the largest bin in registers (with FAID_SIGCLIP_LM: what local memory does not hold):
+         * on an H200, EIGER 4M, 1000 bins (11,396 entries at most), 48 per work-item of 256
+         * (tests/bench/results/, docs/PERFORMANCE.md) */
+        r = ((long)maxbin + (long)cfg->wg - 1) / (long)cfg->wg - lm;
         r = (r + 3) / 4 * 4;
         r = r < 4 ? 4 : r > 64 ? 64 : r;
     }
     cfg->r = (int)r;
+    cfg->lm = (int)lm;
+    const int nv = em == FAID_CLIP_AZIMUTHAL ? 2 : 3; /* signal, norm (and variance) per entry */
+    if (lm) {
+        /* the kernel's local arrays: 6 doubles and an int per work-item, 8 doubles and an int per
+         * raking chunk (at most 32), and the entries */
+        const size_t nch = cfg->wg < 32 ? cfg->wg : 32;
+        const size_t bytes = cfg->wg * (6 * sizeof(double) + sizeof(int)) +
+                             nch * (8 * sizeof(double) + sizeof(int)) + 64 +
+                             (size_t)lm * cfg->wg * (size_t)nv * sizeof(float);
+        if (ctx->info.local_mem && bytes > ctx->info.local_mem)
+            return faid_fail(d, FAID_EUNSUP,
+                             "peaks: FAID_SIGCLIP_LM=%ld with %zu work-items needs %zu bytes of "
+                             "local memory, %s has %llu",
+                             lm, cfg->wg, bytes, ctx->info.name,
+                             (unsigned long long)ctx->info.local_mem);
+    }
     const size_t esz = em == FAID_CLIP_AZIMUTHAL ? 2 * sizeof(float) : 4 * sizeof(float);
-    cfg->ovf_bytes = (size_t)maxbin > cfg->wg * (size_t)r && csr->nnz > 0 ? (size_t)csr->nnz * esz
-                                                                          : 4 * sizeof(float);
+    cfg->ovf_bytes = (size_t)maxbin > cfg->wg * (size_t)(r + lm) && csr->nnz > 0
+                         ? (size_t)csr->nnz * esz
+                         : 4 * sizeof(float);
     snprintf(cfg->opts, sizeof cfg->opts,
              "-cl-fp32-correctly-rounded-divide-sqrt -D WG=%zu -D R=%d -D HAS_COEF=%d -D SC_EM=%d",
              cfg->wg, cfg->r, csr->data ? 1 : 0, (int)em);
+    if (lm) {
+        size_t n = strlen(cfg->opts);
+        snprintf(cfg->opts + n, sizeof cfg->opts - n, " -D LM=%d", cfg->lm);
+    }
     return FAID_OK;
 }
 

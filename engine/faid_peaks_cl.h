@@ -19,20 +19,26 @@
 typedef struct faid_peaks_cl faid_peaks_cl;
 
 /* How the sigma clip kernel (kernels/peaks/sigma_clip.cl) is built for one device and matrix:
- * work-group size, entries per work-item kept in registers, the bytes of its overflow buffer (the
- * entries of bins larger than wg * r) and the build options. Shared by faid_peaks_cl and the
- * engine's sigclip stage. */
+ * work-group size, entries per work-item kept in registers and in local memory (lm, 0: none, the
+ * register kernel), the bytes of its overflow buffer (the entries of bins larger than
+ * wg * (r + lm)) and the build options. Shared by faid_peaks_cl and the engine's sigclip stage. */
 typedef struct faid_sigclip_cl_cfg {
     size_t wg;
     int r;
+    int lm;
     size_t ovf_bytes;
     char opts[200];
 } faid_sigclip_cl_cfg;
 
-/* wg: min(256, the device's maximum) unless FAID_SIGCLIP_WG (a power of two) says otherwise; r:
- * enough for the largest bin of csr (a multiple of 4, at most 64) unless FAID_SIGCLIP_R (1-128)
- * says otherwise. Both variables are tuning knobs for benchmarks and tests (a small r exercises
- * the overflow path); a value out of range is an error naming it. */
+/* wg: min(256, the device's maximum) unless FAID_SIGCLIP_WG (a power of two) says otherwise; lm:
+ * 0 (the register kernel, the default) unless FAID_SIGCLIP_LM (1-1024 entries per work-item in
+ * local memory, the local-memory variant of issue 17: fewer registers per work-item, more
+ * work-groups per compute unit, overflow entries read coalesced) says otherwise, an error
+ * naming it when the device's local memory is too small; r: enough for what local memory does not
+ * hold of the largest bin of csr (a multiple of 4, at most 64) unless FAID_SIGCLIP_R (1-128) says
+ * otherwise. The variables are tuning knobs for benchmarks and tests (a small r exercises the
+ * overflow path); a value out of range is an error naming it. Every setting gives the same bits
+ * for the same wg (the entries are summed in the same order wherever they are kept). */
 int faid_sigclip_cl_config(const faid_cl_ctx *ctx, const faid_csr *csr, faid_clip_model em,
                            faid_sigclip_cl_cfg *cfg, faid_diag *d);
 

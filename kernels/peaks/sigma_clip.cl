@@ -40,6 +40,9 @@
 #ifndef R
 #define R 16
 #endif
+#ifndef LM
+#define LM 0
+#endif
 #ifndef HAS_COEF
 #define HAS_COEF 0
 #endif
@@ -57,6 +60,18 @@
 #define OVF_S(k) ovf[(k)]
 #define OVF_N(k) ovf[nnz + (k)]
 #define OVF_V(k) ovf[2 * nnz + (k)]
+/* Storage index in ovf of a work-item's i-th overflow entry: its CSR position when LM is 0 (the
+ * register kernel as measured), else transposed within the bin (entry i of every work-item side
+ * by side, so that a pass over them reads consecutive floats across the work-group). Entry i of
+ * work-item lid is its CSR position kb + R + LM + i; k0 + i WG + lid stays inside the bin's
+ * [k0, k1): i < m - R - LM and (m - 1) WG < k1 - k0. */
+#if LM > 0
+#define OVI(i) (k0 + (i) * WG + lid)
+#else
+#define OVI(i) (kb + R + (i))
+#endif
+/* a local entry's place: entry j of every work-item side by side (no bank conflicts) */
+#define LMI(j) ((j) * WG + lid)
 /* an entry's variance as the sums take it: 0 where the model keeps none (the azimuthal model's
  * ovf holds no variances, its kernel no rv) */
 #if NEEDVAR
@@ -65,6 +80,11 @@
 #else
 #define OVF_VAR(k) 0.0f
 #define REG_VAR(j) 0.0f
+#endif
+#if NEEDVAR && LM > 0
+#define LM_VAR(j) lmv[LMI(j)]
+#else
+#define LM_VAR(j) 0.0f
 #endif
 /* a register entry's coefficient */
 #if HAS_COEF
@@ -178,6 +198,14 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     local double p0[NCH], p1[NCH];
     local double g[5];
     local int gr;
+#if LM > 0
+    /* the entries after the first R of each work-item: signal, norm (0: not valid or clipped) and
+     * the variance where the model needs it */
+    local float lms[LM * WG], lmn[LM * WG];
+#if NEEDVAR
+    local float lmv[LM * WG];
+#endif
+#endif
     const int b = get_group_id(0);
     const int lid = get_local_id(0);
     if (b >= nbins)
@@ -189,6 +217,8 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     const int ke = min(kb + m, k1);                /* and its end */
     const int nown = ke > kb ? ke - kb : 0;        /* entries it owns */
     const int nreg = nown < R ? nown : R;          /* of which in registers */
+    const int nlm = min(max(nown - R, 0), LM);     /* in local memory */
+    const int kov = kb + R + LM;                   /* CSR position of its first overflow entry */
     const int hybrid = SC_EM == EM_HYBRID;
     int az = SC_EM == EM_AZIMUTHAL || (hybrid && cycles > 0);
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, a4 = 0.0;
@@ -227,14 +257,28 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         rc[j] = c;
 #endif
     }
-    for (int k = kb + R; k < ke; k++) {
+#if LM > 0
+    for (int j = 0; j < nlm; j++) {
+        const int k = kb + R + j;
         const float c = sc_coef(coefs, k);
         const float4 q = pre4[indices[k]];
         const int ok = c != 0.0f && sc_ok(q);
-        OVF_S(k) = ok ? q.s0 : 0.0f;
-        OVF_N(k) = ok ? q.s2 : 0.0f;
+        lms[LMI(j)] = ok ? q.s0 : 0.0f;
+        lmn[LMI(j)] = ok ? q.s2 : 0.0f;
 #if NEEDVAR
-        OVF_V(k) = ok ? q.s1 : 0.0f;
+        lmv[LMI(j)] = ok ? q.s1 : 0.0f;
+#endif
+    }
+#endif
+    for (int k = kov; k < ke; k++) {
+        const int o = OVI(k - kov);
+        const float c = sc_coef(coefs, k);
+        const float4 q = pre4[indices[k]];
+        const int ok = c != 0.0f && sc_ok(q);
+        OVF_S(o) = ok ? q.s0 : 0.0f;
+        OVF_N(o) = ok ? q.s2 : 0.0f;
+#if NEEDVAR
+        OVF_V(o) = ok ? q.s1 : 0.0f;
 #endif
     }
 
@@ -250,10 +294,21 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             tkept++;
         }
     }
-    for (int k = kb + R; k < ke; k++) {
-        const float nn = OVF_N(k);
+#if LM > 0
+    for (int j = 0; j < nlm; j++) {
+        const float nn = lmn[LMI(j)];
         if (nn != 0.0f) {
-            t = sc_sums_entry(t, (double)sc_coef(coefs, k), OVF_S(k), nn, OVF_VAR(k), 0);
+            t = sc_sums_entry(t, (double)sc_coef(coefs, kb + R + j), lms[LMI(j)], nn, LM_VAR(j),
+                              0);
+            tkept++;
+        }
+    }
+#endif
+    for (int k = kov; k < ke; k++) {
+        const int o = OVI(k - kov);
+        const float nn = OVF_N(o);
+        if (nn != 0.0f) {
+            t = sc_sums_entry(t, (double)sc_coef(coefs, k), OVF_S(o), nn, OVF_VAR(o), 0);
             tkept++;
         }
     }
@@ -275,11 +330,22 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     rem++;
                 }
             }
-            for (int k = kb + R; k < ke; k++) {
-                const float nn = OVF_N(k);
-                if (nn != 0.0f && sc_clip(OVF_S(k), nn, averf, thrf, aver, thr)) {
-                    t = sc_sums_entry(t, (double)sc_coef(coefs, k), OVF_S(k), nn, OVF_VAR(k), 1);
-                    OVF_N(k) = 0.0f;
+#if LM > 0
+            for (int j = 0; j < nlm; j++) {
+                const float nn = lmn[LMI(j)], s = lms[LMI(j)];
+                if (nn != 0.0f && sc_clip(s, nn, averf, thrf, aver, thr)) {
+                    t = sc_sums_entry(t, (double)sc_coef(coefs, kb + R + j), s, nn, LM_VAR(j), 1);
+                    lmn[LMI(j)] = 0.0f;
+                    rem++;
+                }
+            }
+#endif
+            for (int k = kov; k < ke; k++) {
+                const int o = OVI(k - kov);
+                const float nn = OVF_N(o);
+                if (nn != 0.0f && sc_clip(OVF_S(o), nn, averf, thrf, aver, thr)) {
+                    t = sc_sums_entry(t, (double)sc_coef(coefs, k), OVF_S(o), nn, OVF_VAR(o), 1);
+                    OVF_N(o) = 0.0f;
                     rem++;
                 }
             }
@@ -357,10 +423,18 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             for (int j = 0; j < R; j++)
                 if (rn[j] != 0.0f)
                     a = sc_az_entry(a, REG_COEF(j), rs[j], rn[j]);
-            for (int k = kb + R; k < ke; k++) {
-                const float nn = OVF_N(k);
+#if LM > 0
+            for (int j = 0; j < nlm; j++) {
+                const float nn = lmn[LMI(j)];
                 if (nn != 0.0f)
-                    a = sc_az_entry(a, (double)sc_coef(coefs, k), OVF_S(k), nn);
+                    a = sc_az_entry(a, (double)sc_coef(coefs, kb + R + j), lms[LMI(j)], nn);
+            }
+#endif
+            for (int k = kov; k < ke; k++) {
+                const int o = OVI(k - kov);
+                const float nn = OVF_N(o);
+                if (nn != 0.0f)
+                    a = sc_az_entry(a, (double)sc_coef(coefs, k), OVF_S(o), nn);
             }
             vv = a.vv;
         }

@@ -397,6 +397,95 @@ static void test_sigclip_overflow(void)
     faid_cl_ctx_destroy(&ctx);
 }
 
+/* Background of frame set fs through the kernels as the environment's tuning variables build
+ * them (background only); 0 on success. */
+static int sigclip_cl(faid_cl_ctx *ctx, frame_set *fs, const faid_peak_params *p,
+                      faid_background *bg, faid_diag *d)
+{
+    faid_peak_geom *g = faid_peak_geom_new(&fs->g, fs->mask, fs->csr, FAID_UNIT_Q_NM, p, 0, 0, d);
+    faid_peaks_cl *k = g ? faid_peaks_cl_new(ctx, fs->csr, g, p, d) : NULL;
+    int rc = k ? faid_peaks_cl_run_host(k, fs->pre4, 0.0f, bg, NULL, d) : -1;
+    faid_peaks_cl_destroy(&k);
+    faid_peak_geom_destroy(&g);
+    return rc;
+}
+
+static int bg_same_bits(const faid_background *a, const faid_background *b)
+{
+    size_t n = (size_t)a->nbins * sizeof(float);
+    return a->nbins == b->nbins && !memcmp(a->mean, b->mean, n) && !memcmp(a->std, b->std, n) &&
+           !memcmp(a->sem, b->sem, n) && !memcmp(a->count, b->count, n);
+}
+
+/* The sigma clip's local-memory variant (FAID_SIGCLIP_LM, issue 17): entries kept in registers,
+ * local memory and the transposed overflow buffer at once (32 work-items, 1 + 2 entries each on
+ * chip: most bins overflow), and all of a bin on chip (1 + 63): the background bit for bit the
+ * register kernel's of the same work-group size (the same sums in the same order), peaks equal to
+ * the reference, for the three error models; a local share larger than the device's local
+ * memory is an error naming the variable. */
+static void test_sigclip_local(void)
+{
+    faid_cl_device_info dev;
+    faid_diag d;
+    if (faid_cl_select(getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "auto", &dev,
+                       &d) != 0)
+        return;
+    faid_cl_ctx *ctx = faid_cl_ctx_new(&dev, 0, &d);
+    CHECK_MSG(ctx != NULL, "%s", d.msg);
+    if (!ctx)
+        return;
+    frame_set fs;
+    CHECK(make_frames(&fs, 7, 25) == 0);
+    faid_background *breg = faid_background_new(fs.csr->nbins);
+    faid_background *blm = faid_background_new(fs.csr->nbins);
+    faid_peak_params p;
+    faid_peak_params_default(&p);
+    const faid_clip_model models[] = {FAID_CLIP_POISSON, FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
+    static const char *const lms[] = {"2", "63"};
+    setenv("FAID_SIGCLIP_WG", "32", 1);
+    setenv("FAID_SIGCLIP_R", "1", 1);
+    for (int m = 0; m < 3; m++) {
+        p.error_model = models[m];
+        p.algorithm = FAID_PEAKS_NONE;
+        unsetenv("FAID_SIGCLIP_LM");
+        setenv("FAID_SIGCLIP_R", "64", 1); /* the register kernel, every bin in registers */
+        CHECK_MSG(sigclip_cl(ctx, &fs, &p, breg, &d) == 0, "register kernel: %s", d.msg);
+        setenv("FAID_SIGCLIP_R", "1", 1);
+        for (int l = 0; l < 2; l++) {
+            setenv("FAID_SIGCLIP_LM", lms[l], 1);
+            faid_sigclip_cl_cfg cfg;
+            CHECK(faid_sigclip_cl_config(ctx, fs.csr, p.error_model, &cfg, &d) == 0);
+            CHECK(cfg.lm == atoi(lms[l]) && strstr(cfg.opts, "-D LM=") != NULL);
+            CHECK(l == 1 || cfg.ovf_bytes >= (size_t)fs.csr->nnz * 8); /* LM=2 overflows */
+            CHECK_MSG(sigclip_cl(ctx, &fs, &p, blm, &d) == 0, "LM=%s: %s", lms[l], d.msg);
+            CHECK_MSG(bg_same_bits(blm, breg),
+                      "LM=%s, model %d: background differs from the "
+                      "register kernel's",
+                      lms[l], m);
+            p.algorithm = FAID_PEAKS_NONE;
+            compare_one(ctx, &fs, &p, 0, 0, "local, background only");
+            p.algorithm = FAID_PEAKS_PYFAI;
+            CHECK(compare_one(ctx, &fs, &p, 0, 0, "local, pyfai") >= 15);
+            p.algorithm = FAID_PEAKS_NONE;
+        }
+    }
+    if (ctx->info.local_mem) {
+        setenv("FAID_SIGCLIP_LM", "1024", 1);
+        setenv("FAID_SIGCLIP_WG", "1024", 1);
+        faid_sigclip_cl_cfg cfg;
+        int rc = faid_sigclip_cl_config(ctx, fs.csr, p.error_model, &cfg, &d);
+        if (ctx->info.local_mem < (cl_ulong)1024 * 1024 * 8 && ctx->info.max_wg >= 1024)
+            CHECK(rc == FAID_EUNSUP && strstr(d.msg, "FAID_SIGCLIP_LM") != NULL);
+    }
+    unsetenv("FAID_SIGCLIP_WG");
+    unsetenv("FAID_SIGCLIP_R");
+    unsetenv("FAID_SIGCLIP_LM");
+    faid_background_destroy(&breg);
+    faid_background_destroy(&blm);
+    free_frames(&fs);
+    faid_cl_ctx_destroy(&ctx);
+}
+
 /* The peak stages through the engine: the OpenCL device and the reference device give the same
  * background (float64 rounding), the same peak list and the same hit decision for each finder. */
 static void test_engine_devices(void)
@@ -467,6 +556,7 @@ int main(void)
     RUN(test_hits());
     RUN(test_kernels());
     RUN(test_sigclip_overflow());
+    RUN(test_sigclip_local());
     RUN(test_engine_devices());
     return faid_test_finish();
 }
