@@ -24,7 +24,12 @@
 # writer": without the pinned arena, and with the files of record on), WRITER_DIR (the writer
 # run's directory), KINDS (frame kinds of the decoder / PCIe-floor runs, default
 # "synthetic lowcount"), SIZES (detector presets of the size runs besides the EIGER 4M of the
-# lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300).
+# lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
+# PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
+# one-frame (fused) and pipelined variants, checked against the reference device like every run;
+# default "reg lm16 lm16r8", names below in psets; "" skips), PEAK_DEPTH (slots of those pipelined
+# runs, default 8: 32 frames in flight with BATCH 4, as the issue's figures), PEAK_EXTRA (more
+# faid-bench arguments of those runs, e.g. "--detector eiger_1m" for a sanity run on PoCL).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,6 +48,9 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
+PEAK_SETS=${PEAK_SETS-reg lm16 lm16r8}
+PEAK_DEPTH=${PEAK_DEPTH:-8}
+PEAK_EXTRA=${PEAK_EXTRA:-}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
@@ -200,6 +208,36 @@ for c in $SCALE_CONFIGS; do
     done
 done
 
+# 4d. issue 17: the peak path's kernel variants, selected by environment knobs, one faid-bench
+# run per set and finder (the same frames, the same check against the reference device: peak
+# lists bit for bit, background within float64 rounding; a set that fails it is not reported)
+declare -A psets=(
+    [reg]=""                                         # the register sigma clip (default, fallback)
+    [lm16]="FAID_SIGCLIP_LM=16"                      # 16 entries per work-item in local memory
+    [lm16r8]="FAID_SIGCLIP_LM=16 FAID_SIGCLIP_R=8"   # + 8 in registers, the rest in global
+    [lm8r8]="FAID_SIGCLIP_LM=8 FAID_SIGCLIP_R=8"     # smaller on-chip share, more in global
+    [lm32wg128]="FAID_SIGCLIP_WG=128 FAID_SIGCLIP_LM=32 FAID_SIGCLIP_R=8"
+)
+for ps in $PEAK_SETS; do
+    if [ -z "${psets[$ps]+x}" ]; then
+        say "WARNING: unknown peak set '$ps' skipped (known: ${!psets[*]})"
+        continue
+    fi
+    for c in pk-pyfai pk-pf8; do
+        a="${args[$c]} $PEAK_EXTRA"
+        say "peak set $ps ($c): ${psets[$ps]:-defaults} $bench $a --depth $PEAK_DEPTH"
+        # shellcheck disable=SC2086
+        if ! env FAID_PEAKSET="$ps" ${psets[$ps]} "$bench" --device "$DEVICE" --frames "$FRAMES" \
+            --depth "$PEAK_DEPTH" --batch "$BATCH" $a --variants fused,pipelined \
+            --json "$LOG/pkset_${ps}_$c.json" >"$LOG/pkset_${ps}_$c.log" 2>&1; then
+            say "WARNING: peak set $ps ($c) failed or found a difference, tail of $LOG/pkset_${ps}_$c.log:"
+            tail -n 8 "$LOG/pkset_${ps}_$c.log" | tee -a "$LOG/gpu-run.log"
+            rm -f "$LOG/pkset_${ps}_$c.json"
+            status=1
+        fi
+    done
+done
+
 # The pyFAI + silx wheels (.whl/), installed once into $site for steps 5 and 5a.
 site=$root/.device/site
 install_wheels() {
@@ -261,7 +299,8 @@ if [ "${DAEMON_BENCH:-1}" != 0 ]; then
 fi
 
 # 6. compact table, last (the tuning sweep, the pyFAI comparison and daemon-bench come before it)
-python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
+PEAK_SETS="$PEAK_SETS" PEAK_DEPTH="$PEAK_DEPTH" BATCH="$BATCH" \
+    python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
 import json, os, sys
 log, sweep, configs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 def fmt(v, k, f="{:.0f}"):
@@ -372,6 +411,58 @@ if sc:
         print(f'{c:>9} {n} dev {j["fps"]:9.0f} fps  {ratio:>6}  per device {per}  identical '
               f'{"yes" if j["identical_devices"] and j["identical_pipelined"] else "NO"}'
               + (f'  peaks vs ref {"equal" if j.get("peaks_ref_equal") == 1 else "DIFFER" if j.get("peaks_ref_equal") == 0 else "-"}' if j.get("peaks") != "none" else ""))
+# issue 17: the peak path's kernel variants (step 4d), the issue's rows with their targets
+psets = os.environ.get("PEAK_SETS", "").split()
+if psets:
+    print("\nissue 17, peak finding (the frames of the pk runs, 5 clip cycles; pipelined = "
+          f'{os.environ.get("PEAK_DEPTH", "8")} slots x {os.environ.get("BATCH", "4")} frames in flight; '
+          "one frame alone = the fused variant's median device times; a set whose peak lists or "
+          "results differ from the reference device is not reported)")
+    hdr = ("set", "clip+pyfai fps", "clip+pf8 fps", "pkprep us", "clip us", "pyfai find us",
+           "pf8 find us", "bg rel.err")
+    w = [10, 15, 13, 10, 8, 14, 12, 10]
+    print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
+    print(" ".join(str(x).rjust(n) for x, n in zip(
+        ("target", ">= 8000", ">= 6000", "~floor", "~floor", "~floor", "~floor", ""), w)))
+    # memory-traffic floors (docs/PERFORMANCE.md, "Speed round 3"): bytes read + written per
+    # pixel / the HBM bandwidth (H100 SXM 3.35 TB/s, H200 4.8 TB/s); upper bounds of the bins'
+    # entries by the pixel count: Poisson preprocess raw + normp + float4 out, sigma clip index +
+    # float4 gather, picker radius + float4 + flag, peakfinder8 prep (float4, valid, pos_of,
+    # img, cval) + radial (cval once) + candidates (img, bin_of, flag)
+    first = next((os.path.join(log, f) for f in sorted(os.listdir(log))
+                  if f.startswith("pkset_") and f.endswith(".json")), None)
+    if first:
+        j = json.load(open(first))
+        npix = j["rows"] * j["cols"]
+        bw = 4.8e12 if "H200" in j.get("device", "") else 3.35e12
+        esz = {"uint8": 1, "int8": 1, "uint16": 2, "int16": 2}.get(j.get("dtype"), 4)
+        fl = [npix * b / bw * 1e6 for b in (esz + 4 + 16, 20, 21, 42)]
+        print(" ".join(str(x).rjust(n) for x, n in zip(
+            ("floor us", f'{j["rows"]}x{j["cols"]}', "", f"{fl[0]:.0f}", f"{fl[1]:.0f}", f"{fl[2]:.0f}", f"{fl[3]:.0f}",
+             f"{bw / 1e12:.2f}TB/s"), w)))
+    for ps in psets:
+        r = {}
+        ok = True
+        err = 0.0
+        for c in ("pk-pyfai", "pk-pf8"):
+            p = os.path.join(log, f"pkset_{ps}_{c}.json")
+            if not os.path.exists(p):
+                ok = False
+                continue
+            j = json.load(open(p))
+            vs = {v["name"]: v for v in j["variants"]}
+            good = j.get("peaks_ref_equal") == 1 and all(v.get("identical", 1) != 0 for v in vs.values())
+            ok &= good
+            err = max(err, j.get("bg_rel_err", 0.0))
+            r[c] = (vs.get("pipelined", {}), vs.get("fused", {}), good)
+        def cell(c, k, src):
+            if c not in r or not r[c][2]:
+                return "WRONG" if c in r else "FAILED"
+            return fmt(r[c][src], k)
+        row = (ps, cell("pk-pyfai", "fps", 0), cell("pk-pf8", "fps", 0),
+               cell("pk-pyfai", "pkpre_us", 1), cell("pk-pyfai", "clip_us", 1),
+               cell("pk-pyfai", "find_us", 1), cell("pk-pf8", "find_us", 1), f"{err:.1e}")
+        print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
 p = os.path.join(log, "daemon-bench.txt")
 if os.path.exists(p):
     print(open(p).read().rstrip("\n"))
