@@ -299,6 +299,25 @@ fail:
 
 #define SETARG(kern, i, val) FAID_CL_TRY(d, clSetKernelArg((kern), (i), sizeof(val), &(val)))
 
+/* The raw-side parameters that the kernels of kernels/peaks/ take last (raw, dark, normp,
+ * raw_off, do_dark, do_dummy, dummy, delta_dummy: read only when built with PK_FUSED, which
+ * this driver never does), from argument index i on. */
+static int set_raw_unused(cl_kernel kern, cl_uint i, cl_mem any, faid_diag *d)
+{
+    const cl_uint u0 = 0;
+    const int i0 = 0;
+    const float f0 = 0.0f;
+    SETARG(kern, i, any);
+    SETARG(kern, i + 1, any);
+    SETARG(kern, i + 2, any);
+    SETARG(kern, i + 3, u0);
+    SETARG(kern, i + 4, i0);
+    SETARG(kern, i + 5, i0);
+    SETARG(kern, i + 6, f0);
+    SETARG(kern, i + 7, f0);
+    return 0;
+}
+
 static int set_pick_args(faid_peaks_cl *k, cl_kernel kern, cl_mem pre4, cl_uint *n, faid_diag *d)
 {
     const float cutoff = (float)k->p.cutoff_peak, noise = (float)k->p.noise;
@@ -358,6 +377,9 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
     SETARG(k->k_sc, i++, empty);
     SETARG(k->k_sc, i++, k->bg);
     SETARG(k->k_sc, i++, zero);
+    int rc = set_raw_unused(k->k_sc, i, pre4, d);
+    if (rc)
+        return rc;
     size_t gs = (size_t)k->nbins * k->wg_sc, ls = k->wg_sc;
     int find = k->p.algorithm != FAID_PEAKS_NONE;
     FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_sc, 1, NULL, &gs, &ls, 0, NULL,
@@ -368,11 +390,12 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
     size_t wg = k->wg_pk, pgs = (size_t)k->ngroups * wg;
     if (k->p.algorithm == FAID_PEAKS_PYFAI) {
         cl_uint n;
-        int rc = set_pick_args(k, k->k_flag, pre4, &n, d);
-        if (rc)
+        if ((rc = set_pick_args(k, k->k_flag, pre4, &n, d)))
             return rc;
         SETARG(k->k_flag, n, k->flag);
         SETARG(k->k_flag, n + 1, k->counts);
+        if ((rc = set_raw_unused(k->k_flag, n + 2, pre4, d)))
+            return rc;
         FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_flag, 1, NULL, &pgs, &wg, 0, NULL, NULL));
         if ((rc = enqueue_scan(k, q, cap, d)))
             return rc;
@@ -384,6 +407,8 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
         SETARG(k->k_write, n + 3, cap);
         SETARG(k->k_write, n + 4, k->rec);
         SETARG(k->k_write, n + 5, zero);
+        if ((rc = set_raw_unused(k->k_write, n + 6, pre4, d)))
+            return rc;
         FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_write, 1, NULL, &pgs, &wg, 0, NULL, last));
         return 0;
     }
@@ -400,6 +425,8 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
     SETARG(k->k_prep, i++, k->cval);
     SETARG(k->k_prep, i++, k->counts);
     SETARG(k->k_prep, i++, nzero);
+    if ((rc = set_raw_unused(k->k_prep, i, pre4, d)))
+        return rc;
     size_t ggs = ((size_t)npix + wg - 1) / wg * wg;
     FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, k->k_prep, 1, NULL, &ggs, &wg, 0, NULL, NULL));
     i = 0;
@@ -447,8 +474,7 @@ int faid_peaks_cl_enqueue(faid_peaks_cl *k, cl_mem pre4, float empty, cl_event *
             SETARG(kk, i++, k->cand);
             size_t fgs = (size_t)FAID_PF8_FILL_GROUPS * wg;
             FAID_CL_TRY(d, clEnqueueNDRangeKernel(q, kk, 1, NULL, &fgs, &wg, 0, NULL, NULL));
-            int rc = enqueue_scan(k, q, cap, d);
-            if (rc)
+            if ((rc = enqueue_scan(k, q, cap, d)))
                 return rc;
         } else {
             SETARG(kk, i++, k->offsets);

@@ -24,9 +24,9 @@
 #include "faid_progcache.h"
 #include "faid_restab.h"
 
-#define FAID_STAGE_MAX 8  /* stages in faid_stages[] */
-#define FAID_STAGE_EV  6  /* profiling events per stage and lane (and per stage and slot) */
-#define FAID_STAGE_KC  96 /* cached kernels per stage and setup (faid_stage_kslot keys) */
+#define FAID_STAGE_MAX 8   /* stages in faid_stages[] */
+#define FAID_STAGE_EV  6   /* profiling events per stage and lane (and per stage and slot) */
+#define FAID_STAGE_KC  128 /* cached kernels per stage and setup (faid_stage_kslot keys) */
 
 /* What the stages see of the engine; lives as long as the engine. */
 typedef struct faid_stage_env {
@@ -140,6 +140,9 @@ typedef struct faid_peak_setup {
     faid_peak_geom *geom;      /* radius per pixel, validity, picking window */
     struct faid_pf8_bins *pf8; /* peakfinder8's integer-radius bins (NULL for pyfai) */
     faid_sigclip_cl_cfg sc;    /* the sigma clip kernel's build (OpenCL device) */
+    int fused;                 /* FAID_PEAKS_FUSED=1 (OpenCL device, issue 17): the sigma clip
+                                * and the finders compute each pixel from the raw frame
+                                * (kernels built with PK_FUSED), no preprocessed copy */
     const char *pre;           /* host buffer of the preprocessed frame the references read
                                 * (reference device): "pre", or "pk_pre" when the integration's
                                 * error model is not poisson */
@@ -152,10 +155,22 @@ const faid_peak_setup *faid_stage_peak_setup(const faid_stage_res *res);
 size_t faid_stage_peaks_wg(const faid_stage_env *env);
 int faid_stage_peaks_scratch(faid_stage_env *env, faid_stage_res *res, const char *name,
                              size_t bytes, faid_diag *d);
-/* Builds the finder's kernels (called by the sigclip stage's cl_prepare). */
-int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_diag *d);
-/* Enqueues the finder for lane `lane` of sl on the preprocessed frame pre (float4 per pixel),
- * the lane's background at bg_off floats in "out" (called by the sigclip stage's cl_close). */
+/* Binds the raw-side parameters (raw, dark, normp, raw_off, do_dark, do_dummy, dummy,
+ * delta_dummy) of k for lane `lane` of sl: the preprocess kernel's, and the peak kernels' that
+ * read pixels (used only when built fused). */
+int faid_stage_peaks_raw_args(const faid_stage_res *res, const faid_stage_slot *sl, int lane,
+                              faid_kernel *k, faid_diag *d);
+/* The build options of a peak kernel that reads pixels: base, and with ps->fused the raw
+ * frame's element type, the Poisson model and PK_FUSED (process/preprocess.cl goes first). */
+int faid_stage_peaks_fused_opts(const faid_peak_setup *ps, faid_dtype dt, const char *base,
+                                char *opts, size_t n, faid_diag *d);
+/* Builds the finder's kernels for frames of dtype dt (called by the sigclip stage's
+ * cl_prepare). */
+int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_dtype dt,
+                                faid_diag *d);
+/* Enqueues the finder for lane `lane` of sl on the preprocessed frame pre (float4 per pixel; with
+ * ps->fused on the lane's raw frame instead), the lane's background at bg_off floats in "out"
+ * (called by the sigclip stage's cl_close). */
 int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl,
                              int lane, cl_mem pre, int bg_off, faid_diag *d);
 

@@ -83,41 +83,94 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
     return rc;
 }
 
+int faid_stage_peaks_raw_args(const faid_stage_res *res, const faid_stage_slot *sl, int lane,
+                              faid_kernel *k, faid_diag *d)
+{
+    const faid_corrections *c = &res->setup->corr;
+    const size_t esz = faid_dtype_size(sl->dtype);
+    const size_t raw_off = esz ? (size_t)lane * faid_restab_lane_bytes(res->rt, "raw") / esz : 0;
+    int rc = faid_karg_mem(k, "raw", faid_restab_mem(res->rt, "raw", sl->index), d);
+    if (!rc)
+        rc = faid_karg_mem(k, "dark", faid_restab_mem(res->rt, "dark", 0), d);
+    if (!rc)
+        rc = faid_karg_mem(k, "normp", faid_restab_mem(res->rt, "normp", 0), d);
+    if (!rc)
+        rc = faid_karg_uint(k, "raw_off", (cl_uint)raw_off, d);
+    if (!rc)
+        rc = faid_karg_int(k, "do_dark", c->dark != NULL, d);
+    if (!rc)
+        rc = faid_karg_int(k, "do_dummy", c->do_dummy, d);
+    if (!rc)
+        rc = faid_karg_float(k, "dummy", c->dummy, d);
+    if (!rc)
+        rc = faid_karg_float(k, "delta_dummy", c->delta_dummy, d);
+    return rc;
+}
+
+int faid_stage_peaks_fused_opts(const faid_peak_setup *ps, faid_dtype dt, const char *base,
+                                char *opts, size_t n, faid_diag *d)
+{
+    int code = ps->fused ? faid_stage_raw_code(dt) : 0;
+    if (ps->fused && !code)
+        return faid_fail(d, FAID_EDTYPE, "peaks: frame dtype %s is not supported",
+                         faid_dtype_name(dt));
+    int w = code ? snprintf(opts, n, "%s -D RAW_CODE=%d -D EM=%d -D PK_FUSED=1", base, code,
+                            (int)FAID_EM_POISSON)
+                 : snprintf(opts, n, "%s", base);
+    if (w < 0 || (size_t)w >= n)
+        return faid_fail(d, FAID_ERANGE, "peaks: build options too long");
+    return FAID_OK;
+}
+
 /* The finders' kernels, by index: key in the per-setup kernel cache (faid_stage_kslot). */
 static const char *const PK_KERNELS[] = {"faid_pf8_prep",   "faid_pf8_radial", "faid_pf8_cand",
                                          "faid_pf8_fill",   "faid_pf8_write",  "faid_pick_flag",
                                          "faid_pick_write", "faid_pk_scan"};
 #define PK_NKERNELS (int)(sizeof PK_KERNELS / sizeof PK_KERNELS[0])
+/* keys: ki, or with ps->fused ki + PK_NKERNELS (1 + dtype) (the programs that read pixels are
+ * built per raw element type) */
+_Static_assert(PK_NKERNELS *(FAID_DT_BOOL + 2) <= FAID_STAGE_KC, "kernel cache keys");
 
 static int get_kernel(faid_stage_env *env, faid_stage_res *res, const faid_peak_setup *ps,
-                      const char *name, faid_kernel **k, faid_diag *d)
+                      faid_dtype dt, const char *name, faid_kernel **k, faid_diag *d)
 {
     int ki = 0;
     while (ki < PK_NKERNELS && PK_KERNELS[ki] != name && strcmp(PK_KERNELS[ki], name) != 0)
         ki++;
-    faid_kernel **slot =
-        ki < PK_NKERNELS ? faid_stage_kslot(env, res, faid_stage_id(&faid_stage_peaks), ki) : NULL;
+    const int key = ps->fused ? ki + PK_NKERNELS * (1 + (int)dt) : ki;
+    faid_kernel **slot = ki < PK_NKERNELS && (int)dt >= 0 && (int)dt <= FAID_DT_BOOL
+                             ? faid_stage_kslot(env, res, faid_stage_id(&faid_stage_peaks), key)
+                             : NULL;
     if (slot && *slot) {
         *k = *slot;
         return FAID_OK;
     }
     const size_t wg = faid_stage_peaks_wg(env);
-    char opts[200];
+    char base[200], opts[264];
     const char *ieee = "-cl-fp32-correctly-rounded-divide-sqrt";
+    /* with ps->fused, process/preprocess.cl goes first in the programs that read pixels */
+    const int nf = ps->fused ? 0 : 1;
     int rc;
     if (!strcmp(name, "faid_pf8_radial") || !strcmp(name, "faid_pf8_prep")) {
-        static const char *const rfiles[] = {"peaks/pf8_radial.cl"};
-        snprintf(opts, sizeof opts, "%s -D PF8_LANES=%d", ieee, FAID_PF8_LANES);
-        rc = faid_progcache_kernel(env->progs, rfiles, 1, opts, name, k, d);
+        static const char *const rfiles[] = {"process/preprocess.cl", "peaks/pf8_radial.cl"};
+        snprintf(base, sizeof base, "%s -D PF8_LANES=%d", ieee, FAID_PF8_LANES);
+        rc = faid_stage_peaks_fused_opts(ps, dt, base, opts, sizeof opts, d);
+        if (!rc)
+            rc = faid_progcache_kernel(env->progs, rfiles + nf, 2 - nf, opts, name, k, d);
     } else {
         int pf8 = ps->p.algorithm == FAID_PEAKS_PEAKFINDER8;
-        int n = snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d", ieee, wg,
+        int n = snprintf(base, sizeof base, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d", ieee, wg,
                          wg, FAID_PK_PPI);
         if (pf8)
-            snprintf(opts + n, sizeof opts - (size_t)n, " -D PF8_MAXQ=%d", ps->p.max_pixel_count);
-        static const char *const pick_files[] = {"peaks/compact.cl", "peaks/pick_pyfai.cl"};
+            snprintf(base + n, sizeof base - (size_t)n, " -D PF8_MAXQ=%d", ps->p.max_pixel_count);
+        static const char *const pick_files[] = {"process/preprocess.cl", "peaks/compact.cl",
+                                                 "peaks/pick_pyfai.cl"};
         static const char *const pf8_files[] = {"peaks/compact.cl", "peaks/pf8_peaks.cl"};
-        rc = faid_progcache_kernel(env->progs, pf8 ? pf8_files : pick_files, 2, opts, name, k, d);
+        /* peakfinder8's seeds read the values faid_pf8_prep wrote: never fused */
+        rc = pf8 ? faid_progcache_kernel(env->progs, pf8_files, 2, base, name, k, d)
+                 : faid_stage_peaks_fused_opts(ps, dt, base, opts, sizeof opts, d);
+        if (!rc && !pf8)
+            rc = faid_progcache_kernel(env->progs, pick_files + nf, 3 - nf, opts, name, k, d);
     }
     if (!rc && slot)
         *slot = *k;
@@ -149,7 +202,8 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
     return 6;
 }
 
-int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
+int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_dtype dt,
+                                faid_diag *d)
 {
     const faid_peak_setup *ps = faid_stage_peak_setup(res);
     if (!ps)
@@ -159,7 +213,7 @@ int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_d
     faid_kernel *k;
     int rc = FAID_OK;
     for (int i = 0; i < n && !rc; i++) {
-        rc = get_kernel(env, res, ps, l[i].kernel, &k, d);
+        rc = get_kernel(env, res, ps, dt, l[i].kernel, &k, d);
         if (!rc && k->kwg && k->kwg < l[i].lws)
             rc = faid_fail(d, FAID_EUNSUP, "peaks: %s allows %zu work-items for %s, %zu needed",
                            env->ctx->info.name, k->kwg, l[i].kernel, l[i].lws);
@@ -250,7 +304,7 @@ int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stag
     int rc = FAID_OK;
     for (int i = 0; i < nl && !rc; i++) {
         faid_kernel *k;
-        if ((rc = get_kernel(env, res, ps, l[i].kernel, &k, d)))
+        if ((rc = get_kernel(env, res, ps, sl->dtype, l[i].kernel, &k, d)))
             break;
         for (int j = 0; j < na && !rc; j++) {
             if (!faid_karg_has(k, a[j].name))
@@ -259,6 +313,8 @@ int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stag
                  : a[j].type == 'i' ? faid_karg_int(k, a[j].name, a[j].i, d)
                                     : faid_karg_float(k, a[j].name, a[j].f, d);
         }
+        if (!rc && faid_karg_has(k, "raw"))
+            rc = faid_stage_peaks_raw_args(res, sl, lane, k, d);
         if (!rc)
             rc = faid_kernel_launch(sl->q, k, l[i].gws, l[i].lws, &ln->ev[id][EV_A + i], d);
     }

@@ -62,9 +62,16 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
         rc = m->data && m->nnz > 0 ? faid_restab_static(res->rt, "bg.coef",
                                                         (size_t)m->nnz * sizeof(float), m->data, d)
                                    : faid_restab_alias(res->rt, "bg.coef", "one", d);
-    if (!rc)
-        rc = faid_stage_peaks_scratch(env, res, "pk.pre", res->npix * 4 * sizeof(float), d);
     faid_peak_setup *ps = res->state[faid_stage_id(&faid_stage_sigclip)];
+    /* FAID_PEAKS_FUSED=1: no preprocessed copy (16 bytes instead of 16 per pixel), the kernels
+     * read the raw frame (issue 17; the default stays the preprocess until a GPU run decides) */
+    const char *fz = getenv("FAID_PEAKS_FUSED");
+    if (fz && *fz && strcmp(fz, "0") != 0 && strcmp(fz, "1") != 0)
+        return faid_fail(d, FAID_EINVAL, "peaks: FAID_PEAKS_FUSED=%s is not 0 or 1", fz);
+    ps->fused = fz && !strcmp(fz, "1");
+    if (!rc)
+        rc = faid_stage_peaks_scratch(
+            env, res, "pk.pre", ps->fused ? 4 * sizeof(float) : res->npix * 4 * sizeof(float), d);
     if (!rc)
         rc = faid_sigclip_cl_config(env->ctx, m, ps->p.error_model, &ps->sc, d);
     if (!rc)
@@ -138,7 +145,11 @@ static int sc_ref_run(faid_stage_env *env, faid_stage_res *res, faid_ref_frame *
 }
 
 /* Keys of the sigclip stage's kernels in the per-setup kernel cache (faid_stage_kslot). */
-enum { KC_SC = FAID_DT_BOOL + 1 }; /* 0..FAID_DT_BOOL: the preprocess kernel per dtype */
+enum {
+    KC_SC = FAID_DT_BOOL + 1
+}; /* 0..FAID_DT_BOOL: the preprocess kernel per dtype; KC_SC:
+    * the sigma clip; KC_SC + 1 + dtype: the fused sigma clip */
+_Static_assert(KC_SC + 2 + FAID_DT_BOOL <= FAID_STAGE_KC, "kernel cache keys");
 
 static int pre_kernel(faid_stage_env *env, faid_stage_res *res, faid_dtype dt, faid_kernel **k,
                       faid_diag *d)
@@ -172,18 +183,25 @@ static int pre_kernel(faid_stage_env *env, faid_stage_res *res, faid_dtype dt, f
  * pyfai picker path, 32 frames in flight, from 2,040 to 2,329-2,426 frames/s; the copy (72 MB)
  * was still walked up to 11 times per frame. Now each work-item keeps its share of the bin in
  * registers across all passes (sigma_clip.cl): the frame is read once. */
-static int sc_kernel(faid_stage_env *env, faid_stage_res *res, faid_kernel **k, size_t *wg,
-                     faid_diag *d)
+static int sc_kernel(faid_stage_env *env, faid_stage_res *res, faid_dtype dt, faid_kernel **k,
+                     size_t *wg, faid_diag *d)
 {
     const faid_peak_setup *ps = faid_stage_peak_setup(res);
     *wg = ps->sc.wg;
-    faid_kernel **slot = faid_stage_kslot(env, res, faid_stage_id(&faid_stage_sigclip), KC_SC);
+    const int key = ps->fused ? KC_SC + 1 + (int)dt : KC_SC;
+    faid_kernel **slot = !ps->fused || ((int)dt >= 0 && (int)dt <= FAID_DT_BOOL)
+                             ? faid_stage_kslot(env, res, faid_stage_id(&faid_stage_sigclip), key)
+                             : NULL;
     if (slot && *slot) {
         *k = *slot;
         return FAID_OK;
     }
-    static const char *const files[] = {"peaks/sigma_clip.cl"};
-    int rc = faid_progcache_kernel(env->progs, files, 1, ps->sc.opts, "faid_sigma_clip", k, d);
+    static const char *const files[] = {"process/preprocess.cl", "peaks/sigma_clip.cl"};
+    char opts[sizeof ps->sc.opts + 64];
+    int rc = faid_stage_peaks_fused_opts(ps, dt, ps->sc.opts, opts, sizeof opts, d);
+    if (!rc)
+        rc = faid_progcache_kernel(env->progs, ps->fused ? files : files + 1, ps->fused ? 2 : 1,
+                                   opts, "faid_sigma_clip", k, d);
     if (!rc && (*k)->kwg && (*k)->kwg < *wg)
         return faid_fail(d, FAID_EUNSUP,
                          "peaks: %s allows %zu work-items for faid_sigma_clip, %zu needed "
@@ -197,14 +215,14 @@ static int sc_kernel(faid_stage_env *env, faid_stage_res *res, faid_kernel **k, 
 static int sc_cl_prepare(faid_stage_env *env, faid_stage_res *res, int id, faid_dtype dt,
                          faid_diag *d)
 {
-    (void)id;
     faid_kernel *k;
     size_t wg;
-    int rc = pre_kernel(env, res, dt, &k, d);
+    const faid_peak_setup *ps = res->state[id];
+    int rc = ps->fused ? FAID_OK : pre_kernel(env, res, dt, &k, d);
     if (!rc)
-        rc = sc_kernel(env, res, &k, &wg, d);
+        rc = sc_kernel(env, res, dt, &k, &wg, d);
     if (!rc)
-        rc = faid_stage_peaks_cl_prepare(env, res, d);
+        rc = faid_stage_peaks_cl_prepare(env, res, dt, d);
     return rc;
 }
 
@@ -213,52 +231,39 @@ static int sc_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_st
 {
     const faid_peak_setup *ps = res->state[id];
     const faid_corrections *c = &res->setup->corr;
-    const size_t esz = faid_dtype_size(sl->dtype);
-    const size_t raw_stride = faid_restab_lane_bytes(res->rt, "raw");
     size_t wg = 0;
-    if (faid_restab_lane_bytes(res->rt, "pk.pre") * (size_t)sl->nlanes <
-            res->npix * 4 * sizeof(float) ||
+    if ((!ps->fused && faid_restab_lane_bytes(res->rt, "pk.pre") * (size_t)sl->nlanes <
+                           res->npix * 4 * sizeof(float)) ||
         faid_restab_lane_bytes(res->rt, "pk.cpk") * (size_t)sl->nlanes < ps->sc.ovf_bytes)
         return faid_fail(d, FAID_ESIZE, "peaks: slot of %d lanes too small for one frame",
                          sl->nlanes);
     cl_mem pre = faid_restab_mem(res->rt, "pk.pre", sl->index);
     int off, stride;
     faid_restab_out(res->rt, "bg", &off, &stride);
-    faid_kernel *kp, *ks;
-    int rc = pre_kernel(env, res, sl->dtype, &kp, d);
+    faid_kernel *kp = NULL, *ks;
+    int rc = ps->fused ? FAID_OK : pre_kernel(env, res, sl->dtype, &kp, d);
     if (!rc)
-        rc = sc_kernel(env, res, &ks, &wg, d);
+        rc = sc_kernel(env, res, sl->dtype, &ks, &wg, d);
     if (rc)
         return rc;
     size_t plws = env->ctx->info.is_gpu ? 256 : 64;
     if (plws > env->ctx->info.max_wg)
         plws = env->ctx->info.max_wg;
-    while (kp->kwg && plws > kp->kwg && plws > 1)
+    while (kp && kp->kwg && plws > kp->kwg && plws > 1)
         plws >>= 1;
     const size_t pgws = (res->npix + plws - 1) / plws * plws;
     for (int f = 0; f < sl->n && !rc; f++) {
         faid_stage_lane *ln = &sl->lane[f];
-        rc = faid_karg_mem(kp, "raw", faid_restab_mem(res->rt, "raw", sl->index), d);
-        if (!rc)
-            rc = faid_karg_mem(kp, "dark", faid_restab_mem(res->rt, "dark", 0), d);
-        if (!rc)
-            rc = faid_karg_mem(kp, "normp", faid_restab_mem(res->rt, "normp", 0), d);
-        if (!rc)
-            rc = faid_karg_int(kp, "do_dark", c->dark != NULL, d);
-        if (!rc)
-            rc = faid_karg_int(kp, "do_dummy", c->do_dummy, d);
-        if (!rc)
-            rc = faid_karg_float(kp, "dummy", c->dummy, d);
-        if (!rc)
-            rc = faid_karg_float(kp, "delta_dummy", c->delta_dummy, d);
-        if (!rc)
-            rc = faid_karg_int(kp, "npix", (cl_int)res->npix, d);
-        if (!rc)
-            rc = faid_karg_mem(kp, "out", pre, d);
-        if (!rc)
-            rc = faid_karg_uint(kp, "raw_off", (cl_uint)((size_t)f * raw_stride / esz), d);
-        if (!rc)
-            rc = faid_kernel_launch(sl->q, kp, pgws, plws, &ln->ev[id][EV_PRE], d);
+        /* with ps->fused the kernels compute each pixel from the raw frame: no preprocess */
+        if (!ps->fused) {
+            rc = faid_stage_peaks_raw_args(res, sl, f, kp, d);
+            if (!rc)
+                rc = faid_karg_int(kp, "npix", (cl_int)res->npix, d);
+            if (!rc)
+                rc = faid_karg_mem(kp, "out", pre, d);
+            if (!rc)
+                rc = faid_kernel_launch(sl->q, kp, pgws, plws, &ln->ev[id][EV_PRE], d);
+        }
         if (!rc)
             rc = faid_karg_mem(ks, "pre4", pre, d);
         if (!rc)
@@ -281,6 +286,8 @@ static int sc_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_st
             rc = faid_karg_mem(ks, "out", faid_restab_mem(res->rt, "out", sl->index), d);
         if (!rc)
             rc = faid_karg_int(ks, "out_off", off + f * stride, d);
+        if (!rc)
+            rc = faid_stage_peaks_raw_args(res, sl, f, ks, d);
         if (!rc)
             rc = faid_kernel_launch(sl->q, ks, (size_t)ps->csr_bg->nbins * wg, wg,
                                     &ln->ev[id][EV_SC], d);

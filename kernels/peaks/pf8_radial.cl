@@ -29,16 +29,32 @@
 #endif
 #define PF8_ITERATIONS 5
 
+/* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
+ * built with PK_FUSED (issue 17: the Poisson preprocess folded into the reads), computed from the
+ * raw frame by faid_pixel, the function of faid_preprocess (process/preprocess.cl, concatenated
+ * before this file, built with EM=1): the same bits without writing and re-reading a 16-byte
+ * copy of every pixel. The raw-side parameters are the preprocess kernel's, in every build. */
+#ifdef PK_FUSED
+#define PK_PIXEL(i)                                                                            \
+    faid_pixel((const global raw_t *)raw + raw_off, dark, normp, (uint)(i), do_dark, do_dummy, \
+               dummy, delta_dummy)
+#else
+#define PK_PIXEL(i) pre4[(i)]
+#endif
+
 kernel void faid_pf8_prep(const global float4 *pre4, const global uchar *valid,
                           const global int *pos_of, const int npix, global float *img,
-                          global float *cval, global int *zero, const int nzero)
+                          global float *cval, global int *zero, const int nzero,
+                          const global uchar *raw, const global float *dark,
+                          const global float *normp, const uint raw_off, const int do_dark,
+                          const int do_dummy, const float dummy, const float delta_dummy)
 {
     const int i = get_global_id(0);
     if (i < nzero)
         zero[i] = 0;
     if (i >= npix)
         return;
-    const float4 q = pre4[i];
+    const float4 q = PK_PIXEL(i);
     const float v = valid[i] && q.s3 != 0.0f ? q.s0 : NAN;
     img[i] = v;
     cval[pos_of[i]] = v;

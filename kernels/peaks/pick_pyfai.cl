@@ -15,10 +15,29 @@
  * rad_min, rad_max, cutoff (cutoff_peak), noise, hw (patch_size / 2), connected. */
 #pragma OPENCL FP_CONTRACT OFF
 
+/* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
+ * built with PK_FUSED (issue 17: the Poisson preprocess folded into the reads), computed from the
+ * raw frame by faid_pixel, the function of faid_preprocess (process/preprocess.cl, concatenated
+ * before this file, built with EM=1): the same bits without writing and re-reading a 16-byte
+ * copy of every pixel. The raw-side parameters are the preprocess kernel's, in every build. */
+#ifdef PK_FUSED
+#define PK_PIXEL(i)                                                                            \
+    faid_pixel((const global raw_t *)raw + raw_off, dark, normp, (uint)(i), do_dark, do_dummy, \
+               dummy, delta_dummy)
+#else
+#define PK_PIXEL(i) pre4[(i)]
+#endif
+#define PK_RAW_PARAMS                                                                          \
+    const global uchar *raw, const global float *dark, const global float *normp,              \
+        const uint raw_off, const int do_dark, const int do_dummy, const float dummy,          \
+        const float delta_dummy
+#define PK_RAW_PASS raw, dark, normp, raw_off, do_dark, do_dummy, dummy, delta_dummy
+
 static inline float2 pp_value(const global float4 *pre4, const global float *radius,
                               const global float *radius1d, const global float *bg_mean,
                               const global float *bg_std, int rows, int cols, int nb,
-                              float rad_min, float rad_max, float noise, int r, int c)
+                              float rad_min, float rad_max, float noise, PK_RAW_PARAMS, int r,
+                              int c)
 {
     if (r < 0 || r >= rows || c < 0 || c >= cols)
         return (float2)(-1.0f, 0.0f);
@@ -39,7 +58,7 @@ static inline float2 pp_value(const global float4 *pre4, const global float *rad
             uncert = bg_std[nb - 1];
         }
     }
-    float4 q = pre4[i];
+    float4 q = PK_PIXEL(i);
     float v = q.s2 > 0.0f ? q.s0 / q.s2 - background : 0.0f;
     return (float2)(v, sqrt(uncert * uncert + noise * noise));
 }
@@ -48,21 +67,22 @@ static inline float2 pp_value(const global float4 *pre4, const global float *rad
     const global float4 *pre4, const global float *radius, const global float *radius1d,       \
         const global float *bg, const int bg_off, const int rows, const int cols,              \
         const int nb, const float rad_min, const float rad_max,                \
-        const float cutoff, const float noise, const int hw, const int connected
+        const float cutoff, const float noise, const int hw, const int connected,         \
+        PK_RAW_PARAMS
 #define PP_PASS pre4, radius, radius1d, bg + bg_off, bg + bg_off + nb, rows, cols, nb, rad_min, rad_max
 #define PP_DPASS pre4, radius, radius1d, bg, bg_off, rows, cols, nb, rad_min, rad_max
 
 /* 1 and the record (x, y, intensity, sigma, max, npix) when pixel (r, c) is a peak. */
 static int pp_decide(PP_ARGS, int r, int c, float *rec, int *npix)
 {
-    float2 x = pp_value(PP_PASS, noise, r, c);
+    float2 x = pp_value(PP_PASS, noise, PK_RAW_PASS, r, c);
     if (!(x.s0 > 0.0f && x.s0 >= cutoff * x.s1))
         return 0;
     int active = 0;
     float local_max = x.s0, sum = 0.0f, sum_var = 0.0f, m0 = 0.0f, m1 = 0.0f;
     for (int i = -hw; i <= hw && active >= 0; i++) {
         for (int j = -hw; j <= hw; j++) {
-            float2 y = pp_value(PP_PASS, noise, r + i, c + j);
+            float2 y = pp_value(PP_PASS, noise, PK_RAW_PASS, r + i, c + j);
             if (y.s0 > 0.0f) {
                 if (y.s0 >= cutoff * y.s1)
                     active++;
@@ -95,7 +115,10 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
                            const int rows, const int cols, const int nb, const float rad_min,
                            const float rad_max, const float cutoff, const float noise,
                            const int hw, const int connected, global uchar *flag,
-                           global int *counts)
+                           global int *counts,
+                           const global uchar *raw, const global float *dark,
+                           const global float *normp, const uint raw_off, const int do_dark,
+                           const int do_dummy, const float dummy, const float delta_dummy)
 {
     local int n;
     if (get_local_id(0) == 0)
@@ -106,8 +129,8 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
         if (i < rows * cols) {
             float rec[5];
             int npix;
-            int f = pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec,
-                              &npix);
+            int f = pp_decide(PP_DPASS, cutoff, noise, hw, connected, PK_RAW_PASS, i / cols,
+                              i % cols, rec, &npix);
             flag[i] = (uchar)f;
             if (f)
                 atomic_inc(&n);
@@ -126,7 +149,10 @@ kernel void faid_pick_write(const global float4 *pre4, const global float *radiu
                             const float noise, const int hw, const int connected,
                             const global uchar *flag, const global int *counts,
                             const global int *offsets, const int cap, global float *out,
-                            const int out_off)
+                            const int out_off,
+                            const global uchar *raw, const global float *dark,
+                            const global float *normp, const uint raw_off, const int do_dark,
+                            const int do_dummy, const float dummy, const float delta_dummy)
 {
     local int scratch[PK_WG];
     const int g = get_group_id(0);
@@ -142,7 +168,8 @@ kernel void faid_pick_write(const global float4 *pre4, const global float *radiu
         if (f && rank < cap) {
             float rec[5];
             int npix;
-            pp_decide(PP_DPASS, cutoff, noise, hw, connected, i / cols, i % cols, rec, &npix);
+            pp_decide(PP_DPASS, cutoff, noise, hw, connected, PK_RAW_PASS, i / cols, i % cols,
+                      rec, &npix);
             pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[2] / rec[3],
                      rec[4], npix, i);
         }

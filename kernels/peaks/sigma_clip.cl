@@ -50,6 +50,19 @@
 #define SC_EM 1
 #endif
 
+/* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
+ * built with PK_FUSED (issue 17: the Poisson preprocess folded into the reads), computed from the
+ * raw frame by faid_pixel, the function of faid_preprocess (process/preprocess.cl, concatenated
+ * before this file, built with EM=1): the same bits without writing and re-reading a 16-byte
+ * copy of every pixel. The raw-side parameters are the preprocess kernel's, in every build. */
+#ifdef PK_FUSED
+#define PK_PIXEL(i)                                                                            \
+    faid_pixel((const global raw_t *)raw + raw_off, dark, normp, (uint)(i), do_dark, do_dummy, \
+               dummy, delta_dummy)
+#else
+#define PK_PIXEL(i) pre4[(i)]
+#endif
+
 #define EM_POISSON 0
 #define EM_AZIMUTHAL 1
 #define EM_HYBRID 2
@@ -187,7 +200,10 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                             const global int *indices, const global int *indptr,
                             global float *ovf, const int nbins, const float cutoff,
                             const int cycles, const float empty, global float *out,
-                            const int out_off)
+                            const int out_off,
+                            const global uchar *raw, const global float *dark,
+                            const global float *normp, const uint raw_off, const int do_dark,
+                            const int do_dummy, const float dummy, const float delta_dummy)
 {
     /* per work-item sums: S, O, sum w^2, count, sum c^2 var; removed; vv */
     local double l0[WG], l1[WG], l2[WG], l3[WG], l4[WG], lv[WG];
@@ -239,7 +255,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         if (j < nreg) {
             const int k = kb + j;
             c = sc_coef(coefs, k);
-            const float4 q = pre4[indices[k]];
+            const float4 q = PK_PIXEL(indices[k]);
             if (c != 0.0f && sc_ok(q)) {
                 s = q.s0;
                 v = q.s1;
@@ -261,7 +277,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     for (int j = 0; j < nlm; j++) {
         const int k = kb + R + j;
         const float c = sc_coef(coefs, k);
-        const float4 q = pre4[indices[k]];
+        const float4 q = PK_PIXEL(indices[k]);
         const int ok = c != 0.0f && sc_ok(q);
         lms[LMI(j)] = ok ? q.s0 : 0.0f;
         lmn[LMI(j)] = ok ? q.s2 : 0.0f;
@@ -273,7 +289,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     for (int k = kov; k < ke; k++) {
         const int o = OVI(k - kov);
         const float c = sc_coef(coefs, k);
-        const float4 q = pre4[indices[k]];
+        const float4 q = PK_PIXEL(indices[k]);
         const int ok = c != 0.0f && sc_ok(q);
         OVF_S(o) = ok ? q.s0 : 0.0f;
         OVF_N(o) = ok ? q.s2 : 0.0f;

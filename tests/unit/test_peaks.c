@@ -487,7 +487,10 @@ static void test_sigclip_local(void)
 }
 
 /* The peak stages through the engine: the OpenCL device and the reference device give the same
- * background (float64 rounding), the same peak list and the same hit decision for each finder. */
+ * background (float64 rounding), the same peak list and the same hit decision for each finder;
+ * so does the OpenCL device with FAID_PEAKS_FUSED=1 (issue 17: the kernels compute each pixel
+ * from the raw frame, uint32 and uint16 frames), whose background is bit for bit the unfused
+ * one's; FAID_PEAKS_FUSED=2 is refused, naming the variable. */
 static void test_engine_devices(void)
 {
     static const char *const algs[] = {"pyfai", "peakfinder8"};
@@ -516,6 +519,15 @@ static void test_engine_devices(void)
         }
         faid_engine *eref = faid_engine_new(s, "ref", &d);
         CHECK_MSG(eref != NULL, "%s", d.msg);
+        const char *dev = getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "cpu";
+        setenv("FAID_PEAKS_FUSED", "2", 1);
+        faid_engine *ebad = faid_engine_new(s, dev, &d);
+        CHECK(ebad == NULL && strstr(d.msg, "FAID_PEAKS_FUSED") != NULL);
+        faid_engine_destroy(&ebad);
+        setenv("FAID_PEAKS_FUSED", "1", 1);
+        faid_engine *efz = faid_engine_new(s, dev, &d);
+        unsetenv("FAID_PEAKS_FUSED");
+        CHECK_MSG(efz != NULL, "fused: %s", d.msg);
         faid_synth_params sp;
         faid_synth_default_params(&sp);
         sp.nspots = 20;
@@ -523,13 +535,20 @@ static void test_engine_devices(void)
         faid_synth *sy = faid_synth_new(&s->geom, s->mask, &sp, &d);
         size_t n = s->npix;
         uint32_t *raw = malloc(n * sizeof(uint32_t));
-        faid_result *rc = faid_result_new(s), *rr = faid_result_new(s);
-        if (eref && sy && raw && rc && rr) {
-            for (uint64_t k = 0; k < 2; k++) {
-                CHECK(faid_synth_frame(sy, k, FAID_DT_U32, raw, n * 4, &d) == 0);
-                faid_frame f = {raw, n * 4, FAID_ENC_NONE, FAID_DT_U32, s->rows, s->cols};
+        faid_result *rc = faid_result_new(s), *rr = faid_result_new(s), *rf = faid_result_new(s);
+        if (eref && efz && sy && raw && rc && rr && rf) {
+            for (uint64_t k = 0; k < 3; k++) {
+                const faid_dtype dt = k == 2 ? FAID_DT_U16 : FAID_DT_U32;
+                const size_t nb = n * faid_dtype_size(dt);
+                CHECK(faid_synth_frame(sy, k, dt, raw, nb, &d) == 0);
+                faid_frame f = {raw, nb, FAID_ENC_NONE, dt, s->rows, s->cols};
                 CHECK_MSG(faid_engine_process(ecl, &f, rc, &d) == 0, "%s", d.msg);
                 CHECK_MSG(faid_engine_process(eref, &f, rr, &d) == 0, "%s", d.msg);
+                CHECK_MSG(faid_engine_process(efz, &f, rf, &d) == 0, "fused: %s", d.msg);
+                CHECK_MSG(bg_same_bits(rf->bg, rc->bg), "%s frame %d: fused background differs",
+                          algs[a], (int)k);
+                CHECK_MSG(lists_equal(rf->peaks, rr->peaks), "%s frame %d, fused: %d / %d peaks",
+                          algs[a], (int)k, rf->peaks->n_found, rr->peaks->n_found);
                 double w = bg_worst(rc->bg, rr->bg);
                 CHECK_MSG(w < 1e-5, "%s frame %d: background differs by %g", algs[a], (int)k, w);
                 CHECK_MSG(lists_equal(rc->peaks, rr->peaks), "%s frame %d: %d / %d peaks", algs[a],
@@ -542,6 +561,8 @@ static void test_engine_devices(void)
         free(raw);
         faid_result_destroy(&rc);
         faid_result_destroy(&rr);
+        faid_result_destroy(&rf);
+        faid_engine_destroy(&efz);
         faid_synth_destroy(&sy);
         faid_engine_destroy(&ecl);
         faid_engine_destroy(&eref);
