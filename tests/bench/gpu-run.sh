@@ -27,7 +27,7 @@
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
-# default "reg lm16 lm16r8", names below in psets; "" skips), PEAK_DEPTH (slots of those pipelined
+# default "reg lm16 lm16r8 fz fzlm16 fzlm16r8", names below in psets; "" skips), PEAK_DEPTH (slots of those pipelined
 # runs, default 8: 32 frames in flight with BATCH 4, as the issue's figures), PEAK_EXTRA (more
 # faid-bench arguments of those runs, e.g. "--detector eiger_1m" for a sanity run on PoCL).
 set -u
@@ -48,7 +48,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-reg lm16 lm16r8}
+PEAK_SETS=${PEAK_SETS-reg lm16 lm16r8 fz fzlm16 fzlm16r8}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
@@ -217,6 +217,9 @@ declare -A psets=(
     [lm16r8]="FAID_SIGCLIP_LM=16 FAID_SIGCLIP_R=8"   # + 8 in registers, the rest in global
     [lm8r8]="FAID_SIGCLIP_LM=8 FAID_SIGCLIP_R=8"     # smaller on-chip share, more in global
     [lm32wg128]="FAID_SIGCLIP_WG=128 FAID_SIGCLIP_LM=32 FAID_SIGCLIP_R=8"
+    [fz]="FAID_PEAKS_FUSED=1"                        # pixels from the raw frame, no preprocess
+    [fzlm16]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=16"
+    [fzlm16r8]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=16 FAID_SIGCLIP_R=8"
 )
 for ps in $PEAK_SETS; do
     if [ -z "${psets[$ps]+x}" ]; then
