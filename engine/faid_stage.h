@@ -143,6 +143,8 @@ typedef struct faid_peak_setup {
     int fused;                 /* FAID_PEAKS_FUSED=1 (OpenCL device, issue 17): the sigma clip
                                 * and the finders compute each pixel from the raw frame
                                 * (kernels built with PK_FUSED), no preprocessed copy */
+    char kopts[128];           /* FAID_PEAKS_KOPTS: extra -D options of the finders' programs */
+    int fill_groups;           /* FAID_PF8_FILL_GROUPS: work-groups of faid_pf8_fill */
     const char *pre;           /* host buffer of the preprocessed frame the references read
                                 * (reference device): "pre", or "pk_pre" when the integration's
                                 * error model is not poisson */

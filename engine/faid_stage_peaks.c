@@ -146,21 +146,22 @@ static int get_kernel(faid_stage_env *env, faid_stage_res *res, const faid_peak_
         return FAID_OK;
     }
     const size_t wg = faid_stage_peaks_wg(env);
-    char base[200], opts[264];
+    char base[330], opts[400];
     const char *ieee = "-cl-fp32-correctly-rounded-divide-sqrt";
+    const char *kopts = ps->kopts;
     /* with ps->fused, process/preprocess.cl goes first in the programs that read pixels */
     const int nf = ps->fused ? 0 : 1;
     int rc;
     if (!strcmp(name, "faid_pf8_radial") || !strcmp(name, "faid_pf8_prep")) {
         static const char *const rfiles[] = {"process/preprocess.cl", "peaks/pf8_radial.cl"};
-        snprintf(base, sizeof base, "%s -D PF8_LANES=%d", ieee, FAID_PF8_LANES);
+        snprintf(base, sizeof base, "%s -D PF8_LANES=%d %s", ieee, FAID_PF8_LANES, kopts);
         rc = faid_stage_peaks_fused_opts(ps, dt, base, opts, sizeof opts, d);
         if (!rc)
             rc = faid_progcache_kernel(env->progs, rfiles + nf, 2 - nf, opts, name, k, d);
     } else {
         int pf8 = ps->p.algorithm == FAID_PEAKS_PEAKFINDER8;
-        int n = snprintf(base, sizeof base, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d", ieee, wg,
-                         wg, FAID_PK_PPI);
+        int n = snprintf(base, sizeof base, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d %s", ieee,
+                         wg, wg, FAID_PK_PPI, kopts);
         if (pf8)
             snprintf(base + n, sizeof base - (size_t)n, " -D PF8_MAXQ=%d", ps->p.max_pixel_count);
         static const char *const pick_files[] = {"process/preprocess.cl", "peaks/compact.cl",
@@ -196,7 +197,7 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
     l[0] = (pk_launch){"faid_pf8_prep", (res->npix + wg - 1) / wg * wg, wg};
     l[1] = (pk_launch){"faid_pf8_radial", (size_t)ps->pf8->nbins * FAID_PF8_LANES, FAID_PF8_LANES};
     l[2] = (pk_launch){"faid_pf8_cand", ng * wg, wg};
-    l[3] = (pk_launch){"faid_pf8_fill", FAID_PF8_FILL_GROUPS * wg, wg};
+    l[3] = (pk_launch){"faid_pf8_fill", (size_t)ps->fill_groups * wg, wg};
     l[4] = (pk_launch){"faid_pk_scan", wg, wg};
     l[5] = (pk_launch){"faid_pf8_write", ng * wg, wg};
     return 6;

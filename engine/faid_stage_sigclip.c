@@ -45,6 +45,43 @@ int faid_stage_peaks_scratch(faid_stage_env *env, faid_stage_res *res, const cha
     return faid_restab_declare(res->rt, name, (bytes + nl - 1) / nl, 64, FAID_RES_DEVICE, d);
 }
 
+/* FAID_PEAKS_KOPTS: extra -D options of the finders' programs, a benchmark knob for the kernel
+ * variants of issue 17 (pf8_peaks.cl: PF8_HASH, PF8_LOCAL_CAND); "" when unset. Letters,
+ * digits, '_', '=', '-' and spaces only, at most 120 characters: anything else is an error
+ * naming the variable. */
+static int pk_kopts(char *out, size_t cap, faid_diag *d)
+{
+    const char *v = getenv("FAID_PEAKS_KOPTS");
+    out[0] = 0;
+    if (!v)
+        return FAID_OK;
+    size_t n = strlen(v);
+    if (n > 120 ||
+        strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_=- ") != n)
+        return faid_fail(d, FAID_EINVAL,
+                         "peaks: FAID_PEAKS_KOPTS='%.40s' is not a list of -D NAME=VALUE options",
+                         v);
+    snprintf(out, cap, "%s", v);
+    return FAID_OK;
+}
+
+/* FAID_PF8_FILL_GROUPS: work-groups of faid_pf8_fill (1-65536; default FAID_PF8_FILL_GROUPS), a
+ * benchmark knob: more work-items share the candidates; 0 with the error in d when malformed. */
+static int pk_fill_groups(faid_diag *d)
+{
+    const char *v = getenv("FAID_PF8_FILL_GROUPS");
+    if (!v || !*v)
+        return FAID_PF8_FILL_GROUPS;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < 1 || x > 65536) {
+        faid_fail(d, FAID_EINVAL, "peaks: FAID_PF8_FILL_GROUPS=%s is not an integer in [1, 65536]",
+                  v);
+        return 0;
+    }
+    return (int)x;
+}
+
 static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
 {
     if (!env->ctx->info.has_fp64)
@@ -63,12 +100,17 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
                                                         (size_t)m->nnz * sizeof(float), m->data, d)
                                    : faid_restab_alias(res->rt, "bg.coef", "one", d);
     faid_peak_setup *ps = res->state[faid_stage_id(&faid_stage_sigclip)];
-    /* FAID_PEAKS_FUSED=1: no preprocessed copy (16 bytes instead of 16 per pixel), the kernels
-     * read the raw frame (issue 17; the default stays the preprocess until a GPU run decides) */
+    /* FAID_PEAKS_FUSED=1: no preprocessed copy (a 16-byte stand-in, not 16 bytes per pixel): the
+     * kernels read the raw frame (issue 17; the preprocess stays the default until a GPU run
+     * decides) */
     const char *fz = getenv("FAID_PEAKS_FUSED");
     if (fz && *fz && strcmp(fz, "0") != 0 && strcmp(fz, "1") != 0)
         return faid_fail(d, FAID_EINVAL, "peaks: FAID_PEAKS_FUSED=%s is not 0 or 1", fz);
     ps->fused = fz && !strcmp(fz, "1");
+    if (!rc)
+        rc = pk_kopts(ps->kopts, sizeof ps->kopts, d);
+    if (!rc && !(ps->fill_groups = pk_fill_groups(d)))
+        rc = d ? d->code : FAID_EINVAL;
     if (!rc)
         rc = faid_stage_peaks_scratch(
             env, res, "pk.pre", ps->fused ? 4 * sizeof(float) : res->npix * 4 * sizeof(float), d);

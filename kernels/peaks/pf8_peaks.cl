@@ -30,6 +30,41 @@
 #ifndef PF8_MAXQ
 #define PF8_MAXQ 200
 #endif
+/* Issue 17 variants, build options (FAID_PEAKS_KOPTS), off by default until a GPU run decides;
+ * both give the same lists bit for bit (the fill visits the same pixels in the same order):
+ *   PF8_HASH=1        the fill's "already queued" test through an open-addressing table of the
+ *                     queue's pixels once the queue holds PF8_HSTART of them (a linear scan of
+ *                     the queue before: O(n^2) per component, a long chain for one work-item
+ *                     when a spot has a hundred pixels above threshold)
+ *   PF8_LOCAL_CAND=1  faid_pf8_cand appends a work-group's candidates in local memory and
+ *                     reserves their place in cand[] with one global atomic per work-group
+ *                     (one per candidate before); cand[]'s order never mattered (the fill marks
+ *                     flags, the write kernel ranks them in position order) */
+#ifndef PF8_HASH
+#define PF8_HASH 0
+#endif
+#ifndef PF8_LOCAL_CAND
+#define PF8_LOCAL_CAND 0
+#endif
+#ifndef PF8_HSTART
+#define PF8_HSTART 16 /* queue length from which the table is used */
+#endif
+/* table size: a power of two at least twice PF8_MAXQ */
+#if PF8_MAXQ <= 64
+#define PF8_HTBITS 7
+#elif PF8_MAXQ <= 128
+#define PF8_HTBITS 8
+#elif PF8_MAXQ <= 256
+#define PF8_HTBITS 9
+#elif PF8_MAXQ <= 512
+#define PF8_HTBITS 10
+#elif PF8_MAXQ <= 1024
+#define PF8_HTBITS 11
+#else
+#undef PF8_HASH
+#define PF8_HASH 0 /* larger components: the scan (no table that large in private memory) */
+#endif
+#define PF8_HT (1 << PF8_HTBITS)
 
 #define PF8_ARGS                                                                               \
     const global float *img, const global int *bin_of, const global float *roff,               \
@@ -74,6 +109,11 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
     int queue[PF8_MAXQ];
     int n = 1, head = 0;
     queue[0] = me;
+#if PF8_HASH
+    int ht[PF8_HT]; /* queue index of the pixel hashed there, -1: empty (once hashed) */
+    int hashed = 0;
+    uint hslot = 0;
+#endif
     while (head < n) {
         int cur = queue[head++];
         int css = cur / W - ss0, cfs = cur % W - fs0;
@@ -85,8 +125,18 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
             if (!ABOVE(q))
                 continue;
             int seen = 0;
-            for (int m = 0; m < n && !seen; m++)
-                seen = queue[m] == q;
+#if PF8_HASH
+            if (hashed) {
+                uint h = ((uint)q * 2654435761u) >> (32 - PF8_HTBITS);
+                while (ht[h] >= 0 && !seen) {
+                    seen = queue[ht[h]] == q;
+                    h = (h + 1) & (PF8_HT - 1);
+                }
+                hslot = h;
+            } else
+#endif
+                for (int m = 0; m < n && !seen; m++)
+                    seen = queue[m] == q;
             if (seen)
                 continue;
             if (INTERIOR(nss, nfs) && q < me)
@@ -94,6 +144,21 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
             if (n == PF8_MAXQ)
                 return 0;
             queue[n++] = q;
+#if PF8_HASH
+            if (hashed) {
+                ht[hslot] = n - 1;
+            } else if (n == PF8_HSTART) {
+                for (int t = 0; t < PF8_HT; t++)
+                    ht[t] = -1;
+                for (int m = 0; m < n; m++) {
+                    uint h = ((uint)queue[m] * 2654435761u) >> (32 - PF8_HTBITS);
+                    while (ht[h] >= 0)
+                        h = (h + 1) & (PF8_HT - 1);
+                    ht[h] = m;
+                }
+                hashed = 1;
+            }
+#endif
         }
     }
     if (n < min_pix)
@@ -209,6 +274,14 @@ kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
                           const int prows, const int pcols, global uchar *flag,
                           global int *counts, const int ngroups, global int *cand)
 {
+#if PF8_LOCAL_CAND
+    local int lc[PK_SPAN];
+    local int lcnt, lbase;
+    const int lid = get_local_id(0);
+    if (lid == 0)
+        lcnt = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
     for (int j = 0; j < PK_PPI; j++) {
         const int o = pk_pos(j);
         if (o < rows * cols) {
@@ -216,10 +289,23 @@ kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
             pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
             int f = pf8_cand(img, bin_of, rthr, cols, prows, pcols, pss, pfs, ss, fs);
             flag[o] = (uchar)f;
+#if PF8_LOCAL_CAND
+            if (f)
+                lc[atomic_inc(&lcnt)] = o;
+#else
             if (f)
                 cand[atomic_inc(&counts[ngroups])] = o;
+#endif
         }
     }
+#if PF8_LOCAL_CAND
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0)
+        lbase = lcnt ? atomic_add(&counts[ngroups], lcnt) : 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = lid; i < lcnt; i += PK_WG)
+        cand[lbase + i] = lc[i];
+#endif
 }
 
 kernel void faid_pf8_fill(const global float *img, const global int *bin_of,

@@ -490,7 +490,24 @@ static void test_sigclip_local(void)
  * background (float64 rounding), the same peak list and the same hit decision for each finder;
  * so does the OpenCL device with FAID_PEAKS_FUSED=1 (issue 17: the kernels compute each pixel
  * from the raw frame, uint32 and uint16 frames), whose background is bit for bit the unfused
- * one's; FAID_PEAKS_FUSED=2 is refused, naming the variable. */
+ * one's; FAID_PEAKS_FUSED=2 is refused, naming the variable. The same lists again with
+ * peakfinder8's kernel variants (FAID_PEAKS_KOPTS: the fill's hash table from the second queued
+ * pixel on, candidates compacted in local memory; FAID_PF8_FILL_GROUPS=1: one work-group walks
+ * every candidate); malformed values of both variables are refused, naming them. */
+/* 1 when an OpenCL engine with environment variable var = val refuses s or frame f with an
+ * error naming var. */
+static int engine_refused(faid_setup *s, const char *dev, const char *var, const char *val,
+                          const faid_frame *f, faid_result *r)
+{
+    faid_diag d = {0};
+    setenv(var, val, 1);
+    faid_engine *e = faid_engine_new(s, dev, &d);
+    int rc = e ? faid_engine_process(e, f, r, &d) : -1;
+    unsetenv(var);
+    faid_engine_destroy(&e);
+    return rc != 0 && strstr(d.msg, var) != NULL;
+}
+
 static void test_engine_devices(void)
 {
     static const char *const algs[] = {"pyfai", "peakfinder8"};
@@ -520,14 +537,16 @@ static void test_engine_devices(void)
         faid_engine *eref = faid_engine_new(s, "ref", &d);
         CHECK_MSG(eref != NULL, "%s", d.msg);
         const char *dev = getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "cpu";
-        setenv("FAID_PEAKS_FUSED", "2", 1);
-        faid_engine *ebad = faid_engine_new(s, dev, &d);
-        CHECK(ebad == NULL && strstr(d.msg, "FAID_PEAKS_FUSED") != NULL);
-        faid_engine_destroy(&ebad);
         setenv("FAID_PEAKS_FUSED", "1", 1);
         faid_engine *efz = faid_engine_new(s, dev, &d);
         unsetenv("FAID_PEAKS_FUSED");
         CHECK_MSG(efz != NULL, "fused: %s", d.msg);
+        setenv("FAID_PEAKS_KOPTS", "-D PF8_HASH=1 -D PF8_HSTART=2 -D PF8_LOCAL_CAND=1", 1);
+        setenv("FAID_PF8_FILL_GROUPS", "1", 1);
+        faid_engine *ekv = faid_engine_new(s, dev, &d);
+        unsetenv("FAID_PEAKS_KOPTS");
+        unsetenv("FAID_PF8_FILL_GROUPS");
+        CHECK_MSG(ekv != NULL, "kernel variants: %s", d.msg);
         faid_synth_params sp;
         faid_synth_default_params(&sp);
         sp.nspots = 20;
@@ -536,7 +555,7 @@ static void test_engine_devices(void)
         size_t n = s->npix;
         uint32_t *raw = malloc(n * sizeof(uint32_t));
         faid_result *rc = faid_result_new(s), *rr = faid_result_new(s), *rf = faid_result_new(s);
-        if (eref && efz && sy && raw && rc && rr && rf) {
+        if (eref && efz && ekv && sy && raw && rc && rr && rf) {
             for (uint64_t k = 0; k < 3; k++) {
                 const faid_dtype dt = k == 2 ? FAID_DT_U16 : FAID_DT_U32;
                 const size_t nb = n * faid_dtype_size(dt);
@@ -545,10 +564,19 @@ static void test_engine_devices(void)
                 CHECK_MSG(faid_engine_process(ecl, &f, rc, &d) == 0, "%s", d.msg);
                 CHECK_MSG(faid_engine_process(eref, &f, rr, &d) == 0, "%s", d.msg);
                 CHECK_MSG(faid_engine_process(efz, &f, rf, &d) == 0, "fused: %s", d.msg);
+                if (k == 0) {
+                    CHECK(engine_refused(s, dev, "FAID_PEAKS_FUSED", "2", &f, rf));
+                    CHECK(engine_refused(s, dev, "FAID_PEAKS_KOPTS", "-D PF8_HASH=1;", &f, rf));
+                    CHECK(a == 0 || engine_refused(s, dev, "FAID_PF8_FILL_GROUPS", "0", &f, rf));
+                }
                 CHECK_MSG(bg_same_bits(rf->bg, rc->bg), "%s frame %d: fused background differs",
                           algs[a], (int)k);
                 CHECK_MSG(lists_equal(rf->peaks, rr->peaks), "%s frame %d, fused: %d / %d peaks",
                           algs[a], (int)k, rf->peaks->n_found, rr->peaks->n_found);
+                CHECK_MSG(faid_engine_process(ekv, &f, rf, &d) == 0, "variants: %s", d.msg);
+                CHECK_MSG(lists_equal(rf->peaks, rr->peaks),
+                          "%s frame %d, kernel variants: %d / %d peaks", algs[a], (int)k,
+                          rf->peaks->n_found, rr->peaks->n_found);
                 double w = bg_worst(rc->bg, rr->bg);
                 CHECK_MSG(w < 1e-5, "%s frame %d: background differs by %g", algs[a], (int)k, w);
                 CHECK_MSG(lists_equal(rc->peaks, rr->peaks), "%s frame %d: %d / %d peaks", algs[a],
@@ -563,6 +591,7 @@ static void test_engine_devices(void)
         faid_result_destroy(&rr);
         faid_result_destroy(&rf);
         faid_engine_destroy(&efz);
+        faid_engine_destroy(&ekv);
         faid_synth_destroy(&sy);
         faid_engine_destroy(&ecl);
         faid_engine_destroy(&eref);
