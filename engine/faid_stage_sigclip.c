@@ -47,8 +47,9 @@ int faid_stage_peaks_scratch(faid_stage_env *env, faid_stage_res *res, const cha
 
 /* FAID_PEAKS_KOPTS: extra -D options of the finders' programs, a benchmark knob for the kernel
  * variants of issue 17 (pf8_peaks.cl: PF8_HASH, PF8_LOCAL_CAND); "" when unset. Letters,
- * digits, '_', '=', '-' and spaces only, at most 120 characters: anything else is an error
- * naming the variable. */
+ * digits, '_', '=', '-', spaces and commas (read as spaces, so that a shell word holds several
+ * options: -DPF8_HASH=1,-DPF8_LOCAL_CAND=1) only, at most 120 characters: anything else is an
+ * error naming the variable. */
 static int pk_kopts(char *out, size_t cap, faid_diag *d)
 {
     const char *v = getenv("FAID_PEAKS_KOPTS");
@@ -57,11 +58,14 @@ static int pk_kopts(char *out, size_t cap, faid_diag *d)
         return FAID_OK;
     size_t n = strlen(v);
     if (n > 120 ||
-        strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_=- ") != n)
+        strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_=- ,") != n)
         return faid_fail(d, FAID_EINVAL,
                          "peaks: FAID_PEAKS_KOPTS='%.40s' is not a list of -D NAME=VALUE options",
                          v);
     snprintf(out, cap, "%s", v);
+    for (char *c = out; *c; c++)
+        if (*c == ',')
+            *c = ' ';
     return FAID_OK;
 }
 

@@ -27,9 +27,11 @@
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
-# default "reg lm16 lm16r8 fz fzlm16 fzlm16r8", names below in psets; "" skips), PEAK_DEPTH (slots of those pipelined
-# runs, default 8: 32 frames in flight with BATCH 4, as the issue's figures), PEAK_EXTRA (more
-# faid-bench arguments of those runs, e.g. "--detector eiger_1m" for a sanity run on PoCL).
+# default "reg lm16 lm16r8 fz fzlm16r8 pf8v pf8vg all", names below in psets; "" skips; the
+# issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0), PEAK_DEPTH
+# (slots of those pipelined runs, default 8: 32 frames in flight with BATCH 4, as the issue's
+# figures), PEAK_EXTRA (more faid-bench arguments of those runs, e.g. "--detector eiger_1m" for a
+# sanity run on PoCL).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -48,7 +50,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-reg lm16 lm16r8 fz fzlm16 fzlm16r8}
+PEAK_SETS=${PEAK_SETS-reg lm16 lm16r8 fz fzlm16r8 pf8v pf8vg all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
@@ -220,6 +222,10 @@ declare -A psets=(
     [fz]="FAID_PEAKS_FUSED=1"                        # pixels from the raw frame, no preprocess
     [fzlm16]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=16"
     [fzlm16r8]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=16 FAID_SIGCLIP_R=8"
+    # peakfinder8's fill: hash table of the queue, candidates compacted in local memory, wider grid
+    [pf8v]="FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1"
+    [pf8vg]="FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1 FAID_PF8_FILL_GROUPS=512"
+    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=16 FAID_SIGCLIP_R=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1 FAID_PF8_FILL_GROUPS=512"
 )
 for ps in $PEAK_SETS; do
     if [ -z "${psets[$ps]+x}" ]; then

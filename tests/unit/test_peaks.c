@@ -541,7 +541,7 @@ static void test_engine_devices(void)
         faid_engine *efz = faid_engine_new(s, dev, &d);
         unsetenv("FAID_PEAKS_FUSED");
         CHECK_MSG(efz != NULL, "fused: %s", d.msg);
-        setenv("FAID_PEAKS_KOPTS", "-D PF8_HASH=1 -D PF8_HSTART=2 -D PF8_LOCAL_CAND=1", 1);
+        setenv("FAID_PEAKS_KOPTS", "-D PF8_HASH=1 -DPF8_HSTART=2,-DPF8_LOCAL_CAND=1", 1);
         setenv("FAID_PF8_FILL_GROUPS", "1", 1);
         faid_engine *ekv = faid_engine_new(s, dev, &d);
         unsetenv("FAID_PEAKS_KOPTS");
