@@ -34,4 +34,10 @@ if [ "${1:-}" = "--python" ]; then
         "$venv/bin/pip" install -q --upgrade pip
         "$venv/bin/pip" install -q -r "$here/tests/python/requirements.txt"
     fi
+    # faid's own Python package (client/python) with its Bluesky and Tango extras, editable so
+    # that the checkout's sources are what runs.
+    if ! "$venv/bin/python" -c "import faid, faid.bluesky, faid.tango, ophyd_async, tango" 2>/dev/null; then
+        echo "faid: installing the faid Python package into $venv"
+        "$venv/bin/pip" install -q -e "$here/client/python[bluesky,tango]" -c "$here/tests/python/requirements.txt"
+    fi
 fi
