@@ -8,6 +8,7 @@ The tests import the package from the checkout (client/python), so they test the
 whether or not an older copy is installed in the environment."""
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -39,9 +40,12 @@ def send_series(d, n, series_id=1, nimages=None):
 
 
 def test_wheel_has_modules_and_console_scripts(tmp_path):
-    # Built without network and without build isolation, from the setuptools already installed.
+    # Built without network and without build isolation, from the setuptools already installed,
+    # out of a copy (setuptools leaves build/ and faid.egg-info/ beside the sources).
+    src = tmp_path / "src"
+    shutil.copytree(PKG, src, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                        "-q", "-w", str(tmp_path), PKG], capture_output=True, text=True,
+                        "-q", "-w", str(tmp_path), str(src)], capture_output=True, text=True,
                        timeout=LONG)
     assert r.returncode == 0, r.stderr
     whl = [f for f in os.listdir(tmp_path) if f.endswith(".whl")]
