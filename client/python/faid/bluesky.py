@@ -1,0 +1,212 @@
+"""An ophyd-async device for faid (extra `bluesky`: `pip install ./client/python[bluesky]`), so
+that a bluesky RunEngine plan records faid's reduced data with the scan.
+
+    from bluesky import RunEngine, plans as bp
+    from ophyd_async.core import init_devices
+    from faid.bluesky import FaidDetector
+    RE = RunEngine()
+    with init_devices():
+        faid = FaidDetector("tcp://daq:5557", "tcp://daq:5556")
+    RE(bp.count([faid], num=5))
+
+The device is a `StandardReadable` (a step-scan detector, no EPICS): its signals are soft
+signals that `trigger()` fills from faid, over the control socket (status: counters, rate,
+series) and the PUB output (the latest result's profile, the start's radial axis, the
+aggregates' hit rate). ophyd-async's `StandardDetector` path (a controller arming hardware and a
+writer it drives) does not fit: faid is fed by the detector, not armed by the plan, and writes
+its files on its own; so the scan reads what faid has reduced at each point.
+
+- `stage()` subscribes to the output (and waits for its first message, so nothing published
+  from then on is missed) and, with a `path_provider` (ophyd-async's PathProvider), points
+  faid's writer at the scan's directory and file name (control command `writer`: the writer's
+  target for the next series);
+- `trigger()` reads faid into the signals;
+- `unstage()` waits until the series is reduced: every series that started while staged has
+  its `end` and faid is idle with every received frame accounted for (`received = processed +
+  failed + dropped`), then leaves the output.
+
+Signals: read (hinted) `processed`, `fps`, `hit_rate`; read `received`, `failed`, `dropped`,
+`series_id`, `frame_id`, `profile` (the latest I, float32 [npt]; NaN before the first
+result), `radial` (its bin centres, from the series' start);
+configuration `unit`, `config_hash`, `writer_file` (the series file faid writes, "" when none)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, Dict, Optional
+
+import numpy as np
+from bluesky.protocols import Triggerable
+from ophyd_async.core import (Array1D, AsyncStatus, PathProvider, StandardReadable,
+                              StandardReadableFormat, soft_signal_r_and_setter)
+
+from ._keys import KeySpec
+from .control import Control
+from .messages import decode_array
+from .subscriber import Subscriber
+
+
+class FaidDetector(StandardReadable, Triggerable):
+    """faid as an ophyd-async step-scan detector (see the module).
+
+    control, output: faid's control and PUB endpoints; path_provider: where the writer puts
+    the scan's files (None: faid's own writer.directory and names); server_key, key: CURVE;
+    timeout: seconds for a control reply and for the output's first message at stage;
+    unstage_timeout: seconds unstage waits for the series to be reduced (TimeoutError after)."""
+
+    def __init__(self, control: str = "tcp://127.0.0.1:5557",
+                 output: str = "tcp://127.0.0.1:5556",
+                 path_provider: Optional[PathProvider] = None,
+                 server_key: Optional[KeySpec] = None, key: Optional[KeySpec] = None,
+                 timeout: float = 10.0, unstage_timeout: float = 600.0, name: str = ""):
+        self._ctl = Control(control, timeout=timeout, server_key=server_key, key=key)
+        self._output = output
+        self._keys = (server_key, key)
+        self._path_provider = path_provider
+        self._timeout = timeout
+        self._unstage_timeout = unstage_timeout
+        self._sub: Optional[Subscriber] = None
+        self._lock = threading.Lock()
+        self._open_series: set = set()  # series started while staged and not ended yet
+        self._latest: Dict[str, Any] = {}
+        self._set: Dict[str, Any] = {}
+
+        def sig(key, datatype, initial, units=None):
+            s, setter = soft_signal_r_and_setter(datatype, initial, units=units)
+            self._set[key] = setter
+            return s
+
+        with self.add_children_as_readables(StandardReadableFormat.HINTED_SIGNAL):
+            self.processed = sig("processed", int, 0)
+            self.fps = sig("fps", float, 0.0, units="1/s")
+            self.hit_rate = sig("hit_rate", float, 0.0)
+        with self.add_children_as_readables(StandardReadableFormat.UNCACHED_SIGNAL):
+            self.received = sig("received", int, 0)
+            self.failed = sig("failed", int, 0)
+            self.dropped = sig("dropped", int, 0)
+            self.series_id = sig("series_id", int, 0)
+            self.frame_id = sig("frame_id", int, -1)
+            self.profile = sig("profile", Array1D[np.float32], np.zeros(0, np.float32))
+            self.radial = sig("radial", Array1D[np.float64], np.zeros(0, np.float64))
+        with self.add_children_as_readables(StandardReadableFormat.CONFIG_SIGNAL):
+            self.unit = sig("unit", str, "")
+            self.config_hash = sig("config_hash", str, "")
+            self.writer_file = sig("writer_file", str, "")
+        super().__init__(name=name)
+
+    # -- the output --------------------------------------------------------------------------
+
+    def _drain(self, wait: float = 0.0) -> None:
+        """Takes every message waiting on the output (the first within wait seconds) into
+        _latest; notes series started and ended."""
+        sub = self._sub
+        if sub is None:
+            return
+        m = sub.recv_map(wait)
+        while m is not None:
+            t = m["type"]
+            if t == "result":
+                self._latest["result"] = m
+            elif t == "start":
+                self._latest["start"] = m
+                self._open_series.add(m.get("series_id"))
+            elif t == "end":
+                self._open_series.discard(m.get("series_id"))
+            elif t == "aggregates":
+                self._latest["aggregates"] = m
+            m = sub.recv_map(0)
+
+    def _poll(self) -> Dict[str, Any]:
+        with self._lock:
+            self._drain()
+            st = self._ctl.status()
+            out: Dict[str, Any] = {"status": st}
+            out.update(self._latest)
+            return out
+
+    def _apply(self, got: Dict[str, Any]) -> None:
+        st = got["status"]
+        c = st["counters"]
+        for k in ("processed", "received", "failed", "dropped"):
+            self._set[k](int(c[k]))
+        self._set["fps"](float(st["fps"]))
+        self._set["series_id"](int(st["series_id"]))
+        self._set["config_hash"](st["config_hash"])
+        self._set["writer_file"](st.get("writer", {}).get("file", ""))
+        a = got.get("aggregates")
+        if a is not None:
+            self._set["hit_rate"](float(a["hit_rate"]))
+        r = got.get("result")
+        if r is not None:
+            self._set["frame_id"](int(r["frame_id"]))
+            self._set["profile"](np.array(decode_array(r["I"]), dtype=np.float32))
+        s = got.get("start")
+        if s is not None:
+            self._set["radial"](np.array(decode_array(s["radial"]), dtype=np.float64))
+            self._set["unit"](s["unit"])
+
+    # -- bluesky verbs ---------------------------------------------------------------------------
+
+    def _stage_sync(self) -> None:
+        with self._lock:
+            if self._sub is None:
+                self._sub = Subscriber(self._output, server_key=self._keys[0],
+                                       key=self._keys[1])
+                # A SUB receives only what is published after its subscription reached faid:
+                # the first message (stats come every stats.interval) shows that it has.
+                self._drain(self._timeout)
+            self._open_series.clear()
+            # The event descriptor is made at the first read, maybe before any result: the
+            # profile and its axis have npt bins from the start (NaN until faid sends them).
+            npt = int(self._ctl.config(key="integration.npt"))
+            if "result" not in self._latest:
+                self._set["profile"](np.full(npt, np.nan, np.float32))
+            if "start" not in self._latest:
+                self._set["radial"](np.full(npt, np.nan, np.float64))
+        if self._path_provider is not None:
+            info = self._path_provider(self.name)
+            self._ctl.writer(directory=str(info.directory_path), prefix=info.filename)
+
+    @AsyncStatus.wrap
+    async def stage(self) -> None:
+        """Subscribes to faid's output and points its writer at the scan's files."""
+        await asyncio.to_thread(self._stage_sync)
+        await super().stage()
+
+    @AsyncStatus.wrap
+    async def trigger(self) -> None:
+        """Reads faid's status and latest output into the signals."""
+        self._apply(await asyncio.to_thread(self._poll))
+
+    def _wait_reduced(self) -> None:
+        deadline = time.monotonic() + self._unstage_timeout
+        while True:
+            with self._lock:
+                self._drain(0.1)
+                st = self._ctl.status()
+                c = st["counters"]
+                if (not self._open_series and st["state"] == "idle"
+                        and c["received"] == c["processed"] + c["failed"] + c["dropped"]):
+                    return
+            if time.monotonic() >= deadline:
+                raise TimeoutError("faid: series %s not reduced within %g s (state %s)" % (
+                    sorted(self._open_series), self._unstage_timeout, st["state"]))
+
+    @AsyncStatus.wrap
+    async def unstage(self) -> None:
+        """Waits until what faid received is reduced (every series started while staged has
+        ended), then leaves the output."""
+        try:
+            await asyncio.to_thread(self._wait_reduced)
+            self._apply(await asyncio.to_thread(self._poll))
+        finally:
+            with self._lock:
+                if self._sub is not None:
+                    self._sub.close()
+                    self._sub = None
+            await super().unstage()
+
+
+__all__ = ["FaidDetector"]
