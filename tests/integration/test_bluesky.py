@@ -130,3 +130,49 @@ def test_stage_points_the_writer_at_the_scan(daemons, RE, tmp_path):
     files = sorted(os.listdir(scan))
     assert files and all(f.startswith("scan42") for f in files), files
     assert d.status()["writer"]["files_written"] >= 1
+
+
+def test_fly_scan_stream_resources_point_into_the_writer_files(daemons, RE, tmp_path):
+    import h5py
+
+    out = tmp_path / "files"
+    out.mkdir()
+    d = daemons(extra="writer:\n  directory: %s\n" % out)
+    rx = Receiver(d)
+    rx.settle()
+    det = detector(d)
+    docs = []
+    RE.subscribe(lambda name, doc: docs.append((name, doc)))
+    imgs = frames(3) * 2
+
+    @bpp.stage_decorator([det])
+    @bpp.run_decorator()
+    def plan():
+        yield from bps.declare_stream(det, name="faid", collect=True)
+        yield from bps.kickoff(det, wait=True)
+        send(d, imgs, series_id=9)
+        yield from bps.complete(det, wait=True)
+        yield from bps.collect(det, name="faid")
+
+    RE(plan())
+    rx.collect_until_end()
+    assert docs[-1][1]["exit_status"] == "success", docs[-1]
+    desc = [doc for n, doc in docs if n == "descriptor"][0]
+    assert desc["name"] == "faid" and desc["data_keys"]["det-I"]["external"] == "STREAM:"
+    res = [doc for n, doc in docs if n == "stream_resource"]
+    datums = [doc for n, doc in docs if n == "stream_datum"]
+    assert len(res) == 1 and len(datums) == 1
+    assert res[0]["data_key"] == "det-I" and res[0]["mimetype"] == "application/x-hdf5"
+    assert res[0]["parameters"]["dataset"] == "/entry/data/I"
+    assert datums[0]["indices"] == {"start": 0, "stop": len(imgs)}
+    assert datums[0]["seq_nums"] == {"start": 1, "stop": len(imgs) + 1}
+    path = res[0]["uri"][len("file://localhost"):]
+    assert os.path.dirname(path) == str(out)
+    # What the documents point at is what faid published: the rows of the file are the results.
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    with h5py.File(path, "r") as f:
+        rows = f[res[0]["parameters"]["dataset"]][()]
+        ids = f["entry/data/frame_id"][()]
+    assert rows.shape == (len(imgs), 64)
+    for row, fid in zip(rows, ids):
+        assert np.array_equal(row, np.frombuffer(results[int(fid)]["I"]["data"], "<f4"))

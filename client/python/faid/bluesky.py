@@ -25,6 +25,16 @@ its files on its own; so the scan reads what faid has reduced at each point.
   its `end` and faid is idle with every received frame accounted for (`received = processed +
   failed + dropped`), then leaves the output.
 
+Fly scans (`Flyable`, `WritesStreamAssets`): `kickoff()` stages and notes the series files
+already in the writer's directory; `complete()` waits as unstage does, then for the writer to
+close its files, and pairs the new series files (by last write) with the series ends seen;
+`collect()` (after `declare_stream(det, name=..., collect=True)`) emits for each file a
+`stream_resource` (HDF5, `uri` file://localhost/PATH, dataset `/entry/data/I`, chunk shape
+(writer.block_frames, npt)) and a `stream_datum` of its rows (the series' `frames_processed`,
+rows in publication order), data key `NAME-I`. This needs the writer on and its directory
+visible from where the device runs (the same host, or the same shared file system); a writer
+that dropped or skipped rows makes the datum claim rows that read as unwritten (NaN).
+
 Signals: read (hinted) `processed`, `fps`, `hit_rate`; read `received`, `failed`, `dropped`,
 `series_id`, `frame_id`, `profile` (the latest I, float32 [npt]; NaN before the first
 result), `radial` (its bin centres, from the series' start);
@@ -33,12 +43,14 @@ configuration `unit`, `config_hash`, `writer_file` (the series file faid writes,
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 
 import numpy as np
-from bluesky.protocols import Triggerable
+from bluesky.protocols import Flyable, StreamAsset, Triggerable, WritesStreamAssets
+from event_model import ComposeStreamResource, DataKey
 from ophyd_async.core import (Array1D, AsyncStatus, PathProvider, StandardReadable,
                               StandardReadableFormat, soft_signal_r_and_setter)
 
@@ -48,7 +60,7 @@ from .messages import decode_array
 from .subscriber import Subscriber
 
 
-class FaidDetector(StandardReadable, Triggerable):
+class FaidDetector(StandardReadable, Triggerable, Flyable, WritesStreamAssets):
     """faid as an ophyd-async step-scan detector (see the module).
 
     control, output: faid's control and PUB endpoints; path_provider: where the writer puts
@@ -72,6 +84,8 @@ class FaidDetector(StandardReadable, Triggerable):
         self._open_series: set = set()  # series started while staged and not ended yet
         self._latest: Dict[str, Any] = {}
         self._set: Dict[str, Any] = {}
+        self._ended: List[Tuple[int, int]] = []  # (series_id, frames_processed) of the ends seen
+        self._fly: Optional[Dict[str, Any]] = None
 
         def sig(key, datatype, initial, units=None):
             s, setter = soft_signal_r_and_setter(datatype, initial, units=units)
@@ -114,6 +128,7 @@ class FaidDetector(StandardReadable, Triggerable):
                 self._open_series.add(m.get("series_id"))
             elif t == "end":
                 self._open_series.discard(m.get("series_id"))
+                self._ended.append((m.get("series_id"), int(m.get("frames_processed", 0))))
             elif t == "aggregates":
                 self._latest["aggregates"] = m
             m = sub.recv_map(0)
@@ -207,6 +222,106 @@ class FaidDetector(StandardReadable, Triggerable):
                     self._sub.close()
                     self._sub = None
             await super().unstage()
+
+    # -- fly scan: the writer's files as stream resources -----------------------------------------
+
+    def _writer_dir(self) -> Optional[str]:
+        if self._path_provider is not None:
+            return str(self._path_provider(self.name).directory_path)
+        v = self._ctl.config(key="writer.directory").strip().strip("\"'")
+        return None if v in ("null", "~", "") else v
+
+    @staticmethod
+    def _series_files(directory: Optional[str]) -> Dict[str, int]:
+        """The series files of a directory (hits files left out) with their mtimes."""
+        out: Dict[str, int] = {}
+        if directory and os.path.isdir(directory):
+            for e in os.scandir(directory):
+                if e.name.endswith(".h5") and not e.name.endswith("_hits.h5") and e.is_file():
+                    out[e.path] = e.stat().st_mtime_ns
+        return out
+
+    def _kickoff_sync(self) -> None:
+        self._stage_sync()
+        with self._lock:
+            self._ended.clear()
+        d = self._writer_dir()
+        self._fly = {"dir": d, "before": set(self._series_files(d)), "files": [],
+                     "npt": int(self._ctl.config(key="integration.npt")),
+                     "block": int(self._ctl.config(key="writer.block_frames")),
+                     "emitted": {}, "composer": ComposeStreamResource()}
+
+    @AsyncStatus.wrap
+    async def kickoff(self) -> None:
+        """Starts a fly scan: stage(), and notes the writer's files already there."""
+        await asyncio.to_thread(self._kickoff_sync)
+
+    def _complete_sync(self) -> None:
+        self._wait_reduced()
+        fly = self._fly
+        if fly is None:
+            raise RuntimeError("faid: complete() without kickoff()")
+        # The writer thread files what the publisher sent on its own time: wait until it has
+        # closed every series file (the end written) and holds nothing more.
+        deadline = time.monotonic() + self._unstage_timeout
+        while fly["dir"]:
+            w = self._ctl.status()["writer"]
+            if w["files_open"] == 0 and w["queued_bytes"] == 0:
+                break
+            if time.monotonic() >= deadline:
+                raise TimeoutError("faid: the writer still holds %d files after %g s"
+                                   % (w["files_open"], self._unstage_timeout))
+            time.sleep(0.05)
+        with self._lock:
+            ended = list(self._ended)
+        # The series files that appeared during the fly scan, in the order they were last
+        # written (= the order the series ended), paired with the ends seen on the output.
+        new = sorted((t, p) for p, t in self._series_files(fly["dir"]).items()
+                     if p not in fly["before"])
+        if fly["dir"] and len(new) != len(ended):
+            raise RuntimeError("faid: %d series ended during the scan but %d new files in %s"
+                               % (len(ended), len(new), fly["dir"]))
+        fly["files"] = [(p, rows) for (_, p), (_, rows) in zip(new, ended)] if fly["dir"] else []
+
+    @AsyncStatus.wrap
+    async def complete(self) -> None:
+        """Ends a fly scan: waits until the series are reduced (as unstage) and finds the
+        series files faid wrote meanwhile."""
+        await asyncio.to_thread(self._complete_sync)
+
+    async def describe_collect(self) -> Dict[str, DataKey]:
+        """One external key: the profiles I in the writer's files (`/entry/data/I`)."""
+        fly = self._fly or {"npt": int(await asyncio.to_thread(self._ctl.config,
+                                                               "integration.npt"))}
+        return {self.name + "-I": DataKey(source="faid writer: /entry/data/I",
+                                          shape=[1, fly["npt"]], dtype="array",
+                                          dtype_numpy="<f4", external="STREAM:")}
+
+    async def get_index(self) -> int:
+        """Profiles written into the files of this fly scan."""
+        return sum(rows for _, rows in (self._fly or {}).get("files", []))
+
+    async def collect_asset_docs(self, index: Optional[int] = None) -> AsyncIterator[StreamAsset]:
+        """A stream resource per series file (the HDF5 dataset /entry/data/I, rows in
+        publication order) and stream datums for its rows not emitted yet."""
+        fly = self._fly
+        if fly is None:
+            return
+        for path, rows in fly["files"]:
+            done = fly["emitted"].get(path)
+            if done is None:
+                bundle = fly["composer"](
+                    mimetype="application/x-hdf5", uri="file://localhost" + os.path.abspath(path),
+                    data_key=self.name + "-I",
+                    parameters={"dataset": "/entry/data/I",
+                                "chunk_shape": (fly["block"], fly["npt"])},
+                    uid=None, validate=True)
+                done = fly["emitted"][path] = [bundle, 0]
+                yield "stream_resource", bundle.stream_resource_doc
+            if rows > done[1]:
+                yield "stream_datum", done[0].compose_stream_datum({"start": done[1],
+                                                                    "stop": rows})
+                done[1] = rows
 
 
 __all__ = ["FaidDetector"]
