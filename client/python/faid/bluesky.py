@@ -19,7 +19,7 @@ its files on its own; so the scan reads what faid has reduced at each point.
 - `stage()` subscribes to the output (and waits for its first message, so nothing published
   from then on is missed) and, with a `path_provider` (ophyd-async's PathProvider), points
   faid's writer at the scan's directory and file name (control command `writer`: the writer's
-  target for the next series);
+  target for the next series; faid names the files `NAME_<series name>.h5`);
 - `trigger()` reads faid into the signals;
 - `unstage()` waits until the series is reduced: every series that started while staged has
   its `end` and faid is idle with every received frame accounted for (`received = processed +
@@ -182,7 +182,9 @@ class FaidDetector(StandardReadable, Triggerable, Flyable, WritesStreamAssets):
                 self._set["radial"](np.full(npt, np.nan, np.float64))
         if self._path_provider is not None:
             info = self._path_provider(self.name)
-            self._ctl.writer(directory=str(info.directory_path), prefix=info.filename)
+            # faid names a file PREFIX<series name>.h5: the scan's name, then "_".
+            sep = "" if info.filename[-1:] in ("_", "-", ".", "") else "_"
+            self._ctl.writer(directory=str(info.directory_path), prefix=info.filename + sep)
 
     @AsyncStatus.wrap
     async def stage(self) -> None:

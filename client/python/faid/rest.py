@@ -15,7 +15,7 @@ import json
 import ssl
 import urllib.error
 import urllib.request
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from .control import FaidError
 
@@ -97,9 +97,10 @@ class Rest:
         """The control socket's status, as JSON."""
         return self.request("GET", "status")
 
-    def devices(self) -> Any:
-        """The compute devices."""
-        return self.request("GET", "devices")
+    def devices(self) -> List[Dict[str, Any]]:
+        """The compute devices (the list of the answer's `devices`)."""
+        r = self.request("GET", "devices")
+        return r["devices"] if isinstance(r, dict) and "devices" in r else r
 
     def aggregates(self) -> Dict[str, Any]:
         """Hit rate, peak-count histogram and virtual powder pattern (arrays as lists)."""
