@@ -176,6 +176,9 @@ class FaidDetector(StandardReadable, Triggerable, Flyable, WritesStreamAssets):
             # The event descriptor is made at the first read, maybe before any result: the
             # profile and its axis have npt bins from the start (NaN until faid sends them).
             npt = int(self._ctl.config(key="integration.npt"))
+            # The configuration is read once, for the descriptor: the unit and hash in force.
+            self._set["unit"](self._ctl.config(key="integration.unit").strip("\"'"))
+            self._set["config_hash"](self._ctl.status()["config_hash"])
             if "result" not in self._latest:
                 self._set["profile"](np.full(npt, np.nan, np.float32))
             if "start" not in self._latest:
