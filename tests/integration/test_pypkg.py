@@ -202,7 +202,7 @@ TOKEN = "beamline-token-0123456789"  # faid takes tokens of 16 to 256 visible by
 
 # -- REST -----------------------------------------------------------------------------------------
 
-def rest_daemon(daemons, tmp_path):
+def rest_daemon(daemons, tmp_path, tls=None):
     """A daemon with http.endpoint and a token file, and its Rest clients (with and without
     the token); skips while this faid has no REST API (no http.token_file option or no
     /api/v1/openapi.json), as the contract between issue 19's helpers says."""
@@ -215,16 +215,20 @@ def rest_daemon(daemons, tmp_path):
     tokens.write_text("# operators\nbeamline:%s\n" % TOKEN)
     os.chmod(tokens, 0o600)
     port = free_port()
-    d = daemons(extra='http:\n  endpoint: "127.0.0.1:%d"\n  token_file: %s\n' % (port, tokens))
-    url = "http://127.0.0.1:%d" % port
-    anon = Rest(url, timeout=LONG)
+    extra = 'http:\n  endpoint: "127.0.0.1:%d"\n  token_file: %s\n' % (port, tokens)
+    if tls:
+        extra += "  tls_cert: %s\n  tls_key: %s\n" % tls
+    d = daemons(extra=extra)
+    url = "%s://127.0.0.1:%d" % ("https" if tls else "http", port)
+    anon = Rest(url, timeout=LONG, verify=tls[0] if tls else True)
     try:
         anon.openapi()
     except RestError as e:
         if e.status == 404:
             pytest.skip("this faid has no /api/v1/openapi.json yet")
         raise
-    return d, anon, Rest(url, token_file=str(tokens), timeout=LONG)
+    return d, anon, Rest(url, token_file=str(tokens), timeout=LONG,
+                         verify=tls[0] if tls else True)
 
 
 def test_rest_client(daemons, tmp_path):
@@ -255,6 +259,26 @@ def test_rest_client(daemons, tmp_path):
     assert w["directory"] == str(tmp_path) and w["prefix"] == "scan7_"
     api.stop()
     assert d.proc.wait(LONG) == 0
+
+
+def test_rest_client_tls_verification(daemons, tmp_path):
+    import urllib.error
+
+    key, cert = str(tmp_path / "key.pem"), str(tmp_path / "cert.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True, timeout=LONG)
+    os.chmod(key, 0o600)
+    d, anon, api = rest_daemon(daemons, tmp_path, tls=(cert, key))
+    assert anon.status()["state"] == "idle"  # verified against the certificate as CA
+    api.reset()
+    # The system's CAs do not know this certificate: refused, unless verification is off.
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        Rest(anon.base, timeout=LONG).status()
+    assert Rest(anon.base, timeout=LONG, verify=False).status()["state"] == "idle"
+    assert d.terminate() == 0
 
 
 def test_rest_token_file_forms(tmp_path):
