@@ -35,8 +35,21 @@ import sys
 # The package next to this script, installed or not.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from faid import AuthFailed, LosslessConsumer, Refused, Subscriber, decode_array  # noqa: E402,F401
+import faid  # noqa: E402
+from faid import AuthFailed, LosslessConsumer, Refused, decode_array  # noqa: E402,F401
 from faid.cli import main  # noqa: E402
+
+
+def Subscriber(endpoint, lossless=False, topics=faid.TOPICS, rcvhwm=0, name=None, credit=256,
+               server_key=None, key=None):
+    """This script's former class, for code that imported it: a faid.Subscriber, or with
+    lossless a faid.LosslessConsumer, whose recv() returns the message maps (with "topic")."""
+    if lossless:
+        s = LosslessConsumer(endpoint, name=name, credit=credit, server_key=server_key, key=key)
+    else:
+        s = faid.Subscriber(endpoint, topics, server_key=server_key, key=key, rcvhwm=rcvhwm)
+    s.recv = s.recv_map
+    return s
 
 if __name__ == "__main__":
     sys.exit(main(prog="faid_subscriber.py"))
