@@ -27,7 +27,9 @@ def context(d, **props):
     p = {"ControlEndpoint": ep(d.ports["ctl"]), "OutputEndpoint": ep(d.ports["out"]),
          "Timeout": 2.0}
     p.update(props)
-    return DeviceTestContext(Faid, properties=p, process=False, timeout=LONG)
+    # The device server's port from the harness's locked counter, like every port of the tests.
+    return DeviceTestContext(Faid, properties=p, host="127.0.0.1", port=free_port(),
+                             process=False, timeout=LONG)
 
 
 def test_device_reads_faid_and_runs_its_commands(daemons):
@@ -85,7 +87,8 @@ def test_device_reads_faid_and_runs_its_commands(daemons):
 def test_device_without_faid_is_in_fault():
     p = {"ControlEndpoint": "tcp://127.0.0.1:%d" % free_port(), "Timeout": 0.3,
          "OutputEndpoint": "tcp://127.0.0.1:%d" % free_port()}
-    with DeviceTestContext(Faid, properties=p, process=False, timeout=LONG) as proxy:
+    with DeviceTestContext(Faid, properties=p, host="127.0.0.1", port=free_port(),
+                           process=False, timeout=LONG) as proxy:
         assert proxy.state() == tango.DevState.FAULT
         assert proxy.faid_state == "unreachable"
         with pytest.raises(tango.DevFailed, match="did not answer"):
