@@ -1,4 +1,5 @@
 /* faid_restab: an engine's buffers by name (see faid_restab.h). */
+#include "faid_restab.h"
 #include "faid_restab_cl.h"
 
 #include <stdint.h>

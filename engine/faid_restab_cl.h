@@ -4,7 +4,8 @@
 #define FAID_RESTAB_CL_H
 
 #include "faid_cl.h"
-#include "faid_restab.h"
+
+typedef struct faid_restab faid_restab; /* faid_restab.h */
 
 /* The buffer `name` (slot ignored for static entries); NULL when unknown. "out" is the output
  * buffer of the slot. */
