@@ -211,8 +211,7 @@ endif()
 # A stage is device-neutral: faid_stage.h, the stage files (engine/faid_stage*.c) and every engine
 # header they reach name no OpenCL type, call or constant and include no OpenCL header; the
 # device's files (faid_device_cl.c and its helpers) hold all of it.
-set(oc_headers faid_cl.h faid_clcodec.h faid_progcache.h faid_restab_cl.h faid_pinned.h
-    faid_peaks_cl.h)
+set(oc_headers faid_cl.h faid_clcodec.h faid_progcache.h faid_restab_cl.h faid_pinned.h)
 file(GLOB stage_files ${SRC_DIR}/engine/faid_stage*.c ${SRC_DIR}/engine/faid_stage.h)
 set(todo ${stage_files})
 set(seen "")

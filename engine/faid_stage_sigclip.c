@@ -157,7 +157,15 @@ static int sc_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
     ps->csr_bg = s->csr_bg;
     ps->corr = s->corr;
     ps->corr.error_model = FAID_EM_POISSON;
-    ps->geom = faid_peak_geom_new(&s->geom, s->mask, s->csr_bg, s->cfg.unit, &ps->p, 0, 0, d);
+    /* FAID_PEAKS_PANELS=ROWSxCOLS: peakfinder8's panel grid (default: the whole frame one
+     * panel), a knob for the tests of the panel-bounded kernels (tests/unit/test_peaks.c) */
+    int prows = 0, pcols = 0;
+    const char *pv = getenv("FAID_PEAKS_PANELS");
+    char tail;
+    if (pv && *pv && (sscanf(pv, "%dx%d%c", &prows, &pcols, &tail) != 2 || prows < 0 || pcols < 0))
+        return faid_fail(d, FAID_EINVAL, "peaks: FAID_PEAKS_PANELS=%s is not ROWSxCOLS", pv);
+    ps->geom =
+        faid_peak_geom_new(&s->geom, s->mask, s->csr_bg, s->cfg.unit, &ps->p, prows, pcols, d);
     if (!ps->geom)
         return d && d->code ? d->code : FAID_ENOMEM;
     if (ps->p.algorithm == FAID_PEAKS_PEAKFINDER8 && !(ps->pf8 = faid_pf8_bins_new(ps->geom, d)))
