@@ -185,6 +185,8 @@ static int plan_resolve(faid_stage_env *env, faid_stage_res *res, int id, faid_d
     int rc = !p || !rp ? faid_fail(d, FAID_ENOMEM, "engine: out of memory") : FAID_OK;
     if (!rc)
         rc = st->plan(env, res, id, dt, p, d);
+    if (!rc)
+        rc = faid_plan_check(p, st->name, d);
     for (int i = 0; !rc && i < p->n; i++) {
         const faid_launch *l = &p->l[i];
         rlaunch *r = &rp->l[rp->n++];
@@ -441,11 +443,15 @@ static int cl_submit(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *
         c.n = 0;
         if ((rc = st->submit(env, res, i, sl, lane, f, table, &c, d)))
             return rc;
+        if (c.n > FAID_DCMD_MAX)
+            return faid_fail(d, FAID_EINVAL, "engine: stage %s lists more than %d commands",
+                             st->name, FAID_DCMD_MAX);
         for (int k = 0; k < c.n; k++) {
             const faid_dcmd *x = &c.c[k];
             faid_devent *evp = x->ev >= 0 && x->ev < FAID_STAGE_EV ? &ln->ev[i][x->ev] : NULL;
             if ((rc = run_cmd(env->dev, res, sl, x, evp, d))) {
                 clFinish(queue_of(sl));
+                ln->err_dirty = 1; /* the flag's clear may not have run: clear it next time */
                 for (int e = 0; e < FAID_STAGE_EV; e++)
                     release_event(&ln->ev[i][e]);
                 return rc;

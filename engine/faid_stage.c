@@ -154,8 +154,10 @@ int faid_plan_check(const faid_plan *p, const char *stage, faid_diag *d)
 
 faid_dcmd *faid_dcmd_add(faid_dcmds *c, faid_dcmd_op op, int ev)
 {
-    if (c->n >= FAID_DCMD_MAX)
+    if (c->n >= FAID_DCMD_MAX) {
+        c->n = FAID_DCMD_MAX + 1; /* the device refuses the list */
         return NULL;
+    }
     faid_dcmd *x = &c->c[c->n++];
     memset(x, 0, sizeof *x);
     x->op = op;

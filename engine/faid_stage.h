@@ -209,7 +209,7 @@ typedef struct faid_dcmds {
     faid_dcmd c[FAID_DCMD_MAX];
 } faid_dcmds;
 
-/* Appends a command (NULL when full). */
+/* Appends a command (NULL when full: the device then refuses the whole list). */
 faid_dcmd *faid_dcmd_add(faid_dcmds *c, faid_dcmd_op op, int ev);
 
 /* One frame on the reference device. */
