@@ -83,7 +83,8 @@ int faid_engine_set_sums_2d(faid_engine *e, int on, faid_diag *d);
 int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d);
 /* Integration work-group size chosen for matrix 0 (1D) or 1 (2D); 0 for the reference device.
  * It is a function of the device type and the matrix only (FAID_ENGINE_WG overrides it); a launch
- * halves it while the compiled kernel allows less (CL_KERNEL_WORK_GROUP_SIZE, e.g. registers). */
+ * halves it while the compiled kernel allows less (its work-group limit on the device, e.g.
+ * registers). */
 size_t faid_engine_workgroup(const faid_engine *e, int which);
 /* 1 when matrix 0 (1D) or 1 (2D) is integrated one bin per work-item (rows shorter than 64
  * entries on average, e.g. the 2D cake; FAID_ENGINE_ROWS=0/1 forces it, for experiments: the
