@@ -145,8 +145,8 @@ int faid_writer_hits_on(faid_writer *w)
 }
 
 /* The directory a series with configuration c goes to: the target's, else writer.directory. */
-static void effective_dir(faid_writer *w, const faid_config *c, char *dir, size_t cap,
-                          char *prefix, size_t pcap)
+static void effective_dir(faid_writer *w, const faid_config *c, char *dir, size_t cap, char *prefix,
+                          size_t pcap)
 {
     pthread_mutex_lock(&w->mu);
     snprintf(dir, cap, "%s", w->tdir[0] ? w->tdir : c->writer_directory);

@@ -89,7 +89,8 @@ int faid_writer_hits_on(faid_writer *w);
  * inside root when root is set, so neither '..' nor a link leads out); prefix goes before each
  * file name (at most FAID_WRITER_PREFIX_MAX - 1 bytes of letters, digits, '_', '-', '.', no
  * '..', not starting with '-' or '.': a name from the wire never leaves its directory). NULL
- * keeps the current value. FAID_EINVAL / FAID_ERANGE (outside root) name the key; nothing changes then. */
+ * keeps the current value. FAID_EINVAL / FAID_ERANGE (outside root) name the key; nothing changes
+ * then. */
 #define FAID_WRITER_PREFIX_MAX 64
 int faid_writer_set_target(faid_writer *w, const char *dir, const char *prefix, const char *root,
                            faid_diag *d);
