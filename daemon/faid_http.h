@@ -28,11 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FAID_HTTP_MAX_CONN   256 /* libmicrohttpd's limit: threads, a 64 KiB stack each */
-#define FAID_HTTP_SOFT_CONN  64  /* beyond this the oldest connection in its header is shed */
-#define FAID_HTTP_PER_PEER   16  /* connections of one peer beyond localhost */
-#define FAID_HTTP_HEADER_S   10  /* seconds of silence before a connection is closed */
-#define FAID_HTTP_MAX_EVENTS 16  /* dashboards (event streams) open at once */
+#define FAID_HTTP_MAX_CONN   256  /* libmicrohttpd's limit: threads, a 64 KiB stack each */
+#define FAID_HTTP_SOFT_CONN  64   /* beyond this the oldest connection in its header is shed */
+#define FAID_HTTP_PER_PEER   16   /* connections of one peer beyond localhost */
+#define FAID_HTTP_HEADER_S   10   /* seconds of silence before a connection is closed */
+#define FAID_HTTP_MAX_EVENTS 16   /* dashboards (event streams) open at once */
 #define FAID_HTTP_MAX_POINTS 2000 /* longest array sent to a browser */
 
 struct faid_server;

@@ -191,6 +191,15 @@ static int to_json(faid_textbuf *b, faid_mpr *r, int depth, faid_diag *d)
 static void key_of(const char *msg, char *key, size_t cap)
 {
     key[0] = '\0';
+    /* the writer's keys first: their messages may quote writer.root */
+    if (strncmp(msg, "writer: directory", 17) == 0) {
+        snprintf(key, cap, "directory");
+        return;
+    }
+    if (strncmp(msg, "writer: prefix", 14) == 0) {
+        snprintf(key, cap, "prefix");
+        return;
+    }
     size_t n;
     const faid_option *opts = faid_config_options(&n);
     const char *best = NULL;
@@ -216,11 +225,7 @@ static void key_of(const char *msg, char *key, size_t cap)
         snprintf(key, cap, "%.*s", (int)best_len, best);
         return;
     }
-    if (strstr(msg, "writer: directory"))
-        snprintf(key, cap, "directory");
-    else if (strstr(msg, "writer: prefix"))
-        snprintf(key, cap, "prefix");
-    else if (strstr(msg, "\"path\"") || strstr(msg, "reload /"))
+    if (strstr(msg, "\"path\"") || strstr(msg, "reload /"))
         snprintf(key, cap, "path");
 }
 
