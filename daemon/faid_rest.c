@@ -2,6 +2,7 @@
 #include "faid_rest.h"
 
 #include "faid_aggregates.h"
+#include "faid_codec.h"
 #include "faid_log.h"
 #include "faid_state.h"
 
@@ -108,8 +109,80 @@ static void json_arrayview(faid_textbuf *b, const faid_array_view *v)
     faid_tb_puts(b, "]}");
 }
 
-/* One msgpack value (walked by the bounded reader; depth-limited) as JSON text. skip_ok: at the
- * top level, leave out "ok" and "cmd"? (no: kept, the same keys as the control reply). */
+/* A compressed array map ({dtype, shape, encoding, data}: the virtual powder plot) at r: decoded
+ * and written as an array; 0 when it was one (r moved past it), 1 when it is another map. */
+static int compressed_array(faid_textbuf *b, faid_mpr *r)
+{
+    faid_mpr c = *r;
+    faid_mp_obj o, k, v;
+    faid_diag d;
+    faid_diag_clear(&d);
+    if (faid_mpr_next(&c, &o, &d) || o.type != FAID_MP_MAP || o.len != 4)
+        return 1;
+    char dtype[8] = "", enc[16] = "";
+    uint64_t shape[FAID_PROTO_MAX_DIMS];
+    int ndim = -1;
+    const uint8_t *data = NULL;
+    size_t dlen = 0;
+    for (uint32_t i = 0; i < o.len; i++) {
+        if (faid_mpr_next(&c, &k, &d) || k.type != FAID_MP_STR)
+            return 1;
+        if (faid_mp_str_eq(&k, FAID_K_SHAPE)) {
+            if (faid_mpr_next(&c, &v, &d) || v.type != FAID_MP_ARRAY || v.len < 1 ||
+                v.len > FAID_PROTO_MAX_DIMS)
+                return 1;
+            ndim = (int)v.len;
+            for (int j = 0; j < ndim; j++) {
+                faid_mp_obj e;
+                if (faid_mpr_next(&c, &e, &d) || faid_mp_to_u64(&e, &shape[j]))
+                    return 1;
+            }
+            continue;
+        }
+        if (faid_mpr_next(&c, &v, &d))
+            return 1;
+        if (faid_mp_str_eq(&k, FAID_K_DTYPE)) {
+            if (faid_mp_to_cstr(&v, dtype, sizeof dtype))
+                return 1;
+        } else if (faid_mp_str_eq(&k, FAID_K_ENCODING)) {
+            if (faid_mp_to_cstr(&v, enc, sizeof enc))
+                return 1;
+        } else if (faid_mp_str_eq(&k, FAID_K_DATA) && v.type == FAID_MP_BIN) {
+            data = v.ptr;
+            dlen = v.len;
+        } else {
+            return 1;
+        }
+    }
+    faid_dtype dt = faid_dtype_parse(dtype);
+    faid_encoding e;
+    if (ndim < 1 || !data || dt == FAID_DT_INVALID || faid_encoding_parse(enc, &e))
+        return 1;
+    faid_array_view a = {.dtype = dt, .ndim = ndim, .nelem = 1};
+    snprintf(a.descr, sizeof a.descr, "%s", dtype);
+    size_t isz = faid_dtype_size(dt);
+    for (int j = 0; j < ndim; j++) {
+        a.shape[j] = shape[j];
+        if (shape[j] && a.nelem > ((uint64_t)64 << 20) / isz / shape[j])
+            return 1; /* over 64 MiB decoded: not faid's own */
+        a.nelem *= shape[j];
+    }
+    a.nbytes = (size_t)a.nelem * isz;
+    uint8_t *out = malloc(a.nbytes ? a.nbytes : 1);
+    if (!out)
+        return 1;
+    if (faid_decode(e, data, dlen, isz, out, a.nbytes, &d)) {
+        free(out);
+        return 1;
+    }
+    a.data = out;
+    json_arrayview(b, &a);
+    free(out);
+    *r = c;
+    return 0;
+}
+
+/* One msgpack value (walked by the bounded reader; depth-limited) as JSON text. */
 static int to_json(faid_textbuf *b, faid_mpr *r, int depth, faid_diag *d)
 {
     if (depth > FAID_MP_MAX_DEPTH)
@@ -161,6 +234,11 @@ static int to_json(faid_textbuf *b, faid_mpr *r, int depth, faid_diag *d)
         if (faid_proto_read_array(&try, &v, &ad) == 0 && v.dtype != FAID_DT_INVALID) {
             *r = try;
             json_arrayview(b, &v);
+            return 0;
+        }
+        faid_mpr again = at;
+        if (compressed_array(b, &again) == 0) {
+            *r = again;
             return 0;
         }
         faid_tb_puts(b, "{");
@@ -382,13 +460,6 @@ static void route_aggregates(faid_server *s, faid_rest_answer *a)
     }
     faid_tb_puts(&b, text + 1); /* the message's own keys follow */
     free(text);
-    /* the rolling hit rate now (the message's history holds those published) */
-    int window = 0;
-    double rate = faid_aggr_hit_rate(s->aggr, &window);
-    b.n--; /* the closing brace */
-    faid_tb_puts(&b, ",\"hit_rate\":");
-    faid_tb_json_num(&b, rate);
-    faid_tb_printf(&b, ",\"hit_rate_window_frames\":%d}", window);
     char *out = faid_tb_take(&b, &n);
     json_answer(a, out, n);
 }

@@ -295,3 +295,59 @@ def test_tls(daemons, tmpdir_):
         f.write(td.config_text(ports, extra=http_extra(free_port(), tls=(cert, key))))
     r = subprocess.run([td.FAID, "-c", cfg], capture_output=True, text=True, timeout=LONG)
     assert r.returncode == 1 and "http.tls_key" in r.stderr, r.stderr[-2000:]
+
+
+def test_control_md_routes_table_matches_the_served_document(rest):
+    """docs/control.md's routes table is the route table: the document faid serves lists the
+    same methods, paths, token rule and summaries."""
+    code, _, doc = call(rest.http_port, "GET", "/api/v1/openapi.json")
+    text = open(os.path.join(td.SRC, "docs", "control.md")).read()
+    table = text.split("<!-- routes:begin", 1)[1].split("<!-- routes:end", 1)[0]
+    rows = set()
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0] in ("GET", "PUT", "POST"):
+            rows.add((cells[0], cells[1].strip("`"), cells[2], cells[3]))
+    served = set()
+    for path, item in doc["paths"].items():
+        for m, op in item.items():
+            token = "always" if op["security"] == [{"bearer": []}] else "beyond localhost"
+            served.add((m.upper(), path, token, op["summary"]))
+    assert rows == served, (rows ^ served)
+    assert rest.terminate() == 0
+
+
+def test_aggregates_as_json_lists_with_shape(daemons, tmpdir_):
+    """With peaks on, GET /api/v1/aggregates holds the aggregates message's keys, its arrays as
+    {dtype, shape, data} with data a list of prod(shape) numbers (the virtual powder plot
+    decompressed) and the counts of the frames sent."""
+    from test_daemon import Receiver
+    from test_peaks import PEAKS, spot_frames
+    port = free_port()
+    d = daemons(npt=48, extra=PEAKS + http_extra(port, token_file(tmpdir_)))
+    assert call(port, "GET", "/api/v1/aggregates")[2] == {"available": False}
+    rx = Receiver(d)
+    rx.settle()
+    imgs, _ = spot_frames(6)
+    tx = Sender(d)
+    tx.start(series_id=4, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=4)
+    tx.end(series_id=4)
+    rx.collect_until_end()
+    hits = sum(1 for r in rx.of("result") if r["is_hit"])
+    code, ctype, ag = call(port, "GET", "/api/v1/aggregates")
+    assert code == 200 and ag["available"] and ag["frames"] == 6 and ag["hits"] == hits
+    doc = call(port, "GET", "/api/v1/openapi.json")[2]
+    check_schema(doc, "Aggregates", ag)
+    for key in ("virtual_powder_plot", "num_peaks_histogram", "hit_rate_history"):
+        a = ag[key]
+        check_schema(doc, "Array", a)
+        n = 1
+        for x in a["shape"]:
+            n *= x
+        assert len(a["data"]) == n, key
+    assert ag["virtual_powder_plot"]["shape"] == list(imgs[0].shape)
+    assert sum(ag["virtual_powder_plot"]["data"]) <= ag["peaks"]
+    assert sum(ag["num_peaks_histogram"]["data"]) == 6
+    assert d.terminate() == 0
