@@ -728,6 +728,7 @@ static enum MHD_Result on_api(faid_http *h, struct MHD_Connection *conn, const c
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     c.loopback = ci && ci->client_addr && is_loopback(ci->client_addr);
     r->route = -3; /* answered */
+    set_in_header(h, conn, 0);
     faid_rest_handle(atomic_load(&h->srv), &c, &a);
     int stop = a.stop;
     enum MHD_Result ret = send_answer(h, conn, &a);
@@ -741,11 +742,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   size_t *upload_data_size, void **con_cls)
 {
     faid_http *h = cls;
-    if (!*con_cls)
-        set_in_header(h, conn, 0);
     if (strncmp(url, FAID_REST_PREFIX "/", sizeof FAID_REST_PREFIX) == 0 ||
         strcmp(url, FAID_REST_PREFIX) == 0)
         return on_api(h, conn, url, method, upload_data_size, upload_data, con_cls);
+    /* (a REST request stays sheddable until its body is in: a body sent a byte at a time
+     * holds a place no longer than a header sent so) */
+    set_in_header(h, conn, 0);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return send_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
     if (*upload_data_size) {

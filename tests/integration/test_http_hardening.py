@@ -75,6 +75,33 @@ def test_slowloris_does_not_silence_healthz(daemons):
     assert d.terminate() == 0
 
 
+def test_slow_bodies_do_not_silence_healthz(daemons, tmpdir_):
+    """300 REST requests whose header is complete but whose body trickles (a byte sent of a
+    declared 1000) hold no place a health poll needs: a request is sheddable until its body is
+    in."""
+    port = free_port()
+    d = daemons(extra=http_extra(port, token_file(tmpdir_)))
+    socks = []
+    try:
+        for _ in range(300):
+            s = socket.create_connection(("127.0.0.1", port), timeout=POLL_TIMEOUT)
+            s.sendall(b"PUT /api/v1/config HTTP/1.1\r\nHost: faid\r\nContent-Type: "
+                      b"application/yaml\r\nContent-Length: 1000\r\n"
+                      b"Expect: 100-continue\r\n\r\n")
+            # faid's 100 Continue: its header is read, it waits for the body (b"": refused)
+            if s.recv(64).startswith(b"HTTP/1.1 100"):
+                s.sendall(b"x")
+            socks.append(s)
+        for _ in range(20):
+            assert healthz(port) == (200, b"ok\n")
+        shed = metric(port, "faid_http_connections_shed_total")
+        assert shed['{reason="header_wait"}'] >= 200, shed
+    finally:
+        for s in socks:
+            s.close()
+    assert d.terminate() == 0
+
+
 def test_header_and_body_floods(daemons, tmpdir_):
     port = free_port()
     d = daemons(extra=http_extra(port, token_file(tmpdir_)))
