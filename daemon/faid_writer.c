@@ -207,7 +207,7 @@ int faid_writer_set_target(faid_writer *w, const char *dir, const char *prefix, 
         }
         if (strlen(buf) >= sizeof real)
             return faid_fail(d, FAID_ESIZE, "writer: directory '%s': path too long", dir);
-        snprintf(real, sizeof real, "%s", buf);
+        memcpy(real, buf, strlen(buf) + 1);
     }
     pthread_mutex_lock(&w->mu);
     if (dir)
