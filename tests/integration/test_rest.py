@@ -15,6 +15,7 @@ import time
 
 import jsonschema
 import pytest
+import yaml
 from openapi_spec_validator import validate
 
 import test_daemon as td
@@ -144,8 +145,14 @@ def test_status_config_and_writer_match_control(rest, tmpdir_):
                           ctype="application/yaml")
     assert code == 200 and r["setup_version"] > v0, r
     assert rest.request({"cmd": "config", "key": "integration.npt"})["value"] == "48"
+    # the same configuration as a JSON object
+    as_json = yaml.safe_load(yaml_text)
+    as_json["integration"]["npt"] = 40
+    code, ctype, r2 = call(port, "PUT", "/api/v1/config", as_json, token=TOKEN)
+    assert code == 200 and r2["setup_version"] > r["setup_version"], r2
+    assert rest.request({"cmd": "config", "key": "integration.npt"})["value"] == "40"
     # a bad value: problem+json naming the key; nothing changes
-    bad = yaml_text.replace("npt: 48", "npt: -3")
+    bad = yaml_text.replace("npt: 48", "npt: -3")  # (the -3 on the YAML text: still npt 40)
     code, ctype, p = call(port, "PUT", "/api/v1/config", bad, token=TOKEN,
                           ctype="application/yaml")
     assert code == 422 and ctype == "application/problem+json", p
