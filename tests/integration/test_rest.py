@@ -358,3 +358,31 @@ def test_aggregates_as_json_lists_with_shape(daemons, tmpdir_):
     assert sum(ag["virtual_powder_plot"]["data"]) <= ag["peaks"]
     assert sum(ag["num_peaks_histogram"]["data"]) == 6
     assert d.terminate() == 0
+
+
+def test_writer_target_turns_the_writer_on(daemons, tmpdir_):
+    """Without writer.directory the writer is off; a directory set over control (here the
+    ZeroMQ `writer` command, the same as the REST route) turns it on for the next series, and
+    "" turns it off again."""
+    port = free_port()
+    d = daemons(extra=http_extra(port, token_file(tmpdir_)))
+    assert call(port, "GET", "/api/v1/writer")[2]["directory"] == ""
+    out = os.path.join(tmpdir_, "scans")
+    os.makedirs(out)
+    r = d.request({"cmd": "writer", "directory": out, "prefix": "p-"})
+    assert r["ok"] and r["directory"] == os.path.realpath(out), r
+    tx = Sender(d)
+    for sid, uid in ((1, "a"), (2, "b")):
+        tx.start(series_id=sid, series_unique_id=uid)
+        tx.image(0, frames(1)[0], series_id=sid)
+        tx.end(series_id=sid)
+        d.wait_counters(lambda c: c["series"] >= sid, "series %d" % sid)
+        if sid == 1:
+            # series a's file is closed by its end before the writer is turned off
+            t_end = time.monotonic() + LONG
+            while time.monotonic() < t_end and d.status()["writer"]["files_written"] < 1:
+                time.sleep(0.05)
+            assert d.request({"cmd": "writer", "directory": ""})["directory"] == ""
+    assert d.status()["writer"]["state"] == "off"
+    assert sorted(os.listdir(out)) == ["p-a.h5"]
+    assert d.terminate() == 0
