@@ -1064,6 +1064,11 @@ faid_http *faid_http_new(const faid_http_opts *o, faid_diag *d)
         faid_http_destroy(&h);
         return NULL;
     }
+    if (!loop && !tls)
+        FAID_WARN("http",
+                  "http.endpoint %s is reachable beyond this host without TLS: bearer tokens "
+                  "cross the network in clear (set http.tls_cert and http.tls_key)",
+                  endpoint);
     FAID_INFO("http",
               "dashboard %s://%s/, metrics /metrics, health /healthz, REST /api/v1 (%zu "
               "token(s))",

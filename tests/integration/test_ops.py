@@ -449,7 +449,7 @@ def test_http_beyond_localhost_needs_tokens_and_bad_endpoint_refused(daemons, tm
     os.chmod(tokens, 0o600)
     d = daemons(extra='http:\n  endpoint: "0.0.0.0:%d"\n  token_file: %s\n' % (port, tokens))
     assert get(port, "/healthz") == (200, "ok\n")
-    assert "1 token(s)" in d.logtext()
+    assert "1 token(s)" in d.logtext() and "without TLS: bearer tokens" in d.logtext()
     assert d.terminate() == 0
     # IPv6 loopback: served there, and no warning.
     try:
