@@ -688,12 +688,15 @@ static enum MHD_Result on_api(faid_http *h, struct MHD_Connection *conn, const c
             char msg[96];
             snprintf(msg, sizeof msg, "the body passes %u bytes", FAID_REST_MAX_BODY);
             faid_rest_problem_answer(&a, MHD_HTTP_CONTENT_TOO_LARGE, msg, NULL);
+            r->route = -3; /* answered */
             return send_answer(h, conn, &a);
         }
         return MHD_YES;
     }
-    if (r->route < 0)
-        return MHD_YES; /* answered at the first call; the rest of the body is discarded */
+    if (r->route < 0) {
+        *upload_data_size = 0; /* answered at the first call: the rest of the body is dropped */
+        return MHD_YES;
+    }
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;

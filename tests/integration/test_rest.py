@@ -178,7 +178,9 @@ def test_status_config_and_writer_match_control(rest, tmpdir_):
     # unknown route and method
     code, ctype, p = call(port, "GET", "/api/v1/nope")
     assert code == 404 and ctype == "application/problem+json"
-    code, ctype, p = call(port, "DELETE", "/api/v1/writer", token=TOKEN)
+    code, ctype, p = call(port, "PUT", "/api/v1/nope", {"with": "a body"}, token=TOKEN)
+    assert code == 404 and ctype == "application/problem+json"
+    code, ctype, p = call(port, "DELETE", "/api/v1/writer", {"with": "a body"}, token=TOKEN)
     assert code == 405
     assert rest.terminate() == 0
 
