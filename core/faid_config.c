@@ -326,6 +326,10 @@ static const faid_option options[] = {
            "Folder of the files of record: one NeXus/HDF5 file per series, named after the "
            "series (docs/output-files.md), never overwriting a file. It must exist. Relative to "
            "the configuration file's folder. null = no files."),
+    SIMPLE("writer.root", FAID_OT_PATH, "", 0, 0, "null", N, NULL, writer_root, FAID_PATH_MAX,
+           "When set, a directory chosen over control (`writer`, PUT /api/v1/writer) must lie "
+           "inside this folder (compared after resolving links and `..`). null = any existing "
+           "directory."),
     SIMPLE("writer.profiles", FAID_OT_BOOL, "", 0, 0, "true", R, NULL, writer_profiles, 0,
            "Write the profiles (I, I_errors, std, count per frame) as an NXazint1d entry."),
     SIMPLE("writer.peaks", FAID_OT_BOOL, "", 0, 0, "true", R, NULL, writer_peaks, 0,
@@ -378,8 +382,19 @@ static const faid_option options[] = {
     SIMPLE("http.endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, http_endpoint, 256,
            "host:port of faid's HTTP server (`127.0.0.1:8080`, `[::1]:8080`): the live "
            "dashboard at /, Prometheus metrics at /metrics, the health check at /healthz "
-           "(docs/operations.md). No authentication: an address beyond localhost is logged as a "
-           "warning. null = off."),
+           "(docs/operations.md) and the REST control API under /api/v1 (docs/control.md). An "
+           "address beyond localhost needs http.token_file. null = off."),
+    SIMPLE("http.token_file", FAID_OT_PATH, "", 0, 0, "null", N, NULL, http_token_file,
+           FAID_PATH_MAX,
+           "Bearer tokens of the REST routes that change state (PUT, POST under /api/v1): one "
+           "token per line, or `name:token` (the name is logged), `#` comments; at least 16 "
+           "characters each. Mode 0600 or stricter (like the CURVE key files). null = those "
+           "routes are refused (403), and http.endpoint must be a loopback address."),
+    SIMPLE("http.tls_cert", FAID_OT_PATH, "", 0, 0, "null", N, NULL, http_tls_cert, FAID_PATH_MAX,
+           "PEM certificate (with its chain) of the HTTP server: with http.tls_key it serves "
+           "HTTPS only (GnuTLS). null = plain HTTP."),
+    SIMPLE("http.tls_key", FAID_OT_PATH, "", 0, 0, "null", N, NULL, http_tls_key, FAID_PATH_MAX,
+           "PEM private key of http.tls_cert (mode 0600 or stricter)."),
     SIMPLE("http.average", FAID_OT_INT, "profiles", 1, 1000, "10", R, NULL, http_average, 0,
            "The dashboard's average profile: the mean of the last this many profiles it took "
            "(it takes at most 10 per second)."),

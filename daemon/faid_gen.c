@@ -449,18 +449,26 @@ int faid_server_series_setup(faid_server *s, const uint8_t *mask, uint64_t hash,
     return 0;
 }
 
-int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid_diag *d)
+/* text: a configuration given whole (REST PUT /api/v1/config), else the file path or the start
+ * file. */
+static int reload(faid_server *s, const char *path, const char *text, size_t text_len,
+                  uint64_t *version, faid_diag *d)
 {
     /* A path from control is read once: it never replaces the start file, which SIGHUP and a
      * reload without a path re-read (the setup says which file it came from). */
     char file[FAID_PATH_MAX];
-    snprintf(file, sizeof(file), "%s", path && *path ? path : s->config_path);
+    if (text)
+        snprintf(file, sizeof(file), "(the body of PUT /api/v1/config)");
+    else
+        snprintf(file, sizeof(file), "%s", path && *path ? path : s->config_path);
     faid_config *nc = malloc(sizeof(*nc));
     if (!nc)
         return faid_fail(d, FAID_ENOMEM, "reload: out of memory");
     faid_config_default(nc);
     int rc = 0;
-    if (file[0])
+    if (text)
+        rc = faid_config_load_string(text, text_len, "PUT /api/v1/config", nc, d);
+    else if (file[0])
         rc = faid_config_load(file, nc, d);
     if (!rc)
         rc = check_fixed(&s->cfg, nc, d);
@@ -514,4 +522,15 @@ int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid
         faid_diag_prefix(d, "reload %s: ", file[0] ? file : "(embedded default)");
     free(nc);
     return rc;
+}
+
+int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid_diag *d)
+{
+    return reload(s, path, NULL, 0, version, d);
+}
+
+int faid_server_reload_text(faid_server *s, const char *text, size_t len, uint64_t *version,
+                            faid_diag *d)
+{
+    return reload(s, NULL, text, len, version, d);
 }

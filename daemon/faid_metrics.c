@@ -114,7 +114,7 @@ static void device_label(char *out, size_t cap, int i)
     X(HITS_RESETS, hits_resets)                                                                    \
     X(HITS_WAITING, hits_waiting)
 
-static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event_clients)
+static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, const faid_http_counts *hc)
 {
     faid_stats *st = &s->stats;
     faid_writer_stats *ws = faid_writer_stats_of(s->writer);
@@ -271,7 +271,18 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
         sample_u(b, id, "", faid_log_suppressed_total());
         break;
     case FAID_M_HTTP_CLIENTS:
-        sample_u(b, id, "", (uint64_t)(event_clients > 0 ? event_clients : 0));
+        sample_u(b, id, "", (uint64_t)(hc->event_clients > 0 ? hc->event_clients : 0));
+        break;
+    case FAID_M_HTTP_CONNECTIONS:
+        sample_u(b, id, "", hc->connections);
+        break;
+    case FAID_M_HTTP_SHED:
+        sample_u(b, id, "{reason=\"header_wait\"}", hc->shed_header_wait);
+        sample_u(b, id, "{reason=\"per_peer\"}", hc->shed_per_peer);
+        sample_u(b, id, "{reason=\"over_limit\"}", hc->shed_over_limit);
+        break;
+    case FAID_M_HTTP_AUTH_REFUSED:
+        sample_u(b, id, "", hc->auth_refused);
         break;
     case FAID_M_MEMORY: {
         faid_memstat m;
@@ -292,11 +303,12 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
     }
 }
 
-char *faid_metrics_text(faid_server *s, int event_clients, size_t *len)
+char *faid_metrics_text(faid_server *s, const faid_http_counts *hc_in, size_t *len)
 {
     faid_textbuf b = {0};
+    const faid_http_counts zero = {0}, *hc = hc_in ? hc_in : &zero;
     for (int id = 0; id < FAID_NMETRICS; id++)
-        family(&b, s, (faid_metric_id)id, event_clients);
+        family(&b, s, (faid_metric_id)id, hc);
     return faid_tb_take(&b, len);
 }
 

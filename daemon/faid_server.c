@@ -236,6 +236,8 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     s->policy = cfg->queue_policy;
     snprintf(s->config_path, sizeof(s->config_path), "%s", config_path ? config_path : "");
     pthread_mutex_init(&s->gen_mu, NULL);
+    pthread_mutex_init(&s->ctl_mu, NULL);
+    s->ctl_closed = 1; /* until the main loop serves control (faid_main.c) */
     pthread_mutex_init(&s->build_mu, NULL);
     pthread_mutex_init(&s->info_mu, NULL);
     faid_stats_init(&s->stats);
@@ -531,6 +533,7 @@ void faid_server_destroy(faid_server **ps)
     free(s->events);
     free(s->slots);
     pthread_mutex_destroy(&s->gen_mu);
+    pthread_mutex_destroy(&s->ctl_mu);
     pthread_mutex_destroy(&s->build_mu);
     pthread_mutex_destroy(&s->info_mu);
     faid_hitsend_destroy(&s->hitsend);

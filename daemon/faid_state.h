@@ -133,6 +133,11 @@ struct faid_server {
     atomic_int stop_ingest; /* stop reading input */
     atomic_int draining;    /* shutdown in progress (bounds the lossless channel's waits) */
     atomic_int state;       /* faid_state */
+    /* Control requests take turns under ctl_mu (the ZeroMQ socket on the main thread, the REST
+     * routes on HTTP threads); ctl_closed (under ctl_mu): the main loop has stopped serving, so
+     * REST control answers 503 while the server shuts down. */
+    pthread_mutex_t ctl_mu;
+    int ctl_closed;
     atomic_uint_fast64_t series_id;
     pthread_mutex_t info_mu;
     char series_uid[FAID_SERIES_UID_MAX];

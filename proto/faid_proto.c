@@ -1715,7 +1715,7 @@ void faid_proto_write_error(faid_mpw *w, const faid_out_error *e)
 /* Control                                                                                       */
 
 static const char *const ctl_names[] = {"invalid", "status", "config", "reload",
-                                        "reset",   "stop",   "ping"};
+                                        "reset",   "stop",   "ping",   "writer"};
 
 const char *faid_ctl_cmd_name(faid_ctl_cmd c)
 {
@@ -1730,7 +1730,7 @@ faid_ctl_cmd faid_ctl_cmd_parse(const char *name, size_t len)
 int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, size_t *out_len,
                               faid_diag *d)
 {
-    if (q->cmd == FAID_CTL_INVALID || q->cmd > FAID_CTL_PING)
+    if (q->cmd == FAID_CTL_INVALID || q->cmd > FAID_CTL_WRITER)
         return faid_fail(d, FAID_EINVAL, "control: invalid command");
     faid_mpw w;
     faid_mpw_init(&w, buf, cap);
@@ -1746,6 +1746,14 @@ int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, 
     if (with_key) {
         faid_mpw_key(&w, FAID_K_KEY);
         faid_mpw_strn(&w, q->key, strnlen(q->key, sizeof(q->key)));
+    }
+    if (q->cmd == FAID_CTL_WRITER && q->has_directory) {
+        faid_mpw_key(&w, FAID_K_DIRECTORY);
+        faid_mpw_strn(&w, q->directory, strnlen(q->directory, sizeof(q->directory)));
+    }
+    if (q->cmd == FAID_CTL_WRITER && q->has_prefix) {
+        faid_mpw_key(&w, FAID_K_PREFIX);
+        faid_mpw_strn(&w, q->prefix, strnlen(q->prefix, sizeof(q->prefix)));
     }
     faid_mpw_map_end(&w);
     return finish_len(&w, out_len, d);
@@ -1800,6 +1808,21 @@ int faid_proto_decode_request(const void *buf, size_t len, faid_ctl_request *q, 
                 return rc;
             if (faid_mp_to_cstr(&v, q->key, sizeof(q->key)) || memchr(v.ptr, '\0', v.len))
                 return faid_fail(d, FAID_EFORMAT, "control: \"key\" is not a string that fits");
+        } else if (faid_mp_str_eq(&key, FAID_K_DIRECTORY)) {
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            if (faid_mp_to_cstr(&v, q->directory, sizeof(q->directory)) ||
+                memchr(v.ptr, '\0', v.len))
+                return faid_fail(d, FAID_EFORMAT,
+                                 "control: \"directory\" is not a string that fits");
+            q->has_directory = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_PREFIX)) {
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            if (faid_mp_to_cstr(&v, q->prefix, sizeof(q->prefix)) || memchr(v.ptr, '\0', v.len))
+                return faid_fail(d, FAID_EFORMAT,
+                                 "control: \"prefix\" is not a string of at most 63 bytes");
+            q->has_prefix = 1;
         } else if ((rc = faid_mpr_skip(&r, d))) {
             return rc;
         }

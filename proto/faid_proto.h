@@ -352,6 +352,7 @@ typedef enum {
     FAID_CTL_RESET,
     FAID_CTL_STOP,
     FAID_CTL_PING,
+    FAID_CTL_WRITER, /* the writer's target (directory, file prefix) for the next series */
 } faid_ctl_cmd;
 
 const char *faid_ctl_cmd_name(faid_ctl_cmd c);
@@ -361,6 +362,11 @@ typedef struct faid_ctl_request {
     faid_ctl_cmd cmd;
     char path[1024]; /* reload: optional configuration file to read instead of the current one */
     char key[128];   /* config: optional option name ("integration.npt"): reply its value only */
+    /* writer: the next series' directory and file-name prefix; has_*: the key was sent (absent
+     * keys keep the current value, "" returns to writer.directory / no prefix). */
+    int has_directory, has_prefix;
+    char directory[1024];
+    char prefix[64];
 } faid_ctl_request;
 
 int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, size_t *out_len,

@@ -103,6 +103,7 @@
     X(ERROR, "error")                                                                              \
     X(PATH, "path")                                                                                \
     X(KEY, "key")                                                                                  \
+    X(PREFIX, "prefix")                                                                            \
     X(VALUE, "value")                                                                              \
     X(CREDIT, "credit")                                                                            \
     X(SEQ, "seq")                                                                                  \
@@ -524,9 +525,11 @@
     X(NUMPY, SHAPE, "[uint, ...]", REQ, "dimensions")                                              \
     X(NUMPY, DATA, "bin", REQ, "the elements, C order")                                            \
     /* control */                                                                                  \
-    X(CTL_REQUEST, CMD, "str", REQ, "`ping`, `status`, `config`, `reload`, `reset`, `stop`")       \
+    X(CTL_REQUEST, CMD, "str", REQ, "`ping`, `status`, `config`, `reload`, `reset`, `stop`, `writer`") \
     X(CTL_REQUEST, PATH, "str", OPT, "reload: read this file once instead of the start file")     \
     X(CTL_REQUEST, KEY, "str", OPT, "config: one option (`integration.npt`): reply its value only") \
+    X(CTL_REQUEST, DIRECTORY, "str", OPT, "writer: the next series' directory (inside `writer.root` when set; `\"\"`: back to `writer.directory`)") \
+    X(CTL_REQUEST, PREFIX, "str", OPT, "writer: the next series' file-name prefix (letters, digits, `_`, `-`, `.`; no `/`, no `..`)") \
     X(CTL_REPLY, OK, "bool", REQ, "whether the command succeeded")                                 \
     X(CTL_REPLY, CMD, "str", OPT, "the command answered (absent only from the `reply too large` error)") \
     X(CTL_REPLY, ERROR, "str", OPT, "when `ok` is false: why")                                     \
@@ -538,6 +541,8 @@
     X(CTL_REPLY, KEY, "str", OPT, "config with `key`: the option (then no `config`, `source`)")    \
     X(CTL_REPLY, VALUE, "str", OPT, "config with `key`: its effective value, YAML flow text")      \
     X(CTL_REPLY, SETUP_VERSION, "uint", OPT, "reload: the new setup; status")                      \
+    X(CTL_REPLY, DIRECTORY, "str", OPT, "writer: the directory of the next series (`\"\"`: the writer is off)") \
+    X(CTL_REPLY, PREFIX, "str", OPT, "writer: the file-name prefix of the next series")             \
     /* status reply and stats body */                                                              \
     X(STATUS, TYPE, "str", OPT, "stats only: `\"stats\"`")                                         \
     X(STATUS, STATE, "str", REQ, "`\"idle\"` (no open series), `\"running\"`, `\"stopping\"`")     \
