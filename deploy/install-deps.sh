@@ -32,6 +32,6 @@ if [ "${1:-}" = "--python" ]; then
     if ! "$venv/bin/python" -c "import pyFAI, hdf5plugin, h5py, numpy, cbor2, lz4, websocket" 2>/dev/null; then
         echo "faid: installing Python test references into $venv"
         "$venv/bin/pip" install -q --upgrade pip
-        "$venv/bin/pip" install -q -r "$here/tests/python/requirements.txt"
+        "$venv/bin/pip" install -q -r "$here/tests/reference/requirements.txt"
     fi
 fi

@@ -10,7 +10,7 @@ static void quiet_now(void)
 {
     /* No libhdf5 clean-up at exit: faid closes its files itself, and libhdf5 1.10.8 crashes in
      * that clean-up (H5F__close_cb, SIGSEGV) on a file whose H5Fclose had failed (a hits file
-     * under a file size limit: python.nxmx_file). Only effective before libhdf5's first use. */
+     * under a file size limit: reference.nxmx_file). Only effective before libhdf5's first use. */
     H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }

@@ -871,10 +871,11 @@ static int prepare(faid_nxmx *h, uint64_t fid, const uint8_t *c, size_t len, con
  * could be written (432,403 bytes announced in a file cut at 400,000), and no reader would open
  * the file at all; frozen, it stays what the last successful flush made it: readable (with
  * swmr=True, or after h5clear -s: the writer's SWMR mark stays set, as after a kill), with the
- * frames flushed by then (python.nxmx_file::test_file_size_limit_leaves_the_last_flush_readable).
- * When even that close fails (the file size limit applies to the memory file too), libhdf5 keeps
- * the file's structures (a leak of that one file, its descriptor on the memory file) and
- * faid_h5_quiet's H5dont_atexit keeps libhdf5 from crashing on them at exit. */
+ * frames flushed by then
+ * (reference.nxmx_file::test_file_size_limit_leaves_the_last_flush_readable). When even that close
+ * fails (the file size limit applies to the memory file too), libhdf5 keeps the file's structures
+ * (a leak of that one file, its descriptor on the memory file) and faid_h5_quiet's H5dont_atexit
+ * keeps libhdf5 from crashing on them at exit. */
 static void freeze(faid_nxmx *h)
 {
     h->failed = 1;

@@ -537,7 +537,7 @@ def test_hits_file_holds_the_hit_frames_as_they_arrived(wdaemon, tmpdir_):
     sent pixels bit for bit) with their frame ids and the published peaks, the CrystFEL geometry
     beside it; the nxmx package reads it."""
     import sys
-    sys.path.insert(0, os.path.join(td.SRC, "tests", "python"))
+    sys.path.insert(0, os.path.join(td.SRC, "tests", "reference"))
     import dectris_stream as ds
     import hdf5plugin  # noqa: F401  (registers the bitshuffle filter for h5py)
     from test_peaks import spot_frames
