@@ -126,7 +126,8 @@ static void set_status_series(ingest *in)
 static void copy_start_info(faid_server *s, faid_event *e, const faid_input_msg *m)
 {
     e->has_input = 1;
-    snprintf(e->protocol, sizeof(e->protocol), "%s", m->format ? m->format->name : "");
+    snprintf(e->protocol, sizeof(e->protocol), "%s",
+             m->format ? faid_input_protocol_name(m->format->protocol) : "");
     e->meta = m->meta;
     faid_input_array *arrays[] = {&e->meta.pixel_mask, &e->meta.flatfield,
                                   &e->meta.countrate_table};
