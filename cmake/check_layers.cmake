@@ -8,8 +8,9 @@
 # a generated one) is not checked. Besides, no OpenCL header in base, proto or core, and no YAML
 # header in base, proto or the client library, and no include circle inside base/, proto/,
 # core/, writer/ or daemon/ (engine/ has faid_engine <-> faid_stage until its stage interface
-# stands alone). Any violation fails with the list of them: the build runs this as the target
-# layer-check (in ALL) and ctest as unit.layers.
+# stands alone), and daemon/faid_ingest.c reaches neither faid_state.h nor faid_server.h (it sees
+# the server through faid_handoff.h). Any violation fails with the list of them: the build runs
+# this as the target layer-check (in ALL) and ctest as unit.layers.
 if(NOT SRC_DIR)
   message(FATAL_ERROR "check_layers.cmake: pass -DSRC_DIR=<faid source dir>")
 endif()
@@ -150,6 +151,34 @@ foreach(layer ${circle_free})
   endif()
 endforeach()
 
+# Ingest sees the server through its hand-off (daemon/faid_handoff.h) alone: neither faid_ingest.c
+# nor any daemon/ header it reaches, directly or through others, includes the shared state
+# (faid_state.h) or the lifecycle (faid_server.h).
+set(reach "")
+set(todo ${SRC_DIR}/daemon/faid_ingest.c)
+while(todo)
+  list(POP_FRONT todo f)
+  file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+  foreach(l ${lines})
+    if(l MATCHES "#[ \t]*include[ \t]*\"([^\"]+)\"")
+      get_filename_component(h ${CMAKE_MATCH_1} NAME)
+      if(EXISTS ${SRC_DIR}/daemon/${h})
+        list(FIND reach ${h} at)
+        if(at EQUAL -1)
+          list(APPEND reach ${h})
+          list(APPEND todo ${SRC_DIR}/daemon/${h})
+        endif()
+      endif()
+    endif()
+  endforeach()
+endwhile()
+foreach(h faid_state.h faid_server.h)
+  list(FIND reach ${h} at)
+  if(NOT at EQUAL -1)
+    list(APPEND bad "daemon/faid_ingest.c reaches ${h}: ingest may see the server only through faid_handoff.h")
+  endif()
+endforeach()
+
 if(bad)
   list(LENGTH bad n)
   string(REPLACE ";" "\n  " text "${bad}")
@@ -158,4 +187,5 @@ if(bad)
                       "client library <- base, proto):\n  ${text}")
 endif()
 string(REPLACE ";" "/, " cf "${circle_free}")
-message(STATUS "layer check: ${nchecked} includes, none upward, no circle in ${cf}/")
+message(STATUS "layer check: ${nchecked} includes, none upward, no circle in ${cf}/, "
+               "ingest on its hand-off")
