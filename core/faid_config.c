@@ -23,6 +23,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "faid_input.h"
 #include "faid_proto.h"
 
 #ifndef FAID_VERSION
@@ -33,11 +34,11 @@
 
 /* Choices of the enum options: those of a module's enum are the module's tables
  * (faid_unit_names, faid_split_names, faid_error_model_names, faid_peak_algorithm_names,
- * faid_clip_model_names, faid_log_level_names); these are the configuration's own. */
+ * faid_clip_model_names, faid_log_level_names, and input.protocol's faid_input_protocol_names);
+ * these are the configuration's own. */
 static const char *const mode_names[] = {"connect", "bind", NULL};
 static const char *const pinned_copy_names[] = {"auto", "always", NULL};
 static const char *const geo_source_names[] = {"configuration", "start", NULL};
-static const char *const proto_names[] = {"auto", "native", "dectris-v1", "dectris-v2", NULL};
 const char *const faid_queue_policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
 const char *const faid_ll_overflow_names[] = {"block", "drop_oldest", NULL};
 static const char *const hits_mode_names[] = {"frame", "patches", NULL};
@@ -244,8 +245,8 @@ static const faid_option options[] = {
            "off them; with the queue empty the worker copies, as before the arena, and the one "
            "ingest thread of a single connection keeps its time for receiving: the two threads "
            "share the copies), always = every frame."),
-    SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, proto_names, input_protocol, 32,
-           "Input message format; auto detects it per message."),
+    SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, faid_input_protocol_names,
+           input_protocol, 32, "Input message format; auto detects it per message."),
     SIMPLE("input.max_frame_bytes", FAID_OT_INT64, "bytes", 1024, 68719476736.0, "268435456", 0,
            NULL, max_frame_bytes, 0,
            "Largest accepted frame payload. Enforced at the socket: a message part larger "

@@ -855,6 +855,57 @@ int faid_proto_read_array(faid_mpr *r, faid_array_view *a, faid_diag *d)
     return array_check(a, have, d);
 }
 
+/* A message against its rows of the key table (faid_proto_table.h). */
+static int row_of(const faid_proto_row *rows, size_t nrows, faid_proto_msg m, faid_key k)
+{
+    for (size_t i = 0; i < nrows; i++)
+        if (rows[i].msg == m && rows[i].key == k)
+            return (int)i;
+    return -1;
+}
+
+int faid_proto_check_keys(faid_proto_msg m, faid_proto_msg also, const void *buf, size_t len,
+                          faid_diag *d)
+{
+    size_t nrows;
+    const faid_proto_row *rows = faid_proto_rows(&nrows);
+    faid_mpr r;
+    faid_mp_obj o;
+    faid_mpr_init(&r, buf, len);
+    int rc = faid_mpr_next(&r, &o, d);
+    if (rc)
+        return rc;
+    if (o.type != FAID_MP_MAP)
+        return faid_fail(d, FAID_EFORMAT, "%s: not a map", faid_proto_msg_marker(m));
+    unsigned char seen[FAID_NKEYS] = {0};
+    for (uint32_t i = 0; i < o.len; i++) {
+        faid_mp_obj k;
+        if ((rc = faid_mpr_next(&r, &k, d)))
+            return rc;
+        if (k.type != FAID_MP_STR && k.type != FAID_MP_BIN)
+            return faid_fail(d, FAID_EFORMAT, "%s: key %u is not a string",
+                             faid_proto_msg_marker(m), i);
+        faid_key key = faid_key_lookup(k.ptr, k.len);
+        if (key == FAID_KEY_UNKNOWN ||
+            (row_of(rows, nrows, m, key) < 0 &&
+             (also == FAID_NPMSGS || row_of(rows, nrows, also, key) < 0)))
+            return faid_fail(d, FAID_EFORMAT, "%s: key \"%.*s\" is not in the key table",
+                             faid_proto_msg_marker(m), (int)k.len, (const char *)k.ptr);
+        if (seen[key])
+            return faid_fail(d, FAID_EFORMAT, "%s: key \"%s\" twice", faid_proto_msg_marker(m),
+                             faid_key_name(key));
+        seen[key] = 1;
+        if ((rc = faid_mpr_skip(&r, d)))
+            return rc;
+    }
+    for (size_t i = 0; i < nrows; i++)
+        if ((rows[i].msg == m || rows[i].msg == also) && rows[i].presence == FAID_KP_REQ &&
+            !seen[rows[i].key])
+            return faid_fail(d, FAID_EFORMAT, "%s: required key \"%s\" missing",
+                             faid_proto_msg_marker(rows[i].msg), faid_key_name(rows[i].key));
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------------- */
 /* JSON rendering                                                                                */
 

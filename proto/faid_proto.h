@@ -22,6 +22,7 @@
 #include "faid_dtype.h"
 #include "faid_err.h"
 #include "faid_proto_keys.h"
+#include "faid_proto_table.h"
 
 #include <msgpack.h>
 #include <stddef.h>
@@ -50,15 +51,7 @@
  * Keys: FAID_K_<ID> ("series_id", ...) and FAID_KEY_<ID>, from the one table of every key of
  * every message (faid_proto_keys.h), which also generates the key tables of PROTOCOL.md. */
 
-/* The table's rows (in order), a key's wire name, a message's marker, and the key named by n
- * bytes at s (FAID_KEY_UNKNOWN when none). */
-const faid_proto_row *faid_proto_rows(size_t *n);
-const char *faid_key_name(faid_key k);
-const char *faid_proto_msg_marker(faid_proto_msg m);
-faid_key faid_key_lookup(const void *s, size_t n);
-/* The generated markdown table of message m ("| key | type | presence | meaning |" and a row
- * per key); NULL when out of memory. free() it. */
-char *faid_proto_msg_markdown(faid_proto_msg m);
+/* The table's rows, key names and lookup, message markers and markdown: faid_proto_table.h. */
 /* Checks that the map at the start of buf has only keys the table lists for message m (or for
  * `also`, a second message whose keys the same map carries: a status reply is a control reply
  * and the status body; FAID_NPMSGS for none) and every key REQ for m. FAID_EFORMAT naming the

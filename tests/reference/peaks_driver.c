@@ -1,4 +1,4 @@
-/* peaks_driver: a small program run by tests/python/test_peaks.py. It builds the 1D matrix of a
+/* peaks_driver: a small program run by tests/reference/test_peaks.py. It builds the 1D matrix of a
  * PONI geometry (no pixel splitting), preprocesses one frame with the reference code (Poisson
  * variance), computes the sigma-clipped background and, when asked, runs a peak finder
  * (faid_pick_ref or faid_pf8_ref), and writes every result as .npy into an output folder so the
