@@ -52,36 +52,6 @@ void faid_out_start_setup(faid_out_start *o, const faid_setup *su)
 
 void faid_out_result_outputs(faid_out_result *o, const faid_result *r)
 {
-    const faid_profile *p = r->p1d, *c = r->p2d;
-    o->npt = (uint64_t)p->nbins;
-    o->I = p->I;
-    o->sigma = p->sigma;
-    o->std = p->std;
-    o->count = p->count;
-    if (c) {
-        o->cake_nrad = (uint64_t)c->nrad;
-        o->cake_nazim = (uint64_t)c->nazim;
-        o->I_2d = c->I;
-        o->sigma_2d = c->sigma;
-        o->count_2d = c->count;
-    }
-    if (r->peaks && r->bg) {
-        const faid_peak_list *l = r->peaks;
-        o->has_peaks = 1;
-        o->num_peaks = (uint64_t)(r->num_peaks > 0 ? r->num_peaks : 0);
-        o->is_hit = r->is_hit;
-        o->npeaks = (uint64_t)l->n;
-        o->peak_x = l->x;
-        o->peak_y = l->y;
-        o->peak_intensity = l->intensity;
-        o->peak_sigma = l->sigma;
-        o->peak_snr = l->snr;
-        o->peak_npix = l->npix;
-        o->peak_max_pixel = l->max_pixel;
-        o->nbg = (uint64_t)r->bg->nbins;
-        o->bg_I = r->bg->mean;
-        o->bg_sigma = r->bg->sem;
-        o->bg_std = r->bg->std;
-        o->bg_count = r->bg->count;
-    }
+    o->outputs = r->out;
+    o->noutputs = (size_t)r->nout;
 }

@@ -9,7 +9,8 @@
  *     bound by name;
  *   - its commands: `cl_submit` at submit (decode: host staging, H2D, device decode) or
  *     `cl_close` when a slot of frames closes (everything downstream of the decoded frame);
- *   - its outputs: `cl_collect` moves the lane's read-back segments into the faid_result;
+ *   - its outputs: `cl_collect` moves the lane's read-back segments into the faid_result, and
+ *     its `outputs` table names them (protocol key, type, extent, field: faid_outputs.h);
  *   - its timing: `times` adds its profiling events (or host clock) to the frame's stage times;
  *   - its reference: `ref_run` computes the same on the host for the "ref" device.
  * The engine core (faid_engine.c) owns the slot ring and the public API; the device ops tables
@@ -20,6 +21,7 @@
 #define FAID_STAGE_H
 
 #include "faid_engine.h"
+#include "faid_outputs.h"
 #include "faid_peaks_cl.h"
 #include "faid_progcache.h"
 #include "faid_restab.h"
@@ -120,7 +122,13 @@ typedef struct faid_stage {
                       const float *h_lane, faid_result *r, faid_diag *d);
     /* adds the stage's share of the frame's times from its events */
     void (*times)(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t);
+    /* the named outputs it puts into a result (faid_outputs.h): `noutputs` rows */
+    const faid_output_decl *outputs;
+    int noutputs;
 } faid_stage;
+
+/* Rows of a stage's table (a static array), for .noutputs. */
+#define FAID_NROWS(table) ((int)(sizeof(table) / sizeof((table)[0])))
 
 /* The pipeline, in order; terminated by NULL. */
 extern const faid_stage *const faid_stages[];

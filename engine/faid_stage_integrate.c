@@ -494,6 +494,17 @@ static void int_times(const faid_stage_slot *sl, int lane, int id, faid_stage_ti
         faid_stage_ev_us(ev[EV_INT1]) + faid_stage_ev_us(ev[EV_INT2]);
 }
 
+/* The profile and the cake (the cake's std and the sums travel but are not published). */
+static const faid_output_decl int_outputs[] = {
+    FAID_OUTPUT(I, F32, BINS, faid_profile, I),
+    FAID_OUTPUT(SIGMA, F32, BINS, faid_profile, sigma),
+    FAID_OUTPUT(STD, F32, BINS, faid_profile, std),
+    FAID_OUTPUT(COUNT, F32, BINS, faid_profile, count),
+    FAID_OUTPUT(I2D, F32, CAKE, faid_profile, I),
+    FAID_OUTPUT(SIGMA2D, F32, CAKE, faid_profile, sigma),
+    FAID_OUTPUT(COUNT2D, F32, CAKE, faid_profile, count),
+};
+
 const faid_stage faid_stage_integrate = {
     .name = "integrate",
     .declare = int_declare,
@@ -503,6 +514,8 @@ const faid_stage faid_stage_integrate = {
     .cl_close = int_cl_close,
     .cl_collect = int_cl_collect,
     .times = int_times,
+    .outputs = int_outputs,
+    .noutputs = FAID_NROWS(int_outputs),
 };
 
 int faid_stage_integrate_matrix(const faid_stage_res *res, int which, size_t *wg, int *rows)

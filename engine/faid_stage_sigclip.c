@@ -322,6 +322,14 @@ const faid_peak_setup *faid_stage_peak_setup(const faid_stage_res *res)
     return id >= 0 && res->enabled[id] ? res->state[id] : NULL;
 }
 
+/* The sigma-clipped background on the profile's radial bins. */
+static const faid_output_decl sc_outputs[] = {
+    FAID_OUTPUT(BG_I, F32, BG, faid_background, mean),
+    FAID_OUTPUT(BG_SIGMA, F32, BG, faid_background, sem),
+    FAID_OUTPUT(BG_STD, F32, BG, faid_background, std),
+    FAID_OUTPUT(BG_COUNT, F32, BG, faid_background, count),
+};
+
 const faid_stage faid_stage_sigclip = {
     .name = "sigclip",
     .enabled = sc_enabled,
@@ -332,4 +340,6 @@ const faid_stage faid_stage_sigclip = {
     .cl_close = sc_cl_close,
     .cl_collect = sc_cl_collect,
     .times = sc_times,
+    .outputs = sc_outputs,
+    .noutputs = FAID_NROWS(sc_outputs),
 };

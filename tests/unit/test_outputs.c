@@ -1,0 +1,200 @@
+/* Unit tests of the stages' declared outputs (engine/faid_outputs.h): every declaration has a row
+ * of the result message in the key table with its type, no key is declared twice, the views
+ * faid_outputs_fill makes of a result with a cake and peaks are what the result holds, and the
+ * result message written from those views (in any order) is byte for byte the one written from
+ * faid_out_result's fixed fields. */
+#include "faid_test.h"
+
+#include "faid_config.h"
+#include "faid_outputs.h"
+#include "faid_proto_out.h"
+#include "faid_setup.h"
+#include "faid_stage.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const faid_proto_row *result_row(faid_key k)
+{
+    size_t n;
+    const faid_proto_row *rows = faid_proto_rows(&n);
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].msg == FAID_PMSG_RESULT && rows[i].key == k)
+            return &rows[i];
+    return NULL;
+}
+
+static void test_decls(void)
+{
+    static const char *const type_prefix[] = {
+        [FAID_OA_F32] = "array `<f4`",
+        [FAID_OA_I32] = "array `<i4`",
+        [FAID_OA_UINT] = "uint",
+        [FAID_OA_BOOL] = "bool",
+    };
+    int total = 0;
+    for (int i = 0; faid_stages[i]; i++)
+        for (int k = 0; k < faid_stages[i]->noutputs; k++) {
+            const faid_output_decl *o = &faid_stages[i]->outputs[k];
+            const faid_proto_row *row = result_row(o->key);
+            const char *t = type_prefix[o->type];
+            CHECK_MSG(row != NULL, "stage %s: output \"%s\" has no result row in faid_proto_keys.h",
+                      faid_stages[i]->name, faid_key_name(o->key));
+            CHECK_MSG(!row || strncmp(row->type, t, strlen(t)) == 0,
+                      "stage %s: output \"%s\": the key table says %s, the declaration %s",
+                      faid_stages[i]->name, faid_key_name(o->key), row ? row->type : "-", t);
+            CHECK_MSG(faid_outputs_find(o->key) == o, "output \"%s\" declared twice",
+                      faid_key_name(o->key));
+            CHECK(!(o->extent == FAID_OX_SCALAR) == (o->type <= FAID_OA_I32));
+            total++;
+        }
+    CHECK(total > 0 && total <= FAID_RESULT_OUTPUTS);
+    CHECK(faid_outputs_find(FAID_KEY_SERIES_ID) == NULL);
+}
+
+static faid_setup *small_setup(void)
+{
+    static const char yaml[] =
+        "detector: {preset: null, shape: [30, 40], pixel_size: [1.0e-4, 1.0e-4]}\n"
+        "geometry: {dist: 0.05}\n"
+        "integration: {npt: 20, npt_azim: 8}\n"
+        "peaks: {algorithm: pyfai, max_num_peaks: 6}\n";
+    faid_config c;
+    faid_diag d = {0};
+    faid_config_default(&c);
+    CHECK_MSG(faid_config_load_string(yaml, sizeof yaml - 1, "test", &c, &d) == 0, "%s", d.msg);
+    faid_setup *s = faid_setup_new(&c, 1, &d);
+    CHECK_MSG(s != NULL, "%s", d.msg);
+    return s;
+}
+
+static size_t encode(const faid_out_result *o, uint8_t *buf, size_t cap)
+{
+    faid_mpw w;
+    faid_mpw_init(&w, buf, cap);
+    faid_proto_write_result(&w, o);
+    faid_diag d = {0};
+    CHECK_MSG(faid_mpw_finish(&w, &d) == 0, "%s", d.msg);
+    return w.len;
+}
+
+static void fill(float *p, size_t n, float base)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = base + (float)i;
+}
+
+static void test_views(void)
+{
+    faid_setup *s = small_setup();
+    if (!s)
+        return;
+    faid_result *r = faid_result_new(s);
+    CHECK(r && r->p2d && r->bg && r->peaks);
+    if (!r || !r->p2d || !r->bg || !r->peaks) {
+        faid_result_destroy(&r);
+        faid_setup_destroy(&s);
+        return;
+    }
+    const size_t nb = (size_t)r->p1d->nbins, n2 = (size_t)r->p2d->nbins;
+    fill(r->p1d->I, nb, 1);
+    fill(r->p1d->sigma, nb, 100);
+    fill(r->p1d->std, nb, 200);
+    fill(r->p1d->count, nb, 300);
+    fill(r->p2d->I, n2, 1000);
+    fill(r->p2d->sigma, n2, 2000);
+    fill(r->p2d->count, n2, 3000);
+    fill(r->bg->mean, (size_t)r->bg->nbins, 4000);
+    fill(r->bg->sem, (size_t)r->bg->nbins, 5000);
+    fill(r->bg->std, (size_t)r->bg->nbins, 6000);
+    fill(r->bg->count, (size_t)r->bg->nbins, 7000);
+    r->peaks->n = 3;
+    r->peaks->n_found = 9;
+    fill(r->peaks->x, 3, 10);
+    fill(r->peaks->y, 3, 20);
+    fill(r->peaks->intensity, 3, 30);
+    fill(r->peaks->sigma, 3, 40);
+    fill(r->peaks->snr, 3, 50);
+    fill(r->peaks->max_pixel, 3, 60);
+    for (int i = 0; i < 3; i++)
+        r->peaks->npix[i] = 5 + i;
+    r->num_peaks = 9;
+    r->is_hit = 1;
+
+    int enabled[FAID_STAGE_MAX];
+    for (int i = 0; i < FAID_STAGE_MAX; i++)
+        enabled[i] = 1;
+    const int n = faid_outputs_fill(r, enabled);
+    CHECK(n == r->nout && n > 0);
+    for (int i = 0; i < n; i++) {
+        const faid_out_array *v = &r->out[i];
+        if (v->key == FAID_KEY_I2D)
+            CHECK(v->ndim == 2 && v->transposed && v->shape[0] == (uint64_t)r->p2d->nazim &&
+                  v->shape[1] == (uint64_t)r->p2d->nrad && v->data == r->p2d->I);
+        if (v->key == FAID_KEY_PEAK_NPIX)
+            CHECK(v->type == FAID_OA_I32 && v->shape[0] == 3 && v->data == r->peaks->npix);
+        if (v->key == FAID_KEY_NUM_PEAKS)
+            CHECK(v->type == FAID_OA_UINT && v->value == 9);
+        if (v->key == FAID_KEY_BG_SIGMA)
+            CHECK(v->data == r->bg->sem && v->shape[0] == (uint64_t)r->bg->nbins);
+    }
+    /* a stage that does not run for the setup contributes nothing */
+    int only_int[FAID_STAGE_MAX] = {0};
+    only_int[faid_stage_id(&faid_stage_integrate)] = 1;
+    CHECK(faid_outputs_fill(r, only_int) == 7);
+    faid_outputs_fill(r, enabled);
+
+    faid_out_result fixed = {
+        .series_id = 3,
+        .series_uid = "u",
+        .frame_id = 4,
+        .npt = nb,
+        .I = r->p1d->I,
+        .sigma = r->p1d->sigma,
+        .std = r->p1d->std,
+        .count = r->p1d->count,
+        .cake_nrad = (uint64_t)r->p2d->nrad,
+        .cake_nazim = (uint64_t)r->p2d->nazim,
+        .I_2d = r->p2d->I,
+        .sigma_2d = r->p2d->sigma,
+        .count_2d = r->p2d->count,
+        .has_peaks = 1,
+        .num_peaks = 9,
+        .is_hit = 1,
+        .npeaks = 3,
+        .peak_x = r->peaks->x,
+        .peak_y = r->peaks->y,
+        .peak_intensity = r->peaks->intensity,
+        .peak_sigma = r->peaks->sigma,
+        .peak_snr = r->peaks->snr,
+        .peak_npix = r->peaks->npix,
+        .peak_max_pixel = r->peaks->max_pixel,
+        .nbg = (uint64_t)r->bg->nbins,
+        .bg_I = r->bg->mean,
+        .bg_sigma = r->bg->sem,
+        .bg_std = r->bg->std,
+        .bg_count = r->bg->count,
+    };
+    faid_out_result views = {.series_id = 3, .series_uid = "u", .frame_id = 4};
+    /* the views reversed: the key table fixes the order on the wire */
+    faid_out_array rev[FAID_RESULT_OUTPUTS];
+    for (int i = 0; i < n; i++)
+        rev[i] = r->out[n - 1 - i];
+    views.outputs = rev;
+    views.noutputs = (size_t)n;
+    const size_t cap = 1 << 16;
+    uint8_t *a = malloc(cap), *b = malloc(cap);
+    size_t la = encode(&fixed, a, cap), lb = encode(&views, b, cap);
+    CHECK(la > 0 && la == lb && memcmp(a, b, la) == 0);
+    free(a);
+    free(b);
+    faid_result_destroy(&r);
+    faid_setup_destroy(&s);
+}
+
+int main(void)
+{
+    RUN(test_decls());
+    RUN(test_views());
+    return faid_test_finish();
+}
