@@ -141,7 +141,7 @@ static void test_views(void)
     /* a stage that does not run for the setup contributes nothing */
     int only_int[FAID_STAGE_MAX] = {0};
     only_int[faid_stage_id(&faid_stage_integrate)] = 1;
-    CHECK(faid_outputs_fill(r, only_int) == 7);
+    CHECK(faid_outputs_fill(r, only_int) == faid_stage_integrate.noutputs);
     faid_outputs_fill(r, enabled);
 
     faid_out_result fixed = {
@@ -176,12 +176,24 @@ static void test_views(void)
         .bg_count = r->bg->count,
     };
     faid_out_result views = {.series_id = 3, .series_uid = "u", .frame_id = 4};
-    /* the views reversed: the key table fixes the order on the wire */
+    /* the views of the fixed fields' keys, reversed: the key table fixes the order on the wire
+     * (outputs added since have no fixed field) */
+    static const faid_key fixed_keys[] = {
+        FAID_KEY_I,          FAID_KEY_SIGMA,    FAID_KEY_STD,       FAID_KEY_COUNT,
+        FAID_KEY_I2D,        FAID_KEY_SIGMA2D,  FAID_KEY_COUNT2D,   FAID_KEY_NUM_PEAKS,
+        FAID_KEY_IS_HIT,     FAID_KEY_PEAK_X,   FAID_KEY_PEAK_Y,    FAID_KEY_PEAK_INTENSITY,
+        FAID_KEY_PEAK_SIGMA, FAID_KEY_PEAK_SNR, FAID_KEY_PEAK_NPIX, FAID_KEY_PEAK_MAX_PIXEL,
+        FAID_KEY_BG_I,       FAID_KEY_BG_SIGMA, FAID_KEY_BG_STD,    FAID_KEY_BG_COUNT,
+    };
     faid_out_array rev[FAID_RESULT_OUTPUTS];
-    for (int i = 0; i < n; i++)
-        rev[i] = r->out[n - 1 - i];
+    size_t nrev = 0;
+    for (int i = n - 1; i >= 0; i--)
+        for (size_t k = 0; k < sizeof fixed_keys / sizeof fixed_keys[0]; k++)
+            if (r->out[i].key == fixed_keys[k])
+                rev[nrev++] = r->out[i];
+    CHECK(nrev == sizeof fixed_keys / sizeof fixed_keys[0]);
     views.outputs = rev;
-    views.noutputs = (size_t)n;
+    views.noutputs = nrev;
     const size_t cap = 1 << 16;
     uint8_t *a = malloc(cap), *b = malloc(cap);
     size_t la = encode(&fixed, a, cap), lb = encode(&views, b, cap);
