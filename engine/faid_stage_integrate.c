@@ -494,12 +494,13 @@ static void int_times(const faid_stage_slot *sl, int lane, int id, faid_stage_ti
         faid_stage_ev_us(ev[EV_INT1]) + faid_stage_ev_us(ev[EV_INT2]);
 }
 
-/* The profile and the cake (the cake's std and the sums travel but are not published). */
+/* The profile with its normalization sum, and the cake (its std and sums travel, unpublished). */
 static const faid_output_decl int_outputs[] = {
     FAID_OUTPUT(I, F32, BINS, faid_profile, I),
     FAID_OUTPUT(SIGMA, F32, BINS, faid_profile, sigma),
     FAID_OUTPUT(STD, F32, BINS, faid_profile, std),
     FAID_OUTPUT(COUNT, F32, BINS, faid_profile, count),
+    FAID_OUTPUT(SUM_NORMALIZATION, F32, BINS, faid_profile, sum_norm),
     FAID_OUTPUT(I2D, F32, CAKE, faid_profile, I),
     FAID_OUTPUT(SIGMA2D, F32, CAKE, faid_profile, sigma),
     FAID_OUTPUT(COUNT2D, F32, CAKE, faid_profile, count),
