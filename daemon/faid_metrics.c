@@ -150,13 +150,13 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
         break;
     case FAID_M_ERRORS:
         /* Only the codes that happened: stages x codes is a sparse table. */
-        for (int sg = 0; sg < FAID_NSTAGES; sg++)
+        for (int sg = 0; sg < FAID_NWHERE; sg++)
             for (int c = 0; c < FAID_NCODES; c++) {
                 uint64_t v = faid_stat_get(&st->errors[sg][c]);
                 if (!v)
                     continue;
                 snprintf(lab, sizeof lab, "{stage=\"%s\",code=\"%s\"}",
-                         faid_stage_name((faid_stage)sg), faid_errname(-c));
+                         faid_where_name((faid_where)sg), faid_errname(-c));
                 sample_u(b, id, lab, v);
             }
         break;
@@ -320,8 +320,8 @@ char *faid_metrics_markdown(void)
             faid_tb_puts(&b, ".");
         } else if (id == FAID_M_ERRORS) {
             faid_tb_puts(&b, " Stages:");
-            for (int sg = 0; sg < FAID_NSTAGES; sg++)
-                faid_tb_printf(&b, "%s `%s`", sg ? "," : "", faid_stage_name((faid_stage)sg));
+            for (int sg = 0; sg < FAID_NWHERE; sg++)
+                faid_tb_printf(&b, "%s `%s`", sg ? "," : "", faid_where_name((faid_where)sg));
             faid_tb_puts(&b, "; codes: the `FAID_E*` names of `faid_err.h`.");
         }
         faid_tb_puts(&b, " |\n");

@@ -4,10 +4,10 @@
 #include <math.h>
 #include <string.h>
 
-const char *faid_stage_name(faid_stage s)
+const char *faid_where_name(faid_where s)
 {
     static const char *const names[] = {"ingest", "worker", "output"};
-    return (unsigned)s < FAID_NSTAGES ? names[s] : "unknown";
+    return (unsigned)s < FAID_NWHERE ? names[s] : "unknown";
 }
 
 const char *faid_drop_name(faid_drop_reason r)
@@ -67,13 +67,13 @@ void faid_stats_init(faid_stats *st)
     memset(st, 0, sizeof(*st));
 }
 
-void faid_stats_error(faid_stats *st, faid_stage stage, int code)
+void faid_stats_error(faid_stats *st, faid_where stage, int code)
 {
     int idx = -code;
     if (idx < 0 || idx >= FAID_NCODES)
         idx = 0;
-    if ((unsigned)stage >= FAID_NSTAGES)
-        stage = FAID_STAGE_INGEST;
+    if ((unsigned)stage >= FAID_NWHERE)
+        stage = FAID_WHERE_INGEST;
     faid_stat_add(&st->errors[stage][idx], 1);
 }
 

@@ -12,12 +12,14 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/* Where a frame's error happened (the `stage` of an error message, the `ingest.CODE` names of
+ * the errors map and /metrics): not an engine stage (engine/faid_stage.h). */
 typedef enum {
-    FAID_STAGE_INGEST = 0,
-    FAID_STAGE_WORKER,
-    FAID_STAGE_OUTPUT,
-    FAID_NSTAGES
-} faid_stage;
+    FAID_WHERE_INGEST = 0,
+    FAID_WHERE_WORKER,
+    FAID_WHERE_OUTPUT,
+    FAID_NWHERE
+} faid_where;
 
 typedef enum {
     FAID_DROP_QUEUE_OLDEST = 0,
@@ -92,7 +94,7 @@ typedef struct faid_stats {
     /* series starts whose geometry (input.geometry_source start) or detector pixel mask was
      * refused: the configuration's geometry, or no detector mask, used instead */
     atomic_uint_fast64_t start_geometry_refused, detector_masks_refused;
-    atomic_uint_fast64_t errors[FAID_NSTAGES][FAID_NCODES];
+    atomic_uint_fast64_t errors[FAID_NWHERE][FAID_NCODES];
     atomic_uint_fast64_t drops[FAID_NDROPS];
     atomic_uint_fast64_t lat_hist[FAID_LAT_BINS];
     atomic_uint_fast64_t lat_max_ns, lat_count;
@@ -114,7 +116,7 @@ typedef struct faid_stats {
     faid_histo timing[FAID_NTIMINGS];
 } faid_stats;
 
-const char *faid_stage_name(faid_stage s);
+const char *faid_where_name(faid_where s);
 const char *faid_drop_name(faid_drop_reason r);
 const char *faid_msg_kind_name(faid_msg_kind k); /* == the topic */
 
@@ -127,7 +129,7 @@ static inline uint64_t faid_stat_get(atomic_uint_fast64_t *c)
 {
     return atomic_load_explicit(c, memory_order_relaxed);
 }
-void faid_stats_error(faid_stats *st, faid_stage stage, int code);
+void faid_stats_error(faid_stats *st, faid_where stage, int code);
 void faid_stats_drop(faid_stats *st, faid_drop_reason r);
 void faid_stats_latency(faid_stats *st, int64_t ns);
 /* Latency quantile q in [0, 1] in microseconds (upper edge of the bin), 0 without samples. */

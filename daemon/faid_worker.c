@@ -81,11 +81,11 @@ static void fail_frame(faid_worker *wk, faid_slot *slot, const faid_diag *d)
     int code = d->code ? d->code : FAID_EINVAL;
     slot->kind = FAID_SLOT_ERROR;
     slot->err_code = code;
-    slot->err_stage = faid_stage_name(FAID_STAGE_WORKER);
+    slot->err_stage = faid_where_name(FAID_WHERE_WORKER);
     snprintf(slot->err_msg, sizeof(slot->err_msg), "%s", d->msg);
     slot->has_frame_id = 1;
     slot->frame_id = slot->h.frame_id;
-    faid_stats_error(&s->stats, FAID_STAGE_WORKER, code);
+    faid_stats_error(&s->stats, FAID_WHERE_WORKER, code);
     faid_stat_add(&s->stats.failed, 1);
     faid_stat_add(&wk->failed, 1);
     faid_log_ratelimited(&rl_err, FAID_LOG_WARN, "worker", "device %d: frame %llu: %s: %s",
