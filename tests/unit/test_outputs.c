@@ -204,9 +204,52 @@ static void test_views(void)
     faid_setup_destroy(&s);
 }
 
+/* A result's arrays without a field in faid_out_msg (an output of a newer daemon, or one this
+ * decoder has a key but no field for) are decoded by key; other unknown values are skipped. */
+static void test_decode_extra(void)
+{
+    static uint8_t buf[4096];
+    const float v[3] = {1.5f, 2.5f, -3.0f};
+    const int32_t iv[2] = {7, -8};
+    const uint64_t n3 = 3, n2 = 2;
+    faid_mpw w;
+    faid_mpw_init(&w, buf, sizeof buf);
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, FAID_K_TYPE);
+    faid_mpw_key(&w, FAID_TOPIC_RESULT);
+    faid_mpw_key(&w, FAID_K_I);
+    faid_mpw_ndarray(&w, "<f4", &n3, 1, v, sizeof v);
+    faid_mpw_key(&w, "future_array");
+    faid_mpw_ndarray(&w, "<i4", &n2, 1, iv, sizeof iv);
+    faid_mpw_key(&w, "future_scalar");
+    faid_mpw_uint(&w, 5);
+    faid_mpw_key(&w, "future_map"); /* a map that is no array: skipped */
+    faid_mpw_map_begin(&w);
+    faid_mpw_key(&w, "a");
+    faid_mpw_uint(&w, 1);
+    faid_mpw_map_end(&w);
+    faid_mpw_key(&w, FAID_K_SUM_NORMALIZATION);
+    faid_mpw_ndarray(&w, "<f4", &n3, 1, v, sizeof v);
+    faid_mpw_map_end(&w);
+    faid_diag d = {0};
+    CHECK(faid_mpw_finish(&w, &d) == 0);
+    faid_out_msg m;
+    CHECK_MSG(faid_proto_decode_output(buf, w.len, &m, &d) == 0, "%s", d.msg);
+    CHECK(m.type == FAID_OUT_RESULT && m.I.nelem == 3);
+    CHECK(m.nextra == 2);
+    CHECK(strcmp(m.extra[0].key, "future_array") == 0 && m.extra[0].a.dtype == FAID_DT_I32 &&
+          m.extra[0].a.nelem == 2 && memcmp(m.extra[0].a.data, iv, sizeof iv) == 0);
+    const faid_array_view *s = faid_out_msg_array(&m, FAID_K_SUM_NORMALIZATION);
+    CHECK(s && s->dtype == FAID_DT_F32 && s->nelem == 3 && memcmp(s->data, v, sizeof v) == 0);
+    CHECK(faid_out_msg_array(&m, FAID_K_I) == &m.I);
+    CHECK(faid_out_msg_array(&m, FAID_K_SIGMA) == NULL);
+    CHECK(faid_out_msg_array(&m, "future_scalar") == NULL);
+}
+
 int main(void)
 {
     RUN(test_decls());
     RUN(test_views());
+    RUN(test_decode_extra());
     return faid_test_finish();
 }
