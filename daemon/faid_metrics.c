@@ -255,8 +255,8 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
         histogram(b, id, "", &st->latency);
         break;
     case FAID_M_STAGE:
-        for (int t = 0; t < FAID_NTIMINGS; t++) {
-            snprintf(lab, sizeof lab, "stage=\"%s\",", faid_timing_name((faid_timing)t));
+        for (int t = 0; t < faid_timing_count(); t++) {
+            snprintf(lab, sizeof lab, "stage=\"%s\",", faid_timing_name(t));
             histogram(b, id, lab, &st->timing[t]);
         }
         break;
@@ -309,9 +309,9 @@ char *faid_metrics_markdown(void)
                        defs[id].labels[0] ? defs[id].labels : "-", defs[id].help);
         if (id == FAID_M_STAGE) {
             faid_tb_puts(&b, " Stages:");
-            for (int t = 0; t < FAID_NTIMINGS; t++)
-                faid_tb_printf(&b, "%s `%s` %s", t ? ";" : "", faid_timing_name((faid_timing)t),
-                               faid_timing_help((faid_timing)t));
+            for (int t = 0; t < faid_timing_count(); t++)
+                faid_tb_printf(&b, "%s `%s` %s", t ? ";" : "", faid_timing_name(t),
+                               faid_timing_help(t));
             faid_tb_puts(&b, ".");
         } else if (id == FAID_M_DROPPED) {
             faid_tb_puts(&b, " Reasons:");

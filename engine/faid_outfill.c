@@ -1,6 +1,8 @@
 /* faid_outfill: see faid_outfill.h. */
 #include "faid_outfill.h"
 
+#include "faid_outputs.h"
+
 void faid_out_start_setup(faid_out_start *o, const faid_setup *su)
 {
     const faid_config *c = &su->cfg;
@@ -54,4 +56,16 @@ void faid_out_result_outputs(faid_out_result *o, const faid_result *r)
 {
     o->outputs = r->out;
     o->noutputs = (size_t)r->nout;
+}
+
+void faid_out_result_times(faid_out_result *o, faid_out_time *t, size_t max, const faid_result *r)
+{
+    size_t n = 0;
+    for (int i = 0; i < faid_times_count() && n < max; i++) {
+        const faid_time_decl *d = faid_times_at(i);
+        if (d->key != FAID_KEY_UNKNOWN)
+            t[n++] = (faid_out_time){.key = d->key, .us = faid_time_us(d, &r->t)};
+    }
+    o->times = t;
+    o->ntimes = n;
 }

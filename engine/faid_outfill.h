@@ -22,4 +22,9 @@ void faid_out_start_setup(faid_out_start *o, const faid_setup *su);
  * finder ran). Pointers borrow from r. */
 void faid_out_result_outputs(faid_out_result *o, const faid_result *r);
 
+/* The engine's times of result r that have a result key (faid_times_at), into t (at most max
+ * rows); o->times / o->ntimes point at them. The daemon's workers call it; `faidctl process`
+ * publishes no times (zeros). */
+void faid_out_result_times(faid_out_result *o, faid_out_time *t, size_t max, const faid_result *r);
+
 #endif

@@ -116,3 +116,45 @@ const faid_output_decl *faid_outputs_find(faid_key k)
                 return &faid_stages[i]->outputs[j];
     return NULL;
 }
+
+/* The engine's own times, around the stages' (what the devices measure, not one stage). */
+static const faid_time_decl engine_head[] = {
+    FAID_TIME("host", UNKNOWN, stage_us, 1,
+              "host work before the device: block table, copy into pinned staging"),
+    FAID_TIME("transfer", TRANSFER_US, transfer_us, 1, "host <-> device copies"),
+};
+static const faid_time_decl engine_tail[] = {
+    FAID_TIME("compute", COMPUTE_US, total_us, 1, "the engine's total for the frame"),
+};
+#define NHEAD ((int)(sizeof engine_head / sizeof engine_head[0]))
+#define NTAIL ((int)(sizeof engine_tail / sizeof engine_tail[0]))
+
+int faid_times_count(void)
+{
+    int n = NHEAD + NTAIL;
+    for (int i = 0; faid_stages[i]; i++)
+        n += faid_stages[i]->ntimings;
+    return n;
+}
+
+const faid_time_decl *faid_times_at(int i)
+{
+    if (i < 0)
+        return NULL;
+    if (i < NHEAD)
+        return &engine_head[i];
+    i -= NHEAD;
+    for (int s = 0; faid_stages[s]; s++) {
+        if (i < faid_stages[s]->ntimings)
+            return &faid_stages[s]->timings[i];
+        i -= faid_stages[s]->ntimings;
+    }
+    return i < NTAIL ? &engine_tail[i] : NULL;
+}
+
+double faid_time_us(const faid_time_decl *t, const faid_stage_times *st)
+{
+    double v;
+    memcpy(&v, (const char *)st + t->field, sizeof v);
+    return v;
+}

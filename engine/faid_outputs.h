@@ -46,12 +46,31 @@ typedef struct faid_output_decl {
         .field = offsetof(type_, member)                                                           \
     }
 
-/* A stage's time: a field of faid_stage_times (double, microseconds) and its name. */
+/* A time of the frame: a double field of faid_stage_times (microseconds), its name and meaning
+ * (/metrics' faid_stage_seconds{stage=NAME} and its documentation), the result key it is
+ * published under (FAID_KEY_UNKNOWN: none) and whether the daemon keeps a histogram of it. */
 typedef struct faid_time_decl {
-    const char *name; /* "decode", ... (a result's `<name>_us`, /metrics' stage label) */
-    size_t field;     /* offsetof(faid_stage_times, ...) */
-    int histogram;    /* observed into a /metrics histogram per frame */
+    const char *name;
+    const char *help;
+    faid_key key;
+    size_t field; /* offsetof(faid_stage_times, ...) */
+    int histogram;
 } faid_time_decl;
+
+/* A time row: FAID_TIME("decode", DECODE_US, decode_us, 1, "decompression ..."); key UNKNOWN
+ * for none. */
+#define FAID_TIME(name_, k, member, histo, help_)                                                  \
+    {                                                                                              \
+        .name = (name_), .help = (help_), .key = FAID_KEY_##k,                                     \
+        .field = offsetof(faid_stage_times, member), .histogram = (histo)                          \
+    }
+
+/* Every time of a frame, in order: the engine's host and transfer times, each stage's `timings`
+ * in pipeline order, the engine's total. faid_times_count() rows, faid_times_at(i) each (NULL out
+ * of range); faid_time_us the value of row t in st. */
+int faid_times_count(void);
+const faid_time_decl *faid_times_at(int i);
+double faid_time_us(const faid_time_decl *t, const faid_stage_times *st);
 
 /* The views of every output declared by the stages that run for this result: up to
  * FAID_RESULT_OUTPUTS (faid_engine.h), in stage order. Called by the engine after each collect;

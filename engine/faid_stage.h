@@ -11,7 +11,8 @@
  *     `cl_close` when a slot of frames closes (everything downstream of the decoded frame);
  *   - its outputs: `cl_collect` moves the lane's read-back segments into the faid_result, and
  *     its `outputs` table names them (protocol key, type, extent, field: faid_outputs.h);
- *   - its timing: `times` adds its profiling events (or host clock) to the frame's stage times;
+ *   - its timing: `times` adds its profiling events (or host clock) to the frame's stage times,
+ *     and its `timings` table names them (metrics, result keys: faid_outputs.h);
  *   - its reference: `ref_run` computes the same on the host for the "ref" device.
  * The engine core (faid_engine.c) owns the slot ring and the public API; the device ops tables
  * faid_devops_cl (faid_device_cl.c) and faid_devops_ref (faid_device_ref.c) run the stages.
@@ -125,6 +126,9 @@ typedef struct faid_stage {
     /* the named outputs it puts into a result (faid_outputs.h): `noutputs` rows */
     const faid_output_decl *outputs;
     int noutputs;
+    /* the frame times it accounts for (faid_outputs.h): `ntimings` rows */
+    const faid_time_decl *timings;
+    int ntimings;
 } faid_stage;
 
 /* Rows of a stage's table (a static array), for .noutputs. */

@@ -506,6 +506,13 @@ static const faid_output_decl int_outputs[] = {
     FAID_OUTPUT(COUNT2D, F32, CAKE, faid_profile, count),
 };
 
+static const faid_time_decl int_timings[] = {
+    FAID_TIME("preprocess", PREPROCESS_US, preprocess_us, 1,
+              "dark, flat, mask, dummy and normalisation"),
+    FAID_TIME("integrate", INTEGRATE_US, integrate_us, 1,
+              "the sparse-matrix integration (this frame's share of a batch)"),
+};
+
 const faid_stage faid_stage_integrate = {
     .name = "integrate",
     .declare = int_declare,
@@ -517,6 +524,8 @@ const faid_stage faid_stage_integrate = {
     .times = int_times,
     .outputs = int_outputs,
     .noutputs = FAID_NROWS(int_outputs),
+    .timings = int_timings,
+    .ntimings = FAID_NROWS(int_timings),
 };
 
 int faid_stage_integrate_matrix(const faid_stage_res *res, int which, size_t *wg, int *rows)

@@ -330,6 +330,14 @@ static const faid_output_decl sc_outputs[] = {
     FAID_OUTPUT(BG_COUNT, F32, BG, faid_background, count),
 };
 
+/* No histogram, no result key: faid-bench reports them (the peaks stage adds to "peaks" too). */
+static const faid_time_decl sc_timings[] = {
+    FAID_TIME("peaks", UNKNOWN, peaks_us, 0, "background, peak finding and hit decision"),
+    FAID_TIME("clip", UNKNOWN, clip_us, 0, "part of peaks: the sigma clip"),
+    FAID_TIME("peaks_preprocess", UNKNOWN, pkpre_us, 0,
+              "part of peaks: the peak stages' Poisson preprocess"),
+};
+
 const faid_stage faid_stage_sigclip = {
     .name = "sigclip",
     .enabled = sc_enabled,
@@ -342,4 +350,6 @@ const faid_stage faid_stage_sigclip = {
     .times = sc_times,
     .outputs = sc_outputs,
     .noutputs = FAID_NROWS(sc_outputs),
+    .timings = sc_timings,
+    .ntimings = FAID_NROWS(sc_timings),
 };

@@ -71,6 +71,22 @@ static void write_outputs(faid_mpw *w, const faid_out_array *a, size_t n)
     }
 }
 
+/* The times in the order of the result's rows of the key table. */
+static void write_times(faid_mpw *w, const faid_out_time *t, size_t n)
+{
+    size_t nrows;
+    const faid_proto_row *rows = faid_proto_rows(&nrows);
+    for (size_t i = 0; i < nrows; i++) {
+        if (rows[i].msg != FAID_PMSG_RESULT)
+            continue;
+        for (size_t k = 0; k < n; k++)
+            if (t[k].key == rows[i].key) {
+                faid_mpw_key(w, faid_key_name(t[k].key));
+                faid_mpw_f64(w, t[k].us);
+            }
+    }
+}
+
 /* The fixed fields of faid_out_result as outputs (callers without the engine's). */
 #define FIXED_OUTPUTS 24
 static size_t fixed_outputs(const faid_out_result *r, faid_out_array *a)
@@ -137,11 +153,15 @@ size_t faid_proto_write_result(faid_mpw *w, const faid_out_result *r)
     kv_uint(w, FAID_K_DONE_NS, r->done_ns);
     kv_f64(w, FAID_K_LATENCY_US, r->latency_us);
     kv_f64(w, FAID_K_QUEUE_US, r->queue_us);
-    kv_f64(w, FAID_K_DECODE_US, r->decode_us);
-    kv_f64(w, FAID_K_PREPROCESS_US, r->preprocess_us);
-    kv_f64(w, FAID_K_INTEGRATE_US, r->integrate_us);
-    kv_f64(w, FAID_K_TRANSFER_US, r->transfer_us);
-    kv_f64(w, FAID_K_COMPUTE_US, r->compute_us);
+    if (r->ntimes) {
+        write_times(w, r->times, r->ntimes);
+    } else {
+        kv_f64(w, FAID_K_DECODE_US, r->decode_us);
+        kv_f64(w, FAID_K_PREPROCESS_US, r->preprocess_us);
+        kv_f64(w, FAID_K_INTEGRATE_US, r->integrate_us);
+        kv_f64(w, FAID_K_TRANSFER_US, r->transfer_us);
+        kv_f64(w, FAID_K_COMPUTE_US, r->compute_us);
+    }
     kv_uint(w, FAID_K_PAYLOAD_BYTES, r->payload_bytes);
     const faid_in_header *h = r->in;
     if (h && h->has_timestamp)

@@ -38,6 +38,13 @@ typedef struct faid_out_array {
     uint64_t value; /* scalars */
 } faid_out_array;
 
+/* One engine time of a result under its key (decode_us, ...: the engine's and stages' declared
+ * times, engine/faid_outputs.h), written in key table order like the outputs. */
+typedef struct faid_out_time {
+    faid_key key;
+    double us;
+} faid_out_time;
+
 /* A result (PROTOCOL.md 3.2). The outputs come from `outputs` (the engine's, in key table order,
  * whatever order they are given in). Without them (noutputs 0) the fixed fields below say them:
  * arrays float32 (peak_npix int32), the cake in the engine's [cake_nrad][cake_nazim] layout,
@@ -61,7 +68,11 @@ typedef struct faid_out_result {
     const faid_out_array *outputs; /* the engine's (faid_out_result_outputs): these instead */
     size_t noutputs;
     uint64_t received_ns, done_ns, payload_bytes;
-    double latency_us, queue_us, decode_us, preprocess_us, integrate_us, transfer_us, compute_us;
+    double latency_us, queue_us;
+    /* the engine's times: `times` when given (ntimes > 0), else the fixed fields */
+    double decode_us, preprocess_us, integrate_us, transfer_us, compute_us;
+    const faid_out_time *times;
+    size_t ntimes;
     const faid_in_header *in; /* timestamp, start/stop/real_time and user_data passed through */
 } faid_out_result;
 /* Returns the offset of msg_number's value bytes. */

@@ -6,6 +6,7 @@
 #include "faid_test.h"
 
 #include "faid_config.h"
+#include "faid_outfill.h"
 #include "faid_outputs.h"
 #include "faid_proto_out.h"
 #include "faid_setup.h"
@@ -246,10 +247,55 @@ static void test_decode_extra(void)
     CHECK(faid_out_msg_array(&m, "future_scalar") == NULL);
 }
 
+/* The times of a frame come from the engine's rows and the stages' tables; the result's time
+ * keys written from them are byte for byte the fixed fields' (in the key table's order). */
+static void test_times(void)
+{
+    const char *names[32];
+    int n = faid_times_count();
+    CHECK(n > 0 && n < 32);
+    for (int i = 0; i < n && i < 32; i++)
+        names[i] = faid_times_at(i)->name;
+    CHECK(faid_times_at(n) == NULL && faid_times_at(-1) == NULL);
+    CHECK(strcmp(names[0], "host") == 0 && strcmp(names[1], "transfer") == 0);
+    CHECK(strcmp(names[2], "decode") == 0 && strcmp(names[n - 1], "compute") == 0);
+    for (int i = 0; i < n; i++) {
+        const faid_time_decl *t = faid_times_at(i);
+        CHECK_MSG(t->key == FAID_KEY_UNKNOWN || result_row(t->key) != NULL,
+                  "time \"%s\": key without a result row", t->name);
+        for (int j = 0; j < i; j++)
+            CHECK_MSG(strcmp(names[i], names[j]) != 0, "time \"%s\" declared twice", names[i]);
+    }
+
+    faid_result r = {.t = {.decode_us = 1.25,
+                           .preprocess_us = 2.5,
+                           .integrate_us = 3.75,
+                           .transfer_us = 4.5,
+                           .total_us = 20.0,
+                           .stage_us = 7.0}};
+    faid_out_time t[16];
+    faid_out_result a = {.series_uid = "", .latency_us = 30, .queue_us = 5};
+    faid_out_result b = a;
+    faid_out_result_times(&a, t, 16, &r);
+    CHECK(a.ntimes == 5);
+    b.decode_us = 1.25;
+    b.preprocess_us = 2.5;
+    b.integrate_us = 3.75;
+    b.transfer_us = 4.5;
+    b.compute_us = 20.0;
+    const float I = 1;
+    a.npt = b.npt = 1;
+    a.I = a.sigma = a.std = a.count = b.I = b.sigma = b.std = b.count = &I;
+    uint8_t x[2048], y[2048];
+    size_t lx = encode(&a, x, sizeof x), ly = encode(&b, y, sizeof y);
+    CHECK(lx > 0 && lx == ly && memcmp(x, y, lx) == 0);
+}
+
 int main(void)
 {
     RUN(test_decls());
     RUN(test_views());
     RUN(test_decode_extra());
+    RUN(test_times());
     return faid_test_finish();
 }
