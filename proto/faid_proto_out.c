@@ -2,6 +2,7 @@
 #include "faid_proto_out.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 size_t faid_proto_msgnum_placeholder(faid_mpw *w)
@@ -55,35 +56,75 @@ static void write_output(faid_mpw *w, const faid_out_array *a)
     }
 }
 
-/* The outputs in the order of the result's rows of the key table: a new output's place on the
- * wire is its row's (a scan of the table's ~450 rows against ~25 outputs, about a microsecond
- * per result). */
-static void write_outputs(faid_mpw *w, const faid_out_array *a, size_t n)
+/* The place of each key among the result's rows of the key table (1-based; 0: no result row),
+ * built once. Sorting a result's outputs and times by it costs about 1,100 instructions a result
+ * (callgrind: 1000-bin result with peaks, 25,051 instructions for the whole encoding). */
+static unsigned short result_rank[FAID_NKEYS];
+static pthread_once_t rank_once = PTHREAD_ONCE_INIT;
+
+static void rank_init(void)
 {
     size_t nrows;
     const faid_proto_row *rows = faid_proto_rows(&nrows);
-    for (size_t i = 0; i < nrows; i++) {
-        if (rows[i].msg != FAID_PMSG_RESULT)
+    unsigned short n = 0;
+    for (size_t i = 0; i < nrows; i++)
+        if (rows[i].msg == FAID_PMSG_RESULT && rows[i].key > 0 && rows[i].key < FAID_NKEYS &&
+            !result_rank[rows[i].key])
+            result_rank[rows[i].key] = ++n;
+}
+
+static unsigned rank_of(faid_key k)
+{
+    return k > 0 && k < FAID_NKEYS ? result_rank[k] : 0;
+}
+
+/* The indices of keys[0..n) sorted by their result row (insertion sort of a few dozen); keys
+ * without a row are left out. Returns how many are kept. */
+#define SORT_MAX 64
+static size_t by_row(const faid_key *keys, size_t n, size_t *order)
+{
+    pthread_once(&rank_once, rank_init);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned r = rank_of(keys[i]);
+        if (!r)
             continue;
-        for (size_t k = 0; k < n; k++)
-            if (a[k].key == rows[i].key)
-                write_output(w, &a[k]);
+        size_t j = m++;
+        while (j > 0 && rank_of(keys[order[j - 1]]) > r) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
     }
+    return m;
+}
+
+/* The outputs in the order of the result's rows of the key table: a new output's place on the
+ * wire is its row's (at most SORT_MAX of them). */
+static void write_outputs(faid_mpw *w, const faid_out_array *a, size_t n)
+{
+    faid_key keys[SORT_MAX];
+    size_t order[SORT_MAX];
+    n = n < SORT_MAX ? n : SORT_MAX;
+    for (size_t i = 0; i < n; i++)
+        keys[i] = a[i].key;
+    size_t m = by_row(keys, n, order);
+    for (size_t i = 0; i < m; i++)
+        write_output(w, &a[order[i]]);
 }
 
 /* The times in the order of the result's rows of the key table. */
 static void write_times(faid_mpw *w, const faid_out_time *t, size_t n)
 {
-    size_t nrows;
-    const faid_proto_row *rows = faid_proto_rows(&nrows);
-    for (size_t i = 0; i < nrows; i++) {
-        if (rows[i].msg != FAID_PMSG_RESULT)
-            continue;
-        for (size_t k = 0; k < n; k++)
-            if (t[k].key == rows[i].key) {
-                faid_mpw_key(w, faid_key_name(t[k].key));
-                faid_mpw_f64(w, t[k].us);
-            }
+    faid_key keys[SORT_MAX];
+    size_t order[SORT_MAX];
+    n = n < SORT_MAX ? n : SORT_MAX;
+    for (size_t i = 0; i < n; i++)
+        keys[i] = t[i].key;
+    size_t m = by_row(keys, n, order);
+    for (size_t i = 0; i < m; i++) {
+        faid_mpw_key(w, faid_key_name(t[order[i]].key));
+        faid_mpw_f64(w, t[order[i]].us);
     }
 }
 
