@@ -9,7 +9,9 @@
  * publisher's and `faidctl process`' result messages are those views, written in key table
  * order by faid_proto_write_result, the clients decode them by key. So a new output costs the
  * stage (its declaration row, and its collect / ref_run filling the field) and one key row.
- * A stage's `times` table names the engine times it accounts for (faid_stage_times fields).
+ * The field must exist: values with no home in faid_result yet need one (faid_engine.h, or
+ * core's faid_profile / faid_background / faid_peak_list), a third file.
+ * A stage's `timings` table names the frame times it accounts for (faid_stage_times fields).
  *
  * Adding an output: docs/ARCHITECTURE.md, "Adding an output". */
 #ifndef FAID_OUTPUTS_H
