@@ -77,13 +77,13 @@ void faid_counters_fill(faid_server *s, faid_counters_snap *c)
         c->drops[r] =
             (faid_out_count){faid_drop_name((faid_drop_reason)r), faid_stat_get(&st->drops[r])};
     /* Only the codes that happened: the errors map is sparse. */
-    for (int sg = 0; sg < FAID_NSTAGES; sg++)
+    for (int sg = 0; sg < FAID_NWHERE; sg++)
         for (int code = 0; code < FAID_NCODES; code++) {
             uint64_t v = faid_stat_get(&st->errors[sg][code]);
             if (!v)
                 continue;
             char *name = c->error_names[o->nerrors];
-            snprintf(name, sizeof(c->error_names[0]), "%s.%s", faid_stage_name((faid_stage)sg),
+            snprintf(name, sizeof(c->error_names[0]), "%s.%s", faid_where_name((faid_where)sg),
                      faid_errname(-code));
             c->errors[o->nerrors++] = (faid_out_count){name, v};
         }

@@ -319,12 +319,12 @@ static void build_json(faid_http *h, faid_server *s, faid_textbuf *b)
     }
     faid_tb_puts(b, "},\"errors\":{");
     int first = 1;
-    for (int sg = 0; sg < FAID_NSTAGES; sg++)
+    for (int sg = 0; sg < FAID_NWHERE; sg++)
         for (int c = 0; c < FAID_NCODES; c++) {
             uint64_t v = faid_stat_get(&st->errors[sg][c]);
             if (!v)
                 continue;
-            faid_tb_printf(b, "%s\"%s.%s\":%llu", first ? "" : ",", faid_stage_name((faid_stage)sg),
+            faid_tb_printf(b, "%s\"%s.%s\":%llu", first ? "" : ",", faid_where_name((faid_where)sg),
                            faid_errname(-c), (unsigned long long)v);
             first = 0;
         }

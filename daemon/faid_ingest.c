@@ -237,7 +237,7 @@ static void reject(ingest *in, faid_slot *slot, const faid_diag *d, int frame, u
     int code = d->code ? d->code : FAID_EFORMAT;
     slot->kind = FAID_SLOT_ERROR;
     slot->err_code = code;
-    slot->err_stage = faid_stage_name(FAID_STAGE_INGEST);
+    slot->err_stage = faid_where_name(FAID_WHERE_INGEST);
     snprintf(slot->err_msg, sizeof(slot->err_msg), "%s", d->msg);
     slot->has_frame_id = slot->h.has_frame_id;
     slot->frame_id = slot->h.frame_id;
@@ -245,7 +245,7 @@ static void reject(ingest *in, faid_slot *slot, const faid_diag *d, int frame, u
     slot->series_seq = seq;
     /* The error names the series the message named (0 when unreadable). */
     slot->series_id = slot->h.series_id;
-    faid_stats_error(s->stats, FAID_STAGE_INGEST, code);
+    faid_stats_error(s->stats, FAID_WHERE_INGEST, code);
     if (frame)
         faid_stat_add(&s->stats->failed, 1);
     else

@@ -150,13 +150,13 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, const fai
         break;
     case FAID_M_ERRORS:
         /* Only the codes that happened: stages x codes is a sparse table. */
-        for (int sg = 0; sg < FAID_NSTAGES; sg++)
+        for (int sg = 0; sg < FAID_NWHERE; sg++)
             for (int c = 0; c < FAID_NCODES; c++) {
                 uint64_t v = faid_stat_get(&st->errors[sg][c]);
                 if (!v)
                     continue;
                 snprintf(lab, sizeof lab, "{stage=\"%s\",code=\"%s\"}",
-                         faid_stage_name((faid_stage)sg), faid_errname(-c));
+                         faid_where_name((faid_where)sg), faid_errname(-c));
                 sample_u(b, id, lab, v);
             }
         break;
@@ -255,8 +255,8 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, const fai
         histogram(b, id, "", &st->latency);
         break;
     case FAID_M_STAGE:
-        for (int t = 0; t < FAID_NTIMINGS; t++) {
-            snprintf(lab, sizeof lab, "stage=\"%s\",", faid_timing_name((faid_timing)t));
+        for (int t = 0; t < faid_timing_count(); t++) {
+            snprintf(lab, sizeof lab, "stage=\"%s\",", faid_timing_name(t));
             histogram(b, id, lab, &st->timing[t]);
         }
         break;
@@ -321,9 +321,9 @@ char *faid_metrics_markdown(void)
                        defs[id].labels[0] ? defs[id].labels : "-", defs[id].help);
         if (id == FAID_M_STAGE) {
             faid_tb_puts(&b, " Stages:");
-            for (int t = 0; t < FAID_NTIMINGS; t++)
-                faid_tb_printf(&b, "%s `%s` %s", t ? ";" : "", faid_timing_name((faid_timing)t),
-                               faid_timing_help((faid_timing)t));
+            for (int t = 0; t < faid_timing_count(); t++)
+                faid_tb_printf(&b, "%s `%s` %s", t ? ";" : "", faid_timing_name(t),
+                               faid_timing_help(t));
             faid_tb_puts(&b, ".");
         } else if (id == FAID_M_DROPPED) {
             faid_tb_puts(&b, " Reasons:");
@@ -332,8 +332,8 @@ char *faid_metrics_markdown(void)
             faid_tb_puts(&b, ".");
         } else if (id == FAID_M_ERRORS) {
             faid_tb_puts(&b, " Stages:");
-            for (int sg = 0; sg < FAID_NSTAGES; sg++)
-                faid_tb_printf(&b, "%s `%s`", sg ? "," : "", faid_stage_name((faid_stage)sg));
+            for (int sg = 0; sg < FAID_NWHERE; sg++)
+                faid_tb_printf(&b, "%s `%s`", sg ? "," : "", faid_where_name((faid_where)sg));
             faid_tb_puts(&b, "; codes: the `FAID_E*` names of `faid_err.h`.");
         }
         faid_tb_puts(&b, " |\n");

@@ -171,8 +171,8 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
 typedef struct faid_counters_snap {
     faid_out_counters out;
     faid_out_count drops[FAID_NDROPS];
-    faid_out_count errors[FAID_NSTAGES * FAID_NCODES];
-    char error_names[FAID_NSTAGES * FAID_NCODES][64];
+    faid_out_count errors[FAID_NWHERE * FAID_NCODES];
+    char error_names[FAID_NWHERE * FAID_NCODES][64];
 } faid_counters_snap;
 void faid_counters_fill(faid_server *s, faid_counters_snap *c);
 

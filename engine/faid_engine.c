@@ -541,6 +541,8 @@ static int collect_oldest(faid_engine *e, faid_result *res, uint64_t *tag, int b
     int rc = e->ops->collect(&e->env, &r->s, sl, f, res, block, d);
     if (rc == FAID_EBUSY)
         return rc;
+    if (rc == FAID_OK)
+        faid_outputs_fill(res, r->s.enabled);
     if (rc && named)
         faid_diag_prefix(d, "frame %llu: ", (unsigned long long)ln->tag);
     if (tag)

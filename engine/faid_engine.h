@@ -11,6 +11,7 @@
 #include "faid_codec.h"
 #include "faid_dtype.h"
 #include "faid_peaks.h"
+#include "faid_proto_out.h"
 #include "faid_reduce.h"
 #include "faid_setup.h"
 
@@ -42,6 +43,8 @@ typedef struct faid_stage_times {
     double pkpre_us;   /* part of peaks_us: the peak stages' Poisson preprocess (OpenCL) */
 } faid_stage_times;
 
+#define FAID_RESULT_OUTPUTS 48 /* named outputs of one result, at most (faid_outputs.h) */
+
 typedef struct faid_result {
     faid_profile *p1d;
     faid_profile *p2d; /* NULL without cake */
@@ -54,6 +57,10 @@ typedef struct faid_result {
     faid_peak_list *peaks;
     int32_t num_peaks;
     int is_hit;
+    /* The named outputs above as the stages declare them (faid_outputs.h): one view per output
+     * present in this result, remade by every collect; the encoders and writers iterate them. */
+    faid_out_array out[FAID_RESULT_OUTPUTS];
+    int nout;
 } faid_result;
 
 typedef struct faid_engine faid_engine;

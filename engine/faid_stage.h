@@ -16,9 +16,11 @@
  *   - its commands at submit (decode): `submit` lists what the device does for the frame
  *     (faid_dcmd: host-to-device writes, the clear of a flag, the device decode), after the
  *     stage's host work (staging, block table, CPU decode);
- *   - its outputs: `collect` moves the lane's read-back segments into the faid_result;
+ *   - its outputs: `collect` moves the lane's read-back segments into the faid_result, and its
+ *     `outputs` table names them (protocol key, type, extent, field: faid_outputs.h);
  *   - its timing: `times` adds its share of the frame's times from the device times of its
- *     commands (us[], filled by the device from the commands' events before collect);
+ *     commands (us[], filled by the device from the commands' events before collect), and its
+ *     `timings` table names them (metrics, result keys: faid_outputs.h);
  *   - its reference: `ref_run` computes the same on the host for the "ref" device.
  * Stages exchange data only through named resources (the sigclip stage's preprocessed frame
  * "pk.pre" and background segment "bg" are what the peaks stage reads): no stage calls another.
@@ -30,6 +32,7 @@
 #define FAID_STAGE_H
 
 #include "faid_engine.h"
+#include "faid_outputs.h"
 #include "faid_restab.h"
 
 #define FAID_STAGE_MAX  8  /* stages in faid_stages[] */
@@ -246,7 +249,16 @@ typedef struct faid_stage {
                    const float *h_lane, faid_result *r, faid_diag *d);
     /* adds the stage's share of the frame's times from its commands' device times */
     void (*times)(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t);
+    /* the named outputs it puts into a result (faid_outputs.h): `noutputs` rows */
+    const faid_output_decl *outputs;
+    int noutputs;
+    /* the frame times it accounts for (faid_outputs.h): `ntimings` rows */
+    const faid_time_decl *timings;
+    int ntimings;
 } faid_stage;
+
+/* Rows of a stage's table (a static array), for .noutputs. */
+#define FAID_NROWS(table) ((int)(sizeof(table) / sizeof((table)[0])))
 
 /* The pipeline, in order; terminated by NULL. */
 extern const faid_stage *const faid_stages[];

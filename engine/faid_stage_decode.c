@@ -306,6 +306,10 @@ static void dec_times(const faid_stage_slot *sl, int lane, int id, faid_stage_ti
     t->zero_copy = ln->zero_copy;
 }
 
+static const faid_time_decl dec_timings[] = {
+    FAID_TIME("decode", DECODE_US, decode_us, 1, "decompression (bitshuffle-LZ4 / LZ4)"),
+};
+
 const faid_stage faid_stage_decode = {
     .name = "decode",
     .declare = dec_declare,
@@ -316,6 +320,8 @@ const faid_stage faid_stage_decode = {
     .submit = dec_submit,
     .check = dec_check,
     .times = dec_times,
+    .timings = dec_timings,
+    .ntimings = FAID_NROWS(dec_timings),
 };
 
 int faid_stage_decode_slot_buffer(const faid_stage_res *res, int slot, int lane, void **ptr,

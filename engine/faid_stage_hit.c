@@ -39,9 +39,17 @@ static int hit_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot
     return FAID_OK;
 }
 
+/* Every peak found and the decision. */
+static const faid_output_decl hit_outputs[] = {
+    FAID_OUTPUT(NUM_PEAKS, UINT, SCALAR, faid_result, num_peaks),
+    FAID_OUTPUT(IS_HIT, BOOL, SCALAR, faid_result, is_hit),
+};
+
 const faid_stage faid_stage_hit = {
     .name = "hit",
     .enabled = hit_enabled,
     .ref_run = hit_ref_run,
     .collect = hit_collect,
+    .outputs = hit_outputs,
+    .noutputs = FAID_NROWS(hit_outputs),
 };

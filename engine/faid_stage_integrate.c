@@ -395,6 +395,25 @@ static void int_times(const faid_stage_slot *sl, int lane, int id, faid_stage_ti
         (sl->us[id][EV_BINT1] + sl->us[id][EV_BINT2]) * share + us[EV_INT1] + us[EV_INT2];
 }
 
+/* The profile with its normalization sum, and the cake (its std and sums travel, unpublished). */
+static const faid_output_decl int_outputs[] = {
+    FAID_OUTPUT(I, F32, BINS, faid_profile, I),
+    FAID_OUTPUT(SIGMA, F32, BINS, faid_profile, sigma),
+    FAID_OUTPUT(STD, F32, BINS, faid_profile, std),
+    FAID_OUTPUT(COUNT, F32, BINS, faid_profile, count),
+    FAID_OUTPUT(SUM_NORMALIZATION, F32, BINS, faid_profile, sum_norm),
+    FAID_OUTPUT(I2D, F32, CAKE, faid_profile, I),
+    FAID_OUTPUT(SIGMA2D, F32, CAKE, faid_profile, sigma),
+    FAID_OUTPUT(COUNT2D, F32, CAKE, faid_profile, count),
+};
+
+static const faid_time_decl int_timings[] = {
+    FAID_TIME("preprocess", PREPROCESS_US, preprocess_us, 1,
+              "dark, flat, mask, dummy and normalisation"),
+    FAID_TIME("integrate", INTEGRATE_US, integrate_us, 1,
+              "the sparse-matrix integration (this frame's share of a batch)"),
+};
+
 const faid_stage faid_stage_integrate = {
     .name = "integrate",
     .declare = int_declare,
@@ -403,6 +422,10 @@ const faid_stage faid_stage_integrate = {
     .plan = int_plan,
     .collect = int_collect,
     .times = int_times,
+    .outputs = int_outputs,
+    .noutputs = FAID_NROWS(int_outputs),
+    .timings = int_timings,
+    .ntimings = FAID_NROWS(int_timings),
 };
 
 int faid_stage_integrate_matrix(const faid_stage_res *res, int which, size_t *wg, int *rows)

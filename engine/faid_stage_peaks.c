@@ -253,6 +253,17 @@ static int pk_ref_run(faid_stage_env *env, faid_stage_res *res, faid_ref_frame *
     return rc;
 }
 
+/* The frame's peak list (at most peaks.max_num_peaks). */
+static const faid_output_decl pk_outputs[] = {
+    FAID_OUTPUT(PEAK_X, F32, PEAKS, faid_peak_list, x),
+    FAID_OUTPUT(PEAK_Y, F32, PEAKS, faid_peak_list, y),
+    FAID_OUTPUT(PEAK_INTENSITY, F32, PEAKS, faid_peak_list, intensity),
+    FAID_OUTPUT(PEAK_SIGMA, F32, PEAKS, faid_peak_list, sigma),
+    FAID_OUTPUT(PEAK_SNR, F32, PEAKS, faid_peak_list, snr),
+    FAID_OUTPUT(PEAK_NPIX, I32, PEAKS, faid_peak_list, npix),
+    FAID_OUTPUT(PEAK_MAX_PIXEL, F32, PEAKS, faid_peak_list, max_pixel),
+};
+
 const faid_stage faid_stage_peaks = {
     .name = "peaks",
     .enabled = pk_enabled,
@@ -261,4 +272,6 @@ const faid_stage faid_stage_peaks = {
     .plan = pk_plan,
     .collect = pk_collect,
     .times = pk_times,
+    .outputs = pk_outputs,
+    .noutputs = FAID_NROWS(pk_outputs),
 };

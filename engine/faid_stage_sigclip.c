@@ -301,6 +301,22 @@ const faid_peak_setup *faid_stage_peak_setup(const faid_stage_res *res)
     return id >= 0 && res->enabled[id] ? res->state[id] : NULL;
 }
 
+/* The sigma-clipped background on the profile's radial bins. */
+static const faid_output_decl sc_outputs[] = {
+    FAID_OUTPUT(BG_I, F32, BG, faid_background, mean),
+    FAID_OUTPUT(BG_SIGMA, F32, BG, faid_background, sem),
+    FAID_OUTPUT(BG_STD, F32, BG, faid_background, std),
+    FAID_OUTPUT(BG_COUNT, F32, BG, faid_background, count),
+};
+
+/* No histogram, no result key: faid-bench reports them (the peaks stage adds to "peaks" too). */
+static const faid_time_decl sc_timings[] = {
+    FAID_TIME("peaks", UNKNOWN, peaks_us, 0, "background, peak finding and hit decision"),
+    FAID_TIME("clip", UNKNOWN, clip_us, 0, "part of peaks: the sigma clip"),
+    FAID_TIME("peaks_preprocess", UNKNOWN, pkpre_us, 0,
+              "part of peaks: the peak stages' Poisson preprocess"),
+};
+
 const faid_stage faid_stage_sigclip = {
     .name = "sigclip",
     .enabled = sc_enabled,
@@ -310,4 +326,8 @@ const faid_stage faid_stage_sigclip = {
     .plan = sc_plan,
     .collect = sc_collect,
     .times = sc_times,
+    .outputs = sc_outputs,
+    .noutputs = FAID_NROWS(sc_outputs),
+    .timings = sc_timings,
+    .ntimings = FAID_NROWS(sc_timings),
 };

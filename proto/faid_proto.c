@@ -1699,6 +1699,37 @@ static int decode_output_value(faid_key key, const msgpack_object *vo, faid_out_
  * value the view holds is then decoded by msgpack-c from its own bytes. Values the view does not
  * hold (config, user_data, input, ...) never reach msgpack-c: user_data may nest 32 containers,
  * and msgpack-c's unpacker refuses more than 32 in all (MSGPACK_EMBED_STACK_SIZE). */
+/* A result's value under a key without a field: kept when it is an array map (anything else, or
+ * a malformed one, is skipped as an unknown key is). */
+static void extra_array(faid_out_msg *m, const void *key, size_t klen, const uint8_t *at, size_t n)
+{
+    if (m->nextra >= FAID_OUT_EXTRA || n == 0 || !((at[0] & 0xf0) == 0x80 || at[0] == 0xde))
+        return;
+    faid_mpr r;
+    faid_diag d = {0};
+    faid_mpr_init(&r, at, n);
+    faid_array_view a;
+    if (faid_proto_read_array(&r, &a, &d) != 0)
+        return;
+    size_t kl = klen < sizeof m->extra[0].key ? klen : sizeof m->extra[0].key - 1;
+    memcpy(m->extra[m->nextra].key, key, kl);
+    m->extra[m->nextra].key[kl] = '\0';
+    m->extra[m->nextra].a = a;
+    m->nextra++;
+}
+
+const faid_array_view *faid_out_msg_array(const faid_out_msg *m, const char *key)
+{
+    faid_key k = faid_key_lookup(key, strlen(key));
+    faid_array_view *a = out_array((faid_out_msg *)m, k);
+    if (a)
+        return a->ndim ? a : NULL;
+    for (int i = 0; i < m->nextra; i++)
+        if (strcmp(m->extra[i].key, key) == 0)
+            return &m->extra[i].a;
+    return NULL;
+}
+
 int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_diag *d)
 {
     memset(m, 0, sizeof(*m));
@@ -1716,8 +1747,11 @@ int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_
         if ((rc = faid_mpr_skip(&r, d)))
             return rc;
         faid_key fk = faid_key_lookup(key.ptr, key.len);
-        if (!out_key_used(m, fk))
+        if (!out_key_used(m, fk)) {
+            if (m->type == FAID_OUT_RESULT)
+                extra_array(m, key.ptr, key.len, at, (size_t)(r.p - at));
             continue;
+        }
         msgpack_unpacked u;
         msgpack_unpacked_init(&u);
         size_t off = 0;

@@ -284,6 +284,8 @@ typedef enum {
 const char *faid_out_type_name(faid_out_type t); /* == topic */
 faid_out_type faid_out_type_parse(const char *name, size_t len);
 
+#define FAID_OUT_EXTRA 16
+
 typedef struct faid_out_msg {
     faid_out_type type;
     uint64_t series_id;
@@ -302,6 +304,14 @@ typedef struct faid_out_msg {
     int is_hit;
     faid_array_view peak_x, peak_y, peak_intensity, peak_sigma, peak_snr, peak_npix, peak_max_pixel;
     faid_array_view bg_I, bg_sigma, bg_std, bg_count;
+    /* result: the other arrays, by key as sent (outputs this decoder has no field for, e.g. of a
+     * newer daemon: any array map under a key not above), in message order; at most
+     * FAID_OUT_EXTRA, later ones are skipped */
+    struct {
+        char key[48]; /* cut at 47 bytes */
+        faid_array_view a;
+    } extra[FAID_OUT_EXTRA];
+    int nextra;
     /* start */
     faid_array_view radial;
     char unit[32];
@@ -320,6 +330,8 @@ typedef struct faid_out_msg {
  * cursor reader; each value the view holds is decoded by msgpack-c (switching on the key table's
  * faid_key), once the cursor checked that its claims fit in the bytes. */
 int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_diag *d);
+/* The array of result m under key (a field above or one of m->extra), NULL when absent. */
+const faid_array_view *faid_out_msg_array(const faid_out_msg *m, const char *key);
 
 /* Encoders shared by the daemon and tests. Each writes one complete map. */
 typedef struct faid_out_error {
