@@ -25,6 +25,8 @@ static const struct {
     {"reload", faidctl_control, "make the daemon re-read its configuration file"},
     {"reset", faidctl_control, "reset the daemon's aggregate counters"},
     {"stop", faidctl_control, "stop the daemon cleanly"},
+    {"writer", faidctl_control,
+     "show or set the writer's folder and file prefix of the next series"},
     {"keygen", faidctl_keygen, "write a CURVE key pair NAME.key / NAME.pub"},
 };
 

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "faid_input.h"
 #include "faid_proto.h"
 
 #ifndef FAID_VERSION
@@ -33,11 +34,11 @@
 
 /* Choices of the enum options: those of a module's enum are the module's tables
  * (faid_unit_names, faid_split_names, faid_error_model_names, faid_peak_algorithm_names,
- * faid_clip_model_names, faid_log_level_names); these are the configuration's own. */
+ * faid_clip_model_names, faid_log_level_names, and input.protocol's faid_input_protocol_names);
+ * these are the configuration's own. */
 static const char *const mode_names[] = {"connect", "bind", NULL};
 static const char *const pinned_copy_names[] = {"auto", "always", NULL};
 static const char *const geo_source_names[] = {"configuration", "start", NULL};
-static const char *const proto_names[] = {"auto", "native", "dectris-v1", "dectris-v2", NULL};
 const char *const faid_queue_policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
 const char *const faid_ll_overflow_names[] = {"block", "drop_oldest", NULL};
 static const char *const hits_mode_names[] = {"frame", "patches", NULL};
@@ -244,8 +245,8 @@ static const faid_option options[] = {
            "off them; with the queue empty the worker copies, as before the arena, and the one "
            "ingest thread of a single connection keeps its time for receiving: the two threads "
            "share the copies), always = every frame."),
-    SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, proto_names, input_protocol, 32,
-           "Input message format; auto detects it per message."),
+    SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, faid_input_protocol_names,
+           input_protocol, 32, "Input message format; auto detects it per message."),
     SIMPLE("input.max_frame_bytes", FAID_OT_INT64, "bytes", 1024, 68719476736.0, "268435456", 0,
            NULL, max_frame_bytes, 0,
            "Largest accepted frame payload. Enforced at the socket: a message part larger "
@@ -326,6 +327,10 @@ static const faid_option options[] = {
            "Folder of the files of record: one NeXus/HDF5 file per series, named after the "
            "series (docs/output-files.md), never overwriting a file. It must exist. Relative to "
            "the configuration file's folder. null = no files."),
+    SIMPLE("writer.root", FAID_OT_PATH, "", 0, 0, "null", N, NULL, writer_root, FAID_PATH_MAX,
+           "When set, a directory chosen over control (`writer`, PUT /api/v1/writer) must lie "
+           "inside this folder (compared after resolving links and `..`). null = any existing "
+           "directory."),
     SIMPLE("writer.profiles", FAID_OT_BOOL, "", 0, 0, "true", R, NULL, writer_profiles, 0,
            "Write the profiles (I, I_errors, std, count per frame) as an NXazint1d entry."),
     SIMPLE("writer.peaks", FAID_OT_BOOL, "", 0, 0, "true", R, NULL, writer_peaks, 0,
@@ -378,8 +383,19 @@ static const faid_option options[] = {
     SIMPLE("http.endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, http_endpoint, 256,
            "host:port of faid's HTTP server (`127.0.0.1:8080`, `[::1]:8080`): the live "
            "dashboard at /, Prometheus metrics at /metrics, the health check at /healthz "
-           "(docs/operations.md). No authentication: an address beyond localhost is logged as a "
-           "warning. null = off."),
+           "(docs/operations.md) and the REST control API under /api/v1 (docs/control.md). An "
+           "address beyond localhost needs http.token_file. null = off."),
+    SIMPLE("http.token_file", FAID_OT_PATH, "", 0, 0, "null", N, NULL, http_token_file,
+           FAID_PATH_MAX,
+           "Bearer tokens of the REST routes that change state (PUT, POST under /api/v1): one "
+           "token per line, or `name:token` (the name is logged), `#` comments; at least 16 "
+           "characters each. Mode 0600 or stricter (like the CURVE key files). null = those "
+           "routes are refused (403), and http.endpoint must be a loopback address."),
+    SIMPLE("http.tls_cert", FAID_OT_PATH, "", 0, 0, "null", N, NULL, http_tls_cert, FAID_PATH_MAX,
+           "PEM certificate (with its chain) of the HTTP server: with http.tls_key it serves "
+           "HTTPS only (GnuTLS). null = plain HTTP."),
+    SIMPLE("http.tls_key", FAID_OT_PATH, "", 0, 0, "null", N, NULL, http_tls_key, FAID_PATH_MAX,
+           "PEM private key of http.tls_cert (mode 0600 or stricter)."),
     SIMPLE("http.average", FAID_OT_INT, "profiles", 1, 1000, "10", R, NULL, http_average, 0,
            "The dashboard's average profile: the mean of the last this many profiles it took "
            "(it takes at most 10 per second)."),

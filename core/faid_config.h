@@ -75,6 +75,7 @@ typedef struct faid_config {
 
     /* files of record (issue 15, daemon/faid_writer.c, writer/) */
     char writer_directory[FAID_PATH_MAX]; /* "" = no files */
+    char writer_root[FAID_PATH_MAX];      /* directories control may choose lie inside it */
     int writer_profiles, writer_peaks, writer_cake, writer_hits;
     double writer_flush_interval; /* s between flushes of an open file */
     double writer_series_timeout; /* s without a message before the writer closes a file */
@@ -110,6 +111,9 @@ typedef struct faid_config {
     double stats_interval;     /* s */
     char log_level[16];
     char http_endpoint[256];             /* host:port of the HTTP server, "" = off */
+    char http_token_file[FAID_PATH_MAX]; /* bearer tokens of the REST routes, "" = none */
+    char http_tls_cert[FAID_PATH_MAX];   /* PEM certificate (chain) for HTTPS, "" = plain */
+    char http_tls_key[FAID_PATH_MAX];    /* its PEM private key */
     int http_average;                    /* dashboard: profiles averaged */
     int security_curve;                  /* every socket faid serves is a CURVE server */
     char secret_key_file[FAID_PATH_MAX]; /* faid's NAME.key, "" = none */

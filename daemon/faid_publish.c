@@ -105,7 +105,7 @@ static void send_msg(publisher *p, const char *topic, const void *body, size_t l
         zmq_send(s->pub, body, len, ZMQ_DONTWAIT) >= 0) {
         faid_stat_add(&s->stats.published, 1);
     } else {
-        faid_stats_error(&s->stats, FAID_STAGE_OUTPUT, FAID_EZMQ);
+        faid_stats_error(&s->stats, FAID_WHERE_OUTPUT, FAID_EZMQ);
         faid_log_ratelimited(&rl_send, FAID_LOG_WARN, "publish", "PUB send: %s",
                              zmq_strerror(zmq_errno()));
     }

@@ -19,14 +19,16 @@
  * reference count). Each frame holds a reference to the generation that was current when it was
  * received, so a reload takes effect exactly between two received frames.
  *
- * Every pipeline module (ingest, workers, publisher, control, HTTP, metrics, writer, pools,
- * generations) includes this header; only faid_main.c includes faid_server.h, the lifecycle
+ * Every pipeline module but ingest (workers, publisher, control, HTTP, metrics, writer, pools,
+ * generations) includes this header; ingest sees the server through its hand-off
+ * (faid_handoff.h, filled by faid_server.c); only faid_main.c includes faid_server.h, the lifecycle
  * that builds, starts and stops them, so no module depends back on the lifecycle. */
 #ifndef FAID_STATE_H
 #define FAID_STATE_H
 
 #include "faid_config.h"
 #include "faid_engine.h"
+#include "faid_handoff.h"
 #include "faid_limits.h"
 #include "faid_input.h"
 #include "faid_lossless.h"
@@ -78,8 +80,6 @@ typedef struct faid_worker {
     atomic_int_fast64_t alive_ns;        /* heartbeat: the worker loop's last turn (watchdog) */
 } faid_worker;
 
-typedef enum { FAID_STATE_IDLE = 0, FAID_STATE_RUNNING, FAID_STATE_STOPPING } faid_state;
-
 struct faid_server {
     faid_config cfg;                 /* effective configuration (main thread; guarded by gen_mu) */
     faid_queue_policy policy;        /* fixed for the life of the process */
@@ -126,13 +126,19 @@ struct faid_server {
 
     int nworkers;
     faid_worker workers[FAID_MAX_WORKERS];
-    struct faid_ingest_set *ingest; /* the ingest threads (faid_ingest.c), NULL when none */
+    struct faid_ingest_set *ingest; /* the ingest threads (faid_ingest.h: they see the server
+                                     * through a faid_handoff only), NULL when none */
     pthread_t publish_thread;
     int publish_started;
 
     atomic_int stop_ingest; /* stop reading input */
     atomic_int draining;    /* shutdown in progress (bounds the lossless channel's waits) */
     atomic_int state;       /* faid_state */
+    /* Control requests take turns under ctl_mu (the ZeroMQ socket on the main thread, the REST
+     * routes on HTTP threads); ctl_closed (under ctl_mu): the main loop has stopped serving, so
+     * REST control answers 503 while the server shuts down. */
+    pthread_mutex_t ctl_mu;
+    int ctl_closed;
     atomic_uint_fast64_t series_id;
     pthread_mutex_t info_mu;
     char series_uid[FAID_SERIES_UID_MAX];
@@ -165,8 +171,8 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
 typedef struct faid_counters_snap {
     faid_out_counters out;
     faid_out_count drops[FAID_NDROPS];
-    faid_out_count errors[FAID_NSTAGES * FAID_NCODES];
-    char error_names[FAID_NSTAGES * FAID_NCODES][64];
+    faid_out_count errors[FAID_NWHERE * FAID_NCODES];
+    char error_names[FAID_NWHERE * FAID_NCODES][64];
 } faid_counters_snap;
 void faid_counters_fill(faid_server *s, faid_counters_snap *c);
 

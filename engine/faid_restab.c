@@ -1,5 +1,6 @@
 /* faid_restab: an engine's buffers by name (see faid_restab.h). */
 #include "faid_restab.h"
+#include "faid_restab_cl.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ struct faid_restab {
     size_t out_stride, far_floats;
     cl_mem *out, *h_out;
     void **h_out_ptr;
+    uint64_t gen; /* faid_restab_generation */
 };
 
 faid_restab *faid_restab_new(faid_cl_ctx *ctx)
@@ -183,6 +185,7 @@ static void slot_entry_free(faid_restab *rt, rt_entry *e)
 
 void faid_restab_slots_free(faid_restab *rt)
 {
+    rt->gen++;
     if (!rt)
         return;
     for (int i = 0; i < rt->n; i++)
@@ -246,6 +249,7 @@ static void *map(faid_restab *rt, cl_mem m, cl_map_flags fl, size_t bytes, faid_
 
 int faid_restab_slots(faid_restab *rt, int nslots, int nlanes, faid_diag *d)
 {
+    rt->gen++;
     if (rt->out)
         faid_restab_slots_free(rt);
     layout(rt);
@@ -331,6 +335,33 @@ void faid_restab_destroy(faid_restab **prt)
 static int is_out(const char *name)
 {
     return name[0] == 'o' && name[1] == 'u' && name[2] == 't' && name[3] == 0;
+}
+
+int faid_restab_index(const faid_restab *rt, const char *name)
+{
+    if (is_out(name))
+        return FAID_RESTAB_OUT;
+    const rt_entry *e = find(rt, name);
+    return e ? (int)(e - rt->e) : -1;
+}
+
+cl_mem faid_restab_mem_at(const faid_restab *rt, int index, int slot)
+{
+    if (index == FAID_RESTAB_OUT)
+        return rt->out && slot >= 0 && slot < rt->nslots ? rt->out[slot] : NULL;
+    if (index < 0 || index >= rt->n)
+        return NULL;
+    const rt_entry *e = &rt->e[index];
+    if (e->kind == E_STATIC)
+        return e->mem;
+    if (e->kind == E_SLOT && e->smem && slot >= 0 && slot < rt->nslots)
+        return e->smem[slot];
+    return NULL;
+}
+
+uint64_t faid_restab_generation(const faid_restab *rt)
+{
+    return rt ? rt->gen : 0;
 }
 
 cl_mem faid_restab_mem(const faid_restab *rt, const char *name, int slot)

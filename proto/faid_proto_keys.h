@@ -60,6 +60,7 @@
     X(I2D, "I_2d")                                                                                 \
     X(SIGMA2D, "sigma_2d")                                                                         \
     X(COUNT2D, "count_2d")                                                                         \
+    X(SUM_NORMALIZATION, "sum_normalization")                                                      \
     X(RECEIVED_NS, "received_ns")                                                                  \
     X(DONE_NS, "done_ns")                                                                          \
     X(LATENCY_US, "latency_us")                                                                    \
@@ -103,6 +104,7 @@
     X(ERROR, "error")                                                                              \
     X(PATH, "path")                                                                                \
     X(KEY, "key")                                                                                  \
+    X(PREFIX, "prefix")                                                                            \
     X(VALUE, "value")                                                                              \
     X(CREDIT, "credit")                                                                            \
     X(SEQ, "seq")                                                                                  \
@@ -411,6 +413,7 @@
     X(RESULT, SIGMA, "array `<f4` [npt]", REQ, "standard error of the mean per bin (per `error_model`)") \
     X(RESULT, STD, "array `<f4` [npt]", REQ, "standard deviation per bin (Jungfraujoch `az_int_profile_std`)") \
     X(RESULT, COUNT, "array `<f4` [npt]", REQ, "number of (fractional) pixels per bin")            \
+    X(RESULT, SUM_NORMALIZATION, "array `<f4` [npt]", OPT, "in every result of this version; per bin, the sum of its pixels' normalization (fraction x solid angle x polarization x flat x `normalization_factor`; pyFAI `sum_normalization`): frames merge as sum(`I` x it) / sum(it)") \
     X(RESULT, I2D, "array `<f4` [npt_azim, npt]", OPT, "cake, only with `npt_azim` > 0; row = azimuthal bin (`azimuthal`), column = radial bin (`radial`), as pyFAI's integrate2d and `faidctl process` lay it out") \
     X(RESULT, SIGMA2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: standard error")             \
     X(RESULT, COUNT2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: pixels per bin")             \
@@ -524,9 +527,11 @@
     X(NUMPY, SHAPE, "[uint, ...]", REQ, "dimensions")                                              \
     X(NUMPY, DATA, "bin", REQ, "the elements, C order")                                            \
     /* control */                                                                                  \
-    X(CTL_REQUEST, CMD, "str", REQ, "`ping`, `status`, `config`, `reload`, `reset`, `stop`")       \
+    X(CTL_REQUEST, CMD, "str", REQ, "`ping`, `status`, `config`, `reload`, `reset`, `stop`, `writer`") \
     X(CTL_REQUEST, PATH, "str", OPT, "reload: read this file once instead of the start file")     \
     X(CTL_REQUEST, KEY, "str", OPT, "config: one option (`integration.npt`): reply its value only") \
+    X(CTL_REQUEST, DIRECTORY, "str", OPT, "writer: the next series' directory (inside `writer.root` when set; `\"\"`: back to `writer.directory`)") \
+    X(CTL_REQUEST, PREFIX, "str", OPT, "writer: the next series' file-name prefix (letters, digits, `_`, `-`, `.`; no `/`, no `..`)") \
     X(CTL_REPLY, OK, "bool", REQ, "whether the command succeeded")                                 \
     X(CTL_REPLY, CMD, "str", OPT, "the command answered (absent only from the `reply too large` error)") \
     X(CTL_REPLY, ERROR, "str", OPT, "when `ok` is false: why")                                     \
@@ -538,6 +543,8 @@
     X(CTL_REPLY, KEY, "str", OPT, "config with `key`: the option (then no `config`, `source`)")    \
     X(CTL_REPLY, VALUE, "str", OPT, "config with `key`: its effective value, YAML flow text")      \
     X(CTL_REPLY, SETUP_VERSION, "uint", OPT, "reload: the new setup; status")                      \
+    X(CTL_REPLY, DIRECTORY, "str", OPT, "writer: the directory of the next series (`\"\"`: the writer is off)") \
+    X(CTL_REPLY, PREFIX, "str", OPT, "writer: the file-name prefix of the next series")             \
     /* status reply and stats body */                                                              \
     X(STATUS, TYPE, "str", OPT, "stats only: `\"stats\"`")                                         \
     X(STATUS, STATE, "str", REQ, "`\"idle\"` (no open series), `\"running\"`, `\"stopping\"`")     \

@@ -15,8 +15,40 @@ size_t faid_proto_msgnum_placeholder(faid_mpw *w);
 /* Fills the placeholder at `at` (big-endian, as msgpack's uint 64). */
 void faid_proto_put_msgnum(uint8_t *at, uint64_t v);
 
-/* A result (PROTOCOL.md 3.2). Arrays are float32 (peak_npix int32); the cake is the engine's
- * [cake_nrad][cake_nazim] layout and is published transposed, [npt_azim, npt]. */
+/* One named output of a result: an array (float32 or int32, 1 or 2 dimensions) or a scalar (uint,
+ * bool), under its protocol key. The engine makes one per output its stages declare
+ * (engine/faid_outputs.h); the encoder writes them in the order of the result's rows in the key
+ * table (faid_proto_keys.h), so a new output needs no encoder code. A key without a result row
+ * is not written. */
+typedef enum {
+    FAID_OA_F32 = 0, /* array `<f4` */
+    FAID_OA_I32,     /* array `<i4` */
+    FAID_OA_UINT,    /* scalar: value */
+    FAID_OA_BOOL,    /* scalar: value != 0 */
+} faid_out_atype;
+
+typedef struct faid_out_array {
+    faid_key key;
+    faid_out_atype type;
+    int ndim;          /* arrays: 1 or 2 */
+    uint64_t shape[2]; /* as published */
+    int transposed;    /* 2D: data is [shape[1]][shape[0]] (the engine's cake), published
+                        * transposed as [shape[0], shape[1]] */
+    const void *data;
+    uint64_t value; /* scalars */
+} faid_out_array;
+
+/* One engine time of a result under its key (decode_us, ...: the engine's and stages' declared
+ * times, engine/faid_outputs.h), written in key table order like the outputs. */
+typedef struct faid_out_time {
+    faid_key key;
+    double us;
+} faid_out_time;
+
+/* A result (PROTOCOL.md 3.2). The outputs come from `outputs` (the engine's, in key table order,
+ * whatever order they are given in). Without them (noutputs 0) the fixed fields below say them:
+ * arrays float32 (peak_npix int32), the cake in the engine's [cake_nrad][cake_nazim] layout,
+ * published transposed, [npt_azim, npt] (tests and benchmarks fill these). */
 typedef struct faid_out_result {
     uint64_t series_id;
     const char *series_uid;
@@ -33,8 +65,14 @@ typedef struct faid_out_result {
     const float *peak_x, *peak_y, *peak_intensity, *peak_sigma, *peak_snr, *peak_max_pixel;
     const int32_t *peak_npix;
     const float *bg_I, *bg_sigma, *bg_std, *bg_count;
+    const faid_out_array *outputs; /* the engine's (faid_out_result_outputs): these instead */
+    size_t noutputs;
     uint64_t received_ns, done_ns, payload_bytes;
-    double latency_us, queue_us, decode_us, preprocess_us, integrate_us, transfer_us, compute_us;
+    double latency_us, queue_us;
+    /* the engine's times: `times` when given (ntimes > 0), else the fixed fields */
+    double decode_us, preprocess_us, integrate_us, transfer_us, compute_us;
+    const faid_out_time *times;
+    size_t ntimes;
     const faid_in_header *in; /* timestamp, start/stop/real_time and user_data passed through */
 } faid_out_result;
 /* Returns the offset of msg_number's value bytes. */

@@ -442,17 +442,7 @@ static int attr_strs(hid_t obj, const char *name, const char *const *v, int n)
 /* A scalar numeric dataset; returns its id (kept open) or < 0. */
 static hid_t scalar(hid_t loc, const char *name, hid_t type, const void *v, const char *units)
 {
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t ds = H5Dcreate2(loc, name, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    H5Sclose(sp);
-    if (ds < 0)
-        return ds;
-    if (H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0 ||
-        (units && faid_h5_attr_str(ds, "units", units))) {
-        H5Dclose(ds);
-        return -1;
-    }
-    return ds;
+    return faid_h5_dset(loc, name, type, type, 0, 0, v, units);
 }
 
 static int scalar_close(hid_t loc, const char *name, hid_t type, const void *v, const char *units)
@@ -485,15 +475,10 @@ static int doc(hid_t loc, const char *name, const char *text)
 static int f64_vec(hid_t loc, const char *name, const double *v, uint64_t n, const char *long_name,
                    const char *units)
 {
-    hsize_t dim = n;
-    hid_t sp = H5Screate_simple(1, &dim, NULL);
-    hid_t ds = H5Dcreate2(loc, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    H5Sclose(sp);
+    hid_t ds = faid_h5_dset(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, n, v, NULL);
     if (ds < 0)
         return FAID_EIO;
-    int rc = H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0 ||
-                     faid_h5_attr_str(ds, "long_name", long_name) ||
-                     faid_h5_attr_str(ds, "units", units)
+    int rc = faid_h5_attr_str(ds, "long_name", long_name) || faid_h5_attr_str(ds, "units", units)
                  ? FAID_EIO
                  : 0;
     H5Dclose(ds);
@@ -515,28 +500,19 @@ static int make_col(faid_sfile *f, int id, hid_t loc, const char *name, hid_t ty
     c->buf = calloc((size_t)f->block, rowb);
     if (!c->buf)
         return FAID_ENOMEM;
-    hsize_t dims[3] = {0, r0, r1}, maxd[3] = {H5S_UNLIMITED, r0, r1};
-    hsize_t chunk[3] = {(hsize_t)f->block, r0, r1};
-    while (chunk[0] > 1 && chunk[0] * rowb > CHUNK_BYTES)
-        chunk[0] /= 2;
-    hid_t sp = H5Screate_simple(rank + 1, dims, maxd);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(dcpl, rank + 1, chunk);
+    hsize_t inner[2] = {r0, r1}, chunk_rows = (hsize_t)f->block;
+    while (chunk_rows > 1 && chunk_rows * rowb > CHUNK_BYTES)
+        chunk_rows /= 2;
     /* Rows a failed write left unwritten (the extent can reach the file before the data):
      * NaN, frame_id 2^64 - 1, never a plausible value (docs/output-files.md). */
-    if (H5Tequal(type, H5T_IEEE_F32LE) > 0) {
-        float nan = NAN;
-        H5Pset_fill_value(dcpl, type, &nan);
-    } else if (H5Tequal(type, H5T_IEEE_F64LE) > 0) {
-        double nan = NAN;
-        H5Pset_fill_value(dcpl, type, &nan);
-    } else if (id == C_FRAME_ID) {
-        uint64_t none = UINT64_MAX;
-        H5Pset_fill_value(dcpl, type, &none);
-    }
-    c->dset = H5Dcreate2(loc, name, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    H5Pclose(dcpl);
-    H5Sclose(sp);
+    float nan32 = NAN;
+    double nan64 = NAN;
+    uint64_t none = UINT64_MAX;
+    const void *fill = H5Tequal(type, H5T_IEEE_F32LE) > 0   ? (const void *)&nan32
+                       : H5Tequal(type, H5T_IEEE_F64LE) > 0 ? (const void *)&nan64
+                       : id == C_FRAME_ID                   ? (const void *)&none
+                                                            : NULL;
+    c->dset = faid_h5_growing(loc, name, type, rank + 1, inner, chunk_rows, fill, 0);
     if (c->dset < 0)
         return FAID_EIO;
     if ((long_name && faid_h5_attr_str(c->dset, "long_name", long_name)) ||
@@ -933,11 +909,7 @@ static int write_layout(faid_sfile *f, const faid_sfile_params *p, const start_v
                             "arbitrary units") ||
                    make_col(f, C_SIGMA, dg, "I_errors", H5T_IEEE_F32LE, 1, npt, 0,
                             "estimated errors on intensity", "arbitrary units");
-            hsize_t dim = npt;
-            hid_t sp = H5Screate_simple(1, &dim, NULL);
-            f->norm =
-                H5Dcreate2(dg, "norm", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-            H5Sclose(sp);
+            f->norm = faid_h5_dset(dg, "norm", H5T_IEEE_F32LE, 0, 1, npt, NULL, NULL);
             bad |= f->norm < 0 ||
                    faid_h5_attr_str(f->norm, "long_name",
                                     "number of pixels contributing to the corresponding bin") ||

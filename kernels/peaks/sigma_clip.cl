@@ -2,9 +2,11 @@
  * sigma_clip_ng semantics), one work-group per bin of the CSR matrix. The plain C reference is
  * faid_sigclip_ref (core/faid_sigclip.c); the rules are documented in faid_sigclip.h.
  *
- * Build-time constants (the host's choice: faid_sigclip_cl_config in faid_peaks_cl.c):
+ * Build-time constants (the host's choice: faid_sigclip_config in engine/faid_stage_sigclip.c):
  *   WG        work-group size, a power of two
  *   R         entries of the bin each work-item keeps in registers across all cycles
+ *   LM        entries after those each work-item keeps in local memory (0: none; issue 17)
+ *   PK_FUSED  defined: each pixel computed from the raw frame (process/preprocess.cl first)
  *   HAS_COEF  1 when the matrix carries coefficients (else every coefficient is 1)
  *   SC_EM     error model: 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model values)
  *

@@ -6,6 +6,7 @@
  * docs/configuration.md are exactly what the table generates, the setup's mask/dark/flat handling
  * and its errors, and the synthetic frames' bad-pixel and determinism guarantees. */
 #include "faid_config.h"
+#include "faid_input.h"
 #include "faid_log.h"
 #include "faid_npy.h"
 #include "faid_setup.h"
@@ -174,6 +175,7 @@ static void test_enum_names_single_table(void)
         {"log.level", faid_log_level_names},
         {"queue.policy", faid_queue_policy_names},
         {"output.lossless_overflow", faid_ll_overflow_names},
+        {"input.protocol", faid_input_protocol_names},
     };
     for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++) {
         const faid_option *o = faid_config_find(owned[k].key);
@@ -208,6 +210,13 @@ static void test_enum_names_single_table(void)
     for (int i = 0; faid_log_level_names[i]; i++) {
         faid_log_level l;
         CHECK(faid_log_parse_level(faid_log_level_names[i], &l) == 0 && (int)l == i);
+    }
+    for (int i = 0; faid_input_protocol_names[i]; i++) {
+        faid_input_protocol p;
+        CHECK(faid_input_protocol_parse(faid_input_protocol_names[i], &p) == 0 && (int)p == i &&
+              !strcmp(faid_input_protocol_name(p), faid_input_protocol_names[i]));
+        const faid_input_format *f = faid_input_format_of(p);
+        CHECK(p == FAID_PROTOCOL_AUTO ? f == NULL : f && f->protocol == p);
     }
     /* pyFAI's other spellings still parse */
     faid_split s;
