@@ -41,6 +41,9 @@ typedef struct faid_stage_times {
     double peaks_us;   /* background, peak finding and hit decision (peaks.algorithm) */
     double clip_us;    /* part of peaks_us: the sigma clip */
     double pkpre_us;   /* part of peaks_us: the peak stages' Poisson preprocess (OpenCL) */
+    double find_us[6]; /* part of peaks_us: the finder's launches in order (OpenCL; pyfai: flag,
+                        * scan, write; peakfinder8: prep, radial, candidates, fill, scan, write),
+                        * for faid-bench (issue 17: which kernel costs) */
 } faid_stage_times;
 
 #define FAID_RESULT_OUTPUTS 48 /* named outputs of one result, at most (faid_outputs.h) */

@@ -247,8 +247,10 @@ static int pk_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot 
 static void pk_times(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t)
 {
     const double *us = sl->lane[lane].us[id];
-    for (int i = EV_A; i <= EV_F; i++)
+    for (int i = EV_A; i <= EV_F; i++) {
         t->peaks_us += us[i];
+        t->find_us[i - EV_A] += us[i];
+    }
 }
 
 static int pk_enabled(const faid_stage_env *env, const faid_setup *s)

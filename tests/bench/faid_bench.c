@@ -141,13 +141,36 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-enum { S_STAGE, S_TABLE, S_H2D, S_DEC, S_PRE, S_INT, S_PKPRE, S_CLIP, S_FIND, S_D2H, S_TOTAL, S_N };
-static const char *stage_names[S_N] = {"host staging", " table parse", "H2D",         "decode",
-                                       "preprocess",   "integrate",    "peak prep",   "sigma clip",
-                                       "peak finding", "D2H",          "total (wall)"};
-static const char *stage_keys[S_N] = {"stage_us",      "table_us",     "h2d_us",   "decode_us",
-                                      "preprocess_us", "integrate_us", "pkpre_us", "clip_us",
-                                      "find_us",       "d2h_us",       "total_us"};
+/* S_F1..S_F6: the finder's launches in order (faid_stage_times.find_us; pyfai: flag, scan,
+ * write; peakfinder8: prep, radial, candidates, fill, scan, write), printed with --peaks only */
+enum {
+    S_STAGE,
+    S_TABLE,
+    S_H2D,
+    S_DEC,
+    S_PRE,
+    S_INT,
+    S_PKPRE,
+    S_CLIP,
+    S_FIND,
+    S_F1,
+    S_F2,
+    S_F3,
+    S_F4,
+    S_F5,
+    S_F6,
+    S_D2H,
+    S_TOTAL,
+    S_N
+};
+static const char *stage_names[S_N] = {
+    "host staging", " table parse", "H2D",          "decode",     "preprocess",  "integrate",
+    "peak prep",    "sigma clip",   "peak finding", " finder #1", " finder #2",  " finder #3",
+    " finder #4",   " finder #5",   " finder #6",   "D2H",        "total (wall)"};
+static const char *stage_keys[S_N] = {
+    "stage_us", "table_us", "h2d_us",   "decode_us", "preprocess_us", "integrate_us",
+    "pkpre_us", "clip_us",  "find_us",  "find1_us",  "find2_us",      "find3_us",
+    "find4_us", "find5_us", "find6_us", "d2h_us",    "total_us"};
 
 typedef struct variant_result {
     char name[32];
@@ -280,6 +303,8 @@ static void record(double *row, const faid_stage_times *t)
     row[S_PKPRE] = t->pkpre_us;
     row[S_CLIP] = t->clip_us;
     row[S_FIND] = t->peaks_us - t->clip_us - t->pkpre_us;
+    for (int k = 0; k < 6; k++)
+        row[S_F1 + k] = t->find_us[k];
     row[S_D2H] = t->d2h_us;
     row[S_TOTAL] = t->total_us;
 }
@@ -1236,6 +1261,8 @@ int main(int argc, char **argv)
         printf(" %14s", vr[v].name);
     printf("\n");
     for (int st = 0; st < S_N; st++) {
+        if (st >= S_F1 && st <= S_F6 && !peaks_on)
+            continue;
         printf("%-14s", stage_names[st]);
         for (int v = 0; v < nv; v++)
             printf(" %14.1f", vr[v].med[st]);

@@ -474,6 +474,19 @@ if psets:
                cell("pk-pyfai", "pkpre_us", 1), cell("pk-pyfai", "clip_us", 1),
                cell("pk-pyfai", "find_us", 1), cell("pk-pf8", "find_us", 1), f"{err:.1e}")
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
+    print("finder kernels, one frame alone (fused variant, median us): pyfai flag / scan / write;"
+          " peakfinder8 prep / radial / candidates / fill / scan / write")
+    for ps in psets:
+        parts = []
+        for c, nk in (("pk-pyfai", 3), ("pk-pf8", 6)):
+            p = os.path.join(log, f"pkset_{ps}_{c}.json")
+            if not os.path.exists(p):
+                continue
+            j = json.load(open(p))
+            v = {x["name"]: x for x in j["variants"]}.get("fused", {})
+            if j.get("peaks_ref_equal") == 1 and v:
+                parts.append(f"{c[3:]} " + " / ".join(fmt(v, f"find{k}_us") for k in range(1, nk + 1)))
+        print(f"{ps:>10}  " + "; ".join(parts))
 p = os.path.join(log, "daemon-bench.txt")
 if os.path.exists(p):
     print(open(p).read().rstrip("\n"))
