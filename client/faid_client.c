@@ -676,6 +676,16 @@ int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d)
     }
 }
 
+void *faid_sub_zsocket(const faid_sub *s)
+{
+    return s->sock;
+}
+
+const char *faid_sub_endpoint(const faid_sub *s)
+{
+    return s->endpoint;
+}
+
 /* ------------------------------------------------------------------------------------------- */
 /* Control                                                                                       */
 

@@ -58,3 +58,121 @@ def test_shard_not_below_shards_is_refused(daemons, tmpdir_):
     r = subprocess.run([td.FAID, "-c", cfg], capture_output=True, text=True, timeout=td.LONG)
     assert r.returncode != 0
     assert "instance.shard" in r.stderr and "below instance.shards" in r.stderr, r.stderr
+
+
+# ---- the merged subscriber -------------------------------------------------------------------
+
+def sub_proc(ds, outdir, *extra):
+    """faidctl sub --from each daemon's output, merged, every message as a JSON line."""
+    import subprocess
+
+    args = [td.FAIDCTL, "sub", "--json", "--quiet", "--until-end", "--timeout", "60"]
+    for d in ds:
+        args += ["--from", td.ep(d.ports["out"])]
+    if outdir:
+        args += ["--out", outdir]
+    return subprocess.Popen([*args, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def sub_lines(p):
+    import json
+
+    out, err = p.communicate(timeout=td.LONG * 2)
+    assert p.returncode == 0, err
+    lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+    return lines, out, err
+
+
+def three(daemons):
+    return [daemons(devices="ref", extra=instance_cfg("i%d" % k, k, 3)) for k in range(3)]
+
+
+def dat_columns(path):
+    return np.loadtxt(path, comments="#", dtype=np.float64)
+
+
+def test_merged_sub_three_instances(daemons, tmpdir_):
+    """Three daemons (shards 0, 1, 2 of 3) each reduce their own frames (frame % 3) of one
+    series: the merged `faidctl sub` gives the start once, every frame once and in frame order,
+    one end with the summed totals and nothing missing, and each profile equal to `faidctl
+    process` on the same frame."""
+    import subprocess
+
+    ds = three(daemons)
+    out = os.path.join(tmpdir_, "sub")
+    p = sub_proc(ds, out)
+    Receiver(ds[0]).settle()  # the subscriptions reach the PUB sockets
+    n = 12
+    imgs = frames(n, seed=3)
+    for k, d in enumerate(ds):
+        tx = Sender(d)
+        tx.start(series_id=5, nimages=n)
+        for i in range(k, n, 3):
+            tx.image(i, imgs[i], series_id=5)
+        tx.end(series_id=5)
+    lines, text, err = sub_lines(p)
+    kinds = [m["type"] for m in lines if m["type"] in ("start", "result", "end")]
+    assert kinds.count("start") == 1 and kinds[0] == "start", kinds
+    assert kinds.count("end") == 1 and kinds[-1] == "end", kinds
+    results = [m for m in lines if m["type"] == "result"]
+    assert [r["frame_id"] for r in results] == list(range(n))
+    assert {(r["frame_id"] % 3, r["shard"], r["shards"]) for r in results} == \
+        {(k, k, 3) for k in range(3)}
+    end = [m for m in lines if m["type"] == "end"][0]
+    assert end["merged"] and end["instances"] == 3 and end["ended"] == 3, end
+    assert end["frames_received"] == n and end["frames_processed"] == n, end
+    assert end["missing"] == 0 and end["missing_frames"] == [] and not end["incomplete"], end
+    assert end["late"] == 0 and end["duplicates"] == 0 and end["delivered"] == n, end
+
+    # The same frames through faidctl process, frame by frame equal.
+    ref = os.path.join(tmpdir_, "proc")
+    os.makedirs(ref)
+    np.save(os.path.join(ref, "all.npy"), np.stack(imgs))
+    r = subprocess.run([td.FAIDCTL, "process", "-c", ds[0].config, "--device", "ref", "-o", ref,
+                        os.path.join(ref, "all.npy")], capture_output=True, text=True,
+                       timeout=td.LONG)
+    assert r.returncode == 0, r.stderr
+    for i in range(n):
+        got = dat_columns(os.path.join(out, "series5_%05d.dat" % i))
+        want = dat_columns(os.path.join(ref, "all_%05d.dat" % i))
+        assert np.array_equal(got, want), i
+
+
+def test_merged_sub_instance_killed(daemons, tmpdir_):
+    """One of three instances is killed (SIGKILL) mid-series: the merged end comes once the
+    others ended and the dead one fell silent, with its frames never reduced listed by id; every
+    frame that was reduced is delivered once."""
+    import signal
+
+    ds = three(daemons)
+    p = sub_proc(ds, None, "--dead-after", "1.5")
+    Receiver(ds[0]).settle()
+    n = 18
+    imgs = frames(n, seed=4)
+    txs = [Sender(d) for d in ds]
+    for tx in txs:
+        tx.start(series_id=9, nimages=n)
+    first = [i for i in range(n) if i % 3 == 2 and i < 9]  # shard 2 reduces these, then dies
+    for i in first:
+        txs[2].image(i, imgs[i], series_id=9)
+    ds[2].wait_counters(lambda c: c["processed"] >= len(first), "shard 2's first frames")
+    ds[2].proc.send_signal(signal.SIGKILL)
+    ds[2].proc.wait()
+    for k in (0, 1):
+        for i in range(k, n, 3):
+            txs[k].image(i, imgs[i], series_id=9)
+        txs[k].end(series_id=9)
+    lines, text, err = sub_lines(p)
+    results = [m["frame_id"] for m in lines if m["type"] == "result"]
+    never = sorted(i for i in range(n) if i % 3 == 2 and i not in first)
+    assert sorted(results) == sorted(set(range(n)) - set(never)), results
+    assert len(results) == len(set(results))
+    end = [m for m in lines if m["type"] == "end"]
+    assert len(end) == 1, end
+    end = end[0]
+    assert end["instances"] == 3 and end["ended"] == 2 and end["silent"] == 1, end
+    assert end["incomplete"] and end["missing"] == len(never), end
+    listed = [i for a, b in end["missing_frames"] for i in range(a, b + 1)]
+    assert listed == never, end
+    assert end["frames_processed"] == n - len(never) - len(first), end  # the two that ended
