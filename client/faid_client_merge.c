@@ -241,15 +241,15 @@ static void series_free(faid_merge *m, mseries *s)
  * bound are new (and counted untracked). */
 static int mark_seen(mseries *s, uint64_t id)
 {
+    if (id >= FAID_MERGE_TRACKED_IDS) {
+        s->e.untracked++;
+        return 1;
+    }
     if (!s->has_seen || id < s->min_seen)
         s->min_seen = id;
     if (!s->has_seen || id > s->max_seen)
         s->max_seen = id;
     s->has_seen = 1;
-    if (id >= FAID_MERGE_TRACKED_IDS) {
-        s->e.untracked++;
-        return 1;
-    }
     if (id >= s->cap_bits) {
         size_t ncap = s->cap_bits ? s->cap_bits : 4096;
         while (ncap <= id)
@@ -290,11 +290,12 @@ static int series_done(const faid_merge *m, const mseries *s)
 {
     if (s->closing)
         return 1;
-    uint64_t done = s->ended | s->silent | s->lost | s->mismatch;
-    if (!s->started || (s->started & ~done))
+    uint64_t done = s->ended | s->silent | s->lost;
+    uint64_t in = s->started | s->mismatch; /* a mismatched instance too: its end is awaited */
+    if (!s->started || (in & ~done))
         return 0;
     int parts = s->parts > 1 ? (int)s->parts : m->n;
-    return popcount64(s->started) + popcount64(m->silent & ~s->started) >= parts;
+    return popcount64(in) + popcount64(m->silent & ~in) >= parts;
 }
 
 /* The merged end: the frames never seen, by range. */
@@ -323,7 +324,7 @@ static void finish_end(const faid_merge *m, mseries *s, faid_merge_end *e)
         e->incomplete = 1;
     uint64_t lo, hi; /* inclusive */
     int have = 0;
-    if (s->nimages > 0 && (!s->has_seen || s->max_seen < (uint64_t)s->nimages)) {
+    if (s->nimages > 0) {
         lo = 0;
         hi = (uint64_t)s->nimages - 1;
         have = 1;

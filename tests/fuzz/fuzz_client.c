@@ -1,6 +1,7 @@
 /* Fuzz target for the client library's handling of bytes received from a daemon: output message
  * decoding with the series state it keeps (radial axis from start messages), .dat writing of a
- * result against that state, and the human rendering of control replies. Any byte sequence must
+ * result against that state, the human rendering of control replies and the merging subscriber's
+ * parser of a fan-out's `lost` report (faid_merge_parse_lost). Any byte sequence must
  * give 0 or an error code with a message, never a crash, hang or leak.
  *
  * Input layout: the whole input is tried as one message and as a reply; then, when the first two
@@ -51,6 +52,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     faid_diag d;
     faid_diag_clear(&d);
     check_diag(faid_ctl_reply_print(out, data, size, &d), &d);
+    faid_merge_lost lost;
+    faid_diag_clear(&d);
+    int lrc = faid_merge_parse_lost(data, size, &lost, &d);
+    check_diag(lrc, &d);
+    if (lrc == 0 && (lost.nranges < 0 || lost.nranges > FAID_MERGE_RANGES ||
+                     (lost.nframes == 0 && lost.nranges > 0 && !lost.truncated)))
+        abort();
 
     faid_series_info si;
     memset(&si, 0, sizeof(si));

@@ -75,13 +75,31 @@ def sub_proc(ds, outdir, *extra):
                             text=True)
 
 
-def sub_lines(p):
+def sub_lines(p, before=""):
     import json
 
-    out, err = p.communicate(timeout=td.LONG * 2)
+    if before:
+        # p.stdout was read from: its buffer holds what communicate() would miss
+        out = before + p.stdout.read()
+        err = p.stderr.read()
+        p.wait(td.LONG)
+    else:
+        out, err = p.communicate(timeout=td.LONG * 2)
     assert p.returncode == 0, err
     lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
     return lines, out, err
+
+
+def read_until_start(p):
+    """The merged stream's lines up to its first start (so that the test knows whose start the
+    series' reference is)."""
+    got = ""
+    while True:
+        ln = p.stdout.readline()
+        assert ln, "faidctl sub ended before a start"
+        got += ln
+        if ln.startswith('{"type": "start"'):
+            return got
 
 
 def three(daemons):
@@ -176,3 +194,81 @@ def test_merged_sub_instance_killed(daemons, tmpdir_):
     listed = [i for a, b in end["missing_frames"] for i in range(a, b + 1)]
     assert listed == never, end
     assert end["frames_processed"] == n - len(never) - len(first), end  # the two that ended
+
+
+def captured_series(daemons, name, shard, shards, ids, imgs, series_id):
+    """A real daemon's start, results and end of frames `ids`, as published (msgpack bodies),
+    for a test's own PUB to replay with alterations; the daemon is stopped afterwards."""
+    d = daemons(devices="ref", extra=instance_cfg(name, shard, shards))
+    rx = Receiver(d)
+    rx.settle()
+    tx = Sender(d)
+    tx.start(series_id=series_id, nimages=len(imgs))
+    for i in ids:
+        tx.image(i, imgs[i], series_id=series_id)
+    tx.end(series_id=series_id)
+    msgs = [m for m in rx.collect_until_end() if m["type"] in ("start", "result", "end")]
+    d.stop()
+    return msgs
+
+
+def replay(sock, msgs):
+    import msgpack
+
+    for m in msgs:
+        sock.send_multipart([m["type"].encode(), msgpack.packb(m)])
+
+
+def test_merged_sub_hostile_instance(daemons, tmpdir_):
+    """A peer replaying a real instance's messages altered: its results in reverse order through
+    a window of 2 (the late ones delivered and counted, none lost), one result twice (dropped,
+    counted), one with a frame id of 2**40 (delivered, counted untracked): every frame once,
+    nothing missing. A second run where its start has another config_hash: an error naming
+    the instance, its results kept out and counted, its frames listed missing."""
+    import time
+
+    import zmq
+
+    n = 10
+    imgs = frames(n, seed=5)
+    odd = list(range(1, n, 2))
+    cap = captured_series(daemons, "b", 1, 2, odd, imgs, 3)
+    start, results, end = cap[0], cap[1:-1], cap[-1]
+    assert [r["frame_id"] for r in sorted(results, key=lambda r: r["frame_id"])] == odd
+    huge = dict(results[0], frame_id=2 ** 40)
+
+    for mismatch in (False, True):
+        a = daemons(devices="ref", extra=instance_cfg("a", 0, 2))
+        ctx = zmq.Context.instance()
+        pub = ctx.socket(zmq.PUB)
+        port = td.free_port()
+        pub.bind(td.ep(port))
+        fake = type("F", (), {"ports": {"out": port}})
+        p = sub_proc([a, fake], None, "--window", "2", "--dead-after", "30")
+        time.sleep(1.0)  # both subscriptions in place
+        tx = Sender(a)
+        tx.start(series_id=3, nimages=n)
+        for i in range(0, n, 2):
+            tx.image(i, imgs[i], series_id=3)
+        tx.end(series_id=3)
+        first = dict(start, config_hash="ffffffffffffffff") if mismatch else start
+        rev = sorted(results, key=lambda r: -r["frame_id"])
+        before = read_until_start(p)  # a's start is the series' reference
+        replay(pub, [first, *rev, rev[0], huge, end])
+        lines, text, err = sub_lines(p, before)
+        pub.close(linger=0)
+        got = [m["frame_id"] for m in lines if m["type"] == "result"]
+        e = [m for m in lines if m["type"] == "end"]
+        assert len(e) == 1, lines
+        e = e[0]
+        if not mismatch:
+            assert sorted(got) == list(range(n)) + [2 ** 40], got
+            assert e["duplicates"] == 1 and e["untracked"] == 1 and e["late"] >= 1, e
+            assert e["missing"] == 0 and e["instances"] == 2 and e["ended"] == 2, e
+        else:
+            assert "instance b" in err and "config_hash ffffffffffffffff" in err, err
+            assert sorted(got) == list(range(0, n, 2)), got
+            assert e["refused"] == len(odd) + 2, e  # the reversed five, the repeat, the huge id
+            listed = [i for lo, hi in e["missing_frames"] for i in range(lo, hi + 1)]
+            assert listed == odd, e
+        a.stop()
