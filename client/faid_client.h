@@ -255,6 +255,34 @@ const faid_series_info *faid_merge_series_of(const faid_merge *m, uint64_t serie
 int faid_merge_parse_lost(const uint8_t *body, size_t len, faid_merge_lost *out, faid_diag *d);
 
 /* ---------------------------------------------------------------------------------------------
+ * Aggregates summed over instances (proto/PROTOCOL.md 3.4a and 3.8): each instance's `aggregates`
+ * message (frames, hits and peaks with a peak search, the num_peaks histogram, the virtual
+ * powder pattern) added into one sum: counts and histogram bins add, the powder patterns add
+ * pixel by pixel (decoded from bitshuffle-LZ4), the windowed hit rate is the instances' hit
+ * rates weighted by the frames each window holds. Instances must agree on the histogram's bin
+ * width and length and on the powder's shape (FAID_ESHAPE otherwise, naming what differs). */
+#define FAID_AGGR_MAX_PIXELS (1ull << 28) /* powder pixels accepted (a 65536^2 claim is refused)   \
+                                           */
+#define FAID_AGGR_MAX_BINS 4096
+
+typedef struct faid_aggr_sum {
+    int instances; /* messages added */
+    uint64_t frames, hits, peaks;
+    uint64_t window_frames; /* frames the instances' hit-rate windows hold */
+    double hit_rate;        /* over those windows, weighted by their frames */
+    uint64_t bin_width, nbins;
+    uint64_t *histogram; /* nbins (owned) */
+    uint64_t rows, cols;
+    uint64_t *powder;   /* rows * cols (owned), NULL until a message brought one */
+    double window_hits; /* internal: sum of hit_rate x window frames */
+} faid_aggr_sum;
+
+/* Adds one aggregates message body. On an error nothing is added. */
+int faid_aggr_add(faid_aggr_sum *s, const uint8_t *body, size_t len, faid_diag *d);
+/* Releases what s owns and zeroes it. */
+void faid_aggr_clear(faid_aggr_sum *s);
+
+/* ---------------------------------------------------------------------------------------------
  * Control. */
 typedef struct faid_ctl faid_ctl;
 

@@ -272,3 +272,49 @@ def test_merged_sub_hostile_instance(daemons, tmpdir_):
             listed = [i for lo, hi in e["missing_frames"] for i in range(lo, hi + 1)]
             assert listed == odd, e
         a.stop()
+
+
+def test_aggregates_summed(daemons, tmpdir_):
+    """`faidctl aggregates --from x3` over three instances (peaks on), each given its own frames
+    of one series, equals the aggregates of one instance given all of them: frames, hits,
+    peaks, the num_peaks histogram and the virtual powder pattern pixel by pixel."""
+    import json
+    import subprocess
+
+    import test_peaks as tp
+
+    n = 8
+    imgs, truth = tp.spot_frames(n)
+    ds = [daemons(devices="ref", extra=tp.PEAKS + instance_cfg("p%d" % k, k, 3))
+          for k in range(3)]
+    one = daemons(devices="ref", extra=tp.PEAKS)
+    for k, d in enumerate(ds):
+        tx = Sender(d)
+        tx.start(series_id=2)
+        for i in range(k, n, 3):
+            tx.image(i, imgs[i], series_id=2)
+        tx.end(series_id=2)
+    tx = Sender(one)
+    tx.start(series_id=2)
+    for i in range(n):
+        tx.image(i, imgs[i], series_id=2)
+    tx.end(series_id=2)
+
+    def aggregates(group, name):
+        path = os.path.join(tmpdir_, name + ".npy")
+        args = [td.FAIDCTL, "aggregates", "--frames", str(n), "--json", "--powder", path]
+        for d in group:
+            args += ["--from", td.ep(d.ports["out"])]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=td.LONG)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout), np.load(path)
+
+    merged, powder = aggregates(ds, "merged")
+    single, powder1 = aggregates([one], "single")
+    hits = sum(1 for t in truth if t)
+    assert merged["instances"] == 3 and merged["frames"] == n and merged["hits"] == hits
+    assert merged["peaks"] == tp.NSPOTS * hits and powder.sum() == merged["peaks"]
+    for k in ("frames", "hits", "peaks", "num_peaks_histogram", "num_peaks_bin_width",
+              "powder_shape"):
+        assert merged[k] == single[k], k
+    assert powder.dtype == np.uint64 and np.array_equal(powder, powder1)
