@@ -261,8 +261,9 @@ int faid_merge_parse_lost(const uint8_t *body, size_t len, faid_merge_lost *out,
  * pixel by pixel (decoded from bitshuffle-LZ4), the windowed hit rate is the instances' hit
  * rates weighted by the frames each window holds. Instances must agree on the histogram's bin
  * width and length and on the powder's shape (FAID_ESHAPE otherwise, naming what differs). */
-#define FAID_AGGR_MAX_PIXELS (1ull << 28) /* powder pixels accepted (a 65536^2 claim is refused)   \
-                                           */
+#define FAID_AGGR_MAX_PIXELS                                                                       \
+    (1ull << 28) /* powder pixels accepted (a 65536^2 claim is refused)                            \
+                  */
 #define FAID_AGGR_MAX_BINS 4096
 
 typedef struct faid_aggr_sum {
