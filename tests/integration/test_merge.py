@@ -318,3 +318,63 @@ def test_aggregates_summed(daemons, tmpdir_):
               "powder_shape"):
         assert merged[k] == single[k], k
     assert powder.dtype == np.uint64 and np.array_equal(powder, powder1)
+
+
+def test_master_file_over_the_instances_files(daemons, tmpdir_):
+    """Three instances write their own series file of their frames of one series; `faidctl
+    merge-files` makes one master file whose per-frame datasets are virtual datasets over the
+    three, rows in frame order: h5py reads every frame (equal to the instances' rows),
+    nexusformat finds the profiles and pyFAI's NeXus reader the entry, as for a single file."""
+    import subprocess
+
+    import h5py
+    import test_writer as tw
+
+    n = 10
+    imgs = frames(n, seed=6)
+    outs, ds = [], []
+    for k in range(3):
+        out = os.path.join(tmpdir_, "files%d" % k)
+        os.makedirs(out)
+        outs.append(out)
+        ds.append(daemons(devices="ref", extra=instance_cfg("w%d" % k, k, 3) +
+                          tw.writer_cfg(out)))
+    for k, d in enumerate(ds):
+        tx = Sender(d)
+        tx.start(series_id=4, series_unique_id="lyso-merge", nimages=n)
+        for i in range(k, n, 3):
+            tx.image(i, imgs[i], series_id=4)
+        tx.end(series_id=4)
+    for d in ds:
+        tw.wait_status(d, lambda w: w["files_written"] == 1, "file written")
+    parts = [os.path.join(o, "lyso-merge.h5") for o in outs]
+    master = os.path.join(tmpdir_, "lyso-merge_master.h5")
+    r = subprocess.run([td.FAIDCTL, "merge-files", "-o", master, *parts], capture_output=True,
+                       text=True, timeout=td.LONG)
+    assert r.returncode == 0, r.stderr
+    rows = {}
+    for p in parts:
+        with h5py.File(p, "r") as f:
+            for fid, I in zip(f["entry/data/frame_id"][()], f["entry/data/I"][()]):
+                rows[int(fid)] = I
+    assert sorted(rows) == list(range(n))
+    with h5py.File(master, "r") as f:
+        data = f["entry/data"]
+        assert data["I"].is_virtual and data["I"].shape == (n, 64)
+        assert list(data["frame_id"][()]) == list(range(n))
+        for i, I in enumerate(data["I"][()]):
+            assert np.array_equal(I.view(np.uint32), rows[i].view(np.uint32)), i
+        assert f["entry/faid/frames"][()] == n
+        assert [s.decode() if isinstance(s, bytes) else s
+                for s in f["entry/faid/source_files"][()]] == [os.path.realpath(p) for p in parts]
+        assert tw.s(f.attrs["default"]) == "entry" and tw.s(f["entry"].attrs["default"]) == "data"
+    from nexusformat.nexus import nxload
+    root = nxload(master)
+    plot = root.plottable_data
+    assert plot is not None and plot.nxsignal.nxname == "I" and plot.nxsignal.shape == (n, 64)
+    assert np.array_equal(plot.nxsignal.nxdata[3], rows[3])
+    root.nxfile.close()
+    from pyFAI.io.nexus import Nexus
+    with Nexus(master, "r") as nx:
+        assert [en.name for en in nx.get_entries()] == ["/entry"]
+        assert nx.get_default_NXdata().name == "/entry/data"
