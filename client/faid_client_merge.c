@@ -674,6 +674,8 @@ static int absorb(faid_merge *m, int src, faid_sub_msg *msg, faid_merge_msg *out
         s->parts = shards;
     switch (om->type) {
     case FAID_OUT_START: {
+        if (s->mismatch & bit)
+            return 0; /* reported once per series and instance */
         char hash[40];
         find_cstr(msg->body, msg->len, FAID_K_CONFIG_HASH, hash, sizeof(hash));
         if (!s->hash[0]) {

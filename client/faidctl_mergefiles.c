@@ -194,7 +194,11 @@ static herr_t visit(hid_t g, const char *name, const H5L_info_t *li, void *arg)
 {
     job *j = arg;
     char path[300];
-    snprintf(path, sizeof(path), "/%s", name);
+    if ((size_t)snprintf(path, sizeof(path), "/%s", name) >= sizeof(path)) {
+        j->failed = faid_fail(j->d, FAID_ESIZE, "%s: an object's path is longer than %zu bytes",
+                              j->path[0], sizeof(path) - 1);
+        return -1;
+    }
     if (li->type == H5L_TYPE_SOFT || li->type == H5L_TYPE_EXTERNAL) {
         char target[512] = "";
         if (li->type == H5L_TYPE_SOFT &&
