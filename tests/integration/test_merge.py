@@ -378,3 +378,44 @@ def test_master_file_over_the_instances_files(daemons, tmpdir_):
     with Nexus(master, "r") as nx:
         assert [en.name for en in nx.get_entries()] == ["/entry"]
         assert nx.get_default_NXdata().name == "/entry/data"
+
+
+def test_merged_sub_fan_lost_report(daemons, tmpdir_):
+    """With --fan, the fan-out's `lost` report (series, instance, frames) is passed on as a line
+    of its own and ends the named instance's part of the series at once: the merged end comes
+    though that instance, alive, never sent its end (--dead-after is far), with the frames the
+    report names listed missing. The test's PUB plays the fan-out's part of the contract."""
+    import time
+
+    import msgpack
+    import zmq
+
+    ds = [daemons(devices="ref", extra=instance_cfg("f%d" % k, k, 2)) for k in range(2)]
+    pub = zmq.Context.instance().socket(zmq.PUB)
+    port = td.free_port()
+    pub.bind(td.ep(port))
+    p = sub_proc(ds, None, "--fan", td.ep(port), "--dead-after", "60")
+    time.sleep(1.0)
+    n = 8
+    imgs = frames(n, seed=7)
+    txs = [Sender(d) for d in ds]
+    for tx in txs:
+        tx.start(series_id=6, nimages=n)
+    txs[1].image(1, imgs[1], series_id=6)
+    ds[1].wait_counters(lambda c: c["processed"] >= 1, "f1's frame")
+    for i in range(0, n, 2):
+        txs[0].image(i, imgs[i], series_id=6)
+    txs[0].end(series_id=6)
+    before = read_until_start(p)
+    time.sleep(0.5)  # f1's start and result reach the merge before the report
+    pub.send_multipart([b"lost", msgpack.packb({"type": "lost", "series": 6, "instance": "f1",
+                                                "frames": [3, [5, 7]]})])
+    lines, text, err = sub_lines(p, before)
+    pub.close(linger=0)
+    lost = [m for m in lines if m["type"] == "lost"]
+    assert len(lost) == 1 and lost[0]["frames"] == [3, [5, 7]], lines
+    end = [m for m in lines if m["type"] == "end"]
+    assert len(end) == 1 and end[0]["lost"] == 1 and end[0]["ended"] == 1, end
+    listed = [i for a, b in end[0]["missing_frames"] for i in range(a, b + 1)]
+    assert listed == [3, 5, 7], end
+    assert sorted(m["frame_id"] for m in lines if m["type"] == "result") == [0, 1, 2, 4, 6]
