@@ -160,7 +160,8 @@ int faid_array_view_to_f64(const faid_array_view *a, double *out, size_t n, faid
  *     dropped; a frame id seen before in the series is dropped and counted as a duplicate;
  *   - one END per series once every instance that started it ended it, fell silent for
  *     `dead_after_ms` (no message at all: faid publishes stats every stats.interval), or was
- *     named in a fan-out's `lost` report of the series, and every part of the series is
+ *     named in a fan-out's `lost` report of the series (by its `instance` stamp or its endpoint
+ *     as given here), and every part of the series is
  *     accounted for (its `shards` stamp; unstamped instances: one part per endpoint; a part
  *     whose instance never started the series counts once an instance that did not start it
  *     is silent): summed totals, and the frames never seen, by id (the range [0, nimages) of

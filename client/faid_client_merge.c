@@ -618,10 +618,14 @@ static int due(faid_merge *m, int64_t now, faid_merge_msg *out)
     }
 }
 
+/* The instance a fan-out's report names: by its `instance` stamp, else by the endpoint given. */
 static int src_of_name(const faid_merge *m, const char *name)
 {
     for (int i = 0; i < m->n; i++)
         if (m->in[i].name[0] && strcmp(m->in[i].name, name) == 0)
+            return i;
+    for (int i = 0; i < m->n; i++)
+        if (strcmp(faid_sub_endpoint(m->in[i].sub), name) == 0)
             return i;
     return -1;
 }
