@@ -62,6 +62,9 @@ typedef struct faid_sub_opts {
                        * old place at once; NULL = a fresh anonymous id per connection */
     uint32_t credit;  /* lossless: messages faid may send ahead of the acknowledgements, 0 = 256 */
     const faid_curve_keys *curve; /* CURVE keys, NULL = plain */
+    /* largest message accepted (ZMQ_MAXMSGSIZE: libzmq drops the connection of a peer that
+     * sends a larger one and, 4.3.5 at least, does not connect again), 0 = no limit */
+    int64_t max_message_bytes;
 } faid_sub_opts;
 
 /* Lossless channel bookkeeping of a faid_sub (all zero for a PUB subscriber). */
@@ -168,8 +171,10 @@ int faid_array_view_to_f64(const faid_array_view *a, double *out, size_t n, faid
  *     the start, else the ids between the least and the greatest seen);
  *   - errors, stats and aggregates of each instance, and the fan-out's `lost` reports, passed
  *     on as they come.
- * Memory is bounded whatever the peers send: at most `window` results and `window_bytes` held,
- * FAID_MERGE_SERIES series at once (a further series closes the oldest, which then ends with
+ * Memory is bounded whatever the peers send: messages of at most max_message_bytes (a larger
+ * one drops that peer's connection, which libzmq 4.3.5 does not make again: the peer falls
+ * silent), at most rcvhwm of them queued per instance, at most `window` results and `window_bytes`
+ * held, FAID_MERGE_SERIES series at once (a further series closes the oldest, which then ends with
  * what it has), a frame-id bitmap per series of at most FAID_MERGE_TRACKED_IDS ids (ids beyond
  * it are delivered and counted `untracked`, without duplicate detection), FAID_MERGE_RANGES
  * ranges in an end's list of missing frames (the count stays exact). */
@@ -186,6 +191,7 @@ typedef struct faid_merge_opts {
     int dead_after_ms;   /* an instance silent this long ends its part of its series, 0 = 10000 */
     const char *fan;     /* the fan-out's PUB endpoint (its `lost` reports), NULL = none */
     int rcvhwm;          /* each subscriber's receive high-water mark, 0 = ZeroMQ's default */
+    int64_t max_message_bytes;    /* largest message taken from a peer, 0 = 64 MiB */
     const faid_curve_keys *curve; /* CURVE keys for every connection, NULL = plain */
 } faid_merge_opts;
 

@@ -393,7 +393,12 @@ faid_merge *faid_merge_new(const char *const *endpoints, int n, const faid_merge
         faid_merge_destroy(&m);
         return NULL;
     }
-    faid_sub_opts so = {.rcvhwm = o->rcvhwm, .curve = o->curve};
+    /* 64 MiB: a cake of 360 x 1000 bins with its three arrays is 4.3 MB; a frame-sized message
+     * from a peer that is not faid is refused before it is held. */
+    faid_sub_opts so = {.rcvhwm = o->rcvhwm,
+                        .curve = o->curve,
+                        .max_message_bytes =
+                            o->max_message_bytes > 0 ? o->max_message_bytes : (int64_t)64 << 20};
     int64_t now = faid_now_ns();
     for (int i = 0; i < n; i++) {
         m->in[i].sub = faid_sub_new_opts(endpoints[i], FAID_SUB_PUB, &so, d);

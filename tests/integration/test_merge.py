@@ -419,3 +419,41 @@ def test_merged_sub_fan_lost_report(daemons, tmpdir_):
     listed = [i for a, b in end[0]["missing_frames"] for i in range(a, b + 1)]
     assert listed == [3, 5, 7], end
     assert sorted(m["frame_id"] for m in lines if m["type"] == "result") == [0, 1, 2, 4, 6]
+
+
+def test_merged_sub_refuses_oversized_messages(daemons, tmpdir_):
+    """A peer sending a 70 MB message (a result of frame 99 with 70 MB of user_data) loses its
+    connection instead of having the message read and held (64 MiB per message at most); libzmq
+    4.3.5 does not make that connection again, so the peer falls silent: its part of the series
+    ends after --dead-after, its frames listed missing, frame 99 never delivered."""
+    import time
+
+    import zmq
+
+    n = 6
+    imgs = frames(n, seed=8)
+    odd = list(range(1, n, 2))
+    cap = captured_series(daemons, "b", 1, 2, odd, imgs, 3)
+    a = daemons(devices="ref", extra=instance_cfg("a", 0, 2))
+    pub = zmq.Context.instance().socket(zmq.PUB)
+    port = td.free_port()
+    pub.bind(td.ep(port))
+    fake = type("F", (), {"ports": {"out": port}})
+    p = sub_proc([a, fake], None, "--dead-after", "2")
+    time.sleep(1.0)
+    replay(pub, [cap[0], dict(cap[1], frame_id=99, user_data=b"x" * (70 << 20))])
+    time.sleep(0.5)
+    tx = Sender(a)
+    tx.start(series_id=3, nimages=n)
+    for i in range(0, n, 2):
+        tx.image(i, imgs[i], series_id=3)
+    tx.end(series_id=3)
+    replay(pub, cap[1:])  # never arrives: the connection is gone
+    lines, text, err = sub_lines(p)
+    pub.close(linger=0)
+    got = sorted(m["frame_id"] for m in lines if m["type"] == "result")
+    assert got == [0, 2, 4], got
+    end = [m for m in lines if m["type"] == "end"]
+    assert len(end) == 1 and end[0]["ended"] == 1 and end[0]["silent"] == 1, end
+    listed = [i for lo, hi in end[0]["missing_frames"] for i in range(lo, hi + 1)]
+    assert listed == odd, end
