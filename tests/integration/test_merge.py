@@ -7,6 +7,7 @@ import os
 import sys
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_daemon as td  # noqa: E402
@@ -320,11 +321,16 @@ def test_aggregates_summed(daemons, tmpdir_):
     assert powder.dtype == np.uint64 and np.array_equal(powder, powder1)
 
 
-def test_master_file_over_the_instances_files(daemons, tmpdir_):
-    """Three instances write their own series file of their frames of one series; `faidctl
-    merge-files` makes one master file whose per-frame datasets are virtual datasets over the
-    three, rows in frame order: h5py reads every frame (equal to the instances' rows),
-    nexusformat finds the profiles and pyFAI's NeXus reader the entry, as for a single file."""
+@pytest.mark.parametrize("dealing,compact", [("round-robin", False), ("round-robin", True),
+                                             ("blocks", True)])
+def test_master_file_over_the_instances_files(daemons, tmpdir_, dealing, compact):
+    """Three instances write their own series file of their frames of one series (dealt one by
+    one, or in blocks); `faidctl merge-files` makes one master file whose per-frame datasets are
+    virtual datasets over the three, rows in frame order (one mapping per frame; --compact: one
+    per file, strided or one run): h5py reads every frame (equal to the instances' rows), pyFAI's
+    NeXus reader finds the entry, and nexusformat the profiles (one mapping per frame: it takes
+    each mapping for one row), as for a single file."""
+    import re
     import subprocess
 
     import h5py
@@ -339,19 +345,24 @@ def test_master_file_over_the_instances_files(daemons, tmpdir_):
         outs.append(out)
         ds.append(daemons(devices="ref", extra=instance_cfg("w%d" % k, k, 3) +
                           tw.writer_cfg(out)))
+    deal = ([range(k, n, 3) for k in range(3)] if dealing == "round-robin"
+            else [range(0, 4), range(4, 7), range(7, 10)])
     for k, d in enumerate(ds):
         tx = Sender(d)
         tx.start(series_id=4, series_unique_id="lyso-merge", nimages=n)
-        for i in range(k, n, 3):
+        for i in deal[k]:
             tx.image(i, imgs[i], series_id=4)
         tx.end(series_id=4)
     for d in ds:
         tw.wait_status(d, lambda w: w["files_written"] == 1, "file written")
     parts = [os.path.join(o, "lyso-merge.h5") for o in outs]
     master = os.path.join(tmpdir_, "lyso-merge_master.h5")
-    r = subprocess.run([td.FAIDCTL, "merge-files", "-o", master, *parts], capture_output=True,
-                       text=True, timeout=td.LONG)
+    r = subprocess.run([td.FAIDCTL, "merge-files", "-o", master, *(["--compact"] * compact),
+                        *parts], capture_output=True, text=True, timeout=td.LONG)
     assert r.returncode == 0, r.stderr
+    m = re.search(r"(\d+) virtual datasets of (\d+) mappings", r.stdout)
+    per = 3 if compact else n
+    assert m and int(m.group(1)) >= 6 and int(m.group(2)) == per * int(m.group(1)), r.stdout
     rows = {}
     for p in parts:
         with h5py.File(p, "r") as f:
@@ -368,12 +379,14 @@ def test_master_file_over_the_instances_files(daemons, tmpdir_):
         assert [s.decode() if isinstance(s, bytes) else s
                 for s in f["entry/faid/source_files"][()]] == [os.path.realpath(p) for p in parts]
         assert tw.s(f.attrs["default"]) == "entry" and tw.s(f["entry"].attrs["default"]) == "data"
-    from nexusformat.nexus import nxload
-    root = nxload(master)
-    plot = root.plottable_data
-    assert plot is not None and plot.nxsignal.nxname == "I" and plot.nxsignal.shape == (n, 64)
-    assert np.array_equal(plot.nxsignal.nxdata[3], rows[3])
-    root.nxfile.close()
+    if not compact:
+        from nexusformat.nexus import nxload
+        root = nxload(master)
+        plot = root.plottable_data
+        assert plot is not None and plot.nxsignal.nxname == "I"
+        assert plot.nxsignal.shape == (n, 64)
+        assert np.array_equal(plot.nxsignal.nxdata[3], rows[3])
+        root.nxfile.close()
     from pyFAI.io.nexus import Nexus
     with Nexus(master, "r") as nx:
         assert [en.name for en in nx.get_entries()] == ["/entry"]
