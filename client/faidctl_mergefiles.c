@@ -173,8 +173,9 @@ static int make_virtual(job *j, const char *name, hid_t ds0)
     /* The other files: one mapping per frame, or with --compact per run of rows that follow
      * each other in one file (a fan-out's blocks of frames give few). One per frame by default:
      * nexusformat reads a virtual dataset as one source row per mapping (a compact master file
-     * of 10 frames in 3 mappings read as 3 rows there; h5py and pyFAI read it right); 30,000
-     * mappings of 1000 bins made a 2.7 MB master file that h5py read whole in 1.24 s. */
+     * of 10 frames in 3 mappings read as 3 rows there; h5py and pyFAI read it right). Three
+     * files of 10,000 frames of 1000 bins: one mapping per frame, 3.4 s to make, read whole by
+     * h5py in 2.8 s; compact (strided), 0.04 s, but 22.5 s to read whole. */
     for (uint64_t i = 0; i < j->nrows && !rc;) {
         if (j->strided[j->rows[i].file]) {
             i++;
