@@ -361,6 +361,16 @@ static const faid_option options[] = {
     SIMPLE("control.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://127.0.0.1:5557", 0, NULL,
            control_endpoint, 256,
            "ZeroMQ REP endpoint of the control socket (status, config get, reload, stop)."),
+    SIMPLE("instance.name", FAID_OT_STRING, "", 0, 0, "null", N, NULL, instance_name, 128,
+           "This instance's name, stamped as `instance` into every start, result and end, so "
+           "that a consumer of several instances tells their parts of a series apart "
+           "(proto/PROTOCOL.md, Several instances). null = <host name>:<port of "
+           "control.endpoint>, unique among the instances of one host."),
+    SIMPLE("instance.shard", FAID_OT_INT, "", 0, 65535, "0", 0, NULL, instance_shard, 0,
+           "This instance's index among instance.shards (0-based), stamped as `shard`; a "
+           "fan-out that names the shard for a series overrides it for that series."),
+    SIMPLE("instance.shards", FAID_OT_INT, "", 1, 65536, "1", 0, NULL, instance_shards, 0,
+           "How many instances share each series, stamped as `shards`; more than instance.shard."),
     SIMPLE("devices", FAID_OT_DEVICES, "", 0, 0, "auto", 0, NULL, devices, 128,
            "Compute devices: auto (every GPU, else the CPU OpenCL device), gpu, cpu, ref (plain "
            "C reference), an index or a list of indices from `faidctl devices`."),
@@ -1543,6 +1553,10 @@ static int resolve(faid_config *cfg, const char *what, faid_diag *d)
     if (g.orientation < 1 || g.orientation > 4)
         g.orientation = 3;
     cfg->geometry = g;
+    if (cfg->instance_shard >= cfg->instance_shards)
+        return fail_at(cfg, what, d, "instance.shard", FAID_ECONFIG,
+                       "shard %d is not below instance.shards %d", cfg->instance_shard,
+                       cfg->instance_shards);
     /* the peak parameters' cross-checks (ranges alone are the table's): the message starts with
      * the key, which fail_at locates in the file */
     faid_diag pd = {0};

@@ -99,6 +99,9 @@ typedef struct faid_config {
     double lossless_consumer_timeout; /* s of silence after which a consumer counts as gone */
     double stop_timeout;              /* s: input drained at a stop */
     char control_endpoint[256];
+    /* identity of this instance among several (issue 18, PROTOCOL.md "Several instances") */
+    char instance_name[128]; /* "" = <host name>:<control port>, resolved by the daemon */
+    int instance_shard, instance_shards;
     char devices[128]; /* auto | cpu | ref | "0,1" */
     int queue_depth;
     faid_queue_policy queue_policy;

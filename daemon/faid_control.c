@@ -108,6 +108,7 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
     sn->g = g;
     pthread_mutex_lock(&s->info_mu);
     snprintf(sn->uid, sizeof(sn->uid), "%s", s->series_uid);
+    const faid_out_identity id = {s->instance_name, s->series_shard, s->series_shards};
     pthread_mutex_unlock(&s->info_mu);
     faid_counters_fill(s, &sn->counters);
 
@@ -118,6 +119,7 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
         .state = state_name(atomic_load(&s->state)),
         .series_id = atomic_load(&s->series_id),
         .series_uid = sn->uid,
+        .id = id,
         .uptime_s = (double)(faid_now_ns() - s->start_mono_ns) / 1e9,
         .software_version = FAID_VERSION,
         .setup_version = g ? g->version : 0,

@@ -49,6 +49,7 @@ typedef struct faid_handoff {
     pthread_mutex_t *info_mu;
     char *series_uid;
     size_t series_uid_size;
+    uint32_t *series_shard, *series_shards; /* its shard stamp (under info_mu) */
     atomic_uint_fast64_t *series_frames;
     atomic_int_fast64_t *alive_ns; /* a heartbeat per input socket (the watchdog reads them) */
     atomic_uint *dtypes_seen;      /* bit per faid_dtype received, so a reload prepares those */

@@ -114,9 +114,13 @@ static void set_status_series(ingest *in)
     uint64_t id = 0;
     const char *uid = "";
     int open = faid_series_current(in->sh->series, &id, &uid, NULL);
+    uint32_t shard, shards;
+    faid_series_shard(in->sh->series, &shard, &shards);
     atomic_store(s->series_id, id);
     pthread_mutex_lock(s->info_mu);
     snprintf(s->series_uid, s->series_uid_size, "%s", uid);
+    *s->series_shard = shard;
+    *s->series_shards = shards;
     pthread_mutex_unlock(s->info_mu);
     if (atomic_load(s->state) != FAID_STATE_STOPPING)
         atomic_store(s->state, open ? FAID_STATE_RUNNING : FAID_STATE_IDLE);
@@ -528,6 +532,7 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
     const char *uid = "";
     faid_series_current(in->sh->series, NULL, &uid, NULL);
     snprintf(slot->series_uid, sizeof(slot->series_uid), "%s", uid);
+    faid_series_shard(in->sh->series, &slot->shard, &slot->shards);
     unlock(in);
     if (in->discard) {
         /* Read after the stop timeout: accounted for (the series' end counts it), not processed. */
@@ -957,6 +962,8 @@ int faid_ingest_start(const faid_handoff *h, faid_ingest_set **out, faid_diag *d
     set->sh.series = faid_series_new((int64_t)(s->cfg->series_timeout * 1e9));
     if (!set->sh.series)
         return faid_fail(d, FAID_ENOMEM, "out of memory for the series tracker");
+    faid_series_set_default_shard(set->sh.series, (uint32_t)s->cfg->instance_shard,
+                                  (uint32_t)s->cfg->instance_shards);
     faid_input_protocol proto;
     /* Checked at start (faid_server_new): a value that cannot be honoured never gets here. */
     if (faid_input_protocol_parse(s->cfg->input_protocol, &proto) != 0)

@@ -225,6 +225,22 @@ static void *make_socket(faid_server *s, int type, const char *endpoint, int bin
     return sock;
 }
 
+/* instance.name, or <host name>:<port of control.endpoint> (unique among one host's instances,
+ * each of which needs its own control port). */
+static void instance_name(faid_server *s, const faid_config *cfg)
+{
+    if (cfg->instance_name[0]) {
+        snprintf(s->instance_name, sizeof(s->instance_name), "%s", cfg->instance_name);
+        return;
+    }
+    char host[64] = "";
+    if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+        snprintf(host, sizeof(host), "localhost");
+    const char *colon = strrchr(cfg->control_endpoint, ':');
+    const char *port = colon && colon[1] && !strchr(colon, '/') ? colon + 1 : "";
+    snprintf(s->instance_name, sizeof(s->instance_name), "%s%s%s", host, port[0] ? ":" : "", port);
+}
+
 faid_server *faid_server_new(const faid_config *cfg, const char *config_path, faid_diag *d)
 {
     faid_server *s = calloc(1, sizeof(*s));
@@ -255,6 +271,9 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     s->lossless_grace_ns = (int64_t)(cfg->lossless_shutdown_timeout * 1e9);
     s->ll_overflow = cfg->lossless_overflow;
     s->stop_grace_ns = (int64_t)(cfg->stop_timeout * 1e9);
+    instance_name(s, cfg);
+    s->series_shard = (uint32_t)cfg->instance_shard;
+    s->series_shards = (uint32_t)cfg->instance_shards;
     atomic_init(&s->dtypes_seen, 0u);
     atomic_init(&s->in_accepted, 0u);
     atomic_init(&s->in_closed, 0u);
@@ -473,6 +492,8 @@ int faid_server_start(faid_server *s, faid_diag *d)
         .info_mu = &s->info_mu,
         .series_uid = s->series_uid,
         .series_uid_size = sizeof s->series_uid,
+        .series_shard = &s->series_shard,
+        .series_shards = &s->series_shards,
         .series_frames = &s->series_frames,
         .alive_ns = s->ingest_alive_ns,
         .dtypes_seen = &s->dtypes_seen,

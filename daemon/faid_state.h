@@ -114,6 +114,8 @@ struct faid_server {
     faid_ll_overflow ll_overflow; /* output.lossless_overflow, fixed at start */
     int64_t stop_grace_ns;        /* input.stop_timeout, fixed at start */
     int64_t stop_since_ns;        /* when the stop began (set before stop_ingest) */
+    /* identity (instance.*, fixed at start): stamped into start, result, end and status */
+    char instance_name[128];
 
     pthread_mutex_t gen_mu;
     faid_gen *gen;         /* current generation */
@@ -142,6 +144,7 @@ struct faid_server {
     atomic_uint_fast64_t series_id;
     pthread_mutex_t info_mu;
     char series_uid[FAID_SERIES_UID_MAX];
+    uint32_t series_shard, series_shards; /* under info_mu: the current or last series' stamp */
 
     faid_stats stats;
     int64_t start_mono_ns;

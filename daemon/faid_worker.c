@@ -35,6 +35,7 @@ static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r,
     faid_out_result o = {
         .series_id = slot->series_id,
         .series_uid = slot->series_uid,
+        .id = {wk->srv->instance_name, slot->shard, slot->shards},
         .frame_id = slot->h.frame_id,
         .setup_version = slot->gen->version,
         .device = wk->index,

@@ -109,6 +109,8 @@
     X(CREDIT, "credit")                                                                            \
     X(SEQ, "seq")                                                                                  \
     X(INSTANCE, "instance")                                                                        \
+    X(SHARD, "shard")                                                                              \
+    X(SHARDS, "shards")                                                                            \
     X(CONSUMER, "consumer")                                                                        \
     X(HELD, "held")                                                                                \
     /* start: geometry */                                                                          \
@@ -329,6 +331,9 @@
     X(START, REASON, "str", REQ, "`\"series\"`, `\"implicit\"`, `\"setup\"`")                      \
     X(START, SERIES_ID, "uint", REQ, "the series")                                                 \
     X(START, SERIES_UNIQUE_ID, "str", REQ, "the series' unique name (`\"\"` when none)")           \
+    X(START, INSTANCE, "str", REQ, "the faid instance that sent it (`instance.name`; `\"\"` from `faidctl process`)") \
+    X(START, SHARD, "uint", REQ, "this instance's part of the series, 0-based (`instance.shard`, or what a fan-out named for the series)") \
+    X(START, SHARDS, "uint", REQ, "how many instances share the series (`instance.shards`, or the fan-out's count)") \
     X(START, NIMAGES, "int", REQ, "from the input start, -1 when unknown")                         \
     X(START, SETUP_VERSION, "uint", REQ, "version of the reduction setup (1 at start, +1 per reload)") \
     X(START, CONFIG_HASH, "str", REQ, "16 hex digits of the reduction parameters")                 \
@@ -406,6 +411,9 @@
     X(RESULT, TYPE, "str", REQ, "`\"result\"`")                                                    \
     X(RESULT, SERIES_ID, "uint", REQ, "the frame's series")                                        \
     X(RESULT, SERIES_UNIQUE_ID, "str", REQ, "the series' unique name (`\"\"` when none)")          \
+    X(RESULT, INSTANCE, "str", REQ, "the faid instance that sent it (`instance.name`; `\"\"` from `faidctl process`)") \
+    X(RESULT, SHARD, "uint", REQ, "this instance's part of the series, 0-based (`instance.shard`, or what a fan-out named for the series)") \
+    X(RESULT, SHARDS, "uint", REQ, "how many instances share the series (`instance.shards`, or the fan-out's count)") \
     X(RESULT, FRAME_ID, "uint", REQ, "the frame")                                                  \
     X(RESULT, SETUP_VERSION, "uint", REQ, "reduction setup used for this frame")                   \
     X(RESULT, DEVICE, "int", REQ, "index into the start's `devices`")                              \
@@ -450,6 +458,9 @@
     X(END, TYPE, "str", REQ, "`\"end\"`")                                                          \
     X(END, SERIES_ID, "uint", REQ, "the series")                                                   \
     X(END, SERIES_UNIQUE_ID, "str", REQ, "the series' unique name (`\"\"` when none)")             \
+    X(END, INSTANCE, "str", REQ, "the faid instance that sent it (`instance.name`; `\"\"` from `faidctl process`)") \
+    X(END, SHARD, "uint", REQ, "this instance's part of the series, 0-based (`instance.shard`, or what a fan-out named for the series)") \
+    X(END, SHARDS, "uint", REQ, "how many instances share the series (`instance.shards`, or the fan-out's count)") \
     X(END, REASON, "str", REQ, "`\"end\"`, `\"superseded\"`, `\"timeout\"` (`input.series_timeout`), `\"shutdown\"`") \
     X(END, FRAMES_RECEIVED, "uint", REQ, "image messages of this series that reached faid")        \
     X(END, FRAMES_PROCESSED, "uint", REQ, "results published")                                     \
@@ -550,6 +561,9 @@
     X(STATUS, STATE, "str", REQ, "`\"idle\"` (no open series), `\"running\"`, `\"stopping\"`")     \
     X(STATUS, SERIES_ID, "uint", REQ, "current or last series")                                    \
     X(STATUS, SERIES_UNIQUE_ID, "str", REQ, "its unique name")                                     \
+    X(STATUS, INSTANCE, "str", REQ, "this instance's name (`instance.name`)") \
+    X(STATUS, SHARD, "uint", REQ, "the current or last series' shard") \
+    X(STATUS, SHARDS, "uint", REQ, "its shard count") \
     X(STATUS, UPTIME_S, "float", REQ, "seconds since faid started")                                \
     X(STATUS, SOFTWARE_VERSION, "str", REQ, "faid version")                                        \
     X(STATUS, PROTOCOL_VERSION, "uint", REQ, "`1`")                                                \

@@ -172,6 +172,16 @@ static size_t fixed_outputs(const faid_out_result *r, faid_out_array *a)
     return n;
 }
 
+/* The identity stamp (PROTOCOL.md "Several instances"): instance, shard, shards. An unset
+ * stamp (faidctl process) reads as instance "" and shard 0 of 1. */
+static void identity(faid_mpw *w, const faid_out_identity *id)
+{
+    faid_mpw_key(w, FAID_K_INSTANCE);
+    faid_mpw_str(w, id->instance ? id->instance : "");
+    kv_uint(w, FAID_K_SHARD, id->shards ? id->shard : 0);
+    kv_uint(w, FAID_K_SHARDS, id->shards ? id->shards : 1);
+}
+
 size_t faid_proto_write_result(faid_mpw *w, const faid_out_result *r)
 {
     faid_mpw_map_begin(w);
@@ -180,6 +190,7 @@ size_t faid_proto_write_result(faid_mpw *w, const faid_out_result *r)
     kv_uint(w, FAID_K_SERIES_ID, r->series_id);
     faid_mpw_key(w, FAID_K_SERIES_UNIQUE_ID);
     faid_mpw_str(w, r->series_uid);
+    identity(w, &r->id);
     kv_uint(w, FAID_K_FRAME_ID, r->frame_id);
     kv_uint(w, FAID_K_SETUP_VERSION, r->setup_version);
     faid_mpw_key(w, FAID_K_DEVICE);
@@ -320,6 +331,7 @@ size_t faid_proto_write_start(faid_mpw *w, const faid_out_start *s)
     kv_str(w, FAID_K_REASON, s->reason);
     kv_uint(w, FAID_K_SERIES_ID, s->series_id);
     kv_str(w, FAID_K_SERIES_UNIQUE_ID, s->series_uid);
+    identity(w, &s->id);
     kv_int(w, FAID_K_NIMAGES, s->nimages);
     kv_uint(w, FAID_K_SETUP_VERSION, s->setup_version);
     kv_str(w, FAID_K_CONFIG_HASH, s->config_hash);
@@ -428,6 +440,7 @@ size_t faid_proto_write_end(faid_mpw *w, const faid_out_end *e)
     kv_uint(w, FAID_K_SERIES_ID, e->series_id);
     faid_mpw_key(w, FAID_K_SERIES_UNIQUE_ID);
     faid_mpw_str(w, e->series_uid);
+    identity(w, &e->id);
     faid_mpw_key(w, FAID_K_REASON);
     faid_mpw_str(w, e->reason);
     kv_uint(w, FAID_K_FRAMES_RECEIVED, e->frames_received);
@@ -674,6 +687,7 @@ void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
     kv_str(w, FAID_K_STATE, s->state);
     kv_uint(w, FAID_K_SERIES_ID, s->series_id);
     kv_str(w, FAID_K_SERIES_UNIQUE_ID, s->series_uid);
+    identity(w, &s->id);
     kv_f64(w, FAID_K_UPTIME_S, s->uptime_s);
     kv_str(w, FAID_K_SOFTWARE_VERSION, s->software_version);
     kv_uint(w, FAID_K_PROTOCOL_VERSION, FAID_PROTO_VERSION);

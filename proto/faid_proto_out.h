@@ -15,6 +15,14 @@ size_t faid_proto_msgnum_placeholder(faid_mpw *w);
 /* Fills the placeholder at `at` (big-endian, as msgpack's uint 64). */
 void faid_proto_put_msgnum(uint8_t *at, uint64_t v);
 
+/* Which instance made a message, and which part of the series it reduces (PROTOCOL.md
+ * "Several instances"): written as instance, shard, shards after series_unique_id. A zeroed
+ * stamp writes instance "", shard 0, shards 1. */
+typedef struct faid_out_identity {
+    const char *instance;
+    uint32_t shard, shards;
+} faid_out_identity;
+
 /* One named output of a result: an array (float32 or int32, 1 or 2 dimensions) or a scalar (uint,
  * bool), under its protocol key. The engine makes one per output its stages declare
  * (engine/faid_outputs.h); the encoder writes them in the order of the result's rows in the key
@@ -52,6 +60,7 @@ typedef struct faid_out_time {
 typedef struct faid_out_result {
     uint64_t series_id;
     const char *series_uid;
+    faid_out_identity id;
     uint64_t frame_id;
     uint64_t setup_version;
     int device;
@@ -113,6 +122,7 @@ typedef struct faid_out_status {
     const char *state;
     uint64_t series_id;
     const char *series_uid;
+    faid_out_identity id; /* this instance; shard: the current or last series' */
     double uptime_s;
     const char *software_version;
     uint64_t setup_version;
@@ -164,6 +174,7 @@ void faid_proto_write_stats(faid_mpw *w, const faid_out_status *s);
 typedef struct faid_out_end {
     uint64_t series_id;
     const char *series_uid;
+    faid_out_identity id;
     const char *reason;
     uint64_t frames_received, frames_processed, frames_failed, frames_dropped, stale_messages;
     int incomplete;
@@ -179,6 +190,7 @@ typedef struct faid_out_start {
     const char *reason;
     uint64_t series_id;
     const char *series_uid;
+    faid_out_identity id;
     int64_t nimages;
     uint64_t setup_version;
     const char *config_hash;

@@ -167,6 +167,8 @@ def test_reload_column_is_what_reload_does(daemons, tmpdir_):
         new = changed(key, typ, rng, cur, tmpdir_)
         doc = yaml.safe_load(yaml.safe_dump(base))
         set_key(doc, key, new)
+        if key == "instance.shard":  # must stay below instance.shards (1 by default)
+            set_key(doc, "instance.shards", new + 1)
         with open(d.config, "w") as f:
             yaml.safe_dump(doc, f)
         r = d.request({"cmd": "reload"})

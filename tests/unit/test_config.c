@@ -249,6 +249,8 @@ static void test_every_key(void)
             continue;
         if (strcmp(o->name, "security.curve") == 0) /* the bool's default is false */
             snprintf(yaml, sizeof yaml, "# header\nsecurity:\n  curve: true\n");
+        else if (strcmp(o->name, "instance.shard") == 0) /* below instance.shards */
+            snprintf(yaml, sizeof yaml, "# header\ninstance:\n  shard: %s\n  shards: 65536\n", v);
         else if (strcmp(o->name, "detector.shape") == 0) /* a shape alone needs a pixel size */
             snprintf(yaml, sizeof yaml,
                      "# header\ndetector:\n  shape: %s\n  pixel_size: "
