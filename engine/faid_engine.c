@@ -261,8 +261,11 @@ int faid_engine_set_setup(faid_engine *e, const faid_setup *setup, faid_diag *d)
                          e->inflight);
     /* build the new resources before dropping the old ones, so a failed reload keeps the engine
      * working with the previous setup */
+    int rc = faid_outputs_check(&setup->cfg, d);
+    if (rc)
+        return rc;
     eng_res *r = NULL;
-    int rc = res_create(e, setup, &r, d);
+    rc = res_create(e, setup, &r, d);
     if (rc)
         return rc;
     res_destroy(e, &e->res);
@@ -542,7 +545,7 @@ static int collect_oldest(faid_engine *e, faid_result *res, uint64_t *tag, int b
     if (rc == FAID_EBUSY)
         return rc;
     if (rc == FAID_OK)
-        faid_outputs_fill(res, r->s.enabled);
+        faid_outputs_fill(res, r->s.enabled, r->s.setup->cfg.output_extra);
     if (rc && named)
         faid_diag_prefix(d, "frame %llu: ", (unsigned long long)ln->tag);
     if (tag)

@@ -413,7 +413,7 @@
     X(RESULT, SIGMA, "array `<f4` [npt]", REQ, "standard error of the mean per bin (per `error_model`)") \
     X(RESULT, STD, "array `<f4` [npt]", REQ, "standard deviation per bin (Jungfraujoch `az_int_profile_std`)") \
     X(RESULT, COUNT, "array `<f4` [npt]", REQ, "number of (fractional) pixels per bin")            \
-    X(RESULT, SUM_NORMALIZATION, "array `<f4` [npt]", OPT, "in every result of this version; per bin, the sum of its pixels' normalization (fraction x solid angle x polarization x flat x `normalization_factor`; pyFAI `sum_normalization`): frames merge as sum(`I` x it) / sum(it)") \
+    X(RESULT, SUM_NORMALIZATION, "array `<f4` [npt]", OPT, "with `output.extra: [sum_normalization]` (an optional output, off by default); per bin, the sum of its pixels' normalization (fraction x solid angle x polarization x flat x `normalization_factor`; pyFAI `sum_normalization`): frames merge as sum(`I` x it) / sum(it)") \
     X(RESULT, I2D, "array `<f4` [npt_azim, npt]", OPT, "cake, only with `npt_azim` > 0; row = azimuthal bin (`azimuthal`), column = radial bin (`radial`), as pyFAI's integrate2d and `faidctl process` lay it out") \
     X(RESULT, SIGMA2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: standard error")             \
     X(RESULT, COUNT2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: pixels per bin")             \

@@ -125,7 +125,7 @@ static void test_views(void)
     int enabled[FAID_STAGE_MAX];
     for (int i = 0; i < FAID_STAGE_MAX; i++)
         enabled[i] = 1;
-    const int n = faid_outputs_fill(r, enabled);
+    const int n = faid_outputs_fill(r, enabled, "sum_normalization");
     CHECK(n == r->nout && n > 0);
     for (int i = 0; i < n; i++) {
         const faid_out_array *v = &r->out[i];
@@ -142,8 +142,8 @@ static void test_views(void)
     /* a stage that does not run for the setup contributes nothing */
     int only_int[FAID_STAGE_MAX] = {0};
     only_int[faid_stage_id(&faid_stage_integrate)] = 1;
-    CHECK(faid_outputs_fill(r, only_int) == faid_stage_integrate.noutputs);
-    faid_outputs_fill(r, enabled);
+    CHECK(faid_outputs_fill(r, only_int, "sum_normalization") == faid_stage_integrate.noutputs);
+    faid_outputs_fill(r, enabled, "sum_normalization");
 
     faid_out_result fixed = {
         .series_id = 3,
@@ -291,9 +291,47 @@ static void test_times(void)
     CHECK(lx > 0 && lx == ly && memcmp(x, y, lx) == 0);
 }
 
+/* An optional output (sum_normalization) is viewed only when output.extra names it, and counts
+ * in the result buffer's bound only then; output.extra naming a key no stage declares optional
+ * is a configuration error naming the key. */
+static void test_optional(void)
+{
+    const faid_output_decl *sn = faid_outputs_find(FAID_KEY_SUM_NORMALIZATION);
+    CHECK(sn && sn->optional);
+    CHECK(!faid_outputs_find(FAID_KEY_I)->optional);
+    CHECK(!faid_outputs_on(sn, NULL) && !faid_outputs_on(sn, "") &&
+          !faid_outputs_on(sn, "sum_normalizatio") && !faid_outputs_on(sn, "sum_normalization_x"));
+    CHECK(faid_outputs_on(sn, "sum_normalization") && faid_outputs_on(sn, "x,sum_normalization"));
+    CHECK(faid_outputs_on(faid_outputs_find(FAID_KEY_I), NULL));
+
+    faid_setup *s = small_setup();
+    faid_result *r = faid_result_new(s);
+    CHECK(r != NULL);
+    int only_int[FAID_STAGE_MAX] = {0};
+    only_int[faid_stage_id(&faid_stage_integrate)] = 1;
+    const int off = faid_outputs_fill(r, only_int, NULL);
+    for (int i = 0; i < off; i++)
+        CHECK(r->out[i].key != FAID_KEY_SUM_NORMALIZATION);
+    CHECK(faid_outputs_fill(r, only_int, "sum_normalization") == off + 1);
+    const size_t bound_off = faid_outputs_bound(s);
+    snprintf(s->cfg.output_extra, sizeof s->cfg.output_extra, "sum_normalization");
+    CHECK(faid_outputs_bound(s) == bound_off + (size_t)s->csr->nbins * 4 + 64);
+
+    faid_diag d = {0};
+    CHECK(faid_outputs_check(&s->cfg, &d) == FAID_OK);
+    snprintf(s->cfg.output_extra, sizeof s->cfg.output_extra, "sum_normalization,count");
+    CHECK(faid_outputs_check(&s->cfg, &d) == FAID_ECONFIG);
+    CHECK_MSG(strstr(d.msg, "output.extra: 'count' is not an optional output") &&
+                  strstr(d.msg, "sum_normalization"),
+              "%s", d.msg);
+    faid_result_destroy(&r);
+    faid_setup_destroy(&s);
+}
+
 int main(void)
 {
     RUN(test_decls());
+    RUN(test_optional());
     RUN(test_views());
     RUN(test_decode_extra());
     RUN(test_times());
