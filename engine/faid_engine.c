@@ -175,8 +175,8 @@ static int res_create(faid_engine *e, const faid_setup *s, eng_res **out, faid_d
     for (int i = 0; !rc && faid_stages[i]; i++) {
         const faid_stage *st = faid_stages[i];
         r->s.enabled[i] = !st->enabled || st->enabled(&e->env, s);
-        if (r->s.enabled[i] && st->declare)
-            rc = st->declare(&e->env, &r->s, i, d);
+        if (r->s.enabled[i] && st->declare && (rc = st->declare(&e->env, &r->s, i, d)))
+            faid_diag_prefix(d, "stage %s: ", st->name);
     }
     if (!rc)
         rc = slots_create(e, r, e->depth, d);
