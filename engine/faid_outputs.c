@@ -164,8 +164,12 @@ const faid_output_decl *faid_outputs_find(faid_key k)
 
 /* The engine's own times, around the stages' (what the devices measure, not one stage). */
 static const faid_time_decl engine_head[] = {
-    FAID_TIME("host", UNKNOWN, stage_us, 1,
-              "host work before the device: block table, copy into pinned staging"),
+    {.name = "host",
+     .help = "host work before the device: block table, copy into pinned staging",
+     .key = FAID_KEY_UNKNOWN,
+     .field = offsetof(faid_stage_times, stage_us),
+     .histogram = 1,
+     .status = FAID_KEY_HOST_US},
     FAID_TIME("transfer", TRANSFER_US, transfer_us, 1, "host <-> device copies"),
 };
 static const faid_time_decl engine_tail[] = {
@@ -195,6 +199,14 @@ const faid_time_decl *faid_times_at(int i)
         i -= faid_stages[s]->ntimings;
     }
     return i < NTAIL ? &engine_tail[i] : NULL;
+}
+
+const faid_time_decl *faid_times_status(faid_key k)
+{
+    for (int i = 0; k != FAID_KEY_UNKNOWN && i < faid_times_count(); i++)
+        if (faid_times_at(i)->status == k)
+            return faid_times_at(i);
+    return NULL;
 }
 
 double faid_time_us(const faid_time_decl *t, const faid_stage_times *st)

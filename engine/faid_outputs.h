@@ -65,6 +65,8 @@ typedef struct faid_time_decl {
     faid_key key;
     size_t field; /* offsetof(faid_stage_times, ...) */
     int histogram;
+    faid_key status; /* status devices[]' key for its mean per frame on each device since start or
+                      * `reset` (FAID_KEY_UNKNOWN: none) */
 } faid_time_decl;
 
 /* A time row: FAID_TIME("decode", DECODE_US, decode_us, 1, "decompression ..."); key UNKNOWN
@@ -80,6 +82,10 @@ typedef struct faid_time_decl {
  * of range); faid_time_us the value of row t in st. */
 int faid_times_count(void);
 const faid_time_decl *faid_times_at(int i);
+/* The row status devices[] publish under key k (host_us: the engine's "host" row), NULL when
+ * none. status' table_us is not an engine time: it is ingest's parse of the block table, before
+ * the frame reaches a worker (the daemon's, as its queue time). */
+const faid_time_decl *faid_times_status(faid_key k);
 double faid_time_us(const faid_time_decl *t, const faid_stage_times *st);
 
 /* The views of every output declared by the stages that run for this result (enabled: per stage

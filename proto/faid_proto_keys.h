@@ -612,8 +612,8 @@
     X(STATUS_DEVICE, PROCESSED, "uint", REQ, "frames it reduced")                                  \
     X(STATUS_DEVICE, FAILED, "uint", REQ, "frames that failed on it")                              \
     X(STATUS_DEVICE, BUSY, "float", REQ, "fraction of time computing over the last interval")      \
-    X(STATUS_DEVICE, HOST_US, "float", REQ, "mean host time of the worker's submit per frame (copy into pinned staging, block table when ingest had none), since start or `reset`") \
-    X(STATUS_DEVICE, TABLE_US, "float", REQ, "mean time ingest spent parsing the frame's block table, since start or `reset`")\
+    X(STATUS_DEVICE, HOST_US, "float", REQ, "mean host time of the worker's submit per frame (copy into pinned staging, block table when ingest had none; the engine's `host` time, `faid_stage_seconds{stage=\"host\"}`), since start or `reset`") \
+    X(STATUS_DEVICE, TABLE_US, "float", REQ, "mean time ingest spent parsing the frame's block table, since start or `reset` (ingest's time, before the frame reaches a worker: no engine time)")\
     X(STATUS_MEMORY, RSS_BYTES, "uint", REQ, "resident memory (`VmRSS`)")                          \
     X(STATUS_MEMORY, RSS_ANON_BYTES, "uint", REQ, "its anonymous part (`RssAnon`: heaps, thread arenas, mappings, stacks; the rest is pages of files, mostly the libraries)")\
     X(STATUS_MEMORY, HEAP_BYTES, "uint", REQ, "bytes the C library's allocator holds in its arenas (the main heap and the arenas it makes for threads; glibc `mallinfo2().arena`); this and the four below are 0 where the C library does not tell (not glibc, or a build with AddressSanitizer, whose malloc it is)")\

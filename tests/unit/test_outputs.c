@@ -328,10 +328,27 @@ static void test_optional(void)
     faid_setup_destroy(&s);
 }
 
+/* status devices[].host_us is the engine's declared "host" time; table_us (ingest's parse) has no
+ * engine row, nor has a key no status publishes. */
+static void test_status_times(void)
+{
+    const faid_time_decl *h = faid_times_status(FAID_KEY_HOST_US);
+    CHECK(h && strcmp(h->name, "host") == 0 && h->field == offsetof(faid_stage_times, stage_us));
+    faid_stage_times t = {.stage_us = 12.5, .table_us = 3};
+    CHECK(h && faid_time_us(h, &t) == 12.5);
+    CHECK(faid_times_status(FAID_KEY_TABLE_US) == NULL);
+    CHECK(faid_times_status(FAID_KEY_UNKNOWN) == NULL);
+    int n = 0;
+    for (int i = 0; i < faid_times_count(); i++)
+        n += faid_times_at(i)->status != FAID_KEY_UNKNOWN;
+    CHECK(n == 1);
+}
+
 int main(void)
 {
     RUN(test_decls());
     RUN(test_optional());
+    RUN(test_status_times());
     RUN(test_views());
     RUN(test_decode_extra());
     RUN(test_times());
