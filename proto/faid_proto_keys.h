@@ -86,6 +86,7 @@
     X(BG_COUNT, "bg_count")                                                                        \
     X(PEAKS, "peaks")                                                                              \
     X(PEAK_COORDINATES, "peak_coordinates")                                                        \
+    X(OPTIONAL_OUTPUTS, "optional_outputs")                                                                \
     X(CODE, "code")                                                                                \
     X(ERRNO, "errno")                                                                              \
     X(MESSAGE, "message")                                                                          \
@@ -339,6 +340,7 @@
     X(START, AZIMUTHAL, "array `<f8` [npt_azim]", OPT, "azimuthal bin centres (degrees), with a 2D cake only") \
     X(START, PEAKS, "map", OPT, "peaks.algorithm not none: `algorithm` (str) and every other `peaks.*` parameter in force (`cutoff_clip`, `cycles`, `error_model`, `noise`, `cutoff_peak`, `patch_size`, `connected`, `adc_threshold`, `minimum_snr`, `min_pixel_count`, `max_pixel_count`, `local_bg_radius`, `min_res`, `max_res`, `max_num_peaks`, `min_peaks_for_hit`, `max_peaks_for_hit` (nil: none), `hit_rate_window`); int, float or str as in the configuration") \
     X(START, PEAK_COORDINATES, "str", OPT, "with `peaks`: `\"pixel-index\"`: the centre of pixel (row r, column c) is (x = c, y = r), as OM / Cheetah report peaks (CrystFEL adds 0.5 unless `--no-half-pixel-shift`)") \
+    X(START, OPTIONAL_OUTPUTS, "[str]", OPT, "the optional outputs the results carry (`output.extra`: their result keys); absent when none is on") \
     X(START, DEVICES, "[str]", REQ, "compute devices, index = `device` of results")                \
     X(START, CONFIG, "str", REQ, "effective configuration (YAML, as `faid --dump-config`)")        \
     X(START, INPUT, "map", REQ, "what opened the series and what faid used of it (`start.input` below; section 2.1)") \

@@ -379,6 +379,18 @@ size_t faid_proto_write_start(faid_mpw *w, const faid_out_start *s)
         /* centre of pixel (row r, column c) at (x = c, y = r) */
         kv_str(w, FAID_K_PEAK_COORDINATES, "pixel-index");
     }
+    if (s->optional_outputs && *s->optional_outputs) {
+        uint32_t nx = 1;
+        for (const char *p = s->optional_outputs; *p; p++)
+            nx += *p == ',';
+        faid_mpw_key(w, FAID_K_OPTIONAL_OUTPUTS);
+        faid_mpw_array(w, nx);
+        for (const char *p = s->optional_outputs; p;) {
+            const char *e = strchr(p, ',');
+            faid_mpw_strn(w, p, e ? (size_t)(e - p) : strlen(p));
+            p = e ? e + 1 : NULL;
+        }
+    }
     faid_mpw_key(w, FAID_K_DEVICES);
     faid_mpw_array(w, (uint32_t)(s->ndevices > 0 ? s->ndevices : 0));
     for (int i = 0; i < s->ndevices; i++)

@@ -197,6 +197,8 @@ typedef struct faid_out_start {
     uint64_t masked_pixels;
     const double *radial;    /* npt bin centres */
     const double *azimuthal; /* npt_azim bin centres, with a cake */
+    const char
+        *optional_outputs; /* the optional outputs on, "a,b" (output.extra); NULL or "": none */
     /* with peaks: writes the entries of the "peaks" map (algorithm, parameters); NULL: none */
     void (*peak_params)(faid_mpw *w, void *arg);
     void *peak_params_arg;
