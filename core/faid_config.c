@@ -314,7 +314,8 @@ static const faid_option options[] = {
            "result keys that a stage declares optional (sum_normalization: per bin, the sum of "
            "its pixels' normalization, to merge frames as pyFAI does). A key that is no optional "
            "output is a configuration error naming it. The series files of record write them "
-           "too. [] = none."),
+           "too (/entry/outputs). [] = none; left out of the effective configuration's dump "
+           "(start `config`, --dump-config) and of config_hash while []."),
     SIMPLE("output.lossless_shutdown_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "5.0", 0, NULL,
            lossless_shutdown_timeout, 0,
            "Longest total wait for the lossless consumer's acknowledgements during shutdown; "
