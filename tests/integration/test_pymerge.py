@@ -248,6 +248,47 @@ def test_py_merge_reorders_and_counts(daemons, tmpdir_):
     assert lates and narrow.late == len(lates) and wide.late == 0, lates
 
 
+def test_py_merge_refuses_oversized_messages(daemons, tmpdir_):
+    """max_message_bytes: a peer sending a larger message (a result of frame 99 with 2 MB of
+    user_data, the limit 1 MiB) loses its connection instead of having it read and held; libzmq
+    does not make that connection again, so the peer falls silent: its part of the series ends
+    after dead_after, its frames listed missing, frame 99 never delivered. With the limit above
+    the message, frame 99 is delivered (the check is what keeps it out)."""
+    n = 6
+    imgs = frames(n, seed=8)
+    odd = list(range(1, n, 2))
+    cap = captured_series(daemons, "b", 1, 2, odd, imgs, 3)
+    for limit in (1 << 20, 4 << 20):
+        a = daemons(devices="ref", extra=instance_cfg("a", 0, 2))
+        pub = zmq.Context.instance().socket(zmq.PUB)
+        port = td.free_port()
+        pub.bind(ep(port))
+        with MergedSubscriber([ep(a.ports["out"]), ep(port)], dead_after=2,
+                              max_message_bytes=limit) as sub:
+            settled(sub, ["a"])
+            time.sleep(0.5)  # the PUB bound here: subscription in place
+            replay(pub, [cap[0], dict(cap[1], frame_id=99, user_data=b"x" * (2 << 20))])
+            time.sleep(0.5)
+            tx = Sender(a)
+            tx.start(series_id=3, nimages=n)
+            for i in range(0, n, 2):
+                tx.image(i, imgs[i], series_id=3)
+            tx.end(series_id=3)
+            replay(pub, cap[1:])  # under the 1 MiB limit never arrives: the connection is gone
+            got = collect(sub)
+        pub.close(linger=0)
+        ids = sorted(m.frame_id for m in got if m.type == "result")
+        end = got[-1]
+        if limit < 2 << 20:
+            assert ids == [0, 2, 4], ids
+            assert end.ended == 1 and end.silent == 1, end
+            assert [i for lo, hi in end.missing_frames for i in range(lo, hi + 1)] == odd, end
+        else:
+            assert ids == list(range(n)) + [99], ids
+            assert end.ended == 2 and end.missing == 0, end
+        a.stop()
+
+
 def test_parse_lost_refuses_malformed_reports():
     """A fan-out's report is checked as the C client checks it: each fault named."""
     ok = parse_lost({"type": "lost", "series": 3, "instance": "a", "frames": [1, [4, 6]]})
@@ -301,3 +342,12 @@ def test_faid_sub_several_from(daemons, tmpdir_):
     ends = [ln for ln in lines if ln.startswith("end ")]
     assert len(ends) == 1 and "merged instances=3" in ends[0] and "missing=0" in ends[0], out
     assert "merged: 3 instances, late results 0, frames never seen 0" in out, out
+
+
+def test_subscriber_of_several_endpoints_names_merged():
+    """Subscriber takes one endpoint: given a list it says to use MergedSubscriber (a list would
+    otherwise reach libzmq as one malformed address)."""
+    with pytest.raises(TypeError, match="MergedSubscriber"):
+        faid.Subscriber(["tcp://127.0.0.1:1", "tcp://127.0.0.1:2"])
+    with pytest.raises(ValueError, match="window 0 frames"):
+        MergedSubscriber(["tcp://127.0.0.1:1"], window=0)

@@ -144,6 +144,9 @@ class Subscriber(_Endpoint):
                  server_key: Optional[KeySpec] = None, key: Optional[KeySpec] = None,
                  rcvhwm: int = 0, context: Optional[zmq.Context] = None,
                  max_message_bytes: int = 0):
+        if not isinstance(endpoint, str):
+            raise TypeError("Subscriber takes one endpoint; several instances' outputs as one "
+                            "stream: faid.MergedSubscriber([...])")
         super().__init__(zmq.SUB, endpoint, server_key, key, context)
         if rcvhwm:
             self.sock.setsockopt(zmq.RCVHWM, rcvhwm)
