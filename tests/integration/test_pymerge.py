@@ -351,3 +351,41 @@ def test_subscriber_of_several_endpoints_names_merged():
         faid.Subscriber(["tcp://127.0.0.1:1", "tcp://127.0.0.1:2"])
     with pytest.raises(ValueError, match="window 0 frames"):
         MergedSubscriber(["tcp://127.0.0.1:1"], window=0)
+
+
+def test_py_merge_refuses_malformed_messages(daemons):
+    """A peer's message the C client refuses (an unknown type, a topic that is not its type, a
+    frame id that is not an unsigned integer, a result without frame_id, bytes that are not
+    msgpack) raises BadMessage naming the peer; the merge goes on: a real instance's series
+    afterwards comes whole."""
+    a = daemons(devices="ref", extra=instance_cfg("a", 0, 1))
+    pub = zmq.Context.instance().socket(zmq.PUB)
+    port = td.free_port()
+    pub.bind(ep(port))
+    with MergedSubscriber([ep(a.ports["out"]), ep(port)], dead_after=1) as sub:
+        settled(sub, ["a"])
+        time.sleep(0.5)  # the PUB bound here: subscription in place
+        bad = [(b"hello", {"type": "hello"}, 'unknown "type"'),
+               (b"end", {"type": "result", "frame_id": 1}, 'topic "end" but type "result"'),
+               (b"result", {"type": "result", "frame_id": -1}, '"frame_id" is not an unsigned'),
+               (b"result", {"type": "result", "series_id": 1}, "without frame_id"),
+               (b"result", None, "undecodable")]
+        for topic, m, _ in bad:
+            pub.send_multipart([topic, b"\xc1" if m is None else msgpack.packb(m)])
+        for _, _, why in bad:
+            with pytest.raises(BadMessage) as e:
+                while True:
+                    m = sub.recv(LONG)
+                    assert m is not None
+            assert why in str(e.value) and ep(port) in str(e.value), (why, e.value)
+        n = 3
+        imgs = frames(n, seed=2)
+        tx = Sender(a)
+        tx.start(series_id=8, nimages=n)
+        for i in range(n):
+            tx.image(i, imgs[i], series_id=8)
+        tx.end(series_id=8)
+        got = collect(sub)
+    pub.close(linger=0)
+    assert [m.frame_id for m in got if m.type == "result"] == list(range(n))
+    assert got[-1].missing == 0 and got[-1].ended == 1, got[-1]

@@ -41,7 +41,7 @@ import zmq
 
 from ._keys import KeySpec
 from .messages import AnyMessage, End, Message, Start, decode_array, from_map
-from .subscriber import BadMessage, Subscriber, decode_body
+from .subscriber import TOPICS, BadMessage, Subscriber, decode_body
 
 #: The C client's bounds (client/faid_client.h, "Merging subscriber").
 MAX_INSTANCES = 64
@@ -515,13 +515,32 @@ class MergedSubscriber:
         self.fan_lost += lost.nframes
         return lost
 
-    def _recv(self, sub: Subscriber) -> Optional[Tuple[str, Dict[str, Any], int]]:
+    def _recv(self, sub: Subscriber,
+              fan: bool = False) -> Optional[Tuple[str, Dict[str, Any], int]]:
+        """One message [topic, body] of sub, decoded; an instance's checked as the C client
+        checks it (faid_out_decode): a known type, the topic its type, ids unsigned."""
         try:
             parts = sub.sock.recv_multipart(zmq.NOBLOCK)
         except zmq.Again:
             return None
-        m = decode_body(parts[-1])
+        try:
+            m = decode_body(parts[-1])
+        except BadMessage as e:
+            raise BadMessage("%s from %s" % (e, sub.endpoint)) from e
         topic = parts[0].decode("utf-8", "replace") if len(parts) > 1 else m["type"]
+        if not fan:
+            if m["type"] not in TOPICS:
+                raise BadMessage('output message from %s: missing or unknown "type"'
+                                 % sub.endpoint)
+            if topic != m["type"]:
+                raise BadMessage('message from %s: topic "%s" but type "%s"'
+                                 % (sub.endpoint, topic, m["type"]))
+            for k in ("series_id", "frame_id"):
+                v = m.get(k)
+                if v is not None and (not isinstance(v, int) or isinstance(v, bool)
+                                      or not 0 <= v < 1 << 64):
+                    raise BadMessage('message from %s: "%s" is not an unsigned integer'
+                                     % (sub.endpoint, k))
         return topic, m, len(parts[-1])
 
     def recv(self, timeout: float) -> Optional[AnyMessage]:
@@ -555,7 +574,7 @@ class MergedSubscriber:
             if not ready:
                 continue
             if self.fan is not None and ready.get(self.fan.sock):
-                got = self._recv(self.fan)
+                got = self._recv(self.fan, fan=True)
                 if got and got[0] == "lost":
                     return self._absorb_fan(got[1])
                 continue  # the fan-out's other messages are not the instances' stream
