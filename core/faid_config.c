@@ -25,6 +25,7 @@
 
 #include "faid_input.h"
 #include "faid_proto.h"
+#include "faid_proto_table.h"
 
 #ifndef FAID_VERSION
 #define FAID_VERSION "unknown"
@@ -305,6 +306,16 @@ static const faid_option options[] = {
     SIMPLE("output.sndhwm", FAID_OT_INT, "messages", 0, 1048576, "0", 0, NULL, sndhwm, 0,
            "Messages the PUB socket queues for a subscriber that is behind; beyond it that "
            "subscriber alone loses messages. 0 = max(2 x queue.depth, 16)."),
+    /* Optional outputs are off by default: sum_normalization alone is 4 x npt + 49 bytes a
+     * result (4049 of the 12 KB of a 1000-bin result, a third more per message). */
+    SIMPLE("output.extra", FAID_OT_KEYS, "", 0, 0, "[]", R | H | FAID_OPT_QUIET, NULL, output_extra,
+           256,
+           "Optional outputs the results carry besides the always-published ones: a list of "
+           "result keys that a stage declares optional (sum_normalization: per bin, the sum of "
+           "its pixels' normalization, to merge frames as pyFAI does). A key that is no optional "
+           "output is a configuration error naming it. The series files of record write them "
+           "too (/entry/outputs). [] = none; left out of the effective configuration's dump "
+           "(start `config`, --dump-config) and of config_hash while []."),
     SIMPLE("output.lossless_shutdown_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "5.0", 0, NULL,
            lossless_shutdown_timeout, 0,
            "Longest total wait for the lossless consumer's acknowledgements during shutdown; "
@@ -750,10 +761,44 @@ static void fmt_value(const faid_option *o, const faid_config *cfg, sbuf *b)
             sb_printf(b, "]");
         break;
     }
+    case FAID_OT_KEYS: {
+        const char *v = CAT(cfg, o->eff, char);
+        int n = faid_config_endpoint_count(v);
+        char k[256];
+        sb_printf(b, "[");
+        for (int i = 0; i < n; i++)
+            sb_printf(b, "%s%s", i ? ", " : "",
+                      faid_config_endpoint_at(v, i, k, sizeof k) ? k : "");
+        sb_printf(b, "]");
+        break;
+    }
     }
 }
 
+/* Whether o is at its default: its value formats as its default's text (QUIET options). */
+static int at_default(const faid_option *o, const faid_config *cfg)
+{
+    sbuf b = {0};
+    fmt_value(o, cfg, &b);
+    int same = !b.oom && b.p && o->def && strcmp(b.p, o->def) == 0;
+    free(b.p);
+    return same;
+}
+
 /* ---- applying YAML nodes -------------------------------------------------------------------- */
+
+/* Whether name is a key with an array row in the result message (output.extra's check here; the
+ * engine checks that a stage declares it optional). */
+static int result_array_key(const char *name)
+{
+    faid_key k = faid_key_lookup(name, strlen(name));
+    size_t n;
+    const faid_proto_row *rows = faid_proto_rows(&n);
+    for (size_t i = 0; k != FAID_KEY_UNKNOWN && i < n; i++)
+        if (rows[i].msg == FAID_PMSG_RESULT && rows[i].key == k)
+            return strncmp(rows[i].type, "array", 5) == 0;
+    return 0;
+}
 
 typedef struct ctx {
     const char *what; /* file name for messages */
@@ -1160,6 +1205,42 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
             len += l;
         }
         memcpy(dst, buf, len + 1);
+        break;
+    }
+    case FAID_OT_KEYS: {
+        if (n->type != YAML_SEQUENCE_NODE)
+            return failk(d, c, n, o->name, FAID_ECONFIG,
+                         "expected a list of result keys, e.g. [sum_normalization]");
+        int k = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+        if (k > 16)
+            return failk(d, c, n, o->name, FAID_ECONFIG, "expected at most 16 keys");
+        char buf[256] = "";
+        size_t len = 0;
+        for (int i = 0; i < k; i++) {
+            yaml_node_t *it = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+            const char *v = NULL;
+            if (!it)
+                return failk(d, c, n, o->name, FAID_ECONFIG, "malformed list");
+            if ((rc = plain_text(c, it, o, &v, d)))
+                return rc;
+            if (!result_array_key(v))
+                return failk(d, c, it, o->name, FAID_ECONFIG,
+                             "'%s' is not an array key of the result message (PROTOCOL.md 3.2)", v);
+            for (int j = 0; j < i; j++) {
+                char prev[256];
+                if (faid_config_endpoint_at(buf, j, prev, sizeof prev) && strcmp(prev, v) == 0)
+                    return failk(d, c, it, o->name, FAID_ECONFIG, "'%s' is listed twice", v);
+            }
+            size_t l = strlen(v);
+            if (len + l + 1 >= sizeof buf || len + l + 1 >= o->cap)
+                return failk(d, c, n, o->name, FAID_ECONFIG, "too long (at most %zu characters)",
+                             o->cap - 1);
+            if (i)
+                buf[len++] = ',';
+            memcpy(buf + len, v, l + 1);
+            len += l;
+        }
+        memcpy(AT(cfg, o->off, char), buf, len + 1);
         break;
     }
     }
@@ -1730,6 +1811,8 @@ static const char *type_name(const faid_option *o)
         return "devices";
     case FAID_OT_ENDPOINTS:
         return "endpoint or list";
+    case FAID_OT_KEYS:
+        return "list of keys";
     }
     return "?";
 }
@@ -1831,6 +1914,8 @@ static void dump(const faid_config *cfg, faid_dump_style style, sbuf *b)
     char section[64] = "";
     for (size_t i = 0; i < NOPT; i++) {
         const faid_option *o = &options[i];
+        if (style == FAID_DUMP_PLAIN && (o->flags & FAID_OPT_QUIET) && at_default(o, cfg))
+            continue;
         const char *dot = strchr(o->name, '.');
         const char *key = o->name;
         const char *indent = "";
@@ -1921,7 +2006,8 @@ uint64_t faid_config_hash64(const faid_config *cfg, int with_paths)
     uint64_t h = FAID_FNV_OFFSET;
     for (size_t i = 0; i < NOPT; i++) {
         const faid_option *o = &options[i];
-        if (!(o->flags & FAID_OPT_REDUCTION) || (!with_paths && o->type == FAID_OT_PATH))
+        if (!(o->flags & FAID_OPT_REDUCTION) || (!with_paths && o->type == FAID_OT_PATH) ||
+            ((o->flags & FAID_OPT_QUIET) && at_default(o, cfg)))
             continue;
         sbuf b = {0};
         sb_printf(&b, "%s=", o->name);

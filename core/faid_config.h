@@ -93,6 +93,7 @@ typedef struct faid_config {
     char output_endpoint[256];
     char lossless_endpoint[256];      /* "" = none */
     int sndhwm;                       /* PUB high-water mark, 0 = automatic */
+    char output_extra[256];           /* output.extra: the optional outputs on, "a,b" ("": none) */
     double lossless_shutdown_timeout; /* s */
     int64_t lossless_buffer;          /* bytes of unacknowledged lossless messages kept */
     faid_ll_overflow lossless_overflow;
@@ -151,6 +152,7 @@ int faid_config_load_string(const char *yaml, size_t len, const char *what, faid
  * does not fit in cap bytes (NUL included). */
 int faid_config_dump(const faid_config *cfg, char *buf, size_t cap);
 /* The endpoints of a FAID_OT_ENDPOINTS value (text "a,b"): how many, and the i-th into out
+ * (the same for the keys of a FAID_OT_KEYS value)
  * (NULL when i is out of range or it does not fit). */
 #define FAID_MAX_ENDPOINTS 16
 int faid_config_endpoint_count(const char *list);
@@ -174,6 +176,9 @@ typedef enum {
     FAID_OT_SHAPE,     /* two ints at off and off2: [rows, cols] */
     FAID_OT_DEVICES,   /* auto | cpu | gpu | ref | index | [index, ...], stored as text "0,1" */
     FAID_OT_ENDPOINTS, /* a ZeroMQ endpoint or a list of 1..16, stored as text "a,b" */
+    FAID_OT_KEYS,      /* a list of 0..16 array keys of the result message (PROTOCOL.md 3.2),
+                        * stored as text "a,b" ("" = []); which of them a stage declares as an
+                        * optional output is the engine's check (faid_outputs_check) */
 } faid_opt_type;
 
 enum {
@@ -185,6 +190,10 @@ enum {
     FAID_OPT_ORDERED = 1u << 5,   /* PAIR: first < second */
     FAID_OPT_DERIVED = 1u << 6,   /* may come from the preset or the .poni file instead: the
                                    * annotated dump comments it out unless it was given */
+    FAID_OPT_QUIET = 1u << 7,     /* left out of the plain dump (the start message's and
+                                   * --dump-config's) and of the hash while at its default, so
+                                   * configurations that do not set it dump and hash as before
+                                   * the option existed */
 };
 
 typedef struct faid_option {

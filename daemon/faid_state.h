@@ -72,8 +72,9 @@ typedef struct faid_worker {
     int started;
     atomic_uint_fast64_t processed, failed, busy_ns;
     /* host time per processed frame, summed (status "host_us", "table_us"): the worker's
-     * submit (copy into pinned staging, block table when ingest had none) and ingest's
-     * block-table parse */
+     * submit (copy into pinned staging, block table when ingest had none: the engine's "host"
+     * row, which declares host_us, faid_times_status) and ingest's block-table parse (the
+     * daemon's time, before the engine: no engine row) */
     atomic_uint_fast64_t host_ns, table_ns, timed;
     atomic_uint_fast64_t busy_frac_bits; /* double: busy fraction over the last interval */
     atomic_int in_flight;                /* frames submitted to the engine, not collected */

@@ -147,7 +147,10 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
         faid_histo_observe(&hs[FAID_T_QUEUE], pop_ns - slot->recv_mono_ns);
         for (int k = 1; k < faid_timing_count(); k++)
             faid_histo_observe(&hs[k], (int64_t)(faid_time_us(faid_timing_decl(k), t) * 1e3));
-        faid_stat_add(&wk->host_ns, (uint64_t)(t->stage_us * 1e3));
+        /* status devices[].host_us: the engine's row that declares it (its "host" time) */
+        const faid_time_decl *host_row = faid_times_status(FAID_KEY_HOST_US);
+        if (host_row)
+            faid_stat_add(&wk->host_ns, (uint64_t)(faid_time_us(host_row, t) * 1e3));
         faid_stat_add(&wk->table_ns, (uint64_t)(slot->table_us * 1e3));
         faid_stat_add(&wk->timed, 1);
         if (s->hitsend && g->results[wk->index]->is_hit)

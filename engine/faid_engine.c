@@ -175,8 +175,8 @@ static int res_create(faid_engine *e, const faid_setup *s, eng_res **out, faid_d
     for (int i = 0; !rc && faid_stages[i]; i++) {
         const faid_stage *st = faid_stages[i];
         r->s.enabled[i] = !st->enabled || st->enabled(&e->env, s);
-        if (r->s.enabled[i] && st->declare)
-            rc = st->declare(&e->env, &r->s, i, d);
+        if (r->s.enabled[i] && st->declare && (rc = st->declare(&e->env, &r->s, i, d)))
+            faid_diag_prefix(d, "stage %s: ", st->name);
     }
     if (!rc)
         rc = slots_create(e, r, e->depth, d);
@@ -261,8 +261,11 @@ int faid_engine_set_setup(faid_engine *e, const faid_setup *setup, faid_diag *d)
                          e->inflight);
     /* build the new resources before dropping the old ones, so a failed reload keeps the engine
      * working with the previous setup */
+    int rc = faid_outputs_check(&setup->cfg, d);
+    if (rc)
+        return rc;
     eng_res *r = NULL;
-    int rc = res_create(e, setup, &r, d);
+    rc = res_create(e, setup, &r, d);
     if (rc)
         return rc;
     res_destroy(e, &e->res);
@@ -542,7 +545,7 @@ static int collect_oldest(faid_engine *e, faid_result *res, uint64_t *tag, int b
     if (rc == FAID_EBUSY)
         return rc;
     if (rc == FAID_OK)
-        faid_outputs_fill(res, r->s.enabled);
+        faid_outputs_fill(res, r->s.enabled, r->s.setup->cfg.output_extra);
     if (rc && named)
         faid_diag_prefix(d, "frame %llu: ", (unsigned long long)ln->tag);
     if (tag)

@@ -48,6 +48,7 @@ void faid_out_start_setup(faid_out_start *o, const faid_setup *su)
     o->masked_pixels = masked;
     o->radial = su->csr->rad_centers;
     o->azimuthal = su->csr2d ? su->csr2d->azim_centers : NULL;
+    o->optional_outputs = c->output_extra;
     o->peak_params = su->csr_bg ? faid_config_put_peak_params : NULL;
     o->peak_params_arg = (void *)c;
 }

@@ -1,6 +1,7 @@
 /* faid_outputs: see faid_outputs.h. */
 #include "faid_outputs.h"
 
+#include "faid_proto_table.h"
 #include "faid_stage.h"
 
 #include <string.h>
@@ -65,7 +66,23 @@ static int make_view(const faid_result *r, const faid_output_decl *o, faid_out_a
     return v->data != NULL;
 }
 
-int faid_outputs_fill(faid_result *r, const int *enabled)
+int faid_outputs_on(const faid_output_decl *o, const char *extra)
+{
+    if (!o->optional)
+        return 1;
+    const char *name = faid_key_name(o->key);
+    const size_t l = strlen(name);
+    for (const char *p = extra; p && *p;) {
+        const char *e = strchr(p, ',');
+        const size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == l && memcmp(p, name, l) == 0)
+            return 1;
+        p = e ? e + 1 : p + n;
+    }
+    return 0;
+}
+
+int faid_outputs_fill(faid_result *r, const int *enabled, const char *extra)
 {
     int n = 0;
     for (int i = 0; faid_stages[i]; i++) {
@@ -73,10 +90,36 @@ int faid_outputs_fill(faid_result *r, const int *enabled)
         if (enabled && !enabled[i])
             continue;
         for (int k = 0; k < st->noutputs && n < FAID_RESULT_OUTPUTS; k++)
-            n += make_view(r, &st->outputs[k], &r->out[n]);
+            if (faid_outputs_on(&st->outputs[k], extra))
+                n += make_view(r, &st->outputs[k], &r->out[n]);
     }
     r->nout = n;
     return n;
+}
+
+int faid_outputs_check(const faid_config *cfg, faid_diag *d)
+{
+    const char *p = cfg->output_extra;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        const size_t n = e ? (size_t)(e - p) : strlen(p);
+        const faid_output_decl *o = faid_outputs_find(faid_key_lookup(p, n));
+        if (!o || !o->optional) {
+            char names[256] = "";
+            size_t k = 0;
+            for (int i = 0; faid_stages[i]; i++)
+                for (int j = 0; j < faid_stages[i]->noutputs && k < sizeof names; j++)
+                    if (faid_stages[i]->outputs[j].optional)
+                        k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "",
+                                              faid_key_name(faid_stages[i]->outputs[j].key));
+            return faid_fail(d, FAID_ECONFIG,
+                             "output.extra: '%.*s' is not an optional output (the optional ones: "
+                             "%s)",
+                             (int)n, p, names);
+        }
+        p = e ? e + 1 : p + n;
+    }
+    return FAID_OK;
 }
 
 size_t faid_outputs_bound(const faid_setup *s)
@@ -86,6 +129,8 @@ size_t faid_outputs_bound(const faid_setup *s)
     for (int i = 0; faid_stages[i]; i++)
         for (int k = 0; k < faid_stages[i]->noutputs; k++) {
             size_t n = 0;
+            if (!faid_outputs_on(&faid_stages[i]->outputs[k], s->cfg.output_extra))
+                continue;
             switch (faid_stages[i]->outputs[k].extent) {
             case FAID_OX_BINS:
                 n = (size_t)s->csr->nbins;
@@ -119,8 +164,12 @@ const faid_output_decl *faid_outputs_find(faid_key k)
 
 /* The engine's own times, around the stages' (what the devices measure, not one stage). */
 static const faid_time_decl engine_head[] = {
-    FAID_TIME("host", UNKNOWN, stage_us, 1,
-              "host work before the device: block table, copy into pinned staging"),
+    {.name = "host",
+     .help = "host work before the device: block table, copy into pinned staging",
+     .key = FAID_KEY_UNKNOWN,
+     .field = offsetof(faid_stage_times, stage_us),
+     .histogram = 1,
+     .status = FAID_KEY_HOST_US},
     FAID_TIME("transfer", TRANSFER_US, transfer_us, 1, "host <-> device copies"),
 };
 static const faid_time_decl engine_tail[] = {
@@ -150,6 +199,14 @@ const faid_time_decl *faid_times_at(int i)
         i -= faid_stages[s]->ntimings;
     }
     return i < NTAIL ? &engine_tail[i] : NULL;
+}
+
+const faid_time_decl *faid_times_status(faid_key k)
+{
+    for (int i = 0; k != FAID_KEY_UNKNOWN && i < faid_times_count(); i++)
+        if (faid_times_at(i)->status == k)
+            return faid_times_at(i);
+    return NULL;
 }
 
 double faid_time_us(const faid_time_decl *t, const faid_stage_times *st)

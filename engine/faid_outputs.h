@@ -39,6 +39,7 @@ typedef struct faid_output_decl {
                           * written as 0) / FAID_OA_BOOL (an int) scalars */
     faid_out_extent extent;
     size_t field; /* offsetof the field in the extent's struct (arrays: its float * / int32_t *) */
+    int optional; /* 1: published only when the configuration's output.extra lists its key */
 } faid_output_decl;
 
 /* A declaration row: FAID_OUTPUT(I, F32, BINS, faid_profile, I). */
@@ -46,6 +47,13 @@ typedef struct faid_output_decl {
     {                                                                                              \
         .key = FAID_KEY_##k, .type = FAID_OA_##t, .extent = FAID_OX_##x,                           \
         .field = offsetof(type_, member)                                                           \
+    }
+/* An optional output's row: off unless output.extra names its key (its bytes cost every result
+ * message and file row, so outputs few consumers want are optional). */
+#define FAID_OUTPUT_OPTIONAL(k, t, x, type_, member)                                               \
+    {                                                                                              \
+        .key = FAID_KEY_##k, .type = FAID_OA_##t, .extent = FAID_OX_##x,                           \
+        .field = offsetof(type_, member), .optional = 1                                            \
     }
 
 /* A time of the frame: a double field of faid_stage_times (microseconds), its name and meaning
@@ -57,6 +65,8 @@ typedef struct faid_time_decl {
     faid_key key;
     size_t field; /* offsetof(faid_stage_times, ...) */
     int histogram;
+    faid_key status; /* status devices[]' key for its mean per frame on each device since start or
+                      * `reset` (FAID_KEY_UNKNOWN: none) */
 } faid_time_decl;
 
 /* A time row: FAID_TIME("decode", DECODE_US, decode_us, 1, "decompression ..."); key UNKNOWN
@@ -72,15 +82,29 @@ typedef struct faid_time_decl {
  * of range); faid_time_us the value of row t in st. */
 int faid_times_count(void);
 const faid_time_decl *faid_times_at(int i);
+/* The row status devices[] publish under key k (host_us: the engine's "host" row), NULL when
+ * none. status' table_us is not an engine time: it is ingest's parse of the block table, before
+ * the frame reaches a worker (the daemon's, as its queue time). */
+const faid_time_decl *faid_times_status(faid_key k);
 double faid_time_us(const faid_time_decl *t, const faid_stage_times *st);
 
-/* The views of every output declared by the stages that run for this result: up to
- * FAID_RESULT_OUTPUTS (faid_engine.h), in stage order. Called by the engine after each collect;
- * callers that fill a result themselves may call it too. Returns the number of views. */
-int faid_outputs_fill(faid_result *r, const int *enabled);
+/* The views of every output declared by the stages that run for this result (enabled: per stage
+ * id, NULL = all) and that are on (optional ones only when `extra`, the configuration's
+ * output_extra text "a,b", names them; NULL or "" = none): up to FAID_RESULT_OUTPUTS
+ * (faid_engine.h), in stage order. Called by the engine after each collect; callers that fill a
+ * result themselves may call it too. Returns the number of views. */
+int faid_outputs_fill(faid_result *r, const int *enabled, const char *extra);
 
-/* The largest message bytes the outputs of this setup can take (arrays' data plus 64 bytes of
- * key and header each), for sizing result buffers. */
+/* Whether output o is on for the output.extra text `extra` (always for one not optional). */
+int faid_outputs_on(const faid_output_decl *o, const char *extra);
+
+/* output.extra's check against the declarations: every key it lists is an optional output of a
+ * stage; FAID_ECONFIG naming the first that is not (and the optional outputs there are). The
+ * engine calls it for every setup it takes. */
+int faid_outputs_check(const faid_config *cfg, faid_diag *d);
+
+/* The largest message bytes the outputs of this setup that are on can take (arrays' data plus 64
+ * bytes of key and header each), for sizing result buffers. */
 size_t faid_outputs_bound(const faid_setup *s);
 
 /* The declaration of key k (NULL when no stage declares it). */

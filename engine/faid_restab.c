@@ -7,13 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RT_MAX     32
-#define RT_MAXSLOT (32 + 1)
+/* The table grows with the declarations (it started as 32 fixed entries, which the peakfinder8
+ * stage with a cake overflowed on OpenCL: 33 buffers); indices stay below FAID_RESTAB_OUT, the
+ * index that names "out" (faid_restab_cl.h). */
+#define RT_FIRST 32
+#define RT_NAME  32 /* bytes of a name, its terminator included */
 
 enum { E_STATIC, E_SLOT, E_OUT };
 
 typedef struct rt_entry {
-    char name[32];
+    char name[RT_NAME];
     uint32_t hash; /* of name: lookups compare it before the string */
     int kind;
     int flags;
@@ -29,8 +32,8 @@ typedef struct rt_entry {
 
 struct faid_restab {
     faid_cl_ctx *ctx;
-    rt_entry e[RT_MAX];
-    int n;
+    rt_entry *e; /* cap entries, n declared */
+    int n, cap;
     int nslots, nlanes;
     size_t out_stride, far_floats;
     cl_mem *out, *h_out;
@@ -72,13 +75,26 @@ static rt_entry *add(faid_restab *rt, const char *name, int kind, faid_diag *d)
         faid_fail(d, FAID_EINVAL, "engine: buffer %s declared twice", name);
         return NULL;
     }
-    if (rt->n == RT_MAX || strlen(name) >= sizeof rt->e[0].name) {
-        faid_fail(d, FAID_ERANGE, "engine: buffer table full or name %s too long", name);
+    if (strlen(name) >= RT_NAME) {
+        faid_fail(d, FAID_ERANGE, "engine: buffer name %s too long (at most %d characters)", name,
+                  RT_NAME - 1);
         return NULL;
     }
     if (rt->out) {
         faid_fail(d, FAID_EINVAL, "engine: buffer %s declared after the slots were made", name);
         return NULL;
+    }
+    if (rt->n == rt->cap) {
+        const int want = rt->cap ? 2 * rt->cap : RT_FIRST;
+        const int cap = want < FAID_RESTAB_OUT ? want : FAID_RESTAB_OUT;
+        rt_entry *grown = cap > rt->cap ? realloc(rt->e, (size_t)cap * sizeof *grown) : NULL;
+        if (!grown) {
+            faid_fail(d, cap > rt->cap ? FAID_ENOMEM : FAID_ERANGE,
+                      "engine: buffer %s: no room beyond the %d buffers declared", name, rt->n);
+            return NULL;
+        }
+        rt->e = grown;
+        rt->cap = cap;
     }
     rt_entry *e = &rt->e[rt->n++];
     memset(e, 0, sizeof *e);
@@ -328,6 +344,7 @@ void faid_restab_destroy(faid_restab **prt)
             clReleaseMemObject(e->mem);
         free(e->host);
     }
+    free(rt->e);
     free(rt);
     *prt = NULL;
 }

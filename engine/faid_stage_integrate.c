@@ -395,13 +395,14 @@ static void int_times(const faid_stage_slot *sl, int lane, int id, faid_stage_ti
         (sl->us[id][EV_BINT1] + sl->us[id][EV_BINT2]) * share + us[EV_INT1] + us[EV_INT2];
 }
 
-/* The profile with its normalization sum, and the cake (its std and sums travel, unpublished). */
+/* The profile with its normalization sum (optional: output.extra), and the cake (its std and sums
+ * travel, unpublished). */
 static const faid_output_decl int_outputs[] = {
     FAID_OUTPUT(I, F32, BINS, faid_profile, I),
     FAID_OUTPUT(SIGMA, F32, BINS, faid_profile, sigma),
     FAID_OUTPUT(STD, F32, BINS, faid_profile, std),
     FAID_OUTPUT(COUNT, F32, BINS, faid_profile, count),
-    FAID_OUTPUT(SUM_NORMALIZATION, F32, BINS, faid_profile, sum_norm),
+    FAID_OUTPUT_OPTIONAL(SUM_NORMALIZATION, F32, BINS, faid_profile, sum_norm),
     FAID_OUTPUT(I2D, F32, CAKE, faid_profile, I),
     FAID_OUTPUT(SIGMA2D, F32, CAKE, faid_profile, sigma),
     FAID_OUTPUT(COUNT2D, F32, CAKE, faid_profile, count),

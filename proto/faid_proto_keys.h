@@ -86,6 +86,7 @@
     X(BG_COUNT, "bg_count")                                                                        \
     X(PEAKS, "peaks")                                                                              \
     X(PEAK_COORDINATES, "peak_coordinates")                                                        \
+    X(OPTIONAL_OUTPUTS, "optional_outputs")                                                                \
     X(CODE, "code")                                                                                \
     X(ERRNO, "errno")                                                                              \
     X(MESSAGE, "message")                                                                          \
@@ -344,6 +345,7 @@
     X(START, AZIMUTHAL, "array `<f8` [npt_azim]", OPT, "azimuthal bin centres (degrees), with a 2D cake only") \
     X(START, PEAKS, "map", OPT, "peaks.algorithm not none: `algorithm` (str) and every other `peaks.*` parameter in force (`cutoff_clip`, `cycles`, `error_model`, `noise`, `cutoff_peak`, `patch_size`, `connected`, `adc_threshold`, `minimum_snr`, `min_pixel_count`, `max_pixel_count`, `local_bg_radius`, `min_res`, `max_res`, `max_num_peaks`, `min_peaks_for_hit`, `max_peaks_for_hit` (nil: none), `hit_rate_window`); int, float or str as in the configuration") \
     X(START, PEAK_COORDINATES, "str", OPT, "with `peaks`: `\"pixel-index\"`: the centre of pixel (row r, column c) is (x = c, y = r), as OM / Cheetah report peaks (CrystFEL adds 0.5 unless `--no-half-pixel-shift`)") \
+    X(START, OPTIONAL_OUTPUTS, "[str]", OPT, "the optional outputs the results carry (`output.extra`: their result keys); absent when none is on") \
     X(START, DEVICES, "[str]", REQ, "compute devices, index = `device` of results")                \
     X(START, CONFIG, "str", REQ, "effective configuration (YAML, as `faid --dump-config`)")        \
     X(START, INPUT, "map", REQ, "what opened the series and what faid used of it (`start.input` below; section 2.1)") \
@@ -421,7 +423,7 @@
     X(RESULT, SIGMA, "array `<f4` [npt]", REQ, "standard error of the mean per bin (per `error_model`)") \
     X(RESULT, STD, "array `<f4` [npt]", REQ, "standard deviation per bin (Jungfraujoch `az_int_profile_std`)") \
     X(RESULT, COUNT, "array `<f4` [npt]", REQ, "number of (fractional) pixels per bin")            \
-    X(RESULT, SUM_NORMALIZATION, "array `<f4` [npt]", OPT, "in every result of this version; per bin, the sum of its pixels' normalization (fraction x solid angle x polarization x flat x `normalization_factor`; pyFAI `sum_normalization`): frames merge as sum(`I` x it) / sum(it)") \
+    X(RESULT, SUM_NORMALIZATION, "array `<f4` [npt]", OPT, "with `output.extra: [sum_normalization]` (an optional output, off by default); per bin, the sum of its pixels' normalization (fraction x solid angle x polarization x flat x `normalization_factor`; pyFAI `sum_normalization`): frames merge as sum(`I` x it) / sum(it)") \
     X(RESULT, I2D, "array `<f4` [npt_azim, npt]", OPT, "cake, only with `npt_azim` > 0; row = azimuthal bin (`azimuthal`), column = radial bin (`radial`), as pyFAI's integrate2d and `faidctl process` lay it out") \
     X(RESULT, SIGMA2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: standard error")             \
     X(RESULT, COUNT2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: pixels per bin")             \
@@ -626,8 +628,8 @@
     X(STATUS_DEVICE, PROCESSED, "uint", REQ, "frames it reduced")                                  \
     X(STATUS_DEVICE, FAILED, "uint", REQ, "frames that failed on it")                              \
     X(STATUS_DEVICE, BUSY, "float", REQ, "fraction of time computing over the last interval")      \
-    X(STATUS_DEVICE, HOST_US, "float", REQ, "mean host time of the worker's submit per frame (copy into pinned staging, block table when ingest had none), since start or `reset`") \
-    X(STATUS_DEVICE, TABLE_US, "float", REQ, "mean time ingest spent parsing the frame's block table, since start or `reset`")\
+    X(STATUS_DEVICE, HOST_US, "float", REQ, "mean host time of the worker's submit per frame (copy into pinned staging, block table when ingest had none; the engine's `host` time, `faid_stage_seconds{stage=\"host\"}`), since start or `reset`") \
+    X(STATUS_DEVICE, TABLE_US, "float", REQ, "mean time ingest spent parsing the frame's block table, since start or `reset` (ingest's time, before the frame reaches a worker: no engine time)")\
     X(STATUS_MEMORY, RSS_BYTES, "uint", REQ, "resident memory (`VmRSS`)")                          \
     X(STATUS_MEMORY, RSS_ANON_BYTES, "uint", REQ, "its anonymous part (`RssAnon`: heaps, thread arenas, mappings, stacks; the rest is pages of files, mostly the libraries)")\
     X(STATUS_MEMORY, HEAP_BYTES, "uint", REQ, "bytes the C library's allocator holds in its arenas (the main heap and the arenas it makes for threads; glibc `mallinfo2().arena`); this and the four below are 0 where the C library does not tell (not glibc, or a build with AddressSanitizer, whose malloc it is)")\

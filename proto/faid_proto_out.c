@@ -128,50 +128,6 @@ static void write_times(faid_mpw *w, const faid_out_time *t, size_t n)
     }
 }
 
-/* The fixed fields of faid_out_result as outputs (callers without the engine's). */
-#define FIXED_OUTPUTS 24
-static size_t fixed_outputs(const faid_out_result *r, faid_out_array *a)
-{
-    size_t n = 0;
-#define ARR(k, t, len, p)                                                                          \
-    a[n++] = (faid_out_array){.key = FAID_KEY_##k, .type = t, .ndim = 1, .shape = {len}, .data = p}
-#define CAKE(k, p)                                                                                 \
-    a[n++] = (faid_out_array)                                                                      \
-    {                                                                                              \
-        .key = FAID_KEY_##k, .type = FAID_OA_F32, .ndim = 2,                                       \
-        .shape = {r->cake_nazim, r->cake_nrad}, .transposed = 1, .data = p                         \
-    }
-    ARR(I, FAID_OA_F32, r->npt, r->I);
-    ARR(SIGMA, FAID_OA_F32, r->npt, r->sigma);
-    ARR(STD, FAID_OA_F32, r->npt, r->std);
-    ARR(COUNT, FAID_OA_F32, r->npt, r->count);
-    if (r->cake_nrad && r->cake_nazim) {
-        CAKE(I2D, r->I_2d);
-        CAKE(SIGMA2D, r->sigma_2d);
-        CAKE(COUNT2D, r->count_2d);
-    }
-    if (r->has_peaks) {
-        a[n++] = (faid_out_array){
-            .key = FAID_KEY_NUM_PEAKS, .type = FAID_OA_UINT, .value = r->num_peaks};
-        a[n++] = (faid_out_array){
-            .key = FAID_KEY_IS_HIT, .type = FAID_OA_BOOL, .value = (uint64_t)(r->is_hit != 0)};
-        ARR(PEAK_X, FAID_OA_F32, r->npeaks, r->peak_x);
-        ARR(PEAK_Y, FAID_OA_F32, r->npeaks, r->peak_y);
-        ARR(PEAK_INTENSITY, FAID_OA_F32, r->npeaks, r->peak_intensity);
-        ARR(PEAK_SIGMA, FAID_OA_F32, r->npeaks, r->peak_sigma);
-        ARR(PEAK_SNR, FAID_OA_F32, r->npeaks, r->peak_snr);
-        ARR(PEAK_NPIX, FAID_OA_I32, r->npeaks, r->peak_npix);
-        ARR(PEAK_MAX_PIXEL, FAID_OA_F32, r->npeaks, r->peak_max_pixel);
-        ARR(BG_I, FAID_OA_F32, r->nbg, r->bg_I);
-        ARR(BG_SIGMA, FAID_OA_F32, r->nbg, r->bg_sigma);
-        ARR(BG_STD, FAID_OA_F32, r->nbg, r->bg_std);
-        ARR(BG_COUNT, FAID_OA_F32, r->nbg, r->bg_count);
-    }
-#undef ARR
-#undef CAKE
-    return n;
-}
-
 /* The identity stamp (PROTOCOL.md "Several instances"): instance, shard, shards. An unset
  * stamp (faidctl process) reads as instance "" and shard 0 of 1. */
 static void identity(faid_mpw *w, const faid_out_identity *id)
@@ -195,25 +151,12 @@ size_t faid_proto_write_result(faid_mpw *w, const faid_out_result *r)
     kv_uint(w, FAID_K_SETUP_VERSION, r->setup_version);
     faid_mpw_key(w, FAID_K_DEVICE);
     faid_mpw_int(w, r->device);
-    if (r->noutputs) {
-        write_outputs(w, r->outputs, r->noutputs);
-    } else {
-        faid_out_array a[FIXED_OUTPUTS];
-        write_outputs(w, a, fixed_outputs(r, a));
-    }
+    write_outputs(w, r->outputs, r->noutputs);
     kv_uint(w, FAID_K_RECEIVED_NS, r->received_ns);
     kv_uint(w, FAID_K_DONE_NS, r->done_ns);
     kv_f64(w, FAID_K_LATENCY_US, r->latency_us);
     kv_f64(w, FAID_K_QUEUE_US, r->queue_us);
-    if (r->ntimes) {
-        write_times(w, r->times, r->ntimes);
-    } else {
-        kv_f64(w, FAID_K_DECODE_US, r->decode_us);
-        kv_f64(w, FAID_K_PREPROCESS_US, r->preprocess_us);
-        kv_f64(w, FAID_K_INTEGRATE_US, r->integrate_us);
-        kv_f64(w, FAID_K_TRANSFER_US, r->transfer_us);
-        kv_f64(w, FAID_K_COMPUTE_US, r->compute_us);
-    }
+    write_times(w, r->times, r->ntimes);
     kv_uint(w, FAID_K_PAYLOAD_BYTES, r->payload_bytes);
     const faid_in_header *h = r->in;
     if (h && h->has_timestamp)
@@ -390,6 +333,18 @@ size_t faid_proto_write_start(faid_mpw *w, const faid_out_start *s)
         faid_mpw_map_end(w);
         /* centre of pixel (row r, column c) at (x = c, y = r) */
         kv_str(w, FAID_K_PEAK_COORDINATES, "pixel-index");
+    }
+    if (s->optional_outputs && *s->optional_outputs) {
+        uint32_t nx = 1;
+        for (const char *p = s->optional_outputs; *p; p++)
+            nx += *p == ',';
+        faid_mpw_key(w, FAID_K_OPTIONAL_OUTPUTS);
+        faid_mpw_array(w, nx);
+        for (const char *p = s->optional_outputs; p;) {
+            const char *e = strchr(p, ',');
+            faid_mpw_strn(w, p, e ? (size_t)(e - p) : strlen(p));
+            p = e ? e + 1 : NULL;
+        }
     }
     faid_mpw_key(w, FAID_K_DEVICES);
     faid_mpw_array(w, (uint32_t)(s->ndevices > 0 ? s->ndevices : 0));

@@ -53,10 +53,11 @@ typedef struct faid_out_time {
     double us;
 } faid_out_time;
 
-/* A result (PROTOCOL.md 3.2). The outputs come from `outputs` (the engine's, in key table order,
- * whatever order they are given in). Without them (noutputs 0) the fixed fields below say them:
- * arrays float32 (peak_npix int32), the cake in the engine's [cake_nrad][cake_nazim] layout,
- * published transposed, [npt_azim, npt] (tests and benchmarks fill these). */
+/* A result (PROTOCOL.md 3.2). Its outputs are the views `outputs` (the engine's,
+ * faid_out_result_outputs: written in key table order whatever order they are given in) and its
+ * engine times the list `times` (faid_out_result_times); there is no other way in, so the
+ * daemon, `faidctl process`, the tests and the benchmarks write results through one path. Callers
+ * that fill a result by hand make views with faid_out_f32 / _i32 / _cake / _uint / _bool. */
 typedef struct faid_out_result {
     uint64_t series_id;
     const char *series_uid;
@@ -64,26 +65,43 @@ typedef struct faid_out_result {
     uint64_t frame_id;
     uint64_t setup_version;
     int device;
-    uint64_t npt;
-    const float *I, *sigma, *std, *count;
-    uint64_t cake_nrad, cake_nazim; /* 0: no cake */
-    const float *I_2d, *sigma_2d, *count_2d;
-    int has_peaks; /* the peak keys and the background profile */
-    uint64_t num_peaks, npeaks, nbg;
-    int is_hit;
-    const float *peak_x, *peak_y, *peak_intensity, *peak_sigma, *peak_snr, *peak_max_pixel;
-    const int32_t *peak_npix;
-    const float *bg_I, *bg_sigma, *bg_std, *bg_count;
-    const faid_out_array *outputs; /* the engine's (faid_out_result_outputs): these instead */
+    const faid_out_array *outputs;
     size_t noutputs;
     uint64_t received_ns, done_ns, payload_bytes;
     double latency_us, queue_us;
-    /* the engine's times: `times` when given (ntimes > 0), else the fixed fields */
-    double decode_us, preprocess_us, integrate_us, transfer_us, compute_us;
     const faid_out_time *times;
     size_t ntimes;
     const faid_in_header *in; /* timestamp, start/stop/real_time and user_data passed through */
 } faid_out_result;
+
+/* Views of values filled by hand: an array of n float32 / int32, a cake of float32 in the
+ * engine's [nrad][nazim] layout (published transposed, [nazim, nrad]), a uint or bool scalar. */
+static inline faid_out_array faid_out_f32(faid_key k, uint64_t n, const float *p)
+{
+    return (faid_out_array){.key = k, .type = FAID_OA_F32, .ndim = 1, .shape = {n}, .data = p};
+}
+static inline faid_out_array faid_out_i32(faid_key k, uint64_t n, const int32_t *p)
+{
+    return (faid_out_array){.key = k, .type = FAID_OA_I32, .ndim = 1, .shape = {n}, .data = p};
+}
+static inline faid_out_array faid_out_cake(faid_key k, uint64_t nazim, uint64_t nrad,
+                                           const float *p)
+{
+    return (faid_out_array){.key = k,
+                            .type = FAID_OA_F32,
+                            .ndim = 2,
+                            .shape = {nazim, nrad},
+                            .transposed = 1,
+                            .data = p};
+}
+static inline faid_out_array faid_out_uint(faid_key k, uint64_t v)
+{
+    return (faid_out_array){.key = k, .type = FAID_OA_UINT, .value = v};
+}
+static inline faid_out_array faid_out_bool(faid_key k, int v)
+{
+    return (faid_out_array){.key = k, .type = FAID_OA_BOOL, .value = (uint64_t)(v != 0)};
+}
 /* Returns the offset of msg_number's value bytes. */
 size_t faid_proto_write_result(faid_mpw *w, const faid_out_result *r);
 
@@ -209,6 +227,8 @@ typedef struct faid_out_start {
     uint64_t masked_pixels;
     const double *radial;    /* npt bin centres */
     const double *azimuthal; /* npt_azim bin centres, with a cake */
+    const char
+        *optional_outputs; /* the optional outputs on, "a,b" (output.extra); NULL or "": none */
     /* with peaks: writes the entries of the "peaks" map (algorithm, parameters); NULL: none */
     void (*peak_params)(faid_mpw *w, void *arg);
     void *peak_params_arg;

@@ -160,6 +160,37 @@ def test_series_file_holds_the_published_profiles(wdaemon):
     assert st["writer"]["files_written"] == 1
 
 
+def test_optional_output_in_the_series_file(wdaemon):
+    """An optional output the configuration turns on (output.extra) reaches the file of record by
+    its key, /entry/outputs/<key>, bit-equal to the published arrays, announced in the start
+    (optional_outputs); a series without the option has no /entry/outputs."""
+    d, out = wdaemon(flush_interval=0.2,
+                     cfg={"output_extra": "  sndhwm: 100000\n  extra: [sum_normalization]\n"})
+    rx = Receiver(d)
+    rx.settle()
+    send_series(d, 4, series_id=6, uid="extra-01")
+    rx.collect_until_end()
+    wait_status(d, lambda w: w["files_written"] == 1, "file written")
+    assert rx.of("start")[0]["optional_outputs"] == ["sum_normalization"]
+    results = sorted(rx.of("result"), key=lambda r: r["msg_number"])
+    want = np.array([arr(r["sum_normalization"]) for r in results])
+    with h5py.File(os.path.join(out, "extra-01.h5"), "r") as f:
+        assert s(f["entry/outputs"].attrs["NX_class"]) == "NXcollection"
+        got = f["entry/outputs/sum_normalization"][()]
+        assert got.dtype == np.float32 and got.shape == want.shape == (4, 64)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+    d2, out2 = wdaemon(flush_interval=0.2)
+    rx2 = Receiver(d2)
+    rx2.settle()
+    send_series(d2, 2, series_id=7, uid="plain-01")
+    rx2.collect_until_end()
+    wait_status(d2, lambda w: w["files_written"] == 1, "file written")
+    assert "optional_outputs" not in rx2.of("start")[0]
+    with h5py.File(os.path.join(out2, "plain-01.h5"), "r") as f:
+        assert "outputs" not in f["entry"]
+
+
 def tree(path, rename=None):
     """{path: (kind, NX_class, sorted attribute names)} of a file."""
     out = {}

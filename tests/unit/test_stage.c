@@ -6,10 +6,14 @@
 #include "faid_test.h"
 
 #include "faid_cl.h"
+#include "faid_config.h"
+#include "faid_engine.h"
 #include "faid_progcache.h"
 #include "faid_restab.h"
+#include "faid_setup.h"
 #include "faid_stage.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,12 +155,65 @@ static void test_restab(void)
     CHECK(rt == NULL);
 }
 
+/* The table takes as many buffers as the stages declare (it held 32, and peakfinder8 with a cake
+ * declares 33 on OpenCL), refuses a name too long by name, and indices stay usable as it grows. */
+static void test_restab_grows(void)
+{
+    faid_diag d = {0};
+    faid_restab *rt = faid_restab_new(NULL);
+    char name[40];
+    for (int i = 0; i < 100; i++) {
+        snprintf(name, sizeof name, "b%d", i);
+        CHECK_MSG(faid_restab_static(rt, name, sizeof(float), &(float){(float)i}, &d) == 0, "%s",
+                  d.msg);
+    }
+    const float *b0 = faid_restab_host(rt, "b0", 0), *b99 = faid_restab_host(rt, "b99", 0);
+    CHECK(b0 && *b0 == 0.0f);
+    CHECK(b99 && *b99 == 99.0f);
+    CHECK(faid_restab_static(rt, "a_name_of_thirty_two_characters_", 4, NULL, &d) == FAID_ERANGE);
+    CHECK_MSG(strstr(d.msg, "a_name_of_thirty_two_characters_ too long"), "%s", d.msg);
+    faid_restab_destroy(&rt);
+}
+
+/* peakfinder8 with a 2D cake sets up on the OpenCL device (PoCL; skipped without one) and on the
+ * reference device: it failed with "buffer table full or name pk.flag too long". */
+static void test_pf8_cake_setup(void)
+{
+    static const char yaml[] =
+        "detector: {preset: null, shape: [60, 70], pixel_size: [1.0e-4, 1.0e-4]}\n"
+        "geometry: {dist: 0.05}\n"
+        "integration: {npt: 30, npt_azim: 12}\n"
+        "peaks: {algorithm: peakfinder8, max_num_peaks: 8}\n";
+    faid_config c;
+    faid_diag d = {0};
+    faid_config_default(&c);
+    CHECK_MSG(faid_config_load_string(yaml, sizeof yaml - 1, "test", &c, &d) == 0, "%s", d.msg);
+    faid_setup *s = faid_setup_new(&c, 1, &d);
+    CHECK_MSG(s != NULL, "%s", d.msg);
+    if (!s)
+        return;
+    faid_engine *ref = faid_engine_new(s, "ref", &d);
+    CHECK_MSG(ref != NULL, "ref: %s", d.msg);
+    faid_engine_destroy(&ref);
+    faid_cl_device_info info;
+    if (faid_cl_select("cpu", &info, &d)) {
+        fprintf(stderr, "SKIP OpenCL part: %s\n", d.msg);
+    } else {
+        faid_engine *cl = faid_engine_new(s, "cpu", &d);
+        CHECK_MSG(cl != NULL, "cpu: %s", d.msg);
+        faid_engine_destroy(&cl);
+    }
+    faid_setup_destroy(&s);
+}
+
 int main(void)
 {
     RUN(test_parse());
     RUN(test_bind());
     RUN(test_plan());
     RUN(test_restab());
+    RUN(test_restab_grows());
+    RUN(test_pf8_cake_setup());
     CHECK(faid_stage_id(&faid_stage_decode) == 0 && faid_stage_id(&faid_stage_integrate) == 1);
     return faid_test_finish();
 }
