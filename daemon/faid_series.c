@@ -35,6 +35,7 @@ struct faid_series {
     int64_t last_ns;         /* last message of the open series */
     series_key recent[FAID_SERIES_RECENT];
     int recent_next;
+    uint32_t shard, shards; /* faid_series_set_shard; shards 0 = never set */
 };
 
 static const char *uid_or_empty(const char *uid)
@@ -377,4 +378,16 @@ int faid_series_ledger_due(faid_series_ledger *l, int64_t now_ns, int flush,
     if (l->hit == best)
         l->hit = NULL;
     return 1;
+}
+
+void faid_series_set_shard(faid_series *s, uint32_t shard, uint32_t shards)
+{
+    s->shard = shard;
+    s->shards = shards;
+}
+
+void faid_series_shard(const faid_series *s, uint32_t *shard, uint32_t *shards)
+{
+    *shard = s->shards ? s->shard : 0;
+    *shards = s->shards ? s->shards : 1;
 }

@@ -118,6 +118,12 @@ void faid_series_close(faid_series *t, faid_series_reason reason, faid_series_ou
 
 /* The open series, or the last one when none is open: 1 when open. */
 int faid_series_current(const faid_series *t, uint64_t *series_id, const char **uid, uint64_t *seq);
+/* The shard of the series that opens next (or the open one): its index among the instances of a
+ * fan-out and their count (issue 18). The fan input sets it from the fan-out's route before the
+ * series' start is handed on; without a fan-out it stays at instance.shard / instance.shards. */
+void faid_series_set_shard(faid_series *s, uint32_t shard, uint32_t shards);
+/* The shard last set (0 of 1 when never set). */
+void faid_series_shard(const faid_series *s, uint32_t *shard, uint32_t *shards);
 /* Stale messages dropped so far (all series). */
 uint64_t faid_series_stale_total(const faid_series *t);
 
