@@ -112,7 +112,7 @@ static const char *sample_value(const faid_option *o, char *buf, size_t cap)
 {
     if (strcmp(o->name, "detector.preset") == 0)
         return "pilatus_1m";
-    if (strcmp(o->name, "http.endpoint") == 0)
+    if (strcmp(o->name, "http.endpoint") == 0 || strcmp(o->name, "fan.http_endpoint") == 0)
         return "\"[::1]:8080\"";
     if (strstr(o->name, "endpoint"))
         return "\"tcp://10.0.0.1:7000\"";
