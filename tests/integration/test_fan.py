@@ -40,18 +40,20 @@ class Fan:
     """faid-fan on free ports; input bound (a detector connects) or connecting to a detector's
     bound PUSH (input_mode connect, input_port its port)."""
 
-    def __init__(self, tmpdir, input_mode="bind", input_port=None, sets=(), wrapper=()):
+    def __init__(self, tmpdir, input_mode="bind", input_port=None, sets=(), wrapper=(),
+                 host="127.0.0.1"):
+        self.host = host
         self.ports = {k: free_port() for k in ("in", "inst", "out", "ctl", "tee", "http")}
         if input_port:
             self.ports["in"] = input_port
         args = {
-            "input.endpoint": ep(self.ports["in"]),
+            "input.endpoint": ep(self.ports["in"]) if input_port else self.ep("in"),
             "input.mode": input_mode,
-            "fan.instances_endpoint": ep(self.ports["inst"]),
-            "fan.output_endpoint": ep(self.ports["out"]),
-            "fan.control_endpoint": ep(self.ports["ctl"]),
-            "fan.tee_endpoint": ep(self.ports["tee"]),
-            "fan.http_endpoint": "127.0.0.1:%d" % self.ports["http"],
+            "fan.instances_endpoint": self.ep("inst"),
+            "fan.output_endpoint": self.ep("out"),
+            "fan.control_endpoint": self.ep("ctl"),
+            "fan.tee_endpoint": self.ep("tee"),
+            "fan.http_endpoint": "%s:%d" % (host, self.ports["http"]),
             "fan.instance_timeout": "1.0",
             "fan.block": "4",
         }
@@ -65,14 +67,14 @@ class Fan:
         self.ctx = zmq.Context()
         # the fan-out's own messages (lost), subscribed before anything is sent
         self.sub = self.ctx.socket(zmq.SUB)
-        self.sub.connect(ep(self.ports["out"]))
+        self.sub.connect(self.ep("out"))
         self.sub.setsockopt(zmq.SUBSCRIBE, b"")
         self.lost_msgs = []
 
     def request(self, req, timeout=LONG):
         s = self.ctx.socket(zmq.REQ)
         s.setsockopt(zmq.LINGER, 0)
-        s.connect(ep(self.ports["ctl"]))
+        s.connect(self.ep("ctl"))
         try:
             s.send(msgpack.packb(req))
             if not s.poll(timeout * 1000):
@@ -80,6 +82,9 @@ class Fan:
             return msgpack.unpackb(s.recv())
         finally:
             s.close()
+
+    def ep(self, name):
+        return "tcp://%s:%d" % (self.host, self.ports[name])
 
     def status(self):
         assert self.proc.poll() is None, "faid-fan exited:\n" + self.logtext()
@@ -145,11 +150,11 @@ class Instance(Daemon):
         self.ports["in"] = fan.ports["inst"]
         self.config = os.path.join(tmpdir, "faid.yaml")
         with open(self.config, "w") as f:
+            text = config_text(self.ports, npt=npt, devices="ref", depth=8, input_mode="connect",
+                               input_extra="  protocol: fan\n", output_extra="  sndhwm: 10000\n")
             # sndhwm: the test's receivers read only between phases; a burst beyond the
             # default 16 queued messages would be dropped for them (PUB semantics)
-            f.write(config_text(self.ports, npt=npt, devices="ref", depth=8,
-                                input_mode="connect", input_extra="  protocol: fan\n",
-                                output_extra="  sndhwm: 10000\n"))
+            f.write(text.replace(ep(fan.ports["inst"]), fan.ep("inst")))
         self.log = open(os.path.join(tmpdir, "faid.log"), "w+")
         self.proc = subprocess.Popen([*wrapper, os.path.join(BIN, "faid"), "-c", self.config],
                                      stdout=self.log, stderr=subprocess.STDOUT)
@@ -228,7 +233,7 @@ class Tee:
 
     def __init__(self, fan):
         self.sock = fan.ctx.socket(zmq.PULL)
-        self.sock.connect(ep(fan.ports["tee"]))
+        self.sock.connect(fan.ep("tee"))
         self.msgs = []
 
     def collect(self, n):
@@ -249,7 +254,7 @@ class Detector:
         self.sock.setsockopt(zmq.LINGER, 2000)
         self.sock.setsockopt(zmq.SNDTIMEO, LONG * 1000)
         if connect_to:
-            self.sock.connect(ep(connect_to))
+            self.sock.connect(connect_to)
         else:
             self.sock.bind(ep(port))
 
@@ -309,7 +314,7 @@ def test_every_protocol_each_frame_once(rig, tmp_path):
     fan, insts = three(rig)
     tee = Tee(fan)
     time.sleep(0.3)  # the tee's and the receivers' connections are up
-    det = Detector(fan.ctx, connect_to=fan.ports["in"])
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
     imgs = frames(24, seed=5)
     sent = 0
     for n, (proto, make) in enumerate(SERIES.items()):
@@ -347,12 +352,12 @@ def test_every_protocol_each_frame_once(rig, tmp_path):
     # the Jungfraujoch calibration message reached every instance, which counts it as ignored
     for d in insts:
         assert d.status()["counters"]["ignored"] == 1
-    out = subprocess.run([FAIDCTL, "status", "--control", ep(fan.ports["ctl"])],
+    out = subprocess.run([FAIDCTL, "status", "--control", fan.ep("ctl")],
                          capture_output=True, text=True, timeout=LONG)
     assert out.returncode == 0, out.stderr
     for i in st["instances"]:
         assert i["instance"] in out.stdout
-    metrics = subprocess.run(["curl", "-sf", "http://127.0.0.1:%d/metrics" % fan.ports["http"]],
+    metrics = subprocess.run(["curl", "-sf", "http://%s:%d/metrics" % (fan.host, fan.ports["http"])],
                              capture_output=True, text=True, timeout=LONG)
     if metrics.returncode == 0:  # curl present
         assert "faid_fan_routed_total %d" % (4 * len(imgs)) in metrics.stdout or \
@@ -394,7 +399,7 @@ def test_kill_instance_mid_series(rig):
     """kill -9 of one instance mid-series: the others go on and end the series; every frame is
     reduced exactly once or reported lost by series and frame id on the fan-out's PUB."""
     fan, insts = three(rig)
-    det = Detector(fan.ctx, connect_to=fan.ports["in"])
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
     imgs = frames(48, seed=3)
     msgs = native_series(7, imgs)
     victim = insts[1]
@@ -442,7 +447,7 @@ def test_stalled_instance(rig):
     fan.instance_timeout, the frames it held are reported lost and the series completes on the
     others; resumed, it says hello again and is live once more."""
     fan, insts = three(rig)
-    det = Detector(fan.ctx, connect_to=fan.ports["in"])
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
     imgs = frames(48, seed=4)
     msgs = native_series(8, imgs)
     stalled = insts[2]
@@ -472,7 +477,7 @@ def test_fourth_instance_joins_mid_series(rig):
     frames from a later block; every frame is still reduced exactly once."""
     start_fan, start_instance = rig
     fan, insts = three(rig)
-    det = Detector(fan.ctx, connect_to=fan.ports["in"])
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
     imgs = frames(64, seed=6)
     msgs = native_series(9, imgs)
     for m in msgs[:17]:
@@ -515,7 +520,7 @@ def test_mismatched_configuration_refused(rig):
     for d in good:
         d.rx.settle()
     odd.rx.settle()
-    det = Detector(fan.ctx, connect_to=fan.ports["in"])
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
     for m in native_series(5, frames(12, seed=2)):
         det.send(m)
     collect_ends(good)
@@ -525,3 +530,102 @@ def test_mismatched_configuration_refused(rig):
     while "refused" not in odd.logtext():
         assert time.monotonic() < t_end, odd.logtext()
         time.sleep(0.1)
+
+
+def test_credit_policy_each_frame_once(rig):
+    """fan.policy credit: each image to the instance with the most free credit; every frame is
+    still reduced exactly once and every instance gets the start and the end."""
+    fan, insts = three(rig, sets=("fan.policy=credit",))
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    imgs = frames(30, seed=8)
+    for m in native_series(4, imgs):
+        det.send(m)
+    collect_ends(insts)
+    assert sorted(r["frame_id"] for r in results_of(insts, 4)) == list(range(30))
+    st = fan.status()
+    assert st["policy"] == "credit" and st["counters"]["routed"] == 30
+
+
+def test_full_buffer_drops_and_reports(rig):
+    """With no instance to take them, images wait in the buffer (fan.buffer_bytes, here its
+    minimum of 1 MiB): those that do not fit are dropped at once, counted and reported lost
+    with instance "" by frame id; the sender is never blocked; an instance that then joins gets
+    the start and the frames that waited."""
+    start_fan, start_instance = rig
+    fan = start_fan(sets=("fan.buffer_bytes=1048576",))
+    time.sleep(0.3)
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    imgs = frames(60, seed=9)  # 32 KiB each: about 32 fit
+    msgs = native_series(6, imgs)
+    for m in msgs[:-1]:
+        det.send(m)
+    st = fan.wait(lambda st: st["counters"]["received"] == len(msgs) - 1, "every message read")
+    dropped = st["counters"]["dropped"]
+    assert 0 < dropped < len(imgs)
+    fan.poll_lost(1.0)
+    lost = fan.lost_frames(6)
+    assert len(lost) == dropped and all(m["instance"] == "" for m in fan.lost_msgs)
+    assert lost == list(range(len(imgs) - dropped, len(imgs)))  # the newest did not fit
+    late = start_instance(fan)
+    fan.wait(lambda st: len(fan.live(st)) == 1, "the instance live")
+    late.rx.settle()
+    det.send(msgs[-1])
+    late.rx.collect_until_end()
+    # the waiting frames went out as soon as it joined, maybe before its SUB was connected:
+    # its end accounts for them
+    end = late.rx.of("end")[0]
+    assert end["frames_received"] == end["frames_processed"] == len(imgs) - dropped
+
+
+@pytest.fixture
+def netns():
+    """A network namespace of its own for the fan-out, reached from this one over a veth pair
+    (10.77.N.1 inside, 10.77.N.254 here); skipped where it cannot be made (not root, no
+    ip(8), no veth)."""
+    n = os.getpid() % 250
+    name, here, there = "faidfan%d" % os.getpid(), "ffh%d" % os.getpid(), "ffn%d" % os.getpid()
+    steps = [["ip", "netns", "add", name],
+             ["ip", "link", "add", here[:15], "type", "veth", "peer", "name", there[:15]],
+             ["ip", "link", "set", there[:15], "netns", name],
+             ["ip", "addr", "add", "10.77.%d.254/24" % n, "dev", here[:15]],
+             ["ip", "link", "set", here[:15], "up"],
+             ["ip", "-n", name, "addr", "add", "10.77.%d.1/24" % n, "dev", there[:15]],
+             ["ip", "-n", name, "link", "set", there[:15], "up"],
+             ["ip", "-n", name, "link", "set", "lo", "up"]]
+    made = False
+    try:
+        for cmd in steps:
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+            except OSError as e:
+                pytest.skip("network namespaces: %s: %s" % (" ".join(cmd), e))
+            if r.returncode != 0:
+                pytest.skip("network namespaces cannot be made here: %s: %s"
+                            % (" ".join(cmd), r.stderr.strip()))
+            made = True
+        yield name, "10.77.%d.1" % n
+    finally:
+        if made:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+            subprocess.run(["ip", "link", "del", here[:15]], capture_output=True, timeout=30)
+
+
+def test_fan_out_in_its_own_network_namespace(rig, netns):
+    """The fan-out in a network namespace of its own (as on a host of its own: every byte
+    between it, the sender, the instances and the tee crosses a veth link, not loopback): three
+    instances, each frame reduced once, the tee gets every message."""
+    start_fan, start_instance = rig
+    name, addr = netns
+    fan = start_fan(host=addr, wrapper=("ip", "netns", "exec", name))
+    insts = [start_instance(fan) for _ in range(3)]
+    fan.wait(lambda st: len(fan.live(st)) == 3, "three live instances")
+    tee = Tee(fan)
+    for d in insts:
+        d.rx.settle()
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    msgs = v2_series(2, frames(24, seed=11))
+    for m in msgs:
+        det.send(m)
+    collect_ends(insts)
+    assert sorted(r["frame_id"] for r in results_of(insts, 2)) == list(range(24))
+    assert len(tee.collect(len(msgs))) == len(msgs)
