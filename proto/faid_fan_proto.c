@@ -44,6 +44,7 @@ int faid_fan_encode(const faid_fan_msg *m, void *buf, size_t cap, size_t *len, f
         faid_mpw_str(&w, m->config_hash);
         /* fallthrough */
     case FAID_FAN_CREDIT:
+    case FAID_FAN_BYE:
         kv_uint(&w, FAID_K_WINDOW, m->window);
         kv_uint(&w, FAID_K_DONE, m->done);
         break;

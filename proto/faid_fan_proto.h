@@ -6,7 +6,7 @@
  *     hello   instance (str), config_hash (str, the one `status` reports), window (uint: frames
  *             it may hold), done (uint: frames it has accounted for since it started)
  *     credit  done, window: sent every 100 ms and whenever done grows; it is the heartbeat too
- *     bye     the instance leaves (stop): nothing more is sent to it
+ *     bye     done, window: the instance leaves (stop): nothing more is sent to it
  *   fan-out -> instance
  *     welcome the hello is accepted (flagged: true when its config_hash differs and
  *             fan.config_mismatch is flag)
