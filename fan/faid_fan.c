@@ -52,6 +52,9 @@
 #define BLOCK_MAP     4096 /* recent blocks' owners (blocks policy) */
 #define MAX_DROPS     1024 /* frame ranges dropped by the buffer, not yet reported */
 #define MAX_RID       256
+/* The most frames an instance may claim as its window: faid asks 2 x queue.depth (at most
+ * 131072); a peer claiming more would only hoard the stream. */
+#define MAX_WINDOW 131072u
 
 /* ---- one detector message on its way -------------------------------------------------------- */
 
@@ -193,7 +196,7 @@ typedef struct input {
     faid_input_msg msg; /* large: off the stack */
 } input;
 
-static faid_ratelimit rl_in, rl_inst, rl_send;
+static faid_ratelimit rl_in, rl_inst, rl_send, rl_join, rl_lost;
 
 /* What routing needs of one message: the input format's header decode (the payload is only
  * pointed at, never decoded). */
@@ -439,8 +442,9 @@ static void report_outstanding(fan *f, inst *it, const char *reason)
         nr++;
     }
     total = it->out_n;
-    FAID_WARN("fan", "instance %s %s: %llu frame(s) it had not accounted for reported lost",
-              it->name, reason, (unsigned long long)total);
+    faid_log_ratelimited(&rl_lost, FAID_LOG_WARN, "fan",
+                         "instance %s %s: %llu frame(s) it had not accounted for reported lost",
+                         it->name, reason, (unsigned long long)total);
     it->frames_lost += total;
     cnt(&C.lost, total);
     free(ranges);
@@ -622,7 +626,7 @@ static void handle_hello(fan *f, const void *rid, size_t rid_len, const faid_fan
     it->flagged = differs;
     it->gen++;
     it->order = f->next_order++;
-    it->window = m->window;
+    it->window = m->window < MAX_WINDOW ? m->window : MAX_WINDOW;
     it->done0 = m->done;
     it->done = 0;
     it->sent = 0;
@@ -631,8 +635,10 @@ static void handle_hello(fan *f, const void *rid, size_t rid_len, const faid_fan
     it->in_series = 0;
     it->last_ns = faid_now_ns();
     cnt(&C.joined, 1);
-    FAID_INFO("fan", "instance %s joined (config_hash %s%s, window %llu)", it->name, it->hash,
-              differs ? ", FLAGGED: differs from the others'" : "", (unsigned long long)it->window);
+    faid_log_ratelimited(&rl_join, FAID_LOG_INFO, "fan",
+                         "instance %s joined (config_hash %s%s, window %llu)", it->name, it->hash,
+                         differs ? ", FLAGGED: differs from the others'" : "",
+                         (unsigned long long)it->window);
     rep.type = FAID_FAN_WELCOME;
     rep.flagged = differs;
     send_link(f, rid, rid_len, &rep);
@@ -642,6 +648,8 @@ static void handle_hello(fan *f, const void *rid, size_t rid_len, const faid_fan
 static void handle_credit(fan *f, inst *it, const faid_fan_msg *m)
 {
     uint64_t done = m->done >= it->done0 ? m->done - it->done0 : 0;
+    if (done > it->sent) /* never more than it was sent: credit stays within its window */
+        done = it->sent;
     /* frames newly accounted for leave the outstanding list, oldest first */
     uint64_t newly = done > it->done ? done - it->done : 0;
     while (newly && it->out_n) {
@@ -651,7 +659,7 @@ static void handle_credit(fan *f, inst *it, const faid_fan_msg *m)
     }
     if (done > it->done)
         it->done = done;
-    it->window = m->window;
+    it->window = m->window < MAX_WINDOW ? m->window : MAX_WINDOW;
     it->last_ns = faid_now_ns();
     (void)f;
 }
@@ -707,7 +715,7 @@ static void handle_router(fan *f)
         case FAID_FAN_BYE:
             if (it && it->state == I_LIVE) {
                 handle_credit(f, it, &m);
-                FAID_INFO("fan", "instance %s left", it->name);
+                faid_log_ratelimited(&rl_join, FAID_LOG_INFO, "fan", "instance %s left", it->name);
                 inst_end(f, it, I_LEFT, "left");
             }
             break;

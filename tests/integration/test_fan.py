@@ -629,3 +629,39 @@ def test_fan_out_in_its_own_network_namespace(rig, netns):
     collect_ends(insts)
     assert sorted(r["frame_id"] for r in results_of(insts, 2)) == list(range(24))
     assert len(tee.collect(len(msgs))) == len(msgs)
+
+
+def test_hostile_link_peer(rig):
+    """Whoever reaches the instances' endpoint: garbage, a link message that is not a map, one of
+    an unknown type, an oversized part (beyond 64 KiB: the connection is dropped) and a hello
+    claiming a window of 2^62 frames never crash or wedge the fan-out; the claimed window is
+    capped (131072, what faid may ask at most), so such a peer cannot hoard the stream; real
+    instances still get every frame."""
+    start_fan, start_instance = rig
+    fan = start_fan()
+    good = start_instance(fan)
+    peer = fan.ctx.socket(zmq.DEALER)
+    peer.setsockopt(zmq.LINGER, 0)
+    peer.connect(fan.ep("inst"))
+    for junk in (b"", b"\xc1", msgpack.packb([1, 2]), msgpack.packb({"type": "nonsense"}),
+                 msgpack.packb({"type": "hello"}), b"\x00" * 70000):
+        peer.send(junk)
+    big = fan.ctx.socket(zmq.DEALER)
+    big.setsockopt(zmq.LINGER, 0)
+    big.connect(fan.ep("inst"))
+    big.send(msgpack.packb({"type": "hello", "instance": "hoarder", "config_hash":
+                            good.status()["config_hash"], "window": 1 << 62, "done": 0}))
+    st = fan.wait(lambda st: any(i["instance"] == "hoarder" for i in st["instances"]),
+                  "the hoarder's hello")
+    hoarder = [i for i in st["instances"] if i["instance"] == "hoarder"][0]
+    assert hoarder["window"] == 131072, hoarder
+    # it never credits: counted out after fan.instance_timeout, and the frames go to the other
+    fan.wait(lambda st: [i["state"] for i in st["instances"] if i["instance"] == "hoarder"]
+             == ["dead"], "the silent hoarder counted out")
+    good.rx.settle()
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    for m in native_series(12, frames(8, seed=12)):
+        det.send(m)
+    good.rx.collect_until_end()
+    assert sorted(r["frame_id"] for r in good.rx.of("result")) == list(range(8))
+    assert fan.proc.poll() is None
