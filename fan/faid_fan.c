@@ -385,7 +385,7 @@ static int out_push(inst *it, uint64_t series, uint64_t frame)
 static void publish_lost(fan *f, const char *instance, const char *reason, uint64_t series,
                          const uint64_t (*ranges)[2], size_t nranges)
 {
-    size_t cap = 256 + nranges * 20;
+    size_t cap = 512 + nranges * 20; /* the name (< 128 bytes), reason, keys; 19 per range */
     uint8_t *buf = malloc(cap);
     if (!buf)
         return;
