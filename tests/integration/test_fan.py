@@ -9,8 +9,11 @@ receives every message; `faidctl status` against the fan-out; kill -9 of one ins
 (every frame reduced once or reported lost by id on the fan-out's PUB, the others go on); a
 stalled instance (SIGSTOP: counted out after fan.instance_timeout, its frames reported lost, the
 series completes on the others); a fourth instance joining mid-series (it gets the series' start
-first, then frames from a later block); an instance whose configuration differs is refused; the
-same in separate network namespaces where this machine lets the test make them.
+first, then frames from a later block); an instance whose configuration differs is refused
+(or flagged and used, fan.config_mismatch flag); fan.policy credit; the full buffer (images
+dropped at once, reported lost with instance ""); a hostile peer on the instances' endpoint
+(garbage, an oversized part, a hello claiming a huge window: capped); the fan-out in a network
+namespace of its own where this machine lets the test make one.
 
 Nothing asserts on time: timeouts only turn a hang into a failure."""
 
@@ -665,3 +668,24 @@ def test_hostile_link_peer(rig):
     good.rx.collect_until_end()
     assert sorted(r["frame_id"] for r in good.rx.of("result")) == list(range(8))
     assert fan.proc.poll() is None
+
+
+def test_mismatched_configuration_flagged(rig):
+    """fan.config_mismatch flag: the instance whose configuration differs is used, and marked
+    flagged in status (its welcome says so too: its log)."""
+    start_fan, start_instance = rig
+    fan = start_fan(sets=("fan.config_mismatch=flag",))
+    good = start_instance(fan)
+    fan.wait(lambda st: len(fan.live(st)) == 1, "one live instance")
+    odd = start_instance(fan, npt=65)
+    st = fan.wait(lambda st: len(fan.live(st)) == 2, "both live")
+    flags = {i["config_hash"]: i["flagged"] for i in st["instances"]}
+    assert flags == {good.status()["config_hash"]: False, odd.status()["config_hash"]: True}
+    for d in (good, odd):
+        d.rx.settle()
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    for m in native_series(13, frames(16, seed=13)):
+        det.send(m)
+    collect_ends([good, odd])
+    assert sorted(r["frame_id"] for r in results_of([good, odd], 13)) == list(range(16))
+    assert odd.rx.of("result") and "flagged" in odd.logtext()
