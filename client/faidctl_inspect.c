@@ -235,7 +235,7 @@ int faidctl_inspect(int argc, char **argv)
         files[nfiles++] = argv[i];
     }
     faid_input_protocol proto;
-    if (faid_input_protocol_parse(proto_name, &proto) != 0) {
+    if (faid_input_protocol_parse(proto_name, &proto) != 0 || proto == FAID_PROTOCOL_FAN) {
         fprintf(stderr, "faidctl inspect: unknown protocol %s\n", proto_name);
         return 2;
     }
@@ -289,7 +289,7 @@ int faidctl_inspect(int argc, char **argv)
         free(m2);
     }
     printf("{\"ok\": %s, \"format\": ", rc ? "false" : "true");
-    json_str(m->format ? m->format->name : "");
+    json_str(m->format ? faid_input_protocol_name(m->format->protocol) : "");
     printf(", \"type\": \"%s\", \"header_ok\": %s, \"nparts\": %d", faid_in_type_name(m->h.type),
            m->header_ok ? "true" : "false", nfiles);
     if (rc) {

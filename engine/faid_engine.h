@@ -11,6 +11,7 @@
 #include "faid_codec.h"
 #include "faid_dtype.h"
 #include "faid_peaks.h"
+#include "faid_proto_out.h"
 #include "faid_reduce.h"
 #include "faid_setup.h"
 
@@ -42,6 +43,8 @@ typedef struct faid_stage_times {
     double pkpre_us;   /* part of peaks_us: the peak stages' Poisson preprocess (OpenCL) */
 } faid_stage_times;
 
+#define FAID_RESULT_OUTPUTS 48 /* named outputs of one result, at most (faid_outputs.h) */
+
 typedef struct faid_result {
     faid_profile *p1d;
     faid_profile *p2d; /* NULL without cake */
@@ -54,6 +57,10 @@ typedef struct faid_result {
     faid_peak_list *peaks;
     int32_t num_peaks;
     int is_hit;
+    /* The named outputs above as the stages declare them (faid_outputs.h): one view per output
+     * present in this result, remade by every collect; the encoders and writers iterate them. */
+    faid_out_array out[FAID_RESULT_OUTPUTS];
+    int nout;
 } faid_result;
 
 typedef struct faid_engine faid_engine;
@@ -83,7 +90,8 @@ int faid_engine_set_sums_2d(faid_engine *e, int on, faid_diag *d);
 int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d);
 /* Integration work-group size chosen for matrix 0 (1D) or 1 (2D); 0 for the reference device.
  * It is a function of the device type and the matrix only (FAID_ENGINE_WG overrides it); a launch
- * halves it while the compiled kernel allows less (CL_KERNEL_WORK_GROUP_SIZE, e.g. registers). */
+ * halves it while the compiled kernel allows less (its work-group limit on the device, e.g.
+ * registers). */
 size_t faid_engine_workgroup(const faid_engine *e, int which);
 /* 1 when matrix 0 (1D) or 1 (2D) is integrated one bin per work-item (rows shorter than 64
  * entries on average, e.g. the 2D cake; FAID_ENGINE_ROWS=0/1 forces it, for experiments: the

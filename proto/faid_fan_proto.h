@@ -1,4 +1,4 @@
-/* faid_fan_proto: the link between the fan-out (faid-fan, fan/) and its instances (faid with
+/* faid_fan_proto: the link between the fan-out (faid-fan, daemon/fan/) and its instances (faid with
  * input.protocol fan): one ZeroMQ DEALER per instance connected to the fan-out's ROUTER
  * (fan.instances_endpoint). Every message's first part is one msgpack map with "type":
  *

@@ -1,7 +1,7 @@
 """Integration tests of faid-fan (issue 18): the real fan-out in front of real faid instances
 (`devices: ref`, a 128 x 128 detector) on loopback, fed by senders that behave as the detectors
 do (a round-robin PUSH socket; DECTRIS stream v1, v2 and Jungfraujoch messages from the
-independent encoders of tests/python/dectris_stream.py, faid's native messages).
+independent encoders of tests/reference/dectris_stream.py, faid's native messages).
 
 Covered: every input protocol through one fan-out and three instances, each frame reduced exactly
 once across them and bit-identical to `faidctl process` on the same frame; a tee consumer that
@@ -32,7 +32,7 @@ import zmq
 from test_daemon import (BIN, FAIDCTL, LONG, COLS, ROWS, Daemon, Receiver, arr, config_text, ep,
                          frames, free_port, header)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 import dectris_stream as ds  # noqa: E402
 from test_protocol_keys import check as check_keys  # noqa: E402
 
@@ -348,7 +348,7 @@ def test_every_protocol_each_frame_once(rig, tmp_path):
     assert sorted(i["sent"] for i in st["instances"]) and sum(
         i["sent"] for i in st["instances"]) == 4 * len(imgs)
     assert len({i["config_hash"] for i in st["instances"]}) == 1
-    # the reply has exactly the keys of the key table (proto/PROTOCOL.md section 3.8)
+    # the reply has exactly the keys of the key table (proto/PROTOCOL.md section 3.9)
     check_keys("fanout-status", {k: v for k, v in st.items() if k not in ("ok", "cmd")})
     for i in st["instances"]:
         check_keys("fanout-status.instances", i)
@@ -443,6 +443,68 @@ def test_kill_instance_mid_series(rig):
     assert st["counters"]["lost"] == len(set(lost))
     for d in survivors:
         assert d.proc.poll() is None
+
+
+def test_merged_sub_over_fan_out_with_killed_instance(rig):
+    """The two halves of issue 18 together: `faidctl sub --from i1 --from i2 --from i3 --fan
+    <fan-out's PUB>` over a fan-out whose second instance is killed (-9) mid-series. The fan-out's
+    `lost` report, as faid-fan sends it (series, instance by its `instance.name`, frames as
+    ranges), is parsed by the merged subscriber, passed on, and ends the dead instance's part
+    (--dead-after is far beyond the test): one start, one merged end, every frame delivered once
+    or listed missing, none both."""
+    import json
+
+    fan, insts = three(rig)
+    names = [d.status()["instance"] for d in insts]
+    assert len(set(names)) == 3, names  # instance.name: host name and control port
+    sub = subprocess.Popen(
+        [FAIDCTL, "sub", "--json", "--quiet", "--until-end", "--timeout", "60", "--dead-after",
+         "600", *[a for d in insts for a in ("--from", ep(d.ports["out"]))], "--fan",
+         fan.ep("out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)  # the merge's subscriptions are up before the start is published
+        det = Detector(fan.ctx, connect_to=fan.ep("in"))
+        imgs = frames(48, seed=11)
+        msgs = native_series(8, imgs)
+        victim = insts[1]
+        for m in msgs[:13]:
+            det.send(m)
+        victim.wait_counters(lambda c: c["processed"] >= 2, "the victim reduced frames")
+        os.kill(victim.proc.pid, signal.SIGSTOP)  # what it is sent next waits in its hands
+        for m in msgs[13:25]:
+            det.send(m)
+        fan.wait(lambda st: st["counters"]["routed"] == 24, "24 frames routed")
+        victim.proc.kill()
+        victim.proc.wait()
+        for m in msgs[25:]:
+            det.send(m)
+        out, err = sub.communicate(timeout=LONG * 2)
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+            sub.communicate()
+    assert sub.returncode == 0, err
+    lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+    lost = [m for m in lines if m["type"] == "lost"]
+    assert lost and all(m["instance"] == names[1] for m in lost), lost
+    starts = [m for m in lines if m["type"] == "start" and m["series_id"] == 8]
+    ends = [m for m in lines if m["type"] == "end" and m["series_id"] == 8]
+    assert len(starts) == 1 and len(ends) == 1, (starts, ends)
+    assert ends[0]["lost"] == 1 and ends[0]["ended"] == 2, ends[0]
+    delivered = [m["frame_id"] for m in lines if m["type"] == "result" and m["series_id"] == 8]
+    assert len(delivered) == len(set(delivered)), "a frame was delivered twice"
+    missing = [i for a, b in ends[0]["missing_frames"] for i in range(a, b + 1)]
+    assert not set(delivered) & set(missing), (sorted(delivered), missing)
+    assert sorted(delivered + missing) == list(range(len(imgs))), (sorted(delivered), missing)
+    assert missing, "the killed instance held frames it never reduced"
+    # what the merge lists missing is what the fan-out reported lost and nobody reduced
+    reported = set()
+    for m in lost:
+        for r in m["frames"]:
+            a, b = (r, r) if isinstance(r, int) else r
+            reported |= set(range(a, b + 1))
+    assert set(missing) <= reported, (missing, sorted(reported))
+    det.close()
 
 
 def test_stalled_instance(rig):
