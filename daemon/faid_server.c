@@ -188,7 +188,7 @@ static void *make_socket(faid_server *s, int type, const char *endpoint, int bin
         return NULL;
     }
     int opt = hwm;
-    if (type == ZMQ_PULL) {
+    if (type == ZMQ_PULL || type == ZMQ_DEALER) {
         zmq_setsockopt(sock, ZMQ_RCVHWM, &opt, sizeof(opt));
         /* A connection that never completes the ZeroMQ handshake (an idle TCP connection)
          * holds a descriptor this long at most, not libzmq's default 30 s. */
@@ -361,11 +361,21 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         FAID_WARN("server", "ZMQ_IO_THREADS %d: %s", io_threads, zmq_strerror(zmq_errno()));
     /* input.protocol: a value this build cannot honour stops the daemon here, never later. */
     faid_input_protocol proto;
-    if (faid_input_protocol_parse(cfg->input_protocol, &proto) != 0) {
+    s->fan = strcmp(cfg->input_protocol, "fan") == 0;
+    if (s->fan && nin != 1) {
+        faid_fail(d, FAID_ECONFIG,
+                  "input.protocol fan: input.endpoint names %d endpoints; an instance connects to "
+                  "one fan-out",
+                  nin);
+        goto fail;
+    }
+    if (s->fan) {
+        /* the detector formats are the fan-out's: each route names the one of its message */
+    } else if (faid_input_protocol_parse(cfg->input_protocol, &proto) != 0) {
         faid_fail(d, FAID_ECONFIG, "input.protocol: unknown protocol \"%s\"", cfg->input_protocol);
         goto fail;
     }
-    if (faid_input_available(proto, d)) {
+    if (!s->fan && faid_input_available(proto, d)) {
         faid_diag_prefix(d, "input.protocol %s: ", cfg->input_protocol);
         goto fail;
     }
@@ -381,8 +391,10 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         char ep[sizeof cfg->input_endpoint], what[32], mon[64];
         faid_config_endpoint_at(cfg->input_endpoint, i, ep, sizeof ep);
         snprintf(what, sizeof what, nin > 1 ? "input %d" : "input", i);
-        s->pull[i] =
-            make_socket(s, ZMQ_PULL, ep, cfg->input_bind, depth, 0, s->input_max_msg, what, d);
+        /* fan: a DEALER connected to the fan-out's ROUTER, whatever input.mode says (the
+         * fan-out binds); it receives routed detector messages and sends hello and credit. */
+        s->pull[i] = make_socket(s, s->fan ? ZMQ_DEALER : ZMQ_PULL, ep,
+                                 s->fan ? 0 : cfg->input_bind, depth, 0, s->input_max_msg, what, d);
         if (!s->pull[i])
             goto fail;
         s->npull = i + 1;
@@ -497,6 +509,8 @@ int faid_server_start(faid_server *s, faid_diag *d)
         .series_frames = &s->series_frames,
         .alive_ns = s->ingest_alive_ns,
         .dtypes_seen = &s->dtypes_seen,
+        .fan = s->fan,
+        .instance_name = s->instance_name,
     };
     return faid_ingest_start(&h, &s->ingest, d);
 }

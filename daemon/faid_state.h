@@ -86,8 +86,9 @@ struct faid_server {
     faid_queue_policy policy;        /* fixed for the life of the process */
     char config_path[FAID_PATH_MAX]; /* -c file (SIGHUP re-reads it), "" = embedded; fixed */
     void *zctx;
-    void *pull[FAID_MAX_ENDPOINTS]; /* one PULL per entry of input.endpoint */
+    void *pull[FAID_MAX_ENDPOINTS]; /* one PULL per entry of input.endpoint (a DEALER with fan) */
     int npull;
+    int fan; /* input.protocol fan: an instance behind faid-fan (faid_fan_proto.h) */
     void *pub, *router, *rep; /* router: the lossless channel, NULL when off */
     faid_lossless *ll;        /* the lossless channel's buffer and session */
     void *forward;  /* PUSH re-sending raw input messages (input.forward_endpoint), or NULL */
