@@ -36,6 +36,8 @@
  * faid_clip_model_names, faid_log_level_names); these are the configuration's own. */
 static const char *const mode_names[] = {"connect", "bind", NULL};
 static const char *const pinned_copy_names[] = {"auto", "always", NULL};
+static const char *const contexts_names[] = {"shared", "per_connection", NULL};
+static const char *const cake_names[] = {"lean", "full", NULL};
 static const char *const geo_source_names[] = {"configuration", "start", NULL};
 static const char *const proto_names[] = {"auto", "native", "dectris-v1", "dectris-v2", NULL};
 const char *const faid_queue_policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
@@ -244,6 +246,14 @@ static const faid_option options[] = {
            "off them; with the queue empty the worker copies, as before the arena, and the one "
            "ingest thread of a single connection keeps its time for receiving: the two threads "
            "share the copies), always = every frame."),
+    SIMPLE("input.contexts", FAID_OT_ENUM, "", 0, 0, "per_connection", 0, contexts_names,
+           input_contexts, 0,
+           "ZeroMQ contexts of the input sockets: per_connection = each entry of "
+           "input.endpoint gets a context and I/O thread of its own, so the connections' reads "
+           "share no libzmq thread or lock with each other or with the result sends; shared = "
+           "every socket in the daemon's one context (its input.io_threads). With "
+           "security.curve on the inputs stay in the shared context, where the key check "
+           "(ZAP) runs."),
     SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, proto_names, input_protocol, 32,
            "Input message format; auto detects it per message."),
     SIMPLE("input.max_frame_bytes", FAID_OT_INT64, "bytes", 1024, 68719476736.0, "268435456", 0,
@@ -304,6 +314,11 @@ static const faid_option options[] = {
     SIMPLE("output.sndhwm", FAID_OT_INT, "messages", 0, 1048576, "0", 0, NULL, sndhwm, 0,
            "Messages the PUB socket queues for a subscriber that is behind; beyond it that "
            "subscriber alone loses messages. 0 = max(2 x queue.depth, 16)."),
+    SIMPLE("output.cake", FAID_OT_ENUM, "", 0, 0, "lean", 0, cake_names, output_cake, 0,
+           "What a result of a 2D cake (integration.npt_azim > 0) carries: lean = I_2d only "
+           "(the device reads back only the cake's intensities: 1.44 MB instead of 5.76 MB "
+           "per frame at 360 x 1000), full = I_2d, sigma_2d and count_2d. With writer.cake on "
+           "results carry the full set, which the series file's NXazint2d entry needs."),
     SIMPLE("output.lossless_shutdown_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "5.0", 0, NULL,
            lossless_shutdown_timeout, 0,
            "Longest total wait for the lossless consumer's acknowledgements during shutdown; "

@@ -50,6 +50,13 @@ static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r,
         .in = &slot->h,
     };
     faid_out_result_outputs(&o, r);
+    /* output.cake lean: the cake's intensities alone (the device read only those back, see
+     * faid_gen.c); writer.cake needs the full set for its NXazint2d entry. */
+    const faid_config *cfg = &slot->gen->setup->cfg;
+    if (!cfg->output_cake && !cfg->writer_cake) {
+        o.sigma_2d = NULL;
+        o.count_2d = NULL;
+    }
     faid_mpw w;
     faid_mpw_init(&w, slot->out, slot->out_cap);
     slot->msgnum_off = faid_proto_write_result(&w, &o);

@@ -200,6 +200,7 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
     }
     e->env.fused = 1;
     e->env.sums2d = 1;
+    e->env.cake_arrays = 4;
     e->env.batch = 1;
     e->depth = 1;
     const char *ov = getenv("FAID_ENGINE_WG");
@@ -312,6 +313,26 @@ int faid_engine_set_sums_2d(faid_engine *e, int on, faid_diag *d)
     int rc = faid_engine_set_setup(e, e->res->s.setup, d);
     if (rc)
         e->env.sums2d = !on; /* the engine kept its previous resources */
+    return rc;
+}
+
+int faid_engine_set_cake_arrays(faid_engine *e, int n, faid_diag *d)
+{
+    if (!e)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    if (n < 1 || n > 4)
+        return faid_fail(d, FAID_EINVAL, "engine: %d cake arrays (1 to 4)", n);
+    if (e->env.cake_arrays == n)
+        return FAID_OK;
+    if (e->inflight)
+        return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight", e->inflight);
+    int was = e->env.cake_arrays;
+    e->env.cake_arrays = n;
+    if (!e->res || !e->env.ctx)
+        return FAID_OK;
+    int rc = faid_engine_set_setup(e, e->res->s.setup, d);
+    if (rc)
+        e->env.cake_arrays = was; /* the engine kept its previous resources */
     return rc;
 }
 

@@ -79,6 +79,11 @@ int faid_engine_set_fused(faid_engine *e, int fused, faid_diag *d);
  * are left as they were. The 1D sums always come back. Rebuilds the frame buffers (not on the hot
  * path); FAID_EBUSY while frames are in flight. */
 int faid_engine_set_sums_2d(faid_engine *e, int on, faid_diag *d);
+/* How many of the cake's arrays I, sigma, std, count (in that order) are read back: 1 (I alone,
+ * the daemon's lean cake results) to 4 (default). The others stay on the device and the result's
+ * arrays for them are left as they were; with the 2D sums read back all four come. Rebuilds the
+ * frame buffers as faid_engine_set_sums_2d does. */
+int faid_engine_set_cake_arrays(faid_engine *e, int n, faid_diag *d);
 /* Builds the kernels for frames of this dtype now (otherwise done on the first such frame). */
 int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d);
 /* Integration work-group size chosen for matrix 0 (1D) or 1 (2D); 0 for the reference device.

@@ -183,7 +183,9 @@ static int int_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_di
     if (!rc)
         rc = faid_restab_output(res->rt, "s1d", 4 * n1, 1, d);
     if (!rc && n2)
-        rc = faid_restab_output(res->rt, "p2d", 4 * n2, 1, d);
+        rc = env->sums2d || env->cake_arrays >= 4
+                 ? faid_restab_output(res->rt, "p2d", 4 * n2, 1, d)
+                 : faid_restab_output_part(res->rt, "p2d", 4 * n2, env->cake_arrays * n2, d);
     if (!rc && n2)
         rc = faid_restab_output(res->rt, "s2d", 4 * n2, env->sums2d, d);
     return rc;
@@ -454,13 +456,14 @@ static int int_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_s
     return FAID_OK;
 }
 
-/* I..count from src, the sums from sums (NULL: not read back, left as they were). */
-static void copy_profile(faid_profile *p, const float *src, const float *sums)
+/* The first `arrays` of I..count from src, the sums from sums (NULL: not read back, left as
+ * they were). */
+static void copy_profile(faid_profile *p, const float *src, int arrays, const float *sums)
 {
     size_t n = (size_t)p->nbins;
     float *dst[NOUT] = {p->I,          p->sigma,    p->std,          p->count,
                         p->sum_signal, p->sum_norm, p->sum_variance, p->sum_norm_sq};
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < arrays; k++)
         memcpy(dst[k], src + (size_t)k * n, n * sizeof(float));
     for (int k = 4; sums && k < NOUT; k++)
         memcpy(dst[k], sums + (size_t)(k - 4) * n, n * sizeof(float));
@@ -475,11 +478,12 @@ static int int_cl_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_s
     int po, ps, so, ss;
     faid_restab_out(res->rt, "p1d", &po, &ps);
     faid_restab_out(res->rt, "s1d", &so, &ss);
-    copy_profile(r->p1d, h_lane + po, h_lane + so);
+    copy_profile(r->p1d, h_lane + po, 4, h_lane + so);
     if (res->setup->csr2d && r->p2d) {
         faid_restab_out(res->rt, "p2d", &po, &ps);
         faid_restab_out(res->rt, "s2d", &so, &ss);
-        copy_profile(r->p2d, h_lane + po, env->sums2d ? h_lane + so : NULL);
+        copy_profile(r->p2d, h_lane + po, env->sums2d ? 4 : env->cake_arrays,
+                     env->sums2d ? h_lane + so : NULL);
     }
     return FAID_OK;
 }

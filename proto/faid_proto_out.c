@@ -63,10 +63,14 @@ size_t faid_proto_write_result(faid_mpw *w, const faid_out_result *r)
     if (r->cake_nrad && r->cake_nazim) {
         faid_mpw_key(w, FAID_K_I2D);
         faid_mpw_ndarray_f32_transposed(w, r->I_2d, r->cake_nrad, r->cake_nazim);
-        faid_mpw_key(w, FAID_K_SIGMA2D);
-        faid_mpw_ndarray_f32_transposed(w, r->sigma_2d, r->cake_nrad, r->cake_nazim);
-        faid_mpw_key(w, FAID_K_COUNT2D);
-        faid_mpw_ndarray_f32_transposed(w, r->count_2d, r->cake_nrad, r->cake_nazim);
+        if (r->sigma_2d) {
+            faid_mpw_key(w, FAID_K_SIGMA2D);
+            faid_mpw_ndarray_f32_transposed(w, r->sigma_2d, r->cake_nrad, r->cake_nazim);
+        }
+        if (r->count_2d) {
+            faid_mpw_key(w, FAID_K_COUNT2D);
+            faid_mpw_ndarray_f32_transposed(w, r->count_2d, r->cake_nrad, r->cake_nazim);
+        }
     }
     if (r->has_peaks) {
         const uint64_t np = r->npeaks;
@@ -583,6 +587,7 @@ void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
     kv_uint(w, FAID_K_PINNED_BYTES, s->input.pinned_bytes);
     kv_uint(w, FAID_K_PINNED_FRAMES, s->input.pinned_frames);
     kv_uint(w, FAID_K_PINNED_FALLBACK, s->input.pinned_fallback);
+    kv_uint(w, FAID_K_ZMQ_CONTEXTS, s->input.zmq_contexts);
     kv_uint(w, FAID_K_CONNECTIONS, s->input.connections);
     kv_uint(w, FAID_K_ACCEPTED, s->input.accepted);
     kv_uint(w, FAID_K_CLOSED, s->input.closed);

@@ -25,9 +25,9 @@ typedef struct faid_out_result {
     int device;
     uint64_t npt;
     const float *I, *sigma, *std, *count;
-    uint64_t cake_nrad, cake_nazim; /* 0: no cake */
-    const float *I_2d, *sigma_2d, *count_2d;
-    int has_peaks; /* the peak keys and the background profile */
+    uint64_t cake_nrad, cake_nazim;          /* 0: no cake */
+    const float *I_2d, *sigma_2d, *count_2d; /* sigma_2d / count_2d NULL: not carried */
+    int has_peaks;                           /* the peak keys and the background profile */
     uint64_t num_peaks, npeaks, nbg;
     int is_hit;
     const float *peak_x, *peak_y, *peak_intensity, *peak_sigma, *peak_snr, *peak_max_pixel;
@@ -82,7 +82,7 @@ typedef struct faid_out_status {
     faid_out_counters counters;
     struct {
         uint64_t max_message_bytes, endpoints, pinned_bytes, pinned_frames, pinned_fallback,
-            connections, accepted, closed, accept_failed, connection_cap, over_cap;
+            zmq_contexts, connections, accepted, closed, accept_failed, connection_cap, over_cap;
     } input;
     struct {
         uint64_t depth, capacity;

@@ -707,8 +707,9 @@ def test_backpressure_policies(daemons, policy):
 
 def test_cake_results_match_faidctl_process(daemons, tmpdir_):
     # With integration.npt_azim the result carries the 2D cake, laid out (npt_azim, npt) like
-    # pyFAI's integrate2d and faidctl process's *_2d_*.npy, with the same bits.
-    d = daemons(extra="", npt=48, lossless=True)
+    # pyFAI's integrate2d and faidctl process's *_2d_*.npy, with the same bits; output.cake full:
+    # I_2d, sigma_2d and count_2d.
+    d = daemons(extra="", npt=48, lossless=True, output_extra="  cake: full\n")
     with open(d.config) as f:
         text = f.read()
     with open(d.config, "w") as f:
@@ -757,4 +758,52 @@ def test_cake_results_match_faidctl_process(daemons, tmpdir_):
             want = np.load(os.path.join(out, "f_%05d_2d_%s.npy" % (i, name)))
             assert got.shape == want.shape == (36, 48), (key, got.shape, want.shape)
             assert np.array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32)), key
+    assert d.terminate() == 0
+
+
+@pytest.mark.parametrize("device,batch", [("cpu", 1), ("cpu", 2), ("ref", 1)])
+def test_cake_lean_carries_intensities_only(daemons, tmpdir_, device, batch):
+    """output.cake lean (the default): a cake result carries I_2d alone, no sigma_2d or count_2d
+    (the OpenCL device read back only the cake's intensities: a prefix of each lane's output
+    block, one rectangular copy for a batch of two), with the same bits as `faidctl process`
+    gives for I; the 1D profile is complete."""
+    d = daemons(extra="pipeline:\n  batch: %d\n" % batch, npt=48, lossless=True,
+                devices=device)
+    with open(d.config) as f:
+        text = f.read()
+    with open(d.config, "w") as f:
+        f.write(text.replace("  split: full\n", "  split: full\n  npt_azim: 36\n"))
+    r = d.request({"cmd": "reload"})
+    assert r["ok"], r
+    rx = Receiver(d)
+    rx.settle()
+    tx = Sender(d)
+    imgs = frames(3, seed=6)
+    tx.start(series_id=8, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=8)
+    tx.end(series_id=8)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == [0, 1, 2]
+    for res in results.values():
+        assert "I_2d" in res and "sigma_2d" not in res and "count_2d" not in res, sorted(res)
+        for key in ("I", "sigma", "std", "count"):
+            assert arr(res[key]).shape == (48,), key
+    out = os.path.join(tmpdir_, "cake")
+    os.makedirs(out)
+    np.save(os.path.join(out, "f.npy"), np.stack(imgs))
+    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", device, "-o", out,
+                        os.path.join(out, "f.npy")], capture_output=True, text=True, timeout=LONG)
+    assert p.returncode == 0, p.stderr
+    for i in range(len(imgs)):
+        got = arr(results[i]["I_2d"])
+        want = np.load(os.path.join(out, "f_%05d_2d_I.npy" % i))
+        assert got.shape == want.shape == (36, 48)
+        assert np.array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32))
+        # the 1D profile of every lane, which lies before the cake in each lane's block
+        ref = np.loadtxt(os.path.join(out, "f_%05d.dat" % i), dtype=np.float64)
+        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
+            want = ref[:, col].astype(np.float32)  # %.9g round-trips float32 exactly
+            assert np.array_equal(arr(results[i][key]).view(np.uint32), want.view(np.uint32)), key
     assert d.terminate() == 0

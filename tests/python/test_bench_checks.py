@@ -149,3 +149,19 @@ def test_command_line_getopt():
     assert r.returncode == 2 and "'stray'" in r.stderr, r.stderr
     r = fb("--frames")
     assert r.returncode == 2 and "'--frames' needs a value" in r.stderr, r.stderr
+
+
+def test_cake_lean_read_back(tmp_path):
+    """--cake-arrays 1 (the daemon's lean cake, output.cake lean): only the cake's intensities
+    come back from the device; the pipelined results still equal the synchronous ones bit for bit
+    (the cake compared on its sample) and the json says what was read back."""
+    js = tmp_path / "lean.json"
+    r = bench(tmp_path, "--device", "cpu", "--frames", 20, "--depth", 2, "--batch", 2,
+              "--azim", 36, "--variants", "fused,pipelined", "--cake-arrays", 1, "--json", js)
+    j = json.loads(js.read_text())
+    assert j["cake_arrays"] == 1 and j["npt_azim"] == 36
+    v = {x["name"]: x for x in j["variants"]}
+    assert v["pipelined"]["identical"] == 1 and v["pipelined"]["checked_2d"] > 0
+    assert v["pipelined"]["max_rel_err"] < 1e-5
+    bad = bench(tmp_path, "--device", "cpu", "--frames", 2, "--cake-arrays", 5, ok=False)
+    assert bad.returncode != 0 and "cake-arrays" in bad.stderr, bad.stderr
