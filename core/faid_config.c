@@ -35,7 +35,7 @@
  * (faid_unit_names, faid_split_names, faid_error_model_names, faid_peak_algorithm_names,
  * faid_clip_model_names, faid_log_level_names); these are the configuration's own. */
 static const char *const mode_names[] = {"connect", "bind", NULL};
-static const char *const pinned_copy_names[] = {"auto", "always", NULL};
+static const char *const pinned_copy_names[] = {"auto", "always", "idle", NULL};
 static const char *const contexts_names[] = {"shared", "per_connection", NULL};
 static const char *const cake_names[] = {"lean", "full", NULL};
 static const char *const geo_source_names[] = {"configuration", "start", NULL};
@@ -245,7 +245,10 @@ static const faid_option options[] = {
            "wait in the frame queue (the workers are the bottleneck, so ingest takes the copy "
            "off them; with the queue empty the worker copies, as before the arena, and the one "
            "ingest thread of a single connection keeps its time for receiving: the two threads "
-           "share the copies), always = every frame."),
+           "share the copies), always = every frame, idle = as auto but only while no further "
+           "message waits on this input socket (the ingest thread has time to spare: with "
+           "peak finding the frame queue is rarely empty, so auto made the one ingest thread "
+           "of a single connection copy every frame)."),
     SIMPLE("input.contexts", FAID_OT_ENUM, "", 0, 0, "per_connection", 0, contexts_names,
            input_contexts, 0,
            "ZeroMQ contexts of the input sockets: per_connection = each entry of "

@@ -85,7 +85,7 @@ typedef struct faid_config {
     char input_endpoint[1040];  /* one endpoint or several, comma-separated */
     int input_bind;             /* 1 = bind, 0 = connect */
     int64_t input_pinned_bytes; /* pinned input arena (faid_pinned.h), 0 = off */
-    int input_pinned_copy;      /* 0 = auto (while frames wait), 1 = always */
+    int input_pinned_copy;      /* 0 = auto (while frames wait), 1 = always, 2 = idle */
     int input_contexts;         /* 0 = shared, 1 = per_connection */
     int output_cake;            /* 0 = lean (I_2d), 1 = full (I_2d, sigma_2d, count_2d) */
     char input_protocol[32];    /* auto | native | dectris-v1 | dectris-v2 */

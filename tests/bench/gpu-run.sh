@@ -10,7 +10,8 @@
 # for the pyFAI + silx side-by-side run.
 #
 # Environment: FAID_BIN (default build/bin), DEVICE (default gpu), FRAMES (default 500),
-# PYFAI_FRAMES (default 200), CONFIGS (default "full no bbox cake u16": which runs to do),
+# PYFAI_FRAMES (default 200), CONFIGS (default "full no bbox cake cake-lean u16": which runs to
+# do; cake-lean = the cake as the daemon's output.cake lean reads it back, I alone),
 # DEPTH and BATCH (slots and frames per slot of the pipelined variants, default 4 and 4), SWEEP
 # (default "batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0": extra
 # pipelined runs of the full-split configuration, one knob changed each, for tuning; "" skips),
@@ -21,7 +22,10 @@
 # when present), DAEMON_BENCH (0 skips tests/bench/daemon-bench.sh, the whole daemon over ZeroMQ loopback against
 # the transport ceiling, run with the best pipelined settings found above), DAEMON_FRAMES (its
 # throughput frames, default 20000), DAEMON_COMPARE (its comparison daemons, default "nopin
-# writer": without the pinned arena, and with the files of record on), WRITER_DIR (the writer
+# writer shared": without the pinned arena, with the files of record on, with every input in one
+# shared ZeroMQ context), DAEMON_PEAKS (peaks.algorithm of a second daemon-bench run, one and
+# two connections and the 1 kHz latency with peaks, issue 17; default pyfai, none skips it),
+# DAEMON_PEAKS_COMPARE (its comparison daemons, default "idle nopin batch1"), WRITER_DIR (the writer
 # run's directory), KINDS (frame kinds of the decoder / PCIe-floor runs, default
 # "synthetic lowcount"), SIZES (detector presets of the size runs besides the EIGER 4M of the
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300).
@@ -33,7 +37,7 @@ BIN=${FAID_BIN:-build/bin}
 DEVICE=${DEVICE:-gpu}
 FRAMES=${FRAMES:-500}
 PYFAI_FRAMES=${PYFAI_FRAMES:-200}
-CONFIGS=${CONFIGS:-full no bbox cake u16}
+CONFIGS=${CONFIGS:-full no bbox cake cake-lean u16}
 DEPTH=${DEPTH:-4}
 BATCH=${BATCH:-4}
 PEAK_VARIANTS=${PEAK_VARIANTS:-fused,pipelined}
@@ -108,6 +112,7 @@ declare -A args=(
     [no]="--split no"
     [bbox]="--split bbox"
     [cake]="--split full --azim 360"
+    [cake-lean]="--split full --azim 360 --cake-arrays 1"
     [u16]="--split full --dtype uint16"
     [pk-pyfai]="--split full --peaks pyfai"
     [pk-pf8]="--split full --peaks peakfinder8"
@@ -253,10 +258,23 @@ if [ "${DAEMON_BENCH:-1}" != 0 ]; then
     # WRITER_DIR, default $LOG/writer-files): its results/s against the main run's is the
     # pipeline's throughput with the writer on vs off (issue 15: within 5 %)
     if ! FAID_BIN="$BIN" DEVICE="$DEVICE" OUT="$LOG" FRAMES="${DAEMON_FRAMES:-20000}" \
-        COMPARE="${DAEMON_COMPARE:-nopin writer}" WRITER_DIR="${WRITER_DIR:-}" \
+        COMPARE="${DAEMON_COMPARE:-nopin writer shared}" WRITER_DIR="${WRITER_DIR:-}" \
         bash tests/bench/daemon-bench.sh >"$LOG/daemon-bench.out" 2>&1; then
         say "WARNING: daemon-bench failed or found a problem, tail of $LOG/daemon-bench.out:"
         tail -n 12 "$LOG/daemon-bench.out" | tee -a "$LOG/gpu-run.log"
+    fi
+    # issue 17's peak rows: the daemon with peak finding, one and two connections against the
+    # ceiling, three latency runs at 1 kHz; idle = input.pinned_copy idle, nopin = no arena,
+    # batch1 = one frame per slot (latency)
+    if [ "${DAEMON_PEAKS:-pyfai}" != none ]; then
+        say "daemon-bench with peaks.algorithm ${DAEMON_PEAKS:-pyfai} (log $LOG/daemon-peaks/daemon-bench.log)"
+        if ! FAID_BIN="$BIN" DEVICE="$DEVICE" OUT="$LOG/daemon-peaks" \
+            FRAMES="${DAEMON_FRAMES:-20000}" CONNS=2 PEAKS="${DAEMON_PEAKS:-pyfai}" \
+            COMPARE="${DAEMON_PEAKS_COMPARE:-idle nopin batch1}" \
+            bash tests/bench/daemon-bench.sh >"$LOG/daemon-peaks.out" 2>&1; then
+            say "WARNING: daemon-bench with peaks failed or found a problem, tail of $LOG/daemon-peaks.out:"
+            tail -n 12 "$LOG/daemon-peaks.out" | tee -a "$LOG/gpu-run.log"
+        fi
     fi
 fi
 
@@ -372,9 +390,20 @@ if sc:
         print(f'{c:>9} {n} dev {j["fps"]:9.0f} fps  {ratio:>6}  per device {per}  identical '
               f'{"yes" if j["identical_devices"] and j["identical_pipelined"] else "NO"}'
               + (f'  peaks vs ref {"equal" if j.get("peaks_ref_equal") == 1 else "DIFFER" if j.get("peaks_ref_equal") == 0 else "-"}' if j.get("peaks") != "none" else ""))
-p = os.path.join(log, "daemon-bench.txt")
-if os.path.exists(p):
-    print(open(p).read().rstrip("\n"))
+for p in (os.path.join(log, "daemon-bench.txt"), os.path.join(log, "daemon-peaks", "daemon-bench.txt")):
+    if os.path.exists(p):
+        print(open(p).read().rstrip("\n"))
+# the 2D cake (360 x 1000): read back in full vs the daemon's lean cake (I alone), issue 17
+cake = {}
+for c in ("cake", "cake-lean"):
+    p = os.path.join(log, f"bench_{c}.json")
+    if c in configs and os.path.exists(p):
+        cake[c] = max(json.load(open(p))["variants"], key=lambda v: v["fps"])
+if cake:
+    print("\n2D cake 360 x 1000, best variant: " + "; ".join(
+        f'{c} {v["fps"]:.0f} frames/s ({v["name"]}, d2h {fmt(v, "d2h_us")} us, ident '
+        f'{ {1: "yes", 0: "NO"}.get(v.get("identical", -1), "-")})' for c, v in cake.items())
+        + " (target: cake-lean >= 2000 frames/s)")
 rows = []
 dev = ""
 for c in configs:

@@ -807,3 +807,30 @@ def test_cake_lean_carries_intensities_only(daemons, tmpdir_, device, batch):
             want = ref[:, col].astype(np.float32)  # %.9g round-trips float32 exactly
             assert np.array_equal(arr(results[i][key]).view(np.uint32), want.view(np.uint32)), key
     assert d.terminate() == 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "idle"])
+def test_pinned_copy_idle_leaves_the_copy_to_the_worker_while_input_waits(daemons, mode):
+    """input.pinned_copy: a slow worker (300 ms per frame, one in flight) and a frame queue of two;
+    eight frames sent at once. auto: ingest copies every frame that finds frames waiting in the
+    queue (frames 2-7 at least); idle: not while the next message already waits on the input
+    socket: frames 4, 5 and 6 (read while the rest of the burst was queued in the socket behind
+    them) are never copied, the last one is. Every frame is processed either way."""
+    d = daemons(env={"FAID_TEST_WORKER_DELAY_US": "300000"}, depth=2,
+                input_extra="  pinned_copy: %s\n" % mode,
+                extra="pipeline:\n  inflight: 1\n  batch: 1\n")
+    tx = Sender(d)
+    imgs = frames(8, seed=3)
+    tx.start(series_id=3, nimages=len(imgs))
+    d.wait_counters(lambda c: c["series"] >= 1, "series opened")
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=3)
+    st = d.wait_counters(lambda c: c["processed"] == len(imgs), "all processed")
+    copied = st["input"]["pinned_frames"]
+    assert st["input"]["pinned_fallback"] == 0
+    if mode == "auto":
+        assert copied >= 6, st["input"]
+    else:
+        assert 1 <= copied <= 5, st["input"]
+    tx.end(series_id=3)
+    assert d.terminate() == 0
