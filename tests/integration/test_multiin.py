@@ -239,7 +239,7 @@ def test_input_contexts(multi, contexts):
     """input.contexts: per_connection (the default) gives each input endpoint a ZeroMQ context of
     its own (status input.zmq_contexts = the number of endpoints), shared puts them all in the
     daemon's one context (1). Either way two replays at once on two endpoints are processed
-    exactly once."""
+    exactly once, and the connections are counted (each input's monitor lives in its context)."""
     extra = "" if contexts == "default" else "  contexts: %s\n" % contexts
     d = multi(2, lossless=True, depth=16, input_extra=extra)
     st = d.status()
@@ -253,4 +253,6 @@ def test_input_contexts(multi, contexts):
     wait_ends(rx, 2 * n)
     ids = sorted(r["frame_id"] for r in rx.of("result"))
     assert ids == sorted(1000 * k + i for k in range(2) for i in range(n))
+    # the connection monitors live in each input's context: the main thread still sees them
+    assert d.status()["input"]["accepted"] >= 2
     assert d.terminate() == 0
