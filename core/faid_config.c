@@ -389,6 +389,14 @@ static const faid_option options[] = {
     SIMPLE("pipeline.batch", FAID_OT_INT, "frames", 1, 8, "1", 0, NULL, batch, 0,
            "Frames integrated in one pass over the CSR matrix (shares the matrix traffic on a "
            "GPU; a partial batch is integrated as soon as its oldest frame is awaited)."),
+    SIMPLE("pipeline.collect_poll_us", FAID_OT_INT, "us", 0, 10000, "0", 0, NULL, collect_poll_us,
+           0,
+           "While frames are in flight and none waits in the frame queue: 0 = the worker waits "
+           "for the oldest frame's result (a frame that arrives meanwhile waits for it too); "
+           "N = it checks the oldest frame and the queue every N us, so a frame that arrives "
+           "is submitted at once and its transfer and decode overlap the device work of the "
+           "frames before it (lower latency at a fixed rate, a worker thread that wakes every "
+           "N us while the device works)."),
     SIMPLE("stats.interval", FAID_OT_DOUBLE, "s", 0, 86400, "1.0", R, NULL, stats_interval, 0,
            "Period of the published stats message; 0 = off."),
     SIMPLE("log.level", FAID_OT_STRING, "", 0, 0, "info", R, faid_log_level_names, log_level, 16,

@@ -103,8 +103,9 @@ typedef struct faid_config {
     char devices[128]; /* auto | cpu | ref | "0,1" */
     int queue_depth;
     faid_queue_policy queue_policy;
-    int inflight; /* frames in flight per device (slots with batch) */
-    int batch;    /* frames per integration pass */
+    int inflight;        /* frames in flight per device (slots with batch) */
+    int batch;           /* frames per integration pass */
+    int collect_poll_us; /* worker: poll the oldest frame and the queue every N us, 0 = block */
     int64_t max_frame_bytes;
     int io_threads;            /* ZeroMQ I/O threads */
     double series_timeout;     /* s without a message before an open series closes */

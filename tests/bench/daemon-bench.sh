@@ -38,7 +38,9 @@
 #      thread copy every frame), shared = input.contexts shared (every input socket in the
 #      daemon's one ZeroMQ context; the default gives each endpoint its own): this one also runs
 #      the CONNS-connection throughput, the row it is about, batch1 = pipeline.batch 1 (a slot
-#      per frame: its latency against the main run's batch BATCH).
+#      per frame: its latency against the main run's batch BATCH), poll =
+#      pipeline.collect_poll_us 200 (frames that arrive while others are in flight are submitted
+#      at once instead of after the oldest frame's result).
 # A compact table comes last; it is also written to $OUT/daemon-bench.txt (gpu-run.sh prints it)
 # and the figures to $OUT/daemon-bench.json. Exit status 0 when every step ran and every daemon
 # stopped cleanly with every frame processed.
@@ -51,7 +53,8 @@
 # (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COPY (input.pinned_copy,
 # default auto), CONTEXTS (input.contexts, default per_connection), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
-# "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1"), WRITER_DIR
+# "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll"),
+# WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
 # disk: the files are removed after the run),
 # TIMEOUT (seconds a step may wait, default 600), OUT (default tests/out/daemon-bench).
@@ -105,20 +108,20 @@ if ! "$BIN/faid" ${CONFIG:+-c "$CONFIG"} --dump-config >"$LOG/base.yaml" 2>>"$LO
 fi
 
 # Writes $LOG/<name>.yaml from base.yaml with fresh ports ($pin[], $pout, $pctl), pinned bytes $2,
-# input.pinned_copy $3, writer.directory $4 (empty: off) and input.contexts $5 (default
-# $CONTEXTS); peaks.algorithm $PEAKS.
+# input.pinned_copy $3, writer.directory $4 (empty: off), input.contexts $5 (default
+# $CONTEXTS) and pipeline.collect_poll_us $6 (default 0); peaks.algorithm $PEAKS.
 make_config() {
-    local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS}
+    local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-0}
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
     pctl=$(port)
     cfg=$LOG/$name.yaml
     python3 - "$LOG/base.yaml" "$cfg" "$pout" "$pctl" "$DEVICE" "$INFLIGHT" "$BATCH" "$pinned" \
-        "$pcopy" "$wdir" "$ctxs" "$PEAKS" "${pin[@]}" <<'EOF'
+        "$pcopy" "$wdir" "$ctxs" "$PEAKS" "$poll" "${pin[@]}" <<'EOF'
 import sys
-src, dst, pout, pctl, dev, infl, batch, pinned, pcopy, wdir, ctxs, peaks = sys.argv[1:13]
-ins = sys.argv[13:]
+src, dst, pout, pctl, dev, infl, batch, pinned, pcopy, wdir, ctxs, peaks, poll = sys.argv[1:14]
+ins = sys.argv[14:]
 eps = "[" + ", ".join(f'"tcp://127.0.0.1:{p}"' for p in ins) + "]"
 # stats.interval 0: no periodic message, so sub's clock starts with the series, not a stats tick
 want = {("input", "endpoint"): eps, ("input", "mode"): "bind",
@@ -127,7 +130,8 @@ want = {("input", "endpoint"): eps, ("input", "mode"): "bind",
         ("control", "endpoint"): f'"tcp://127.0.0.1:{pctl}"', ("", "devices"): dev,
         ("queue", "policy"): "block", ("pipeline", "inflight"): infl,
         ("pipeline", "batch"): batch, ("stats", "interval"): "0", ("log", "level"): "info",
-        ("input", "contexts"): ctxs, ("peaks", "algorithm"): peaks}
+        ("input", "contexts"): ctxs, ("peaks", "algorithm"): peaks,
+        ("pipeline", "collect_poll_us"): poll}
 if wdir:
     want[("writer", "directory")] = f'"{wdir}"'
 out, sec, done = [], "", set()
@@ -280,6 +284,7 @@ for v in $COMPARE; do
     auto) make_config "$v" "$PINNED" auto ;;
     idle) make_config "$v" "$PINNED" idle ;;
     batch1) BATCH=1 make_config "$v" "$PINNED" "$PINNED_COPY" ;;
+    poll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 ;;
     shared) make_config "$v" "$PINNED" "$PINNED_COPY" "" shared ;;
     writer)
         wdir=${WRITER_DIR:-$LOG/writer-files}
@@ -287,7 +292,7 @@ for v in $COMPARE; do
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, writer)"
         continue
         ;;
     esac

@@ -834,3 +834,41 @@ def test_pinned_copy_idle_leaves_the_copy_to_the_worker_while_input_waits(daemon
         assert 1 <= copied <= 5, st["input"]
     tx.end(series_id=3)
     assert d.terminate() == 0
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_collect_poll_same_results(daemons, tmpdir_, batch):
+    """pipeline.collect_poll_us: the worker checks the oldest frame and the queue instead of
+    waiting for the oldest frame, so frames that arrive while others are in flight are submitted
+    at once. Frames sent a few at a time, some while others are in flight: every frame is
+    answered once, with the bits `faidctl process` gives."""
+    d = daemons(lossless=True, extra="pipeline:\n  inflight: 4\n  batch: %d\n"
+                "  collect_poll_us: 200\n" % batch)
+    rx = Receiver(d, lossless=True)
+    rx.settle()
+    tx = Sender(d)
+    imgs = frames(9, seed=11)
+    tx.start(series_id=6, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=6)
+        if i % 3 == 2:
+            time.sleep(0.02)
+    tx.end(series_id=6)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == list(range(len(imgs)))
+    assert len(rx.of("result")) == len(imgs)
+    out = os.path.join(tmpdir_, "poll")
+    os.makedirs(out)
+    np.save(os.path.join(out, "f.npy"), np.stack(imgs))
+    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "cpu", "-o", out,
+                        os.path.join(out, "f.npy")], capture_output=True, text=True, timeout=LONG)
+    assert p.returncode == 0, p.stderr
+    for i in range(len(imgs)):
+        ref = np.loadtxt(os.path.join(out, "f_%05d.dat" % i), dtype=np.float64)
+        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
+            want = ref[:, col].astype(np.float32)
+            assert np.array_equal(arr(results[i][key]).view(np.uint32), want.view(np.uint32)), key
+    c = d.status()["counters"]
+    assert c["received"] == c["processed"] == len(imgs), c
+    assert d.terminate() == 0
