@@ -368,6 +368,10 @@ faid_sub *faid_sub_new_opts(const char *endpoint, faid_sub_kind kind, const faid
     s->curve = use_curve(o->curve);
     if (secure(s->ctx, s->sock, o->curve, &s->mon, endpoint, d))
         goto fail;
+    if (o->max_message_bytes > 0) {
+        int64_t mx = o->max_message_bytes;
+        zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &mx, sizeof mx);
+    }
     if (o->rcvhwm > 0)
         set_int(s->sock, ZMQ_RCVHWM, o->rcvhwm);
     else if (kind == FAID_SUB_LOSSLESS)
@@ -674,6 +678,16 @@ int faid_sub_recv(faid_sub *s, int timeout_ms, faid_sub_msg *msg, faid_diag *d)
             keep_series(s);
         return 0;
     }
+}
+
+void *faid_sub_zsocket(const faid_sub *s)
+{
+    return s->sock;
+}
+
+const char *faid_sub_endpoint(const faid_sub *s)
+{
+    return s->endpoint;
 }
 
 /* ------------------------------------------------------------------------------------------- */

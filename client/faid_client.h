@@ -62,6 +62,9 @@ typedef struct faid_sub_opts {
                        * old place at once; NULL = a fresh anonymous id per connection */
     uint32_t credit;  /* lossless: messages faid may send ahead of the acknowledgements, 0 = 256 */
     const faid_curve_keys *curve; /* CURVE keys, NULL = plain */
+    /* largest message accepted (ZMQ_MAXMSGSIZE: libzmq drops the connection of a peer that
+     * sends a larger one and, 4.3.5 at least, does not connect again), 0 = no limit */
+    int64_t max_message_bytes;
 } faid_sub_opts;
 
 /* Lossless channel bookkeeping of a faid_sub (all zero for a PUB subscriber). */
@@ -130,6 +133,12 @@ const faid_series_info *faid_sub_series(const faid_sub *s);
 const faid_series_info *faid_sub_series_of(const faid_sub *s, uint64_t series_id,
                                            uint64_t setup_version);
 
+/* The subscriber's ZeroMQ socket, for zmq_poll over several subscribers (faid_merge): with
+ * FAID_SUB_PUB, readable means faid_sub_recv(s, 0, ...) has a message. Owned by s. */
+void *faid_sub_zsocket(const faid_sub *s);
+/* The endpoint s was made for. */
+const char *faid_sub_endpoint(const faid_sub *s);
+
 /* The same decoding without a socket, for messages obtained elsewhere: decodes body into msg
  * (views into body) and, for a start message, updates si. faid_series_info_clear() releases what
  * si owns and zeroes it. */
@@ -140,6 +149,146 @@ void faid_series_info_clear(faid_series_info *si);
 /* Converts an array view (any numeric dtype, unaligned little-endian data) to float64. n must equal
  * a->nelem; FAID_ESIZE otherwise, FAID_EDTYPE for a type without a numeric value. */
 int faid_array_view_to_f64(const faid_array_view *a, double *out, size_t n, faid_diag *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Merging subscriber (several instances, proto/PROTOCOL.md "Several instances"). One PUB
+ * subscriber per instance (and optionally the fan-out's PUB), delivered as one stream:
+ *   - each series' start once: the first one seen; another instance's start of the same series
+ *     is checked against it (config_hash) and, when it differs, answered with a MISMATCH naming
+ *     the instance, whose results of that series are then kept out (counted as `refused`);
+ *   - results of a series in frame order within a reorder window: a result waits until the
+ *     frames before it arrived, or the window is full (`window` frames or `window_bytes` held
+ *     over every series), or it waited `max_wait_ms`, or the series ended; a frame older than
+ *     what was already delivered is delivered at once with `late` set and counted, never
+ *     dropped; a frame id seen before in the series is dropped and counted as a duplicate;
+ *   - one END per series once every instance that started it ended it, fell silent for
+ *     `dead_after_ms` (no message at all: faid publishes stats every stats.interval), or was
+ *     named in a fan-out's `lost` report of the series (by its `instance` stamp or its endpoint
+ *     as given here), and every part of the series is
+ *     accounted for (its `shards` stamp; unstamped instances: one part per endpoint; a part
+ *     whose instance never started the series counts once an instance that did not start it
+ *     is silent): summed totals, and the frames never seen, by id (the range [0, nimages) of
+ *     the start, else the ids between the least and the greatest seen);
+ *   - errors, stats and aggregates of each instance, and the fan-out's `lost` reports, passed
+ *     on as they come.
+ * Memory is bounded whatever the peers send: messages of at most max_message_bytes (a larger
+ * one drops that peer's connection, which libzmq 4.3.5 does not make again: the peer falls
+ * silent), at most rcvhwm of them queued per instance, at most `window` results and `window_bytes`
+ * held, FAID_MERGE_SERIES series at once (a further series closes the oldest, which then ends with
+ * what it has), a frame-id bitmap per series of at most FAID_MERGE_TRACKED_IDS ids (ids beyond
+ * it are delivered and counted `untracked`, without duplicate detection), FAID_MERGE_RANGES
+ * ranges in an end's list of missing frames (the count stays exact). */
+#define FAID_MERGE_MAX_INSTANCES  64
+#define FAID_MERGE_SERIES         8
+#define FAID_MERGE_TRACKED_IDS    (1ull << 24)
+#define FAID_MERGE_RANGES         256
+#define FAID_MERGE_DEFAULT_WINDOW 256
+
+typedef struct faid_merge_opts {
+    int window;          /* results held for reordering, 0 = FAID_MERGE_DEFAULT_WINDOW */
+    size_t window_bytes; /* bytes of results held, 0 = 256 MiB */
+    int max_wait_ms;     /* longest a result waits for older frames, 0 = 2000, -1 = no limit */
+    int dead_after_ms;   /* an instance silent this long ends its part of its series, 0 = 10000 */
+    const char *fan;     /* the fan-out's PUB endpoint (its `lost` reports), NULL = none */
+    int rcvhwm;          /* each subscriber's receive high-water mark, 0 = ZeroMQ's default */
+    int64_t max_message_bytes;    /* largest message taken from a peer, 0 = 64 MiB */
+    const faid_curve_keys *curve; /* CURVE keys for every connection, NULL = plain */
+} faid_merge_opts;
+
+typedef enum {
+    FAID_MERGE_START = 1, /* a series' start (the first instance's message) */
+    FAID_MERGE_RESULT,    /* a result, in frame order (late: older than the window) */
+    FAID_MERGE_END,       /* the merged end (end below; no message body) */
+    FAID_MERGE_OTHER,     /* an instance's error, stats or aggregates, as it came */
+    FAID_MERGE_LOST,      /* the fan-out's `lost` report (lost below; msg.body its bytes) */
+    FAID_MERGE_MISMATCH,  /* an instance's start differs from the series' (text says how) */
+} faid_merge_kind;
+
+/* The merged end of a series. */
+typedef struct faid_merge_end {
+    uint64_t series_id;
+    char series_unique_id[FAID_SERIES_UID_MAX];
+    int instances;           /* instances that started (or sent results of) the series */
+    int ended, silent, lost; /* ... of which: sent their end, fell silent, reported lost */
+    uint64_t frames_received, frames_processed, frames_failed, frames_dropped, stale_messages;
+    int incomplete;     /* an instance's end said incomplete, or one never ended */
+    uint64_t delivered; /* results delivered */
+    uint64_t late, duplicates, refused, untracked;
+    uint64_t expected; /* frames the series should have (see above), 0: unknown */
+    uint64_t missing;  /* frames never seen */
+    uint64_t ranges[FAID_MERGE_RANGES][2]; /* the missing frames, [first, last] each */
+    int nranges;
+    int ranges_truncated; /* more ranges than kept */
+} faid_merge_end;
+
+/* A fan-out's `lost` report: frames of a series handed to an instance that did not process
+ * them. frames: ids and [first, last] ranges, as [first, last] pairs (at most
+ * FAID_MERGE_RANGES kept; nframes counts them all). */
+typedef struct faid_merge_lost {
+    uint64_t series_id;
+    char instance[128];
+    uint64_t ranges[FAID_MERGE_RANGES][2];
+    int nranges, truncated;
+    uint64_t nframes;
+} faid_merge_lost;
+
+typedef struct faid_merge_msg {
+    faid_merge_kind kind;
+    int source; /* index of the endpoint it came from (the order given), -1: merged, fan-out */
+    char instance[128];   /* the instance's `instance` stamp, "" when not known */
+    faid_sub_msg msg;     /* START, RESULT, OTHER, LOST: the message (views valid until the next
+                           * faid_merge_next or destruction) */
+    int late;             /* RESULT: delivered after newer frames */
+    faid_merge_end end;   /* END */
+    faid_merge_lost lost; /* LOST */
+    char text[512];       /* MISMATCH: what differs */
+} faid_merge_msg;
+
+typedef struct faid_merge faid_merge;
+
+/* Connects to n instance PUB endpoints (1..FAID_MERGE_MAX_INSTANCES) and o->fan. */
+faid_merge *faid_merge_new(const char *const *endpoints, int n, const faid_merge_opts *o,
+                           faid_diag *d);
+void faid_merge_destroy(faid_merge **m);
+/* The next message of the merged stream, waiting at most timeout_ms (-1: forever):
+ * FAID_ETIMEOUT when none is due; FAID_EFORMAT / FAID_EPROTO when an instance's message could
+ * not be decoded (consumed and counted; the stream goes on); FAID_EZMQ / FAID_EAUTH on a socket
+ * failure. */
+int faid_merge_next(faid_merge *m, int timeout_ms, faid_merge_msg *out, faid_diag *d);
+/* The series information of the start of series_id delivered last (for .dat files), or NULL. */
+const faid_series_info *faid_merge_series_of(const faid_merge *m, uint64_t series_id);
+/* Parses a fan-out's `lost` message body (map: series (uint), instance (str), frames (array of
+ * uint or [first, last])). FAID_EFORMAT / FAID_ETRUNC naming the key at fault. */
+int faid_merge_parse_lost(const uint8_t *body, size_t len, faid_merge_lost *out, faid_diag *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Aggregates summed over instances (proto/PROTOCOL.md 3.4a and 3.8): each instance's `aggregates`
+ * message (frames, hits and peaks with a peak search, the num_peaks histogram, the virtual
+ * powder pattern) added into one sum: counts and histogram bins add, the powder patterns add
+ * pixel by pixel (decoded from bitshuffle-LZ4), the windowed hit rate is the instances' hit
+ * rates weighted by the frames each window holds. Instances must agree on the histogram's bin
+ * width and length and on the powder's shape (FAID_ESHAPE otherwise, naming what differs). */
+#define FAID_AGGR_MAX_PIXELS                                                                       \
+    (1ull << 28) /* powder pixels accepted (a 65536^2 claim is refused)                            \
+                  */
+#define FAID_AGGR_MAX_BINS 4096
+
+typedef struct faid_aggr_sum {
+    int instances; /* messages added */
+    uint64_t frames, hits, peaks;
+    uint64_t window_frames; /* frames the instances' hit-rate windows hold */
+    double hit_rate;        /* over those windows, weighted by their frames */
+    uint64_t bin_width, nbins;
+    uint64_t *histogram; /* nbins (owned) */
+    uint64_t rows, cols;
+    uint64_t *powder;   /* rows * cols (owned), NULL until a message brought one */
+    double window_hits; /* internal: sum of hit_rate x window frames */
+} faid_aggr_sum;
+
+/* Adds one aggregates message body. On an error nothing is added. */
+int faid_aggr_add(faid_aggr_sum *s, const uint8_t *body, size_t len, faid_diag *d);
+/* Releases what s owns and zeroes it. */
+void faid_aggr_clear(faid_aggr_sum *s);
 
 /* ---------------------------------------------------------------------------------------------
  * Control. */

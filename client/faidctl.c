@@ -20,11 +20,15 @@ static const struct {
     {"inspect", faidctl_inspect, "decode one input message (any protocol) and show it"},
     {"replay", faidctl_replay, "send frames to a faid instance (stand-in detector)"},
     {"sub", faidctl_sub, "subscribe to results and summarise or save them"},
+    {"aggregates", faidctl_aggregates, "sum the aggregates of several instances"},
+    {"merge-files", faidctl_merge_files, "one master file over several instances' series files"},
     {"status", faidctl_control, "show the daemon's state and counters"},
     {"config", faidctl_control, "show the daemon's effective configuration"},
     {"reload", faidctl_control, "make the daemon re-read its configuration file"},
     {"reset", faidctl_control, "reset the daemon's aggregate counters"},
     {"stop", faidctl_control, "stop the daemon cleanly"},
+    {"writer", faidctl_control,
+     "show or set the writer's folder and file prefix of the next series"},
     {"keygen", faidctl_keygen, "write a CURVE key pair NAME.key / NAME.pub"},
 };
 

@@ -14,6 +14,8 @@ int faidctl_geometry(int argc, char **argv);
 int faidctl_inspect(int argc, char **argv);
 int faidctl_replay(int argc, char **argv);
 int faidctl_sub(int argc, char **argv);
+int faidctl_aggregates(int argc, char **argv);
+int faidctl_merge_files(int argc, char **argv);
 int faidctl_control(int argc, char **argv); /* status | config | reload | reset | stop */
 int faidctl_keygen(int argc, char **argv);
 

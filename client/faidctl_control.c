@@ -1,7 +1,7 @@
-/* faidctl status | config [get KEY] | reload | reset | stop: one request to the daemon's control
- * socket and its reply, human-readable by default (nested "key: value" lines, the configuration as
- * YAML, one option's value alone) or as JSON with --json. A daemon that does not answer within the
- * timeout gives a clear message and exit status 1 instead of a hang. */
+/* faidctl status | config [get KEY] | reload | reset | stop | writer: one request to the daemon's
+ * control socket and its reply, human-readable by default (nested "key: value" lines, the
+ * configuration as YAML, one option's value alone) or as JSON with --json. A daemon that does not
+ * answer within the timeout gives a clear message and exit status 1 instead of a hang. */
 #include "faidctl.h"
 
 #include "faid_client.h"
@@ -17,6 +17,7 @@
 static void usage(FILE *f, const char *cmd)
 {
     int reload = strcmp(cmd, "reload") == 0, config = strcmp(cmd, "config") == 0;
+    int writer = strcmp(cmd, "writer") == 0;
     fprintf(f,
             "usage: faidctl %s [--control ENDPOINT] [--timeout S] [--json]\n"
             "                  [--server-key FAID.pub --key CLIENT.key]%s\n"
@@ -26,6 +27,7 @@ static void usage(FILE *f, const char *cmd)
             cmd,
             reload   ? " [CONFIG]"
             : config ? " [get KEY]"
+            : writer ? " [--directory DIR] [--prefix P]"
                      : "",
             DEFAULT_CONTROL);
     if (reload)
@@ -34,6 +36,11 @@ static void usage(FILE *f, const char *cmd)
     if (config)
         fprintf(f, "  get KEY             print only the effective value of option KEY (e.g.\n"
                    "                      integration.npt), as YAML flow text\n");
+    if (writer)
+        fprintf(f,
+                "  --directory DIR     the next series' folder (\"\": back to writer.directory)\n"
+                "  --prefix P          put P before the next series' file names\n"
+                "  (neither: print the target in force)\n");
 }
 
 int faidctl_control(int argc, char **argv)
@@ -51,12 +58,14 @@ int faidctl_control(int argc, char **argv)
         fprintf(stderr, "faidctl: unknown control command '%s'\n", cmd);
         return 2;
     }
-    enum { O_CONTROL = 256, O_TIMEOUT, O_JSON };
+    enum { O_CONTROL = 256, O_TIMEOUT, O_JSON, O_DIRECTORY, O_PREFIX };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"control", required_argument, NULL, O_CONTROL},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"json", no_argument, NULL, O_JSON},
+        {"directory", required_argument, NULL, O_DIRECTORY},
+        {"prefix", required_argument, NULL, O_PREFIX},
         FAIDCTL_KEY_OPTIONS,
         {NULL, 0, NULL, 0},
     };
@@ -83,6 +92,27 @@ int faidctl_control(int argc, char **argv)
         case O_JSON:
             json = 1;
             break;
+        case O_DIRECTORY:
+        case O_PREFIX: {
+            int is_dir = opt == O_DIRECTORY;
+            char *dst = is_dir ? q.directory : q.prefix;
+            size_t cap = is_dir ? sizeof q.directory : sizeof q.prefix;
+            if (q.cmd != FAID_CTL_WRITER) {
+                fprintf(stderr, "faidctl %s: --%s is for faidctl writer\n", cmd,
+                        is_dir ? "directory" : "prefix");
+                return 2;
+            }
+            char abs[PATH_MAX];
+            const char *v =
+                is_dir && optarg[0] && optarg[0] != '/' && realpath(optarg, abs) ? abs : optarg;
+            int n = snprintf(dst, cap, "%s", v);
+            if (n < 0 || (size_t)n >= cap) {
+                fprintf(stderr, "faidctl writer: --%s too long\n", is_dir ? "directory" : "prefix");
+                return 2;
+            }
+            *(is_dir ? &q.has_directory : &q.has_prefix) = 1;
+            break;
+        }
         default:
             usage(stderr, cmd);
             return 2;

@@ -289,7 +289,7 @@ int faidctl_inspect(int argc, char **argv)
         free(m2);
     }
     printf("{\"ok\": %s, \"format\": ", rc ? "false" : "true");
-    json_str(m->format ? m->format->name : "");
+    json_str(m->format ? faid_input_protocol_name(m->format->protocol) : "");
     printf(", \"type\": \"%s\", \"header_ok\": %s, \"nparts\": %d", faid_in_type_name(m->h.type),
            m->header_ok ? "true" : "false", nfiles);
     if (rc) {

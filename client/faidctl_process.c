@@ -423,7 +423,9 @@ static void series_result(run *r, const char *stem, uint64_t frame_id, const fai
         .frame_id = frame_id,
         .setup_version = r->setup->version,
     };
+    faid_out_time times[32]; /* the engine's times with a result key: 6 today */
     faid_out_result_outputs(&o, res);
+    faid_out_result_times(&o, times, sizeof times / sizeof times[0], res);
     size_t len = encode(r, enc_result, &o);
     faid_diag d = {0};
     if (!len || faid_sfile_append(r->sf, r->msg, len, &d)) {

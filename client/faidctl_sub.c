@@ -30,10 +30,21 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: faidctl sub [--from ENDPOINT] [--lossless [--name NAME] [--credit N]]\n"
+            "usage: faidctl sub [--from ENDPOINT]... [--lossless [--name NAME] [--credit N]]\n"
+            "                   [--fan ENDPOINT] [--window N] [--max-wait S] [--dead-after S]\n"
             "                   [--count N] [--timeout S] [--until-end] [--out DIR] [--json]\n"
             "                   [--quiet] [--rcvhwm N] [--server-key FAID.pub --key CLIENT.key]\n"
-            "  --from ENDPOINT  the daemon's output (default %s)\n"
+            "  --from ENDPOINT  the daemon's output (default %s);\n"
+            "                   repeated: one instance each, merged into one stream\n"
+            "                   (proto/PROTOCOL.md, Several instances): each start once,\n"
+            "                   results in frame order within the window, one end per\n"
+            "                   series with summed totals and the frames never seen\n"
+            "  --fan ENDPOINT   merged: the fan-out's PUB, whose lost reports are passed on\n"
+            "                   and end the instance's part of the series\n"
+            "  --window N       merged: results held for reordering (default 256)\n"
+            "  --max-wait S     merged: longest a result waits for older frames (default 2)\n"
+            "  --dead-after S   merged: an instance silent this long is done with its series\n"
+            "                   (default 10; faid sends stats every stats.interval)\n"
             "  --lossless       ENDPOINT is the lossless channel (output.lossless_endpoint):\n"
             "                   acknowledged delivery, re-sent messages dropped by msg_number;\n"
             "                   while another consumer holds it, waits for its turn\n"
@@ -75,6 +86,7 @@ typedef struct sub_stats {
     uint64_t e2e_n;
     uint64_t files;
     uint64_t bytes;
+    uint64_t late, never_seen, fan_lost, mismatched; /* merged (several --from) */
     int64_t first_ns, last_ns;
 } sub_stats;
 
@@ -160,9 +172,101 @@ static void live_line(const sub_stats *st, const id_tracker *t, int tty, double 
     fflush(stderr);
 }
 
+/* s as the inside of a JSON string (a series' unique id comes from the detector's stream). */
+static void json_text(char *out, size_t cap, const char *s)
+{
+    size_t n = 0;
+    for (; *s && n + 7 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            n += (size_t)snprintf(out + n, cap - n, "\\%c", ch);
+        else if (ch < 0x20)
+            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", ch);
+        else
+            out[n++] = (char)ch;
+    }
+    out[n] = '\0';
+}
+
+/* The merged stream's own events (an end, a mismatch, a fan-out's lost report): shown and
+ * counted; returns 1 on a fatal output error (never today). */
+static int merged_event(const faid_merge_msg *mm, sub_stats *st, int json, char *jb, size_t cap,
+                        int quiet, int tty)
+{
+    const char *nl = tty && !quiet ? "\n" : "";
+    switch (mm->kind) {
+    case FAID_MERGE_END: {
+        const faid_merge_end *e = &mm->end;
+        st->ends++;
+        st->never_seen += e->missing;
+        if (json) {
+            /* One line, as the other messages: the merged end's fields (docs/faidctl.md). */
+            char uid[6 * FAID_SERIES_UID_MAX + 1];
+            json_text(uid, sizeof(uid), e->series_unique_id);
+            size_t n = (size_t)snprintf(
+                jb, cap,
+                "{\"type\": \"end\", \"merged\": true, \"series_id\": %llu, "
+                "\"series_unique_id\": \"%s\", \"instances\": %d, \"ended\": %d, \"silent\": "
+                "%d, \"lost\": %d, \"frames_received\": %llu, \"frames_processed\": %llu, "
+                "\"frames_failed\": %llu, \"frames_dropped\": %llu, \"stale_messages\": %llu, "
+                "\"incomplete\": %s, \"delivered\": %llu, \"late\": %llu, \"duplicates\": "
+                "%llu, \"refused\": %llu, \"untracked\": %llu, \"expected\": %llu, \"missing\": "
+                "%llu, \"missing_truncated\": %s, \"missing_frames\": [",
+                (unsigned long long)e->series_id, uid, e->instances, e->ended, e->silent, e->lost,
+                (unsigned long long)e->frames_received, (unsigned long long)e->frames_processed,
+                (unsigned long long)e->frames_failed, (unsigned long long)e->frames_dropped,
+                (unsigned long long)e->stale_messages, e->incomplete ? "true" : "false",
+                (unsigned long long)e->delivered, (unsigned long long)e->late,
+                (unsigned long long)e->duplicates, (unsigned long long)e->refused,
+                (unsigned long long)e->untracked, (unsigned long long)e->expected,
+                (unsigned long long)e->missing, e->ranges_truncated ? "true" : "false");
+            for (int i = 0; i < e->nranges && n < cap; i++)
+                n += (size_t)snprintf(jb + n, cap - n, "%s[%llu, %llu]", i ? ", " : "",
+                                      (unsigned long long)e->ranges[i][0],
+                                      (unsigned long long)e->ranges[i][1]);
+            if (n < cap)
+                snprintf(jb + n, cap - n, "]}");
+            printf("%s\n", jb);
+            fflush(stdout);
+        }
+        if (!quiet && (e->missing || e->incomplete))
+            fprintf(stderr,
+                    "%sfaidctl sub: series %llu ended over %d instances (%d ended, %d silent, %d "
+                    "lost): %llu of %llu frames never seen\n",
+                    nl, (unsigned long long)e->series_id, e->instances, e->ended, e->silent,
+                    e->lost, (unsigned long long)e->missing, (unsigned long long)e->expected);
+        return 0;
+    }
+    case FAID_MERGE_MISMATCH:
+        st->mismatched++;
+        st->errors++;
+        fprintf(stderr, "%sfaidctl sub: %s\n", nl, mm->text);
+        return 0;
+    case FAID_MERGE_LOST:
+        st->fan_lost += mm->lost.nframes;
+        if (json) {
+            faid_diag d;
+            if (faid_mp_to_json(mm->msg.body, mm->msg.len, jb, cap, 8, &d) == 0) {
+                printf("%s\n", jb);
+                fflush(stdout);
+            }
+        }
+        if (!quiet)
+            fprintf(stderr, "%sfaidctl sub: the fan-out lost %llu frames of series %llu with %s\n",
+                    nl, (unsigned long long)mm->lost.nframes,
+                    (unsigned long long)mm->lost.series_id, mm->lost.instance);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
 int faidctl_sub(int argc, char **argv)
 {
-    const char *from = DEFAULT_FROM, *outdir = NULL;
+    const char *from = DEFAULT_FROM, *outdir = NULL, *fan = NULL;
+    const char *froms[FAID_MERGE_MAX_INSTANCES];
+    int nfrom = 0;
+    faid_merge_opts mo = {0};
     int lossless = 0, until_end = 0, json = 0, quiet = 0, rcvhwm = 0;
     const char *name = NULL;
     long credit = 0;
@@ -179,7 +283,11 @@ int faidctl_sub(int argc, char **argv)
         O_OUT,
         O_COUNT,
         O_TIMEOUT,
-        O_RCVHWM
+        O_RCVHWM,
+        O_FAN,
+        O_WINDOW,
+        O_MAX_WAIT,
+        O_DEAD_AFTER
     };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
@@ -194,6 +302,10 @@ int faidctl_sub(int argc, char **argv)
         {"count", required_argument, NULL, O_COUNT},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"rcvhwm", required_argument, NULL, O_RCVHWM},
+        {"fan", required_argument, NULL, O_FAN},
+        {"window", required_argument, NULL, O_WINDOW},
+        {"max-wait", required_argument, NULL, O_MAX_WAIT},
+        {"dead-after", required_argument, NULL, O_DEAD_AFTER},
         FAIDCTL_KEY_OPTIONS,
         {NULL, 0, NULL, 0},
     };
@@ -208,8 +320,37 @@ int faidctl_sub(int argc, char **argv)
             usage(stdout);
             return 0;
         case O_FROM:
-            from = optarg;
+            if (nfrom == FAID_MERGE_MAX_INSTANCES) {
+                fprintf(stderr, "faidctl sub: at most %d --from endpoints\n",
+                        FAID_MERGE_MAX_INSTANCES);
+                return 2;
+            }
+            from = froms[nfrom++] = optarg;
             break;
+        case O_FAN:
+            fan = optarg;
+            break;
+        case O_WINDOW: {
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 1 << 20) {
+                fprintf(stderr, "faidctl sub: --window needs an integer in [1, %d], got '%s'\n",
+                        1 << 20, optarg);
+                return 2;
+            }
+            mo.window = (int)v;
+            break;
+        }
+        case O_MAX_WAIT:
+        case O_DEAD_AFTER: {
+            double v = strtod(optarg, &end);
+            if (*end || !(v > 0) || v > 86400) {
+                fprintf(stderr, "faidctl sub: --%s needs seconds in (0, 86400], got '%s'\n",
+                        c == O_MAX_WAIT ? "max-wait" : "dead-after", optarg);
+                return 2;
+            }
+            *(c == O_MAX_WAIT ? &mo.max_wait_ms : &mo.dead_after_ms) = (int)(v * 1000 + 0.5);
+            break;
+        }
         case O_LOSSLESS:
             lossless = 1;
             break;
@@ -283,10 +424,28 @@ int faidctl_sub(int argc, char **argv)
     int krc = faidctl_keys_load(&keys, "sub", &ck);
     if (krc)
         return krc;
-    faid_sub_opts so = {.rcvhwm = rcvhwm, .name = name, .credit = (uint32_t)credit, .curve = &ck};
-    faid_sub *s = faid_sub_new_opts(from, lossless ? FAID_SUB_LOSSLESS : FAID_SUB_PUB, &so, &d);
+    const int merged = nfrom > 1 || fan;
+    if (merged && lossless) {
+        memset(&ck, 0, sizeof(ck));
+        fprintf(stderr, "faidctl sub: --lossless takes one --from endpoint (no merge)\n");
+        return 2;
+    }
+    if (nfrom == 0)
+        froms[nfrom++] = from;
+    faid_sub *s = NULL;
+    faid_merge *mg = NULL;
+    if (merged) {
+        mo.fan = fan;
+        mo.rcvhwm = rcvhwm;
+        mo.curve = &ck;
+        mg = faid_merge_new(froms, nfrom, &mo, &d);
+    } else {
+        faid_sub_opts so = {
+            .rcvhwm = rcvhwm, .name = name, .credit = (uint32_t)credit, .curve = &ck};
+        s = faid_sub_new_opts(from, lossless ? FAID_SUB_LOSSLESS : FAID_SUB_PUB, &so, &d);
+    }
     memset(&ck, 0, sizeof(ck));
-    if (!s) {
+    if (!s && !mg) {
         fprintf(stderr, "faidctl sub: %s\n", d.msg);
         return 1;
     }
@@ -302,6 +461,7 @@ int faidctl_sub(int argc, char **argv)
     if (json && !json_buf) {
         fprintf(stderr, "faidctl sub: out of memory\n");
         faid_sub_destroy(&s);
+        faid_merge_destroy(&mg);
         return 1;
     }
     const char *why = "interrupted";
@@ -327,7 +487,30 @@ int faidctl_sub(int argc, char **argv)
         int wait_ms = (int)(wait_ns / 1000000) + 1;
 
         faid_sub_msg msg;
-        int rc = faid_sub_recv(s, wait_ms, &msg, &d);
+        int src = 0, rc;
+        if (mg) {
+            faid_merge_msg mm;
+            rc = faid_merge_next(mg, wait_ms, &mm, &d);
+            if (rc == 0 && mm.kind != FAID_MERGE_START && mm.kind != FAID_MERGE_RESULT &&
+                mm.kind != FAID_MERGE_OTHER) {
+                if (merged_event(&mm, &st, json, json_buf, json_cap, quiet, tty)) {
+                    why = "series end";
+                    break;
+                }
+                if (until_end && mm.kind == FAID_MERGE_END) {
+                    why = "series end";
+                    break;
+                }
+                continue;
+            }
+            if (rc == 0) {
+                msg = mm.msg;
+                src = mm.source >= 0 ? mm.source : 0;
+                st.late += mm.late != 0;
+            }
+        } else {
+            rc = faid_sub_recv(s, wait_ms, &msg, &d);
+        }
         if (rc == FAID_ETIMEOUT)
             continue;
         if (rc == FAID_EBUSY) {
@@ -354,13 +537,15 @@ int faidctl_sub(int argc, char **argv)
             st.first_ns = msg.recv_wall_ns;
         st.last_ns = msg.recv_wall_ns;
         st.bytes += msg.len;
-        if (m->type != FAID_OUT_STATS) {
+        if (m->type != FAID_OUT_STATS && !mg) {
+            /* msg_number is per process: merged, frame ids say what is missing instead. */
             if (st.have_msgno && m->msg_number > st.last_msgno + 1)
                 st.lost += m->msg_number - st.last_msgno - 1;
             /* A smaller number means the daemon restarted: start counting again. */
             st.have_msgno = 1;
             st.last_msgno = m->msg_number;
         }
+        (void)src;
         if (json) {
             /* Flushed per line so a pipe reader sees each message as it arrives. */
             if (faid_mp_to_json(msg.body, msg.len, json_buf, json_cap, 8, &d) == 0) {
@@ -420,13 +605,16 @@ int faidctl_sub(int argc, char **argv)
             if (outdir) {
                 /* The result's own series and setup, not the newest start's: results of
                  * one series can arrive after the next series' start. */
-                const faid_series_info *si = faid_sub_series_of(s, m->series_id, m->setup_version);
+                const faid_series_info *si =
+                    mg ? faid_merge_series_of(mg, m->series_id)
+                       : faid_sub_series_of(s, m->series_id, m->setup_version);
                 char stem[FAID_SERIES_UID_MAX + 32], path[4096];
                 faid_dat_series_stem(stem, sizeof(stem), m->series_id,
                                      si ? si->series_unique_id : NULL);
                 int n2d = 0;
                 if (faid_dat_path(path, sizeof(path), outdir, stem, m->frame_id, &d) != 0 ||
-                    faid_sub_write_dat(s, &msg, path, &d) != 0 ||
+                    faid_result_write_dat(si ? si : (s ? faid_sub_series(s) : NULL), m, path, &d) !=
+                        0 ||
                     faid_result_write_2d_npy(m, outdir, stem, &n2d, &d) != 0 ||
                     (m->has_peaks && faid_result_write_peaks(si, m, outdir, stem, &d) != 0)) {
                     fprintf(stderr, "%sfaidctl sub: %s\n", tty && !quiet ? "\n" : "", d.msg);
@@ -477,6 +665,11 @@ done:
                st.e2e_sum / (double)st.e2e_n / 1000.0, st.e2e_max / 1000.0);
     if (outdir)
         printf("files: %llu written to %s\n", (unsigned long long)st.files, outdir);
+    if (mg)
+        printf("merged: %d instances, late results %llu, frames never seen %llu, lost by the "
+               "fan-out %llu, mismatched starts %llu\n",
+               nfrom, (unsigned long long)st.late, (unsigned long long)st.never_seen,
+               (unsigned long long)st.fan_lost, (unsigned long long)st.mismatched);
     if (lossless) {
         faid_sub_ll_stats ls;
         faid_sub_lossless_stats(s, &ls);
@@ -490,5 +683,6 @@ done:
     fflush(stdout);
     free(json_buf);
     faid_sub_destroy(&s);
+    faid_merge_destroy(&mg);
     return status;
 }

@@ -23,7 +23,9 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "faid_input.h"
 #include "faid_proto.h"
+#include "faid_proto_table.h"
 
 #ifndef FAID_VERSION
 #define FAID_VERSION "unknown"
@@ -33,13 +35,13 @@
 
 /* Choices of the enum options: those of a module's enum are the module's tables
  * (faid_unit_names, faid_split_names, faid_error_model_names, faid_peak_algorithm_names,
- * faid_clip_model_names, faid_log_level_names); these are the configuration's own. */
+ * faid_clip_model_names, faid_log_level_names, and input.protocol's faid_input_protocol_names);
+ * these are the configuration's own. */
 static const char *const mode_names[] = {"connect", "bind", NULL};
 static const char *const pinned_copy_names[] = {"auto", "always", "idle", NULL};
 static const char *const contexts_names[] = {"shared", "per_connection", NULL};
 static const char *const cake_names[] = {"lean", "full", NULL};
 static const char *const geo_source_names[] = {"configuration", "start", NULL};
-static const char *const proto_names[] = {"auto", "native", "dectris-v1", "dectris-v2", NULL};
 const char *const faid_queue_policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
 const char *const faid_ll_overflow_names[] = {"block", "drop_oldest", NULL};
 static const char *const hits_mode_names[] = {"frame", "patches", NULL};
@@ -257,8 +259,8 @@ static const faid_option options[] = {
            "every socket in the daemon's one context (its input.io_threads). With "
            "security.curve on the inputs stay in the shared context, where the key check "
            "(ZAP) runs."),
-    SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, proto_names, input_protocol, 32,
-           "Input message format; auto detects it per message."),
+    SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, faid_input_protocol_names,
+           input_protocol, 32, "Input message format; auto detects it per message."),
     SIMPLE("input.max_frame_bytes", FAID_OT_INT64, "bytes", 1024, 68719476736.0, "268435456", 0,
            NULL, max_frame_bytes, 0,
            "Largest accepted frame payload. Enforced at the socket: a message part larger "
@@ -322,6 +324,16 @@ static const faid_option options[] = {
            "(the device reads back only the cake's intensities: 1.44 MB instead of 5.76 MB "
            "per frame at 360 x 1000), full = I_2d, sigma_2d and count_2d. With writer.cake on "
            "results carry the full set, which the series file's NXazint2d entry needs."),
+    /* Optional outputs are off by default: sum_normalization alone is 4 x npt + 49 bytes a
+     * result (4049 of the 12 KB of a 1000-bin result, a third more per message). */
+    SIMPLE("output.extra", FAID_OT_KEYS, "", 0, 0, "[]", R | H | FAID_OPT_QUIET, NULL, output_extra,
+           256,
+           "Optional outputs the results carry besides the always-published ones: a list of "
+           "result keys that a stage declares optional (sum_normalization: per bin, the sum of "
+           "its pixels' normalization, to merge frames as pyFAI does). A key that is no optional "
+           "output is a configuration error naming it. The series files of record write them "
+           "too (/entry/outputs). [] = none; left out of the effective configuration's dump "
+           "(start `config`, --dump-config) and of config_hash while []."),
     SIMPLE("output.lossless_shutdown_timeout", FAID_OT_DOUBLE, "s", 0, 86400, "5.0", 0, NULL,
            lossless_shutdown_timeout, 0,
            "Longest total wait for the lossless consumer's acknowledgements during shutdown; "
@@ -344,6 +356,10 @@ static const faid_option options[] = {
            "Folder of the files of record: one NeXus/HDF5 file per series, named after the "
            "series (docs/output-files.md), never overwriting a file. It must exist. Relative to "
            "the configuration file's folder. null = no files."),
+    SIMPLE("writer.root", FAID_OT_PATH, "", 0, 0, "null", N, NULL, writer_root, FAID_PATH_MAX,
+           "When set, a directory chosen over control (`writer`, PUT /api/v1/writer) must lie "
+           "inside this folder (compared after resolving links and `..`). null = any existing "
+           "directory."),
     SIMPLE("writer.profiles", FAID_OT_BOOL, "", 0, 0, "true", R, NULL, writer_profiles, 0,
            "Write the profiles (I, I_errors, std, count per frame) as an NXazint1d entry."),
     SIMPLE("writer.peaks", FAID_OT_BOOL, "", 0, 0, "true", R, NULL, writer_peaks, 0,
@@ -374,6 +390,16 @@ static const faid_option options[] = {
     SIMPLE("control.endpoint", FAID_OT_STRING, "", 0, 0, "tcp://127.0.0.1:5557", 0, NULL,
            control_endpoint, 256,
            "ZeroMQ REP endpoint of the control socket (status, config get, reload, stop)."),
+    SIMPLE("instance.name", FAID_OT_STRING, "", 0, 0, "null", N, NULL, instance_name, 128,
+           "This instance's name, stamped as `instance` into every start, result and end, so "
+           "that a consumer of several instances tells their parts of a series apart "
+           "(proto/PROTOCOL.md, Several instances). null = <host name>:<port of "
+           "control.endpoint>, unique among the instances of one host."),
+    SIMPLE("instance.shard", FAID_OT_INT, "", 0, 65535, "0", 0, NULL, instance_shard, 0,
+           "This instance's index among instance.shards (0-based), stamped as `shard`; a "
+           "fan-out that names the shard for a series overrides it for that series."),
+    SIMPLE("instance.shards", FAID_OT_INT, "", 1, 65536, "1", 0, NULL, instance_shards, 0,
+           "How many instances share each series, stamped as `shards`; more than instance.shard."),
     SIMPLE("devices", FAID_OT_DEVICES, "", 0, 0, "auto", 0, NULL, devices, 128,
            "Compute devices: auto (every GPU, else the CPU OpenCL device), gpu, cpu, ref (plain "
            "C reference), an index or a list of indices from `faidctl devices`."),
@@ -404,8 +430,19 @@ static const faid_option options[] = {
     SIMPLE("http.endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, http_endpoint, 256,
            "host:port of faid's HTTP server (`127.0.0.1:8080`, `[::1]:8080`): the live "
            "dashboard at /, Prometheus metrics at /metrics, the health check at /healthz "
-           "(docs/operations.md). No authentication: an address beyond localhost is logged as a "
-           "warning. null = off."),
+           "(docs/operations.md) and the REST control API under /api/v1 (docs/control.md). An "
+           "address beyond localhost needs http.token_file. null = off."),
+    SIMPLE("http.token_file", FAID_OT_PATH, "", 0, 0, "null", N, NULL, http_token_file,
+           FAID_PATH_MAX,
+           "Bearer tokens of the REST routes that change state (PUT, POST under /api/v1): one "
+           "token per line, or `name:token` (the name is logged), `#` comments; at least 16 "
+           "characters each. Mode 0600 or stricter (like the CURVE key files). null = those "
+           "routes are refused (403), and http.endpoint must be a loopback address."),
+    SIMPLE("http.tls_cert", FAID_OT_PATH, "", 0, 0, "null", N, NULL, http_tls_cert, FAID_PATH_MAX,
+           "PEM certificate (with its chain) of the HTTP server: with http.tls_key it serves "
+           "HTTPS only (GnuTLS). null = plain HTTP."),
+    SIMPLE("http.tls_key", FAID_OT_PATH, "", 0, 0, "null", N, NULL, http_tls_key, FAID_PATH_MAX,
+           "PEM private key of http.tls_cert (mode 0600 or stricter)."),
     SIMPLE("http.average", FAID_OT_INT, "profiles", 1, 1000, "10", R, NULL, http_average, 0,
            "The dashboard's average profile: the mean of the last this many profiles it took "
            "(it takes at most 10 per second)."),
@@ -750,10 +787,44 @@ static void fmt_value(const faid_option *o, const faid_config *cfg, sbuf *b)
             sb_printf(b, "]");
         break;
     }
+    case FAID_OT_KEYS: {
+        const char *v = CAT(cfg, o->eff, char);
+        int n = faid_config_endpoint_count(v);
+        char k[256];
+        sb_printf(b, "[");
+        for (int i = 0; i < n; i++)
+            sb_printf(b, "%s%s", i ? ", " : "",
+                      faid_config_endpoint_at(v, i, k, sizeof k) ? k : "");
+        sb_printf(b, "]");
+        break;
+    }
     }
 }
 
+/* Whether o is at its default: its value formats as its default's text (QUIET options). */
+static int at_default(const faid_option *o, const faid_config *cfg)
+{
+    sbuf b = {0};
+    fmt_value(o, cfg, &b);
+    int same = !b.oom && b.p && o->def && strcmp(b.p, o->def) == 0;
+    free(b.p);
+    return same;
+}
+
 /* ---- applying YAML nodes -------------------------------------------------------------------- */
+
+/* Whether name is a key with an array row in the result message (output.extra's check here; the
+ * engine checks that a stage declares it optional). */
+static int result_array_key(const char *name)
+{
+    faid_key k = faid_key_lookup(name, strlen(name));
+    size_t n;
+    const faid_proto_row *rows = faid_proto_rows(&n);
+    for (size_t i = 0; k != FAID_KEY_UNKNOWN && i < n; i++)
+        if (rows[i].msg == FAID_PMSG_RESULT && rows[i].key == k)
+            return strncmp(rows[i].type, "array", 5) == 0;
+    return 0;
+}
 
 typedef struct ctx {
     const char *what; /* file name for messages */
@@ -1162,6 +1233,42 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
         memcpy(dst, buf, len + 1);
         break;
     }
+    case FAID_OT_KEYS: {
+        if (n->type != YAML_SEQUENCE_NODE)
+            return failk(d, c, n, o->name, FAID_ECONFIG,
+                         "expected a list of result keys, e.g. [sum_normalization]");
+        int k = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+        if (k > 16)
+            return failk(d, c, n, o->name, FAID_ECONFIG, "expected at most 16 keys");
+        char buf[256] = "";
+        size_t len = 0;
+        for (int i = 0; i < k; i++) {
+            yaml_node_t *it = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+            const char *v = NULL;
+            if (!it)
+                return failk(d, c, n, o->name, FAID_ECONFIG, "malformed list");
+            if ((rc = plain_text(c, it, o, &v, d)))
+                return rc;
+            if (!result_array_key(v))
+                return failk(d, c, it, o->name, FAID_ECONFIG,
+                             "'%s' is not an array key of the result message (PROTOCOL.md 3.2)", v);
+            for (int j = 0; j < i; j++) {
+                char prev[256];
+                if (faid_config_endpoint_at(buf, j, prev, sizeof prev) && strcmp(prev, v) == 0)
+                    return failk(d, c, it, o->name, FAID_ECONFIG, "'%s' is listed twice", v);
+            }
+            size_t l = strlen(v);
+            if (len + l + 1 >= sizeof buf || len + l + 1 >= o->cap)
+                return failk(d, c, n, o->name, FAID_ECONFIG, "too long (at most %zu characters)",
+                             o->cap - 1);
+            if (i)
+                buf[len++] = ',';
+            memcpy(buf + len, v, l + 1);
+            len += l;
+        }
+        memcpy(AT(cfg, o->off, char), buf, len + 1);
+        break;
+    }
     }
     if (o->has_off >= 0)
         *AT(cfg, (size_t)o->has_off, int) = 1;
@@ -1553,6 +1660,10 @@ static int resolve(faid_config *cfg, const char *what, faid_diag *d)
     if (g.orientation < 1 || g.orientation > 4)
         g.orientation = 3;
     cfg->geometry = g;
+    if (cfg->instance_shard >= cfg->instance_shards)
+        return fail_at(cfg, what, d, "instance.shard", FAID_ECONFIG,
+                       "shard %d is not below instance.shards %d", cfg->instance_shard,
+                       cfg->instance_shards);
     /* the peak parameters' cross-checks (ranges alone are the table's): the message starts with
      * the key, which fail_at locates in the file */
     faid_diag pd = {0};
@@ -1726,6 +1837,8 @@ static const char *type_name(const faid_option *o)
         return "devices";
     case FAID_OT_ENDPOINTS:
         return "endpoint or list";
+    case FAID_OT_KEYS:
+        return "list of keys";
     }
     return "?";
 }
@@ -1827,6 +1940,8 @@ static void dump(const faid_config *cfg, faid_dump_style style, sbuf *b)
     char section[64] = "";
     for (size_t i = 0; i < NOPT; i++) {
         const faid_option *o = &options[i];
+        if (style == FAID_DUMP_PLAIN && (o->flags & FAID_OPT_QUIET) && at_default(o, cfg))
+            continue;
         const char *dot = strchr(o->name, '.');
         const char *key = o->name;
         const char *indent = "";
@@ -1917,7 +2032,8 @@ uint64_t faid_config_hash64(const faid_config *cfg, int with_paths)
     uint64_t h = FAID_FNV_OFFSET;
     for (size_t i = 0; i < NOPT; i++) {
         const faid_option *o = &options[i];
-        if (!(o->flags & FAID_OPT_REDUCTION) || (!with_paths && o->type == FAID_OT_PATH))
+        if (!(o->flags & FAID_OPT_REDUCTION) || (!with_paths && o->type == FAID_OT_PATH) ||
+            ((o->flags & FAID_OPT_QUIET) && at_default(o, cfg)))
             continue;
         sbuf b = {0};
         sb_printf(&b, "%s=", o->name);

@@ -75,6 +75,7 @@ typedef struct faid_config {
 
     /* files of record (issue 15, daemon/faid_writer.c, writer/) */
     char writer_directory[FAID_PATH_MAX]; /* "" = no files */
+    char writer_root[FAID_PATH_MAX];      /* directories control may choose lie inside it */
     int writer_profiles, writer_peaks, writer_cake, writer_hits;
     double writer_flush_interval; /* s between flushes of an open file */
     double writer_series_timeout; /* s without a message before the writer closes a file */
@@ -94,12 +95,16 @@ typedef struct faid_config {
     char output_endpoint[256];
     char lossless_endpoint[256];      /* "" = none */
     int sndhwm;                       /* PUB high-water mark, 0 = automatic */
+    char output_extra[256];           /* output.extra: the optional outputs on, "a,b" ("": none) */
     double lossless_shutdown_timeout; /* s */
     int64_t lossless_buffer;          /* bytes of unacknowledged lossless messages kept */
     faid_ll_overflow lossless_overflow;
     double lossless_consumer_timeout; /* s of silence after which a consumer counts as gone */
     double stop_timeout;              /* s: input drained at a stop */
     char control_endpoint[256];
+    /* identity of this instance among several (issue 18, PROTOCOL.md "Several instances") */
+    char instance_name[128]; /* "" = <host name>:<control port>, resolved by the daemon */
+    int instance_shard, instance_shards;
     char devices[128]; /* auto | cpu | ref | "0,1" */
     int queue_depth;
     faid_queue_policy queue_policy;
@@ -113,6 +118,9 @@ typedef struct faid_config {
     double stats_interval;     /* s */
     char log_level[16];
     char http_endpoint[256];             /* host:port of the HTTP server, "" = off */
+    char http_token_file[FAID_PATH_MAX]; /* bearer tokens of the REST routes, "" = none */
+    char http_tls_cert[FAID_PATH_MAX];   /* PEM certificate (chain) for HTTPS, "" = plain */
+    char http_tls_key[FAID_PATH_MAX];    /* its PEM private key */
     int http_average;                    /* dashboard: profiles averaged */
     int security_curve;                  /* every socket faid serves is a CURVE server */
     char secret_key_file[FAID_PATH_MAX]; /* faid's NAME.key, "" = none */
@@ -147,6 +155,7 @@ int faid_config_load_string(const char *yaml, size_t len, const char *what, faid
  * does not fit in cap bytes (NUL included). */
 int faid_config_dump(const faid_config *cfg, char *buf, size_t cap);
 /* The endpoints of a FAID_OT_ENDPOINTS value (text "a,b"): how many, and the i-th into out
+ * (the same for the keys of a FAID_OT_KEYS value)
  * (NULL when i is out of range or it does not fit). */
 #define FAID_MAX_ENDPOINTS 16
 int faid_config_endpoint_count(const char *list);
@@ -170,6 +179,9 @@ typedef enum {
     FAID_OT_SHAPE,     /* two ints at off and off2: [rows, cols] */
     FAID_OT_DEVICES,   /* auto | cpu | gpu | ref | index | [index, ...], stored as text "0,1" */
     FAID_OT_ENDPOINTS, /* a ZeroMQ endpoint or a list of 1..16, stored as text "a,b" */
+    FAID_OT_KEYS,      /* a list of 0..16 array keys of the result message (PROTOCOL.md 3.2),
+                        * stored as text "a,b" ("" = []); which of them a stage declares as an
+                        * optional output is the engine's check (faid_outputs_check) */
 } faid_opt_type;
 
 enum {
@@ -181,6 +193,10 @@ enum {
     FAID_OPT_ORDERED = 1u << 5,   /* PAIR: first < second */
     FAID_OPT_DERIVED = 1u << 6,   /* may come from the preset or the .poni file instead: the
                                    * annotated dump comments it out unless it was given */
+    FAID_OPT_QUIET = 1u << 7,     /* left out of the plain dump (the start message's and
+                                   * --dump-config's) and of the hash while at its default, so
+                                   * configurations that do not set it dump and hash as before
+                                   * the option existed */
 };
 
 typedef struct faid_option {

@@ -153,7 +153,7 @@ faid_peak_geom *faid_peak_geom_new(const faid_geometry *g, const uint8_t *mask, 
                                    faid_unit unit, const faid_peak_params *p, int panel_rows,
                                    int panel_cols, faid_diag *d);
 
-/* OpenCL launch shape of the finders (faid_stage_peaks.c, faid_peaks_cl.c). Positions per
+/* OpenCL launch shape of the finders (faid_stage_peaks.c). Positions per
  * work-item of the flag / candidate pass (compact.cl's PK_PPI): 4 makes a span of 1,024 pixels,
  * 4,400 spans for a 4M frame to scan in the finish kernel instead of 17,500. */
 #ifndef FAID_PK_PPI

@@ -174,7 +174,7 @@ int faid_aggr_add(faid_aggr *a, const faid_setup *s, const faid_result *r)
     return rc;
 }
 
-int faid_aggr_encode(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid_diag *d)
+static int encode(faid_aggr *a, int record, uint8_t **buf, size_t *cap, size_t *len, faid_diag *d)
 {
     *len = 0;
     pthread_mutex_lock(&a->mu);
@@ -184,13 +184,15 @@ int faid_aggr_encode(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid
     }
     const double rate = faid_hits_rate(a->hits);
     const int in_window = faid_hits_window_frames(a->hits);
-    int slot = (a->hist_head + a->nhist) % FAID_AGGR_HISTORY;
-    if (a->nhist == FAID_AGGR_HISTORY)
-        a->hist_head = (a->hist_head + 1) % FAID_AGGR_HISTORY;
-    else
-        a->nhist++;
-    a->rate_hist[slot] = rate;
-    a->ts_hist[slot] = (double)faid_wall_ns() * 1e-9;
+    if (record) {
+        int slot = (a->hist_head + a->nhist) % FAID_AGGR_HISTORY;
+        if (a->nhist == FAID_AGGR_HISTORY)
+            a->hist_head = (a->hist_head + 1) % FAID_AGGR_HISTORY;
+        else
+            a->nhist++;
+        a->rate_hist[slot] = rate;
+        a->ts_hist[slot] = (double)faid_wall_ns() * 1e-9;
+    }
     double rh[FAID_AGGR_HISTORY], th[FAID_AGGR_HISTORY];
     for (int i = 0; i < a->nhist; i++) {
         rh[i] = a->rate_hist[(a->hist_head + i) % FAID_AGGR_HISTORY];
@@ -259,4 +261,14 @@ int faid_aggr_encode(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid
         return rc;
     *len = w.len;
     return 0;
+}
+
+int faid_aggr_encode(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid_diag *d)
+{
+    return encode(a, 1, buf, cap, len, d);
+}
+
+int faid_aggr_encode_peek(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid_diag *d)
+{
+    return encode(a, 0, buf, cap, len, d);
 }

@@ -34,5 +34,7 @@ void faid_aggr_reset(faid_aggr *a);
  * msg_number, like stats) into buf, growing it as needed, and appends the current hit rate to
  * the history; 0 and *len = 0 when nothing was ever added. */
 int faid_aggr_encode(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid_diag *d);
+/* The same without adding to the history (GET /api/v1/aggregates: a reader changes nothing). */
+int faid_aggr_encode_peek(faid_aggr *a, uint8_t **buf, size_t *cap, size_t *len, faid_diag *d);
 
 #endif

@@ -1,6 +1,8 @@
-/* faid_control: requests of the control socket (status, config, reload, reset, stop, ping) and the
- * status body shared with the periodic stats message, read from the server's state into the plain
- * structs proto's encoder takes (faid_proto_write_status_entries). Runs on the main thread, so a
+/* faid_control: requests of the control socket (status, config, reload, reset, stop, ping, writer)
+ * and the status body shared with the periodic stats message, read from the server's state into
+ * the plain structs proto's encoder takes (faid_proto_write_status_entries). The REST routes
+ * (faid_rest.c) send the same requests from the HTTP threads; s->ctl_mu makes them take turns
+ * with the control socket. Runs on the main thread (or an HTTP thread), never a pipeline one, so a
  * reload (which builds a whole new reduction setup and engines) never delays a frame: the pipeline
  * keeps using the old generation until the new one is swapped in. */
 #include "faid_state.h"
@@ -75,13 +77,13 @@ void faid_counters_fill(faid_server *s, faid_counters_snap *c)
         c->drops[r] =
             (faid_out_count){faid_drop_name((faid_drop_reason)r), faid_stat_get(&st->drops[r])};
     /* Only the codes that happened: the errors map is sparse. */
-    for (int sg = 0; sg < FAID_NSTAGES; sg++)
+    for (int sg = 0; sg < FAID_NWHERE; sg++)
         for (int code = 0; code < FAID_NCODES; code++) {
             uint64_t v = faid_stat_get(&st->errors[sg][code]);
             if (!v)
                 continue;
             char *name = c->error_names[o->nerrors];
-            snprintf(name, sizeof(c->error_names[0]), "%s.%s", faid_stage_name((faid_stage)sg),
+            snprintf(name, sizeof(c->error_names[0]), "%s.%s", faid_where_name((faid_where)sg),
                      faid_errname(-code));
             c->errors[o->nerrors++] = (faid_out_count){name, v};
         }
@@ -106,6 +108,7 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
     sn->g = g;
     pthread_mutex_lock(&s->info_mu);
     snprintf(sn->uid, sizeof(sn->uid), "%s", s->series_uid);
+    const faid_out_identity id = {s->instance_name, s->series_shard, s->series_shards};
     pthread_mutex_unlock(&s->info_mu);
     faid_counters_fill(s, &sn->counters);
 
@@ -116,6 +119,7 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
         .state = state_name(atomic_load(&s->state)),
         .series_id = atomic_load(&s->series_id),
         .series_uid = sn->uid,
+        .id = id,
         .uptime_s = (double)(faid_now_ns() - s->start_mono_ns) / 1e9,
         .software_version = FAID_VERSION,
         .setup_version = g ? g->version : 0,
@@ -238,7 +242,7 @@ void faid_status_snap_release(faid_status_snap *sn)
  * 20,000 malformed requests wrote 20,000 lines, 2.2 MB, in 1.8 s): rate-limited per line. */
 /* rl_reset: `reset` is a request any control client can repeat flat out; 5,000 of them wrote
  * 5,000 INFO lines (issue 20 defect 10, found by tests/soak/probe_defects2.py). */
-static faid_ratelimit rl_bad, rl_reload, rl_reset;
+static faid_ratelimit rl_bad, rl_reload, rl_reset, rl_writer;
 
 static void handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int *stop)
 {
@@ -319,6 +323,34 @@ static void handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int
         faid_log_ratelimited(&rl_reset, FAID_LOG_INFO, "control", "aggregates reset");
         faid_proto_reply_begin(w, 1, q.cmd);
         return;
+    case FAID_CTL_WRITER: {
+        /* The target for the next series: set what was sent (validated whole first: nothing
+         * changes on an error), then reply what is in force. */
+        faid_gen *g = faid_server_current_gen(s);
+        const char *root = g ? g->setup->cfg.writer_root : "";
+        const char *cfg_dir = g ? g->setup->cfg.writer_directory : "";
+        int rc = 0;
+        if (q.has_prefix && faid_writer_prefix_check(q.prefix, &d))
+            rc = d.code;
+        if (!rc && (q.has_directory || q.has_prefix))
+            rc = faid_writer_set_target(s->writer, q.has_directory ? q.directory : NULL,
+                                        q.has_prefix ? q.prefix : NULL, root, &d);
+        if (rc) {
+            faid_gen_release(&g);
+            faid_log_ratelimited(&rl_writer, FAID_LOG_WARN, "control", "%s", d.msg);
+            faid_proto_reply_error(w, q.cmd, &d);
+            return;
+        }
+        char dir[FAID_PATH_MAX], prefix[FAID_WRITER_PREFIX_MAX];
+        faid_writer_target(s->writer, cfg_dir, dir, sizeof dir, prefix, sizeof prefix);
+        faid_gen_release(&g);
+        faid_proto_reply_begin(w, 1, q.cmd);
+        faid_mpw_key(w, FAID_K_DIRECTORY);
+        faid_mpw_str(w, dir);
+        faid_mpw_key(w, FAID_K_PREFIX);
+        faid_mpw_str(w, prefix);
+        return;
+    }
     case FAID_CTL_STOP:
         FAID_INFO("control", "stop requested");
         faid_proto_reply_begin(w, 1, q.cmd);

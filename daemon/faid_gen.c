@@ -6,6 +6,7 @@
 
 #include "faid_log.h"
 #include "faid_memstat.h"
+#include "faid_outputs.h"
 #include "faid_zap.h"
 
 #include <stdio.h>
@@ -91,14 +92,11 @@ faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t
             g->detector_masked += detector_mask[i] != 0;
     }
     size_t nb = (size_t)g->setup->csr->nbins;
-    size_t nb2 = g->setup->csr2d ? (size_t)g->setup->csr2d->nbins : 0;
     /* Without the frame's user_data: the worker adds the length each frame carries (reserving
      * FAID_MAX_USER_DATA here gave every slot's result buffer 64 KiB more than a frame without
      * user_data needs: 2 MiB more in use once each slot had served, issue 10, defect 14). */
-    g->result_bytes = 4 * array_bound(nb * 4) + 3 * array_bound(nb2 * 4) + 2048;
-    if (g->setup->csr_bg) /* peaks: 7 arrays of max_num_peaks, 4 of background bins */
-        g->result_bytes += 7 * array_bound((size_t)cfg->peaks.max_num_peaks * 4) +
-                           4 * array_bound((size_t)g->setup->csr_bg->nbins * 4) + 256;
+    /* The outputs the stages declare (each array's data and 64 bytes), the other keys. */
+    g->result_bytes = faid_outputs_bound(g->setup) + 2048 + (g->setup->csr_bg ? 256 : 0);
     /* Before the engines build their programs: the blocks a frame makes anyone allocate
      * (libzmq's copy of a received frame, 4-byte pixels at most, compressed or not; a hit message,
      * the frame as float32; a result) stay in the arenas, the compiler's larger one-off buffers
@@ -457,18 +455,26 @@ int faid_server_series_setup(faid_server *s, const uint8_t *mask, uint64_t hash,
     return 0;
 }
 
-int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid_diag *d)
+/* text: a configuration given whole (REST PUT /api/v1/config), else the file path or the start
+ * file. */
+static int reload(faid_server *s, const char *path, const char *text, size_t text_len,
+                  uint64_t *version, faid_diag *d)
 {
     /* A path from control is read once: it never replaces the start file, which SIGHUP and a
      * reload without a path re-read (the setup says which file it came from). */
     char file[FAID_PATH_MAX];
-    snprintf(file, sizeof(file), "%s", path && *path ? path : s->config_path);
+    if (text)
+        snprintf(file, sizeof(file), "(the body of PUT /api/v1/config)");
+    else
+        snprintf(file, sizeof(file), "%s", path && *path ? path : s->config_path);
     faid_config *nc = malloc(sizeof(*nc));
     if (!nc)
         return faid_fail(d, FAID_ENOMEM, "reload: out of memory");
     faid_config_default(nc);
     int rc = 0;
-    if (file[0])
+    if (text)
+        rc = faid_config_load_string(text, text_len, "PUT /api/v1/config", nc, d);
+    else if (file[0])
         rc = faid_config_load(file, nc, d);
     if (!rc)
         rc = check_fixed(&s->cfg, nc, d);
@@ -522,4 +528,15 @@ int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid
         faid_diag_prefix(d, "reload %s: ", file[0] ? file : "(embedded default)");
     free(nc);
     return rc;
+}
+
+int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid_diag *d)
+{
+    return reload(s, path, NULL, 0, version, d);
+}
+
+int faid_server_reload_text(faid_server *s, const char *text, size_t len, uint64_t *version,
+                            faid_diag *d)
+{
+    return reload(s, NULL, text, len, version, d);
 }

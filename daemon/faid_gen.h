@@ -90,5 +90,9 @@ void faid_server_swap_gen(faid_server *s, faid_gen *g);
 /* Re-reads path (or the current file) and swaps in the new setup; on failure the old one stays
  * and d says why. *version receives the new setup version. */
 int faid_server_reload(faid_server *s, const char *path, uint64_t *version, faid_diag *d);
+/* The same with a configuration given whole as YAML (or JSON) text: relative paths in it are
+ * relative to the daemon's working directory; `config_file` in status then reads "". */
+int faid_server_reload_text(faid_server *s, const char *text, size_t len, uint64_t *version,
+                            faid_diag *d);
 
 #endif

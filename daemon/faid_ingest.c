@@ -17,8 +17,8 @@
 #include "faid_ingest.h"
 
 #include "faid_gen.h"
+#include "faid_handoff.h"
 #include "faid_pool.h"
-#include "faid_state.h"
 
 #include "faid_input.h"
 #include "faid_log.h"
@@ -55,7 +55,7 @@ typedef struct ingest_shared {
 /* One ingest thread: one input socket (an entry of input.endpoint), which is source `source` of
  * the series tracker. */
 typedef struct ingest {
-    faid_server *s;
+    const faid_handoff *s; /* the server as ingest sees it (the set's copy) */
     ingest_shared *sh;
     int source; /* index of the endpoint in input.endpoint */
     void *pull; /* its PULL socket */
@@ -69,6 +69,7 @@ typedef struct ingest {
 
 /* The ingest threads and their shared state (faid_ingest_start / faid_ingest_join). */
 struct faid_ingest_set {
+    faid_handoff h; /* the server as ingest sees it (faid_handoff.h) */
     ingest_shared sh;
     int n;
     ingest *in[FAID_MAX_ENDPOINTS];
@@ -95,7 +96,7 @@ static faid_ratelimit rl_user_data, rl_implicit, rl_opened, rl_closed, rl_setup,
 static faid_slot *get_slot(ingest *in)
 {
     for (;;) {
-        faid_slot *slot = faid_slot_get(in->s, POLL_MS);
+        faid_slot *slot = faid_slot_get(in->s->srv, POLL_MS);
         if (slot)
             return slot;
     }
@@ -109,24 +110,29 @@ static void to_publisher(ingest *in, void *item)
 
 static void set_status_series(ingest *in)
 {
-    faid_server *s = in->s;
+    const faid_handoff *s = in->s;
     uint64_t id = 0;
     const char *uid = "";
     int open = faid_series_current(in->sh->series, &id, &uid, NULL);
-    atomic_store(&s->series_id, id);
-    pthread_mutex_lock(&s->info_mu);
-    snprintf(s->series_uid, sizeof(s->series_uid), "%s", uid);
-    pthread_mutex_unlock(&s->info_mu);
-    if (atomic_load(&s->state) != FAID_STATE_STOPPING)
-        atomic_store(&s->state, open ? FAID_STATE_RUNNING : FAID_STATE_IDLE);
+    uint32_t shard, shards;
+    faid_series_shard(in->sh->series, &shard, &shards);
+    atomic_store(s->series_id, id);
+    pthread_mutex_lock(s->info_mu);
+    snprintf(s->series_uid, s->series_uid_size, "%s", uid);
+    *s->series_shard = shard;
+    *s->series_shards = shards;
+    pthread_mutex_unlock(s->info_mu);
+    if (atomic_load(s->state) != FAID_STATE_STOPPING)
+        atomic_store(s->state, open ? FAID_STATE_RUNNING : FAID_STATE_IDLE);
 }
 
 /* What a start message said, for faid's start (the arrays stay behind: they point into the
  * message, which is released once handled). */
-static void copy_start_info(faid_server *s, faid_event *e, const faid_input_msg *m)
+static void copy_start_info(const faid_handoff *s, faid_event *e, const faid_input_msg *m)
 {
     e->has_input = 1;
-    snprintf(e->protocol, sizeof(e->protocol), "%s", m->format ? m->format->name : "");
+    snprintf(e->protocol, sizeof(e->protocol), "%s",
+             m->format ? faid_input_protocol_name(m->format->protocol) : "");
     e->meta = m->meta;
     faid_input_array *arrays[] = {&e->meta.pixel_mask, &e->meta.flatfield,
                                   &e->meta.countrate_table};
@@ -172,20 +178,20 @@ static void copy_start_info(faid_server *s, faid_event *e, const faid_input_msg 
  * and, when it came from a start message (start), what that message said. */
 static void emit(ingest *in, const faid_series_out *out, const faid_input_msg *start)
 {
-    faid_server *s = in->s;
+    const faid_handoff *s = in->s;
     for (int i = 0; i < out->n; i++) {
         const faid_series_event *sev = &out->ev[i];
         faid_event *e;
         /* The publisher returns records as it goes: this wait ends. */
-        while (!(e = faid_event_get(s, POLL_MS))) {
+        while (!(e = faid_event_get(s->srv, POLL_MS))) {
         }
         e->ev = *sev;
         if (sev->kind == FAID_SERIES_EV_START) {
-            atomic_store(&s->series_frames, 0);
-            e->gen = faid_server_current_gen(s);
+            atomic_store(s->series_frames, 0);
+            e->gen = faid_server_current_gen(s->srv);
             e->build = faid_gen_job_acquire(in->sh->build);
             e->setup = in->sh->choice;
-            faid_stat_add(&s->stats.series, 1);
+            faid_stat_add(&s->stats->series, 1);
             if (start && sev->reason == FAID_SERIES_SERIES)
                 copy_start_info(s, e, start);
             if (sev->reason == FAID_SERIES_IMPLICIT)
@@ -216,14 +222,14 @@ static void emit(ingest *in, const faid_series_out *out, const faid_input_msg *s
  * an image also counts as a dropped frame so that received = processed + failed + dropped. */
 static void drop_stale(ingest *in, faid_slot *slot, int image)
 {
-    faid_server *s = in->s;
-    faid_stat_add(&s->stats.stale, 1);
+    const faid_handoff *s = in->s;
+    faid_stat_add(&s->stats->stale, 1);
     if (image)
-        faid_stats_drop(&s->stats, FAID_DROP_SERIES_STALE);
+        faid_stats_drop(s->stats, FAID_DROP_SERIES_STALE);
     faid_log_ratelimited(&rl_stale, FAID_LOG_WARN, "ingest",
                          "stale %s of series %llu (already closed): dropped",
                          faid_in_type_name(slot->h.type), (unsigned long long)slot->h.series_id);
-    faid_slot_put(s, slot);
+    faid_slot_put(s->srv, slot);
 }
 
 /* Turns slot into an error event and sends it on. The message in d names the problem. frame: an
@@ -231,11 +237,11 @@ static void drop_stale(ingest *in, faid_slot *slot, int image)
  * seq != 0); otherwise a message without a usable header (bad_input). */
 static void reject(ingest *in, faid_slot *slot, const faid_diag *d, int frame, uint64_t seq)
 {
-    faid_server *s = in->s;
+    const faid_handoff *s = in->s;
     int code = d->code ? d->code : FAID_EFORMAT;
     slot->kind = FAID_SLOT_ERROR;
     slot->err_code = code;
-    slot->err_stage = faid_stage_name(FAID_STAGE_INGEST);
+    slot->err_stage = faid_where_name(FAID_WHERE_INGEST);
     snprintf(slot->err_msg, sizeof(slot->err_msg), "%s", d->msg);
     slot->has_frame_id = slot->h.has_frame_id;
     slot->frame_id = slot->h.frame_id;
@@ -243,11 +249,11 @@ static void reject(ingest *in, faid_slot *slot, const faid_diag *d, int frame, u
     slot->series_seq = seq;
     /* The error names the series the message named (0 when unreadable). */
     slot->series_id = slot->h.series_id;
-    faid_stats_error(&s->stats, FAID_STAGE_INGEST, code);
+    faid_stats_error(s->stats, FAID_WHERE_INGEST, code);
     if (frame)
-        faid_stat_add(&s->stats.failed, 1);
+        faid_stat_add(&s->stats->failed, 1);
     else
-        faid_stat_add(&s->stats.bad_input, 1);
+        faid_stat_add(&s->stats->bad_input, 1);
     if (slot->has_frame_id)
         faid_log_ratelimited(&rl_bad, FAID_LOG_WARN, "ingest", "frame %llu: %s: %s",
                              (unsigned long long)slot->frame_id, faid_errname(code), d->msg);
@@ -268,7 +274,7 @@ static uint64_t be64(const uint8_t *p)
 
 /* Cheap checks before a frame occupies a device: sizes against the setup. The full decode is
  * validated by the engine (the worker answers corrupt payloads). */
-static int validate_image(const faid_server *s, faid_slot *slot, faid_diag *d)
+static int validate_image(const faid_handoff *s, faid_slot *slot, faid_diag *d)
 {
     const faid_in_header *h = &slot->h;
     const faid_setup *su = slot->gen->setup;
@@ -369,6 +375,14 @@ static void parse_table(faid_slot *slot)
     slot->table_us = (double)(faid_now_ns() - t0) / 1e3;
 }
 
+/* Whether a further message is ready on this thread's input socket (ZMQ_EVENTS). */
+static int input_waiting(ingest *in)
+{
+    int ev = 0;
+    size_t sz = sizeof ev;
+    return zmq_getsockopt(in->pull, ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN);
+}
+
 /* Copies the payload of a valid frame into the pinned input arena (input.pinned_bytes), so the
  * engine's H2D reads it in place and the worker does no copy: the copy runs here, on one of the
  * ingest threads, and the block-table parse that follows walks the copy while it is in this
@@ -379,52 +393,43 @@ static void parse_table(faid_slot *slot)
  * frames are decoded on the CPU by the worker: nothing to gain. A frame that does not fit now keeps
  * its ZeroMQ message (the worker copies it): counted, never waited for. The copy's time is part of
  * the frame's table_us. */
-/* Whether a further message is ready on this thread's input socket (ZMQ_EVENTS). */
-static int input_waiting(ingest *in)
-{
-    int ev = 0;
-    size_t sz = sizeof ev;
-    return zmq_getsockopt(in->pull, ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN);
-}
-
 static void to_pinned(ingest *in, faid_slot *slot)
 {
-    faid_server *s = in->s;
+    const faid_handoff *s = in->s;
     if (!s->pinned || slot->h.encoding == FAID_ENC_LZ4_RAW || slot->payload_len == 0)
         return;
     /* input.pinned_copy auto: with no frame waiting the workers keep up, and this thread may be
      * the one that limits (one connection): the worker copies. */
-    if (s->cfg.input_pinned_copy != 1 && faid_queue_len(s->frames) == 0)
+    if (s->cfg->input_pinned_copy != 1 && faid_queue_len(s->frames) == 0)
         return;
     /* input.pinned_copy idle: frames wait, but so does the next message of this socket: this
      * thread is the one that limits, the worker copies. With peak finding the queue is rarely
      * empty (the device stage is the slower one), so auto had ingest copy every frame: its copy
      * and table were 439 us per frame on the H100 host (issue 17), the one connection's
      * limit. */
-    if (s->cfg.input_pinned_copy == 2 && input_waiting(in))
+    if (s->cfg->input_pinned_copy == 2 && input_waiting(in))
         return;
     uint8_t *b = faid_pinned_alloc(s->pinned, slot->payload_len);
     if (!b) {
-        faid_stat_add(&s->pin_fallback, 1);
+        faid_stat_add(s->pin_fallback, 1);
         return;
     }
     memcpy(b, slot->payload, slot->payload_len);
     slot->pin = b;
     slot->pin_arena = s->pinned;
     slot->payload = b;
-    faid_stat_add(&s->pin_frames, 1);
+    faid_stat_add(s->pin_frames, 1);
 }
 
 /* Hands a valid frame to the workers under the backpressure policy. */
 static void enqueue(ingest *in, faid_slot *slot)
 {
-    faid_server *s = in->s;
+    const faid_handoff *s = in->s;
     if (in->policy == FAID_QUEUE_BLOCK) {
         /* Not reading the socket while we wait is the point: ZeroMQ's high-water mark then
          * pushes back to the sender. */
         while (faid_queue_push(s->frames, slot, POLL_MS) == FAID_ETIMEOUT)
-            atomic_store_explicit(&s->ingest_alive_ns[in->source], faid_now_ns(),
-                                  memory_order_relaxed);
+            atomic_store_explicit(&s->alive_ns[in->source], faid_now_ns(), memory_order_relaxed);
         return;
     }
     faid_slot *victim = NULL;
@@ -432,14 +437,14 @@ static void enqueue(ingest *in, faid_slot *slot)
         if (faid_queue_push(s->frames, slot, 0) == 0)
             return;
         victim = slot;
-        faid_stats_drop(&s->stats, FAID_DROP_QUEUE_NEWEST);
+        faid_stats_drop(s->stats, FAID_DROP_QUEUE_NEWEST);
     } else {
         void *ev = NULL;
         faid_queue_push_evict(s->frames, slot, &ev);
         if (!ev)
             return;
         victim = ev;
-        faid_stats_drop(&s->stats, FAID_DROP_QUEUE_OLDEST);
+        faid_stats_drop(s->stats, FAID_DROP_QUEUE_OLDEST);
     }
     faid_log_ratelimited(&rl_drop, FAID_LOG_WARN, "ingest", "queue full: dropped frame %llu (%s)",
                          (unsigned long long)victim->h.frame_id,
@@ -460,7 +465,7 @@ static void frame_setup(ingest *in, faid_slot *slot)
         faid_gen_job_finish(&in->sh->build);
     faid_gen_release(&slot->gen);
     faid_gen_job_release(&slot->build);
-    slot->gen = faid_server_current_gen(in->s);
+    slot->gen = faid_server_current_gen(in->s->srv);
     slot->build = faid_gen_job_acquire(in->sh->build);
 }
 
@@ -476,7 +481,8 @@ static void series_setup(ingest *in, const uint8_t *mask, uint64_t hash, const f
     faid_gen_job_finish(&in->sh->build);
     faid_diag d;
     faid_diag_clear(&d);
-    if (faid_server_series_setup(in->s, mask, hash, geo, &in->sh->build, &in->sh->choice, &d)) {
+    if (faid_server_series_setup(in->s->srv, mask, hash, geo, &in->sh->build, &in->sh->choice,
+                                 &d)) {
         faid_log_ratelimited(&rl_setup_fail, FAID_LOG_ERROR, "ingest",
                              "series %llu: setup of its start not built: %s; the setup in force "
                              "stays",
@@ -484,8 +490,8 @@ static void series_setup(ingest *in, const uint8_t *mask, uint64_t hash, const f
         in->sh->choice = FAID_SETUP_FAILED;
         return;
     }
-    faid_stat_add(in->sh->choice == FAID_SETUP_REUSED ? &in->s->stats.setups_reused
-                                                      : &in->s->stats.setups_rebuilt,
+    faid_stat_add(in->sh->choice == FAID_SETUP_REUSED ? &in->s->stats->setups_reused
+                                                      : &in->s->stats->setups_rebuilt,
                   1);
     faid_log_ratelimited(
         &rl_setup, FAID_LOG_INFO, "ingest", "series %llu: setup %s (%s; ingest held %.1f ms)",
@@ -502,7 +508,7 @@ static void series_setup(ingest *in, const uint8_t *mask, uint64_t hash, const f
  * format's verdict on an image whose header was read (a part or the payload at fault), or NULL. */
 static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_err)
 {
-    faid_server *s = in->s;
+    const faid_handoff *s = in->s;
     faid_in_header *h = &slot->h;
     slot->has_frame_id = 1;
     slot->frame_id = h->frame_id;
@@ -515,7 +521,7 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
                                    faid_now_ns(), &seq);
         unlock(in);
         if (seq)
-            faid_stat_add(&s->series_frames, 1);
+            faid_stat_add(s->series_frames, 1);
         reject(in, slot, format_err ? format_err : &d, 1, seq);
         return;
     }
@@ -534,23 +540,24 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
         series_setup(in, NULL, 0, NULL, h->series_id, faid_now_ns());
     frame_setup(in, slot);
     emit(in, &out, NULL);
-    faid_stat_add(&s->series_frames, 1);
+    faid_stat_add(s->series_frames, 1);
     slot->counted = 1;
     slot->series_seq = seq;
     slot->series_id = h->series_id;
     const char *uid = "";
     faid_series_current(in->sh->series, NULL, &uid, NULL);
     snprintf(slot->series_uid, sizeof(slot->series_uid), "%s", uid);
+    faid_series_shard(in->sh->series, &slot->shard, &slot->shards);
     unlock(in);
     if (in->discard) {
         /* Read after the stop timeout: accounted for (the series' end counts it), not processed. */
-        faid_stats_drop(&s->stats, FAID_DROP_INPUT_SHUTDOWN);
+        faid_stats_drop(s->stats, FAID_DROP_INPUT_SHUTDOWN);
         faid_slot_clear_frame(slot);
         slot->kind = FAID_SLOT_DROP;
         to_publisher(in, slot);
         return;
     }
-    atomic_fetch_or(&s->dtypes_seen, 1u << (unsigned)h->dtype);
+    atomic_fetch_or(s->dtypes_seen, 1u << (unsigned)h->dtype);
     int64_t t0 = faid_now_ns();
     to_pinned(in, slot);
     parse_table(slot);
@@ -563,12 +570,12 @@ static void handle_image(ingest *in, faid_slot *slot, const faid_diag *format_er
  * a file writer that is behind or absent loses messages there (counted), faid does not. */
 static void forward(ingest *in, faid_slot *slot, int nkept, int nparts)
 {
-    faid_server *s = in->s;
+    const faid_handoff *s = in->s;
     if (!s->forward)
         return;
     if (nkept < nparts) {
         /* Parts beyond what any format has were not kept: the message cannot be re-sent whole. */
-        faid_stat_add(&s->stats.forward_dropped, 1);
+        faid_stat_add(&s->stats->forward_dropped, 1);
         return;
     }
     /* ZeroMQ sockets are not thread-safe: the ingest threads take turns on the one socket. */
@@ -588,7 +595,7 @@ static void forward(ingest *in, faid_slot *slot, int nkept, int nparts)
         }
     }
     pthread_mutex_unlock(&in->sh->fw_mu);
-    faid_stat_add(ok ? &s->stats.forwarded : &s->stats.forward_dropped, 1);
+    faid_stat_add(ok ? &s->stats->forwarded : &s->stats->forward_dropped, 1);
 }
 
 /* Receives every part of one message into the slot: up to FAID_INPUT_MAX_PARTS are kept (no
@@ -637,7 +644,7 @@ static int start_mask(ingest *in, const faid_input_meta *meta, const uint8_t **m
     const faid_input_array *a = &meta->pixel_mask;
     if (!a->present)
         return 0;
-    faid_gen *g = faid_server_current_gen(in->s);
+    faid_gen *g = faid_server_current_gen(in->s->srv);
     int rows = g->setup->rows, cols = g->setup->cols;
     faid_gen_release(&g);
     if (a->ndim != 2 || a->shape[0] != (uint64_t)rows || a->shape[1] != (uint64_t)cols)
@@ -701,7 +708,7 @@ static int start_value_ok(uint64_t series_id, const char *wire_key, double wire,
 static int start_geometry(ingest *in, const faid_input_msg *msg, faid_geometry *g,
                           uint64_t series_id)
 {
-    if (!in->s->cfg.input_geometry_source)
+    if (!in->s->cfg->input_geometry_source)
         return 0;
     const faid_input_meta *m = &msg->meta;
     /* the keys as the message spelled them, for the log: stream v1's config names or v2's */
@@ -743,7 +750,7 @@ static int start_geometry(ingest *in, const faid_input_msg *msg, faid_geometry *
                        by_wavelength ? m->incident_wavelength : m->incident_energy,
                        "geometry.wavelength", g->wavelength);
     if (!ok)
-        faid_stat_add(&in->s->stats.start_geometry_refused, 1);
+        faid_stat_add(&in->s->stats->start_geometry_refused, 1);
     return ok;
 }
 
@@ -770,7 +777,7 @@ static void handle_start(ingest *in, faid_slot *slot)
         faid_geometry geo;
         int use_geo = start_geometry(in, m, &geo, slot->h.series_id);
         if (start_mask(in, &m->meta, &mask, &hash, &d)) {
-            faid_stat_add(&in->s->stats.detector_masks_refused, 1);
+            faid_stat_add(&in->s->stats->detector_masks_refused, 1);
             faid_log_ratelimited(&rl_mask, FAID_LOG_ERROR, "ingest",
                                  "series %llu: detector pixel mask not applied: %s",
                                  (unsigned long long)slot->h.series_id, d.msg);
@@ -782,23 +789,23 @@ static void handle_start(ingest *in, faid_slot *slot)
     }
     emit(in, &out, m);
     unlock(in);
-    faid_slot_put(in->s, slot);
+    faid_slot_put(in->s->srv, slot);
 }
 
 static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes)
 {
-    faid_server *s = in->s;
+    const faid_handoff *s = in->s;
     faid_diag d;
     faid_diag_clear(&d);
     slot->recv_mono_ns = faid_now_ns();
     slot->recv_wall_ns = faid_wall_ns();
-    faid_stat_add(&s->stats.received_bytes, bytes);
+    faid_stat_add(&s->stats->received_bytes, bytes);
     faid_input_part parts[FAID_INPUT_MAX_PARTS];
     for (int k = 0; k < slot->nkept; k++) {
         parts[k].data = zmq_msg_data(&slot->part[k]);
         parts[k].len = zmq_msg_size(&slot->part[k]);
     }
-    faid_input_opts opts = {.channel = s->cfg.input_channel};
+    faid_input_opts opts = {.channel = s->cfg->input_channel};
     int rc = faid_input_decode(in->protocol, parts, nparts, &opts, &in->msg, &d);
     slot->h = in->msg.h;
     if (rc && !(in->msg.header_ok && slot->h.type == FAID_IN_IMAGE)) {
@@ -810,12 +817,12 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
     faid_series_out out;
     switch (slot->h.type) {
     case FAID_IN_IMAGE:
-        faid_stat_add(&s->stats.received, 1);
+        faid_stat_add(&s->stats->received, 1);
         /* validation against the generation in force (a build never changes what it checks);
          * the setup the frame is reduced with is decided once the tracker accepted it */
         faid_gen_release(&slot->gen);
         faid_gen_job_release(&slot->build);
-        slot->gen = faid_server_current_gen(s);
+        slot->gen = faid_server_current_gen(s->srv);
         slot->payload = in->msg.payload;
         slot->payload_len = in->msg.payload_len;
         handle_image(in, slot, rc ? &d : NULL);
@@ -849,13 +856,13 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
         }
         emit(in, &out, NULL);
         unlock(in);
-        faid_slot_put(s, slot);
+        faid_slot_put(s->srv, slot);
         return;
     case FAID_IN_OTHER:
         /* A message type the format defines but faid has no use for (Jungfraujoch calibration,
          * metadata): counted, not an error. */
-        faid_stat_add(&s->stats.ignored, 1);
-        faid_slot_put(s, slot);
+        faid_stat_add(&s->stats->ignored, 1);
+        faid_slot_put(s->srv, slot);
         return;
     default:
         faid_fail(&d, FAID_EFORMAT, "unknown message type");
@@ -878,11 +885,11 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
 
 static void drain(ingest *in)
 {
-    faid_server *s = in->s;
-    int64_t stop = s->stop_since_ns ? s->stop_since_ns : faid_now_ns();
+    const faid_handoff *s = in->s;
+    int64_t stop = *s->stop_since_ns ? *s->stop_since_ns : faid_now_ns();
     int64_t deadline = stop + s->stop_grace_ns;
     int64_t idle_since = 0; /* when faid last found the input empty; 0 after a message */
-    uint64_t discarded0 = faid_stat_get(&s->stats.drops[FAID_DROP_INPUT_SHUTDOWN]);
+    uint64_t discarded0 = faid_stat_get(&s->stats->drops[FAID_DROP_INPUT_SHUTDOWN]);
     uint64_t handled = 0;
     for (;;) {
         int64_t now = faid_now_ns();
@@ -893,7 +900,7 @@ static void drain(ingest *in)
         int nparts = 0;
         size_t bytes = 0;
         if (receive(in, slot, &nparts, &bytes) != 0) {
-            faid_slot_put(s, slot);
+            faid_slot_put(s->srv, slot);
             if (!idle_since)
                 idle_since = faid_now_ns();
             zmq_pollitem_t item = {.socket = in->pull, .events = ZMQ_POLLIN};
@@ -905,7 +912,7 @@ static void drain(ingest *in)
         forward(in, slot, slot->nkept, nparts);
         handle_message(in, slot, nparts, bytes);
     }
-    uint64_t discarded = faid_stat_get(&s->stats.drops[FAID_DROP_INPUT_SHUTDOWN]) - discarded0;
+    uint64_t discarded = faid_stat_get(&s->stats->drops[FAID_DROP_INPUT_SHUTDOWN]) - discarded0;
     if (discarded)
         FAID_WARN("ingest",
                   "stop: %llu frame(s) read after input.stop_timeout (%.1f s) were not processed "
@@ -918,11 +925,11 @@ static void drain(ingest *in)
 static void *ingest_main(void *arg)
 {
     ingest *in = arg;
-    faid_server *s = in->s;
+    const faid_handoff *s = in->s;
     zmq_pollitem_t item = {.socket = in->pull, .events = ZMQ_POLLIN};
     faid_series_out out;
-    while (!atomic_load(&s->stop_ingest)) {
-        atomic_store_explicit(&s->ingest_alive_ns[in->source], faid_now_ns(), memory_order_relaxed);
+    while (!atomic_load(s->stop_ingest)) {
+        atomic_store_explicit(&s->alive_ns[in->source], faid_now_ns(), memory_order_relaxed);
         lock(in);
         faid_series_tick(in->sh->series, faid_now_ns(), &out);
         emit(in, &out, NULL);
@@ -939,14 +946,13 @@ static void *ingest_main(void *arg)
             continue;
         /* Drain what is ready before polling again, but look at the stop flag per message so a
          * stop is prompt even under a flood. */
-        while (!atomic_load(&s->stop_ingest)) {
-            atomic_store_explicit(&s->ingest_alive_ns[in->source], faid_now_ns(),
-                                  memory_order_relaxed);
+        while (!atomic_load(s->stop_ingest)) {
+            atomic_store_explicit(&s->alive_ns[in->source], faid_now_ns(), memory_order_relaxed);
             faid_slot *slot = get_slot(in);
             int nparts = 0;
             size_t bytes = 0;
             if (receive(in, slot, &nparts, &bytes) != 0) {
-                faid_slot_put(s, slot);
+                faid_slot_put(s->srv, slot);
                 break;
             }
             forward(in, slot, slot->nkept, nparts);
@@ -958,20 +964,24 @@ static void *ingest_main(void *arg)
     return NULL;
 }
 
-int faid_ingest_start(faid_server *s, faid_diag *d)
+int faid_ingest_start(const faid_handoff *h, faid_ingest_set **out, faid_diag *d)
 {
     faid_ingest_set *set = calloc(1, sizeof(*set));
     if (!set)
         return faid_fail(d, FAID_ENOMEM, "out of memory for ingest");
     pthread_mutex_init(&set->sh.mu, NULL);
     pthread_mutex_init(&set->sh.fw_mu, NULL);
-    s->ingest = set;
-    set->sh.series = faid_series_new((int64_t)(s->cfg.series_timeout * 1e9));
+    set->h = *h;
+    const faid_handoff *s = &set->h;
+    *out = set;
+    set->sh.series = faid_series_new((int64_t)(s->cfg->series_timeout * 1e9));
     if (!set->sh.series)
         return faid_fail(d, FAID_ENOMEM, "out of memory for the series tracker");
+    faid_series_set_default_shard(set->sh.series, (uint32_t)s->cfg->instance_shard,
+                                  (uint32_t)s->cfg->instance_shards);
     faid_input_protocol proto;
     /* Checked at start (faid_server_new): a value that cannot be honoured never gets here. */
-    if (faid_input_protocol_parse(s->cfg.input_protocol, &proto) != 0)
+    if (faid_input_protocol_parse(s->cfg->input_protocol, &proto) != 0)
         proto = FAID_PROTOCOL_AUTO;
     for (int i = 0; i < s->npull; i++) {
         ingest *in = calloc(1, sizeof(*in));
@@ -984,7 +994,7 @@ int faid_ingest_start(faid_server *s, faid_diag *d)
         in->pull = s->pull[i];
         in->policy = s->policy;
         in->protocol = proto;
-        atomic_store(&s->ingest_alive_ns[i], faid_now_ns());
+        atomic_store(&s->alive_ns[i], faid_now_ns());
         if (pthread_create(&in->thread, NULL, ingest_main, in))
             return faid_fail(d, FAID_ENOMEM, "cannot start ingest thread %d", i);
         in->started = 1;
@@ -992,18 +1002,17 @@ int faid_ingest_start(faid_server *s, faid_diag *d)
     return 0;
 }
 
-int faid_ingest_running(const faid_server *s)
+int faid_ingest_running(const faid_ingest_set *set)
 {
-    const faid_ingest_set *set = s->ingest;
     for (int i = 0; set && i < set->n; i++)
         if (set->in[i]->started)
             return 1;
     return 0;
 }
 
-void faid_ingest_join(faid_server *s)
+void faid_ingest_join(faid_ingest_set **setp)
 {
-    faid_ingest_set *set = s->ingest;
+    faid_ingest_set *set = *setp;
     if (!set)
         return;
     for (int i = 0; i < set->n; i++)
@@ -1027,6 +1036,6 @@ void faid_ingest_join(faid_server *s)
     pthread_mutex_destroy(&set->sh.mu);
     pthread_mutex_destroy(&set->sh.fw_mu);
     free(set);
-    s->ingest = NULL;
+    *setp = NULL;
     FAID_INFO("ingest", "stopped reading input");
 }

@@ -33,6 +33,14 @@
 static volatile sig_atomic_t g_stop, g_reload;
 static int g_wake[2] = {-1, -1};
 
+/* POST /api/v1/stop (an HTTP thread): the same as control `stop` or SIGTERM. */
+static void rest_stop(void)
+{
+    g_stop = 1;
+    ssize_t n = write(g_wake[1], "s", 1);
+    (void)n;
+}
+
 static void on_signal(int sig)
 {
     int saved = errno;
@@ -299,7 +307,10 @@ static void serve(faid_server *s, int tick_ms)
             faid_diag d;
             faid_diag_clear(&d);
             FAID_INFO("main", "SIGHUP: reloading");
-            if (faid_server_reload(s, NULL, &version, &d))
+            pthread_mutex_lock(&s->ctl_mu);
+            int rc = faid_server_reload(s, NULL, &version, &d);
+            pthread_mutex_unlock(&s->ctl_mu);
+            if (rc)
                 FAID_WARN("main", "%s (the current setup stays)", d.msg);
         }
         if (!(items[0].revents & ZMQ_POLLIN))
@@ -326,7 +337,9 @@ static void serve(faid_server *s, int tick_ms)
         faid_mpw w;
         faid_mpw_init(&w, reply, cap);
         int stop = 0;
+        pthread_mutex_lock(&s->ctl_mu);
         faid_control_handle(s, zmq_msg_data(&req), zmq_msg_size(&req), &w, &stop);
+        pthread_mutex_unlock(&s->ctl_mu);
         zmq_msg_close(&req);
         if (w.overflow) {
             faid_mpw_init(&w, reply, cap);
@@ -448,7 +461,11 @@ int main(int argc, char **argv)
     int64_t nofile = raise_nofile();
     /* The HTTP server comes first, so /healthz answers "starting" while the kernels build. */
     faid_http *http = NULL;
-    if (cfg->http_endpoint[0] && !(http = faid_http_new(cfg->http_endpoint, &d))) {
+    faid_http_opts hopts = {.endpoint = cfg->http_endpoint,
+                            .token_file = cfg->http_token_file,
+                            .tls_cert = cfg->http_tls_cert,
+                            .tls_key = cfg->http_tls_key};
+    if (cfg->http_endpoint[0] && !(http = faid_http_new(&hopts, &d))) {
         FAID_ERROR("main", "%s", d.msg);
         free(cfg);
         return 1;
@@ -473,11 +490,19 @@ int main(int argc, char **argv)
         return 1;
     }
     FAID_INFO("main", "ready");
-    if (http)
+    pthread_mutex_lock(&s->ctl_mu);
+    s->ctl_closed = 0; /* REST control is served from now on */
+    pthread_mutex_unlock(&s->ctl_mu);
+    if (http) {
+        faid_http_on_stop(http, rest_stop);
         faid_http_set_health(http, FAID_HEALTH_READY);
+    }
     faid_notify_ready(s);
     serve(s, tick_ms);
     FAID_INFO("main", "stopping: finishing the frames in flight");
+    pthread_mutex_lock(&s->ctl_mu);
+    s->ctl_closed = 1; /* a REST request in progress has finished; later ones get 503 */
+    pthread_mutex_unlock(&s->ctl_mu);
     if (http)
         faid_http_set_health(http, FAID_HEALTH_STOPPING);
     faid_notify_stopping();

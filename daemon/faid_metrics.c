@@ -114,7 +114,7 @@ static void device_label(char *out, size_t cap, int i)
     X(HITS_RESETS, hits_resets)                                                                    \
     X(HITS_WAITING, hits_waiting)
 
-static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event_clients)
+static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, const faid_http_counts *hc)
 {
     faid_stats *st = &s->stats;
     faid_writer_stats *ws = faid_writer_stats_of(s->writer);
@@ -150,13 +150,13 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
         break;
     case FAID_M_ERRORS:
         /* Only the codes that happened: stages x codes is a sparse table. */
-        for (int sg = 0; sg < FAID_NSTAGES; sg++)
+        for (int sg = 0; sg < FAID_NWHERE; sg++)
             for (int c = 0; c < FAID_NCODES; c++) {
                 uint64_t v = faid_stat_get(&st->errors[sg][c]);
                 if (!v)
                     continue;
                 snprintf(lab, sizeof lab, "{stage=\"%s\",code=\"%s\"}",
-                         faid_stage_name((faid_stage)sg), faid_errname(-c));
+                         faid_where_name((faid_where)sg), faid_errname(-c));
                 sample_u(b, id, lab, v);
             }
         break;
@@ -255,8 +255,8 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
         histogram(b, id, "", &st->latency);
         break;
     case FAID_M_STAGE:
-        for (int t = 0; t < FAID_NTIMINGS; t++) {
-            snprintf(lab, sizeof lab, "stage=\"%s\",", faid_timing_name((faid_timing)t));
+        for (int t = 0; t < faid_timing_count(); t++) {
+            snprintf(lab, sizeof lab, "stage=\"%s\",", faid_timing_name(t));
             histogram(b, id, lab, &st->timing[t]);
         }
         break;
@@ -271,7 +271,18 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
         sample_u(b, id, "", faid_log_suppressed_total());
         break;
     case FAID_M_HTTP_CLIENTS:
-        sample_u(b, id, "", (uint64_t)(event_clients > 0 ? event_clients : 0));
+        sample_u(b, id, "", (uint64_t)(hc->event_clients > 0 ? hc->event_clients : 0));
+        break;
+    case FAID_M_HTTP_CONNECTIONS:
+        sample_u(b, id, "", hc->connections);
+        break;
+    case FAID_M_HTTP_SHED:
+        sample_u(b, id, "{reason=\"header_wait\"}", hc->shed_header_wait);
+        sample_u(b, id, "{reason=\"per_peer\"}", hc->shed_per_peer);
+        sample_u(b, id, "{reason=\"over_limit\"}", hc->shed_over_limit);
+        break;
+    case FAID_M_HTTP_AUTH_REFUSED:
+        sample_u(b, id, "", hc->auth_refused);
         break;
     case FAID_M_MEMORY: {
         faid_memstat m;
@@ -292,11 +303,12 @@ static void family(faid_textbuf *b, faid_server *s, faid_metric_id id, int event
     }
 }
 
-char *faid_metrics_text(faid_server *s, int event_clients, size_t *len)
+char *faid_metrics_text(faid_server *s, const faid_http_counts *hc_in, size_t *len)
 {
     faid_textbuf b = {0};
+    const faid_http_counts zero = {0}, *hc = hc_in ? hc_in : &zero;
     for (int id = 0; id < FAID_NMETRICS; id++)
-        family(&b, s, (faid_metric_id)id, event_clients);
+        family(&b, s, (faid_metric_id)id, hc);
     return faid_tb_take(&b, len);
 }
 
@@ -309,9 +321,9 @@ char *faid_metrics_markdown(void)
                        defs[id].labels[0] ? defs[id].labels : "-", defs[id].help);
         if (id == FAID_M_STAGE) {
             faid_tb_puts(&b, " Stages:");
-            for (int t = 0; t < FAID_NTIMINGS; t++)
-                faid_tb_printf(&b, "%s `%s` %s", t ? ";" : "", faid_timing_name((faid_timing)t),
-                               faid_timing_help((faid_timing)t));
+            for (int t = 0; t < faid_timing_count(); t++)
+                faid_tb_printf(&b, "%s `%s` %s", t ? ";" : "", faid_timing_name(t),
+                               faid_timing_help(t));
             faid_tb_puts(&b, ".");
         } else if (id == FAID_M_DROPPED) {
             faid_tb_puts(&b, " Reasons:");
@@ -320,8 +332,8 @@ char *faid_metrics_markdown(void)
             faid_tb_puts(&b, ".");
         } else if (id == FAID_M_ERRORS) {
             faid_tb_puts(&b, " Stages:");
-            for (int sg = 0; sg < FAID_NSTAGES; sg++)
-                faid_tb_printf(&b, "%s `%s`", sg ? "," : "", faid_stage_name((faid_stage)sg));
+            for (int sg = 0; sg < FAID_NWHERE; sg++)
+                faid_tb_printf(&b, "%s `%s`", sg ? "," : "", faid_where_name((faid_where)sg));
             faid_tb_puts(&b, "; codes: the `FAID_E*` names of `faid_err.h`.");
         }
         faid_tb_puts(&b, " |\n");

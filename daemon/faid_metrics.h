@@ -13,6 +13,7 @@
 #define FAID_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct faid_server;
 
@@ -129,6 +130,14 @@ struct faid_server;
       "integrate, compute = engine total).")                                                       \
     X(HTTP_CLIENTS, "faid_http_event_clients", "gauge", "",                                        \
       "Browsers connected to the dashboard's event stream.")                                       \
+    X(HTTP_CONNECTIONS, "faid_http_connections", "gauge", "",                                      \
+      "Connections open to the HTTP server (http.endpoint).")                                      \
+    X(HTTP_SHED, "faid_http_connections_shed_total", "counter", "reason",                          \
+      "HTTP connections closed by faid before their request was read, per reason: header_wait "    \
+      "(the oldest still sending its header, shut when the server was full), per_peer (a peer "    \
+      "beyond localhost over its share), over_limit (libmicrohttpd's own limit).")                 \
+    X(HTTP_AUTH_REFUSED, "faid_http_auth_refused_total", "counter", "",                            \
+      "REST requests refused for a missing or wrong bearer token (401).")                          \
     X(CURVE_CLIENTS, "faid_curve_clients_total", "counter", "result",                              \
       "CURVE handshakes the ZAP handler answered (security.curve), per result: admitted, "         \
       "refused (key not in security.authorized_keys); 0 without CURVE.")                           \
@@ -169,9 +178,15 @@ typedef struct faid_metric_def {
     const char *name, *type, *labels, *help;
 } faid_metric_def;
 
+/* What the HTTP server counts (faid_http.c). */
+typedef struct faid_http_counts {
+    int event_clients; /* event-stream connections */
+    uint64_t connections, shed_header_wait, shed_per_peer, shed_over_limit, auth_refused;
+} faid_http_counts;
+
 /* The exposition text of every metric (malloc'd, NUL-terminated; NULL when out of memory).
- * event_clients: the HTTP server's count of event-stream connections. */
-char *faid_metrics_text(struct faid_server *s, int event_clients, size_t *len);
+ * hc: the HTTP server's counts (NULL: zeros). */
+char *faid_metrics_text(struct faid_server *s, const faid_http_counts *hc, size_t *len);
 
 /* The Markdown reference table of the metrics (malloc'd; NULL when out of memory). */
 char *faid_metrics_markdown(void);

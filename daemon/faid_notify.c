@@ -65,7 +65,7 @@ static int old(atomic_int_fast64_t *beat, int64_t now, int64_t limit)
 /* The first thread whose heartbeat is older than limit, or NULL. */
 static const char *stale_thread(faid_server *s, int64_t now, int64_t limit, char *buf, size_t cap)
 {
-    if (faid_ingest_running(s))
+    if (faid_ingest_running(s->ingest))
         for (int i = 0; i < s->npull; i++)
             if (old(&s->ingest_alive_ns[i], now, limit)) {
                 snprintf(buf, cap, "ingest %d", i);

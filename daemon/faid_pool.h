@@ -54,6 +54,7 @@ typedef struct faid_slot {
     uint64_t series_seq;
     uint64_t series_id;
     char series_uid[FAID_SERIES_UID_MAX];
+    uint32_t shard, shards; /* the series' shard stamp (faid_series_shard) */
     int counted; /* this item accounts for one frame of series_seq (faid_series_ledger) */
     /* error */
     int err_code;

@@ -105,7 +105,7 @@ static void send_msg(publisher *p, const char *topic, const void *body, size_t l
         zmq_send(s->pub, body, len, ZMQ_DONTWAIT) >= 0) {
         faid_stat_add(&s->stats.published, 1);
     } else {
-        faid_stats_error(&s->stats, FAID_STAGE_OUTPUT, FAID_EZMQ);
+        faid_stats_error(&s->stats, FAID_WHERE_OUTPUT, FAID_EZMQ);
         faid_log_ratelimited(&rl_send, FAID_LOG_WARN, "publish", "PUB send: %s",
                              zmq_strerror(zmq_errno()));
     }
@@ -154,6 +154,7 @@ typedef struct start_info {
     const uint8_t *user_data;
     size_t user_data_len;
     const faid_event *ev; /* the series start event (input echo), NULL for a setup start */
+    uint32_t shard, shards;
 } start_info;
 
 static void publish_start(publisher *p, faid_gen *g, const start_info *in)
@@ -173,6 +174,7 @@ static void publish_start(publisher *p, faid_gen *g, const start_info *in)
         .reason = in->reason,
         .series_id = in->series_id,
         .series_uid = in->uid,
+        .id = {s->instance_name, in->shard, in->shards},
         .nimages = in->nimages,
         .setup_version = g->version,
         .devices = devices,
@@ -220,6 +222,7 @@ static void publish_end(publisher *p, const faid_series_record *r)
     faid_out_end e = {
         .series_id = r->series_id,
         .series_uid = r->uid,
+        .id = {s->instance_name, r->shard, r->shards},
         .reason = faid_series_reason_name(r->reason),
         .frames_received = r->frames,
         .frames_processed = r->processed,
@@ -304,6 +307,8 @@ static void handle_event(publisher *p, faid_event *e)
             .user_data = e->user_data_len ? e->user_data : NULL,
             .user_data_len = e->user_data_len,
             .ev = e,
+            .shard = e->ev.shard,
+            .shards = e->ev.shards,
         };
         publish_start(p, e->gen, &in);
     }
@@ -327,7 +332,9 @@ static void handle(publisher *p, void *item)
             start_info in = {.reason = "setup",
                              .series_id = slot->series_id,
                              .uid = slot->series_uid,
-                             .nimages = -1};
+                             .nimages = -1,
+                             .shard = slot->shard,
+                             .shards = slot->shards};
             publish_start(p, slot->gen, &in);
         }
         faid_proto_put_msgnum(slot->out + slot->msgnum_off, p->msg_number++);

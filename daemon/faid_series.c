@@ -35,6 +35,10 @@ struct faid_series {
     int64_t last_ns;         /* last message of the open series */
     series_key recent[FAID_SERIES_RECENT];
     int recent_next;
+    uint32_t shard, shards;         /* the open (or last) series' stamp */
+    uint32_t def_shard, def_shards; /* instance.shard / instance.shards */
+    int has_pending;                /* faid_series_set_shard named the next series' stamp */
+    uint32_t pend_shard, pend_shards;
 };
 
 static const char *uid_or_empty(const char *uid)
@@ -85,6 +89,8 @@ static void close_open(faid_series *t, faid_series_reason reason, faid_series_ou
     e->nimages = t->nimages;
     e->frames = t->frames;
     e->stale = t->stale;
+    e->shard = t->shard;
+    e->shards = t->shards;
     t->recent[t->recent_next] = t->cur;
     t->recent_next = (t->recent_next + 1) % FAID_SERIES_RECENT;
     t->open = 0;
@@ -109,11 +115,16 @@ static void open_new(faid_series *t, uint64_t id, const char *uid, int64_t nimag
     t->started = started;
     t->ended = 0;
     t->last_ns = now_ns;
+    t->shard = t->has_pending ? t->pend_shard : t->def_shard;
+    t->shards = t->has_pending ? t->pend_shards : t->def_shards;
+    t->has_pending = 0;
     faid_series_event *e = emit(out, FAID_SERIES_EV_START, reason);
     e->seq = t->last_seq;
     e->series_id = id;
     snprintf(e->uid, sizeof(e->uid), "%s", t->cur.uid);
     e->nimages = nimages;
+    e->shard = t->shard;
+    e->shards = t->shards;
 }
 
 /* A frame of a closed series is stale when a newer series has begun since: another one is
@@ -141,8 +152,10 @@ static faid_series_verdict stale(faid_series *t)
 faid_series *faid_series_new(int64_t timeout_ns)
 {
     faid_series *t = calloc(1, sizeof(*t));
-    if (t)
-        t->timeout_ns = timeout_ns > 0 ? timeout_ns : 0;
+    if (!t)
+        return NULL;
+    t->timeout_ns = timeout_ns > 0 ? timeout_ns : 0;
+    t->shards = t->def_shards = 1;
     return t;
 }
 
@@ -249,6 +262,37 @@ uint64_t faid_series_stale_total(const faid_series *t)
     return t->stale_total;
 }
 
+void faid_series_set_default_shard(faid_series *t, uint32_t shard, uint32_t shards)
+{
+    if (shards == 0 || shard >= shards)
+        return;
+    t->def_shard = shard;
+    t->def_shards = shards;
+    if (!t->open && !t->last_seq) {
+        t->shard = shard;
+        t->shards = shards;
+    }
+}
+
+void faid_series_set_shard(faid_series *t, uint32_t shard, uint32_t shards)
+{
+    if (shards == 0 || shard >= shards)
+        return;
+    t->has_pending = 1;
+    t->pend_shard = shard;
+    t->pend_shards = shards;
+    if (t->open) {
+        t->shard = shard;
+        t->shards = shards;
+    }
+}
+
+void faid_series_shard(const faid_series *t, uint32_t *shard, uint32_t *shards)
+{
+    *shard = t->shard;
+    *shards = t->shards;
+}
+
 /* ---- ledger -------------------------------------------------------------------------------- */
 
 typedef struct ledger_rec {
@@ -317,6 +361,8 @@ static ledger_rec *new_rec(faid_series_ledger *l, const faid_series_event *ev)
     x->r.seq = ev->seq;
     x->r.series_id = ev->series_id;
     snprintf(x->r.uid, sizeof(x->r.uid), "%s", ev->uid);
+    x->r.shard = ev->shard;
+    x->r.shards = ev->shards;
     return x;
 }
 
@@ -335,6 +381,9 @@ void faid_series_ledger_event(faid_series_ledger *l, const faid_series_event *ev
     x->r.reason = ev->reason;
     x->r.frames = ev->frames;
     x->r.stale = ev->stale;
+    /* The end's stamp: set for the open series after its start (faid_series_set_shard). */
+    x->r.shard = ev->shard;
+    x->r.shards = ev->shards;
 }
 
 int faid_series_ledger_count(faid_series_ledger *l, uint64_t seq, faid_series_outcome o)

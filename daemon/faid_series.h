@@ -66,9 +66,10 @@ typedef struct faid_series_event {
     uint64_t seq; /* instance number, unique for the life of the process */
     uint64_t series_id;
     char uid[FAID_SERIES_UID_MAX];
-    int64_t nimages; /* START: expected frames from the start message, -1 unknown */
-    uint64_t frames; /* END: frames accepted into the series */
-    uint64_t stale;  /* END: stale messages dropped while the series was open */
+    int64_t nimages;        /* START: expected frames from the start message, -1 unknown */
+    uint64_t frames;        /* END: frames accepted into the series */
+    uint64_t stale;         /* END: stale messages dropped while the series was open */
+    uint32_t shard, shards; /* the series' shard stamp (faid_series_set_shard) */
 } faid_series_event;
 
 /* One call emits at most two events: the end of the series it supersedes and a start. */
@@ -121,6 +122,20 @@ int faid_series_current(const faid_series *t, uint64_t *series_id, const char **
 /* Stale messages dropped so far (all series). */
 uint64_t faid_series_stale_total(const faid_series *t);
 
+/* Shard stamps (issue 18, PROTOCOL.md "Several instances"): which part of a series this
+ * instance reduces, `shard` of `shards`, stamped into the series' start, results and end.
+ * faid_series_set_default_shard: the value of every series its input did not name one for
+ * (instance.shard / instance.shards; 0 of 1 until called).
+ * faid_series_set_shard: the input (a fan-out) names the shard for a series. It applies to the
+ * series the next start opens (call it before handing that start to faid_series_start) and,
+ * when a series is open, to that series' frames and end from now on; the series after the next
+ * one falls back to the default. shards 0 or shard >= shards are ignored (the caller checks and
+ * answers its peer). */
+void faid_series_set_default_shard(faid_series *t, uint32_t shard, uint32_t shards);
+void faid_series_set_shard(faid_series *t, uint32_t shard, uint32_t shards);
+/* The shard stamp of the open series (or of the last one). */
+void faid_series_shard(const faid_series *t, uint32_t *shard, uint32_t *shards);
+
 /* ---- the publisher's ledger ---------------------------------------------------------------- */
 
 typedef enum {
@@ -137,6 +152,7 @@ typedef struct faid_series_record {
     uint64_t frames; /* accepted by ingest */
     uint64_t processed, failed, dropped, stale;
     int incomplete; /* published before every frame was accounted for */
+    uint32_t shard, shards;
 } faid_series_record;
 
 typedef struct faid_series_ledger faid_series_ledger;

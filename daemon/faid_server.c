@@ -254,6 +254,22 @@ static void *input_context(faid_server *s, int i)
     return c;
 }
 
+/* instance.name, or <host name>:<port of control.endpoint> (unique among one host's instances,
+ * each of which needs its own control port). */
+static void instance_name(faid_server *s, const faid_config *cfg)
+{
+    if (cfg->instance_name[0]) {
+        snprintf(s->instance_name, sizeof(s->instance_name), "%s", cfg->instance_name);
+        return;
+    }
+    char host[64] = "";
+    if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+        snprintf(host, sizeof(host), "localhost");
+    const char *colon = strrchr(cfg->control_endpoint, ':');
+    const char *port = colon && colon[1] && !strchr(colon, '/') ? colon + 1 : "";
+    snprintf(s->instance_name, sizeof(s->instance_name), "%s%s%s", host, port[0] ? ":" : "", port);
+}
+
 faid_server *faid_server_new(const faid_config *cfg, const char *config_path, faid_diag *d)
 {
     faid_server *s = calloc(1, sizeof(*s));
@@ -265,6 +281,8 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     s->policy = cfg->queue_policy;
     snprintf(s->config_path, sizeof(s->config_path), "%s", config_path ? config_path : "");
     pthread_mutex_init(&s->gen_mu, NULL);
+    pthread_mutex_init(&s->ctl_mu, NULL);
+    s->ctl_closed = 1; /* until the main loop serves control (faid_main.c) */
     pthread_mutex_init(&s->build_mu, NULL);
     pthread_mutex_init(&s->info_mu, NULL);
     faid_stats_init(&s->stats);
@@ -282,6 +300,9 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     s->lossless_grace_ns = (int64_t)(cfg->lossless_shutdown_timeout * 1e9);
     s->ll_overflow = cfg->lossless_overflow;
     s->stop_grace_ns = (int64_t)(cfg->stop_timeout * 1e9);
+    instance_name(s, cfg);
+    s->series_shard = (uint32_t)cfg->instance_shard;
+    s->series_shards = (uint32_t)cfg->instance_shards;
     atomic_init(&s->dtypes_seen, 0u);
     atomic_init(&s->in_accepted, 0u);
     atomic_init(&s->in_closed, 0u);
@@ -479,7 +500,35 @@ int faid_server_start(faid_server *s, faid_diag *d)
     if (pthread_create(&s->publish_thread, NULL, faid_publish_main, s))
         return faid_fail(d, FAID_ENOMEM, "cannot start the publisher thread");
     s->publish_started = 1;
-    return faid_ingest_start(s, d);
+    faid_handoff h = {
+        .srv = s,
+        .cfg = &s->cfg,
+        .stats = &s->stats,
+        .frames = s->frames,
+        .results = s->results,
+        .policy = s->policy,
+        .pull = s->pull,
+        .npull = s->npull,
+        .forward = s->forward,
+        .pinned = s->pinned,
+        .pin_frames = &s->pin_frames,
+        .pin_fallback = &s->pin_fallback,
+        .max_user_data = s->max_user_data,
+        .stop_ingest = &s->stop_ingest,
+        .stop_since_ns = &s->stop_since_ns,
+        .stop_grace_ns = s->stop_grace_ns,
+        .state = &s->state,
+        .series_id = &s->series_id,
+        .info_mu = &s->info_mu,
+        .series_uid = s->series_uid,
+        .series_uid_size = sizeof s->series_uid,
+        .series_shard = &s->series_shard,
+        .series_shards = &s->series_shards,
+        .series_frames = &s->series_frames,
+        .alive_ns = s->ingest_alive_ns,
+        .dtypes_seen = &s->dtypes_seen,
+    };
+    return faid_ingest_start(&h, &s->ingest, d);
 }
 
 void faid_server_shutdown(faid_server *s)
@@ -491,7 +540,7 @@ void faid_server_shutdown(faid_server *s)
     atomic_store(&s->stop_ingest, 1);
     /* Order matters: ingest stops and queues its last events, workers finish every queued
      * frame, then the publisher sends everything that is left. */
-    faid_ingest_join(s);
+    faid_ingest_join(&s->ingest);
     if (s->frames)
         faid_queue_close(s->frames);
     for (int i = 0; i < s->nworkers; i++)
@@ -566,6 +615,7 @@ void faid_server_destroy(faid_server **ps)
     free(s->events);
     free(s->slots);
     pthread_mutex_destroy(&s->gen_mu);
+    pthread_mutex_destroy(&s->ctl_mu);
     pthread_mutex_destroy(&s->build_mu);
     pthread_mutex_destroy(&s->info_mu);
     faid_hitsend_destroy(&s->hitsend);

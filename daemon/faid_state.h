@@ -19,14 +19,16 @@
  * reference count). Each frame holds a reference to the generation that was current when it was
  * received, so a reload takes effect exactly between two received frames.
  *
- * Every pipeline module (ingest, workers, publisher, control, HTTP, metrics, writer, pools,
- * generations) includes this header; only faid_main.c includes faid_server.h, the lifecycle
+ * Every pipeline module but ingest (workers, publisher, control, HTTP, metrics, writer, pools,
+ * generations) includes this header; ingest sees the server through its hand-off
+ * (faid_handoff.h, filled by faid_server.c); only faid_main.c includes faid_server.h, the lifecycle
  * that builds, starts and stops them, so no module depends back on the lifecycle. */
 #ifndef FAID_STATE_H
 #define FAID_STATE_H
 
 #include "faid_config.h"
 #include "faid_engine.h"
+#include "faid_handoff.h"
 #include "faid_limits.h"
 #include "faid_input.h"
 #include "faid_lossless.h"
@@ -70,15 +72,14 @@ typedef struct faid_worker {
     int started;
     atomic_uint_fast64_t processed, failed, busy_ns;
     /* host time per processed frame, summed (status "host_us", "table_us"): the worker's
-     * submit (copy into pinned staging, block table when ingest had none) and ingest's
-     * block-table parse */
+     * submit (copy into pinned staging, block table when ingest had none: the engine's "host"
+     * row, which declares host_us, faid_times_status) and ingest's block-table parse (the
+     * daemon's time, before the engine: no engine row) */
     atomic_uint_fast64_t host_ns, table_ns, timed;
     atomic_uint_fast64_t busy_frac_bits; /* double: busy fraction over the last interval */
     atomic_int in_flight;                /* frames submitted to the engine, not collected */
     atomic_int_fast64_t alive_ns;        /* heartbeat: the worker loop's last turn (watchdog) */
 } faid_worker;
-
-typedef enum { FAID_STATE_IDLE = 0, FAID_STATE_RUNNING, FAID_STATE_STOPPING } faid_state;
 
 struct faid_server {
     faid_config cfg;                 /* effective configuration (main thread; guarded by gen_mu) */
@@ -118,6 +119,8 @@ struct faid_server {
     faid_ll_overflow ll_overflow; /* output.lossless_overflow, fixed at start */
     int64_t stop_grace_ns;        /* input.stop_timeout, fixed at start */
     int64_t stop_since_ns;        /* when the stop began (set before stop_ingest) */
+    /* identity (instance.*, fixed at start): stamped into start, result, end and status */
+    char instance_name[128];
 
     pthread_mutex_t gen_mu;
     faid_gen *gen;         /* current generation */
@@ -130,16 +133,23 @@ struct faid_server {
 
     int nworkers;
     faid_worker workers[FAID_MAX_WORKERS];
-    struct faid_ingest_set *ingest; /* the ingest threads (faid_ingest.c), NULL when none */
+    struct faid_ingest_set *ingest; /* the ingest threads (faid_ingest.h: they see the server
+                                     * through a faid_handoff only), NULL when none */
     pthread_t publish_thread;
     int publish_started;
 
     atomic_int stop_ingest; /* stop reading input */
     atomic_int draining;    /* shutdown in progress (bounds the lossless channel's waits) */
     atomic_int state;       /* faid_state */
+    /* Control requests take turns under ctl_mu (the ZeroMQ socket on the main thread, the REST
+     * routes on HTTP threads); ctl_closed (under ctl_mu): the main loop has stopped serving, so
+     * REST control answers 503 while the server shuts down. */
+    pthread_mutex_t ctl_mu;
+    int ctl_closed;
     atomic_uint_fast64_t series_id;
     pthread_mutex_t info_mu;
     char series_uid[FAID_SERIES_UID_MAX];
+    uint32_t series_shard, series_shards; /* under info_mu: the current or last series' stamp */
 
     faid_stats stats;
     int64_t start_mono_ns;
@@ -169,8 +179,8 @@ void faid_control_handle(faid_server *s, const void *req, size_t len, faid_mpw *
 typedef struct faid_counters_snap {
     faid_out_counters out;
     faid_out_count drops[FAID_NDROPS];
-    faid_out_count errors[FAID_NSTAGES * FAID_NCODES];
-    char error_names[FAID_NSTAGES * FAID_NCODES][64];
+    faid_out_count errors[FAID_NWHERE * FAID_NCODES];
+    char error_names[FAID_NWHERE * FAID_NCODES][64];
 } faid_counters_snap;
 void faid_counters_fill(faid_server *s, faid_counters_snap *c);
 

@@ -1,13 +1,16 @@
 /* faid_stats: counters, error/drop tables and the latency histogram (see faid_stats.h). */
 #include "faid_stats.h"
 
+#include "faid_outputs.h"
+
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
-const char *faid_stage_name(faid_stage s)
+const char *faid_where_name(faid_where s)
 {
     static const char *const names[] = {"ingest", "worker", "output"};
-    return (unsigned)s < FAID_NSTAGES ? names[s] : "unknown";
+    return (unsigned)s < FAID_NWHERE ? names[s] : "unknown";
 }
 
 const char *faid_drop_name(faid_drop_reason r)
@@ -23,25 +26,45 @@ const char *faid_msg_kind_name(faid_msg_kind k)
     return (unsigned)k < FAID_NMSGKINDS ? names[k] : "unknown";
 }
 
-static const char *const timing_names[] = {
-#define FAID_TIMING_NAME(e, name, help) name,
-    FAID_TIMINGS(FAID_TIMING_NAME)
-#undef FAID_TIMING_NAME
-};
-static const char *const timing_helps[] = {
-#define FAID_TIMING_HELP(e, name, help) help,
-    FAID_TIMINGS(FAID_TIMING_HELP)
-#undef FAID_TIMING_HELP
-};
+/* The engine's times with a histogram, after the queue's row (built once: the tables are
+ * constant). */
+static const faid_time_decl *timing_rows[FAID_TIMINGS_MAX];
+static int ntiming_rows;
+static pthread_once_t timing_once = PTHREAD_ONCE_INIT;
 
-const char *faid_timing_name(faid_timing t)
+static void timing_init(void)
 {
-    return (unsigned)t < FAID_NTIMINGS ? timing_names[t] : "unknown";
+    ntiming_rows = 1; /* the queue */
+    for (int i = 0; i < faid_times_count() && ntiming_rows < FAID_TIMINGS_MAX; i++)
+        if (faid_times_at(i)->histogram)
+            timing_rows[ntiming_rows++] = faid_times_at(i);
 }
 
-const char *faid_timing_help(faid_timing t)
+int faid_timing_count(void)
 {
-    return (unsigned)t < FAID_NTIMINGS ? timing_helps[t] : "";
+    pthread_once(&timing_once, timing_init);
+    return ntiming_rows;
+}
+
+const faid_time_decl *faid_timing_decl(int t)
+{
+    return t > 0 && t < faid_timing_count() ? timing_rows[t] : NULL;
+}
+
+const char *faid_timing_name(int t)
+{
+    if (t == FAID_T_QUEUE)
+        return "queue";
+    const faid_time_decl *r = faid_timing_decl(t);
+    return r ? r->name : "unknown";
+}
+
+const char *faid_timing_help(int t)
+{
+    if (t == FAID_T_QUEUE)
+        return "waiting in the frame queue (received -> taken by a worker)";
+    const faid_time_decl *r = faid_timing_decl(t);
+    return r ? r->help : "";
 }
 
 const double faid_histo_le[FAID_HISTO_NB] = {1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3,
@@ -67,13 +90,13 @@ void faid_stats_init(faid_stats *st)
     memset(st, 0, sizeof(*st));
 }
 
-void faid_stats_error(faid_stats *st, faid_stage stage, int code)
+void faid_stats_error(faid_stats *st, faid_where stage, int code)
 {
     int idx = -code;
     if (idx < 0 || idx >= FAID_NCODES)
         idx = 0;
-    if ((unsigned)stage >= FAID_NSTAGES)
-        stage = FAID_STAGE_INGEST;
+    if ((unsigned)stage >= FAID_NWHERE)
+        stage = FAID_WHERE_INGEST;
     faid_stat_add(&st->errors[stage][idx], 1);
 }
 

@@ -12,12 +12,14 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/* Where a frame's error happened (the `stage` of an error message, the `ingest.CODE` names of
+ * the errors map and /metrics): not an engine stage (engine/faid_stage.h). */
 typedef enum {
-    FAID_STAGE_INGEST = 0,
-    FAID_STAGE_WORKER,
-    FAID_STAGE_OUTPUT,
-    FAID_NSTAGES
-} faid_stage;
+    FAID_WHERE_INGEST = 0,
+    FAID_WHERE_WORKER,
+    FAID_WHERE_OUTPUT,
+    FAID_NWHERE
+} faid_where;
 
 typedef enum {
     FAID_DROP_QUEUE_OLDEST = 0,
@@ -37,26 +39,18 @@ typedef enum {
     FAID_NMSGKINDS
 } faid_msg_kind;
 
-/* Where a processed frame's time goes (faid_stage_seconds{stage=...} on /metrics): name and
- * meaning, one row each; the worker observes every row for every result. */
-#define FAID_TIMINGS(X)                                                                            \
-    X(QUEUE, "queue", "waiting in the frame queue (received -> taken by a worker)")                \
-    X(HOST, "host", "host work before the device: block table, copy into pinned staging")          \
-    X(TRANSFER, "transfer", "host <-> device copies")                                              \
-    X(DECODE, "decode", "decompression (bitshuffle-LZ4 / LZ4)")                                    \
-    X(PREPROCESS, "preprocess", "dark, flat, mask, dummy and normalisation")                       \
-    X(INTEGRATE, "integrate", "the sparse-matrix integration (this frame's share of a batch)")     \
-    X(COMPUTE, "compute", "the engine's total for the frame")
-
-typedef enum {
-#define FAID_TIMING_ENUM(e, name, help) FAID_T_##e,
-    FAID_TIMINGS(FAID_TIMING_ENUM)
-#undef FAID_TIMING_ENUM
-        FAID_NTIMINGS
-} faid_timing;
-
-const char *faid_timing_name(faid_timing t);
-const char *faid_timing_help(faid_timing t);
+/* Where a processed frame's time goes (faid_stage_seconds{stage=...} on /metrics): row 0 is the
+ * daemon's own, the wait in the frame queue; the rows after it are the engine's times that keep a
+ * histogram (faid_times_at in engine/faid_outputs.h: the engine's host and transfer times, the
+ * stages' declared times, the engine's total), in that order. The worker observes every row for
+ * every result. */
+#define FAID_T_QUEUE     0
+#define FAID_TIMINGS_MAX 16
+int faid_timing_count(void);
+const char *faid_timing_name(int t);
+const char *faid_timing_help(int t);
+/* The engine's row behind timing t (NULL for the queue or out of range). */
+const struct faid_time_decl *faid_timing_decl(int t);
 
 /* A cumulative histogram for Prometheus: fixed bucket bounds (faid_histo_le, seconds, 1-2-5 from
  * 10 us to 10 s), never reset (faidctl reset clears only the aggregates of status). The count is
@@ -92,7 +86,7 @@ typedef struct faid_stats {
     /* series starts whose geometry (input.geometry_source start) or detector pixel mask was
      * refused: the configuration's geometry, or no detector mask, used instead */
     atomic_uint_fast64_t start_geometry_refused, detector_masks_refused;
-    atomic_uint_fast64_t errors[FAID_NSTAGES][FAID_NCODES];
+    atomic_uint_fast64_t errors[FAID_NWHERE][FAID_NCODES];
     atomic_uint_fast64_t drops[FAID_NDROPS];
     atomic_uint_fast64_t lat_hist[FAID_LAT_BINS];
     atomic_uint_fast64_t lat_max_ns, lat_count;
@@ -111,10 +105,10 @@ typedef struct faid_stats {
      * (cumulative, never reset: the `aggregates` topic has the resettable view) */
     atomic_uint_fast64_t peak_frames, hits, peaks_found;
     faid_histo latency; /* received -> result published, cumulative (Prometheus) */
-    faid_histo timing[FAID_NTIMINGS];
+    faid_histo timing[FAID_TIMINGS_MAX];
 } faid_stats;
 
-const char *faid_stage_name(faid_stage s);
+const char *faid_where_name(faid_where s);
 const char *faid_drop_name(faid_drop_reason r);
 const char *faid_msg_kind_name(faid_msg_kind k); /* == the topic */
 
@@ -127,7 +121,7 @@ static inline uint64_t faid_stat_get(atomic_uint_fast64_t *c)
 {
     return atomic_load_explicit(c, memory_order_relaxed);
 }
-void faid_stats_error(faid_stats *st, faid_stage stage, int code);
+void faid_stats_error(faid_stats *st, faid_where stage, int code);
 void faid_stats_drop(faid_stats *st, faid_drop_reason r);
 void faid_stats_latency(faid_stats *st, int64_t ns);
 /* Latency quantile q in [0, 1] in microseconds (upper edge of the bin), 0 without samples. */

@@ -8,6 +8,7 @@
  * the engine integrates B of them per pass over the CSR matrix. Frames complete in
  * submission order, so results of one worker leave in reception order. */
 #include "faid_outfill.h"
+#include "faid_outputs.h"
 #include "faid_state.h"
 
 #include "faid_pool.h"
@@ -34,6 +35,7 @@ static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r,
     faid_out_result o = {
         .series_id = slot->series_id,
         .series_uid = slot->series_uid,
+        .id = {wk->srv->instance_name, slot->shard, slot->shards},
         .frame_id = slot->h.frame_id,
         .setup_version = slot->gen->version,
         .device = wk->index,
@@ -42,21 +44,11 @@ static int encode_result(faid_worker *wk, faid_slot *slot, const faid_result *r,
         .payload_bytes = slot->payload_len,
         .latency_us = (double)(done_mono - slot->recv_mono_ns) / 1e3,
         .queue_us = (double)(pop_ns - slot->recv_mono_ns) / 1e3,
-        .decode_us = r->t.decode_us,
-        .preprocess_us = r->t.preprocess_us,
-        .integrate_us = r->t.integrate_us,
-        .transfer_us = r->t.transfer_us,
-        .compute_us = r->t.total_us,
         .in = &slot->h,
     };
+    faid_out_time times[FAID_TIMINGS_MAX];
     faid_out_result_outputs(&o, r);
-    /* output.cake lean: the cake's intensities alone (the device read only those back, see
-     * faid_gen.c); writer.cake needs the full set for its NXazint2d entry. */
-    const faid_config *cfg = &slot->gen->setup->cfg;
-    if (!cfg->output_cake && !cfg->writer_cake) {
-        o.sigma_2d = NULL;
-        o.count_2d = NULL;
-    }
+    faid_out_result_times(&o, times, FAID_TIMINGS_MAX, r);
     faid_mpw w;
     faid_mpw_init(&w, slot->out, slot->out_cap);
     slot->msgnum_off = faid_proto_write_result(&w, &o);
@@ -88,11 +80,11 @@ static void fail_frame(faid_worker *wk, faid_slot *slot, const faid_diag *d)
     int code = d->code ? d->code : FAID_EINVAL;
     slot->kind = FAID_SLOT_ERROR;
     slot->err_code = code;
-    slot->err_stage = faid_stage_name(FAID_STAGE_WORKER);
+    slot->err_stage = faid_where_name(FAID_WHERE_WORKER);
     snprintf(slot->err_msg, sizeof(slot->err_msg), "%s", d->msg);
     slot->has_frame_id = 1;
     slot->frame_id = slot->h.frame_id;
-    faid_stats_error(&s->stats, FAID_STAGE_WORKER, code);
+    faid_stats_error(&s->stats, FAID_WHERE_WORKER, code);
     faid_stat_add(&s->stats.failed, 1);
     faid_stat_add(&wk->failed, 1);
     faid_log_ratelimited(&rl_err, FAID_LOG_WARN, "worker", "device %d: frame %llu: %s: %s",
@@ -154,13 +146,12 @@ static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop
         const faid_stage_times *t = &g->results[wk->index]->t;
         faid_histo *hs = s->stats.timing;
         faid_histo_observe(&hs[FAID_T_QUEUE], pop_ns - slot->recv_mono_ns);
-        faid_histo_observe(&hs[FAID_T_HOST], (int64_t)(t->stage_us * 1e3));
-        faid_histo_observe(&hs[FAID_T_TRANSFER], (int64_t)(t->transfer_us * 1e3));
-        faid_histo_observe(&hs[FAID_T_DECODE], (int64_t)(t->decode_us * 1e3));
-        faid_histo_observe(&hs[FAID_T_PREPROCESS], (int64_t)(t->preprocess_us * 1e3));
-        faid_histo_observe(&hs[FAID_T_INTEGRATE], (int64_t)(t->integrate_us * 1e3));
-        faid_histo_observe(&hs[FAID_T_COMPUTE], (int64_t)(t->total_us * 1e3));
-        faid_stat_add(&wk->host_ns, (uint64_t)(t->stage_us * 1e3));
+        for (int k = 1; k < faid_timing_count(); k++)
+            faid_histo_observe(&hs[k], (int64_t)(faid_time_us(faid_timing_decl(k), t) * 1e3));
+        /* status devices[].host_us: the engine's row that declares it (its "host" time) */
+        const faid_time_decl *host_row = faid_times_status(FAID_KEY_HOST_US);
+        if (host_row)
+            faid_stat_add(&wk->host_ns, (uint64_t)(faid_time_us(host_row, t) * 1e3));
         faid_stat_add(&wk->table_ns, (uint64_t)(slot->table_us * 1e3));
         faid_stat_add(&wk->timed, 1);
         if (s->hitsend && g->results[wk->index]->is_hit)

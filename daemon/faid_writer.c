@@ -12,6 +12,7 @@
 #include "faid_whits.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,10 @@ struct faid_writer {
     pthread_mutex_t mu;                   /* file and dir below (status reads them) */
     char file[4096];
     char dir[FAID_PATH_MAX];
+    /* the target set by control `writer` / REST PUT /api/v1/writer (mu): "" keeps
+     * writer.directory, and no prefix */
+    char tdir[FAID_PATH_MAX];
+    char tprefix[FAID_WRITER_PREFIX_MAX];
     /* the writer thread's own */
     wfile open[MAX_OPEN];
     uint64_t seq; /* starts seen */
@@ -137,6 +142,92 @@ int faid_writer_on(faid_writer *w)
 int faid_writer_hits_on(faid_writer *w)
 {
     return w && atomic_load_explicit(&w->hits_on, memory_order_relaxed);
+}
+
+/* The directory a series with configuration c goes to: the target's, else writer.directory. */
+static void effective_dir(faid_writer *w, const faid_config *c, char *dir, size_t cap, char *prefix,
+                          size_t pcap)
+{
+    pthread_mutex_lock(&w->mu);
+    snprintf(dir, cap, "%s", w->tdir[0] ? w->tdir : c->writer_directory);
+    if (prefix)
+        snprintf(prefix, pcap, "%s", w->tprefix);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int faid_writer_prefix_check(const char *prefix, faid_diag *d)
+{
+    size_t n = strlen(prefix);
+    if (n >= FAID_WRITER_PREFIX_MAX)
+        return faid_fail(d, FAID_EINVAL, "writer: prefix: longer than %d bytes",
+                         FAID_WRITER_PREFIX_MAX - 1);
+    if (strstr(prefix, ".."))
+        return faid_fail(d, FAID_EINVAL, "writer: prefix '%s': contains '..'", prefix);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)prefix[i];
+        /* the characters faid_writer_file_name keeps; a leading '.' or '-' hides the file or
+         * reads as an option */
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '_' || ((ch == '-' || ch == '.') && i > 0);
+        if (!ok)
+            return faid_fail(d, FAID_EINVAL,
+                             "writer: prefix: byte %zu (0x%02x) is not a letter, digit, '_', "
+                             "'-' or '.' (and '-', '.' not first); no '/'",
+                             i, ch);
+    }
+    return 0;
+}
+
+int faid_writer_set_target(faid_writer *w, const char *dir, const char *prefix, const char *root,
+                           faid_diag *d)
+{
+    char real[FAID_PATH_MAX] = "";
+    if (prefix && faid_writer_prefix_check(prefix, d))
+        return d->code;
+    if (dir && dir[0]) {
+        if (dir[0] != '/')
+            return faid_fail(d, FAID_EINVAL, "writer: directory '%s': not an absolute path", dir);
+        char buf[PATH_MAX];
+        if (!realpath(dir, buf))
+            return faid_fail(d, FAID_EINVAL, "writer: directory '%s': %s", dir, strerror(errno));
+        struct stat st;
+        if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+            return faid_fail(d, FAID_EINVAL, "writer: directory '%s': not a directory", dir);
+        if (root && root[0]) {
+            /* Compared after both are resolved, so neither '..' nor a link leads out. */
+            char rbuf[PATH_MAX];
+            if (!realpath(root, rbuf))
+                return faid_fail(d, FAID_ECONFIG, "writer.root '%s': %s", root, strerror(errno));
+            size_t rn = strlen(rbuf);
+            int inside = strncmp(buf, rbuf, rn) == 0 &&
+                         (buf[rn] == '\0' || buf[rn] == '/' || (rn == 1 && rbuf[0] == '/'));
+            if (!inside)
+                return faid_fail(d, FAID_ERANGE, "writer: directory '%s': outside writer.root %s",
+                                 dir, rbuf);
+        }
+        if (strlen(buf) >= sizeof real)
+            return faid_fail(d, FAID_ESIZE, "writer: directory '%s': path too long", dir);
+        memcpy(real, buf, strlen(buf) + 1);
+    }
+    pthread_mutex_lock(&w->mu);
+    if (dir)
+        snprintf(w->tdir, sizeof w->tdir, "%s", real);
+    if (prefix)
+        snprintf(w->tprefix, sizeof w->tprefix, "%s", prefix);
+    pthread_mutex_unlock(&w->mu);
+    FAID_INFO("writer", "target for the next series: directory %s, prefix '%s'",
+              dir ? (real[0] ? real : "(writer.directory)") : "(unchanged)",
+              prefix ? prefix : "(unchanged)");
+    return 0;
+}
+
+void faid_writer_target(faid_writer *w, const char *cfg_dir, char *dir, size_t dcap, char *prefix,
+                        size_t pcap)
+{
+    pthread_mutex_lock(&w->mu);
+    snprintf(dir, dcap, "%s", w->tdir[0] ? w->tdir : cfg_dir ? cfg_dir : "");
+    snprintf(prefix, pcap, "%s", w->tprefix);
+    pthread_mutex_unlock(&w->mu);
 }
 
 void faid_writer_current(faid_writer *w, char *file, size_t cap, char *dir, size_t dcap)
@@ -207,8 +298,10 @@ void faid_writer_start_series(faid_writer *w, faid_gen *g, int within, const voi
     /* a new setup within a series keeps what the series' start turned on (writer.* settings
      * apply from the next series); hits need the new setup's peak finder too */
     if (!within) {
-        atomic_store(&w->st.on, c->writer_directory[0] != 0);
-        atomic_store(&w->hits_on, c->writer_directory[0] && c->writer_hits && g->setup->csr_bg);
+        char dir[FAID_PATH_MAX];
+        effective_dir(w, c, dir, sizeof dir, NULL, 0);
+        atomic_store(&w->st.on, dir[0] != 0);
+        atomic_store(&w->hits_on, dir[0] && c->writer_hits && g->setup->csr_bg);
     } else if (!g->setup->csr_bg) {
         atomic_store(&w->hits_on, 0);
     }
@@ -507,9 +600,21 @@ static void open_file(faid_writer *w, witem *it, uint64_t series_id, const char 
                       faid_gen *wgen)
 {
     const faid_config *c = &(wgen ? wgen : it->gen)->setup->cfg;
+    char wdir[FAID_PATH_MAX], prefix[FAID_WRITER_PREFIX_MAX];
+    effective_dir(w, c, wdir, sizeof wdir, prefix, sizeof prefix);
     pthread_mutex_lock(&w->mu);
-    snprintf(w->dir, sizeof w->dir, "%s", c->writer_directory);
+    snprintf(w->dir, sizeof w->dir, "%s", wdir);
     pthread_mutex_unlock(&w->mu);
+    /* The prefix goes before the series' name (its own name when the start had none). */
+    char named[FAID_WRITER_PREFIX_MAX + FAID_SERIES_UID_MAX + 32];
+    if (prefix[0]) {
+        if (uid[0])
+            snprintf(named, sizeof named, "%s%s", prefix, uid);
+        else
+            snprintf(named, sizeof named, "%sseries_%llu", prefix, (unsigned long long)series_id);
+    } else {
+        snprintf(named, sizeof named, "%s", uid);
+    }
     /* a slot: the free one, else the oldest file is closed (its end never came) */
     wfile *f = NULL;
     for (int i = 0; i < MAX_OPEN && !f; i++)
@@ -534,8 +639,8 @@ static void open_file(faid_writer *w, witem *it, uint64_t series_id, const char 
     int rc = 0, err = 0;
     for (int attempt = 0; attempt < NAME_ATTEMPTS; attempt++) {
         faid_diag_clear(&d);
-        rc = faid_writer_file_name(path, sizeof path, c->writer_directory, uid, strlen(uid),
-                                   series_id, "", attempt, &d);
+        rc = faid_writer_file_name(path, sizeof path, wdir, named, strlen(named), series_id, "",
+                                   attempt, &d);
         if (rc)
             break;
         struct stat st;
@@ -642,7 +747,10 @@ static void handle(faid_writer *w, witem *it)
             close_file(w, f, NULL, 0, "superseded");
         w->seq++;
         w->has_failed = 0;
-        if (it->gen && it->gen->setup->cfg.writer_directory[0])
+        char tdir[FAID_PATH_MAX] = "";
+        if (it->gen)
+            effective_dir(w, &it->gen->setup->cfg, tdir, sizeof tdir, NULL, 0);
+        if (tdir[0])
             open_file(w, it, id, uid, NULL);
         break;
     }

@@ -84,6 +84,21 @@ int faid_writer_on(faid_writer *w);
 /* Whether the last start asked for hits files. */
 int faid_writer_hits_on(faid_writer *w);
 
+/* The writer's target for the next series (control `writer`, REST /api/v1/writer): dir replaces
+ * writer.directory ("" returns to it; an absolute path to an existing directory, resolved, and
+ * inside root when root is set, so neither '..' nor a link leads out); prefix goes before each
+ * file name (at most FAID_WRITER_PREFIX_MAX - 1 bytes of letters, digits, '_', '-', '.', no
+ * '..', not starting with '-' or '.': a name from the wire never leaves its directory). NULL
+ * keeps the current value. FAID_EINVAL / FAID_ERANGE (outside root) name the key; nothing changes
+ * then. */
+#define FAID_WRITER_PREFIX_MAX 64
+int faid_writer_set_target(faid_writer *w, const char *dir, const char *prefix, const char *root,
+                           faid_diag *d);
+int faid_writer_prefix_check(const char *prefix, faid_diag *d);
+/* The next series' directory (the target's, else cfg_dir) and prefix. */
+void faid_writer_target(faid_writer *w, const char *cfg_dir, char *dir, size_t dcap, char *prefix,
+                        size_t pcap);
+
 faid_writer_stats *faid_writer_stats_of(faid_writer *w);
 /* The file being written (empty when none), for status. */
 void faid_writer_current(faid_writer *w, char *file, size_t cap, char *dir, size_t dcap);

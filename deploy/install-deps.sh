@@ -29,15 +29,15 @@ if [ "${1:-}" = "--python" ]; then
         echo "faid: creating $venv"
         python3 -m venv "$venv"
     fi
-    if ! "$venv/bin/python" -c "import pyFAI, hdf5plugin, h5py, numpy, cbor2, lz4, websocket" 2>/dev/null; then
+    if ! "$venv/bin/python" -c "import pyFAI, hdf5plugin, h5py, numpy, cbor2, lz4, websocket, jsonschema, openapi_spec_validator" 2>/dev/null; then
         echo "faid: installing Python test references into $venv"
         "$venv/bin/pip" install -q --upgrade pip
-        "$venv/bin/pip" install -q -r "$here/tests/python/requirements.txt"
+        "$venv/bin/pip" install -q -r "$here/tests/reference/requirements.txt"
     fi
     # faid's own Python package (client/python) with its Bluesky and Tango extras, editable so
     # that the checkout's sources are what runs.
     if ! "$venv/bin/python" -c "import faid, faid.bluesky, faid.tango, ophyd_async, tango" 2>/dev/null; then
         echo "faid: installing the faid Python package into $venv"
-        "$venv/bin/pip" install -q -e "$here/client/python[bluesky,tango]" -c "$here/tests/python/requirements.txt"
+        "$venv/bin/pip" install -q -e "$here/client/python[bluesky,tango]" -c "$here/tests/reference/requirements.txt"
     fi
 fi

@@ -24,6 +24,12 @@ static void ref_close(faid_stage_env *env)
     (void)env;
 }
 
+static faid_restab *ref_restab_new(faid_stage_env *env)
+{
+    (void)env;
+    return faid_restab_new(NULL);
+}
+
 static int ref_lane_open(faid_stage_env *env, faid_stage_res *res, faid_stage_lane *ln,
                          faid_diag *d)
 {
@@ -188,6 +194,7 @@ const faid_devops faid_devops_ref = {
     .kind = "ref",
     .open = ref_open,
     .close = ref_close,
+    .restab_new = ref_restab_new,
     .lane_open = ref_lane_open,
     .lane_close = ref_lane_close,
     .slot_open = ref_slot_open,

@@ -89,6 +89,8 @@ static void res_destroy(faid_engine *e, eng_res **pr)
     if (!r)
         return;
     slots_destroy(e, r);
+    if (e->ops->res_release)
+        e->ops->res_release(&e->env, &r->s);
     for (int i = 0; faid_stages[i]; i++)
         if (faid_stages[i]->release)
             faid_stages[i]->release(&r->s, i);
@@ -163,7 +165,7 @@ static int res_create(faid_engine *e, const faid_setup *s, eng_res **out, faid_d
     if (rc)
         return rc;
     eng_res *r = calloc(1, sizeof *r);
-    if (!r || !(r->s.rt = faid_restab_new(e->env.ctx))) {
+    if (!r || !(r->s.rt = e->ops->restab_new(&e->env))) {
         free(r);
         return faid_fail(d, FAID_ENOMEM, "engine: out of memory");
     }
@@ -173,13 +175,13 @@ static int res_create(faid_engine *e, const faid_setup *s, eng_res **out, faid_d
     for (int i = 0; !rc && faid_stages[i]; i++) {
         const faid_stage *st = faid_stages[i];
         r->s.enabled[i] = !st->enabled || st->enabled(&e->env, s);
-        if (r->s.enabled[i] && st->declare)
-            rc = st->declare(&e->env, &r->s, i, d);
+        if (r->s.enabled[i] && st->declare && (rc = st->declare(&e->env, &r->s, i, d)))
+            faid_diag_prefix(d, "stage %s: ", st->name);
     }
     if (!rc)
         rc = slots_create(e, r, e->depth, d);
     if (rc) {
-        if (e->env.ctx)
+        if (e->env.info)
             faid_diag_prefix(d, "engine setup on %s: ", e->name);
         res_destroy(e, &r);
         return rc;
@@ -214,6 +216,7 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
     if (!device || !*device)
         device = "auto";
     e->ops = strcmp(device, "ref") == 0 ? &faid_devops_ref : &faid_devops_cl;
+    e->env.ops = e->ops;
     if (e->ops->open(&e->env, device, e->name, sizeof e->name, d)) {
         free(e);
         return NULL;
@@ -259,8 +262,11 @@ int faid_engine_set_setup(faid_engine *e, const faid_setup *setup, faid_diag *d)
                          e->inflight);
     /* build the new resources before dropping the old ones, so a failed reload keeps the engine
      * working with the previous setup */
+    int rc = faid_outputs_check(&setup->cfg, d);
+    if (rc)
+        return rc;
     eng_res *r = NULL;
-    int rc = res_create(e, setup, &r, d);
+    rc = res_create(e, setup, &r, d);
     if (rc)
         return rc;
     res_destroy(e, &e->res);
@@ -275,7 +281,7 @@ int faid_engine_set_fused(faid_engine *e, int fused, faid_diag *d)
     fused = fused != 0;
     if (e->inflight && e->env.fused != fused)
         return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight", e->inflight);
-    if (e->env.fused == fused || !e->env.ctx) {
+    if (e->env.fused == fused || !e->env.info) {
         e->env.fused = fused;
         return FAID_OK;
     }
@@ -308,7 +314,7 @@ int faid_engine_set_sums_2d(faid_engine *e, int on, faid_diag *d)
     if (e->inflight)
         return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight", e->inflight);
     e->env.sums2d = on;
-    if (!e->res || !e->env.ctx)
+    if (!e->res || !e->env.info)
         return FAID_OK;
     int rc = faid_engine_set_setup(e, e->res->s.setup, d);
     if (rc)
@@ -328,7 +334,7 @@ int faid_engine_set_cake_arrays(faid_engine *e, int n, faid_diag *d)
         return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight", e->inflight);
     int was = e->env.cake_arrays;
     e->env.cake_arrays = n;
-    if (!e->res || !e->env.ctx)
+    if (!e->res || !e->env.info)
         return FAID_OK;
     int rc = faid_engine_set_setup(e, e->res->s.setup, d);
     if (rc)
@@ -370,6 +376,7 @@ faid_result *faid_result_new(const faid_setup *setup)
     faid_result *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
+    r->cake_arrays = 4;
     r->p1d = faid_profile_new(setup->csr->nbins, 0);
     if (!r->p1d) {
         free(r);
@@ -559,6 +566,10 @@ static int collect_oldest(faid_engine *e, faid_result *res, uint64_t *tag, int b
     int rc = e->ops->collect(&e->env, &r->s, sl, f, res, block, d);
     if (rc == FAID_EBUSY)
         return rc;
+    if (rc == FAID_OK) {
+        res->cake_arrays = e->env.cake_arrays;
+        faid_outputs_fill(res, r->s.enabled, r->s.setup->cfg.output_extra);
+    }
     if (rc && named)
         faid_diag_prefix(d, "frame %llu: ", (unsigned long long)ln->tag);
     if (tag)
@@ -622,8 +633,8 @@ int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *res, f
 static int reshape(faid_engine *e, int depth, int batch, faid_diag *d)
 {
     int old_depth = e->depth, old_batch = e->env.batch;
-    if (batch != e->env.batch) /* NBATCH is a build constant of the process programs */
-        faid_progcache_clear(e->env.progs);
+    if (batch != e->env.batch && e->ops->invalidate) /* NBATCH: a build constant of programs */
+        e->ops->invalidate(&e->env);
     e->depth = depth;
     e->env.batch = batch;
     if (!e->res)
@@ -633,7 +644,8 @@ static int reshape(faid_engine *e, int depth, int batch, faid_diag *d)
     if (rc) {
         e->depth = old_depth;
         e->env.batch = old_batch;
-        faid_progcache_clear(e->env.progs);
+        if (e->ops->invalidate)
+            e->ops->invalidate(&e->env);
         faid_diag dd = {0};
         if (slots_create(e, e->res, old_depth, &dd))
             FAID_WARN("engine", "could not restore %d slots: %s", old_depth, dd.msg);

@@ -11,6 +11,7 @@
 #include "faid_codec.h"
 #include "faid_dtype.h"
 #include "faid_peaks.h"
+#include "faid_proto_out.h"
 #include "faid_reduce.h"
 #include "faid_setup.h"
 
@@ -42,6 +43,8 @@ typedef struct faid_stage_times {
     double pkpre_us;   /* part of peaks_us: the peak stages' Poisson preprocess (OpenCL) */
 } faid_stage_times;
 
+#define FAID_RESULT_OUTPUTS 48 /* named outputs of one result, at most (faid_outputs.h) */
+
 typedef struct faid_result {
     faid_profile *p1d;
     faid_profile *p2d; /* NULL without cake */
@@ -54,6 +57,14 @@ typedef struct faid_result {
     faid_peak_list *peaks;
     int32_t num_peaks;
     int is_hit;
+    /* The named outputs above as the stages declare them (faid_outputs.h): one view per output
+     * present in this result, remade by every collect; the encoders and writers iterate them. */
+    faid_out_array out[FAID_RESULT_OUTPUTS];
+    int nout;
+    /* Leading arrays of the cake (I, sigma, std, count) this result carries: 4 (faid_result_new),
+     * or what faid_engine_set_cake_arrays says (the daemon's lean cake: 1, I alone). The cake's
+     * declared outputs past them get no view: their values were not read back. */
+    int cake_arrays;
 } faid_result;
 
 typedef struct faid_engine faid_engine;
@@ -79,16 +90,20 @@ int faid_engine_set_fused(faid_engine *e, int fused, faid_diag *d);
  * are left as they were. The 1D sums always come back. Rebuilds the frame buffers (not on the hot
  * path); FAID_EBUSY while frames are in flight. */
 int faid_engine_set_sums_2d(faid_engine *e, int on, faid_diag *d);
-/* How many of the cake's arrays I, sigma, std, count (in that order) are read back: 1 (I alone,
- * the daemon's lean cake results) to 4 (default). The others stay on the device and the result's
- * arrays for them are left as they were; with the 2D sums read back all four come. Rebuilds the
- * frame buffers as faid_engine_set_sums_2d does. */
+/* How many of the cake's arrays I, sigma, std, count (in that order) a result carries: 1 (I alone,
+ * the daemon's lean cake results, output.cake lean) to 4 (default). The others stay on the device
+ * (the integrate stage declares its cake segment read in part, the device reads back the prefix),
+ * their arrays in the result are left as they were and its declared outputs for them (sigma_2d,
+ * count_2d) get no view, so no result message carries them; with the 2D sums read back all four
+ * come back but still only these are published. Rebuilds the frame buffers as
+ * faid_engine_set_sums_2d does. */
 int faid_engine_set_cake_arrays(faid_engine *e, int n, faid_diag *d);
 /* Builds the kernels for frames of this dtype now (otherwise done on the first such frame). */
 int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d);
 /* Integration work-group size chosen for matrix 0 (1D) or 1 (2D); 0 for the reference device.
  * It is a function of the device type and the matrix only (FAID_ENGINE_WG overrides it); a launch
- * halves it while the compiled kernel allows less (CL_KERNEL_WORK_GROUP_SIZE, e.g. registers). */
+ * halves it while the compiled kernel allows less (its work-group limit on the device, e.g.
+ * registers). */
 size_t faid_engine_workgroup(const faid_engine *e, int which);
 /* 1 when matrix 0 (1D) or 1 (2D) is integrated one bin per work-item (rows shorter than 64
  * entries on average, e.g. the 2D cake; FAID_ENGINE_ROWS=0/1 forces it, for experiments: the

@@ -1,6 +1,8 @@
 /* faid_outfill: see faid_outfill.h. */
 #include "faid_outfill.h"
 
+#include "faid_outputs.h"
+
 void faid_out_start_setup(faid_out_start *o, const faid_setup *su)
 {
     const faid_config *c = &su->cfg;
@@ -46,42 +48,25 @@ void faid_out_start_setup(faid_out_start *o, const faid_setup *su)
     o->masked_pixels = masked;
     o->radial = su->csr->rad_centers;
     o->azimuthal = su->csr2d ? su->csr2d->azim_centers : NULL;
+    o->optional_outputs = c->output_extra;
     o->peak_params = su->csr_bg ? faid_config_put_peak_params : NULL;
     o->peak_params_arg = (void *)c;
 }
 
 void faid_out_result_outputs(faid_out_result *o, const faid_result *r)
 {
-    const faid_profile *p = r->p1d, *c = r->p2d;
-    o->npt = (uint64_t)p->nbins;
-    o->I = p->I;
-    o->sigma = p->sigma;
-    o->std = p->std;
-    o->count = p->count;
-    if (c) {
-        o->cake_nrad = (uint64_t)c->nrad;
-        o->cake_nazim = (uint64_t)c->nazim;
-        o->I_2d = c->I;
-        o->sigma_2d = c->sigma;
-        o->count_2d = c->count;
+    o->outputs = r->out;
+    o->noutputs = (size_t)r->nout;
+}
+
+void faid_out_result_times(faid_out_result *o, faid_out_time *t, size_t max, const faid_result *r)
+{
+    size_t n = 0;
+    for (int i = 0; i < faid_times_count() && n < max; i++) {
+        const faid_time_decl *d = faid_times_at(i);
+        if (d->key != FAID_KEY_UNKNOWN)
+            t[n++] = (faid_out_time){.key = d->key, .us = faid_time_us(d, &r->t)};
     }
-    if (r->peaks && r->bg) {
-        const faid_peak_list *l = r->peaks;
-        o->has_peaks = 1;
-        o->num_peaks = (uint64_t)(r->num_peaks > 0 ? r->num_peaks : 0);
-        o->is_hit = r->is_hit;
-        o->npeaks = (uint64_t)l->n;
-        o->peak_x = l->x;
-        o->peak_y = l->y;
-        o->peak_intensity = l->intensity;
-        o->peak_sigma = l->sigma;
-        o->peak_snr = l->snr;
-        o->peak_npix = l->npix;
-        o->peak_max_pixel = l->max_pixel;
-        o->nbg = (uint64_t)r->bg->nbins;
-        o->bg_I = r->bg->mean;
-        o->bg_sigma = r->bg->sem;
-        o->bg_std = r->bg->std;
-        o->bg_count = r->bg->count;
-    }
+    o->times = t;
+    o->ntimes = n;
 }

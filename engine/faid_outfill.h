@@ -17,8 +17,14 @@
  * from su, which must outlive the encoding. */
 void faid_out_start_setup(faid_out_start *o, const faid_setup *su);
 
-/* The result's outputs of one frame: the 1D profile (npt, I, sigma, std, count), the cake when
- * there is one, and the peaks and background when the finder ran. Pointers borrow from r. */
+/* The result's outputs of one frame: the views of the outputs its stages declare (r->out,
+ * faid_outputs.h; the profile, the cake when there is one, the peaks and background when the
+ * finder ran). Pointers borrow from r. */
 void faid_out_result_outputs(faid_out_result *o, const faid_result *r);
+
+/* The engine's times of result r that have a result key (faid_times_at), into t (at most max
+ * rows); o->times / o->ntimes point at them. The daemon's workers call it; `faidctl process`
+ * publishes no times (zeros). */
+void faid_out_result_times(faid_out_result *o, faid_out_time *t, size_t max, const faid_result *r);
 
 #endif

@@ -1,18 +1,22 @@
 /* faid_restab: an engine's buffers by name (see faid_restab.h). */
 #include "faid_restab.h"
+#include "faid_restab_cl.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define RT_MAX     32
-#define RT_MAXSLOT (32 + 1)
+/* The table grows with the declarations (it started as 32 fixed entries, which the peakfinder8
+ * stage with a cake overflowed on OpenCL: 33 buffers); indices stay below FAID_RESTAB_OUT, the
+ * index that names "out" (faid_restab_cl.h). */
+#define RT_FIRST 32
+#define RT_NAME  32 /* bytes of a name, its terminator included */
 
 enum { E_STATIC, E_SLOT, E_OUT };
 
 typedef struct rt_entry {
-    char name[32];
+    char name[RT_NAME];
     uint32_t hash; /* of name: lookups compare it before the string */
     int kind;
     int flags;
@@ -29,13 +33,14 @@ typedef struct rt_entry {
 
 struct faid_restab {
     faid_cl_ctx *ctx;
-    rt_entry e[RT_MAX];
-    int n;
+    rt_entry *e; /* cap entries, n declared */
+    int n, cap;
     int nslots, nlanes;
     size_t out_stride, far_floats;
     size_t out_read; /* floats per lane block the D2H brings back (<= out_stride) */
     cl_mem *out, *h_out;
     void **h_out_ptr;
+    uint64_t gen; /* faid_restab_generation */
 };
 
 faid_restab *faid_restab_new(faid_cl_ctx *ctx)
@@ -72,13 +77,26 @@ static rt_entry *add(faid_restab *rt, const char *name, int kind, faid_diag *d)
         faid_fail(d, FAID_EINVAL, "engine: buffer %s declared twice", name);
         return NULL;
     }
-    if (rt->n == RT_MAX || strlen(name) >= sizeof rt->e[0].name) {
-        faid_fail(d, FAID_ERANGE, "engine: buffer table full or name %s too long", name);
+    if (strlen(name) >= RT_NAME) {
+        faid_fail(d, FAID_ERANGE, "engine: buffer name %s too long (at most %d characters)", name,
+                  RT_NAME - 1);
         return NULL;
     }
     if (rt->out) {
         faid_fail(d, FAID_EINVAL, "engine: buffer %s declared after the slots were made", name);
         return NULL;
+    }
+    if (rt->n == rt->cap) {
+        const int want = rt->cap ? 2 * rt->cap : RT_FIRST;
+        const int cap = want < FAID_RESTAB_OUT ? want : FAID_RESTAB_OUT;
+        rt_entry *grown = cap > rt->cap ? realloc(rt->e, (size_t)cap * sizeof *grown) : NULL;
+        if (!grown) {
+            faid_fail(d, cap > rt->cap ? FAID_ENOMEM : FAID_ERANGE,
+                      "engine: buffer %s: no room beyond the %d buffers declared", name, rt->n);
+            return NULL;
+        }
+        rt->e = grown;
+        rt->cap = cap;
     }
     rt_entry *e = &rt->e[rt->n++];
     memset(e, 0, sizeof *e);
@@ -199,6 +217,7 @@ static void slot_entry_free(faid_restab *rt, rt_entry *e)
 
 void faid_restab_slots_free(faid_restab *rt)
 {
+    rt->gen++;
     if (!rt)
         return;
     for (int i = 0; i < rt->n; i++)
@@ -274,6 +293,7 @@ static void *map(faid_restab *rt, cl_mem m, cl_map_flags fl, size_t bytes, faid_
 
 int faid_restab_slots(faid_restab *rt, int nslots, int nlanes, faid_diag *d)
 {
+    rt->gen++;
     if (rt->out)
         faid_restab_slots_free(rt);
     layout(rt);
@@ -352,6 +372,7 @@ void faid_restab_destroy(faid_restab **prt)
             clReleaseMemObject(e->mem);
         free(e->host);
     }
+    free(rt->e);
     free(rt);
     *prt = NULL;
 }
@@ -359,6 +380,33 @@ void faid_restab_destroy(faid_restab **prt)
 static int is_out(const char *name)
 {
     return name[0] == 'o' && name[1] == 'u' && name[2] == 't' && name[3] == 0;
+}
+
+int faid_restab_index(const faid_restab *rt, const char *name)
+{
+    if (is_out(name))
+        return FAID_RESTAB_OUT;
+    const rt_entry *e = find(rt, name);
+    return e ? (int)(e - rt->e) : -1;
+}
+
+cl_mem faid_restab_mem_at(const faid_restab *rt, int index, int slot)
+{
+    if (index == FAID_RESTAB_OUT)
+        return rt->out && slot >= 0 && slot < rt->nslots ? rt->out[slot] : NULL;
+    if (index < 0 || index >= rt->n)
+        return NULL;
+    const rt_entry *e = &rt->e[index];
+    if (e->kind == E_STATIC)
+        return e->mem;
+    if (e->kind == E_SLOT && e->smem && slot >= 0 && slot < rt->nslots)
+        return e->smem[slot];
+    return NULL;
+}
+
+uint64_t faid_restab_generation(const faid_restab *rt)
+{
+    return rt ? rt->gen : 0;
 }
 
 cl_mem faid_restab_mem(const faid_restab *rt, const char *name, int slot)

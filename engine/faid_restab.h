@@ -11,20 +11,25 @@
  *            lie in each lane's block (lane stride out_stride floats), so one D2H brings every
  *            read-back output of every lane of a slot; the others lie after the lanes and never
  *            leave the device.
- * With a NULL OpenCL context (reference device) every entry is plain host memory. */
+ * With a NULL OpenCL context (reference device) every entry is plain host memory. Stages use
+ * this header (names, sizes, host pointers); the device buffers behind the names are the OpenCL
+ * device's business (faid_restab_cl.h). */
 #ifndef FAID_RESTAB_H
 #define FAID_RESTAB_H
 
-#include "faid_cl.h"
+#include "faid_err.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define FAID_RES_DEVICE 0 /* slot entry on the device */
 #define FAID_RES_PINNED 1 /* slot entry in pinned host memory, mapped for writing */
 
 typedef struct faid_restab faid_restab;
+struct faid_cl_ctx;
 
-faid_restab *faid_restab_new(faid_cl_ctx *ctx);
+/* ctx NULL: every entry in host memory (reference device). */
+faid_restab *faid_restab_new(struct faid_cl_ctx *ctx);
 void faid_restab_destroy(faid_restab **rt);
 
 /* A static buffer of `bytes` filled from init (NULL: left uninitialised), read-only on the
@@ -52,9 +57,6 @@ int faid_restab_slots(faid_restab *rt, int nslots, int nlanes, faid_diag *d);
 /* Frees the slot entries (the caller has finished every slot queue). */
 void faid_restab_slots_free(faid_restab *rt);
 
-/* The buffer `name` (slot ignored for static entries); NULL when unknown. "out" is the output
- * buffer of the slot. */
-cl_mem faid_restab_mem(const faid_restab *rt, const char *name, int slot);
 /* Host pointer: pinned slot entries, "out" (its pinned mirror), every entry on the reference
  * device. */
 void *faid_restab_host(const faid_restab *rt, const char *name, int slot);
@@ -71,5 +73,8 @@ size_t faid_restab_out_read(const faid_restab *rt);
 /* Bytes of device memory the table holds (static buffers, each once, per-slot device buffers and
  * the output buffers; pinned host staging is not counted). */
 size_t faid_restab_device_bytes(const faid_restab *rt);
+/* Changes whenever the slot entries are made or freed: offsets of the non-read-back output
+ * segments and the per-slot buffers a device resolved before are stale then. */
+uint64_t faid_restab_generation(const faid_restab *rt);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include "faid_log.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The order frames go through. Downstream of integrate come the sigma-clipped background, the
@@ -16,25 +17,6 @@ const faid_stage *const faid_stages[] = {
 double faid_stage_now_us(void)
 {
     return (double)faid_now_ns() * 1e-3;
-}
-
-double faid_stage_ev_us(cl_event ev)
-{
-    if (!ev)
-        return 0.0;
-    cl_ulong a = 0, b = 0;
-    if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL) != CL_SUCCESS ||
-        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL) != CL_SUCCESS)
-        return 0.0;
-    return b > a ? (double)(b - a) * 1e-3 : 0.0;
-}
-
-void faid_stage_release_event(cl_event *ev)
-{
-    if (*ev) {
-        clReleaseEvent(*ev);
-        *ev = NULL;
-    }
 }
 
 int faid_stage_raw_code(faid_dtype t)
@@ -82,14 +64,103 @@ int faid_stage_id(const faid_stage *st)
     return -1;
 }
 
-faid_kernel **faid_stage_kslot(const faid_stage_env *env, faid_stage_res *res, int id, int key)
+faid_launch *faid_plan_add(faid_plan *p, const char *const *files, int nfiles, const char *opts,
+                           const char *kernel)
 {
-    if (!res || id < 0 || id >= FAID_STAGE_MAX || key < 0 || key >= FAID_STAGE_KC)
+    if (p->n >= FAID_LAUNCH_MAX || nfiles < 1 || nfiles > 4) {
+        p->n = FAID_LAUNCH_MAX + 1; /* faid_plan_check reports it */
         return NULL;
-    const uint64_t gen = faid_progcache_generation(env->progs);
-    if (res->kc_gen != gen) {
-        memset(res->kc, 0, sizeof res->kc);
-        res->kc_gen = gen;
     }
-    return &res->kc[id][key];
+    faid_launch *l = &p->l[p->n++];
+    memset(l, 0, sizeof *l);
+    for (int i = 0; i < nfiles; i++)
+        l->files[i] = files[i];
+    l->nfiles = nfiles;
+    snprintf(l->opts, sizeof l->opts, "%s", opts ? opts : "");
+    l->kernel = kernel;
+    return l;
+}
+
+static faid_plan_arg *arg_add(faid_launch *l, const char *name, faid_plan_arg_kind kind)
+{
+    if (l->narg >= FAID_PLAN_ARGS) {
+        l->narg = FAID_PLAN_ARGS + 1; /* faid_plan_check reports it */
+        return NULL;
+    }
+    faid_plan_arg *a = &l->arg[l->narg++];
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    a->kind = kind;
+    return a;
+}
+
+void faid_pa_buf(faid_launch *l, const char *name, const char *buf)
+{
+    faid_plan_arg *a = arg_add(l, name, FAID_PA_BUF);
+    if (a)
+        a->buf = buf;
+}
+
+void faid_pa_int(faid_launch *l, const char *name, int32_t v, int64_t step)
+{
+    faid_plan_arg *a = arg_add(l, name, FAID_PA_INT);
+    if (a) {
+        a->v.i = v;
+        a->step = step;
+    }
+}
+
+void faid_pa_uint(faid_launch *l, const char *name, uint32_t v, int64_t step)
+{
+    faid_plan_arg *a = arg_add(l, name, FAID_PA_UINT);
+    if (a) {
+        a->v.u = v;
+        a->step = step;
+    }
+}
+
+void faid_pa_float(faid_launch *l, const char *name, float v)
+{
+    faid_plan_arg *a = arg_add(l, name, FAID_PA_FLOAT);
+    if (a)
+        a->v.f = v;
+}
+
+void faid_pa_local(faid_launch *l, const char *name, size_t bytes_per_item)
+{
+    faid_plan_arg *a = arg_add(l, name, FAID_PA_LOCAL);
+    if (a)
+        a->local = bytes_per_item;
+}
+
+void faid_pa_nframes(faid_launch *l, const char *name)
+{
+    arg_add(l, name, FAID_PA_NFRAMES);
+}
+
+int faid_plan_check(const faid_plan *p, const char *stage, faid_diag *d)
+{
+    if (p->n > FAID_LAUNCH_MAX)
+        return faid_fail(d, FAID_EINVAL, "engine: stage %s plans more than %d launches", stage,
+                         FAID_LAUNCH_MAX);
+    for (int i = 0; i < p->n; i++)
+        if (p->l[i].narg > FAID_PLAN_ARGS)
+            return faid_fail(d, FAID_EINVAL,
+                             "engine: stage %s: launch of %s has more than %d "
+                             "arguments",
+                             stage, p->l[i].kernel, FAID_PLAN_ARGS);
+    return FAID_OK;
+}
+
+faid_dcmd *faid_dcmd_add(faid_dcmds *c, faid_dcmd_op op, int ev)
+{
+    if (c->n >= FAID_DCMD_MAX) {
+        c->n = FAID_DCMD_MAX + 1; /* the device refuses the list */
+        return NULL;
+    }
+    faid_dcmd *x = &c->c[c->n++];
+    memset(x, 0, sizeof *x);
+    x->op = op;
+    x->ev = ev;
+    return x;
 }

@@ -1,17 +1,29 @@
 /* faid_stage: the interface between the engine and its stages, and between the engine and its
- * two devices (OpenCL, plain C reference).
+ * two devices (OpenCL, plain C reference). Nothing here names the device's API: a stage speaks of
+ * buffers by their names in the resource table, of kernels by their names, files and build
+ * options, and of queues and events through opaque handles only the device opens.
  *
  * A frame goes through the stages of faid_stages[] in order: decode, integrate (preprocessing
  * fused or not), then the slots for sigma clip, peak finding and hit decision. A stage brings
  *   - its buffers: `declare` puts them into the engine's resource table (faid_restab.h), sized
  *     from the setup: static data, per-slot device buffers, output segments read back per frame;
- *   - its kernels: built through the program cache (faid_progcache.h) in `cl_prepare`, arguments
- *     bound by name;
- *   - its commands: `cl_submit` at submit (decode: host staging, H2D, device decode) or
- *     `cl_close` when a slot of frames closes (everything downstream of the decoded frame);
- *   - its outputs: `cl_collect` moves the lane's read-back segments into the faid_result;
- *   - its timing: `times` adds its profiling events (or host clock) to the frame's stage times;
+ *   - its launches: `plan` describes, once per setup, frame dtype and slot layout, the kernels it
+ *     runs when a slot of frames closes (faid_launch: kernel name, files and build options,
+ *     work sizes, arguments by name: resource-table buffers, scalars, local memory); the device
+ *     builds the kernels, resolves names to argument indices and buffers, caches the result and
+ *     runs it for every slot (per-slot launches of every stage first, then lane after lane the
+ *     per-lane launches of every stage in stage order);
+ *   - its commands at submit (decode): `submit` lists what the device does for the frame
+ *     (faid_dcmd: host-to-device writes, the clear of a flag, the device decode), after the
+ *     stage's host work (staging, block table, CPU decode);
+ *   - its outputs: `collect` moves the lane's read-back segments into the faid_result, and its
+ *     `outputs` table names them (protocol key, type, extent, field: faid_outputs.h);
+ *   - its timing: `times` adds its share of the frame's times from the device times of its
+ *     commands (us[], filled by the device from the commands' events before collect), and its
+ *     `timings` table names them (metrics, result keys: faid_outputs.h);
  *   - its reference: `ref_run` computes the same on the host for the "ref" device.
+ * Stages exchange data only through named resources (the sigclip stage's preprocessed frame
+ * "pk.pre" and background segment "bg" are what the peaks stage reads): no stage calls another.
  * The engine core (faid_engine.c) owns the slot ring and the public API; the device ops tables
  * faid_devops_cl (faid_device_cl.c) and faid_devops_ref (faid_device_ref.c) run the stages.
  *
@@ -20,27 +32,42 @@
 #define FAID_STAGE_H
 
 #include "faid_engine.h"
-#include "faid_peaks_cl.h"
-#include "faid_progcache.h"
+#include "faid_outputs.h"
 #include "faid_restab.h"
 
-#define FAID_STAGE_MAX 8  /* stages in faid_stages[] */
-#define FAID_STAGE_EV  6  /* profiling events per stage and lane (and per stage and slot) */
-#define FAID_STAGE_KC  96 /* cached kernels per stage and setup (faid_stage_kslot keys) */
+#define FAID_STAGE_MAX  8  /* stages in faid_stages[] */
+#define FAID_STAGE_EV   6  /* device commands timed per stage and lane (and per stage and slot) */
+#define FAID_LAUNCH_MAX 8  /* launches in one stage's plan */
+#define FAID_PLAN_ARGS  40 /* arguments of one launch */
+#define FAID_DCMD_MAX   8  /* commands of one stage for one frame at submit */
+
+/* Opaque handles of the device: a slot's in-order command queue and one timed command. */
+typedef struct faid_dqueue_s *faid_dqueue;
+typedef struct faid_devent_s *faid_devent;
+
+/* What the stages may know of the device they run on. */
+typedef struct faid_dev_info {
+    char name[256];
+    int is_gpu;
+    size_t max_wg; /* most work-items in a work-group */
+    int has_fp64;
+} faid_dev_info;
+
+struct faid_devops;
 
 /* What the stages see of the engine; lives as long as the engine. */
 typedef struct faid_stage_env {
-    faid_cl_ctx *ctx;             /* NULL on the reference device */
-    faid_progcache *progs;        /* NULL on the reference device */
-    int batch;                    /* frames per slot (NBATCH of the process programs) */
-    int fused;                    /* preprocessing fused into the integration kernels */
-    int sums2d;                   /* read the 2D sum arrays back */
-    int cake_arrays;              /* leading cake arrays read back (1 = I .. 4 = I..count) */
-    int rows_env;                 /* FAID_ENGINE_ROWS: -1 auto, 0 never, 1 always */
-    size_t wg_override;           /* FAID_ENGINE_WG, 0 = none */
-    int resident;                 /* faid_engine_set_resident (benchmarks) */
-    void *dev;                    /* the device's own state */
-    void *estate[FAID_STAGE_MAX]; /* a stage's engine-lifetime state (e.g. decoders) */
+    const faid_dev_info *info;     /* NULL on the reference device */
+    const struct faid_devops *ops; /* the device's ops (services such as the device decoder) */
+    int batch;                     /* frames per slot (NBATCH of the process programs) */
+    int fused;                     /* preprocessing fused into the integration kernels */
+    int sums2d;                    /* read the 2D sum arrays back */
+    int cake_arrays;               /* leading cake arrays read back (1 = I .. 4 = I..count) */
+    int rows_env;                  /* FAID_ENGINE_ROWS: -1 auto, 0 never, 1 always */
+    size_t wg_override;            /* FAID_ENGINE_WG, 0 = none */
+    int resident;                  /* faid_engine_set_resident (benchmarks) */
+    void *dev;                     /* the device's own state */
+    void *estate[FAID_STAGE_MAX];  /* a stage's engine-lifetime state */
 } faid_stage_env;
 
 /* What belongs to one setup: its resource table and the stages' per-setup state. */
@@ -50,18 +77,18 @@ typedef struct faid_stage_res {
     faid_restab *rt;
     int enabled[FAID_STAGE_MAX];
     void *state[FAID_STAGE_MAX];
-    /* The stages' kernels resolved once per setup (faid_stage_kslot): the program cache's lookup
-     * formats the -D options and compares keys, a few microseconds per kernel and frame
-     * otherwise. Valid for progcache generation kc_gen. */
-    faid_kernel *kc[FAID_STAGE_MAX][FAID_STAGE_KC];
-    uint64_t kc_gen;
+    /* The device's per-setup state: on OpenCL the stages' plans resolved once per frame dtype
+     * (kernels built, argument indices and buffers looked up): resolving them per frame cost a
+     * few microseconds per kernel (the program cache formats the options and compares keys). */
+    void *dstate;
 } faid_stage_res;
 
 /* One frame of a slot. */
 typedef struct faid_stage_lane {
     uint64_t tag;
     double t_submit;
-    cl_event ev[FAID_STAGE_MAX][FAID_STAGE_EV];
+    faid_devent ev[FAID_STAGE_MAX][FAID_STAGE_EV];
+    double us[FAID_STAGE_MAX][FAID_STAGE_EV]; /* device time of ev[][] (collect fills it) */
     /* decode stage's record of the frame (errors, times) */
     faid_block_table tab; /* host block table, capacity of the setup's largest chunk */
     int err_dirty;        /* the decode error flag may be non-zero: clear before a decode */
@@ -79,17 +106,115 @@ typedef struct faid_stage_lane {
 
 /* Up to `batch` frames processed together on one in-order queue. */
 typedef struct faid_stage_slot {
-    int index; /* for faid_restab_mem / faid_restab_host */
-    cl_command_queue q;
+    int index; /* for the resource table's per-slot buffers */
+    faid_dqueue q;
     faid_stage_lane *lane;
-    int nlanes;                                 /* lanes allocated (the batch it was made for) */
-    int n;                                      /* lanes filled */
-    int ncol;                                   /* lanes collected */
-    int closed;                                 /* downstream stages and D2H enqueued */
-    faid_dtype dtype;                           /* of every frame in the slot */
-    cl_event ev[FAID_STAGE_MAX][FAID_STAGE_EV]; /* launches for the whole slot */
-    cl_event ev_d2h;
+    int nlanes;                                    /* lanes allocated (the batch it was made for) */
+    int n;                                         /* lanes filled */
+    int ncol;                                      /* lanes collected */
+    int closed;                                    /* downstream stages and D2H enqueued */
+    faid_dtype dtype;                              /* of every frame in the slot */
+    faid_devent ev[FAID_STAGE_MAX][FAID_STAGE_EV]; /* launches for the whole slot */
+    double us[FAID_STAGE_MAX][FAID_STAGE_EV];      /* device time of ev[][] */
+    faid_devent ev_d2h;
 } faid_stage_slot;
+
+/* ---- launch plans ---- */
+
+typedef enum faid_plan_arg_kind {
+    FAID_PA_BUF,     /* a resource-table buffer by name ("out": the slot's output buffer) */
+    FAID_PA_INT,     /* int32: v.i + lane x step */
+    FAID_PA_UINT,    /* uint32: v.u + lane x step */
+    FAID_PA_FLOAT,   /* float: v.f */
+    FAID_PA_LOCAL,   /* local memory of `local` bytes per work-item of the launch */
+    FAID_PA_NFRAMES, /* int32: the frames in the slot */
+} faid_plan_arg_kind;
+
+/* One named argument of a launch. */
+typedef struct faid_plan_arg {
+    const char *name; /* the kernel's parameter */
+    faid_plan_arg_kind kind;
+    const char *buf; /* FAID_PA_BUF */
+    union {
+        int32_t i;
+        uint32_t u;
+        float f;
+    } v;
+    int64_t step; /* per lane (per-lane launches) */
+    size_t local; /* FAID_PA_LOCAL */
+} faid_plan_arg;
+
+/* One kernel launch (1D). The global size is `items` rounded up to the work-group, or `groups`
+ * work-groups when items is 0. The work-group is `lws`, halved while the built kernel allows
+ * fewer work-items when `shrink` is set; otherwise a kernel that allows fewer is refused at
+ * planning time (naming `hint`, the knobs that set lws, when not NULL). Every parameter the
+ * kernel names must be among the arguments; arguments it does not name are skipped (the finders'
+ * kernels take what they name of one shared list). */
+typedef struct faid_launch {
+    const char *files[4]; /* kernel files relative to kernels/ */
+    int nfiles;
+    char opts[200]; /* build options (-D ...) */
+    const char *kernel;
+    size_t lws;
+    int shrink;
+    size_t items, groups;
+    int per_lane; /* once per lane of the slot (else once for the slot) */
+    int ev;       /* index of its event in the lane's (per_lane) or slot's ev[stage] */
+    const char *hint;
+    int narg;
+    faid_plan_arg arg[FAID_PLAN_ARGS];
+} faid_launch;
+
+typedef struct faid_plan {
+    int n;
+    faid_launch l[FAID_LAUNCH_MAX];
+} faid_plan;
+
+/* Appends a launch to p and returns it (NULL when full: FAID_LAUNCH_MAX). */
+faid_launch *faid_plan_add(faid_plan *p, const char *const *files, int nfiles, const char *opts,
+                           const char *kernel);
+/* Arguments of a launch (silently dropped beyond FAID_PLAN_ARGS: faid_plan_check reports it). */
+void faid_pa_buf(faid_launch *l, const char *name, const char *buf);
+void faid_pa_int(faid_launch *l, const char *name, int32_t v, int64_t step);
+void faid_pa_uint(faid_launch *l, const char *name, uint32_t v, int64_t step);
+void faid_pa_float(faid_launch *l, const char *name, float v);
+void faid_pa_local(faid_launch *l, const char *name, size_t bytes_per_item);
+void faid_pa_nframes(faid_launch *l, const char *name);
+/* FAID_EINVAL naming stage and launch when a launch overflowed its argument list or the plan
+ * its launch list. */
+int faid_plan_check(const faid_plan *p, const char *stage, faid_diag *d);
+
+/* ---- commands at submit ---- */
+
+typedef enum faid_dcmd_op {
+    FAID_DCMD_WRITE,  /* bytes from host src into buffer buf at off */
+    FAID_DCMD_ZERO32, /* a 32-bit zero into buffer buf at off */
+    FAID_DCMD_DECODE, /* the device decoder: chunk at in/off (table at tab_off) into dst/dst_off,
+                       * error flag into "out" at flag_off (bytes) */
+} faid_dcmd_op;
+
+typedef struct faid_dcmd {
+    faid_dcmd_op op;
+    const char *buf;
+    size_t off, bytes;
+    const void *src;
+    int ev; /* index of its event in the lane's ev[stage]; -1: none */
+    /* FAID_DCMD_DECODE */
+    faid_encoding enc;
+    size_t esz;
+    const faid_block_table *t;
+    size_t tab_off;
+    const char *dst;
+    size_t dst_off, flag_off;
+} faid_dcmd;
+
+typedef struct faid_dcmds {
+    int n;
+    faid_dcmd c[FAID_DCMD_MAX];
+} faid_dcmds;
+
+/* Appends a command (NULL when full: the device then refuses the whole list). */
+faid_dcmd *faid_dcmd_add(faid_dcmds *c, faid_dcmd_op op, int ev);
 
 /* One frame on the reference device. */
 typedef struct faid_ref_frame {
@@ -107,21 +232,34 @@ typedef struct faid_stage {
     void (*shutdown)(faid_stage_env *env, int id); /* engine-lifetime state */
     /* reference device */
     int (*ref_run)(faid_stage_env *env, faid_stage_res *res, faid_ref_frame *fr, faid_diag *d);
-    /* OpenCL device */
-    int (*cl_prepare)(faid_stage_env *env, faid_stage_res *res, int id, faid_dtype dt,
-                      faid_diag *d);
-    int (*cl_submit)(faid_stage_env *env, faid_stage_res *res, int id, faid_stage_slot *sl,
-                     int lane, const faid_frame *f, const faid_block_table *table, faid_diag *d);
-    int (*cl_close)(faid_stage_env *env, faid_stage_res *res, int id, faid_stage_slot *sl,
-                    faid_diag *d);
+    /* compute devices: */
+    /* ready for frames of dtype dt (beyond the plan: e.g. the device decoder) */
+    int (*prepare)(faid_stage_env *env, faid_stage_res *res, int id, faid_dtype dt, faid_diag *d);
+    /* the launches when a slot of frames of dtype dt closes (asked once per setup, dtype and
+     * slot layout; the device caches what it resolves) */
+    int (*plan)(const faid_stage_env *env, const faid_stage_res *res, int id, faid_dtype dt,
+                faid_plan *p, faid_diag *d);
+    /* host work of one frame into lane `lane` of sl at submit, and the device commands it needs
+     * (appended to c; the device runs them right after) */
+    int (*submit)(faid_stage_env *env, faid_stage_res *res, int id, faid_stage_slot *sl, int lane,
+                  const faid_frame *f, const faid_block_table *table, faid_dcmds *c, faid_diag *d);
     /* checks the lane's read-back outputs before any is used (decode error flag) */
-    int (*cl_check)(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
-                    const float *h_lane, faid_diag *d);
-    int (*cl_collect)(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
-                      const float *h_lane, faid_result *r, faid_diag *d);
-    /* adds the stage's share of the frame's times from its events */
+    int (*check)(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
+                 const float *h_lane, faid_diag *d);
+    int (*collect)(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
+                   const float *h_lane, faid_result *r, faid_diag *d);
+    /* adds the stage's share of the frame's times from its commands' device times */
     void (*times)(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t);
+    /* the named outputs it puts into a result (faid_outputs.h): `noutputs` rows */
+    const faid_output_decl *outputs;
+    int noutputs;
+    /* the frame times it accounts for (faid_outputs.h): `ntimings` rows */
+    const faid_time_decl *timings;
+    int ntimings;
 } faid_stage;
+
+/* Rows of a stage's table (a static array), for .noutputs. */
+#define FAID_NROWS(table) ((int)(sizeof(table) / sizeof((table)[0])))
 
 /* The pipeline, in order; terminated by NULL. */
 extern const faid_stage *const faid_stages[];
@@ -130,6 +268,23 @@ extern const faid_stage faid_stage_integrate;
 extern const faid_stage faid_stage_sigclip;
 extern const faid_stage faid_stage_peaks;
 extern const faid_stage faid_stage_hit;
+
+/* How the sigma clip kernel (kernels/peaks/sigma_clip.cl) is built for one device and matrix:
+ * work-group size, entries per work-item kept in registers, the bytes of its overflow buffer (the
+ * entries of bins larger than wg * r) and the build options. */
+typedef struct faid_sigclip_cfg {
+    size_t wg;
+    int r;
+    size_t ovf_bytes;
+    char opts[200];
+} faid_sigclip_cfg;
+
+/* wg: min(256, the device's maximum) unless FAID_SIGCLIP_WG (a power of two) says otherwise; r:
+ * enough for the largest bin of csr (a multiple of 4, at most 64) unless FAID_SIGCLIP_R (1-128)
+ * says otherwise. Both variables are tuning knobs for benchmarks and tests (a small r exercises
+ * the overflow path); a value out of range is an error naming it. */
+int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_clip_model em,
+                        faid_sigclip_cfg *cfg, faid_diag *d);
 
 /* What the peak stages (sigclip, peaks, hit) share for one setup, built by the sigclip stage's
  * declare when peaks.algorithm is not none. */
@@ -140,7 +295,7 @@ typedef struct faid_peak_setup {
                                 * background's poisson / hybrid models and the finders read) */
     faid_peak_geom *geom;      /* radius per pixel, validity, picking window */
     struct faid_pf8_bins *pf8; /* peakfinder8's integer-radius bins (NULL for pyfai) */
-    faid_sigclip_cl_cfg sc;    /* the sigma clip kernel's build (OpenCL device) */
+    faid_sigclip_cfg sc;       /* the sigma clip kernel's build (compute devices) */
     const char *pre;           /* host buffer of the preprocessed frame the references read
                                 * (reference device): "pre", or "pk_pre" when the integration's
                                 * error model is not poisson */
@@ -149,16 +304,12 @@ typedef struct faid_peak_setup {
 /* NULL when the peak stages are off for this setup. */
 const faid_peak_setup *faid_stage_peak_setup(const faid_stage_res *res);
 
-/* OpenCL side of the peak stages (faid_stage_sigclip.c, faid_stage_peaks.c). */
+/* Work-group size of the peak kernels: 256, or less where the device allows less. */
 size_t faid_stage_peaks_wg(const faid_stage_env *env);
+/* A per-slot scratch buffer of `bytes` used by one lane at a time: declared as `batch` lanes of
+ * bytes / batch so that the slot holds it once. */
 int faid_stage_peaks_scratch(faid_stage_env *env, faid_stage_res *res, const char *name,
                              size_t bytes, faid_diag *d);
-/* Builds the finder's kernels (called by the sigclip stage's cl_prepare). */
-int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_diag *d);
-/* Enqueues the finder for lane `lane` of sl on the preprocessed frame pre (float4 per pixel),
- * the lane's background at bg_off floats in "out" (called by the sigclip stage's cl_close). */
-int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl,
-                             int lane, cl_mem pre, int bg_off, faid_diag *d);
 
 /* ---- devices ---- */
 
@@ -166,6 +317,12 @@ typedef struct faid_devops {
     const char *kind; /* "opencl" | "ref" */
     int (*open)(faid_stage_env *env, const char *device, char *name, size_t name_len, faid_diag *d);
     void (*close)(faid_stage_env *env);
+    /* the resource table of a setup (device buffers or host memory) */
+    faid_restab *(*restab_new)(faid_stage_env *env);
+    /* frees the device's per-setup state (res->dstate) */
+    void (*res_release)(faid_stage_env *env, faid_stage_res *res);
+    /* drops the built programs (a build constant such as the batch changed) */
+    void (*invalidate)(faid_stage_env *env);
     int (*lane_open)(faid_stage_env *env, faid_stage_res *res, faid_stage_lane *ln, faid_diag *d);
     void (*lane_close)(faid_stage_lane *ln);
     int (*slot_open)(faid_stage_env *env, faid_stage_slot *sl, faid_diag *d);
@@ -185,6 +342,15 @@ typedef struct faid_devops {
     /* the staging area of lane `lane` of slot sl */
     int (*slot_buffer)(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
                        void **ptr, size_t *cap, faid_diag *d);
+    /* Services of a compute device to the decode stage (NULL on the reference device): */
+    /* whether the device decoder takes `enc` chunks of esz-byte elements with block table t
+     * (t NULL: only builds the decoder for frames of need bytes; a device that cannot host one
+     * answers 0 from then on and frames are decoded on the CPU) */
+    int (*decoder)(faid_stage_env *env, faid_encoding enc, size_t esz, size_t need,
+                   const faid_block_table *t);
+    /* bytes of block table t in the decoder's packed form, and the packing into dst */
+    size_t (*table_bytes)(const faid_block_table *t);
+    void (*pack_table)(const faid_block_table *t, void *dst);
 } faid_devops;
 
 extern const faid_devops faid_devops_cl;
@@ -193,20 +359,12 @@ extern const faid_devops faid_devops_ref;
 /* ---- helpers shared by stages and devices ---- */
 
 double faid_stage_now_us(void);
-/* Device time of a profiled command in microseconds (0 for NULL or unavailable). */
-double faid_stage_ev_us(cl_event ev);
-void faid_stage_release_event(cl_event *ev);
 /* The element code of a frame dtype in the kernels (RAW_CODE), 0 when unsupported. */
 int faid_stage_raw_code(faid_dtype t);
 /* Largest bslz4 chunk of npix elements of any frame dtype. */
 size_t faid_stage_max_comp(size_t npix);
 /* Index of st in faid_stages[] (-1 when absent). */
 int faid_stage_id(const faid_stage *st);
-/* The per-setup cache entry `key` (0 <= key < FAID_STAGE_KC, the stage's own numbering) of stage
- * `id`: a stage looks its kernel up there first and, on NULL, gets it from the program cache
- * (building the options only then) and stores it. Emptied whenever the program cache's
- * generation changed. NULL when id or key is out of range (then no caching). */
-faid_kernel **faid_stage_kslot(const faid_stage_env *env, faid_stage_res *res, int id, int key);
 /* The staging area where a producer may write lane `lane` of slot `slot` (decode stage). */
 int faid_stage_decode_slot_buffer(const faid_stage_res *res, int slot, int lane, void **ptr,
                                   size_t *cap);

@@ -1,20 +1,21 @@
 /* faid_stage_decode: the first stage. Takes the frame's bytes from wherever the caller left them
  * to a decoded frame ("raw", native dtype) on the device.
  *
- * Per frame on OpenCL (at submit, without waiting): the bytes are copied into the lane's pinned
- * staging (or read in place when they lie in engine pinned memory or already in the staging),
- * the bslz4/lz4 block table is parsed (skipped when the caller passes it) and packed in front of
- * the chunk, so table + chunk go over in one H2D; the device decoder (faid_clcodec) writes the
- * raw frame and sets the decode error flag (output segment "decode_flag") on a corrupt block.
- * Encodings the device decoder does not take (lz4-raw, oversized blocks) are decoded on the CPU
- * into the staging, and the raw frame goes over. cl_check refuses a lane whose flag is set
- * before any of its outputs is used. Reference device: CPU decode into the static "raw".
+ * Per frame on a compute device (at submit, without waiting): the bytes are copied into the
+ * lane's pinned staging (or read in place when they lie in engine pinned memory or already in
+ * the staging), the bslz4/lz4 block table is parsed (skipped when the caller passes it) and
+ * packed in front of the chunk, so table + chunk go over in one H2D; the device decoder (the
+ * device's `decoder` service: faid_clcodec on OpenCL) writes the raw frame and sets the decode
+ * error flag (output segment "decode_flag") on a corrupt block. Encodings the device decoder
+ * does not take (lz4-raw, oversized blocks) are decoded on the CPU into the staging, and the raw
+ * frame goes over. The stage does the host work and lists the device's commands (faid_dcmd:
+ * writes, the flag's clear, the decode); the device runs them. check refuses a lane whose flag
+ * is set before any of its outputs is used. Reference device: CPU decode into the static "raw".
  *
  * Buffers: staging (pinned, per lane: packed table | chunk or frame), in (device copy of it),
  * raw (decoded frame, 4096-byte aligned lanes); output: decode_flag (1 float). */
 #include "faid_stage.h"
 
-#include "faid_clcodec.h"
 #include "faid_log.h"
 
 #include <stdlib.h>
@@ -30,9 +31,6 @@ typedef struct dec_res {
 typedef struct dec_env {
     uint8_t *scratch; /* CPU decode of a frame that lies in its own slot buffer */
     size_t scratch_bytes;
-    faid_clcodec *codec[3]; /* GPU decoders for 1-, 2- and 4-byte elements, built on demand */
-    size_t codec_max[3];    /* decoded bytes each was built for */
-    int codec_broken[3];    /* building failed once: decode on the CPU, do not retry */
 } dec_env;
 
 enum { EV_H2D, EV_H2DT, EV_DEC };
@@ -49,7 +47,7 @@ static int dec_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_di
     dr->max_comp_bytes = faid_stage_max_comp(res->npix);
     dr->max_blocks = faid_bslz4_max_blocks(dr->max_raw_bytes, 1, 0);
     dr->table_bytes = ((size_t)dr->max_blocks * 2 * sizeof(uint32_t) + 63) & ~(size_t)63;
-    if (!env->ctx)
+    if (!env->info)
         return faid_restab_static(res->rt, "raw", dr->max_raw_bytes, NULL, d);
     size_t lane = dr->table_bytes +
                   (dr->max_comp_bytes > dr->max_raw_bytes ? dr->max_comp_bytes : dr->max_raw_bytes);
@@ -75,8 +73,6 @@ static void dec_shutdown(faid_stage_env *env, int id)
     if (!de)
         return;
     free(de->scratch);
-    for (int i = 0; i < 3; i++)
-        faid_clcodec_destroy(&de->codec[i]);
     free(de);
     env->estate[id] = NULL;
 }
@@ -104,46 +100,22 @@ static int dec_ref_run(faid_stage_env *env, faid_stage_res *res, faid_ref_frame 
     return rc;
 }
 
-/* The device decoder for elements of esz bytes, able to decode need bytes; NULL when the device
- * cannot host one (the engine then decodes on the CPU; logged once). */
-static faid_clcodec *get_codec(faid_stage_env *env, dec_env *de, size_t esz, size_t need)
+static int dec_prepare(faid_stage_env *env, faid_stage_res *res, int id, faid_dtype dt,
+                       faid_diag *d)
 {
-    int i = esz == 1 ? 0 : esz == 2 ? 1 : 2;
-    if (de->codec[i] && de->codec_max[i] >= need)
-        return de->codec[i];
-    if (de->codec_broken[i])
-        return NULL;
-    faid_clcodec_destroy(&de->codec[i]);
-    faid_diag d = {0};
-    faid_progcache_build_lock();
-    de->codec[i] = faid_clcodec_new(env->ctx, esz, need, &d);
-    if (!de->codec[i] && d.code == FAID_ECL) /* see faid_progcache.c, build_lock */
-        de->codec[i] = faid_clcodec_new(env->ctx, esz, need, &d);
-    faid_progcache_build_unlock();
-    if (!de->codec[i]) {
-        de->codec_broken[i] = 1;
-        FAID_WARN("engine",
-                  "no device decoder for %zu-byte elements on %s, decoding on the CPU: %s", esz,
-                  env->ctx->info.name, d.msg);
-        return NULL;
-    }
-    de->codec_max[i] = need;
-    return de->codec[i];
-}
-
-static int dec_cl_prepare(faid_stage_env *env, faid_stage_res *res, int id, faid_dtype dt,
-                          faid_diag *d)
-{
+    (void)id;
     (void)d;
-    get_codec(env, env->estate[id], faid_dtype_size(dt), res->npix * faid_dtype_size(dt));
+    env->ops->decoder(env, FAID_ENC_BSLZ4, faid_dtype_size(dt), res->npix * faid_dtype_size(dt),
+                      NULL);
     return FAID_OK;
 }
 
-/* Host part of one frame into lane f of slot sl, then its commands on the slot's queue, without
- * waiting: H2D (block table + compressed bytes, or the decoded frame) and the decode. */
-static int dec_cl_submit(faid_stage_env *env, faid_stage_res *res, int id, faid_stage_slot *sl,
-                         int f_lane, const faid_frame *f, const faid_block_table *ftab,
-                         faid_diag *d)
+/* Host part of one frame into lane f of slot sl, then its commands for the slot's queue (the
+ * device runs them without waiting): H2D (block table + compressed bytes, or the decoded frame)
+ * and the decode. */
+static int dec_submit(faid_stage_env *env, faid_stage_res *res, int id, faid_stage_slot *sl,
+                      int f_lane, const faid_frame *f, const faid_block_table *ftab, faid_dcmds *c,
+                      faid_diag *d)
 {
     dec_res *dr = res->state[id];
     dec_env *de = env->estate[id];
@@ -165,9 +137,6 @@ static int dec_cl_submit(faid_stage_env *env, faid_stage_res *res, int id, faid_
     int flag_off, out_stride;
     faid_restab_out(res->rt, "decode_flag", &flag_off, &out_stride);
     const size_t flag_idx = (size_t)f_lane * (size_t)out_stride + (size_t)flag_off;
-    cl_mem d_in = faid_restab_mem(res->rt, "in", sl->index);
-    cl_mem d_raw = faid_restab_mem(res->rt, "raw", sl->index);
-    cl_mem d_out = faid_restab_mem(res->rt, "out", sl->index);
     const uint8_t *src = f->data;
     const int in_stage = f->len > 0 && src == stage;
     if (!in_stage && f->len && src < lane_base + lane_bytes && src + f->len > lane_base)
@@ -180,7 +149,7 @@ static int dec_cl_submit(faid_stage_env *env, faid_stage_res *res, int id, faid_
     const int pinned = !in_stage && f->len && faid_engine_is_pinned(env, src, f->len);
     const int lzx = f->encoding == FAID_ENC_BSLZ4 || f->encoding == FAID_ENC_LZ4;
     const faid_block_table *t = &ln->tab;
-    faid_clcodec *codec = NULL;
+    int codec = 0;
     double h0 = faid_stage_now_us();
     /* Bytes to be copied into staging are copied first: the table walk then reads them from
      * the cache instead of taking one memory miss per block in the caller's cold buffer. */
@@ -202,17 +171,14 @@ static int dec_cl_submit(faid_stage_env *env, faid_stage_res *res, int id, faid_
     }
     if (lzx) {
         /* an lz4 chunk whose table does not fit here is left to the CPU decoder's verdict */
-        if (!rc && faid_clcodec_table_bytes(t) <= dr->table_bytes && f->len <= stage_cap) {
-            codec = get_codec(env, de, esz, dr->max_raw_bytes);
-            if (codec && faid_clcodec_supports(codec, f->encoding, t, NULL) != FAID_OK)
-                codec = NULL;
-        }
+        if (!rc && env->ops->table_bytes(t) <= dr->table_bytes && f->len <= stage_cap)
+            codec = env->ops->decoder(env, f->encoding, esz, dr->max_raw_bytes, t);
         faid_diag_clear(d);
     }
     size_t tb = 0;
     if (codec) {
-        tb = faid_clcodec_table_bytes(t);
-        faid_clcodec_pack_table(t, (uint32_t *)(stage - tb));
+        tb = env->ops->table_bytes(t);
+        env->ops->pack_table(t, stage - tb);
     }
     double h1 = faid_stage_now_us();
     /* direct: the H2D reads the caller's pinned bytes; otherwise from stage */
@@ -244,15 +210,13 @@ static int dec_cl_submit(faid_stage_env *env, faid_stage_res *res, int id, faid_
     }
     double h2 = faid_stage_now_us();
 
-    cl_command_queue q = sl->q;
-    cl_event *ev = ln->ev[id];
-    rc = FAID_ECL;
+    faid_dcmd *x;
     if (ln->err_dirty) {
         /* a corrupt frame left the flag set: clear it (only then: one command less per frame) */
-        static const cl_int zero = 0;
-        FAID_CL_TRY_GOTO(d, rc, fail,
-                         clEnqueueWriteBuffer(q, d_out, CL_FALSE, flag_idx * sizeof(float),
-                                              sizeof zero, &zero, 0, NULL, NULL));
+        if ((x = faid_dcmd_add(c, FAID_DCMD_ZERO32, -1))) {
+            x->buf = "out";
+            x->off = flag_idx * sizeof(float);
+        }
         ln->err_dirty = 0;
     }
     if (codec) {
@@ -260,58 +224,65 @@ static int dec_cl_submit(faid_stage_env *env, faid_stage_res *res, int id, faid_
         if (direct && env->resident && ln->res_src == src && ln->res_len == f->len) {
             /* resident (benchmarks): this lane's device copy already holds these bytes */
         } else if (direct) {
-            if (tb)
-                FAID_CL_TRY_GOTO(d, rc, fail,
-                                 clEnqueueWriteBuffer(q, d_in, CL_FALSE,
-                                                      in_off + dr->table_bytes - tb, tb, stage - tb,
-                                                      0, NULL, &ev[EV_H2DT]));
-            FAID_CL_TRY_GOTO(d, rc, fail,
-                             clEnqueueWriteBuffer(q, d_in, CL_FALSE, in_off + dr->table_bytes,
-                                                  f->len, src, 0, NULL, &ev[EV_H2D]));
+            if (tb && (x = faid_dcmd_add(c, FAID_DCMD_WRITE, EV_H2DT))) {
+                x->buf = "in";
+                x->off = in_off + dr->table_bytes - tb;
+                x->bytes = tb;
+                x->src = stage - tb;
+            }
+            if ((x = faid_dcmd_add(c, FAID_DCMD_WRITE, EV_H2D))) {
+                x->buf = "in";
+                x->off = in_off + dr->table_bytes;
+                x->bytes = f->len;
+                x->src = src;
+            }
             ln->res_src = src;
             ln->res_len = f->len;
         } else {
             ln->res_src = NULL;
-            FAID_CL_TRY_GOTO(d, rc, fail,
-                             clEnqueueWriteBuffer(q, d_in, CL_FALSE, in_off + dr->table_bytes - tb,
-                                                  tb + f->len, stage - tb, 0, NULL, &ev[EV_H2D]));
+            if ((x = faid_dcmd_add(c, FAID_DCMD_WRITE, EV_H2D))) {
+                x->buf = "in";
+                x->off = in_off + dr->table_bytes - tb;
+                x->bytes = tb + f->len;
+                x->src = stage - tb;
+            }
         }
-        faid_clcodec_io io = {d_in,  in_off + dr->table_bytes,
-                              d_in,  in_off + dr->table_bytes - tb,
-                              d_raw, raw_off,
-                              d_out, flag_idx};
-        if ((rc = faid_clcodec_enqueue_io(codec, q, f->encoding, &io, t, 0, NULL, &ev[EV_DEC], d)))
-            goto fail;
-    } else {
-        FAID_CL_TRY_GOTO(d, rc, fail,
-                         clEnqueueWriteBuffer(q, d_raw, CL_FALSE, raw_off, raw_bytes,
-                                              direct ? (const void *)src : (const void *)stage, 0,
-                                              NULL, &ev[EV_H2D]));
+        if ((x = faid_dcmd_add(c, FAID_DCMD_DECODE, EV_DEC))) {
+            x->enc = f->encoding;
+            x->esz = esz;
+            x->t = t;
+            x->buf = "in";
+            x->off = in_off + dr->table_bytes;
+            x->tab_off = in_off + dr->table_bytes - tb;
+            x->dst = "raw";
+            x->dst_off = raw_off;
+            x->flag_off = flag_idx;
+        }
+    } else if ((x = faid_dcmd_add(c, FAID_DCMD_WRITE, EV_H2D))) {
+        x->buf = "raw";
+        x->off = raw_off;
+        x->bytes = raw_bytes;
+        x->src = direct ? (const void *)src : (const void *)stage;
     }
     ln->enc = f->encoding;
     ln->len = f->len;
     ln->nblocks = codec ? t->nblocks : 0;
-    ln->device_decode = codec != NULL;
+    ln->device_decode = codec != 0;
     ln->zero_copy = direct || (in_stage && (codec || f->encoding == FAID_ENC_NONE));
     ln->table_us = h1 - hc;
     ln->stage_us = h2 - h0;
     ln->cpu_decode_us = codec || f->encoding == FAID_ENC_NONE ? 0.0 : h2 - h1;
     return FAID_OK;
-fail:
-    clFinish(q);
-    for (int i = 0; i < FAID_STAGE_EV; i++)
-        faid_stage_release_event(&ev[i]);
-    return rc;
 }
 
-static int dec_cl_check(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
-                        const float *h_lane, faid_diag *d)
+static int dec_check(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
+                     const float *h_lane, faid_diag *d)
 {
     (void)env;
     faid_stage_lane *ln = &sl->lane[lane];
     int off, stride;
     faid_restab_out(res->rt, "decode_flag", &off, &stride);
-    cl_int h_err;
+    int32_t h_err;
     memcpy(&h_err, h_lane + off, sizeof h_err);
     if (h_err != 0)
         return faid_fail(d, FAID_ECORRUPT,
@@ -326,14 +297,18 @@ static int dec_cl_check(faid_stage_env *env, faid_stage_res *res, faid_stage_slo
 static void dec_times(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t)
 {
     const faid_stage_lane *ln = &sl->lane[lane];
-    const cl_event *ev = ln->ev[id];
-    t->decode_us += ln->device_decode ? faid_stage_ev_us(ev[EV_DEC]) : ln->cpu_decode_us;
-    t->h2d_us += faid_stage_ev_us(ev[EV_H2D]) + faid_stage_ev_us(ev[EV_H2DT]);
+    const double *us = ln->us[id];
+    t->decode_us += ln->device_decode ? us[EV_DEC] : ln->cpu_decode_us;
+    t->h2d_us += us[EV_H2D] + us[EV_H2DT];
     t->stage_us = ln->stage_us;
     t->table_us = ln->table_us;
     t->device_decode = ln->device_decode;
     t->zero_copy = ln->zero_copy;
 }
+
+static const faid_time_decl dec_timings[] = {
+    FAID_TIME("decode", DECODE_US, decode_us, 1, "decompression (bitshuffle-LZ4 / LZ4)"),
+};
 
 const faid_stage faid_stage_decode = {
     .name = "decode",
@@ -341,10 +316,12 @@ const faid_stage faid_stage_decode = {
     .release = dec_release,
     .shutdown = dec_shutdown,
     .ref_run = dec_ref_run,
-    .cl_prepare = dec_cl_prepare,
-    .cl_submit = dec_cl_submit,
-    .cl_check = dec_cl_check,
+    .prepare = dec_prepare,
+    .submit = dec_submit,
+    .check = dec_check,
     .times = dec_times,
+    .timings = dec_timings,
+    .ntimings = FAID_NROWS(dec_timings),
 };
 
 int faid_stage_decode_slot_buffer(const faid_stage_res *res, int slot, int lane, void **ptr,

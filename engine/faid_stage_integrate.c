@@ -7,8 +7,8 @@
  * per pixel, unfused path only). Outputs per lane: p1d (I, sigma, std, count), s1d (the four
  * sums), p2d, s2d (read back only with sums_2d on).
  *
- * Kernels (kernels/process/, one program per frame dtype and error model, NBATCH = batch):
- * fused, one launch per matrix for the whole slot (faid_rows_raw in rows mode, or
+ * Launches (int_plan; kernels/process/, one program per frame dtype and error model, NBATCH =
+ * batch): fused, one launch per matrix for the whole slot (faid_rows_raw in rows mode, or
  * faid_integrate_raw_b for error models none/poisson with batch > 1), else frame after frame
  * (faid_integrate_raw; unfused faid_preprocess then faid_integrate_pre / faid_rows_pre).
  *
@@ -39,13 +39,6 @@ typedef struct int_matrix {
     int rows;  /* one work-item per bin (faid_rows_*), else one work-group per bin */
     size_t wg; /* work-group per bin (rows == 0) */
 } int_matrix;
-
-/* The process program's kernels, by index into KERNELS. */
-static const char *const KERNELS[] = {"faid_integrate_raw", "faid_integrate_raw_b",
-                                      "faid_rows_raw",      "faid_rows_pre",
-                                      "faid_integrate_pre", "faid_preprocess"};
-#define NKERNELS (int)(sizeof KERNELS / sizeof KERNELS[0])
-_Static_assert((FAID_DT_BOOL + 1) * NKERNELS <= FAID_STAGE_KC, "kernel cache keys");
 
 typedef struct int_res {
     int do_dark;
@@ -93,7 +86,7 @@ static void fold_norm(const faid_corrections *c, float *normp)
 /* Integration work-group: enough work-items per bin to keep a GPU busy on long rows (1D with
  * thousands of entries per bin), 32 (one NVIDIA warp) on short rows (2D cake); small on CPU
  * devices, where PoCL runs a work-group as a loop. */
-static size_t choose_wg(const faid_cl_device_info *dev, const faid_csr *csr, size_t override)
+static size_t choose_wg(const faid_dev_info *dev, const faid_csr *csr, size_t override)
 {
     size_t wg;
     if (override) {
@@ -131,7 +124,7 @@ static int declare_matrix(faid_stage_env *env, faid_stage_res *res, int_res *ir,
     m->nbins = csr->nbins;
     m->has_coef = csr->data != NULL && csr->nnz > 0;
     m->rows = choose_rows(csr, env->rows_env);
-    m->wg = choose_wg(&env->ctx->info, csr, env->wg_override);
+    m->wg = choose_wg(env->info, csr, env->wg_override);
     int rc = faid_restab_static(res->rt, M_INDPTR[k], ((size_t)csr->nbins + 1) * sizeof(int32_t),
                                 csr->indptr, d);
     if (!rc)
@@ -152,7 +145,7 @@ static int int_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_di
     if (!ir)
         return faid_fail(d, FAID_ENOMEM, "engine: out of memory");
     res->state[id] = ir;
-    if (!env->ctx)
+    if (!env->info)
         return faid_restab_static(res->rt, "pre", s->npix * 4 * sizeof(float), NULL, d);
     float *normp = malloc(s->npix * sizeof(float));
     if (!normp)
@@ -217,122 +210,74 @@ static int int_ref_run(faid_stage_env *env, faid_stage_res *res, faid_ref_frame 
     return rc;
 }
 
-/* The kernel `name` of the process program for frames of dtype dt. */
-static int get_kernel(faid_stage_env *env, faid_stage_res *res, faid_dtype dt, const char *name,
-                      faid_kernel **k, faid_diag *d)
+/* The correction flags every raw-reading kernel takes (do_dark, do_dummy, dummy, delta_dummy)
+ * and the static per-pixel arrays. */
+static void arg_corr(faid_launch *l, const faid_stage_res *res, const int_res *ir)
 {
-    int code = faid_stage_raw_code(dt);
+    const faid_corrections *c = &res->setup->corr;
+    faid_pa_buf(l, "dark", "dark");
+    faid_pa_buf(l, "normp", "normp");
+    faid_pa_int(l, "do_dark", ir->do_dark, 0);
+    faid_pa_int(l, "do_dummy", c->do_dummy, 0);
+    faid_pa_float(l, "dummy", c->dummy);
+    faid_pa_float(l, "delta_dummy", c->delta_dummy);
+}
+
+/* The matrix m and the output buffer, as every integration kernel takes them. */
+static void arg_matrix(faid_launch *l, const faid_stage_res *res, const int_res *ir, int m)
+{
+    const int_matrix *mx = &ir->m[m];
+    faid_pa_buf(l, "indptr", M_INDPTR[m]);
+    faid_pa_buf(l, "indices", M_INDICES[m]);
+    faid_pa_buf(l, "coef", M_COEF[m]);
+    faid_pa_int(l, "has_coef", mx->has_coef, 0);
+    faid_pa_int(l, "nbins", mx->nbins, 0);
+    faid_pa_float(l, "empty", res->setup->corr.empty);
+    faid_pa_buf(l, "out", "out");
+}
+
+/* The work-group of a launch over the matrix' bins: rows mode one work-item per bin in groups
+ * of 128 (GPU) or 16, else one work-group of the chosen size per bin; halved while the compiled
+ * kernel cannot take it (a property of device and program, so still the same on every run). */
+static void matrix_range(const faid_stage_env *env, const int_matrix *mx, faid_launch *l)
+{
+    l->shrink = 1;
+    if (mx->rows) {
+        size_t lws = env->info->is_gpu ? 128 : 16;
+        if (env->info->max_wg && lws > env->info->max_wg)
+            lws = env->info->max_wg;
+        l->lws = lws;
+        l->items = (size_t)mx->nbins;
+    } else {
+        l->lws = mx->wg;
+        l->groups = (size_t)mx->nbins;
+    }
+}
+
+/* The integration of a slot's n frames: one launch per matrix for the whole batch (fused
+ * kernels in rows mode, or error models none and poisson with batch > 1), else the one-frame
+ * kernels lane after lane. Kernels of kernels/process/, one program per frame dtype and error
+ * model, NBATCH = batch. */
+static int int_plan(const faid_stage_env *env, const faid_stage_res *res, int id, faid_dtype dt,
+                    faid_plan *p, faid_diag *d)
+{
+    const int_res *ir = res->state[id];
+    const int code = faid_stage_raw_code(dt);
     if (!code)
         return faid_fail(d, FAID_EDTYPE,
                          "frame dtype %s is not supported (uint8/16/32, "
                          "int8/16/32, float32)",
                          faid_dtype_name(dt));
-    int ki = 0;
-    while (ki < NKERNELS && KERNELS[ki] != name && strcmp(KERNELS[ki], name) != 0)
-        ki++; /* the callers' literals are usually KERNELS' own: no string compare */
-    /* resolved once per dtype and setup (faid_stage_kslot) */
-    faid_kernel **slot = ki < NKERNELS && (int)dt >= 0 && (int)dt <= FAID_DT_BOOL
-                             ? faid_stage_kslot(env, res, faid_stage_id(&faid_stage_integrate),
-                                                (int)dt * NKERNELS + ki)
-                             : NULL;
-    if (slot && *slot) {
-        *k = *slot;
-        return FAID_OK;
-    }
-    faid_error_model em = res->setup->corr.error_model;
+    const faid_error_model em = res->setup->corr.error_model;
     if ((int)em < 0 || (int)em > FAID_EM_AZIMUTHAL)
         return faid_fail(d, FAID_EINVAL, "error model %d unknown", (int)em);
     char opts[128];
     snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d", code, (int)em, env->batch);
     static const char *const files[] = {"process/preprocess.cl", "process/integrate.cl"};
-    int rc = faid_progcache_kernel(env->progs, files, 2, opts, name, k, d);
-    if (!rc && slot)
-        *slot = *k;
-    return rc;
-}
-
-static int int_cl_prepare(faid_stage_env *env, faid_stage_res *res, int id, faid_dtype dt,
-                          faid_diag *d)
-{
-    (void)id;
-    faid_kernel *k;
-    return get_kernel(env, res, dt, "faid_integrate_raw", &k, d);
-}
-
-/* The correction flags every raw-reading kernel takes (do_dark, do_dummy, dummy, delta_dummy)
- * and the static per-pixel arrays. */
-static int bind_corr(faid_kernel *k, const faid_stage_res *res, const int_res *ir, faid_diag *d)
-{
-    const faid_corrections *c = &res->setup->corr;
-    int rc = faid_karg_mem(k, "dark", faid_restab_mem(res->rt, "dark", 0), d);
-    if (!rc)
-        rc = faid_karg_mem(k, "normp", faid_restab_mem(res->rt, "normp", 0), d);
-    if (!rc)
-        rc = faid_karg_int(k, "do_dark", ir->do_dark, d);
-    if (!rc)
-        rc = faid_karg_int(k, "do_dummy", c->do_dummy, d);
-    if (!rc)
-        rc = faid_karg_float(k, "dummy", c->dummy, d);
-    if (!rc)
-        rc = faid_karg_float(k, "delta_dummy", c->delta_dummy, d);
-    return rc;
-}
-
-/* The matrix m and the output buffer, as every integration kernel takes them. */
-static int bind_matrix(faid_kernel *k, const faid_stage_res *res, const int_res *ir, int m,
-                       const faid_stage_slot *sl, faid_diag *d)
-{
-    const int_matrix *mx = &ir->m[m];
-    int rc = faid_karg_mem(k, "indptr", faid_restab_mem(res->rt, M_INDPTR[m], 0), d);
-    if (!rc)
-        rc = faid_karg_mem(k, "indices", faid_restab_mem(res->rt, M_INDICES[m], 0), d);
-    if (!rc)
-        rc = faid_karg_mem(k, "coef", faid_restab_mem(res->rt, M_COEF[m], 0), d);
-    if (!rc)
-        rc = faid_karg_int(k, "has_coef", mx->has_coef, d);
-    if (!rc)
-        rc = faid_karg_int(k, "nbins", mx->nbins, d);
-    if (!rc)
-        rc = faid_karg_float(k, "empty", res->setup->corr.empty, d);
-    if (!rc)
-        rc = faid_karg_mem(k, "out", faid_restab_mem(res->rt, "out", sl->index), d);
-    return rc;
-}
-
-/* The chosen work-group size, halved while the compiled kernel cannot take it (a property of
- * device and program, so still the same on every run). */
-static size_t launch_wg(size_t wg, size_t kmax)
-{
-    while (kmax && wg > kmax && wg > 1)
-        wg >>= 1;
-    return wg;
-}
-
-/* Local and global size of a rows-mode launch over nbins work-items. */
-static void rows_range(const faid_stage_env *env, size_t kmax, int nbins, size_t *lws, size_t *gws)
-{
-    size_t l = env->ctx->info.is_gpu ? 128 : 16;
-    if (env->ctx->info.max_wg && l > env->ctx->info.max_wg)
-        l = env->ctx->info.max_wg;
-    l = launch_wg(l, kmax);
-    *lws = l;
-    *gws = ((size_t)nbins + l - 1) / l * l;
-}
-
-/* Enqueues the integration of the slot's n frames: one launch per matrix for the whole batch
- * (fused kernels in rows mode, or error models none and poisson with batch > 1), else the
- * one-frame kernels lane after lane. */
-static int int_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_stage_slot *sl,
-                        faid_diag *d)
-{
-    const int_res *ir = res->state[id];
-    cl_command_queue q = sl->q;
-    const size_t esz = faid_dtype_size(sl->dtype);
-    const size_t raw_stride = faid_restab_lane_bytes(res->rt, "raw");
-    cl_mem d_raw = faid_restab_mem(res->rt, "raw", sl->index);
+    const size_t esz = faid_dtype_size(dt);
+    const int64_t raw_lane = (int64_t)(faid_restab_lane_bytes(res->rt, "raw") / esz);
     const int nm = ir->m[1].present ? 2 : 1;
     const int can_batch = res->setup->corr.error_model != FAID_EM_AZIMUTHAL;
-    int rc = FAID_OK;
     int batched[2] = {0, 0}, per_lane = !env->fused;
     for (int m = 0; m < nm; m++) {
         const int_matrix *mx = &ir->m[m];
@@ -341,119 +286,76 @@ static int int_cl_close(faid_stage_env *env, faid_stage_res *res, int id, faid_s
             per_lane = 1;
             continue;
         }
-        faid_kernel *k;
-        if ((rc = get_kernel(env, res, sl->dtype,
-                             mx->rows ? "faid_rows_raw" : "faid_integrate_raw_b", &k, d)))
-            return rc;
-        size_t lws, gws;
-        if (mx->rows) {
-            rows_range(env, k->kwg, mx->nbins, &lws, &gws);
-        } else {
-            lws = launch_wg(mx->wg, k->kwg);
-            gws = (size_t)mx->nbins * lws;
-        }
+        faid_launch *l =
+            faid_plan_add(p, files, 2, opts, mx->rows ? "faid_rows_raw" : "faid_integrate_raw_b");
+        if (!l)
+            break;
+        matrix_range(env, mx, l);
+        l->ev = EV_BINT1 + m;
         int out_off, out_stride, sum_off, sum_stride;
         faid_restab_out(res->rt, M_PROF[m], &out_off, &out_stride);
         faid_restab_out(res->rt, M_SUMS[m], &sum_off, &sum_stride);
-        rc = faid_karg_mem(k, "raw", d_raw, d);
-        if (!rc && mx->rows)
-            rc = faid_karg_uint(k, "raw_off", 0, d);
-        if (!rc)
-            rc = faid_karg_uint(k, "raw_stride", (cl_uint)(raw_stride / esz), d);
-        if (!rc)
-            rc = faid_karg_int(k, "nframes", sl->n, d);
-        if (!rc)
-            rc = bind_corr(k, res, ir, d);
-        if (!rc)
-            rc = bind_matrix(k, res, ir, m, sl, d);
-        if (!rc)
-            rc = faid_karg_int(k, "out_off", out_off, d);
-        if (!rc)
-            rc = faid_karg_int(k, "out_stride", out_stride, d);
-        if (!rc)
-            rc = faid_karg_int(k, "sum_off", sum_off, d);
-        if (!rc)
-            rc = faid_karg_int(k, "sum_stride", sum_stride, d);
-        if (!rc && !mx->rows)
-            rc = faid_karg_local(k, "scratch", lws * ACC_BYTES, d);
-        if (!rc)
-            rc = faid_kernel_launch(q, k, gws, lws, &sl->ev[id][EV_BINT1 + m], d);
-        if (rc)
-            return rc;
+        faid_pa_buf(l, "raw", "raw");
+        if (mx->rows)
+            faid_pa_uint(l, "raw_off", 0, 0);
+        faid_pa_uint(l, "raw_stride", (uint32_t)raw_lane, 0);
+        faid_pa_nframes(l, "nframes");
+        arg_corr(l, res, ir);
+        arg_matrix(l, res, ir, m);
+        faid_pa_int(l, "out_off", out_off, 0);
+        faid_pa_int(l, "out_stride", out_stride, 0);
+        faid_pa_int(l, "sum_off", sum_off, 0);
+        faid_pa_int(l, "sum_stride", sum_stride, 0);
+        if (!mx->rows)
+            faid_pa_local(l, "scratch", ACC_BYTES);
     }
-    for (int f = 0; per_lane && f < sl->n; f++) {
-        faid_stage_lane *ln = &sl->lane[f];
-        const cl_uint raw_off = (cl_uint)((size_t)f * raw_stride / esz);
-        cl_mem d_pre = env->fused ? NULL : faid_restab_mem(res->rt, "pre", sl->index);
-        if (!env->fused) {
-            faid_kernel *k;
-            if ((rc = get_kernel(env, res, sl->dtype, "faid_preprocess", &k, d)))
-                return rc;
-            rc = faid_karg_mem(k, "raw", d_raw, d);
-            if (!rc)
-                rc = bind_corr(k, res, ir, d);
-            if (!rc)
-                rc = faid_karg_int(k, "npix", (cl_int)res->npix, d);
-            if (!rc)
-                rc = faid_karg_mem(k, "out", d_pre, d);
-            if (!rc)
-                rc = faid_karg_uint(k, "raw_off", raw_off, d);
-            size_t lws = env->ctx->info.is_gpu ? 256 : 64;
-            if (lws > env->ctx->info.max_wg)
-                lws = env->ctx->info.max_wg;
-            size_t gws = (res->npix + lws - 1) / lws * lws;
-            if (!rc)
-                rc = faid_kernel_launch(q, k, gws, lws, &ln->ev[id][EV_PRE], d);
-            if (rc)
-                return rc;
-        }
-        for (int m = 0; m < nm; m++) {
-            const int_matrix *mx = &ir->m[m];
-            if (batched[m])
-                continue;
-            int out_off, out_stride, sum_off, sum_stride;
-            faid_restab_out(res->rt, M_PROF[m], &out_off, &out_stride);
-            faid_restab_out(res->rt, M_SUMS[m], &sum_off, &sum_stride);
-            out_off += f * out_stride;
-            sum_off += f * sum_stride;
-            size_t lws, gws;
-            faid_kernel *k;
-            if (mx->rows) { /* unfused here: fused rows are always batched */
-                if ((rc = get_kernel(env, res, sl->dtype, "faid_rows_pre", &k, d)))
-                    return rc;
-                rows_range(env, k->kwg, mx->nbins, &lws, &gws);
-            } else {
-                if ((rc = get_kernel(env, res, sl->dtype,
-                                     env->fused ? "faid_integrate_raw" : "faid_integrate_pre", &k,
-                                     d)))
-                    return rc;
-                lws = launch_wg(mx->wg, k->kwg);
-                gws = (size_t)mx->nbins * lws;
-            }
-            if (env->fused) {
-                rc = faid_karg_mem(k, "raw", d_raw, d);
-                if (!rc)
-                    rc = bind_corr(k, res, ir, d);
-                if (!rc)
-                    rc = faid_karg_uint(k, "raw_off", raw_off, d);
-            } else {
-                rc = faid_karg_mem(k, "pre", d_pre, d);
-            }
-            if (!rc)
-                rc = bind_matrix(k, res, ir, m, sl, d);
-            if (!rc)
-                rc = faid_karg_int(k, "out_off", out_off, d);
-            if (!rc)
-                rc = faid_karg_int(k, "sum_off", sum_off, d);
-            if (!rc && !mx->rows)
-                rc = faid_karg_local(k, "scratch", lws * ACC_BYTES, d);
-            if (!rc)
-                rc = faid_kernel_launch(q, k, gws, lws, &ln->ev[id][EV_INT1 + m], d);
-            if (rc)
-                return rc;
+    if (per_lane && !env->fused) {
+        faid_launch *l = faid_plan_add(p, files, 2, opts, "faid_preprocess");
+        if (l) {
+            size_t lws = env->info->is_gpu ? 256 : 64;
+            if (lws > env->info->max_wg)
+                lws = env->info->max_wg;
+            l->lws = lws;
+            l->items = res->npix;
+            l->per_lane = 1;
+            l->ev = EV_PRE;
+            faid_pa_buf(l, "raw", "raw");
+            arg_corr(l, res, ir);
+            faid_pa_int(l, "npix", (int32_t)res->npix, 0);
+            faid_pa_buf(l, "out", "pre");
+            faid_pa_uint(l, "raw_off", 0, raw_lane);
         }
     }
-    return FAID_OK;
+    for (int m = 0; per_lane && m < nm; m++) {
+        const int_matrix *mx = &ir->m[m];
+        if (batched[m])
+            continue;
+        const char *kernel = mx->rows     ? "faid_rows_pre" /* unfused: fused rows are batched */
+                             : env->fused ? "faid_integrate_raw"
+                                          : "faid_integrate_pre";
+        faid_launch *l = faid_plan_add(p, files, 2, opts, kernel);
+        if (!l)
+            break;
+        matrix_range(env, mx, l);
+        l->per_lane = 1;
+        l->ev = EV_INT1 + m;
+        int out_off, out_stride, sum_off, sum_stride;
+        faid_restab_out(res->rt, M_PROF[m], &out_off, &out_stride);
+        faid_restab_out(res->rt, M_SUMS[m], &sum_off, &sum_stride);
+        if (env->fused) {
+            faid_pa_buf(l, "raw", "raw");
+            arg_corr(l, res, ir);
+            faid_pa_uint(l, "raw_off", 0, raw_lane);
+        } else {
+            faid_pa_buf(l, "pre", "pre");
+        }
+        arg_matrix(l, res, ir, m);
+        faid_pa_int(l, "out_off", out_off, out_stride);
+        faid_pa_int(l, "sum_off", sum_off, sum_stride);
+        if (!mx->rows)
+            faid_pa_local(l, "scratch", ACC_BYTES);
+    }
+    return faid_plan_check(p, "integrate", d);
 }
 
 /* The first `arrays` of I..count from src, the sums from sums (NULL: not read back, left as
@@ -469,8 +371,8 @@ static void copy_profile(faid_profile *p, const float *src, int arrays, const fl
         memcpy(dst[k], sums + (size_t)(k - 4) * n, n * sizeof(float));
 }
 
-static int int_cl_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
-                          const float *h_lane, faid_result *r, faid_diag *d)
+static int int_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
+                       const float *h_lane, faid_result *r, faid_diag *d)
 {
     (void)sl;
     (void)lane;
@@ -490,23 +392,45 @@ static int int_cl_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_s
 
 static void int_times(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t)
 {
-    const cl_event *ev = sl->lane[lane].ev[id];
+    const double *us = sl->lane[lane].us[id];
     const double share = 1.0 / sl->n;
-    t->preprocess_us += faid_stage_ev_us(ev[EV_PRE]);
+    t->preprocess_us += us[EV_PRE];
     t->integrate_us +=
-        (faid_stage_ev_us(sl->ev[id][EV_BINT1]) + faid_stage_ev_us(sl->ev[id][EV_BINT2])) * share +
-        faid_stage_ev_us(ev[EV_INT1]) + faid_stage_ev_us(ev[EV_INT2]);
+        (sl->us[id][EV_BINT1] + sl->us[id][EV_BINT2]) * share + us[EV_INT1] + us[EV_INT2];
 }
+
+/* The profile with its normalization sum (optional: output.extra), and the cake (its std and sums
+ * travel, unpublished). */
+static const faid_output_decl int_outputs[] = {
+    FAID_OUTPUT(I, F32, BINS, faid_profile, I),
+    FAID_OUTPUT(SIGMA, F32, BINS, faid_profile, sigma),
+    FAID_OUTPUT(STD, F32, BINS, faid_profile, std),
+    FAID_OUTPUT(COUNT, F32, BINS, faid_profile, count),
+    FAID_OUTPUT_OPTIONAL(SUM_NORMALIZATION, F32, BINS, faid_profile, sum_norm),
+    FAID_OUTPUT(I2D, F32, CAKE, faid_profile, I),
+    FAID_OUTPUT(SIGMA2D, F32, CAKE, faid_profile, sigma),
+    FAID_OUTPUT(COUNT2D, F32, CAKE, faid_profile, count),
+};
+
+static const faid_time_decl int_timings[] = {
+    FAID_TIME("preprocess", PREPROCESS_US, preprocess_us, 1,
+              "dark, flat, mask, dummy and normalisation"),
+    FAID_TIME("integrate", INTEGRATE_US, integrate_us, 1,
+              "the sparse-matrix integration (this frame's share of a batch)"),
+};
 
 const faid_stage faid_stage_integrate = {
     .name = "integrate",
     .declare = int_declare,
     .release = int_release,
     .ref_run = int_ref_run,
-    .cl_prepare = int_cl_prepare,
-    .cl_close = int_cl_close,
-    .cl_collect = int_cl_collect,
+    .plan = int_plan,
+    .collect = int_collect,
     .times = int_times,
+    .outputs = int_outputs,
+    .noutputs = FAID_NROWS(int_outputs),
+    .timings = int_timings,
+    .ntimings = FAID_NROWS(int_timings),
 };
 
 int faid_stage_integrate_matrix(const faid_stage_res *res, int which, size_t *wg, int *rows)

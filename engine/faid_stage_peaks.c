@@ -4,19 +4,19 @@
  * Reference device: faid_pick_ref / faid_pf8_ref on the preprocessed frame the sigclip stage
  * used.
  *
- * OpenCL device: buffers (per setup) pk.radius, pk.radius1d (pyfai) or pk.valid, pk.binof,
+ * Compute devices: buffers (per setup) pk.radius, pk.radius1d (pyfai) or pk.valid, pk.binof,
  * pk.f8ptr, pk.f8pos (peakfinder8: validity, integer-radius bin of every pixel, the bins' entry
  * ranges, each pixel's entry); per slot (scratch of one lane at a time) pk.flag, pk.counts,
  * pk.offsets, and for peakfinder8 pk.img, pk.cval (the pixel values in image and in bin order),
  * pk.cand (candidate seeds), pk.roff, pk.rthr; output pk (the record block of
  * kernels/peaks/compact.cl: 8 arrays of max_num_peaks values and the total, read back).
- * faid_stage_peaks_cl_lane, called by the sigclip stage for each lane after its background,
- * enqueues the finder: pyfai = faid_pick_flag (one coalesced pass) + faid_pk_scan (one
+ * The plan (per lane, after the sigclip stage's launches of the same lane, on its pk.pre and bg
+ * segment): pyfai = faid_pick_flag (one coalesced pass) + faid_pk_scan (one
  * work-group: offsets) + faid_pick_write (spans with peaks only); peakfinder8 = faid_pf8_prep (one
  * coalesced pass over the preprocessed frame) + faid_pf8_radial (5 iterations from the compact
  * values) + faid_pf8_cand (one pass) + faid_pf8_fill (the candidates only) + faid_pk_scan +
- * faid_pf8_write. Every argument is bound from one table per lane (pk_args), so a kernel takes what
- * it names. cl_collect unpacks the block into the result's peak list. Lists equal the references'
+ * faid_pf8_write. Every launch gets the same argument list (pk_args) and takes what it names.
+ * collect unpacks the block into the result's peak list. Lists equal the references'
  * bit for bit (tests/unit/test_peaks.c). */
 #include "faid_stage.h"
 
@@ -39,7 +39,7 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
 {
     (void)id;
     const faid_peak_setup *ps = faid_stage_peak_setup(res);
-    if (!env->ctx)
+    if (!env->info)
         return FAID_OK;
     if (!ps)
         return faid_fail(d, FAID_EINVAL, "peaks: no background stage for this setup");
@@ -83,51 +83,33 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
     return rc;
 }
 
-/* The finders' kernels, by index: key in the per-setup kernel cache (faid_stage_kslot). */
-static const char *const PK_KERNELS[] = {"faid_pf8_prep",   "faid_pf8_radial", "faid_pf8_cand",
-                                         "faid_pf8_fill",   "faid_pf8_write",  "faid_pick_flag",
-                                         "faid_pick_write", "faid_pk_scan"};
-#define PK_NKERNELS (int)(sizeof PK_KERNELS / sizeof PK_KERNELS[0])
-
-static int get_kernel(faid_stage_env *env, faid_stage_res *res, const faid_peak_setup *ps,
-                      const char *name, faid_kernel **k, faid_diag *d)
+/* The program of a finder's kernel: its files and build options. */
+static int pk_program(const faid_stage_env *env, const faid_peak_setup *ps, const char *name,
+                      const char *const **files, char *opts, size_t opts_len)
 {
-    int ki = 0;
-    while (ki < PK_NKERNELS && PK_KERNELS[ki] != name && strcmp(PK_KERNELS[ki], name) != 0)
-        ki++;
-    faid_kernel **slot =
-        ki < PK_NKERNELS ? faid_stage_kslot(env, res, faid_stage_id(&faid_stage_peaks), ki) : NULL;
-    if (slot && *slot) {
-        *k = *slot;
-        return FAID_OK;
-    }
-    const size_t wg = faid_stage_peaks_wg(env);
-    char opts[200];
     const char *ieee = "-cl-fp32-correctly-rounded-divide-sqrt";
-    int rc;
     if (!strcmp(name, "faid_pf8_radial") || !strcmp(name, "faid_pf8_prep")) {
         static const char *const rfiles[] = {"peaks/pf8_radial.cl"};
-        snprintf(opts, sizeof opts, "%s -D PF8_LANES=%d", ieee, FAID_PF8_LANES);
-        rc = faid_progcache_kernel(env->progs, rfiles, 1, opts, name, k, d);
-    } else {
-        int pf8 = ps->p.algorithm == FAID_PEAKS_PEAKFINDER8;
-        int n = snprintf(opts, sizeof opts, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d", ieee, wg,
-                         wg, FAID_PK_PPI);
-        if (pf8)
-            snprintf(opts + n, sizeof opts - (size_t)n, " -D PF8_MAXQ=%d", ps->p.max_pixel_count);
-        static const char *const pick_files[] = {"peaks/compact.cl", "peaks/pick_pyfai.cl"};
-        static const char *const pf8_files[] = {"peaks/compact.cl", "peaks/pf8_peaks.cl"};
-        rc = faid_progcache_kernel(env->progs, pf8 ? pf8_files : pick_files, 2, opts, name, k, d);
+        snprintf(opts, opts_len, "%s -D PF8_LANES=%d", ieee, FAID_PF8_LANES);
+        *files = rfiles;
+        return 1;
     }
-    if (!rc && slot)
-        *slot = *k;
-    return rc;
+    const size_t wg = faid_stage_peaks_wg(env);
+    const int pf8 = ps->p.algorithm == FAID_PEAKS_PEAKFINDER8;
+    int n = snprintf(opts, opts_len, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d", ieee, wg, wg,
+                     FAID_PK_PPI);
+    if (pf8 && n > 0 && (size_t)n < opts_len)
+        snprintf(opts + n, opts_len - (size_t)n, " -D PF8_MAXQ=%d", ps->p.max_pixel_count);
+    static const char *const pick_files[] = {"peaks/compact.cl", "peaks/pick_pyfai.cl"};
+    static const char *const pf8_files[] = {"peaks/compact.cl", "peaks/pf8_peaks.cl"};
+    *files = pf8 ? pf8_files : pick_files;
+    return 2;
 }
 
-/* The finder's launches in order: kernel, global size, local size (0 = the peaks' work-group). */
+/* The finder's launches in order: kernel, global size, local size. */
 typedef struct pk_launch {
     const char *kernel;
-    size_t gws, lws;
+    size_t items, groups, lws;
 } pk_launch;
 
 static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
@@ -135,138 +117,103 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
 {
     const size_t wg = faid_stage_peaks_wg(env), ng = (size_t)ngroups(env, res);
     if (ps->p.algorithm == FAID_PEAKS_PYFAI) {
-        l[0] = (pk_launch){"faid_pick_flag", ng * wg, wg};
-        l[1] = (pk_launch){"faid_pk_scan", wg, wg};
-        l[2] = (pk_launch){"faid_pick_write", ng * wg, wg};
+        l[0] = (pk_launch){"faid_pick_flag", 0, ng, wg};
+        l[1] = (pk_launch){"faid_pk_scan", 0, 1, wg};
+        l[2] = (pk_launch){"faid_pick_write", 0, ng, wg};
         return 3;
     }
-    l[0] = (pk_launch){"faid_pf8_prep", (res->npix + wg - 1) / wg * wg, wg};
-    l[1] = (pk_launch){"faid_pf8_radial", (size_t)ps->pf8->nbins * FAID_PF8_LANES, FAID_PF8_LANES};
-    l[2] = (pk_launch){"faid_pf8_cand", ng * wg, wg};
-    l[3] = (pk_launch){"faid_pf8_fill", FAID_PF8_FILL_GROUPS * wg, wg};
-    l[4] = (pk_launch){"faid_pk_scan", wg, wg};
-    l[5] = (pk_launch){"faid_pf8_write", ng * wg, wg};
+    l[0] = (pk_launch){"faid_pf8_prep", res->npix, 0, wg};
+    l[1] = (pk_launch){"faid_pf8_radial", 0, (size_t)ps->pf8->nbins, FAID_PF8_LANES};
+    l[2] = (pk_launch){"faid_pf8_cand", 0, ng, wg};
+    l[3] = (pk_launch){"faid_pf8_fill", 0, FAID_PF8_FILL_GROUPS, wg};
+    l[4] = (pk_launch){"faid_pk_scan", 0, 1, wg};
+    l[5] = (pk_launch){"faid_pf8_write", 0, ng, wg};
     return 6;
 }
 
-int faid_stage_peaks_cl_prepare(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
+/* Every argument any of the finder's kernels takes (lane 0, with the per-lane steps). */
+static void pk_args(const faid_stage_env *env, const faid_stage_res *res, const faid_peak_setup *ps,
+                    faid_launch *l)
 {
+    const faid_peak_geom *g = ps->geom;
+    const int cap = ps->p.max_num_peaks, ng = ngroups(env, res);
+    int pk_off, pk_stride, bg_off, bg_stride;
+    faid_restab_out(res->rt, "pk", &pk_off, &pk_stride);
+    faid_restab_out(res->rt, "bg", &bg_off, &bg_stride);
+    faid_pa_buf(l, "pre4", "pk.pre");
+    faid_pa_int(l, "rows", g->rows, 0);
+    faid_pa_int(l, "cols", g->cols, 0);
+    faid_pa_buf(l, "flag", "pk.flag");
+    faid_pa_buf(l, "counts", "pk.counts");
+    faid_pa_buf(l, "offsets", "pk.offsets");
+    faid_pa_int(l, "ngroups", ng, 0);
+    faid_pa_int(l, "cap", cap, 0);
+    faid_pa_buf(l, "out", "out");
+    faid_pa_int(l, "out_off", pk_off, pk_stride);
+    if (ps->p.algorithm == FAID_PEAKS_PYFAI) {
+        faid_pa_buf(l, "radius", "pk.radius");
+        faid_pa_buf(l, "radius1d", "pk.radius1d");
+        faid_pa_buf(l, "bg", "out");
+        faid_pa_int(l, "bg_off", bg_off, bg_stride);
+        faid_pa_int(l, "nb", g->nbins, 0);
+        faid_pa_float(l, "rad_min", g->rad_min);
+        faid_pa_float(l, "rad_max", g->rad_max);
+        faid_pa_float(l, "cutoff", (float)ps->p.cutoff_peak);
+        faid_pa_float(l, "noise", (float)ps->p.noise);
+        faid_pa_int(l, "hw", ps->p.patch_size / 2, 0);
+        faid_pa_int(l, "connected", ps->p.connected, 0);
+        return;
+    }
+    faid_pa_buf(l, "valid", "pk.valid");
+    faid_pa_buf(l, "bin_of", "pk.binof");
+    faid_pa_buf(l, "indptr", "pk.f8ptr");
+    faid_pa_buf(l, "pos_of", "pk.f8pos");
+    faid_pa_buf(l, "img", "pk.img");
+    faid_pa_buf(l, "cval", "pk.cval");
+    faid_pa_buf(l, "cand", "pk.cand");
+    faid_pa_buf(l, "roff", "pk.roff");
+    faid_pa_buf(l, "rthr", "pk.rthr");
+    faid_pa_buf(l, "zero", "pk.counts");
+    faid_pa_int(l, "nzero", ng + 1, 0);
+    faid_pa_int(l, "npix", (int32_t)res->npix, 0);
+    faid_pa_int(l, "nbins", ps->pf8->nbins, 0);
+    faid_pa_int(l, "prows", g->panel_rows, 0);
+    faid_pa_int(l, "pcols", g->panel_cols, 0);
+    faid_pa_int(l, "min_pix", ps->p.min_pixel_count, 0);
+    faid_pa_int(l, "bg_radius", ps->p.local_bg_radius, 0);
+    faid_pa_float(l, "min_snr", (float)ps->p.minimum_snr);
+    faid_pa_float(l, "adc", (float)ps->p.adc_threshold);
+}
+
+static int pk_plan(const faid_stage_env *env, const faid_stage_res *res, int id, faid_dtype dt,
+                   faid_plan *p, faid_diag *d)
+{
+    (void)id;
+    (void)dt;
     const faid_peak_setup *ps = faid_stage_peak_setup(res);
     if (!ps)
         return FAID_OK;
-    pk_launch l[6];
-    int n = pk_launches(env, res, ps, l);
-    faid_kernel *k;
-    int rc = FAID_OK;
-    for (int i = 0; i < n && !rc; i++) {
-        rc = get_kernel(env, res, ps, l[i].kernel, &k, d);
-        if (!rc && k->kwg && k->kwg < l[i].lws)
-            rc = faid_fail(d, FAID_EUNSUP, "peaks: %s allows %zu work-items for %s, %zu needed",
-                           env->ctx->info.name, k->kwg, l[i].kernel, l[i].lws);
-    }
-    return rc;
-}
-
-/* One named argument of the finder's kernels. */
-typedef struct pk_arg {
-    const char *name;
-    char type; /* 'm' cl_mem, 'i' int, 'f' float */
-    cl_mem m;
-    cl_int i;
-    cl_float f;
-} pk_arg;
-
-#define PK_MEM(n, v)   ((pk_arg){(n), 'm', (v), 0, 0.0f})
-#define PK_INT(n, v)   ((pk_arg){(n), 'i', NULL, (v), 0.0f})
-#define PK_FLOAT(n, v) ((pk_arg){(n), 'f', NULL, 0, (v)})
-
-/* Every argument any of the finder's kernels takes for this lane; returns their number. */
-static int pk_args(const faid_stage_env *env, const faid_stage_res *res, const faid_peak_setup *ps,
-                   const faid_stage_slot *sl, int lane, cl_mem pre, int bg_off, pk_arg *a)
-{
-    const faid_peak_geom *g = ps->geom;
-    const int slot = sl->index, cap = ps->p.max_num_peaks, ng = ngroups(env, res);
-    int pk_off, pk_stride;
-    faid_restab_out(res->rt, "pk", &pk_off, &pk_stride);
-    int n = 0;
-    a[n++] = PK_MEM("pre4", pre);
-    a[n++] = PK_INT("rows", g->rows);
-    a[n++] = PK_INT("cols", g->cols);
-    a[n++] = PK_MEM("flag", faid_restab_mem(res->rt, "pk.flag", slot));
-    a[n++] = PK_MEM("counts", faid_restab_mem(res->rt, "pk.counts", slot));
-    a[n++] = PK_MEM("offsets", faid_restab_mem(res->rt, "pk.offsets", slot));
-    a[n++] = PK_INT("ngroups", ng);
-    a[n++] = PK_INT("cap", cap);
-    a[n++] = PK_MEM("out", faid_restab_mem(res->rt, "out", slot));
-    a[n++] = PK_INT("out_off", pk_off + lane * pk_stride);
-    if (ps->p.algorithm == FAID_PEAKS_PYFAI) {
-        a[n++] = PK_MEM("radius", faid_restab_mem(res->rt, "pk.radius", 0));
-        a[n++] = PK_MEM("radius1d", faid_restab_mem(res->rt, "pk.radius1d", 0));
-        a[n++] = PK_MEM("bg", faid_restab_mem(res->rt, "out", slot));
-        a[n++] = PK_INT("bg_off", bg_off);
-        a[n++] = PK_INT("nb", g->nbins);
-        a[n++] = PK_FLOAT("rad_min", g->rad_min);
-        a[n++] = PK_FLOAT("rad_max", g->rad_max);
-        a[n++] = PK_FLOAT("cutoff", (float)ps->p.cutoff_peak);
-        a[n++] = PK_FLOAT("noise", (float)ps->p.noise);
-        a[n++] = PK_INT("hw", ps->p.patch_size / 2);
-        a[n++] = PK_INT("connected", ps->p.connected);
-        return n;
-    }
-    a[n++] = PK_MEM("valid", faid_restab_mem(res->rt, "pk.valid", 0));
-    a[n++] = PK_MEM("bin_of", faid_restab_mem(res->rt, "pk.binof", 0));
-    a[n++] = PK_MEM("indptr", faid_restab_mem(res->rt, "pk.f8ptr", 0));
-    a[n++] = PK_MEM("pos_of", faid_restab_mem(res->rt, "pk.f8pos", 0));
-    a[n++] = PK_MEM("img", faid_restab_mem(res->rt, "pk.img", slot));
-    a[n++] = PK_MEM("cval", faid_restab_mem(res->rt, "pk.cval", slot));
-    a[n++] = PK_MEM("cand", faid_restab_mem(res->rt, "pk.cand", slot));
-    a[n++] = PK_MEM("roff", faid_restab_mem(res->rt, "pk.roff", slot));
-    a[n++] = PK_MEM("rthr", faid_restab_mem(res->rt, "pk.rthr", slot));
-    a[n++] = PK_MEM("zero", faid_restab_mem(res->rt, "pk.counts", slot));
-    a[n++] = PK_INT("nzero", ng + 1);
-    a[n++] = PK_INT("npix", (cl_int)res->npix);
-    a[n++] = PK_INT("nbins", ps->pf8->nbins);
-    a[n++] = PK_INT("prows", g->panel_rows);
-    a[n++] = PK_INT("pcols", g->panel_cols);
-    a[n++] = PK_INT("min_pix", ps->p.min_pixel_count);
-    a[n++] = PK_INT("bg_radius", ps->p.local_bg_radius);
-    a[n++] = PK_FLOAT("min_snr", (float)ps->p.minimum_snr);
-    a[n++] = PK_FLOAT("adc", (float)ps->p.adc_threshold);
-    return n;
-}
-
-int faid_stage_peaks_cl_lane(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl,
-                             int lane, cl_mem pre, int bg_off, faid_diag *d)
-{
-    const faid_peak_setup *ps = faid_stage_peak_setup(res);
-    const int id = faid_stage_id(&faid_stage_peaks);
-    if (!ps || id < 0 || !res->enabled[id])
-        return FAID_OK;
-    faid_stage_lane *ln = &sl->lane[lane];
-    pk_arg a[40];
-    const int na = pk_args(env, res, ps, sl, lane, pre, bg_off, a);
-    pk_launch l[6];
-    const int nl = pk_launches(env, res, ps, l);
-    int rc = FAID_OK;
-    for (int i = 0; i < nl && !rc; i++) {
-        faid_kernel *k;
-        if ((rc = get_kernel(env, res, ps, l[i].kernel, &k, d)))
+    pk_launch pl[6];
+    const int n = pk_launches(env, res, ps, pl);
+    for (int i = 0; i < n; i++) {
+        const char *const *files;
+        char opts[200];
+        int nf = pk_program(env, ps, pl[i].kernel, &files, opts, sizeof opts);
+        faid_launch *l = faid_plan_add(p, files, nf, opts, pl[i].kernel);
+        if (!l)
             break;
-        for (int j = 0; j < na && !rc; j++) {
-            if (!faid_karg_has(k, a[j].name))
-                continue;
-            rc = a[j].type == 'm'   ? faid_karg_mem(k, a[j].name, a[j].m, d)
-                 : a[j].type == 'i' ? faid_karg_int(k, a[j].name, a[j].i, d)
-                                    : faid_karg_float(k, a[j].name, a[j].f, d);
-        }
-        if (!rc)
-            rc = faid_kernel_launch(sl->q, k, l[i].gws, l[i].lws, &ln->ev[id][EV_A + i], d);
+        l->items = pl[i].items;
+        l->groups = pl[i].groups;
+        l->lws = pl[i].lws;
+        l->per_lane = 1;
+        l->ev = EV_A + i;
+        pk_args(env, res, ps, l);
     }
-    return rc;
+    return faid_plan_check(p, "peaks", d);
 }
 
-static int pk_cl_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
-                         const float *h_lane, faid_result *r, faid_diag *d)
+static int pk_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
+                      const float *h_lane, faid_result *r, faid_diag *d)
 {
     (void)env;
     (void)sl;
@@ -281,9 +228,9 @@ static int pk_cl_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_sl
 
 static void pk_times(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t)
 {
-    const cl_event *ev = sl->lane[lane].ev[id];
+    const double *us = sl->lane[lane].us[id];
     for (int i = EV_A; i <= EV_F; i++)
-        t->peaks_us += faid_stage_ev_us(ev[i]);
+        t->peaks_us += us[i];
 }
 
 static int pk_enabled(const faid_stage_env *env, const faid_setup *s)
@@ -306,11 +253,25 @@ static int pk_ref_run(faid_stage_env *env, faid_stage_res *res, faid_ref_frame *
     return rc;
 }
 
+/* The frame's peak list (at most peaks.max_num_peaks). */
+static const faid_output_decl pk_outputs[] = {
+    FAID_OUTPUT(PEAK_X, F32, PEAKS, faid_peak_list, x),
+    FAID_OUTPUT(PEAK_Y, F32, PEAKS, faid_peak_list, y),
+    FAID_OUTPUT(PEAK_INTENSITY, F32, PEAKS, faid_peak_list, intensity),
+    FAID_OUTPUT(PEAK_SIGMA, F32, PEAKS, faid_peak_list, sigma),
+    FAID_OUTPUT(PEAK_SNR, F32, PEAKS, faid_peak_list, snr),
+    FAID_OUTPUT(PEAK_NPIX, I32, PEAKS, faid_peak_list, npix),
+    FAID_OUTPUT(PEAK_MAX_PIXEL, F32, PEAKS, faid_peak_list, max_pixel),
+};
+
 const faid_stage faid_stage_peaks = {
     .name = "peaks",
     .enabled = pk_enabled,
     .declare = pk_declare,
     .ref_run = pk_ref_run,
-    .cl_collect = pk_cl_collect,
+    .plan = pk_plan,
+    .collect = pk_collect,
     .times = pk_times,
+    .outputs = pk_outputs,
+    .noutputs = FAID_NROWS(pk_outputs),
 };

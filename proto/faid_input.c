@@ -7,18 +7,22 @@
 
 #include <string.h>
 
-/* One table: protocol value, its input.protocol name, its format (NULL for auto). */
-static const struct {
-    faid_input_protocol p;
-    const char *name;
-    const faid_input_format *fmt;
-} protocols[] = {
-    {FAID_PROTOCOL_AUTO, "auto", NULL},
-    {FAID_PROTOCOL_NATIVE, "native", &faid_input_native},
-    {FAID_PROTOCOL_DECTRIS_V1, "dectris-v1", &faid_input_dectris_v1},
-    {FAID_PROTOCOL_DECTRIS_V2, "dectris-v2", &faid_input_dectris_v2},
+/* The one list of input.protocol names (the option table's choices too), by faid_input_protocol. */
+const char *const faid_input_protocol_names[] = {
+    [FAID_PROTOCOL_AUTO] = "auto",
+    [FAID_PROTOCOL_NATIVE] = "native",
+    [FAID_PROTOCOL_DECTRIS_V1] = "dectris-v1",
+    [FAID_PROTOCOL_DECTRIS_V2] = "dectris-v2",
+    [FAID_PROTOCOL_DECTRIS_V2 + 1] = NULL,
 };
-#define NPROTOCOLS (sizeof(protocols) / sizeof(protocols[0]))
+#define NPROTOCOLS (sizeof(faid_input_protocol_names) / sizeof(faid_input_protocol_names[0]) - 1)
+
+/* Each protocol's format, by faid_input_protocol (NULL for auto). */
+static const faid_input_format *const formats[NPROTOCOLS] = {
+    [FAID_PROTOCOL_NATIVE] = &faid_input_native,
+    [FAID_PROTOCOL_DECTRIS_V1] = &faid_input_dectris_v1,
+    [FAID_PROTOCOL_DECTRIS_V2] = &faid_input_dectris_v2,
+};
 
 /* Detection order of auto: the CBOR tag and the JSON object are unambiguous first bytes
  * (d9 / '{'), disjoint from a msgpack map (0x80-0x8f, 0xde, 0xdf), so the order only matters
@@ -32,8 +36,8 @@ static const faid_input_format *const auto_order[] = {
 int faid_input_protocol_parse(const char *name, faid_input_protocol *out)
 {
     for (size_t k = 0; name && k < NPROTOCOLS; k++)
-        if (strcmp(name, protocols[k].name) == 0) {
-            *out = protocols[k].p;
+        if (strcmp(name, faid_input_protocol_names[k]) == 0) {
+            *out = (faid_input_protocol)k;
             return 0;
         }
     return -1;
@@ -41,18 +45,12 @@ int faid_input_protocol_parse(const char *name, faid_input_protocol *out)
 
 const char *faid_input_protocol_name(faid_input_protocol p)
 {
-    for (size_t k = 0; k < NPROTOCOLS; k++)
-        if (protocols[k].p == p)
-            return protocols[k].name;
-    return "invalid";
+    return (unsigned)p < NPROTOCOLS ? faid_input_protocol_names[p] : "invalid";
 }
 
 const faid_input_format *faid_input_format_of(faid_input_protocol p)
 {
-    for (size_t k = 0; k < NPROTOCOLS; k++)
-        if (protocols[k].p == p)
-            return protocols[k].fmt;
-    return NULL;
+    return (unsigned)p < NPROTOCOLS ? formats[p] : NULL;
 }
 
 const faid_input_format *faid_input_detect(faid_input_protocol p, const void *first, size_t len)
@@ -67,9 +65,8 @@ const faid_input_format *faid_input_detect(faid_input_protocol p, const void *fi
 
 int faid_input_available(faid_input_protocol p, faid_diag *d)
 {
-    for (size_t k = 0; k < NPROTOCOLS; k++)
-        if (protocols[k].p == p)
-            return 0;
+    if ((unsigned)p < NPROTOCOLS)
+        return 0;
     return faid_fail(d, FAID_EUNSUP, "input.protocol %d is not known", (int)p);
 }
 
@@ -98,7 +95,8 @@ int faid_input_decode(faid_input_protocol p, const faid_input_part *parts, int n
      * every decoder reads (issue 10: bytes ff fe made start, result, end, stats and status
      * unreadable for Python's msgpack until the next series). */
     if (!rc && !faid_utf8_valid(m->h.series_unique_id, strlen(m->h.series_unique_id)))
-        rc = faid_fail(d, FAID_EFORMAT, "%s: series_unique_id is not valid UTF-8", f->name);
+        rc = faid_fail(d, FAID_EFORMAT, "%s: series_unique_id is not valid UTF-8",
+                       faid_input_protocol_name(f->protocol));
     return rc;
 }
 

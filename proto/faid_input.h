@@ -55,7 +55,10 @@ typedef enum {
     FAID_PROTOCOL_DECTRIS_V2,
 } faid_input_protocol;
 
-/* "auto" | "native" | "dectris-v1" | "dectris-v2" (the input.protocol values); -1 when unknown. */
+/* The input.protocol values, indexed by faid_input_protocol and NULL-terminated: "auto", "native",
+ * "dectris-v1", "dectris-v2" (the option table's choices, a format's name in status and logs). */
+extern const char *const faid_input_protocol_names[];
+/* The protocol named name; -1 when unknown. The name of p, "invalid" when out of range. */
 int faid_input_protocol_parse(const char *name, faid_input_protocol *out);
 const char *faid_input_protocol_name(faid_input_protocol p);
 
@@ -179,8 +182,7 @@ typedef struct faid_input_msg {
 } faid_input_msg;
 
 typedef struct faid_input_format {
-    const char *name; /* "native", "dectris-v1", "dectris-v2" */
-    faid_input_protocol protocol;
+    faid_input_protocol protocol; /* its name: faid_input_protocol_name(protocol) */
     /* Most parts one message of this format has; ingest keeps at most this many. */
     int max_parts;
     /* True when the first part of a message belongs to this format (first bytes only). */

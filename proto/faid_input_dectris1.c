@@ -537,7 +537,6 @@ static int v1_decode(const faid_input_part *parts, int nparts, const faid_input_
 }
 
 const faid_input_format faid_input_dectris_v1 = {
-    .name = "dectris-v1",
     .protocol = FAID_PROTOCOL_DECTRIS_V1,
     .max_parts = FAID_INPUT_MAX_PARTS,
     .detect = v1_detect,

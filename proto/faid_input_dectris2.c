@@ -783,7 +783,6 @@ static int v2_decode(const faid_input_part *parts, int nparts, const faid_input_
 }
 
 const faid_input_format faid_input_dectris_v2 = {
-    .name = "dectris-v2",
     .protocol = FAID_PROTOCOL_DECTRIS_V2,
     .max_parts = 1,
     .detect = v2_detect,

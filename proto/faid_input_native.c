@@ -49,7 +49,6 @@ static int native_decode(const faid_input_part *parts, int nparts, const faid_in
 }
 
 const faid_input_format faid_input_native = {
-    .name = "native",
     .protocol = FAID_PROTOCOL_NATIVE,
     .max_parts = 2,
     .detect = native_detect,

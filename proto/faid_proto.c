@@ -855,6 +855,57 @@ int faid_proto_read_array(faid_mpr *r, faid_array_view *a, faid_diag *d)
     return array_check(a, have, d);
 }
 
+/* A message against its rows of the key table (faid_proto_table.h). */
+static int row_of(const faid_proto_row *rows, size_t nrows, faid_proto_msg m, faid_key k)
+{
+    for (size_t i = 0; i < nrows; i++)
+        if (rows[i].msg == m && rows[i].key == k)
+            return (int)i;
+    return -1;
+}
+
+int faid_proto_check_keys(faid_proto_msg m, faid_proto_msg also, const void *buf, size_t len,
+                          faid_diag *d)
+{
+    size_t nrows;
+    const faid_proto_row *rows = faid_proto_rows(&nrows);
+    faid_mpr r;
+    faid_mp_obj o;
+    faid_mpr_init(&r, buf, len);
+    int rc = faid_mpr_next(&r, &o, d);
+    if (rc)
+        return rc;
+    if (o.type != FAID_MP_MAP)
+        return faid_fail(d, FAID_EFORMAT, "%s: not a map", faid_proto_msg_marker(m));
+    unsigned char seen[FAID_NKEYS] = {0};
+    for (uint32_t i = 0; i < o.len; i++) {
+        faid_mp_obj k;
+        if ((rc = faid_mpr_next(&r, &k, d)))
+            return rc;
+        if (k.type != FAID_MP_STR && k.type != FAID_MP_BIN)
+            return faid_fail(d, FAID_EFORMAT, "%s: key %u is not a string",
+                             faid_proto_msg_marker(m), i);
+        faid_key key = faid_key_lookup(k.ptr, k.len);
+        if (key == FAID_KEY_UNKNOWN ||
+            (row_of(rows, nrows, m, key) < 0 &&
+             (also == FAID_NPMSGS || row_of(rows, nrows, also, key) < 0)))
+            return faid_fail(d, FAID_EFORMAT, "%s: key \"%.*s\" is not in the key table",
+                             faid_proto_msg_marker(m), (int)k.len, (const char *)k.ptr);
+        if (seen[key])
+            return faid_fail(d, FAID_EFORMAT, "%s: key \"%s\" twice", faid_proto_msg_marker(m),
+                             faid_key_name(key));
+        seen[key] = 1;
+        if ((rc = faid_mpr_skip(&r, d)))
+            return rc;
+    }
+    for (size_t i = 0; i < nrows; i++)
+        if ((rows[i].msg == m || rows[i].msg == also) && rows[i].presence == FAID_KP_REQ &&
+            !seen[rows[i].key])
+            return faid_fail(d, FAID_EFORMAT, "%s: required key \"%s\" missing",
+                             faid_proto_msg_marker(rows[i].msg), faid_key_name(rows[i].key));
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------------- */
 /* JSON rendering                                                                                */
 
@@ -1648,6 +1699,37 @@ static int decode_output_value(faid_key key, const msgpack_object *vo, faid_out_
  * value the view holds is then decoded by msgpack-c from its own bytes. Values the view does not
  * hold (config, user_data, input, ...) never reach msgpack-c: user_data may nest 32 containers,
  * and msgpack-c's unpacker refuses more than 32 in all (MSGPACK_EMBED_STACK_SIZE). */
+/* A result's value under a key without a field: kept when it is an array map (anything else, or
+ * a malformed one, is skipped as an unknown key is). */
+static void extra_array(faid_out_msg *m, const void *key, size_t klen, const uint8_t *at, size_t n)
+{
+    if (m->nextra >= FAID_OUT_EXTRA || n == 0 || !((at[0] & 0xf0) == 0x80 || at[0] == 0xde))
+        return;
+    faid_mpr r;
+    faid_diag d = {0};
+    faid_mpr_init(&r, at, n);
+    faid_array_view a;
+    if (faid_proto_read_array(&r, &a, &d) != 0)
+        return;
+    size_t kl = klen < sizeof m->extra[0].key ? klen : sizeof m->extra[0].key - 1;
+    memcpy(m->extra[m->nextra].key, key, kl);
+    m->extra[m->nextra].key[kl] = '\0';
+    m->extra[m->nextra].a = a;
+    m->nextra++;
+}
+
+const faid_array_view *faid_out_msg_array(const faid_out_msg *m, const char *key)
+{
+    faid_key k = faid_key_lookup(key, strlen(key));
+    faid_array_view *a = out_array((faid_out_msg *)m, k);
+    if (a)
+        return a->ndim ? a : NULL;
+    for (int i = 0; i < m->nextra; i++)
+        if (strcmp(m->extra[i].key, key) == 0)
+            return &m->extra[i].a;
+    return NULL;
+}
+
 int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_diag *d)
 {
     memset(m, 0, sizeof(*m));
@@ -1665,8 +1747,11 @@ int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_
         if ((rc = faid_mpr_skip(&r, d)))
             return rc;
         faid_key fk = faid_key_lookup(key.ptr, key.len);
-        if (!out_key_used(m, fk))
+        if (!out_key_used(m, fk)) {
+            if (m->type == FAID_OUT_RESULT)
+                extra_array(m, key.ptr, key.len, at, (size_t)(r.p - at));
             continue;
+        }
         msgpack_unpacked u;
         msgpack_unpacked_init(&u);
         size_t off = 0;
@@ -1715,7 +1800,7 @@ void faid_proto_write_error(faid_mpw *w, const faid_out_error *e)
 /* Control                                                                                       */
 
 static const char *const ctl_names[] = {"invalid", "status", "config", "reload",
-                                        "reset",   "stop",   "ping"};
+                                        "reset",   "stop",   "ping",   "writer"};
 
 const char *faid_ctl_cmd_name(faid_ctl_cmd c)
 {
@@ -1730,7 +1815,7 @@ faid_ctl_cmd faid_ctl_cmd_parse(const char *name, size_t len)
 int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, size_t *out_len,
                               faid_diag *d)
 {
-    if (q->cmd == FAID_CTL_INVALID || q->cmd > FAID_CTL_PING)
+    if (q->cmd == FAID_CTL_INVALID || q->cmd > FAID_CTL_WRITER)
         return faid_fail(d, FAID_EINVAL, "control: invalid command");
     faid_mpw w;
     faid_mpw_init(&w, buf, cap);
@@ -1746,6 +1831,14 @@ int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, 
     if (with_key) {
         faid_mpw_key(&w, FAID_K_KEY);
         faid_mpw_strn(&w, q->key, strnlen(q->key, sizeof(q->key)));
+    }
+    if (q->cmd == FAID_CTL_WRITER && q->has_directory) {
+        faid_mpw_key(&w, FAID_K_DIRECTORY);
+        faid_mpw_strn(&w, q->directory, strnlen(q->directory, sizeof(q->directory)));
+    }
+    if (q->cmd == FAID_CTL_WRITER && q->has_prefix) {
+        faid_mpw_key(&w, FAID_K_PREFIX);
+        faid_mpw_strn(&w, q->prefix, strnlen(q->prefix, sizeof(q->prefix)));
     }
     faid_mpw_map_end(&w);
     return finish_len(&w, out_len, d);
@@ -1800,6 +1893,21 @@ int faid_proto_decode_request(const void *buf, size_t len, faid_ctl_request *q, 
                 return rc;
             if (faid_mp_to_cstr(&v, q->key, sizeof(q->key)) || memchr(v.ptr, '\0', v.len))
                 return faid_fail(d, FAID_EFORMAT, "control: \"key\" is not a string that fits");
+        } else if (faid_mp_str_eq(&key, FAID_K_DIRECTORY)) {
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            if (faid_mp_to_cstr(&v, q->directory, sizeof(q->directory)) ||
+                memchr(v.ptr, '\0', v.len))
+                return faid_fail(d, FAID_EFORMAT,
+                                 "control: \"directory\" is not a string that fits");
+            q->has_directory = 1;
+        } else if (faid_mp_str_eq(&key, FAID_K_PREFIX)) {
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            if (faid_mp_to_cstr(&v, q->prefix, sizeof(q->prefix)) || memchr(v.ptr, '\0', v.len))
+                return faid_fail(d, FAID_EFORMAT,
+                                 "control: \"prefix\" is not a string of at most 63 bytes");
+            q->has_prefix = 1;
         } else if ((rc = faid_mpr_skip(&r, d))) {
             return rc;
         }

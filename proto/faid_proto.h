@@ -22,6 +22,7 @@
 #include "faid_dtype.h"
 #include "faid_err.h"
 #include "faid_proto_keys.h"
+#include "faid_proto_table.h"
 
 #include <msgpack.h>
 #include <stddef.h>
@@ -50,15 +51,7 @@
  * Keys: FAID_K_<ID> ("series_id", ...) and FAID_KEY_<ID>, from the one table of every key of
  * every message (faid_proto_keys.h), which also generates the key tables of PROTOCOL.md. */
 
-/* The table's rows (in order), a key's wire name, a message's marker, and the key named by n
- * bytes at s (FAID_KEY_UNKNOWN when none). */
-const faid_proto_row *faid_proto_rows(size_t *n);
-const char *faid_key_name(faid_key k);
-const char *faid_proto_msg_marker(faid_proto_msg m);
-faid_key faid_key_lookup(const void *s, size_t n);
-/* The generated markdown table of message m ("| key | type | presence | meaning |" and a row
- * per key); NULL when out of memory. free() it. */
-char *faid_proto_msg_markdown(faid_proto_msg m);
+/* The table's rows, key names and lookup, message markers and markdown: faid_proto_table.h. */
 /* Checks that the map at the start of buf has only keys the table lists for message m (or for
  * `also`, a second message whose keys the same map carries: a status reply is a control reply
  * and the status body; FAID_NPMSGS for none) and every key REQ for m. FAID_EFORMAT naming the
@@ -291,6 +284,8 @@ typedef enum {
 const char *faid_out_type_name(faid_out_type t); /* == topic */
 faid_out_type faid_out_type_parse(const char *name, size_t len);
 
+#define FAID_OUT_EXTRA 16
+
 typedef struct faid_out_msg {
     faid_out_type type;
     uint64_t series_id;
@@ -309,6 +304,14 @@ typedef struct faid_out_msg {
     int is_hit;
     faid_array_view peak_x, peak_y, peak_intensity, peak_sigma, peak_snr, peak_npix, peak_max_pixel;
     faid_array_view bg_I, bg_sigma, bg_std, bg_count;
+    /* result: the other arrays, by key as sent (outputs this decoder has no field for, e.g. of a
+     * newer daemon: any array map under a key not above), in message order; at most
+     * FAID_OUT_EXTRA, later ones are skipped */
+    struct {
+        char key[48]; /* cut at 47 bytes */
+        faid_array_view a;
+    } extra[FAID_OUT_EXTRA];
+    int nextra;
     /* start */
     faid_array_view radial;
     char unit[32];
@@ -327,6 +330,8 @@ typedef struct faid_out_msg {
  * cursor reader; each value the view holds is decoded by msgpack-c (switching on the key table's
  * faid_key), once the cursor checked that its claims fit in the bytes. */
 int faid_proto_decode_output(const void *buf, size_t len, faid_out_msg *m, faid_diag *d);
+/* The array of result m under key (a field above or one of m->extra), NULL when absent. */
+const faid_array_view *faid_out_msg_array(const faid_out_msg *m, const char *key);
 
 /* Encoders shared by the daemon and tests. Each writes one complete map. */
 typedef struct faid_out_error {
@@ -352,6 +357,7 @@ typedef enum {
     FAID_CTL_RESET,
     FAID_CTL_STOP,
     FAID_CTL_PING,
+    FAID_CTL_WRITER, /* the writer's target (directory, file prefix) for the next series */
 } faid_ctl_cmd;
 
 const char *faid_ctl_cmd_name(faid_ctl_cmd c);
@@ -361,6 +367,11 @@ typedef struct faid_ctl_request {
     faid_ctl_cmd cmd;
     char path[1024]; /* reload: optional configuration file to read instead of the current one */
     char key[128];   /* config: optional option name ("integration.npt"): reply its value only */
+    /* writer: the next series' directory and file-name prefix; has_*: the key was sent (absent
+     * keys keep the current value, "" returns to writer.directory / no prefix). */
+    int has_directory, has_prefix;
+    char directory[1024];
+    char prefix[64];
 } faid_ctl_request;
 
 int faid_proto_encode_request(const faid_ctl_request *q, void *buf, size_t cap, size_t *out_len,

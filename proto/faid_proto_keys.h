@@ -60,6 +60,7 @@
     X(I2D, "I_2d")                                                                                 \
     X(SIGMA2D, "sigma_2d")                                                                         \
     X(COUNT2D, "count_2d")                                                                         \
+    X(SUM_NORMALIZATION, "sum_normalization")                                                      \
     X(RECEIVED_NS, "received_ns")                                                                  \
     X(DONE_NS, "done_ns")                                                                          \
     X(LATENCY_US, "latency_us")                                                                    \
@@ -85,6 +86,7 @@
     X(BG_COUNT, "bg_count")                                                                        \
     X(PEAKS, "peaks")                                                                              \
     X(PEAK_COORDINATES, "peak_coordinates")                                                        \
+    X(OPTIONAL_OUTPUTS, "optional_outputs")                                                                \
     X(CODE, "code")                                                                                \
     X(ERRNO, "errno")                                                                              \
     X(MESSAGE, "message")                                                                          \
@@ -103,10 +105,13 @@
     X(ERROR, "error")                                                                              \
     X(PATH, "path")                                                                                \
     X(KEY, "key")                                                                                  \
+    X(PREFIX, "prefix")                                                                            \
     X(VALUE, "value")                                                                              \
     X(CREDIT, "credit")                                                                            \
     X(SEQ, "seq")                                                                                  \
     X(INSTANCE, "instance")                                                                        \
+    X(SHARD, "shard")                                                                              \
+    X(SHARDS, "shards")                                                                            \
     X(CONSUMER, "consumer")                                                                        \
     X(HELD, "held")                                                                                \
     /* start: geometry */                                                                          \
@@ -328,6 +333,9 @@
     X(START, REASON, "str", REQ, "`\"series\"`, `\"implicit\"`, `\"setup\"`")                      \
     X(START, SERIES_ID, "uint", REQ, "the series")                                                 \
     X(START, SERIES_UNIQUE_ID, "str", REQ, "the series' unique name (`\"\"` when none)")           \
+    X(START, INSTANCE, "str", REQ, "the faid instance that sent it (`instance.name`; `\"\"` from `faidctl process`)") \
+    X(START, SHARD, "uint", REQ, "this instance's part of the series, 0-based (`instance.shard`, or what a fan-out named for the series)") \
+    X(START, SHARDS, "uint", REQ, "how many instances share the series (`instance.shards`, or the fan-out's count)") \
     X(START, NIMAGES, "int", REQ, "from the input start, -1 when unknown")                         \
     X(START, SETUP_VERSION, "uint", REQ, "version of the reduction setup (1 at start, +1 per reload)") \
     X(START, CONFIG_HASH, "str", REQ, "16 hex digits of the reduction parameters")                 \
@@ -338,6 +346,7 @@
     X(START, AZIMUTHAL, "array `<f8` [npt_azim]", OPT, "azimuthal bin centres (degrees), with a 2D cake only") \
     X(START, PEAKS, "map", OPT, "peaks.algorithm not none: `algorithm` (str) and every other `peaks.*` parameter in force (`cutoff_clip`, `cycles`, `error_model`, `noise`, `cutoff_peak`, `patch_size`, `connected`, `adc_threshold`, `minimum_snr`, `min_pixel_count`, `max_pixel_count`, `local_bg_radius`, `min_res`, `max_res`, `max_num_peaks`, `min_peaks_for_hit`, `max_peaks_for_hit` (nil: none), `hit_rate_window`); int, float or str as in the configuration") \
     X(START, PEAK_COORDINATES, "str", OPT, "with `peaks`: `\"pixel-index\"`: the centre of pixel (row r, column c) is (x = c, y = r), as OM / Cheetah report peaks (CrystFEL adds 0.5 unless `--no-half-pixel-shift`)") \
+    X(START, OPTIONAL_OUTPUTS, "[str]", OPT, "the optional outputs the results carry (`output.extra`: their result keys); absent when none is on") \
     X(START, DEVICES, "[str]", REQ, "compute devices, index = `device` of results")                \
     X(START, CONFIG, "str", REQ, "effective configuration (YAML, as `faid --dump-config`)")        \
     X(START, INPUT, "map", REQ, "what opened the series and what faid used of it (`start.input` below; section 2.1)") \
@@ -405,6 +414,9 @@
     X(RESULT, TYPE, "str", REQ, "`\"result\"`")                                                    \
     X(RESULT, SERIES_ID, "uint", REQ, "the frame's series")                                        \
     X(RESULT, SERIES_UNIQUE_ID, "str", REQ, "the series' unique name (`\"\"` when none)")          \
+    X(RESULT, INSTANCE, "str", REQ, "the faid instance that sent it (`instance.name`; `\"\"` from `faidctl process`)") \
+    X(RESULT, SHARD, "uint", REQ, "this instance's part of the series, 0-based (`instance.shard`, or what a fan-out named for the series)") \
+    X(RESULT, SHARDS, "uint", REQ, "how many instances share the series (`instance.shards`, or the fan-out's count)") \
     X(RESULT, FRAME_ID, "uint", REQ, "the frame")                                                  \
     X(RESULT, SETUP_VERSION, "uint", REQ, "reduction setup used for this frame")                   \
     X(RESULT, DEVICE, "int", REQ, "index into the start's `devices`")                              \
@@ -412,6 +424,7 @@
     X(RESULT, SIGMA, "array `<f4` [npt]", REQ, "standard error of the mean per bin (per `error_model`)") \
     X(RESULT, STD, "array `<f4` [npt]", REQ, "standard deviation per bin (Jungfraujoch `az_int_profile_std`)") \
     X(RESULT, COUNT, "array `<f4` [npt]", REQ, "number of (fractional) pixels per bin")            \
+    X(RESULT, SUM_NORMALIZATION, "array `<f4` [npt]", OPT, "with `output.extra: [sum_normalization]` (an optional output, off by default); per bin, the sum of its pixels' normalization (fraction x solid angle x polarization x flat x `normalization_factor`; pyFAI `sum_normalization`): frames merge as sum(`I` x it) / sum(it)") \
     X(RESULT, I2D, "array `<f4` [npt_azim, npt]", OPT, "cake, only with `npt_azim` > 0; row = azimuthal bin (`azimuthal`), column = radial bin (`radial`), as pyFAI's integrate2d and `faidctl process` lay it out") \
     X(RESULT, SIGMA2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: standard error; only with `output.cake` full or `writer.cake` on (the default lean cake carries `I_2d` alone)")             \
     X(RESULT, COUNT2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: pixels per bin; only with `output.cake` full or `writer.cake` on")             \
@@ -448,6 +461,9 @@
     X(END, TYPE, "str", REQ, "`\"end\"`")                                                          \
     X(END, SERIES_ID, "uint", REQ, "the series")                                                   \
     X(END, SERIES_UNIQUE_ID, "str", REQ, "the series' unique name (`\"\"` when none)")             \
+    X(END, INSTANCE, "str", REQ, "the faid instance that sent it (`instance.name`; `\"\"` from `faidctl process`)") \
+    X(END, SHARD, "uint", REQ, "this instance's part of the series, 0-based (`instance.shard`, or what a fan-out named for the series)") \
+    X(END, SHARDS, "uint", REQ, "how many instances share the series (`instance.shards`, or the fan-out's count)") \
     X(END, REASON, "str", REQ, "`\"end\"`, `\"superseded\"`, `\"timeout\"` (`input.series_timeout`), `\"shutdown\"`") \
     X(END, FRAMES_RECEIVED, "uint", REQ, "image messages of this series that reached faid")        \
     X(END, FRAMES_PROCESSED, "uint", REQ, "results published")                                     \
@@ -525,9 +541,11 @@
     X(NUMPY, SHAPE, "[uint, ...]", REQ, "dimensions")                                              \
     X(NUMPY, DATA, "bin", REQ, "the elements, C order")                                            \
     /* control */                                                                                  \
-    X(CTL_REQUEST, CMD, "str", REQ, "`ping`, `status`, `config`, `reload`, `reset`, `stop`")       \
+    X(CTL_REQUEST, CMD, "str", REQ, "`ping`, `status`, `config`, `reload`, `reset`, `stop`, `writer`") \
     X(CTL_REQUEST, PATH, "str", OPT, "reload: read this file once instead of the start file")     \
     X(CTL_REQUEST, KEY, "str", OPT, "config: one option (`integration.npt`): reply its value only") \
+    X(CTL_REQUEST, DIRECTORY, "str", OPT, "writer: the next series' directory (inside `writer.root` when set; `\"\"`: back to `writer.directory`)") \
+    X(CTL_REQUEST, PREFIX, "str", OPT, "writer: the next series' file-name prefix (letters, digits, `_`, `-`, `.`; no `/`, no `..`)") \
     X(CTL_REPLY, OK, "bool", REQ, "whether the command succeeded")                                 \
     X(CTL_REPLY, CMD, "str", OPT, "the command answered (absent only from the `reply too large` error)") \
     X(CTL_REPLY, ERROR, "str", OPT, "when `ok` is false: why")                                     \
@@ -539,11 +557,16 @@
     X(CTL_REPLY, KEY, "str", OPT, "config with `key`: the option (then no `config`, `source`)")    \
     X(CTL_REPLY, VALUE, "str", OPT, "config with `key`: its effective value, YAML flow text")      \
     X(CTL_REPLY, SETUP_VERSION, "uint", OPT, "reload: the new setup; status")                      \
+    X(CTL_REPLY, DIRECTORY, "str", OPT, "writer: the directory of the next series (`\"\"`: the writer is off)") \
+    X(CTL_REPLY, PREFIX, "str", OPT, "writer: the file-name prefix of the next series")             \
     /* status reply and stats body */                                                              \
     X(STATUS, TYPE, "str", OPT, "stats only: `\"stats\"`")                                         \
     X(STATUS, STATE, "str", REQ, "`\"idle\"` (no open series), `\"running\"`, `\"stopping\"`")     \
     X(STATUS, SERIES_ID, "uint", REQ, "current or last series")                                    \
     X(STATUS, SERIES_UNIQUE_ID, "str", REQ, "its unique name")                                     \
+    X(STATUS, INSTANCE, "str", REQ, "this instance's name (`instance.name`)") \
+    X(STATUS, SHARD, "uint", REQ, "the current or last series' shard") \
+    X(STATUS, SHARDS, "uint", REQ, "its shard count") \
     X(STATUS, UPTIME_S, "float", REQ, "seconds since faid started")                                \
     X(STATUS, SOFTWARE_VERSION, "str", REQ, "faid version")                                        \
     X(STATUS, PROTOCOL_VERSION, "uint", REQ, "`1`")                                                \
@@ -607,8 +630,8 @@
     X(STATUS_DEVICE, PROCESSED, "uint", REQ, "frames it reduced")                                  \
     X(STATUS_DEVICE, FAILED, "uint", REQ, "frames that failed on it")                              \
     X(STATUS_DEVICE, BUSY, "float", REQ, "fraction of time computing over the last interval")      \
-    X(STATUS_DEVICE, HOST_US, "float", REQ, "mean host time of the worker's submit per frame (copy into pinned staging, block table when ingest had none), since start or `reset`") \
-    X(STATUS_DEVICE, TABLE_US, "float", REQ, "mean time ingest spent parsing the frame's block table, since start or `reset`")\
+    X(STATUS_DEVICE, HOST_US, "float", REQ, "mean host time of the worker's submit per frame (copy into pinned staging, block table when ingest had none; the engine's `host` time, `faid_stage_seconds{stage=\"host\"}`), since start or `reset`") \
+    X(STATUS_DEVICE, TABLE_US, "float", REQ, "mean time ingest spent parsing the frame's block table, since start or `reset` (ingest's time, before the frame reaches a worker: no engine time)")\
     X(STATUS_MEMORY, RSS_BYTES, "uint", REQ, "resident memory (`VmRSS`)")                          \
     X(STATUS_MEMORY, RSS_ANON_BYTES, "uint", REQ, "its anonymous part (`RssAnon`: heaps, thread arenas, mappings, stacks; the rest is pages of files, mostly the libraries)")\
     X(STATUS_MEMORY, HEAP_BYTES, "uint", REQ, "bytes the C library's allocator holds in its arenas (the main heap and the arenas it makes for threads; glibc `mallinfo2().arena`); this and the four below are 0 where the C library does not tell (not glibc, or a build with AddressSanitizer, whose malloc it is)")\

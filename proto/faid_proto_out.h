@@ -15,28 +15,93 @@ size_t faid_proto_msgnum_placeholder(faid_mpw *w);
 /* Fills the placeholder at `at` (big-endian, as msgpack's uint 64). */
 void faid_proto_put_msgnum(uint8_t *at, uint64_t v);
 
-/* A result (PROTOCOL.md 3.2). Arrays are float32 (peak_npix int32); the cake is the engine's
- * [cake_nrad][cake_nazim] layout and is published transposed, [npt_azim, npt]. */
+/* Which instance made a message, and which part of the series it reduces (PROTOCOL.md
+ * "Several instances"): written as instance, shard, shards after series_unique_id. A zeroed
+ * stamp writes instance "", shard 0, shards 1. */
+typedef struct faid_out_identity {
+    const char *instance;
+    uint32_t shard, shards;
+} faid_out_identity;
+
+/* One named output of a result: an array (float32 or int32, 1 or 2 dimensions) or a scalar (uint,
+ * bool), under its protocol key. The engine makes one per output its stages declare
+ * (engine/faid_outputs.h); the encoder writes them in the order of the result's rows in the key
+ * table (faid_proto_keys.h), so a new output needs no encoder code. A key without a result row
+ * is not written. */
+typedef enum {
+    FAID_OA_F32 = 0, /* array `<f4` */
+    FAID_OA_I32,     /* array `<i4` */
+    FAID_OA_UINT,    /* scalar: value */
+    FAID_OA_BOOL,    /* scalar: value != 0 */
+} faid_out_atype;
+
+typedef struct faid_out_array {
+    faid_key key;
+    faid_out_atype type;
+    int ndim;          /* arrays: 1 or 2 */
+    uint64_t shape[2]; /* as published */
+    int transposed;    /* 2D: data is [shape[1]][shape[0]] (the engine's cake), published
+                        * transposed as [shape[0], shape[1]] */
+    const void *data;
+    uint64_t value; /* scalars */
+} faid_out_array;
+
+/* One engine time of a result under its key (decode_us, ...: the engine's and stages' declared
+ * times, engine/faid_outputs.h), written in key table order like the outputs. */
+typedef struct faid_out_time {
+    faid_key key;
+    double us;
+} faid_out_time;
+
+/* A result (PROTOCOL.md 3.2). Its outputs are the views `outputs` (the engine's,
+ * faid_out_result_outputs: written in key table order whatever order they are given in) and its
+ * engine times the list `times` (faid_out_result_times); there is no other way in, so the
+ * daemon, `faidctl process`, the tests and the benchmarks write results through one path. Callers
+ * that fill a result by hand make views with faid_out_f32 / _i32 / _cake / _uint / _bool. */
 typedef struct faid_out_result {
     uint64_t series_id;
     const char *series_uid;
+    faid_out_identity id;
     uint64_t frame_id;
     uint64_t setup_version;
     int device;
-    uint64_t npt;
-    const float *I, *sigma, *std, *count;
-    uint64_t cake_nrad, cake_nazim;          /* 0: no cake */
-    const float *I_2d, *sigma_2d, *count_2d; /* sigma_2d / count_2d NULL: not carried */
-    int has_peaks;                           /* the peak keys and the background profile */
-    uint64_t num_peaks, npeaks, nbg;
-    int is_hit;
-    const float *peak_x, *peak_y, *peak_intensity, *peak_sigma, *peak_snr, *peak_max_pixel;
-    const int32_t *peak_npix;
-    const float *bg_I, *bg_sigma, *bg_std, *bg_count;
+    const faid_out_array *outputs;
+    size_t noutputs;
     uint64_t received_ns, done_ns, payload_bytes;
-    double latency_us, queue_us, decode_us, preprocess_us, integrate_us, transfer_us, compute_us;
+    double latency_us, queue_us;
+    const faid_out_time *times;
+    size_t ntimes;
     const faid_in_header *in; /* timestamp, start/stop/real_time and user_data passed through */
 } faid_out_result;
+
+/* Views of values filled by hand: an array of n float32 / int32, a cake of float32 in the
+ * engine's [nrad][nazim] layout (published transposed, [nazim, nrad]), a uint or bool scalar. */
+static inline faid_out_array faid_out_f32(faid_key k, uint64_t n, const float *p)
+{
+    return (faid_out_array){.key = k, .type = FAID_OA_F32, .ndim = 1, .shape = {n}, .data = p};
+}
+static inline faid_out_array faid_out_i32(faid_key k, uint64_t n, const int32_t *p)
+{
+    return (faid_out_array){.key = k, .type = FAID_OA_I32, .ndim = 1, .shape = {n}, .data = p};
+}
+static inline faid_out_array faid_out_cake(faid_key k, uint64_t nazim, uint64_t nrad,
+                                           const float *p)
+{
+    return (faid_out_array){.key = k,
+                            .type = FAID_OA_F32,
+                            .ndim = 2,
+                            .shape = {nazim, nrad},
+                            .transposed = 1,
+                            .data = p};
+}
+static inline faid_out_array faid_out_uint(faid_key k, uint64_t v)
+{
+    return (faid_out_array){.key = k, .type = FAID_OA_UINT, .value = v};
+}
+static inline faid_out_array faid_out_bool(faid_key k, int v)
+{
+    return (faid_out_array){.key = k, .type = FAID_OA_BOOL, .value = (uint64_t)(v != 0)};
+}
 /* Returns the offset of msg_number's value bytes. */
 size_t faid_proto_write_result(faid_mpw *w, const faid_out_result *r);
 
@@ -75,6 +140,7 @@ typedef struct faid_out_status {
     const char *state;
     uint64_t series_id;
     const char *series_uid;
+    faid_out_identity id; /* this instance; shard: the current or last series' */
     double uptime_s;
     const char *software_version;
     uint64_t setup_version;
@@ -126,6 +192,7 @@ void faid_proto_write_stats(faid_mpw *w, const faid_out_status *s);
 typedef struct faid_out_end {
     uint64_t series_id;
     const char *series_uid;
+    faid_out_identity id;
     const char *reason;
     uint64_t frames_received, frames_processed, frames_failed, frames_dropped, stale_messages;
     int incomplete;
@@ -141,6 +208,7 @@ typedef struct faid_out_start {
     const char *reason;
     uint64_t series_id;
     const char *series_uid;
+    faid_out_identity id;
     int64_t nimages;
     uint64_t setup_version;
     const char *config_hash;
@@ -159,6 +227,8 @@ typedef struct faid_out_start {
     uint64_t masked_pixels;
     const double *radial;    /* npt bin centres */
     const double *azimuthal; /* npt_azim bin centres, with a cake */
+    const char
+        *optional_outputs; /* the optional outputs on, "a,b" (output.extra); NULL or "": none */
     /* with peaks: writes the entries of the "peaks" map (algorithm, parameters); NULL: none */
     void (*peak_params)(faid_mpw *w, void *arg);
     void *peak_params_arg;

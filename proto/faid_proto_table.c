@@ -1,7 +1,7 @@
 /* faid_proto_table: the key table of faid_proto_keys.h as data: its rows, key lookup by name (the
- * decoders switch on the faid_key it returns), the markdown tables of PROTOCOL.md and a checker
- * that a message carries exactly what its table rows say. */
-#include "faid_proto.h"
+ * decoders switch on the faid_key it returns) and the markdown tables of PROTOCOL.md. The checker
+ * of a message against its rows reads msgpack and lives with the reader (faid_proto.c). */
+#include "faid_proto_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,51 +107,4 @@ char *faid_proto_msg_markdown(faid_proto_msg m)
         return NULL;
     }
     return b.p;
-}
-
-static int row_of(faid_proto_msg m, faid_key k)
-{
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-        if (rows[i].msg == m && rows[i].key == k)
-            return (int)i;
-    return -1;
-}
-
-int faid_proto_check_keys(faid_proto_msg m, faid_proto_msg also, const void *buf, size_t len,
-                          faid_diag *d)
-{
-    faid_mpr r;
-    faid_mp_obj o;
-    faid_mpr_init(&r, buf, len);
-    int rc = faid_mpr_next(&r, &o, d);
-    if (rc)
-        return rc;
-    if (o.type != FAID_MP_MAP)
-        return faid_fail(d, FAID_EFORMAT, "%s: not a map", faid_proto_msg_marker(m));
-    unsigned char seen[FAID_NKEYS] = {0};
-    for (uint32_t i = 0; i < o.len; i++) {
-        faid_mp_obj k;
-        if ((rc = faid_mpr_next(&r, &k, d)))
-            return rc;
-        if (k.type != FAID_MP_STR && k.type != FAID_MP_BIN)
-            return faid_fail(d, FAID_EFORMAT, "%s: key %u is not a string",
-                             faid_proto_msg_marker(m), i);
-        faid_key key = faid_key_lookup(k.ptr, k.len);
-        if (key == FAID_KEY_UNKNOWN ||
-            (row_of(m, key) < 0 && (also == FAID_NPMSGS || row_of(also, key) < 0)))
-            return faid_fail(d, FAID_EFORMAT, "%s: key \"%.*s\" is not in the key table",
-                             faid_proto_msg_marker(m), (int)k.len, (const char *)k.ptr);
-        if (seen[key])
-            return faid_fail(d, FAID_EFORMAT, "%s: key \"%s\" twice", faid_proto_msg_marker(m),
-                             key_names[key]);
-        seen[key] = 1;
-        if ((rc = faid_mpr_skip(&r, d)))
-            return rc;
-    }
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-        if ((rows[i].msg == m || rows[i].msg == also) && rows[i].presence == FAID_KP_REQ &&
-            !seen[rows[i].key])
-            return faid_fail(d, FAID_EFORMAT, "%s: required key \"%s\" missing",
-                             faid_proto_msg_marker(rows[i].msg), key_names[rows[i].key]);
-    return 0;
 }

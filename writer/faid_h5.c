@@ -10,7 +10,7 @@ static void quiet_now(void)
 {
     /* No libhdf5 clean-up at exit: faid closes its files itself, and libhdf5 1.10.8 crashes in
      * that clean-up (H5F__close_cb, SIGSEGV) on a file whose H5Fclose had failed (a hits file
-     * under a file size limit: python.nxmx_file). Only effective before libhdf5's first use. */
+     * under a file size limit: reference.nxmx_file). Only effective before libhdf5's first use. */
     H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
@@ -103,6 +103,44 @@ int faid_h5_attr_str(hid_t obj, const char *name, const char *value)
 int faid_h5_dset_str(hid_t loc, const char *name, const char *value)
 {
     return write_str(loc, name, value, 0);
+}
+
+hid_t faid_h5_dset(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank, hsize_t n,
+                   const void *v, const char *units)
+{
+    hid_t sp = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, NULL);
+    if (sp < 0)
+        return FAID_EIO;
+    hid_t ds = H5Dcreate2(loc, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Sclose(sp);
+    if (ds < 0)
+        return FAID_EIO;
+    if ((v && H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) ||
+        (units && faid_h5_attr_str(ds, "units", units))) {
+        H5Dclose(ds);
+        return FAID_EIO;
+    }
+    return ds;
+}
+
+hid_t faid_h5_growing(hid_t loc, const char *name, hid_t type, int rank, const hsize_t *inner,
+                      hsize_t chunk_rows, const void *fill, int deflate)
+{
+    hsize_t dims[3] = {0, 0, 0}, maxd[3] = {H5S_UNLIMITED, 0, 0}, chunk[3] = {chunk_rows, 0, 0};
+    for (int i = 1; i < rank && i < 3; i++)
+        dims[i] = maxd[i] = chunk[i] = inner[i - 1];
+    hid_t sp = H5Screate_simple(rank, dims, maxd);
+    hid_t pl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t ds = FAID_EIO;
+    if (sp >= 0 && pl >= 0 && H5Pset_chunk(pl, rank, chunk) >= 0 &&
+        (!fill || H5Pset_fill_value(pl, type, fill) >= 0) &&
+        (!deflate || H5Pset_deflate(pl, 1) >= 0))
+        ds = H5Dcreate2(loc, name, type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    if (pl >= 0)
+        H5Pclose(pl);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return ds < 0 ? FAID_EIO : ds;
 }
 
 hid_t faid_h5_group(hid_t loc, const char *name, const char *nx_class)

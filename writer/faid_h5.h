@@ -34,6 +34,20 @@ int faid_h5_attr_str(hid_t obj, const char *name, const char *value);
 /* A string dataset (scalar, fixed-size UTF-8 string) in group `loc`. 0 or FAID_EIO. */
 int faid_h5_dset_str(hid_t loc, const char *name, const char *value);
 
+/* A numeric dataset in `loc` of file type `ftype`: a scalar (rank 0; n unused) or a vector of n
+ * elements (rank 1), written from v (memory type mtype) unless v is NULL, with a `units`
+ * attribute unless units is NULL. Every fixed-size dataset of the series and hits files is one.
+ * Returns the dataset id (the caller closes it) or FAID_EIO. */
+hid_t faid_h5_dset(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank, hsize_t n,
+                   const void *v, const char *units);
+
+/* An extendible dataset [0, inner...] of `rank` dimensions in all (1 to 3; inner holds rank - 1
+ * sizes), chunked by chunk_rows rows; rows never written read as *fill (file type `type`) when
+ * fill is not NULL; chunks deflated (level 1) when deflate. The per-frame datasets of both files.
+ * Returns the dataset id (the caller closes it) or FAID_EIO. */
+hid_t faid_h5_growing(hid_t loc, const char *name, hid_t type, int rank, const hsize_t *inner,
+                      hsize_t chunk_rows, const void *fill, int deflate);
+
 /* A group with its NX_class attribute. Returns the group id or a negative faid code. */
 hid_t faid_h5_group(hid_t loc, const char *name, const char *nx_class);
 

@@ -264,19 +264,7 @@ static int attr_f64v(hid_t obj, const char *name, const double *v, hsize_t n)
 /* A scalar float64 dataset with its units; returns the dataset id (caller closes) or < 0. */
 static hid_t dset_f64(hid_t loc, const char *name, double v, const char *units)
 {
-    hid_t sp = H5Screate(H5S_SCALAR);
-    if (sp < 0)
-        return -1;
-    hid_t ds = H5Dcreate2(loc, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    H5Sclose(sp);
-    if (ds < 0)
-        return -1;
-    if (H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0 ||
-        (units && faid_h5_attr_str(ds, "units", units) < 0)) {
-        H5Dclose(ds);
-        return -1;
-    }
-    return ds;
+    return faid_h5_dset(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, 0, &v, units);
 }
 
 static int scalar_f64(hid_t loc, const char *name, double v, const char *units)
@@ -290,17 +278,11 @@ static int scalar_f64(hid_t loc, const char *name, double v, const char *units)
 
 static int small_i32(hid_t loc, const char *name, const int32_t *v, hsize_t n, int scalar)
 {
-    hid_t sp = scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, NULL);
-    if (sp < 0)
+    hid_t ds = faid_h5_dset(loc, name, H5T_STD_I32LE, H5T_NATIVE_INT32, !scalar, n, v, NULL);
+    if (ds < 0)
         return FAID_EIO;
-    hid_t ds = H5Dcreate2(loc, name, H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = ds >= 0 && H5Dwrite(ds, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0
-                 ? 0
-                 : FAID_EIO;
-    if (ds >= 0)
-        H5Dclose(ds);
-    H5Sclose(sp);
-    return rc;
+    H5Dclose(ds);
+    return 0;
 }
 
 /* A transformation axis: scalar value with units, its type, vector, offset and dependency. */
@@ -317,26 +299,6 @@ static int axis(hid_t loc, const char *name, double value, const double vector[3
              faid_h5_attr_str(ds, "depends_on", depends_on);
     H5Dclose(ds);
     return rc ? FAID_EIO : 0;
-}
-
-/* An extendible dataset [0, inner...] with chunks of `chunk_rows` rows. */
-static hid_t growing(hid_t loc, const char *name, hid_t type, int rank, const hsize_t *inner,
-                     hsize_t chunk_rows, int deflate)
-{
-    hsize_t dims[3] = {0, 0, 0}, maxd[3] = {H5S_UNLIMITED, 0, 0}, chunk[3] = {chunk_rows, 0, 0};
-    for (int i = 1; i < rank; i++)
-        dims[i] = maxd[i] = chunk[i] = inner[i - 1];
-    hid_t sp = H5Screate_simple(rank, dims, maxd);
-    hid_t pl = H5Pcreate(H5P_DATASET_CREATE);
-    hid_t ds = -1;
-    if (sp >= 0 && pl >= 0 && H5Pset_chunk(pl, rank, chunk) >= 0 &&
-        (!deflate || H5Pset_deflate(pl, 1) >= 0))
-        ds = H5Dcreate2(loc, name, type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
-    if (pl >= 0)
-        H5Pclose(pl);
-    if (sp >= 0)
-        H5Sclose(sp);
-    return ds;
 }
 
 /* The frames dataset: one chunk per frame, the filter that decodes the chunks as they come.
@@ -480,11 +442,11 @@ static int write_layout(faid_nxmx *h, const faid_nxmx_params *p, faid_diag *d)
                  : FAID_EIO;
     if (rc == 0) {
         h->frames = frames_dataset(data, p);
-        h->ids = growing(data, "frame_id", H5T_STD_U64LE, 1, NULL, ID_CHUNK, 0);
-        h->npeaks = growing(res, "nPeaks", H5T_STD_I32LE, 1, NULL, ID_CHUNK, 0);
+        h->ids = faid_h5_growing(data, "frame_id", H5T_STD_U64LE, 1, NULL, ID_CHUNK, NULL, 0);
+        h->npeaks = faid_h5_growing(res, "nPeaks", H5T_STD_I32LE, 1, NULL, ID_CHUNK, NULL, 0);
         hsize_t w = (hsize_t)p->max_peaks;
         for (int k = 0; k < PK_N; k++)
-            h->pk[k] = growing(res, peak_names[k], H5T_IEEE_F32LE, 2, &w, h->crow, 1);
+            h->pk[k] = faid_h5_growing(res, peak_names[k], H5T_IEEE_F32LE, 2, &w, h->crow, NULL, 1);
         rc = h->frames >= 0 && h->ids >= 0 && h->npeaks >= 0 ? 0 : FAID_EIO;
         for (int k = 0; k < PK_N; k++)
             rc = h->pk[k] < 0 ? FAID_EIO : rc;
@@ -871,10 +833,11 @@ static int prepare(faid_nxmx *h, uint64_t fid, const uint8_t *c, size_t len, con
  * could be written (432,403 bytes announced in a file cut at 400,000), and no reader would open
  * the file at all; frozen, it stays what the last successful flush made it: readable (with
  * swmr=True, or after h5clear -s: the writer's SWMR mark stays set, as after a kill), with the
- * frames flushed by then (python.nxmx_file::test_file_size_limit_leaves_the_last_flush_readable).
- * When even that close fails (the file size limit applies to the memory file too), libhdf5 keeps
- * the file's structures (a leak of that one file, its descriptor on the memory file) and
- * faid_h5_quiet's H5dont_atexit keeps libhdf5 from crashing on them at exit. */
+ * frames flushed by then
+ * (reference.nxmx_file::test_file_size_limit_leaves_the_last_flush_readable). When even that close
+ * fails (the file size limit applies to the memory file too), libhdf5 keeps the file's structures
+ * (a leak of that one file, its descriptor on the memory file) and faid_h5_quiet's H5dont_atexit
+ * keeps libhdf5 from crashing on them at exit. */
 static void freeze(faid_nxmx *h)
 {
     h->failed = 1;

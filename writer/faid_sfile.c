@@ -3,7 +3,9 @@
 #include "faid_sfile.h"
 
 #include "faid_h5.h"
+#include "faid_outputs.h"
 #include "faid_proto.h"
+#include "faid_proto_table.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +22,9 @@
 /* A chunk holds at most this many bytes (block_frames rows of a dataset, fewer when a row is
  * large: a cake row of 360 x 1000 bins is 1.4 MB, so its chunks are one frame). */
 #define CHUNK_BYTES (1u << 20)
+
+/* Optional outputs a series file writes at most (start optional_outputs; further ones are not). */
+#define SFILE_XMAX 8
 
 /* The per-frame datasets, in the order they are created. */
 enum {
@@ -45,7 +50,8 @@ enum {
     C_I2D,
     C_SIGMA2D,
     C_COUNT2D,
-    C_N
+    C_X0, /* the optional outputs on (start optional_outputs), /entry/outputs/<key> */
+    C_N = C_X0 + SFILE_XMAX
 };
 
 typedef struct col {
@@ -76,6 +82,9 @@ struct faid_sfile {
     hid_t norm, end_time, end_reason, frames_missing, frame_count, hit_rate, nhits;
     dev_t dev;
     ino_t ino;
+    char xkey[SFILE_XMAX][32]; /* the optional outputs' keys, columns C_X0 + i */
+    int xpeaks[SFILE_XMAX];    /* 1: per peak, zero padded to max_peaks */
+    int nx;
     int failed;     /* a write failed: the file is frozen (see fail_io) */
     int fail_errno; /* its system error */
 };
@@ -264,6 +273,13 @@ static const faid_layout_row rows[] = {
        "writer.cake and integration.npt_azim > 0", "result `sigma_2d`"),
     DS("/entry_2d/data/count", "float32", "[frames, azimuthal bins, bins]", "",
        "writer.cake and integration.npt_azim > 0", "result `count_2d`"),
+    G("/entry/outputs", "NXcollection", "output.extra set",
+      "the optional outputs the results carry (start `optional_outputs`), one dataset each, named "
+      "after its result key: a new optional output reaches the file with no writer change"),
+    DS("/entry/outputs/<key>", "float32 or int32", "[frames, ...]", "", "output.extra lists it",
+       "the result array `<key>` of each frame, its type and per-frame shape the result's "
+       "(`[bins]`, `[azimuthal bins, bins]`; per peak `[max_peaks]`, zero padded); "
+       "e.g. `sum_normalization`"),
     LN("/entry_2d/data/frame_id", "/entry/data/frame_id",
        "writer.cake and integration.npt_azim > 0", "hard link: the same dataset"),
 };
@@ -442,17 +458,7 @@ static int attr_strs(hid_t obj, const char *name, const char *const *v, int n)
 /* A scalar numeric dataset; returns its id (kept open) or < 0. */
 static hid_t scalar(hid_t loc, const char *name, hid_t type, const void *v, const char *units)
 {
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t ds = H5Dcreate2(loc, name, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    H5Sclose(sp);
-    if (ds < 0)
-        return ds;
-    if (H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0 ||
-        (units && faid_h5_attr_str(ds, "units", units))) {
-        H5Dclose(ds);
-        return -1;
-    }
-    return ds;
+    return faid_h5_dset(loc, name, type, type, 0, 0, v, units);
 }
 
 static int scalar_close(hid_t loc, const char *name, hid_t type, const void *v, const char *units)
@@ -485,15 +491,10 @@ static int doc(hid_t loc, const char *name, const char *text)
 static int f64_vec(hid_t loc, const char *name, const double *v, uint64_t n, const char *long_name,
                    const char *units)
 {
-    hsize_t dim = n;
-    hid_t sp = H5Screate_simple(1, &dim, NULL);
-    hid_t ds = H5Dcreate2(loc, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    H5Sclose(sp);
+    hid_t ds = faid_h5_dset(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, n, v, NULL);
     if (ds < 0)
         return FAID_EIO;
-    int rc = H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0 ||
-                     faid_h5_attr_str(ds, "long_name", long_name) ||
-                     faid_h5_attr_str(ds, "units", units)
+    int rc = faid_h5_attr_str(ds, "long_name", long_name) || faid_h5_attr_str(ds, "units", units)
                  ? FAID_EIO
                  : 0;
     H5Dclose(ds);
@@ -515,28 +516,19 @@ static int make_col(faid_sfile *f, int id, hid_t loc, const char *name, hid_t ty
     c->buf = calloc((size_t)f->block, rowb);
     if (!c->buf)
         return FAID_ENOMEM;
-    hsize_t dims[3] = {0, r0, r1}, maxd[3] = {H5S_UNLIMITED, r0, r1};
-    hsize_t chunk[3] = {(hsize_t)f->block, r0, r1};
-    while (chunk[0] > 1 && chunk[0] * rowb > CHUNK_BYTES)
-        chunk[0] /= 2;
-    hid_t sp = H5Screate_simple(rank + 1, dims, maxd);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(dcpl, rank + 1, chunk);
+    hsize_t inner[2] = {r0, r1}, chunk_rows = (hsize_t)f->block;
+    while (chunk_rows > 1 && chunk_rows * rowb > CHUNK_BYTES)
+        chunk_rows /= 2;
     /* Rows a failed write left unwritten (the extent can reach the file before the data):
      * NaN, frame_id 2^64 - 1, never a plausible value (docs/output-files.md). */
-    if (H5Tequal(type, H5T_IEEE_F32LE) > 0) {
-        float nan = NAN;
-        H5Pset_fill_value(dcpl, type, &nan);
-    } else if (H5Tequal(type, H5T_IEEE_F64LE) > 0) {
-        double nan = NAN;
-        H5Pset_fill_value(dcpl, type, &nan);
-    } else if (id == C_FRAME_ID) {
-        uint64_t none = UINT64_MAX;
-        H5Pset_fill_value(dcpl, type, &none);
-    }
-    c->dset = H5Dcreate2(loc, name, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    H5Pclose(dcpl);
-    H5Sclose(sp);
+    float nan32 = NAN;
+    double nan64 = NAN;
+    uint64_t none = UINT64_MAX;
+    const void *fill = H5Tequal(type, H5T_IEEE_F32LE) > 0   ? (const void *)&nan32
+                       : H5Tequal(type, H5T_IEEE_F64LE) > 0 ? (const void *)&nan64
+                       : id == C_FRAME_ID                   ? (const void *)&none
+                                                            : NULL;
+    c->dset = faid_h5_growing(loc, name, type, rank + 1, inner, chunk_rows, fill, 0);
     if (c->dset < 0)
         return FAID_EIO;
     if ((long_name && faid_h5_attr_str(c->dset, "long_name", long_name)) ||
@@ -677,6 +669,8 @@ typedef struct start_view {
     uint64_t nradial, nazimuthal;
     int has_peaks;
     int64_t max_peaks;
+    char xkey[SFILE_XMAX][32]; /* optional_outputs */
+    int nx;
 } start_view;
 
 static int read_start(const void *b, size_t n, start_view *s, faid_diag *d)
@@ -735,6 +729,19 @@ static int read_start(const void *b, size_t n, start_view *s, faid_diag *d)
             at += (size_t)w;
         }
     }
+    faid_mp_obj xv;
+    faid_mpr xr;
+    if (!find(b, n, NULL, "optional_outputs", &xv, &xr) && xv.type == FAID_MP_ARRAY) {
+        faid_diag dd = {0};
+        for (uint32_t i = 0; i < xv.len && s->nx < SFILE_XMAX; i++) {
+            faid_mp_obj e;
+            if (faid_mpr_next(&xr, &e, &dd) || e.type != FAID_MP_STR)
+                break;
+            if (e.len < sizeof s->xkey[0])
+                snprintf(s->xkey[s->nx++], sizeof s->xkey[0], "%.*s", (int)e.len,
+                         (const char *)e.ptr);
+        }
+    }
     s->has_peaks = !find(b, n, NULL, "peaks", &o, NULL) && o.type == FAID_MP_MAP;
     s->max_peaks = (int64_t)num_or(b, n, "peaks", "max_num_peaks", 0);
     s->radial = f64_array(b, n, "radial", &s->nradial);
@@ -771,6 +778,46 @@ static void unit_labels(const char *unit, const char **long_name, const char **u
         }
     *long_name = "radial";
     *units = unit;
+}
+
+/* /entry/outputs: a column per optional output the start announces, shaped by its declaration
+ * (engine/faid_outputs.h): bins, the cake, the background's bins, the peaks (max_peaks). An array
+ * whose extent this series does not have (a cake without one), a scalar (results keep no scalar
+ * by key) or a key of a newer faid is left out. */
+static int write_outputs(faid_sfile *f, hid_t e, const start_view *s)
+{
+    if (!s->nx)
+        return 0;
+    hid_t og = faid_h5_group(e, "outputs", "NXcollection");
+    if (og < 0)
+        return 1;
+    int bad = 0;
+    for (int i = 0; i < s->nx && !bad; i++) {
+        const faid_output_decl *o =
+            faid_outputs_find(faid_key_lookup(s->xkey[i], strlen(s->xkey[i])));
+        if (!o || !o->optional || (o->type != FAID_OA_F32 && o->type != FAID_OA_I32))
+            continue;
+        hsize_t r0 = (hsize_t)s->npt, r1 = 0;
+        int rank = 1;
+        if ((o->extent == FAID_OX_CAKE && s->npt_azim < 1) ||
+            ((o->extent == FAID_OX_BG || o->extent == FAID_OX_PEAKS) && !f->has_peaks) ||
+            o->extent == FAID_OX_SCALAR)
+            continue;
+        if (o->extent == FAID_OX_CAKE) {
+            rank = 2;
+            r0 = (hsize_t)s->npt_azim;
+            r1 = (hsize_t)s->npt;
+        } else if (o->extent == FAID_OX_PEAKS) {
+            r0 = (hsize_t)f->max_peaks;
+        }
+        bad |= make_col(f, C_X0 + f->nx, og, s->xkey[i],
+                        o->type == FAID_OA_F32 ? H5T_IEEE_F32LE : H5T_STD_I32LE, rank, r0, r1, NULL,
+                        NULL);
+        snprintf(f->xkey[f->nx], sizeof f->xkey[0], "%s", s->xkey[i]);
+        f->xpeaks[f->nx++] = o->extent == FAID_OX_PEAKS;
+    }
+    H5Gclose(og);
+    return bad;
 }
 
 static int write_layout(faid_sfile *f, const faid_sfile_params *p, const start_view *s,
@@ -933,11 +980,7 @@ static int write_layout(faid_sfile *f, const faid_sfile_params *p, const start_v
                             "arbitrary units") ||
                    make_col(f, C_SIGMA, dg, "I_errors", H5T_IEEE_F32LE, 1, npt, 0,
                             "estimated errors on intensity", "arbitrary units");
-            hsize_t dim = npt;
-            hid_t sp = H5Screate_simple(1, &dim, NULL);
-            f->norm =
-                H5Dcreate2(dg, "norm", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-            H5Sclose(sp);
+            f->norm = faid_h5_dset(dg, "norm", H5T_IEEE_F32LE, 0, 1, npt, NULL, NULL);
             bad |= f->norm < 0 ||
                    faid_h5_attr_str(f->norm, "long_name",
                                     "number of pixels contributing to the corresponding bin") ||
@@ -995,6 +1038,7 @@ static int write_layout(faid_sfile *f, const faid_sfile_params *p, const start_v
             H5Gclose(pg);
         }
     }
+    bad |= write_outputs(f, e, s);
     H5Gclose(e);
 
     if (f->has_cake) {
@@ -1118,6 +1162,25 @@ static int take(const faid_array_view *a, uint64_t want, void *dst, faid_dtype t
     return 0;
 }
 
+/* An optional output's row: the array under its key, of the column's type, the row's length
+ * (per peak: at most max_peaks, zero padded). */
+static int take_output(const faid_sfile *f, int i, const faid_out_msg *m, uint8_t *dst)
+{
+    const col *c = &f->c[C_X0 + i];
+    const faid_array_view *a = faid_out_msg_array(m, f->xkey[i]);
+    const faid_dtype t = H5Tequal(c->type, H5T_IEEE_F32LE) > 0 ? FAID_DT_F32 : FAID_DT_I32;
+    if (!a)
+        return FAID_EFORMAT;
+    if (!f->xpeaks[i])
+        return take(a, c->row_elems, dst, t);
+    if (a->dtype != t)
+        return FAID_EFORMAT;
+    const uint64_t n = a->nelem < c->row_elems ? a->nelem : c->row_elems;
+    memset(dst, 0, c->row_elems * c->esize);
+    memcpy(dst, a->data, (size_t)n * c->esize);
+    return 0;
+}
+
 /* Peak column k of the row: the first n values of a (float32, or int32 converted), zero padded. */
 static void take_peaks(const faid_array_view *a, uint64_t n, uint64_t width, float *dst)
 {
@@ -1193,6 +1256,8 @@ int faid_sfile_append(faid_sfile *f, const void *result, size_t len, faid_diag *
             f->hits += hit;
         }
     }
+    for (int i = 0; !rc && i < f->nx; i++)
+        rc = take_output(f, i, m, ROW(C_X0 + i));
     if (rc) {
         uint64_t id = m->frame_id;
         free(m);

@@ -39,8 +39,8 @@
  * --dump DIR writes frame.npy, mask.npy (non-zero = masked), chunk.bslz4 and geometry.poni for
  * tests/bench/pyfai_reference.py and pyfai_peaks_reference.py.
  * --peaks pyfai|peakfinder8 adds the background (5 sigma-clipping cycles) and that peak finder
- * (parameters of tests/python/peakrefs.py); every distinct frame's peak list is compared with the
- * reference device's (equal bit for bit expected).
+ * (parameters of tests/reference/peakrefs.py); every distinct frame's peak list is compared with
+ * the reference device's (equal bit for bit expected).
  * --devices I,J,...|gpu:N runs the pipelined GPU stage on several devices at once (one engine
  * and one thread per device, frames round-robin), aggregate frames/s, and checks that every
  * device gives the same bits for the same frame. */
@@ -898,7 +898,7 @@ static int build_config(const opts *o, faid_config *cfg, faid_diag *d)
             return -1;
     }
     if (strcmp(o->peaks, "none") != 0) {
-        /* The parameters of the project's peak tests (tests/python/peakrefs.py: PYFAI_PARAMS,
+        /* The parameters of the project's peak tests (tests/reference/peakrefs.py: PYFAI_PARAMS,
          * PF8_PARAMS, chosen there for recall and precision), 5 clipping cycles; the background
          * bins are the profile's radial bins without pixel splitting. */
         n = (size_t)snprintf(y, sizeof y,

@@ -15,7 +15,7 @@ the finder's work-group sizes are swept and the fastest kept (the finder's block
 sigma-clip and peakfinder work-groups), and two Python threads, each with its own decoder and
 finder, keep two frames in flight (the best a user could add on top).
 
-Parameters: those of faid-bench --peaks pyfai (tests/python/peakrefs.py: PYFAI_PARAMS): error model
+Parameters: those of faid-bench --peaks pyfai (tests/reference/peakrefs.py: PYFAI_PARAMS): error model
 azimuthal, cutoff_clip 5, 5 cycles, noise 1, cutoff_peak 4, 5 x 5 patch, connected 2; background
 bins: faid's profile bins (--npt, default 1000, in --unit, default q_nm^-1), no pixel splitting.
 pyFAI has one finder; faid's peakfinder8 is compared with the same figure.

@@ -18,7 +18,7 @@ has grown by FRAMES (ingest has read every image: the stall at the series start 
 
   FAID=build/bin/faid tests/bench/series-start-bench.py     (FRAMES=4, DEVICE=cpu by default)
 
-Needs the shared venv (pyzmq, msgpack, cbor2, hdf5plugin) and tests/python/dectris_stream.py."""
+Needs the shared venv (pyzmq, msgpack, cbor2, hdf5plugin) and tests/reference/dectris_stream.py."""
 
 import os
 import socket
@@ -32,7 +32,7 @@ import numpy as np
 import zmq
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 import dectris_stream as ds  # noqa: E402
 
 FAID = os.environ.get("FAID", os.path.join(ROOT, "build", "bin", "faid"))

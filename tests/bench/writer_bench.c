@@ -103,16 +103,20 @@ static int bench_profiles(const char *dir, int frames, int npt, int block)
     for (int m = 0; m < NMSG; m++) {
         for (int i = 0; i < 4 * npt; i++)
             v[i] = (float)(rand() % 100000) * 0.01f;
+        const uint64_t n = (uint64_t)npt;
+        const faid_out_array prof[] = {
+            faid_out_f32(FAID_KEY_I, n, v),
+            faid_out_f32(FAID_KEY_SIGMA, n, v + npt),
+            faid_out_f32(FAID_KEY_STD, n, v + 2 * npt),
+            faid_out_f32(FAID_KEY_COUNT, n, v + 3 * npt),
+        };
         faid_out_result ro = {
             .series_id = 1,
             .series_uid = "bench",
             .frame_id = (uint64_t)m,
             .setup_version = 1,
-            .npt = (uint64_t)npt,
-            .I = v,
-            .sigma = v + npt,
-            .std = v + 2 * npt,
-            .count = v + 3 * npt,
+            .outputs = prof,
+            .noutputs = 4,
         };
         faid_mpw_init(&w, msgs + cap * m, cap);
         faid_proto_write_result(&w, &ro);

@@ -1,6 +1,8 @@
 /* Fuzz target for the client library's handling of bytes received from a daemon: output message
  * decoding with the series state it keeps (radial axis from start messages), .dat writing of a
- * result against that state, and the human rendering of control replies. Any byte sequence must
+ * result against that state, the human rendering of control replies and the merging subscriber's
+ * parser of a fan-out's `lost` report (faid_merge_parse_lost) and the sum of aggregates messages
+ * (faid_aggr_add, twice: the second against the first's shapes). Any byte sequence must
  * give 0 or an error code with a message, never a crash, hang or leak.
  *
  * Input layout: the whole input is tried as one message and as a reply; then, when the first two
@@ -51,6 +53,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     faid_diag d;
     faid_diag_clear(&d);
     check_diag(faid_ctl_reply_print(out, data, size, &d), &d);
+    faid_merge_lost lost;
+    faid_diag_clear(&d);
+    int lrc = faid_merge_parse_lost(data, size, &lost, &d);
+    check_diag(lrc, &d);
+    faid_aggr_sum sum = {0};
+    for (int k = 0; k < 2; k++) {
+        faid_diag_clear(&d);
+        check_diag(faid_aggr_add(&sum, data, size, &d), &d);
+    }
+    if (sum.powder && sum.rows * sum.cols > FAID_AGGR_MAX_PIXELS)
+        abort();
+    faid_aggr_clear(&sum);
+    if (lrc == 0 && (lost.nranges < 0 || lost.nranges > FAID_MERGE_RANGES ||
+                     (lost.nframes == 0 && lost.nranges > 0 && !lost.truncated)))
+        abort();
 
     faid_series_info si;
     memset(&si, 0, sizeof(si));

@@ -74,7 +74,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     faid_diag_clear(&d);
     faid_out_msg m;
-    check(faid_proto_decode_output(data, size, &m, &d), &d);
+    rc = faid_proto_decode_output(data, size, &m, &d);
+    check(rc, &d);
+    /* a result's arrays kept by key lie inside the message, their keys are terminated */
+    for (int i = 0; rc == 0 && i < m.nextra; i++) {
+        const faid_array_view *x = &m.extra[i].a;
+        if (m.nextra > FAID_OUT_EXTRA || !memchr(m.extra[i].key, 0, sizeof m.extra[i].key) ||
+            (x->nbytes && (x->data < data || x->data + x->nbytes > data + size)) ||
+            faid_out_msg_array(&m, m.extra[i].key) == NULL)
+            abort();
+    }
 
     faid_diag_clear(&d);
     faid_mp_obj v;

@@ -1,6 +1,6 @@
 """DECTRIS detector streams through the real daemon, end to end.
 
-The messages come from the independent encoders of tests/python/dectris_stream.py (cbor2, json,
+The messages come from the independent encoders of tests/reference/dectris_stream.py (cbor2, json,
 hdf5plugin, lz4.block: nothing of faid's), pushed with pyzmq the way a detector does: faid in
 `input.mode: connect` to a bound PUSH socket (stream v2, as a DCU serves it) and in `bind` mode
 (stream v1). Series are aborted and restarted, stale and corrupt messages sit among good ones.
@@ -24,7 +24,7 @@ import zmq
 from test_daemon import (FAIDCTL, LONG, Receiver, arr, daemons, ep, tmpdir_,  # noqa: F401
                          ROWS, COLS)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 import dectris_stream as ds  # noqa: E402
 
 REAL = "/work/shared/data/dectris-stream2"

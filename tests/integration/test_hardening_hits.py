@@ -161,7 +161,7 @@ FLOODER = os.path.join(td.BIN, "reqflood_driver")
 
 def results_under_flood(d, endpoint, request, imgs):
     """Sends imgs (one series) while two flooders of 32 DEALERs each (native code:
-    tests/python/reqflood_driver.c; 64 peers, as in the probe of issue 20) send `request` flat
+    tests/reference/reqflood_driver.c; 64 peers, as in the probe of issue 20) send `request` flat
     out; returns how many results a PUB subscriber received before the flood stopped."""
     rx = td.Receiver(d)
     rx.settle()

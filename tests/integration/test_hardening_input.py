@@ -6,6 +6,7 @@ daemon and real clients.
 Nothing asserts on time: timeouts only turn hangs into failures. Helpers come from
 test_daemon.py, test_dectris_stream.py and test_security.py (same folder)."""
 
+import http.client
 import os
 import re
 import socket
@@ -168,13 +169,17 @@ def test_ten_thousand_authorized_keys(curve_daemon, keys):
     assert d.terminate() == 0
 
 
-def test_peer_driven_log_lines_are_bounded(daemons):
+def test_peer_driven_log_lines_are_bounded(daemons, tmpdir_):
     # Defect 10: 100,000 series starts wrote 300,005 INFO lines, 20,000 malformed control
     # requests 20,000 WARN lines, and the HTTP server logged every connection it refused. Every
     # peer-driven line is now rate-limited per call site with a count of what was suppressed,
     # reported with the next line of that site or within a second (at the stop at the latest).
     port = free_port()
-    d = daemons(extra=http_extra(port))
+    tokens = os.path.join(tmpdir_, "tokens")
+    with open(tokens, "w") as f:
+        f.write("ops:0123456789abcdef0123\n")
+    os.chmod(tokens, 0o600)
+    d = daemons(extra=http_extra(port) + "  token_file: %s\n" % tokens)
     n = 5000
     tx = Sender(d)
     for k in range(1, n + 1):
@@ -190,10 +195,10 @@ def test_peer_driven_log_lines_are_bounded(daemons):
         s.recv()
     s.close()
 
-    # More connections than the HTTP server takes (FAID_HTTP_MAX_CONN = 32): each one over the
-    # limit is closed by libmicrohttpd, which logs it.
+    # Many more connections than the HTTP server keeps (FAID_HTTP_SOFT_CONN = 64): those shed
+    # are counted in /metrics, never logged one by one (issue 19 point 5: 470 lines before).
     held = []
-    for _ in range(40):
+    for _ in range(100):
         c = socket.create_connection(("127.0.0.1", port), timeout=LONG)
         held.append(c)
     for _ in range(1000):
@@ -201,6 +206,14 @@ def test_peer_driven_log_lines_are_bounded(daemons):
         c.close()
     for c in held:
         c.close()
+    # 1000 REST requests with a wrong token: each refused (401), the lines rate-limited
+    hc = http.client.HTTPConnection("127.0.0.1", port, timeout=LONG)
+    for _ in range(n // 5):
+        hc.request("POST", "/api/v1/reset", headers={"Authorization": "Bearer " + "w" * 20})
+        r = hc.getresponse()
+        r.read()
+        assert r.status == 401
+    hc.close()
     assert d.request({"cmd": "ping"})["ok"]
     assert d.terminate() == 0
 
@@ -222,8 +235,9 @@ def test_peer_driven_log_lines_are_bounded(daemons):
     shown, supp = accounted(r"INFO  ingest: series \d+ opened",
                             "series %llu opened (%s start message)")
     assert supp > 0 and shown + supp == n, (shown, supp)
-    http = re.findall(r"http: \((\d+) more like \"libmicrohttpd: %s\" suppressed\)", log)
-    assert http and sum(map(int, http)) > 0, "\n".join(lines[-40:])
+    shown, supp = accounted(r"WARN  http: POST /api/v1/reset: a wrong bearer token refused",
+                            "%s %s: %s bearer token refused")
+    assert supp > 0 and shown + supp == n // 5, (shown, supp)
 
 
 def test_control_reset_lines_are_bounded(daemons):

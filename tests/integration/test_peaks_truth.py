@@ -1,16 +1,16 @@
 """Peak finding through the daemon (issue 6, "Correctness"): the real faid on loopback ports,
-frames of the independent generator (tests/python/peakgen.py: rings, diffuse background, Bragg
+frames of the independent generator (tests/reference/peakgen.py: rings, diffuse background, Bragg
 peaks of known position / width / intensity over a wide SNR range, Poisson noise, masked module
 gaps and beam stop, saturated cores, hot pixels, background-only frames) sent as uint32 images,
 results read from the PUB socket.
 
 Required for peaks.algorithm pyfai and peakfinder8, on the OpenCL (PoCL) and reference devices,
-the same thresholds as tests/python/test_peaks_vs_refs.py (which runs faidctl process): recall
+the same thresholds as tests/reference/test_peaks_vs_refs.py (which runs faidctl process): recall
 and precision >= 0.98 for true peaks of SNR >= 8 (match radius 1.5 px), median centroid error
 <= 0.3 px, is_hit == (num_peaks >= min_peaks_for_hit), no hit on a background-only frame; and
 peakfinder8 results within 0.5 px of OM's peakfinder8 and pyfai results within 0.5 px of
 pyFAI's OpenCL peak finder (PoCL) for >= 98 % of the peaks both ways.
-Parameters: tests/python/peakrefs.py (PF8_PARAMS, PYFAI_PARAMS, PYFAI_NPT, PYFAI_UNIT)."""
+Parameters: tests/reference/peakrefs.py (PF8_PARAMS, PYFAI_PARAMS, PYFAI_NPT, PYFAI_UNIT)."""
 
 import os
 import sys
@@ -20,7 +20,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import test_daemon as td  # noqa: E402  (the daemon harness: Daemon, Sender, Receiver)
 from test_daemon import arr, ep  # noqa: E402
 

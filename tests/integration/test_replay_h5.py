@@ -145,7 +145,7 @@ def test_files_that_crash_libhdf5_are_an_error():
 
 
 def write_hits_file(path, stack, ids, encoding):
-    """A faid hits file written by the hits-file module itself (tests/python/nxmx_driver.c):
+    """A faid hits file written by the hits-file module itself (tests/reference/nxmx_driver.c):
     each frame compressed here, handed over as it would arrive, with its frame id."""
     drv = subprocess.Popen([os.path.join(BIN, "nxmx_driver")], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True)

@@ -1,7 +1,7 @@
 """The setup of a series start, through the real daemon: reused when nothing changed, built off
 the ingest thread when the detector's pixel mask changed.
 
-DECTRIS stream v2 messages from the independent encoder of tests/python/dectris_stream.py (cbor2,
+DECTRIS stream v2 messages from the independent encoder of tests/reference/dectris_stream.py (cbor2,
 hdf5plugin), pushed with pyzmq. Checked: consecutive series whose starts bring the same mask keep
 the setup (faid's start says `input.setup` "reused", the same `setup_version`, status counts it);
 a different mask builds a new setup whose version the series' results carry, with the numbers of

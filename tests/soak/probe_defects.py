@@ -6,7 +6,7 @@ Each probe starts the real daemon of a build (Release by default: build-rel/bin)
 of issue 10 did; where a defect applies to them, again through the DECTRIS stream v2 input and
 with CURVE on. It prints one line per defect, PASS or FAIL with the figures measured, and exits 1
 when any probe fails. The harness (Daemon, Sender, receivers, the DECTRIS encoders) is the
-integration tests' own: tests/integration/test_daemon.py and tests/python/dectris_stream.py.
+integration tests' own: tests/integration/test_daemon.py and tests/reference/dectris_stream.py.
 
     python3 tests/soak/probe_defects.py                     # all, against build-rel/bin
     python3 tests/soak/probe_defects.py --bin build/bin 1 2 6
@@ -49,7 +49,7 @@ def parse_args():
 ARGS = parse_args()
 os.environ["FAID_BIN"] = os.path.abspath(ARGS.bin)
 sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
-sys.path.insert(0, os.path.join(SRC, "tests", "python"))
+sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
 
 import msgpack  # noqa: E402
 import numpy as np  # noqa: E402

@@ -3,7 +3,7 @@
 in CI).
 
 Each probe starts the real daemon of a build (Release by default: build-rel/bin) on loopback and
-attacks it with pyzmq peers (and the native flooder tests/python/reqflood_driver.c), as the
+attacks it with pyzmq peers (and the native flooder tests/reference/reqflood_driver.c), as the
 hostile-but-fair prober of issue 20 did, at the issue's scale where this machine allows; where a
 defect applies to them, again with CURVE on (the lossless channel, the hits request socket) or
 through the DECTRIS stream inputs (start geometry, masks, series starts). It prints one line per
@@ -52,7 +52,7 @@ ARGS = parse_args() if __name__ == "__main__" else None
 if ARGS is not None:
     os.environ["FAID_BIN"] = os.path.abspath(ARGS.bin)
 sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
-sys.path.insert(0, os.path.join(SRC, "tests", "python"))
+sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
 
 import msgpack  # noqa: E402
 import numpy as np  # noqa: E402

@@ -4,7 +4,7 @@
 Each probe starts the real daemon of a build (Release by default: build-rel/bin) on loopback and
 feeds it frames of its own (Gaussian spots on a Poisson background, uint16 and uint32, each
 compressed here with hdf5plugin's reference HDF5 filters) over the native protocol and DECTRIS
-stream v1 and v2 (the independent encoders of tests/python/dectris_stream.py), then reads the
+stream v1 and v2 (the independent encoders of tests/reference/dectris_stream.py), then reads the
 files back with the readers users run: h5py + hdf5plugin, pyFAI.io.nexus.Nexus, nexusformat,
 nxmx. Faults are real: a small tmpfs filled up, the directory removed, a read-only remount,
 RLIMIT_FSIZE, kill -9. Each probe prints one line, PASS or FAIL with what it measured, and the
@@ -49,7 +49,7 @@ def parse_args():
 ARGS = parse_args()
 os.environ["FAID_BIN"] = os.path.abspath(ARGS.bin)
 sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
-sys.path.insert(0, os.path.join(SRC, "tests", "python"))
+sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
 
 import h5py  # noqa: E402
 import hdf5plugin  # noqa: E402

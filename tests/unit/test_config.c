@@ -6,6 +6,7 @@
  * docs/configuration.md are exactly what the table generates, the setup's mask/dark/flat handling
  * and its errors, and the synthetic frames' bad-pixel and determinism guarantees. */
 #include "faid_config.h"
+#include "faid_input.h"
 #include "faid_log.h"
 #include "faid_npy.h"
 #include "faid_setup.h"
@@ -154,6 +155,8 @@ static const char *sample_value(const faid_option *o, char *buf, size_t cap)
         return "[0, 2]";
     case FAID_OT_ENDPOINTS:
         return "[\"tcp://*:5555\", \"ipc:///tmp/faid-in-2\"]";
+    case FAID_OT_KEYS:
+        return "[sum_normalization]";
     }
     return "";
 }
@@ -174,6 +177,7 @@ static void test_enum_names_single_table(void)
         {"log.level", faid_log_level_names},
         {"queue.policy", faid_queue_policy_names},
         {"output.lossless_overflow", faid_ll_overflow_names},
+        {"input.protocol", faid_input_protocol_names},
     };
     for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++) {
         const faid_option *o = faid_config_find(owned[k].key);
@@ -209,6 +213,13 @@ static void test_enum_names_single_table(void)
         faid_log_level l;
         CHECK(faid_log_parse_level(faid_log_level_names[i], &l) == 0 && (int)l == i);
     }
+    for (int i = 0; faid_input_protocol_names[i]; i++) {
+        faid_input_protocol p;
+        CHECK(faid_input_protocol_parse(faid_input_protocol_names[i], &p) == 0 && (int)p == i &&
+              !strcmp(faid_input_protocol_name(p), faid_input_protocol_names[i]));
+        const faid_input_format *f = faid_input_format_of(p);
+        CHECK(p == FAID_PROTOCOL_AUTO ? f == NULL : f && f->protocol == p);
+    }
     /* pyFAI's other spellings still parse */
     faid_split s;
     faid_error_model m;
@@ -240,6 +251,8 @@ static void test_every_key(void)
             continue;
         if (strcmp(o->name, "security.curve") == 0) /* the bool's default is false */
             snprintf(yaml, sizeof yaml, "# header\nsecurity:\n  curve: true\n");
+        else if (strcmp(o->name, "instance.shard") == 0) /* below instance.shards */
+            snprintf(yaml, sizeof yaml, "# header\ninstance:\n  shard: %s\n  shards: 65536\n", v);
         else if (strcmp(o->name, "detector.shape") == 0) /* a shape alone needs a pixel size */
             snprintf(yaml, sizeof yaml,
                      "# header\ndetector:\n  shape: %s\n  pixel_size: "
@@ -597,6 +610,58 @@ static void test_round_trip(void)
     }
 }
 
+/* output.extra: a list of result array keys; at its default ([]) the plain dump and the hash
+ * leave it out (the start message of a configuration that does not set it is what it was before
+ * the option), set it dumps, loads back and changes the hash; a key that is not an array of the
+ * result message, a scalar or a key listed twice are errors naming the option and the key. */
+static void test_output_extra(void)
+{
+    faid_config a, b;
+    faid_diag d;
+    char ha[17], hb[17];
+    faid_config_default(&a);
+    char *s = faid_config_dump_alloc(&a, FAID_DUMP_PLAIN);
+    CHECK(s && !strstr(s, "extra:"));
+    free(s);
+    faid_config_hash(&a, ha);
+    static const char none[] = "output: {extra: []}\n";
+    faid_config_default(&b);
+    CHECK(faid_config_load_string(none, sizeof none - 1, "t", &b, &d) == 0);
+    faid_config_hash(&b, hb);
+    CHECK(strcmp(ha, hb) == 0 && faid_config_equal(&a, &b));
+
+    static const char on[] = "output: {extra: [sum_normalization]}\n";
+    faid_config_default(&a);
+    CHECK_MSG(faid_config_load_string(on, sizeof on - 1, "t", &a, &d) == 0, "%s", d.msg);
+    CHECK(strcmp(a.output_extra, "sum_normalization") == 0);
+    faid_config_hash(&a, ha);
+    CHECK(strcmp(ha, hb) != 0);
+    s = faid_config_dump_alloc(&a, FAID_DUMP_PLAIN);
+    CHECK(s && strstr(s, "\n  extra: [sum_normalization]\n"));
+    faid_config_default(&b);
+    CHECK(s && faid_config_load_string(s, strlen(s), "dump", &b, &d) == 0 &&
+          faid_config_equal(&a, &b));
+    free(s);
+    char got[64];
+    CHECK(faid_config_get(&a, "output.extra", got, sizeof got, &d) == 0 &&
+          strcmp(got, "[sum_normalization]") == 0);
+
+    static const struct {
+        const char *doc, *says;
+    } bad[] = {
+        {"output: {extra: [no_such_key]}\n", "'no_such_key' is not an array key"},
+        {"output: {extra: [frame_id]}\n", "'frame_id' is not an array key"},
+        {"output: {extra: sum_normalization}\n", "expected a list of result keys"},
+        {"output: {extra: [sum_normalization, sum_normalization]}\n", "listed twice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        faid_config_default(&b);
+        CHECK(faid_config_load_string(bad[i].doc, strlen(bad[i].doc), "t", &b, &d) == FAID_ECONFIG);
+        CHECK_MSG(strstr(d.msg, "output.extra") && strstr(d.msg, bad[i].says), "%s: %s", bad[i].doc,
+                  d.msg);
+    }
+}
+
 static void test_hash(void)
 {
     faid_config a, b;
@@ -894,6 +959,7 @@ int main(void)
     RUN(test_relative_paths());
     RUN(test_round_trip());
     RUN(test_hash());
+    RUN(test_output_extra());
     RUN(test_peaks_keys());
     RUN(test_generated_docs());
     RUN(test_setup());

@@ -1,6 +1,7 @@
 /* Unit tests of faid_csr (matrix structure and invariants) and faid_reduce_ref (preprocessing and
- * integration rules). Agreement with pyFAI itself is tested in tests/python/test_integrate_ref.py;
- * here every expected value follows from the definitions, not from stored numbers. */
+ * integration rules). Agreement with pyFAI itself is tested in
+ * tests/reference/test_integrate_ref.py; here every expected value follows from the definitions,
+ * not from stored numbers. */
 #include "faid_csr.h"
 #include "faid_reduce.h"
 #include "faid_test.h"

@@ -1,7 +1,7 @@
 /* Unit tests of faid_geometry that need no reference program: units, presets and their gap masks
  * (against an independent per-pixel rule), analytic untilted geometry, invariances of the
  * rotations, orientation renumbering, array layouts, and the .poni parser including its errors.
- * The comparisons with pyFAI itself live in tests/python/test_geometry.py. */
+ * The comparisons with pyFAI itself live in tests/reference/test_geometry.py. */
 #include "faid_geometry.h"
 #include "faid_test.h"
 

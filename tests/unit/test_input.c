@@ -1,6 +1,6 @@
 /* Tests of the input-format interface (proto/faid_input.h): protocol names, per-message detection
  * and the native format's decoding, part counts and error attribution. The DECTRIS formats are
- * tested against independent encoders in tests/python/test_input_formats.py. */
+ * tested against independent encoders in tests/reference/test_input_formats.py. */
 #include "faid_input.h"
 #include "faid_test.h"
 

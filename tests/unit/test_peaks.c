@@ -1,24 +1,27 @@
 /* Unit tests of the peak-finding modules: parameter defaults and checks, peak-list and background
  * allocation, the hit decision and the rolling hit rate; then the OpenCL kernels of
- * kernels/peaks/ against the plain C references on synthetic frames with spots (faid_synth):
- * the background within float tolerance, the peak lists of both finders identical (count,
- * order and every field, bit for bit), for the three error models, both patch sizes, several
- * panel layouts, a list cut at its capacity and dense lists (thousands of peaks); the sigma
- * clip's overflow path (bins larger than its registers hold) the same way. Also the references'
- * own sanity: the spots faid_synth puts in are found. Last, the peak stages through the engine:
- * OpenCL and reference devices give the same background, peaks, num_peaks and is_hit. */
+ * kernels/peaks/ against the plain C references on synthetic frames with spots (faid_synth),
+ * through the engine's stage path as production runs them: an engine on the OpenCL device (batches
+ * of two frames, so every lane offset is exercised) against one on the reference device (whose
+ * stages run faid_sigclip_ref, faid_pick_ref, faid_pf8_ref): the background within float
+ * tolerance, the peak lists of both finders identical (count, order and every field, bit for
+ * bit), for the three error models, both patch sizes, several panel layouts (FAID_PEAKS_PANELS),
+ * a list cut at its capacity and dense lists (thousands of peaks); the sigma clip's overflow path
+ * (bins larger than its registers hold) the same way. Also the references' own sanity: the spots
+ * faid_synth puts in are found. Last, the peak stages from compressed integer frames: OpenCL and
+ * reference devices give the same background, peaks, num_peaks and is_hit. */
 #include "faid_cl.h"
 #include "faid_config.h"
 #include "faid_csr.h"
 #include "faid_engine.h"
 #include "faid_hits.h"
 #include "faid_peaks.h"
-#include "faid_peaks_cl.h"
 #include "faid_pf8.h"
 #include "faid_pick.h"
 #include "faid_reduce.h"
 #include "faid_setup.h"
 #include "faid_sigclip.h"
+#include "faid_stage.h"
 #include "faid_synth.h"
 
 #include "faid_test.h"
@@ -115,12 +118,15 @@ static void test_hits(void)
     CHECK(h == NULL);
 }
 
-/* A small tilted detector with rings, spots and a module gap, preprocessed with Poisson variance.
- */
+#define NFRAMES 2 /* frames of a set: one slot of a batch-2 engine */
+
+/* A small tilted detector with rings, spots and a module gap (float32 frames; the engine
+ * preprocesses them with Poisson variance, no other correction), and its 1D matrix without pixel
+ * splitting (the background's bins). */
 typedef struct frame_set {
     faid_geometry g;
     uint8_t *mask;
-    float *pre4;
+    float *raw[NFRAMES];
     faid_csr *csr;
 } frame_set;
 
@@ -139,9 +145,7 @@ static int make_frames(frame_set *fs, uint64_t seed, int nspots)
     g->cols = 320;
     size_t n = (size_t)g->rows * (size_t)g->cols;
     fs->mask = calloc(n, 1);
-    float *raw = malloc(n * sizeof(float));
-    fs->pre4 = malloc(4 * n * sizeof(float));
-    if (!fs->mask || !raw || !fs->pre4)
+    if (!fs->mask)
         return -1;
     for (int r = 0; r < g->rows; r++)
         for (int c = 150; c < 153; c++)
@@ -155,17 +159,14 @@ static int make_frames(frame_set *fs, uint64_t seed, int nspots)
     sp.spot_sigma = 1.0;
     faid_diag d;
     faid_synth *sy = faid_synth_new(g, fs->mask, &sp, &d);
-    if (!sy || faid_synth_frame(sy, seed, FAID_DT_F32, raw, n * sizeof(float), &d))
+    if (!sy)
         return -1;
+    for (int k = 0; k < NFRAMES; k++)
+        if (!(fs->raw[k] = malloc(n * sizeof(float))) ||
+            faid_synth_frame(sy, seed + (uint64_t)k, FAID_DT_F32, fs->raw[k], n * sizeof(float),
+                             &d))
+            return -1;
     faid_synth_destroy(&sy);
-    faid_corrections c = {0};
-    c.npix = n;
-    c.mask = fs->mask;
-    c.normalization_factor = 1.0f;
-    c.error_model = FAID_EM_POISSON;
-    if (faid_ref_preprocess(&c, FAID_DT_F32, raw, fs->pre4, &d))
-        return -1;
-    free(raw);
     faid_csr_params cp = {0};
     cp.split = FAID_SPLIT_NO;
     cp.unit = FAID_UNIT_Q_NM;
@@ -176,7 +177,8 @@ static int make_frames(frame_set *fs, uint64_t seed, int nspots)
 static void free_frames(frame_set *fs)
 {
     free(fs->mask);
-    free(fs->pre4);
+    for (int k = 0; k < NFRAMES; k++)
+        free(fs->raw[k]);
     faid_csr_destroy(&fs->csr);
 }
 
@@ -206,66 +208,151 @@ static double bg_worst(const faid_background *a, const faid_background *b)
     return worst;
 }
 
-/* Runs reference and kernels with parameters p on frame set fs; returns peaks found. */
-static int compare_one(faid_cl_ctx *ctx, frame_set *fs, const faid_peak_params *p, int prows,
-                       int pcols, const char *what)
+/* The setup of frame set fs with peak parameters p (algorithm none: pyfai, whose background is
+ * the same), corrections off but the mask, the matrices without pixel splitting. */
+static faid_setup *fs_setup(const frame_set *fs, const faid_peak_params *p, faid_diag *d)
+{
+    const faid_geometry *g = &fs->g;
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml,
+             "detector:\n  preset: null\n  shape: [%d, %d]\n  pixel_size: [%.17g, %.17g]\n"
+             "geometry:\n  dist: %.17g\n  poni1: %.17g\n  poni2: %.17g\n  rot1: %.17g\n"
+             "  rot2: %.17g\n  wavelength: %.17g\n"
+             "integration:\n  npt: 200\n  unit: q_nm^-1\n  split: no\n  solid_angle: false\n"
+             "  error_model: poisson\n"
+             "peaks:\n  algorithm: pyfai\n",
+             g->rows, g->cols, g->pixel1, g->pixel2, g->dist, g->poni1, g->poni2, g->rot1, g->rot2,
+             g->wavelength);
+    faid_config cfg;
+    faid_config_default(&cfg);
+    if (faid_config_load_string(yaml, strlen(yaml), "test", &cfg, d))
+        return NULL;
+    cfg.peaks = *p;
+    if (p->algorithm == FAID_PEAKS_NONE)
+        cfg.peaks.algorithm = FAID_PEAKS_PYFAI;
+    return faid_setup_new_masked(&cfg, 1, fs->mask, d);
+}
+
+/* The two engines the comparisons run on, made once (the OpenCL one keeps its programs across
+ * setups): OpenCL with batches of NFRAMES frames, and the reference. */
+static faid_engine *e_cl, *e_ref;
+
+static int engines_open(const faid_setup *s)
 {
     faid_diag d;
-    faid_peak_geom *g =
-        faid_peak_geom_new(&fs->g, fs->mask, fs->csr, FAID_UNIT_Q_NM, p, prows, pcols, &d);
-    CHECK_MSG(g != NULL, "%s: %s", what, d.msg);
-    faid_background *bref = faid_background_new(fs->csr->nbins);
-    faid_background *bcl = faid_background_new(fs->csr->nbins);
-    faid_peak_list *lref = faid_peak_list_new(p->max_num_peaks);
-    faid_peak_list *lcl = faid_peak_list_new(p->max_num_peaks);
-    faid_peaks_cl *k = g ? faid_peaks_cl_new(ctx, fs->csr, g, p, &d) : NULL;
-    CHECK_MSG(k != NULL, "%s: %s", what, d.msg);
+    const char *dev = getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "cpu";
+    if (!(e_cl = faid_engine_new(s, dev, &d))) {
+        printf("test_peaks: no OpenCL engine (%s), kernels not tested\n", d.msg);
+        return -1;
+    }
+    CHECK_MSG(faid_engine_set_batch(e_cl, NFRAMES, &d) == 0, "%s", d.msg);
+    e_ref = faid_engine_new(s, "ref", &d);
+    CHECK_MSG(e_ref != NULL, "%s", d.msg);
+    return e_ref ? 0 : -1;
+}
+
+/* The setups the engines may still point to: the current one, and every one a failed setup
+ * change left them on. */
+static faid_setup *kept[64];
+static int nkept;
+
+static void setups_keep(faid_setup *s, int switched)
+{
+    while (switched && nkept > 0)
+        faid_setup_destroy(&kept[--nkept]);
+    if (nkept < (int)(sizeof kept / sizeof kept[0]))
+        kept[nkept++] = s; /* else leaked: the test has failed already */
+}
+
+static void engines_close(void)
+{
+    faid_engine_destroy(&e_cl);
+    faid_engine_destroy(&e_ref);
+    while (nkept > 0)
+        faid_setup_destroy(&kept[--nkept]);
+}
+
+/* Runs the frames of fs through both engines with parameters p (panel grid prows x pcols, 0 = the
+ * whole frame); checks background and peaks of every frame; returns the peaks the reference found
+ * in the first frame (-1 on failure). Every setup change rebuilds the stages' buffers and plans,
+ * as a reload does. */
+static int compare_one(frame_set *fs, const faid_peak_params *p, int prows, int pcols,
+                       const char *what)
+{
+    faid_diag d;
+    char panels[64];
+    snprintf(panels, sizeof panels, "%dx%d", prows, pcols);
+    setenv("FAID_PEAKS_PANELS", panels, 1);
+    faid_setup *s = fs_setup(fs, p, &d);
+    CHECK_MSG(s != NULL, "%s: %s", what, d.msg);
+    if (!s)
+        return -1;
     int found = -1;
-    if (g && k && bref && bcl && lref && lcl) {
-        CHECK_MSG(faid_sigclip_ref(fs->csr, fs->pre4, p, 0.0f, bref, NULL, &d) == 0, "%s: %s", what,
-                  d.msg);
-        int rc = 0;
-        if (p->algorithm == FAID_PEAKS_PYFAI) {
-            rc = faid_pick_ref(g, fs->pre4, bref, p, lref, &d);
-        } else if (p->algorithm == FAID_PEAKS_PEAKFINDER8) {
-            faid_pf8_bins *b = faid_pf8_bins_new(g, &d);
-            rc = b ? faid_pf8_ref(g, b, fs->pre4, p, lref, &d) : -1;
-            faid_pf8_bins_destroy(&b);
-        }
-        CHECK_MSG(rc == 0, "%s: reference: %s", what, d.msg);
-        CHECK_MSG(faid_peaks_cl_run_host(k, fs->pre4, 0.0f, bcl, lcl, &d) == 0, "%s: %s", what,
-                  d.msg);
-        double w = bg_worst(bcl, bref);
-        CHECK_MSG(w < 1e-5, "%s: background differs by %g", what, w);
+    if (!e_cl && engines_open(s)) {
+        faid_setup_destroy(&s);
+        return -1;
+    }
+    int switched = faid_engine_set_setup(e_cl, s, &d) == 0;
+    CHECK_MSG(switched, "%s: %s", what, d.msg);
+    int ok = faid_engine_set_setup(e_ref, s, &d) == 0;
+    CHECK_MSG(ok, "%s: %s", what, d.msg);
+    setups_keep(s, switched && ok);
+    if (!switched || !ok) {
+        unsetenv("FAID_PEAKS_PANELS");
+        return -1;
+    }
+    faid_result *rc[NFRAMES] = {0}, *rr = faid_result_new(s);
+    const size_t n = s->npix;
+    for (int k = 0; k < NFRAMES; k++)
+        rc[k] = faid_result_new(s);
+    for (int k = 0; k < NFRAMES && rc[k] && rr; k++) {
+        faid_frame f = {fs->raw[k], n * 4, FAID_ENC_NONE, FAID_DT_F32, s->rows, s->cols};
+        CHECK_MSG(faid_engine_submit(e_cl, &f, (uint64_t)k, &d) == 0, "%s: %s", what, d.msg);
+    }
+    for (int k = 0; k < NFRAMES && rc[k] && rr; k++) {
+        uint64_t tag = 99;
+        CHECK_MSG(faid_engine_collect(e_cl, rc[k], &tag, 1, &d) == 0 && tag == (uint64_t)k,
+                  "%s: %s", what, d.msg);
+    }
+    for (int k = 0; k < NFRAMES && rc[k] && rr; k++) {
+        faid_frame f = {fs->raw[k], n * 4, FAID_ENC_NONE, FAID_DT_F32, s->rows, s->cols};
+        CHECK_MSG(faid_engine_process(e_ref, &f, rr, &d) == 0, "%s: reference: %s", what, d.msg);
+        double w = bg_worst(rc[k]->bg, rr->bg);
+        CHECK_MSG(w < 1e-5, "%s, frame %d: background differs by %g", what, k, w);
         if (p->algorithm != FAID_PEAKS_NONE) {
-            CHECK_MSG(lists_equal(lcl, lref), "%s: kernel %d/%d peaks, reference %d/%d", what,
-                      lcl->n, lcl->n_found, lref->n, lref->n_found);
-            found = lref->n_found;
+            CHECK_MSG(lists_equal(rc[k]->peaks, rr->peaks),
+                      "%s, frame %d: kernel %d/%d peaks, reference %d/%d", what, k, rc[k]->peaks->n,
+                      rc[k]->peaks->n_found, rr->peaks->n, rr->peaks->n_found);
+            if (k == 0)
+                found = rr->peaks->n_found;
             if (getenv("FAID_TEST_VERBOSE"))
-                printf("%s: %d peaks (%d kept)\n", what, lref->n_found, lref->n);
+                printf("%s, frame %d: %d peaks (%d kept)\n", what, k, rr->peaks->n_found,
+                       rr->peaks->n);
         }
     }
-    faid_peaks_cl_destroy(&k);
-    faid_peak_list_destroy(&lref);
-    faid_peak_list_destroy(&lcl);
-    faid_background_destroy(&bref);
-    faid_background_destroy(&bcl);
-    faid_peak_geom_destroy(&g);
+    for (int k = 0; k < NFRAMES; k++)
+        faid_result_destroy(&rc[k]);
+    faid_result_destroy(&rr);
+    unsetenv("FAID_PEAKS_PANELS");
     return found;
+}
+
+/* Whether an OpenCL device is there to test the kernels on. */
+static int have_cl(void)
+{
+    faid_cl_device_info dev;
+    faid_diag d;
+    if (faid_cl_select(getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "cpu", &dev, &d) !=
+        0) {
+        printf("test_peaks: no OpenCL device (%s), kernels not tested\n", d.msg);
+        return 0;
+    }
+    return 1;
 }
 
 static void test_kernels(void)
 {
-    faid_cl_device_info dev;
-    faid_diag d;
-    if (faid_cl_select(getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "auto", &dev,
-                       &d) != 0) {
-        printf("test_peaks: no OpenCL device (%s), kernels not tested\n", d.msg);
-        return;
-    }
-    faid_cl_ctx *ctx = faid_cl_ctx_new(&dev, 0, &d);
-    CHECK_MSG(ctx != NULL, "%s", d.msg);
-    if (!ctx)
+    if (!have_cl())
         return;
     frame_set fs;
     CHECK(make_frames(&fs, 7, 25) == 0);
@@ -275,10 +362,10 @@ static void test_kernels(void)
     for (int m = 0; m < 3; m++) {
         p.error_model = models[m];
         p.algorithm = FAID_PEAKS_NONE;
-        compare_one(ctx, &fs, &p, 0, 0, faid_clip_model_name(models[m]));
+        compare_one(&fs, &p, 0, 0, faid_clip_model_name(models[m]));
         p.cutoff_clip = 3.0;
         p.algorithm = FAID_PEAKS_PYFAI;
-        int n = compare_one(ctx, &fs, &p, 0, 0, "pyfai, patch 3");
+        int n = compare_one(&fs, &p, 0, 0, "pyfai, patch 3");
         CHECK_MSG(n >= 15, "pyfai picker (%s) found %d peaks of 25 spots",
                   faid_clip_model_name(models[m]), n);
         p.cutoff_clip = 0.0;
@@ -287,29 +374,29 @@ static void test_kernels(void)
     p.algorithm = FAID_PEAKS_PYFAI;
     p.patch_size = 5;
     p.connected = 3;
-    compare_one(ctx, &fs, &p, 0, 0, "pyfai, patch 5");
+    compare_one(&fs, &p, 0, 0, "pyfai, patch 5");
     p.patch_size = 3;
     p.connected = 2;
     p.max_num_peaks = 4;
-    CHECK(compare_one(ctx, &fs, &p, 0, 0, "pyfai, capacity 4") > 4);
+    CHECK(compare_one(&fs, &p, 0, 0, "pyfai, capacity 4") > 4);
     p.max_num_peaks = 2048;
 
     p.algorithm = FAID_PEAKS_PEAKFINDER8;
     p.adc_threshold = 50.0;
-    int n = compare_one(ctx, &fs, &p, 0, 0, "peakfinder8, one panel");
+    int n = compare_one(&fs, &p, 0, 0, "peakfinder8, one panel");
     CHECK_MSG(n >= 15, "peakfinder8 found %d peaks of 25 spots", n);
-    compare_one(ctx, &fs, &p, 128, 160, "peakfinder8, 2x2 panels");
+    compare_one(&fs, &p, 128, 160, "peakfinder8, 2x2 panels");
     p.min_pixel_count = 1;
     p.max_pixel_count = 8;
     p.local_bg_radius = 5;
     p.min_res = 30;
     p.max_res = 150;
-    compare_one(ctx, &fs, &p, 64, 0, "peakfinder8, 4x1 panels, narrow");
+    compare_one(&fs, &p, 64, 0, "peakfinder8, 4x1 panels, narrow");
     faid_peak_params_default(&p);
     p.algorithm = FAID_PEAKS_PEAKFINDER8;
     p.adc_threshold = 50.0;
     p.max_num_peaks = 5;
-    CHECK(compare_one(ctx, &fs, &p, 0, 160, "peakfinder8, capacity 5") > 5);
+    CHECK(compare_one(&fs, &p, 0, 160, "peakfinder8, capacity 5") > 5);
     free_frames(&fs);
 
     /* A frame without spots: no peaks from either finder. */
@@ -318,10 +405,10 @@ static void test_kernels(void)
     p.algorithm = FAID_PEAKS_PYFAI;
     p.cutoff_peak = 5.0;
     p.connected = 3;
-    CHECK(compare_one(ctx, &fs, &p, 0, 0, "pyfai, background only") == 0);
+    CHECK(compare_one(&fs, &p, 0, 0, "pyfai, background only") == 0);
     p.algorithm = FAID_PEAKS_PEAKFINDER8;
     p.adc_threshold = 50.0;
-    CHECK(compare_one(ctx, &fs, &p, 0, 0, "peakfinder8, background only") == 0);
+    CHECK(compare_one(&fs, &p, 0, 0, "peakfinder8, background only") == 0);
     free_frames(&fs);
 
     /* Dense lists: noise peaks all over the frame (several flags in most 1,024-pixel spans of
@@ -332,22 +419,31 @@ static void test_kernels(void)
     p.algorithm = FAID_PEAKS_PYFAI;
     p.cutoff_peak = 0.5;
     p.connected = 1;
-    n = compare_one(ctx, &fs, &p, 0, 0, "pyfai, dense");
+    n = compare_one(&fs, &p, 0, 0, "pyfai, dense");
     CHECK_MSG(n > 2000, "pyfai, dense: %d peaks", n);
     p.max_num_peaks = n > 2 ? n / 2 + 1 : 1;
-    CHECK(compare_one(ctx, &fs, &p, 0, 0, "pyfai, dense, cut") == n);
+    CHECK(compare_one(&fs, &p, 0, 0, "pyfai, dense, cut") == n);
     faid_peak_params_default(&p);
     p.algorithm = FAID_PEAKS_PEAKFINDER8;
     p.adc_threshold = 0.0;
     p.minimum_snr = 1.0;
     p.min_pixel_count = 1;
-    n = compare_one(ctx, &fs, &p, 0, 0, "peakfinder8, dense");
+    n = compare_one(&fs, &p, 0, 0, "peakfinder8, dense");
     CHECK_MSG(n > 500, "peakfinder8, dense: %d peaks", n);
     p.max_num_peaks = n > 2 ? n / 2 + 1 : 1;
-    CHECK(compare_one(ctx, &fs, &p, 128, 160, "peakfinder8, dense, 2x2 panels, cut") >
-          p.max_num_peaks);
+    CHECK(compare_one(&fs, &p, 128, 160, "peakfinder8, dense, 2x2 panels, cut") > p.max_num_peaks);
+    /* a panel grid that is no grid: the setup is refused, naming the variable */
+    setenv("FAID_PEAKS_PANELS", "128by160", 1);
+    faid_diag d;
+    faid_setup *bad = fs_setup(&fs, &p, &d);
+    CHECK(bad != NULL && e_cl != NULL);
+    if (bad && e_cl) {
+        CHECK(faid_engine_set_setup(e_cl, bad, &d) == FAID_EINVAL);
+        CHECK(strstr(d.msg, "FAID_PEAKS_PANELS") != NULL);
+    }
+    faid_setup_destroy(&bad);
+    unsetenv("FAID_PEAKS_PANELS");
     free_frames(&fs);
-    faid_cl_ctx_destroy(&ctx);
 }
 
 /* The sigma clip's overflow path (sigma_clip.cl: entries of bins larger than WG * R kept in global
@@ -355,15 +451,9 @@ static void test_kernels(void)
  * tuning variables: same background and peaks as the reference, for the three error models. */
 static void test_sigclip_overflow(void)
 {
-    faid_cl_device_info dev;
+    if (!have_cl())
+        return;
     faid_diag d;
-    if (faid_cl_select(getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "auto", &dev,
-                       &d) != 0)
-        return;
-    faid_cl_ctx *ctx = faid_cl_ctx_new(&dev, 0, &d);
-    CHECK_MSG(ctx != NULL, "%s", d.msg);
-    if (!ctx)
-        return;
     frame_set fs;
     CHECK(make_frames(&fs, 7, 25) == 0);
     setenv("FAID_SIGCLIP_WG", "32", 1);
@@ -374,27 +464,34 @@ static void test_sigclip_overflow(void)
     for (int m = 0; m < 3; m++) {
         p.error_model = models[m];
         p.algorithm = FAID_PEAKS_NONE;
-        compare_one(ctx, &fs, &p, 0, 0, "overflow, background only");
+        compare_one(&fs, &p, 0, 0, "overflow, background only");
         p.algorithm = FAID_PEAKS_PYFAI;
-        CHECK(compare_one(ctx, &fs, &p, 0, 0, "overflow, pyfai") >= 15);
+        CHECK(compare_one(&fs, &p, 0, 0, "overflow, pyfai") >= 15);
     }
-    faid_sigclip_cl_cfg cfg;
-    CHECK(faid_sigclip_cl_config(ctx, fs.csr, p.error_model, &cfg, &d) == 0);
+    unsetenv("FAID_SIGCLIP_WG");
+    unsetenv("FAID_SIGCLIP_R");
+    /* the configuration itself, for a device of 256 work-items */
+    faid_dev_info info = {.name = "test device", .max_wg = 256};
+    setenv("FAID_SIGCLIP_WG", "32", 1);
+    setenv("FAID_SIGCLIP_R", "2", 1);
+    faid_sigclip_cfg cfg;
+    CHECK(faid_sigclip_config(&info, fs.csr, p.error_model, &cfg, &d) == 0);
     CHECK(cfg.wg == 32 && cfg.r == 2 && cfg.ovf_bytes >= (size_t)fs.csr->nnz * 8);
     setenv("FAID_SIGCLIP_R", "0", 1); /* out of range: an error naming the variable */
-    CHECK(faid_sigclip_cl_config(ctx, fs.csr, p.error_model, &cfg, &d) == FAID_EINVAL);
+    CHECK(faid_sigclip_config(&info, fs.csr, p.error_model, &cfg, &d) == FAID_EINVAL);
     CHECK(strstr(d.msg, "FAID_SIGCLIP_R") != NULL);
     setenv("FAID_SIGCLIP_R", "4", 1);
     setenv("FAID_SIGCLIP_WG", "48", 1);
-    CHECK(faid_sigclip_cl_config(ctx, fs.csr, p.error_model, &cfg, &d) == FAID_EINVAL);
+    CHECK(faid_sigclip_config(&info, fs.csr, p.error_model, &cfg, &d) == FAID_EINVAL);
     unsetenv("FAID_SIGCLIP_WG");
     unsetenv("FAID_SIGCLIP_R");
-    CHECK(faid_sigclip_cl_config(ctx, fs.csr, p.error_model, &cfg, &d) == 0);
+    CHECK(faid_sigclip_config(&info, fs.csr, p.error_model, &cfg, &d) == 0);
     CHECK(cfg.ovf_bytes == 4 * sizeof(float)); /* the default holds the largest bin */
+    setenv("FAID_SIGCLIP_WG", "512", 1);       /* more than the device allows: refused, named */
+    CHECK(faid_sigclip_config(&info, fs.csr, p.error_model, &cfg, &d) == FAID_EUNSUP);
+    CHECK(strstr(d.msg, "FAID_SIGCLIP_WG") != NULL);
     unsetenv("FAID_SIGCLIP_WG");
-    unsetenv("FAID_SIGCLIP_R");
     free_frames(&fs);
-    faid_cl_ctx_destroy(&ctx);
 }
 
 /* The peak stages through the engine: the OpenCL device and the reference device give the same
@@ -467,6 +564,7 @@ int main(void)
     RUN(test_hits());
     RUN(test_kernels());
     RUN(test_sigclip_overflow());
+    engines_close();
     RUN(test_engine_devices());
     return faid_test_finish();
 }

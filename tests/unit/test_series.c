@@ -289,6 +289,44 @@ static void test_names(void)
     CHECK(strcmp(faid_series_reason_name(FAID_SERIES_NREASONS), "unknown") == 0);
 }
 
+/* Shard stamps (issue 18): the default (instance.shard / instance.shards) on every series the
+ * input names none for; faid_series_set_shard before a start stamps that series' start, frames
+ * and end, and the series after it falls back to the default; a call while a series is open
+ * stamps its frames and end from then on; nonsense (shards 0, shard >= shards) changes nothing. */
+static void test_shard_stamps(void)
+{
+    faid_series *t = faid_series_new(0);
+    faid_series_out o;
+    uint64_t seq;
+    uint32_t sh, n;
+    faid_series_shard(t, &sh, &n);
+    CHECK(sh == 0 && n == 1);
+    faid_series_set_default_shard(t, 1, 3);
+    faid_series_set_default_shard(t, 3, 3); /* ignored */
+    faid_series_start(t, 0, 1, "", -1, 0, &o);
+    CHECK(o.n == 1 && o.ev[0].shard == 1 && o.ev[0].shards == 3);
+    faid_series_set_shard(t, 2, 4); /* for the next start, and the open series from now on */
+    faid_series_frame(t, 0, 1, "", 1, &seq, &o);
+    faid_series_shard(t, &sh, &n);
+    CHECK(sh == 2 && n == 4);
+    faid_series_end(t, 0, 1, "", 2, &o);
+    CHECK(o.n == 1 && o.ev[0].shard == 2 && o.ev[0].shards == 4);
+    faid_series_start(t, 0, 2, "", -1, 3, &o);
+    CHECK(o.n == 1 && o.ev[0].shard == 2 && o.ev[0].shards == 4);
+    faid_series_end(t, 0, 2, "", 4, &o);
+    faid_series_set_shard(t, 0, 0); /* ignored */
+    faid_series_start(t, 0, 3, "", -1, 5, &o);
+    CHECK(o.n == 1 && o.ev[0].shard == 1 && o.ev[0].shards == 3); /* the default again */
+    faid_series_ledger *l = faid_series_ledger_new(4, 0);
+    faid_series_ledger_event(l, &o.ev[0], 5);
+    faid_series_close(t, FAID_SERIES_SHUTDOWN, &o);
+    faid_series_ledger_event(l, &o.ev[0], 6);
+    faid_series_record r;
+    CHECK(faid_series_ledger_due(l, 7, 1, &r) == 1 && r.shard == 1 && r.shards == 3);
+    faid_series_ledger_destroy(&l);
+    faid_series_destroy(&t);
+}
+
 int main(void)
 {
     RUN(test_plain_series());
@@ -301,5 +339,6 @@ int main(void)
     RUN(test_recent_ring());
     RUN(test_ledger());
     RUN(test_names());
+    RUN(test_shard_stamps());
     return faid_test_finish();
 }

@@ -1,15 +1,19 @@
 /* Unit tests of the engine's stage plumbing: kernel signatures parsed for named arguments
  * (faid_kernel_parse_args on the real kernels and on odd spellings), named binding and the launch
- * check on an OpenCL device (PoCL; skipped without one), the stages' per-setup kernel cache
- * (faid_stage_kslot), and the resource table's layout of output segments, slot entries and
+ * check on an OpenCL device (PoCL; skipped without one), the launch plans' builders and their
+ * overflow check, and the resource table's layout of output segments, slot entries and
  * aliases (host mode, as on the reference device). */
 #include "faid_test.h"
 
 #include "faid_cl.h"
+#include "faid_config.h"
+#include "faid_engine.h"
 #include "faid_progcache.h"
 #include "faid_restab.h"
+#include "faid_setup.h"
 #include "faid_stage.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,29 +76,48 @@ static void test_bind(void)
     CHECK(faid_progcache_kernel(pc, files, 2, "-D RAW_CODE=4 -D EM=1 -D NBATCH=1", "faid_nope", &k2,
                                 &d) != 0);
 
-    /* the per-setup stage kernel cache: kept while the program cache's generation holds, emptied
-     * when it changes (the stored pointer would dangle after faid_progcache_clear) */
-    faid_stage_env env = {.ctx = ctx, .progs = pc};
-    faid_stage_res *res = calloc(1, sizeof *res);
-    CHECK(res != NULL);
-    if (res) {
-        faid_kernel **slot = faid_stage_kslot(&env, res, 1, 7);
-        CHECK(slot != NULL && *slot == NULL);
-        if (slot)
-            *slot = k;
-        CHECK(faid_stage_kslot(&env, res, 1, 7) == slot && *slot == k);
-        CHECK(*faid_stage_kslot(&env, res, 2, 7) == NULL); /* per stage */
-        CHECK(faid_stage_kslot(&env, res, 1, FAID_STAGE_KC) == NULL);
-        CHECK(faid_stage_kslot(&env, res, FAID_STAGE_MAX, 0) == NULL);
-        CHECK(faid_stage_kslot(&env, res, 1, -1) == NULL);
-        faid_progcache_clear(pc);
-        slot = faid_stage_kslot(&env, res, 1, 7);
-        CHECK(slot != NULL && *slot == NULL);
-        free(res);
-    }
     faid_progcache_destroy(&pc);
     CHECK(pc == NULL);
     faid_cl_ctx_destroy(&ctx);
+}
+
+static void test_plan(void)
+{
+    faid_diag d = {0};
+    faid_plan *p = calloc(1, sizeof *p);
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    static const char *const files[] = {"process/preprocess.cl"};
+    faid_launch *l = faid_plan_add(p, files, 1, "-D X=1", "faid_k");
+    CHECK(l != NULL && p->n == 1 && strcmp(l->opts, "-D X=1") == 0 && l->nfiles == 1);
+    faid_pa_buf(l, "in", "raw");
+    faid_pa_int(l, "off", 5, 7);
+    faid_pa_uint(l, "uoff", 3, 2);
+    faid_pa_float(l, "f", 0.5f);
+    faid_pa_local(l, "scratch", 40);
+    faid_pa_nframes(l, "n");
+    CHECK(l->narg == 6 && l->arg[0].kind == FAID_PA_BUF && strcmp(l->arg[0].buf, "raw") == 0);
+    CHECK(l->arg[1].v.i == 5 && l->arg[1].step == 7 && l->arg[2].v.u == 3);
+    CHECK(l->arg[3].v.f == 0.5f && l->arg[4].local == 40 && l->arg[5].kind == FAID_PA_NFRAMES);
+    CHECK(faid_plan_check(p, "test", &d) == 0);
+    for (int i = 0; i < FAID_PLAN_ARGS; i++)
+        faid_pa_int(l, "many", i, 0);
+    CHECK(faid_plan_check(p, "test", &d) == FAID_EINVAL && strstr(d.msg, "faid_k") != NULL);
+    l->narg = 0;
+    CHECK(faid_plan_add(p, files, 5, "", "too_many_files") == NULL);
+    CHECK(faid_plan_check(p, "test", &d) == FAID_EINVAL && strstr(d.msg, "launches") != NULL);
+    p->n = 0;
+    for (int i = 0; i < FAID_LAUNCH_MAX; i++)
+        CHECK(faid_plan_add(p, files, 1, "", "k") != NULL);
+    CHECK(faid_plan_add(p, files, 1, "", "k") == NULL);
+    CHECK(faid_plan_check(p, "test", &d) == FAID_EINVAL);
+    free(p);
+
+    faid_dcmds c = {0};
+    for (int i = 0; i < FAID_DCMD_MAX; i++)
+        CHECK(faid_dcmd_add(&c, FAID_DCMD_WRITE, i) != NULL);
+    CHECK(faid_dcmd_add(&c, FAID_DCMD_WRITE, 0) == NULL && c.n > FAID_DCMD_MAX); /* refused */
 }
 
 static void test_restab(void)
@@ -113,7 +136,9 @@ static void test_restab(void)
     CHECK(faid_restab_output(rt, "flag", 1, 1, &d) == 0);
     CHECK(faid_restab_output(rt, "far", 40, 0, &d) == 0);
     CHECK(faid_restab_output(rt, "prof", 20, 1, &d) == 0);
+    const uint64_t gen = faid_restab_generation(rt);
     CHECK(faid_restab_slots(rt, 2, 3, &d) == 0);
+    CHECK(faid_restab_generation(rt) != gen); /* a device's resolved plans are stale now */
     CHECK(faid_restab_lane_bytes(rt, "raw") == 4096);
     CHECK(faid_restab_host(rt, "raw", 1) != NULL && faid_restab_host(rt, "raw", 2) == NULL);
     int off, stride;
@@ -159,12 +184,66 @@ static void test_restab_part(void)
     faid_restab_destroy(&rt);
 }
 
+/* The table takes as many buffers as the stages declare (it held 32, and peakfinder8 with a cake
+ * declares 33 on OpenCL), refuses a name too long by name, and indices stay usable as it grows. */
+static void test_restab_grows(void)
+{
+    faid_diag d = {0};
+    faid_restab *rt = faid_restab_new(NULL);
+    char name[40];
+    for (int i = 0; i < 100; i++) {
+        snprintf(name, sizeof name, "b%d", i);
+        CHECK_MSG(faid_restab_static(rt, name, sizeof(float), &(float){(float)i}, &d) == 0, "%s",
+                  d.msg);
+    }
+    const float *b0 = faid_restab_host(rt, "b0", 0), *b99 = faid_restab_host(rt, "b99", 0);
+    CHECK(b0 && *b0 == 0.0f);
+    CHECK(b99 && *b99 == 99.0f);
+    CHECK(faid_restab_static(rt, "a_name_of_thirty_two_characters_", 4, NULL, &d) == FAID_ERANGE);
+    CHECK_MSG(strstr(d.msg, "a_name_of_thirty_two_characters_ too long"), "%s", d.msg);
+    faid_restab_destroy(&rt);
+}
+
+/* peakfinder8 with a 2D cake sets up on the OpenCL device (PoCL; skipped without one) and on the
+ * reference device: it failed with "buffer table full or name pk.flag too long". */
+static void test_pf8_cake_setup(void)
+{
+    static const char yaml[] =
+        "detector: {preset: null, shape: [60, 70], pixel_size: [1.0e-4, 1.0e-4]}\n"
+        "geometry: {dist: 0.05}\n"
+        "integration: {npt: 30, npt_azim: 12}\n"
+        "peaks: {algorithm: peakfinder8, max_num_peaks: 8}\n";
+    faid_config c;
+    faid_diag d = {0};
+    faid_config_default(&c);
+    CHECK_MSG(faid_config_load_string(yaml, sizeof yaml - 1, "test", &c, &d) == 0, "%s", d.msg);
+    faid_setup *s = faid_setup_new(&c, 1, &d);
+    CHECK_MSG(s != NULL, "%s", d.msg);
+    if (!s)
+        return;
+    faid_engine *ref = faid_engine_new(s, "ref", &d);
+    CHECK_MSG(ref != NULL, "ref: %s", d.msg);
+    faid_engine_destroy(&ref);
+    faid_cl_device_info info;
+    if (faid_cl_select("cpu", &info, &d)) {
+        fprintf(stderr, "SKIP OpenCL part: %s\n", d.msg);
+    } else {
+        faid_engine *cl = faid_engine_new(s, "cpu", &d);
+        CHECK_MSG(cl != NULL, "cpu: %s", d.msg);
+        faid_engine_destroy(&cl);
+    }
+    faid_setup_destroy(&s);
+}
+
 int main(void)
 {
     RUN(test_parse());
     RUN(test_bind());
+    RUN(test_plan());
     RUN(test_restab());
     RUN(test_restab_part());
+    RUN(test_restab_grows());
+    RUN(test_pf8_cake_setup());
     CHECK(faid_stage_id(&faid_stage_decode) == 0 && faid_stage_id(&faid_stage_integrate) == 1);
     return faid_test_finish();
 }

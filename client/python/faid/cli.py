@@ -14,6 +14,7 @@ import numpy as np
 
 from ._keys import AuthFailed
 from .lossless import LosslessConsumer, Refused
+from .merge import MergedSubscriber, parse_lost
 from .messages import decode_array
 from .subscriber import BadMessage, Subscriber
 
@@ -110,8 +111,22 @@ class Plotter:
 
 def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
-    p.add_argument("--from", dest="endpoint", default="tcp://127.0.0.1:5556",
-                   help="faid's output endpoint (default %(default)s)")
+    p.add_argument("--from", dest="endpoints", action="append", default=[],
+                   metavar="ENDPOINT",
+                   help="faid's output endpoint (default tcp://127.0.0.1:5556); repeated: one "
+                        "instance each, merged into one stream (faid.MergedSubscriber: each "
+                        "start once, results in frame order, one end with summed totals)")
+    p.add_argument("--fan", default=None, metavar="ENDPOINT",
+                   help="merged: the fan-out's PUB, whose lost reports are shown and end the "
+                        "named instance's part of the series")
+    p.add_argument("--window", type=int, default=256,
+                   help="merged: results held for reordering (default %(default)s)")
+    p.add_argument("--max-wait", type=float, default=2.0,
+                   help="merged: longest a result waits for older frames, s (default "
+                        "%(default)s)")
+    p.add_argument("--dead-after", type=float, default=10.0,
+                   help="merged: an instance silent this long is done with its series, s "
+                        "(default %(default)s; faid sends stats every stats.interval)")
     p.add_argument("--lossless", action="store_true",
                    help="ENDPOINT is the lossless channel (output.lossless_endpoint): "
                         "acknowledged delivery; waits while another consumer holds it")
@@ -138,13 +153,22 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     args = p.parse_args(argv)
     if (args.server_key is None) != (args.key is None):
         p.error("--server-key and --key go together")
+    args.endpoint = args.endpoints[0] if args.endpoints else "tcp://127.0.0.1:5556"
+    merged = len(args.endpoints) > 1 or args.fan is not None
+    if merged and args.lossless:
+        p.error("--lossless takes one --from endpoint (no merge)")
 
     if args.plot and not args.plot_file and not (os.environ.get("DISPLAY")
                                                  or os.environ.get("WAYLAND_DISPLAY")):
         args.plot_file = "faid_profile.png"
         print("no display: plotting into %s" % args.plot_file, file=sys.stderr)
     try:
-        if args.lossless:
+        if merged:
+            sub = MergedSubscriber(args.endpoints or [args.endpoint], fan=args.fan,
+                                   window=args.window, max_wait=args.max_wait,
+                                   dead_after=args.dead_after, server_key=args.server_key,
+                                   key=args.key)
+        elif args.lossless:
             sub = LosslessConsumer(args.endpoint, name=args.name, credit=args.credit,
                                    server_key=args.server_key, key=args.key)
         else:
@@ -187,7 +211,8 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
             if msg is None:
                 continue
             kind = msg["type"]
-            if kind != "stats" and "msg_number" in msg:
+            # msg_number is per process: merged, frame ids say what is missing instead.
+            if kind != "stats" and "msg_number" in msg and not merged:
                 n = msg["msg_number"]
                 if last_msgno is not None and n > last_msgno + 1:
                     lost += n - last_msgno - 1
@@ -227,14 +252,36 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
             elif kind == "stats":
                 if args.stats:
                     c = msg.get("counters", {})
-                    print("stats state=%s fps=%s received=%s processed=%s dropped=%s" % (
+                    print("stats state=%s fps=%s received=%s processed=%s dropped=%s%s" % (
                         msg.get("state"), msg.get("fps"), c.get("received"), c.get("processed"),
-                        c.get("dropped")), flush=True)
+                        c.get("dropped"), " instance=%s" % msg["instance"]
+                        if msg.get("instance") else ""), flush=True)
             elif kind == "error":
                 errors += 1
                 print("error series=%s frame=%s %s %s: %s" % (
                     msg.get("series_id"), msg.get("frame_id"), msg.get("stage"),
                     msg.get("code"), msg.get("message")), file=sys.stderr)
+            elif kind == "mismatch":
+                errors += 1
+                print(msg["message"], file=sys.stderr)
+            elif kind == "lost":
+                print("the fan-out lost %d frames of series %s with %s" % (
+                    parse_lost(msg).nframes, msg.get("series"), msg.get("instance")),
+                    file=sys.stderr)
+            elif kind == "end" and msg.get("merged"):
+                if not args.quiet:
+                    print("end series=%s merged instances=%d ended=%d silent=%d lost=%d "
+                          "processed=%d failed=%d dropped=%d missing=%d%s" % (
+                              msg["series_id"], msg["instances"], msg["ended"], msg["silent"],
+                              msg["lost"], msg["frames_processed"], msg["frames_failed"],
+                              msg["frames_dropped"], msg["missing"],
+                              " missing_frames=%s" % msg["missing_frames"]
+                              if msg["missing"] else ""))
+                if msg["missing"] or msg["incomplete"]:
+                    print("series %s ended over %d instances (%d ended, %d silent, %d lost): "
+                          "%d of %d frames never seen" % (
+                              msg["series_id"], msg["instances"], msg["ended"], msg["silent"],
+                              msg["lost"], msg["missing"], msg["expected"]), file=sys.stderr)
             elif kind == "end" and not args.quiet:
                 print("end series=%s reason=%s processed=%s failed=%s dropped=%s" % (
                     msg.get("series_id"), msg.get("reason"), msg.get("frames_processed"),
@@ -265,6 +312,11 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     if hits or hit_rate is not None:
         print("hits: %d of %d results%s" % (
             hits, results, "" if hit_rate is None else ", faid's hit rate %.4f" % hit_rate))
+    if merged:
+        print("merged: %d instances, late results %d, frames never seen %d, lost by the "
+              "fan-out %d, mismatched starts %d" % (len(args.endpoints), sub.late,
+                                                    sub.never_seen, sub.fan_lost,
+                                                    sub.mismatched))
     if args.lossless:
         print("lossless: refused %d, re-sent duplicates dropped %d" % (sub.refused,
                                                                         sub.duplicates))

@@ -70,6 +70,8 @@ class Result(Message):
     timestamp: Optional[float] = None
     user_data: Any = None
     arrays: Dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: faid.merge: delivered after later frames (older than what the reorder window let through)
+    late: bool = False
 
 
 @dataclass

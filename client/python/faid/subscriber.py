@@ -136,14 +136,22 @@ class Subscriber(_Endpoint):
     endpoint: faid's PUB address; topics: those to receive (default all of TOPICS);
     server_key, key: faid's `NAME.pub` and this client's `CLIENT.key` (files of `faidctl
     keygen`, or the z85 keys as bytes: key as a (public, secret) pair) for a faid with
-    `security.curve`; rcvhwm: ZeroMQ receive high-water mark (0: ZeroMQ's default)."""
+    `security.curve`; rcvhwm: ZeroMQ receive high-water mark (0: ZeroMQ's default);
+    max_message_bytes: a larger message drops the peer's connection instead of being read
+    (ZMQ_MAXMSGSIZE; 0: no limit; libzmq does not make that connection again)."""
 
     def __init__(self, endpoint: str = "tcp://127.0.0.1:5556", topics: Iterable[str] = TOPICS,
                  server_key: Optional[KeySpec] = None, key: Optional[KeySpec] = None,
-                 rcvhwm: int = 0, context: Optional[zmq.Context] = None):
+                 rcvhwm: int = 0, context: Optional[zmq.Context] = None,
+                 max_message_bytes: int = 0):
+        if not isinstance(endpoint, str):
+            raise TypeError("Subscriber takes one endpoint; several instances' outputs as one "
+                            "stream: faid.MergedSubscriber([...])")
         super().__init__(zmq.SUB, endpoint, server_key, key, context)
         if rcvhwm:
             self.sock.setsockopt(zmq.RCVHWM, rcvhwm)
+        if max_message_bytes > 0:
+            self.sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
         self.topics = tuple(topics)
         for t in self.topics:
             self.sock.setsockopt(zmq.SUBSCRIBE, t.encode())

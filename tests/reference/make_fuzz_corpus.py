@@ -2,7 +2,7 @@
 dectris2}) from the independent encoders of dectris_stream.py and msgpack: good messages of every
 kind and encoding, plus hand-made malformed ones. Multipart messages use the fuzz_parts.h
 framing (4-byte little-endian length before each part). Run from anywhere:
-    .venv/bin/python tests/python/make_fuzz_corpus.py
+    .venv/bin/python tests/reference/make_fuzz_corpus.py
 The real EIGER2 messages are not copied (their folder's README asks not to); the ctest
 fuzz.dectris2_eiger2 feeds them from the shared data folder when it is present.
 """

@@ -1,7 +1,7 @@
-/* nxmx_driver: drives the hits-file module (writer/faid_nxmx.h) for tests/python/test_nxmx_file.py.
- * It reads one command per line on stdin and answers each with one line on stdout, "ok [value]"
- * or "err FAID_CODE message", so a test can write, flush, look at the file with real readers
- * (h5py, nxmx) while it is open, and go on:
+/* nxmx_driver: drives the hits-file module (writer/faid_nxmx.h) for
+ * tests/reference/test_nxmx_file.py. It reads one command per line on stdin and answers each with
+ * one line on stdout, "ok [value]" or "err FAID_CODE message", so a test can write, flush, look at
+ * the file with real readers (h5py, nxmx) while it is open, and go on:
  *
  *   open key=value ...   faid_nxmx_open: path, rows, cols, dtype, encoding, pixel1, pixel2, dist,
  *                        poni1, poni2, rot1, rot2, rot3, wavelength (m), orientation, max_peaks,

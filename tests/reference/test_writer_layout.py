@@ -1,9 +1,10 @@
 """The series file's layout table (writer/faid_sfile.c, printed into docs/output-files.md by
 faid-outdoc; the ctest docs.output_files keeps the page equal to the table) against a real file:
 `faidctl process` with every writer option on (profiles, peaks, cake, a normalization factor that
-adds the monitor) writes a series file; every row of the table is in it with its kind, and every
-group, dataset and attribute of the file is a row: nothing undocumented, nothing documented
-missing."""
+adds the monitor, an optional output) writes a series file; every row of the table is in it with
+its kind, and every group, dataset and attribute of the file is a row: nothing undocumented,
+nothing documented missing. A row's `<key>` stands for every optional output on (start
+`optional_outputs`): the file has a dataset under each key the configuration lists."""
 import os
 import pathlib
 import re
@@ -32,10 +33,13 @@ integration:
 peaks:
   algorithm: peakfinder8
   max_num_peaks: 16
+output:
+  extra: [sum_normalization]
 writer:
   directory: out
   cake: true
 """
+EXTRA = ["sum_normalization"]
 
 
 def layout_rows(marker):
@@ -93,8 +97,17 @@ def file_objects(path):
     return out
 
 
+def expand(rows):
+    """The rows with `<key>` made one row per optional output on."""
+    out = []
+    for r in rows:
+        out += [dict(r, path=r["path"].replace("<key>", k)) for k in EXTRA] \
+            if "<key>" in r["path"] else [r]
+    return out
+
+
 def test_every_row_in_the_file_and_every_object_a_row(series_file):
-    rows = layout_rows("series")
+    rows = expand(layout_rows("series"))
     documented = {r["path"]: r["kind"] for r in rows}
     found = file_objects(series_file)
     # dataset attributes (long_name, units, doc) are the datasets' own, a group's NX_class its
@@ -117,14 +130,16 @@ def test_every_row_in_the_file_and_every_object_a_row(series_file):
 
 
 def test_row_types_and_units(series_file):
-    rows = layout_rows("series")
+    rows = expand(layout_rows("series"))
     with h5py.File(series_file, "r") as f:
         for r in rows:
             if r["kind"] != "dataset":
                 continue
             ds = f[r["path"]]
             t = r["type"]
-            if t == "string":
+            if t == "float32 or int32":
+                assert ds.dtype in ("float32", "int32"), r
+            elif t == "string":
                 assert ds.dtype.kind in "SO", r
             elif t == "bool":
                 assert ds.dtype == bool, r
@@ -133,3 +148,5 @@ def test_row_types_and_units(series_file):
         ax = f["entry/data/radial_axis"]
         assert ax.attrs["units"] == "degrees" and ax.attrs["long_name"] == "2theta"
         assert f["entry/monitor/data"][()].tolist() == [2.0] * 3
+        sn = f["entry/outputs/sum_normalization"]
+        assert sn.shape == f["entry/data/I"].shape and sn[()].max() > 0

@@ -1,20 +1,24 @@
-/* peaks_driver: a small program run by tests/python/test_peaks.py. It builds the 1D matrix of a
+/* peaks_driver: a small program run by tests/reference/test_peaks.py. It builds the 1D matrix of a
  * PONI geometry (no pixel splitting), preprocesses one frame with the reference code (Poisson
  * variance), computes the sigma-clipped background and, when asked, runs a peak finder
  * (faid_pick_ref or faid_pf8_ref), and writes every result as .npy into an output folder so the
- * test can compare them with pyFAI and OM. With "opencl DEVICE" the OpenCL kernels run on the same
- * preprocessed frame too (faid_peaks_cl) and their results are written with the suffix "_cl".
+ * test can compare them with pyFAI and OM. With "opencl DEVICE" the background also comes from the
+ * OpenCL kernels through the engine's stage path, as production runs them: a setup of the same
+ * detector, geometry, mask and corrections, its background matrix replaced by the one used here
+ * (pyFAI's when given), the frame reduced by an engine on DEVICE; those results are written with
+ * the suffix "_cl".
  *
  * Usage: peaks_driver PARAMS OUTDIR, PARAMS holding "key value" lines (see the test). */
 #include "driver_params.h"
-#include "faid_cl.h"
+#include "faid_config.h"
 #include "faid_csr.h"
+#include "faid_engine.h"
 #include "faid_geometry.h"
 #include "faid_npy.h"
-#include "faid_peaks_cl.h"
 #include "faid_pf8.h"
 #include "faid_pick.h"
 #include "faid_reduce.h"
+#include "faid_setup.h"
 #include "faid_sigclip.h"
 
 #include <math.h>
@@ -41,6 +45,77 @@ static void die(const char *what, const faid_diag *d)
 {
     fprintf(stderr, "%s: %s\n", what, d->msg);
     exit(1);
+}
+
+static void *dup_or_die(const void *src, size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(3);
+    }
+    memcpy(p, src, bytes);
+    return p;
+}
+
+/* The background of `frame` (float32) on the OpenCL device `device` through the engine: the setup
+ * of geometry g, mask, unit, npt, solid angle and peak parameters p, its background matrix made
+ * equal to csr. */
+static faid_background *engine_background(const char *device, const faid_geometry *g,
+                                          const uint8_t *mask, const char *unit,
+                                          const faid_csr *csr, const faid_peak_params *p,
+                                          const float *frame)
+{
+    faid_diag d = {0};
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "detector:\n  preset: null\n  shape: [%d, %d]\n  pixel_size: [%.17g, %.17g]\n"
+             "  orientation: %d\n"
+             "geometry:\n  dist: %.17g\n  poni1: %.17g\n  poni2: %.17g\n  rot1: %.17g\n"
+             "  rot2: %.17g\n  rot3: %.17g\n  wavelength: %.17g\n"
+             "integration:\n  npt: %d\n  unit: %s\n  split: no\n  solid_angle: %s\n"
+             "  error_model: poisson\n  empty: %.17g\n",
+             g->rows, g->cols, g->pixel1, g->pixel2, g->orientation, g->dist, g->poni1, g->poni2,
+             g->rot1, g->rot2, g->rot3, g->wavelength, csr->nbins, unit,
+             getd("solid_angle", 0) != 0 ? "true" : "false", getd("empty", 0.0));
+    faid_config cfg;
+    faid_config_default(&cfg);
+    if (faid_config_load_string(yaml, strlen(yaml), "peaks_driver", &cfg, &d))
+        die("engine configuration", &d);
+    cfg.peaks = *p;
+    cfg.peaks.algorithm = FAID_PEAKS_PYFAI; /* the background stage runs with a finder only */
+    faid_setup *s = faid_setup_new_masked(&cfg, 1, mask, &d);
+    if (!s)
+        die("engine setup", &d);
+    faid_csr *m = s->csr_bg;
+    if (!m || m->nbins != csr->nbins)
+        die("engine background matrix", &d);
+    free(m->indptr);
+    free(m->indices);
+    free(m->data);
+    m->indptr = dup_or_die(csr->indptr, ((size_t)csr->nbins + 1) * sizeof(int32_t));
+    m->indices = dup_or_die(csr->indices, (size_t)csr->nnz * sizeof(int32_t));
+    m->data = csr->data ? dup_or_die(csr->data, (size_t)csr->nnz * sizeof(float)) : NULL;
+    m->nnz = csr->nnz;
+    faid_engine *e = faid_engine_new(s, device, &d);
+    if (!e)
+        die("engine", &d);
+    faid_result *r = faid_result_new(s);
+    faid_frame f = {frame, s->npix * sizeof(float), FAID_ENC_NONE, FAID_DT_F32, s->rows, s->cols};
+    if (!r || faid_engine_process(e, &f, r, &d))
+        die("engine background", &d);
+    faid_background *bg = faid_background_new(csr->nbins);
+    if (!bg)
+        die("engine background", &d);
+    size_t nb = (size_t)csr->nbins * sizeof(float);
+    memcpy(bg->mean, r->bg->mean, nb);
+    memcpy(bg->std, r->bg->std, nb);
+    memcpy(bg->sem, r->bg->sem, nb);
+    memcpy(bg->count, r->bg->count, nb);
+    faid_result_destroy(&r);
+    faid_engine_destroy(&e);
+    faid_setup_destroy(&s);
+    return bg;
 }
 
 int main(int argc, char **argv)
@@ -144,25 +219,13 @@ int main(int argc, char **argv)
     save(out, "rad_centers", FAID_DT_F64, (size_t)csr->npt_rad, csr->rad_centers);
 
     if (get("opencl")) {
-        faid_cl_device_info dev;
-        faid_cl_ctx *ctx = NULL;
-        if (faid_cl_select(get("opencl"), &dev, &d) || !(ctx = faid_cl_ctx_new(&dev, 0, &d)))
-            die("opencl", &d);
-        faid_peak_geom *pg = faid_peak_geom_new(&g, mask, csr, cp.unit, &p, 0, 0, &d);
-        faid_peak_params pb = p;
-        pb.algorithm = FAID_PEAKS_NONE;
-        faid_peaks_cl *k = pg ? faid_peaks_cl_new(ctx, csr, pg, &pb, &d) : NULL;
-        faid_background *bc = faid_background_new(csr->nbins);
-        if (!k || !bc || faid_peaks_cl_run_host(k, pre, (float)getd("empty", 0.0), bc, NULL, &d))
-            die("opencl background", &d);
+        faid_background *bc = engine_background(
+            get("opencl"), &g, mask, get("unit") ? get("unit") : "q_nm^-1", csr, &p, frame);
         save(out, "bg_mean_cl", FAID_DT_F32, nb, bc->mean);
         save(out, "bg_std_cl", FAID_DT_F32, nb, bc->std);
         save(out, "bg_sem_cl", FAID_DT_F32, nb, bc->sem);
         save(out, "bg_count_cl", FAID_DT_F32, nb, bc->count);
         faid_background_destroy(&bc);
-        faid_peaks_cl_destroy(&k);
-        faid_peak_geom_destroy(&pg);
-        faid_cl_ctx_destroy(&ctx);
     }
 
     const char *alg = get("algorithm");

@@ -1,7 +1,7 @@
-/* csr_driver: a small program compiled by tests/python/test_integrate_ref.py against libfaidcore.a.
- * It builds a CSR matrix (from pixel positions given as .npy files, or from a PONI geometry through
- * faid_geometry), preprocesses and integrates one frame with the reference C code, and writes every
- * array as .npy into an output folder so the test can compare them with pyFAI.
+/* csr_driver: a small program compiled by tests/reference/test_integrate_ref.py against
+ * libfaidcore.a. It builds a CSR matrix (from pixel positions given as .npy files, or from a PONI
+ * geometry through faid_geometry), preprocesses and integrates one frame with the reference C code,
+ * and writes every array as .npy into an output folder so the test can compare them with pyFAI.
  *
  * Usage: csr_driver PARAMS OUTDIR, PARAMS holding "key value..." lines (see the test). */
 #include "driver_params.h"

@@ -1,6 +1,6 @@
 """faid's input formats (proto/faid_input*.c) against independent encoders.
 
-Messages in DECTRIS stream v1 and v2 are built by tests/python/dectris_stream.py (cbor2, JSON,
+Messages in DECTRIS stream v1 and v2 are built by tests/reference/dectris_stream.py (cbor2, JSON,
 hdf5plugin's HDF5 filters, lz4.block: written from the specification, nothing shared with faid's
 decoders), written part by part to files and decoded by `faidctl inspect`, which prints what faid
 makes of the message and writes the frame's pixels (and the start's mask / flatfield / count-rate

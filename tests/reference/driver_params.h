@@ -1,4 +1,4 @@
-/* driver_params: what the helper programs of the Python tests (the tests/python drivers) share.
+/* driver_params: what the helper programs of the Python tests (the tests/reference drivers) share.
  * Each reads a parameter file of "key value" lines (key up to the first space, the rest of the
  * line as value), looks values up by key, loads input arrays from .npy files named by a key and
  * writes its results as 1-D .npy files into an output folder. Header-only so that

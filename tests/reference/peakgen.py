@@ -205,7 +205,7 @@ class Setup:
         else:
             cfg = dict(pixel1=self.pixel, pixel2=self.pixel, max_shape=list(self.shape))
             det = f"Detector: Detector\nDetector_config: {json.dumps(cfg)}\n"
-        return ("# written by tests/python/peakgen.py\nponi_version: 2\n" + det +
+        return ("# written by tests/reference/peakgen.py\nponi_version: 2\n" + det +
                 f"Distance: {self.dist!r}\nPoni1: {self.poni1!r}\nPoni2: {self.poni2!r}\n"
                 "Rot1: 0.0\nRot2: 0.0\nRot3: 0.0\n"
                 f"Wavelength: {self.wavelength!r}\n")
@@ -306,7 +306,7 @@ def write_dataset(ds, out):
     np.save(out / "mask.npy", ds.setup.mask)
     (out / "geometry.poni").write_text(ds.setup.poni_text())
     s = ds.setup
-    doc = dict(generator="tests/python/peakgen.py", seed=ds.seed, preset=s.name,
+    doc = dict(generator="tests/reference/peakgen.py", seed=ds.seed, preset=s.name,
                shape=list(s.shape), pixel=s.pixel, beam_centre_rc=list(s.centre),
                dtype=str(s.dtype), cutoff=s.p["cutoff"], gap_value=s.p["gap_value"],
                rings=s.rings, coordinates="x = column (fast), y = row (slow), pixel centre at "

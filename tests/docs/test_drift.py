@@ -4,7 +4,7 @@ command, option, config key, metric, drop reason, stage, control command, fuzz t
 and installed path the docs name exists; the README's offline commands and the docs' YAML examples run; the .dat / .peaks
 formats and exit statuses are as documented; the Containerfile installs what the binaries link.
 docs/dev/doc-review.md lists the claim each test guards. Regenerate docs/faidctl.md and
-the option reference with `FAID_BIN=build/bin python3 tests/python/test_docs.py --write`."""
+the option reference with `FAID_BIN=build/bin python3 tests/docs/test_drift.py --write`."""
 import os
 import pathlib
 import re
@@ -31,7 +31,7 @@ def test_option_table_is_generated():
     gen = option_table()
     assert m.group(1).strip() == gen, (
         "docs/configuration.md's option table differs from the option table; regenerate it with "
-        "`FAID_BIN=build/bin python3 tests/python/test_docs.py --write`")
+        "`FAID_BIN=build/bin python3 tests/docs/test_drift.py --write`")
     for key in ("integration.npt", "input.endpoint", "queue.policy", "geometry.poni_file"):
         assert f"`{key}`" in gen
     readme = (ROOT / "README.md").read_text()
@@ -61,7 +61,8 @@ def test_every_test_has_a_feature_label():
                            cm.split("set(faid_labels", 1)[1].split(")", 1)[0]))
     tests = {"unit.client_only_link", "docs.protocol_keys", "docs.output_files"}
     for kind, pat, pre in (("unit", "test_*.c", "test_"), ("fuzz", "fuzz_*.c", "fuzz_"),
-                           ("python", "test_*.py", "test_"), ("integration", "test_*.py", "test_")):
+                           ("reference", "test_*.py", "test_"), ("docs", "test_*.py", "test_"),
+                           ("integration", "test_*.py", "test_")):
         tests |= {f"{kind}.{p.stem[len(pre):]}" for p in (ROOT / "tests" / kind).glob(pat)}
     assert tests - set(rows) == set(), f"tests without a feature label: {tests - set(rows)}"
     table = (ROOT / "tests" / "README.md").read_text().split("## Features and their labels", 1)[1]
@@ -129,7 +130,7 @@ def help_text(*cmd):
 
 
 def faidctl_commands():
-    cmds = re.findall(r"^  ([a-z]+)  ", help_text("faidctl"), re.M)
+    cmds = re.findall(r"^  ([a-z]+(?:-[a-z]+)*)  ", help_text("faidctl"), re.M)
     assert len(cmds) >= 10, cmds
     return cmds
 
@@ -153,11 +154,11 @@ def cli_block(text):
 def test_cli_reference_is_generated():
     """docs/faidctl.md holds every --help text as the binaries print it, so every command and
     option of faid and faidctl is documented; regenerate with
-    `python3 tests/python/test_docs.py --write` after changing a --help text."""
+    `python3 tests/docs/test_drift.py --write` after changing a --help text."""
     text = CLI_DOC.read_text()
     assert cli_block(text).group(1).strip() == cli_reference().strip(), (
         "docs/faidctl.md differs from the --help texts: regenerate it with "
-        "`FAID_BIN=build/bin python3 tests/python/test_docs.py --write`")
+        "`FAID_BIN=build/bin python3 tests/docs/test_drift.py --write`")
 
 
 def test_exit_status_as_documented(tmp_path):
@@ -199,10 +200,10 @@ def test_faidctl_commands_in_readme_and_help_agree():
     WORD` the docs name is a command."""
     cmds = set(faidctl_commands())
     readme = (ROOT / "README.md").read_text()
-    in_readme = set(re.findall(r"faidctl ([a-z]+)", readme)) - {"at", "into"}
+    in_readme = set(re.findall(r"faidctl ([a-z]+(?:-[a-z]+)*)", readme)) - {"at", "into"}
     assert cmds - in_readme == set(), f"commands missing from the README: {cmds - in_readme}"
     for p in SRC_DOCS:
-        named = set(re.findall(r"`[^`\n]*?faidctl ([a-z]+)[^`\n]*`", p.read_text()))
+        named = set(re.findall(r"`[^`\n]*?faidctl ([a-z]+(?:-[a-z]+)*)[^`\n]*`", p.read_text()))
         assert named <= cmds, f"{p.name} names faidctl commands that do not exist: {named - cmds}"
 
 
@@ -415,9 +416,9 @@ def test_every_module_in_architecture():
 
 
 def test_reference_versions_are_the_pinned_ones():
-    """The pyFAI version the docs compare against is the one tests/python/requirements.txt pins
+    """The pyFAI version the docs compare against is the one tests/reference/requirements.txt pins
     (the tests that back the docs' numbers run on it)."""
-    pin = re.search(r"^pyFAI==([\d.]+)", (ROOT / "tests" / "python" / "requirements.txt")
+    pin = re.search(r"^pyFAI==([\d.]+)", (ROOT / "tests" / "reference" / "requirements.txt")
                     .read_text(), re.M | re.I).group(1)
     for p in SRC_DOCS:
         for v in re.findall(r"pyFAI (20\d\d\.\d+(?:\.\d+)?)", p.read_text()):
@@ -488,14 +489,15 @@ def test_yaml_examples_load():
 
 def test_readme_offline_commands_run():
     """The README's "Using it" block: every command that needs no running daemon (faid
-    --dump-config, faidctl devices, process, decode, geometry, inspect) runs as written, on
-    files made here, and exits 0."""
-    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    --dump-config, faidctl devices, process, decode, geometry, inspect; not replay, sub, status,
+    aggregates, merge-files) runs as written, on files made here, and exits 0."""
+    sys.path.insert(0, str(ROOT / "tests" / "reference"))
     import dectris_stream as ds  # noqa: E402
     readme = (ROOT / "README.md").read_text()
     block = readme.split("## Using it", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
     lines = [l.split("  #")[0].strip() for l in block.strip().splitlines()]
-    offline = [l for l in lines if not re.search(r"faidctl (replay|sub|status)|faid -c ", l)]
+    offline = [l for l in lines
+               if not re.search(r"faidctl (replay|sub|status|aggregates|merge-files)|faid -c ", l)]
     assert len(offline) >= 6, offline
     with tempfile.TemporaryDirectory() as tmp:
         t = pathlib.Path(tmp)
@@ -542,4 +544,4 @@ if __name__ == "__main__":
         CONF_DOC.write_text(text[:m.start(1)] + option_table() + text[m.end(1):])
         print(f"wrote {CONF_DOC}")
     else:
-        sys.exit("usage: FAID_BIN=build/bin python3 tests/python/test_docs.py --write")
+        sys.exit("usage: FAID_BIN=build/bin python3 tests/docs/test_drift.py --write")

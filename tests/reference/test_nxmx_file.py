@@ -1,6 +1,6 @@
 """The hits-only NXmx file (writer/faid_nxmx.c) read back by real readers: frames compressed here
 by hdf5plugin's own filters (bitshuffle-LZ4, LZ4) or python-lz4 (a raw LZ4 block), written by the
-module through tests/python/nxmx_driver.c, must decode with h5py + hdf5plugin bit for bit to the
+module through tests/reference/nxmx_driver.c, must decode with h5py + hdf5plugin bit for bit to the
 input pixels; the `nxmx` package (what DIALS reads NXmx with) must find the geometry and the
 frames; the CXI peak arrays must equal the peaks given; every row of the layout table must exist;
 a file is never overwritten; a SWMR reader sees the frames after each flush; the CrystFEL
