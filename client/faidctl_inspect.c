@@ -235,7 +235,7 @@ int faidctl_inspect(int argc, char **argv)
         files[nfiles++] = argv[i];
     }
     faid_input_protocol proto;
-    if (faid_input_protocol_parse(proto_name, &proto) != 0) {
+    if (faid_input_protocol_parse(proto_name, &proto) != 0 || proto == FAID_PROTOCOL_FAN) {
         fprintf(stderr, "faidctl inspect: unknown protocol %s\n", proto_name);
         return 2;
     }

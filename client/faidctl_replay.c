@@ -671,7 +671,8 @@ int faidctl_replay(int argc, char **argv)
             enc_given = 1;
             break;
         case O_PROTOCOL:
-            bad = faid_input_protocol_parse(v, &proto) != 0 || proto == FAID_PROTOCOL_AUTO;
+            bad = faid_input_protocol_parse(v, &proto) != 0 || proto == FAID_PROTOCOL_AUTO ||
+                  proto == FAID_PROTOCOL_FAN;
             break;
         default:
             usage(stderr);

@@ -2,6 +2,9 @@
 #
 # The layer check: every layer folder is a library that stands only on the layers below it,
 #   base <- proto <- core <- engine <- writer <- daemon, faidctl
+# and faid-fan (daemon/fan/, a program of the daemon layer) stands on base, proto and core alone,
+# so that a fan-out host links no OpenCL engine, no writer and none of the server (it uses none of
+# daemon/'s headers; daemon/ may not include its headers either);
 # and the client library (client/faid_client*) stands on base and proto alone, so that a C
 # subscriber links no OpenCL and no YAML. Every `#include "..."` of every file of a layer must name
 # a header of its own layer or of a layer it may use; a header found in no layer folder (a test's,
@@ -23,6 +26,7 @@ file(GLOB f_core ${SRC_DIR}/core/*.[ch])
 file(GLOB f_engine ${SRC_DIR}/engine/*.[ch])
 file(GLOB f_writer ${SRC_DIR}/writer/*.[ch] ${SRC_DIR}/writer/tools/*.[ch])
 file(GLOB f_daemon ${SRC_DIR}/daemon/*.[ch])
+file(GLOB f_fan ${SRC_DIR}/daemon/fan/*.[ch])
 file(GLOB f_clientlib ${SRC_DIR}/client/faid_client*.[ch])
 file(GLOB f_client ${SRC_DIR}/client/faidctl*.[ch])
 
@@ -33,9 +37,10 @@ set(allowed_core core base proto)
 set(allowed_engine engine base proto core)
 set(allowed_writer writer base proto core engine)
 set(allowed_daemon daemon base proto core engine writer)
+set(allowed_fan fan base proto core)
 set(allowed_clientlib clientlib base proto)
 set(allowed_client client base proto core engine writer clientlib)
-set(layers base proto core engine writer daemon clientlib client)
+set(layers base proto core engine writer daemon fan clientlib client)
 
 # header name -> layer
 foreach(layer ${layers})
@@ -70,7 +75,7 @@ foreach(layer ${layers})
             list(APPEND bad "${rel} (${layer}) includes ${h} (${owner_${h}}), but ${layer} may include only ${ok}")
           endif()
         endif()
-      elseif(l MATCHES "#[ \t]*include[ \t]*<CL/" AND layer MATCHES "^(base|proto|core|clientlib)$")
+      elseif(l MATCHES "#[ \t]*include[ \t]*<CL/" AND layer MATCHES "^(base|proto|core|fan|clientlib)$")
         string(STRIP "${l}" l)
         list(APPEND bad "${rel} (${layer}): ${l}: OpenCL belongs to engine/")
       elseif(l MATCHES "#[ \t]*include[ \t]*<yaml\\.h>" AND layer MATCHES "^(base|proto|clientlib)$")
@@ -202,7 +207,7 @@ function(check_circles folder files symbols out)
 endfunction()
 
 # (proto/: faid_proto <-> faid_proto_table was a circle until the key table got its own header.)
-foreach(layer base proto core writer daemon)
+foreach(layer base proto core writer daemon fan)
   check_circles(${layer} "${f_${layer}}" 0 circ)
   if(circ)
     list(APPEND bad "${circ}")
@@ -281,7 +286,7 @@ if(bad)
   string(REPLACE ";" "\n  " text "${bad}")
   message(FATAL_ERROR "layer check: ${n} include(s) against the layers "
                       "(base <- proto <- core <- engine <- writer <- daemon, faidctl; "
-                      "client library <- base, proto):\n  ${text}")
+                      "faid-fan <- base, proto, core; client library <- base, proto):\n  ${text}")
 endif()
 message(STATUS "layer check: ${nchecked} includes, none upward, no circle in any folder, "
                "ingest on its hand-off, no OpenCL in the stages")

@@ -42,6 +42,9 @@ static const char *const pinned_copy_names[] = {"auto", "always", "idle", NULL};
 static const char *const contexts_names[] = {"shared", "per_connection", NULL};
 static const char *const cake_names[] = {"lean", "full", NULL};
 static const char *const geo_source_names[] = {"configuration", "start", NULL};
+static const char *const fan_policy_names[] = {"blocks", "credit", NULL};
+static const char *const fan_tee_names[] = {"push", "pub", NULL};
+static const char *const fan_mismatch_names[] = {"refuse", "flag", NULL};
 const char *const faid_queue_policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
 const char *const faid_ll_overflow_names[] = {"block", "drop_oldest", NULL};
 static const char *const hits_mode_names[] = {"frame", "patches", NULL};
@@ -260,7 +263,10 @@ static const faid_option options[] = {
            "security.curve on the inputs stay in the shared context, where the key check "
            "(ZAP) runs."),
     SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, faid_input_protocol_names,
-           input_protocol, 32, "Input message format; auto detects it per message."),
+           input_protocol, 32,
+           "Input message format; auto detects it per message. fan: faid is an instance behind "
+           "faid-fan (docs/fan-out.md): input.endpoint is the fan-out's fan.instances_endpoint, "
+           "input.mode connect, and the format of each message is the one the fan-out reads."),
     SIMPLE("input.max_frame_bytes", FAID_OT_INT64, "bytes", 1024, 68719476736.0, "268435456", 0,
            NULL, max_frame_bytes, 0,
            "Largest accepted frame payload. Enforced at the socket: a message part larger "
@@ -446,6 +452,47 @@ static const faid_option options[] = {
     SIMPLE("http.average", FAID_OT_INT, "profiles", 1, 1000, "10", R, NULL, http_average, 0,
            "The dashboard's average profile: the mean of the last this many profiles it took "
            "(it takes at most 10 per second)."),
+    SIMPLE("fan.instances_endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5570", 0, NULL,
+           fan_instances_endpoint, 256,
+           "faid-fan only: ROUTER endpoint (bound) the instances connect to (faid with "
+           "input.protocol fan and this as input.endpoint)."),
+    SIMPLE("fan.output_endpoint", FAID_OT_STRING, "", 0, 0, "tcp://*:5571", 0, NULL,
+           fan_output_endpoint, 256,
+           "faid-fan only: PUB endpoint of the fan-out's own messages: lost (frames handed to "
+           "an instance that died, by series and frame id) and instances (who joined, left, "
+           "was refused)."),
+    SIMPLE("fan.control_endpoint", FAID_OT_STRING, "", 0, 0, "tcp://127.0.0.1:5572", 0, NULL,
+           fan_control_endpoint, 256,
+           "faid-fan only: REP endpoint of its control socket (`faidctl status --control`)."),
+    SIMPLE("fan.http_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, fan_http_endpoint, 256,
+           "faid-fan only: host:port of its HTTP server (/metrics, /healthz). null = off."),
+    SIMPLE("fan.tee_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, fan_tee_endpoint, 256,
+           "faid-fan only: endpoint (bound) that receives a copy of every detector message, "
+           "for the facility's own file writer. Never blocks: what its consumer cannot take is "
+           "dropped and counted (tee_dropped). null = off."),
+    SIMPLE("fan.tee_socket", FAID_OT_ENUM, "", 0, 0, "push", 0, fan_tee_names, fan_tee_pub, 0,
+           "faid-fan only: socket type of fan.tee_endpoint: push (one consumer takes "
+           "everything) or pub."),
+    SIMPLE("fan.policy", FAID_OT_ENUM, "", 0, 0, "blocks", 0, fan_policy_names, fan_policy, 0,
+           "faid-fan only: how images are shared: blocks (fan.block consecutive frame ids to one "
+           "instance, the next block to the next instance in turn) or credit (each image to "
+           "the instance with the most free credit)."),
+    SIMPLE("fan.block", FAID_OT_INT, "frames", 1, 1000000, "16", 0, NULL, fan_block, 0,
+           "faid-fan only: frames per block with fan.policy blocks."),
+    SIMPLE("fan.buffer_bytes", FAID_OT_INT64, "bytes", 1048576, 68719476736.0, "268435456", 0, NULL,
+           fan_buffer_bytes, 0,
+           "faid-fan only: detector messages held while no instance can take them, at most. "
+           "Beyond it images are dropped and counted (dropped, and a lost message with "
+           "instance \"\"): the detector is never blocked."),
+    SIMPLE("fan.instance_timeout", FAID_OT_DOUBLE, "s", 0.2, 3600, "3.0", 0, NULL,
+           fan_instance_timeout, 0,
+           "faid-fan only: an instance silent this long (no credit, which it sends every "
+           "0.1 s) counts as dead: it gets nothing more and the frames it had not accounted for "
+           "are reported lost."),
+    SIMPLE("fan.config_mismatch", FAID_OT_ENUM, "", 0, 0, "refuse", 0, fan_mismatch_names,
+           fan_config_flag, 0,
+           "faid-fan only: an instance whose config_hash differs from the instances' already "
+           "there: refuse it, or flag it (status) and use it."),
     SIMPLE("security.curve", FAID_OT_BOOL, "", 0, 0, "false", 0, NULL, security_curve, 0,
            "true: every socket faid serves (input when bound, output, lossless output, input "
            "forward, hits, hits request, control) is a ZeroMQ CURVE server: traffic is "
@@ -1103,7 +1150,7 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
                 return failk(d, c, n, o->name, FAID_ECONFIG, "unknown detector '%s' (known: %s)", v,
                              list);
             }
-        } else if (o->off == OFF(http_endpoint)) {
+        } else if (o->off == OFF(http_endpoint) || o->off == OFF(fan_http_endpoint)) {
             char host[256];
             int port;
             faid_diag hd;

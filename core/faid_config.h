@@ -89,7 +89,7 @@ typedef struct faid_config {
     int input_pinned_copy;      /* 0 = auto (while frames wait), 1 = always, 2 = idle */
     int input_contexts;         /* 0 = shared, 1 = per_connection */
     int output_cake;            /* 0 = lean (I_2d), 1 = full (I_2d, sigma_2d, count_2d) */
-    char input_protocol[32];    /* auto | native | dectris-v1 | dectris-v2 */
+    char input_protocol[32];    /* auto | native | dectris-v1 | dectris-v2 | fan */
     char input_channel[64];     /* DECTRIS v2 channel, "" = the first */
     char forward_endpoint[256]; /* PUSH re-sending raw input, "" = none */
     char output_endpoint[256];
@@ -125,6 +125,19 @@ typedef struct faid_config {
     int security_curve;                  /* every socket faid serves is a CURVE server */
     char secret_key_file[FAID_PATH_MAX]; /* faid's NAME.key, "" = none */
     char authorized_keys[FAID_PATH_MAX]; /* folder of the clients' *.pub, "" = none */
+
+    /* faid-fan (daemon/fan/): the fan-out's own sockets and policy */
+    char fan_instances_endpoint[256];
+    char fan_output_endpoint[256];
+    char fan_control_endpoint[256];
+    char fan_http_endpoint[256]; /* "" = off */
+    char fan_tee_endpoint[256];  /* "" = off */
+    int fan_tee_pub;             /* 0 = push, 1 = pub */
+    int fan_policy;              /* 0 = blocks, 1 = credit */
+    int fan_block;
+    int64_t fan_buffer_bytes;
+    double fan_instance_timeout;
+    int fan_config_flag; /* 0 = refuse, 1 = flag */
 
     /* The detector and geometry keys as written (or their defaults): faid_config_resolve derives
      * the effective preset, rows/cols, pixel sizes and geometry above from them, the .poni file

@@ -34,7 +34,7 @@ typedef struct faid_handoff {
     faid_queue *frames;  /* to the workers (policy below) */
     faid_queue *results; /* to the publisher: series events; never full (faid_pool.h) */
     faid_queue_policy policy;
-    void *const *pull; /* the PULL sockets, one per entry of input.endpoint */
+    void *const *pull; /* the PULL sockets, one per entry of input.endpoint (a DEALER with fan) */
     int npull;
     void *forward;       /* input.forward_endpoint's PUSH, or NULL */
     faid_pinned *pinned; /* input.pinned_bytes' arena, or NULL */
@@ -53,6 +53,8 @@ typedef struct faid_handoff {
     atomic_uint_fast64_t *series_frames;
     atomic_int_fast64_t *alive_ns; /* a heartbeat per input socket (the watchdog reads them) */
     atomic_uint *dtypes_seen;      /* bit per faid_dtype received, so a reload prepares those */
+    int fan; /* input.protocol fan: an instance behind faid-fan (faid_fan_proto.h) */
+    const char *instance_name; /* instance.name as resolved: the name in the fan-out's hello */
 } faid_handoff;
 
 #endif

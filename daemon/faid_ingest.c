@@ -20,6 +20,7 @@
 #include "faid_handoff.h"
 #include "faid_pool.h"
 
+#include "faid_fan_proto.h"
 #include "faid_input.h"
 #include "faid_log.h"
 
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define POLL_MS 100
 
@@ -65,6 +67,14 @@ typedef struct ingest {
     faid_input_protocol protocol; /* input.protocol */
     faid_input_msg msg;           /* the message being handled (large: kept off the stack) */
     int discard; /* stopping and past input.stop_timeout: frames are counted, not processed */
+    /* input.protocol fan: the link to the fan-out (faid_fan_proto.h) on the DEALER `pull` */
+    int fan;
+    int fan_welcomed;       /* the last hello was welcomed */
+    int64_t fan_hello_ns;   /* when the last hello went out (0: none yet) */
+    int64_t fan_credit_ns;  /* when the last credit went out */
+    uint64_t fan_done;      /* done in the last credit */
+    faid_fan_msg fan_route; /* the route of the message being handled */
+    char fan_name[FAID_FAN_NAME_MAX];
 } ingest;
 
 /* The ingest threads and their shared state (faid_ingest_start / faid_ingest_join). */
@@ -598,18 +608,166 @@ static void forward(ingest *in, faid_slot *slot, int nkept, int nparts)
     faid_stat_add(ok ? &s->stats->forwarded : &s->stats->forward_dropped, 1);
 }
 
+/* ---- input.protocol fan: the instance's side of the fan-out link ---------------------------- */
+
+static faid_ratelimit rl_fan;
+
+/* Frames this instance has accounted for (results, errors, drops): what its credit's `done`
+ * reports, so the fan-out knows which of the frames it handed over are safe. */
+static uint64_t fan_done(const faid_handoff *s)
+{
+    return faid_stat_get(&s->stats->processed) + faid_stat_get(&s->stats->failed) +
+           faid_stat_get(&s->stats->dropped);
+}
+
+/* Frames the fan-out may hand over beyond those accounted for: the frame queue and as many
+ * again in the socket and the workers, so the queue stays fed while a credit travels. */
+static uint64_t fan_window(const faid_handoff *s)
+{
+    return 2 * (uint64_t)s->cfg->queue_depth;
+}
+
+static void fan_send(ingest *in, faid_fan_type type)
+{
+    const faid_handoff *s = in->s;
+    faid_fan_msg m;
+    memset(&m, 0, sizeof(m));
+    m.type = type;
+    m.window = fan_window(s);
+    m.done = fan_done(s);
+    if (type == FAID_FAN_HELLO) {
+        snprintf(m.instance, sizeof(m.instance), "%s", in->fan_name);
+        faid_gen *g = faid_server_current_gen(s->srv);
+        snprintf(m.config_hash, sizeof(m.config_hash), "%s", g ? g->setup->config_hash : "");
+        faid_gen_release(&g);
+    }
+    uint8_t buf[512];
+    size_t len = 0;
+    if (faid_fan_encode(&m, buf, sizeof(buf), &len, NULL))
+        return;
+    /* Never waits: a fan-out that is not there yet gets the next one. */
+    if (zmq_send(in->pull, buf, len, ZMQ_DONTWAIT) < 0)
+        return;
+    int64_t now = faid_now_ns();
+    if (type == FAID_FAN_HELLO)
+        in->fan_hello_ns = now;
+    in->fan_credit_ns = now;
+    in->fan_done = m.done;
+}
+
+/* Hello until welcomed (again each second: a fan-out that starts later, or refused this
+ * instance, hears it again); then credit whenever done grew and every 100 ms as heartbeat. */
+static void fan_tick(ingest *in)
+{
+    if (!in->fan)
+        return;
+    int64_t now = faid_now_ns();
+    if (!in->fan_welcomed) {
+        if (!in->fan_hello_ns || now - in->fan_hello_ns > 1000000000ll)
+            fan_send(in, FAID_FAN_HELLO);
+        return;
+    }
+    if (fan_done(in->s) != in->fan_done || now - in->fan_credit_ns > 100000000ll)
+        fan_send(in, FAID_FAN_CREDIT);
+}
+
+/* A link message of the fan-out that is not a route (welcome, refused, rejoin). */
+static void fan_control(ingest *in, const faid_fan_msg *m)
+{
+    switch (m->type) {
+    case FAID_FAN_WELCOME:
+        in->fan_welcomed = 1;
+        FAID_INFO("ingest", "fan-out welcomed instance %s%s", in->fan_name,
+                  m->flagged ? " (flagged: its config_hash differs from the others')" : "");
+        fan_send(in, FAID_FAN_CREDIT);
+        break;
+    case FAID_FAN_REFUSED:
+        in->fan_welcomed = 0;
+        faid_log_ratelimited(&rl_fan, FAID_LOG_ERROR, "ingest",
+                             "fan-out refused instance %s: %s (hello again in 1 s)", in->fan_name,
+                             m->error);
+        break;
+    case FAID_FAN_REJOIN:
+        in->fan_welcomed = 0;
+        faid_log_ratelimited(&rl_fan, FAID_LOG_WARN, "ingest",
+                             "fan-out had counted instance %s out (silent too long): hello again",
+                             in->fan_name);
+        fan_send(in, FAID_FAN_HELLO);
+        break;
+    default:
+        faid_log_ratelimited(&rl_fan, FAID_LOG_WARN, "ingest", "fan-out sent a %s message: ignored",
+                             faid_fan_type_name(m->type));
+        break;
+    }
+}
+
+/* The instance's name on the link: instance.name as the daemon resolved it (by default the
+ * host name and the control endpoint's port), the name its start, results and end carry, so the
+ * fan-out's lost reports and status name an instance as its own messages do. */
+static void fan_name(ingest *in)
+{
+    snprintf(in->fan_name, sizeof(in->fan_name), "%s",
+             in->s->instance_name ? in->s->instance_name : "");
+}
+
 /* Receives every part of one message into the slot: up to FAID_INPUT_MAX_PARTS are kept (no
  * format has more), further ones are received and released, so the next message always starts
  * at its first part whatever a sender does (formats.md: never read leftover parts as the next
  * message). *nparts counts them all. */
 static int receive(ingest *in, faid_slot *slot, int *nparts, size_t *bytes)
 {
-    zmq_msg_init(&slot->part[0]);
-    if (zmq_msg_recv(&slot->part[0], in->pull, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&slot->part[0]);
-        return -1;
+    if (in->fan) {
+        /* The fan-out's route frame first; a link message alone is handled here and the
+         * caller polls again. */
+        zmq_msg_t route;
+        zmq_msg_init(&route);
+        if (zmq_msg_recv(&route, in->pull, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&route);
+            return -1;
+        }
+        faid_diag d;
+        faid_diag_clear(&d);
+        int more = zmq_msg_more(&route);
+        int rc = faid_fan_decode(zmq_msg_data(&route), zmq_msg_size(&route), &in->fan_route, &d);
+        zmq_msg_close(&route);
+        if (rc == 0 && in->fan_route.type != FAID_FAN_ROUTE)
+            fan_control(in, &in->fan_route);
+        else if (rc || !more)
+            faid_log_ratelimited(&rl_fan, FAID_LOG_WARN, "ingest", "fan-out link: %s",
+                                 rc ? d.msg : "a route without a detector message");
+        if (rc || in->fan_route.type != FAID_FAN_ROUTE || !more) {
+            while (more) { /* the rest of a message that is not a route */
+                zmq_msg_t scratch;
+                zmq_msg_init(&scratch);
+                if (zmq_msg_recv(&scratch, in->pull, 0) < 0) {
+                    zmq_msg_close(&scratch);
+                    break;
+                }
+                more = zmq_msg_more(&scratch);
+                zmq_msg_close(&scratch);
+            }
+            /* not a detector message: the caller reads on */
+            return 1;
+        }
+        faid_input_protocol p = FAID_PROTOCOL_AUTO;
+        if (faid_input_protocol_parse(in->fan_route.protocol, &p) != 0 || p == FAID_PROTOCOL_FAN)
+            p = FAID_PROTOCOL_AUTO;
+        in->protocol = p;
+        /* the detector message follows in the same multipart message: never waits */
+        zmq_msg_init(&slot->part[0]);
+        if (zmq_msg_recv(&slot->part[0], in->pull, 0) < 0) {
+            zmq_msg_close(&slot->part[0]);
+            return -1;
+        }
+    } else {
+        zmq_msg_init(&slot->part[0]);
+        if (zmq_msg_recv(&slot->part[0], in->pull, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&slot->part[0]);
+            return -1;
+        }
     }
     slot->nkept = 1;
+
     *nparts = 1;
     *bytes = zmq_msg_size(&slot->part[0]);
     int more = zmq_msg_more(&slot->part[0]);
@@ -828,6 +986,12 @@ static void handle_message(ingest *in, faid_slot *slot, int nparts, size_t bytes
         handle_image(in, slot, rc ? &d : NULL);
         return;
     case FAID_IN_START:
+        if (in->fan && in->fan_route.shards) {
+            /* the fan-out's place of this instance in the series, stamped into its start */
+            lock(in);
+            faid_series_set_shard(in->sh->series, in->fan_route.shard, in->fan_route.shards);
+            unlock(in);
+        }
         handle_start(in, slot);
         return;
     case FAID_IN_END:
@@ -899,7 +1063,13 @@ static void drain(ingest *in)
         faid_slot *slot = get_slot(in);
         int nparts = 0;
         size_t bytes = 0;
-        if (receive(in, slot, &nparts, &bytes) != 0) {
+        int r = receive(in, slot, &nparts, &bytes);
+        fan_tick(in);
+        if (r > 0) {
+            faid_slot_put(s->srv, slot);
+            continue;
+        }
+        if (r != 0) {
             faid_slot_put(s->srv, slot);
             if (!idle_since)
                 idle_since = faid_now_ns();
@@ -912,6 +1082,8 @@ static void drain(ingest *in)
         forward(in, slot, slot->nkept, nparts);
         handle_message(in, slot, nparts, bytes);
     }
+    if (in->fan && in->fan_welcomed)
+        fan_send(in, FAID_FAN_BYE); /* the fan-out sends nothing more */
     uint64_t discarded = faid_stat_get(&s->stats->drops[FAID_DROP_INPUT_SHUTDOWN]) - discarded0;
     if (discarded)
         FAID_WARN("ingest",
@@ -934,7 +1106,10 @@ static void *ingest_main(void *arg)
         faid_series_tick(in->sh->series, faid_now_ns(), &out);
         emit(in, &out, NULL);
         unlock(in);
-        int n = zmq_poll(&item, 1, POLL_MS);
+        fan_tick(in);
+        /* fan: a short poll, so that credit follows the results closely (the fan-out sends
+         * no more than the window beyond what was accounted for) */
+        int n = zmq_poll(&item, 1, in->fan ? 5 : POLL_MS);
         if (n < 0 && zmq_errno() != EINTR) {
             /* Never spin on a failing poll (e.g. out of descriptors): wait as a timeout would. */
             faid_log_ratelimited(&rl_bad, FAID_LOG_WARN, "ingest", "zmq_poll: %s",
@@ -951,10 +1126,14 @@ static void *ingest_main(void *arg)
             faid_slot *slot = get_slot(in);
             int nparts = 0;
             size_t bytes = 0;
-            if (receive(in, slot, &nparts, &bytes) != 0) {
+            int r = receive(in, slot, &nparts, &bytes);
+            if (r != 0) {
                 faid_slot_put(s->srv, slot);
+                if (r > 0) /* a fan-out link message: read on */
+                    continue;
                 break;
             }
+            fan_tick(in);
             forward(in, slot, slot->nkept, nparts);
             handle_message(in, slot, nparts, bytes);
         }
@@ -994,6 +1173,9 @@ int faid_ingest_start(const faid_handoff *h, faid_ingest_set **out, faid_diag *d
         in->pull = s->pull[i];
         in->policy = s->policy;
         in->protocol = proto;
+        in->fan = s->fan;
+        if (in->fan)
+            fan_name(in);
         atomic_store(&s->alive_ns[i], faid_now_ns());
         if (pthread_create(&in->thread, NULL, ingest_main, in))
             return faid_fail(d, FAID_ENOMEM, "cannot start ingest thread %d", i);

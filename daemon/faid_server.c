@@ -188,7 +188,7 @@ static void *make_socket_in(faid_server *s, void *zctx, int type, const char *en
         return NULL;
     }
     int opt = hwm;
-    if (type == ZMQ_PULL) {
+    if (type == ZMQ_PULL || type == ZMQ_DEALER) {
         zmq_setsockopt(sock, ZMQ_RCVHWM, &opt, sizeof(opt));
         /* A connection that never completes the ZeroMQ handshake (an idle TCP connection)
          * holds a descriptor this long at most, not libzmq's default 30 s. */
@@ -390,11 +390,21 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         FAID_WARN("server", "ZMQ_IO_THREADS %d: %s", io_threads, zmq_strerror(zmq_errno()));
     /* input.protocol: a value this build cannot honour stops the daemon here, never later. */
     faid_input_protocol proto;
-    if (faid_input_protocol_parse(cfg->input_protocol, &proto) != 0) {
+    s->fan = strcmp(cfg->input_protocol, "fan") == 0;
+    if (s->fan && nin != 1) {
+        faid_fail(d, FAID_ECONFIG,
+                  "input.protocol fan: input.endpoint names %d endpoints; an instance connects to "
+                  "one fan-out",
+                  nin);
+        goto fail;
+    }
+    if (s->fan) {
+        /* the detector formats are the fan-out's: each route names the one of its message */
+    } else if (faid_input_protocol_parse(cfg->input_protocol, &proto) != 0) {
         faid_fail(d, FAID_ECONFIG, "input.protocol: unknown protocol \"%s\"", cfg->input_protocol);
         goto fail;
     }
-    if (faid_input_available(proto, d)) {
+    if (!s->fan && faid_input_available(proto, d)) {
         faid_diag_prefix(d, "input.protocol %s: ", cfg->input_protocol);
         goto fail;
     }
@@ -410,9 +420,12 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         char ep[sizeof cfg->input_endpoint], what[32], mon[64];
         faid_config_endpoint_at(cfg->input_endpoint, i, ep, sizeof ep);
         snprintf(what, sizeof what, nin > 1 ? "input %d" : "input", i);
+        /* fan: a DEALER connected to the fan-out's ROUTER, whatever input.mode says (the
+         * fan-out binds); it receives routed detector messages and sends hello and credit. */
         void *ictx = input_context(s, i);
-        s->pull[i] = make_socket_in(s, ictx, ZMQ_PULL, ep, cfg->input_bind, depth, 0,
-                                    s->input_max_msg, what, d);
+        s->pull[i] =
+            make_socket_in(s, ictx, s->fan ? ZMQ_DEALER : ZMQ_PULL, ep,
+                           s->fan ? 0 : cfg->input_bind, depth, 0, s->input_max_msg, what, d);
         if (!s->pull[i])
             goto fail;
         s->npull = i + 1;
@@ -527,6 +540,8 @@ int faid_server_start(faid_server *s, faid_diag *d)
         .series_frames = &s->series_frames,
         .alive_ns = s->ingest_alive_ns,
         .dtypes_seen = &s->dtypes_seen,
+        .fan = s->fan,
+        .instance_name = s->instance_name,
     };
     return faid_ingest_start(&h, &s->ingest, d);
 }

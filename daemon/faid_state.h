@@ -90,8 +90,9 @@ struct faid_server {
      * where the input is in zctx */
     void *in_ctx[FAID_MAX_ENDPOINTS];
     int in_nctx;                    /* ZeroMQ contexts the input sockets use (status) */
-    void *pull[FAID_MAX_ENDPOINTS]; /* one PULL per entry of input.endpoint */
+    void *pull[FAID_MAX_ENDPOINTS]; /* one PULL per entry of input.endpoint (a DEALER with fan) */
     int npull;
+    int fan; /* input.protocol fan: an instance behind faid-fan (faid_fan_proto.h) */
     void *pub, *router, *rep; /* router: the lossless channel, NULL when off */
     faid_lossless *ll;        /* the lossless channel's buffer and session */
     void *forward;  /* PUSH re-sending raw input messages (input.forward_endpoint), or NULL */

@@ -13,11 +13,12 @@ const char *const faid_input_protocol_names[] = {
     [FAID_PROTOCOL_NATIVE] = "native",
     [FAID_PROTOCOL_DECTRIS_V1] = "dectris-v1",
     [FAID_PROTOCOL_DECTRIS_V2] = "dectris-v2",
-    [FAID_PROTOCOL_DECTRIS_V2 + 1] = NULL,
+    [FAID_PROTOCOL_FAN] = "fan",
+    [FAID_PROTOCOL_FAN + 1] = NULL,
 };
 #define NPROTOCOLS (sizeof(faid_input_protocol_names) / sizeof(faid_input_protocol_names[0]) - 1)
 
-/* Each protocol's format, by faid_input_protocol (NULL for auto). */
+/* Each protocol's format, by faid_input_protocol (NULL for auto and fan). */
 static const faid_input_format *const formats[NPROTOCOLS] = {
     [FAID_PROTOCOL_NATIVE] = &faid_input_native,
     [FAID_PROTOCOL_DECTRIS_V1] = &faid_input_dectris_v1,

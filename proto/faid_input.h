@@ -53,10 +53,14 @@ typedef enum {
     FAID_PROTOCOL_NATIVE,
     FAID_PROTOCOL_DECTRIS_V1,
     FAID_PROTOCOL_DECTRIS_V2,
+    /* Not a format: the daemon is an instance behind faid-fan (docs/fan-out.md), and each
+     * message's route names its format. No decoder: faid_input_format_of gives NULL. */
+    FAID_PROTOCOL_FAN,
 } faid_input_protocol;
 
 /* The input.protocol values, indexed by faid_input_protocol and NULL-terminated: "auto", "native",
- * "dectris-v1", "dectris-v2" (the option table's choices, a format's name in status and logs). */
+ * "dectris-v1", "dectris-v2", "fan" (the option table's choices, a format's name in status and
+ * logs). */
 extern const char *const faid_input_protocol_names[];
 /* The protocol named name; -1 when unknown. The name of p, "invalid" when out of range. */
 int faid_input_protocol_parse(const char *name, faid_input_protocol *out);

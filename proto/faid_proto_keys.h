@@ -112,6 +112,12 @@
     X(INSTANCE, "instance")                                                                        \
     X(SHARD, "shard")                                                                              \
     X(SHARDS, "shards")                                                                            \
+    X(WINDOW, "window")                                                                            \
+    X(DONE, "done")                                                                                \
+    X(FLAGGED, "flagged")                                                                          \
+    X(SERIES, "series")                                                                            \
+    X(INSTANCES, "instances")                                                                      \
+    X(LOST, "lost")                                                                                \
     X(CONSUMER, "consumer")                                                                        \
     X(HELD, "held")                                                                                \
     /* start: geometry */                                                                          \
@@ -303,7 +309,11 @@
     X(STATUS_LOSSLESS, "status.lossless", "status: lossless")                                      \
     X(STATUS_DEVICE, "status.devices", "status: each entry of devices")                            \
     X(STATUS_MEMORY, "status.memory", "status: memory")                                            \
-    X(STATUS_WRITER, "status.writer", "status: writer")
+    X(STATUS_WRITER, "status.writer", "status: writer")                                            \
+    X(FAN_LINK, "fanout-link", "fan-out link: instance and fan-out messages")                         \
+    X(FAN_LOST, "fanout-lost", "fan-out: lost")                                                       \
+    X(FAN_STATUS, "fanout-status", "fan-out: status reply")                                           \
+    X(FAN_STATUS_INSTANCE, "fanout-status.instances", "fan-out status: each entry of instances")
 
 #define FAID_PROTO_MSG_KEYS(X)                                                                     \
     /* native input header */                                                                      \
@@ -652,7 +662,45 @@
     X(STATUS_WRITER, FREE_BYTES, "uint", REQ, "free bytes of the directory's file system (sampled each second; 0 when off)") \
     X(STATUS_WRITER, QUEUED_BYTES, "uint", REQ, "message bytes waiting for the writer thread (at most `writer.queue_bytes`)") \
     X(STATUS_WRITER, ERRORS, "map str -> uint", REQ, "write errors per kind: `no_space` (ENOSPC), `file_size` (RLIMIT_FSIZE), `unwritable` (directory missing, read-only), `removed` (file or directory removed while written), `io`, `message` (a message unlike its start)") \
-    X(STATUS_WRITER, DROPPED, "map str -> uint", REQ, "messages not queued for the writer because `writer.queue_bytes` was full, per kind: `start`, `result`, `end`, `hit`")
+    X(STATUS_WRITER, DROPPED, "map str -> uint", REQ, "messages not queued for the writer because `writer.queue_bytes` was full, per kind: `start`, `result`, `end`, `hit`") \
+    /* the fan-out link (proto/faid_fan_proto.h) */ \
+    X(FAN_LINK, TYPE, "str", REQ, "instance to fan-out: `\"hello\"`, `\"credit\"`, `\"bye\"`; fan-out to instance: `\"welcome\"`, `\"refused\"`, `\"rejoin\"`, `\"route\"`") \
+    X(FAN_LINK, INSTANCE, "str (< 128 bytes)", OPT, "hello: the instance's name (`instance.name`, as its start, results and end carry it)") \
+    X(FAN_LINK, CONFIG_HASH, "str", OPT, "hello: the instance's `config_hash` (as its `status`)") \
+    X(FAN_LINK, WINDOW, "uint", OPT, "hello, credit, bye: frames the instance may hold beyond those it accounted for") \
+    X(FAN_LINK, DONE, "uint", OPT, "hello, credit, bye: frames the instance accounted for (results, errors, drops) since it started; the fan-out credits `done + window - sent`") \
+    X(FAN_LINK, FLAGGED, "bool", OPT, "welcome: the instance's `config_hash` differs from the others' (`fan.config_mismatch: flag`)") \
+    X(FAN_LINK, ERROR, "str", OPT, "refused: why") \
+    X(FAN_LINK, PROTOCOL, "str", OPT, "route: the detector format of the message that follows (`native`, `dectris-v1`, `dectris-v2`)") \
+    X(FAN_LINK, KIND, "str", OPT, "route: `\"start\"`, `\"image\"`, `\"end\"`, `\"other\"`") \
+    X(FAN_LINK, SERIES_ID, "uint", OPT, "route: the series") \
+    X(FAN_LINK, FRAME_ID, "uint", OPT, "route of an image: its frame id") \
+    X(FAN_LINK, SHARD, "uint", OPT, "route: the instance's index among the instances of the series (join order)") \
+    X(FAN_LINK, SHARDS, "uint", OPT, "route: how many instances the series has (a later joiner sees a larger count)") \
+    /* the fan-out's PUB: frames lost with an instance */ \
+    X(FAN_LOST, TYPE, "str", REQ, "`\"lost\"`") \
+    X(FAN_LOST, SERIES, "uint", REQ, "the series") \
+    X(FAN_LOST, INSTANCE, "str", REQ, "the instance they were handed to; `\"\"`: dropped by the fan-out itself (`fan.buffer_bytes` full)") \
+    X(FAN_LOST, REASON, "str", REQ, "`\"gone (connection closed)\"`, `\"timed out\"`, `\"left\"`, `\"replaced by a new connection\"`, `\"buffer full\"`") \
+    X(FAN_LOST, FRAMES, "[[uint, uint]]", REQ, "the frame ids as inclusive `[first, last]` ranges") \
+    /* faid-fan's status reply (after ok, cmd) */ \
+    X(FAN_STATUS, SOFTWARE_VERSION, "str", REQ, "faid version") \
+    X(FAN_STATUS, UPTIME_S, "float", REQ, "seconds since faid-fan started") \
+    X(FAN_STATUS, STATE, "str", REQ, "`\"running\"` (a series is open) or `\"idle\"`") \
+    X(FAN_STATUS, SERIES_ID, "uint", REQ, "the open or last series") \
+    X(FAN_STATUS, POLICY, "str", REQ, "`fan.policy`: `\"blocks\"` or `\"credit\"`") \
+    X(FAN_STATUS, COUNTERS, "map str -> uint", REQ, "`received`, `received_bytes` (detector messages), `bad_input` (unreadable: tee only), `routed` (images handed to an instance), `broadcast` (starts, ends, other messages sent to every instance), `dropped` (images the full buffer dropped), `lost` (frames reported lost), `tee_sent`, `tee_dropped`, `joined`, `left`, `died`, `refused` (instances), `queued_bytes` (the buffer now)") \
+    X(FAN_STATUS, INSTANCES, "[map]", REQ, "every instance seen (`fanout-status.instances` below)") \
+    X(FAN_STATUS_INSTANCE, INSTANCE, "str", REQ, "its name") \
+    X(FAN_STATUS_INSTANCE, STATE, "str", REQ, "`\"live\"` (receives frames), `\"dead\"` (connection closed or silent for `fan.instance_timeout`), `\"left\"` (said bye), `\"refused\"`") \
+    X(FAN_STATUS_INSTANCE, CONFIG_HASH, "str", REQ, "its `config_hash`") \
+    X(FAN_STATUS_INSTANCE, FLAGGED, "bool", REQ, "its hash differs and `fan.config_mismatch` is `flag`") \
+    X(FAN_STATUS_INSTANCE, CREDIT, "uint", REQ, "frames it may be sent now") \
+    X(FAN_STATUS_INSTANCE, WINDOW, "uint", REQ, "its window") \
+    X(FAN_STATUS_INSTANCE, SENT, "uint", REQ, "frames handed to it") \
+    X(FAN_STATUS_INSTANCE, LOST, "uint", REQ, "frames reported lost with it") \
+    X(FAN_STATUS_INSTANCE, SHARD, "uint", REQ, "its shard in the last series") \
+    X(FAN_STATUS_INSTANCE, SHARDS, "uint", REQ, "the shard count it was told")
 /* clang-format on */
 
 /* The key constants: FAID_K_SERIES_ID is "series_id" (a char array, not a literal). */

@@ -127,7 +127,8 @@ def changed(key, typ, rng, cur, tmp):
         return "cpu" if cur != "cpu" else "ref"
     if typ == "string" or "endpoint" in typ:  # "endpoint or list": one endpoint is a value
         if "endpoint" in key:
-            return ("127.0.0.1:%d" if key.startswith("http") else "tcp://127.0.0.1:%d") % free_port()
+            http = key.startswith("http") or key.endswith("http_endpoint")  # host:port ones
+            return ("127.0.0.1:%d" if http else "tcp://127.0.0.1:%d") % free_port()
         if key == "detector.preset":
             return "eiger_1m"
         return "threshold_2"
