@@ -1318,14 +1318,15 @@ int main(int argc, char **argv)
                 " \"bg_rel_err\": %.3e, \"num_peaks\": [%d, %d, %d, %d],\n"
                 " \"kind\": \"%s\", \"device_bytes\": %zu, \"device_bytes_depth1\": %zu,"
                 " \"h2d_event_gbs\": %.3f, \"h2d_wall_gbs\": %.3f, \"floor_fps\": %.1f,\n"
-                " \"variants\": [\n",
+                " \"integrate_variant\": %d,\n \"variants\": [\n",
                 faid_engine_device_name(e), s->rows, s->cols, faid_dtype_name(dt), s->csr->npt_rad,
                 s->csr2d ? s->csr2d->npt_azim : 0, faid_split_name(cfg.split),
                 faid_unit_name(cfg.unit), faid_error_model_name(cfg.error_model), o.frames,
                 raw_bytes, mean_clen, setup_ms, (long long)s->csr->nnz, init_ms, o.peaks, peaks_ok,
                 bg_err, sync[0] ? sync[0]->num_peaks : -1, sync[1] ? sync[1]->num_peaks : -1,
                 sync[2] ? sync[2]->num_peaks : -1, sync[3] ? sync[3]->num_peaks : -1, o.kind,
-                dev_bytes, dev_bytes1, h2d_ev_gbs, h2d_wall_gbs, floor_fps);
+                dev_bytes, dev_bytes1, h2d_ev_gbs, h2d_wall_gbs, floor_fps,
+                faid_engine_integrate_variant(e));
         for (int v = 0; v < nv; v++) {
             fprintf(f,
                     "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "

@@ -24,7 +24,11 @@
 # writer": without the pinned arena, and with the files of record on), WRITER_DIR (the writer
 # run's directory), KINDS (frame kinds of the decoder / PCIe-floor runs, default
 # "synthetic lowcount"), SIZES (detector presets of the size runs besides the EIGER 4M of the
-# lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300).
+# lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
+# INT_VARIANTS (issue 17: variants of the batched integration kernel, FAID_ENGINE_INTEGRATE
+# values, each run as GPU stage and compute alone on the synthetic frames beside "base", the
+# default kernel; default "base gather entrynorm gather,entrynorm"; "" skips), INT_BATCHES (frames
+# per slot of those runs, default "$BATCH 8").
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,6 +47,8 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
+INT_VARIANTS=${INT_VARIANTS-base gather entrynorm gather,entrynorm}
+INT_BATCHES=${INT_BATCHES-$BATCH 8}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
@@ -158,6 +164,23 @@ for det in $SIZES; do
         tail -n 10 "$LOG/size_$det.log" | tee -a "$LOG/gpu-run.log"
         status=1
     fi
+done
+
+# 4a'. issue 17: the batched integration kernel's variants (FAID_ENGINE_INTEGRATE, faid_engine.h),
+# GPU stage and compute alone on the synthetic frames, old ("base") and new side by side; each
+# run checks its pipelined results bit for bit against the default one-frame kernel's
+for iv in $INT_VARIANTS; do
+    for ib in $INT_BATCHES; do
+        tag="${iv//,/+}_b$ib"
+        say "integrate variant $iv, batch $ib: FAID_ENGINE_INTEGRATE=$iv $bench --split full --variants pipelined,compute"
+        if ! FAID_ENGINE_INTEGRATE=$iv "$bench" --device "$DEVICE" --frames "$FRAMES" \
+            --depth "$DEPTH" --batch "$ib" --split full --variants pipelined,compute \
+            --kind synthetic --json "$LOG/intv_$tag.json" >"$LOG/intv_$tag.log" 2>&1; then
+            say "ERROR: integrate variant $tag failed or differs, tail of $LOG/intv_$tag.log:"
+            tail -n 10 "$LOG/intv_$tag.log" | tee -a "$LOG/gpu-run.log"
+            status=1
+        fi
+    done
 done
 
 # 4b. tuning sweep: the pipelined variant of the full-split run with one knob changed
@@ -356,6 +379,43 @@ if kinds:
                f'{j.get("device_bytes", 0) / 1e6:.0f}', "yes" if ok else "NO",
                f'{max(v.get("max_rel_err", 0) for v in (pi, co) if v):.1e}' if (pi or co) else "-")
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
+# issue 17, integration: the kernel variants side by side (step 4a'), with the issue's targets
+iv = sorted(f for f in os.listdir(log) if f.startswith("intv_") and f.endswith(".json"))
+pf = os.path.join(log, "pyfai_fastest.json")
+pyf = json.load(open(pf)).get("pipeline_poisson_fps") if os.path.exists(pf) else None
+if iv:
+    print("\nissue 17, integration (EIGER 4M uint32 synthetic bslz4, full split, 1000 bins, poisson;"
+          " FAID_ENGINE_INTEGRATE variants; floor = pinned H2D of the compressed size, same process)")
+    hdr = ("variant", "batch", "stage/s", "floor/s", "%floor", "cmp us", "dec", "int", "x pyFAI",
+           "ident", "relerr")
+    w = [22, 5, 8, 8, 6, 7, 6, 6, 7, 5, 8]
+    print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
+    bestv = None
+    for f in iv:
+        j = json.load(open(os.path.join(log, f)))
+        vs = {v["name"]: v for v in j["variants"]}
+        pi, co = vs.get("pipelined", {}), vs.get("compute", {})
+        fl = j.get("floor_fps", 0)
+        ok = all(v.get("identical") == 1 for v in (pi, co) if v)
+        name, b = f[5:-5].rsplit("_b", 1)
+        row = (name, b, fmt(pi, "fps"), f"{fl:.0f}",
+               f'{100 * pi["fps"] / fl:.1f}' if fl and pi.get("fps") else "-",
+               f'{1e6 / co["fps"]:.1f}' if co.get("fps") else "-",
+               fmt(co, "decode_us", "{:.1f}"), fmt(co, "integrate_us", "{:.1f}"),
+               f'{pi["fps"] / pyf:.1f}' if pyf and pi.get("fps") else "-",
+               "yes" if ok else "NO",
+               f'{max(v.get("max_rel_err", 0) for v in (pi, co) if v):.1e}' if (pi or co) else "-")
+        print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
+        if ok and pi.get("fps") and co.get("fps") and (bestv is None or pi["fps"] > bestv[2]["fps"]):
+            bestv = (name, b, pi, co, fl)
+    if bestv:
+        name, b, pi, co, fl = bestv
+        print(f'GPU stage, integration only: {pi["fps"]:.0f} frames/s = '
+              f'{100 * pi["fps"] / fl:.1f} % of the PCIe floor ({fl:.0f}) [{name}, batch {b}]; target >= 90 %')
+        print(f'compute alone (decode + integrate, frames on the device): {1e6 / co["fps"]:.1f} us '
+              f'[{name}, batch {b}]; target <= 40 us (stretch 25)')
+        print(f'versus pyFAI + silx at its fastest (poisson): ' +
+              (f'{pi["fps"] / pyf:.1f}x ({pyf:.0f} frames/s)' if pyf else "not run") + "; target >= 20x")
 # multi-device scaling
 sc = sorted(f for f in os.listdir(log) if f.startswith("scale_") and f.endswith(".json"))
 if sc:

@@ -648,6 +648,46 @@ static void test_pipeline(ctx *c)
     CHECK(faid_engine_set_fused(c->cl, 1, &d) == 0);
 }
 
+/* The variants of the batched integration kernel (FAID_ENGINE_INTEGRATE, faid_engine.h) give the
+ * same bits as the default: pipeline_on compares every batched frame with faid_engine_process of
+ * the frame alone (the default one-frame kernel). Poisson with dark and cake, error model none,
+ * poisson without dark; an unknown name is refused. */
+static void test_integrate_variants(const faid_setup *boot)
+{
+    static const struct {
+        const char *env;
+        int bits;
+    } vs[] = {{"gather", FAID_INTV_GATHER},
+              {"entrynorm", FAID_INTV_ENORM},
+              {"gather,entrynorm", FAID_INTV_GATHER | FAID_INTV_ENORM}};
+    faid_diag d = {0};
+    for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++) {
+        setenv("FAID_ENGINE_INTEGRATE", vs[k].env, 1);
+        faid_engine *e = faid_engine_new(boot, "cpu", &d);
+        unsetenv("FAID_ENGINE_INTEGRATE");
+        CHECK_MSG(e != NULL, "%s: %s", vs[k].env, d.msg);
+        if (!e)
+            continue;
+        CHECK_MSG(faid_engine_integrate_variant(e) == vs[k].bits, "%s: bits %d", vs[k].env,
+                  faid_engine_integrate_variant(e));
+        pipeline_on(e, &setups[0], 2, 3); /* poisson, dark, cake */
+        if (vs[k].bits == (FAID_INTV_GATHER | FAID_INTV_ENORM)) {
+            pipeline_on(e, &setups[1], 1, 4); /* error model none, partial batches */
+            pipeline_on(e, &setups[3], 2, 2); /* poisson without dark or flat */
+        }
+        faid_engine_destroy(&e);
+    }
+    CHECK(faid_engine_parse_integrate_variant("") == 0);
+    CHECK(faid_engine_parse_integrate_variant("base") == 0);
+    CHECK(faid_engine_parse_integrate_variant("gather,") == FAID_INTV_GATHER);
+    CHECK(faid_engine_parse_integrate_variant("gathers") == -1);
+    setenv("FAID_ENGINE_INTEGRATE", "gather,fast", 1);
+    faid_engine *e = faid_engine_new(boot, "cpu", &d);
+    unsetenv("FAID_ENGINE_INTEGRATE");
+    CHECK(e == NULL && strstr(d.msg, "FAID_ENGINE_INTEGRATE") != NULL);
+    faid_engine_destroy(&e);
+}
+
 int main(void)
 {
     faid_log_set_level(FAID_LOG_ERROR);
@@ -672,6 +712,7 @@ int main(void)
         test_fused_unfused(&c);
         test_errors(&c);
         test_pipeline(&c);
+        test_integrate_variants(&boot);
         printf("worst relative difference OpenCL vs reference: %.3g (tolerance %.0e)\n",
                max_err_seen, TOL);
     }
