@@ -215,7 +215,7 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
     if (e->env.int_variant < 0) {
         faid_fail(d, FAID_EINVAL,
                   "FAID_ENGINE_INTEGRATE=\"%s\": unknown variant (known: base, gather, "
-                  "entrynorm, comma-separated)",
+                  "entrynorm, prefetch, unroll8, comma-separated)",
                   iv);
         free(e);
         return NULL;
@@ -351,7 +351,11 @@ int faid_engine_parse_integrate_variant(const char *s)
     static const struct {
         const char *name;
         int bit;
-    } names[] = {{"base", 0}, {"gather", FAID_INTV_GATHER}, {"entrynorm", FAID_INTV_ENORM}};
+    } names[] = {{"base", 0},
+                 {"gather", FAID_INTV_GATHER},
+                 {"entrynorm", FAID_INTV_ENORM},
+                 {"prefetch", FAID_INTV_PREFETCH},
+                 {"unroll8", FAID_INTV_UNROLL8}};
     int bits = 0;
     while (s && *s) {
         size_t n = strcspn(s, ",");

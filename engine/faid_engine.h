@@ -102,9 +102,15 @@ int faid_engine_rows_mode(const faid_engine *e, int which);
  *              (UNROLL x NBATCH gathers in flight per work-item instead of UNROLL)
  *   entrynorm  the static per-pixel factors (normp, dark) copied at setup into the matrix' entry
  *              order and streamed with the coefficients instead of gathered through the indices
- *              (4 bytes more per entry and factor read in order, one gather less per entry) */
-#define FAID_INTV_GATHER 1
-#define FAID_INTV_ENORM  2
+ *              (4 bytes more per entry and factor read in order, one gather less per entry)
+ *   prefetch   the next UNROLL indices and coefficients loaded while this iteration's gathers
+ *              are in flight (one dependent memory round trip per iteration instead of two)
+ *   unroll8    8 entries per work-item and iteration instead of 4 (UNROLL; it applies to the
+ *              one-frame kernels too: a work-item still adds its entries in the same order) */
+#define FAID_INTV_GATHER   1
+#define FAID_INTV_ENORM    2
+#define FAID_INTV_PREFETCH 4
+#define FAID_INTV_UNROLL8  8
 /* The FAID_INTV_* bits of a FAID_ENGINE_INTEGRATE value; -1 for an unknown name. */
 int faid_engine_parse_integrate_variant(const char *s);
 /* The FAID_INTV_* bits the engine runs with. */

@@ -301,9 +301,11 @@ static int int_plan(const faid_stage_env *env, const faid_stage_res *res, int id
     if ((int)em < 0 || (int)em > FAID_EM_AZIMUTHAL)
         return faid_fail(d, FAID_EINVAL, "error model %d unknown", (int)em);
     char opts[160];
-    snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d%s%s", code, (int)em,
+    snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d%s%s%s%s", code, (int)em,
              env->batch, (env->int_variant & FAID_INTV_GATHER) ? " -D INT_GATHER=1" : "",
-             ir->m[0].enorm || ir->m[1].enorm ? " -D INT_ENORM=1" : "");
+             ir->m[0].enorm || ir->m[1].enorm ? " -D INT_ENORM=1" : "",
+             (env->int_variant & FAID_INTV_PREFETCH) ? " -D INT_PREFETCH=1" : "",
+             (env->int_variant & FAID_INTV_UNROLL8) ? " -D UNROLL=8" : "");
     static const char *const files[] = {"process/preprocess.cl", "process/integrate.cl"};
     const size_t esz = faid_dtype_size(dt);
     const int64_t raw_lane = (int64_t)(faid_restab_lane_bytes(res->rt, "raw") / esz);

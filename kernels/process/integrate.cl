@@ -363,9 +363,15 @@ __kernel void faid_integrate_raw(__global const raw_t *raw, __global const float
 /* Variants of faid_integrate_raw_b (faid_engine.h, FAID_ENGINE_INTEGRATE), same bits as without:
  * INT_GATHER loads every frame's raw values of the UNROLL entries before adding the first;
  * INT_ENORM takes normp and dark in the matrix' entry order (normp[k] == the pixel factor of
- * entry k, copied at setup) instead of through the index. */
+ * entry k, copied at setup) instead of through the index; INT_PREFETCH loads the next UNROLL
+ * indices and coefficients while this iteration's gathers are in flight. (UNROLL itself, the
+ * variant unroll8, changes no sum's order either: a work-item adds its entries k, k + wg, ... in
+ * that order whatever their grouping.) */
 #ifndef INT_GATHER
 #define INT_GATHER 0
+#endif
+#ifndef INT_PREFETCH
+#define INT_PREFETCH 0
 #endif
 #if defined(INT_ENORM) && INT_ENORM
 #define INT_FACTOR(k, idx) (k)
@@ -410,13 +416,36 @@ __kernel void faid_integrate_raw_b(__global const raw_t *raw, uint raw_stride, i
     for (int f = 0; f < NBATCH; f++)
         a[f] = acc_zero();
     int k = start + lid;
+#if INT_PREFETCH
+    /* the indices and coefficients of the next UNROLL entries, loaded one iteration ahead */
+    int nidx[UNROLL];
+    float nc[UNROLL];
+    if (k + (UNROLL - 1) * wg < end)
+        for (int u = 0; u < UNROLL; u++) {
+            nidx[u] = indices[k + u * wg];
+            nc[u] = has_coef ? coef[k + u * wg] : 1.0f;
+        }
+#endif
     for (; k + (UNROLL - 1) * wg < end; k += UNROLL * wg) {
         int idx[UNROLL];
         float c[UNROLL], n[UNROLL], dk[UNROLL];
+#if INT_PREFETCH
+        for (int u = 0; u < UNROLL; u++) {
+            idx[u] = nidx[u];
+            c[u] = nc[u];
+        }
+        const int kn = k + UNROLL * wg;
+        if (kn + (UNROLL - 1) * wg < end)
+            for (int u = 0; u < UNROLL; u++) {
+                nidx[u] = indices[kn + u * wg];
+                nc[u] = has_coef ? coef[kn + u * wg] : 1.0f;
+            }
+#else
         for (int u = 0; u < UNROLL; u++)
             idx[u] = indices[k + u * wg];
         for (int u = 0; u < UNROLL; u++)
             c[u] = has_coef ? coef[k + u * wg] : 1.0f;
+#endif
         for (int u = 0; u < UNROLL; u++) {
             n[u] = normp[INT_FACTOR(k + u * wg, idx[u])];
             dk[u] = do_dark ? dark[INT_FACTOR(k + u * wg, idx[u])] : 0.0f;

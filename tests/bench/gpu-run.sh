@@ -27,8 +27,8 @@
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
 # INT_VARIANTS (issue 17: variants of the batched integration kernel, FAID_ENGINE_INTEGRATE
 # values, each run as GPU stage and compute alone on the synthetic frames beside "base", the
-# default kernel; default "base gather entrynorm gather,entrynorm"; "" skips), INT_BATCHES (frames
-# per slot of those runs, default "$BATCH 8").
+# default kernel; default "base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8";
+# "" skips), INT_BATCHES (frames per slot of those runs, default "$BATCH 8").
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,7 +47,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-INT_VARIANTS=${INT_VARIANTS-base gather entrynorm gather,entrynorm}
+INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
 INT_BATCHES=${INT_BATCHES-$BATCH 8}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
@@ -384,11 +384,14 @@ iv = sorted(f for f in os.listdir(log) if f.startswith("intv_") and f.endswith("
 pf = os.path.join(log, "pyfai_fastest.json")
 pyf = json.load(open(pf)).get("pipeline_poisson_fps") if os.path.exists(pf) else None
 if iv:
-    print("\nissue 17, integration (EIGER 4M uint32 synthetic bslz4, full split, 1000 bins, poisson;"
-          " FAID_ENGINE_INTEGRATE variants; floor = pinned H2D of the compressed size, same process)")
+    j0 = json.load(open(os.path.join(log, iv[0])))
+    print(f'\nissue 17, integration ({j0["rows"]} x {j0["cols"]} {j0["dtype"]} synthetic bslz4, '
+          f'{j0["chunk_bytes_mean"] / 1e6:.2f} MB, split {j0["split"]}, {j0["npt"]} bins, {j0["error_model"]};'
+          " FAID_ENGINE_INTEGRATE variants; floor = pinned H2D of the compressed size, same process;"
+          " cmp = compute alone, us per frame; x pyFAI = stage / pyFAI + silx at its fastest, poisson)")
     hdr = ("variant", "batch", "stage/s", "floor/s", "%floor", "cmp us", "dec", "int", "x pyFAI",
            "ident", "relerr")
-    w = [22, 5, 8, 8, 6, 7, 6, 6, 7, 5, 8]
+    w = [34, 5, 8, 8, 6, 7, 6, 6, 7, 5, 8]
     print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
     bestv = None
     for f in iv:

@@ -96,9 +96,10 @@ def test_integrate_variants_checked(tmp_path):
     js = tmp_path / "v.json"
     r = bench(tmp_path, "--device", "cpu", "--frames", 8, "--depth", 2, "--batch", 3,
               "--split", "full", "--variants", "pipelined,compute", "--kind", "synthetic",
-              "--json", js, env_extra={"FAID_ENGINE_INTEGRATE": "gather,entrynorm"})
+              "--json", js,
+              env_extra={"FAID_ENGINE_INTEGRATE": "gather,entrynorm,prefetch,unroll8"})
     j = json.loads(js.read_text())
-    assert j["integrate_variant"] == 3
+    assert j["integrate_variant"] == 15
     v = {x["name"]: x for x in j["variants"]}
     assert v["pipelined"]["identical"] == 1 and v["compute"]["identical"] == 1, r.stdout
     assert v["pipelined"]["batch"] == 3
