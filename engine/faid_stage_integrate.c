@@ -11,9 +11,10 @@
  *
  * Launches (int_plan; kernels/process/, one program per frame dtype and error model, NBATCH =
  * batch): fused, one launch per matrix for the whole slot (faid_rows_raw in rows mode, or
- * faid_integrate_raw_b for error models none/poisson with batch > 1, built with INT_GATHER /
- * INT_ENORM for the variants gather / entrynorm), else frame after frame (faid_integrate_raw;
- * unfused faid_preprocess then faid_integrate_pre / faid_rows_pre).
+ * faid_integrate_raw_b for error models none/poisson with batch > 1, built with the defines of
+ * the FAID_ENGINE_INTEGRATE variants: INT_GATHER, INT_ENORM, INT_PREFETCH, UNROLL=8), else frame
+ * after frame (faid_integrate_raw; unfused faid_preprocess then faid_integrate_pre /
+ * faid_rows_pre).
  *
  * The work-group size is a pure function of the device type and the matrix shape (no timing-based
  * autotune), so the daemon and faidctl give bit-identical results. Reference device:
