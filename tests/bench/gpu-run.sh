@@ -284,7 +284,7 @@ if [ "${DAEMON_BENCH:-1}" != 0 ]; then
 fi
 
 # 6. compact table, last (the tuning sweep, the pyFAI comparison and daemon-bench come before it)
-python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
+INTV="$INT_VARIANTS" INTB="$INT_BATCHES" python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
 import json, os, sys
 log, sweep, configs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 def fmt(v, k, f="{:.0f}"):
@@ -381,8 +381,13 @@ if kinds:
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
 # issue 17, integration: the kernel variants side by side (step 4a'), with the issue's targets
 iv = sorted(f for f in os.listdir(log) if f.startswith("intv_") and f.endswith(".json"))
+iv_missing = [f'{v.replace(",", "+")}_b{b}' for v in os.environ.get("INTV", "").split()
+              for b in os.environ.get("INTB", "").split()
+              if f'intv_{v.replace(",", "+")}_b{b}.json' not in iv]
 pf = os.path.join(log, "pyfai_fastest.json")
 pyf = json.load(open(pf)).get("pipeline_poisson_fps") if os.path.exists(pf) else None
+for t in iv_missing:
+    print(f"issue 17, integration: {t} FAILED or differs, no figures (see intv_{t}.log)")
 if iv:
     j0 = json.load(open(os.path.join(log, iv[0])))
     print(f'\nissue 17, integration ({j0["rows"]} x {j0["cols"]} {j0["dtype"]} synthetic bslz4, '
