@@ -211,6 +211,16 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
         if (v > 0 && v <= 1024)
             e->env.wg_override = (size_t)v;
     }
+    const char *iv = getenv("FAID_ENGINE_INTEGRATE");
+    e->env.int_variant = faid_engine_parse_integrate_variant(iv);
+    if (e->env.int_variant < 0) {
+        faid_fail(d, FAID_EINVAL,
+                  "FAID_ENGINE_INTEGRATE=\"%s\": unknown variant (known: base, gather, "
+                  "entrynorm, prefetch, unroll8, comma-separated)",
+                  iv);
+        free(e);
+        return NULL;
+    }
     const char *rv = getenv("FAID_ENGINE_ROWS");
     e->env.rows_env = rv && (rv[0] == '0' || rv[0] == '1') && !rv[1] ? rv[0] - '0' : -1;
     if (!device || !*device)
@@ -358,6 +368,39 @@ size_t faid_engine_workgroup(const faid_engine *e, int which)
     if (e && e->res)
         faid_stage_integrate_matrix(&e->res->s, which, &wg, &rows);
     return wg;
+}
+
+int faid_engine_parse_integrate_variant(const char *s)
+{
+    static const struct {
+        const char *name;
+        int bit;
+    } names[] = {{"base", 0},
+                 {"gather", FAID_INTV_GATHER},
+                 {"entrynorm", FAID_INTV_ENORM},
+                 {"prefetch", FAID_INTV_PREFETCH},
+                 {"unroll8", FAID_INTV_UNROLL8}};
+    int bits = 0;
+    while (s && *s) {
+        size_t n = strcspn(s, ",");
+        int found = 0;
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (n == strlen(names[k].name) && strncmp(s, names[k].name, n) == 0) {
+                bits |= names[k].bit;
+                found = 1;
+            }
+        if (!found && n > 0)
+            return -1;
+        s += n;
+        if (*s == ',')
+            s++;
+    }
+    return bits;
+}
+
+int faid_engine_integrate_variant(const faid_engine *e)
+{
+    return e ? e->env.int_variant : 0;
 }
 
 int faid_engine_rows_mode(const faid_engine *e, int which)

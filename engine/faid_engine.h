@@ -111,6 +111,30 @@ size_t faid_engine_workgroup(const faid_engine *e, int which);
  * per bin of faid_engine_workgroup work-items). */
 int faid_engine_rows_mode(const faid_engine *e, int which);
 
+/* Variants of the batched integration kernel (faid_integrate_raw_b: error models none and
+ * poisson, batch > 1, one work-group per bin), chosen when the engine is made from
+ * FAID_ENGINE_INTEGRATE, a comma-separated list of the names below ("" or "base": none; an
+ * unknown name fails faid_engine_new naming it). They are for measurements on the GPU
+ * (tests/bench/gpu-run.sh runs each beside the default): each frame adds the same entries in the
+ * same order as the default kernel, so every variant gives the same bits (unit.engine checks it).
+ *   gather     every frame's raw values of UNROLL entries are loaded before the first is added
+ *              (UNROLL x NBATCH gathers in flight per work-item instead of UNROLL)
+ *   entrynorm  the static per-pixel factors (normp, dark) copied at setup into the matrix' entry
+ *              order and streamed with the coefficients instead of gathered through the indices
+ *              (4 bytes more per entry and factor read in order, one gather less per entry)
+ *   prefetch   the next UNROLL indices and coefficients loaded while this iteration's gathers
+ *              are in flight (one dependent memory round trip per iteration instead of two)
+ *   unroll8    8 entries per work-item and iteration instead of 4 (UNROLL; it applies to the
+ *              one-frame kernels too: a work-item still adds its entries in the same order) */
+#define FAID_INTV_GATHER   1
+#define FAID_INTV_ENORM    2
+#define FAID_INTV_PREFETCH 4
+#define FAID_INTV_UNROLL8  8
+/* The FAID_INTV_* bits of a FAID_ENGINE_INTEGRATE value; -1 for an unknown name. */
+int faid_engine_parse_integrate_variant(const char *s);
+/* The FAID_INTV_* bits the engine runs with. */
+int faid_engine_integrate_variant(const faid_engine *e);
+
 /* Reduces one frame. Errors (wrong shape/dtype for the setup, corrupt payload) name the cause.
  * Refused (FAID_EBUSY) while frames submitted with faid_engine_submit are in flight. It runs the
  * same code as submit + collect, so both give the same bits for the same frame. */

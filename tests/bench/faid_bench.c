@@ -175,6 +175,23 @@ static const char *vnames[NVARIANTS] = {"fused", "separate", "pipelined", "pipel
                                         "compute"};
 
 /* Whether name is one of the comma-separated items of list. */
+/* FNV-1a over the bytes of a profile's eight arrays: the synchronous results' bits in one figure,
+ * so that runs of different integration variants (FAID_ENGINE_INTEGRATE) can be compared bit for
+ * bit on the GPU (gpu-run.sh's issue-17 table, column "=base"). */
+static uint64_t profile_hash(uint64_t h, const faid_profile *p)
+{
+    const float *a[8] = {p->I,          p->sigma,    p->std,          p->count,
+                         p->sum_signal, p->sum_norm, p->sum_variance, p->sum_norm_sq};
+    for (int k = 0; k < 8; k++) {
+        const unsigned char *b = (const unsigned char *)a[k];
+        for (size_t i = 0; i < (size_t)p->nbins * sizeof(float); i++) {
+            h ^= b[i];
+            h *= 0x100000001b3ull;
+        }
+    }
+    return h;
+}
+
 static int in_list(const char *list, const char *name)
 {
     size_t n = strlen(name);
@@ -1111,6 +1128,13 @@ int main(int argc, char **argv)
             }
         }
     }
+    uint64_t result_hash = 0xcbf29ce484222325ull;
+    for (int k = 0; k < NDISTINCT; k++)
+        if (sync[k]) {
+            result_hash = profile_hash(result_hash, sync[k]->p1d);
+            if (sync[k]->p2d)
+                result_hash = profile_hash(result_hash, sync[k]->p2d);
+        }
     if (peaks_on && o.check)
         peaks_ok = check_peaks(faid_engine_device_name(e), sync, refk, &bg_err);
     for (int v = 0; v < NVARIANTS; v++) {
@@ -1332,7 +1356,7 @@ int main(int argc, char **argv)
                 " \"bg_rel_err\": %.3e, \"num_peaks\": [%d, %d, %d, %d],\n"
                 " \"kind\": \"%s\", \"device_bytes\": %zu, \"device_bytes_depth1\": %zu,"
                 " \"h2d_event_gbs\": %.3f, \"h2d_wall_gbs\": %.3f, \"floor_fps\": %.1f,\n"
-                " \"variants\": [\n",
+                " \"integrate_variant\": %d, \"result_hash\": \"%016llx\",\n \"variants\": [\n",
                 faid_engine_device_name(e), s->rows, s->cols, faid_dtype_name(dt), s->csr->npt_rad,
                 s->csr2d ? s->csr2d->npt_azim : 0, o.cake_arrays ? o.cake_arrays : 4,
                 faid_split_name(cfg.split), faid_unit_name(cfg.unit),
@@ -1340,7 +1364,8 @@ int main(int argc, char **argv)
                 (long long)s->csr->nnz, init_ms, o.peaks, peaks_ok, bg_err,
                 sync[0] ? sync[0]->num_peaks : -1, sync[1] ? sync[1]->num_peaks : -1,
                 sync[2] ? sync[2]->num_peaks : -1, sync[3] ? sync[3]->num_peaks : -1, o.kind,
-                dev_bytes, dev_bytes1, h2d_ev_gbs, h2d_wall_gbs, floor_fps);
+                dev_bytes, dev_bytes1, h2d_ev_gbs, h2d_wall_gbs, floor_fps,
+                faid_engine_integrate_variant(e), (unsigned long long)result_hash);
         for (int v = 0; v < nv; v++) {
             fprintf(f,
                     "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "

@@ -28,7 +28,11 @@
 # DAEMON_PEAKS_COMPARE (its comparison daemons, default "idle nopin batch1 poll"), WRITER_DIR (the writer
 # run's directory), KINDS (frame kinds of the decoder / PCIe-floor runs, default
 # "synthetic lowcount"), SIZES (detector presets of the size runs besides the EIGER 4M of the
-# lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300).
+# lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
+# INT_VARIANTS (issue 17: variants of the batched integration kernel, FAID_ENGINE_INTEGRATE
+# values, each run as GPU stage and compute alone on the synthetic frames beside "base", the
+# default kernel; default "base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8";
+# "" skips), INT_BATCHES (frames per slot of those runs, default "$BATCH 8").
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,6 +51,8 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
+INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
+INT_BATCHES=${INT_BATCHES-$(printf '%s\n' "$BATCH" 8 | awk '!seen[$0]++' | tr '\n' ' ')}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
@@ -165,6 +171,23 @@ for det in $SIZES; do
     fi
 done
 
+# 4a'. issue 17: the batched integration kernel's variants (FAID_ENGINE_INTEGRATE, faid_engine.h),
+# GPU stage and compute alone on the synthetic frames, old ("base") and new side by side; each
+# run checks its pipelined results bit for bit against the default one-frame kernel's
+for iv in $INT_VARIANTS; do
+    for ib in $INT_BATCHES; do
+        tag="${iv//,/+}_b$ib"
+        say "integrate variant $iv, batch $ib: FAID_ENGINE_INTEGRATE=$iv $bench --split full --variants pipelined,compute"
+        if ! FAID_ENGINE_INTEGRATE=$iv "$bench" --device "$DEVICE" --frames "$FRAMES" \
+            --depth "$DEPTH" --batch "$ib" --split full --variants pipelined,compute \
+            --kind synthetic --json "$LOG/intv_$tag.json" >"$LOG/intv_$tag.log" 2>&1; then
+            say "ERROR: integrate variant $tag failed or differs, tail of $LOG/intv_$tag.log:"
+            tail -n 10 "$LOG/intv_$tag.log" | tee -a "$LOG/gpu-run.log"
+            status=1
+        fi
+    done
+done
+
 # 4b. tuning sweep: the pipelined variant of the full-split run with one knob changed
 for w in $SWEEP; do
     envs=(FAID_SWEEP=1) # (env needs one assignment; this one is unused)
@@ -279,7 +302,7 @@ if [ "${DAEMON_BENCH:-1}" != 0 ]; then
 fi
 
 # 6. compact table, last (the tuning sweep, the pyFAI comparison and daemon-bench come before it)
-python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
+INTV="$INT_VARIANTS" INTB="$INT_BATCHES" python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
 import json, os, sys
 log, sweep, configs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 def fmt(v, k, f="{:.0f}"):
@@ -374,6 +397,59 @@ if kinds:
                f'{j.get("device_bytes", 0) / 1e6:.0f}', "yes" if ok else "NO",
                f'{max(v.get("max_rel_err", 0) for v in (pi, co) if v):.1e}' if (pi or co) else "-")
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
+# issue 17, integration: the kernel variants side by side (step 4a'), with the issue's targets
+iv = sorted(f for f in os.listdir(log) if f.startswith("intv_") and f.endswith(".json"))
+iv_missing = [f'{v.replace(",", "+")}_b{b}' for v in os.environ.get("INTV", "").split()
+              for b in os.environ.get("INTB", "").split()
+              if f'intv_{v.replace(",", "+")}_b{b}.json' not in iv]
+pf = os.path.join(log, "pyfai_fastest.json")
+pyf = json.load(open(pf)).get("pipeline_poisson_fps") if os.path.exists(pf) else None
+for t in iv_missing:
+    print(f"issue 17, integration: {t} FAILED or differs, no figures (see intv_{t}.log)")
+if iv:
+    j0 = json.load(open(os.path.join(log, iv[0])))
+    print(f'\nissue 17, integration ({j0["rows"]} x {j0["cols"]} {j0["dtype"]} synthetic bslz4, '
+          f'{j0["chunk_bytes_mean"] / 1e6:.2f} MB, split {j0["split"]}, {j0["npt"]} bins, {j0["error_model"]};'
+          " FAID_ENGINE_INTEGRATE variants; floor = pinned H2D of the compressed size, same process;"
+          " cmp = compute alone, us per frame; x pyFAI = stage / pyFAI + silx at its fastest, poisson)")
+    hdr = ("variant", "batch", "stage/s", "floor/s", "%floor", "cmp us", "dec", "int", "x pyFAI",
+           "ident", "=base", "relerr")
+    w = [34, 5, 8, 8, 6, 7, 6, 6, 7, 5, 5, 8]
+    # "=base": the one-frame results of the 4 distinct frames hash to the default kernel's
+    # (ident then carries it to every pipelined result of the variant)
+    bh = {}
+    for f in iv:
+        if f.startswith("intv_base_b"):
+            bh = {"h": json.load(open(os.path.join(log, f))).get("result_hash")}
+            break
+    print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
+    bestv = None
+    for f in iv:
+        j = json.load(open(os.path.join(log, f)))
+        vs = {v["name"]: v for v in j["variants"]}
+        pi, co = vs.get("pipelined", {}), vs.get("compute", {})
+        fl = j.get("floor_fps", 0)
+        same = {None: "-"}.get(bh.get("h"), "yes" if j.get("result_hash") == bh.get("h") else "NO")
+        ok = all(v.get("identical") == 1 for v in (pi, co) if v) and same != "NO"
+        name, b = f[5:-5].rsplit("_b", 1)
+        row = (name, b, fmt(pi, "fps"), f"{fl:.0f}",
+               f'{100 * pi["fps"] / fl:.1f}' if fl and pi.get("fps") else "-",
+               f'{1e6 / co["fps"]:.1f}' if co.get("fps") else "-",
+               fmt(co, "decode_us", "{:.1f}"), fmt(co, "integrate_us", "{:.1f}"),
+               f'{pi["fps"] / pyf:.1f}' if pyf and pi.get("fps") else "-",
+               "yes" if all(v.get("identical") == 1 for v in (pi, co) if v) else "NO", same,
+               f'{max(v.get("max_rel_err", 0) for v in (pi, co) if v):.1e}' if (pi or co) else "-")
+        print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
+        if ok and pi.get("fps") and co.get("fps") and (bestv is None or pi["fps"] > bestv[2]["fps"]):
+            bestv = (name, b, pi, co, fl)
+    if bestv:
+        name, b, pi, co, fl = bestv
+        print(f'GPU stage, integration only: {pi["fps"]:.0f} frames/s = '
+              f'{100 * pi["fps"] / fl:.1f} % of the PCIe floor ({fl:.0f}) [{name}, batch {b}]; target >= 90 %')
+        print(f'compute alone (decode + integrate, frames on the device): {1e6 / co["fps"]:.1f} us '
+              f'[{name}, batch {b}]; target <= 40 us (stretch 25)')
+        print(f'versus pyFAI + silx at its fastest (poisson): ' +
+              (f'{pi["fps"] / pyf:.1f}x ({pyf:.0f} frames/s)' if pyf else "not run") + "; target >= 20x")
 # multi-device scaling
 sc = sorted(f for f in os.listdir(log) if f.startswith("scale_") and f.endswith(".json"))
 if sc:

@@ -18,8 +18,9 @@ BENCH = str(FAID_BIN / "faid-bench")
 CONFIG = faidtools.SMALL_DETECTOR
 
 
-def bench(tmp, *args, ok=True):
+def bench(tmp, *args, ok=True, env_extra=None):
     env = faidtools.tool_env()
+    env.update(env_extra or {})
     (tmp / "c.yaml").write_text(CONFIG)
     r = subprocess.run([BENCH, "--config", str(tmp / "c.yaml"), *map(str, args)], env=env,
                        capture_output=True, text=True, timeout=600)
@@ -86,6 +87,29 @@ def test_compute_alone_and_pcie_floor(tmp_path):
         assert j["device_bytes"] >= j["device_bytes_depth1"] > 0
         sizes[kind] = j["chunk_bytes_mean"]
     assert sizes["lowcount"] < sizes["synthetic"]
+
+
+def test_integrate_variants_checked(tmp_path):
+    """gpu-run.sh's integration variants (FAID_ENGINE_INTEGRATE): the run reports the variant
+    and checks its batched results bit for bit against its one-frame results, whose hash equals
+    the default kernel's (gpu-run.sh's "=base"); an unknown variant stops the run naming the
+    variable."""
+    runs = {}
+    for name, var in (("base", ""), ("all", "gather,entrynorm,prefetch,unroll8")):
+        js = tmp_path / f"{name}.json"
+        r = bench(tmp_path, "--device", "cpu", "--frames", 8, "--depth", 2, "--batch", 3,
+                  "--split", "full", "--variants", "pipelined,compute", "--kind", "synthetic",
+                  "--json", js, env_extra={"FAID_ENGINE_INTEGRATE": var})
+        runs[name] = j = json.loads(js.read_text())
+        v = {x["name"]: x for x in j["variants"]}
+        assert v["pipelined"]["identical"] == 1 and v["compute"]["identical"] == 1, r.stdout
+        assert v["pipelined"]["batch"] == 3
+    assert runs["base"]["integrate_variant"] == 0 and runs["all"]["integrate_variant"] == 15
+    assert len(runs["base"]["result_hash"]) == 16
+    assert runs["all"]["result_hash"] == runs["base"]["result_hash"]
+    r = bench(tmp_path, "--device", "cpu", "--frames", 1, "--no-check", ok=False,
+              env_extra={"FAID_ENGINE_INTEGRATE": "fastest"})
+    assert r.returncode != 0 and "FAID_ENGINE_INTEGRATE" in r.stderr, r.stderr
 
 
 def test_bad_kind_and_detector_are_refused(tmp_path):
