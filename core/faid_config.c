@@ -38,7 +38,9 @@
  * faid_clip_model_names, faid_log_level_names, and input.protocol's faid_input_protocol_names);
  * these are the configuration's own. */
 static const char *const mode_names[] = {"connect", "bind", NULL};
-static const char *const pinned_copy_names[] = {"auto", "always", NULL};
+static const char *const pinned_copy_names[] = {"auto", "always", "idle", NULL};
+static const char *const contexts_names[] = {"shared", "per_connection", NULL};
+static const char *const cake_names[] = {"lean", "full", NULL};
 static const char *const geo_source_names[] = {"configuration", "start", NULL};
 static const char *const fan_policy_names[] = {"blocks", "credit", NULL};
 static const char *const fan_tee_names[] = {"push", "pub", NULL};
@@ -248,7 +250,18 @@ static const faid_option options[] = {
            "wait in the frame queue (the workers are the bottleneck, so ingest takes the copy "
            "off them; with the queue empty the worker copies, as before the arena, and the one "
            "ingest thread of a single connection keeps its time for receiving: the two threads "
-           "share the copies), always = every frame."),
+           "share the copies), always = every frame, idle = as auto but only while no further "
+           "message waits on this input socket (the ingest thread has time to spare: with "
+           "peak finding the frame queue is rarely empty, so auto made the one ingest thread "
+           "of a single connection copy every frame)."),
+    SIMPLE("input.contexts", FAID_OT_ENUM, "", 0, 0, "per_connection", 0, contexts_names,
+           input_contexts, 0,
+           "ZeroMQ contexts of the input sockets: per_connection = each entry of "
+           "input.endpoint gets a context and I/O thread of its own, so the connections' reads "
+           "share no libzmq thread or lock with each other or with the result sends; shared = "
+           "every socket in the daemon's one context (its input.io_threads). With "
+           "security.curve on the inputs stay in the shared context, where the key check "
+           "(ZAP) runs."),
     SIMPLE("input.protocol", FAID_OT_STRING, "", 0, 0, "auto", 0, faid_input_protocol_names,
            input_protocol, 32,
            "Input message format; auto detects it per message. fan: faid is an instance behind "
@@ -312,6 +325,11 @@ static const faid_option options[] = {
     SIMPLE("output.sndhwm", FAID_OT_INT, "messages", 0, 1048576, "0", 0, NULL, sndhwm, 0,
            "Messages the PUB socket queues for a subscriber that is behind; beyond it that "
            "subscriber alone loses messages. 0 = max(2 x queue.depth, 16)."),
+    SIMPLE("output.cake", FAID_OT_ENUM, "", 0, 0, "lean", 0, cake_names, output_cake, 0,
+           "What a result of a 2D cake (integration.npt_azim > 0) carries: lean = I_2d only "
+           "(the device reads back only the cake's intensities: 1.44 MB instead of 5.76 MB "
+           "per frame at 360 x 1000), full = I_2d, sigma_2d and count_2d. With writer.cake on "
+           "results carry the full set, which the series file's NXazint2d entry needs."),
     /* Optional outputs are off by default: sum_normalization alone is 4 x npt + 49 bytes a
      * result (4049 of the 12 KB of a 1000-bin result, a third more per message). */
     SIMPLE("output.extra", FAID_OT_KEYS, "", 0, 0, "[]", R | H | FAID_OPT_QUIET, NULL, output_extra,
@@ -403,6 +421,14 @@ static const faid_option options[] = {
     SIMPLE("pipeline.batch", FAID_OT_INT, "frames", 1, 8, "1", 0, NULL, batch, 0,
            "Frames integrated in one pass over the CSR matrix (shares the matrix traffic on a "
            "GPU; a partial batch is integrated as soon as its oldest frame is awaited)."),
+    SIMPLE("pipeline.collect_poll_us", FAID_OT_INT, "us", 0, 10000, "0", 0, NULL, collect_poll_us,
+           0,
+           "While frames are in flight and none waits in the frame queue: 0 = the worker waits "
+           "for the oldest frame's result (a frame that arrives meanwhile waits for it too); "
+           "N = it checks the oldest frame and the queue every N us, so a frame that arrives "
+           "is submitted at once and its transfer and decode overlap the device work of the "
+           "frames before it (lower latency at a fixed rate, a worker thread that wakes every "
+           "N us while the device works)."),
     SIMPLE("stats.interval", FAID_OT_DOUBLE, "s", 0, 86400, "1.0", R, NULL, stats_interval, 0,
            "Period of the published stats message; 0 = off."),
     SIMPLE("log.level", FAID_OT_STRING, "", 0, 0, "info", R, faid_log_level_names, log_level, 16,

@@ -86,7 +86,9 @@ typedef struct faid_config {
     char input_endpoint[1040];  /* one endpoint or several, comma-separated */
     int input_bind;             /* 1 = bind, 0 = connect */
     int64_t input_pinned_bytes; /* pinned input arena (faid_pinned.h), 0 = off */
-    int input_pinned_copy;      /* 0 = auto (while frames wait), 1 = always */
+    int input_pinned_copy;      /* 0 = auto (while frames wait), 1 = always, 2 = idle */
+    int input_contexts;         /* 0 = shared, 1 = per_connection */
+    int output_cake;            /* 0 = lean (I_2d), 1 = full (I_2d, sigma_2d, count_2d) */
     char input_protocol[32];    /* auto | native | dectris-v1 | dectris-v2 | fan */
     char input_channel[64];     /* DECTRIS v2 channel, "" = the first */
     char forward_endpoint[256]; /* PUSH re-sending raw input, "" = none */
@@ -106,8 +108,9 @@ typedef struct faid_config {
     char devices[128]; /* auto | cpu | ref | "0,1" */
     int queue_depth;
     faid_queue_policy queue_policy;
-    int inflight; /* frames in flight per device (slots with batch) */
-    int batch;    /* frames per integration pass */
+    int inflight;        /* frames in flight per device (slots with batch) */
+    int batch;           /* frames per integration pass */
+    int collect_poll_us; /* worker: poll the oldest frame and the queue every N us, 0 = block */
     int64_t max_frame_bytes;
     int io_threads;            /* ZeroMQ I/O threads */
     double series_timeout;     /* s without a message before an open series closes */

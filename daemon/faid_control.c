@@ -134,6 +134,7 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
                   .pinned_bytes = s->pinned ? (uint64_t)s->cfg.input_pinned_bytes : 0,
                   .pinned_frames = faid_stat_get(&s->pin_frames),
                   .pinned_fallback = faid_stat_get(&s->pin_fallback),
+                  .zmq_contexts = (uint64_t)(s->in_nctx + (s->in_nctx < s->npull)),
                   .connections = acc > clo ? acc - clo : 0,
                   .accepted = acc,
                   .closed = clo,

@@ -140,6 +140,14 @@ faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t
             faid_diag_prefix(d, "device %s: ", s->workers[i].spec);
             goto fail;
         }
+        /* output.cake lean (and no writer.cake): the results carry I_2d alone, so the device
+         * reads back only the cake's intensities, a quarter of its D2H (issue 17: 4.3 MB per
+         * frame at 360 x 1000 was most of the cake's time on the H100). */
+        if (faid_engine_set_cake_arrays(g->engines[i], cfg->output_cake || cfg->writer_cake ? 4 : 1,
+                                        d)) {
+            faid_diag_prefix(d, "device %s: ", s->workers[i].spec);
+            goto fail;
+        }
         /* Kernels for the frame types already seen are built now, not by the first frame. */
         for (int t = 1; t < 32; t++)
             if ((seen & (1u << t)) && faid_engine_prepare(g->engines[i], (faid_dtype)t, d)) {

@@ -385,6 +385,14 @@ static void parse_table(faid_slot *slot)
     slot->table_us = (double)(faid_now_ns() - t0) / 1e3;
 }
 
+/* Whether a further message is ready on this thread's input socket (ZMQ_EVENTS). */
+static int input_waiting(ingest *in)
+{
+    int ev = 0;
+    size_t sz = sizeof ev;
+    return zmq_getsockopt(in->pull, ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN);
+}
+
 /* Copies the payload of a valid frame into the pinned input arena (input.pinned_bytes), so the
  * engine's H2D reads it in place and the worker does no copy: the copy runs here, on one of the
  * ingest threads, and the block-table parse that follows walks the copy while it is in this
@@ -402,7 +410,14 @@ static void to_pinned(ingest *in, faid_slot *slot)
         return;
     /* input.pinned_copy auto: with no frame waiting the workers keep up, and this thread may be
      * the one that limits (one connection): the worker copies. */
-    if (s->cfg->input_pinned_copy == 0 && faid_queue_len(s->frames) == 0)
+    if (s->cfg->input_pinned_copy != 1 && faid_queue_len(s->frames) == 0)
+        return;
+    /* input.pinned_copy idle: frames wait, but so does the next message of this socket: this
+     * thread is the one that limits, the worker copies. With peak finding the queue is rarely
+     * empty (the device stage is the slower one), so auto had ingest copy every frame: its copy
+     * and table were 439 us per frame on the H100 host (issue 17), the one connection's
+     * limit. */
+    if (s->cfg->input_pinned_copy == 2 && input_waiting(in))
         return;
     uint8_t *b = faid_pinned_alloc(s->pinned, slot->payload_len);
     if (!b) {

@@ -86,6 +86,10 @@ struct faid_server {
     faid_queue_policy policy;        /* fixed for the life of the process */
     char config_path[FAID_PATH_MAX]; /* -c file (SIGHUP re-reads it), "" = embedded; fixed */
     void *zctx;
+    /* input.contexts per_connection: the context of input socket i (one I/O thread each), NULL
+     * where the input is in zctx */
+    void *in_ctx[FAID_MAX_ENDPOINTS];
+    int in_nctx;                    /* ZeroMQ contexts the input sockets use (status) */
     void *pull[FAID_MAX_ENDPOINTS]; /* one PULL per entry of input.endpoint (a DEALER with fan) */
     int npull;
     int fan; /* input.protocol fan: an instance behind faid-fan (faid_fan_proto.h) */

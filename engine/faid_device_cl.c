@@ -535,13 +535,25 @@ static int cl_close_slot(faid_stage_env *env, faid_stage_res *res, faid_stage_sl
                 if (r->per_lane && (rc = run_launch(res, sl, r, f, &sl->lane[f].ev[i][r->ev], d)))
                     goto fail;
             }
-    /* every read-back output of every lane in one copy */
+    /* every read-back output of every lane in one copy; where a segment is read only in part
+     * (a lean cake: 1.44 of 5.76 MB per lane at 360 x 1000), the prefix of each lane block, in
+     * one rectangular copy */
+    const size_t stride = faid_restab_out_stride(res->rt) * sizeof(float);
+    const size_t want = faid_restab_out_read(res->rt) * sizeof(float);
+    cl_mem out = faid_restab_mem(res->rt, "out", sl->index);
+    void *h_out = faid_restab_host(res->rt, "out", sl->index);
     cl_event d2h = NULL;
-    FAID_CL_TRY_GOTO(
-        d, rc, fail,
-        clEnqueueReadBuffer(queue_of(sl), faid_restab_mem(res->rt, "out", sl->index), CL_FALSE, 0,
-                            (size_t)sl->n * faid_restab_out_stride(res->rt) * sizeof(float),
-                            faid_restab_host(res->rt, "out", sl->index), 0, NULL, &d2h));
+    if (want == stride)
+        FAID_CL_TRY_GOTO(d, rc, fail,
+                         clEnqueueReadBuffer(queue_of(sl), out, CL_FALSE, 0, (size_t)sl->n * stride,
+                                             h_out, 0, NULL, &d2h));
+    else {
+        const size_t origin[3] = {0, 0, 0}, region[3] = {want, (size_t)sl->n, 1};
+        FAID_CL_TRY_GOTO(d, rc, fail,
+                         clEnqueueReadBufferRect(queue_of(sl), out, CL_FALSE, origin, origin,
+                                                 region, stride, 0, stride, 0, h_out, 0, NULL,
+                                                 &d2h));
+    }
     sl->ev_d2h = (faid_devent)d2h;
     FAID_CL_TRY_GOTO(d, rc, fail, clFlush(queue_of(sl)));
     sl->closed = 1;

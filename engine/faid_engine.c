@@ -202,6 +202,7 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
     }
     e->env.fused = 1;
     e->env.sums2d = 1;
+    e->env.cake_arrays = 4;
     e->env.batch = 1;
     e->depth = 1;
     const char *ov = getenv("FAID_ENGINE_WG");
@@ -209,6 +210,16 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
         long v = strtol(ov, NULL, 10);
         if (v > 0 && v <= 1024)
             e->env.wg_override = (size_t)v;
+    }
+    const char *iv = getenv("FAID_ENGINE_INTEGRATE");
+    e->env.int_variant = faid_engine_parse_integrate_variant(iv);
+    if (e->env.int_variant < 0) {
+        faid_fail(d, FAID_EINVAL,
+                  "FAID_ENGINE_INTEGRATE=\"%s\": unknown variant (known: base, gather, "
+                  "entrynorm, prefetch, unroll8, comma-separated)",
+                  iv);
+        free(e);
+        return NULL;
     }
     const char *rv = getenv("FAID_ENGINE_ROWS");
     e->env.rows_env = rv && (rv[0] == '0' || rv[0] == '1') && !rv[1] ? rv[0] - '0' : -1;
@@ -321,6 +332,26 @@ int faid_engine_set_sums_2d(faid_engine *e, int on, faid_diag *d)
     return rc;
 }
 
+int faid_engine_set_cake_arrays(faid_engine *e, int n, faid_diag *d)
+{
+    if (!e)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    if (n < 1 || n > 4)
+        return faid_fail(d, FAID_EINVAL, "engine: %d cake arrays (1 to 4)", n);
+    if (e->env.cake_arrays == n)
+        return FAID_OK;
+    if (e->inflight)
+        return faid_fail(d, FAID_EBUSY, "engine: %d frames in flight", e->inflight);
+    int was = e->env.cake_arrays;
+    e->env.cake_arrays = n;
+    if (!e->res || !e->env.info)
+        return FAID_OK;
+    int rc = faid_engine_set_setup(e, e->res->s.setup, d);
+    if (rc)
+        e->env.cake_arrays = was; /* the engine kept its previous resources */
+    return rc;
+}
+
 int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d)
 {
     if (!e)
@@ -339,6 +370,39 @@ size_t faid_engine_workgroup(const faid_engine *e, int which)
     return wg;
 }
 
+int faid_engine_parse_integrate_variant(const char *s)
+{
+    static const struct {
+        const char *name;
+        int bit;
+    } names[] = {{"base", 0},
+                 {"gather", FAID_INTV_GATHER},
+                 {"entrynorm", FAID_INTV_ENORM},
+                 {"prefetch", FAID_INTV_PREFETCH},
+                 {"unroll8", FAID_INTV_UNROLL8}};
+    int bits = 0;
+    while (s && *s) {
+        size_t n = strcspn(s, ",");
+        int found = 0;
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (n == strlen(names[k].name) && strncmp(s, names[k].name, n) == 0) {
+                bits |= names[k].bit;
+                found = 1;
+            }
+        if (!found && n > 0)
+            return -1;
+        s += n;
+        if (*s == ',')
+            s++;
+    }
+    return bits;
+}
+
+int faid_engine_integrate_variant(const faid_engine *e)
+{
+    return e ? e->env.int_variant : 0;
+}
+
 int faid_engine_rows_mode(const faid_engine *e, int which)
 {
     size_t wg = 0;
@@ -355,6 +419,7 @@ faid_result *faid_result_new(const faid_setup *setup)
     faid_result *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
+    r->cake_arrays = 4;
     r->p1d = faid_profile_new(setup->csr->nbins, 0);
     if (!r->p1d) {
         free(r);
@@ -544,8 +609,10 @@ static int collect_oldest(faid_engine *e, faid_result *res, uint64_t *tag, int b
     int rc = e->ops->collect(&e->env, &r->s, sl, f, res, block, d);
     if (rc == FAID_EBUSY)
         return rc;
-    if (rc == FAID_OK)
+    if (rc == FAID_OK) {
+        res->cake_arrays = e->env.cake_arrays;
         faid_outputs_fill(res, r->s.enabled, r->s.setup->cfg.output_extra);
+    }
     if (rc && named)
         faid_diag_prefix(d, "frame %llu: ", (unsigned long long)ln->tag);
     if (tag)

@@ -64,6 +64,10 @@ typedef struct faid_result {
      * present in this result, remade by every collect; the encoders and writers iterate them. */
     faid_out_array out[FAID_RESULT_OUTPUTS];
     int nout;
+    /* Leading arrays of the cake (I, sigma, std, count) this result carries: 4 (faid_result_new),
+     * or what faid_engine_set_cake_arrays says (the daemon's lean cake: 1, I alone). The cake's
+     * declared outputs past them get no view: their values were not read back. */
+    int cake_arrays;
 } faid_result;
 
 typedef struct faid_engine faid_engine;
@@ -89,6 +93,14 @@ int faid_engine_set_fused(faid_engine *e, int fused, faid_diag *d);
  * are left as they were. The 1D sums always come back. Rebuilds the frame buffers (not on the hot
  * path); FAID_EBUSY while frames are in flight. */
 int faid_engine_set_sums_2d(faid_engine *e, int on, faid_diag *d);
+/* How many of the cake's arrays I, sigma, std, count (in that order) a result carries: 1 (I alone,
+ * the daemon's lean cake results, output.cake lean) to 4 (default). The others stay on the device
+ * (the integrate stage declares its cake segment read in part, the device reads back the prefix),
+ * their arrays in the result are left as they were and its declared outputs for them (sigma_2d,
+ * count_2d) get no view, so no result message carries them; with the 2D sums read back all four
+ * come back but still only these are published. Rebuilds the frame buffers as
+ * faid_engine_set_sums_2d does. */
+int faid_engine_set_cake_arrays(faid_engine *e, int n, faid_diag *d);
 /* Builds the kernels for frames of this dtype now (otherwise done on the first such frame). */
 int faid_engine_prepare(faid_engine *e, faid_dtype dtype, faid_diag *d);
 /* Integration work-group size chosen for matrix 0 (1D) or 1 (2D); 0 for the reference device.
@@ -101,6 +113,30 @@ size_t faid_engine_workgroup(const faid_engine *e, int which);
  * reduction order and so the bits differ between the two modes), 0 otherwise (one work-group
  * per bin of faid_engine_workgroup work-items). */
 int faid_engine_rows_mode(const faid_engine *e, int which);
+
+/* Variants of the batched integration kernel (faid_integrate_raw_b: error models none and
+ * poisson, batch > 1, one work-group per bin), chosen when the engine is made from
+ * FAID_ENGINE_INTEGRATE, a comma-separated list of the names below ("" or "base": none; an
+ * unknown name fails faid_engine_new naming it). They are for measurements on the GPU
+ * (tests/bench/gpu-run.sh runs each beside the default): each frame adds the same entries in the
+ * same order as the default kernel, so every variant gives the same bits (unit.engine checks it).
+ *   gather     every frame's raw values of UNROLL entries are loaded before the first is added
+ *              (UNROLL x NBATCH gathers in flight per work-item instead of UNROLL)
+ *   entrynorm  the static per-pixel factors (normp, dark) copied at setup into the matrix' entry
+ *              order and streamed with the coefficients instead of gathered through the indices
+ *              (4 bytes more per entry and factor read in order, one gather less per entry)
+ *   prefetch   the next UNROLL indices and coefficients loaded while this iteration's gathers
+ *              are in flight (one dependent memory round trip per iteration instead of two)
+ *   unroll8    8 entries per work-item and iteration instead of 4 (UNROLL; it applies to the
+ *              one-frame kernels too: a work-item still adds its entries in the same order) */
+#define FAID_INTV_GATHER   1
+#define FAID_INTV_ENORM    2
+#define FAID_INTV_PREFETCH 4
+#define FAID_INTV_UNROLL8  8
+/* The FAID_INTV_* bits of a FAID_ENGINE_INTEGRATE value; -1 for an unknown name. */
+int faid_engine_parse_integrate_variant(const char *s);
+/* The FAID_INTV_* bits the engine runs with. */
+int faid_engine_integrate_variant(const faid_engine *e);
 
 /* Reduces one frame. Errors (wrong shape/dtype for the setup, corrupt payload) name the cause.
  * Refused (FAID_EBUSY) while frames submitted with faid_engine_submit are in flight. It runs the

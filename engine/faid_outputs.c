@@ -24,10 +24,24 @@ static const void *extent_base(const faid_result *r, faid_out_extent x)
     return NULL;
 }
 
+/* Whether a cake output's field is among the leading cake arrays the result carries
+ * (faid_result.cake_arrays: I, sigma, std, count in that order; 0 or 4 = all). */
+static int cake_carried(const faid_result *r, const faid_output_decl *o)
+{
+    static const size_t order[4] = {offsetof(faid_profile, I), offsetof(faid_profile, sigma),
+                                    offsetof(faid_profile, std), offsetof(faid_profile, count)};
+    if (o->extent != FAID_OX_CAKE || r->cake_arrays <= 0 || r->cake_arrays >= 4)
+        return 1;
+    for (int k = 0; k < 4; k++)
+        if (order[k] == o->field)
+            return k < r->cake_arrays;
+    return 1;
+}
+
 static int make_view(const faid_result *r, const faid_output_decl *o, faid_out_array *v)
 {
     const char *base = extent_base(r, o->extent);
-    if (!base)
+    if (!base || !cake_carried(r, o))
         return 0;
     *v = (faid_out_array){.key = o->key, .type = o->type};
     if (o->extent == FAID_OX_SCALAR) {

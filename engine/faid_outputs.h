@@ -90,8 +90,10 @@ double faid_time_us(const faid_time_decl *t, const faid_stage_times *st);
 
 /* The views of every output declared by the stages that run for this result (enabled: per stage
  * id, NULL = all) and that are on (optional ones only when `extra`, the configuration's
- * output_extra text "a,b", names them; NULL or "" = none): up to FAID_RESULT_OUTPUTS
- * (faid_engine.h), in stage order. Called by the engine after each collect; callers that fill a
+ * output_extra text "a,b", names them; NULL or "" = none) and present in the result (a cake
+ * output only when its array is among the result's cake_arrays: the daemon's lean cake publishes
+ * I_2d and no sigma_2d or count_2d): up to FAID_RESULT_OUTPUTS (faid_engine.h), in stage order.
+ * Called by the engine after each collect; callers that fill a
  * result themselves may call it too. Returns the number of views. */
 int faid_outputs_fill(faid_result *r, const int *enabled, const char *extra);
 

@@ -23,6 +23,7 @@ typedef struct rt_entry {
     size_t bytes;  /* static: size; slot: lane stride */
     size_t floats; /* output */
     int readback;  /* output */
+    size_t read;   /* output read back in part: floats per lane that come back, else 0 */
     int off;       /* output: lane-0 offset in floats */
     cl_mem mem;    /* static */
     void *host;    /* static on the reference device */
@@ -36,6 +37,7 @@ struct faid_restab {
     int n, cap;
     int nslots, nlanes;
     size_t out_stride, far_floats;
+    size_t out_read; /* floats per lane block the D2H brings back (<= out_stride) */
     cl_mem *out, *h_out;
     void **h_out_ptr;
     uint64_t gen; /* faid_restab_generation */
@@ -180,6 +182,20 @@ int faid_restab_output(faid_restab *rt, const char *name, size_t floats, int rea
     return FAID_OK;
 }
 
+int faid_restab_output_part(faid_restab *rt, const char *name, size_t floats, size_t read,
+                            faid_diag *d)
+{
+    for (int i = 0; i < rt->n; i++)
+        if (rt->e[i].kind == E_OUT && rt->e[i].read)
+            return faid_fail(d, FAID_EINVAL,
+                             "engine: output %s read in part, and %s already is (one per table)",
+                             name, rt->e[i].name);
+    int rc = faid_restab_output(rt, name, floats, 1, d);
+    if (!rc)
+        rt->e[rt->n - 1].read = read < floats ? read : 0;
+    return rc;
+}
+
 static void slot_entry_free(faid_restab *rt, rt_entry *e)
 {
     for (int s = 0; s < rt->nslots; s++) {
@@ -234,14 +250,26 @@ void faid_restab_slots_free(faid_restab *rt)
 static void layout(faid_restab *rt)
 {
     size_t off = 0, far = 0;
+    rt_entry *part = NULL;
     for (int i = 0; i < rt->n; i++) {
         rt_entry *e = &rt->e[i];
-        if (e->kind == E_OUT && e->readback) {
+        if (e->kind == E_OUT && e->readback && e->read)
+            part = e;
+        else if (e->kind == E_OUT && e->readback) {
             e->off = (int)off;
             off += e->floats;
         }
     }
+    rt->out_read = off;
+    if (part) {
+        /* last, so that what comes back is a prefix of the lane block */
+        part->off = (int)off;
+        rt->out_read = off + part->read;
+        off += part->floats;
+    }
     rt->out_stride = (off + 15) & ~(size_t)15;
+    if (!part)
+        rt->out_read = rt->out_stride;
     for (int i = 0; i < rt->n; i++) {
         rt_entry *e = &rt->e[i];
         if (e->kind == E_OUT && !e->readback) {
@@ -437,6 +465,11 @@ int faid_restab_out(const faid_restab *rt, const char *name, int *off, int *stri
 size_t faid_restab_out_stride(const faid_restab *rt)
 {
     return rt->out_stride;
+}
+
+size_t faid_restab_out_read(const faid_restab *rt)
+{
+    return rt->out_read;
 }
 
 size_t faid_restab_device_bytes(const faid_restab *rt)

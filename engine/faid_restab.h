@@ -45,6 +45,11 @@ int faid_restab_declare(faid_restab *rt, const char *name, size_t lane_bytes, si
 /* An output segment of `floats` floats per lane. */
 int faid_restab_output(faid_restab *rt, const char *name, size_t floats, int readback,
                        faid_diag *d);
+/* A read-back output segment of which only the first `read` floats per lane come back (a cake
+ * whose results carry its intensities alone). It is laid out last in the lane block, so the D2H
+ * reads a prefix of every lane (faid_restab_out_read); at most one per table. */
+int faid_restab_output_part(faid_restab *rt, const char *name, size_t floats, size_t read,
+                            faid_diag *d);
 
 /* Allocates every slot entry and the output buffer for nslots slots of nlanes lanes (the output
  * buffer zeroed on the device and in its pinned mirror). */
@@ -62,6 +67,9 @@ size_t faid_restab_lane_bytes(const faid_restab *rt, const char *name);
 int faid_restab_out(const faid_restab *rt, const char *name, int *off, int *stride);
 /* Floats per lane block of "out" (the read-back segments, rounded up). */
 size_t faid_restab_out_stride(const faid_restab *rt);
+/* Floats of each lane block the D2H must bring back: out_stride, or less where a segment is
+ * read only in part (faid_restab_output_part). */
+size_t faid_restab_out_read(const faid_restab *rt);
 /* Bytes of device memory the table holds (static buffers, each once, per-slot device buffers and
  * the output buffers; pinned host staging is not counted). */
 size_t faid_restab_device_bytes(const faid_restab *rt);

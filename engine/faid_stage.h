@@ -63,8 +63,10 @@ typedef struct faid_stage_env {
     int batch;                     /* frames per slot (NBATCH of the process programs) */
     int fused;                     /* preprocessing fused into the integration kernels */
     int sums2d;                    /* read the 2D sum arrays back */
+    int cake_arrays;               /* leading cake arrays read back (1 = I .. 4 = I..count) */
     int rows_env;                  /* FAID_ENGINE_ROWS: -1 auto, 0 never, 1 always */
     size_t wg_override;            /* FAID_ENGINE_WG, 0 = none */
+    int int_variant;               /* FAID_ENGINE_INTEGRATE: FAID_INTV_* bits, 0 = none */
     int resident;                  /* faid_engine_set_resident (benchmarks) */
     void *dev;                     /* the device's own state */
     void *estate[FAID_STAGE_MAX];  /* a stage's engine-lifetime state */

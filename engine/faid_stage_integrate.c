@@ -3,14 +3,18 @@
  *
  * Buffers (per setup): normp (normalization x flat x solid angle x polarization folded per
  * pixel, 0 where a pixel can never contribute: mask, dummy flat, NaN), dark (or the one-element
- * placeholder "one"), per matrix m0 (1D) / m1 (2D) indptr, indices, coef; per slot: pre (float4
+ * placeholder "one"), per matrix m0 (1D) / m1 (2D) indptr, indices, coef, and with the variant
+ * entrynorm (FAID_ENGINE_INTEGRATE, faid_engine.h) enorm / edark, normp and dark in the matrix'
+ * entry order (one float per entry each; edark is "one" without dark); per slot: pre (float4
  * per pixel, unfused path only). Outputs per lane: p1d (I, sigma, std, count), s1d (the four
  * sums), p2d, s2d (read back only with sums_2d on).
  *
  * Launches (int_plan; kernels/process/, one program per frame dtype and error model, NBATCH =
  * batch): fused, one launch per matrix for the whole slot (faid_rows_raw in rows mode, or
- * faid_integrate_raw_b for error models none/poisson with batch > 1), else frame after frame
- * (faid_integrate_raw; unfused faid_preprocess then faid_integrate_pre / faid_rows_pre).
+ * faid_integrate_raw_b for error models none/poisson with batch > 1, built with the defines of
+ * the FAID_ENGINE_INTEGRATE variants: INT_GATHER, INT_ENORM, INT_PREFETCH, UNROLL=8), else frame
+ * after frame (faid_integrate_raw; unfused faid_preprocess then faid_integrate_pre /
+ * faid_rows_pre).
  *
  * The work-group size is a pure function of the device type and the matrix shape (no timing-based
  * autotune), so the daemon and faidctl give bit-identical results. Reference device:
@@ -38,6 +42,7 @@ typedef struct int_matrix {
     int has_coef;
     int rows;  /* one work-item per bin (faid_rows_*), else one work-group per bin */
     size_t wg; /* work-group per bin (rows == 0) */
+    int enorm; /* m?.enorm / m?.edark declared (FAID_INTV_ENORM) */
 } int_matrix;
 
 typedef struct int_res {
@@ -52,6 +57,8 @@ static const char *const M_SUMS[2] = {"s1d", "s2d"};
 static const char *const M_INDPTR[2] = {"m0.indptr", "m1.indptr"};
 static const char *const M_INDICES[2] = {"m0.indices", "m1.indices"};
 static const char *const M_COEF[2] = {"m0.coef", "m1.coef"};
+static const char *const M_ENORM[2] = {"m0.enorm", "m1.enorm"};
+static const char *const M_EDARK[2] = {"m0.edark", "m1.edark"};
 
 static int is_dummy_f(float x, float dummy, float delta)
 {
@@ -116,8 +123,24 @@ static int choose_rows(const faid_csr *csr, int env)
     return avg < ROWS_MAX_AVG;
 }
 
+/* The variant entrynorm (FAID_INTV_ENORM): a static per-pixel array copied into the matrix'
+ * entry order, src[indices[k]] at entry k (the same floats, so the same bits). */
+static int declare_entry_order(faid_stage_res *res, const char *name, const faid_csr *csr,
+                               const float *src, faid_diag *d)
+{
+    float *e = malloc((size_t)csr->nnz * sizeof(float));
+    if (!e)
+        return faid_fail(d, FAID_ENOMEM, "engine: out of memory for %s (%lld entries)", name,
+                         (long long)csr->nnz);
+    for (int64_t k = 0; k < (int64_t)csr->nnz; k++)
+        e[k] = src[csr->indices[k]];
+    int rc = faid_restab_static(res->rt, name, (size_t)csr->nnz * sizeof(float), e, d);
+    free(e);
+    return rc;
+}
+
 static int declare_matrix(faid_stage_env *env, faid_stage_res *res, int_res *ir, int k,
-                          const faid_csr *csr, faid_diag *d)
+                          const faid_csr *csr, const float *normp, faid_diag *d)
 {
     int_matrix *m = &ir->m[k];
     m->present = 1;
@@ -135,6 +158,14 @@ static int declare_matrix(faid_stage_env *env, faid_stage_res *res, int_res *ir,
         rc = m->has_coef ? faid_restab_static(res->rt, M_COEF[k], (size_t)csr->nnz * sizeof(float),
                                               csr->data, d)
                          : faid_restab_alias(res->rt, M_COEF[k], "one", d);
+    /* entrynorm serves the batched one-group-per-bin kernel only (error models none, poisson) */
+    m->enorm = (env->int_variant & FAID_INTV_ENORM) && !m->rows && csr->nnz > 0 &&
+               res->setup->corr.error_model != FAID_EM_AZIMUTHAL;
+    if (!rc && m->enorm)
+        rc = declare_entry_order(res, M_ENORM[k], csr, normp, d);
+    if (!rc && m->enorm)
+        rc = ir->do_dark ? declare_entry_order(res, M_EDARK[k], csr, res->setup->corr.dark, d)
+                         : faid_restab_alias(res->rt, M_EDARK[k], "one", d);
     return rc;
 }
 
@@ -155,16 +186,16 @@ static int int_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_di
     int rc = faid_restab_static(res->rt, "one", sizeof one, &one, d);
     if (!rc)
         rc = faid_restab_static(res->rt, "normp", s->npix * sizeof(float), normp, d);
-    free(normp);
     ir->do_dark = s->corr.dark != NULL;
     if (!rc)
         rc = ir->do_dark
                  ? faid_restab_static(res->rt, "dark", s->npix * sizeof(float), s->corr.dark, d)
                  : faid_restab_alias(res->rt, "dark", "one", d);
     if (!rc)
-        rc = declare_matrix(env, res, ir, 0, s->csr, d);
+        rc = declare_matrix(env, res, ir, 0, s->csr, normp, d);
     if (!rc && s->csr2d)
-        rc = declare_matrix(env, res, ir, 1, s->csr2d, d);
+        rc = declare_matrix(env, res, ir, 1, s->csr2d, normp, d);
+    free(normp);
     if (!rc && !env->fused)
         rc = faid_restab_declare(res->rt, "pre", s->npix * 4 * sizeof(float), 64, FAID_RES_DEVICE,
                                  d);
@@ -176,7 +207,9 @@ static int int_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_di
     if (!rc)
         rc = faid_restab_output(res->rt, "s1d", 4 * n1, 1, d);
     if (!rc && n2)
-        rc = faid_restab_output(res->rt, "p2d", 4 * n2, 1, d);
+        rc = env->sums2d || env->cake_arrays >= 4
+                 ? faid_restab_output(res->rt, "p2d", 4 * n2, 1, d)
+                 : faid_restab_output_part(res->rt, "p2d", 4 * n2, env->cake_arrays * n2, d);
     if (!rc && n2)
         rc = faid_restab_output(res->rt, "s2d", 4 * n2, env->sums2d, d);
     return rc;
@@ -210,11 +243,12 @@ static int int_ref_run(faid_stage_env *env, faid_stage_res *res, faid_ref_frame 
 
 /* The correction flags every raw-reading kernel takes (do_dark, do_dummy, dummy, delta_dummy)
  * and the static per-pixel arrays. */
-static void arg_corr(faid_launch *l, const faid_stage_res *res, const int_res *ir)
+static void arg_corr(faid_launch *l, const faid_stage_res *res, const int_res *ir, const char *dark,
+                     const char *normp)
 {
     const faid_corrections *c = &res->setup->corr;
-    faid_pa_buf(l, "dark", "dark");
-    faid_pa_buf(l, "normp", "normp");
+    faid_pa_buf(l, "dark", dark);
+    faid_pa_buf(l, "normp", normp);
     faid_pa_int(l, "do_dark", ir->do_dark, 0);
     faid_pa_int(l, "do_dummy", c->do_dummy, 0);
     faid_pa_float(l, "dummy", c->dummy);
@@ -269,8 +303,12 @@ static int int_plan(const faid_stage_env *env, const faid_stage_res *res, int id
     const faid_error_model em = res->setup->corr.error_model;
     if ((int)em < 0 || (int)em > FAID_EM_AZIMUTHAL)
         return faid_fail(d, FAID_EINVAL, "error model %d unknown", (int)em);
-    char opts[128];
-    snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d", code, (int)em, env->batch);
+    char opts[160];
+    snprintf(opts, sizeof opts, "-D RAW_CODE=%d -D EM=%d -D NBATCH=%d%s%s%s%s", code, (int)em,
+             env->batch, (env->int_variant & FAID_INTV_GATHER) ? " -D INT_GATHER=1" : "",
+             ir->m[0].enorm || ir->m[1].enorm ? " -D INT_ENORM=1" : "",
+             (env->int_variant & FAID_INTV_PREFETCH) ? " -D INT_PREFETCH=1" : "",
+             (env->int_variant & FAID_INTV_UNROLL8) ? " -D UNROLL=8" : "");
     static const char *const files[] = {"process/preprocess.cl", "process/integrate.cl"};
     const size_t esz = faid_dtype_size(dt);
     const int64_t raw_lane = (int64_t)(faid_restab_lane_bytes(res->rt, "raw") / esz);
@@ -298,7 +336,10 @@ static int int_plan(const faid_stage_env *env, const faid_stage_res *res, int id
             faid_pa_uint(l, "raw_off", 0, 0);
         faid_pa_uint(l, "raw_stride", (uint32_t)raw_lane, 0);
         faid_pa_nframes(l, "nframes");
-        arg_corr(l, res, ir);
+        if (mx->enorm && !mx->rows)
+            arg_corr(l, res, ir, M_EDARK[m], M_ENORM[m]);
+        else
+            arg_corr(l, res, ir, "dark", "normp");
         arg_matrix(l, res, ir, m);
         faid_pa_int(l, "out_off", out_off, 0);
         faid_pa_int(l, "out_stride", out_stride, 0);
@@ -318,7 +359,7 @@ static int int_plan(const faid_stage_env *env, const faid_stage_res *res, int id
             l->per_lane = 1;
             l->ev = EV_PRE;
             faid_pa_buf(l, "raw", "raw");
-            arg_corr(l, res, ir);
+            arg_corr(l, res, ir, "dark", "normp");
             faid_pa_int(l, "npix", (int32_t)res->npix, 0);
             faid_pa_buf(l, "out", "pre");
             faid_pa_uint(l, "raw_off", 0, raw_lane);
@@ -342,7 +383,7 @@ static int int_plan(const faid_stage_env *env, const faid_stage_res *res, int id
         faid_restab_out(res->rt, M_SUMS[m], &sum_off, &sum_stride);
         if (env->fused) {
             faid_pa_buf(l, "raw", "raw");
-            arg_corr(l, res, ir);
+            arg_corr(l, res, ir, "dark", "normp");
             faid_pa_uint(l, "raw_off", 0, raw_lane);
         } else {
             faid_pa_buf(l, "pre", "pre");
@@ -356,13 +397,14 @@ static int int_plan(const faid_stage_env *env, const faid_stage_res *res, int id
     return faid_plan_check(p, "integrate", d);
 }
 
-/* I..count from src, the sums from sums (NULL: not read back, left as they were). */
-static void copy_profile(faid_profile *p, const float *src, const float *sums)
+/* The first `arrays` of I..count from src, the sums from sums (NULL: not read back, left as
+ * they were). */
+static void copy_profile(faid_profile *p, const float *src, int arrays, const float *sums)
 {
     size_t n = (size_t)p->nbins;
     float *dst[NOUT] = {p->I,          p->sigma,    p->std,          p->count,
                         p->sum_signal, p->sum_norm, p->sum_variance, p->sum_norm_sq};
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < arrays; k++)
         memcpy(dst[k], src + (size_t)k * n, n * sizeof(float));
     for (int k = 4; sums && k < NOUT; k++)
         memcpy(dst[k], sums + (size_t)(k - 4) * n, n * sizeof(float));
@@ -377,11 +419,12 @@ static int int_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot
     int po, ps, so, ss;
     faid_restab_out(res->rt, "p1d", &po, &ps);
     faid_restab_out(res->rt, "s1d", &so, &ss);
-    copy_profile(r->p1d, h_lane + po, h_lane + so);
+    copy_profile(r->p1d, h_lane + po, 4, h_lane + so);
     if (res->setup->csr2d && r->p2d) {
         faid_restab_out(res->rt, "p2d", &po, &ps);
         faid_restab_out(res->rt, "s2d", &so, &ss);
-        copy_profile(r->p2d, h_lane + po, env->sums2d ? h_lane + so : NULL);
+        copy_profile(r->p2d, h_lane + po, env->sums2d ? 4 : env->cake_arrays,
+                     env->sums2d ? h_lane + so : NULL);
     }
     return FAID_OK;
 }

@@ -219,6 +219,7 @@
     X(ENDPOINTS, "endpoints")                                                                      \
     X(PINNED_BYTES, "pinned_bytes")                                                                \
     X(PINNED_FRAMES, "pinned_frames")                                                              \
+    X(ZMQ_CONTEXTS, "zmq_contexts")                                                                \
     X(PINNED_FALLBACK, "pinned_fallback")                                                          \
     X(CONNECTIONS, "connections")                                                                  \
     X(ACCEPTED, "accepted")                                                                        \
@@ -435,8 +436,8 @@
     X(RESULT, COUNT, "array `<f4` [npt]", REQ, "number of (fractional) pixels per bin")            \
     X(RESULT, SUM_NORMALIZATION, "array `<f4` [npt]", OPT, "with `output.extra: [sum_normalization]` (an optional output, off by default); per bin, the sum of its pixels' normalization (fraction x solid angle x polarization x flat x `normalization_factor`; pyFAI `sum_normalization`): frames merge as sum(`I` x it) / sum(it)") \
     X(RESULT, I2D, "array `<f4` [npt_azim, npt]", OPT, "cake, only with `npt_azim` > 0; row = azimuthal bin (`azimuthal`), column = radial bin (`radial`), as pyFAI's integrate2d and `faidctl process` lay it out") \
-    X(RESULT, SIGMA2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: standard error")             \
-    X(RESULT, COUNT2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: pixels per bin")             \
+    X(RESULT, SIGMA2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: standard error; only with `output.cake` full or `writer.cake` on (the default lean cake carries `I_2d` alone)")             \
+    X(RESULT, COUNT2D, "array `<f4` [npt_azim, npt]", OPT, "as `I_2d`: pixels per bin; only with `output.cake` full or `writer.cake` on")             \
     X(RESULT, NUM_PEAKS, "uint", OPT, "peaks.algorithm not none: every peak found (may exceed the arrays' length when the list was cut at `max_num_peaks`)") \
     X(RESULT, IS_HIT, "bool", OPT, "with peaks: `min_peaks_for_hit <= num_peaks` (and `<= max_peaks_for_hit` when set)") \
     X(RESULT, PEAK_X, "array `<f4` [n]", OPT, "with peaks: fast-axis (column) centroids, pixel-index coordinates (start `peak_coordinates`)") \
@@ -598,6 +599,7 @@
     X(STATUS_INPUT, ENDPOINTS, "uint", REQ, "entries of `input.endpoint`: input sockets and ingest threads") \
     X(STATUS_INPUT, PINNED_BYTES, "uint", REQ, "the pinned input arena (`input.pinned_bytes`), 0 when off") \
     X(STATUS_INPUT, PINNED_FRAMES, "uint", REQ, "frames ingest copied into the arena (the device reads them in place)") \
+    X(STATUS_INPUT, ZMQ_CONTEXTS, "uint", REQ, "ZeroMQ contexts the input sockets use: one per endpoint with `input.contexts` per_connection, 1 when they share the daemon's") \
     X(STATUS_INPUT, PINNED_FALLBACK, "uint", REQ, "frames that did not fit in the arena: the worker copied them") \
     X(STATUS_INPUT, CONNECTIONS, "uint", REQ, "connections open now")                              \
     X(STATUS_INPUT, ACCEPTED, "uint", REQ, "accepted (or connected, in connect mode)")            \

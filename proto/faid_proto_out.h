@@ -148,7 +148,7 @@ typedef struct faid_out_status {
     faid_out_counters counters;
     struct {
         uint64_t max_message_bytes, endpoints, pinned_bytes, pinned_frames, pinned_fallback,
-            connections, accepted, closed, accept_failed, connection_cap, over_cap;
+            zmq_contexts, connections, accepted, closed, accept_failed, connection_cap, over_cap;
     } input;
     struct {
         uint64_t depth, capacity;

@@ -5,7 +5,8 @@
  * NBATCH (default 1) frames faid_integrate_raw_b can take per launch.
  *
  * Kernels:
- *   faid_integrate_raw_b  fused, several frames per pass over the matrix (end of file)
+ *   faid_integrate_raw_b  fused, several frames per pass over the matrix (end of file); its
+ *                         variants INT_GATHER and INT_ENORM are described there
  *   faid_integrate_pre  reads preprocessed pixels (float4 signal, variance, norm, count) written
  *                       by faid_preprocess
  *   faid_integrate_raw  fused: gathers the raw frame through the CSR indices and preprocesses each
@@ -359,6 +360,24 @@ __kernel void faid_integrate_raw(__global const raw_t *raw, __global const float
 #ifndef NBATCH
 #define NBATCH 1
 #endif
+/* Variants of faid_integrate_raw_b (faid_engine.h, FAID_ENGINE_INTEGRATE), same bits as without:
+ * INT_GATHER loads every frame's raw values of the UNROLL entries before adding the first;
+ * INT_ENORM takes normp and dark in the matrix' entry order (normp[k] == the pixel factor of
+ * entry k, copied at setup) instead of through the index; INT_PREFETCH loads the next UNROLL
+ * indices and coefficients while this iteration's gathers are in flight. (UNROLL itself, the
+ * variant unroll8, changes no sum's order either: a work-item adds its entries k, k + wg, ... in
+ * that order whatever their grouping.) */
+#ifndef INT_GATHER
+#define INT_GATHER 0
+#endif
+#ifndef INT_PREFETCH
+#define INT_PREFETCH 0
+#endif
+#if defined(INT_ENORM) && INT_ENORM
+#define INT_FACTOR(k, idx) (k)
+#else
+#define INT_FACTOR(k, idx) (idx)
+#endif
 
 /* reduce_and_write without the early exit of the other work-items, and with a closing barrier,
  * so that the scratch can serve the next frame of a batch. Same arithmetic, same bits. */
@@ -397,17 +416,55 @@ __kernel void faid_integrate_raw_b(__global const raw_t *raw, uint raw_stride, i
     for (int f = 0; f < NBATCH; f++)
         a[f] = acc_zero();
     int k = start + lid;
+#if INT_PREFETCH
+    /* the indices and coefficients of the next UNROLL entries, loaded one iteration ahead */
+    int nidx[UNROLL];
+    float nc[UNROLL];
+    if (k + (UNROLL - 1) * wg < end)
+        for (int u = 0; u < UNROLL; u++) {
+            nidx[u] = indices[k + u * wg];
+            nc[u] = has_coef ? coef[k + u * wg] : 1.0f;
+        }
+#endif
     for (; k + (UNROLL - 1) * wg < end; k += UNROLL * wg) {
         int idx[UNROLL];
         float c[UNROLL], n[UNROLL], dk[UNROLL];
+#if INT_PREFETCH
+        for (int u = 0; u < UNROLL; u++) {
+            idx[u] = nidx[u];
+            c[u] = nc[u];
+        }
+        const int kn = k + UNROLL * wg;
+        if (kn + (UNROLL - 1) * wg < end)
+            for (int u = 0; u < UNROLL; u++) {
+                nidx[u] = indices[kn + u * wg];
+                nc[u] = has_coef ? coef[kn + u * wg] : 1.0f;
+            }
+#else
         for (int u = 0; u < UNROLL; u++)
             idx[u] = indices[k + u * wg];
         for (int u = 0; u < UNROLL; u++)
             c[u] = has_coef ? coef[k + u * wg] : 1.0f;
+#endif
         for (int u = 0; u < UNROLL; u++) {
-            n[u] = normp[idx[u]];
-            dk[u] = do_dark ? dark[idx[u]] : 0.0f;
+            n[u] = normp[INT_FACTOR(k + u * wg, idx[u])];
+            dk[u] = do_dark ? dark[INT_FACTOR(k + u * wg, idx[u])] : 0.0f;
         }
+#if INT_GATHER
+        /* every frame's loads first, then the sums in the default order */
+        float v[NBATCH][UNROLL];
+#pragma unroll
+        for (int f = 0; f < NBATCH; f++)
+            if (f < nframes)
+                for (int u = 0; u < UNROLL; u++)
+                    v[f][u] = (float)raw[(size_t)f * raw_stride + idx[u]];
+#pragma unroll
+        for (int f = 0; f < NBATCH; f++)
+            if (f < nframes)
+                for (int u = 0; u < UNROLL; u++)
+                    acc_entry(&a[f], c[u], faid_pixel_v(n[u], v[f][u], dk[u], do_dark, do_dummy,
+                                                        dummy, delta_dummy));
+#else
 #pragma unroll
         for (int f = 0; f < NBATCH; f++) {
             if (f < nframes) {
@@ -420,11 +477,12 @@ __kernel void faid_integrate_raw_b(__global const raw_t *raw, uint raw_stride, i
                                                         dummy, delta_dummy));
             }
         }
+#endif
     }
     for (; k < end; k += wg) {
         int idx = indices[k];
         float c = has_coef ? coef[k] : 1.0f;
-        float n = normp[idx], dk = do_dark ? dark[idx] : 0.0f;
+        float n = normp[INT_FACTOR(k, idx)], dk = do_dark ? dark[INT_FACTOR(k, idx)] : 0.0f;
 #pragma unroll
         for (int f = 0; f < NBATCH; f++)
             if (f < nframes)

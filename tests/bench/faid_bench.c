@@ -100,6 +100,7 @@ typedef struct opts {
     const char *devices;  /* NULL: one engine on --device; else the multi-device run */
     const char *kind;     /* frames: synthetic | lowcount */
     const char *detector; /* detector.preset override (eiger_1m ... eiger_16m), NULL: config */
+    int cake_arrays;      /* --cake-arrays: leading cake arrays read back (0: all four) */
 } opts;
 
 static const char usage[] =
@@ -110,6 +111,8 @@ static const char usage[] =
     "                  [--dump DIR] [--peaks none|pyfai|peakfinder8]\n"
     "                  [--devices I,J,...|gpu:N]  (GPU stage on several devices at once)\n"
     "                  [--kind synthetic|lowcount] [--detector PRESET]\n"
+    "                  [--cake-arrays 1..4]  (the cake's I, sigma, std, count read back;\n"
+    "                  1 = the daemon's lean cake, output.cake lean)\n"
     "                  (variants also: compute = decode + integrate of frames already on\n"
     "                  the device)\n"
     "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
@@ -195,6 +198,23 @@ static const char *vnames[NVARIANTS] = {"fused", "separate", "pipelined", "pipel
                                         "compute"};
 
 /* Whether name is one of the comma-separated items of list. */
+/* FNV-1a over the bytes of a profile's eight arrays: the synchronous results' bits in one figure,
+ * so that runs of different integration variants (FAID_ENGINE_INTEGRATE) can be compared bit for
+ * bit on the GPU (gpu-run.sh's issue-17 table, column "=base"). */
+static uint64_t profile_hash(uint64_t h, const faid_profile *p)
+{
+    const float *a[8] = {p->I,          p->sigma,    p->std,          p->count,
+                         p->sum_signal, p->sum_norm, p->sum_variance, p->sum_norm_sq};
+    for (int k = 0; k < 8; k++) {
+        const unsigned char *b = (const unsigned char *)a[k];
+        for (size_t i = 0; i < (size_t)p->nbins * sizeof(float); i++) {
+            h ^= b[i];
+            h *= 0x100000001b3ull;
+        }
+    }
+    return h;
+}
+
 static int in_list(const char *list, const char *name)
 {
     size_t n = strlen(name);
@@ -813,7 +833,8 @@ static int parse_args(int argc, char **argv, opts *o)
                 "none",
                 NULL,
                 "synthetic",
-                NULL};
+                NULL,
+                0};
     const bench_shared sh = {.frames = &o->frames,
                              .config = &o->config,
                              .dtype = &o->dtype,
@@ -835,6 +856,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"kind", BENCH_STR, &o->kind, NULL, 0, 0, NULL},
         {"detector", BENCH_STR, &o->detector, NULL, 0, 0, NULL},
         {"no-check", BENCH_OFF, NULL, &o->check, 0, 0, NULL},
+        {"cake-arrays", BENCH_INT, NULL, &o->cake_arrays, 1, 4, NULL},
     };
     int prc =
         bench_parse("faid-bench", argc, argv, &sh, own, (int)(sizeof own / sizeof own[0]), usage);
@@ -1081,6 +1103,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "faid-bench: kernels: %s\n", d.msg);
         return 1;
     }
+    /* --cake-arrays N: the D2H of the daemon's cake (its sums stay on the device, N of I, sigma,
+     * std, count come back), set before any result so that the arrays left out are never
+     * written in any result and compare equal (zero) */
+    if (o.cake_arrays &&
+        (faid_engine_set_sums_2d(e, 0, &d) || faid_engine_set_cake_arrays(e, o.cake_arrays, &d))) {
+        fprintf(stderr, "faid-bench: --cake-arrays %d: %s\n", o.cake_arrays, d.msg);
+        return 1;
+    }
     double init_ms = (double)(faid_now_ns() - t0) * 1e-6;
     printf("device: %s (engine init incl. kernel builds %.0f ms)\n", faid_engine_device_name(e),
            init_ms);
@@ -1123,6 +1153,13 @@ int main(int argc, char **argv)
             }
         }
     }
+    uint64_t result_hash = 0xcbf29ce484222325ull;
+    for (int k = 0; k < NDISTINCT; k++)
+        if (sync[k]) {
+            result_hash = profile_hash(result_hash, sync[k]->p1d);
+            if (sync[k]->p2d)
+                result_hash = profile_hash(result_hash, sync[k]->p2d);
+        }
     if (peaks_on && o.check)
         peaks_ok = check_peaks(faid_engine_device_name(e), sync, refk, &bg_err);
     for (int v = 0; v < NVARIANTS; v++) {
@@ -1338,21 +1375,24 @@ int main(int argc, char **argv)
         }
         fprintf(f,
                 "{\n \"device\": \"%s\",\n \"rows\": %d, \"cols\": %d, \"dtype\": \"%s\",\n"
-                " \"npt\": %d, \"npt_azim\": %d, \"split\": \"%s\", \"unit\": \"%s\",\n"
+                " \"npt\": %d, \"npt_azim\": %d, \"cake_arrays\": %d, \"split\": \"%s\", "
+                "\"unit\": \"%s\",\n"
                 " \"error_model\": \"%s\", \"frames\": %d,\n \"raw_bytes\": %zu, "
                 "\"chunk_bytes_mean\": %.0f,\n \"setup_build_ms\": %.3f, \"nnz\": %lld,"
                 " \"engine_init_ms\": %.3f,\n \"peaks\": \"%s\", \"peaks_ref_equal\": %d,"
                 " \"bg_rel_err\": %.3e, \"num_peaks\": [%d, %d, %d, %d],\n"
                 " \"kind\": \"%s\", \"device_bytes\": %zu, \"device_bytes_depth1\": %zu,"
                 " \"h2d_event_gbs\": %.3f, \"h2d_wall_gbs\": %.3f, \"floor_fps\": %.1f,\n"
-                " \"variants\": [\n",
+                " \"integrate_variant\": %d, \"result_hash\": \"%016llx\",\n \"variants\": [\n",
                 faid_engine_device_name(e), s->rows, s->cols, faid_dtype_name(dt), s->csr->npt_rad,
-                s->csr2d ? s->csr2d->npt_azim : 0, faid_split_name(cfg.split),
-                faid_unit_name(cfg.unit), faid_error_model_name(cfg.error_model), o.frames,
-                raw_bytes, mean_clen, setup_ms, (long long)s->csr->nnz, init_ms, o.peaks, peaks_ok,
-                bg_err, sync[0] ? sync[0]->num_peaks : -1, sync[1] ? sync[1]->num_peaks : -1,
+                s->csr2d ? s->csr2d->npt_azim : 0, o.cake_arrays ? o.cake_arrays : 4,
+                faid_split_name(cfg.split), faid_unit_name(cfg.unit),
+                faid_error_model_name(cfg.error_model), o.frames, raw_bytes, mean_clen, setup_ms,
+                (long long)s->csr->nnz, init_ms, o.peaks, peaks_ok, bg_err,
+                sync[0] ? sync[0]->num_peaks : -1, sync[1] ? sync[1]->num_peaks : -1,
                 sync[2] ? sync[2]->num_peaks : -1, sync[3] ? sync[3]->num_peaks : -1, o.kind,
-                dev_bytes, dev_bytes1, h2d_ev_gbs, h2d_wall_gbs, floor_fps);
+                dev_bytes, dev_bytes1, h2d_ev_gbs, h2d_wall_gbs, floor_fps,
+                faid_engine_integrate_variant(e), (unsigned long long)result_hash);
         for (int v = 0; v < nv; v++) {
             fprintf(f,
                     "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "

@@ -10,7 +10,8 @@
 # for the pyFAI + silx side-by-side run.
 #
 # Environment: FAID_BIN (default build/bin), DEVICE (default gpu), FRAMES (default 500),
-# PYFAI_FRAMES (default 200), CONFIGS (default "full no bbox cake u16": which runs to do),
+# PYFAI_FRAMES (default 200), CONFIGS (default "full no bbox cake cake-lean u16": which runs to
+# do; cake-lean = the cake as the daemon's output.cake lean reads it back, I alone),
 # DEPTH and BATCH (slots and frames per slot of the pipelined variants, default 4 and 4), SWEEP
 # (default "batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0": extra
 # pipelined runs of the full-split configuration, one knob changed each, for tuning; "" skips),
@@ -21,17 +22,25 @@
 # when present), DAEMON_BENCH (0 skips tests/bench/daemon-bench.sh, the whole daemon over ZeroMQ loopback against
 # the transport ceiling, run with the best pipelined settings found above), DAEMON_FRAMES (its
 # throughput frames, default 20000), DAEMON_COMPARE (its comparison daemons, default "nopin
-# writer": without the pinned arena, and with the files of record on), WRITER_DIR (the writer
+# writer shared": without the pinned arena, with the files of record on, with every input in one
+# shared ZeroMQ context), DAEMON_PEAKS (peaks.algorithm of a second daemon-bench run, one and
+# two connections and the 1 kHz latency with peaks, issue 17; default pyfai, none skips it),
+# DAEMON_PEAKS_COMPARE (its comparison daemons, default "idle nopin batch1 poll"), WRITER_DIR (the writer
 # run's directory), KINDS (frame kinds of the decoder / PCIe-floor runs, default
 # "synthetic lowcount"), SIZES (detector presets of the size runs besides the EIGER 4M of the
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
 # default "reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg all", names below in psets; "" skips; the
-# issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0), PEAK_DEPTH
+# issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
+# PEAK_DEPTH
 # (slots of those pipelined runs, default 8: 32 frames in flight with BATCH 4, as the issue's
 # figures), PEAK_EXTRA (more faid-bench arguments of those runs, e.g. "--detector eiger_1m" for a
-# sanity run on PoCL).
+# sanity run on PoCL),
+# INT_VARIANTS (issue 17: variants of the batched integration kernel, FAID_ENGINE_INTEGRATE
+# values, each run as GPU stage and compute alone on the synthetic frames beside "base", the
+# default kernel; default "base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8";
+# "" skips), INT_BATCHES (frames per slot of those runs, default "$BATCH 8").
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,7 +49,7 @@ BIN=${FAID_BIN:-build/bin}
 DEVICE=${DEVICE:-gpu}
 FRAMES=${FRAMES:-500}
 PYFAI_FRAMES=${PYFAI_FRAMES:-200}
-CONFIGS=${CONFIGS:-full no bbox cake u16}
+CONFIGS=${CONFIGS:-full no bbox cake cake-lean u16}
 DEPTH=${DEPTH:-4}
 BATCH=${BATCH:-4}
 PEAK_VARIANTS=${PEAK_VARIANTS:-fused,pipelined}
@@ -53,6 +62,8 @@ SIZE_FRAMES=${SIZE_FRAMES:-300}
 PEAK_SETS=${PEAK_SETS-reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
+INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
+INT_BATCHES=${INT_BATCHES-$(printf '%s\n' "$BATCH" 8 | awk '!seen[$0]++' | tr '\n' ' ')}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
@@ -118,6 +129,7 @@ declare -A args=(
     [no]="--split no"
     [bbox]="--split bbox"
     [cake]="--split full --azim 360"
+    [cake-lean]="--split full --azim 360 --cake-arrays 1"
     [u16]="--split full --dtype uint16"
     [pk-pyfai]="--split full --peaks pyfai"
     [pk-pf8]="--split full --peaks peakfinder8"
@@ -168,6 +180,23 @@ for det in $SIZES; do
         tail -n 10 "$LOG/size_$det.log" | tee -a "$LOG/gpu-run.log"
         status=1
     fi
+done
+
+# 4a'. issue 17: the batched integration kernel's variants (FAID_ENGINE_INTEGRATE, faid_engine.h),
+# GPU stage and compute alone on the synthetic frames, old ("base") and new side by side; each
+# run checks its pipelined results bit for bit against the default one-frame kernel's
+for iv in $INT_VARIANTS; do
+    for ib in $INT_BATCHES; do
+        tag="${iv//,/+}_b$ib"
+        say "integrate variant $iv, batch $ib: FAID_ENGINE_INTEGRATE=$iv $bench --split full --variants pipelined,compute"
+        if ! FAID_ENGINE_INTEGRATE=$iv "$bench" --device "$DEVICE" --frames "$FRAMES" \
+            --depth "$DEPTH" --batch "$ib" --split full --variants pipelined,compute \
+            --kind synthetic --json "$LOG/intv_$tag.json" >"$LOG/intv_$tag.log" 2>&1; then
+            say "ERROR: integrate variant $tag failed or differs, tail of $LOG/intv_$tag.log:"
+            tail -n 10 "$LOG/intv_$tag.log" | tee -a "$LOG/gpu-run.log"
+            status=1
+        fi
+    done
 done
 
 # 4b. tuning sweep: the pipelined variant of the full-split run with one knob changed
@@ -302,15 +331,28 @@ if [ "${DAEMON_BENCH:-1}" != 0 ]; then
     # WRITER_DIR, default $LOG/writer-files): its results/s against the main run's is the
     # pipeline's throughput with the writer on vs off (issue 15: within 5 %)
     if ! FAID_BIN="$BIN" DEVICE="$DEVICE" OUT="$LOG" FRAMES="${DAEMON_FRAMES:-20000}" \
-        COMPARE="${DAEMON_COMPARE:-nopin writer}" WRITER_DIR="${WRITER_DIR:-}" \
+        COMPARE="${DAEMON_COMPARE:-nopin writer shared}" WRITER_DIR="${WRITER_DIR:-}" \
         bash tests/bench/daemon-bench.sh >"$LOG/daemon-bench.out" 2>&1; then
         say "WARNING: daemon-bench failed or found a problem, tail of $LOG/daemon-bench.out:"
         tail -n 12 "$LOG/daemon-bench.out" | tee -a "$LOG/gpu-run.log"
     fi
+    # issue 17's peak rows: the daemon with peak finding, one and two connections against the
+    # ceiling, three latency runs at 1 kHz; idle = input.pinned_copy idle, nopin = no arena,
+    # batch1 = one frame per slot, poll = pipeline.collect_poll_us 200 (latency)
+    if [ "${DAEMON_PEAKS:-pyfai}" != none ]; then
+        say "daemon-bench with peaks.algorithm ${DAEMON_PEAKS:-pyfai} (log $LOG/daemon-peaks/daemon-bench.log)"
+        if ! FAID_BIN="$BIN" DEVICE="$DEVICE" OUT="$LOG/daemon-peaks" \
+            FRAMES="${DAEMON_FRAMES:-20000}" CONNS=2 PEAKS="${DAEMON_PEAKS:-pyfai}" \
+            COMPARE="${DAEMON_PEAKS_COMPARE:-idle nopin batch1 poll}" \
+            bash tests/bench/daemon-bench.sh >"$LOG/daemon-peaks.out" 2>&1; then
+            say "WARNING: daemon-bench with peaks failed or found a problem, tail of $LOG/daemon-peaks.out:"
+            tail -n 12 "$LOG/daemon-peaks.out" | tee -a "$LOG/gpu-run.log"
+        fi
+    fi
 fi
 
 # 6. compact table, last (the tuning sweep, the pyFAI comparison and daemon-bench come before it)
-PEAK_SETS="$PEAK_SETS" PEAK_DEPTH="$PEAK_DEPTH" BATCH="$BATCH" \
+PEAK_SETS="$PEAK_SETS" PEAK_DEPTH="$PEAK_DEPTH" BATCH="$BATCH" INTV="$INT_VARIANTS" INTB="$INT_BATCHES" \
     python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
 import json, os, sys
 log, sweep, configs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
@@ -406,6 +448,59 @@ if kinds:
                f'{j.get("device_bytes", 0) / 1e6:.0f}', "yes" if ok else "NO",
                f'{max(v.get("max_rel_err", 0) for v in (pi, co) if v):.1e}' if (pi or co) else "-")
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
+# issue 17, integration: the kernel variants side by side (step 4a'), with the issue's targets
+iv = sorted(f for f in os.listdir(log) if f.startswith("intv_") and f.endswith(".json"))
+iv_missing = [f'{v.replace(",", "+")}_b{b}' for v in os.environ.get("INTV", "").split()
+              for b in os.environ.get("INTB", "").split()
+              if f'intv_{v.replace(",", "+")}_b{b}.json' not in iv]
+pf = os.path.join(log, "pyfai_fastest.json")
+pyf = json.load(open(pf)).get("pipeline_poisson_fps") if os.path.exists(pf) else None
+for t in iv_missing:
+    print(f"issue 17, integration: {t} FAILED or differs, no figures (see intv_{t}.log)")
+if iv:
+    j0 = json.load(open(os.path.join(log, iv[0])))
+    print(f'\nissue 17, integration ({j0["rows"]} x {j0["cols"]} {j0["dtype"]} synthetic bslz4, '
+          f'{j0["chunk_bytes_mean"] / 1e6:.2f} MB, split {j0["split"]}, {j0["npt"]} bins, {j0["error_model"]};'
+          " FAID_ENGINE_INTEGRATE variants; floor = pinned H2D of the compressed size, same process;"
+          " cmp = compute alone, us per frame; x pyFAI = stage / pyFAI + silx at its fastest, poisson)")
+    hdr = ("variant", "batch", "stage/s", "floor/s", "%floor", "cmp us", "dec", "int", "x pyFAI",
+           "ident", "=base", "relerr")
+    w = [34, 5, 8, 8, 6, 7, 6, 6, 7, 5, 5, 8]
+    # "=base": the one-frame results of the 4 distinct frames hash to the default kernel's
+    # (ident then carries it to every pipelined result of the variant)
+    bh = {}
+    for f in iv:
+        if f.startswith("intv_base_b"):
+            bh = {"h": json.load(open(os.path.join(log, f))).get("result_hash")}
+            break
+    print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
+    bestv = None
+    for f in iv:
+        j = json.load(open(os.path.join(log, f)))
+        vs = {v["name"]: v for v in j["variants"]}
+        pi, co = vs.get("pipelined", {}), vs.get("compute", {})
+        fl = j.get("floor_fps", 0)
+        same = {None: "-"}.get(bh.get("h"), "yes" if j.get("result_hash") == bh.get("h") else "NO")
+        ok = all(v.get("identical") == 1 for v in (pi, co) if v) and same != "NO"
+        name, b = f[5:-5].rsplit("_b", 1)
+        row = (name, b, fmt(pi, "fps"), f"{fl:.0f}",
+               f'{100 * pi["fps"] / fl:.1f}' if fl and pi.get("fps") else "-",
+               f'{1e6 / co["fps"]:.1f}' if co.get("fps") else "-",
+               fmt(co, "decode_us", "{:.1f}"), fmt(co, "integrate_us", "{:.1f}"),
+               f'{pi["fps"] / pyf:.1f}' if pyf and pi.get("fps") else "-",
+               "yes" if all(v.get("identical") == 1 for v in (pi, co) if v) else "NO", same,
+               f'{max(v.get("max_rel_err", 0) for v in (pi, co) if v):.1e}' if (pi or co) else "-")
+        print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
+        if ok and pi.get("fps") and co.get("fps") and (bestv is None or pi["fps"] > bestv[2]["fps"]):
+            bestv = (name, b, pi, co, fl)
+    if bestv:
+        name, b, pi, co, fl = bestv
+        print(f'GPU stage, integration only: {pi["fps"]:.0f} frames/s = '
+              f'{100 * pi["fps"] / fl:.1f} % of the PCIe floor ({fl:.0f}) [{name}, batch {b}]; target >= 90 %')
+        print(f'compute alone (decode + integrate, frames on the device): {1e6 / co["fps"]:.1f} us '
+              f'[{name}, batch {b}]; target <= 40 us (stretch 25)')
+        print(f'versus pyFAI + silx at its fastest (poisson): ' +
+              (f'{pi["fps"] / pyf:.1f}x ({pyf:.0f} frames/s)' if pyf else "not run") + "; target >= 20x")
 # multi-device scaling
 sc = sorted(f for f in os.listdir(log) if f.startswith("scale_") and f.endswith(".json"))
 if sc:
@@ -487,9 +582,20 @@ if psets:
             if j.get("peaks_ref_equal") == 1 and v:
                 parts.append(f"{c[3:]} " + " / ".join(fmt(v, f"find{k}_us") for k in range(1, nk + 1)))
         print(f"{ps:>10}  " + "; ".join(parts))
-p = os.path.join(log, "daemon-bench.txt")
-if os.path.exists(p):
-    print(open(p).read().rstrip("\n"))
+for p in (os.path.join(log, "daemon-bench.txt"), os.path.join(log, "daemon-peaks", "daemon-bench.txt")):
+    if os.path.exists(p):
+        print(open(p).read().rstrip("\n"))
+# the 2D cake (360 x 1000): read back in full vs the daemon's lean cake (I alone), issue 17
+cake = {}
+for c in ("cake", "cake-lean"):
+    p = os.path.join(log, f"bench_{c}.json")
+    if c in configs and os.path.exists(p):
+        cake[c] = max(json.load(open(p))["variants"], key=lambda v: v["fps"])
+if cake:
+    print("\n2D cake 360 x 1000, best variant: " + "; ".join(
+        f'{c} {v["fps"]:.0f} frames/s ({v["name"]}, d2h {fmt(v, "d2h_us")} us, ident '
+        f'{ {1: "yes", 0: "NO"}.get(v.get("identical", -1), "-")})' for c, v in cake.items())
+        + " (target: cake-lean >= 2000 frames/s)")
 rows = []
 dev = ""
 for c in configs:

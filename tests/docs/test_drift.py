@@ -248,6 +248,7 @@ NOT_OPTIONS = {
     "lossless.given_up", "input.applied.pixel_mask", "input.applied.flatfield",
     "input.connections", "input.max_message_bytes", "hits.dropped",
     "input.endpoints", "input.pinned_frames", "input.pinned_fallback",
+    "input.zmq_contexts",
     "control.request", "control.reply",  # PROTOCOL.md's generated-table markers
     "integration.nptt",  # the misspelt key of configuration.md's error-message example
     "geometry.poni",  # a file faid-bench --dump writes

@@ -707,8 +707,9 @@ def test_backpressure_policies(daemons, policy):
 
 def test_cake_results_match_faidctl_process(daemons, tmpdir_):
     # With integration.npt_azim the result carries the 2D cake, laid out (npt_azim, npt) like
-    # pyFAI's integrate2d and faidctl process's *_2d_*.npy, with the same bits.
-    d = daemons(extra="", npt=48, lossless=True)
+    # pyFAI's integrate2d and faidctl process's *_2d_*.npy, with the same bits; output.cake full:
+    # I_2d, sigma_2d and count_2d.
+    d = daemons(extra="", npt=48, lossless=True, output_extra="  cake: full\n")
     with open(d.config) as f:
         text = f.read()
     with open(d.config, "w") as f:
@@ -757,4 +758,117 @@ def test_cake_results_match_faidctl_process(daemons, tmpdir_):
             want = np.load(os.path.join(out, "f_%05d_2d_%s.npy" % (i, name)))
             assert got.shape == want.shape == (36, 48), (key, got.shape, want.shape)
             assert np.array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32)), key
+    assert d.terminate() == 0
+
+
+@pytest.mark.parametrize("device,batch", [("cpu", 1), ("cpu", 2), ("ref", 1)])
+def test_cake_lean_carries_intensities_only(daemons, tmpdir_, device, batch):
+    """output.cake lean (the default): a cake result carries I_2d alone, no sigma_2d or count_2d
+    (the OpenCL device read back only the cake's intensities: a prefix of each lane's output
+    block, one rectangular copy for a batch of two), with the same bits as `faidctl process`
+    gives for I; the 1D profile is complete."""
+    d = daemons(extra="pipeline:\n  batch: %d\n" % batch, npt=48, lossless=True,
+                devices=device)
+    with open(d.config) as f:
+        text = f.read()
+    with open(d.config, "w") as f:
+        f.write(text.replace("  split: full\n", "  split: full\n  npt_azim: 36\n"))
+    r = d.request({"cmd": "reload"})
+    assert r["ok"], r
+    rx = Receiver(d)
+    rx.settle()
+    tx = Sender(d)
+    imgs = frames(3, seed=6)
+    tx.start(series_id=8, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=8)
+    tx.end(series_id=8)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == [0, 1, 2]
+    for res in results.values():
+        assert "I_2d" in res and "sigma_2d" not in res and "count_2d" not in res, sorted(res)
+        for key in ("I", "sigma", "std", "count"):
+            assert arr(res[key]).shape == (48,), key
+    out = os.path.join(tmpdir_, "cake")
+    os.makedirs(out)
+    np.save(os.path.join(out, "f.npy"), np.stack(imgs))
+    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", device, "-o", out,
+                        os.path.join(out, "f.npy")], capture_output=True, text=True, timeout=LONG)
+    assert p.returncode == 0, p.stderr
+    for i in range(len(imgs)):
+        got = arr(results[i]["I_2d"])
+        want = np.load(os.path.join(out, "f_%05d_2d_I.npy" % i))
+        assert got.shape == want.shape == (36, 48)
+        assert np.array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32))
+        # the 1D profile of every lane, which lies before the cake in each lane's block
+        ref = np.loadtxt(os.path.join(out, "f_%05d.dat" % i), dtype=np.float64)
+        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
+            want = ref[:, col].astype(np.float32)  # %.9g round-trips float32 exactly
+            assert np.array_equal(arr(results[i][key]).view(np.uint32), want.view(np.uint32)), key
+    assert d.terminate() == 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "idle"])
+def test_pinned_copy_idle_leaves_the_copy_to_the_worker_while_input_waits(daemons, mode):
+    """input.pinned_copy: a slow worker (300 ms per frame, one in flight) and a frame queue of two;
+    eight frames sent at once. auto: ingest copies every frame that finds frames waiting in the
+    queue (frames 2-7 at least); idle: not while the next message already waits on the input
+    socket: frames 4, 5 and 6 (read while the rest of the burst was queued in the socket behind
+    them) are never copied, the last one is. Every frame is processed either way."""
+    d = daemons(env={"FAID_TEST_WORKER_DELAY_US": "300000"}, depth=2,
+                input_extra="  pinned_copy: %s\n" % mode,
+                extra="pipeline:\n  inflight: 1\n  batch: 1\n")
+    tx = Sender(d)
+    imgs = frames(8, seed=3)
+    tx.start(series_id=3, nimages=len(imgs))
+    d.wait_counters(lambda c: c["series"] >= 1, "series opened")
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=3)
+    st = d.wait_counters(lambda c: c["processed"] == len(imgs), "all processed")
+    copied = st["input"]["pinned_frames"]
+    assert st["input"]["pinned_fallback"] == 0
+    if mode == "auto":
+        assert copied >= 6, st["input"]
+    else:
+        assert 1 <= copied <= 5, st["input"]
+    tx.end(series_id=3)
+    assert d.terminate() == 0
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_collect_poll_same_results(daemons, tmpdir_, batch):
+    """pipeline.collect_poll_us: the worker checks the oldest frame and the queue instead of
+    waiting for the oldest frame, so frames that arrive while others are in flight are submitted
+    at once. Frames sent a few at a time, some while others are in flight: every frame is
+    answered once, with the bits `faidctl process` gives."""
+    d = daemons(lossless=True, extra="pipeline:\n  inflight: 4\n  batch: %d\n"
+                "  collect_poll_us: 200\n" % batch)
+    rx = Receiver(d, lossless=True)
+    rx.settle()
+    tx = Sender(d)
+    imgs = frames(9, seed=11)
+    tx.start(series_id=6, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=6)
+        if i % 3 == 2:
+            time.sleep(0.02)
+    tx.end(series_id=6)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == list(range(len(imgs)))
+    assert len(rx.of("result")) == len(imgs)
+    out = os.path.join(tmpdir_, "poll")
+    os.makedirs(out)
+    np.save(os.path.join(out, "f.npy"), np.stack(imgs))
+    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "cpu", "-o", out,
+                        os.path.join(out, "f.npy")], capture_output=True, text=True, timeout=LONG)
+    assert p.returncode == 0, p.stderr
+    for i in range(len(imgs)):
+        ref = np.loadtxt(os.path.join(out, "f_%05d.dat" % i), dtype=np.float64)
+        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
+            want = ref[:, col].astype(np.float32)
+            assert np.array_equal(arr(results[i][key]).view(np.uint32), want.view(np.uint32)), key
+    c = d.status()["counters"]
+    assert c["received"] == c["processed"] == len(imgs), c
     assert d.terminate() == 0

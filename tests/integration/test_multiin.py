@@ -232,3 +232,27 @@ def test_pinned_arena_results_match_faidctl_process(multi, tmpdir_):
     for s in socks:
         s.close()
     assert d.terminate() == 0
+
+
+@pytest.mark.parametrize("contexts", ["default", "per_connection", "shared"])
+def test_input_contexts(multi, contexts):
+    """input.contexts: per_connection (the default) gives each input endpoint a ZeroMQ context of
+    its own (status input.zmq_contexts = the number of endpoints), shared puts them all in the
+    daemon's one context (1). Either way two replays at once on two endpoints are processed
+    exactly once, and the connections are counted (each input's monitor lives in its context)."""
+    extra = "" if contexts == "default" else "  contexts: %s\n" % contexts
+    d = multi(2, lossless=True, depth=16, input_extra=extra)
+    st = d.status()
+    assert st["input"]["zmq_contexts"] == (1 if contexts == "shared" else 2), st["input"]
+    rx = Receiver(d, lossless=True)
+    rx.settle()
+    n = 20
+    procs = [replay(d, p, 1000 * k, n, series_id=4) for k, p in enumerate(d.in_ports)]
+    wait_all(procs)
+    check_counters(d, 2 * n)
+    wait_ends(rx, 2 * n)
+    ids = sorted(r["frame_id"] for r in rx.of("result"))
+    assert ids == sorted(1000 * k + i for k in range(2) for i in range(n))
+    # the connection monitors live in each input's context: the main thread still sees them
+    assert d.status()["input"]["accepted"] >= 2
+    assert d.terminate() == 0

@@ -301,6 +301,10 @@ def test_every_served_socket_is_curve(curve_daemon, keys):
         assert handshake(endpoint, kind) == "failed", what
         assert handshake(endpoint, kind, other) == "failed", what
         assert handshake(endpoint, kind, good) == "ok", what
+    # input.contexts per_connection (the default) keeps CURVE inputs in the daemon's context,
+    # where the ZAP handler refuses the other key (in a context of its own libzmq would admit
+    # any CURVE client: no handler there)
+    assert d.status()["input"]["zmq_contexts"] == 1
     log = d.logtext()
     assert "reachable beyond this host" not in log
 

@@ -18,9 +18,9 @@ BENCH = str(FAID_BIN / "faid-bench")
 CONFIG = faidtools.SMALL_DETECTOR
 
 
-def bench(tmp, *args, ok=True, extra_env=None):
+def bench(tmp, *args, ok=True, env_extra=None):
     env = faidtools.tool_env()
-    env.update(extra_env or {})
+    env.update(env_extra or {})
     (tmp / "c.yaml").write_text(CONFIG)
     r = subprocess.run([BENCH, "--config", str(tmp / "c.yaml"), *map(str, args)], env=env,
                        capture_output=True, text=True, timeout=600)
@@ -58,7 +58,7 @@ def test_peak_kernel_variants_checked(tmp_path):
            "FAID_PEAKS_KOPTS": "-DPF8_HASH=1,-DPF8_LOCAL_CAND=1", "FAID_PF8_FILL_GROUPS": "8"}
     r = bench(tmp_path, "--device", "cpu", "--frames", 4, "--depth", 2, "--batch", 2,
               "--variants", "fused,pipelined", "--peaks", "peakfinder8", "--json", js,
-              extra_env=env)
+              env_extra=env)
     assert "lists equal" in r.stdout, r.stdout
     j = json.loads(js.read_text())
     assert j["peaks_ref_equal"] == 1 and all(n > 0 for n in j["num_peaks"])
@@ -107,6 +107,29 @@ def test_compute_alone_and_pcie_floor(tmp_path):
         assert j["device_bytes"] >= j["device_bytes_depth1"] > 0
         sizes[kind] = j["chunk_bytes_mean"]
     assert sizes["lowcount"] < sizes["synthetic"]
+
+
+def test_integrate_variants_checked(tmp_path):
+    """gpu-run.sh's integration variants (FAID_ENGINE_INTEGRATE): the run reports the variant
+    and checks its batched results bit for bit against its one-frame results, whose hash equals
+    the default kernel's (gpu-run.sh's "=base"); an unknown variant stops the run naming the
+    variable."""
+    runs = {}
+    for name, var in (("base", ""), ("all", "gather,entrynorm,prefetch,unroll8")):
+        js = tmp_path / f"{name}.json"
+        r = bench(tmp_path, "--device", "cpu", "--frames", 8, "--depth", 2, "--batch", 3,
+                  "--split", "full", "--variants", "pipelined,compute", "--kind", "synthetic",
+                  "--json", js, env_extra={"FAID_ENGINE_INTEGRATE": var})
+        runs[name] = j = json.loads(js.read_text())
+        v = {x["name"]: x for x in j["variants"]}
+        assert v["pipelined"]["identical"] == 1 and v["compute"]["identical"] == 1, r.stdout
+        assert v["pipelined"]["batch"] == 3
+    assert runs["base"]["integrate_variant"] == 0 and runs["all"]["integrate_variant"] == 15
+    assert len(runs["base"]["result_hash"]) == 16
+    assert runs["all"]["result_hash"] == runs["base"]["result_hash"]
+    r = bench(tmp_path, "--device", "cpu", "--frames", 1, "--no-check", ok=False,
+              env_extra={"FAID_ENGINE_INTEGRATE": "fastest"})
+    assert r.returncode != 0 and "FAID_ENGINE_INTEGRATE" in r.stderr, r.stderr
 
 
 def test_bad_kind_and_detector_are_refused(tmp_path):
@@ -170,3 +193,19 @@ def test_command_line_getopt():
     assert r.returncode == 2 and "'stray'" in r.stderr, r.stderr
     r = fb("--frames")
     assert r.returncode == 2 and "'--frames' needs a value" in r.stderr, r.stderr
+
+
+def test_cake_lean_read_back(tmp_path):
+    """--cake-arrays 1 (the daemon's lean cake, output.cake lean): only the cake's intensities
+    come back from the device; the pipelined results still equal the synchronous ones bit for bit
+    (the cake compared on its sample) and the json says what was read back."""
+    js = tmp_path / "lean.json"
+    r = bench(tmp_path, "--device", "cpu", "--frames", 20, "--depth", 2, "--batch", 2,
+              "--azim", 36, "--variants", "fused,pipelined", "--cake-arrays", 1, "--json", js)
+    j = json.loads(js.read_text())
+    assert j["cake_arrays"] == 1 and j["npt_azim"] == 36
+    v = {x["name"]: x for x in j["variants"]}
+    assert v["pipelined"]["identical"] == 1 and v["pipelined"]["checked_2d"] > 0
+    assert v["pipelined"]["max_rel_err"] < 1e-5
+    bad = bench(tmp_path, "--device", "cpu", "--frames", 2, "--cake-arrays", 5, ok=False)
+    assert bad.returncode != 0 and "cake-arrays" in bad.stderr, bad.stderr

@@ -648,6 +648,61 @@ static void test_pipeline(ctx *c)
     CHECK(faid_engine_set_fused(c->cl, 1, &d) == 0);
 }
 
+/* The variants of the batched integration kernel (FAID_ENGINE_INTEGRATE, faid_engine.h) give the
+ * same bits as the default: pipeline_on compares every batched frame with faid_engine_process of
+ * the frame alone on the same engine, and that one-frame result (unroll8 changes the one-frame
+ * kernel too) is compared with the default engine's. Poisson with dark and cake, error model
+ * none, poisson without dark; an unknown name is refused. */
+static void test_integrate_variants(ctx *c, const faid_setup *boot)
+{
+    enum { ALL = FAID_INTV_GATHER | FAID_INTV_ENORM | FAID_INTV_PREFETCH | FAID_INTV_UNROLL8 };
+    static const struct {
+        const char *env;
+        int bits;
+    } vs[] = {/* each #if of the kernel both ways: the default has them all off */
+              {"gather,prefetch", FAID_INTV_GATHER | FAID_INTV_PREFETCH},
+              {"gather,entrynorm,prefetch,unroll8", ALL}};
+    faid_diag d = {0};
+    size_t nbytes;
+    void *raw = make_frame(FAID_DT_U32, &nbytes);
+    const faid_frame f = {raw, nbytes, FAID_ENC_NONE, FAID_DT_U32, ROWS, COLS};
+    faid_result *want = faid_result_new(&setups[0]), *got = faid_result_new(&setups[0]);
+    CHECK_MSG(faid_engine_set_setup(c->cl, &setups[0], &d) == 0, "%s", d.msg);
+    CHECK_MSG(faid_engine_process(c->cl, &f, want, &d) == 0, "%s", d.msg);
+    for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++) {
+        setenv("FAID_ENGINE_INTEGRATE", vs[k].env, 1);
+        faid_engine *e = faid_engine_new(boot, "cpu", &d);
+        unsetenv("FAID_ENGINE_INTEGRATE");
+        CHECK_MSG(e != NULL, "%s: %s", vs[k].env, d.msg);
+        if (!e)
+            continue;
+        CHECK_MSG(faid_engine_integrate_variant(e) == vs[k].bits, "%s: bits %d", vs[k].env,
+                  faid_engine_integrate_variant(e));
+        CHECK_MSG(faid_engine_set_setup(e, &setups[0], &d) == 0, "%s", d.msg);
+        CHECK_MSG(faid_engine_process(e, &f, got, &d) == 0, "%s", d.msg);
+        CHECK_MSG(result_equal(got, want), "%s: one frame differs from the default engine's",
+                  vs[k].env);
+        pipeline_on(e, &setups[0], 2, 3); /* poisson, dark, cake */
+        if (vs[k].bits == ALL) {
+            pipeline_on(e, &setups[1], 1, 4); /* error model none, partial batches */
+            pipeline_on(e, &setups[3], 2, 2); /* poisson without dark or flat */
+        }
+        faid_engine_destroy(&e);
+    }
+    faid_result_destroy(&want);
+    faid_result_destroy(&got);
+    free(raw);
+    CHECK(faid_engine_parse_integrate_variant("") == 0);
+    CHECK(faid_engine_parse_integrate_variant("base") == 0);
+    CHECK(faid_engine_parse_integrate_variant("gather,") == FAID_INTV_GATHER);
+    CHECK(faid_engine_parse_integrate_variant("gathers") == -1);
+    setenv("FAID_ENGINE_INTEGRATE", "gather,fast", 1);
+    faid_engine *e = faid_engine_new(boot, "cpu", &d);
+    unsetenv("FAID_ENGINE_INTEGRATE");
+    CHECK(e == NULL && strstr(d.msg, "FAID_ENGINE_INTEGRATE") != NULL);
+    faid_engine_destroy(&e);
+}
+
 int main(void)
 {
     faid_log_set_level(FAID_LOG_ERROR);
@@ -672,6 +727,7 @@ int main(void)
         test_fused_unfused(&c);
         test_errors(&c);
         test_pipeline(&c);
+        test_integrate_variants(&c, &boot);
         printf("worst relative difference OpenCL vs reference: %.3g (tolerance %.0e)\n",
                max_err_seen, TOL);
     }

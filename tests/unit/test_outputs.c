@@ -322,6 +322,44 @@ static void test_optional(void)
     faid_setup_destroy(&s);
 }
 
+/* A lean cake (faid_result.cake_arrays 1, the daemon's output.cake lean): I_2d keeps its view,
+ * sigma_2d and count_2d get none (their values were not read back); 2 keeps sigma_2d, 4 (what
+ * faid_result_new sets) all three. */
+static int has_view(const faid_result *r, faid_key k)
+{
+    for (int i = 0; i < r->nout; i++)
+        if (r->out[i].key == k)
+            return 1;
+    return 0;
+}
+
+static void test_cake_arrays(void)
+{
+    faid_setup *s = small_setup();
+    faid_result *r = s ? faid_result_new(s) : NULL;
+    CHECK(r && r->p2d && r->cake_arrays == 4);
+    if (!r || !r->p2d) {
+        faid_result_destroy(&r);
+        faid_setup_destroy(&s);
+        return;
+    }
+    int only_int[FAID_STAGE_MAX] = {0};
+    only_int[faid_stage_id(&faid_stage_integrate)] = 1;
+    const int full = faid_outputs_fill(r, only_int, NULL);
+    CHECK(has_view(r, FAID_KEY_I2D) && has_view(r, FAID_KEY_SIGMA2D) &&
+          has_view(r, FAID_KEY_COUNT2D));
+    r->cake_arrays = 1;
+    CHECK(faid_outputs_fill(r, only_int, NULL) == full - 2);
+    CHECK(has_view(r, FAID_KEY_I2D) && !has_view(r, FAID_KEY_SIGMA2D) &&
+          !has_view(r, FAID_KEY_COUNT2D));
+    CHECK(has_view(r, FAID_KEY_SIGMA) && has_view(r, FAID_KEY_COUNT)); /* the 1D profile stays */
+    r->cake_arrays = 2;
+    CHECK(faid_outputs_fill(r, only_int, NULL) == full - 1);
+    CHECK(has_view(r, FAID_KEY_SIGMA2D) && !has_view(r, FAID_KEY_COUNT2D));
+    faid_result_destroy(&r);
+    faid_setup_destroy(&s);
+}
+
 /* status devices[].host_us is the engine's declared "host" time; table_us (ingest's parse) has no
  * engine row, nor has a key no status publishes. */
 static void test_status_times(void)
@@ -342,6 +380,7 @@ int main(void)
 {
     RUN(test_decls());
     RUN(test_optional());
+    RUN(test_cake_arrays());
     RUN(test_status_times());
     RUN(test_views());
     RUN(test_decode_extra());

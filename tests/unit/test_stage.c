@@ -155,6 +155,35 @@ static void test_restab(void)
     CHECK(rt == NULL);
 }
 
+/* A segment read back in part (the daemon's lean cake) lies last in the lane block, whatever the
+ * declaration order, and only the prefix up to its read part comes back; one per table. */
+static void test_restab_part(void)
+{
+    faid_diag d;
+    faid_restab *rt = faid_restab_new(NULL);
+    CHECK(faid_restab_output(rt, "a", 4, 1, &d) == 0);
+    CHECK(faid_restab_output_part(rt, "cake", 40, 10, &d) == 0);
+    CHECK(faid_restab_output_part(rt, "cake2", 40, 10, &d) == FAID_EINVAL);
+    CHECK(faid_restab_output(rt, "b", 3, 1, &d) == 0);
+    CHECK(faid_restab_output(rt, "far", 5, 0, &d) == 0);
+    CHECK(faid_restab_slots(rt, 1, 2, &d) == 0);
+    int off = 0, stride = 0;
+    CHECK(faid_restab_out(rt, "a", &off, &stride) == 0 && off == 0 && stride == 48);
+    CHECK(faid_restab_out(rt, "b", &off, &stride) == 0 && off == 4);
+    CHECK(faid_restab_out(rt, "cake", &off, &stride) == 0 && off == 7 && stride == 48);
+    CHECK(faid_restab_out_stride(rt) == 48);
+    CHECK(faid_restab_out_read(rt) == 17);
+    faid_restab_destroy(&rt);
+    /* read in full (read >= floats): an ordinary read-back segment, the whole block comes back */
+    rt = faid_restab_new(NULL);
+    CHECK(faid_restab_output_part(rt, "cake", 40, 40, &d) == 0);
+    CHECK(faid_restab_output(rt, "b", 3, 1, &d) == 0);
+    CHECK(faid_restab_slots(rt, 1, 1, &d) == 0);
+    CHECK(faid_restab_out(rt, "cake", &off, &stride) == 0 && off == 0);
+    CHECK(faid_restab_out_read(rt) == faid_restab_out_stride(rt));
+    faid_restab_destroy(&rt);
+}
+
 /* The table takes as many buffers as the stages declare (it held 32, and peakfinder8 with a cake
  * declares 33 on OpenCL), refuses a name too long by name, and indices stay usable as it grows. */
 static void test_restab_grows(void)
@@ -212,6 +241,7 @@ int main(void)
     RUN(test_bind());
     RUN(test_plan());
     RUN(test_restab());
+    RUN(test_restab_part());
     RUN(test_restab_grows());
     RUN(test_pf8_cake_setup());
     CHECK(faid_stage_id(&faid_stage_decode) == 0 && faid_stage_id(&faid_stage_integrate) == 1);
