@@ -292,14 +292,19 @@ def test_descriptor_hard_limit_is_survived(daemons):
             assert time.monotonic() < t_end, status()
             time.sleep(0.2)
         # The burst met: the cap holds (give or take one accept backlog, 100, that libzmq takes
-        # before faid shuts them) once libzmq has reported the connections faid shut as closed.
+        # before faid shuts them) once libzmq has reported the connections faid shut as closed
+        # and the kernel's backlog of pending connects is drained, i.e. no accept for a second
+        # (under ASan on a loaded 2-core machine the drain went on after the count first fell
+        # under the bound: 172 against 164 a moment later, CI of 2026-11-26).
         t_end = time.monotonic() + LONG
+        prev = None
         while True:
             st = status()
-            if st["connections"] <= st["connection_cap"] + 100:
+            if st["connections"] <= st["connection_cap"] + 100 and st["accepted"] == prev:
                 break
+            prev = st["accepted"]
             assert time.monotonic() < t_end, st
-            time.sleep(0.2)
+            time.sleep(1.0)
         # With the 600 connections still there: no accept fails any more and no thread spins
         # (a spinning accept loop would use a core), and control keeps answering.
         failed0 = status()["accept_failed"]
