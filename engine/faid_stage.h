@@ -284,12 +284,14 @@ typedef struct faid_sigclip_cfg {
 } faid_sigclip_cfg;
 
 /* wg: min(256, the device's maximum) unless FAID_SIGCLIP_WG (a power of two) says otherwise; lm:
- * 0 (the register kernel, the default) unless FAID_SIGCLIP_LM (1-1024 entries per work-item in
- * local memory, the local-memory variant of issue 17: fewer registers per work-item, more
- * work-groups per compute unit, overflow entries read coalesced) says otherwise, an error naming
- * it when the device's local memory is too small; r: enough for what local memory does not hold
- * of the largest bin of csr (a multiple of 4, at most 64) unless FAID_SIGCLIP_R (1-128) says
- * otherwise. The variables are tuning knobs for benchmarks and tests (a small r exercises the
+ * entries per work-item in local memory (the local-memory variant of issue 17: fewer registers
+ * per work-item, more work-groups per compute unit, overflow entries read coalesced), by default
+ * 12 where that fits the device's local memory, else the largest share that fits, else 0 (the
+ * register kernel), never an error (issue 17's GPU run, docs/PERFORMANCE.md); FAID_SIGCLIP_LM
+ * (0-1024, 0 the register kernel) says otherwise, an error naming it when the device's local
+ * memory is too small; r: 8 with the default lm > 0, else enough for what local memory does not
+ * hold of the largest bin of csr (a multiple of 4, at most 64), unless FAID_SIGCLIP_R (1-128)
+ * says otherwise. The variables are tuning knobs for benchmarks and tests (a small r exercises the
  * overflow path); a value out of range is an error naming it. Every setting gives the same bits
  * for the same wg (the entries are summed in the same order wherever they are kept). */
 int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_clip_model em,
@@ -305,9 +307,10 @@ typedef struct faid_peak_setup {
     faid_peak_geom *geom;      /* radius per pixel, validity, picking window */
     struct faid_pf8_bins *pf8; /* peakfinder8's integer-radius bins (NULL for pyfai) */
     faid_sigclip_cfg sc;       /* the sigma clip kernel's build (compute devices) */
-    int fused;                 /* FAID_PEAKS_FUSED=1 (compute devices, issue 17): the sigma clip
-                                * and the finders compute each pixel from the raw frame
-                                * (kernels built with PK_FUSED), no preprocessed copy */
+    int fused;                 /* FAID_PEAKS_FUSED=1, or unset with sc.lm > 0 (compute devices,
+                                * issue 17): the sigma clip and the finders compute each pixel
+                                * from the raw frame (kernels built with PK_FUSED), no
+                                * preprocessed copy */
     char kopts[128];           /* FAID_PEAKS_KOPTS: extra -D options of the finders' programs */
     int fill_groups;           /* FAID_PF8_FILL_GROUPS: work-groups of faid_pf8_fill */
     const char *pre;           /* host buffer of the preprocessed frame the references read

@@ -16,10 +16,12 @@
  * coalesced pass over the preprocessed frame) + faid_pf8_radial (5 iterations from the compact
  * values) + faid_pf8_cand (one pass) + faid_pf8_fill (the candidates only) + faid_pk_scan +
  * faid_pf8_write. Every launch gets the same argument list (pk_args, with the raw frame's
- * arguments) and takes what it names. With FAID_PEAKS_FUSED=1 (faid_peak_setup.fused) the
+ * arguments) and takes what it names. When fused (faid_peak_setup.fused: FAID_PEAKS_FUSED=1, or
+ * unset with the local-memory sigma clip, the default where it fits) the
  * kernels that read pixels (faid_pick_flag, faid_pick_write, faid_pf8_prep) are built after
  * process/preprocess.cl and compute each pixel from the raw frame instead of pk.pre;
- * FAID_PEAKS_KOPTS adds build options (peakfinder8's variants), FAID_PF8_FILL_GROUPS sets the
+ * FAID_PEAKS_KOPTS adds build options (peakfinder8's variants, on by default: =0 turns them
+ * off), FAID_PF8_FILL_GROUPS sets the
  * fill's grid. collect unpacks the block into the result's peak list. Lists equal the
  * references' bit for bit (tests/unit/test_peaks.c). */
 #include "faid_stage.h"

@@ -8,8 +8,9 @@
  * then faid_sigclip_ref over setup->csr_bg (no pixel splitting, the profile's bins).
  *
  * Compute devices: buffers bg.indptr / bg.indices / bg.coef (setup->csr_bg), per slot pk.pre (one
- * preprocessed frame, float4 per pixel; 16 bytes with FAID_PEAKS_FUSED=1, when the kernels
- * compute each pixel from the raw frame and the preprocess launch is left out) and pk.cpk (the
+ * preprocessed frame, float4 per pixel; 16 bytes when fused (FAID_PEAKS_FUSED=1, or unset with
+ * the local-memory sigma clip), when the kernels compute each pixel from the raw frame and the
+ * preprocess launch is left out) and pk.cpk (the
  * overflow entries of bins larger than the kernel keeps in registers, faid_sigclip_config; 16 bytes
  * when none is); output bg (mean, std, sem, count per bin, read back). Its plan, per lane:
  * faid_preprocess of process/preprocess.cl built with the Poisson error model (EM=1) into pk.pre,
@@ -37,13 +38,13 @@ size_t faid_stage_peaks_wg(const faid_stage_env *env)
     return wg;
 }
 
-/* A positive integer from the environment variable `name` in [lo, hi]; 0 when unset, -1 (error
- * in d) when set to something else. */
-static long env_knob(const char *name, long lo, long hi, faid_diag *d)
+/* An integer from the environment variable `name` in [lo, hi] (lo >= 0); unset when unset, -1
+ * (error in d) when set to something else. */
+static long env_knob_or(const char *name, long lo, long hi, long unset, faid_diag *d)
 {
     const char *v = getenv(name);
     if (!v || !*v)
-        return 0;
+        return unset;
     char *end;
     long x = strtol(v, &end, 10);
     if (*end || x < lo || x > hi) {
@@ -53,14 +54,30 @@ static long env_knob(const char *name, long lo, long hi, faid_diag *d)
     return x;
 }
 
+static long env_knob(const char *name, long lo, long hi, faid_diag *d)
+{
+    return env_knob_or(name, lo, hi, 0, d);
+}
+
+/* The local arrays of the sigma clip's local-memory kernel (LM entries per work-item): 6 doubles
+ * and an int per work-item, 8 doubles and an int per raking chunk (at most 32), and the entries
+ * (nv floats each) */
+static size_t sc_local_bytes(size_t wg, long lm, int nv)
+{
+    const size_t nch = wg < 32 ? wg : 32;
+    return wg * (6 * sizeof(double) + sizeof(int)) + nch * (8 * sizeof(double) + sizeof(int)) + 64 +
+           (size_t)lm * wg * (size_t)nv * sizeof(float);
+}
+
 int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_clip_model em,
                         faid_sigclip_cfg *cfg, faid_diag *d)
 {
     memset(cfg, 0, sizeof *cfg);
     long wg = env_knob("FAID_SIGCLIP_WG", 1, 1024, d);
     long r = env_knob("FAID_SIGCLIP_R", 1, 128, d);
-    long lm = env_knob("FAID_SIGCLIP_LM", 1, 1024, d);
-    if (wg < 0 || r < 0 || lm < 0)
+    /* -2: unset, the default below; 0 selects the register kernel */
+    long lm = env_knob_or("FAID_SIGCLIP_LM", 0, 1024, -2, d);
+    if (wg < 0 || r < 0 || lm == -1)
         return d ? d->code : FAID_EINVAL;
     if (wg & (wg - 1))
         return faid_fail(d, FAID_EINVAL, "peaks: FAID_SIGCLIP_WG=%ld is not a power of two", wg);
@@ -75,6 +92,20 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
     for (int32_t b = 0; b < csr->nbins; b++)
         if (csr->indptr[b + 1] - csr->indptr[b] > maxbin)
             maxbin = csr->indptr[b + 1] - csr->indptr[b];
+    const int nv = em == FAID_CLIP_AZIMUTHAL ? 2 : 3; /* signal, norm (and variance) per entry */
+    if (lm == -2) {
+        /* the default: 12 entries per work-item in local memory and 8 in registers (the rest
+         * overflows), issue 17's GPU run (one H100, EIGER 4M, docs/PERFORMANCE.md): the sigma
+         * clip 173 us a frame fused with it, 290 us in the register kernel. Where 12 does not fit
+         * (NVIDIA's 48 KB with the variance of the poisson and hybrid models: 52 KB) the largest
+         * share that does, the register kernel where none does; an explicit FAID_SIGCLIP_LM that
+         * does not fit stays an error below. */
+        lm = 12;
+        while (lm > 0 && info->local_mem && sc_local_bytes(cfg->wg, lm, nv) > info->local_mem)
+            lm--;
+        if (lm && !r)
+            r = 8;
+    }
     if (!r) {
         /* the largest bin in registers (with FAID_SIGCLIP_LM: what local memory does not hold):
          * on an H200, EIGER 4M, 1000 bins (11,396 entries at most), 48 per work-item of 256
@@ -85,14 +116,8 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
     }
     cfg->r = (int)r;
     cfg->lm = (int)lm;
-    const int nv = em == FAID_CLIP_AZIMUTHAL ? 2 : 3; /* signal, norm (and variance) per entry */
     if (lm) {
-        /* the kernel's local arrays: 6 doubles and an int per work-item, 8 doubles and an int per
-         * raking chunk (at most 32), and the entries */
-        const size_t nch = cfg->wg < 32 ? cfg->wg : 32;
-        const size_t bytes = cfg->wg * (6 * sizeof(double) + sizeof(int)) +
-                             nch * (8 * sizeof(double) + sizeof(int)) + 64 +
-                             (size_t)lm * cfg->wg * (size_t)nv * sizeof(float);
+        const size_t bytes = sc_local_bytes(cfg->wg, lm, nv);
         if (info->local_mem && bytes > info->local_mem)
             return faid_fail(d, FAID_EUNSUP,
                              "peaks: FAID_SIGCLIP_LM=%ld with %zu work-items needs %zu bytes of "
@@ -150,7 +175,8 @@ int faid_stage_peaks_fused_opts(const faid_peak_setup *ps, faid_dtype dt, const 
 }
 
 /* FAID_PEAKS_KOPTS: extra -D options of the finders' programs, a benchmark knob for the kernel
- * variants of issue 17 (pf8_peaks.cl: PF8_HASH, PF8_LOCAL_CAND); "" when unset. Letters,
+ * variants of issue 17 (pf8_peaks.cl: PF8_HASH, PF8_LOCAL_CAND, both 1 by default since the GPU
+ * run; -DPF8_HASH=0,-DPF8_LOCAL_CAND=0 selects the kernels before); "" when unset. Letters,
  * digits, '_', '=', '-', spaces and commas (read as spaces, so that a shell word holds several
  * options: -DPF8_HASH=1,-DPF8_LOCAL_CAND=1) only, at most 120 characters: anything else is an
  * error naming the variable. */
@@ -192,13 +218,17 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
                                                         (size_t)m->nnz * sizeof(float), m->data, d)
                                    : faid_restab_alias(res->rt, "bg.coef", "one", d);
     faid_peak_setup *ps = res->state[faid_stage_id(&faid_stage_sigclip)];
+    if (!rc)
+        rc = faid_sigclip_config(env->info, m, ps->p.error_model, &ps->sc, d);
     /* FAID_PEAKS_FUSED=1: no preprocessed copy (a 16-byte stand-in, not 16 bytes per pixel): the
-     * kernels read the raw frame (issue 17; the preprocess stays the default until a GPU run
-     * decides) */
+     * kernels read the raw frame. Unset: fused with the local-memory sigma clip, not with the
+     * register kernel (issue 17's GPU run, one H100, EIGER 4M, clip+pyfai: fused with LM=12 R=8
+     * 2927 frames/s, the preprocess and the register kernel 2123, fused and the register kernel
+     * 1992) */
     const char *fz = getenv("FAID_PEAKS_FUSED");
-    if (fz && *fz && strcmp(fz, "0") != 0 && strcmp(fz, "1") != 0)
-        return faid_fail(d, FAID_EINVAL, "peaks: FAID_PEAKS_FUSED=%s is not 0 or 1", fz);
-    ps->fused = fz && !strcmp(fz, "1");
+    if (!rc && fz && *fz && strcmp(fz, "0") != 0 && strcmp(fz, "1") != 0)
+        rc = faid_fail(d, FAID_EINVAL, "peaks: FAID_PEAKS_FUSED=%s is not 0 or 1", fz);
+    ps->fused = fz && *fz ? !strcmp(fz, "1") : ps->sc.lm > 0;
     if (!rc)
         rc = pk_kopts(ps->kopts, sizeof ps->kopts, d);
     long fg = rc ? 0 : env_knob("FAID_PF8_FILL_GROUPS", 1, 65536, d);
@@ -208,8 +238,6 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
     if (!rc)
         rc = faid_stage_peaks_scratch(
             env, res, "pk.pre", ps->fused ? 4 * sizeof(float) : res->npix * 4 * sizeof(float), d);
-    if (!rc)
-        rc = faid_sigclip_config(env->info, m, ps->p.error_model, &ps->sc, d);
     if (!rc)
         rc = faid_stage_peaks_scratch(env, res, "pk.cpk", ps->sc.ovf_bytes, d);
     if (!rc)

@@ -30,8 +30,10 @@
 #ifndef PF8_MAXQ
 #define PF8_MAXQ 200
 #endif
-/* Issue 17 variants, build options (FAID_PEAKS_KOPTS), off by default until a GPU run decides;
- * both give the same lists bit for bit (the fill visits the same pixels in the same order):
+/* Issue 17 variants, build options (FAID_PEAKS_KOPTS), on by default since the GPU run (one H100,
+ * EIGER 4M: peakfinder8's find 414 us a frame with both, 698 us without, docs/PERFORMANCE.md);
+ * =0 selects the kernels before. Both give the same lists bit for bit (the fill visits the same
+ * pixels in the same order):
  *   PF8_HASH=1        the fill's "already queued" test through an open-addressing table of the
  *                     queue's pixels once the queue holds PF8_HSTART of them (a linear scan of
  *                     the queue before: O(n^2) per component, a long chain for one work-item
@@ -41,10 +43,10 @@
  *                     (one per candidate before); cand[]'s order never mattered (the fill marks
  *                     flags, the write kernel ranks them in position order) */
 #ifndef PF8_HASH
-#define PF8_HASH 0
+#define PF8_HASH 1
 #endif
 #ifndef PF8_LOCAL_CAND
-#define PF8_LOCAL_CAND 0
+#define PF8_LOCAL_CAND 1
 #endif
 #ifndef PF8_HSTART
 #define PF8_HSTART 16 /* queue length from which the table is used */

@@ -31,7 +31,8 @@
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
-# default "reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg all", names below in psets; "" skips; the
+# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg all", names below in psets ("default":
+# today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
 # PEAK_DEPTH
 # (slots of those pipelined runs, default 8: 32 frames in flight with BATCH 4, as the issue's
@@ -59,7 +60,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg all}
+PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -242,21 +243,28 @@ done
 # 4d. issue 17: the peak path's kernel variants, selected by environment knobs, one faid-bench
 # run per set and finder (the same frames, the same check against the reference device: peak
 # lists bit for bit, background within float64 rounding; a set that fails it is not reported)
+# The defaults changed after the GPU run of 2026-11-26 (one H100, EIGER 4M, docs/PERFORMANCE.md):
+# fused, LM=12 R=8 where it fits, peakfinder8's hash and local candidates. Every set but
+# "default" names every knob, starting from the kernels before that run ($old), so that a set
+# still means the kernels it meant then.
+old="FAID_PEAKS_FUSED=0 FAID_SIGCLIP_LM=0 FAID_PEAKS_KOPTS=-DPF8_HASH=0,-DPF8_LOCAL_CAND=0"
+pf8v="FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1"
 declare -A psets=(
-    [reg]=""                                         # the register sigma clip (default, fallback)
+    [default]=""                                     # today's defaults (docs/peaks.md)
+    [reg]="$old"                                     # the register sigma clip, as before the run
     # entries per work-item in local memory: 12 x 256 x 8 B = 24 KB + 15 KB of the scan's arrays,
     # inside the 48 KB that NVIDIA's OpenCL gives a work-group (16 would leave 0.8 KB)
-    [lm12]="FAID_SIGCLIP_LM=12"                      # 12 in local memory, the rest in registers
-    [lm12r8]="FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8"   # 8 in registers, the rest in global
-    [lm8r8]="FAID_SIGCLIP_LM=8 FAID_SIGCLIP_R=8"     # smaller on-chip share, more in global
-    [lm32wg128]="FAID_SIGCLIP_WG=128 FAID_SIGCLIP_LM=32 FAID_SIGCLIP_R=8"
-    [fz]="FAID_PEAKS_FUSED=1"                        # pixels from the raw frame, no preprocess
-    [fzlm12]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12"
-    [fzlm12r8]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8"
+    [lm12]="$old FAID_SIGCLIP_LM=12"                 # 12 in local memory, the rest in registers
+    [lm12r8]="$old FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8" # 8 in registers, the rest in global
+    [lm8r8]="$old FAID_SIGCLIP_LM=8 FAID_SIGCLIP_R=8" # smaller on-chip share, more in global
+    [lm32wg128]="$old FAID_SIGCLIP_WG=128 FAID_SIGCLIP_LM=32 FAID_SIGCLIP_R=8"
+    [fz]="$old FAID_PEAKS_FUSED=1"                   # pixels from the raw frame, no preprocess
+    [fzlm12]="$old FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12"
+    [fzlm12r8]="$old FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8"
     # peakfinder8's fill: hash table of the queue, candidates compacted in local memory, wider grid
-    [pf8v]="FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1"
-    [pf8vg]="FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1 FAID_PF8_FILL_GROUPS=512"
-    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1 FAID_PF8_FILL_GROUPS=512"
+    [pf8v]="$old $pf8v"
+    [pf8vg]="$old $pf8v FAID_PF8_FILL_GROUPS=512"
+    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 $pf8v FAID_PF8_FILL_GROUPS=512"
 )
 for ps in $PEAK_SETS; do
     if [ -z "${psets[$ps]+x}" ]; then

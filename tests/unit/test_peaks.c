@@ -456,6 +456,7 @@ static void test_sigclip_overflow(void)
     faid_diag d;
     frame_set fs;
     CHECK(make_frames(&fs, 7, 25) == 0);
+    setenv("FAID_SIGCLIP_LM", "0", 1); /* the register kernel, not the local-memory default */
     setenv("FAID_SIGCLIP_WG", "32", 1);
     setenv("FAID_SIGCLIP_R", "2", 1); /* 64 entries per bin in registers: most bins overflow */
     faid_peak_params p;
@@ -491,6 +492,7 @@ static void test_sigclip_overflow(void)
     CHECK(faid_sigclip_config(&info, fs.csr, p.error_model, &cfg, &d) == FAID_EUNSUP);
     CHECK(strstr(d.msg, "FAID_SIGCLIP_WG") != NULL);
     unsetenv("FAID_SIGCLIP_WG");
+    unsetenv("FAID_SIGCLIP_LM");
     free_frames(&fs);
 }
 
@@ -548,7 +550,8 @@ static void test_sigclip_local(void)
         faid_result *reg[NFRAMES] = {0}, *loc[NFRAMES] = {0}, *ref[NFRAMES] = {0};
         CHECK_MSG(run_frames(&fs, &p, "ref", ref, &d) == 0, "reference: %s", d.msg);
         setenv("FAID_SIGCLIP_WG", "32", 1);
-        setenv("FAID_SIGCLIP_R", "64", 1); /* the register kernel, every bin in registers */
+        setenv("FAID_SIGCLIP_LM", "0", 1); /* the register kernel, every bin in registers */
+        setenv("FAID_SIGCLIP_R", "64", 1);
         CHECK_MSG(run_frames(&fs, &p, NULL, reg, &d) == 0, "register kernel: %s", d.msg);
         setenv("FAID_SIGCLIP_R", "1", 1);
         for (int l = 0; l < 2; l++) {
@@ -587,11 +590,30 @@ static void test_sigclip_local(void)
     CHECK(strstr(d.msg, "FAID_SIGCLIP_LM") != NULL);
     /* ...with the variance, not without */
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
-    setenv("FAID_SIGCLIP_LM", "0", 1); /* out of range */
+    setenv("FAID_SIGCLIP_LM", "-1", 1); /* out of range */
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
-    unsetenv("FAID_SIGCLIP_LM");
+    CHECK(strstr(d.msg, "FAID_SIGCLIP_LM") != NULL);
+    setenv("FAID_SIGCLIP_LM", "0", 1); /* the register kernel (the default before issue 17's run) */
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
-    CHECK(cfg.lm == 0 && strstr(cfg.opts, "LM") == NULL);
+    CHECK(cfg.lm == 0 && strstr(cfg.opts, "LM") == NULL && cfg.r >= 4);
+    unsetenv("FAID_SIGCLIP_LM");
+    /* the default: LM=12 and R=8 where they fit (the entries without the variance)... */
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.lm == 12 && cfg.r == 8 && strstr(cfg.opts, "-D LM=12") != NULL);
+    /* ...the largest share that fits where 12 does not (with the variance: 10, 46 KB), without
+     * an error... */
+    CHECK_MSG(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0, "%s", d.msg);
+    CHECK(cfg.lm == 10 && cfg.r == 8 && strstr(cfg.opts, "-D LM=10") != NULL);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_HYBRID, &cfg, &d) == 0 && cfg.lm == 10);
+    /* ...an explicit R stays... */
+    setenv("FAID_SIGCLIP_R", "4", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.lm == 12 && cfg.r == 4);
+    unsetenv("FAID_SIGCLIP_R");
+    /* ...and the register kernel where no share fits */
+    faid_dev_info small = {.name = "small device", .max_wg = 256, .local_mem = 16384};
+    CHECK(faid_sigclip_config(&small, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0);
+    CHECK(cfg.lm == 0 && strstr(cfg.opts, "LM") == NULL && cfg.r >= 4);
     free_frames(&fs);
 }
 
@@ -609,14 +631,16 @@ static int engine_refused(faid_setup *s, const char *dev, const char *var, const
     return rc != 0 && strstr(d.msg, var) != NULL;
 }
 
-/* The peak stages through the engine: the OpenCL device and the reference device give the same
- * background (float64 rounding), the same peak list and the same hit decision for each finder;
- * so does the OpenCL device with FAID_PEAKS_FUSED=1 (issue 17: the kernels compute each pixel
- * from the raw frame, uint32 and uint16 frames), whose background is bit for bit the unfused
- * one's, and with peakfinder8's kernel variants (FAID_PEAKS_KOPTS: the fill's hash table from
- * the second queued pixel on, candidates compacted in local memory; FAID_PF8_FILL_GROUPS=1: one
- * work-group walks every candidate); malformed values of the three variables are refused, naming
- * them. */
+/* The peak stages through the engine: the OpenCL device (its defaults since issue 17's GPU run:
+ * fused, the local-memory sigma clip where it fits, peakfinder8's hash and local candidates) and
+ * the reference device give the same background (float64 rounding), the same peak list and the
+ * same hit decision for each finder; so do the kernels before that run, selected explicitly
+ * (FAID_PEAKS_FUSED=0, FAID_SIGCLIP_LM=0, FAID_PEAKS_KOPTS=-DPF8_HASH=0,-DPF8_LOCAL_CAND=0),
+ * whose background is bit for bit the default's, and FAID_PEAKS_FUSED=1 with the register kernel
+ * (uint32 and uint16 frames), and peakfinder8's kernel variants (FAID_PEAKS_KOPTS: the fill's hash
+ * table from the second queued pixel on, candidates compacted in local memory;
+ * FAID_PF8_FILL_GROUPS=1: one work-group walks every candidate); malformed values of the three
+ * variables are refused, naming them. */
 static void test_engine_devices(void)
 {
     static const char *const algs[] = {"pyfai", "peakfinder8"};
@@ -646,9 +670,20 @@ static void test_engine_devices(void)
         faid_engine *eref = faid_engine_new(s, "ref", &d);
         CHECK_MSG(eref != NULL, "%s", d.msg);
         const char *dev = getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "cpu";
+        /* the kernels before issue 17's GPU run, selected explicitly */
+        setenv("FAID_PEAKS_FUSED", "0", 1);
+        setenv("FAID_SIGCLIP_LM", "0", 1);
+        setenv("FAID_PEAKS_KOPTS", "-DPF8_HASH=0,-DPF8_LOCAL_CAND=0", 1);
+        faid_engine *eold = faid_engine_new(s, dev, &d);
+        unsetenv("FAID_PEAKS_FUSED");
+        unsetenv("FAID_SIGCLIP_LM");
+        unsetenv("FAID_PEAKS_KOPTS");
+        CHECK_MSG(eold != NULL, "old kernels: %s", d.msg);
         setenv("FAID_PEAKS_FUSED", "1", 1);
+        setenv("FAID_SIGCLIP_LM", "0", 1);
         faid_engine *efz = faid_engine_new(s, dev, &d);
         unsetenv("FAID_PEAKS_FUSED");
+        unsetenv("FAID_SIGCLIP_LM");
         CHECK_MSG(efz != NULL, "fused: %s", d.msg);
         setenv("FAID_PEAKS_KOPTS", "-D PF8_HASH=1 -DPF8_HSTART=2,-DPF8_LOCAL_CAND=1", 1);
         setenv("FAID_PF8_FILL_GROUPS", "1", 1);
@@ -664,7 +699,7 @@ static void test_engine_devices(void)
         size_t n = s->npix;
         uint32_t *raw = malloc(n * sizeof(uint32_t));
         faid_result *rc = faid_result_new(s), *rr = faid_result_new(s), *rf = faid_result_new(s);
-        if (eref && efz && ekv && sy && raw && rc && rr && rf) {
+        if (eref && eold && efz && ekv && sy && raw && rc && rr && rf) {
             for (uint64_t k = 0; k < 3; k++) {
                 const faid_dtype dt = k == 2 ? FAID_DT_U16 : FAID_DT_U32;
                 const size_t nb = n * faid_dtype_size(dt);
@@ -672,6 +707,12 @@ static void test_engine_devices(void)
                 faid_frame f = {raw, nb, FAID_ENC_NONE, dt, s->rows, s->cols};
                 CHECK_MSG(faid_engine_process(ecl, &f, rc, &d) == 0, "%s", d.msg);
                 CHECK_MSG(faid_engine_process(eref, &f, rr, &d) == 0, "%s", d.msg);
+                CHECK_MSG(faid_engine_process(eold, &f, rf, &d) == 0, "old: %s", d.msg);
+                CHECK_MSG(bg_same_bits(rf->bg, rc->bg),
+                          "%s frame %d: the default background differs from the old kernels'",
+                          algs[a], (int)k);
+                CHECK_MSG(lists_equal(rf->peaks, rr->peaks), "%s frame %d, old: %d / %d peaks",
+                          algs[a], (int)k, rf->peaks->n_found, rr->peaks->n_found);
                 CHECK_MSG(faid_engine_process(efz, &f, rf, &d) == 0, "fused: %s", d.msg);
                 CHECK_MSG(bg_same_bits(rf->bg, rc->bg), "%s frame %d: fused background differs",
                           algs[a], (int)k);
@@ -699,6 +740,7 @@ static void test_engine_devices(void)
         faid_result_destroy(&rc);
         faid_result_destroy(&rr);
         faid_result_destroy(&rf);
+        faid_engine_destroy(&eold);
         faid_engine_destroy(&efz);
         faid_engine_destroy(&ekv);
         faid_synth_destroy(&sy);
