@@ -338,7 +338,8 @@ static void str_or(const void *b, size_t n, const char *parent, const char *key,
 {
     faid_mp_obj o;
     if (find(b, n, parent, key, &o, NULL) || o.type != FAID_MP_STR) {
-        snprintf(out, cap, "%s", dflt);
+        if (out != dflt) /* the default may be out itself (a close keeps its reason) */
+            snprintf(out, cap, "%s", dflt);
         return;
     }
     size_t l = o.len < cap - 1 ? o.len : cap - 1;
