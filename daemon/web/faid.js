@@ -191,6 +191,8 @@
       s.dataset.fanHitRate = a.hit_rate;
     } else {
       $("fan-frames").textContent = st.aggregates_from ? "no aggregates yet" : "fan.aggregates_from not set";
+      $("fan-hist-box").hidden = true;
+      $("fan-powder-box").hidden = true;
     }
     events++;
     s.dataset.events = events;
