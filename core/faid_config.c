@@ -465,7 +465,14 @@ static const faid_option options[] = {
            fan_control_endpoint, 256,
            "faid-fan only: REP endpoint of its control socket (`faidctl status --control`)."),
     SIMPLE("fan.http_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, fan_http_endpoint, 256,
-           "faid-fan only: host:port of its HTTP server (/metrics, /healthz). null = off."),
+           "faid-fan only: host:port of its HTTP server (the dashboard of the whole run at /, "
+           "/api/v1/fan, /metrics, /healthz). null = off."),
+    SIMPLE("fan.aggregates_from", FAID_OT_ENDPOINTS, "", 0, 0, "null", N, NULL, fan_aggregates_from,
+           1040,
+           "faid-fan only: the instances' output endpoints (their output.endpoint as reached "
+           "from the fan-out host, a list); the fan-out subscribes to their aggregates messages "
+           "and its HTTP server's dashboard and /api/v1/fan show them summed. null = "
+           "off."),
     SIMPLE("fan.tee_endpoint", FAID_OT_STRING, "", 0, 0, "null", N, NULL, fan_tee_endpoint, 256,
            "faid-fan only: endpoint (bound) that receives a copy of every detector message, "
            "for the facility's own file writer. Never blocks: what its consumer cannot take is "
@@ -759,7 +766,7 @@ static int has_value(const faid_option *o, const faid_config *cfg)
 {
     if (o->has_off >= 0)
         return *CAT(cfg, (size_t)o->has_off, int) != 0;
-    if (o->type == FAID_OT_STRING || o->type == FAID_OT_PATH)
+    if (o->type == FAID_OT_STRING || o->type == FAID_OT_PATH || o->type == FAID_OT_ENDPOINTS)
         return CAT(cfg, o->eff, char)[0] != '\0';
     return 1;
 }
@@ -1096,7 +1103,8 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
                          "allowed here)");
         if (o->has_off >= 0)
             *AT(cfg, (size_t)o->has_off, int) = 0;
-        else if (o->type == FAID_OT_STRING || o->type == FAID_OT_PATH)
+        else if (o->type == FAID_OT_STRING || o->type == FAID_OT_PATH ||
+                 o->type == FAID_OT_ENDPOINTS)
             AT(cfg, o->off, char)[0] = '\0';
         else if (o->type == FAID_OT_INT)
             *AT(cfg, o->off, int) = 0;

@@ -130,10 +130,11 @@ typedef struct faid_config {
     char fan_instances_endpoint[256];
     char fan_output_endpoint[256];
     char fan_control_endpoint[256];
-    char fan_http_endpoint[256]; /* "" = off */
-    char fan_tee_endpoint[256];  /* "" = off */
-    int fan_tee_pub;             /* 0 = push, 1 = pub */
-    int fan_policy;              /* 0 = blocks, 1 = credit */
+    char fan_http_endpoint[256];    /* "" = off */
+    char fan_tee_endpoint[256];     /* "" = off */
+    char fan_aggregates_from[1040]; /* the instances' output endpoints, "a,b"; "" = none */
+    int fan_tee_pub;                /* 0 = push, 1 = pub */
+    int fan_policy;                 /* 0 = blocks, 1 = credit */
     int fan_block;
     int64_t fan_buffer_bytes;
     double fan_instance_timeout;

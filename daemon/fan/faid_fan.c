@@ -33,6 +33,7 @@
 #include "faid_proto.h"
 #include "faid_proto_keys.h"
 
+#include "faid_client.h"
 #include "faid_fan_http.h"
 
 #include <errno.h>
@@ -40,6 +41,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,7 +198,7 @@ typedef struct input {
     faid_input_msg msg; /* large: off the stack */
 } input;
 
-static faid_ratelimit rl_in, rl_inst, rl_send, rl_join, rl_lost;
+static faid_ratelimit rl_in, rl_inst, rl_send, rl_join, rl_lost, rl_aggr;
 
 /* What routing needs of one message: the input format's header decode (the payload is only
  * pointed at, never decoded). */
@@ -344,6 +346,13 @@ typedef struct fan {
     int64_t t0_ns;
     faid_fan_http *http;
     int64_t metrics_ns; /* when the metrics text was last handed to http */
+    /* fan.aggregates_from: a subscriber per instance output and its latest aggregates body */
+    int naggr;
+    faid_sub *aggr_sub[FAID_MAX_ENDPOINTS];
+    uint8_t *aggr_body[FAID_MAX_ENDPOINTS];
+    size_t aggr_len[FAID_MAX_ENDPOINTS];
+    int aggr_dirty;  /* a new body came since aggr_json was built */
+    char *aggr_json; /* the "aggregates" value of /api/v1/fan, rebuilt only when dirty */
 } fan;
 
 static uint64_t inst_credit(const inst *it)
@@ -1093,6 +1102,177 @@ static int metrics_text(fan *f, char *out, size_t cap)
     return (int)n;
 }
 
+/* ---- the instances' aggregates (fan.aggregates_from) ----------------------------------------- */
+
+/* Takes what the instances' outputs sent (at most 64 messages each per pass, so that a busy
+ * output cannot hold up routing) and keeps each one's latest aggregates body, checked by the
+ * parser faidctl aggregates uses (faid_aggr_add) so that a bad one never reaches the sum. */
+static void aggr_poll(fan *f)
+{
+    for (int i = 0; i < f->naggr; i++) {
+        for (int k = 0; k < 64; k++) {
+            faid_diag d;
+            faid_diag_clear(&d);
+            faid_sub_msg msg;
+            int rc = faid_sub_recv(f->aggr_sub[i], 0, &msg, &d);
+            if (rc == FAID_ETIMEOUT)
+                break;
+            if (rc == 0 && msg.m.type != FAID_OUT_AGGREGATES)
+                continue;
+            faid_aggr_sum one = {0};
+            if (rc == 0)
+                rc = faid_aggr_add(&one, msg.body, msg.len, &d);
+            faid_aggr_clear(&one);
+            uint8_t *copy = rc ? NULL : malloc(msg.len ? msg.len : 1);
+            if (!copy) {
+                faid_log_ratelimited(&rl_aggr, FAID_LOG_WARN, "fan", "aggregates of %s: %s",
+                                     faid_sub_endpoint(f->aggr_sub[i]),
+                                     rc ? d.msg : "out of memory");
+                if (rc == FAID_EZMQ)
+                    break;
+                continue;
+            }
+            memcpy(copy, msg.body, msg.len);
+            free(f->aggr_body[i]);
+            f->aggr_body[i] = copy;
+            f->aggr_len[i] = msg.len;
+            f->aggr_dirty = 1;
+        }
+    }
+}
+
+typedef struct jbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} jbuf;
+
+static void jb_printf(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jb_printf(jbuf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int w = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (w < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)w < b->cap - b->n) {
+            b->n += (size_t)w;
+            return;
+        }
+        size_t cap = 2 * b->cap + (size_t)w;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+/* A JSON string of a peer's name (an instance's hello: UTF-8 without NUL, faid_fan_decode
+ * checks that, but any other character): quotes, backslashes and control characters escaped, so
+ * that the answer stays JSON a browser parses whatever a peer said. */
+static void jb_str(jbuf *b, const char *str)
+{
+    jb_printf(b, "\"");
+    for (const unsigned char *s = (const unsigned char *)str; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            jb_printf(b, "\\%c", *s);
+        else if (*s < 0x20 || *s == 0x7f)
+            jb_printf(b, "\\u%04x", *s);
+        else
+            jb_printf(b, "%c", *s);
+    }
+    jb_printf(b, "\"");
+}
+
+/* The side of the powder image in the JSON: the pattern summed in at most 64 x 64 blocks, so the
+ * answer stays small (<= 4,096 numbers) whatever the detector. */
+#define POWDER_SIDE 64
+
+/* The JSON of GET /api/v1/fan: the fan-out's counters, its instances with their state, and the
+ * instances' latest aggregates summed (null before any came or without fan.aggregates_from). */
+static void api_json(fan *f, jbuf *b)
+{
+    jb_printf(b,
+              "{\"fan\":true,\"counters\":{\"received\":%llu,\"routed\":%llu,\"dropped\":%llu,"
+              "\"lost\":%llu},\"instances\":[",
+              (unsigned long long)get(&C.received), (unsigned long long)get(&C.routed),
+              (unsigned long long)get(&C.dropped), (unsigned long long)get(&C.lost));
+    int first = 1;
+    for (int i = 0; i < MAX_INSTANCES; i++) {
+        inst *it = &f->inst[i];
+        if (it->state == I_FREE)
+            continue;
+        jb_printf(b, "%s{\"name\":", first ? "" : ",");
+        jb_str(b, it->name);
+        jb_printf(b, ",\"state\":\"%s\",\"flagged\":%s,\"sent\":%llu,\"lost\":%llu}",
+                  inst_state_names[it->state], it->flagged ? "true" : "false",
+                  (unsigned long long)it->frames_sent, (unsigned long long)it->frames_lost);
+        first = 0;
+    }
+    jb_printf(b, "],\"aggregates_from\":%d,\"aggregates\":%s}", f->naggr,
+              f->aggr_json ? f->aggr_json : "null");
+}
+
+/* The "aggregates" value of /api/v1/fan: the instances' latest aggregates summed, null before any
+ * came. Summed again only when a new message came (the powder pattern of a 4M detector is 32 MB
+ * per instance to decode: not twice a second on the router's thread for nothing). */
+static void aggr_json_build(fan *f, jbuf *b)
+{
+    faid_aggr_sum sum = {0};
+    faid_diag d;
+    faid_diag_clear(&d);
+    for (int i = 0; i < f->naggr; i++)
+        if (f->aggr_body[i] && faid_aggr_add(&sum, f->aggr_body[i], f->aggr_len[i], &d) != 0)
+            faid_log_ratelimited(&rl_aggr, FAID_LOG_WARN, "fan",
+                                 "aggregates of %s left out of the sum: %s",
+                                 faid_sub_endpoint(f->aggr_sub[i]), d.msg);
+    if (!sum.instances) {
+        faid_aggr_clear(&sum);
+        jb_printf(b, "null");
+        return;
+    }
+    jb_printf(b,
+              "{\"instances\":%d,\"frames\":%llu,\"hits\":%llu,\"peaks\":%llu,\"hit_rate\":%.9g,"
+              "\"hit_rate_window_frames\":%llu,\"num_peaks_bin_width\":%llu,"
+              "\"num_peaks_histogram\":[",
+              sum.instances, (unsigned long long)sum.frames, (unsigned long long)sum.hits,
+              (unsigned long long)sum.peaks, sum.hit_rate, (unsigned long long)sum.window_frames,
+              (unsigned long long)sum.bin_width);
+    for (uint64_t k = 0; k < sum.nbins; k++)
+        jb_printf(b, "%s%llu", k ? "," : "", (unsigned long long)sum.histogram[k]);
+    jb_printf(b, "],\"powder_shape\":[%llu,%llu],\"powder\":", (unsigned long long)sum.rows,
+              (unsigned long long)sum.cols);
+    if (!sum.powder || !sum.rows || !sum.cols) {
+        jb_printf(b, "null}");
+        faid_aggr_clear(&sum);
+        return;
+    }
+    uint64_t r2 = sum.rows < POWDER_SIDE ? sum.rows : POWDER_SIDE;
+    uint64_t c2 = sum.cols < POWDER_SIDE ? sum.cols : POWDER_SIDE;
+    uint64_t cells[POWDER_SIDE * POWDER_SIDE] = {0}, total = 0;
+    for (uint64_t y = 0; y < sum.rows; y++)
+        for (uint64_t x = 0; x < sum.cols; x++) {
+            uint64_t v = sum.powder[y * sum.cols + x];
+            cells[(y * r2 / sum.rows) * c2 + x * c2 / sum.cols] += v;
+            total += v;
+        }
+    jb_printf(b, "{\"rows\":%llu,\"cols\":%llu,\"total\":%llu,\"v\":[", (unsigned long long)r2,
+              (unsigned long long)c2, (unsigned long long)total);
+    for (uint64_t k = 0; k < r2 * c2; k++)
+        jb_printf(b, "%s%llu", k ? "," : "", (unsigned long long)cells[k]);
+    jb_printf(b, "]}}");
+    faid_aggr_clear(&sum);
+}
+
 /* The metrics text for the HTTP server, twice a second (built here, on the router's thread). */
 static void metrics_update(fan *f)
 {
@@ -1108,6 +1288,26 @@ static void metrics_update(fan *f)
     if (n >= 0)
         faid_fan_http_set(f->http, buf, (size_t)n);
     free(buf);
+    if (f->aggr_dirty) {
+        jbuf a = {.cap = 16 * 1024};
+        if ((a.p = malloc(a.cap))) {
+            aggr_json_build(f, &a);
+            if (!a.oom) {
+                free(f->aggr_json);
+                f->aggr_json = a.p;
+                f->aggr_dirty = 0;
+            } else {
+                free(a.p);
+            }
+        }
+    }
+    jbuf b = {.cap = 16 * 1024};
+    if (!(b.p = malloc(b.cap)))
+        return;
+    api_json(f, &b);
+    if (!b.oom)
+        faid_fan_http_set_api(f->http, b.p, b.n);
+    free(b.p);
 }
 
 /* ---- start and main loop --------------------------------------------------------------------- */
@@ -1174,6 +1374,19 @@ static int fan_start(fan *f, faid_diag *d)
         return d->code;
     if (cfg->fan_http_endpoint[0] && !(f->http = faid_fan_http_start(cfg->fan_http_endpoint, d)))
         return d->code;
+    f->naggr =
+        cfg->fan_aggregates_from[0] ? faid_config_endpoint_count(cfg->fan_aggregates_from) : 0;
+    for (int i = 0; i < f->naggr && i < FAID_MAX_ENDPOINTS; i++) {
+        char ep[1040];
+        faid_config_endpoint_at(cfg->fan_aggregates_from, i, ep, sizeof ep);
+        /* a small queue: only the latest aggregates message of each instance counts */
+        faid_sub_opts so = {.rcvhwm = 64};
+        if (!(f->aggr_sub[i] = faid_sub_new_opts(ep, FAID_SUB_PUB, &so, d))) {
+            faid_diag_prefix(d, "fan.aggregates_from: ");
+            return d->code;
+        }
+        FAID_INFO("fan", "aggregates of %s", ep);
+    }
     f->ninputs = faid_config_endpoint_count(cfg->input_endpoint);
     if (f->ninputs < 1 || f->ninputs > FAID_MAX_ENDPOINTS)
         return faid_fail(d, FAID_ECONFIG, "input.endpoint: %d endpoints (1 to %d)", f->ninputs,
@@ -1231,6 +1444,11 @@ static void fan_stop(fan *f)
         queue_pop(&f->q);
     fmsg_free(&f->start);
     faid_fan_http_stop(&f->http);
+    for (int i = 0; i < f->naggr; i++) {
+        faid_sub_destroy(&f->aggr_sub[i]);
+        free(f->aggr_body[i]);
+    }
+    free(f->aggr_json);
     for (int i = 0; i < MAX_INSTANCES; i++) {
         free(f->inst[i].out_series);
         free(f->inst[i].out_frame);
@@ -1374,6 +1592,7 @@ int main(int argc, char **argv)
                 handle_control(f);
             route(f);
             housekeeping(f);
+            aggr_poll(f);
             metrics_update(f);
         }
         FAID_INFO("fan", "stopping");

@@ -2,6 +2,7 @@
 #include "faid_fan_http.h"
 
 #include "faid_config.h"
+#include "faid_fan_web.h"
 #include "faid_log.h"
 
 #include <arpa/inet.h>
@@ -19,7 +20,27 @@ struct faid_fan_http {
     pthread_mutex_t mu;
     char *text;
     size_t len;
+    char *api; /* the JSON of GET /api/v1/fan */
+    size_t api_len;
 };
+
+static const faid_web_file *web_file(const char *name)
+{
+    for (const faid_web_file *w = faid_web_files; w->name; w++)
+        if (strcmp(w->name, name) == 0)
+            return w;
+    return NULL;
+}
+
+static const char *web_type(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (dot && strcmp(dot, ".js") == 0)
+        return "text/javascript; charset=utf-8";
+    if (dot && strcmp(dot, ".css") == 0)
+        return "text/css; charset=utf-8";
+    return "text/html; charset=utf-8";
+}
 
 static enum MHD_Result answer(struct MHD_Connection *c, unsigned code, const char *type,
                               const char *body, size_t len)
@@ -29,6 +50,14 @@ static enum MHD_Result answer(struct MHD_Connection *c, unsigned code, const cha
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
+    /* the headers of faid's own server: everything the dashboard uses comes from here */
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
+    /* how the dashboard's script, served by faid and faid-fan alike, tells it is on the fan-out
+     * (it asks healthz, which both answer, and reads this header) */
+    MHD_add_response_header(r, "X-Faid-Role", "fan-out");
     enum MHD_Result ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return ret;
@@ -54,10 +83,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return answer(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "GET only\n", 9);
     if (strcmp(url, "/healthz") == 0)
         return answer(c, MHD_HTTP_OK, "text/plain", "ok\n", 3);
-    if (strcmp(url, "/metrics") != 0)
+    const faid_web_file *w = web_file(strcmp(url, "/") == 0 ? "index.html"
+                                      : url[0] == '/'       ? url + 1
+                                                            : url);
+    if (w)
+        return answer(c, MHD_HTTP_OK, web_type(w->name), w->data, w->len);
+    int metrics = strcmp(url, "/metrics") == 0;
+    if (!metrics && strcmp(url, "/api/v1/fan") != 0)
         return answer(c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n", 10);
     pthread_mutex_lock(&h->mu);
-    enum MHD_Result ret = answer(c, MHD_HTTP_OK, text_type, h->text ? h->text : "", h->len);
+    enum MHD_Result ret = metrics
+                              ? answer(c, MHD_HTTP_OK, text_type, h->text ? h->text : "", h->len)
+                              : answer(c, MHD_HTTP_OK, "application/json", h->api ? h->api : "{}",
+                                       h->api ? h->api_len : 2);
     pthread_mutex_unlock(&h->mu);
     return ret;
 }
@@ -95,7 +133,7 @@ faid_fan_http *faid_fan_http_start(const char *endpoint, faid_diag *d)
         faid_fan_http_stop(&h);
         return NULL;
     }
-    FAID_INFO("fan", "metrics http://%s/metrics", endpoint);
+    FAID_INFO("fan", "dashboard http://%s/, metrics /metrics", endpoint);
     return h;
 }
 
@@ -113,6 +151,20 @@ void faid_fan_http_set(faid_fan_http *h, const char *text, size_t len)
     pthread_mutex_unlock(&h->mu);
 }
 
+void faid_fan_http_set_api(faid_fan_http *h, const char *json, size_t len)
+{
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return;
+    memcpy(copy, json, len);
+    copy[len] = 0;
+    pthread_mutex_lock(&h->mu);
+    free(h->api);
+    h->api = copy;
+    h->api_len = len;
+    pthread_mutex_unlock(&h->mu);
+}
+
 void faid_fan_http_stop(faid_fan_http **ph)
 {
     faid_fan_http *h = *ph;
@@ -121,6 +173,7 @@ void faid_fan_http_stop(faid_fan_http **ph)
     if (h->mhd)
         MHD_stop_daemon(h->mhd);
     free(h->text);
+    free(h->api);
     pthread_mutex_destroy(&h->mu);
     free(h);
     *ph = NULL;

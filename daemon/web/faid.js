@@ -1,5 +1,8 @@
 // faid's live dashboard: one EventSource on /events (server-sent events, at most 10 per second,
-// arrays of at most 2,000 points), drawn on canvases by hand; no other request, no library.
+// arrays of at most 2,000 points), drawn on canvases by hand; no library. faid-fan serves the same
+// page: the script first asks healthz (faid and faid-fan both answer it, so the daemon's page
+// makes no failing request); where the answer carries X-Faid-Role: fan-out it shows the
+// fan-out's instances and their summed aggregates (api/v1/fan, asked once a second) instead.
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
@@ -156,8 +159,65 @@
     s.textContent = "updates: " + events;
   }
 
-  const es = new EventSource("events");
-  es.onopen = () => { $("conn").textContent = "live"; $("conn").className = "ok"; };
-  es.onerror = () => { $("conn").textContent = "disconnected (retrying)"; $("conn").className = "bad"; };
-  es.onmessage = (ev) => update(JSON.parse(ev.data));
+  // The fan-out's view: its instances with their state and the instances' latest aggregates
+  // summed (GET api/v1/fan, which faid-fan rebuilds twice a second).
+  function updateFan(st) {
+    $("conn").textContent = "live"; $("conn").className = "ok";
+    const live = st.instances.filter((i) => i.state === "live").length;
+    $("health").textContent = "fan-out"; $("health").className = live ? "ok" : "bad";
+    $("series").textContent = live + " of " + st.instances.length + " instances live";
+    $("fan-info").textContent = st.counters.received + " messages received, " + st.counters.routed +
+      " images routed, " + st.counters.dropped + " dropped, " + st.counters.lost + " lost";
+    const tb = $("fan-instances").tBodies[0];
+    tb.textContent = "";
+    st.instances.forEach((i) => row(tb, [i.name, i.state + (i.flagged ? " (flagged)" : ""), i.sent, i.lost]));
+    const a = st.aggregates;
+    const s = $("status");
+    if (a) {
+      $("fan-frames").textContent = a.frames + " (" + a.instances + " of " + st.aggregates_from + " instances reported)";
+      $("fan-hits").textContent = a.hits + " / " + a.peaks;
+      $("fan-hitrate").textContent = fmt(100 * a.hit_rate, 1) + " % over the last " + a.hit_rate_window_frames + " frames";
+      $("fan-hist-box").hidden = false;
+      const w = a.num_peaks_bin_width;
+      $("fan-hist-info").textContent = "frames by peak count, bins of " + w;
+      plot($("fan-hist"), a.num_peaks_histogram.map((_, k) => k * w), [{ y: a.num_peaks_histogram, color: "#c33" }], "peaks");
+      $("fan-powder-box").hidden = !a.powder;
+      if (a.powder) {
+        $("fan-powder-info").textContent = a.powder_shape[0] + " x " + a.powder_shape[1] + " pixels, " +
+          a.powder.total + " peaks (shown in " + a.powder.rows + " x " + a.powder.cols + " blocks)";
+        drawCake($("fan-powder"), a.powder);
+      }
+      s.dataset.fanFrames = a.frames;
+      s.dataset.fanHitRate = a.hit_rate;
+    } else {
+      $("fan-frames").textContent = st.aggregates_from ? "no aggregates yet" : "fan.aggregates_from not set";
+      $("fan-hist-box").hidden = true;
+      $("fan-powder-box").hidden = true;
+    }
+    events++;
+    s.dataset.events = events;
+    s.dataset.fanInstances = live;
+    s.textContent = "updates: " + events;
+  }
+
+  function fanLoop() {
+    fetch("api/v1/fan").then((r) => r.json()).then(updateFan, () => {
+      $("conn").textContent = "disconnected (retrying)"; $("conn").className = "bad";
+    }).finally(() => setTimeout(fanLoop, 1000));
+  }
+
+  function daemonEvents() {
+    const es = new EventSource("events");
+    es.onopen = () => { $("conn").textContent = "live"; $("conn").className = "ok"; };
+    es.onerror = () => { $("conn").textContent = "disconnected (retrying)"; $("conn").className = "bad"; };
+    es.onmessage = (ev) => update(JSON.parse(ev.data));
+  }
+
+  fetch("healthz", { cache: "no-store" }).then((r) => r.headers.get("X-Faid-Role"), () => null).then((role) => {
+    if (role !== "fan-out") return daemonEvents();
+    document.body.classList.add("fan");
+    document.title = "faid-fan";
+    $("fan-box").hidden = false;
+    fanLoop();
+  });
 })();

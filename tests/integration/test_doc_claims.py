@@ -126,7 +126,7 @@ def changed(key, typ, rng, cur, tmp):
     if typ == "devices":
         return "cpu" if cur != "cpu" else "ref"
     if typ == "string" or "endpoint" in typ:  # "endpoint or list": one endpoint is a value
-        if "endpoint" in key:
+        if "endpoint" in key or "endpoint" in typ:  # fan.aggregates_from: endpoints too
             http = key.startswith("http") or key.endswith("http_endpoint")  # host:port ones
             return ("127.0.0.1:%d" if http else "tcp://127.0.0.1:%d") % free_port()
         if key == "detector.preset":

@@ -13,14 +13,19 @@ first, then frames from a later block); an instance whose configuration differs 
 (or flagged and used, fan.config_mismatch flag); fan.policy credit; the full buffer (images
 dropped at once, reported lost with instance ""); a hostile peer on the instances' endpoint
 (garbage, an oversized part, a hello claiming a huge window: capped); the fan-out in a network
-namespace of its own where this machine lets the test make one.
+namespace of its own where this machine lets the test make one; the dashboard of the whole run
+on the fan-out's HTTP server in headless Chromium (three instances with peak finding: the summed
+frame count and hit rate equal `faidctl aggregates`), and its JSON whatever an instance's name.
 
 Nothing asserts on time: timeouts only turn a hang into a failure."""
 
+import base64
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -29,8 +34,8 @@ import numpy as np
 import pytest
 import zmq
 
-from test_daemon import (BIN, FAIDCTL, LONG, COLS, ROWS, Daemon, Receiver, arr, config_text, ep,
-                         frames, free_port, header)
+from test_daemon import (BIN, FAIDCTL, LONG, COLS, ROWS, SRC, Daemon, Receiver, arr, config_text,
+                         ep, frames, free_port, header)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 import dectris_stream as ds  # noqa: E402
@@ -148,13 +153,16 @@ class Fan:
 class Instance(Daemon):
     """faid as an instance behind the fan-out: input.protocol fan, connected to its ROUTER."""
 
-    def __init__(self, tmpdir, fan, npt=64, wrapper=()):
+    def __init__(self, tmpdir, fan, npt=64, wrapper=(), extra="", out_port=None):
         self.ports = {k: free_port() for k in ("out", "lossless", "ctl")}
+        if out_port:
+            self.ports["out"] = out_port
         self.ports["in"] = fan.ports["inst"]
         self.config = os.path.join(tmpdir, "faid.yaml")
         with open(self.config, "w") as f:
             text = config_text(self.ports, npt=npt, devices="ref", depth=8, input_mode="connect",
-                               input_extra="  protocol: fan\n", output_extra="  sndhwm: 10000\n")
+                               input_extra="  protocol: fan\n", output_extra="  sndhwm: 10000\n",
+                               extra=extra)
             # sndhwm: the test's receivers read only between phases; a burst beyond the
             # default 16 queued messages would be dropped for them (PUB semantics)
             f.write(text.replace(ep(fan.ports["inst"]), fan.ep("inst")))
@@ -732,6 +740,35 @@ def test_hostile_link_peer(rig):
     assert fan.proc.poll() is None
 
 
+def test_hostile_instance_name_in_the_dashboard_json(rig):
+    """An instance name is a peer's text (the link refuses what is not UTF-8): quotes, a
+    backslash and control characters in a hello's name still give /api/v1/fan as JSON (what the
+    dashboard parses), the name intact once decoded."""
+    import json
+    import urllib.request
+
+    start_fan, _ = rig
+    fan = start_fan()
+    fan.status()  # up: its HTTP server listens
+    peer = fan.ctx.socket(zmq.DEALER)
+    peer.setsockopt(zmq.LINGER, 0)
+    peer.connect(fan.ep("inst"))
+    name = 'ev"il\\\n\x01\x7f\u00e9'.encode()
+    peer.send(msgpack.packb({b"type": b"hello", b"instance": name, b"config_hash": b"x",
+                             b"window": 1, b"done": 0}, use_bin_type=False))
+    url = "http://%s:%d/api/v1/fan" % (fan.host, fan.ports["http"])
+    t_end = time.monotonic() + LONG
+    while True:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+                url, timeout=LONG) as r:
+            st = json.loads(r.read().decode("utf-8"))  # strict: fails on a bad byte or escape
+        if st["instances"] or time.monotonic() > t_end:
+            break
+        time.sleep(0.1)
+    assert st["fan"] is True and st["aggregates"] is None
+    assert [i["name"] for i in st["instances"]] == ['ev"il\\\n\x01\x7f\u00e9']
+
+
 def test_mismatched_configuration_flagged(rig):
     """fan.config_mismatch flag: the instance whose configuration differs is used, and marked
     flagged in status (its welcome says so too: its log)."""
@@ -751,3 +788,93 @@ def test_mismatched_configuration_flagged(rig):
     collect_ends([good, odd])
     assert sorted(r["frame_id"] for r in results_of([good, odd], 13)) == list(range(16))
     assert odd.rx.of("result") and "flagged" in odd.logtext()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium missing (Debian chromium)")
+def test_dashboard_of_the_whole_run(rig):
+    """The dashboard on the fan-out's HTTP server (fan.aggregates_from: the three instances'
+    outputs) in headless Chromium: the same page as faid's, it finds it is on the fan-out and
+    shows the three instances live and their aggregates summed: the frame count and hit rate
+    equal `faidctl aggregates --from x3` over the same instances; it loads with no script or
+    console error and asks nothing but the fan-out."""
+    import json
+
+    pytest.importorskip("websocket")
+    import test_peaks as tp
+    from test_dashboard import DevTools, page_ws, start_chromium
+
+    start_fan, start_instance = rig
+    outs = [free_port() for _ in range(3)]
+    fan = start_fan(sets=["fan.aggregates_from=[%s]" % ", ".join(ep(p) for p in outs)])
+    insts = [start_instance(fan, extra=tp.PEAKS, out_port=p) for p in outs]
+    fan.wait(lambda st: len(fan.live(st)) == 3, "three live instances")
+    n = 24  # blocks of 4: 8 frames to each instance
+    imgs, truth = tp.spot_frames(n)
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    for m in native_series(7, imgs):
+        det.send(m)
+    base = "http://%s:%d/" % (fan.host, fan.ports["http"])
+    profile = tempfile.mkdtemp(prefix="faid-chromium-")
+    proc = dt = None
+    try:
+        proc, dport = start_chromium(profile)
+        dt = DevTools(page_ws(dport))
+        for domain in ("Runtime", "Log", "Network", "Page"):
+            dt.call(domain + ".enable")
+        dt.call("Page.navigate", url=base)
+        status = "document.getElementById('status') && document.getElementById('status').dataset"
+        dt.wait_eval(status + ".fanFrames", lambda v: v == str(n), "the summed frame count")
+        assert dt.eval(status + ".fanInstances") == "3"
+        args = [FAIDCTL, "aggregates", "--frames", str(n), "--json"]
+        for p in outs:
+            args += ["--from", ep(p)]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=LONG)
+        assert r.returncode == 0, r.stderr
+        want = json.loads(r.stdout)
+        assert want["instances"] == 3 and want["frames"] == n
+        assert want["hits"] == sum(1 for t in truth if t)
+        assert float(dt.eval(status + ".fanHitRate")) == want["hit_rate"]
+        text = dt.eval("document.getElementById('fan-hitrate').textContent")
+        assert text.startswith("%.1f %%" % (100 * want["hit_rate"])), text
+        assert dt.eval("document.getElementById('fan-frames').textContent").startswith(
+            "%d (3 of 3 instances" % n)
+        assert dt.eval("document.getElementById('fan-hits').textContent") == "%d / %d" % (
+            want["hits"], want["peaks"])
+        rows = dt.eval("[...document.getElementById('fan-instances').tBodies[0].rows]"
+                       ".map((r) => r.cells[1].textContent)")
+        assert rows == ["live"] * 3, rows
+        assert not dt.eval("document.getElementById('fan-powder-box').hidden")
+        assert dt.eval("document.body.classList.contains('fan')")
+        shot = dt.call("Page.captureScreenshot", format="png")["data"]
+        out = os.path.join(SRC, "tests", "out")
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "dashboard-fan.png"), "wb") as f:
+            f.write(base64.b64decode(shot))
+        with dt.cv:
+            events = list(dt.events)
+        errors = [e for e in events if e["method"] == "Runtime.exceptionThrown"
+                  or (e["method"] == "Runtime.consoleAPICalled"
+                      and e["params"]["type"] in ("error", "assert"))
+                  or (e["method"] == "Log.entryAdded"
+                      and e["params"]["entry"]["level"] == "error")]
+        assert not errors, errors
+        urls = [e["params"]["request"]["url"] for e in events
+                if e["method"] == "Network.requestWillBeSent"]
+        assert base + "api/v1/fan" in urls, urls
+        outside = [u for u in urls if not u.startswith(base) and not u.startswith("data:")]
+        assert not outside, outside
+    finally:
+        if dt:
+            dt.close()
+        if proc:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+    det.close()
