@@ -23,7 +23,7 @@
 # Environment: FAID_BIN (default build/bin), DEVICE_KIND (gpu, the default, or cpu: every daemon
 # uses `devices: cpu`, the one PoCL device, for a check of the script on a machine without GPUs),
 # NGPU (default 4), FRAMES (default 8000), PEAKS (default pyfai; none = off), CONNS (default 4),
-# PRESET (detector.preset, default: that of CONFIG / the embedded default, EIGER 4M), CONFIG (a
+# PRESET (detector.preset when CONFIG is not set; default the embedded EIGER 4M), CONFIG (a
 # faid YAML for the detector and reduction; endpoints, devices, queue, pipeline, stats and log are
 # replaced), FAN_CONNS (b's replays into the fan-out, default 1), INFLIGHT / BATCH (default 8 and 2, as daemon-bench.sh), BLOCK (fan.block, default 16),
 # WARMUP (frames of the warm-up series of each daemon, default 32), TIMEOUT (seconds any step may
@@ -112,13 +112,15 @@ say "devices: a = $dev_all, instances = ${gpus[*]}; FRAMES $FRAMES, CONNS $CONNS
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 base_args=()
-[ -n "$CONFIG" ] && base_args=(-c "$CONFIG")
+if [ -n "$CONFIG" ]; then
+    base_args=(-c "$CONFIG")
+elif [ -n "$PRESET" ]; then # the preset's shape and pixel size come with it in the dump
+    printf 'detector:\n  preset: %s\n' "$PRESET" >"$LOG/preset.yaml"
+    base_args=(-c "$LOG/preset.yaml")
+fi
 if ! "$BIN/faid" "${base_args[@]}" --dump-config >"$LOG/base.yaml" 2>>"$LOG/fan-gpu-bench.log"; then
     say "ERROR: faid --dump-config failed"
     exit 1
-fi
-if [ -n "$PRESET" ]; then
-    sed -i "0,/^  preset:.*/s//  preset: $PRESET/" "$LOG/base.yaml"
 fi
 
 # edit SRC DST section.key=value...: replaces existing keys of the dumped configuration
