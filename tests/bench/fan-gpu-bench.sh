@@ -51,7 +51,7 @@ TIMEOUT=${TIMEOUT:-240}
 LOG=${OUT:-$root/tests/out/fan-gpu-bench}
 mkdir -p "$LOG" || { echo "fan-gpu-bench: cannot create $LOG" >&2; exit 1; }
 LOG=$(cd "$LOG" && pwd)
-rm -f "$LOG"/*.yaml "$LOG"/*.log "$LOG"/*.sub "$LOG"/*.replay* "$LOG"/*.json "$LOG"/*.rc \
+rm -f "$LOG"/ports "$LOG"/*.yaml "$LOG"/*.log "$LOG"/*.sub "$LOG"/*.replay* "$LOG"/*.json "$LOG"/*.rc \
     "$LOG"/fan-gpu-bench.txt
 say() { echo "fan-gpu-bench: $*" | tee -a "$LOG/fan-gpu-bench.log"; }
 ctl=$BIN/faidctl
@@ -110,7 +110,18 @@ else
 fi
 say "devices: a = $dev_all, instances = ${gpus[*]}; FRAMES $FRAMES, CONNS $CONNS, PEAKS $PEAKS"
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# a free loopback port not handed out before in this run (the kernel may give a released port
+# again: on PoCL the fan-out's input once got its own output port and failed to bind)
+: >"$LOG/ports"
+port() {
+    local p
+    for _ in $(seq 1 50); do
+        p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        grep -qx "$p" "$LOG/ports" || break
+    done
+    echo "$p" >>"$LOG/ports"
+    echo "$p"
+}
 base_args=()
 if [ -n "$CONFIG" ]; then
     base_args=(-c "$CONFIG")
