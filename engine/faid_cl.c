@@ -238,6 +238,41 @@ char *faid_cl_source(const char *name, size_t *len, faid_diag *d)
     return NULL;
 }
 
+/* The build log and, per kernel, the runtime's work-group size limit, local and private memory
+ * (FAID_CL_BUILD_REPORT). */
+static void build_report(faid_cl_ctx *ctx, cl_program prog, const char *name, const char *opts)
+{
+    size_t loglen = 0;
+    clGetProgramBuildInfo(prog, ctx->info.device, CL_PROGRAM_BUILD_LOG, 0, NULL, &loglen);
+    char *log = malloc(loglen + 1);
+    if (log) {
+        clGetProgramBuildInfo(prog, ctx->info.device, CL_PROGRAM_BUILD_LOG, loglen, log, NULL);
+        log[loglen] = '\0';
+        FAID_INFO("opencl", "build report %s (%s) on %s:\n%s", name, opts, ctx->info.name, log);
+        free(log);
+    }
+    cl_kernel ks[64];
+    cl_uint nk = 0;
+    if (clCreateKernelsInProgram(prog, 64, ks, &nk) != CL_SUCCESS)
+        return;
+    for (cl_uint i = 0; i < nk; i++) {
+        char kname[128] = "";
+        size_t wg = 0;
+        cl_ulong lmem = 0, pmem = 0;
+        clGetKernelInfo(ks[i], CL_KERNEL_FUNCTION_NAME, sizeof kname - 1, kname, NULL);
+        clGetKernelWorkGroupInfo(ks[i], ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
+                                 NULL);
+        clGetKernelWorkGroupInfo(ks[i], ctx->info.device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lmem,
+                                 &lmem, NULL);
+        clGetKernelWorkGroupInfo(ks[i], ctx->info.device, CL_KERNEL_PRIVATE_MEM_SIZE, sizeof pmem,
+                                 &pmem, NULL);
+        FAID_INFO("opencl",
+                  "build report %s: kernel %s max work-group %zu, local %llu B, private %llu B",
+                  name, kname, wg, (unsigned long long)lmem, (unsigned long long)pmem);
+        clReleaseKernel(ks[i]);
+    }
+}
+
 int faid_cl_build(faid_cl_ctx *ctx, const char *const *names, int nnames, const char *options,
                   cl_program *out, faid_diag *d)
 {
@@ -262,8 +297,15 @@ int faid_cl_build(faid_cl_ctx *ctx, const char *const *names, int nnames, const 
         rc = faid_cl_fail(d, err, "clCreateProgramWithSource", __FILE__, __LINE__);
         goto done;
     }
+    /* FAID_CL_BUILD_REPORT: extra build options (e.g. NVIDIA's -cl-nv-verbose, which makes the
+     * compiler's log carry each kernel's registers, spills and shared memory) and a log line per
+     * kernel with the build log and the runtime's own figures, so that a GPU run shows the
+     * occupancy the peak kernels actually get (registers and local memory decide how many
+     * work-groups share an SM; the 2026-11-26 H100 run only had times). Unset: nothing changes. */
+    const char *report = getenv("FAID_CL_BUILD_REPORT");
     char opts[2048];
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s", options ? options : "");
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s %s", options ? options : "",
+             report && strcmp(report, "1") != 0 ? report : "");
     err = clBuildProgram(prog, 1, &ctx->info.device, opts, NULL, NULL);
     if (err != CL_SUCCESS) {
         size_t loglen = 0;
@@ -281,6 +323,8 @@ int faid_cl_build(faid_cl_ctx *ctx, const char *const *names, int nnames, const 
         clReleaseProgram(prog);
         goto done;
     }
+    if (report && *report)
+        build_report(ctx, prog, names[0], opts);
     *out = prog;
 done:
     for (int i = 0; i < got; i++)
