@@ -470,3 +470,131 @@ def test_merged_sub_refuses_oversized_messages(daemons, tmpdir_):
     assert len(end) == 1 and end[0]["ended"] == 1 and end[0]["silent"] == 1, end
     listed = [i for lo, hi in end[0]["missing_frames"] for i in range(lo, hi + 1)]
     assert listed == odd, end
+
+
+def test_master_file_covers_the_hits_files(daemons, tmpdir_):
+    """Three instances with peaks and writer.hits reduce their frames of one series (bslz4 as
+    the detector sends them): instance 0 ends, instance 1 is killed (SIGKILL) once its hits are
+    flushed, instance 2 gets no hit frame (so writes no hits file). `faidctl merge-files` over
+    the three series files also writes MASTER_hits.h5: every hit of the series once, in frame
+    order, as the instances stored them (h5py + hdf5plugin decode the pixels bit for bit; the
+    CXI peak arrays row for row), read by the nxmx package as a single hits file, with the
+    CrystFEL geometry beside it; /entry/faid says each instance's part (closed, open: its writer
+    died, none: no hit frame) and the profiles' master reaches the hits at /entry/hits. The
+    killed instance's files are still marked open: merge-files says so, and a SWMR reader of the
+    master reads them (docs/output-files.md)."""
+    import re
+    import signal
+    import subprocess
+    import time
+
+    import h5py
+    import hdf5plugin  # noqa: F401  (registers the bitshuffle filter for h5py)
+    import test_peaks as tp
+    import test_writer as tw
+    sys.path.insert(0, os.path.join(td.SRC, "tests", "reference"))
+    import dectris_stream as dst
+
+    n = 14
+    imgs, truth = tp.spot_frames(n)  # even frames are hits
+    deal = [[0, 1, 4, 5, 8, 9], [2, 3, 6, 7, 10], [11, 13]]  # frame 12 reaches nobody
+    outs, ds = [], []
+    for k in range(3):
+        out = os.path.join(tmpdir_, "hfiles%d" % k)
+        os.makedirs(out)
+        outs.append(out)
+        ds.append(daemons(devices="ref", extra=tp.PEAKS + instance_cfg("h%d" % k, k, 3) +
+                          tw.writer_cfg(out, hits="true", flush_interval=0.1)))
+    for k, d in enumerate(ds):
+        tx = Sender(d)
+        tx.start(series_id=6, series_unique_id="lyso-hits", nimages=n)
+        for i in deal[k]:
+            tx.sock.send_multipart([td.header(i, 6, imgs[i].shape, "uint16", encoding="bslz4"),
+                                    dst.bslz4(imgs[i])])
+        if k != 1:
+            tx.end(series_id=6)
+    hits = [[i for i in part if truth[i]] for part in deal]
+    assert [len(h) for h in hits] == [3, 3, 0]
+    for k in (0, 2):
+        tw.wait_status(ds[k], lambda w: w["files_written"] == 1, "file written")
+    # instance 1 dies once a SWMR reader sees its hits and its frames flushed
+    parts = [os.path.join(o, "lyso-hits.h5") for o in outs]
+    hparts = [os.path.join(o, "lyso-hits_hits.h5") for o in outs]
+    t_end = time.monotonic() + td.LONG
+    seen = (0, 0)
+    while seen != (len(deal[1]), len(hits[1])) and time.monotonic() < t_end:
+        try:
+            with h5py.File(parts[1], "r", swmr=True) as a, \
+                    h5py.File(hparts[1], "r", swmr=True) as b:
+                seen = (a["entry/data/frame_id"].shape[0], b["entry/result_1/nPeaks"].shape[0])
+        except (OSError, KeyError, BlockingIOError):
+            pass
+        time.sleep(0.05)
+    assert seen == (len(deal[1]), len(hits[1])), seen
+    ds[1].proc.send_signal(signal.SIGKILL)
+    ds[1].proc.wait(td.LONG)
+    assert not os.path.exists(hparts[2])  # no hit frame, no hits file
+
+    master = os.path.join(tmpdir_, "lyso-hits_master.h5")
+    r = subprocess.run([td.FAIDCTL, "merge-files", "-o", master, *parts],
+                       capture_output=True, text=True, timeout=td.LONG)
+    assert r.returncode == 0, r.stderr
+    hmaster = os.path.join(tmpdir_, "lyso-hits_master_hits.h5")
+    assert re.search(r"lyso-hits_master_hits\.h5: 6 hit frames from 2 hits files", r.stdout), \
+        r.stdout
+    rows = {}  # frame id -> (pixels, nPeaks, peak x, peak y, intensity) as each instance stored
+    for p in hparts[:2]:
+        with h5py.File(p, "r", swmr=True) as f:
+            res = f["entry/result_1"]
+            for k, fid in enumerate(f["entry/data/frame_id"][()]):
+                rows[int(fid)] = (f["entry/data/data"][k], res["nPeaks"][k], res["peakXPosRaw"][k],
+                                  res["peakYPosRaw"][k], res["peakTotalIntensity"][k])
+    want = sorted(i for part in hits for i in part)
+    assert sorted(rows) == want == [0, 2, 4, 6, 8, 10]
+
+    def strs(ds):
+        return [v.decode() if isinstance(v, bytes) else v for v in ds[()]]
+
+    # instance 1's files are still marked open by their killed writer: libhdf5 opens the sources
+    # of a master opened as a SWMR reader as SWMR readers too (a plain reader is refused them)
+    assert "lyso-hits_hits.h5: still marked open by its writer" in r.stderr, r.stderr
+    with h5py.File(hmaster, "r", swmr=True) as f:
+        data = f["entry/data/data"]
+        assert data.is_virtual and data.shape == (len(want), td.ROWS, td.COLS)
+        assert list(f["entry/data/frame_id"][()]) == want
+        res = f["entry/result_1"]
+        for k, fid in enumerate(want):
+            assert np.array_equal(data[k], imgs[fid]), fid
+            assert np.array_equal(data[k], rows[fid][0]), fid
+            assert res["nPeaks"][k] == rows[fid][1] and rows[fid][1] > 0, fid
+            for name, col in (("peakXPosRaw", 2), ("peakYPosRaw", 3), ("peakTotalIntensity", 4)):
+                assert np.array_equal(res[name][k], rows[fid][col]), (name, fid)
+        fa = f["entry/faid"]
+        assert fa["frames"][()] == len(want)
+        assert strs(fa["series_files"]) == [os.path.realpath(p) for p in parts]
+        assert strs(fa["source_files"]) == [os.path.realpath(hparts[0]),
+                                            os.path.realpath(hparts[1]), ""]
+        assert list(fa["source_frames"][()]) == [3, 3, 0]
+        assert strs(fa["source_state"]) == ["closed", "open", "none"]
+        assert f["entry/instrument/detector/distance"][()] > 0
+    import nxmx
+    with h5py.File(hmaster, "r", swmr=True) as f:
+        entries = nxmx.NXmx(f).entries
+        assert len(entries) == 1 and len(entries[0].instruments[0].detectors) == 1
+    geom = open(os.path.join(tmpdir_, "lyso-hits_master_hits.geom")).read()
+    assert geom == open(os.path.join(outs[0], "lyso-hits_hits.geom")).read()
+    assert "data = /entry/data/data" in geom and "peak_list = /entry/result_1" in geom
+    # the profiles' master: every reduced frame, the dead instance's open file said, the hits
+    # reached through it from another working directory
+    reduced = sorted(deal[0] + deal[1] + deal[2])
+    cwd = os.getcwd()
+    os.chdir("/")
+    try:
+        with h5py.File(master, "r", swmr=True) as f:
+            assert list(f["entry/data/frame_id"][()]) == reduced
+            assert strs(f["entry/faid/source_state"]) == ["closed", "open", "closed"]
+            assert list(f["entry/faid/source_frames"][()]) == [len(p) for p in deal]
+            assert list(f["entry/hits/data/frame_id"][()]) == want
+            assert np.array_equal(f["entry/hits/data/data"][1], imgs[2])
+    finally:
+        os.chdir(cwd)
