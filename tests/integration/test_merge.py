@@ -11,11 +11,10 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_daemon as td  # noqa: E402
+from shards import (captured_series, dat_columns, instance_cfg, kill_last_mid_series,  # noqa: E402
+                    peer_pub, read_until_start, replay, second_stalls, send_dealt, send_part,
+                    sub_lines, sub_proc, three)
 from test_daemon import Receiver, Sender, daemons, frames, tmpdir_  # noqa: E402,F401
-
-
-def instance_cfg(name, shard, shards):
-    return f"instance:\n  name: {name}\n  shard: {shard}\n  shards: {shards}\n"
 
 
 def test_two_daemons_stamp_their_shard(daemons):
@@ -28,11 +27,7 @@ def test_two_daemons_stamp_their_shard(daemons):
     rxs[0].settle()
     imgs = frames(3)
     for k, d in enumerate(ds):
-        tx = Sender(d)
-        tx.start(series_id=7)
-        for i in range(k, len(imgs), 2):
-            tx.image(i, imgs[i], series_id=7)
-        tx.end(series_id=7)
+        send_part(d, range(k, len(imgs), 2), imgs, 7)
     want = [("alpha", 0, 2), ("beta", 1, 2), (None, 0, 1)]
     for d, rx, (name, shard, shards) in zip(ds, rxs, want):
         msgs = rx.collect_until_end()
@@ -63,54 +58,6 @@ def test_shard_not_below_shards_is_refused(daemons, tmpdir_):
 
 # ---- the merged subscriber -------------------------------------------------------------------
 
-def sub_proc(ds, outdir, *extra):
-    """faidctl sub --from each daemon's output, merged, every message as a JSON line."""
-    import subprocess
-
-    args = [td.FAIDCTL, "sub", "--json", "--quiet", "--until-end", "--timeout", "60"]
-    for d in ds:
-        args += ["--from", td.ep(d.ports["out"])]
-    if outdir:
-        args += ["--out", outdir]
-    return subprocess.Popen([*args, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-
-
-def sub_lines(p, before=""):
-    import json
-
-    if before:
-        # p.stdout was read from: its buffer holds what communicate() would miss
-        out = before + p.stdout.read()
-        err = p.stderr.read()
-        p.wait(td.LONG)
-    else:
-        out, err = p.communicate(timeout=td.LONG * 2)
-    assert p.returncode == 0, err
-    lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
-    return lines, out, err
-
-
-def read_until_start(p):
-    """The merged stream's lines up to its first start (so that the test knows whose start the
-    series' reference is)."""
-    got = ""
-    while True:
-        ln = p.stdout.readline()
-        assert ln, "faidctl sub ended before a start"
-        got += ln
-        if ln.startswith('{"type": "start"'):
-            return got
-
-
-def three(daemons):
-    return [daemons(devices="ref", extra=instance_cfg("i%d" % k, k, 3)) for k in range(3)]
-
-
-def dat_columns(path):
-    return np.loadtxt(path, comments="#", dtype=np.float64)
-
-
 def test_merged_sub_three_instances(daemons, tmpdir_):
     """Three daemons (shards 0, 1, 2 of 3) each reduce their own frames (frame % 3) of one
     series: the merged `faidctl sub` gives the start once, every frame once and in frame order,
@@ -124,12 +71,7 @@ def test_merged_sub_three_instances(daemons, tmpdir_):
     Receiver(ds[0]).settle()  # the subscriptions reach the PUB sockets
     n = 12
     imgs = frames(n, seed=3)
-    for k, d in enumerate(ds):
-        tx = Sender(d)
-        tx.start(series_id=5, nimages=n)
-        for i in range(k, n, 3):
-            tx.image(i, imgs[i], series_id=5)
-        tx.end(series_id=5)
+    send_dealt(ds, imgs, 5, nimages=n)
     lines, text, err = sub_lines(p)
     kinds = [m["type"] for m in lines if m["type"] in ("start", "result", "end")]
     assert kinds.count("start") == 1 and kinds[0] == "start", kinds
@@ -162,29 +104,14 @@ def test_merged_sub_instance_killed(daemons, tmpdir_):
     """One of three instances is killed (SIGKILL) mid-series: the merged end comes once the
     others ended and the dead one fell silent, with its frames never reduced listed by id; every
     frame that was reduced is delivered once."""
-    import signal
-
     ds = three(daemons)
     p = sub_proc(ds, None, "--dead-after", "1.5")
     Receiver(ds[0]).settle()
     n = 18
     imgs = frames(n, seed=4)
-    txs = [Sender(d) for d in ds]
-    for tx in txs:
-        tx.start(series_id=9, nimages=n)
-    first = [i for i in range(n) if i % 3 == 2 and i < 9]  # shard 2 reduces these, then dies
-    for i in first:
-        txs[2].image(i, imgs[i], series_id=9)
-    ds[2].wait_counters(lambda c: c["processed"] >= len(first), "shard 2's first frames")
-    ds[2].proc.send_signal(signal.SIGKILL)
-    ds[2].proc.wait()
-    for k in (0, 1):
-        for i in range(k, n, 3):
-            txs[k].image(i, imgs[i], series_id=9)
-        txs[k].end(series_id=9)
+    first, never = kill_last_mid_series(ds, imgs, 9)
     lines, text, err = sub_lines(p)
     results = [m["frame_id"] for m in lines if m["type"] == "result"]
-    never = sorted(i for i in range(n) if i % 3 == 2 and i not in first)
     assert sorted(results) == sorted(set(range(n)) - set(never)), results
     assert len(results) == len(set(results))
     end = [m for m in lines if m["type"] == "end"]
@@ -197,29 +124,6 @@ def test_merged_sub_instance_killed(daemons, tmpdir_):
     assert end["frames_processed"] == n - len(never) - len(first), end  # the two that ended
 
 
-def captured_series(daemons, name, shard, shards, ids, imgs, series_id):
-    """A real daemon's start, results and end of frames `ids`, as published (msgpack bodies),
-    for a test's own PUB to replay with alterations; the daemon is stopped afterwards."""
-    d = daemons(devices="ref", extra=instance_cfg(name, shard, shards))
-    rx = Receiver(d)
-    rx.settle()
-    tx = Sender(d)
-    tx.start(series_id=series_id, nimages=len(imgs))
-    for i in ids:
-        tx.image(i, imgs[i], series_id=series_id)
-    tx.end(series_id=series_id)
-    msgs = [m for m in rx.collect_until_end() if m["type"] in ("start", "result", "end")]
-    d.stop()
-    return msgs
-
-
-def replay(sock, msgs):
-    import msgpack
-
-    for m in msgs:
-        sock.send_multipart([m["type"].encode(), msgpack.packb(m)])
-
-
 def test_merged_sub_hostile_instance(daemons, tmpdir_):
     """A peer replaying a real instance's messages altered: its results in reverse order through
     a window of 2 (the late ones delivered and counted, none lost), one result twice (dropped,
@@ -227,8 +131,6 @@ def test_merged_sub_hostile_instance(daemons, tmpdir_):
     nothing missing. A second run where its start has another config_hash: an error naming
     the instance, its results kept out and counted, its frames listed missing."""
     import time
-
-    import zmq
 
     n = 10
     imgs = frames(n, seed=5)
@@ -240,18 +142,10 @@ def test_merged_sub_hostile_instance(daemons, tmpdir_):
 
     for mismatch in (False, True):
         a = daemons(devices="ref", extra=instance_cfg("a", 0, 2))
-        ctx = zmq.Context.instance()
-        pub = ctx.socket(zmq.PUB)
-        port = td.free_port()
-        pub.bind(td.ep(port))
-        fake = type("F", (), {"ports": {"out": port}})
+        pub, port, fake = peer_pub()
         p = sub_proc([a, fake], None, "--window", "2", "--dead-after", "30")
         time.sleep(1.0)  # both subscriptions in place
-        tx = Sender(a)
-        tx.start(series_id=3, nimages=n)
-        for i in range(0, n, 2):
-            tx.image(i, imgs[i], series_id=3)
-        tx.end(series_id=3)
+        send_part(a, range(0, n, 2), imgs, 3, nimages=n)
         first = dict(start, config_hash="ffffffffffffffff") if mismatch else start
         rev = sorted(results, key=lambda r: -r["frame_id"])
         before = read_until_start(p)  # a's start is the series' reference
@@ -289,17 +183,8 @@ def test_aggregates_summed(daemons, tmpdir_):
     ds = [daemons(devices="ref", extra=tp.PEAKS + instance_cfg("p%d" % k, k, 3))
           for k in range(3)]
     one = daemons(devices="ref", extra=tp.PEAKS)
-    for k, d in enumerate(ds):
-        tx = Sender(d)
-        tx.start(series_id=2)
-        for i in range(k, n, 3):
-            tx.image(i, imgs[i], series_id=2)
-        tx.end(series_id=2)
-    tx = Sender(one)
-    tx.start(series_id=2)
-    for i in range(n):
-        tx.image(i, imgs[i], series_id=2)
-    tx.end(series_id=2)
+    send_dealt(ds, imgs, 2)
+    send_part(one, range(n), imgs, 2)
 
     def aggregates(group, name):
         path = os.path.join(tmpdir_, name + ".npy")
@@ -348,11 +233,7 @@ def test_master_file_over_the_instances_files(daemons, tmpdir_, dealing, compact
     deal = ([range(k, n, 3) for k in range(3)] if dealing == "round-robin"
             else [range(0, 4), range(4, 7), range(7, 10)])
     for k, d in enumerate(ds):
-        tx = Sender(d)
-        tx.start(series_id=4, series_unique_id="lyso-merge", nimages=n)
-        for i in deal[k]:
-            tx.image(i, imgs[i], series_id=4)
-        tx.end(series_id=4)
+        send_part(d, deal[k], imgs, 4, series_unique_id="lyso-merge", nimages=n)
     for d in ds:
         tw.wait_status(d, lambda w: w["files_written"] == 1, "file written")
     parts = [os.path.join(o, "lyso-merge.h5") for o in outs]
@@ -401,24 +282,14 @@ def test_merged_sub_fan_lost_report(daemons, tmpdir_):
     import time
 
     import msgpack
-    import zmq
 
     ds = [daemons(devices="ref", extra=instance_cfg("f%d" % k, k, 2)) for k in range(2)]
-    pub = zmq.Context.instance().socket(zmq.PUB)
-    port = td.free_port()
-    pub.bind(td.ep(port))
+    pub, port, _ = peer_pub()
     p = sub_proc(ds, None, "--fan", td.ep(port), "--dead-after", "60")
     time.sleep(1.0)
     n = 8
     imgs = frames(n, seed=7)
-    txs = [Sender(d) for d in ds]
-    for tx in txs:
-        tx.start(series_id=6, nimages=n)
-    txs[1].image(1, imgs[1], series_id=6)
-    ds[1].wait_counters(lambda c: c["processed"] >= 1, "f1's frame")
-    for i in range(0, n, 2):
-        txs[0].image(i, imgs[i], series_id=6)
-    txs[0].end(series_id=6)
+    second_stalls(ds, imgs, 6, 2)
     before = read_until_start(p)
     time.sleep(0.5)  # f1's start and result reach the merge before the report
     pub.send_multipart([b"lost", msgpack.packb({"type": "lost", "series": 6, "instance": "f1",
@@ -441,26 +312,17 @@ def test_merged_sub_refuses_oversized_messages(daemons, tmpdir_):
     ends after --dead-after, its frames listed missing, frame 99 never delivered."""
     import time
 
-    import zmq
-
     n = 6
     imgs = frames(n, seed=8)
     odd = list(range(1, n, 2))
     cap = captured_series(daemons, "b", 1, 2, odd, imgs, 3)
     a = daemons(devices="ref", extra=instance_cfg("a", 0, 2))
-    pub = zmq.Context.instance().socket(zmq.PUB)
-    port = td.free_port()
-    pub.bind(td.ep(port))
-    fake = type("F", (), {"ports": {"out": port}})
+    pub, port, fake = peer_pub()
     p = sub_proc([a, fake], None, "--dead-after", "2")
     time.sleep(1.0)
     replay(pub, [cap[0], dict(cap[1], frame_id=99, user_data=b"x" * (70 << 20))])
     time.sleep(0.5)
-    tx = Sender(a)
-    tx.start(series_id=3, nimages=n)
-    for i in range(0, n, 2):
-        tx.image(i, imgs[i], series_id=3)
-    tx.end(series_id=3)
+    send_part(a, range(0, n, 2), imgs, 3, nimages=n)
     replay(pub, cap[1:])  # never arrives: the connection is gone
     lines, text, err = sub_lines(p)
     pub.close(linger=0)
