@@ -377,6 +377,11 @@ static int read_frames(job *j, int f)
         H5Lvisit(j->in[f], H5_INDEX_NAME, H5_ITER_INC, fewest_rows, &fewest);
         usable = fewest;
         j->cut[f] = n - fewest;
+        if (j->cut[f])
+            fprintf(stderr,
+                    "faidctl merge-files: %s: %llu frame ids past its shortest per-frame dataset "
+                    "(%llu rows) left out: its writer died between two flushes\n",
+                    j->path[f], (unsigned long long)j->cut[f], (unsigned long long)fewest);
     }
     uint64_t kept = 0;
     for (hsize_t i = 0; !rc && i < usable; i++) {

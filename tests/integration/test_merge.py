@@ -460,3 +460,65 @@ def test_master_file_covers_the_hits_files(daemons, tmpdir_):
             assert np.array_equal(f["entry/hits/data/data"][1], imgs[2])
     finally:
         os.chdir(cwd)
+
+
+PARTIAL_WRITER = r"""
+import os, sys
+import h5py
+import numpy as np
+path, ids, rows, die = sys.argv[1], [int(x) for x in sys.argv[2].split(",")], int(sys.argv[3]), \
+    sys.argv[4] == "die"
+f = h5py.File(path, "w", libver="latest")
+g = f.create_group("entry/data")
+fid = g.create_dataset("frame_id", shape=(0,), maxshape=(None,), dtype="<u8", chunks=(16,))
+I = g.create_dataset("I", shape=(0, 4), maxshape=(None, 4), dtype="<f4", chunks=(16, 4))
+f.swmr_mode = True
+fid.resize((len(ids),))
+fid[:] = ids
+I.resize((rows, 4))
+I[:] = np.array(ids[:rows], dtype="<f4")[:, None] * np.arange(1, 5, dtype="<f4")
+f.flush()
+if die:
+    os._exit(0)  # as a killed writer: the file stays marked open by its SWMR writer
+f.close()
+"""
+
+
+def test_master_file_over_a_killed_writers_partial_file(tmpdir_):
+    """A file whose writer died between two flushes may hold more frame ids than rows of another
+    per-frame dataset (each reaches the file in blocks of its own): merge-files maps the rows
+    every dataset has, names the frame ids left out and says the file is open; a file so shaped
+    that its writer closed is refused, naming it. (The files are written by h5py here: a daemon
+    killed at that moment cannot be aimed at.)"""
+    import subprocess
+
+    import h5py
+
+    def write(name, ids, rows, how):
+        path = os.path.join(tmpdir_, name)
+        r = subprocess.run([sys.executable, "-c", PARTIAL_WRITER, path,
+                            ",".join(map(str, ids)), str(rows), how],
+                           capture_output=True, text=True, timeout=td.LONG)
+        assert r.returncode == 0, r.stderr
+        return path
+
+    a = write("a.h5", [0, 2, 4], 3, "close")
+    b = write("b.h5", [1, 3, 5], 2, "die")
+    master = os.path.join(tmpdir_, "m.h5")
+    r = subprocess.run([td.FAIDCTL, "merge-files", "-o", master, a, b], capture_output=True,
+                       text=True, timeout=td.LONG)
+    assert r.returncode == 0, r.stderr
+    assert "b.h5: still marked open by its writer" in r.stderr, r.stderr
+    assert "b.h5: 1 frame ids past its shortest per-frame dataset (2 rows) left out" in r.stderr
+    with h5py.File(master, "r", swmr=True) as f:
+        assert list(f["entry/data/frame_id"][()]) == [0, 1, 2, 3, 4]
+        assert np.array_equal(f["entry/data/I"][()],
+                              np.arange(5, dtype="<f4")[:, None] * np.arange(1, 5, dtype="<f4"))
+        assert list(f["entry/faid/source_frames"][()]) == [3, 2]
+        assert [s.decode() if isinstance(s, bytes) else s
+                for s in f["entry/faid/source_state"][()]] == ["closed", "open"]
+    c = write("c.h5", [1, 3, 5], 2, "close")
+    r = subprocess.run([td.FAIDCTL, "merge-files", "-o", os.path.join(tmpdir_, "m2.h5"), a, c],
+                       capture_output=True, text=True, timeout=td.LONG)
+    assert r.returncode == 1 and "c.h5: /entry/data/I has 2 rows, frame_id 3" in r.stderr, \
+        r.stderr
