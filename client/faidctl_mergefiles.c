@@ -439,6 +439,26 @@ static int write_u64(job *j, const char *name, const uint64_t *v, int n, int sca
     return rc;
 }
 
+/* The group `path` of loc, NX_class NXcollection (a group of faid's own); -1 on failure. */
+static hid_t make_collection(hid_t loc, const char *path)
+{
+    hid_t g = H5Gcreate2(loc, path, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen("NXcollection"));
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = g >= 0 ? H5Acreate2(g, "NX_class", t, sp, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    int bad = a < 0 || H5Awrite(a, t, "NXcollection") < 0;
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    if (bad && g >= 0) {
+        H5Gclose(g);
+        g = -1;
+    }
+    return g;
+}
+
 /* What the master file holds, in /entry/faid (made, an NXcollection, where the template file
  * has none: a hits file): `frames`, and per instance its `source_files` (the file read, "" for an
  * instance without one), `source_frames` (the rows mapped) and `source_state`: "closed" (closed
@@ -448,20 +468,10 @@ static int write_u64(job *j, const char *name, const uint64_t *v, int n, int sca
 static int write_sources(job *j, const sources *src)
 {
     if (H5Lexists(j->out, "/entry/faid", H5P_DEFAULT) <= 0) {
-        hid_t g = H5Gcreate2(j->out, "/entry/faid", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        hid_t t = H5Tcopy(H5T_C_S1);
-        H5Tset_size(t, strlen("NXcollection"));
-        hid_t sp = H5Screate(H5S_SCALAR);
-        hid_t a = g >= 0 ? H5Acreate2(g, "NX_class", t, sp, H5P_DEFAULT, H5P_DEFAULT) : -1;
-        int bad = a < 0 || H5Awrite(a, t, "NXcollection") < 0;
-        if (a >= 0)
-            H5Aclose(a);
-        H5Sclose(sp);
-        H5Tclose(t);
-        if (g >= 0)
-            H5Gclose(g);
-        if (bad)
+        hid_t g = make_collection(j->out, "/entry/faid");
+        if (g < 0)
             return faid_fail(j->d, FAID_EIO, "cannot make /entry/faid");
+        H5Gclose(g);
     }
     const char *files[MAX_FILES], *state[MAX_FILES];
     uint64_t rows[MAX_FILES];
@@ -627,9 +637,28 @@ static int copy_geometry(job *h, const char *hits_out)
     return rc;
 }
 
+/* MASTER.h5's /entry/hits: an NXcollection of external links to the hits master's /entry/data
+ * (frames, frame_id) and /entry/result_1 (the peaks), by the file's name (libhdf5 looks for it
+ * beside MASTER.h5). Not one link to its /entry: nexusformat 2.1 recurses without end into an
+ * NXentry linked inside an NXentry (RecursionError in nxload; these two links it follows). */
+static int link_hits(job *j, const char *outpath, const char *hits_out)
+{
+    const char *base = strrchr(hits_out, '/');
+    base = base ? base + 1 : hits_out;
+    hid_t m = H5Fopen(outpath, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = m >= 0 ? make_collection(m, "/entry/hits") : -1;
+    int bad =
+        g < 0 || H5Lcreate_external(base, "/entry/data", g, "data", H5P_DEFAULT, H5P_DEFAULT) < 0 ||
+        H5Lcreate_external(base, "/entry/result_1", g, "result_1", H5P_DEFAULT, H5P_DEFAULT) < 0;
+    if (g >= 0)
+        H5Gclose(g);
+    if (m >= 0 && H5Fclose(m) < 0)
+        bad = 1;
+    return bad ? faid_fail(j->d, FAID_EIO, "%s: cannot link /entry/hits to %s", outpath, base) : 0;
+}
+
 /* The hits master: MASTER_hits.h5 over the hits files beside the series files (an instance
- * without one wrote no hit frame), the geometry beside it, and /entry/hits in MASTER.h5 an
- * external link to its /entry (by the file's name: found beside MASTER.h5). */
+ * without one wrote no hit frame), the geometry beside it, and MASTER.h5's /entry/hits. */
 static int merge_hits(job *j, const char *outpath, sources *src)
 {
     char hits_out[PATH_MAX], hp[PATH_MAX];
@@ -658,14 +687,8 @@ static int merge_hits(job *j, const char *outpath, sources *src)
             rc = merge(h, hits_out, src);
         if (!rc)
             rc = copy_geometry(h, hits_out);
-        hid_t m = rc ? -1 : H5Fopen(outpath, H5F_ACC_RDWR, H5P_DEFAULT);
-        const char *base = strrchr(hits_out, '/');
-        base = base ? base + 1 : hits_out;
-        if (!rc && (m < 0 || H5Lcreate_external(base, "/entry", m, "/entry/hits", H5P_DEFAULT,
-                                                H5P_DEFAULT) < 0))
-            rc = faid_fail(j->d, FAID_EIO, "%s: cannot link /entry/hits to %s", outpath, base);
-        if (m >= 0 && H5Fclose(m) < 0 && !rc)
-            rc = faid_fail(j->d, FAID_EIO, "cannot close %s", outpath);
+        if (!rc)
+            rc = link_hits(j, outpath, hits_out);
         uint64_t cut = 0;
         for (int f = 0; f < h->n; f++)
             cut += h->cut[f];

@@ -342,7 +342,8 @@ def test_master_file_covers_the_hits_files(daemons, tmpdir_):
     order, as the instances stored them (h5py + hdf5plugin decode the pixels bit for bit; the
     CXI peak arrays row for row), read by the nxmx package as a single hits file, with the
     CrystFEL geometry beside it; /entry/faid says each instance's part (closed, open: its writer
-    died, none: no hit frame) and the profiles' master reaches the hits at /entry/hits. The
+    died, none: no hit frame) and the profiles' master reaches the frames and peaks at
+    /entry/hits (h5py, from another working directory; nexusformat follows it too). The
     killed instance's files are still marked open: merge-files says so, and a SWMR reader of the
     master reads them (docs/output-files.md)."""
     import re
@@ -458,8 +459,17 @@ def test_master_file_covers_the_hits_files(daemons, tmpdir_):
             assert list(f["entry/faid/source_frames"][()]) == [len(p) for p in deal]
             assert list(f["entry/hits/data/frame_id"][()]) == want
             assert np.array_equal(f["entry/hits/data/data"][1], imgs[2])
+            assert f["entry/hits/result_1/nPeaks"][1] == rows[2][1]
     finally:
         os.chdir(cwd)
+    from nexusformat.nexus import nxload  # the link does not lead NeXus readers astray
+    root = nxload(master)
+    try:
+        assert root.plottable_data.nxsignal.nxname == "I"
+        assert root["entry/hits/data/frame_id"].shape == (len(want),)
+        assert root["entry/hits/result_1/nPeaks"].shape == (len(want),)
+    finally:
+        root.nxfile.close()
 
 
 PARTIAL_WRITER = r"""
