@@ -24,7 +24,7 @@
 #define FRAME_ID  "/entry/data/frame_id"
 
 /* The instances a master file speaks of: n of them, file[i] the job's file of instance i (-1:
- * none), series[i] its series file (a hits master's; NULL for the series master). */
+ * none) and, with with_series (a hits master), series[i] its series file. */
 typedef struct sources {
     int n;
     int file[MAX_FILES];
