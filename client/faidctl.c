@@ -111,6 +111,48 @@ int faidctl_keys_option(faidctl_keys *k, int c, const char *arg)
     return 1;
 }
 
+static int from_option(faidctl_from *o, const char *cmd, int c, const char *arg)
+{
+    char *end = NULL;
+    switch (c) {
+    case FAIDCTL_O_FROM:
+        if (o->n == FAID_MERGE_MAX_INSTANCES) {
+            fprintf(stderr, "faidctl %s: at most %d --from endpoints\n", cmd,
+                    FAID_MERGE_MAX_INSTANCES);
+            return -1;
+        }
+        o->from[o->n++] = arg;
+        return 1;
+    case FAIDCTL_O_TIMEOUT:
+        o->timeout = strtod(arg, &end);
+        if (*end || !(o->timeout > 0) || (o->timeout_max > 0 && o->timeout > o->timeout_max)) {
+            if (o->timeout_max > 0)
+                fprintf(stderr, "faidctl %s: --timeout needs seconds in (0, %g], got '%s'\n", cmd,
+                        o->timeout_max, arg);
+            else
+                fprintf(stderr, "faidctl %s: --timeout needs seconds > 0, got '%s'\n", cmd, arg);
+            return -1;
+        }
+        return 1;
+    case FAIDCTL_O_JSON:
+        o->json = 1;
+        return 1;
+    default:
+        return faidctl_keys_option(&o->keys, c, arg);
+    }
+}
+
+int faidctl_from_getopt(faidctl_from *o, const char *cmd, int argc, char **argv,
+                        const struct option *longopts, int *first)
+{
+    int c, taken;
+    while ((c = faidctl_getopt(argc, argv, longopts, first)) != -1 &&
+           (taken = from_option(o, cmd, c, optarg)) != 0)
+        if (taken < 0)
+            return FAIDCTL_O_BAD;
+    return c;
+}
+
 int faidctl_keys_load(const faidctl_keys *k, const char *cmd, faid_curve_keys *out)
 {
     const char *srv = k->server_key, *key = k->key;

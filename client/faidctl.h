@@ -4,6 +4,8 @@
 #ifndef FAIDCTL_H
 #define FAIDCTL_H
 
+#include "faid_client.h"
+
 #include <getopt.h>
 #include <signal.h>
 
@@ -40,6 +42,28 @@ typedef struct faidctl_keys {
 int faidctl_keys_option(faidctl_keys *k, int c, const char *arg);
 struct faid_curve_keys;
 int faidctl_keys_load(const faidctl_keys *k, const char *cmd, struct faid_curve_keys *out);
+
+/* The options of the commands that listen to several instances at once (sub, aggregates):
+ * --from ENDPOINT (repeatable, at most FAID_MERGE_MAX_INSTANCES), --timeout S, --json and the key
+ * options above. FAIDCTL_FROM_OPTIONS goes into a command's option table; set timeout to the
+ * command's default and timeout_max to its largest (0: no limit), then call
+ * faidctl_from_getopt() where faidctl_getopt() would be: it takes these options itself and
+ * returns the others (-1 at the end, as getopt does), FAIDCTL_O_BAD after printing "faidctl CMD:
+ * ..." for a bad value of one of them (the caller returns 2). */
+enum { FAIDCTL_O_FROM = 1010, FAIDCTL_O_TIMEOUT, FAIDCTL_O_JSON, FAIDCTL_O_BAD };
+#define FAIDCTL_FROM_OPTIONS                                                                       \
+    {"from", required_argument, NULL, FAIDCTL_O_FROM},                                             \
+        {"timeout", required_argument, NULL, FAIDCTL_O_TIMEOUT},                                   \
+        {"json", no_argument, NULL, FAIDCTL_O_JSON}, FAIDCTL_KEY_OPTIONS
+typedef struct faidctl_from {
+    const char *from[FAID_MERGE_MAX_INSTANCES];
+    int n;
+    double timeout, timeout_max;
+    int json;
+    faidctl_keys keys;
+} faidctl_from;
+int faidctl_from_getopt(faidctl_from *o, const char *cmd, int argc, char **argv,
+                        const struct option *longopts, int *first);
 
 /* getopt_long over a subcommand's arguments (argv[0] = the subcommand name), so every command
  * reads `--opt value` and `--opt=value` alike, stops at `--` and accepts options and operands in

@@ -33,39 +33,26 @@ static void usage(FILE *f)
 
 int faidctl_aggregates(int argc, char **argv)
 {
-    const char *froms[FAID_MERGE_MAX_INSTANCES], *powder = NULL;
-    int nfrom = 0, json = 0;
+    const char *powder = NULL;
+    faidctl_from fo = {.timeout = 10, .timeout_max = 86400};
     long long want = 0;
-    double timeout = 10;
-    enum { O_FROM = 256, O_FRAMES, O_TIMEOUT, O_JSON, O_POWDER };
+    enum { O_FRAMES = 256, O_POWDER };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
-        {"from", required_argument, NULL, O_FROM},
         {"frames", required_argument, NULL, O_FRAMES},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"json", no_argument, NULL, O_JSON},
         {"powder", required_argument, NULL, O_POWDER},
-        FAIDCTL_KEY_OPTIONS,
+        FAIDCTL_FROM_OPTIONS,
         {NULL, 0, NULL, 0},
     };
-    faidctl_keys keys = {0};
     int c, first = 1;
-    while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
+    while ((c = faidctl_from_getopt(&fo, "aggregates", argc, argv, longopts, &first)) != -1) {
         char *end = NULL;
-        if (faidctl_keys_option(&keys, c, optarg))
-            continue;
         switch (c) {
+        case FAIDCTL_O_BAD:
+            return 2;
         case 'h':
             usage(stdout);
             return 0;
-        case O_FROM:
-            if (nfrom == FAID_MERGE_MAX_INSTANCES) {
-                fprintf(stderr, "faidctl aggregates: at most %d --from endpoints\n",
-                        FAID_MERGE_MAX_INSTANCES);
-                return 2;
-            }
-            froms[nfrom++] = optarg;
-            break;
         case O_FRAMES:
             want = strtoll(optarg, &end, 10);
             if (*end || want < 1) {
@@ -73,18 +60,6 @@ int faidctl_aggregates(int argc, char **argv)
                         optarg);
                 return 2;
             }
-            break;
-        case O_TIMEOUT:
-            timeout = strtod(optarg, &end);
-            if (*end || !(timeout > 0) || timeout > 86400) {
-                fprintf(stderr,
-                        "faidctl aggregates: --timeout needs seconds in (0, 86400], got '%s'\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case O_JSON:
-            json = 1;
             break;
         case O_POWDER:
             powder = optarg;
@@ -94,14 +69,14 @@ int faidctl_aggregates(int argc, char **argv)
             return 2;
         }
     }
-    if (optind < argc || nfrom == 0) {
+    if (optind < argc || fo.n == 0) {
         fprintf(stderr, "faidctl aggregates: %s\n",
-                nfrom ? "unexpected argument" : "give each instance's output with --from");
+                fo.n ? "unexpected argument" : "give each instance's output with --from");
         usage(stderr);
         return 2;
     }
     faid_curve_keys ck;
-    int krc = faidctl_keys_load(&keys, "aggregates", &ck);
+    int krc = faidctl_keys_load(&fo.keys, "aggregates", &ck);
     if (krc)
         return krc;
     faid_diag d;
@@ -113,38 +88,38 @@ int faidctl_aggregates(int argc, char **argv)
     faid_sub_opts so = {.curve = &ck};
     int status = 1;
     faid_aggr_sum sum = {0};
-    for (int i = 0; i < nfrom; i++)
-        if (!(subs[i] = faid_sub_new_opts(froms[i], FAID_SUB_PUB, &so, &d))) {
+    for (int i = 0; i < fo.n; i++)
+        if (!(subs[i] = faid_sub_new_opts(fo.from[i], FAID_SUB_PUB, &so, &d))) {
             fprintf(stderr, "faidctl aggregates: %s\n", d.msg);
             goto out;
         }
     faidctl_catch_stop();
-    int64_t deadline = faid_now_ns() + (int64_t)(timeout * 1e9);
+    int64_t deadline = faid_now_ns() + (int64_t)(fo.timeout * 1e9);
     for (;;) {
         int have = 0;
         uint64_t frames = 0;
-        for (int i = 0; i < nfrom; i++) {
+        for (int i = 0; i < fo.n; i++) {
             have += latest[i] != NULL;
             frames += latest_frames[i];
         }
-        if (have == nfrom && frames >= (uint64_t)want)
+        if (have == fo.n && frames >= (uint64_t)want)
             break;
         if (faidctl_stop || faid_now_ns() >= deadline) {
             fprintf(stderr,
                     "faidctl aggregates: %s after %g s: ", faidctl_stop ? "interrupted" : "timeout",
-                    timeout);
-            for (int i = 0; i < nfrom; i++)
+                    fo.timeout);
+            for (int i = 0; i < fo.n; i++)
                 if (!latest[i])
-                    fprintf(stderr, "no aggregates from %s; ", froms[i]);
+                    fprintf(stderr, "no aggregates from %s; ", fo.from[i]);
             fprintf(stderr, "%llu of %lld frames counted\n", (unsigned long long)frames, want);
             goto out;
         }
         zmq_pollitem_t items[FAID_MERGE_MAX_INSTANCES];
-        for (int i = 0; i < nfrom; i++)
+        for (int i = 0; i < fo.n; i++)
             items[i] = (zmq_pollitem_t){faid_sub_zsocket(subs[i]), 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(items, nfrom, 100) <= 0)
+        if (zmq_poll(items, fo.n, 100) <= 0)
             continue;
-        for (int i = 0; i < nfrom; i++) {
+        for (int i = 0; i < fo.n; i++) {
             if (!(items[i].revents & ZMQ_POLLIN))
                 continue;
             faid_sub_msg msg;
@@ -161,7 +136,7 @@ int faidctl_aggregates(int argc, char **argv)
             uint64_t f = one.frames;
             faid_aggr_clear(&one);
             if (rc) {
-                fprintf(stderr, "faidctl aggregates: %s: %s\n", froms[i], d.msg);
+                fprintf(stderr, "faidctl aggregates: %s: %s\n", fo.from[i], d.msg);
                 continue;
             }
             uint8_t *copy = malloc(msg.len ? msg.len : 1);
@@ -176,12 +151,12 @@ int faidctl_aggregates(int argc, char **argv)
             latest_frames[i] = f;
         }
     }
-    for (int i = 0; i < nfrom; i++)
+    for (int i = 0; i < fo.n; i++)
         if (faid_aggr_add(&sum, latest[i], latest_len[i], &d) != 0) {
-            fprintf(stderr, "faidctl aggregates: %s: %s\n", froms[i], d.msg);
+            fprintf(stderr, "faidctl aggregates: %s: %s\n", fo.from[i], d.msg);
             goto out;
         }
-    if (json) {
+    if (fo.json) {
         printf("{\"type\": \"aggregates\", \"merged\": true, \"instances\": %d, \"frames\": %llu, "
                "\"hits\": %llu, \"peaks\": %llu, \"hit_rate\": %.9g, \"hit_rate_window_frames\": "
                "%llu, \"num_peaks_bin_width\": %llu, \"num_peaks_histogram\": [",
@@ -225,7 +200,7 @@ int faidctl_aggregates(int argc, char **argv)
 out:
     memset(&ck, 0, sizeof(ck));
     faid_aggr_clear(&sum);
-    for (int i = 0; i < nfrom; i++) {
+    for (int i = 0; i < fo.n; i++) {
         free(latest[i]);
         faid_sub_destroy(&subs[i]);
     }

@@ -3,20 +3,34 @@
  * first file's tree (groups, attributes, the datasets that do not grow with the frames, copied)
  * and makes every per-frame dataset (extendible along its first axis) an HDF5 virtual dataset
  * whose rows are the instances' rows in frame_id order: a reader opens one file and sees the
- * whole series; no frame data is copied. */
+ * whole series; no frame data is copied. Where the series files have hits files beside them
+ * (writer.hits: `x.h5` -> `x_hits.h5`, docs/hits-files.md), the same is done for those into
+ * MASTER_hits.h5 (with the CrystFEL geometry beside it), which MASTER.h5 links at /entry/hits. */
 #include "faidctl.h"
 
 #include "faid_err.h"
+#include "faid_whits.h"
 
 #include <hdf5.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_FILES 1024
 #define FRAME_ID  "/entry/data/frame_id"
+
+/* The instances a master file speaks of: n of them, file[i] the job's file of instance i (-1:
+ * none) and, with with_series (a hits master), series[i] its series file. */
+typedef struct sources {
+    int n;
+    int file[MAX_FILES];
+    const char *series[MAX_FILES];
+    int with_series;
+} sources;
 
 typedef struct row {
     uint64_t frame, src_row;
@@ -27,6 +41,10 @@ typedef struct job {
     hid_t in[MAX_FILES];
     char path[MAX_FILES][PATH_MAX]; /* absolute: the virtual datasets' source files */
     uint64_t nrows_in[MAX_FILES];
+    /* opened only as a SWMR reader: still marked open by its writer (killed, or still writing) */
+    int open[MAX_FILES];
+    uint64_t taken[MAX_FILES]; /* rows the master maps of each file */
+    uint64_t cut[MAX_FILES];   /* an open file's rows past its shortest per-frame dataset */
     int n;
     hid_t out;
     row *rows;
@@ -52,7 +70,10 @@ static void usage(FILE *f)
                "series: the first file's tree, and each per-frame dataset (I, frame_id, peaks,\n"
                "...) a virtual dataset of every file's rows in frame_id order. The series files\n"
                "are named by their absolute paths (HDF5_VDS_PREFIX relocates them) and must\n"
-               "stay. MASTER.h5 must not exist. docs/output-files.md.\n"
+               "stay. MASTER.h5 must not exist. Where hits files (writer.hits) lie beside the\n"
+               "series files, MASTER_hits.h5 likewise holds every instance's hit frames and\n"
+               "peaks in frame_id order (MASTER_hits.geom beside it, MASTER.h5's /entry/hits\n"
+               "links it). docs/output-files.md, docs/hits-files.md.\n"
                "  -o, --out FILE   the master file to write\n"
                "  --compact        few mappings (one strided per file dealt round robin, one\n"
                "                   per run of frames): h5py and pyFAI read it, nexusformat\n"
@@ -302,7 +323,32 @@ static herr_t visit(hid_t g, const char *name, const H5L_info_t *li, void *arg)
     return 0;
 }
 
-/* frame_id of file f: its rows. */
+/* H5Lvisit: the fewest rows of any per-frame dataset (extendible along its first axis). */
+static herr_t fewest_rows(hid_t g, const char *name, const H5L_info_t *li, void *arg)
+{
+    uint64_t *fewest = arg;
+    H5O_info_t oi;
+    if (li->type != H5L_TYPE_HARD || H5Oget_info_by_name(g, name, &oi, H5P_DEFAULT) < 0 ||
+        oi.type != H5O_TYPE_DATASET)
+        return 0;
+    hid_t ds = H5Dopen2(g, name, H5P_DEFAULT);
+    hid_t sp = ds >= 0 ? H5Dget_space(ds) : -1;
+    hsize_t dims[H5S_MAX_RANK], maxd[H5S_MAX_RANK];
+    if (sp >= 0 && H5Sget_simple_extent_ndims(sp) >= 1 &&
+        H5Sget_simple_extent_dims(sp, dims, maxd) >= 0 && maxd[0] == H5S_UNLIMITED &&
+        dims[0] < *fewest)
+        *fewest = dims[0];
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (ds >= 0)
+        H5Dclose(ds);
+    return 0;
+}
+
+/* frame_id of file f: its rows. A file still marked open by its writer (killed between two
+ * flushes) may hold more frame ids than peak rows or frames (each reaches the file in blocks of
+ * its own, docs/hits-files.md): the master takes its rows that every per-frame dataset has and
+ * counts the others in cut[f]. */
 static int read_frames(job *j, int f)
 {
     if (H5Lexists(j->in[f], "/entry", H5P_DEFAULT) <= 0 ||
@@ -325,15 +371,27 @@ static int read_frames(job *j, int f)
         j->rows = more;
     if (!rc && n && H5Dread(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids) < 0)
         rc = faid_fail(j->d, FAID_EIO, "%s: cannot read %s", j->path[f], FRAME_ID);
+    hsize_t usable = n;
+    if (!rc && j->open[f]) {
+        uint64_t fewest = n;
+        H5Lvisit(j->in[f], H5_INDEX_NAME, H5_ITER_INC, fewest_rows, &fewest);
+        usable = fewest;
+        j->cut[f] = n - fewest;
+        if (j->cut[f])
+            fprintf(stderr,
+                    "faidctl merge-files: %s: %llu frame ids past its shortest per-frame dataset "
+                    "(%llu rows) left out: its writer died between two flushes\n",
+                    j->path[f], (unsigned long long)j->cut[f], (unsigned long long)fewest);
+    }
     uint64_t kept = 0;
-    for (hsize_t i = 0; !rc && i < n; i++) {
+    for (hsize_t i = 0; !rc && i < usable; i++) {
         if (ids[i] == UINT64_MAX)
             continue; /* a row a failed write left unwritten (docs/output-files.md) */
         j->rows[j->nrows + kept] = (row){ids[i], i, f};
         kept++;
     }
     j->nrows += kept;
-    j->nrows_in[f] = n;
+    j->nrows_in[f] = usable;
     free(ids);
     if (sp >= 0)
         H5Sclose(sp);
@@ -342,7 +400,101 @@ static int read_frames(job *j, int f)
     return rc;
 }
 
-static int merge(job *j, const char *outpath)
+/* Writes the strings v[0..n) as the dataset `name` (variable-length UTF-8). */
+static int write_strings(job *j, const char *name, const char *const *v, int n)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    hsize_t len = (hsize_t)n;
+    hid_t sp = H5Screate_simple(1, &len, NULL);
+    hid_t ds = H5Dcreate2(j->out, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = 0;
+    if (ds < 0 || H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+        rc = faid_fail(j->d, FAID_EIO, "cannot write %s", name);
+    if (ds >= 0)
+        H5Dclose(ds);
+    H5Sclose(sp);
+    H5Tclose(t);
+    return rc;
+}
+
+/* Writes v[0..n) as the uint64 dataset `name`, one value as a scalar (one the template file
+ * already has, such as a series file's /entry/faid/frames, is overwritten). */
+static int write_u64(job *j, const char *name, const uint64_t *v, int n, int scalar)
+{
+    hsize_t len = (hsize_t)n;
+    int have = H5Lexists(j->out, name, H5P_DEFAULT) > 0;
+    hid_t sp = have ? -1 : scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &len, NULL);
+    hid_t ds =
+        have ? H5Dopen2(j->out, name, H5P_DEFAULT)
+             : H5Dcreate2(j->out, name, H5T_STD_U64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = 0;
+    if (ds < 0 || H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+        rc = faid_fail(j->d, FAID_EIO, "cannot write %s", name);
+    if (ds >= 0)
+        H5Dclose(ds);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return rc;
+}
+
+/* The group `path` of loc, NX_class NXcollection (a group of faid's own); -1 on failure. */
+static hid_t make_collection(hid_t loc, const char *path)
+{
+    hid_t g = H5Gcreate2(loc, path, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen("NXcollection"));
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = g >= 0 ? H5Acreate2(g, "NX_class", t, sp, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    int bad = a < 0 || H5Awrite(a, t, "NXcollection") < 0;
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    if (bad && g >= 0) {
+        H5Gclose(g);
+        g = -1;
+    }
+    return g;
+}
+
+/* What the master file holds, in /entry/faid (made, an NXcollection, where the template file
+ * has none: a hits file): `frames`, and per instance its `source_files` (the file read, "" for an
+ * instance without one), `source_frames` (the rows mapped) and `source_state`: "closed" (closed
+ * by its writer), "open" (still marked open: its writer was killed or still writes, the master
+ * has the rows of its last flush) or "none" (no file: an instance that wrote no hit frame has no
+ * hits file). With series files given (a hits master), `series_files` too. */
+static int write_sources(job *j, const sources *src)
+{
+    if (H5Lexists(j->out, "/entry/faid", H5P_DEFAULT) <= 0) {
+        hid_t g = make_collection(j->out, "/entry/faid");
+        if (g < 0)
+            return faid_fail(j->d, FAID_EIO, "cannot make /entry/faid");
+        H5Gclose(g);
+    }
+    const char *files[MAX_FILES], *state[MAX_FILES];
+    uint64_t rows[MAX_FILES];
+    for (int i = 0; i < src->n; i++) {
+        int f = src->file[i];
+        files[i] = f < 0 ? "" : j->path[f];
+        rows[i] = f < 0 ? 0 : j->taken[f];
+        state[i] = f < 0 ? "none" : j->open[f] ? "open" : "closed";
+    }
+    uint64_t frames = j->nrows;
+    int rc = write_u64(j, "/entry/faid/frames", &frames, 1, 1);
+    if (!rc)
+        rc = write_strings(j, "/entry/faid/source_files", files, src->n);
+    if (!rc)
+        rc = write_u64(j, "/entry/faid/source_frames", rows, src->n, 0);
+    if (!rc)
+        rc = write_strings(j, "/entry/faid/source_state", state, src->n);
+    if (!rc && src->with_series)
+        rc = write_strings(j, "/entry/faid/series_files", src->series, src->n);
+    return rc;
+}
+
+static int merge(job *j, const char *outpath, const sources *src)
 {
     int rc = 0;
     for (int f = 0; f < j->n && !rc; f++)
@@ -360,6 +512,8 @@ static int merge(job *j, const char *outpath)
         j->rows[w++] = j->rows[i];
     }
     j->nrows = w;
+    for (uint64_t i = 0; i < j->nrows; i++)
+        j->taken[j->rows[i].file]++;
     /* Which files land at a constant stride, rows in order. */
     uint64_t last_out[MAX_FILES], last_src[MAX_FILES];
     for (int f = 0; f < j->n; f++) {
@@ -397,37 +551,156 @@ static int merge(job *j, const char *outpath)
     H5Gclose(r1);
     if (!rc && H5Lvisit(j->in[0], H5_INDEX_NAME, H5_ITER_INC, visit, j) < 0)
         rc = j->failed ? j->failed : faid_fail(j->d, FAID_EIO, "cannot walk %s", j->path[0]);
-    /* What the master file holds: every frame, and the files it reads. */
-    if (!rc && H5Lexists(j->out, "/entry/faid", H5P_DEFAULT) > 0 &&
-        H5Lexists(j->out, "/entry/faid/frames", H5P_DEFAULT) > 0) {
-        hid_t ds = H5Dopen2(j->out, "/entry/faid/frames", H5P_DEFAULT);
-        uint64_t v = j->nrows;
-        if (ds < 0 || H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
-            rc = faid_fail(j->d, FAID_EIO, "cannot write /entry/faid/frames");
-        if (ds >= 0)
-            H5Dclose(ds);
-    }
-    if (!rc && H5Lexists(j->out, "/entry/faid", H5P_DEFAULT) > 0) {
-        hid_t t = H5Tcopy(H5T_C_S1);
-        H5Tset_size(t, H5T_VARIABLE);
-        H5Tset_cset(t, H5T_CSET_UTF8);
-        hsize_t n = (hsize_t)j->n;
-        hid_t sp = H5Screate_simple(1, &n, NULL);
-        const char *names[MAX_FILES];
-        for (int f = 0; f < j->n; f++)
-            names[f] = j->path[f];
-        hid_t ds = H5Dcreate2(j->out, "/entry/faid/source_files", t, sp, H5P_DEFAULT, H5P_DEFAULT,
-                              H5P_DEFAULT);
-        if (ds < 0 || H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, names) < 0)
-            rc = faid_fail(j->d, FAID_EIO, "cannot write /entry/faid/source_files");
-        if (ds >= 0)
-            H5Dclose(ds);
-        H5Sclose(sp);
-        H5Tclose(t);
-    }
+    if (!rc)
+        rc = write_sources(j, src);
     if (H5Fclose(j->out) < 0 && !rc)
         rc = faid_fail(j->d, FAID_EIO, "cannot close %s", outpath);
     j->out = -1;
+    return rc;
+}
+
+/* Opens the next source file of j, by its absolute path: a file still marked open by its
+ * writer (killed, or still writing) is opened as a SWMR reader, and so marked. */
+static int open_source(job *j, const char *p)
+{
+    int f = j->n;
+    if (!realpath(p, j->path[f]))
+        return faid_fail(j->d, FAID_EIO, "%s: no such file", p);
+    j->in[f] = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (j->in[f] < 0) {
+        j->in[f] = H5Fopen(p, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+        j->open[f] = j->in[f] >= 0;
+        if (j->open[f]) /* what a reader of the master must know; the master says it too */
+            fprintf(stderr,
+                    "faidctl merge-files: %s: still marked open by its writer (killed, or still "
+                    "writing): its rows of the last flush are mapped; open the master as a SWMR "
+                    "reader (h5py: swmr=True), or run h5clear -s on it once its writer is gone\n",
+                    j->path[f]);
+    }
+    j->n = f + 1;
+    if (j->in[f] < 0)
+        return faid_fail(j->d, FAID_EIO, "%s: not an HDF5 file libhdf5 can open", p);
+    return 0;
+}
+
+static void close_sources(job *j)
+{
+    for (int f = 0; f < j->n; f++)
+        if (j->in[f] >= 0)
+            H5Fclose(j->in[f]);
+    j->n = 0;
+    if (j->out >= 0)
+        H5Fclose(j->out);
+    j->out = -1;
+}
+
+static void free_job(job *j)
+{
+    if (j)
+        free(j->rows);
+    free(j);
+}
+
+/* Copies the CrystFEL geometry beside the first hits file (`x_hits.h5` -> `x_hits.geom`, the
+ * same for every instance of one reduction) beside the hits master: it names datasets of the
+ * file, which the master has at the same paths. None there (a geometry CrystFEL cannot take,
+ * docs/hits-files.md): none here either. */
+static int copy_geometry(job *h, const char *hits_out)
+{
+    char from[PATH_MAX + 8], to[PATH_MAX + 8];
+    size_t a = strlen(h->path[0]), b = strlen(hits_out);
+    if (a < 3 || b < 3 || a > PATH_MAX || b > PATH_MAX)
+        return 0;
+    snprintf(from, sizeof from, "%.*s.geom", (int)(a - 3), h->path[0]);
+    snprintf(to, sizeof to, "%.*s.geom", (int)(b - 3), hits_out);
+    FILE *in = fopen(from, "rb");
+    if (!in)
+        return 0;
+    int fd = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    FILE *out = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    int rc = 0;
+    if (!out) {
+        if (fd >= 0)
+            close(fd);
+        rc = faid_fail(h->d, FAID_EIO, "cannot create %s (it must not exist)", to);
+    }
+    char buf[65536];
+    size_t got;
+    while (!rc && (got = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, got, out) != got)
+            rc = faid_fail(h->d, FAID_EIO, "cannot write %s", to);
+    if (!rc && ferror(in))
+        rc = faid_fail(h->d, FAID_EIO, "cannot read %s", from);
+    if (out && fclose(out) != 0 && !rc)
+        rc = faid_fail(h->d, FAID_EIO, "cannot write %s", to);
+    fclose(in);
+    return rc;
+}
+
+/* MASTER.h5's /entry/hits: an NXcollection of external links to the hits master's /entry/data
+ * (frames, frame_id) and /entry/result_1 (the peaks), by the file's name (libhdf5 looks for it
+ * beside MASTER.h5). Not one link to its /entry: nexusformat 2.1 recurses without end into an
+ * NXentry linked inside an NXentry (RecursionError in nxload; these two links it follows). */
+static int link_hits(job *j, const char *outpath, const char *hits_out)
+{
+    const char *base = strrchr(hits_out, '/');
+    base = base ? base + 1 : hits_out;
+    hid_t m = H5Fopen(outpath, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = m >= 0 ? make_collection(m, "/entry/hits") : -1;
+    int bad =
+        g < 0 || H5Lcreate_external(base, "/entry/data", g, "data", H5P_DEFAULT, H5P_DEFAULT) < 0 ||
+        H5Lcreate_external(base, "/entry/result_1", g, "result_1", H5P_DEFAULT, H5P_DEFAULT) < 0;
+    if (g >= 0)
+        H5Gclose(g);
+    if (m >= 0 && H5Fclose(m) < 0)
+        bad = 1;
+    return bad ? faid_fail(j->d, FAID_EIO, "%s: cannot link /entry/hits to %s", outpath, base) : 0;
+}
+
+/* The hits master: MASTER_hits.h5 over the hits files beside the series files (an instance
+ * without one wrote no hit frame), the geometry beside it, and MASTER.h5's /entry/hits. */
+static int merge_hits(job *j, const char *outpath, sources *src)
+{
+    char hits_out[PATH_MAX], hp[PATH_MAX];
+    job *h = calloc(1, sizeof(*h));
+    if (!h)
+        return faid_fail(j->d, FAID_ENOMEM, "out of memory");
+    h->d = j->d;
+    h->out = -1;
+    h->compact = j->compact;
+    int rc = 0;
+    src->with_series = 1;
+    for (int f = 0; f < j->n && !rc; f++) {
+        src->series[f] = j->path[f];
+        src->file[f] = -1;
+        rc = faid_whits_path(hp, sizeof hp, j->path[f], j->d);
+        if (!rc && access(hp, F_OK) == 0) {
+            src->file[f] = h->n;
+            rc = open_source(h, hp);
+        }
+    }
+    if (!rc && h->n == 0) {
+        printf("no hits files beside the series files\n");
+    } else if (!rc) {
+        rc = faid_whits_path(hits_out, sizeof hits_out, outpath, j->d);
+        if (!rc)
+            rc = merge(h, hits_out, src);
+        if (!rc)
+            rc = copy_geometry(h, hits_out);
+        if (!rc)
+            rc = link_hits(j, outpath, hits_out);
+        uint64_t cut = 0;
+        for (int f = 0; f < h->n; f++)
+            cut += h->cut[f];
+        if (!rc)
+            printf("%s: %llu hit frames from %d hits files (%d series files without one: no hit "
+                   "frame), %llu rows of killed writers' files past their peaks or frames left "
+                   "out, %llu frames in two files kept once\n",
+                   hits_out, (unsigned long long)h->nrows, h->n, j->n - h->n,
+                   (unsigned long long)cut, (unsigned long long)h->duplicates);
+    }
+    close_sources(h);
+    free_job(h);
     return rc;
 }
 
@@ -476,36 +749,28 @@ int faidctl_merge_files(int argc, char **argv)
     j->out = -1;
     j->compact = compact;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here, naming the file */
-    int rc = 0;
+    sources *src = calloc(1, sizeof(*src));
+    int rc = src ? 0 : faid_fail(&d, FAID_ENOMEM, "out of memory");
     for (int f = 0; f < n && !rc; f++) {
-        const char *p = argv[optind + f];
-        if (!realpath(p, j->path[f])) {
-            rc = faid_fail(&d, FAID_EIO, "%s: no such file", p);
-            break;
-        }
-        j->in[f] = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
-        if (j->in[f] < 0) /* still marked open by a writer that died: readable with SWMR */
-            j->in[f] = H5Fopen(p, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
-        if (j->in[f] < 0)
-            rc = faid_fail(&d, FAID_EIO, "%s: not an HDF5 file libhdf5 can open", p);
-        j->n = f + 1;
+        rc = open_source(j, argv[optind + f]);
+        if (src)
+            src->file[f] = f;
+    }
+    if (!rc) {
+        src->n = n;
+        rc = merge(j, outpath, src);
     }
     if (!rc)
-        rc = merge(j, outpath);
-    for (int f = 0; f < j->n; f++)
-        if (j->in[f] >= 0)
-            H5Fclose(j->in[f]);
-    if (rc) {
-        fprintf(stderr, "faidctl merge-files: %s\n", d.msg);
-        if (j->out >= 0)
-            H5Fclose(j->out);
-    } else {
         printf("%s: %llu frames from %d files (%d virtual datasets of %d mappings, %d datasets "
                "copied), %llu frames in two files kept once\n",
                outpath, (unsigned long long)j->nrows, n, j->virtual_datasets, j->mappings,
                j->copied, (unsigned long long)j->duplicates);
-    }
-    free(j->rows);
-    free(j);
+    if (!rc)
+        rc = merge_hits(j, outpath, src);
+    close_sources(j);
+    if (rc)
+        fprintf(stderr, "faidctl merge-files: %s\n", d.msg);
+    free(src);
+    free_job(j);
     return rc ? 1 : 0;
 }

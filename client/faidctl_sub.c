@@ -263,26 +263,21 @@ static int merged_event(const faid_merge_msg *mm, sub_stats *st, int json, char 
 
 int faidctl_sub(int argc, char **argv)
 {
-    const char *from = DEFAULT_FROM, *outdir = NULL, *fan = NULL;
-    const char *froms[FAID_MERGE_MAX_INSTANCES];
-    int nfrom = 0;
+    const char *outdir = NULL, *fan = NULL;
+    faidctl_from fo = {.timeout = -1}; /* no timeout unless given */
     faid_merge_opts mo = {0};
-    int lossless = 0, until_end = 0, json = 0, quiet = 0, rcvhwm = 0;
+    int lossless = 0, until_end = 0, quiet = 0, rcvhwm = 0;
     const char *name = NULL;
     long credit = 0;
     long long count = -1;
-    double timeout = -1;
     enum {
-        O_FROM = 256,
-        O_LOSSLESS,
+        O_LOSSLESS = 256,
         O_NAME,
         O_CREDIT,
         O_UNTIL_END,
-        O_JSON,
         O_QUIET,
         O_OUT,
         O_COUNT,
-        O_TIMEOUT,
         O_RCVHWM,
         O_FAN,
         O_WINDOW,
@@ -291,42 +286,30 @@ int faidctl_sub(int argc, char **argv)
     };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
-        {"from", required_argument, NULL, O_FROM},
         {"lossless", no_argument, NULL, O_LOSSLESS},
         {"name", required_argument, NULL, O_NAME},
         {"credit", required_argument, NULL, O_CREDIT},
         {"until-end", no_argument, NULL, O_UNTIL_END},
-        {"json", no_argument, NULL, O_JSON},
         {"quiet", no_argument, NULL, O_QUIET},
         {"out", required_argument, NULL, O_OUT},
         {"count", required_argument, NULL, O_COUNT},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
         {"rcvhwm", required_argument, NULL, O_RCVHWM},
         {"fan", required_argument, NULL, O_FAN},
         {"window", required_argument, NULL, O_WINDOW},
         {"max-wait", required_argument, NULL, O_MAX_WAIT},
         {"dead-after", required_argument, NULL, O_DEAD_AFTER},
-        FAIDCTL_KEY_OPTIONS,
+        FAIDCTL_FROM_OPTIONS,
         {NULL, 0, NULL, 0},
     };
-    faidctl_keys keys = {0};
     int c, first = 1;
-    while ((c = faidctl_getopt(argc, argv, longopts, &first)) != -1) {
+    while ((c = faidctl_from_getopt(&fo, "sub", argc, argv, longopts, &first)) != -1) {
         char *end = NULL;
-        if (faidctl_keys_option(&keys, c, optarg))
-            continue;
         switch (c) {
+        case FAIDCTL_O_BAD:
+            return 2;
         case 'h':
             usage(stdout);
             return 0;
-        case O_FROM:
-            if (nfrom == FAID_MERGE_MAX_INSTANCES) {
-                fprintf(stderr, "faidctl sub: at most %d --from endpoints\n",
-                        FAID_MERGE_MAX_INSTANCES);
-                return 2;
-            }
-            from = froms[nfrom++] = optarg;
-            break;
         case O_FAN:
             fan = optarg;
             break;
@@ -368,9 +351,6 @@ int faidctl_sub(int argc, char **argv)
         case O_UNTIL_END:
             until_end = 1;
             break;
-        case O_JSON:
-            json = 1;
-            break;
         case O_QUIET:
             quiet = 1;
             break;
@@ -382,13 +362,6 @@ int faidctl_sub(int argc, char **argv)
             if (*end || count < 1) {
                 fprintf(stderr, "faidctl sub: --count needs a positive integer, got '%s'\n",
                         optarg);
-                return 2;
-            }
-            break;
-        case O_TIMEOUT:
-            timeout = strtod(optarg, &end);
-            if (*end || !(timeout > 0)) {
-                fprintf(stderr, "faidctl sub: --timeout needs seconds > 0, got '%s'\n", optarg);
                 return 2;
             }
             break;
@@ -421,24 +394,25 @@ int faidctl_sub(int argc, char **argv)
     faid_diag d;
     faid_diag_clear(&d);
     faid_curve_keys ck;
-    int krc = faidctl_keys_load(&keys, "sub", &ck);
+    int krc = faidctl_keys_load(&fo.keys, "sub", &ck);
     if (krc)
         return krc;
-    const int merged = nfrom > 1 || fan;
+    const int merged = fo.n > 1 || fan;
     if (merged && lossless) {
         memset(&ck, 0, sizeof(ck));
         fprintf(stderr, "faidctl sub: --lossless takes one --from endpoint (no merge)\n");
         return 2;
     }
-    if (nfrom == 0)
-        froms[nfrom++] = from;
+    if (fo.n == 0)
+        fo.from[fo.n++] = DEFAULT_FROM;
+    const char *from = fo.from[fo.n - 1]; /* the one of an unmerged subscription */
     faid_sub *s = NULL;
     faid_merge *mg = NULL;
     if (merged) {
         mo.fan = fan;
         mo.rcvhwm = rcvhwm;
         mo.curve = &ck;
-        mg = faid_merge_new(froms, nfrom, &mo, &d);
+        mg = faid_merge_new(fo.from, fo.n, &mo, &d);
     } else {
         faid_sub_opts so = {
             .rcvhwm = rcvhwm, .name = name, .credit = (uint32_t)credit, .curve = &ck};
@@ -457,8 +431,8 @@ int faidctl_sub(int argc, char **argv)
     id_tracker tr;
     memset(&tr, 0, sizeof(tr));
     size_t json_cap = 1 << 20;
-    char *json_buf = json ? malloc(json_cap) : NULL;
-    if (json && !json_buf) {
+    char *json_buf = fo.json ? malloc(json_cap) : NULL;
+    if (fo.json && !json_buf) {
         fprintf(stderr, "faidctl sub: out of memory\n");
         faid_sub_destroy(&s);
         faid_merge_destroy(&mg);
@@ -467,7 +441,7 @@ int faidctl_sub(int argc, char **argv)
     const char *why = "interrupted";
     int status = 0;
     int64_t t0 = faid_now_ns(), next_line = t0 + 1000000000LL;
-    int64_t deadline = timeout > 0 ? t0 + (int64_t)(timeout * 1e9) : INT64_MAX;
+    int64_t deadline = fo.timeout > 0 ? t0 + (int64_t)(fo.timeout * 1e9) : INT64_MAX;
 
     for (;;) {
         if (faidctl_stop)
@@ -493,7 +467,7 @@ int faidctl_sub(int argc, char **argv)
             rc = faid_merge_next(mg, wait_ms, &mm, &d);
             if (rc == 0 && mm.kind != FAID_MERGE_START && mm.kind != FAID_MERGE_RESULT &&
                 mm.kind != FAID_MERGE_OTHER) {
-                if (merged_event(&mm, &st, json, json_buf, json_cap, quiet, tty)) {
+                if (merged_event(&mm, &st, fo.json, json_buf, json_cap, quiet, tty)) {
                     why = "series end";
                     break;
                 }
@@ -546,7 +520,7 @@ int faidctl_sub(int argc, char **argv)
             st.last_msgno = m->msg_number;
         }
         (void)src;
-        if (json) {
+        if (fo.json) {
             /* Flushed per line so a pipe reader sees each message as it arrives. */
             if (faid_mp_to_json(msg.body, msg.len, json_buf, json_cap, 8, &d) == 0) {
                 printf("%s\n", json_buf);
@@ -668,7 +642,7 @@ done:
     if (mg)
         printf("merged: %d instances, late results %llu, frames never seen %llu, lost by the "
                "fan-out %llu, mismatched starts %llu\n",
-               nfrom, (unsigned long long)st.late, (unsigned long long)st.never_seen,
+               fo.n, (unsigned long long)st.late, (unsigned long long)st.never_seen,
                (unsigned long long)st.fan_lost, (unsigned long long)st.mismatched);
     if (lossless) {
         faid_sub_ll_stats ls;
@@ -678,7 +652,7 @@ done:
                (unsigned long long)ls.duplicates);
     }
     if (status == 1 && strcmp(why, "timeout") == 0)
-        fprintf(stderr, "faidctl sub: timeout after %g s with %llu of %lld results\n", timeout,
+        fprintf(stderr, "faidctl sub: timeout after %g s with %llu of %lld results\n", fo.timeout,
                 (unsigned long long)st.results, count);
     fflush(stdout);
     free(json_buf);

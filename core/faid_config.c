@@ -1092,6 +1092,69 @@ static int valid_devices_word(const char *v)
     return 1;
 }
 
+/* An item of an endpoint list (input.endpoint, fan.aggregates_from, ...): a ZeroMQ endpoint,
+ * without the comma that joins the list. */
+static int endpoint_item(const ctx *c, const yaml_node_t *it, const faid_option *o, const char *v,
+                         faid_diag *d)
+{
+    if (!strstr(v, "://"))
+        return failk(d, c, it, o->name, FAID_ECONFIG,
+                     "'%s' is not a ZeroMQ endpoint (e.g. tcp://*:5555)", v);
+    if (strchr(v, ','))
+        return failk(d, c, it, o->name, FAID_ECONFIG, "'%s': an endpoint must not contain a comma",
+                     v);
+    return 0;
+}
+
+/* An item of a result key list (output.keys, ...): an array key of the result message. */
+static int result_key_item(const ctx *c, const yaml_node_t *it, const faid_option *o, const char *v,
+                           faid_diag *d)
+{
+    if (!result_array_key(v))
+        return failk(d, c, it, o->name, FAID_ECONFIG,
+                     "'%s' is not an array key of the result message (PROTOCOL.md 3.2)", v);
+    return 0;
+}
+
+/* The k items of the list n (or n itself, one scalar, where the option takes one for a list of
+ * one) joined by commas into dst (o->cap bytes; what faid_config_endpoint_at() reads back): each
+ * a plain scalar that item() accepts, none listed twice, the whole within o->cap. dst is written
+ * only when every item is good. */
+static int join_list(const ctx *c, const yaml_node_t *n, const faid_option *o, int k,
+                     int (*item)(const ctx *, const yaml_node_t *, const faid_option *,
+                                 const char *, faid_diag *),
+                     char *dst, faid_diag *d)
+{
+    char buf[1040] = "";
+    size_t len = 0;
+    int rc;
+    for (int i = 0; i < k; i++) {
+        const yaml_node_t *it = n;
+        if (n->type == YAML_SEQUENCE_NODE)
+            it = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+        const char *v = NULL;
+        if (!it)
+            return failk(d, c, n, o->name, FAID_ECONFIG, "malformed list");
+        if ((rc = plain_text(c, it, o, &v, d)) || (rc = item(c, it, o, v, d)))
+            return rc;
+        for (int j = 0; j < i; j++) {
+            char prev[1040];
+            if (faid_config_endpoint_at(buf, j, prev, sizeof prev) && strcmp(prev, v) == 0)
+                return failk(d, c, it, o->name, FAID_ECONFIG, "'%s' is listed twice", v);
+        }
+        size_t l = strlen(v);
+        if (len + l + 1 >= sizeof buf || len + l + 1 >= o->cap)
+            return failk(d, c, n, o->name, FAID_ECONFIG, "too long (at most %zu characters)",
+                         o->cap - 1);
+        if (i)
+            buf[len++] = ',';
+        memcpy(buf + len, v, l + 1);
+        len += l;
+    }
+    memcpy(dst, buf, len + 1);
+    return 0;
+}
+
 static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, faid_config *cfg,
                       faid_diag *d)
 {
@@ -1254,38 +1317,8 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
         } else if (n->type != YAML_SCALAR_NODE) {
             return failk(d, c, n, o->name, FAID_ECONFIG, "expected an endpoint or a list of them");
         }
-        char buf[1040];
-        size_t len = 0;
-        for (int i = 0; i < k; i++) {
-            const yaml_node_t *it = n;
-            if (n->type == YAML_SEQUENCE_NODE)
-                it = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
-            const char *v = NULL;
-            if (!it)
-                return failk(d, c, n, o->name, FAID_ECONFIG, "malformed list");
-            if ((rc = plain_text(c, it, o, &v, d)))
-                return rc;
-            if (!strstr(v, "://"))
-                return failk(d, c, it, o->name, FAID_ECONFIG,
-                             "'%s' is not a ZeroMQ endpoint (e.g. tcp://*:5555)", v);
-            if (strchr(v, ','))
-                return failk(d, c, it, o->name, FAID_ECONFIG,
-                             "'%s': an endpoint must not contain a comma", v);
-            for (int j = 0; j < i; j++) {
-                char prev[1040];
-                if (faid_config_endpoint_at(buf, j, prev, sizeof prev) && strcmp(prev, v) == 0)
-                    return failk(d, c, it, o->name, FAID_ECONFIG, "'%s' is listed twice", v);
-            }
-            size_t l = strlen(v);
-            if (len + l + 1 >= sizeof buf || len + l + 1 >= o->cap)
-                return failk(d, c, n, o->name, FAID_ECONFIG, "too long (at most %zu characters)",
-                             o->cap - 1);
-            if (i)
-                buf[len++] = ',';
-            memcpy(buf + len, v, l + 1);
-            len += l;
-        }
-        memcpy(dst, buf, len + 1);
+        if ((rc = join_list(c, n, o, k, endpoint_item, dst, d)))
+            return rc;
         break;
     }
     case FAID_OT_KEYS: {
@@ -1295,33 +1328,8 @@ static int apply_node(const ctx *c, const faid_option *o, const yaml_node_t *n, 
         int k = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
         if (k > 16)
             return failk(d, c, n, o->name, FAID_ECONFIG, "expected at most 16 keys");
-        char buf[256] = "";
-        size_t len = 0;
-        for (int i = 0; i < k; i++) {
-            yaml_node_t *it = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
-            const char *v = NULL;
-            if (!it)
-                return failk(d, c, n, o->name, FAID_ECONFIG, "malformed list");
-            if ((rc = plain_text(c, it, o, &v, d)))
-                return rc;
-            if (!result_array_key(v))
-                return failk(d, c, it, o->name, FAID_ECONFIG,
-                             "'%s' is not an array key of the result message (PROTOCOL.md 3.2)", v);
-            for (int j = 0; j < i; j++) {
-                char prev[256];
-                if (faid_config_endpoint_at(buf, j, prev, sizeof prev) && strcmp(prev, v) == 0)
-                    return failk(d, c, it, o->name, FAID_ECONFIG, "'%s' is listed twice", v);
-            }
-            size_t l = strlen(v);
-            if (len + l + 1 >= sizeof buf || len + l + 1 >= o->cap)
-                return failk(d, c, n, o->name, FAID_ECONFIG, "too long (at most %zu characters)",
-                             o->cap - 1);
-            if (i)
-                buf[len++] = ',';
-            memcpy(buf + len, v, l + 1);
-            len += l;
-        }
-        memcpy(AT(cfg, o->off, char), buf, len + 1);
+        if ((rc = join_list(c, n, o, k, result_key_item, AT(cfg, o->off, char), d)))
+            return rc;
         break;
     }
     }

@@ -19,13 +19,10 @@ frame count and hit rate equal `faidctl aggregates`), and its JSON whatever an i
 
 Nothing asserts on time: timeouts only turn a hang into a failure."""
 
-import base64
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -34,7 +31,8 @@ import numpy as np
 import pytest
 import zmq
 
-from test_daemon import (BIN, FAIDCTL, LONG, COLS, ROWS, SRC, Daemon, Receiver, arr, config_text,
+from chromium_page import needs_chromium
+from test_daemon import (BIN, FAIDCTL, LONG, COLS, ROWS, Daemon, Receiver, arr, config_text,
                          ep, frames, free_port, header)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
@@ -790,10 +788,7 @@ def test_mismatched_configuration_flagged(rig):
     assert odd.rx.of("result") and "flagged" in odd.logtext()
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium missing (Debian chromium)")
+@needs_chromium
 def test_dashboard_of_the_whole_run(rig):
     """The dashboard on the fan-out's HTTP server (fan.aggregates_from: the three instances'
     outputs) in headless Chromium: the same page as faid's, it finds it is on the fan-out and
@@ -804,7 +799,7 @@ def test_dashboard_of_the_whole_run(rig):
 
     pytest.importorskip("websocket")
     import test_peaks as tp
-    from test_dashboard import DevTools, page_ws, start_chromium
+    from chromium_page import open_page, page_faults, screenshot
 
     start_fan, start_instance = rig
     outs = [free_port() for _ in range(3)]
@@ -817,14 +812,7 @@ def test_dashboard_of_the_whole_run(rig):
     for m in native_series(7, imgs):
         det.send(m)
     base = "http://%s:%d/" % (fan.host, fan.ports["http"])
-    profile = tempfile.mkdtemp(prefix="faid-chromium-")
-    proc = dt = None
-    try:
-        proc, dport = start_chromium(profile)
-        dt = DevTools(page_ws(dport))
-        for domain in ("Runtime", "Log", "Network", "Page"):
-            dt.call(domain + ".enable")
-        dt.call("Page.navigate", url=base)
+    with open_page(base) as dt:
         status = "document.getElementById('status') && document.getElementById('status').dataset"
         dt.wait_eval(status + ".fanFrames", lambda v: v == str(n), "the summed frame count")
         assert dt.eval(status + ".fanInstances") == "3"
@@ -848,33 +836,9 @@ def test_dashboard_of_the_whole_run(rig):
         assert rows == ["live"] * 3, rows
         assert not dt.eval("document.getElementById('fan-powder-box').hidden")
         assert dt.eval("document.body.classList.contains('fan')")
-        shot = dt.call("Page.captureScreenshot", format="png")["data"]
-        out = os.path.join(SRC, "tests", "out")
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "dashboard-fan.png"), "wb") as f:
-            f.write(base64.b64decode(shot))
-        with dt.cv:
-            events = list(dt.events)
-        errors = [e for e in events if e["method"] == "Runtime.exceptionThrown"
-                  or (e["method"] == "Runtime.consoleAPICalled"
-                      and e["params"]["type"] in ("error", "assert"))
-                  or (e["method"] == "Log.entryAdded"
-                      and e["params"]["entry"]["level"] == "error")]
-        assert not errors, errors
-        urls = [e["params"]["request"]["url"] for e in events
-                if e["method"] == "Network.requestWillBeSent"]
-        assert base + "api/v1/fan" in urls, urls
-        outside = [u for u in urls if not u.startswith(base) and not u.startswith("data:")]
-        assert not outside, outside
-    finally:
-        if dt:
-            dt.close()
-        if proc:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        shutil.rmtree(profile, ignore_errors=True)
+        screenshot(dt, "dashboard-fan.png")
+        seen = page_faults(dt, base)
+        assert not seen["errors"], seen["errors"]
+        assert base + "api/v1/fan" in seen["urls"], seen["urls"]
+        assert not seen["outside"], seen["outside"]
     det.close()

@@ -11,11 +11,10 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_daemon as td  # noqa: E402
+from shards import (captured_series, dat_columns, instance_cfg, kill_last_mid_series,  # noqa: E402
+                    peer_pub, read_until_start, replay, second_stalls, send_dealt, send_part,
+                    sub_lines, sub_proc, three)
 from test_daemon import Receiver, Sender, daemons, frames, tmpdir_  # noqa: E402,F401
-
-
-def instance_cfg(name, shard, shards):
-    return f"instance:\n  name: {name}\n  shard: {shard}\n  shards: {shards}\n"
 
 
 def test_two_daemons_stamp_their_shard(daemons):
@@ -28,11 +27,7 @@ def test_two_daemons_stamp_their_shard(daemons):
     rxs[0].settle()
     imgs = frames(3)
     for k, d in enumerate(ds):
-        tx = Sender(d)
-        tx.start(series_id=7)
-        for i in range(k, len(imgs), 2):
-            tx.image(i, imgs[i], series_id=7)
-        tx.end(series_id=7)
+        send_part(d, range(k, len(imgs), 2), imgs, 7)
     want = [("alpha", 0, 2), ("beta", 1, 2), (None, 0, 1)]
     for d, rx, (name, shard, shards) in zip(ds, rxs, want):
         msgs = rx.collect_until_end()
@@ -63,54 +58,6 @@ def test_shard_not_below_shards_is_refused(daemons, tmpdir_):
 
 # ---- the merged subscriber -------------------------------------------------------------------
 
-def sub_proc(ds, outdir, *extra):
-    """faidctl sub --from each daemon's output, merged, every message as a JSON line."""
-    import subprocess
-
-    args = [td.FAIDCTL, "sub", "--json", "--quiet", "--until-end", "--timeout", "60"]
-    for d in ds:
-        args += ["--from", td.ep(d.ports["out"])]
-    if outdir:
-        args += ["--out", outdir]
-    return subprocess.Popen([*args, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-
-
-def sub_lines(p, before=""):
-    import json
-
-    if before:
-        # p.stdout was read from: its buffer holds what communicate() would miss
-        out = before + p.stdout.read()
-        err = p.stderr.read()
-        p.wait(td.LONG)
-    else:
-        out, err = p.communicate(timeout=td.LONG * 2)
-    assert p.returncode == 0, err
-    lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
-    return lines, out, err
-
-
-def read_until_start(p):
-    """The merged stream's lines up to its first start (so that the test knows whose start the
-    series' reference is)."""
-    got = ""
-    while True:
-        ln = p.stdout.readline()
-        assert ln, "faidctl sub ended before a start"
-        got += ln
-        if ln.startswith('{"type": "start"'):
-            return got
-
-
-def three(daemons):
-    return [daemons(devices="ref", extra=instance_cfg("i%d" % k, k, 3)) for k in range(3)]
-
-
-def dat_columns(path):
-    return np.loadtxt(path, comments="#", dtype=np.float64)
-
-
 def test_merged_sub_three_instances(daemons, tmpdir_):
     """Three daemons (shards 0, 1, 2 of 3) each reduce their own frames (frame % 3) of one
     series: the merged `faidctl sub` gives the start once, every frame once and in frame order,
@@ -124,12 +71,7 @@ def test_merged_sub_three_instances(daemons, tmpdir_):
     Receiver(ds[0]).settle()  # the subscriptions reach the PUB sockets
     n = 12
     imgs = frames(n, seed=3)
-    for k, d in enumerate(ds):
-        tx = Sender(d)
-        tx.start(series_id=5, nimages=n)
-        for i in range(k, n, 3):
-            tx.image(i, imgs[i], series_id=5)
-        tx.end(series_id=5)
+    send_dealt(ds, imgs, 5, nimages=n)
     lines, text, err = sub_lines(p)
     kinds = [m["type"] for m in lines if m["type"] in ("start", "result", "end")]
     assert kinds.count("start") == 1 and kinds[0] == "start", kinds
@@ -162,29 +104,14 @@ def test_merged_sub_instance_killed(daemons, tmpdir_):
     """One of three instances is killed (SIGKILL) mid-series: the merged end comes once the
     others ended and the dead one fell silent, with its frames never reduced listed by id; every
     frame that was reduced is delivered once."""
-    import signal
-
     ds = three(daemons)
     p = sub_proc(ds, None, "--dead-after", "1.5")
     Receiver(ds[0]).settle()
     n = 18
     imgs = frames(n, seed=4)
-    txs = [Sender(d) for d in ds]
-    for tx in txs:
-        tx.start(series_id=9, nimages=n)
-    first = [i for i in range(n) if i % 3 == 2 and i < 9]  # shard 2 reduces these, then dies
-    for i in first:
-        txs[2].image(i, imgs[i], series_id=9)
-    ds[2].wait_counters(lambda c: c["processed"] >= len(first), "shard 2's first frames")
-    ds[2].proc.send_signal(signal.SIGKILL)
-    ds[2].proc.wait()
-    for k in (0, 1):
-        for i in range(k, n, 3):
-            txs[k].image(i, imgs[i], series_id=9)
-        txs[k].end(series_id=9)
+    first, never = kill_last_mid_series(ds, imgs, 9)
     lines, text, err = sub_lines(p)
     results = [m["frame_id"] for m in lines if m["type"] == "result"]
-    never = sorted(i for i in range(n) if i % 3 == 2 and i not in first)
     assert sorted(results) == sorted(set(range(n)) - set(never)), results
     assert len(results) == len(set(results))
     end = [m for m in lines if m["type"] == "end"]
@@ -197,29 +124,6 @@ def test_merged_sub_instance_killed(daemons, tmpdir_):
     assert end["frames_processed"] == n - len(never) - len(first), end  # the two that ended
 
 
-def captured_series(daemons, name, shard, shards, ids, imgs, series_id):
-    """A real daemon's start, results and end of frames `ids`, as published (msgpack bodies),
-    for a test's own PUB to replay with alterations; the daemon is stopped afterwards."""
-    d = daemons(devices="ref", extra=instance_cfg(name, shard, shards))
-    rx = Receiver(d)
-    rx.settle()
-    tx = Sender(d)
-    tx.start(series_id=series_id, nimages=len(imgs))
-    for i in ids:
-        tx.image(i, imgs[i], series_id=series_id)
-    tx.end(series_id=series_id)
-    msgs = [m for m in rx.collect_until_end() if m["type"] in ("start", "result", "end")]
-    d.stop()
-    return msgs
-
-
-def replay(sock, msgs):
-    import msgpack
-
-    for m in msgs:
-        sock.send_multipart([m["type"].encode(), msgpack.packb(m)])
-
-
 def test_merged_sub_hostile_instance(daemons, tmpdir_):
     """A peer replaying a real instance's messages altered: its results in reverse order through
     a window of 2 (the late ones delivered and counted, none lost), one result twice (dropped,
@@ -227,8 +131,6 @@ def test_merged_sub_hostile_instance(daemons, tmpdir_):
     nothing missing. A second run where its start has another config_hash: an error naming
     the instance, its results kept out and counted, its frames listed missing."""
     import time
-
-    import zmq
 
     n = 10
     imgs = frames(n, seed=5)
@@ -240,18 +142,10 @@ def test_merged_sub_hostile_instance(daemons, tmpdir_):
 
     for mismatch in (False, True):
         a = daemons(devices="ref", extra=instance_cfg("a", 0, 2))
-        ctx = zmq.Context.instance()
-        pub = ctx.socket(zmq.PUB)
-        port = td.free_port()
-        pub.bind(td.ep(port))
-        fake = type("F", (), {"ports": {"out": port}})
+        pub, port, fake = peer_pub()
         p = sub_proc([a, fake], None, "--window", "2", "--dead-after", "30")
         time.sleep(1.0)  # both subscriptions in place
-        tx = Sender(a)
-        tx.start(series_id=3, nimages=n)
-        for i in range(0, n, 2):
-            tx.image(i, imgs[i], series_id=3)
-        tx.end(series_id=3)
+        send_part(a, range(0, n, 2), imgs, 3, nimages=n)
         first = dict(start, config_hash="ffffffffffffffff") if mismatch else start
         rev = sorted(results, key=lambda r: -r["frame_id"])
         before = read_until_start(p)  # a's start is the series' reference
@@ -289,17 +183,8 @@ def test_aggregates_summed(daemons, tmpdir_):
     ds = [daemons(devices="ref", extra=tp.PEAKS + instance_cfg("p%d" % k, k, 3))
           for k in range(3)]
     one = daemons(devices="ref", extra=tp.PEAKS)
-    for k, d in enumerate(ds):
-        tx = Sender(d)
-        tx.start(series_id=2)
-        for i in range(k, n, 3):
-            tx.image(i, imgs[i], series_id=2)
-        tx.end(series_id=2)
-    tx = Sender(one)
-    tx.start(series_id=2)
-    for i in range(n):
-        tx.image(i, imgs[i], series_id=2)
-    tx.end(series_id=2)
+    send_dealt(ds, imgs, 2)
+    send_part(one, range(n), imgs, 2)
 
     def aggregates(group, name):
         path = os.path.join(tmpdir_, name + ".npy")
@@ -348,11 +233,7 @@ def test_master_file_over_the_instances_files(daemons, tmpdir_, dealing, compact
     deal = ([range(k, n, 3) for k in range(3)] if dealing == "round-robin"
             else [range(0, 4), range(4, 7), range(7, 10)])
     for k, d in enumerate(ds):
-        tx = Sender(d)
-        tx.start(series_id=4, series_unique_id="lyso-merge", nimages=n)
-        for i in deal[k]:
-            tx.image(i, imgs[i], series_id=4)
-        tx.end(series_id=4)
+        send_part(d, deal[k], imgs, 4, series_unique_id="lyso-merge", nimages=n)
     for d in ds:
         tw.wait_status(d, lambda w: w["files_written"] == 1, "file written")
     parts = [os.path.join(o, "lyso-merge.h5") for o in outs]
@@ -401,24 +282,14 @@ def test_merged_sub_fan_lost_report(daemons, tmpdir_):
     import time
 
     import msgpack
-    import zmq
 
     ds = [daemons(devices="ref", extra=instance_cfg("f%d" % k, k, 2)) for k in range(2)]
-    pub = zmq.Context.instance().socket(zmq.PUB)
-    port = td.free_port()
-    pub.bind(td.ep(port))
+    pub, port, _ = peer_pub()
     p = sub_proc(ds, None, "--fan", td.ep(port), "--dead-after", "60")
     time.sleep(1.0)
     n = 8
     imgs = frames(n, seed=7)
-    txs = [Sender(d) for d in ds]
-    for tx in txs:
-        tx.start(series_id=6, nimages=n)
-    txs[1].image(1, imgs[1], series_id=6)
-    ds[1].wait_counters(lambda c: c["processed"] >= 1, "f1's frame")
-    for i in range(0, n, 2):
-        txs[0].image(i, imgs[i], series_id=6)
-    txs[0].end(series_id=6)
+    second_stalls(ds, imgs, 6, 2)
     before = read_until_start(p)
     time.sleep(0.5)  # f1's start and result reach the merge before the report
     pub.send_multipart([b"lost", msgpack.packb({"type": "lost", "series": 6, "instance": "f1",
@@ -441,26 +312,17 @@ def test_merged_sub_refuses_oversized_messages(daemons, tmpdir_):
     ends after --dead-after, its frames listed missing, frame 99 never delivered."""
     import time
 
-    import zmq
-
     n = 6
     imgs = frames(n, seed=8)
     odd = list(range(1, n, 2))
     cap = captured_series(daemons, "b", 1, 2, odd, imgs, 3)
     a = daemons(devices="ref", extra=instance_cfg("a", 0, 2))
-    pub = zmq.Context.instance().socket(zmq.PUB)
-    port = td.free_port()
-    pub.bind(td.ep(port))
-    fake = type("F", (), {"ports": {"out": port}})
+    pub, port, fake = peer_pub()
     p = sub_proc([a, fake], None, "--dead-after", "2")
     time.sleep(1.0)
     replay(pub, [cap[0], dict(cap[1], frame_id=99, user_data=b"x" * (70 << 20))])
     time.sleep(0.5)
-    tx = Sender(a)
-    tx.start(series_id=3, nimages=n)
-    for i in range(0, n, 2):
-        tx.image(i, imgs[i], series_id=3)
-    tx.end(series_id=3)
+    send_part(a, range(0, n, 2), imgs, 3, nimages=n)
     replay(pub, cap[1:])  # never arrives: the connection is gone
     lines, text, err = sub_lines(p)
     pub.close(linger=0)
@@ -470,3 +332,203 @@ def test_merged_sub_refuses_oversized_messages(daemons, tmpdir_):
     assert len(end) == 1 and end[0]["ended"] == 1 and end[0]["silent"] == 1, end
     listed = [i for lo, hi in end[0]["missing_frames"] for i in range(lo, hi + 1)]
     assert listed == odd, end
+
+
+def test_master_file_covers_the_hits_files(daemons, tmpdir_):
+    """Three instances with peaks and writer.hits reduce their frames of one series (bslz4 as
+    the detector sends them): instance 0 ends, instance 1 is killed (SIGKILL) once its hits are
+    flushed, instance 2 gets no hit frame (so writes no hits file). `faidctl merge-files` over
+    the three series files also writes MASTER_hits.h5: every hit of the series once, in frame
+    order, as the instances stored them (h5py + hdf5plugin decode the pixels bit for bit; the
+    CXI peak arrays row for row), read by the nxmx package as a single hits file, with the
+    CrystFEL geometry beside it; /entry/faid says each instance's part (closed, open: its writer
+    died, none: no hit frame) and the profiles' master reaches the frames and peaks at
+    /entry/hits (h5py, from another working directory; nexusformat follows it too). The
+    killed instance's files are still marked open: merge-files says so, and a SWMR reader of the
+    master reads them (docs/output-files.md)."""
+    import re
+    import signal
+    import subprocess
+    import time
+
+    import h5py
+    import hdf5plugin  # noqa: F401  (registers the bitshuffle filter for h5py)
+    import test_peaks as tp
+    import test_writer as tw
+    sys.path.insert(0, os.path.join(td.SRC, "tests", "reference"))
+    import dectris_stream as dst
+
+    n = 14
+    imgs, truth = tp.spot_frames(n)  # even frames are hits
+    deal = [[0, 1, 4, 5, 8, 9], [2, 3, 6, 7, 10], [11, 13]]  # frame 12 reaches nobody
+    outs, ds = [], []
+    for k in range(3):
+        out = os.path.join(tmpdir_, "hfiles%d" % k)
+        os.makedirs(out)
+        outs.append(out)
+        ds.append(daemons(devices="ref", extra=tp.PEAKS + instance_cfg("h%d" % k, k, 3) +
+                          tw.writer_cfg(out, hits="true", flush_interval=0.1)))
+    for k, d in enumerate(ds):
+        tx = Sender(d)
+        tx.start(series_id=6, series_unique_id="lyso-hits", nimages=n)
+        for i in deal[k]:
+            tx.sock.send_multipart([td.header(i, 6, imgs[i].shape, "uint16", encoding="bslz4"),
+                                    dst.bslz4(imgs[i])])
+        if k != 1:
+            tx.end(series_id=6)
+    hits = [[i for i in part if truth[i]] for part in deal]
+    assert [len(h) for h in hits] == [3, 3, 0]
+    for k in (0, 2):
+        tw.wait_status(ds[k], lambda w: w["files_written"] == 1, "file written")
+    # instance 1 dies once a SWMR reader sees its hits and its frames flushed
+    parts = [os.path.join(o, "lyso-hits.h5") for o in outs]
+    hparts = [os.path.join(o, "lyso-hits_hits.h5") for o in outs]
+    t_end = time.monotonic() + td.LONG
+    seen = (0, 0)
+    while seen != (len(deal[1]), len(hits[1])) and time.monotonic() < t_end:
+        try:
+            with h5py.File(parts[1], "r", swmr=True) as a, \
+                    h5py.File(hparts[1], "r", swmr=True) as b:
+                seen = (a["entry/data/frame_id"].shape[0], b["entry/result_1/nPeaks"].shape[0])
+        except (OSError, KeyError, BlockingIOError):
+            pass
+        time.sleep(0.05)
+    assert seen == (len(deal[1]), len(hits[1])), seen
+    ds[1].proc.send_signal(signal.SIGKILL)
+    ds[1].proc.wait(td.LONG)
+    assert not os.path.exists(hparts[2])  # no hit frame, no hits file
+
+    master = os.path.join(tmpdir_, "lyso-hits_master.h5")
+    r = subprocess.run([td.FAIDCTL, "merge-files", "-o", master, *parts],
+                       capture_output=True, text=True, timeout=td.LONG)
+    assert r.returncode == 0, r.stderr
+    hmaster = os.path.join(tmpdir_, "lyso-hits_master_hits.h5")
+    assert re.search(r"lyso-hits_master_hits\.h5: 6 hit frames from 2 hits files", r.stdout), \
+        r.stdout
+    rows = {}  # frame id -> (pixels, nPeaks, peak x, peak y, intensity) as each instance stored
+    for p in hparts[:2]:
+        with h5py.File(p, "r", swmr=True) as f:
+            res = f["entry/result_1"]
+            for k, fid in enumerate(f["entry/data/frame_id"][()]):
+                rows[int(fid)] = (f["entry/data/data"][k], res["nPeaks"][k], res["peakXPosRaw"][k],
+                                  res["peakYPosRaw"][k], res["peakTotalIntensity"][k])
+    want = sorted(i for part in hits for i in part)
+    assert sorted(rows) == want == [0, 2, 4, 6, 8, 10]
+
+    def strs(ds):
+        return [v.decode() if isinstance(v, bytes) else v for v in ds[()]]
+
+    # instance 1's files are still marked open by their killed writer: libhdf5 opens the sources
+    # of a master opened as a SWMR reader as SWMR readers too (a plain reader is refused them)
+    assert "lyso-hits_hits.h5: still marked open by its writer" in r.stderr, r.stderr
+    with h5py.File(hmaster, "r", swmr=True) as f:
+        data = f["entry/data/data"]
+        assert data.is_virtual and data.shape == (len(want), td.ROWS, td.COLS)
+        assert list(f["entry/data/frame_id"][()]) == want
+        res = f["entry/result_1"]
+        for k, fid in enumerate(want):
+            assert np.array_equal(data[k], imgs[fid]), fid
+            assert np.array_equal(data[k], rows[fid][0]), fid
+            assert res["nPeaks"][k] == rows[fid][1] and rows[fid][1] > 0, fid
+            for name, col in (("peakXPosRaw", 2), ("peakYPosRaw", 3), ("peakTotalIntensity", 4)):
+                assert np.array_equal(res[name][k], rows[fid][col]), (name, fid)
+        fa = f["entry/faid"]
+        assert fa["frames"][()] == len(want)
+        assert strs(fa["series_files"]) == [os.path.realpath(p) for p in parts]
+        assert strs(fa["source_files"]) == [os.path.realpath(hparts[0]),
+                                            os.path.realpath(hparts[1]), ""]
+        assert list(fa["source_frames"][()]) == [3, 3, 0]
+        assert strs(fa["source_state"]) == ["closed", "open", "none"]
+        assert f["entry/instrument/detector/distance"][()] > 0
+    import nxmx
+    with h5py.File(hmaster, "r", swmr=True) as f:
+        entries = nxmx.NXmx(f).entries
+        assert len(entries) == 1 and len(entries[0].instruments[0].detectors) == 1
+    geom = open(os.path.join(tmpdir_, "lyso-hits_master_hits.geom")).read()
+    assert geom == open(os.path.join(outs[0], "lyso-hits_hits.geom")).read()
+    assert "data = /entry/data/data" in geom and "peak_list = /entry/result_1" in geom
+    # the profiles' master: every reduced frame, the dead instance's open file said, the hits
+    # reached through it from another working directory
+    reduced = sorted(deal[0] + deal[1] + deal[2])
+    cwd = os.getcwd()
+    os.chdir("/")
+    try:
+        with h5py.File(master, "r", swmr=True) as f:
+            assert list(f["entry/data/frame_id"][()]) == reduced
+            assert strs(f["entry/faid/source_state"]) == ["closed", "open", "closed"]
+            assert list(f["entry/faid/source_frames"][()]) == [len(p) for p in deal]
+            assert list(f["entry/hits/data/frame_id"][()]) == want
+            assert np.array_equal(f["entry/hits/data/data"][1], imgs[2])
+            assert f["entry/hits/result_1/nPeaks"][1] == rows[2][1]
+    finally:
+        os.chdir(cwd)
+    from nexusformat.nexus import nxload  # the link does not lead NeXus readers astray
+    root = nxload(master)
+    try:
+        assert root.plottable_data.nxsignal.nxname == "I"
+        assert root["entry/hits/data/frame_id"].shape == (len(want),)
+        assert root["entry/hits/result_1/nPeaks"].shape == (len(want),)
+    finally:
+        root.nxfile.close()
+
+
+PARTIAL_WRITER = r"""
+import os, sys
+import h5py
+import numpy as np
+path, ids, rows, die = sys.argv[1], [int(x) for x in sys.argv[2].split(",")], int(sys.argv[3]), \
+    sys.argv[4] == "die"
+f = h5py.File(path, "w", libver="latest")
+g = f.create_group("entry/data")
+fid = g.create_dataset("frame_id", shape=(0,), maxshape=(None,), dtype="<u8", chunks=(16,))
+I = g.create_dataset("I", shape=(0, 4), maxshape=(None, 4), dtype="<f4", chunks=(16, 4))
+f.swmr_mode = True
+fid.resize((len(ids),))
+fid[:] = ids
+I.resize((rows, 4))
+I[:] = np.array(ids[:rows], dtype="<f4")[:, None] * np.arange(1, 5, dtype="<f4")
+f.flush()
+if die:
+    os._exit(0)  # as a killed writer: the file stays marked open by its SWMR writer
+f.close()
+"""
+
+
+def test_master_file_over_a_killed_writers_partial_file(tmpdir_):
+    """A file whose writer died between two flushes may hold more frame ids than rows of another
+    per-frame dataset (each reaches the file in blocks of its own): merge-files maps the rows
+    every dataset has, names the frame ids left out and says the file is open; a file so shaped
+    that its writer closed is refused, naming it. (The files are written by h5py here: a daemon
+    killed at that moment cannot be aimed at.)"""
+    import subprocess
+
+    import h5py
+
+    def write(name, ids, rows, how):
+        path = os.path.join(tmpdir_, name)
+        r = subprocess.run([sys.executable, "-c", PARTIAL_WRITER, path,
+                            ",".join(map(str, ids)), str(rows), how],
+                           capture_output=True, text=True, timeout=td.LONG)
+        assert r.returncode == 0, r.stderr
+        return path
+
+    a = write("a.h5", [0, 2, 4], 3, "close")
+    b = write("b.h5", [1, 3, 5], 2, "die")
+    master = os.path.join(tmpdir_, "m.h5")
+    r = subprocess.run([td.FAIDCTL, "merge-files", "-o", master, a, b], capture_output=True,
+                       text=True, timeout=td.LONG)
+    assert r.returncode == 0, r.stderr
+    assert "b.h5: still marked open by its writer" in r.stderr, r.stderr
+    assert "b.h5: 1 frame ids past its shortest per-frame dataset (2 rows) left out" in r.stderr
+    with h5py.File(master, "r", swmr=True) as f:
+        assert list(f["entry/data/frame_id"][()]) == [0, 1, 2, 3, 4]
+        assert np.array_equal(f["entry/data/I"][()],
+                              np.arange(5, dtype="<f4")[:, None] * np.arange(1, 5, dtype="<f4"))
+        assert list(f["entry/faid/source_frames"][()]) == [3, 2]
+        assert [s.decode() if isinstance(s, bytes) else s
+                for s in f["entry/faid/source_state"][()]] == ["closed", "open"]
+    c = write("c.h5", [1, 3, 5], 2, "close")
+    r = subprocess.run([td.FAIDCTL, "merge-files", "-o", os.path.join(tmpdir_, "m2.h5"), a, c],
+                       capture_output=True, text=True, timeout=td.LONG)
+    assert r.returncode == 1 and "c.h5: /entry/data/I has 2 rows, frame_id 3" in r.stderr, \
+        r.stderr

@@ -5,7 +5,6 @@ own frames of one series by the test's senders as a fan-out would, and the C cli
 must deliver the same messages, counters and merged end (proto/PROTOCOL.md 3.8)."""
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,13 +12,12 @@ import time
 import msgpack
 import numpy as np
 import pytest
-import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_daemon as td  # noqa: E402
 from test_daemon import LONG, Receiver, Sender, daemons, ep, frames, tmpdir_  # noqa: E402,F401
-from test_merge import (captured_series, dat_columns, instance_cfg, read_until_start,  # noqa: E402
-                        replay, sub_lines, sub_proc)
+from shards import (captured_series, dat_columns, instance_cfg, kill_last_mid_series,  # noqa: E402
+                    peer_pub, read_until_start, replay, second_stalls, send_dealt, send_part,
+                    sub_lines, sub_proc, three)
 
 SRC = os.environ.get("FAID_SOURCE_DIR",
                      os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -29,10 +27,6 @@ import faid  # noqa: E402
 from faid import Lost, MergedEnd, MergedSubscriber, Mismatch  # noqa: E402
 from faid.merge import parse_lost  # noqa: E402
 from faid.subscriber import BadMessage  # noqa: E402
-
-
-def three(daemons, tag="i"):
-    return [daemons(devices="ref", extra=instance_cfg("%s%d" % (tag, k), k, 3)) for k in range(3)]
 
 
 def settled(sub, names):
@@ -67,12 +61,7 @@ def test_py_merge_equals_faidctl_merge(daemons, tmpdir_):
     with MergedSubscriber([ep(d.ports["out"]) for d in ds]) as sub:
         settled(sub, ["i0", "i1", "i2"])
         Receiver(ds[0]).settle()  # faidctl's subscriptions too
-        for k, d in enumerate(ds):
-            tx = Sender(d)
-            tx.start(series_id=5, nimages=n)
-            for i in range(k, n, 3):
-                tx.image(i, imgs[i], series_id=5)
-            tx.end(series_id=5)
+        send_dealt(ds, imgs, 5, nimages=n)
         got = collect(sub)
         assert sub.late == 0 and sub.never_seen == 0
     lines, _, _ = sub_lines(p)
@@ -113,22 +102,9 @@ def test_py_merge_instance_killed(daemons, tmpdir_):
     with MergedSubscriber([ep(d.ports["out"]) for d in ds], dead_after=1.5) as sub:
         settled(sub, ["k0", "k1", "k2"])
         Receiver(ds[0]).settle()
-        txs = [Sender(d) for d in ds]
-        for tx in txs:
-            tx.start(series_id=9, nimages=n)
-        first = [i for i in range(n) if i % 3 == 2 and i < 9]  # shard 2 reduces these, dies
-        for i in first:
-            txs[2].image(i, imgs[i], series_id=9)
-        ds[2].wait_counters(lambda c: c["processed"] >= len(first), "shard 2's first frames")
-        ds[2].proc.send_signal(signal.SIGKILL)
-        ds[2].proc.wait()
-        for k in (0, 1):
-            for i in range(k, n, 3):
-                txs[k].image(i, imgs[i], series_id=9)
-            txs[k].end(series_id=9)
+        first, never = kill_last_mid_series(ds, imgs, 9)
         got = collect(sub)
     lines, _, _ = sub_lines(p)
-    never = sorted(i for i in range(n) if i % 3 == 2 and i not in first)
     ids = [m.frame_id for m in got if m.type == "result"]
     assert sorted(ids) == sorted(set(range(n)) - set(never)) and len(ids) == len(set(ids)), ids
     ends = [m for m in got if isinstance(m, MergedEnd)]
@@ -147,12 +123,8 @@ def test_py_merge_fan_lost_and_mismatch(daemons, tmpdir_):
     and a fan-out whose `lost` report names instance f1: the report comes as a Lost and ends
     f1's part at once (f1 alive, dead_after far). The C merge, given the same peers, agrees."""
     ds = [daemons(devices="ref", extra=instance_cfg("f%d" % k, k, 3)) for k in range(2)]
-    ctx = zmq.Context.instance()
-    fan, rogue = ctx.socket(zmq.PUB), ctx.socket(zmq.PUB)
-    fport, rport = td.free_port(), td.free_port()
-    fan.bind(ep(fport))
-    rogue.bind(ep(rport))
-    fake = type("F", (), {"ports": {"out": rport}})
+    fan, fport, _ = peer_pub()
+    rogue, rport, fake = peer_pub()
     p = sub_proc([*ds, fake], None, "--fan", ep(fport), "--dead-after", "60")
     n = 9
     imgs = frames(n, seed=7)
@@ -160,14 +132,7 @@ def test_py_merge_fan_lost_and_mismatch(daemons, tmpdir_):
     with MergedSubscriber(eps, fan=ep(fport), dead_after=60) as sub:
         settled(sub, ["f0", "f1"])
         time.sleep(0.5)  # the PUBs bound here: subscriptions in place (no stats to wait for)
-        txs = [Sender(d) for d in ds]
-        for tx in txs:
-            tx.start(series_id=6, nimages=n)
-        txs[1].image(1, imgs[1], series_id=6)
-        ds[1].wait_counters(lambda c: c["processed"] >= 1, "f1's frame")
-        for i in range(0, n, 3):
-            txs[0].image(i, imgs[i], series_id=6)
-        txs[0].end(series_id=6)
+        second_stalls(ds, imgs, 6, 3)
         got = []  # up to f1's frame 1, delivered in order after f0's frame 0
         while not any(m.type == "result" and m.frame_id == 1 for m in got):
             m = sub.recv(LONG)
@@ -219,20 +184,14 @@ def test_py_merge_reorders_and_counts(daemons, tmpdir_):
     start, results, end = cap[0], cap[1:-1], cap[-1]
     rev = sorted(results, key=lambda r: -r["frame_id"])
     a = daemons(devices="ref", extra=instance_cfg("a", 0, 2))
-    pub = zmq.Context.instance().socket(zmq.PUB)
-    port = td.free_port()
-    pub.bind(ep(port))
+    pub, port, _ = peer_pub()
     eps = [ep(a.ports["out"]), ep(port)]
     with MergedSubscriber(eps, max_wait=None, dead_after=30) as wide, \
             MergedSubscriber(eps, window=2, dead_after=30) as narrow:
         settled(wide, ["a"])
         settled(narrow, ["a"])
         time.sleep(0.5)  # the PUB bound here: subscriptions in place
-        tx = Sender(a)
-        tx.start(series_id=3, nimages=n)
-        for i in range(0, n, 2):
-            tx.image(i, imgs[i], series_id=3)
-        tx.end(series_id=3)
+        send_part(a, range(0, n, 2), imgs, 3, nimages=n)
         replay(pub, [start, *rev, rev[0], dict(results[0], frame_id=2 ** 40), end])
         got_w, got_n = collect(wide), collect(narrow)
     pub.close(linger=0)
@@ -260,20 +219,14 @@ def test_py_merge_refuses_oversized_messages(daemons, tmpdir_):
     cap = captured_series(daemons, "b", 1, 2, odd, imgs, 3)
     for limit in (1 << 20, 4 << 20):
         a = daemons(devices="ref", extra=instance_cfg("a", 0, 2))
-        pub = zmq.Context.instance().socket(zmq.PUB)
-        port = td.free_port()
-        pub.bind(ep(port))
+        pub, port, _ = peer_pub()
         with MergedSubscriber([ep(a.ports["out"]), ep(port)], dead_after=2,
                               max_message_bytes=limit) as sub:
             settled(sub, ["a"])
             time.sleep(0.5)  # the PUB bound here: subscription in place
             replay(pub, [cap[0], dict(cap[1], frame_id=99, user_data=b"x" * (2 << 20))])
             time.sleep(0.5)
-            tx = Sender(a)
-            tx.start(series_id=3, nimages=n)
-            for i in range(0, n, 2):
-                tx.image(i, imgs[i], series_id=3)
-            tx.end(series_id=3)
+            send_part(a, range(0, n, 2), imgs, 3, nimages=n)
             replay(pub, cap[1:])  # under the 1 MiB limit never arrives: the connection is gone
             got = collect(sub)
         pub.close(linger=0)
@@ -325,13 +278,7 @@ def test_faid_sub_several_from(daemons, tmpdir_):
         head.append(ln)
         if ln.startswith("stats ") and " instance=" in ln:
             seen.add(ln.split(" instance=")[1].split()[0])
-    imgs = frames(n, seed=9)
-    for k, d in enumerate(ds):
-        tx = Sender(d)
-        tx.start(series_id=4, nimages=n)
-        for i in range(k, n, 3):
-            tx.image(i, imgs[i], series_id=4)
-        tx.end(series_id=4)
+    send_dealt(ds, frames(n, seed=9), 4, nimages=n)
     out, err = p.communicate(timeout=LONG)
     assert p.returncode == 0, err
     out = "".join(head) + out
@@ -359,9 +306,7 @@ def test_py_merge_refuses_malformed_messages(daemons):
     msgpack) raises BadMessage naming the peer; the merge goes on: a real instance's series
     afterwards comes whole."""
     a = daemons(devices="ref", extra=instance_cfg("a", 0, 1))
-    pub = zmq.Context.instance().socket(zmq.PUB)
-    port = td.free_port()
-    pub.bind(ep(port))
+    pub, port, _ = peer_pub()
     with MergedSubscriber([ep(a.ports["out"]), ep(port)], dead_after=1) as sub:
         settled(sub, ["a"])
         time.sleep(0.5)  # the PUB bound here: subscription in place
@@ -379,12 +324,7 @@ def test_py_merge_refuses_malformed_messages(daemons):
                     assert m is not None
             assert why in str(e.value) and ep(port) in str(e.value), (why, e.value)
         n = 3
-        imgs = frames(n, seed=2)
-        tx = Sender(a)
-        tx.start(series_id=8, nimages=n)
-        for i in range(n):
-            tx.image(i, imgs[i], series_id=8)
-        tx.end(series_id=8)
+        send_part(a, range(n), frames(n, seed=2), 8, nimages=n)
         got = collect(sub)
     pub.close(linger=0)
     assert [m.frame_id for m in got if m.type == "result"] == list(range(n))
