@@ -37,6 +37,7 @@ frame reached its receivers."""
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -226,6 +227,9 @@ def fan_row(tmp, io, sink_kind, perf):
         assert time.monotonic() < t_end, "sinks never joined"
         time.sleep(0.1)
     rec = []
+    if perf and not shutil.which("perf"):
+        print("fan-bench: FAN_PERF set but no perf here: not recorded", file=sys.stderr)
+        perf = ""
     if perf:
         rec = [subprocess.Popen(["perf", "record", "-g", "-F", "1999", "-o", perf, "-p",
                                  str(fan.pid)], stdout=subprocess.DEVNULL,
@@ -309,7 +313,7 @@ def main():
     for k, (io, kind) in enumerate(rows):
         perf = FAN_PERF if FAN_PERF and k == 0 else ""
         fr = fan_row(tmp, io, kind, perf)
-        if perf:
+        if perf and os.path.exists(perf):
             perf_txt = perf_report(perf)
         n, rate = span_rate(fr["rows"])
         cnt = fr["status"]["counters"]
