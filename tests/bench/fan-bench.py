@@ -254,8 +254,7 @@ def fan_row(tmp, io, sink_kind, perf):
     if sink_kind == "c":
         for s in sinks:
             s.send_signal(signal.SIGTERM)
-        for s in sinks:
-            s.wait(60)
+        sink_rcs = [s.wait(60) for s in sinks]
         rows = [json.load(open(js)) if os.path.exists(js) else {"name": "?", "messages": 0,
                                                                  "first_ns": 0, "last_ns": 0}
                 for js in jsons]
@@ -264,13 +263,14 @@ def fan_row(tmp, io, sink_kind, perf):
         rows = [out.get(timeout=30) for _ in sinks]
         for s in sinks:
             s.join(30)
+        sink_rcs = [s.exitcode for s in sinks]
     fan.send_signal(signal.SIGTERM)
     fan_rc = fan.wait(60)
     n = sum(r["messages"] for r in rows)
     c = st["counters"]
     return {"rows": sorted(rows, key=lambda r: r["name"]), "status": st, "fan_rc": fan_rc,
             "ok": n == FRAMES and rc == 0 and fan_rc == 0 and c["dropped"] == 0
-            and c["lost"] == 0}
+            and c["lost"] == 0 and all(x == 0 for x in sink_rcs)}
 
 
 def perf_report(perf):
