@@ -1395,7 +1395,7 @@ static int fan_start(fan *f, faid_diag *d)
     /* fan.io_threads: each instance connection is served by one of these threads, which writes
      * every byte sent to it; with ZeroMQ's default of one, that one thread wrote the whole
      * stream to every instance (and the tee) while the input's thread read it (perf of faid-fan
-     * on 2 cores, 1000 EIGER 4M frames: the two I/O threads 96 % of its samples, each one
+     * on 2 cores, 1000 EIGER 4M frames: the two I/O threads 93-96 % of its samples, each one
      * kernel copy of every byte; docs/fan-out.md, Threads and memory) */
     if (zmq_ctx_set(f->ctx, ZMQ_IO_THREADS, cfg->fan_io_threads) != 0)
         return faid_fail(d, FAID_EZMQ, "fan.io_threads %d: %s", cfg->fan_io_threads,
@@ -1598,11 +1598,11 @@ int main(int argc, char **argv)
     /* Detector messages are megabytes each, allocated by the input's I/O thread and freed by
      * an instance connection's after the send: glibc returned the freed top of its arena to the
      * kernel and the next messages faulted the pages in again, zeroed (93,000-162,000 page
-     * faults per 1000 EIGER 4M messages of 2.69 MB in the input I/O thread, a quarter of its
-     * time; perf on 2 cores, 2026-11-26). Kept instead (M_TRIM_THRESHOLD) and taken from the
-     * heap rather than a fresh mmap each (M_MMAP_THRESHOLD, at glibc's largest, 32 MB):
-     * 12,600-17,800 faults per 1000, those of the heap's growth to the most faid-fan held, which
-     * the buffer and the instances' windows bound; its resident memory stays at that peak. */
+     * faults per 1000 EIGER 4M messages of 2.69 MB in the input I/O thread, 10-38 % of its
+     * samples in three profiles; perf on 2 cores, 2026-11-26). Kept instead (M_TRIM_THRESHOLD) and
+     * taken from the heap rather than a fresh mmap each (M_MMAP_THRESHOLD, at glibc's largest, 32
+     * MB): 12,600-17,800 faults per 1000, those of the heap's growth to the most faid-fan held,
+     * which the buffer and the instances' windows bound; its resident memory stays at that peak. */
     mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
     mallopt(M_TRIM_THRESHOLD, INT_MAX);
     struct sigaction sa;
