@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154 # root, ctl, BIN, LOG, TIMEOUT and say are the caller's
 # tests/bench/lib.sh: the steps the bench scripts share, sourced by gpu-run.sh, daemon-bench.sh
 # and fan-gpu-bench.sh (never run alone). Each function logs through the caller's `say` and
 # writes under the caller's $LOG; $root is the repository root, $BIN the binaries and $ctl
