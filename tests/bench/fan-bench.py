@@ -326,8 +326,9 @@ def main():
                         % (io or "default", SINKS, "C" if kind == "c" else "Python"), fr, rate,
                         note))
     lines = ["fan-bench (%s, %d frames of %.2f MB, %d distinct, %d sinks, policy %s, block %d, "
-             "window %d)" % (PRESET, FRAMES, ceiling["message_bytes"] / 1e6, DISTINCT, SINKS,
-                             POLICY, BLOCK, WINDOW),
+             "window %d; %d CPUs, load average %.1f at the end)"
+             % (PRESET, FRAMES, ceiling["message_bytes"] / 1e6, DISTINCT, SINKS, POLICY, BLOCK,
+                WINDOW, os.cpu_count() or 0, os.getloadavg()[0]),
              "| row | msg/s | x ceiling | x replay -> C | frames / notes |",
              "|---|---|---|---|---|"]
     for name, res, rate, note in results:
