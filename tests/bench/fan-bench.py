@@ -19,7 +19,10 @@ the last (connection setup left out):
                   every CREDIT_EVERY images with a window of WINDOW, as faid does, then only
                   receive and release): the fan-out alone; ratio to the ceiling (issue 18's
                   figure) and to `replay -> C` (the fan-out's own share);
-  fan py          the last fan row again with Python instance sinks (PY_SINKS=1).
+  fan py          the last fan row again with Python instance sinks (PY_SINKS=1);
+  fan + tee       the last fan row again with fan.tee_endpoint (PUSH) and one C PULL sink on
+                  it (TEE=1): the facility's writer takes a full copy, every byte is written
+                  twice by faid-fan; the tee sink's messages and rate, tee_sent / tee_dropped.
 
 Each fan row also prints every sink's images and its own first-to-last rate, and the fan-out's
 status (routed, dropped, lost, its I/O threads); a row whose frames did not all arrive says so.
@@ -29,7 +32,7 @@ FAID_BIN/faid-fan: another build's, to compare; IO_THREADS="" for one without fa
 FRAMES (default 3000), PRESET (default eiger_4m:
 2.69 MB frames), DISTINCT (8), SINKS (4), IO_THREADS (default "1 4": the fan rows; "" = one row
 with faid-fan's default), POLICY (blocks), BLOCK (16), WINDOW (64), CREDIT_EVERY (8),
-SINK_CONTROL_PY (1), PY_SINKS (1), FAN_PERF (a file: `perf record -g` of faid-fan during the
+SINK_CONTROL_PY (1), PY_SINKS (1), TEE (1), FAN_PERF (a file: `perf record -g` of faid-fan during the
 first fan row, its report next to it as FILE.txt, `perf stat --per-thread` (page faults, CPU
 time, context switches) as FILE.stat), TIMEOUT (s per step, default 300). Prints one
 table (also to OUT/fan-bench.txt when OUT is set); exit status 0 when every step ran and every
@@ -61,6 +64,7 @@ WINDOW = int(os.environ.get("WINDOW", "64"))
 CREDIT_EVERY = int(os.environ.get("CREDIT_EVERY", "8"))
 SINK_CONTROL_PY = os.environ.get("SINK_CONTROL_PY", "1") == "1"
 PY_SINKS = os.environ.get("PY_SINKS", "1") == "1"
+TEE = os.environ.get("TEE", "1") == "1"
 FAN_PERF = os.environ.get("FAN_PERF", "")
 TIMEOUT = float(os.environ.get("TIMEOUT", "300"))
 OUT = os.environ.get("OUT", "")
@@ -183,8 +187,8 @@ def control_py():
     return {"rows": [r], "ok": rc == 0 and r["messages"] == FRAMES + 2}
 
 
-def fan_row(tmp, io, sink_kind, perf):
-    p = {k: port() for k in ("in", "inst", "out", "ctl")}
+def fan_row(tmp, io, sink_kind, perf, tee=False):
+    p = {k: port() for k in ("in", "inst", "out", "ctl", "tee")}
     ep = {k: "tcp://127.0.0.1:%d" % v for k, v in p.items()}
     cmd = [FAN, "--set", "input.endpoint=" + ep["in"],
            "--set", "fan.instances_endpoint=" + ep["inst"],
@@ -194,6 +198,12 @@ def fan_row(tmp, io, sink_kind, perf):
            "--set", "fan.buffer_bytes=4294967296", "--log-level", "warn"]
     if io:
         cmd += ["--set", "fan.io_threads=" + io]
+    tee_sink, tee_js = None, os.path.join(tmp, "tee_%s.json" % (io or "default"))
+    if tee:  # the facility's writer on the tee: one C PULL sink taking every message
+        cmd += ["--set", "fan.tee_endpoint=" + ep["tee"]]
+        tee_sink = subprocess.Popen([BENCH, "--zmq-sink", "--endpoint", ep["tee"], "--frames",
+                                     str(FRAMES + 2), "--timeout", str(int(3 * TIMEOUT)),
+                                     "--json", tee_js], stdout=subprocess.DEVNULL)
     fan = subprocess.Popen(cmd)
     ctx = zmq.Context()
 
@@ -264,11 +274,23 @@ def fan_row(tmp, io, sink_kind, perf):
         for s in sinks:
             s.join(30)
         sink_rcs = [s.exitcode for s in sinks]
+    tee_row = None
+    if tee_sink:
+        try:
+            tee_rc = tee_sink.wait(30)
+        except subprocess.TimeoutExpired:
+            tee_sink.send_signal(signal.SIGTERM)
+            tee_rc = tee_sink.wait(30)
+        tee_row = json.load(open(tee_js)) if os.path.exists(tee_js) else {"messages": 0}
+        tee_row["rc"] = tee_rc
     fan.send_signal(signal.SIGTERM)
     fan_rc = fan.wait(60)
     n = sum(r["messages"] for r in rows)
     c = st["counters"]
+    if tee_row:
+        sink_rcs.append(0 if tee_row["messages"] == FRAMES + 2 else 1)
     return {"rows": sorted(rows, key=lambda r: r["name"]), "status": st, "fan_rc": fan_rc,
+            "tee": tee_row,
             "ok": n == FRAMES and rc == 0 and fan_rc == 0 and c["dropped"] == 0
             and c["lost"] == 0 and all(x == 0 for x in sink_rcs)}
 
@@ -307,12 +329,14 @@ def main():
         results.append(("replay -> Python PULL sink, no fan-out", ctp, rp,
                         "a Python receiver taking the whole stream: %d messages" % n))
     perf_txt = None
-    rows = [(io, "c") for io in IO_THREADS]
+    rows = [(io, "c", False) for io in IO_THREADS]
     if PY_SINKS:
-        rows.append((IO_THREADS[-1], "python"))
-    for k, (io, kind) in enumerate(rows):
+        rows.append((IO_THREADS[-1], "python", False))
+    if TEE:
+        rows.append((IO_THREADS[-1], "c", True))
+    for k, (io, kind, tee) in enumerate(rows):
         perf = FAN_PERF if FAN_PERF and k == 0 else ""
-        fr = fan_row(tmp, io, kind, perf)
+        fr = fan_row(tmp, io, kind, perf, tee)
         if perf and os.path.exists(perf):
             perf_txt = perf_report(perf)
         n, rate = span_rate(fr["rows"])
@@ -322,9 +346,15 @@ def main():
                         for x in fr["rows"])
         note = ("%d of %d images; routed %d, dropped %d, lost %d; per sink %s; faid-fan rc %d"
                 % (n, FRAMES, cnt["routed"], cnt["dropped"], cnt["lost"], per, fr["fan_rc"]))
-        results.append(("replay -> faid-fan io_threads %s -> %d %s sinks"
-                        % (io or "default", SINKS, "C" if kind == "c" else "Python"), fr, rate,
-                        note))
+        if tee:
+            t = fr["tee"]
+            note += ("; tee sink %d of %d messages (%s/s), tee_sent %d, tee_dropped %d"
+                     % (t["messages"], FRAMES + 2,
+                        "-" if own_rate(t) is None else "%.0f" % own_rate(t),
+                        cnt["tee_sent"], cnt["tee_dropped"]))
+        results.append(("replay -> faid-fan io_threads %s -> %d %s sinks%s"
+                        % (io or "default", SINKS, "C" if kind == "c" else "Python",
+                           " + tee -> C PULL sink" if tee else ""), fr, rate, note))
     lines = ["fan-bench (%s, %d frames of %.2f MB, %d distinct, %d sinks, policy %s, block %d, "
              "window %d; %d CPUs, load average %.1f at the end)"
              % (PRESET, FRAMES, ceiling["message_bytes"] / 1e6, DISTINCT, SINKS, POLICY, BLOCK,
