@@ -62,7 +62,10 @@ static void usage(FILE *f)
             "  --quiet          no live summary line on stderr\n"
             "  --rcvhwm N       receive high-water mark in messages (default "
             "ZeroMQ's)\n" FAIDCTL_KEY_USAGE
-            "A refused CURVE handshake ends the command with exit status 1 and the reason.\n",
+            "A refused CURVE handshake ends the command with exit status 1 and the reason.\n"
+            "The summary on stdout counts results, missing and duplicate frames and lost\n"
+            "messages (msg_number gaps); `rate` runs from the first message of any kind to\n"
+            "the last, `result rate` from the first result to the last.\n",
             DEFAULT_FROM);
 }
 
