@@ -491,6 +491,13 @@ static const faid_option options[] = {
            "faid-fan only: detector messages held while no instance can take them, at most. "
            "Beyond it images are dropped and counted (dropped, and a lost message with "
            "instance \"\"): the detector is never blocked."),
+    SIMPLE("fan.io_threads", FAID_OT_INT, "threads", 1, 64, "4", 0, NULL, fan_io_threads, 0,
+           "faid-fan only: ZeroMQ I/O threads of the context of the instances' ROUTER (and its "
+           "PUB, control and tee sockets). Every byte of every image is written to an instance "
+           "by one of them; each connection is served by one thread, so more threads spread "
+           "the instances' connections (one thread wrote everything before: a single core "
+           "at the one-connection rate). Idle threads cost nothing. The inputs have a context "
+           "and thread each, whatever this says."),
     SIMPLE("fan.instance_timeout", FAID_OT_DOUBLE, "s", 0.2, 3600, "3.0", 0, NULL,
            fan_instance_timeout, 0,
            "faid-fan only: an instance silent this long (no credit, which it sends every "

@@ -139,6 +139,7 @@ typedef struct faid_config {
     int64_t fan_buffer_bytes;
     double fan_instance_timeout;
     int fan_config_flag; /* 0 = refuse, 1 = flag */
+    int fan_io_threads;  /* ZeroMQ I/O threads of the instances' sockets */
 
     /* The detector and geometry keys as written (or their defaults): faid_config_resolve derives
      * the effective preset, rows/cols, pixel sizes and geometry above from them, the .poni file

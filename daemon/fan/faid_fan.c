@@ -15,9 +15,10 @@
  * Threads: one per input endpoint, each with a ZeroMQ context and I/O thread of its own (one
  * shared context limits a fan-out's throughput), which receive, classify and queue messages;
  * the main thread owns the instances' ROUTER, the PUB of its own messages, the control REP,
- * the tee, and routes the queue. The queue holds at most fan.buffer_bytes: an image that does
- * not fit is dropped at once (counted, reported lost with instance ""), so the detector is
- * never blocked beyond that buffer.
+ * the tee (one context of fan.io_threads I/O threads, which write every byte to the instances)
+ * and routes the queue, taking all of it under one lock per wake-up. The queue holds at most
+ * fan.buffer_bytes: an image that does not fit is dropped at once (counted, reported lost with
+ * instance ""), so the detector is never blocked beyond that buffer.
  *
  * Instances (faid with input.protocol fan) connect a DEALER, say hello with their name and
  * configuration hash, and grant credit as their queue frees (faid_fan_proto.h). An instance
@@ -38,6 +39,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -138,7 +141,9 @@ static void queue_push(fan_queue *q, fmsg *m)
 {
     pthread_mutex_lock(&q->mu);
     size_t limit = m->kind == K_IMAGE ? q->budget : 2 * q->budget;
-    if (q->bytes + m->bytes > limit && q->head) {
+    /* q->bytes counts what the router holds too (route() takes the list out of the queue): a
+     * message larger than the whole budget still goes through when nothing else is held */
+    if (q->bytes + m->bytes > limit && q->bytes) {
         if (m->kind == K_IMAGE)
             note_drop(q, m->series_id, m->frame_id);
         pthread_mutex_unlock(&q->mu);
@@ -826,20 +831,38 @@ static void open_series(fan *f, fmsg *m)
     f->shards_next = (uint32_t)n;
 }
 
-/* Routes what the queue holds until it is empty or its head must wait for credit. */
+/* Done with the head of the router's list: its bytes are counted free at the end of route(). */
+static fmsg *route_next(fmsg *m, size_t *freed)
+{
+    fmsg *next = m->next;
+    *freed += m->bytes;
+    fmsg_free(&m);
+    return next;
+}
+
+/* Routes what the queue holds until it is empty or its head must wait for credit. The list is
+ * taken out of the queue under one lock, and what waits is put back in front of what came
+ * meanwhile under one more, with the bytes routed: two lock round trips per wake-up instead of
+ * two per message (a peek and a pop, each contending with the input threads' pushes). */
 static void route(fan *f)
 {
-    fmsg *m;
-    while ((m = queue_peek(&f->q))) {
+    pthread_mutex_lock(&f->q.mu);
+    fmsg *m = f->q.head, *tail = f->q.tail;
+    f->q.head = f->q.tail = NULL;
+    pthread_mutex_unlock(&f->q.mu);
+    if (!m)
+        return;
+    size_t freed = 0;
+    while (m) {
         if (m->kind == K_BAD) {
             tee(f, m);
-            queue_pop(&f->q);
+            m = route_next(m, &freed);
             continue;
         }
         if (m->kind == K_IMAGE) {
             int i = pick(f, m);
             if (i < 0)
-                return; /* waits for credit or an instance (the buffer bounds the wait) */
+                break; /* waits for credit or an instance (the buffer bounds the wait) */
             inst *it = &f->inst[i];
             tee(f, m);
             if (send_detector(f, it, m, 1) != 0) {
@@ -851,7 +874,7 @@ static void route(fan *f)
             if (out_push(it, m->series_id, m->frame_id) != 0)
                 FAID_WARN("fan", "out of memory for the frames of instance %s", it->name);
             cnt(&C.routed, 1);
-            queue_pop(&f->q);
+            m = route_next(m, &freed);
             continue;
         }
         /* start, end and the format's other messages: every instance */
@@ -874,8 +897,18 @@ static void route(fan *f)
             for (int i = 0; i < MAX_INSTANCES; i++)
                 f->inst[i].in_series = 0;
         }
-        queue_pop(&f->q);
+        m = route_next(m, &freed);
     }
+    pthread_mutex_lock(&f->q.mu);
+    if (m) { /* m..tail wait: in front of what the inputs queued meanwhile */
+        tail->next = f->q.head;
+        if (!f->q.head)
+            f->q.tail = tail;
+        f->q.head = m;
+    }
+    f->q.bytes -= freed;
+    atomic_store(&C.queued_bytes, f->q.bytes);
+    pthread_mutex_unlock(&f->q.mu);
 }
 
 /* Instances silent for fan.instance_timeout are counted out; images the buffer dropped are
@@ -1359,6 +1392,14 @@ static int fan_start(fan *f, faid_diag *d)
     f->ctx = zmq_ctx_new();
     if (!f->ctx)
         return faid_fail(d, FAID_EZMQ, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    /* fan.io_threads: each instance connection is served by one of these threads, which writes
+     * every byte sent to it; with ZeroMQ's default of one, that one thread wrote the whole
+     * stream to every instance (and the tee) while the input's thread read it (perf of faid-fan
+     * on 2 cores, 1000 EIGER 4M frames: the two I/O threads 93-96 % of its samples, each one
+     * kernel copy of every byte; docs/fan-out.md, Threads and memory) */
+    if (zmq_ctx_set(f->ctx, ZMQ_IO_THREADS, cfg->fan_io_threads) != 0)
+        return faid_fail(d, FAID_EZMQ, "fan.io_threads %d: %s", cfg->fan_io_threads,
+                         zmq_strerror(zmq_errno()));
     if (!(f->router = bound(f, ZMQ_ROUTER, cfg->fan_instances_endpoint, "instances", d)))
         return d->code;
     int on = 1, hwm = 1000000;
@@ -1554,6 +1595,16 @@ int main(int argc, char **argv)
     faid_log_level lvl;
     if (faid_log_parse_level(level ? level : cfg->log_level, &lvl) == 0)
         faid_log_set_level(lvl);
+    /* Detector messages are megabytes each, allocated by the input's I/O thread and freed by
+     * an instance connection's after the send: glibc returned the freed top of its arena to the
+     * kernel and the next messages faulted the pages in again, zeroed (93,000-162,000 page
+     * faults per 1000 EIGER 4M messages of 2.69 MB in the input I/O thread, 10-38 % of its
+     * samples in three profiles; perf on 2 cores, 2026-11-26). Kept instead (M_TRIM_THRESHOLD) and
+     * taken from the heap rather than a fresh mmap each (M_MMAP_THRESHOLD, at glibc's largest, 32
+     * MB): 12,600-17,800 faults per 1000, those of the heap's growth to the most faid-fan held,
+     * which the buffer and the instances' windows bound; its resident memory stays at that peak. */
+    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -1572,9 +1623,9 @@ int main(int argc, char **argv)
     if (rc) {
         fprintf(stderr, "faid-fan: %s\n", d.msg);
     } else {
-        FAID_INFO("fan", "running: policy %s, block %d, buffer %lld bytes",
+        FAID_INFO("fan", "running: policy %s, block %d, buffer %lld bytes, %d I/O threads",
                   cfg->fan_policy ? "credit" : "blocks", cfg->fan_block,
-                  (long long)cfg->fan_buffer_bytes);
+                  (long long)cfg->fan_buffer_bytes, cfg->fan_io_threads);
         while (!atomic_load(&stop_flag)) {
             zmq_pollitem_t items[3] = {
                 {.socket = f->router, .events = ZMQ_POLLIN},

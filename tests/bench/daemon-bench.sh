@@ -62,6 +62,8 @@ set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 BIN=${FAID_BIN:-build/bin}
 DEVICE=${DEVICE:-gpu}
 FRAMES=${FRAMES:-20000}
@@ -85,7 +87,7 @@ LOG=$(cd "$LOG" && pwd)
 say() { echo "daemon-bench: $*" | tee -a "$LOG/daemon-bench.log"; }
 : >"$LOG/daemon-bench.log"
 rm -f "$LOG"/daemon-bench.txt "$LOG"/daemon-bench.json "$LOG"/*.sub "$LOG"/*.replay* \
-    "$LOG"/*.jsonl "$LOG"/status_*.json "$LOG"/zmq_ceiling*.json "$LOG"/faid_*.rc
+    "$LOG"/*.jsonl "$LOG"/status_*.json "$LOG"/zmq_ceiling*.json "$LOG"/faid_*.rc "$LOG"/ports
 
 for b in faid faidctl faid-bench; do
     [ -x "$BIN/$b" ] || { say "ERROR: $BIN/$b not found or not executable"; exit 1; }
@@ -101,7 +103,7 @@ INFLIGHT=${INFLIGHT:-8}
 BATCH=${BATCH:-2}
 say "pipeline.inflight $INFLIGHT, pipeline.batch $BATCH, $CONNS input endpoints, input.pinned_bytes $PINNED, input.pinned_copy $PINNED_COPY, input.contexts $CONTEXTS, peaks.algorithm $PEAKS"
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port() { bench_port; }
 if ! "$BIN/faid" ${CONFIG:+-c "$CONFIG"} --dump-config >"$LOG/base.yaml" 2>>"$LOG/daemon-bench.log"; then
     say "ERROR: faid --dump-config ${CONFIG:+-c $CONFIG} failed"
     exit 1
@@ -117,43 +119,18 @@ make_config() {
     pout=$(port)
     pctl=$(port)
     cfg=$LOG/$name.yaml
-    python3 - "$LOG/base.yaml" "$cfg" "$pout" "$pctl" "$DEVICE" "$INFLIGHT" "$BATCH" "$pinned" \
-        "$pcopy" "$wdir" "$ctxs" "$PEAKS" "$poll" "${pin[@]}" <<'EOF'
-import sys
-src, dst, pout, pctl, dev, infl, batch, pinned, pcopy, wdir, ctxs, peaks, poll = sys.argv[1:14]
-ins = sys.argv[14:]
-eps = "[" + ", ".join(f'"tcp://127.0.0.1:{p}"' for p in ins) + "]"
-# stats.interval 0: no periodic message, so sub's clock starts with the series, not a stats tick
-want = {("input", "endpoint"): eps, ("input", "mode"): "bind",
-        ("input", "pinned_bytes"): pinned, ("input", "pinned_copy"): pcopy,
-        ("output", "endpoint"): f'"tcp://127.0.0.1:{pout}"', ("output", "lossless_endpoint"): "null",
-        ("control", "endpoint"): f'"tcp://127.0.0.1:{pctl}"', ("", "devices"): dev,
-        ("queue", "policy"): "block", ("pipeline", "inflight"): infl,
-        ("pipeline", "batch"): batch, ("stats", "interval"): "0", ("log", "level"): "info",
-        ("input", "contexts"): ctxs, ("peaks", "algorithm"): peaks,
-        ("pipeline", "collect_poll_us"): poll}
-if wdir:
-    want[("writer", "directory")] = f'"{wdir}"'
-out, sec, done = [], "", set()
-for line in open(src):
-    body = line.rstrip("\n")
-    if body and not body.startswith((" ", "#")):
-        key, _, val = body.partition(":")
-        sec = key if not val.strip() else ""
-        if (("", key) in want):
-            body = f"{key}: {want['', key]}"
-            done.add(("", key))
-    elif body.startswith("  ") and not body.lstrip().startswith("#"):
-        key = body.strip().partition(":")[0]
-        if (sec, key) in want:
-            body = f"  {key}: {want[sec, key]}"
-            done.add((sec, key))
-    out.append(body)
-missing = set(want) - done
-if missing:
-    sys.exit(f"keys not found in the dumped configuration: {sorted(missing)}")
-open(dst, "w").write("\n".join(out) + "\n")
-EOF
+    # stats.interval 0: no periodic message, so sub's clock starts with the series, not a
+    # stats tick
+    local eps="" p kv
+    for p in "${pin[@]}"; do eps="$eps${eps:+, }\"tcp://127.0.0.1:$p\""; done
+    kv=("input.endpoint=[$eps]" "input.mode=bind" "input.pinned_bytes=$pinned"
+        "input.pinned_copy=$pcopy" "output.endpoint=\"tcp://127.0.0.1:$pout\""
+        "output.lossless_endpoint=null" "control.endpoint=\"tcp://127.0.0.1:$pctl\""
+        "devices=$DEVICE" "queue.policy=block" "pipeline.inflight=$INFLIGHT"
+        "pipeline.batch=$BATCH" "stats.interval=0" "log.level=info" "input.contexts=$ctxs"
+        "peaks.algorithm=$PEAKS" "pipeline.collect_poll_us=$poll")
+    [ -n "$wdir" ] && kv+=("writer.directory=\"$wdir\"")
+    bench_edit "$LOG/base.yaml" "$cfg" "${kv[@]}"
 }
 
 # Starts faid on $LOG/<name>.yaml (log $LOG/faid_<name>.log); 0 when it answers status.
@@ -163,13 +140,7 @@ start_faid() {
     "$BIN/faid" -c "$cfg" 2>"$LOG/faid_$name.log" &
     faid_pid=$!
     c=(--control "tcp://127.0.0.1:$pctl")
-    for _ in $(seq 1 $((TIMEOUT * 2))); do
-        "$ctl" status "${c[@]}" --timeout 1 >/dev/null 2>&1 && return 0
-        kill -0 "$faid_pid" 2>/dev/null || break
-        sleep 0.5
-    done
-    say "ERROR: faid $name did not come up, tail of $LOG/faid_$name.log:"
-    tail -n 20 "$LOG/faid_$name.log" | tee -a "$LOG/daemon-bench.log"
+    bench_wait_up "$pctl" "$faid_pid" "faid $name" "$LOG/faid_$name.log" && return 0
     kill "$faid_pid" 2>/dev/null
     wait "$faid_pid" 2>/dev/null
     faid_pid=""
@@ -180,14 +151,9 @@ start_faid() {
 # $LOG/status_<name>.json.
 stop_faid() {
     local name=$1
-    "$ctl" status "${c[@]}" --json >"$LOG/status_$name.json" 2>>"$LOG/daemon-bench.log" ||
-        { say "ERROR: faidctl status failed"; status=1; }
-    "$ctl" stop "${c[@]}" >/dev/null 2>>"$LOG/daemon-bench.log" || say "WARNING: faidctl stop failed"
-    local rc=0
-    wait "$faid_pid" || rc=$?
+    bench_stop "$pctl" "$faid_pid" "faid $name" "$LOG/status_$name.json" "$LOG/faid_$name.rc" ||
+        status=1
     faid_pid=""
-    echo "$rc" >"$LOG/faid_$name.rc"
-    [ "$rc" = 0 ] || { say "ERROR: faid $name exited with status $rc"; status=1; }
 }
 faid_pid=""
 # shellcheck disable=SC2317 # (called by the EXIT trap)
@@ -233,23 +199,8 @@ series() {
 
 # 1. transport ceilings, with the same frames (the generated configuration's detector)
 make_config main "$PINNED" "$PINNED_COPY"
-say "ceiling: $BIN/faid-bench --zmq-ceiling --config $cfg --frames $FRAMES --distinct 8"
-if ! "$BIN/faid-bench" --zmq-ceiling --config "$cfg" --frames "$FRAMES" --distinct 8 \
-    --json "$LOG/zmq_ceiling.json" >"$LOG/zmq_ceiling.log" 2>&1; then
-    say "ERROR: zmq ceiling failed, tail of $LOG/zmq_ceiling.log:"
-    tail -n 5 "$LOG/zmq_ceiling.log" | tee -a "$LOG/daemon-bench.log"
-    status=1
-fi
-if [ "$CONNS" -gt 1 ]; then
-    say "ceiling x$CONNS: $CONNS faid-bench --zmq-ceiling at once, $((FRAMES / CONNS)) frames each"
-    cp=()
-    for i in $(seq 1 "$CONNS"); do
-        "$BIN/faid-bench" --zmq-ceiling --config "$cfg" --frames $((FRAMES / CONNS)) --distinct 8 \
-            --json "$LOG/zmq_ceiling_c$i.json" >"$LOG/zmq_ceiling_c$i.log" 2>&1 &
-        cp+=($!)
-    done
-    for p in "${cp[@]}"; do wait "$p" || { say "ERROR: a parallel zmq ceiling failed"; status=1; }; done
-fi
+say "ceiling: $BIN/faid-bench --zmq-ceiling --config $cfg --frames $FRAMES --distinct 8, then $CONNS at once with $((FRAMES / CONNS)) frames each"
+bench_ceilings "$cfg" "$FRAMES" "$CONNS" "$LOG/zmq_ceiling.json" "$LOG/zmq_ceiling_c" || status=1
 
 # 2. the daemon with the pinned arena: one connection, CONNS connections, latency
 if start_faid main; then

@@ -117,6 +117,8 @@ static const char usage[] =
     "                  the device)\n"
     "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
     "                  (ZeroMQ transport ceiling; --zmq-ceiling --help)\n"
+    "       faid-bench --zmq-sink | --fan-sink --endpoint EP ...\n"
+    "                  (fan-bench.py's C receivers; --zmq-sink --help)\n"
     "       faid-bench --proto-encode [--npt N] [--peaks N] [--iters N]\n"
     "                  (CPU cost of writing one result message)\n"
     "       faid-bench --writer [--frames N] [--npt N] [--block N] [--hit-frames N]\n"
@@ -958,6 +960,8 @@ static int build_config(const opts *o, faid_config *cfg, faid_diag *d)
 
 /* zmq_ceiling.c: the ZeroMQ transport ceiling, a separate mode of this executable. */
 int faid_zmq_ceiling_main(int argc, char **argv);
+/* zmq_sink.c: fan-bench.py's C receivers (a plain PULL, a faid-fan instance). */
+int faid_zmq_sink_main(int argc, char **argv);
 /* proto_encode.c: the CPU cost of writing one result message. */
 int faid_proto_encode_main(int argc, char **argv);
 int faid_writer_bench_main(int argc, char **argv);
@@ -970,6 +974,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
         if (strcmp(argv[i], "--zmq-ceiling") == 0)
             return faid_zmq_ceiling_main(argc, argv);
+        else if (strcmp(argv[i], "--zmq-sink") == 0 || strcmp(argv[i], "--fan-sink") == 0)
+            return faid_zmq_sink_main(argc, argv);
         else if (strcmp(argv[i], "--proto-encode") == 0)
             return faid_proto_encode_main(argc, argv);
         else if (strcmp(argv[i], "--writer") == 0)

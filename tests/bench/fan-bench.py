@@ -1,25 +1,46 @@
 #!/usr/bin/env python3
 """fan-bench.py: faid-fan alone against the one-connection ZeroMQ ceiling of the same run
-(issue 18: the fan-out alone >= 95 % of that ceiling). Measures, never asserts on time.
+(issue 18: the fan-out alone >= 95 % of that ceiling), with the control rows that tell a slow
+sender or a slow receiver from a slow fan-out. Measures, never asserts on time.
 
-  1. the ceiling: `faid-bench --zmq-ceiling --frames FRAMES` (PUSH -> PULL over tcp loopback, one
-     connection, the messages `faidctl replay` sends: a header part and the bslz4 frame,
-     zero-copy), msg/s;
-  2. faid-fan on free loopback ports (input bound, fan.policy POLICY, fan.block BLOCK) with SINKS
-     sink instances: processes that speak the fan-out link as faid does (hello, then credit
-     every CREDIT_EVERY images with a window of WINDOW) and only receive and release what they
-     are sent (no reduction: the fan-out is what is measured); `faidctl replay --frames FRAMES`
-     sends one series as fast as it can; the rate counts from the first image any sink received
-     to the last, msg/s and its ratio to the ceiling; the fan-out's status (routed, dropped,
-     lost) as a cross-check.
+Every row sends the same frames (PRESET, DISTINCT distinct bslz4 frames cycled, a header part and
+the frame: what `faidctl replay` sends) and counts from the first message its receivers got to
+the last (connection setup left out):
 
-Environment: FAID_BIN (default build/bin), FRAMES (default 3000), PRESET (replay's detector,
-default eiger_4m: about 2.7 MB per frame), SINKS (default 2), POLICY (blocks), BLOCK (16),
-WINDOW (64), CREDIT_EVERY (8), TIMEOUT (s, default 300). Prints one table; exit status 0 when
-every step ran and every frame reached a sink."""
+  ceiling         `faid-bench --zmq-ceiling`: a C PUSH thread -> a C PULL thread, one tcp
+                  loopback connection, one I/O thread each side: what one connection carries;
+  replay -> C     `faidctl replay` -> one C PULL sink (`faid-bench --zmq-sink`), no fan-out:
+                  the sender of the fan-out rows against the ceiling's sender;
+  replay -> py    the same into one Python (pyzmq) PULL sink (SINK_CONTROL_PY=1): whether a
+                  Python receiver could take the whole stream (the sinks of earlier runs were
+                  Python);
+  fan io=N        `faidctl replay` -> faid-fan (fan.io_threads N, one row per entry of
+                  IO_THREADS) -> SINKS C instance sinks (`faid-bench --fan-sink`: hello, credit
+                  every CREDIT_EVERY images with a window of WINDOW, as faid does, then only
+                  receive and release): the fan-out alone; ratio to the ceiling (issue 18's
+                  figure) and to `replay -> C` (the fan-out's own share);
+  fan py          the last fan row again with Python instance sinks (PY_SINKS=1);
+  fan + tee       the last fan row again with fan.tee_endpoint (PUSH) and one C PULL sink on
+                  it (TEE=1): the facility's writer takes a full copy, every byte is written
+                  twice by faid-fan; the tee sink's messages and rate, tee_sent / tee_dropped.
+
+Each fan row also prints every sink's images and its own first-to-last rate, and the fan-out's
+status (routed, dropped, lost, its I/O threads); a row whose frames did not all arrive says so.
+
+Environment: FAID_BIN (default build/bin), FAID_FAN (the faid-fan binary, default
+FAID_BIN/faid-fan: another build's, to compare; IO_THREADS="" for one without fan.io_threads),
+FRAMES (default 3000), PRESET (default eiger_4m:
+2.69 MB frames), DISTINCT (8), SINKS (4), IO_THREADS (default "1 4": the fan rows; "" = one row
+with faid-fan's default), POLICY (blocks), BLOCK (16), WINDOW (64), CREDIT_EVERY (8),
+SINK_CONTROL_PY (1), PY_SINKS (1), TEE (1), FAN_PERF (a file: `perf record -g` of faid-fan during the
+first fan row, its report next to it as FILE.txt, `perf stat --per-thread` (page faults, CPU
+time, context switches) as FILE.stat), TIMEOUT (s per step, default 300). Prints one
+table (also to OUT/fan-bench.txt when OUT is set); exit status 0 when every step ran and every
+frame reached its receivers."""
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,12 +55,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.environ.get("FAID_BIN", os.path.join(ROOT, "build", "bin"))
 FRAMES = int(os.environ.get("FRAMES", "3000"))
 PRESET = os.environ.get("PRESET", "eiger_4m")
-SINKS = int(os.environ.get("SINKS", "2"))
+DISTINCT = int(os.environ.get("DISTINCT", "8"))
+SINKS = int(os.environ.get("SINKS", "4"))
+IO_THREADS = os.environ.get("IO_THREADS", "1 4").split() or [""]
 POLICY = os.environ.get("POLICY", "blocks")
 BLOCK = int(os.environ.get("BLOCK", "16"))
 WINDOW = int(os.environ.get("WINDOW", "64"))
 CREDIT_EVERY = int(os.environ.get("CREDIT_EVERY", "8"))
+SINK_CONTROL_PY = os.environ.get("SINK_CONTROL_PY", "1") == "1"
+PY_SINKS = os.environ.get("PY_SINKS", "1") == "1"
+TEE = os.environ.get("TEE", "1") == "1"
+FAN_PERF = os.environ.get("FAN_PERF", "")
 TIMEOUT = float(os.environ.get("TIMEOUT", "300"))
+OUT = os.environ.get("OUT", "")
+BENCH = os.path.join(BIN, "faid-bench")
+FAN = os.environ.get("FAID_FAN", os.path.join(BIN, "faid-fan"))
 
 
 def port():
@@ -48,8 +78,38 @@ def port():
         return s.getsockname()[1]
 
 
-def sink(endpoint, name, out, stop):
-    """One instance as the link sees it: hello, credit as it releases images."""
+def replay(endpoint):
+    """faidctl replay of the run's frames; returns its exit status."""
+    r = subprocess.run([os.path.join(BIN, "faidctl"), "replay", "--to", endpoint, "--frames",
+                        str(FRAMES), "--preset", PRESET, "--distinct", str(DISTINCT), "--quiet",
+                        "--timeout", str(int(TIMEOUT))], capture_output=True, text=True,
+                       timeout=TIMEOUT + 30)
+    if r.returncode:
+        print("fan-bench: replay failed:", r.stdout[-500:], r.stderr[-500:], file=sys.stderr)
+    return r.returncode
+
+
+def py_pull_sink(endpoint, n, out):
+    """A plain PULL sink in Python: receives n messages, (count, first, last) to out."""
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.PULL)
+    s.bind(endpoint)
+    got, first, last = 0, None, None
+    t_end = time.monotonic() + TIMEOUT
+    while got < n and time.monotonic() < t_end:
+        if s.poll(100):
+            s.recv_multipart(copy=False)
+            now = time.monotonic_ns()
+            first = first or now
+            last = now
+            got += 1
+    out.put({"name": "py", "messages": got, "first_ns": first or 0, "last_ns": last or 0})
+    s.close(linger=0)
+    ctx.term()
+
+
+def py_fan_sink(endpoint, name, out, stop):
+    """One instance as the link sees it, in Python: hello, credit as it releases images."""
     ctx = zmq.Context()
     s = ctx.socket(zmq.DEALER)
     s.setsockopt(zmq.RCVHWM, 0)
@@ -61,53 +121,90 @@ def sink(endpoint, name, out, stop):
                               "window": WINDOW, "done": done}))
 
     send("hello")
-    images, first, last = 0, None, None
+    first, last = None, None
     last_credit = time.monotonic()
     while not stop.is_set():
         if s.poll(50):
             parts = s.recv_multipart(copy=False)
             route = msgpack.unpackb(parts[0].bytes)
             if route.get("type") == "route" and route.get("kind") == "image":
-                now = time.monotonic()
+                now = time.monotonic_ns()
                 first = first or now
                 last = now
-                images += 1
                 done += 1
                 if done % CREDIT_EVERY == 0:
                     send("credit")
-                    last_credit = now
+                    last_credit = time.monotonic()
         if time.monotonic() - last_credit > 0.1:
             send("credit")
             last_credit = time.monotonic()
-    out.put((name, images, first, last))
+    out.put({"name": name, "messages": done, "first_ns": first or 0, "last_ns": last or 0})
     s.close(linger=0)
     ctx.term()
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="fan-bench-")
-    cj = os.path.join(tmp, "ceiling.json")
-    r = subprocess.run([os.path.join(BIN, "faid-bench"), "--zmq-ceiling", "--frames", str(FRAMES),
-                        "--preset", PRESET, "--json", cj], capture_output=True, text=True,
-                       timeout=TIMEOUT)
-    if r.returncode != 0:
-        print("fan-bench: ceiling failed:", r.stderr, file=sys.stderr)
-        return 1
-    ceiling = json.load(open(cj))
-    p = {k: port() for k in ("in", "inst", "out", "ctl")}
-    ep = {k: "tcp://127.0.0.1:%d" % v for k, v in p.items()}
-    fan = subprocess.Popen([os.path.join(BIN, "faid-fan"), "--set", "input.endpoint=" + ep["in"],
-                            "--set", "fan.instances_endpoint=" + ep["inst"],
-                            "--set", "fan.output_endpoint=" + ep["out"],
-                            "--set", "fan.control_endpoint=" + ep["ctl"],
-                            "--set", "fan.policy=" + POLICY, "--set", "fan.block=%d" % BLOCK,
-                            "--set", "fan.buffer_bytes=4294967296", "--log-level", "warn"])
-    stop = mp.Event()
+def span_rate(rows):
+    """Messages over the span from the first one any receiver got to the last."""
+    n = sum(r["messages"] for r in rows)
+    firsts = [r["first_ns"] for r in rows if r["messages"]]
+    lasts = [r["last_ns"] for r in rows if r["messages"]]
+    if n < 2 or not firsts or max(lasts) <= min(firsts):
+        return n, None
+    return n, (n - 1) / ((max(lasts) - min(firsts)) / 1e9)
+
+
+def own_rate(r):
+    if r["messages"] < 2 or r["last_ns"] <= r["first_ns"]:
+        return None
+    return (r["messages"] - 1) / ((r["last_ns"] - r["first_ns"]) / 1e9)
+
+
+def control_c(tmp):
+    """replay -> one C PULL sink."""
+    ep = "tcp://127.0.0.1:%d" % port()
+    js = os.path.join(tmp, "sink_c.json")
+    sink = subprocess.Popen([BENCH, "--zmq-sink", "--bind", "--endpoint", ep, "--frames",
+                             str(FRAMES + 2), "--timeout", str(int(TIMEOUT)), "--json", js],
+                            stdout=subprocess.DEVNULL)
+    time.sleep(0.3)
+    rc = replay(ep)
+    src = sink.wait(TIMEOUT + 30)
+    r = json.load(open(js)) if os.path.exists(js) else {"messages": 0}
+    # the series' start and end are messages too: FRAMES + 2, the images' span is the same
+    return {"rows": [r], "ok": rc == 0 and src == 0 and r["messages"] == FRAMES + 2}
+
+
+def control_py():
+    """replay -> one Python PULL sink."""
+    ep = "tcp://127.0.0.1:%d" % port()
     out = mp.Queue()
-    procs = [mp.Process(target=sink, args=(ep["inst"], "sink%d" % k, out, stop))
-             for k in range(SINKS)]
-    for pr in procs:
-        pr.start()
+    p = mp.Process(target=py_pull_sink, args=(ep, FRAMES + 2, out))
+    p.start()
+    time.sleep(0.5)
+    rc = replay(ep)
+    r = out.get(timeout=TIMEOUT)
+    p.join(30)
+    return {"rows": [r], "ok": rc == 0 and r["messages"] == FRAMES + 2}
+
+
+def fan_row(tmp, io, sink_kind, perf, tee=False):
+    p = {k: port() for k in ("in", "inst", "out", "ctl", "tee")}
+    ep = {k: "tcp://127.0.0.1:%d" % v for k, v in p.items()}
+    cmd = [FAN, "--set", "input.endpoint=" + ep["in"],
+           "--set", "fan.instances_endpoint=" + ep["inst"],
+           "--set", "fan.output_endpoint=" + ep["out"],
+           "--set", "fan.control_endpoint=" + ep["ctl"],
+           "--set", "fan.policy=" + POLICY, "--set", "fan.block=%d" % BLOCK,
+           "--set", "fan.buffer_bytes=4294967296", "--log-level", "warn"]
+    if io:
+        cmd += ["--set", "fan.io_threads=" + io]
+    tee_sink, tee_js = None, os.path.join(tmp, "tee_%s.json" % (io or "default"))
+    if tee:  # the facility's writer on the tee: one C PULL sink taking every message
+        cmd += ["--set", "fan.tee_endpoint=" + ep["tee"]]
+        tee_sink = subprocess.Popen([BENCH, "--zmq-sink", "--endpoint", ep["tee"], "--frames",
+                                     str(FRAMES + 2), "--timeout", str(int(3 * TIMEOUT)),
+                                     "--json", tee_js], stdout=subprocess.DEVNULL)
+    fan = subprocess.Popen(cmd)
     ctx = zmq.Context()
 
     def status():
@@ -121,41 +218,164 @@ def main():
         s.close()
         return st
 
+    sinks, jsons, stop, out = [], [], mp.Event(), mp.Queue()
+    for k in range(SINKS):
+        name = "sink%d" % k
+        if sink_kind == "c":
+            js = os.path.join(tmp, "%s_%s.json" % (name, io or "default"))
+            jsons.append(js)
+            sinks.append(subprocess.Popen(
+                [BENCH, "--fan-sink", "--endpoint", ep["inst"], "--name", name, "--window",
+                 str(WINDOW), "--credit-every", str(CREDIT_EVERY), "--timeout",
+                 str(int(3 * TIMEOUT)), "--json", js], stdout=subprocess.DEVNULL))
+        else:
+            pr = mp.Process(target=py_fan_sink, args=(ep["inst"], name, out, stop))
+            pr.start()
+            sinks.append(pr)
     t_end = time.monotonic() + TIMEOUT
     while len([i for i in status()["instances"] if i["state"] == "live"]) < SINKS:
         assert time.monotonic() < t_end, "sinks never joined"
         time.sleep(0.1)
-    rep = subprocess.run([os.path.join(BIN, "faidctl"), "replay", "--to", ep["in"], "--frames",
-                          str(FRAMES), "--preset", PRESET], capture_output=True, text=True,
-                         timeout=TIMEOUT)
-    while status()["counters"]["routed"] + status()["counters"]["dropped"] < FRAMES:
-        if time.monotonic() > t_end:
+    rec = []
+    if perf and not shutil.which("perf"):
+        print("fan-bench: FAN_PERF set but no perf here: not recorded", file=sys.stderr)
+        perf = ""
+    if perf:
+        rec = [subprocess.Popen(["perf", "record", "-g", "-F", "1999", "-o", perf, "-p",
+                                 str(fan.pid)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL),
+               subprocess.Popen(["perf", "stat", "-e", "page-faults,task-clock,context-switches",
+                                 "--per-thread", "-o", perf + ".stat", "-p", str(fan.pid)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        time.sleep(0.5)
+    rc = replay(ep["in"])
+    # every image routed, then accounted for by its sink (credit back to the window: done = sent)
+    while time.monotonic() < t_end:
+        st = status()
+        c = st["counters"]
+        live = [i for i in st["instances"] if i["state"] == "live"]
+        if c["routed"] + c["dropped"] >= FRAMES and all(i["credit"] == i["window"] for i in live):
             break
         time.sleep(0.1)
-    time.sleep(0.5)
+    for p in rec:
+        p.send_signal(signal.SIGINT)
+        p.wait(60)
     st = status()
-    stop.set()
-    res = [out.get(timeout=30) for _ in procs]
-    for pr in procs:
-        pr.join(30)
+    if sink_kind == "c":
+        for s in sinks:
+            s.send_signal(signal.SIGTERM)
+        sink_rcs = [s.wait(60) for s in sinks]
+        rows = [json.load(open(js)) if os.path.exists(js) else {"name": "?", "messages": 0,
+                                                                 "first_ns": 0, "last_ns": 0}
+                for js in jsons]
+    else:
+        stop.set()
+        rows = [out.get(timeout=30) for _ in sinks]
+        for s in sinks:
+            s.join(30)
+        sink_rcs = [s.exitcode for s in sinks]
+    tee_row = None
+    if tee_sink:
+        try:
+            tee_rc = tee_sink.wait(30)
+        except subprocess.TimeoutExpired:
+            tee_sink.send_signal(signal.SIGTERM)
+            tee_rc = tee_sink.wait(30)
+        tee_row = json.load(open(tee_js)) if os.path.exists(tee_js) else {"messages": 0}
+        tee_row["rc"] = tee_rc
     fan.send_signal(signal.SIGTERM)
     fan_rc = fan.wait(60)
-    images = sum(r[1] for r in res)
-    firsts = [r[2] for r in res if r[2]]
-    lasts = [r[3] for r in res if r[3]]
-    rate = (images - 1) / (max(lasts) - min(firsts)) if images > 1 else 0.0
+    n = sum(r["messages"] for r in rows)
+    c = st["counters"]
+    if tee_row:
+        sink_rcs.append(0 if tee_row["messages"] == FRAMES + 2 else 1)
+    return {"rows": sorted(rows, key=lambda r: r["name"]), "status": st, "fan_rc": fan_rc,
+            "tee": tee_row,
+            "ok": n == FRAMES and rc == 0 and fan_rc == 0 and c["dropped"] == 0
+            and c["lost"] == 0 and all(x == 0 for x in sink_rcs)}
+
+
+def perf_report(perf):
+    try:
+        r = subprocess.run(["perf", "report", "-i", perf, "--no-children", "--sort",
+                            "comm,dso,symbol", "--stdio", "-g", "none", "--percent-limit", "1"],
+                           capture_output=True, text=True, timeout=300)
+        open(perf + ".txt", "w").write(r.stdout)
+        return perf + ".txt"
+    except (OSError, subprocess.SubprocessError) as e:
+        return "perf report failed: %s" % e
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="fan-bench-")
+    cj = os.path.join(tmp, "ceiling.json")
+    r = subprocess.run([BENCH, "--zmq-ceiling", "--frames", str(FRAMES), "--preset", PRESET,
+                        "--distinct", str(DISTINCT), "--json", cj], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    if r.returncode != 0:
+        print("fan-bench: ceiling failed:", r.stderr, file=sys.stderr)
+        return 1
+    ceiling = json.load(open(cj))
     c = ceiling["msg_per_s"]
-    print("fan-bench (%s, %d frames of %.2f MB, %d sinks, policy %s, block %d)"
-          % (PRESET, FRAMES, ceiling["message_bytes"] / 1e6, SINKS, POLICY, BLOCK))
-    print("| run | msg/s | ratio to ceiling |")
-    print("|---|---|---|")
-    print("| one-connection ceiling | %.0f | 1.00 |" % c)
-    print("| faid-fan -> %d sinks | %.0f | %.2f |" % (SINKS, rate, rate / c if c else 0))
-    print("per sink: %s" % ", ".join("%s %d" % (r[0], r[1]) for r in sorted(res)))
-    print("fan-out status: routed %d, dropped %d, lost %d; replay rc %d, faid-fan rc %d"
-          % (st["counters"]["routed"], st["counters"]["dropped"], st["counters"]["lost"],
-             rep.returncode, fan_rc))
-    ok = images == FRAMES and rep.returncode == 0 and fan_rc == 0
+    results = [("ceiling: C PUSH -> C PULL, 1 connection", {"rows": [], "ok": True}, c, "")]
+    ok = True
+    ctl = control_c(tmp)
+    n, rc_rate = span_rate(ctl["rows"])
+    results.append(("replay -> C PULL sink, no fan-out", ctl, rc_rate,
+                    "the sender alone: %d messages (start, images, end)" % n))
+    if SINK_CONTROL_PY:
+        ctp = control_py()
+        n, rp = span_rate(ctp["rows"])
+        results.append(("replay -> Python PULL sink, no fan-out", ctp, rp,
+                        "a Python receiver taking the whole stream: %d messages" % n))
+    perf_txt = None
+    rows = [(io, "c", False) for io in IO_THREADS]
+    if PY_SINKS:
+        rows.append((IO_THREADS[-1], "python", False))
+    if TEE:
+        rows.append((IO_THREADS[-1], "c", True))
+    for k, (io, kind, tee) in enumerate(rows):
+        perf = FAN_PERF if FAN_PERF and k == 0 else ""
+        fr = fan_row(tmp, io, kind, perf, tee)
+        if perf and os.path.exists(perf):
+            perf_txt = perf_report(perf)
+        n, rate = span_rate(fr["rows"])
+        cnt = fr["status"]["counters"]
+        per = ", ".join("%s %d (%s/s)" % (x["name"], x["messages"],
+                                           "-" if own_rate(x) is None else "%.0f" % own_rate(x))
+                        for x in fr["rows"])
+        note = ("%d of %d images; routed %d, dropped %d, lost %d; per sink %s; faid-fan rc %d"
+                % (n, FRAMES, cnt["routed"], cnt["dropped"], cnt["lost"], per, fr["fan_rc"]))
+        if tee:
+            t = fr["tee"]
+            note += ("; tee sink %d of %d messages (%s/s), tee_sent %d, tee_dropped %d"
+                     % (t["messages"], FRAMES + 2,
+                        "-" if own_rate(t) is None else "%.0f" % own_rate(t),
+                        cnt["tee_sent"], cnt["tee_dropped"]))
+        results.append(("replay -> faid-fan io_threads %s -> %d %s sinks%s"
+                        % (io or "default", SINKS, "C" if kind == "c" else "Python",
+                           " + tee -> C PULL sink" if tee else ""), fr, rate, note))
+    lines = ["fan-bench (%s, %d frames of %.2f MB, %d distinct, %d sinks, policy %s, block %d, "
+             "window %d; %d CPUs, load average %.1f at the end)"
+             % (PRESET, FRAMES, ceiling["message_bytes"] / 1e6, DISTINCT, SINKS, POLICY, BLOCK,
+                WINDOW, os.cpu_count() or 0, os.getloadavg()[0]),
+             "| row | msg/s | x ceiling | x replay -> C | frames / notes |",
+             "|---|---|---|---|---|"]
+    for name, res, rate, note in results:
+        ok = ok and res["ok"]
+        fmt = (lambda x: "-" if x is None else "%.2f" % x)
+        lines.append("| %s | %s | %s | %s | %s%s |"
+                     % (name, "-" if rate is None else "%.0f" % rate,
+                        fmt(rate / c if rate and c else None),
+                        fmt(rate / rc_rate if rate and rc_rate else None), note,
+                        "" if res["ok"] else " NOT ALL FRAMES ARRIVED"))
+    if perf_txt:
+        lines.append("perf of faid-fan in the first fan row: %s" % perf_txt)
+    text = "\n".join(lines)
+    print(text)
+    if OUT:
+        os.makedirs(OUT, exist_ok=True)
+        open(os.path.join(OUT, "fan-bench.txt"), "w").write(text + "\n")
     return 0 if ok else 1
 
 

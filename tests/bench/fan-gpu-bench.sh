@@ -4,7 +4,17 @@
 #
 #   a. one faid with `devices` = NGPU GPUs (their indices from `faidctl devices --json`), peaks
 #      on (peaks.algorithm PEAKS), CONNS input endpoints, one `faidctl replay` per endpoint at
-#      once (FRAMES / CONNS frames each, one series), one `faidctl sub` on its PUB: results/s;
+#      once (FRAMES / CONNS frames each, one series), one `faidctl sub --count FRAMES` on its
+#      PUB: results/s from the first result to the last (sub's `result rate`), results seen of
+#      frames sent, the frames sub found missing and the messages lost to it (msg_number gaps),
+#      and the daemon's own received / processed / failed / dropped over the series; once the
+#      daemon has accounted for every frame sent, a sub still waiting is stopped (it never waits
+#      for its timeout). Every daemon's output.sndhwm is 1000000: on four H200 with peaks
+#      (2026-11-26) sub saw 5,980 of 6,000 results with all processed and waited for its
+#      timeout; the likely cause is the default (2 x queue.depth = 128 results), which a burst
+#      of results from four GPUs overflows, and a PUB drops for that subscriber; sub's lost
+#      messages (msg_number gaps) beside its missing frames now tell that from results never
+#      published;
 #   b. faid-fan bound on loopback with CONNS input endpoints and NGPU instances (one faid each,
 #      input.protocol fan, input.mode connect, `devices` = ONE GPU index, the same reduction
 #      settings as a), FAN_CONNS (default 1) fan-out input endpoints and one `faidctl replay`
@@ -12,7 +22,8 @@
 #      to every instance and an instance ends the series at the first (on PoCL, FAN_CONNS=2 left
 #      30 of 60 frames unpublished and 15 reported lost); one `faidctl sub --until-end`
 #      per instance's PUB: results summed, results/s = summed results / the longest instance's
-#      first-to-last span (the instances run side by side: blocks of fan.block frames in turn);
+#      first-to-last result span (the instances run side by side: blocks of fan.block frames in
+#      turn);
 #      every frame accounted: results + the fan-out's lost + dropped = frames sent; the fan-out's
 #      status (routed, dropped, lost) and each instance's counters;
 #   c. the ZeroMQ ceiling (`faid-bench --zmq-ceiling`, the frames replay sends) with 1 and with
@@ -28,12 +39,15 @@
 # replaced), FAN_CONNS (b's replays into the fan-out, default 1), INFLIGHT / BATCH (default 8 and 2, as daemon-bench.sh), BLOCK (fan.block, default 16),
 # WARMUP (frames of the warm-up series of each daemon, default 32), TIMEOUT (seconds any step may
 # wait, default 240), OUT (default tests/out/fan-gpu-bench).
-# With DEVICE_KIND=gpu it repeats gpu-run.sh's steps 1-2 (runtime libraries of .device/debs, the
-# NVIDIA OpenCL ICD) unless OCL_ICD_VENDORS is already set or the ICD file exists.
+# With DEVICE_KIND=gpu it does gpu-run.sh's steps 1-2 (runtime libraries of .device/debs, the
+# NVIDIA OpenCL ICD: tests/bench/lib.sh's bench_runtime, which daemon start and stop, ports,
+# configuration edits and the ceilings come from too).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 BIN=${FAID_BIN:-build/bin}
 DEVICE_KIND=${DEVICE_KIND:-gpu}
 NGPU=${NGPU:-4}
@@ -58,33 +72,8 @@ ctl=$BIN/faidctl
 status=0
 T() { timeout -k 5 "$TIMEOUT" "$@"; } # every client is bounded: the script never hangs
 
-# gpu-run.sh steps 1-2, when not done already
-rt=$root/.device/rt
-if [ "$DEVICE_KIND" = gpu ] && ls .device/debs/*.deb >/dev/null 2>&1; then
-    if [ ! -d "$rt" ]; then
-        mkdir -p "$rt"
-        for f in .device/debs/*.deb; do
-            dpkg-deb -x "$f" "$rt" 2>>"$LOG/fan-gpu-bench.log" || say "WARNING: could not unpack $f"
-        done
-    fi
-    export LD_LIBRARY_PATH="$rt/usr/lib/x86_64-linux-gnu:$rt/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export PATH="$rt/usr/bin:$PATH"
-fi
-if [ "$DEVICE_KIND" = gpu ] && [ -z "${OCL_ICD_VENDORS:-}" ] && [ ! -f /etc/OpenCL/vendors/nvidia.icd ]; then
-    nvlib=$(ldconfig -p 2>/dev/null | awk '/libnvidia-opencl.so.1/ {print $NF; exit}')
-    for c in /usr/lib/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1; do
-        [ -e "$c" ] && nvlib=$c
-    done
-    if [ -n "$nvlib" ]; then
-        mkdir -p "$root/.device/icd"
-        echo "$nvlib" >"$root/.device/icd/nvidia.icd"
-        for f in /etc/OpenCL/vendors/*.icd; do [ -f "$f" ] && cp "$f" "$root/.device/icd/"; done
-        export OCL_ICD_VENDORS=$root/.device/icd
-        say "ICD: OCL_ICD_VENDORS=$OCL_ICD_VENDORS ($nvlib)"
-    else
-        say "WARNING: libnvidia-opencl.so.1 not found"
-    fi
-fi
+# gpu-run.sh steps 1-2
+[ "$DEVICE_KIND" = gpu ] && bench_runtime "$LOG/fan-gpu-bench.log"
 
 for b in faid faidctl faid-bench faid-fan; do
     [ -x "$BIN/$b" ] || { say "ERROR: $BIN/$b not found or not executable"; exit 1; }
@@ -110,18 +99,8 @@ else
 fi
 say "devices: a = $dev_all, instances = ${gpus[*]}; FRAMES $FRAMES, CONNS $CONNS, PEAKS $PEAKS"
 
-# a free loopback port not handed out before in this run (the kernel may give a released port
-# again: on PoCL the fan-out's input once got its own output port and failed to bind)
 : >"$LOG/ports"
-port() {
-    local p
-    for _ in $(seq 1 50); do
-        p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-        grep -qx "$p" "$LOG/ports" || break
-    done
-    echo "$p" >>"$LOG/ports"
-    echo "$p"
-}
+port() { bench_port; }
 base_args=()
 if [ -n "$CONFIG" ]; then
     base_args=(-c "$CONFIG")
@@ -134,71 +113,24 @@ if ! "$BIN/faid" "${base_args[@]}" --dump-config >"$LOG/base.yaml" 2>>"$LOG/fan-
     exit 1
 fi
 
-# edit SRC DST section.key=value...: replaces existing keys of the dumped configuration
-edit() {
-    python3 - "$@" <<'EOF'
-import sys
-src, dst, *kv = sys.argv[1:]
-want = {}
-for a in kv:
-    k, _, v = a.partition("=")
-    sec, _, key = k.rpartition(".")
-    want[(sec, key)] = v
-out, sec, done = [], "", set()
-for line in open(src):
-    body = line.rstrip("\n")
-    if body and not body.startswith((" ", "#")):
-        key, _, val = body.partition(":")
-        sec = key if not val.strip() else ""
-        if ("", key) in want:
-            body, _ = f"{key}: {want['', key]}", done.add(("", key))
-    elif body.startswith("  ") and not body.lstrip().startswith("#"):
-        key = body.strip().partition(":")[0]
-        if (sec, key) in want:
-            body, _ = f"  {key}: {want[sec, key]}", done.add((sec, key))
-    out.append(body)
-if set(want) - done:
-    sys.exit(f"keys not found in the dumped configuration: {sorted(set(want) - done)}")
-open(dst, "w").write("\n".join(out) + "\n")
-EOF
-}
+edit() { bench_edit "$@"; }
 ep() { echo "\"tcp://127.0.0.1:$1\""; }
 eplist() { local s="" p; for p in "$@"; do s="$s${s:+, }$(ep "$p")"; done; echo "[$s]"; }
 common=("queue.policy=block" "pipeline.inflight=$INFLIGHT" "pipeline.batch=$BATCH"
-    "stats.interval=0" "log.level=info" "peaks.algorithm=$PEAKS" "output.lossless_endpoint=null")
+    "stats.interval=0" "log.level=info" "peaks.algorithm=$PEAKS" "output.lossless_endpoint=null"
+    "output.sndhwm=1000000")
 
 pids=()    # every daemon still running (killed by the trap)
 # shellcheck disable=SC2317 # (called by the EXIT trap)
 cleanup() { local p; for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; }
 trap cleanup EXIT INT TERM
 
-# up CONTROL_PORT PID NAME: waits until it answers status
-up() {
-    for _ in $(seq 1 $((TIMEOUT * 2))); do
-        T "$ctl" status --control "tcp://127.0.0.1:$1" --timeout 1 >/dev/null 2>&1 && return 0
-        kill -0 "$2" 2>/dev/null || break
-        sleep 0.5
-    done
-    say "ERROR: $3 did not come up; tail of $LOG/$3.log:"
-    tail -n 15 "$LOG/$3.log" | tee -a "$LOG/fan-gpu-bench.log"
-    return 1
-}
+# up CONTROL_PORT PID NAME: waits until it answers status (log $LOG/NAME.log)
+up() { bench_wait_up "$1" "$2" "$3" "$LOG/$3.log"; }
 # down CONTROL_PORT PID NAME: status into NAME.status.json, stop, exit status into NAME.rc
-down() {
-    T "$ctl" status --control "tcp://127.0.0.1:$1" --json >"$LOG/$3.status.json" 2>>"$LOG/fan-gpu-bench.log"
-    if [ "$3" = fan ]; then
-        kill -TERM "$2" # faid-fan has no stop command: SIGTERM is its clean stop
-    else
-        T "$ctl" stop --control "tcp://127.0.0.1:$1" >/dev/null 2>>"$LOG/fan-gpu-bench.log"
-    fi
-    local rc=0
-    for _ in $(seq 1 $((TIMEOUT * 2))); do kill -0 "$2" 2>/dev/null || break; sleep 0.5; done
-    kill -0 "$2" 2>/dev/null && { say "ERROR: $3 did not stop, killed"; kill -9 "$2"; }
-    wait "$2" || rc=$?
-    echo "$rc" >"$LOG/$3.rc"
-    [ "$rc" = 0 ] || { say "ERROR: $3 exited with status $rc"; status=1; }
-}
-# replays NAME SERIES N ENDPOINT_PORT...: one replay per port at once (frame ranges of their own)
+down() { bench_stop "$1" "$2" "$3" "$LOG/$3.status.json" "$LOG/$3.rc" || status=1; }
+# replays NAME SERIES N ENDPOINT_PORT...: one replay per port at once (frame ranges of their own,
+# contiguous: sub's missing frames count only frames never seen)
 replays() {
     local name=$1 sid=$2 n=$3
     shift 3
@@ -207,7 +139,7 @@ replays() {
         cnt=$each
         [ "$i" = $((k - 1)) ] && cnt=$((n - each * (k - 1)))
         T "$ctl" replay --to "tcp://127.0.0.1:$p" -c "$LOG/base.yaml" --frames "$cnt" \
-            --first-frame $((i * n)) --series-id "$sid" --distinct 8 --timeout "$TIMEOUT" \
+            --first-frame $((i * each)) --series-id "$sid" --distinct 8 --timeout "$TIMEOUT" \
             --quiet >"$LOG/$name.replay$i" 2>&1 &
         rps+=($!)
         i=$((i + 1))
@@ -218,15 +150,7 @@ replays() {
 
 # c. the ceilings, 1 and CONNS connections
 say "c: zmq ceiling, 1 and $CONNS connections, $FRAMES frames"
-T "$BIN/faid-bench" --zmq-ceiling --config "$LOG/base.yaml" --frames "$FRAMES" --distinct 8 \
-    --json "$LOG/ceiling_1.json" >"$LOG/ceiling_1.log" 2>&1 || { say "ERROR: zmq ceiling failed"; status=1; }
-cps=()
-for i in $(seq 1 "$CONNS"); do
-    T "$BIN/faid-bench" --zmq-ceiling --config "$LOG/base.yaml" --frames $((FRAMES / CONNS)) \
-        --distinct 8 --json "$LOG/ceiling_n$i.json" >"$LOG/ceiling_n$i.log" 2>&1 &
-    cps+=($!)
-done
-for p in "${cps[@]}"; do wait "$p" || { say "ERROR: a parallel zmq ceiling failed"; status=1; }; done
+bench_ceilings "$LOG/base.yaml" "$FRAMES" "$CONNS" "$LOG/ceiling_1.json" "$LOG/ceiling_n" || status=1
 
 # a. one daemon on all NGPU devices
 pin=()
@@ -248,6 +172,7 @@ if edit "$LOG/base.yaml" "$LOG/a.yaml" "${common[@]}" "devices=$dev_all" "input.
         replays a_warm 1 "$WARMUP" "${pin[0]}"
         wait "$sp" || { say "ERROR: a warm-up sub failed"; status=1; }
         T "$ctl" reset --control "tcp://127.0.0.1:$pctl" >/dev/null 2>&1
+        T "$ctl" status --control "tcp://127.0.0.1:$pctl" --json >"$LOG/a_warm.status.json" 2>/dev/null
         # --count alone: each of the CONNS replays sends an end, and sub --until-end stopped at
         # the first one with 30 of 60 results on PoCL
         T "$ctl" sub --from "tcp://127.0.0.1:$pout" --count "$FRAMES" --timeout "$TIMEOUT" \
@@ -256,7 +181,25 @@ if edit "$LOG/base.yaml" "$LOG/a.yaml" "${common[@]}" "devices=$dev_all" "input.
         sleep 1
         say "a: $FRAMES frames over $CONNS connections"
         replays a 2 "$FRAMES" "${pin[@]}"
-        wait "$sp" || { say "ERROR: a's sub failed (see $LOG/a.sub)"; status=1; }
+        # every frame sent accounted for by the daemon (processed, failed or dropped), then a
+        # second for the last results to reach sub: a sub still waiting has lost some, and is
+        # stopped (its summary counts them) rather than waiting for its timeout
+        want=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])).get("counters",{}); print(c.get("received",0)+int(sys.argv[2]))' \
+            "$LOG/a_warm.status.json" "$FRAMES" 2>/dev/null || echo "$FRAMES")
+        for _ in $(seq 1 $((TIMEOUT * 2))); do
+            kill -0 "$sp" 2>/dev/null || break
+            T "$ctl" status --control "tcp://127.0.0.1:$pctl" --json 2>/dev/null | python3 -c '
+import json, sys
+c = json.load(sys.stdin).get("counters", {})
+sys.exit(0 if c.get("processed", 0) + c.get("failed", 0) + c.get("dropped", 0) >= int(sys.argv[1]) else 1)' "$want" && break
+            sleep 0.5
+        done
+        sleep 1
+        if kill -0 "$sp" 2>/dev/null; then
+            say "a: sub still waiting once the daemon accounted for every frame: stopped"
+            kill -INT "$sp"
+        fi
+        wait "$sp"
         down "$pctl" "$apid" a
     else
         status=1
@@ -352,26 +295,38 @@ def jread(n):
     except ValueError:
         return {}
 def num(pat, text, default=None):
-    m = re.search(pat, text)
+    m = re.search(pat, text, re.M)
     return float(m.group(1)) if m else default
 def f(x, fmt="{:.0f}"):
     return "-" if x is None else fmt.format(x)
 c1 = jread("ceiling_1.json").get("msg_per_s")
 cn = [jread(os.path.basename(p)).get("msg_per_s") for p in glob.glob(os.path.join(log, "ceiling_n*.json"))]
 cn = sum(cn) if cn and all(cn) else None
-ra = num(r"rate: ([\d.]+) results/s", read("a.sub"))
-na = num(r"results: (\d+)", read("a.sub"), 0)
-ca = jread("a.status.json").get("counters", {})
+# the results' own span (sub's "result rate"), never a rate stretched by a wait for what never
+# came; a sub stopped early says so below
+asub = read("a.sub")
+ra = num(r"^result rate: ([\d.]+) results/s", asub) if "result rate:" in asub else None
+ra = ra if ra else None
+na = num(r"results: (\d+)", asub, 0)
+a_missing = num(r"missing frames: (\d+)", asub)
+a_lostmsg = num(r"lost messages: (\d+)", asub)
+a_why = (re.search(r"^stopped: (.*)$", asub, re.M) or [None, "-"])[1]
+ca_all = jread("a.status.json").get("counters", {})
+caw = jread("a_warm.status.json").get("counters", {})
+# the measured series' share of the daemon's counters (the warm-up's removed)
+ca = {k: v - (caw.get(k) or 0) for k, v in ca_all.items() if isinstance(v, (int, float))}
 sent = lambda name: sum(num(r"frames: (\d+)", read(os.path.basename(p)), 0)
                         for p in glob.glob(os.path.join(log, f"{name}.replay*")))
 sa, sb = sent("a"), sent("b")
 nb, spans = 0, []
 for i in range(ngpu):
     t = read(f"b.i{i}.sub")
-    n, r = num(r"results: (\d+)", t, 0), num(r"rate: ([\d.]+) results/s", t)
+    n = num(r"results: (\d+)", t, 0)
+    span = num(r"^result rate: [\d.]+ results/s from the first result to the last, over ([\d.]+) s",
+               t)
     nb += n
-    if n > 1 and r:
-        spans.append((n - 1) / r)
+    if n > 1 and span:
+        spans.append(span)
 rb = (nb - 1) / max(spans) if spans and nb > 1 else None
 fs = jread("fan.status.json")
 fw = jread("fan_warm.status.json")
@@ -390,8 +345,10 @@ ok_b = sb == frames and acc_b == frames
 ok = ok_a and ok_b and bool(rcs) and all(v == "0" for v in rcs.values())
 print(f"\nissue 18 on {dev} ({ngpu} devices), {frames} frames, {conns} connections, peaks.algorithm {peaks}")
 rows = [("a: 1 daemon, all devices", f"{f(ra)} results/s", "1.00",
-         f"{int(na)} results of {int(sa)} sent; received {ca.get('received', '-')} processed "
-         f"{ca.get('processed', '-')} failed {ca.get('failed', '-')} dropped {ca.get('dropped', '-')}"),
+         f"{int(na)} results seen of {int(sa)} sent (sub: missing {f(a_missing)}, lost messages "
+         f"{f(a_lostmsg)}, stopped: {a_why}); the daemon: received {ca.get('received', '-')} "
+         f"processed {ca.get('processed', '-')} failed {ca.get('failed', '-')} dropped "
+         f"{ca.get('dropped', '-')}"),
         (f"b: fan-out + {ngpu} instances", f"{f(rb)} results/s", f(rb and ra and rb / ra, "{:.2f}"),
          f"{int(nb)} results + lost {f(lost)} + dropped {f(dropped)} = {int(acc_b)} of {int(sa and sb)} sent; "
          f"routed {f(routed)}; per instance results "

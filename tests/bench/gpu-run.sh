@@ -46,6 +46,8 @@ set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 BIN=${FAID_BIN:-build/bin}
 DEVICE=${DEVICE:-gpu}
 FRAMES=${FRAMES:-500}
@@ -70,42 +72,10 @@ LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
 say() { echo "gpu-run: $*" | tee -a "$LOG/gpu-run.log"; }
 
-# 1. runtime libraries from the Debian packages, unpacked privately (never into /)
-rt=$root/.device/rt
-if ls .device/debs/*.deb >/dev/null 2>&1; then
-    mkdir -p "$rt"
-    for f in .device/debs/*.deb; do
-        dpkg-deb -x "$f" "$rt" 2>>"$LOG/gpu-run.log" || dpkg -x "$f" "$rt" ||
-            say "WARNING: could not unpack $f"
-    done
-else
-    say "WARNING: no .device/debs/*.deb (run tests/bench/gpu-prepare.sh on the build machine)"
-fi
-export LD_LIBRARY_PATH="$rt/usr/lib/x86_64-linux-gnu:$rt/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$rt/usr/bin:$PATH"
-
-# 2. register NVIDIA's OpenCL driver with the ICD loader (no ICD file is installed there)
-nvlib=""
-for c in /usr/lib/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 \
-    /usr/lib64/libnvidia-opencl.so.1; do
-    [ -e "$c" ] && { nvlib=$c; break; }
-done
-[ -z "$nvlib" ] && nvlib=$(ldconfig -p 2>/dev/null | awk '/libnvidia-opencl.so.1/ {print $NF; exit}')
-if [ -n "$nvlib" ]; then
-    if mkdir -p /etc/OpenCL/vendors 2>/dev/null && { [ -f /etc/OpenCL/vendors/nvidia.icd ] ||
-        echo "$nvlib" >/etc/OpenCL/vendors/nvidia.icd; } 2>/dev/null; then
-        say "ICD: /etc/OpenCL/vendors/nvidia.icd -> $(cat /etc/OpenCL/vendors/nvidia.icd)"
-    else
-        # not root: a private vendors folder (ocl-icd honours OCL_ICD_VENDORS)
-        mkdir -p "$root/.device/icd"
-        echo "$nvlib" >"$root/.device/icd/nvidia.icd"
-        for f in /etc/OpenCL/vendors/*.icd; do [ -f "$f" ] && cp "$f" "$root/.device/icd/"; done
-        export OCL_ICD_VENDORS=$root/.device/icd
-        say "ICD: private OCL_ICD_VENDORS=$OCL_ICD_VENDORS ($nvlib)"
-    fi
-else
-    say "WARNING: libnvidia-opencl.so.1 not found: only non-NVIDIA OpenCL devices (PoCL) will show"
-fi
+# 1-2. runtime libraries from the Debian packages, unpacked privately (never into /), and
+# NVIDIA's OpenCL driver registered with the ICD loader (no ICD file is installed there):
+# tests/bench/lib.sh's bench_runtime, shared with fan-gpu-bench.sh
+bench_runtime "$LOG/gpu-run.log"
 
 # 3. device listing and binary check
 { command -v clinfo >/dev/null && clinfo -l; } >"$LOG/clinfo.txt" 2>&1 ||

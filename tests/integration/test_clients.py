@@ -387,6 +387,42 @@ def test_sub_count_and_timeout(procs):
     assert rc == 1 and "stopped: timeout" in out and summary_value(out, "results") == 0
 
 
+def test_sub_result_rate_spans_the_results(procs):
+    """sub's summary has the results' own rate, from the first result to the last: the plain
+    `rate` runs from the first message of any kind to the last, which a start long before the
+    results (or ends after them) stretches; benchmarks read the result rate."""
+    ctx = zmq.Context.instance()
+    push = FakeLossless(ctx)
+    try:
+        p = procs([FAIDCTL, "sub", "--from", ep(push.port), "--lossless", "--until-end",
+                   "--timeout", str(LONG), "--quiet"])
+        order = list(range(6))
+        sent = []
+
+        class Gapped:  # the start, a pause, the results 50 ms apart, a pause, the end
+            def send_multipart(self, parts):
+                if parts[0] in (b"result", b"end") and sent and sent[-1] != parts[0]:
+                    time.sleep(0.5)
+                elif parts[0] == b"result":
+                    time.sleep(0.05)
+                sent.append(parts[0])
+                push.send_multipart(parts)
+
+        fake_output(Gapped(), len(order), order)
+        assert p.wait() == 0, p.stderr()
+        out = p.stdout()
+        assert summary_value(out, "results") == len(order)
+        m = re.search(r"^rate: ([\d.]+) results/s over ([\d.]+) s", out, re.M)
+        r = re.search(r"^result rate: ([\d.]+) results/s from the first result to the last, "
+                      r"over ([\d.]+) s$", out, re.M)
+        assert m and r, out
+        rate, span = float(r.group(1)), float(r.group(2))
+        assert 0 < span <= float(m.group(2)), out
+        assert abs(rate * span - (len(order) - 1)) < 0.01 * len(order) + 0.1, out
+    finally:
+        push.close()
+
+
 def test_control_without_daemon():
     port = free_port()
     for cmd in ("status", "config", "stop"):

@@ -617,6 +617,41 @@ def test_credit_policy_each_frame_once(rig):
     assert st["policy"] == "credit" and st["counters"]["routed"] == 30
 
 
+def zmq_io_threads(pid):
+    """The ZeroMQ I/O threads of a process (libzmq names them ZMQbg/IO/N)."""
+    names = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return sorted(n for n in names if n.startswith("ZMQbg/IO/"))
+
+
+def test_io_threads_spread_the_instances(rig):
+    """fan.io_threads: the instances' sockets live in a context with that many ZeroMQ I/O
+    threads (the input has one of its own), so the instances' connections are written by
+    several threads; every frame is still reduced exactly once and in its block. A value out of
+    range is refused at start with the key named."""
+    r = subprocess.run([FAN, "--set", "fan.io_threads=0"], capture_output=True, text=True,
+                       timeout=LONG)
+    assert r.returncode == 2 and "fan.io_threads" in r.stderr, (r.returncode, r.stderr)
+    fan, insts = three(rig, sets=("fan.io_threads=3",))
+    assert len(zmq_io_threads(fan.proc.pid)) == 3 + 1, zmq_io_threads(fan.proc.pid)
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    imgs = frames(36, seed=12)
+    for m in native_series(7, imgs):
+        det.send(m)
+    collect_ends(insts)
+    got = {id(d): sorted(r["frame_id"] for r in results_of([d], 7)) for d in insts}
+    assert sorted(f for v in got.values() for f in v) == list(range(36))
+    for v in got.values():  # fan.block 4: whole blocks per instance
+        assert v and all(f // 4 * 4 in v for f in v), v
+    st = fan.status()
+    assert st["counters"]["routed"] == 36 and st["counters"]["dropped"] == 0
+
+
 def test_full_buffer_drops_and_reports(rig):
     """With no instance to take them, images wait in the buffer (fan.buffer_bytes, here its
     minimum of 1 MiB): those that do not fit are dropped at once, counted and reported lost
