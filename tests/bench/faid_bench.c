@@ -66,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define NDISTINCT 4  /* distinct frames cycled through (spots move between them) */
@@ -726,12 +727,21 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
             return 1;
         }
     }
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     pthread_barrier_wait(&go);
     int64_t w0 = faid_now_ns();
     for (int j = 0; j < nd; j++)
         pthread_join(th[j], NULL);
     double wall = (double)(faid_now_ns() - w0) * 1e-9;
+    getrusage(RUSAGE_SELF, &ru1);
     pthread_barrier_destroy(&go);
+    /* the process's CPU time over the timed window (every thread: submitting, parsers, the
+     * OpenCL runtime's own): CPUs kept busy = CPU seconds / wall */
+#define TV_S(t) ((double)(t).tv_sec + (double)(t).tv_usec * 1e-6)
+    const double cpu_user = TV_S(ru1.ru_utime) - TV_S(ru0.ru_utime);
+    const double cpu_sys = TV_S(ru1.ru_stime) - TV_S(ru0.ru_stime);
+#undef TV_S
     const uint64_t builds_timed = faid_progcache_builds(&wait1_ms) - builds0;
     int failed = 0, ident_pipe = warm_ok;
     for (int j = 0; j < nd; j++) {
@@ -822,8 +832,9 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
                fa[j].rc ? 0.0 : fa[j].ev_gbs);
     }
     printf("program builds in the timed window: %llu (threads waited %.1f ms for the build "
-           "lock there)\n",
-           (unsigned long long)builds_timed, wait1_ms - wait0_ms);
+           "lock there); CPU busy over it: %.1f CPUs (user %.3f s, system %.3f s, wall %.3f s)\n",
+           (unsigned long long)builds_timed, wait1_ms - wait0_ms, (cpu_user + cpu_sys) / wall,
+           cpu_user, cpu_sys, wall);
     printf("aggregate: %.1f frames/s on %d device(s); results of every device bit-identical to "
            "device 0's: %s; pipelined results identical to synchronous: %s\n",
            fps, nd, identical ? "yes" : "NO", ident_pipe ? "yes" : "NO");
@@ -833,17 +844,19 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
             fprintf(stderr, "faid-bench: cannot write %s\n", o->json);
             return 1;
         }
-        fprintf(f,
-                "{\n \"mode\": \"devices\", \"ndevices\": %d, \"frames\": %d, \"depth\": %d, "
-                "\"batch\": %d, \"parsers\": %d,\n \"fps\": %.3f, \"identical_devices\": %d, "
-                "\"identical_pipelined\": %d, \"peaks\": \"%s\", \"peaks_ref_equal\": %d, "
-                "\"bg_rel_err\": %.3e,\n \"split\": \"%s\", \"dtype\": \"%s\", \"pinned\": "
-                "\"%s\", \"builds_timed\": %llu, \"build_wait_ms\": %.3f, \"floor_bytes\": %.0f,\n"
-                " \"devices\": [\n",
-                nd, o->frames, o->depth, o->batch, o->parsers, fps, identical, ident_pipe, o->peaks,
-                peaks_ok, bg_err, faid_split_name(s->cfg.split), faid_dtype_name(dt),
-                shared ? "shared" : "own", (unsigned long long)builds_timed, wait1_ms - wait0_ms,
-                mean_clen);
+        fprintf(
+            f,
+            "{\n \"mode\": \"devices\", \"ndevices\": %d, \"frames\": %d, \"depth\": %d, "
+            "\"batch\": %d, \"parsers\": %d,\n \"fps\": %.3f, \"identical_devices\": %d, "
+            "\"identical_pipelined\": %d, \"peaks\": \"%s\", \"peaks_ref_equal\": %d, "
+            "\"bg_rel_err\": %.3e,\n \"split\": \"%s\", \"dtype\": \"%s\", \"pinned\": "
+            "\"%s\", \"builds_timed\": %llu, \"build_wait_ms\": %.3f, \"floor_bytes\": %.0f,\n"
+            " \"wall_s\": %.6f, \"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f, \"cpus_busy\": %.3f,\n"
+            " \"devices\": [\n",
+            nd, o->frames, o->depth, o->batch, o->parsers, fps, identical, ident_pipe, o->peaks,
+            peaks_ok, bg_err, faid_split_name(s->cfg.split), faid_dtype_name(dt),
+            shared ? "shared" : "own", (unsigned long long)builds_timed, wait1_ms - wait0_ms,
+            mean_clen, wall, cpu_user, cpu_sys, (cpu_user + cpu_sys) / wall);
         static const char *hkeys[6] = {"host_submit_us",  "host_parse_wait_us", "host_wait_us",
                                        "host_collect_us", "host_check_us",      "host_other_us"};
         for (int j = 0; j < nd; j++) {

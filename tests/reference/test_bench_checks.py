@@ -104,6 +104,8 @@ def test_devices_time_no_builds_and_say_where_the_run_went(tmp_path):
         assert j["builds_timed"] == 0 and j["pinned"] == pinned
         assert j["identical_devices"] == 1 and j["identical_pipelined"] == 1
         assert j["floor_bytes"] > 0
+        # the process's CPU time over the timed window, as CPUs kept busy
+        assert j["wall_s"] > 0 and j["cpu_user_s"] + j["cpu_sys_s"] > 0 and j["cpus_busy"] > 0
         for d in j["devices"]:
             parts = [d[k] for k in ("host_submit_us", "host_parse_wait_us", "host_wait_us",
                                     "host_collect_us", "host_check_us")]
