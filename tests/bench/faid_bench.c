@@ -540,8 +540,11 @@ static int check_peaks(const char *who, faid_result *const *dev, faid_result *co
     return equal;
 }
 
+/* One device's run. Aligned to a cache line: each device thread writes its pipe_run's counters
+ * and times on every frame, and without it the last of them shared a line with the next job's
+ * first fields (its engine, frames and lengths, read by that device's thread on every frame). */
 typedef struct dev_job {
-    pipe_run p;
+    _Alignas(64) pipe_run p;
     pthread_barrier_t *go;
     int rc;
 } dev_job;
