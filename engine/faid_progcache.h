@@ -62,6 +62,11 @@ int faid_kernel_launch(cl_command_queue q, faid_kernel *k, size_t gws, size_t lw
  * which has its own programs). */
 void faid_progcache_build_lock(void);
 void faid_progcache_build_unlock(void);
+/* Builds begun in this process so far (programs and device decoders: every taking of the lock
+ * above) and, in *wait_ms (NULL: not wanted), the milliseconds threads spent waiting for the
+ * lock. faid-bench reads both around its timed runs: a build there is a one-off cost timed as
+ * throughput, and with several devices it is paid one device after another. */
+uint64_t faid_progcache_builds(double *wait_ms);
 
 /* Parses the parameter names of `__kernel void name(...)` in src into k->arg / k->nargs
  * (exposed for the unit test). */

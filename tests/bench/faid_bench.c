@@ -43,13 +43,17 @@
  * the reference device's (equal bit for bit expected).
  * --devices I,J,...|gpu:N runs the pipelined GPU stage on several devices at once (one engine
  * and one thread per device, frames round-robin), aggregate frames/s, and checks that every
- * device gives the same bits for the same frame. */
+ * device gives the same bits for the same frame; per device it prints where its submitting
+ * thread spent the run, how busy the device was and the PCIe floor alone and with every device
+ * copying at once (multi_main). --pinned shared: every device reads its frames from device 0's
+ * pinned memory (the daemon's one input arena) instead of its own. */
 #include "faid_cl.h"
 #include "faid_codec.h"
 #include "faid_config.h"
 #include "faid_engine.h"
 #include "faid_log.h"
 #include "faid_npy.h"
+#include "faid_progcache.h"
 #include "faid_setup.h"
 #include "faid_synth.h"
 
@@ -62,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define NDISTINCT 4  /* distinct frames cycled through (spots move between them) */
@@ -101,6 +106,7 @@ typedef struct opts {
     const char *kind;     /* frames: synthetic | lowcount */
     const char *detector; /* detector.preset override (eiger_1m ... eiger_16m), NULL: config */
     int cake_arrays;      /* --cake-arrays: leading cake arrays read back (0: all four) */
+    const char *pinned;   /* --devices: own (frames pinned per device) | shared (device 0's) */
 } opts;
 
 static const char usage[] =
@@ -110,6 +116,8 @@ static const char usage[] =
     "                  [--depth K] [--batch B] [--parsers P] [--no-check] [--json FILE]\n"
     "                  [--dump DIR] [--peaks none|pyfai|peakfinder8]\n"
     "                  [--devices I,J,...|gpu:N]  (GPU stage on several devices at once)\n"
+    "                  [--pinned own|shared]  (--devices: frames pinned per device, or in\n"
+    "                  device 0's memory for all, as the daemon's input arena)\n"
     "                  [--kind synthetic|lowcount] [--detector PRESET]\n"
     "                  [--cake-arrays 1..4]  (the cake's I, sigma, std, count read back;\n"
     "                  1 = the daemon's lean cake, output.cake lean)\n"
@@ -354,6 +362,15 @@ typedef struct pipe_run {
     double wall_s;
     char err[1300];
     long checked_2d; /* results whose 2D cake was compared (CHECK_2D_EVERY) */
+    /* Where the submitting thread's wall time went (seconds over the run): inside
+     * faid_engine_submit_table, waiting for a parser's table, waiting for the device (a collect
+     * that found the oldest frame unfinished, then blocked), collecting a finished frame, and
+     * the benchmark's own bit comparison; and the device's event times summed over the frames
+     * (kernels: decode, preprocess, integrate, peaks; copies: H2D, D2H), for --devices' table
+     * of where each device's run went (issue 17: a slow device starved by its host thread or
+     * slowed on the device). */
+    double host_submit_s, host_parse_wait_s, host_wait_s, host_collect_s, host_check_s;
+    double dev_kernels_us, dev_copies_us;
 } pipe_run;
 
 static int pipe_run_do(pipe_run *p)
@@ -388,6 +405,7 @@ static int pipe_run_do(pipe_run *p)
             int k = (int)(g % NDISTINCT);
             faid_frame f = {p->src[k], p->clen[k], FAID_ENC_BSLZ4, p->dt, p->rows, p->cols};
             parse_slot *ps = &p->ring[submitted % RING];
+            int64_t h0 = faid_now_ns();
             if (p->parsers) {
                 while (atomic_load_explicit(&ps->seq, memory_order_acquire) != 2L * submitted + 1) {
                     if (atomic_load(&failed))
@@ -402,8 +420,11 @@ static int pipe_run_do(pipe_run *p)
                     break;
                 }
             }
+            int64_t h1 = faid_now_ns();
             int src = faid_engine_submit_table(e, &f, p->parsers ? &ps->tab : NULL,
                                                (uint64_t)submitted, &d);
+            p->host_parse_wait_s += (double)(h1 - h0) * 1e-9;
+            p->host_submit_s += (double)(faid_now_ns() - h1) * 1e-9;
             if (src == FAID_EBUSY) {
                 busy = 1;
                 continue;
@@ -419,11 +440,26 @@ static int pipe_run_do(pipe_run *p)
         }
         uint64_t tag = 0;
         busy = 0;
-        if (faid_engine_collect(e, p->res, &tag, 1, &d)) {
+        /* a poll first: a frame already done is host work (collect); one not done yet is time
+         * the thread waits for the device (the blocking collect that follows) */
+        int64_t c0 = faid_now_ns();
+        int crc = faid_engine_collect(e, p->res, &tag, 0, &d);
+        int64_t c1 = faid_now_ns();
+        p->host_collect_s += (double)(c1 - c0) * 1e-9;
+        if (crc == FAID_EBUSY) {
+            faid_diag_clear(&d);
+            crc = faid_engine_collect(e, p->res, &tag, 1, &d);
+            p->host_wait_s += (double)(faid_now_ns() - c1) * 1e-9;
+        }
+        if (crc) {
             snprintf(p->err, sizeof p->err, "collect: %s", d.msg);
             rc = -1;
             break;
         }
+        int64_t k0 = faid_now_ns();
+        const faid_stage_times *rt = &p->res->t;
+        p->dev_kernels_us += rt->decode_us + rt->preprocess_us + rt->integrate_us + rt->peaks_us;
+        p->dev_copies_us += rt->h2d_us + rt->d2h_us;
         long g = p->first + (long)tag * p->step;
         const int with_2d = collected < 4 * NDISTINCT || collected % CHECK_2D_EVERY == 0;
         if (!result_same(p->res, p->sync[g % NDISTINCT], with_2d))
@@ -435,6 +471,7 @@ static int pipe_run_do(pipe_run *p)
         p->device_decode = p->res->t.device_decode;
         p->zero_copy = p->res->t.zero_copy;
         collected++;
+        p->host_check_s += (double)(faid_now_ns() - k0) * 1e-9;
     }
     p->wall_s = (double)(faid_now_ns() - w0) * 1e-9;
     if (rc) {
@@ -505,8 +542,11 @@ static int check_peaks(const char *who, faid_result *const *dev, faid_result *co
     return equal;
 }
 
+/* One device's run. Aligned to a cache line: each device thread writes its pipe_run's counters
+ * and times on every frame, and without it the last of them shared a line with the next job's
+ * first fields (its engine, frames and lengths, read by that device's thread on every frame). */
 typedef struct dev_job {
-    pipe_run p;
+    _Alignas(64) pipe_run p;
     pthread_barrier_t *go;
     int rc;
 } dev_job;
@@ -519,10 +559,37 @@ static void *dev_main(void *arg)
     return NULL;
 }
 
+static int pcie_floor(const char *spec, size_t bytes, int copies, double *event_gbs,
+                      double *wall_gbs, pthread_barrier_t *go);
+
+/* One device's PCIe floor in a thread of its own (--devices: every device's at once). */
+typedef struct floor_job {
+    const char *spec;
+    size_t bytes;
+    pthread_barrier_t *go;
+    double ev_gbs, wall_gbs;
+    int rc;
+} floor_job;
+
+static void *floor_main(void *arg)
+{
+    floor_job *f = arg;
+    f->rc = pcie_floor(f->spec, f->bytes, 200, &f->ev_gbs, &f->wall_gbs, f->go);
+    return NULL;
+}
+
 /* --devices: the GPU stage on several devices at once, one engine and one submitting thread
  * (plus its parser threads) per device, frames dealt round-robin (global frame i to device
  * i mod n), aggregate frames/s over the common wall time. Every device first reduces the
- * NDISTINCT frames synchronously; those results must equal device 0's bit for bit. */
+ * NDISTINCT frames synchronously; those results must equal device 0's bit for bit. Then each
+ * device runs two rounds of its ring (2 x depth x batch frames, checked the same way) before the
+ * timed run: changing the batch drops the engine's programs, and without that round every device
+ * built its batched programs inside the timed window, one after another behind the process-wide
+ * build lock (faid_progcache.c); the run counts builds in the timed window (0 expected).
+ * After the run: where each device's submitting thread spent the run, how busy its device was,
+ * and the PCIe floor of each device alone and of all at once (is the host's PCIe or memory the
+ * shared limit?). --pinned shared puts every device's frames in one pinned buffer of device 0's
+ * context, as the daemon's input arena (faid_pinned.h) is, instead of one per device. */
 static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t *const *comp,
                       const size_t *clen, size_t esz, size_t raw_bytes, faid_result *const *refk,
                       int peaks_on)
@@ -557,13 +624,16 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
         fprintf(stderr, "faid-bench: --devices: no device named\n");
         return 2;
     }
+    const int shared = strcmp(o->pinned, "shared") == 0;
     faid_engine *e[MAXDEV] = {0};
     faid_result *sync[MAXDEV][NDISTINCT] = {{0}};
     dev_job job[MAXDEV];
     void *pinned[MAXDEV][NDISTINCT] = {{0}};
     const uint8_t *src[MAXDEV][NDISTINCT];
-    int identical = 1, peaks_ok = -1;
-    double bg_err = 0;
+    int identical = 1, peaks_ok = -1, warm_ok = 1;
+    double bg_err = 0, mean_clen = 0;
+    for (int k = 0; k < NDISTINCT; k++)
+        mean_clen += (double)clen[k] / NDISTINCT;
     memset(job, 0, sizeof job);
     for (int j = 0; j < nd; j++) {
         int64_t t0 = faid_now_ns();
@@ -586,11 +656,20 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
             }
         }
         if (faid_engine_set_batch(e[j], o->batch, &d) ||
-            faid_engine_set_depth(e[j], o->depth, &d)) {
+            faid_engine_set_depth(e[j], o->depth, &d) || faid_engine_prepare(e[j], dt, &d)) {
             fprintf(stderr, "faid-bench: device %s: %s\n", specs[j], d.msg);
             return 1;
         }
         for (int k = 0; k < NDISTINCT; k++) {
+            if (shared && j > 0) {
+                /* device 0's pinned bytes, as the daemon's one arena is for every worker */
+                if (faid_engine_host_register(e[j], pinned[0][k], clen[k], &d)) {
+                    fprintf(stderr, "faid-bench: --pinned shared: %s\n", d.msg);
+                    return 1;
+                }
+                src[j][k] = pinned[0][k];
+                continue;
+            }
             if (!(pinned[j][k] = faid_engine_host_alloc(e[j], clen[k], &d))) {
                 fprintf(stderr, "faid-bench: pinned frames: %s\n", d.msg);
                 return 1;
@@ -599,6 +678,8 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
             src[j][k] = pinned[j][k];
         }
         long nf = (o->frames - j + nd - 1) / nd;
+        long nwarm = 2L * faid_engine_depth(e[j]);
+        long nbuf = (nf > nwarm ? nf : nwarm) + 1;
         pipe_run *p = &job[j].p;
         *p = (pipe_run){.e = e[j],
                         .src = src[j],
@@ -614,8 +695,8 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
                         .parsers = o->parsers,
                         .depth = faid_engine_depth(e[j])};
         p->ring = calloc(RING, sizeof *p->ring);
-        p->parse_us = calloc((size_t)nf + 1, sizeof *p->parse_us);
-        p->samples = calloc(((size_t)nf + 1) * S_N, sizeof *p->samples);
+        p->parse_us = calloc((size_t)nbuf, sizeof *p->parse_us);
+        p->samples = calloc((size_t)nbuf * S_N, sizeof *p->samples);
         p->res = faid_result_new(s);
         p->sync = sync[j];
         if (!p->ring || !p->parse_us || !p->samples || !p->res) {
@@ -628,9 +709,19 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
                 fprintf(stderr, "faid-bench: %s\n", d.msg);
                 return 1;
             }
+        /* two rounds of the ring: the batched programs, every slot's queue and first launches */
+        pipe_run w = *p;
+        w.nframes = nwarm;
+        if (pipe_run_do(&w)) {
+            fprintf(stderr, "faid-bench: device %s warm-up: %s\n", specs[j], w.err);
+            return 1;
+        }
+        warm_ok &= w.identical;
     }
     if (peaks_on && refk[0])
         peaks_ok = check_peaks("device 0", sync[0], refk, &bg_err);
+    double wait0_ms = 0, wait1_ms = 0;
+    const uint64_t builds0 = faid_progcache_builds(&wait0_ms);
     pthread_barrier_t go;
     pthread_t th[MAXDEV];
     pthread_barrier_init(&go, NULL, (unsigned)nd + 1);
@@ -641,13 +732,23 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
             return 1;
         }
     }
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     pthread_barrier_wait(&go);
     int64_t w0 = faid_now_ns();
     for (int j = 0; j < nd; j++)
         pthread_join(th[j], NULL);
     double wall = (double)(faid_now_ns() - w0) * 1e-9;
+    getrusage(RUSAGE_SELF, &ru1);
     pthread_barrier_destroy(&go);
-    int failed = 0, ident_pipe = 1;
+    /* the process's CPU time over the timed window (every thread: submitting, parsers, the
+     * OpenCL runtime's own): CPUs kept busy = CPU seconds / wall */
+#define TV_S(t) ((double)(t).tv_sec + (double)(t).tv_usec * 1e-6)
+    const double cpu_user = TV_S(ru1.ru_utime) - TV_S(ru0.ru_utime);
+    const double cpu_sys = TV_S(ru1.ru_stime) - TV_S(ru0.ru_stime);
+#undef TV_S
+    const uint64_t builds_timed = faid_progcache_builds(&wait1_ms) - builds0;
+    int failed = 0, ident_pipe = warm_ok;
     for (int j = 0; j < nd; j++) {
         if (job[j].rc) {
             fprintf(stderr, "faid-bench: device %d: %s\n", j, job[j].p.err);
@@ -657,10 +758,44 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
     }
     if (failed)
         return 1;
+    /* the PCIe floor of each device alone, then of all at once (after the timed run) */
+    floor_job fl[MAXDEV], fa[MAXDEV];
+    memset(fl, 0, sizeof fl);
+    memset(fa, 0, sizeof fa);
+    const int cl_only = strcmp(specs[0], "ref") != 0;
+    for (int j = 0; j < nd && cl_only; j++) {
+        fl[j] = (floor_job){specs[j], (size_t)mean_clen, NULL, 0, 0, 0};
+        if (strcmp(specs[j], "ref") != 0)
+            floor_main(&fl[j]);
+        else
+            fl[j].rc = -1;
+    }
+    if (nd > 1 && cl_only) {
+        pthread_barrier_t fgo;
+        pthread_barrier_init(&fgo, NULL, (unsigned)nd);
+        int started = 0;
+        for (int j = 0; j < nd; j++) {
+            fa[j] = (floor_job){specs[j], (size_t)mean_clen, &fgo, 0, 0, -1};
+            if (pthread_create(&th[j], NULL, floor_main, &fa[j]))
+                break;
+            started++;
+        }
+        if (started < nd) {
+            /* the barrier would never open: nothing to measure (a thread could not start) */
+            fprintf(stderr, "faid-bench: cannot start the PCIe floor threads\n");
+            return 1;
+        }
+        for (int j = 0; j < nd; j++)
+            pthread_join(th[j], NULL);
+        pthread_barrier_destroy(&fgo);
+    } else {
+        memcpy(fa, fl, sizeof fa);
+    }
     double fps = o->frames / wall;
     printf("\nGPU stage on %d device(s), %d frames dealt round-robin, depth %d x batch %d, "
-           "%d parser thread(s) per device; median us per frame\n",
-           nd, o->frames, o->depth, o->batch, o->parsers);
+           "%d parser thread(s) per device, frames in %s pinned memory; median us per frame\n",
+           nd, o->frames, o->depth, o->batch, o->parsers,
+           shared ? "device 0's (shared)" : "each device's own");
     printf("%-4s %-30s %7s %9s %7s %7s %7s %7s %7s %7s %8s\n", "dev", "name", "frames", "fps",
            "h2d", "decode", "integr", "pkprep", "clip", "find", "latency");
     double med[MAXDEV][S_N];
@@ -671,6 +806,40 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
                med[j][S_H2D], med[j][S_DEC], med[j][S_INT], med[j][S_PKPRE], med[j][S_CLIP],
                med[j][S_FIND], med[j][S_TOTAL]);
     }
+    /* where each device's run went: its submitting thread's wall time per frame, split, and its
+     * device's summed event times over that wall (copies overlap kernels on their own engines;
+     * kernels of different slots may overlap too, so a saturated device shows >= 100 %) */
+    printf("\nwhere each device's run went: its submitting thread, us per frame (submit = inside "
+           "faid_engine_submit_table; parse wait = for a parser's table; device wait = blocked "
+           "on an unfinished frame; collect = a finished frame; check = the bit comparison; other "
+           "= the rest of its wall); parse = a parser thread's median per table; device busy = "
+           "summed OpenCL event times / its wall; PCIe floor = pinned H2D of the mean frame "
+           "alone and with every device copying at once, GB/s\n");
+    printf("%-4s %9s %7s %7s %7s %7s %7s %7s %7s %8s %8s %8s %8s\n", "dev", "fps", "submit",
+           "pwait", "dwait", "collect", "check", "other", "parse", "kernels%", "copies%", "floor1",
+           "floorN");
+    double host[MAXDEV][6];
+    for (int j = 0; j < nd; j++) {
+        const pipe_run *p = &job[j].p;
+        const double per = 1e6 / (double)p->nframes;
+        host[j][0] = p->host_submit_s * per;
+        host[j][1] = p->host_parse_wait_s * per;
+        host[j][2] = p->host_wait_s * per;
+        host[j][3] = p->host_collect_s * per;
+        host[j][4] = p->host_check_s * per;
+        host[j][5] =
+            p->wall_s * per - host[j][0] - host[j][1] - host[j][2] - host[j][3] - host[j][4];
+        printf("%-4d %9.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f%% %7.1f%% %8.1f %8.1f\n",
+               j, p->nframes / p->wall_s, host[j][0], host[j][1], host[j][2], host[j][3],
+               host[j][4], host[j][5], med[j][S_TABLE],
+               100.0 * p->dev_kernels_us * 1e-6 / p->wall_s,
+               100.0 * p->dev_copies_us * 1e-6 / p->wall_s, fl[j].rc ? 0.0 : fl[j].ev_gbs,
+               fa[j].rc ? 0.0 : fa[j].ev_gbs);
+    }
+    printf("program builds in the timed window: %llu (threads waited %.1f ms for the build "
+           "lock there); CPU busy over it: %.1f CPUs (user %.3f s, system %.3f s, wall %.3f s)\n",
+           (unsigned long long)builds_timed, wait1_ms - wait0_ms, (cpu_user + cpu_sys) / wall,
+           cpu_user, cpu_sys, wall);
     printf("aggregate: %.1f frames/s on %d device(s); results of every device bit-identical to "
            "device 0's: %s; pipelined results identical to synchronous: %s\n",
            fps, nd, identical ? "yes" : "NO", ident_pipe ? "yes" : "NO");
@@ -680,26 +849,40 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
             fprintf(stderr, "faid-bench: cannot write %s\n", o->json);
             return 1;
         }
-        fprintf(f,
-                "{\n \"mode\": \"devices\", \"ndevices\": %d, \"frames\": %d, \"depth\": %d, "
-                "\"batch\": %d, \"parsers\": %d,\n \"fps\": %.3f, \"identical_devices\": %d, "
-                "\"identical_pipelined\": %d, \"peaks\": \"%s\", \"peaks_ref_equal\": %d, "
-                "\"bg_rel_err\": %.3e,\n \"split\": \"%s\", \"dtype\": \"%s\",\n"
-                " \"devices\": [\n",
-                nd, o->frames, o->depth, o->batch, o->parsers, fps, identical, ident_pipe, o->peaks,
-                peaks_ok, bg_err, faid_split_name(s->cfg.split), faid_dtype_name(dt));
+        fprintf(
+            f,
+            "{\n \"mode\": \"devices\", \"ndevices\": %d, \"frames\": %d, \"depth\": %d, "
+            "\"batch\": %d, \"parsers\": %d,\n \"fps\": %.3f, \"identical_devices\": %d, "
+            "\"identical_pipelined\": %d, \"peaks\": \"%s\", \"peaks_ref_equal\": %d, "
+            "\"bg_rel_err\": %.3e,\n \"split\": \"%s\", \"dtype\": \"%s\", \"pinned\": "
+            "\"%s\", \"builds_timed\": %llu, \"build_wait_ms\": %.3f, \"floor_bytes\": %.0f,\n"
+            " \"wall_s\": %.6f, \"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f, \"cpus_busy\": %.3f,\n"
+            " \"devices\": [\n",
+            nd, o->frames, o->depth, o->batch, o->parsers, fps, identical, ident_pipe, o->peaks,
+            peaks_ok, bg_err, faid_split_name(s->cfg.split), faid_dtype_name(dt),
+            shared ? "shared" : "own", (unsigned long long)builds_timed, wait1_ms - wait0_ms,
+            mean_clen, wall, cpu_user, cpu_sys, (cpu_user + cpu_sys) / wall);
+        static const char *hkeys[6] = {"host_submit_us",  "host_parse_wait_us", "host_wait_us",
+                                       "host_collect_us", "host_check_us",      "host_other_us"};
         for (int j = 0; j < nd; j++) {
-            fprintf(f, "  {\"name\": \"%s\", \"frames\": %ld, \"fps\": %.3f",
-                    faid_engine_device_name(e[j]), job[j].p.nframes,
-                    job[j].p.nframes / job[j].p.wall_s);
+            const pipe_run *p = &job[j].p;
+            fprintf(f, "  {\"name\": \"%s\", \"frames\": %ld, \"fps\": %.3f, \"wall_s\": %.6f",
+                    faid_engine_device_name(e[j]), p->nframes, p->nframes / p->wall_s, p->wall_s);
             for (int st = 0; st < S_N; st++)
                 fprintf(f, ", \"%s\": %.3f", stage_keys[st], med[j][st]);
-            fprintf(f, "}%s\n", j + 1 < nd ? "," : "");
+            for (int h = 0; h < 6; h++)
+                fprintf(f, ", \"%s\": %.3f", hkeys[h], host[j][h]);
+            fprintf(f,
+                    ", \"busy_kernels\": %.4f, \"busy_copies\": %.4f, \"floor_alone_gbs\": %.3f, "
+                    "\"floor_together_gbs\": %.3f}%s\n",
+                    p->dev_kernels_us * 1e-6 / p->wall_s, p->dev_copies_us * 1e-6 / p->wall_s,
+                    fl[j].rc ? 0.0 : fl[j].ev_gbs, fa[j].rc ? 0.0 : fa[j].ev_gbs,
+                    j + 1 < nd ? "," : "");
         }
         fprintf(f, " ]\n}\n");
         fclose(f);
     }
-    for (int j = 0; j < nd; j++) {
+    for (int j = nd - 1; j >= 0; j--) {
         pipe_run *p = &job[j].p;
         for (int t = 0; t < RING; t++)
             faid_block_table_free(&p->ring[t].tab);
@@ -744,19 +927,19 @@ static int write_poni(const char *path, const faid_config *cfg)
  * engine's staging and host_alloc memory) on the device of `spec`, in a context of its own.
  * *event_gbs: bytes / median copy time from the profiling events (the transfer alone, the
  * stricter floor); *wall_gbs: bytes x copies / wall time of the whole queue (with the per-copy
- * gaps). Returns 0, or -1 with a message on stderr. */
+ * gaps). With go (several devices at once, --devices) every caller waits there after its
+ * setup and warm-up, so that the timed copies of all devices overlap; it waits even when its
+ * setup failed. Returns 0, or -1 with a message on stderr. */
 static int pcie_floor(const char *spec, size_t bytes, int copies, double *event_gbs,
-                      double *wall_gbs)
+                      double *wall_gbs, pthread_barrier_t *go)
 {
     faid_diag d = {0};
     faid_cl_device_info info;
-    if (faid_cl_select(spec, &info, &d)) {
+    faid_cl_ctx *ctx = NULL;
+    if (faid_cl_select(spec, &info, &d) || !(ctx = faid_cl_ctx_new(&info, 1, &d))) {
         fprintf(stderr, "faid-bench: PCIe floor: %s\n", d.msg);
-        return -1;
-    }
-    faid_cl_ctx *ctx = faid_cl_ctx_new(&info, 1, &d);
-    if (!ctx) {
-        fprintf(stderr, "faid-bench: PCIe floor: %s\n", d.msg);
+        if (go)
+            pthread_barrier_wait(go);
         return -1;
     }
     int rc = -1;
@@ -777,6 +960,10 @@ static int pcie_floor(const char *spec, size_t bytes, int copies, double *event_
             err = clEnqueueWriteBuffer(ctx->queue, dev, CL_FALSE, 0, bytes, hp, 0, NULL, NULL);
         if (err == CL_SUCCESS)
             err = clFinish(ctx->queue);
+        if (go) {
+            pthread_barrier_wait(go);
+            go = NULL;
+        }
         int64_t t0 = faid_now_ns();
         for (int i = 0; i < copies && err == CL_SUCCESS; i++)
             err = clEnqueueWriteBuffer(ctx->queue, dev, CL_FALSE, 0, bytes, hp, 0, NULL, &ev[i]);
@@ -796,6 +983,8 @@ static int pcie_floor(const char *spec, size_t bytes, int copies, double *event_
             rc = 0;
         }
     }
+    if (go)
+        pthread_barrier_wait(go); /* setup failed before the barrier */
     if (rc)
         fprintf(stderr, "faid-bench: PCIe floor: OpenCL error %d\n", (int)err);
     for (int i = 0; ev && i < copies; i++)
@@ -836,7 +1025,8 @@ static int parse_args(int argc, char **argv, opts *o)
                 NULL,
                 "synthetic",
                 NULL,
-                0};
+                0,
+                "own"};
     const bench_shared sh = {.frames = &o->frames,
                              .config = &o->config,
                              .dtype = &o->dtype,
@@ -859,6 +1049,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"detector", BENCH_STR, &o->detector, NULL, 0, 0, NULL},
         {"no-check", BENCH_OFF, NULL, &o->check, 0, 0, NULL},
         {"cake-arrays", BENCH_INT, NULL, &o->cake_arrays, 1, 4, NULL},
+        {"pinned", BENCH_STR, &o->pinned, NULL, 0, 0, "own|shared"},
     };
     int prc =
         bench_parse("faid-bench", argc, argv, &sh, own, (int)(sizeof own / sizeof own[0]), usage);
@@ -1233,9 +1424,25 @@ int main(int argc, char **argv)
                 r->zero_copy = res->t.zero_copy;
             }
         } else {
-            pipe_run p = {e,        src,  clen, dt,        s->rows,  s->cols, esz,      raw_bytes,
-                          o.frames, 0,    1,    o.parsers, r->depth, ring,    parse_us, samples,
-                          res,      sync, 1,    0,         0,        0.0,     "",       0};
+            pipe_run p = {.e = e,
+                          .src = src,
+                          .clen = clen,
+                          .dt = dt,
+                          .rows = s->rows,
+                          .cols = s->cols,
+                          .esz = esz,
+                          .raw_bytes = raw_bytes,
+                          .nframes = o.frames,
+                          .first = 0,
+                          .step = 1,
+                          .parsers = o.parsers,
+                          .depth = r->depth,
+                          .ring = ring,
+                          .parse_us = parse_us,
+                          .samples = samples,
+                          .res = res,
+                          .sync = sync,
+                          .identical = 1};
             r->parsers = o.parsers;
             if (v == 4) {
                 /* compute alone: one round of depth x 4 frames uploads each lane's frame (the
@@ -1289,7 +1496,7 @@ int main(int argc, char **argv)
     double h2d_ev_gbs = 0, h2d_wall_gbs = 0;
     if (strcmp(o.device, "ref") != 0 &&
         (in_list(o.variants, "pipelined") || in_list(o.variants, "compute")) &&
-        pcie_floor(o.device, (size_t)mean_clen, 200, &h2d_ev_gbs, &h2d_wall_gbs) == 0)
+        pcie_floor(o.device, (size_t)mean_clen, 200, &h2d_ev_gbs, &h2d_wall_gbs, NULL) == 0)
         printf("PCIe floor: pinned H2D of %.0f bytes: %.1f GB/s (copy events), %.1f GB/s "
                "(back-to-back wall) -> %.0f frames/s\n",
                mean_clen, h2d_ev_gbs, h2d_wall_gbs, h2d_ev_gbs * 1e9 / mean_clen);

@@ -17,7 +17,10 @@
 # pipelined runs of the full-split configuration, one knob changed each, for tuning; "" skips),
 # PEAK_VARIANTS (faid-bench variants of the peak configurations pk-pyfai / pk-pf8, default
 # "fused,pipelined"), SCALE (device counts of the multi-device GPU-stage run, e.g. "1 2 4"; default
-# empty: skipped), SCALE_CONFIGS (configurations scaled, default "full pk-pyfai"), PYFAI_FASTEST
+# empty: skipped), SCALE_CONFIGS (configurations scaled, default "full pk-pyfai"), SCALE_FRAMES
+# (frames per device of those runs, default FRAMES), SCALE_SHARED (configurations whose largest
+# device count runs once more with every device's frames in device 0's pinned memory, as the
+# daemon's one input arena: faid-bench --pinned shared; default "full", "" skips), PYFAI_FASTEST
 # (path of an extra pyFAI + silx driver run on the dumped frame, default .device/pyfai_fastest.py
 # when present), DAEMON_BENCH (0 skips tests/bench/daemon-bench.sh, the whole daemon over ZeroMQ loopback against
 # the transport ceiling, run with the best pipelined settings found above), DAEMON_FRAMES (its
@@ -58,6 +61,8 @@ BATCH=${BATCH:-4}
 PEAK_VARIANTS=${PEAK_VARIANTS:-fused,pipelined}
 SCALE=${SCALE:-}
 SCALE_CONFIGS=${SCALE_CONFIGS:-full pk-pyfai}
+SCALE_FRAMES=${SCALE_FRAMES:-$FRAMES}
+SCALE_SHARED=${SCALE_SHARED-full}
 PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
@@ -194,17 +199,25 @@ done
 
 # 4c. multi-device GPU stage: the pipelined variant on the first N GPUs at once (faid-bench
 # --devices gpu:N: one engine and thread per device, frames round-robin, aggregate frames/s,
-# every device's results bit-identical to device 0's)
+# every device's results bit-identical to device 0's; per device where its host thread's time
+# went, its device's busy fraction and the PCIe floor alone and all at once); SCALE_SHARED: the
+# largest count once more with --pinned shared (the daemon's one pinned arena for every device)
+nmax=0
+for n in $SCALE; do [ "$n" -gt "$nmax" ] && nmax=$n; done
 for c in $SCALE_CONFIGS; do
     [ -z "$SCALE" ] && break
     a=${args[$c]:-}
-    for n in $SCALE; do
-        say "scale $c x$n: $bench --devices gpu:$n --frames $((FRAMES * n)) $a"
+    runs="$SCALE"
+    case " $SCALE_SHARED " in *" $c "*) runs="$runs shared" ;; esac
+    for n in $runs; do
+        tag=${c}_$n pin=""
+        [ "$n" = shared ] && { n=$nmax tag=shared_${c}_$nmax pin="--pinned shared"; }
+        say "scale $c x$n $pin: $bench --devices gpu:$n --frames $((SCALE_FRAMES * n)) $a $pin"
         # shellcheck disable=SC2086
-        if ! "$bench" --devices "gpu:$n" --frames $((FRAMES * n)) --depth "$DEPTH" \
-            --batch "$BATCH" $a --json "$LOG/scale_${c}_$n.json" >"$LOG/scale_${c}_$n.log" 2>&1; then
-            say "WARNING: scale $c x$n failed or found a difference, tail of $LOG/scale_${c}_$n.log:"
-            tail -n 8 "$LOG/scale_${c}_$n.log" | tee -a "$LOG/gpu-run.log"
+        if ! "$bench" --devices "gpu:$n" --frames $((SCALE_FRAMES * n)) --depth "$DEPTH" \
+            --batch "$BATCH" $a $pin --json "$LOG/scale_$tag.json" >"$LOG/scale_$tag.log" 2>&1; then
+            say "WARNING: scale $c x$n $pin failed or found a difference, tail of $LOG/scale_$tag.log:"
+            tail -n 8 "$LOG/scale_$tag.log" | tee -a "$LOG/gpu-run.log"
             status=1
         fi
     done
@@ -479,22 +492,41 @@ if iv:
               f'[{name}, batch {b}]; target <= 40 us (stretch 25)')
         print(f'versus pyFAI + silx at its fastest (poisson): ' +
               (f'{pi["fps"] / pyf:.1f}x ({pyf:.0f} frames/s)' if pyf else "not run") + "; target >= 20x")
-# multi-device scaling
+# multi-device scaling: a line per run, then a row per device (issue 17: where each device's run
+# went; faid_bench.c multi_main, tests/bench/README.md "Several devices")
 sc = sorted(f for f in os.listdir(log) if f.startswith("scale_") and f.endswith(".json"))
 if sc:
-    print("\nGPU stage on several devices (pipelined, frames round-robin; ratio to 1 device; target 1.8x on 2, 3.4x on 4)")
+    print("\nGPU stage on several devices (pipelined, frames round-robin; ratio to 1 device; target 3.6x on 4 (integration), 3.8x on 4 (peaks))")
+    print("  per device: fps (its share of 1 device alone); its host thread, us per frame: submit / parser wait / device wait /"
+          " collect / check / other; device busy: kernels % / copies % (OpenCL event times / its wall);"
+          " PCIe floor GB/s alone -> all devices at once")
     one = {}
-    for f in sorted(sc, key=lambda f: (f.rsplit("_", 1)[0], int(f.rsplit("_", 1)[1][:-5]))):
+    def key(f):
+        c, n = f[:-5].rsplit("_", 1)
+        return (c.startswith("scale_shared_"), c.replace("scale_shared_", "scale_"), int(n))
+    for f in sorted(sc, key=key):
         j = json.load(open(os.path.join(log, f)))
-        c = f[len("scale_"):].rsplit("_", 1)[0]
+        shared = f.startswith("scale_shared_")
+        c = f[len("scale_shared_" if shared else "scale_"):].rsplit("_", 1)[0]
         n = j["ndevices"]
-        if n == 1:
-            one[c] = j["fps"]
+        if n == 1 and not shared:
+            one[c] = j
         per = " ".join(f'{d["fps"]:.0f}' for d in j["devices"])
-        ratio = f'{j["fps"] / one[c]:.2f}x' if c in one else "-"
-        print(f'{c:>9} {n} dev {j["fps"]:9.0f} fps  {ratio:>6}  per device {per}  identical '
+        ratio = f'{j["fps"] / one[c]["fps"]:.2f}x' if c in one else "-"
+        name = c + (" shared" if shared else "")
+        print(f'{name:>16} {n} dev {j["fps"]:9.0f} fps  {ratio:>6}  per device {per}  identical '
               f'{"yes" if j["identical_devices"] and j["identical_pipelined"] else "NO"}'
-              + (f'  peaks vs ref {"equal" if j.get("peaks_ref_equal") == 1 else "DIFFER" if j.get("peaks_ref_equal") == 0 else "-"}' if j.get("peaks") != "none" else ""))
+              + (f'  peaks vs ref {"equal" if j.get("peaks_ref_equal") == 1 else "DIFFER" if j.get("peaks_ref_equal") == 0 else "-"}' if j.get("peaks") != "none" else "")
+              + (f'  builds in window {j["builds_timed"]}, CPUs busy {j["cpus_busy"]:.1f}' if "builds_timed" in j else ""))
+        alone = one[c]["devices"][0]["fps"] if c in one else None
+        for i, d in enumerate(j["devices"] if "host_submit_us" in j["devices"][0] else []):
+            share = f'({d["fps"] / alone:.2f})' if alone else ""
+            print(f'{"":>16}   dev {i} {d["fps"]:7.0f} {share:>6}  host {d["host_submit_us"]:6.1f} /'
+                  f' {d["host_parse_wait_us"]:5.1f} / {d["host_wait_us"]:6.1f} / {d["host_collect_us"]:5.1f} /'
+                  f' {d["host_check_us"]:5.1f} / {d["host_other_us"]:5.1f}  busy {100 * d["busy_kernels"]:5.1f} /'
+                  f' {100 * d["busy_copies"]:5.1f} %  h2d {d["h2d_us"]:5.1f} kern/frame'
+                  f' {d["decode_us"] + d["preprocess_us"] + d["integrate_us"] + d["pkpre_us"] + d["clip_us"] + d["find_us"]:6.1f} us'
+                  f'  floor {d["floor_alone_gbs"]:5.1f} -> {d["floor_together_gbs"]:5.1f}')
 # issue 17: the peak path's kernel variants (step 4d), the issue's rows with their targets
 psets = os.environ.get("PEAK_SETS", "").split()
 if psets:

@@ -88,6 +88,38 @@ def test_two_engines_same_bits(tmp_path):
     assert j["fps"] > 0
 
 
+def test_devices_time_no_builds_and_say_where_the_run_went(tmp_path):
+    """Issue 17, four GPUs: the timed window of --devices holds no program build (changing the
+    batch drops an engine's programs; before the warm-up round every device built its batched
+    programs inside the window, one after another behind the process-wide build lock, which is
+    what made each of four H200s slower than one alone), and each device's row says where its
+    submitting thread's wall went, how busy its device was and its PCIe floor alone and with
+    every device copying at once."""
+    for pinned in ("own", "shared"):
+        js = tmp_path / f"{pinned}.json"
+        r = bench(tmp_path, "--devices", "cpu,cpu", "--frames", 6, "--depth", 2, "--batch", 2,
+                  "--pinned", pinned, "--json", js)
+        assert "program builds in the timed window: 0" in r.stdout, r.stdout
+        j = json.loads(js.read_text())
+        assert j["builds_timed"] == 0 and j["pinned"] == pinned
+        assert j["identical_devices"] == 1 and j["identical_pipelined"] == 1
+        assert j["floor_bytes"] > 0
+        # the process's CPU time over the timed window, as CPUs kept busy
+        assert j["wall_s"] > 0 and j["cpu_user_s"] + j["cpu_sys_s"] > 0 and j["cpus_busy"] > 0
+        for d in j["devices"]:
+            parts = [d[k] for k in ("host_submit_us", "host_parse_wait_us", "host_wait_us",
+                                    "host_collect_us", "host_check_us")]
+            per_frame = d["wall_s"] * 1e6 / d["frames"]
+            assert all(x >= 0 for x in parts) and d["host_submit_us"] > 0, d
+            # the parts are measured inside the wall: they never add up to more
+            assert sum(parts) <= per_frame * 1.0001, (parts, per_frame)
+            assert abs(sum(parts) + d["host_other_us"] - per_frame) < 1e-3 * per_frame + 0.01
+            assert d["busy_kernels"] > 0 and d["busy_copies"] > 0, d
+            assert d["floor_alone_gbs"] > 0 and d["floor_together_gbs"] > 0, d
+    r = bench(tmp_path, "--devices", "cpu", "--pinned", "nowhere", "--frames", 1, ok=False)
+    assert r.returncode == 2 and "--pinned" in r.stderr, r.stderr
+
+
 def test_bad_options_are_refused(tmp_path):
     r = bench(tmp_path, "--peaks", "magic", ok=False)
     assert r.returncode == 2 and "--peaks must be" in r.stderr
