@@ -48,6 +48,38 @@
 #ifndef PF8_LOCAL_CAND
 #define PF8_LOCAL_CAND 1
 #endif
+/* Issue 17, round 4 variants (build options through FAID_PEAKS_KOPTS, off by default until a GPU
+ * run decides; the same lists bit for bit: the same function decides and computes each record,
+ * only where its inputs come from changes). Round 3's H100 run (EIGER 4M, one frame alone):
+ * candidates / fill / scan / write 30 / 163 / 8 / 109 us, the write recomputing every accepted
+ * seed's flood fill, disc and sums, the fill's every neighbour test a chain of three loads
+ * (bin_of, then rthr, beside img):
+ *   PF8_CLASS=1  faid_pf8_cand writes each pixel's class byte, cls[i] = 1 when img[i] >
+ *                rthr[bin_of[i]] (above), 2 when img[i] < rthr[bin_of[i]] (below, what the
+ *                background disc keeps), 0 otherwise (NaN, equal): the fill's and the disc's
+ *                tests read one byte; the 8 neighbours of a queued pixel and the disc's values
+ *                are loaded before they are tested, so that their loads are in flight together
+ *   PF8_RECS=1   (needs PF8_LOCAL_CAND) the fill stores each accepted seed's record (6 floats,
+ *                npix) at rec[8 c] for candidate c < nrec; faid_pf8_cand records where each
+ *                span's candidates start in cand[] and how many (cspan[2 g], cspan[2 g + 1]), so
+ *                that faid_pf8_write finds a flagged position's candidate through a local map of
+ *                its span and copies the record instead of running pf8_seed again (it still runs
+ *                it for a candidate c >= nrec, a frame with more candidates than rec holds)
+ *   PF8_WSCAN=1  (the host's FAID_PF8_MERGE=1, which also drops the faid_pk_scan launch)
+ *                faid_pf8_write finds its span's offset itself, the sum of counts[0..g) (integer
+ *                sums: any order gives the same), and group 0 writes the total */
+#ifndef PF8_CLASS
+#define PF8_CLASS 0
+#endif
+#ifndef PF8_RECS
+#define PF8_RECS 0
+#endif
+#ifndef PF8_WSCAN
+#define PF8_WSCAN 0
+#endif
+#if PF8_RECS && !PF8_LOCAL_CAND
+#error "PF8_RECS needs PF8_LOCAL_CAND (a span's candidates contiguous in cand[])"
+#endif
 #ifndef PF8_HSTART
 #define PF8_HSTART 16 /* queue length from which the table is used */
 #endif
@@ -70,9 +102,11 @@
 
 #define PF8_ARGS                                                                               \
     const global float *img, const global int *bin_of, const global float *roff,               \
-        const global float *rthr, const int rows, const int cols, const int prows,             \
-        const int pcols, const int min_pix, const int bg_radius, const float min_snr
-#define PF8_PASS img, bin_of, roff, rthr, rows, cols, prows, pcols, min_pix, bg_radius, min_snr
+        const global float *rthr, const global uchar *cls, const int rows, const int cols,     \
+        const int prows, const int pcols, const int min_pix, const int bg_radius,              \
+        const float min_snr
+#define PF8_PASS                                                                               \
+    img, bin_of, roff, rthr, cls, rows, cols, prows, pcols, min_pix, bg_radius, min_snr
 
 constant int pf8_nb_fs[8] = {-1, 0, 1, -1, 1, -1, 0, 1};
 constant int pf8_nb_ss[8] = {-1, -1, -1, 0, 0, 1, 1, 1};
@@ -96,7 +130,11 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
     const int W = cols, PR = prows, PC = pcols;
     const int ss0 = pss * PR, fs0 = pfs * PC;
 #define PIX(lss, lfs) ((ss0 + (lss)) * W + fs0 + (lfs))
+#if PF8_CLASS
+#define ABOVE(i) (cls[(i)] == 1)
+#else
 #define ABOVE(i) (img[(i)] > rthr[bin_of[(i)]])
+#endif
 #define INTERIOR(lss, lfs) ((lss) >= 1 && (lss) <= PR - 2 && (lfs) >= 1 && (lfs) <= PC - 2)
     if (!INTERIOR(ss, fs))
         return 0;
@@ -119,13 +157,26 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
     while (head < n) {
         int cur = queue[head++];
         int css = cur / W - ss0, cfs = cur % W - fs0;
+#if PF8_CLASS
+        uchar up[8]; /* the neighbours' tests, loaded together before the ordered walk */
+        for (int k = 0; k < 8; k++) {
+            int nss = css + pf8_nb_ss[k], nfs = cfs + pf8_nb_fs[k];
+            int in = nss >= 0 && nss < PR && nfs >= 0 && nfs < PC;
+            up[k] = in ? cls[PIX(in ? nss : 0, in ? nfs : 0)] == 1 : 0;
+        }
+#endif
         for (int k = 0; k < 8; k++) {
             int nss = css + pf8_nb_ss[k], nfs = cfs + pf8_nb_fs[k];
             if (nss < 0 || nss >= PR || nfs < 0 || nfs >= PC)
                 continue;
             int q = PIX(nss, nfs);
+#if PF8_CLASS
+            if (!up[k])
+                continue;
+#else
             if (!ABOVE(q))
                 continue;
+#endif
             int seen = 0;
 #if PF8_HASH
             if (hashed) {
@@ -181,6 +232,29 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
     const int rw = 2 * bg_radius;
     int np = 0;
     float bsum = 0.0f, bsum2 = 0.0f, bg_max = 0.0f;
+#if PF8_CLASS
+    /* the disc's loads unconditional (a pixel outside the panel or the disc reads the seed's and
+     * is not counted), so that a row's loads can be in flight together; sums in the same order */
+    for (int sj = -rw; sj < rw; sj++) {
+        const int lss = csi + sj;
+        const int row_in = lss >= 0 && lss < PR;
+#pragma unroll 4
+        for (int fi = -rw; fi < rw; fi++) {
+            const int lfs = cfi + fi;
+            const int in = row_in && lfs >= 0 && lfs < PC && fi * fi + sj * sj <= rw * rw;
+            const int q = in ? PIX(lss, lfs) : me;
+            const uchar c = cls[q];
+            const float v = img[q];
+            if (in && c == 2) {
+                np++;
+                bsum += v;
+                bsum2 += v * v;
+                if (v > bg_max)
+                    bg_max = v;
+            }
+        }
+    }
+#else
     for (int sj = -rw; sj < rw; sj++) {
         for (int fi = -rw; fi < rw; fi++) {
             int lfs = cfi + fi, lss = csi + sj;
@@ -199,6 +273,7 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
             }
         }
     }
+#endif
     float loff, lsig;
     if (np) {
         loff = bsum / (float)np;
@@ -270,11 +345,13 @@ static inline int pf8_cand(const global float *img, const global int *bin_of,
 }
 
 /* Kernel signatures are spelt out (no PF8_ARGS) so that the engine's program cache can read
- * their parameter names. */
+ * their parameter names; every build takes every parameter (cls, cspan, recs, nrec unused where
+ * the variants are off). */
 kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
                           const global float *rthr, const int rows, const int cols,
                           const int prows, const int pcols, global uchar *flag,
-                          global int *counts, const int ngroups, global int *cand)
+                          global int *counts, const int ngroups, global int *cand,
+                          global uchar *cls, global int *cspan)
 {
 #if PF8_LOCAL_CAND
     local int lc[PK_SPAN];
@@ -288,9 +365,13 @@ kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
         const int o = pk_pos(j);
         if (o < rows * cols) {
             int pss, pfs, ss, fs;
-            pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+            const int i = pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
             int f = pf8_cand(img, bin_of, rthr, cols, prows, pcols, pss, pfs, ss, fs);
             flag[o] = (uchar)f;
+#if PF8_CLASS
+            const float v = img[i], t = rthr[bin_of[i]];
+            cls[i] = v > t ? 1 : v < t ? 2 : 0;
+#endif
 #if PF8_LOCAL_CAND
             if (f)
                 lc[atomic_inc(&lcnt)] = o;
@@ -302,19 +383,34 @@ kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
     }
 #if PF8_LOCAL_CAND
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid == 0)
+    if (lid == 0) {
         lbase = lcnt ? atomic_add(&counts[ngroups], lcnt) : 0;
+#if PF8_RECS
+        cspan[2 * get_group_id(0)] = lbase;
+        cspan[2 * get_group_id(0) + 1] = lcnt;
+#endif
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int i = lid; i < lcnt; i += PK_WG)
         cand[lbase + i] = lc[i];
 #endif
 }
 
+#if PF8_RECS
+#ifdef PF8_NREC_MAX /* a test knob: fewer records kept, so that the write's fallback runs */
+#define PF8_NREC min(nrec, PF8_NREC_MAX)
+#else
+#define PF8_NREC nrec
+#endif
+#endif
+
 kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
-                          const global float *roff, const global float *rthr, const int rows,
-                          const int cols, const int prows, const int pcols, const int min_pix,
+                          const global float *roff, const global float *rthr,
+                          const global uchar *cls, const int rows, const int cols,
+                          const int prows, const int pcols, const int min_pix,
                           const int bg_radius, const float min_snr, global uchar *flag,
-                          global int *counts, const int ngroups, const global int *cand)
+                          global int *counts, const int ngroups, const global int *cand,
+                          global float *recs, const int nrec)
 {
     const int n = counts[ngroups];
     for (int c = get_global_id(0); c < n; c += get_global_size(0)) {
@@ -326,23 +422,66 @@ kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
         if (pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix)) {
             flag[o] = 2;
             atomic_inc(&counts[o / PK_SPAN]);
+#if PF8_RECS
+            if (c < PF8_NREC) {
+                global float *r = recs + 8 * (size_t)c;
+                for (int k = 0; k < 6; k++)
+                    r[k] = rec[k];
+                r[6] = as_float(npix);
+            }
+#endif
         }
     }
 }
 
 /* One work-group per span (compact.cl): the records of the accepted seeds whose rank < cap. */
 kernel void faid_pf8_write(const global float *img, const global int *bin_of,
-                           const global float *roff, const global float *rthr, const int rows,
-                           const int cols, const int prows, const int pcols, const int min_pix,
+                           const global float *roff, const global float *rthr,
+                           const global uchar *cls, const int rows, const int cols,
+                           const int prows, const int pcols, const int min_pix,
                            const int bg_radius, const float min_snr, const global uchar *flag,
-                           const global int *counts, const global int *offsets, const int cap,
-                           global float *out, const int out_off)
+                           const global int *counts, const global int *offsets,
+                           const int ngroups, const int cap, global float *out,
+                           const int out_off, const global int *cand, const global int *cspan,
+                           const global float *recs, const int nrec)
 {
     local int scratch[PK_WG];
     const int g = get_group_id(0);
+#if PF8_WSCAN
+    /* the span's offset (faid_pk_scan's work): the spans before it; group 0 sums them all for
+     * the total */
+    if (g != 0 && counts[g] == 0)
+        return;
+    {
+        const int lid = get_local_id(0), upto = g == 0 ? ngroups : g;
+        int s = 0;
+        for (int k = lid; k < upto; k += PK_WG)
+            s += counts[k];
+        scratch[lid] = s;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int w = PK_WG / 2; w > 0; w >>= 1) {
+            if (lid < w)
+                scratch[lid] += scratch[lid + w];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    }
+    int base = g == 0 ? 0 : scratch[0];
+    if (g == 0 && get_local_id(0) == 0)
+        out[out_off + 8 * cap] = as_float(scratch[0]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+#else
     int base = offsets[g];
+#endif
     if (counts[g] == 0 || base >= cap)
         return;
+#if PF8_RECS
+    /* the span's candidates: map[position in the span] = its index in cand[] */
+    local int map[PK_SPAN];
+    const int span0 = g * PK_SPAN, cb = cspan[2 * g], cn = cspan[2 * g + 1];
+    for (int k = get_local_id(0); k < cn; k += PK_WG)
+        map[cand[cb + k] - span0] = cb + k;
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
     for (int j = 0; j < PK_PPI; j++) {
         const int o = pk_pos(j);
         const int f = o < rows * cols && flag[o] == 2;
@@ -352,6 +491,15 @@ kernel void faid_pf8_write(const global float *img, const global int *bin_of,
         if (f && rank < cap) {
             int pss, pfs, ss, fs;
             int i = pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+#if PF8_RECS
+            const int c = map[o - span0];
+            if (c < PF8_NREC) {
+                const global float *r = recs + 8 * (size_t)c;
+                pk_store(out + out_off, cap, rank, r[0], r[1], r[2], r[3], r[4], r[5],
+                         as_int(r[6]), i);
+                continue;
+            }
+#endif
             float rec[6];
             int npix;
             pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix);

@@ -24,6 +24,16 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
+/* PF8_GATHER=1 (issue 17, round 4; the host's FAID_PF8_GATHER=1, off by default until a GPU run
+ * decides): faid_pf8_prep writes img alone (round 3's H100 run: prep 75 us against a 28 us floor,
+ * its cval[pos_of[i]] stores scattered over the bins), and faid_pf8_radial's first iteration reads
+ * each entry's value from img through the bins' index list (indices, in pixel order within a bin)
+ * and keeps it in cval[k] for the four others, read back by the work-item that wrote it: the same
+ * values in the same lanes and order, so the same thresholds bit for bit. */
+#ifndef PF8_GATHER
+#define PF8_GATHER 0
+#endif
+
 #ifndef PF8_LANES
 #define PF8_LANES 64 /* = FAID_PF8_LANES, passed by the host */
 #endif
@@ -57,12 +67,15 @@ kernel void faid_pf8_prep(const global float4 *pre4, const global uchar *valid,
     const float4 q = PK_PIXEL(i);
     const float v = valid[i] && q.s3 != 0.0f ? q.s0 : NAN;
     img[i] = v;
+#if !PF8_GATHER
     cval[pos_of[i]] = v;
+#endif
 }
 
-kernel void faid_pf8_radial(const global float *cval, const global int *indptr, const int nbins,
+kernel void faid_pf8_radial(global float *cval, const global int *indptr, const int nbins,
                             const float min_snr, const float adc, global float *roff,
-                            global float *rthr)
+                            global float *rthr, const global float *img,
+                            const global int *indices)
 {
     local double ls[PF8_LANES], ls2[PF8_LANES];
     local int lc[PF8_LANES];
@@ -83,7 +96,17 @@ kernel void faid_pf8_radial(const global float *cval, const global int *indptr, 
         double s = 0.0, s2 = 0.0;
         int cnt = 0;
         for (int k = k0 + lid; k < k1; k += PF8_LANES) {
+#if PF8_GATHER
+            float v;
+            if (it == 0) {
+                v = img[indices[k]];
+                cval[k] = v;
+            } else {
+                v = cval[k];
+            }
+#else
             const float v = cval[k];
+#endif
             if (v < hi && v > lo) {
                 s += (double)v;
                 s2 += (double)v * (double)v;

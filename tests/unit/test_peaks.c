@@ -446,6 +446,67 @@ static void test_kernels(void)
     free_frames(&fs);
 }
 
+/* peakfinder8's round 4 variants (issue 17; pf8_peaks.cl, pf8_radial.cl): each pixel's class byte
+ * (PF8_CLASS), the fill's records copied by the write (PF8_RECS, and with PF8_NREC_MAX=7 a list
+ * whose first records are copied and the rest recomputed), the write finding its spans' offsets
+ * (FAID_PF8_MERGE=1: no scan launch) and the radial statistics gathering from img
+ * (FAID_PF8_GATHER=1), fused and not: lists bit for bit the reference's on frames with 60 spots
+ * (some overlapping, one panel and 2x2 panels: spots cut by panel borders and the module gap)
+ * and with dense noise peaks (thousands of candidates, more than the records kept), whole and cut
+ * at a capacity inside a span. */
+static void test_pf8_variants(void)
+{
+    if (!have_cl())
+        return;
+    static const struct {
+        const char *kopts, *merge, *gather, *fused;
+    } v[] = {
+        {"-DPF8_CLASS=1,-DPF8_RECS=1", "0", "0", ""},
+        {"-DPF8_CLASS=1,-DPF8_RECS=1,-DPF8_NREC_MAX=7", "1", "1", "0"},
+        {"-DPF8_CLASS=0,-DPF8_RECS=1", "1", "1", ""},
+    };
+    frame_set sp, dn;
+    CHECK(make_frames(&sp, 21, 60) == 0);
+    CHECK(make_frames(&dn, 9, 400) == 0);
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        engines_close(); /* the next compare_one opens engines with these knobs */
+        setenv("FAID_PEAKS_KOPTS", v[k].kopts, 1);
+        setenv("FAID_PF8_MERGE", v[k].merge, 1);
+        setenv("FAID_PF8_GATHER", v[k].gather, 1);
+        setenv("FAID_PEAKS_FUSED", v[k].fused, 1);
+        char what[160];
+        faid_peak_params p;
+        faid_peak_params_default(&p);
+        p.algorithm = FAID_PEAKS_PEAKFINDER8;
+        p.adc_threshold = 50.0;
+        snprintf(what, sizeof what, "pf8 %s merge %s gather %s, spots", v[k].kopts, v[k].merge,
+                 v[k].gather);
+        int n = compare_one(&sp, &p, 0, 0, what);
+        CHECK_MSG(n > 20, "%s: %d peaks", what, n);
+        snprintf(what, sizeof what, "pf8 %s merge %s gather %s, spots, 2x2 panels", v[k].kopts,
+                 v[k].merge, v[k].gather);
+        CHECK(compare_one(&sp, &p, 128, 160, what) > 7);
+        p.adc_threshold = 0.0;
+        p.minimum_snr = 1.0;
+        p.min_pixel_count = 1;
+        snprintf(what, sizeof what, "pf8 %s merge %s gather %s, dense", v[k].kopts, v[k].merge,
+                 v[k].gather);
+        n = compare_one(&dn, &p, 0, 0, what);
+        CHECK_MSG(n > 500, "%s: %d peaks", what, n);
+        p.max_num_peaks = n > 2 ? n / 2 + 1 : 1;
+        snprintf(what, sizeof what, "pf8 %s merge %s gather %s, dense, cut", v[k].kopts, v[k].merge,
+                 v[k].gather);
+        CHECK(compare_one(&dn, &p, 128, 160, what) > p.max_num_peaks);
+        unsetenv("FAID_PEAKS_KOPTS");
+        unsetenv("FAID_PF8_MERGE");
+        unsetenv("FAID_PF8_GATHER");
+        unsetenv("FAID_PEAKS_FUSED");
+    }
+    engines_close();
+    free_frames(&sp);
+    free_frames(&dn);
+}
+
 /* The sigma clip's overflow path (sigma_clip.cl: entries of bins larger than WG * R kept in global
  * memory instead of registers), forced by a small work-group and register share through the
  * tuning variables: same background and peaks as the reference, for the three error models. */
@@ -726,6 +787,8 @@ static void test_engine_devices(void)
                     CHECK(engine_refused(s, dev, "FAID_PEAKS_FUSED", "2", &f, rf));
                     CHECK(engine_refused(s, dev, "FAID_PEAKS_KOPTS", "-D PF8_HASH=1;", &f, rf));
                     CHECK(engine_refused(s, dev, "FAID_PF8_FILL_GROUPS", "0", &f, rf));
+                    CHECK(engine_refused(s, dev, "FAID_PF8_MERGE", "2", &f, rf));
+                    CHECK(engine_refused(s, dev, "FAID_PF8_GATHER", "yes", &f, rf));
                 }
                 double w = bg_worst(rc->bg, rr->bg);
                 CHECK_MSG(w < 1e-5, "%s frame %d: background differs by %g", algs[a], (int)k, w);
@@ -758,6 +821,7 @@ int main(void)
     RUN(test_kernels());
     RUN(test_sigclip_overflow());
     RUN(test_sigclip_local());
+    RUN(test_pf8_variants());
     engines_close();
     RUN(test_engine_devices());
     return faid_test_finish();
