@@ -318,6 +318,8 @@ typedef struct faid_peak_setup {
     int pf8_gather;            /* FAID_PF8_GATHER=1: faid_pf8_radial gathers the values from
                                 * img through the bins' index list (-D PF8_GATHER=1), the prep
                                 * writes img alone */
+    int pf8_candfill;          /* FAID_PF8_CANDFILL=1: faid_pf8_cand evaluates its candidates
+                                * (-D PF8_CANDFILL=1), no faid_pf8_fill launch */
     const char *pre;           /* host buffer of the preprocessed frame the references read
                                 * (reference device): "pre", or "pk_pre" when the integration's
                                 * error model is not poisson */

@@ -134,8 +134,9 @@ static int pk_program(const faid_stage_env *env, const faid_peak_setup *ps, faid
     int n = snprintf(base, sizeof base, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d %s", ieee, wg,
                      wg, FAID_PK_PPI, ps->kopts);
     if (pf8 && n > 0 && (size_t)n < sizeof base)
-        snprintf(base + n, sizeof base - (size_t)n, " -D PF8_MAXQ=%d -D PF8_WSCAN=%d",
-                 ps->p.max_pixel_count, ps->pf8_merge);
+        snprintf(base + n, sizeof base - (size_t)n,
+                 " -D PF8_MAXQ=%d -D PF8_WSCAN=%d -D PF8_CANDFILL=%d", ps->p.max_pixel_count,
+                 ps->pf8_merge, ps->pf8_candfill);
     static const char *const pick_files[] = {"process/preprocess.cl", "peaks/compact.cl",
                                              "peaks/pick_pyfai.cl"};
     static const char *const pf8_files[] = {"peaks/compact.cl", "peaks/pf8_peaks.cl"};
@@ -171,7 +172,8 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
     l[n++] = (pk_launch){"faid_pf8_prep", res->npix, 0, wg, EV_A};
     l[n++] = (pk_launch){"faid_pf8_radial", 0, (size_t)ps->pf8->nbins, FAID_PF8_LANES, EV_B};
     l[n++] = (pk_launch){"faid_pf8_cand", 0, ng, wg, EV_C};
-    l[n++] = (pk_launch){"faid_pf8_fill", 0, (size_t)ps->fill_groups, wg, EV_D};
+    if (!ps->pf8_candfill) /* else faid_pf8_cand evaluates its candidates (PF8_CANDFILL) */
+        l[n++] = (pk_launch){"faid_pf8_fill", 0, (size_t)ps->fill_groups, wg, EV_D};
     if (!ps->pf8_merge) /* else faid_pf8_write finds the offsets itself (PF8_WSCAN) */
         l[n++] = (pk_launch){"faid_pk_scan", 0, 1, wg, EV_E};
     l[n++] = (pk_launch){"faid_pf8_write", 0, ng, wg, EV_F};

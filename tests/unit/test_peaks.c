@@ -460,11 +460,17 @@ static void test_pf8_variants(void)
     if (!have_cl())
         return;
     static const struct {
-        const char *kopts, *merge, *gather, *fused;
+        const char *kopts, *merge, *gather, *candfill, *fused;
     } v[] = {
-        {"-DPF8_CLASS=1,-DPF8_RECS=1", "0", "0", ""},
-        {"-DPF8_CLASS=1,-DPF8_RECS=1,-DPF8_NREC_MAX=7", "1", "1", "0"},
-        {"-DPF8_CLASS=0,-DPF8_RECS=1", "1", "1", ""},
+        {"-DPF8_CLASS=1,-DPF8_RECS=1", "0", "0", "0", ""},
+        {"-DPF8_CLASS=1,-DPF8_RECS=1,-DPF8_NREC_MAX=7", "1", "1", "0", "0"},
+        {"-DPF8_CLASS=0,-DPF8_RECS=1", "1", "1", "0", ""},
+        /* the fill in the candidates' pass: windows for up to 8 candidates a span, a work-item
+         * each beyond (the dense frame), the records copied or recomputed */
+        {"-DPF8_RECS=1", "1", "0", "1", ""},
+        {"-DPF8_RECS=0", "0", "1", "1", ""},
+        /* windows for every span and of 8 x 8 pixels: components and discs reach past them */
+        {"-DPF8_RECS=1,-DPF8_WINMAX=100000,-DPF8_WS=8", "1", "0", "1", ""},
     };
     frame_set sp, dn;
     CHECK(make_frames(&sp, 21, 60) == 0);
@@ -485,33 +491,33 @@ static void test_pf8_variants(void)
         setenv("FAID_PF8_MERGE", v[k].merge, 1);
         setenv("FAID_PF8_GATHER", v[k].gather, 1);
         setenv("FAID_PEAKS_FUSED", v[k].fused, 1);
-        char what[160];
+        setenv("FAID_PF8_CANDFILL", v[k].candfill, 1);
+        char tag[160], what[200];
+        snprintf(tag, sizeof tag, "pf8 %s merge %s gather %s candfill %s", v[k].kopts, v[k].merge,
+                 v[k].gather, v[k].candfill);
         faid_peak_params p;
         faid_peak_params_default(&p);
         p.algorithm = FAID_PEAKS_PEAKFINDER8;
         p.adc_threshold = 50.0;
-        snprintf(what, sizeof what, "pf8 %s merge %s gather %s, spots", v[k].kopts, v[k].merge,
-                 v[k].gather);
+        snprintf(what, sizeof what, "%s, spots", tag);
         int n = compare_one(&sp, &p, 0, 0, what);
         CHECK_MSG(n > 20, "%s: %d peaks", what, n);
-        snprintf(what, sizeof what, "pf8 %s merge %s gather %s, spots, 2x2 panels", v[k].kopts,
-                 v[k].merge, v[k].gather);
+        snprintf(what, sizeof what, "%s, spots, 2x2 panels", tag);
         CHECK(compare_one(&sp, &p, 128, 160, what) > 7);
         p.adc_threshold = 0.0;
         p.minimum_snr = 1.0;
         p.min_pixel_count = 1;
-        snprintf(what, sizeof what, "pf8 %s merge %s gather %s, dense", v[k].kopts, v[k].merge,
-                 v[k].gather);
+        snprintf(what, sizeof what, "%s, dense", tag);
         n = compare_one(&dn, &p, 0, 0, what);
         CHECK_MSG(n > 500, "%s: %d peaks", what, n);
         p.max_num_peaks = n > 2 ? n / 2 + 1 : 1;
-        snprintf(what, sizeof what, "pf8 %s merge %s gather %s, dense, cut", v[k].kopts, v[k].merge,
-                 v[k].gather);
+        snprintf(what, sizeof what, "%s, dense, cut", tag);
         CHECK(compare_one(&dn, &p, 128, 160, what) > p.max_num_peaks);
         unsetenv("FAID_PEAKS_KOPTS");
         unsetenv("FAID_PF8_MERGE");
         unsetenv("FAID_PF8_GATHER");
         unsetenv("FAID_PEAKS_FUSED");
+        unsetenv("FAID_PF8_CANDFILL");
     }
     engines_close();
     free_frames(&sp);
