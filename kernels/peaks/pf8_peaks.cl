@@ -457,6 +457,12 @@ kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
 #if PF8_LOCAL_CAND
     local int lc[PK_SPAN];
     local int lcnt, lbase;
+#if PF8_CANDFILL
+    local uchar wcls[PF8_WS * PF8_WS];
+    local float wimg[PF8_WS * PF8_WS];
+    local int wbin[PF8_WS * PF8_WS];
+    local int nacc;
+#endif
     const int lid = get_local_id(0);
     if (lid == 0)
         lcnt = 0;
@@ -498,10 +504,6 @@ kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
 #if PF8_CANDFILL
     /* the span's candidates, evaluated here (faid_pf8_fill's work): flag[o] = 2 for an accepted
      * seed (after this work-group's 0 / 1: the barrier orders them), counts[g] = accepted */
-    local uchar wcls[PF8_WS * PF8_WS];
-    local float wimg[PF8_WS * PF8_WS];
-    local int wbin[PF8_WS * PF8_WS];
-    local int nacc;
     if (lid == 0)
         nacc = 0;
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
@@ -595,6 +597,9 @@ kernel void faid_pf8_write(const global float *img, const global int *bin_of,
                            const global float *recs, const int nrec)
 {
     local int scratch[PK_WG];
+#if PF8_RECS
+    local int map[PK_SPAN]; /* the span's candidates: map[position in the span] = index in cand[] */
+#endif
     const int g = get_group_id(0);
 #if PF8_WSCAN
     /* the span's offset (faid_pk_scan's work): the spans before it; group 0 sums them all for
@@ -624,8 +629,6 @@ kernel void faid_pf8_write(const global float *img, const global int *bin_of,
     if (counts[g] == 0 || base >= cap)
         return;
 #if PF8_RECS
-    /* the span's candidates: map[position in the span] = its index in cand[] */
-    local int map[PK_SPAN];
     const int span0 = g * PK_SPAN, cb = cspan[2 * g], cn = cspan[2 * g + 1];
     for (int k = get_local_id(0); k < cn; k += PK_WG)
         map[cand[cb + k] - span0] = cb + k;
