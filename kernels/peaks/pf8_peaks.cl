@@ -23,7 +23,9 @@
  *                    the candidates only; an accepted seed gets flag[o] = 2 and counts its span
  *                    (counts[] cleared by faid_pf8_prep)
  *   faid_pk_scan     (compact.cl) offsets and total
- *   faid_pf8_write   one work-group per span: the records of the first cap accepted seeds */
+ *   faid_pf8_write   one work-group per span: the records of the first cap accepted seeds
+ * (PF8_CANDFILL: faid_pf8_cand does the fill's work, no fill launch; PF8_WSCAN: the write does
+ * the scan's, no scan launch; below.) */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
