@@ -717,8 +717,9 @@ static int engine_refused(faid_setup *s, const char *dev, const char *var, const
  * whose background is bit for bit the default's, and FAID_PEAKS_FUSED=1 with the register kernel
  * (uint32 and uint16 frames), and peakfinder8's kernel variants (FAID_PEAKS_KOPTS: the fill's hash
  * table from the second queued pixel on, candidates compacted in local memory;
- * FAID_PF8_FILL_GROUPS=1: one work-group walks every candidate); malformed values of the three
- * variables are refused, naming them. */
+ * FAID_PF8_FILL_GROUPS=1: one work-group walks every candidate); malformed values of these
+ * variables and of round 4's FAID_PF8_MERGE, FAID_PF8_GATHER and FAID_PF8_CANDFILL are refused,
+ * naming them. */
 static void test_engine_devices(void)
 {
     static const char *const algs[] = {"pyfai", "peakfinder8"};
@@ -806,6 +807,7 @@ static void test_engine_devices(void)
                     CHECK(engine_refused(s, dev, "FAID_PF8_FILL_GROUPS", "0", &f, rf));
                     CHECK(engine_refused(s, dev, "FAID_PF8_MERGE", "2", &f, rf));
                     CHECK(engine_refused(s, dev, "FAID_PF8_GATHER", "yes", &f, rf));
+                    CHECK(engine_refused(s, dev, "FAID_PF8_CANDFILL", "-1", &f, rf));
                 }
                 double w = bg_worst(rc->bg, rr->bg);
                 CHECK_MSG(w < 1e-5, "%s frame %d: background differs by %g", algs[a], (int)k, w);
