@@ -320,6 +320,8 @@ typedef struct faid_peak_setup {
                                 * writes img alone */
     int pf8_candfill;          /* FAID_PF8_CANDFILL=1: faid_pf8_cand evaluates its candidates
                                 * (-D PF8_CANDFILL=1), no faid_pf8_fill launch */
+    int pf8_noprep;            /* FAID_PF8_NOPREP=1: faid_pf8_radial computes the values
+                                * (-D PF8_NOPREP=1), no faid_pf8_prep launch */
     const char *pre;           /* host buffer of the preprocessed frame the references read
                                 * (reference device): "pre", or "pk_pre" when the integration's
                                 * error model is not poisson */

@@ -97,9 +97,10 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
          * class (PF8_CLASS), where each span's candidates are in cand[] and the records the
          * fill keeps (PF8_RECS) */
         if (!rc)
-            rc = ps->pf8_gather ? faid_restab_static(res->rt, "pk.f8idx", npix * sizeof(int32_t),
-                                                     b->indices, d)
-                                : faid_restab_alias(res->rt, "pk.f8idx", "pk.f8pos", d);
+            rc =
+                ps->pf8_gather || ps->pf8_noprep
+                    ? faid_restab_static(res->rt, "pk.f8idx", npix * sizeof(int32_t), b->indices, d)
+                    : faid_restab_alias(res->rt, "pk.f8idx", "pk.f8pos", d);
         if (!rc)
             rc = faid_stage_peaks_scratch(env, res, "pk.cls", npix, d);
         if (!rc)
@@ -132,8 +133,8 @@ static int pk_program(const faid_stage_env *env, const faid_peak_setup *ps, faid
     const int nf = ps->fused ? 0 : 1;
     if (!strcmp(name, "faid_pf8_radial") || !strcmp(name, "faid_pf8_prep")) {
         static const char *const rfiles[] = {"process/preprocess.cl", "peaks/pf8_radial.cl"};
-        snprintf(base, sizeof base, "%s -D PF8_LANES=%d -D PF8_GATHER=%d %s", ieee, FAID_PF8_LANES,
-                 ps->pf8_gather, ps->kopts);
+        snprintf(base, sizeof base, "%s -D PF8_LANES=%d -D PF8_GATHER=%d -D PF8_NOPREP=%d %s", ieee,
+                 FAID_PF8_LANES, ps->pf8_gather, ps->pf8_noprep, ps->kopts);
         *files = rfiles + nf;
         return faid_stage_peaks_fused_opts(ps, dt, base, opts, opts_len, d) ? 0 : 2 - nf;
     }
@@ -177,7 +178,8 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
         return 3;
     }
     int n = 0;
-    l[n++] = (pk_launch){"faid_pf8_prep", res->npix, 0, wg, EV_A};
+    if (!ps->pf8_noprep) /* else faid_pf8_radial computes the values (PF8_NOPREP) */
+        l[n++] = (pk_launch){"faid_pf8_prep", res->npix, 0, wg, EV_A};
     l[n++] = (pk_launch){"faid_pf8_radial", 0, (size_t)ps->pf8->nbins, FAID_PF8_LANES, EV_B};
     l[n++] = (pk_launch){"faid_pf8_cand", 0, ng, wg, EV_C};
     if (!ps->pf8_candfill) /* else faid_pf8_cand evaluates its candidates (PF8_CANDFILL) */

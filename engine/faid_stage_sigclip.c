@@ -240,8 +240,10 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
     long mg = rc ? 0 : env_knob("FAID_PF8_MERGE", 0, 1, d);
     long ga = rc || mg < 0 ? 0 : env_knob("FAID_PF8_GATHER", 0, 1, d);
     long cf = rc || mg < 0 || ga < 0 ? 0 : env_knob("FAID_PF8_CANDFILL", 0, 1, d);
-    if (mg < 0 || ga < 0 || cf < 0)
+    long np = rc || mg < 0 || ga < 0 || cf < 0 ? 0 : env_knob("FAID_PF8_NOPREP", 0, 1, d);
+    if (mg < 0 || ga < 0 || cf < 0 || np < 0)
         rc = d ? d->code : FAID_EINVAL;
+    ps->pf8_noprep = np > 0;
     ps->pf8_merge = mg > 0;
     ps->pf8_gather = ga > 0;
     ps->pf8_candfill = cf > 0;

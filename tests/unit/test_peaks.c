@@ -450,27 +450,31 @@ static void test_kernels(void)
  * (PF8_CLASS), the fill's records copied by the write (PF8_RECS, and with PF8_NREC_MAX=7 a list
  * whose first records are copied and the rest recomputed), the write finding its spans' offsets
  * (FAID_PF8_MERGE=1: no scan launch) and the radial statistics gathering from img
- * (FAID_PF8_GATHER=1), fused and not: lists bit for bit the reference's on frames with 60 spots
- * (some overlapping, one panel and 2x2 panels: spots cut by panel borders and the module gap)
- * and with dense noise peaks (thousands of candidates, more than the records kept), whole and cut
- * at a capacity inside a span; values scaled off the integers, so that a sum taken in another
- * order changes bits. */
+ * (FAID_PF8_GATHER=1) or computing the values itself (FAID_PF8_NOPREP=1: no prep launch), the
+ * fill in the candidates' pass (FAID_PF8_CANDFILL=1, windows in local memory), fused and not: lists
+ * bit for bit the reference's on frames with 60 spots (some overlapping, one panel and 2x2 panels:
+ * spots cut by panel borders and the module gap) and with dense noise peaks (thousands of
+ * candidates, more than the records kept), whole and cut at a capacity inside a span; values scaled
+ * off the integers, so that a sum taken in another order changes bits. */
 static void test_pf8_variants(void)
 {
     if (!have_cl())
         return;
     static const struct {
-        const char *kopts, *merge, *gather, *candfill, *fused;
+        const char *kopts, *merge, *gather, *candfill, *fused, *noprep;
     } v[] = {
-        {"-DPF8_CLASS=1,-DPF8_RECS=1", "0", "0", "0", ""},
-        {"-DPF8_CLASS=1,-DPF8_RECS=1,-DPF8_NREC_MAX=7", "1", "1", "0", "0"},
-        {"-DPF8_CLASS=0,-DPF8_RECS=1", "1", "1", "0", ""},
+        {"-DPF8_CLASS=1,-DPF8_RECS=1", "0", "0", "0", "", "0"},
+        {"-DPF8_CLASS=1,-DPF8_RECS=1,-DPF8_NREC_MAX=7", "1", "1", "0", "0", "0"},
+        {"-DPF8_CLASS=0,-DPF8_RECS=1", "1", "1", "0", "", "0"},
         /* the fill in the candidates' pass: windows for up to 8 candidates a span, a work-item
          * each beyond (the dense frame), the records copied or recomputed */
-        {"-DPF8_RECS=1", "1", "0", "1", ""},
-        {"-DPF8_RECS=0", "0", "1", "1", ""},
+        {"-DPF8_RECS=1", "1", "0", "1", "", "0"},
+        {"-DPF8_RECS=0", "0", "1", "1", "", "0"},
         /* windows for every span and of 8 x 8 pixels: components and discs reach past them */
-        {"-DPF8_RECS=1,-DPF8_WINMAX=100000,-DPF8_WS=8", "1", "0", "1", ""},
+        {"-DPF8_RECS=1,-DPF8_WINMAX=100000,-DPF8_WS=8", "1", "0", "1", "", "0"},
+        /* no prep launch: the radial pass computes the values, fused and from the copy */
+        {"-DPF8_RECS=1", "1", "0", "1", "", "1"},
+        {"-DPF8_CLASS=1", "0", "0", "0", "0", "1"},
     };
     frame_set sp, dn;
     CHECK(make_frames(&sp, 21, 60) == 0);
@@ -492,9 +496,10 @@ static void test_pf8_variants(void)
         setenv("FAID_PF8_GATHER", v[k].gather, 1);
         setenv("FAID_PEAKS_FUSED", v[k].fused, 1);
         setenv("FAID_PF8_CANDFILL", v[k].candfill, 1);
+        setenv("FAID_PF8_NOPREP", v[k].noprep, 1);
         char tag[160], what[200];
-        snprintf(tag, sizeof tag, "pf8 %s merge %s gather %s candfill %s", v[k].kopts, v[k].merge,
-                 v[k].gather, v[k].candfill);
+        snprintf(tag, sizeof tag, "pf8 %s merge %s gather %s candfill %s noprep %s fused '%s'",
+                 v[k].kopts, v[k].merge, v[k].gather, v[k].candfill, v[k].noprep, v[k].fused);
         faid_peak_params p;
         faid_peak_params_default(&p);
         p.algorithm = FAID_PEAKS_PEAKFINDER8;
@@ -518,6 +523,7 @@ static void test_pf8_variants(void)
         unsetenv("FAID_PF8_GATHER");
         unsetenv("FAID_PEAKS_FUSED");
         unsetenv("FAID_PF8_CANDFILL");
+        unsetenv("FAID_PF8_NOPREP");
     }
     engines_close();
     free_frames(&sp);
@@ -718,8 +724,8 @@ static int engine_refused(faid_setup *s, const char *dev, const char *var, const
  * (uint32 and uint16 frames), and peakfinder8's kernel variants (FAID_PEAKS_KOPTS: the fill's hash
  * table from the second queued pixel on, candidates compacted in local memory;
  * FAID_PF8_FILL_GROUPS=1: one work-group walks every candidate); malformed values of these
- * variables and of round 4's FAID_PF8_MERGE, FAID_PF8_GATHER and FAID_PF8_CANDFILL are refused,
- * naming them. */
+ * variables and of round 4's FAID_PF8_MERGE, FAID_PF8_GATHER, FAID_PF8_CANDFILL and FAID_PF8_NOPREP
+ * are refused, naming them. */
 static void test_engine_devices(void)
 {
     static const char *const algs[] = {"pyfai", "peakfinder8"};
@@ -808,6 +814,7 @@ static void test_engine_devices(void)
                     CHECK(engine_refused(s, dev, "FAID_PF8_MERGE", "2", &f, rf));
                     CHECK(engine_refused(s, dev, "FAID_PF8_GATHER", "yes", &f, rf));
                     CHECK(engine_refused(s, dev, "FAID_PF8_CANDFILL", "-1", &f, rf));
+                    CHECK(engine_refused(s, dev, "FAID_PF8_NOPREP", "on", &f, rf));
                 }
                 double w = bg_worst(rc->bg, rr->bg);
                 CHECK_MSG(w < 1e-5, "%s frame %d: background differs by %g", algs[a], (int)k, w);
