@@ -25,10 +25,11 @@
  * fill's grid. Round 4 of issue 17 (off until a GPU run decides, pf8_peaks.cl): FAID_PF8_MERGE=1
  * drops faid_pk_scan (-D PF8_WSCAN=1: the write sums the counts before its span),
  * FAID_PF8_CANDFILL=1 drops faid_pf8_fill (-D PF8_CANDFILL=1: the candidates' pass evaluates its
- * candidates), FAID_PF8_GATHER=1 builds the prep and radial pass with -D PF8_GATHER=1 (the
- * bins' index list pk.f8idx, an alias of pk.f8pos otherwise); buffers pk.cls (a class byte per
- * pixel, PF8_CLASS), pk.cspan (each span's candidates in pk.cand) and pk.recs (the fill's
- * records, PF8_RECS) are there for every build; each launch keeps its event index, so that
+ * candidates), FAID_PF8_NOPREP=1 drops faid_pf8_prep (-D PF8_NOPREP=1: the radial pass
+ * computes the values), FAID_PF8_GATHER=1 builds the prep and radial pass with -D PF8_GATHER=1
+ * (both read the bins' index list pk.f8idx, an alias of pk.f8pos otherwise); buffers pk.cls (a
+ * class byte per pixel, PF8_CLASS), pk.cspan (each span's candidates in pk.cand) and pk.recs (the
+ * fill's records, PF8_RECS) are there for every build; each launch keeps its event index, so that
  * faid-bench's find1..find6 name the same kernels whatever is dropped. collect unpacks the
  * block into the result's peak list. Lists equal the
  * references' bit for bit (tests/unit/test_peaks.c). */
