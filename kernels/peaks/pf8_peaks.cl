@@ -78,6 +78,10 @@
  *                component or disc reaching further) is read from global memory, with the same
  *                value. A span with more than PF8_WINMAX candidates (dense noise) walks them a
  *                work-item each without the window.
+ *   PF8_WINFILL=1 the same windows in faid_pf8_fill, which stays a launch of its own: one
+ *                work-group per candidate (the grid walks cand[] a work-group at a time), so
+ *                that the candidates' pass stays the lean kernel it was (PF8_CANDFILL inlines
+ *                the seed's code, its registers and stack, into the pass over every pixel)
  *   PF8_WSCAN=1  (the host's FAID_PF8_MERGE=1, which also drops the faid_pk_scan launch)
  *                faid_pf8_write finds its span's offset itself, the sum of counts[0..g) (integer
  *                sums: any order gives the same), and group 0 writes the total */
@@ -93,6 +97,10 @@
 #ifndef PF8_CANDFILL
 #define PF8_CANDFILL 0
 #endif
+#ifndef PF8_WINFILL
+#define PF8_WINFILL 0
+#endif
+#define PF8_WINDOWS (PF8_CANDFILL || PF8_WINFILL)
 #ifndef PF8_WS
 #define PF8_WS 32 /* PF8_CANDFILL: the window's side (pixels) */
 #endif
@@ -143,7 +151,7 @@
 #define PF8_NOWIN_PASS                                                                         \
     (local const uchar *)0, (local const float *)0, (local const int *)0, PF8_NOWIN, PF8_NOWIN
 
-#if PF8_CANDFILL
+#if PF8_WINDOWS
 #define PF8_WIX(gr, gc)                                                                        \
     ((uint)((gr) - wr0) < (uint)PF8_WS && (uint)((gc) - wc0) < (uint)PF8_WS                     \
          ? ((gr) - wr0) * PF8_WS + ((gc) - wc0)                                                \
@@ -238,7 +246,7 @@ static int pf8_seed(PF8_ARGS, PF8_WARGS, int pss, int pfs, int ss, int fs, float
     while (head < n) {
         int cur = queue[head++];
         int css = cur / W - ss0, cfs = cur % W - fs0;
-#if PF8_CLASS || PF8_CANDFILL
+#if PF8_CLASS || PF8_WINDOWS
         uchar up[8]; /* the neighbours' tests, loaded together before the ordered walk */
         for (int k = 0; k < 8; k++) {
             int nss = css + pf8_nb_ss[k], nfs = cfs + pf8_nb_fs[k];
@@ -251,7 +259,7 @@ static int pf8_seed(PF8_ARGS, PF8_WARGS, int pss, int pfs, int ss, int fs, float
             if (nss < 0 || nss >= PR || nfs < 0 || nfs >= PC)
                 continue;
             int q = PIX(nss, nfs);
-#if PF8_CLASS || PF8_CANDFILL
+#if PF8_CLASS || PF8_WINDOWS
             if (!up[k])
                 continue;
 #else
@@ -314,7 +322,7 @@ static int pf8_seed(PF8_ARGS, PF8_WARGS, int pss, int pfs, int ss, int fs, float
     const int rw = 2 * bg_radius;
     int np = 0;
     float bsum = 0.0f, bsum2 = 0.0f, bg_max = 0.0f;
-#if PF8_CLASS || PF8_CANDFILL
+#if PF8_CLASS || PF8_WINDOWS
     /* the disc's loads unconditional (a pixel outside the panel or the disc reads the seed's and
      * is not counted), so that a row's loads can be in flight together; sums in the same order */
     for (int sj = -rw; sj < rw; sj++) {
@@ -571,6 +579,39 @@ kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
                           global float *recs, const int nrec)
 {
     const int n = counts[ngroups];
+#if PF8_WINFILL
+    local uchar wcls[PF8_WS * PF8_WS];
+    local float wimg[PF8_WS * PF8_WS];
+    local int wbin[PF8_WS * PF8_WS];
+    const int lid = get_local_id(0), lsz = get_local_size(0);
+    for (int c = get_group_id(0); c < n; c += get_num_groups(0)) {
+        const int o = cand[c];
+        int pss, pfs, ss, fs;
+        pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+        const int wr0 = pss * prows + ss - PF8_WS / 2, wc0 = pfs * pcols + fs - PF8_WS / 2;
+        barrier(CLK_LOCAL_MEM_FENCE); /* the window of the candidate before is done with */
+        for (int t = lid; t < PF8_WS * PF8_WS; t += lsz) {
+            const int r = wr0 + t / PF8_WS, cc = wc0 + t % PF8_WS;
+            if (r >= 0 && r < rows && cc >= 0 && cc < cols) {
+                const int q = r * cols + cc, b = bin_of[q];
+                const float v = img[q], th = rthr[b];
+                wimg[t] = v;
+                wbin[t] = b;
+                wcls[t] = v > th ? 1 : v < th ? 2 : 0;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float rec[6];
+        int npix;
+        if (lid == 0 && pf8_seed(PF8_PASS, wcls, wimg, wbin, wr0, wc0, pss, pfs, ss, fs, rec, &npix)) {
+            flag[o] = 2;
+            atomic_inc(&counts[o / PK_SPAN]);
+#if PF8_RECS
+            pf8_keep(recs, nrec, c, rec, npix);
+#endif
+        }
+    }
+#else
     for (int c = get_global_id(0); c < n; c += get_global_size(0)) {
         const int o = cand[c];
         int pss, pfs, ss, fs;
@@ -585,6 +626,7 @@ kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
 #endif
         }
     }
+#endif
 }
 
 /* One work-group per span (compact.cl): the records of the accepted seeds whose rank < cap. */

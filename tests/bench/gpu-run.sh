@@ -32,7 +32,7 @@
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
 # default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r4rec r4cls r4merge r4gather r4cf r4cfg
-# r4np all", names below in psets ("default":
+# r4np r4win all", names below in psets ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
 # PEAK_DEPTH
@@ -61,7 +61,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r4rec r4cls r4merge r4gather r4cf r4cfg r4np all}
+PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -276,8 +276,10 @@ declare -A psets=(
     [r4cfg]="FAID_PEAKS_KOPTS=-DPF8_RECS=1 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1"
     # no prep launch either: radial, candidates, write (3 launches instead of 6)
     [r4np]="FAID_PEAKS_KOPTS=-DPF8_RECS=1 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_NOPREP=1"
+    # the windows in a fill launch of their own instead (the candidates' pass stays lean)
+    [r4win]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_WINFILL=1 FAID_PF8_MERGE=1 FAID_PF8_NOPREP=1"
     # every variant (round 4: PF8_CLASS left out, the candidates' pass holds the classes in its
-    # window; GATHER is moot under NOPREP; the fill groups without the fill launch)
+    # window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill launch)
     [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPF8_RECS=1 FAID_PF8_FILL_GROUPS=512 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1 FAID_PF8_NOPREP=1"
 )
 for ps in $PEAK_SETS; do

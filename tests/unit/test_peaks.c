@@ -451,7 +451,8 @@ static void test_kernels(void)
  * whose first records are copied and the rest recomputed), the write finding its spans' offsets
  * (FAID_PF8_MERGE=1: no scan launch) and the radial statistics gathering from img
  * (FAID_PF8_GATHER=1) or computing the values itself (FAID_PF8_NOPREP=1: no prep launch), the
- * fill in the candidates' pass (FAID_PF8_CANDFILL=1, windows in local memory), fused and not: lists
+ * fill in the candidates' pass (FAID_PF8_CANDFILL=1, windows in local memory) or windows in the
+ * fill launch (PF8_WINFILL), fused and not: lists
  * bit for bit the reference's on frames with 60 spots (some overlapping, one panel and 2x2 panels:
  * spots cut by panel borders and the module gap) and with dense noise peaks (thousands of
  * candidates, more than the records kept), whole and cut at a capacity inside a span; values scaled
@@ -475,6 +476,9 @@ static void test_pf8_variants(void)
         /* no prep launch: the radial pass computes the values, fused and from the copy */
         {"-DPF8_RECS=1", "1", "0", "1", "", "1"},
         {"-DPF8_CLASS=1", "0", "0", "0", "0", "1"},
+        /* the windows in the fill launch, a work-group per candidate */
+        {"-DPF8_RECS=1,-DPF8_WINFILL=1", "1", "0", "0", "", "1"},
+        {"-DPF8_CLASS=1,-DPF8_WINFILL=1,-DPF8_WS=8", "0", "0", "0", "", "0"},
     };
     frame_set sp, dn;
     CHECK(make_frames(&sp, 21, 60) == 0);
