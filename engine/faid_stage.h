@@ -38,7 +38,7 @@
 #define FAID_STAGE_MAX  8  /* stages in faid_stages[] */
 #define FAID_STAGE_EV   6  /* device commands timed per stage and lane (and per stage and slot) */
 #define FAID_LAUNCH_MAX 8  /* launches in one stage's plan */
-#define FAID_PLAN_ARGS  40 /* arguments of one launch */
+#define FAID_PLAN_ARGS  48 /* arguments of one launch (peakfinder8's shared list: 42) */
 #define FAID_DCMD_MAX   8  /* commands of one stage for one frame at submit */
 
 /* Opaque handles of the device: a slot's in-order command queue and one timed command. */
@@ -313,6 +313,15 @@ typedef struct faid_peak_setup {
                                 * preprocessed copy */
     char kopts[128];           /* FAID_PEAKS_KOPTS: extra -D options of the finders' programs */
     int fill_groups;           /* FAID_PF8_FILL_GROUPS: work-groups of faid_pf8_fill */
+    int pf8_merge;             /* FAID_PF8_MERGE=1: faid_pf8_write finds its spans' offsets
+                                * itself (-D PF8_WSCAN=1), no faid_pk_scan launch */
+    int pf8_gather;            /* FAID_PF8_GATHER=1: faid_pf8_radial gathers the values from
+                                * img through the bins' index list (-D PF8_GATHER=1), the prep
+                                * writes img alone */
+    int pf8_candfill;          /* FAID_PF8_CANDFILL=1: faid_pf8_cand evaluates its candidates
+                                * (-D PF8_CANDFILL=1), no faid_pf8_fill launch */
+    int pf8_noprep;            /* FAID_PF8_NOPREP=1: faid_pf8_radial computes the values
+                                * (-D PF8_NOPREP=1), no faid_pf8_prep launch */
     const char *pre;           /* host buffer of the preprocessed frame the references read
                                 * (reference device): "pre", or "pk_pre" when the integration's
                                 * error model is not poisson */

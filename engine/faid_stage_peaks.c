@@ -22,7 +22,16 @@
  * process/preprocess.cl and compute each pixel from the raw frame instead of pk.pre;
  * FAID_PEAKS_KOPTS adds build options (peakfinder8's variants, on by default: =0 turns them
  * off), FAID_PF8_FILL_GROUPS sets the
- * fill's grid. collect unpacks the block into the result's peak list. Lists equal the
+ * fill's grid. Round 4 of issue 17 (off until a GPU run decides, pf8_peaks.cl): FAID_PF8_MERGE=1
+ * drops faid_pk_scan (-D PF8_WSCAN=1: the write sums the counts before its span),
+ * FAID_PF8_CANDFILL=1 drops faid_pf8_fill (-D PF8_CANDFILL=1: the candidates' pass evaluates its
+ * candidates), FAID_PF8_NOPREP=1 drops faid_pf8_prep (-D PF8_NOPREP=1: the radial pass
+ * computes the values), FAID_PF8_GATHER=1 builds the prep and radial pass with -D PF8_GATHER=1
+ * (both read the bins' index list pk.f8idx, an alias of pk.f8pos otherwise); buffers pk.cls (a
+ * class byte per pixel, PF8_CLASS), pk.cspan (each span's candidates in pk.cand) and pk.recs (the
+ * fill's records, PF8_RECS) are there for every build; each launch keeps its event index, so that
+ * faid-bench's find1..find6 name the same kernels whatever is dropped. collect unpacks the
+ * block into the result's peak list. Lists equal the
  * references' bit for bit (tests/unit/test_peaks.c). */
 #include "faid_stage.h"
 
@@ -39,6 +48,14 @@ static int ngroups(const faid_stage_env *env, const faid_stage_res *res)
 {
     size_t span = faid_stage_peaks_wg(env) * FAID_PK_PPI;
     return (int)((res->npix + span - 1) / span);
+}
+
+/* Records faid_pf8_fill keeps for faid_pf8_write (PF8_RECS, 8 floats each): one per 32 pixels,
+ * as many bytes as pk.flag (EIGER 4M: 140,177 candidates; a frame with more has the write run
+ * pf8_seed again for the rest). */
+static int pf8_nrec(const faid_stage_res *res)
+{
+    return res->npix >= 64 ? (int)(res->npix / 32) : 2;
 }
 
 static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_diag *d)
@@ -77,6 +94,21 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
             rc = faid_stage_peaks_scratch(env, res, "pk.roff", (size_t)b->nbins * sizeof(float), d);
         if (!rc)
             rc = faid_stage_peaks_scratch(env, res, "pk.rthr", (size_t)b->nbins * sizeof(float), d);
+        /* issue 17's round 4 variants: the bins' index list (FAID_PF8_GATHER), each pixel's
+         * class (PF8_CLASS), where each span's candidates are in cand[] and the records the
+         * fill keeps (PF8_RECS) */
+        if (!rc)
+            rc =
+                ps->pf8_gather || ps->pf8_noprep
+                    ? faid_restab_static(res->rt, "pk.f8idx", npix * sizeof(int32_t), b->indices, d)
+                    : faid_restab_alias(res->rt, "pk.f8idx", "pk.f8pos", d);
+        if (!rc)
+            rc = faid_stage_peaks_scratch(env, res, "pk.cls", npix, d);
+        if (!rc)
+            rc = faid_stage_peaks_scratch(env, res, "pk.cspan", 2 * ng * sizeof(int32_t), d);
+        if (!rc)
+            rc = faid_stage_peaks_scratch(env, res, "pk.recs",
+                                          (size_t)pf8_nrec(res) * 8 * sizeof(float), d);
     }
     if (!rc)
         rc = faid_stage_peaks_scratch(env, res, "pk.flag", npix, d);
@@ -102,7 +134,8 @@ static int pk_program(const faid_stage_env *env, const faid_peak_setup *ps, faid
     const int nf = ps->fused ? 0 : 1;
     if (!strcmp(name, "faid_pf8_radial") || !strcmp(name, "faid_pf8_prep")) {
         static const char *const rfiles[] = {"process/preprocess.cl", "peaks/pf8_radial.cl"};
-        snprintf(base, sizeof base, "%s -D PF8_LANES=%d %s", ieee, FAID_PF8_LANES, ps->kopts);
+        snprintf(base, sizeof base, "%s -D PF8_LANES=%d -D PF8_GATHER=%d -D PF8_NOPREP=%d %s", ieee,
+                 FAID_PF8_LANES, ps->pf8_gather, ps->pf8_noprep, ps->kopts);
         *files = rfiles + nf;
         return faid_stage_peaks_fused_opts(ps, dt, base, opts, opts_len, d) ? 0 : 2 - nf;
     }
@@ -111,7 +144,9 @@ static int pk_program(const faid_stage_env *env, const faid_peak_setup *ps, faid
     int n = snprintf(base, sizeof base, "%s -D PK_WG=%zu -D SCAN_WG=%zu -D PK_PPI=%d %s", ieee, wg,
                      wg, FAID_PK_PPI, ps->kopts);
     if (pf8 && n > 0 && (size_t)n < sizeof base)
-        snprintf(base + n, sizeof base - (size_t)n, " -D PF8_MAXQ=%d", ps->p.max_pixel_count);
+        snprintf(base + n, sizeof base - (size_t)n,
+                 " -D PF8_MAXQ=%d -D PF8_WSCAN=%d -D PF8_CANDFILL=%d", ps->p.max_pixel_count,
+                 ps->pf8_merge, ps->pf8_candfill);
     static const char *const pick_files[] = {"process/preprocess.cl", "peaks/compact.cl",
                                              "peaks/pick_pyfai.cl"};
     static const char *const pf8_files[] = {"peaks/compact.cl", "peaks/pf8_peaks.cl"};
@@ -124,10 +159,13 @@ static int pk_program(const faid_stage_env *env, const faid_peak_setup *ps, faid
     return faid_stage_peaks_fused_opts(ps, dt, base, opts, opts_len, d) ? 0 : 3 - nf;
 }
 
-/* The finder's launches in order: kernel, global size, local size. */
+/* The finder's launches in order: kernel, global size, local size, event (the launch's place
+ * in the full plan, so that faid-bench's find1..find6 keep naming the same kernels when
+ * FAID_PF8_MERGE drops the scan). */
 typedef struct pk_launch {
     const char *kernel;
     size_t items, groups, lws;
+    int ev;
 } pk_launch;
 
 static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
@@ -135,18 +173,22 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
 {
     const size_t wg = faid_stage_peaks_wg(env), ng = (size_t)ngroups(env, res);
     if (ps->p.algorithm == FAID_PEAKS_PYFAI) {
-        l[0] = (pk_launch){"faid_pick_flag", 0, ng, wg};
-        l[1] = (pk_launch){"faid_pk_scan", 0, 1, wg};
-        l[2] = (pk_launch){"faid_pick_write", 0, ng, wg};
+        l[0] = (pk_launch){"faid_pick_flag", 0, ng, wg, EV_A};
+        l[1] = (pk_launch){"faid_pk_scan", 0, 1, wg, EV_B};
+        l[2] = (pk_launch){"faid_pick_write", 0, ng, wg, EV_C};
         return 3;
     }
-    l[0] = (pk_launch){"faid_pf8_prep", res->npix, 0, wg};
-    l[1] = (pk_launch){"faid_pf8_radial", 0, (size_t)ps->pf8->nbins, FAID_PF8_LANES};
-    l[2] = (pk_launch){"faid_pf8_cand", 0, ng, wg};
-    l[3] = (pk_launch){"faid_pf8_fill", 0, (size_t)ps->fill_groups, wg};
-    l[4] = (pk_launch){"faid_pk_scan", 0, 1, wg};
-    l[5] = (pk_launch){"faid_pf8_write", 0, ng, wg};
-    return 6;
+    int n = 0;
+    if (!ps->pf8_noprep) /* else faid_pf8_radial computes the values (PF8_NOPREP) */
+        l[n++] = (pk_launch){"faid_pf8_prep", res->npix, 0, wg, EV_A};
+    l[n++] = (pk_launch){"faid_pf8_radial", 0, (size_t)ps->pf8->nbins, FAID_PF8_LANES, EV_B};
+    l[n++] = (pk_launch){"faid_pf8_cand", 0, ng, wg, EV_C};
+    if (!ps->pf8_candfill) /* else faid_pf8_cand evaluates its candidates (PF8_CANDFILL) */
+        l[n++] = (pk_launch){"faid_pf8_fill", 0, (size_t)ps->fill_groups, wg, EV_D};
+    if (!ps->pf8_merge) /* else faid_pf8_write finds the offsets itself (PF8_WSCAN) */
+        l[n++] = (pk_launch){"faid_pk_scan", 0, 1, wg, EV_E};
+    l[n++] = (pk_launch){"faid_pf8_write", 0, ng, wg, EV_F};
+    return n;
 }
 
 /* Every argument any of the finder's kernels takes (lane 0, with the per-lane steps). */
@@ -202,6 +244,11 @@ static void pk_args(const faid_stage_env *env, const faid_stage_res *res, const 
     faid_pa_int(l, "bg_radius", ps->p.local_bg_radius, 0);
     faid_pa_float(l, "min_snr", (float)ps->p.minimum_snr);
     faid_pa_float(l, "adc", (float)ps->p.adc_threshold);
+    faid_pa_buf(l, "indices", "pk.f8idx");
+    faid_pa_buf(l, "cls", "pk.cls");
+    faid_pa_buf(l, "cspan", "pk.cspan");
+    faid_pa_buf(l, "recs", "pk.recs");
+    faid_pa_int(l, "nrec", pf8_nrec(res), 0);
 }
 
 static int pk_plan(const faid_stage_env *env, const faid_stage_res *res, int id, faid_dtype dt,
@@ -226,7 +273,7 @@ static int pk_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
         l->groups = pl[i].groups;
         l->lws = pl[i].lws;
         l->per_lane = 1;
-        l->ev = EV_A + i;
+        l->ev = pl[i].ev;
         pk_args(env, res, ps, dt, l);
     }
     return faid_plan_check(p, "peaks", d);

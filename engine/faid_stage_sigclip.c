@@ -235,6 +235,18 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
     if (fg < 0)
         rc = d ? d->code : FAID_EINVAL;
     ps->fill_groups = fg > 0 ? (int)fg : FAID_PF8_FILL_GROUPS;
+    /* peakfinder8's launch-plan variants of issue 17's round 4 (faid_stage_peaks.c), 0 or 1, off
+     * unless set until a GPU run decides */
+    long mg = rc ? 0 : env_knob("FAID_PF8_MERGE", 0, 1, d);
+    long ga = rc || mg < 0 ? 0 : env_knob("FAID_PF8_GATHER", 0, 1, d);
+    long cf = rc || mg < 0 || ga < 0 ? 0 : env_knob("FAID_PF8_CANDFILL", 0, 1, d);
+    long np = rc || mg < 0 || ga < 0 || cf < 0 ? 0 : env_knob("FAID_PF8_NOPREP", 0, 1, d);
+    if (mg < 0 || ga < 0 || cf < 0 || np < 0)
+        rc = d ? d->code : FAID_EINVAL;
+    ps->pf8_noprep = np > 0;
+    ps->pf8_merge = mg > 0;
+    ps->pf8_gather = ga > 0;
+    ps->pf8_candfill = cf > 0;
     if (!rc)
         rc = faid_stage_peaks_scratch(
             env, res, "pk.pre", ps->fused ? 4 * sizeof(float) : res->npix * 4 * sizeof(float), d);

@@ -23,7 +23,9 @@
  *                    the candidates only; an accepted seed gets flag[o] = 2 and counts its span
  *                    (counts[] cleared by faid_pf8_prep)
  *   faid_pk_scan     (compact.cl) offsets and total
- *   faid_pf8_write   one work-group per span: the records of the first cap accepted seeds */
+ *   faid_pf8_write   one work-group per span: the records of the first cap accepted seeds
+ * (PF8_CANDFILL: faid_pf8_cand does the fill's work, no fill launch; PF8_WSCAN: the write does
+ * the scan's, no scan launch; below.) */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -48,6 +50,72 @@
 #ifndef PF8_LOCAL_CAND
 #define PF8_LOCAL_CAND 1
 #endif
+/* Issue 17, round 4 variants (build options through FAID_PEAKS_KOPTS, off by default until a GPU
+ * run decides; the same lists bit for bit: the same function decides and computes each record,
+ * only where its inputs come from changes). Round 3's H100 run (EIGER 4M, one frame alone):
+ * candidates / fill / scan / write 30 / 163 / 8 / 109 us, the write recomputing every accepted
+ * seed's flood fill, disc and sums, the fill's every neighbour test a chain of three loads
+ * (bin_of, then rthr, beside img):
+ *   PF8_CLASS=1  faid_pf8_cand writes each pixel's class byte, cls[i] = 1 when img[i] >
+ *                rthr[bin_of[i]] (above), 2 when img[i] < rthr[bin_of[i]] (below, what the
+ *                background disc keeps), 0 otherwise (NaN, equal): the fill's and the disc's
+ *                tests read one byte; the 8 neighbours of a queued pixel and the disc's values
+ *                are loaded before they are tested, so that their loads are in flight together
+ *   PF8_RECS=1   (needs PF8_LOCAL_CAND) the fill stores each accepted seed's record (6 floats,
+ *                npix) at rec[8 c] for candidate c < nrec; faid_pf8_cand records where each
+ *                span's candidates start in cand[] and how many (cspan[2 g], cspan[2 g + 1]), so
+ *                that faid_pf8_write finds a flagged position's candidate through a local map of
+ *                its span and copies the record instead of running pf8_seed again (it still runs
+ *                it for a candidate c >= nrec, a frame with more candidates than rec holds)
+ *   PF8_CANDFILL=1 (the host's FAID_PF8_CANDFILL=1, which drops the faid_pf8_fill launch; needs
+ *                PF8_LOCAL_CAND) faid_pf8_cand evaluates its span's candidates itself once it
+ *                has them: the synthetic EIGER 4M frame has 18 candidates (17 spots of 21-28
+ *                pixels above threshold, numpy count of the frame faid-bench dumps), so the fill
+ *                was one work-item's chain of some 400 dependent global loads per spot. Here the
+ *                work-group loads a PF8_WS x PF8_WS window around the seed (value, bin, class:
+ *                1024 pixels, 4 loads per work-item) into local memory and one work-item runs
+ *                pf8_seed on it, in the reference's order; a pixel outside the window (a
+ *                component or disc reaching further) is read from global memory, with the same
+ *                value. A span with more than PF8_WINMAX candidates (dense noise) walks them a
+ *                work-item each without the window.
+ *   PF8_WINFILL=1 the same windows in faid_pf8_fill, which stays a launch of its own: one
+ *                work-group per candidate (the grid walks cand[] a work-group at a time), so
+ *                that the candidates' pass stays the lean kernel it was (PF8_CANDFILL inlines
+ *                the seed's code, its registers and stack, into the pass over every pixel)
+ *   PF8_WSCAN=1  (the host's FAID_PF8_MERGE=1, which also drops the faid_pk_scan launch)
+ *                faid_pf8_write finds its span's offset itself, the sum of counts[0..g) (integer
+ *                sums: any order gives the same), and group 0 writes the total */
+#ifndef PF8_CLASS
+#define PF8_CLASS 0
+#endif
+#ifndef PF8_RECS
+#define PF8_RECS 0
+#endif
+#ifndef PF8_WSCAN
+#define PF8_WSCAN 0
+#endif
+#ifndef PF8_CANDFILL
+#define PF8_CANDFILL 0
+#endif
+#ifndef PF8_WINFILL
+#define PF8_WINFILL 0
+#endif
+#define PF8_WINDOWS (PF8_CANDFILL || PF8_WINFILL)
+#ifndef PF8_WS
+#define PF8_WS 32 /* PF8_CANDFILL: the window's side (pixels) */
+#endif
+#ifndef PF8_WINMAX
+#define PF8_WINMAX 8 /* PF8_CANDFILL: a span with more candidates walks them a work-item each */
+#endif
+#define PF8_NOWIN (-(1 << 29)) /* a window origin that holds no pixel */
+/* the global class bytes are read only where a launch before wrote them all */
+#define PF8_GCLS (PF8_CLASS && !PF8_CANDFILL)
+#if PF8_CANDFILL && !PF8_LOCAL_CAND
+#error "PF8_CANDFILL needs PF8_LOCAL_CAND (the span's candidates in local memory)"
+#endif
+#if PF8_RECS && !PF8_LOCAL_CAND
+#error "PF8_RECS needs PF8_LOCAL_CAND (a span's candidates contiguous in cand[])"
+#endif
 #ifndef PF8_HSTART
 #define PF8_HSTART 16 /* queue length from which the table is used */
 #endif
@@ -70,9 +138,66 @@
 
 #define PF8_ARGS                                                                               \
     const global float *img, const global int *bin_of, const global float *roff,               \
-        const global float *rthr, const int rows, const int cols, const int prows,             \
-        const int pcols, const int min_pix, const int bg_radius, const float min_snr
-#define PF8_PASS img, bin_of, roff, rthr, rows, cols, prows, pcols, min_pix, bg_radius, min_snr
+        const global float *rthr, const global uchar *cls, const int rows, const int cols,     \
+        const int prows, const int pcols, const int min_pix, const int bg_radius,              \
+        const float min_snr
+#define PF8_PASS                                                                               \
+    img, bin_of, roff, rthr, cls, rows, cols, prows, pcols, min_pix, bg_radius, min_snr
+/* the window of PF8_CANDFILL: class, value and bin of the pixels (wr0..wr0+PF8_WS) x
+ * (wc0..wc0+PF8_WS) of the frame, in local memory; PF8_NOWIN: none */
+#define PF8_WARGS                                                                              \
+    local const uchar *wcls, local const float *wimg, local const int *wbin, const int wr0,   \
+        const int wc0
+#define PF8_NOWIN_PASS                                                                         \
+    (local const uchar *)0, (local const float *)0, (local const int *)0, PF8_NOWIN, PF8_NOWIN
+
+#if PF8_WINDOWS
+#define PF8_WIX(gr, gc)                                                                        \
+    ((uint)((gr) - wr0) < (uint)PF8_WS && (uint)((gc) - wc0) < (uint)PF8_WS                     \
+         ? ((gr) - wr0) * PF8_WS + ((gc) - wc0)                                                \
+         : -1)
+#else
+#define PF8_WIX(gr, gc) (-1)
+#endif
+
+/* Pixel q = (gr, gc) of the frame, from the window where it holds q, else from global memory:
+ * above (img > rthr), below (img < rthr), value, bin. */
+static inline int pf8_above(PF8_ARGS, PF8_WARGS, int gr, int gc, int q)
+{
+    const int w = PF8_WIX(gr, gc);
+    if (w >= 0)
+        return wcls[w] == 1;
+#if PF8_GCLS
+    return cls[q] == 1;
+#else
+    return img[q] > rthr[bin_of[q]];
+#endif
+}
+
+static inline int pf8_below(PF8_ARGS, PF8_WARGS, int gr, int gc, int q, float v)
+{
+    const int w = PF8_WIX(gr, gc);
+    if (w >= 0)
+        return wcls[w] == 2;
+#if PF8_GCLS
+    return cls[q] == 2;
+#else
+    return v < rthr[bin_of[q]];
+#endif
+}
+
+static inline float pf8_img(PF8_ARGS, PF8_WARGS, int gr, int gc, int q)
+{
+    const int w = PF8_WIX(gr, gc);
+    return w >= 0 ? wimg[w] : img[q];
+}
+
+static inline int pf8_bin(PF8_ARGS, PF8_WARGS, int gr, int gc, int q)
+{
+    const int w = PF8_WIX(gr, gc);
+    return w >= 0 ? wbin[w] : bin_of[q];
+}
+#define PF8_AT PF8_PASS, wcls, wimg, wbin, wr0, wc0
 
 constant int pf8_nb_fs[8] = {-1, 0, 1, -1, 1, -1, 0, 1};
 constant int pf8_nb_ss[8] = {-1, -1, -1, 0, 0, 1, 1, 1};
@@ -91,21 +216,23 @@ static inline int pf8_pixel(int o, int cols, int prows, int pcols, int *pss, int
     return (*pss * prows + *ss) * cols + *pfs * pcols + *fs;
 }
 
-static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int *npix_out)
+static int pf8_seed(PF8_ARGS, PF8_WARGS, int pss, int pfs, int ss, int fs, float *rec,
+                    int *npix_out)
 {
     const int W = cols, PR = prows, PC = pcols;
     const int ss0 = pss * PR, fs0 = pfs * PC;
 #define PIX(lss, lfs) ((ss0 + (lss)) * W + fs0 + (lfs))
-#define ABOVE(i) (img[(i)] > rthr[bin_of[(i)]])
+/* panel-local (lss, lfs) */
+#define ABOVE(lss, lfs) pf8_above(PF8_AT, ss0 + (lss), fs0 + (lfs), PIX(lss, lfs))
 #define INTERIOR(lss, lfs) ((lss) >= 1 && (lss) <= PR - 2 && (lfs) >= 1 && (lfs) <= PC - 2)
     if (!INTERIOR(ss, fs))
         return 0;
     const int me = PIX(ss, fs);
-    if (!ABOVE(me))
+    if (!ABOVE(ss, fs))
         return 0;
     for (int k = 0; k < 4; k++) {
         int nss = ss + pf8_nb_ss[k], nfs = fs + pf8_nb_fs[k];
-        if (INTERIOR(nss, nfs) && ABOVE(PIX(nss, nfs)))
+        if (INTERIOR(nss, nfs) && ABOVE(nss, nfs))
             return 0;
     }
     int queue[PF8_MAXQ];
@@ -119,13 +246,26 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
     while (head < n) {
         int cur = queue[head++];
         int css = cur / W - ss0, cfs = cur % W - fs0;
+#if PF8_CLASS || PF8_WINDOWS
+        uchar up[8]; /* the neighbours' tests, loaded together before the ordered walk */
+        for (int k = 0; k < 8; k++) {
+            int nss = css + pf8_nb_ss[k], nfs = cfs + pf8_nb_fs[k];
+            int in = nss >= 0 && nss < PR && nfs >= 0 && nfs < PC;
+            up[k] = in ? ABOVE(in ? nss : 0, in ? nfs : 0) : 0;
+        }
+#endif
         for (int k = 0; k < 8; k++) {
             int nss = css + pf8_nb_ss[k], nfs = cfs + pf8_nb_fs[k];
             if (nss < 0 || nss >= PR || nfs < 0 || nfs >= PC)
                 continue;
             int q = PIX(nss, nfs);
-            if (!ABOVE(q))
+#if PF8_CLASS || PF8_WINDOWS
+            if (!up[k])
                 continue;
+#else
+            if (!ABOVE(nss, nfs))
+                continue;
+#endif
             int seen = 0;
 #if PF8_HASH
             if (hashed) {
@@ -168,10 +308,11 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
     float sum_i = 0.0f, sum_fs = 0.0f, sum_ss = 0.0f;
     for (int m = 0; m < n; m++) {
         int q = queue[m];
-        float ci = img[q] - roff[bin_of[q]];
+        const int qr = q / W, qc = q % W;
+        float ci = pf8_img(PF8_AT, qr, qc, q) - roff[pf8_bin(PF8_AT, qr, qc, q)];
         sum_i += ci;
-        sum_fs += ci * (float)(q % W);
-        sum_ss += ci * (float)(q / W);
+        sum_fs += ci * (float)qc;
+        sum_ss += ci * (float)qr;
     }
     if (fabs((double)sum_i) < 1e-10)
         return 0;
@@ -181,6 +322,30 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
     const int rw = 2 * bg_radius;
     int np = 0;
     float bsum = 0.0f, bsum2 = 0.0f, bg_max = 0.0f;
+#if PF8_CLASS || PF8_WINDOWS
+    /* the disc's loads unconditional (a pixel outside the panel or the disc reads the seed's and
+     * is not counted), so that a row's loads can be in flight together; sums in the same order */
+    for (int sj = -rw; sj < rw; sj++) {
+        const int lss = csi + sj;
+        const int row_in = lss >= 0 && lss < PR;
+#pragma unroll 4
+        for (int fi = -rw; fi < rw; fi++) {
+            const int lfs = cfi + fi;
+            const int in = row_in && lfs >= 0 && lfs < PC && fi * fi + sj * sj <= rw * rw;
+            const int ul = in ? lss : ss, uf = in ? lfs : fs;
+            const int q = PIX(ul, uf);
+            const float v = pf8_img(PF8_AT, ss0 + ul, fs0 + uf, q);
+            const int c = pf8_below(PF8_AT, ss0 + ul, fs0 + uf, q, v);
+            if (in && c) {
+                np++;
+                bsum += v;
+                bsum2 += v * v;
+                if (v > bg_max)
+                    bg_max = v;
+            }
+        }
+    }
+#else
     for (int sj = -rw; sj < rw; sj++) {
         for (int fi = -rw; fi < rw; fi++) {
             int lfs = cfi + fi, lss = csi + sj;
@@ -199,6 +364,7 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
             }
         }
     }
+#endif
     float loff, lsig;
     if (np) {
         loff = bsum / (float)np;
@@ -213,7 +379,7 @@ static int pf8_seed(PF8_ARGS, int pss, int pfs, int ss, int fs, float *rec, int 
     sum_ss = 0.0f;
     for (int m = 0; m < n; m++) {
         int q = queue[m];
-        float v = img[q];
+        float v = pf8_img(PF8_AT, q / W, q % W, q);
         float ci = v - loff;
         tot += ci;
         raw += v;
@@ -270,15 +436,43 @@ static inline int pf8_cand(const global float *img, const global int *bin_of,
 }
 
 /* Kernel signatures are spelt out (no PF8_ARGS) so that the engine's program cache can read
- * their parameter names. */
+ * their parameter names; every build takes every parameter (cls, cspan, recs, nrec unused where
+ * the variants are off). */
+#if PF8_RECS
+#ifdef PF8_NREC_MAX /* a test knob: fewer records kept, so that the write's fallback runs */
+#define PF8_NREC min(nrec, PF8_NREC_MAX)
+#else
+#define PF8_NREC nrec
+#endif
+/* candidate c's record for faid_pf8_write */
+static inline void pf8_keep(global float *recs, int nrec, int c, const float *rec, int npix)
+{
+    if (c < PF8_NREC) {
+        global float *r = recs + 8 * (size_t)c;
+        for (int k = 0; k < 6; k++)
+            r[k] = rec[k];
+        r[6] = as_float(npix);
+    }
+}
+#endif
+
 kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
-                          const global float *rthr, const int rows, const int cols,
-                          const int prows, const int pcols, global uchar *flag,
-                          global int *counts, const int ngroups, global int *cand)
+                          const global float *roff, const global float *rthr, const int rows,
+                          const int cols, const int prows, const int pcols, const int min_pix,
+                          const int bg_radius, const float min_snr, global uchar *flag,
+                          global int *counts, const int ngroups, global int *cand,
+                          global uchar *cls, global int *cspan, global float *recs,
+                          const int nrec)
 {
 #if PF8_LOCAL_CAND
     local int lc[PK_SPAN];
     local int lcnt, lbase;
+#if PF8_CANDFILL
+    local uchar wcls[PF8_WS * PF8_WS];
+    local float wimg[PF8_WS * PF8_WS];
+    local int wbin[PF8_WS * PF8_WS];
+    local int nacc;
+#endif
     const int lid = get_local_id(0);
     if (lid == 0)
         lcnt = 0;
@@ -288,9 +482,13 @@ kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
         const int o = pk_pos(j);
         if (o < rows * cols) {
             int pss, pfs, ss, fs;
-            pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+            const int i = pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
             int f = pf8_cand(img, bin_of, rthr, cols, prows, pcols, pss, pfs, ss, fs);
             flag[o] = (uchar)f;
+#if PF8_CLASS
+            const float v = img[i], t = rthr[bin_of[i]];
+            cls[i] = v > t ? 1 : v < t ? 2 : 0;
+#endif
 #if PF8_LOCAL_CAND
             if (f)
                 lc[atomic_inc(&lcnt)] = o;
@@ -302,47 +500,184 @@ kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
     }
 #if PF8_LOCAL_CAND
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid == 0)
+    if (lid == 0) {
         lbase = lcnt ? atomic_add(&counts[ngroups], lcnt) : 0;
+#if PF8_RECS
+        cspan[2 * get_group_id(0)] = lbase;
+        cspan[2 * get_group_id(0) + 1] = lcnt;
+#endif
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int i = lid; i < lcnt; i += PK_WG)
         cand[lbase + i] = lc[i];
 #endif
+#if PF8_CANDFILL
+    /* the span's candidates, evaluated here (faid_pf8_fill's work): flag[o] = 2 for an accepted
+     * seed (after this work-group's 0 / 1: the barrier orders them), counts[g] = accepted */
+    if (lid == 0)
+        nacc = 0;
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    const int nc = lcnt;
+    if (nc <= PF8_WINMAX) {
+        for (int k = 0; k < nc; k++) {
+            const int o = lc[k];
+            int pss, pfs, ss, fs;
+            pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+            const int wr0 = pss * prows + ss - PF8_WS / 2, wc0 = pfs * pcols + fs - PF8_WS / 2;
+            barrier(CLK_LOCAL_MEM_FENCE); /* the window of the candidate before is done with */
+            for (int t = lid; t < PF8_WS * PF8_WS; t += PK_WG) {
+                const int r = wr0 + t / PF8_WS, c = wc0 + t % PF8_WS;
+                if (r >= 0 && r < rows && c >= 0 && c < cols) {
+                    const int q = r * cols + c, b = bin_of[q];
+                    const float v = img[q], th = rthr[b];
+                    wimg[t] = v;
+                    wbin[t] = b;
+                    wcls[t] = v > th ? 1 : v < th ? 2 : 0;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (lid == 0) {
+                float rec[6];
+                int npix;
+                if (pf8_seed(PF8_PASS, wcls, wimg, wbin, wr0, wc0, pss, pfs, ss, fs, rec, &npix)) {
+                    flag[o] = 2;
+                    nacc++;
+#if PF8_RECS
+                    pf8_keep(recs, nrec, lbase + k, rec, npix);
+#endif
+                }
+            }
+        }
+    } else {
+        for (int k = lid; k < nc; k += PK_WG) {
+            const int o = lc[k];
+            int pss, pfs, ss, fs;
+            pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+            float rec[6];
+            int npix;
+            if (pf8_seed(PF8_PASS, PF8_NOWIN_PASS, pss, pfs, ss, fs, rec, &npix)) {
+                flag[o] = 2;
+                atomic_inc(&nacc);
+#if PF8_RECS
+                pf8_keep(recs, nrec, lbase + k, rec, npix);
+#endif
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0)
+        counts[get_group_id(0)] = nacc;
+#endif
 }
 
 kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
-                          const global float *roff, const global float *rthr, const int rows,
-                          const int cols, const int prows, const int pcols, const int min_pix,
+                          const global float *roff, const global float *rthr,
+                          const global uchar *cls, const int rows, const int cols,
+                          const int prows, const int pcols, const int min_pix,
                           const int bg_radius, const float min_snr, global uchar *flag,
-                          global int *counts, const int ngroups, const global int *cand)
+                          global int *counts, const int ngroups, const global int *cand,
+                          global float *recs, const int nrec)
 {
     const int n = counts[ngroups];
+#if PF8_WINFILL
+    local uchar wcls[PF8_WS * PF8_WS];
+    local float wimg[PF8_WS * PF8_WS];
+    local int wbin[PF8_WS * PF8_WS];
+    const int lid = get_local_id(0), lsz = get_local_size(0);
+    for (int c = get_group_id(0); c < n; c += get_num_groups(0)) {
+        const int o = cand[c];
+        int pss, pfs, ss, fs;
+        pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+        const int wr0 = pss * prows + ss - PF8_WS / 2, wc0 = pfs * pcols + fs - PF8_WS / 2;
+        barrier(CLK_LOCAL_MEM_FENCE); /* the window of the candidate before is done with */
+        for (int t = lid; t < PF8_WS * PF8_WS; t += lsz) {
+            const int r = wr0 + t / PF8_WS, cc = wc0 + t % PF8_WS;
+            if (r >= 0 && r < rows && cc >= 0 && cc < cols) {
+                const int q = r * cols + cc, b = bin_of[q];
+                const float v = img[q], th = rthr[b];
+                wimg[t] = v;
+                wbin[t] = b;
+                wcls[t] = v > th ? 1 : v < th ? 2 : 0;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float rec[6];
+        int npix;
+        if (lid == 0 && pf8_seed(PF8_PASS, wcls, wimg, wbin, wr0, wc0, pss, pfs, ss, fs, rec, &npix)) {
+            flag[o] = 2;
+            atomic_inc(&counts[o / PK_SPAN]);
+#if PF8_RECS
+            pf8_keep(recs, nrec, c, rec, npix);
+#endif
+        }
+    }
+#else
     for (int c = get_global_id(0); c < n; c += get_global_size(0)) {
         const int o = cand[c];
         int pss, pfs, ss, fs;
         pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
         float rec[6];
         int npix;
-        if (pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix)) {
+        if (pf8_seed(PF8_PASS, PF8_NOWIN_PASS, pss, pfs, ss, fs, rec, &npix)) {
             flag[o] = 2;
             atomic_inc(&counts[o / PK_SPAN]);
+#if PF8_RECS
+            pf8_keep(recs, nrec, c, rec, npix);
+#endif
         }
     }
+#endif
 }
 
 /* One work-group per span (compact.cl): the records of the accepted seeds whose rank < cap. */
 kernel void faid_pf8_write(const global float *img, const global int *bin_of,
-                           const global float *roff, const global float *rthr, const int rows,
-                           const int cols, const int prows, const int pcols, const int min_pix,
+                           const global float *roff, const global float *rthr,
+                           const global uchar *cls, const int rows, const int cols,
+                           const int prows, const int pcols, const int min_pix,
                            const int bg_radius, const float min_snr, const global uchar *flag,
-                           const global int *counts, const global int *offsets, const int cap,
-                           global float *out, const int out_off)
+                           const global int *counts, const global int *offsets,
+                           const int ngroups, const int cap, global float *out,
+                           const int out_off, const global int *cand, const global int *cspan,
+                           const global float *recs, const int nrec)
 {
     local int scratch[PK_WG];
+#if PF8_RECS
+    local int map[PK_SPAN]; /* the span's candidates: map[position in the span] = index in cand[] */
+#endif
     const int g = get_group_id(0);
+#if PF8_WSCAN
+    /* the span's offset (faid_pk_scan's work): the spans before it; group 0 sums them all for
+     * the total */
+    if (g != 0 && counts[g] == 0)
+        return;
+    {
+        const int lid = get_local_id(0), upto = g == 0 ? ngroups : g;
+        int s = 0;
+        for (int k = lid; k < upto; k += PK_WG)
+            s += counts[k];
+        scratch[lid] = s;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int w = PK_WG / 2; w > 0; w >>= 1) {
+            if (lid < w)
+                scratch[lid] += scratch[lid + w];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    }
+    int base = g == 0 ? 0 : scratch[0];
+    if (g == 0 && get_local_id(0) == 0)
+        out[out_off + 8 * cap] = as_float(scratch[0]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+#else
     int base = offsets[g];
+#endif
     if (counts[g] == 0 || base >= cap)
         return;
+#if PF8_RECS
+    const int span0 = g * PK_SPAN, cb = cspan[2 * g], cn = cspan[2 * g + 1];
+    for (int k = get_local_id(0); k < cn; k += PK_WG)
+        map[cand[cb + k] - span0] = cb + k;
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
     for (int j = 0; j < PK_PPI; j++) {
         const int o = pk_pos(j);
         const int f = o < rows * cols && flag[o] == 2;
@@ -352,9 +687,18 @@ kernel void faid_pf8_write(const global float *img, const global int *bin_of,
         if (f && rank < cap) {
             int pss, pfs, ss, fs;
             int i = pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+#if PF8_RECS
+            const int c = map[o - span0];
+            if (c < PF8_NREC) {
+                const global float *r = recs + 8 * (size_t)c;
+                pk_store(out + out_off, cap, rank, r[0], r[1], r[2], r[3], r[4], r[5],
+                         as_int(r[6]), i);
+                continue;
+            }
+#endif
             float rec[6];
             int npix;
-            pf8_seed(PF8_PASS, pss, pfs, ss, fs, rec, &npix);
+            pf8_seed(PF8_PASS, PF8_NOWIN_PASS, pss, pfs, ss, fs, rec, &npix);
             pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[4], rec[5],
                      npix, i);
         }

@@ -24,6 +24,24 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
+/* PF8_GATHER=1 (issue 17, round 4; the host's FAID_PF8_GATHER=1, off by default until a GPU run
+ * decides): faid_pf8_prep writes img alone (round 3's H100 run: prep 75 us against a 28 us floor,
+ * its cval[pos_of[i]] stores scattered over the bins), and faid_pf8_radial's first iteration reads
+ * each entry's value from img through the bins' index list (indices, in pixel order within a bin)
+ * and keeps it in cval[k] for the four others, read back by the work-item that wrote it: the same
+ * values in the same lanes and order, so the same thresholds bit for bit. */
+#ifndef PF8_GATHER
+#define PF8_GATHER 0
+#endif
+/* PF8_NOPREP=1 (the host's FAID_PF8_NOPREP=1, which drops the faid_pf8_prep launch; off until a
+ * GPU run decides): faid_pf8_radial's first iteration computes each entry's value itself from
+ * the pixel it names (PK_PIXEL and the validity byte, as faid_pf8_prep) and writes it to both
+ * cval[k] and img[i]; its work-items also clear zero[]. The same values, lanes and order as
+ * above: the same thresholds; one launch less, the image-order stores scattered instead. */
+#ifndef PF8_NOPREP
+#define PF8_NOPREP 0
+#endif
+
 #ifndef PF8_LANES
 #define PF8_LANES 64 /* = FAID_PF8_LANES, passed by the host */
 #endif
@@ -57,18 +75,29 @@ kernel void faid_pf8_prep(const global float4 *pre4, const global uchar *valid,
     const float4 q = PK_PIXEL(i);
     const float v = valid[i] && q.s3 != 0.0f ? q.s0 : NAN;
     img[i] = v;
+#if !PF8_GATHER
     cval[pos_of[i]] = v;
+#endif
 }
 
-kernel void faid_pf8_radial(const global float *cval, const global int *indptr, const int nbins,
+kernel void faid_pf8_radial(global float *cval, const global int *indptr, const int nbins,
                             const float min_snr, const float adc, global float *roff,
-                            global float *rthr)
+                            global float *rthr, global float *img, const global int *indices,
+                            const global float4 *pre4, const global uchar *valid,
+                            global int *zero, const int nzero, const global uchar *raw,
+                            const global float *dark, const global float *normp,
+                            const uint raw_off, const int do_dark, const int do_dummy,
+                            const float dummy, const float delta_dummy)
 {
     local double ls[PF8_LANES], ls2[PF8_LANES];
     local int lc[PF8_LANES];
     local float lhi, llo, loff;
     const int b = get_group_id(0);
     const int lid = get_local_id(0);
+#if PF8_NOPREP
+    for (int z = get_global_id(0); z < nzero; z += get_global_size(0))
+        zero[z] = 0;
+#endif
     if (b >= nbins)
         return;
     const int k0 = indptr[b], k1 = indptr[b + 1];
@@ -83,7 +112,28 @@ kernel void faid_pf8_radial(const global float *cval, const global int *indptr, 
         double s = 0.0, s2 = 0.0;
         int cnt = 0;
         for (int k = k0 + lid; k < k1; k += PF8_LANES) {
+#if PF8_NOPREP
+            float v;
+            if (it == 0) {
+                const int i = indices[k];
+                const float4 q = PK_PIXEL(i);
+                v = valid[i] && q.s3 != 0.0f ? q.s0 : NAN;
+                img[i] = v;
+                cval[k] = v;
+            } else {
+                v = cval[k];
+            }
+#elif PF8_GATHER
+            float v;
+            if (it == 0) {
+                v = img[indices[k]];
+                cval[k] = v;
+            } else {
+                v = cval[k];
+            }
+#else
             const float v = cval[k];
+#endif
             if (v < hi && v > lo) {
                 s += (double)v;
                 s2 += (double)v * (double)v;

@@ -34,7 +34,8 @@
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
-# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg all", names below in psets ("default":
+# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r4rec r4cls r4merge r4gather r4cf r4cfg
+# r4np r4win all", names below in psets ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
 # PEAK_DEPTH
@@ -67,7 +68,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg all}
+PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -247,7 +248,22 @@ declare -A psets=(
     # peakfinder8's fill: hash table of the queue, candidates compacted in local memory, wider grid
     [pf8v]="$old $pf8v"
     [pf8vg]="$old $pf8v FAID_PF8_FILL_GROUPS=512"
-    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 $pf8v FAID_PF8_FILL_GROUPS=512"
+    # round 4 (peakfinder8's fill, write and prep, over today's defaults; docs/PERFORMANCE.md):
+    # the fill's records copied by the write, each pixel's class byte, the scan in the write,
+    # the radial pass gathering from img, the fill in the candidates' pass (a window per seed)
+    [r4rec]="FAID_PEAKS_KOPTS=-DPF8_RECS=1"
+    [r4cls]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=1"
+    [r4merge]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=1 FAID_PF8_MERGE=1"
+    [r4gather]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=1 FAID_PF8_MERGE=1 FAID_PF8_GATHER=1"
+    [r4cf]="FAID_PEAKS_KOPTS=-DPF8_RECS=1 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1"
+    [r4cfg]="FAID_PEAKS_KOPTS=-DPF8_RECS=1 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1"
+    # no prep launch either: radial, candidates, write (3 launches instead of 6)
+    [r4np]="FAID_PEAKS_KOPTS=-DPF8_RECS=1 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_NOPREP=1"
+    # the windows in a fill launch of their own instead (the candidates' pass stays lean)
+    [r4win]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_WINFILL=1 FAID_PF8_MERGE=1 FAID_PF8_NOPREP=1"
+    # every variant (round 4: PF8_CLASS left out, the candidates' pass holds the classes in its
+    # window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill launch)
+    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPF8_RECS=1 FAID_PF8_FILL_GROUPS=512 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1 FAID_PF8_NOPREP=1"
 )
 for ps in $PEAK_SETS; do
     if [ -z "${psets[$ps]+x}" ]; then
@@ -255,6 +271,8 @@ for ps in $PEAK_SETS; do
         continue
     fi
     for c in pk-pyfai pk-pf8; do
+        # the r4* sets change peakfinder8's kernels alone: no pyfai run (its cells print "-")
+        case "$ps:$c" in r4*:pk-pyfai) continue ;; esac
         a="${args[$c]} $PEAK_EXTRA"
         say "peak set $ps ($c): ${psets[$ps]:-defaults} $bench $a --depth $PEAK_DEPTH"
         # shellcheck disable=SC2086
@@ -572,15 +590,19 @@ if psets:
             err = max(err, j.get("bg_rel_err", 0.0))
             r[c] = (vs.get("pipelined", {}), vs.get("fused", {}), good)
         def cell(c, k, src):
+            if c == "pk-pyfai" and ps.startswith("r4"):
+                return "-"
             if c not in r or not r[c][2]:
                 return "WRONG" if c in r else "FAILED"
             return fmt(r[c][src], k)
+        pre = "pk-pf8" if ps.startswith("r4") else "pk-pyfai"  # the run that has them
         row = (ps, cell("pk-pyfai", "fps", 0), cell("pk-pf8", "fps", 0),
-               cell("pk-pyfai", "pkpre_us", 1), cell("pk-pyfai", "clip_us", 1),
+               cell(pre, "pkpre_us", 1), cell(pre, "clip_us", 1),
                cell("pk-pyfai", "find_us", 1), cell("pk-pf8", "find_us", 1), f"{err:.1e}")
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
     print("finder kernels, one frame alone (fused variant, median us): pyfai flag / scan / write;"
-          " peakfinder8 prep / radial / candidates / fill / scan / write")
+          " peakfinder8 prep / radial / candidates / fill / scan / write (0: no such launch, "
+          "FAID_PF8_NOPREP / FAID_PF8_CANDFILL / FAID_PF8_MERGE; launches = peakfinder8's count)")
     for ps in psets:
         parts = []
         for c, nk in (("pk-pyfai", 3), ("pk-pf8", 6)):
@@ -591,6 +613,8 @@ if psets:
             v = {x["name"]: x for x in j["variants"]}.get("fused", {})
             if j.get("peaks_ref_equal") == 1 and v:
                 parts.append(f"{c[3:]} " + " / ".join(fmt(v, f"find{k}_us") for k in range(1, nk + 1)))
+                if nk == 6:
+                    parts[-1] += f" (launches {sum(1 for k in range(1, 7) if v.get(f'find{k}_us', 0) > 0)})"
         print(f"{ps:>10}  " + "; ".join(parts))
 for p in (os.path.join(log, "daemon-bench.txt"), os.path.join(log, "daemon-peaks", "daemon-bench.txt")):
     if os.path.exists(p):

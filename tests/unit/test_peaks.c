@@ -446,6 +446,94 @@ static void test_kernels(void)
     free_frames(&fs);
 }
 
+/* peakfinder8's round 4 variants (issue 17; pf8_peaks.cl, pf8_radial.cl): each pixel's class byte
+ * (PF8_CLASS), the fill's records copied by the write (PF8_RECS, and with PF8_NREC_MAX=7 a list
+ * whose first records are copied and the rest recomputed), the write finding its spans' offsets
+ * (FAID_PF8_MERGE=1: no scan launch) and the radial statistics gathering from img
+ * (FAID_PF8_GATHER=1) or computing the values itself (FAID_PF8_NOPREP=1: no prep launch), the
+ * fill in the candidates' pass (FAID_PF8_CANDFILL=1, windows in local memory) or windows in the
+ * fill launch (PF8_WINFILL), fused and not: lists
+ * bit for bit the reference's on frames with 60 spots (some overlapping, one panel and 2x2 panels:
+ * spots cut by panel borders and the module gap) and with dense noise peaks (thousands of
+ * candidates, more than the records kept), whole and cut at a capacity inside a span; values scaled
+ * off the integers, so that a sum taken in another order changes bits. */
+static void test_pf8_variants(void)
+{
+    if (!have_cl())
+        return;
+    static const struct {
+        const char *kopts, *merge, *gather, *candfill, *fused, *noprep;
+    } v[] = {
+        {"-DPF8_CLASS=1,-DPF8_RECS=1", "0", "0", "0", "", "0"},
+        {"-DPF8_CLASS=1,-DPF8_RECS=1,-DPF8_NREC_MAX=7", "1", "1", "0", "0", "0"},
+        {"-DPF8_CLASS=0,-DPF8_RECS=1", "1", "1", "0", "", "0"},
+        /* the fill in the candidates' pass: windows for up to 8 candidates a span, a work-item
+         * each beyond (the dense frame), the records copied or recomputed */
+        {"-DPF8_RECS=1", "1", "0", "1", "", "0"},
+        {"-DPF8_RECS=0", "0", "1", "1", "", "0"},
+        /* windows for every span and of 8 x 8 pixels: components and discs reach past them */
+        {"-DPF8_RECS=1,-DPF8_WINMAX=100000,-DPF8_WS=8", "1", "0", "1", "", "0"},
+        /* no prep launch: the radial pass computes the values, fused and from the copy */
+        {"-DPF8_RECS=1", "1", "0", "1", "", "1"},
+        {"-DPF8_CLASS=1", "0", "0", "0", "0", "1"},
+        /* the windows in the fill launch, a work-group per candidate */
+        {"-DPF8_RECS=1,-DPF8_WINFILL=1", "1", "0", "0", "", "1"},
+        {"-DPF8_CLASS=1,-DPF8_WINFILL=1,-DPF8_WS=8", "0", "0", "0", "", "0"},
+    };
+    frame_set sp, dn;
+    CHECK(make_frames(&sp, 21, 60) == 0);
+    CHECK(make_frames(&dn, 9, 400) == 0);
+    /* Poisson counts are integers, whose float sums (a disc of 144 counts, their squares) are
+     * exact in any order: values with a full mantissa make an order change show in the bits */
+    const size_t npx = (size_t)sp.g.rows * (size_t)sp.g.cols;
+    for (int f = 0; f < NFRAMES; f++)
+        for (size_t i = 0; i < npx; i++) {
+            if (sp.raw[f])
+                sp.raw[f][i] *= 0.7310585f;
+            if (dn.raw[f])
+                dn.raw[f][i] *= 0.7310585f;
+        }
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        engines_close(); /* the next compare_one opens engines with these knobs */
+        setenv("FAID_PEAKS_KOPTS", v[k].kopts, 1);
+        setenv("FAID_PF8_MERGE", v[k].merge, 1);
+        setenv("FAID_PF8_GATHER", v[k].gather, 1);
+        setenv("FAID_PEAKS_FUSED", v[k].fused, 1);
+        setenv("FAID_PF8_CANDFILL", v[k].candfill, 1);
+        setenv("FAID_PF8_NOPREP", v[k].noprep, 1);
+        char tag[160], what[200];
+        snprintf(tag, sizeof tag, "pf8 %s merge %s gather %s candfill %s noprep %s fused '%s'",
+                 v[k].kopts, v[k].merge, v[k].gather, v[k].candfill, v[k].noprep, v[k].fused);
+        faid_peak_params p;
+        faid_peak_params_default(&p);
+        p.algorithm = FAID_PEAKS_PEAKFINDER8;
+        p.adc_threshold = 50.0;
+        snprintf(what, sizeof what, "%s, spots", tag);
+        int n = compare_one(&sp, &p, 0, 0, what);
+        CHECK_MSG(n > 20, "%s: %d peaks", what, n);
+        snprintf(what, sizeof what, "%s, spots, 2x2 panels", tag);
+        CHECK(compare_one(&sp, &p, 128, 160, what) > 7);
+        p.adc_threshold = 0.0;
+        p.minimum_snr = 1.0;
+        p.min_pixel_count = 1;
+        snprintf(what, sizeof what, "%s, dense", tag);
+        n = compare_one(&dn, &p, 0, 0, what);
+        CHECK_MSG(n > 500, "%s: %d peaks", what, n);
+        p.max_num_peaks = n > 2 ? n / 2 + 1 : 1;
+        snprintf(what, sizeof what, "%s, dense, cut", tag);
+        CHECK(compare_one(&dn, &p, 128, 160, what) > p.max_num_peaks);
+        unsetenv("FAID_PEAKS_KOPTS");
+        unsetenv("FAID_PF8_MERGE");
+        unsetenv("FAID_PF8_GATHER");
+        unsetenv("FAID_PEAKS_FUSED");
+        unsetenv("FAID_PF8_CANDFILL");
+        unsetenv("FAID_PF8_NOPREP");
+    }
+    engines_close();
+    free_frames(&sp);
+    free_frames(&dn);
+}
+
 /* The sigma clip's overflow path (sigma_clip.cl: entries of bins larger than WG * R kept in global
  * memory instead of registers), forced by a small work-group and register share through the
  * tuning variables: same background and peaks as the reference, for the three error models. */
@@ -639,8 +727,9 @@ static int engine_refused(faid_setup *s, const char *dev, const char *var, const
  * whose background is bit for bit the default's, and FAID_PEAKS_FUSED=1 with the register kernel
  * (uint32 and uint16 frames), and peakfinder8's kernel variants (FAID_PEAKS_KOPTS: the fill's hash
  * table from the second queued pixel on, candidates compacted in local memory;
- * FAID_PF8_FILL_GROUPS=1: one work-group walks every candidate); malformed values of the three
- * variables are refused, naming them. */
+ * FAID_PF8_FILL_GROUPS=1: one work-group walks every candidate); malformed values of these
+ * variables and of round 4's FAID_PF8_MERGE, FAID_PF8_GATHER, FAID_PF8_CANDFILL and FAID_PF8_NOPREP
+ * are refused, naming them. */
 static void test_engine_devices(void)
 {
     static const char *const algs[] = {"pyfai", "peakfinder8"};
@@ -726,6 +815,10 @@ static void test_engine_devices(void)
                     CHECK(engine_refused(s, dev, "FAID_PEAKS_FUSED", "2", &f, rf));
                     CHECK(engine_refused(s, dev, "FAID_PEAKS_KOPTS", "-D PF8_HASH=1;", &f, rf));
                     CHECK(engine_refused(s, dev, "FAID_PF8_FILL_GROUPS", "0", &f, rf));
+                    CHECK(engine_refused(s, dev, "FAID_PF8_MERGE", "2", &f, rf));
+                    CHECK(engine_refused(s, dev, "FAID_PF8_GATHER", "yes", &f, rf));
+                    CHECK(engine_refused(s, dev, "FAID_PF8_CANDFILL", "-1", &f, rf));
+                    CHECK(engine_refused(s, dev, "FAID_PF8_NOPREP", "on", &f, rf));
                 }
                 double w = bg_worst(rc->bg, rr->bg);
                 CHECK_MSG(w < 1e-5, "%s frame %d: background differs by %g", algs[a], (int)k, w);
@@ -758,6 +851,7 @@ int main(void)
     RUN(test_kernels());
     RUN(test_sigclip_overflow());
     RUN(test_sigclip_local());
+    RUN(test_pf8_variants());
     engines_close();
     RUN(test_engine_devices());
     return faid_test_finish();
