@@ -22,7 +22,8 @@
  * process/preprocess.cl and compute each pixel from the raw frame instead of pk.pre;
  * FAID_PEAKS_KOPTS adds build options (peakfinder8's variants, on by default: =0 turns them
  * off), FAID_PF8_FILL_GROUPS sets the
- * fill's grid. Round 4 of issue 17 (off until a GPU run decides, pf8_peaks.cl): FAID_PF8_MERGE=1
+ * fill's grid. Round 4 of issue 17 (pf8_peaks.cl): FAID_PF8_MERGE (on unless =0: the default since
+ * the H100 run of 2026-11-26, with PF8_RECS and PF8_CLASS; the other knobs off unless =1)
  * drops faid_pk_scan (-D PF8_WSCAN=1: the write sums the counts before its span),
  * FAID_PF8_CANDFILL=1 drops faid_pf8_fill (-D PF8_CANDFILL=1: the candidates' pass evaluates its
  * candidates), FAID_PF8_NOPREP=1 drops faid_pf8_prep (-D PF8_NOPREP=1: the radial pass

@@ -235,9 +235,10 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
     if (fg < 0)
         rc = d ? d->code : FAID_EINVAL;
     ps->fill_groups = fg > 0 ? (int)fg : FAID_PF8_FILL_GROUPS;
-    /* peakfinder8's launch-plan variants of issue 17's round 4 (faid_stage_peaks.c), 0 or 1, off
-     * unless set until a GPU run decides */
-    long mg = rc ? 0 : env_knob("FAID_PF8_MERGE", 0, 1, d);
+    /* peakfinder8's launch-plan variants of issue 17's round 4 (faid_stage_peaks.c), 0 or 1: the
+     * scan merged into the write (FAID_PF8_MERGE) is on unless set to 0 since the H100 run of
+     * 2026-11-26 (find 291 -> 284 us, one launch fewer); the others lost and are off unless set */
+    long mg = rc ? 0 : env_knob_or("FAID_PF8_MERGE", 0, 1, 1, d);
     long ga = rc || mg < 0 ? 0 : env_knob("FAID_PF8_GATHER", 0, 1, d);
     long cf = rc || mg < 0 || ga < 0 ? 0 : env_knob("FAID_PF8_CANDFILL", 0, 1, d);
     long np = rc || mg < 0 || ga < 0 || cf < 0 ? 0 : env_knob("FAID_PF8_NOPREP", 0, 1, d);

@@ -84,12 +84,18 @@
  *                the seed's code, its registers and stack, into the pass over every pixel)
  *   PF8_WSCAN=1  (the host's FAID_PF8_MERGE=1, which also drops the faid_pk_scan launch)
  *                faid_pf8_write finds its span's offset itself, the sum of counts[0..g) (integer
- *                sums: any order gives the same), and group 0 writes the total */
+ *                sums: any order gives the same), and group 0 writes the total
+ * Round 4's H100 run (2026-11-26, one frame alone, tests/bench/results/h100-2026-11-26-round4-pf8):
+ * peakfinder8's find 414 us by round 3's defaults, 312 with PF8_RECS (write 110 -> 10 us), 291
+ * with PF8_CLASS too (fill 166 -> 137), 284 with the scan merged (FAID_PF8_MERGE); pipelined clip
+ * + peakfinder8 2,645 -> 2,689 frames/s. These three are the defaults since; CANDFILL (267 us
+ * alone, but 2,427 pipelined: the pass over every pixel carries the seed's code), GATHER,
+ * NOPREP and WINFILL lost and stay off. */
 #ifndef PF8_CLASS
-#define PF8_CLASS 0
+#define PF8_CLASS 1
 #endif
 #ifndef PF8_RECS
-#define PF8_RECS 0
+#define PF8_RECS PF8_LOCAL_CAND
 #endif
 #ifndef PF8_WSCAN
 #define PF8_WSCAN 0

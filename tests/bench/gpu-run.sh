@@ -34,7 +34,7 @@
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
-# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r4rec r4cls r4merge r4gather r4cf r4cfg
+# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
 # r4np r4win all", names below in psets ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
@@ -68,7 +68,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win all}
+PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -231,7 +231,7 @@ done
 # fused, LM=12 R=8 where it fits, peakfinder8's hash and local candidates. Every set but
 # "default" names every knob, starting from the kernels before that run ($old), so that a set
 # still means the kernels it meant then.
-old="FAID_PEAKS_FUSED=0 FAID_SIGCLIP_LM=0 FAID_PEAKS_KOPTS=-DPF8_HASH=0,-DPF8_LOCAL_CAND=0"
+old="FAID_PEAKS_FUSED=0 FAID_SIGCLIP_LM=0 FAID_PEAKS_KOPTS=-DPF8_HASH=0,-DPF8_LOCAL_CAND=0,-DPF8_CLASS=0,-DPF8_RECS=0 FAID_PF8_MERGE=0"
 pf8v="FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1"
 declare -A psets=(
     [default]=""                                     # today's defaults (docs/peaks.md)
@@ -248,22 +248,25 @@ declare -A psets=(
     # peakfinder8's fill: hash table of the queue, candidates compacted in local memory, wider grid
     [pf8v]="$old $pf8v"
     [pf8vg]="$old $pf8v FAID_PF8_FILL_GROUPS=512"
-    # round 4 (peakfinder8's fill, write and prep, over today's defaults; docs/PERFORMANCE.md):
+    # round 3's defaults (before round 4's records, class bytes and merged scan became defaults)
+    [r3]="FAID_PEAKS_KOPTS=-DPF8_CLASS=0,-DPF8_RECS=0 FAID_PF8_MERGE=0"
+    # round 4 (peakfinder8's fill, write and prep; each set names every round-4 knob; r4merge is
+    # the defaults since the H100 run of 2026-11-26; docs/PERFORMANCE.md):
     # the fill's records copied by the write, each pixel's class byte, the scan in the write,
     # the radial pass gathering from img, the fill in the candidates' pass (a window per seed)
-    [r4rec]="FAID_PEAKS_KOPTS=-DPF8_RECS=1"
-    [r4cls]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=1"
+    [r4rec]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=0 FAID_PF8_MERGE=0"
+    [r4cls]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=1 FAID_PF8_MERGE=0"
     [r4merge]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=1 FAID_PF8_MERGE=1"
     [r4gather]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=1 FAID_PF8_MERGE=1 FAID_PF8_GATHER=1"
-    [r4cf]="FAID_PEAKS_KOPTS=-DPF8_RECS=1 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1"
-    [r4cfg]="FAID_PEAKS_KOPTS=-DPF8_RECS=1 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1"
+    [r4cf]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=0 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1"
+    [r4cfg]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=0 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1"
     # no prep launch either: radial, candidates, write (3 launches instead of 6)
-    [r4np]="FAID_PEAKS_KOPTS=-DPF8_RECS=1 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_NOPREP=1"
+    [r4np]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=0 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_NOPREP=1"
     # the windows in a fill launch of their own instead (the candidates' pass stays lean)
-    [r4win]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_WINFILL=1 FAID_PF8_MERGE=1 FAID_PF8_NOPREP=1"
+    [r4win]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=0,-DPF8_WINFILL=1 FAID_PF8_MERGE=1 FAID_PF8_NOPREP=1"
     # every variant (round 4: PF8_CLASS left out, the candidates' pass holds the classes in its
     # window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill launch)
-    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPF8_RECS=1 FAID_PF8_FILL_GROUPS=512 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1 FAID_PF8_NOPREP=1"
+    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPF8_RECS=1,-DPF8_CLASS=0 FAID_PF8_FILL_GROUPS=512 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1 FAID_PF8_NOPREP=1"
 )
 for ps in $PEAK_SETS; do
     if [ -z "${psets[$ps]+x}" ]; then

@@ -465,6 +465,8 @@ static void test_pf8_variants(void)
         const char *kopts, *merge, *gather, *candfill, *fused, *noprep;
     } v[] = {
         {"-DPF8_CLASS=1,-DPF8_RECS=1", "0", "0", "0", "", "0"},
+        /* round 3's kernels (class bytes, records and the merged scan are the defaults now) */
+        {"-DPF8_CLASS=0,-DPF8_RECS=0", "0", "0", "0", "", "0"},
         {"-DPF8_CLASS=1,-DPF8_RECS=1,-DPF8_NREC_MAX=7", "1", "1", "0", "0", "0"},
         {"-DPF8_CLASS=0,-DPF8_RECS=1", "1", "1", "0", "", "0"},
         /* the fill in the candidates' pass: windows for up to 8 candidates a span, a work-item
@@ -475,7 +477,7 @@ static void test_pf8_variants(void)
         {"-DPF8_RECS=1,-DPF8_WINMAX=100000,-DPF8_WS=8", "1", "0", "1", "", "0"},
         /* no prep launch: the radial pass computes the values, fused and from the copy */
         {"-DPF8_RECS=1", "1", "0", "1", "", "1"},
-        {"-DPF8_CLASS=1", "0", "0", "0", "0", "1"},
+        {"-DPF8_CLASS=1,-DPF8_RECS=0", "0", "0", "0", "0", "1"},
         /* the windows in the fill launch, a work-group per candidate */
         {"-DPF8_RECS=1,-DPF8_WINFILL=1", "1", "0", "0", "", "1"},
         {"-DPF8_CLASS=1,-DPF8_WINFILL=1,-DPF8_WS=8", "0", "0", "0", "", "0"},
