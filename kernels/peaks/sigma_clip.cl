@@ -7,6 +7,11 @@
  *   R         entries of the bin each work-item keeps in registers across all cycles
  *   LM        entries after those each work-item keeps in local memory (0: none; issue 17)
  *   PK_FUSED  defined: each pixel computed from the raw frame (process/preprocess.cl first)
+ *   SC_GB     0, or N: the entries beyond the registers gathered N at a time, every load of a
+ *             batch issued before any of them is used, and each pixel's loads (normp, raw,
+ *             dark) issued together rather than raw after normp (issue 17, round 3: the gather is
+ *             a chain of dependent global loads per work-item); the same values in the same
+ *             places, so the same bits (FAID_SIGCLIP_GB)
  *   HAS_COEF  1 when the matrix carries coefficients (else every coefficient is 1)
  *   SC_EM     error model: 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model values)
  *
@@ -51,6 +56,9 @@
 #ifndef SC_EM
 #define SC_EM 1
 #endif
+#ifndef SC_GB
+#define SC_GB 0
+#endif
 
 /* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
  * built with PK_FUSED (issue 17: the Poisson preprocess folded into the reads), computed from the
@@ -63,6 +71,16 @@
                dummy, delta_dummy)
 #else
 #define PK_PIXEL(i) pre4[(i)]
+#endif
+/* SC_GB: the same pixel with its loads independent of each other (faid_pixel loads raw only where
+ * normp is not 0; faid_pixel_v returns 0 for a norm of 0 before it looks at the rest, so reading
+ * raw there anyway changes no value) */
+#if SC_GB > 0 && defined(PK_FUSED)
+#define SC_PIXEL(i)                                                                            \
+    faid_pixel_v(normp[(i)], (float)((const global raw_t *)raw + raw_off)[(i)],              \
+                 do_dark ? dark[(i)] : 0.0f, do_dark, do_dummy, dummy, delta_dummy)
+#else
+#define SC_PIXEL(i) PK_PIXEL(i)
 #endif
 
 #define EM_POISSON 0
@@ -257,7 +275,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         if (j < nreg) {
             const int k = kb + j;
             c = sc_coef(coefs, k);
-            const float4 q = PK_PIXEL(indices[k]);
+            const float4 q = SC_PIXEL(indices[k]);
             if (c != 0.0f && sc_ok(q)) {
                 s = q.s0;
                 v = q.s1;
@@ -275,6 +293,48 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         rc[j] = c;
 #endif
     }
+#if SC_GB > 0
+    /* the entries after the registers (local memory, then ovf), SC_GB at a time: the batch's
+     * indices, then its pixels, then the stores, so that a work-item waits for one round trip of
+     * each per batch instead of one per entry */
+    for (int j0 = R; j0 < nown; j0 += SC_GB) {
+        int ix[SC_GB];
+        float4 q[SC_GB];
+#pragma unroll
+        for (int u = 0; u < SC_GB; u++)
+            ix[u] = j0 + u < nown ? indices[kb + j0 + u] : -1;
+#pragma unroll
+        for (int u = 0; u < SC_GB; u++)
+            q[u] = ix[u] >= 0 ? SC_PIXEL(ix[u]) : (float4)(0.0f);
+#pragma unroll
+        for (int u = 0; u < SC_GB; u++) {
+            const int j = j0 + u;
+            if (j < nown) {
+                const int ok = sc_coef(coefs, kb + j) != 0.0f && sc_ok(q[u]);
+                const float s = ok ? q[u].s0 : 0.0f, nn = ok ? q[u].s2 : 0.0f;
+                const float v = ok ? q[u].s1 : 0.0f;
+#if LM > 0
+                if (j < R + LM) {
+                    lms[LMI(j - R)] = s;
+                    lmn[LMI(j - R)] = nn;
+#if NEEDVAR
+                    lmv[LMI(j - R)] = v;
+#endif
+                } else
+#endif
+                {
+                    const int o = OVI(j - R - LM);
+                    OVF_S(o) = s;
+                    OVF_N(o) = nn;
+#if NEEDVAR
+                    OVF_V(o) = v;
+#endif
+                }
+                (void)v;
+            }
+        }
+    }
+#else
 #if LM > 0
     for (int j = 0; j < nlm; j++) {
         const int k = kb + R + j;
@@ -299,6 +359,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         OVF_V(o) = ok ? q.s1 : 0.0f;
 #endif
     }
+#endif
 
     /* this work-item's sums over its kept entries: taken once, then a clipped entry's share is
      * taken out of them (the sums of a work-item left without entries are set to 0 exactly) */
