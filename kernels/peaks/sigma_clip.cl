@@ -10,8 +10,11 @@
  *   SC_GB     0, or N: the entries beyond the registers gathered N at a time, every load of a
  *             batch issued before any of them is used, and each pixel's loads (normp, raw,
  *             dark) issued together rather than raw after normp (issue 17, round 3: the gather is
- *             a chain of dependent global loads per work-item); the same values in the same
- *             places, so the same bits (FAID_SIGCLIP_GB)
+ *             a chain of dependent global loads per work-item); and every pass's walk of the
+ *             overflow entries (bins larger than WG (R + LM): about half of an EIGER 4M's bins
+ *             at 1000 bins with the defaults) loads them SC_GB at a time before using them in
+ *             the same order; the same values in the same places and the same sums in the same
+ *             order, so the same bits (FAID_SIGCLIP_GB)
  *   HAS_COEF  1 when the matrix carries coefficients (else every coefficient is 1)
  *   SC_EM     error model: 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model values)
  *
@@ -103,6 +106,17 @@
 #else
 #define OVI(i) (kb + R + (i))
 #endif
+/* SC_GB: the overflow entries i0 .. i0 + SC_GB - 1 of this work-item (of nov) into bs, bn (norm
+ * 0 past the end), every load issued before any is used */
+#define OVF_BATCH(i0, bs, bn)                                                                  \
+    float bs[SC_GB > 0 ? SC_GB : 1], bn[SC_GB > 0 ? SC_GB : 1];                                \
+    for (int u_ = 0; u_ < SC_GB; u_++) /* a constant count: unrolled */                       \
+    {                                                                                          \
+        const int ok_ = (i0) + u_ < nov;                                                       \
+        const int o_ = OVI(ok_ ? (i0) + u_ : 0);                                               \
+        bs[u_] = ok_ ? OVF_S(o_) : 0.0f;                                                       \
+        bn[u_] = ok_ ? OVF_N(o_) : 0.0f;                                                       \
+    }
 /* a local entry's place: entry j of every work-item side by side (no bank conflicts) */
 #define LMI(j) ((j) * WG + lid)
 /* an entry's variance as the sums take it: 0 where the model keeps none (the azimuthal model's
@@ -255,6 +269,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     const int nreg = nown < R ? nown : R;          /* of which in registers */
     const int nlm = min(max(nown - R, 0), LM);     /* in local memory */
     const int kov = kb + R + LM;                   /* CSR position of its first overflow entry */
+    const int nov = ke - kov;                      /* its overflow entries (<= 0: none) */
     const int hybrid = SC_EM == EM_HYBRID;
     int az = SC_EM == EM_AZIMUTHAL || (hybrid && cycles > 0);
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, a4 = 0.0;
@@ -383,6 +398,19 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         }
     }
 #endif
+#if SC_GB > 0
+    for (int i0 = 0; i0 < nov; i0 += SC_GB) {
+        OVF_BATCH(i0, bs, bn)
+#pragma unroll
+        for (int u = 0; u < SC_GB; u++) {
+            if (bn[u] != 0.0f) {
+                t = sc_sums_entry(t, (double)sc_coef(coefs, kov + i0 + u), bs[u], bn[u],
+                                  OVF_VAR(OVI(i0 + u)), 0);
+                tkept++;
+            }
+        }
+    }
+#else
     for (int k = kov; k < ke; k++) {
         const int o = OVI(k - kov);
         const float nn = OVF_N(o);
@@ -391,6 +419,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             tkept++;
         }
     }
+#endif
 
     for (int pass = 0; pass <= cycles; pass++) {
         int rem = 0;
@@ -419,6 +448,21 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                 }
             }
 #endif
+#if SC_GB > 0
+            for (int i0 = 0; i0 < nov; i0 += SC_GB) {
+                OVF_BATCH(i0, bs, bn)
+#pragma unroll
+                for (int u = 0; u < SC_GB; u++) {
+                    if (bn[u] != 0.0f && sc_clip(bs[u], bn[u], averf, thrf, aver, thr)) {
+                        const int o = OVI(i0 + u);
+                        t = sc_sums_entry(t, (double)sc_coef(coefs, kov + i0 + u), bs[u], bn[u],
+                                          OVF_VAR(o), 1);
+                        OVF_N(o) = 0.0f;
+                        rem++;
+                    }
+                }
+            }
+#else
             for (int k = kov; k < ke; k++) {
                 const int o = OVI(k - kov);
                 const float nn = OVF_N(o);
@@ -428,6 +472,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     rem++;
                 }
             }
+#endif
             tkept -= rem;
             if (tkept == 0)
                 t.s = t.w = t.n2 = t.c = t.var = 0.0;
@@ -509,12 +554,22 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     a = sc_az_entry(a, (double)sc_coef(coefs, kb + R + j), lms[LMI(j)], nn);
             }
 #endif
+#if SC_GB > 0
+            for (int i0 = 0; i0 < nov; i0 += SC_GB) {
+                OVF_BATCH(i0, bs, bn)
+#pragma unroll
+                for (int u = 0; u < SC_GB; u++)
+                    if (bn[u] != 0.0f)
+                        a = sc_az_entry(a, (double)sc_coef(coefs, kov + i0 + u), bs[u], bn[u]);
+            }
+#else
             for (int k = kov; k < ke; k++) {
                 const int o = OVI(k - kov);
                 const float nn = OVF_N(o);
                 if (nn != 0.0f)
                     a = sc_az_entry(a, (double)sc_coef(coefs, k), OVF_S(o), nn);
             }
+#endif
             vv = a.vv;
         }
         lv[lid] = vv;
