@@ -17,9 +17,10 @@
  * PP_PREFETCH (0 unless FAID_PEAKS_KOPTS=-DPP_PREFETCH=1; issue 17, round 3, a latency variant):
  * faid_pick_flag loads radius, normp and raw of its PK_PPI pixels all at once before deciding any
  * of them (the kernel as measured walks them one after the other, each a chain radius -> bg and
- * normp -> raw), and a patch test (pixels above the threshold) loads its (2 hw + 1)^2
- * neighbours at once when hw <= PP_PF_HW (default 1: patch_size 3, the default), then sums them
- * in the same order: the same statements on the same values, so the same bits. */
+ * normp -> raw), and a patch test (pixels above the threshold) loads each row of its patch at once
+ * (2 hw + 1 neighbours) when hw <= PP_PF_HW (default 2: patch_size 3, the default, and 5, the
+ * benchmark's), then sums them in the same order: the same statements on the same values, so the
+ * same bits. */
 #pragma OPENCL FP_CONTRACT OFF
 
 /* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
@@ -38,7 +39,7 @@
 #define PP_PREFETCH 0
 #endif
 #ifndef PP_PF_HW
-#define PP_PF_HW 1
+#define PP_PF_HW 2
 #endif
 /* PP_PREFETCH: a pixel's float4 with its loads independent of each other (faid_pixel loads raw
  * only where normp is not 0; faid_pixel_v returns 0 for a norm of 0 before it looks at the rest,
@@ -113,25 +114,23 @@ static int pp_decide_x(PP_ARGS, float2 x, int r, int c, float *rec, int *npix)
     float local_max = x.s0, sum = 0.0f, sum_var = 0.0f, m0 = 0.0f, m1 = 0.0f;
 #if PP_PREFETCH
     if (hw <= PP_PF_HW) {
-        /* every neighbour's loads first, then the loop below's statements in its order */
-        float nrad[(2 * PP_PF_HW + 1) * (2 * PP_PF_HW + 1)];
-        float4 nq[(2 * PP_PF_HW + 1) * (2 * PP_PF_HW + 1)];
-#pragma unroll
-        for (int i = -PP_PF_HW; i <= PP_PF_HW; i++) {
+        /* row by row: the row's 2 hw + 1 neighbours loaded at once, then the loop below's
+         * statements in its order */
+        for (int i = -hw; i <= hw && active >= 0; i++) {
+            float nrad[2 * PP_PF_HW + 1];
+            float4 nq[2 * PP_PF_HW + 1];
+            const int rin = r + i >= 0 && r + i < rows;
 #pragma unroll
             for (int j = -PP_PF_HW; j <= PP_PF_HW; j++) {
-                const int t = (i + PP_PF_HW) * (2 * PP_PF_HW + 1) + j + PP_PF_HW;
-                const int in = r + i >= 0 && r + i < rows && c + j >= 0 && c + j < cols;
+                const int in = rin && j >= -hw && j <= hw && c + j >= 0 && c + j < cols;
                 const int p = in ? (r + i) * cols + c + j : 0;
-                nrad[t] = in ? radius[p] : 0.0f;
-                nq[t] = in ? PP_PIXEL_NB(p) : (float4)(0.0f);
+                nrad[j + PP_PF_HW] = in ? radius[p] : 0.0f;
+                nq[j + PP_PF_HW] = in ? PP_PIXEL_NB(p) : (float4)(0.0f);
             }
-        }
-        for (int i = -hw; i <= hw && active >= 0; i++) {
             for (int j = -hw; j <= hw; j++) {
-                const int t = (i + PP_PF_HW) * (2 * PP_PF_HW + 1) + j + PP_PF_HW;
-                const int in = r + i >= 0 && r + i < rows && c + j >= 0 && c + j < cols;
-                float2 y = in ? pp_from(nrad[t], nq[t].s0, nq[t].s2, radius1d, bg + bg_off,
+                const int in = rin && c + j >= 0 && c + j < cols;
+                float2 y = in ? pp_from(nrad[j + PP_PF_HW], nq[j + PP_PF_HW].s0,
+                                        nq[j + PP_PF_HW].s2, radius1d, bg + bg_off,
                                         bg + bg_off + nb, nb, rad_min, rad_max, noise)
                               : (float2)(-1.0f, 0.0f);
                 if (y.s0 > 0.0f) {

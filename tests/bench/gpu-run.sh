@@ -266,7 +266,7 @@ declare -A psets=(
     [pf8vg]="$old $pf8v FAID_PF8_FILL_GROUPS=512"
     # round 3 of the sigma clip and the picker (latency variants, off by default): the clip's
     # gather in batches of 4 or 8 entries with their loads issued together; the picker's loads of
-    # its 4 pixels (and of a seed's 3 x 3 patch) issued together; both on the defaults
+    # its 4 pixels (and of each row of a seed's patch) issued together; both on the defaults
     [gb4]="FAID_SIGCLIP_GB=4"
     [gb8]="FAID_SIGCLIP_GB=8"
     [ppf]="FAID_PEAKS_KOPTS=-DPP_PREFETCH=1"

@@ -623,8 +623,9 @@ static void test_sigclip_local(void)
  * without them and the peaks the reference's: for the three error models, with each work-item's
  * entries in registers, local memory and the overflow buffer at once (32 work-items, 1 + 2 on
  * chip, a batch of 3 so that batches straddle the three), the register kernel's overflow (CSR
- * layout), the preprocessed copy instead of the raw frame, and patch sizes 3 (neighbours loaded
- * at once) and 5 (past PP_PF_HW: the loop as before); a batch out of range is refused, named. */
+ * layout), the preprocessed copy instead of the raw frame, and patch sizes 3 and 5 (each patch
+ * row loaded at once), and 5 built with PP_PF_HW 1 (the loop as before); a batch out of range is
+ * refused, named. */
 static void test_round3_variants(void)
 {
     if (!have_cl())
@@ -644,7 +645,9 @@ static void test_round3_variants(void)
     };
     for (int m = 0; m < 3; m++) {
         p.error_model = models[m];
-        p.patch_size = m == 1 ? 5 : 3;
+        /* patch 3 (the default), 5 (the benchmark's), and 5 past a PP_PF_HW of 1 */
+        p.patch_size = m == 0 ? 3 : 5;
+        const char *ppf = m == 2 ? "-DPP_PREFETCH=1,-DPP_PF_HW=1" : "-DPP_PREFETCH=1";
         faid_result *ref[NFRAMES] = {0};
         CHECK_MSG(run_frames(&fs, &p, "ref", ref, &d) == 0, "reference: %s", d.msg);
         for (int k = 0; k < 3; k++) {
@@ -654,7 +657,7 @@ static void test_round3_variants(void)
                 setenv(kinds[k][e], kinds[k][e + 1], 1);
             CHECK_MSG(run_frames(&fs, &p, NULL, base, &d) == 0, "kind %d: %s", k, d.msg);
             setenv("FAID_SIGCLIP_GB", "3", 1);
-            setenv("FAID_PEAKS_KOPTS", "-DPP_PREFETCH=1", 1);
+            setenv("FAID_PEAKS_KOPTS", ppf, 1);
             CHECK_MSG(run_frames(&fs, &p, NULL, var, &d) == 0, "kind %d, variants: %s", k, d.msg);
             unsetenv("FAID_SIGCLIP_GB");
             unsetenv("FAID_PEAKS_KOPTS");
