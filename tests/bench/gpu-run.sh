@@ -31,7 +31,7 @@
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
-# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 ppf r3 all", names below in psets ("default":
+# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 gb8r4 ppf r3 all", names below in psets ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
 # PEAK_DEPTH
@@ -60,7 +60,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 ppf r3 all}
+PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 gb8r4 ppf r3 all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -269,6 +269,9 @@ declare -A psets=(
     # its 4 pixels (and of each row of a seed's patch) issued together; both on the defaults
     [gb4]="FAID_SIGCLIP_GB=4"
     [gb8]="FAID_SIGCLIP_GB=8"
+    # 4 entries in registers instead of 8 (fewer registers, perhaps 3 work-groups per SM instead
+    # of 2; bins above 4,096 entries overflow, their walks batched): same order, same bits
+    [gb8r4]="FAID_SIGCLIP_GB=8 FAID_SIGCLIP_R=4"
     [ppf]="FAID_PEAKS_KOPTS=-DPP_PREFETCH=1"
     [r3]="FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPP_PREFETCH=1"
     [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 $pf8v,-DPP_PREFETCH=1 FAID_PF8_FILL_GROUPS=512 FAID_SIGCLIP_GB=8"
@@ -539,12 +542,15 @@ if psets:
           f'{os.environ.get("PEAK_DEPTH", "8")} slots x {os.environ.get("BATCH", "4")} frames in flight; '
           "one frame alone = the fused variant's median device times; a set whose peak lists or "
           "results differ from the reference device is not reported)")
+    # "=default": the set's background and peak lists (faid-bench's peaks_hash over the 4
+    # distinct frames) bit for bit those of the set "default" of the same run, pyfai/pf8 (every
+    # set of the same work-group size sums in the same order; round 3's variants only move loads)
     hdr = ("set", "clip+pyfai fps", "clip+pf8 fps", "pkprep us", "clip us", "pyfai find us",
-           "pf8 find us", "bg rel.err")
-    w = [10, 15, 13, 10, 8, 14, 12, 10]
+           "pf8 find us", "bg rel.err", "=default")
+    w = [10, 15, 13, 10, 8, 14, 12, 10, 9]
     print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
     print(" ".join(str(x).rjust(n) for x, n in zip(
-        ("target", ">= 8000", ">= 6000", "~floor", "~floor", "~floor", "~floor", ""), w)))
+        ("target", ">= 8000", ">= 6000", "~floor", "~floor", "~floor", "~floor", "", ""), w)))
     # memory-traffic floors (docs/PERFORMANCE.md, "Speed round 3"): bytes read + written per
     # pixel / the HBM bandwidth (H100 SXM 3.35 TB/s, H200 4.8 TB/s); upper bounds of the bins'
     # entries by the pixel count: Poisson preprocess raw + normp + float4 out, sigma clip index +
@@ -561,10 +567,16 @@ if psets:
         print(" ".join(str(x).rjust(n) for x, n in zip(
             ("floor us", f'{j["rows"]}x{j["cols"]}', "", f"{fl[0]:.0f}", f"{fl[1]:.0f}", f"{fl[2]:.0f}", f"{fl[3]:.0f}",
              f"{bw / 1e12:.2f}TB/s"), w)))
+    def pkhash(ps, c):
+        p = os.path.join(log, f"pkset_{ps}_{c}.json")
+        return json.load(open(p)).get("peaks_hash") if os.path.exists(p) else None
     for ps in psets:
         r = {}
         ok = True
         err = 0.0
+        same = "/".join("-" if pkhash(ps, c) is None or pkhash("default", c) is None
+                        else "yes" if pkhash(ps, c) == pkhash("default", c) else "NO"
+                        for c in ("pk-pyfai", "pk-pf8"))
         for c in ("pk-pyfai", "pk-pf8"):
             p = os.path.join(log, f"pkset_{ps}_{c}.json")
             if not os.path.exists(p):
@@ -582,7 +594,7 @@ if psets:
             return fmt(r[c][src], k)
         row = (ps, cell("pk-pyfai", "fps", 0), cell("pk-pf8", "fps", 0),
                cell("pk-pyfai", "pkpre_us", 1), cell("pk-pyfai", "clip_us", 1),
-               cell("pk-pyfai", "find_us", 1), cell("pk-pf8", "find_us", 1), f"{err:.1e}")
+               cell("pk-pyfai", "find_us", 1), cell("pk-pf8", "find_us", 1), f"{err:.1e}", same)
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
     print("finder kernels, one frame alone (fused variant, median us): pyfai flag / scan / write;"
           " peakfinder8 prep / radial / candidates / fill / scan / write")

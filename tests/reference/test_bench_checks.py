@@ -75,6 +75,26 @@ def test_peak_kernel_variants_checked(tmp_path, name, env, fused):
         assert (x["pkpre_us"] == 0) == fused, (name, x)
 
 
+def test_round3_variants_same_bits(tmp_path):
+    """Issue 17 round 3's latency variants (gpu-run.sh's set r3: the sigma clip's gather and
+    overflow walks in batches, the picker's loads issued together) give the background and the
+    peak lists of the defaults bit for bit (faid-bench's peaks_hash, gpu-run.sh's "=default"
+    column), with 32 work-items so that the small detector's bins overflow the registers and
+    local memory."""
+    hashes = {}
+    for name, env in (("default", {}), ("r3", {"FAID_SIGCLIP_GB": "3",
+                                               "FAID_PEAKS_KOPTS": "-DPP_PREFETCH=1"})):
+        js = tmp_path / f"{name}.json"
+        env["FAID_SIGCLIP_WG"] = "32"
+        r = bench(tmp_path, "--device", "cpu", "--frames", 4, "--depth", 2, "--batch", 2,
+                  "--variants", "fused", "--peaks", "pyfai", "--json", js, env_extra=env)
+        assert "lists equal" in r.stdout, r.stdout
+        j = json.loads(js.read_text())
+        assert j["peaks_ref_equal"] == 1 and all(n > 0 for n in j["num_peaks"])
+        hashes[name] = j["peaks_hash"]
+    assert hashes["r3"] == hashes["default"] != "0000000000000000", hashes
+
+
 def test_two_engines_same_bits(tmp_path):
     js = tmp_path / "m.json"
     r = bench(tmp_path, "--devices", "cpu,cpu", "--frames", 7, "--depth", 2, "--batch", 2,
