@@ -20,7 +20,10 @@
  * normp -> raw), and a patch test (pixels above the threshold) loads each row of its patch at once
  * (2 hw + 1 neighbours) when hw <= PP_PF_HW (default 2: patch_size 3, the default, and 5, the
  * benchmark's), then sums them in the same order: the same statements on the same values, so the
- * same bits. */
+ * same bits.
+ * PP_WSCAN1 (0 unless FAID_PEAKS_KOPTS=-DPP_WSCAN1=1; round 3): faid_pick_write ranks the flags of
+ * all PK_PPI (at most 4) rows of its span with one scan of 16-bit counters packed in a ulong
+ * instead of one scan per row (16 barriers instead of 64): the same ranks, so the same lists. */
 #pragma OPENCL FP_CONTRACT OFF
 
 /* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
@@ -40,6 +43,9 @@
 #endif
 #ifndef PP_PF_HW
 #define PP_PF_HW 2
+#endif
+#ifndef PP_WSCAN1
+#define PP_WSCAN1 0
 #endif
 /* PP_PREFETCH: a pixel's float4 with its loads independent of each other (faid_pixel loads raw
  * only where normp is not 0; faid_pixel_v returns 0 for a norm of 0 before it looks at the rest,
@@ -257,6 +263,46 @@ kernel void faid_pick_write(const global float4 *pre4, const global float *radiu
                             const global float *normp, const uint raw_off, const int do_dark,
                             const int do_dummy, const float dummy, const float delta_dummy)
 {
+#if PP_WSCAN1 && PK_PPI <= 4
+    local ulong pscan[PK_WG];
+    const int g = get_group_id(0);
+    const int base = offsets[g];
+    if (counts[g] == 0 || base >= cap)
+        return;
+    const int lid = get_local_id(0);
+    ulong v = 0;
+    for (int j = 0; j < PK_PPI; j++) {
+        const int i = pk_pos(j);
+        if (i < rows * cols && flag[i] == 1)
+            v |= 1ul << (16 * j);
+    }
+    /* inclusive scan of the packed counters (each at most PK_WG <= 65535: no carry between
+     * them) */
+    pscan[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = 1; off < PK_WG; off <<= 1) {
+        const ulong a = lid >= off ? pscan[lid - off] : 0ul;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        pscan[lid] += a;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const ulong incl = pscan[lid], tot = pscan[PK_WG - 1];
+    int before = base; /* the flags of the span's rows before row j */
+    for (int j = 0; j < PK_PPI; j++) {
+        const int f = (int)((v >> (16 * j)) & 1ul);
+        const int rank = before + (int)((incl >> (16 * j)) & 0xfffful) - 1;
+        before += (int)((tot >> (16 * j)) & 0xfffful);
+        const int i = pk_pos(j);
+        if (f && rank < cap) {
+            float rec[5];
+            int npix;
+            pp_decide(PP_DPASS, cutoff, noise, hw, connected, PK_RAW_PASS, i / cols, i % cols,
+                      rec, &npix);
+            pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[2] / rec[3],
+                     rec[4], npix, i);
+        }
+    }
+#else
     local int scratch[PK_WG];
     const int g = get_group_id(0);
     int base = offsets[g];
@@ -277,4 +323,5 @@ kernel void faid_pick_write(const global float4 *pre4, const global float *radiu
                      rec[4], npix, i);
         }
     }
+#endif
 }

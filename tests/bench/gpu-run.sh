@@ -31,7 +31,7 @@
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
-# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 gb8r4 wg512 ppf r3 all", names below in psets ("default":
+# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 gb8r4 wg512 ppf pscan r3 all", names below in psets ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
 # PEAK_DEPTH
@@ -60,7 +60,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 gb8r4 wg512 ppf r3 all}
+PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 gb8r4 wg512 ppf pscan r3 all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -277,8 +277,11 @@ declare -A psets=(
     # the lists are checked against the reference device as always)
     [wg512]="FAID_SIGCLIP_WG=512 FAID_SIGCLIP_LM=4 FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8"
     [ppf]="FAID_PEAKS_KOPTS=-DPP_PREFETCH=1"
-    [r3]="FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPP_PREFETCH=1"
-    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 $pf8v,-DPP_PREFETCH=1 FAID_PF8_FILL_GROUPS=512 FAID_SIGCLIP_GB=8"
+    # the picker's write ranks its span with one scan instead of 4; faid_pk_scan (both finders)
+    # loads its counts at once
+    [pscan]="FAID_PEAKS_KOPTS=-DPP_WSCAN1=1,-DPK_SCAN_PF=32"
+    [r3]="FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32"
+    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 $pf8v,-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32 FAID_PF8_FILL_GROUPS=512 FAID_SIGCLIP_GB=8"
 )
 for ps in $PEAK_SETS; do
     if [ -z "${psets[$ps]+x}" ]; then

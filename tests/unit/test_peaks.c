@@ -130,7 +130,7 @@ typedef struct frame_set {
     faid_csr *csr;
 } frame_set;
 
-static int make_frames(frame_set *fs, uint64_t seed, int nspots)
+static int make_frames_sized(frame_set *fs, uint64_t seed, int nspots, int rows, int cols)
 {
     memset(fs, 0, sizeof *fs);
     faid_geometry *g = &fs->g;
@@ -141,8 +141,8 @@ static int make_frames(frame_set *fs, uint64_t seed, int nspots)
     g->rot2 = -0.01;
     g->wavelength = 1e-10;
     g->pixel1 = g->pixel2 = 100e-6;
-    g->rows = 256;
-    g->cols = 320;
+    g->rows = rows;
+    g->cols = cols;
     size_t n = (size_t)g->rows * (size_t)g->cols;
     fs->mask = calloc(n, 1);
     if (!fs->mask)
@@ -172,6 +172,11 @@ static int make_frames(frame_set *fs, uint64_t seed, int nspots)
     cp.unit = FAID_UNIT_Q_NM;
     cp.npt_rad = 200;
     return faid_csr_build(g, fs->mask, &cp, &fs->csr, &d);
+}
+
+static int make_frames(frame_set *fs, uint64_t seed, int nspots)
+{
+    return make_frames_sized(fs, seed, nspots, 256, 320);
 }
 
 static void free_frames(frame_set *fs)
@@ -647,7 +652,8 @@ static void test_round3_variants(void)
         p.error_model = models[m];
         /* patch 3 (the default), 5 (the benchmark's), and 5 past a PP_PF_HW of 1 */
         p.patch_size = m == 0 ? 3 : 5;
-        const char *ppf = m == 2 ? "-DPP_PREFETCH=1,-DPP_PF_HW=1" : "-DPP_PREFETCH=1";
+        const char *ppf = m == 2 ? "-DPP_PREFETCH=1,-DPP_PF_HW=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=4"
+                                 : "-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=4";
         faid_result *ref[NFRAMES] = {0};
         CHECK_MSG(run_frames(&fs, &p, "ref", ref, &d) == 0, "reference: %s", d.msg);
         for (int k = 0; k < 3; k++) {
@@ -680,6 +686,36 @@ static void test_round3_variants(void)
         for (int f = 0; f < NFRAMES; f++)
             faid_result_destroy(&ref[f]);
     }
+    /* a frame of 360 spans: faid_pk_scan's work-items take 2 counts each (PK_SCAN_PF), and
+     * one where they take 2 but PK_SCAN_PF is 1 (the loop as before) */
+    frame_set big;
+    CHECK(make_frames_sized(&big, 13, 120, 576, 640) == 0);
+    p.error_model = FAID_CLIP_AZIMUTHAL;
+    p.patch_size = 5;
+    static const char *const scans[] = {"-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=4",
+                                        "-DPP_WSCAN1=1,-DPK_SCAN_PF=1"};
+    faid_result *bref[NFRAMES] = {0}, *bdef[NFRAMES] = {0};
+    CHECK_MSG(run_frames(&big, &p, "ref", bref, &d) == 0, "reference: %s", d.msg);
+    CHECK_MSG(run_frames(&big, &p, NULL, bdef, &d) == 0, "defaults: %s", d.msg);
+    for (int v = 0; v < 2; v++) {
+        faid_result *var[NFRAMES] = {0};
+        setenv("FAID_PEAKS_KOPTS", scans[v], 1);
+        CHECK_MSG(run_frames(&big, &p, NULL, var, &d) == 0, "%s: %s", scans[v], d.msg);
+        unsetenv("FAID_PEAKS_KOPTS");
+        for (int f = 0; f < NFRAMES; f++) {
+            CHECK_MSG(var[f] && bdef[f] && bg_same_bits(var[f]->bg, bdef[f]->bg) && bref[f] &&
+                          lists_equal(var[f]->peaks, bref[f]->peaks) &&
+                          bref[f]->peaks->n_found >= 60,
+                      "%s, frame %d: peaks %d, reference %d", scans[v], f,
+                      var[f] ? var[f]->peaks->n_found : -1, bref[f] ? bref[f]->peaks->n_found : -1);
+            faid_result_destroy(&var[f]);
+        }
+    }
+    for (int f = 0; f < NFRAMES; f++) {
+        faid_result_destroy(&bref[f]);
+        faid_result_destroy(&bdef[f]);
+    }
+    free_frames(&big);
     faid_dev_info info = {.name = "test device", .max_wg = 256, .local_mem = 49152};
     faid_sigclip_cfg cfg;
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
