@@ -55,7 +55,9 @@ def test_peaks_checked_against_reference(tmp_path, finder):
 OLD = {"FAID_PEAKS_FUSED": "0", "FAID_SIGCLIP_LM": "0",
        "FAID_PEAKS_KOPTS": "-DPF8_HASH=0,-DPF8_LOCAL_CAND=0"}
 ALL = {"FAID_PEAKS_FUSED": "1", "FAID_SIGCLIP_LM": "4", "FAID_SIGCLIP_R": "4",
-       "FAID_PEAKS_KOPTS": "-DPF8_HASH=1,-DPF8_LOCAL_CAND=1", "FAID_PF8_FILL_GROUPS": "8"}
+       "FAID_PEAKS_KOPTS": "-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPP_PREFETCH=1,-DPP_WSCAN1=1,"
+                           "-DPK_SCAN_PF=32",
+       "FAID_PF8_FILL_GROUPS": "8", "FAID_SIGCLIP_GB": "8"}
 
 
 @pytest.mark.parametrize("name,env,fused", [("all", ALL, True), ("reg", OLD, False)])
@@ -77,13 +79,15 @@ def test_peak_kernel_variants_checked(tmp_path, name, env, fused):
 
 def test_round3_variants_same_bits(tmp_path):
     """Issue 17 round 3's latency variants (gpu-run.sh's set r3: the sigma clip's gather and
-    overflow walks in batches, the picker's loads issued together) give the background and the
+    overflow walks in batches, the picker's loads issued together, its records ranked with one
+    scan, the span scan's counts loaded at once) give the background and the
     peak lists of the defaults bit for bit (faid-bench's peaks_hash, gpu-run.sh's "=default"
     column), with 32 work-items so that the small detector's bins overflow the registers and
     local memory."""
     hashes = {}
-    for name, env in (("default", {}), ("r3", {"FAID_SIGCLIP_GB": "3",
-                                               "FAID_PEAKS_KOPTS": "-DPP_PREFETCH=1"})):
+    r3 = {"FAID_SIGCLIP_GB": "3",
+          "FAID_PEAKS_KOPTS": "-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32"}
+    for name, env in (("default", {}), ("r3", r3)):
         js = tmp_path / f"{name}.json"
         env["FAID_SIGCLIP_WG"] = "32"
         r = bench(tmp_path, "--device", "cpu", "--frames", 4, "--depth", 2, "--batch", 2,
