@@ -133,7 +133,12 @@ static int pp_decide_x(PP_ARGS, float2 x, int r, int c, float *rec, int *npix)
                 nrad[j + PP_PF_HW] = in ? radius[p] : 0.0f;
                 nq[j + PP_PF_HW] = in ? PP_PIXEL_NB(p) : (float4)(0.0f);
             }
-            for (int j = -hw; j <= hw; j++) {
+            /* over the constant range, so that the arrays are indexed by constants (registers,
+             * not stack memory); the same j from -hw to hw in the same order */
+#pragma unroll
+            for (int j = -PP_PF_HW; j <= PP_PF_HW; j++) {
+                if (j < -hw || j > hw)
+                    continue;
                 const int in = rin && c + j >= 0 && c + j < cols;
                 float2 y = in ? pp_from(nrad[j + PP_PF_HW], nq[j + PP_PF_HW].s0,
                                         nq[j + PP_PF_HW].s2, radius1d, bg + bg_off,
@@ -217,6 +222,7 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
         prad[j] = in ? radius[i] : 0.0f;
         pq[j] = in ? PP_PIXEL_NB(i) : (float4)(0.0f);
     }
+#pragma unroll
     for (int j = 0; j < PK_PPI; j++) {
         const int i = pk_pos(j);
         if (i < rows * cols) {
