@@ -106,16 +106,14 @@
 #else
 #define OVI(i) (kb + R + (i))
 #endif
-/* SC_GB: the overflow entries i0 .. i0 + SC_GB - 1 of this work-item (of nov) into bs, bn (norm
- * 0 past the end), every load issued before any is used */
-#define OVF_BATCH(i0, bs, bn)                                                                  \
-    float bs[SC_GB > 0 ? SC_GB : 1], bn[SC_GB > 0 ? SC_GB : 1];                                \
-    for (int u_ = 0; u_ < SC_GB; u_++) /* a constant count: unrolled */                       \
+/* SC_GB: overflow entry i0 + u of this work-item (of nov) into bs[u], bn[u] (norm 0 past the
+ * end); called for every u of a batch in an unrolled loop before any is used */
+#define OVF_LOAD(i0, u, bs, bn)                                                                \
     {                                                                                          \
-        const int ok_ = (i0) + u_ < nov;                                                       \
-        const int o_ = OVI(ok_ ? (i0) + u_ : 0);                                               \
-        bs[u_] = ok_ ? OVF_S(o_) : 0.0f;                                                       \
-        bn[u_] = ok_ ? OVF_N(o_) : 0.0f;                                                       \
+        const int ok_ = (i0) + (u) < nov;                                                      \
+        const int o_ = OVI(ok_ ? (i0) + (u) : 0);                                              \
+        bs[(u)] = ok_ ? OVF_S(o_) : 0.0f;                                                      \
+        bn[(u)] = ok_ ? OVF_N(o_) : 0.0f;                                                      \
     }
 /* a local entry's place: entry j of every work-item side by side (no bank conflicts) */
 #define LMI(j) ((j) * WG + lid)
@@ -400,7 +398,10 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #endif
 #if SC_GB > 0
     for (int i0 = 0; i0 < nov; i0 += SC_GB) {
-        OVF_BATCH(i0, bs, bn)
+        float bs[SC_GB], bn[SC_GB];
+#pragma unroll
+        for (int u = 0; u < SC_GB; u++)
+            OVF_LOAD(i0, u, bs, bn)
 #pragma unroll
         for (int u = 0; u < SC_GB; u++) {
             if (bn[u] != 0.0f) {
@@ -450,7 +451,10 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #endif
 #if SC_GB > 0
             for (int i0 = 0; i0 < nov; i0 += SC_GB) {
-                OVF_BATCH(i0, bs, bn)
+                float bs[SC_GB], bn[SC_GB];
+#pragma unroll
+                for (int u = 0; u < SC_GB; u++)
+                    OVF_LOAD(i0, u, bs, bn)
 #pragma unroll
                 for (int u = 0; u < SC_GB; u++) {
                     if (bn[u] != 0.0f && sc_clip(bs[u], bn[u], averf, thrf, aver, thr)) {
@@ -556,7 +560,10 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #endif
 #if SC_GB > 0
             for (int i0 = 0; i0 < nov; i0 += SC_GB) {
-                OVF_BATCH(i0, bs, bn)
+                float bs[SC_GB], bn[SC_GB];
+#pragma unroll
+                for (int u = 0; u < SC_GB; u++)
+                    OVF_LOAD(i0, u, bs, bn)
 #pragma unroll
                 for (int u = 0; u < SC_GB; u++)
                     if (bn[u] != 0.0f)
