@@ -262,9 +262,28 @@ int faid_cl_build(faid_cl_ctx *ctx, const char *const *names, int nnames, const 
         rc = faid_cl_fail(d, err, "clCreateProgramWithSource", __FILE__, __LINE__);
         goto done;
     }
+    /* FAID_CL_VERBOSE=1: every program's build log also on success, at info level, and on
+     * NVIDIA's OpenCL the programs built with -cl-nv-verbose, whose log then holds ptxas's
+     * "Used N registers" per kernel: how many work-groups of the peak kernels an SM holds, which
+     * docs/PERFORMANCE.md's occupancy analysis of issue 17 (round 3) could only estimate */
+    const char *vb = getenv("FAID_CL_VERBOSE");
+    const int verbose = vb && strcmp(vb, "1") == 0;
     char opts[2048];
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s", options ? options : "");
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s%s", options ? options : "",
+             verbose && strstr(ctx->info.name, "NVIDIA") ? " -cl-nv-verbose" : "");
     err = clBuildProgram(prog, 1, &ctx->info.device, opts, NULL, NULL);
+    if (err == CL_SUCCESS && verbose) {
+        size_t loglen = 0;
+        clGetProgramBuildInfo(prog, ctx->info.device, CL_PROGRAM_BUILD_LOG, 0, NULL, &loglen);
+        char *log = malloc(loglen + 1);
+        if (log) {
+            clGetProgramBuildInfo(prog, ctx->info.device, CL_PROGRAM_BUILD_LOG, loglen, log, NULL);
+            log[loglen] = '\0';
+            FAID_INFO("opencl", "built %s (%s) on %s:\n%s", names[nnames - 1], opts, ctx->info.name,
+                      log);
+            free(log);
+        }
+    }
     if (err != CL_SUCCESS) {
         size_t loglen = 0;
         clGetProgramBuildInfo(prog, ctx->info.device, CL_PROGRAM_BUILD_LOG, 0, NULL, &loglen);

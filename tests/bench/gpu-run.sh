@@ -292,7 +292,9 @@ for ps in $PEAK_SETS; do
         a="${args[$c]} $PEAK_EXTRA"
         say "peak set $ps ($c): ${psets[$ps]:-defaults} $bench $a --depth $PEAK_DEPTH"
         # shellcheck disable=SC2086
-        if ! env FAID_PEAKSET="$ps" ${psets[$ps]} "$bench" --device "$DEVICE" --frames "$FRAMES" \
+        # FAID_CL_VERBOSE=1: the build logs, with ptxas's registers per kernel on NVIDIA (the
+        # summary's "registers" lines)
+        if ! env FAID_PEAKSET="$ps" FAID_CL_VERBOSE=1 ${psets[$ps]} "$bench" --device "$DEVICE" --frames "$FRAMES" \
             --depth "$PEAK_DEPTH" --batch "$BATCH" $a --variants fused,pipelined \
             --json "$LOG/pkset_${ps}_$c.json" >"$LOG/pkset_${ps}_$c.log" 2>&1; then
             say "WARNING: peak set $ps ($c) failed or found a difference, tail of $LOG/pkset_${ps}_$c.log:"
@@ -379,7 +381,7 @@ fi
 # 6. compact table, last (the tuning sweep, the pyFAI comparison and daemon-bench come before it)
 PEAK_SETS="$PEAK_SETS" PEAK_DEPTH="$PEAK_DEPTH" BATCH="$BATCH" INTV="$INT_VARIANTS" INTB="$INT_BATCHES" \
     python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
-import json, os, sys
+import json, os, re, sys
 log, sweep, configs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 def fmt(v, k, f="{:.0f}"):
     x = v.get(k)
@@ -616,6 +618,32 @@ if psets:
             if j.get("peaks_ref_equal") == 1 and v:
                 parts.append(f"{c[3:]} " + " / ".join(fmt(v, f"find{k}_us") for k in range(1, nk + 1)))
         print(f"{ps:>10}  " + "; ".join(parts))
+    # ptxas's registers and spills per kernel (FAID_CL_VERBOSE=1 on NVIDIA's OpenCL): what
+    # decides how many work-groups of the sigma clip an SM holds (docs/PERFORMANCE.md, round 3)
+    want = ("faid_sigma_clip", "faid_pick_flag", "faid_pk_scan", "faid_pick_write")
+    lines = []
+    for ps in psets:
+        p = os.path.join(log, f"pkset_{ps}_pk-pyfai.log")
+        if not os.path.exists(p):
+            continue
+        regs, cur = {}, None
+        pat = (r"Compiling entry function '(\w+)'|(\d+) bytes spill stores|"
+               r"Used (\d+) registers(?:, (\d+) bytes smem)?")
+        for m in re.finditer(pat, open(p, errors="replace").read()):
+            if m.group(1):
+                cur = m.group(1)
+            elif cur and m.group(2):
+                regs.setdefault(cur, {})["spill"] = int(m.group(2))
+            elif cur and m.group(3):
+                regs.setdefault(cur, {})["regs"] = int(m.group(3))
+                regs[cur]["smem"] = int(m.group(4) or 0)
+        got = [f'{k} {regs[k].get("regs", "?")} ({regs[k].get("smem", 0)} B local, spill '
+               f'{regs[k].get("spill", 0)} B)' for k in want if k in regs]
+        if got:
+            lines.append(f"{ps:>10}  " + "; ".join(got))
+    if lines:
+        print("registers per work-item (ptxas, FAID_CL_VERBOSE=1), pk-pyfai's kernels:")
+        print("\n".join(lines))
 for p in (os.path.join(log, "daemon-bench.txt"), os.path.join(log, "daemon-peaks", "daemon-bench.txt")):
     if os.path.exists(p):
         print(open(p).read().rstrip("\n"))

@@ -99,6 +99,18 @@ def test_round3_variants_same_bits(tmp_path):
     assert hashes["r3"] == hashes["default"] != "0000000000000000", hashes
 
 
+def test_cl_verbose_build_logs(tmp_path):
+    """FAID_CL_VERBOSE=1 logs every program's build (gpu-run.sh reads ptxas's registers per
+    kernel from it on NVIDIA's OpenCL); without it a successful build logs nothing."""
+    args = ("--device", "cpu", "--frames", 2, "--depth", 1, "--batch", 1, "--variants", "fused",
+            "--peaks", "pyfai")
+    r = bench(tmp_path, *args, env_extra={"FAID_CL_VERBOSE": "1"})
+    assert "built peaks/sigma_clip.cl" in r.stderr and "built peaks/pick_pyfai.cl" in r.stderr, \
+        r.stderr[-2000:]
+    r = bench(tmp_path, *args)
+    assert "built " not in r.stderr, r.stderr[-2000:]
+
+
 def test_two_engines_same_bits(tmp_path):
     js = tmp_path / "m.json"
     r = bench(tmp_path, "--devices", "cpu,cpu", "--frames", 7, "--depth", 2, "--batch", 2,
