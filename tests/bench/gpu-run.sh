@@ -31,7 +31,7 @@
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
-# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 gb8r4 wg512 ppf pscan r3 all", names below in psets ("default":
+# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan r3 all", names below in psets ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
 # PEAK_DEPTH
@@ -60,7 +60,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 gb8r4 wg512 ppf pscan r3 all}
+PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan r3 all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -272,6 +272,10 @@ declare -A psets=(
     # 4 entries in registers instead of 8 (fewer registers, perhaps 3 work-groups per SM instead
     # of 2; bins above 4,096 entries overflow, their walks batched): same order, same bits
     [gb8r4]="FAID_SIGCLIP_GB=8 FAID_SIGCLIP_R=4"
+    # the clip's registers capped (NVIDIA's -cl-nv-maxrregcount): 3 or 4 work-groups of 256 per SM
+    # instead of (probably) 2, perhaps with spills (the "registers" lines say)
+    [gb8m80]="FAID_SIGCLIP_GB=8 FAID_SIGCLIP_MAXREG=80"
+    [gb8m64]="FAID_SIGCLIP_GB=8 FAID_SIGCLIP_MAXREG=64"
     # 512 work-items per bin (4 in local memory: 45 KB; 8 in registers): 6,144 entries on chip,
     # the largest bin 23 per work-item; another order of the sums than 256 (=default may say NO;
     # the lists are checked against the reference device as always)

@@ -630,7 +630,7 @@ static void test_sigclip_local(void)
  * chip, a batch of 3 so that batches straddle the three), the register kernel's overflow (CSR
  * layout), the preprocessed copy instead of the raw frame, and patch sizes 3 and 5 (each patch
  * row loaded at once), and 5 built with PP_PF_HW 1 (the loop as before); a batch out of range is
- * refused, named. */
+ * refused, named; FAID_SIGCLIP_MAXREG adds NVIDIA's register cap on NVIDIA's devices only. */
 static void test_round3_variants(void)
 {
     if (!have_cl())
@@ -727,6 +727,19 @@ static void test_round3_variants(void)
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
     CHECK(strstr(d.msg, "FAID_SIGCLIP_GB") != NULL);
     unsetenv("FAID_SIGCLIP_GB");
+    /* the register cap: NVIDIA's compiler option on NVIDIA's devices only, none by default */
+    faid_dev_info nv = {.name = "NVIDIA H100 80GB HBM3", .max_wg = 1024, .local_mem = 49152};
+    CHECK(faid_sigclip_config(&nv, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(strstr(cfg.opts, "maxrregcount") == NULL);
+    setenv("FAID_SIGCLIP_MAXREG", "80", 1);
+    CHECK(faid_sigclip_config(&nv, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(strstr(cfg.opts, " -cl-nv-maxrregcount=80") != NULL);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(strstr(cfg.opts, "maxrregcount") == NULL);
+    setenv("FAID_SIGCLIP_MAXREG", "256", 1);
+    CHECK(faid_sigclip_config(&nv, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
+    CHECK(strstr(d.msg, "FAID_SIGCLIP_MAXREG") != NULL);
+    unsetenv("FAID_SIGCLIP_MAXREG");
     free_frames(&fs);
 }
 
