@@ -238,19 +238,11 @@ char *faid_cl_source(const char *name, size_t *len, faid_diag *d)
     return NULL;
 }
 
-/* The build log and, per kernel, the runtime's work-group size limit, local and private memory
- * (FAID_CL_BUILD_REPORT). */
-static void build_report(faid_cl_ctx *ctx, cl_program prog, const char *name, const char *opts)
+/* Per kernel, the runtime's work-group size limit, local and private memory (FAID_CL_VERBOSE=1,
+ * beside the build log): with the compiler's registers, what decides how many work-groups share a
+ * compute unit. */
+static void build_report(faid_cl_ctx *ctx, cl_program prog, const char *name)
 {
-    size_t loglen = 0;
-    clGetProgramBuildInfo(prog, ctx->info.device, CL_PROGRAM_BUILD_LOG, 0, NULL, &loglen);
-    char *log = malloc(loglen + 1);
-    if (log) {
-        clGetProgramBuildInfo(prog, ctx->info.device, CL_PROGRAM_BUILD_LOG, loglen, log, NULL);
-        log[loglen] = '\0';
-        FAID_INFO("opencl", "build report %s (%s) on %s:\n%s", name, opts, ctx->info.name, log);
-        free(log);
-    }
     cl_kernel ks[64];
     cl_uint nk = 0;
     if (clCreateKernelsInProgram(prog, 64, ks, &nk) != CL_SUCCESS)
@@ -266,8 +258,7 @@ static void build_report(faid_cl_ctx *ctx, cl_program prog, const char *name, co
                                  &lmem, NULL);
         clGetKernelWorkGroupInfo(ks[i], ctx->info.device, CL_KERNEL_PRIVATE_MEM_SIZE, sizeof pmem,
                                  &pmem, NULL);
-        FAID_INFO("opencl",
-                  "build report %s: kernel %s max work-group %zu, local %llu B, private %llu B",
+        FAID_INFO("opencl", "built %s: kernel %s max work-group %zu, local %llu B, private %llu B",
                   name, kname, wg, (unsigned long long)lmem, (unsigned long long)pmem);
         clReleaseKernel(ks[i]);
     }
@@ -297,16 +288,28 @@ int faid_cl_build(faid_cl_ctx *ctx, const char *const *names, int nnames, const 
         rc = faid_cl_fail(d, err, "clCreateProgramWithSource", __FILE__, __LINE__);
         goto done;
     }
-    /* FAID_CL_BUILD_REPORT: extra build options (e.g. NVIDIA's -cl-nv-verbose, which makes the
-     * compiler's log carry each kernel's registers, spills and shared memory) and a log line per
-     * kernel with the build log and the runtime's own figures, so that a GPU run shows the
-     * occupancy the peak kernels actually get (registers and local memory decide how many
-     * work-groups share an SM; the 2026-11-26 H100 run only had times). Unset: nothing changes. */
-    const char *report = getenv("FAID_CL_BUILD_REPORT");
+    /* FAID_CL_VERBOSE=1: every program's build log also on success, at info level, and on
+     * NVIDIA's OpenCL the programs built with -cl-nv-verbose, whose log then holds ptxas's
+     * "Used N registers" per kernel: how many work-groups of the peak kernels an SM holds, which
+     * docs/PERFORMANCE.md's occupancy analysis of issue 17 (round 3) could only estimate */
+    const char *vb = getenv("FAID_CL_VERBOSE");
+    const int verbose = vb && strcmp(vb, "1") == 0;
     char opts[2048];
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s %s", options ? options : "",
-             report && strcmp(report, "1") != 0 ? report : "");
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s%s", options ? options : "",
+             verbose && strstr(ctx->info.name, "NVIDIA") ? " -cl-nv-verbose" : "");
     err = clBuildProgram(prog, 1, &ctx->info.device, opts, NULL, NULL);
+    if (err == CL_SUCCESS && verbose) {
+        size_t loglen = 0;
+        clGetProgramBuildInfo(prog, ctx->info.device, CL_PROGRAM_BUILD_LOG, 0, NULL, &loglen);
+        char *log = malloc(loglen + 1);
+        if (log) {
+            clGetProgramBuildInfo(prog, ctx->info.device, CL_PROGRAM_BUILD_LOG, loglen, log, NULL);
+            log[loglen] = '\0';
+            FAID_INFO("opencl", "built %s (%s) on %s:\n%s", names[nnames - 1], opts, ctx->info.name,
+                      log);
+            free(log);
+        }
+    }
     if (err != CL_SUCCESS) {
         size_t loglen = 0;
         clGetProgramBuildInfo(prog, ctx->info.device, CL_PROGRAM_BUILD_LOG, 0, NULL, &loglen);
@@ -323,8 +326,8 @@ int faid_cl_build(faid_cl_ctx *ctx, const char *const *names, int nnames, const 
         clReleaseProgram(prog);
         goto done;
     }
-    if (report && *report)
-        build_report(ctx, prog, names[0], opts);
+    if (verbose)
+        build_report(ctx, prog, names[nnames - 1]);
     *out = prog;
 done:
     for (int i = 0; i < got; i++)

@@ -279,6 +279,7 @@ typedef struct faid_sigclip_cfg {
     size_t wg;
     int r;
     int lm;
+    int gb; /* FAID_SIGCLIP_GB: entries gathered per batch beyond the registers (0: one by one) */
     size_t ovf_bytes;
     char opts[200];
 } faid_sigclip_cfg;
@@ -292,8 +293,13 @@ typedef struct faid_sigclip_cfg {
  * memory is too small; r: 8 with the default lm > 0, else enough for what local memory does not
  * hold of the largest bin of csr (a multiple of 4, at most 64), unless FAID_SIGCLIP_R (1-128)
  * says otherwise. The variables are tuning knobs for benchmarks and tests (a small r exercises the
- * overflow path); a value out of range is an error naming it. Every setting gives the same bits
- * for the same wg (the entries are summed in the same order wherever they are kept). */
+ * overflow path); a value out of range is an error naming it. gb: FAID_SIGCLIP_GB (0-16, default
+ * 0), the entries beyond the registers gathered that many at a time with their loads issued
+ * together (issue 17 round 3, a latency variant; 0 gathers them one by one). FAID_SIGCLIP_MAXREG
+ * (0-255, default 0: the compiler's choice) caps the kernel's registers per work-item on NVIDIA's
+ * OpenCL (-cl-nv-maxrregcount; ignored on other platforms): more work-groups per SM, perhaps
+ * with spills. Every setting gives the same bits for the same wg (the entries are summed in the
+ * same order wherever they are kept). */
 int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_clip_model em,
                         faid_sigclip_cfg *cfg, faid_diag *d);
 

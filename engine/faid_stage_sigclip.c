@@ -77,7 +77,14 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
     long r = env_knob("FAID_SIGCLIP_R", 1, 128, d);
     /* -2: unset, the default below; 0 selects the register kernel */
     long lm = env_knob_or("FAID_SIGCLIP_LM", 0, 1024, -2, d);
-    if (wg < 0 || r < 0 || lm == -1)
+    /* the gather in batches (sigma_clip.cl's SC_GB, issue 17 round 3): 0, the gather as measured
+     * on 2026-11-26, until a GPU run says otherwise */
+    long gb = env_knob("FAID_SIGCLIP_GB", 0, 16, d);
+    /* a cap on the kernel's registers per work-item (NVIDIA's -cl-nv-maxrregcount; round 3):
+     * 2 work-groups of 256 per SM at up to 128 registers, 3 at 80, 4 at 64 (65,536 per SM); 0,
+     * the compiler's choice, until a GPU run says otherwise */
+    long maxreg = env_knob("FAID_SIGCLIP_MAXREG", 0, 255, d);
+    if (wg < 0 || r < 0 || lm == -1 || gb < 0 || maxreg < 0)
         return d ? d->code : FAID_EINVAL;
     if (wg & (wg - 1))
         return faid_fail(d, FAID_EINVAL, "peaks: FAID_SIGCLIP_WG=%ld is not a power of two", wg);
@@ -116,6 +123,7 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
     }
     cfg->r = (int)r;
     cfg->lm = (int)lm;
+    cfg->gb = (int)gb;
     if (lm) {
         const size_t bytes = sc_local_bytes(cfg->wg, lm, nv);
         if (info->local_mem && bytes > info->local_mem)
@@ -134,6 +142,16 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
     if (lm) {
         size_t n = strlen(cfg->opts);
         snprintf(cfg->opts + n, sizeof cfg->opts - n, " -D LM=%d", cfg->lm);
+    }
+    if (gb) {
+        size_t n = strlen(cfg->opts);
+        snprintf(cfg->opts + n, sizeof cfg->opts - n, " -D SC_GB=%d", cfg->gb);
+    }
+    /* a compiler option of NVIDIA's OpenCL only (another platform refuses an unknown option): a
+     * knob without effect elsewhere */
+    if (maxreg && strstr(info->name, "NVIDIA")) {
+        size_t n = strlen(cfg->opts);
+        snprintf(cfg->opts + n, sizeof cfg->opts - n, " -cl-nv-maxrregcount=%ld", maxreg);
     }
     return FAID_OK;
 }
@@ -383,7 +401,8 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
         l->groups = (size_t)ps->csr_bg->nbins;
         l->per_lane = 1;
         l->ev = EV_SC;
-        l->hint = "FAID_SIGCLIP_WG, FAID_SIGCLIP_R, FAID_SIGCLIP_LM";
+        l->hint = "FAID_SIGCLIP_WG, FAID_SIGCLIP_R, FAID_SIGCLIP_LM, FAID_SIGCLIP_GB, "
+                  "FAID_SIGCLIP_MAXREG";
         faid_pa_buf(l, "pre4", "pk.pre");
         faid_pa_buf(l, "coefs", "bg.coef");
         faid_pa_buf(l, "indices", "bg.indices");

@@ -13,7 +13,10 @@
  * Records are computed in parallel: one work-item computing them all in a row took 50-900 us
  * per frame on an H100 (a peakfinder8 seed is a chain of dependent loads).
  * Build-time constants: PK_WG (work-group size of the finder's pass, a power of two), PK_PPI
- * (positions per work-item of that pass), SCAN_WG (work-group size of faid_pk_scan). */
+ * (positions per work-item of that pass), SCAN_WG (work-group size of faid_pk_scan), PK_SCAN_PF
+ * (0, or N: faid_pk_scan loads a work-item's chunk of counts, when it has at most N, at once
+ * into registers and writes the offsets from there, instead of a load per count in each of its
+ * two loops; integer sums, so the same offsets: issue 17 round 3, FAID_PEAKS_KOPTS). */
 
 #ifndef PK_WG
 #define PK_WG 256
@@ -24,6 +27,9 @@
 #define PK_SPAN (PK_WG * PK_PPI)
 #ifndef SCAN_WG
 #define SCAN_WG 256
+#endif
+#ifndef PK_SCAN_PF
+#define PK_SCAN_PF 0
 #endif
 
 /* Position of the j-th of this work-item's PK_PPI positions: consecutive work-items read
@@ -45,8 +51,20 @@ kernel void faid_pk_scan(const global int *counts, const int ngroups, global int
     const int g0 = min(lid * chunk, ngroups);
     const int g1 = min(g0 + chunk, ngroups);
     int s = 0;
-    for (int g = g0; g < g1; g++)
-        s += counts[g];
+#if PK_SCAN_PF > 0
+    int cv[PK_SCAN_PF];
+    const int inreg = chunk <= PK_SCAN_PF;
+    if (inreg) {
+#pragma unroll
+        for (int u = 0; u < PK_SCAN_PF; u++)
+            cv[u] = g0 + u < g1 ? counts[g0 + u] : 0;
+#pragma unroll
+        for (int u = 0; u < PK_SCAN_PF; u++)
+            s += cv[u];
+    } else
+#endif
+        for (int g = g0; g < g1; g++)
+            s += counts[g];
     part[lid] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int off = 1; off < SCAN_WG; off <<= 1) {
@@ -56,10 +74,20 @@ kernel void faid_pk_scan(const global int *counts, const int ngroups, global int
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     int run = part[lid] - s;
-    for (int g = g0; g < g1; g++) {
-        offsets[g] = run;
-        run += counts[g];
-    }
+#if PK_SCAN_PF > 0
+    if (inreg) {
+#pragma unroll
+        for (int u = 0; u < PK_SCAN_PF; u++)
+            if (g0 + u < g1) {
+                offsets[g0 + u] = run;
+                run += cv[u];
+            }
+    } else
+#endif
+        for (int g = g0; g < g1; g++) {
+            offsets[g] = run;
+            run += counts[g];
+        }
     if (lid == SCAN_WG - 1)
         out[out_off + 8 * cap] = as_float(part[lid]);
 }

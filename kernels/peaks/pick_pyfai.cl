@@ -12,7 +12,18 @@
  * Arguments common to both: pre4 (float4 signal, variance, norm, count), radius (per pixel, NaN
  * = masked), radius1d (bin centres, uniform), bg + bg_off (sigma_clip.cl's output: mean then
  * std, nbins each), rows, cols, nbins,
- * rad_min, rad_max, cutoff (cutoff_peak), noise, hw (patch_size / 2), connected. */
+ * rad_min, rad_max, cutoff (cutoff_peak), noise, hw (patch_size / 2), connected.
+ *
+ * PP_PREFETCH (0 unless FAID_PEAKS_KOPTS=-DPP_PREFETCH=1; issue 17, round 3, a latency variant):
+ * faid_pick_flag loads radius, normp and raw of its PK_PPI pixels all at once before deciding any
+ * of them (the kernel as measured walks them one after the other, each a chain radius -> bg and
+ * normp -> raw), and a patch test (pixels above the threshold) loads each row of its patch at once
+ * (2 hw + 1 neighbours) when hw <= PP_PF_HW (default 2: patch_size 3, the default, and 5, the
+ * benchmark's), then sums them in the same order: the same statements on the same values, so the
+ * same bits.
+ * PP_WSCAN1 (0 unless FAID_PEAKS_KOPTS=-DPP_WSCAN1=1; round 3): faid_pick_write ranks the flags of
+ * all PK_PPI (at most 4) rows of its span with one scan of 16-bit counters packed in a ulong
+ * instead of one scan per row (16 barriers instead of 64): the same ranks, so the same lists. */
 #pragma OPENCL FP_CONTRACT OFF
 
 /* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
@@ -27,23 +38,37 @@
 #else
 #define PK_PIXEL(i) pre4[(i)]
 #endif
+#ifndef PP_PREFETCH
+#define PP_PREFETCH 0
+#endif
+#ifndef PP_PF_HW
+#define PP_PF_HW 2
+#endif
+#ifndef PP_WSCAN1
+#define PP_WSCAN1 0
+#endif
+/* PP_PREFETCH: a pixel's float4 with its loads independent of each other (faid_pixel loads raw
+ * only where normp is not 0; faid_pixel_v returns 0 for a norm of 0 before it looks at the rest,
+ * so reading raw there anyway changes no value) */
+#ifdef PK_FUSED
+#define PP_PIXEL_NB(i)                                                                         \
+    faid_pixel_v(normp[(i)], (float)((const global raw_t *)raw + raw_off)[(i)],              \
+                 do_dark ? dark[(i)] : 0.0f, do_dark, do_dummy, dummy, delta_dummy)
+#else
+#define PP_PIXEL_NB(i) pre4[(i)]
+#endif
 #define PK_RAW_PARAMS                                                                          \
     const global uchar *raw, const global float *dark, const global float *normp,              \
         const uint raw_off, const int do_dark, const int do_dummy, const float dummy,          \
         const float delta_dummy
 #define PK_RAW_PASS raw, dark, normp, raw_off, do_dark, do_dummy, dummy, delta_dummy
 
-static inline float2 pp_value(const global float4 *pre4, const global float *radius,
-                              const global float *radius1d, const global float *bg_mean,
-                              const global float *bg_std, int rows, int cols, int nb,
-                              float rad_min, float rad_max, float noise, PK_RAW_PARAMS, int r,
-                              int c)
+/* (value, sigma) of an in-image pixel from its radius and its float4's signal s0 and norm s2 */
+static inline float2 pp_from(float rad, float s0, float s2, const global float *radius1d,
+                             const global float *bg_mean, const global float *bg_std, int nb,
+                             float rad_min, float rad_max, float noise)
 {
-    if (r < 0 || r >= rows || c < 0 || c >= cols)
-        return (float2)(-1.0f, 0.0f);
-    int i = r * cols + c;
     float background = INFINITY, uncert = 0.0f;
-    float rad = radius[i];
     if (isfinite(rad) && rad >= rad_min && rad < rad_max) {
         float step = radius1d[1] - radius1d[0];
         float pos = (rad - radius1d[0]) / step;
@@ -58,9 +83,22 @@ static inline float2 pp_value(const global float4 *pre4, const global float *rad
             uncert = bg_std[nb - 1];
         }
     }
-    float4 q = PK_PIXEL(i);
-    float v = q.s2 > 0.0f ? q.s0 / q.s2 - background : 0.0f;
+    float v = s2 > 0.0f ? s0 / s2 - background : 0.0f;
     return (float2)(v, sqrt(uncert * uncert + noise * noise));
+}
+
+static inline float2 pp_value(const global float4 *pre4, const global float *radius,
+                              const global float *radius1d, const global float *bg_mean,
+                              const global float *bg_std, int rows, int cols, int nb,
+                              float rad_min, float rad_max, float noise, PK_RAW_PARAMS, int r,
+                              int c)
+{
+    if (r < 0 || r >= rows || c < 0 || c >= cols)
+        return (float2)(-1.0f, 0.0f);
+    int i = r * cols + c;
+    float rad = radius[i];
+    float4 q = PK_PIXEL(i);
+    return pp_from(rad, q.s0, q.s2, radius1d, bg_mean, bg_std, nb, rad_min, rad_max, noise);
 }
 
 #define PP_ARGS                                                                                \
@@ -72,14 +110,56 @@ static inline float2 pp_value(const global float4 *pre4, const global float *rad
 #define PP_PASS pre4, radius, radius1d, bg + bg_off, bg + bg_off + nb, rows, cols, nb, rad_min, rad_max
 #define PP_DPASS pre4, radius, radius1d, bg, bg_off, rows, cols, nb, rad_min, rad_max
 
-/* 1 and the record (x, y, intensity, sigma, max, npix) when pixel (r, c) is a peak. */
-static int pp_decide(PP_ARGS, int r, int c, float *rec, int *npix)
+/* 1 and the record (x, y, intensity, sigma, max, npix) when pixel (r, c), of value and sigma x,
+ * is a peak. */
+static int pp_decide_x(PP_ARGS, float2 x, int r, int c, float *rec, int *npix)
 {
-    float2 x = pp_value(PP_PASS, noise, PK_RAW_PASS, r, c);
     if (!(x.s0 > 0.0f && x.s0 >= cutoff * x.s1))
         return 0;
     int active = 0;
     float local_max = x.s0, sum = 0.0f, sum_var = 0.0f, m0 = 0.0f, m1 = 0.0f;
+#if PP_PREFETCH
+    if (hw <= PP_PF_HW) {
+        /* row by row: the row's 2 hw + 1 neighbours loaded at once, then the loop below's
+         * statements in its order */
+        for (int i = -hw; i <= hw && active >= 0; i++) {
+            float nrad[2 * PP_PF_HW + 1];
+            float4 nq[2 * PP_PF_HW + 1];
+            const int rin = r + i >= 0 && r + i < rows;
+#pragma unroll
+            for (int j = -PP_PF_HW; j <= PP_PF_HW; j++) {
+                const int in = rin && j >= -hw && j <= hw && c + j >= 0 && c + j < cols;
+                const int p = in ? (r + i) * cols + c + j : 0;
+                nrad[j + PP_PF_HW] = in ? radius[p] : 0.0f;
+                nq[j + PP_PF_HW] = in ? PP_PIXEL_NB(p) : (float4)(0.0f);
+            }
+            /* over the constant range, so that the arrays are indexed by constants (registers,
+             * not stack memory); the same j from -hw to hw in the same order */
+#pragma unroll
+            for (int j = -PP_PF_HW; j <= PP_PF_HW; j++) {
+                if (j < -hw || j > hw)
+                    continue;
+                const int in = rin && c + j >= 0 && c + j < cols;
+                float2 y = in ? pp_from(nrad[j + PP_PF_HW], nq[j + PP_PF_HW].s0,
+                                        nq[j + PP_PF_HW].s2, radius1d, bg + bg_off,
+                                        bg + bg_off + nb, nb, rad_min, rad_max, noise)
+                              : (float2)(-1.0f, 0.0f);
+                if (y.s0 > 0.0f) {
+                    if (y.s0 >= cutoff * y.s1)
+                        active++;
+                    local_max = fmax(local_max, y.s0);
+                    m0 += (float)i * y.s0;
+                    m1 += (float)j * y.s0;
+                    sum += y.s0;
+                    sum_var += y.s1 * y.s1;
+                } else if (y.s1 <= 0.0f) {
+                    active = -1;
+                    break;
+                }
+            }
+        }
+    } else
+#endif
     for (int i = -hw; i <= hw && active >= 0; i++) {
         for (int j = -hw; j <= hw; j++) {
             float2 y = pp_value(PP_PASS, noise, PK_RAW_PASS, r + i, c + j);
@@ -108,6 +188,13 @@ static int pp_decide(PP_ARGS, int r, int c, float *rec, int *npix)
     return 1;
 }
 
+/* 1 and the record (x, y, intensity, sigma, max, npix) when pixel (r, c) is a peak. */
+static int pp_decide(PP_ARGS, int r, int c, float *rec, int *npix)
+{
+    float2 x = pp_value(PP_PASS, noise, PK_RAW_PASS, r, c);
+    return pp_decide_x(PP_DPASS, cutoff, noise, hw, connected, PK_RAW_PASS, x, r, c, rec, npix);
+}
+
 /* Kernel signatures are spelt out (no PP_ARGS) so that the engine's program cache can read their
  * parameter names. */
 kernel void faid_pick_flag(const global float4 *pre4, const global float *radius,
@@ -124,6 +211,33 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
     if (get_local_id(0) == 0)
         n = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
+#if PP_PREFETCH
+    /* every pixel's loads first (pp_value's, in the same order of operations after them) */
+    float prad[PK_PPI];
+    float4 pq[PK_PPI];
+#pragma unroll
+    for (int j = 0; j < PK_PPI; j++) {
+        const int i = pk_pos(j);
+        const int in = i < rows * cols;
+        prad[j] = in ? radius[i] : 0.0f;
+        pq[j] = in ? PP_PIXEL_NB(i) : (float4)(0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < PK_PPI; j++) {
+        const int i = pk_pos(j);
+        if (i < rows * cols) {
+            float rec[5];
+            int npix;
+            const float2 x = pp_from(prad[j], pq[j].s0, pq[j].s2, radius1d, bg + bg_off,
+                                     bg + bg_off + nb, nb, rad_min, rad_max, noise);
+            int f = pp_decide_x(PP_DPASS, cutoff, noise, hw, connected, PK_RAW_PASS, x, i / cols,
+                                i % cols, rec, &npix);
+            flag[i] = (uchar)f;
+            if (f)
+                atomic_inc(&n);
+        }
+    }
+#else
     for (int j = 0; j < PK_PPI; j++) {
         const int i = pk_pos(j);
         if (i < rows * cols) {
@@ -136,6 +250,7 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
                 atomic_inc(&n);
         }
     }
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
     if (get_local_id(0) == 0)
         counts[get_group_id(0)] = n;
@@ -154,6 +269,46 @@ kernel void faid_pick_write(const global float4 *pre4, const global float *radiu
                             const global float *normp, const uint raw_off, const int do_dark,
                             const int do_dummy, const float dummy, const float delta_dummy)
 {
+#if PP_WSCAN1 && PK_PPI <= 4
+    local ulong pscan[PK_WG];
+    const int g = get_group_id(0);
+    const int base = offsets[g];
+    if (counts[g] == 0 || base >= cap)
+        return;
+    const int lid = get_local_id(0);
+    ulong v = 0;
+    for (int j = 0; j < PK_PPI; j++) {
+        const int i = pk_pos(j);
+        if (i < rows * cols && flag[i] == 1)
+            v |= 1ul << (16 * j);
+    }
+    /* inclusive scan of the packed counters (each at most PK_WG <= 65535: no carry between
+     * them) */
+    pscan[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = 1; off < PK_WG; off <<= 1) {
+        const ulong a = lid >= off ? pscan[lid - off] : 0ul;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        pscan[lid] += a;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const ulong incl = pscan[lid], tot = pscan[PK_WG - 1];
+    int before = base; /* the flags of the span's rows before row j */
+    for (int j = 0; j < PK_PPI; j++) {
+        const int f = (int)((v >> (16 * j)) & 1ul);
+        const int rank = before + (int)((incl >> (16 * j)) & 0xfffful) - 1;
+        before += (int)((tot >> (16 * j)) & 0xfffful);
+        const int i = pk_pos(j);
+        if (f && rank < cap) {
+            float rec[5];
+            int npix;
+            pp_decide(PP_DPASS, cutoff, noise, hw, connected, PK_RAW_PASS, i / cols, i % cols,
+                      rec, &npix);
+            pk_store(out + out_off, cap, rank, rec[0], rec[1], rec[2], rec[3], rec[2] / rec[3],
+                     rec[4], npix, i);
+        }
+    }
+#else
     local int scratch[PK_WG];
     const int g = get_group_id(0);
     int base = offsets[g];
@@ -174,4 +329,5 @@ kernel void faid_pick_write(const global float4 *pre4, const global float *radiu
                      rec[4], npix, i);
         }
     }
+#endif
 }

@@ -7,6 +7,14 @@
  *   R         entries of the bin each work-item keeps in registers across all cycles
  *   LM        entries after those each work-item keeps in local memory (0: none; issue 17)
  *   PK_FUSED  defined: each pixel computed from the raw frame (process/preprocess.cl first)
+ *   SC_GB     0, or N: the entries beyond the registers gathered N at a time, every load of a
+ *             batch issued before any of them is used, and each pixel's loads (normp, raw,
+ *             dark) issued together rather than raw after normp (issue 17, round 3: the gather is
+ *             a chain of dependent global loads per work-item); and every pass's walk of the
+ *             overflow entries (bins larger than WG (R + LM): about half of an EIGER 4M's bins
+ *             at 1000 bins with the defaults) loads them SC_GB at a time before using them in
+ *             the same order; the same values in the same places and the same sums in the same
+ *             order, so the same bits (FAID_SIGCLIP_GB)
  *   HAS_COEF  1 when the matrix carries coefficients (else every coefficient is 1)
  *   SC_EM     error model: 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model values)
  *
@@ -51,6 +59,9 @@
 #ifndef SC_EM
 #define SC_EM 1
 #endif
+#ifndef SC_GB
+#define SC_GB 0
+#endif
 
 /* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
  * built with PK_FUSED (issue 17: the Poisson preprocess folded into the reads), computed from the
@@ -63,6 +74,16 @@
                dummy, delta_dummy)
 #else
 #define PK_PIXEL(i) pre4[(i)]
+#endif
+/* SC_GB: the same pixel with its loads independent of each other (faid_pixel loads raw only where
+ * normp is not 0; faid_pixel_v returns 0 for a norm of 0 before it looks at the rest, so reading
+ * raw there anyway changes no value) */
+#if SC_GB > 0 && defined(PK_FUSED)
+#define SC_PIXEL(i)                                                                            \
+    faid_pixel_v(normp[(i)], (float)((const global raw_t *)raw + raw_off)[(i)],              \
+                 do_dark ? dark[(i)] : 0.0f, do_dark, do_dummy, dummy, delta_dummy)
+#else
+#define SC_PIXEL(i) PK_PIXEL(i)
 #endif
 
 #define EM_POISSON 0
@@ -85,6 +106,15 @@
 #else
 #define OVI(i) (kb + R + (i))
 #endif
+/* SC_GB: overflow entry i0 + u of this work-item (of nov) into bs[u], bn[u] (norm 0 past the
+ * end); called for every u of a batch in an unrolled loop before any is used */
+#define OVF_LOAD(i0, u, bs, bn)                                                                \
+    {                                                                                          \
+        const int ok_ = (i0) + (u) < nov;                                                      \
+        const int o_ = OVI(ok_ ? (i0) + (u) : 0);                                              \
+        bs[(u)] = ok_ ? OVF_S(o_) : 0.0f;                                                      \
+        bn[(u)] = ok_ ? OVF_N(o_) : 0.0f;                                                      \
+    }
 /* a local entry's place: entry j of every work-item side by side (no bank conflicts) */
 #define LMI(j) ((j) * WG + lid)
 /* an entry's variance as the sums take it: 0 where the model keeps none (the azimuthal model's
@@ -237,6 +267,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     const int nreg = nown < R ? nown : R;          /* of which in registers */
     const int nlm = min(max(nown - R, 0), LM);     /* in local memory */
     const int kov = kb + R + LM;                   /* CSR position of its first overflow entry */
+    const int nov = ke - kov;                      /* its overflow entries (<= 0: none) */
     const int hybrid = SC_EM == EM_HYBRID;
     int az = SC_EM == EM_AZIMUTHAL || (hybrid && cycles > 0);
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, a4 = 0.0;
@@ -257,7 +288,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         if (j < nreg) {
             const int k = kb + j;
             c = sc_coef(coefs, k);
-            const float4 q = PK_PIXEL(indices[k]);
+            const float4 q = SC_PIXEL(indices[k]);
             if (c != 0.0f && sc_ok(q)) {
                 s = q.s0;
                 v = q.s1;
@@ -275,6 +306,48 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         rc[j] = c;
 #endif
     }
+#if SC_GB > 0
+    /* the entries after the registers (local memory, then ovf), SC_GB at a time: the batch's
+     * indices, then its pixels, then the stores, so that a work-item waits for one round trip of
+     * each per batch instead of one per entry */
+    for (int j0 = R; j0 < nown; j0 += SC_GB) {
+        int ix[SC_GB];
+        float4 q[SC_GB];
+#pragma unroll
+        for (int u = 0; u < SC_GB; u++)
+            ix[u] = j0 + u < nown ? indices[kb + j0 + u] : -1;
+#pragma unroll
+        for (int u = 0; u < SC_GB; u++)
+            q[u] = ix[u] >= 0 ? SC_PIXEL(ix[u]) : (float4)(0.0f);
+#pragma unroll
+        for (int u = 0; u < SC_GB; u++) {
+            const int j = j0 + u;
+            if (j < nown) {
+                const int ok = sc_coef(coefs, kb + j) != 0.0f && sc_ok(q[u]);
+                const float s = ok ? q[u].s0 : 0.0f, nn = ok ? q[u].s2 : 0.0f;
+                const float v = ok ? q[u].s1 : 0.0f;
+#if LM > 0
+                if (j < R + LM) {
+                    lms[LMI(j - R)] = s;
+                    lmn[LMI(j - R)] = nn;
+#if NEEDVAR
+                    lmv[LMI(j - R)] = v;
+#endif
+                } else
+#endif
+                {
+                    const int o = OVI(j - R - LM);
+                    OVF_S(o) = s;
+                    OVF_N(o) = nn;
+#if NEEDVAR
+                    OVF_V(o) = v;
+#endif
+                }
+                (void)v;
+            }
+        }
+    }
+#else
 #if LM > 0
     for (int j = 0; j < nlm; j++) {
         const int k = kb + R + j;
@@ -299,6 +372,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         OVF_V(o) = ok ? q.s1 : 0.0f;
 #endif
     }
+#endif
 
     /* this work-item's sums over its kept entries: taken once, then a clipped entry's share is
      * taken out of them (the sums of a work-item left without entries are set to 0 exactly) */
@@ -322,6 +396,22 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         }
     }
 #endif
+#if SC_GB > 0
+    for (int i0 = 0; i0 < nov; i0 += SC_GB) {
+        float bs[SC_GB], bn[SC_GB];
+#pragma unroll
+        for (int u = 0; u < SC_GB; u++)
+            OVF_LOAD(i0, u, bs, bn)
+#pragma unroll
+        for (int u = 0; u < SC_GB; u++) {
+            if (bn[u] != 0.0f) {
+                t = sc_sums_entry(t, (double)sc_coef(coefs, kov + i0 + u), bs[u], bn[u],
+                                  OVF_VAR(OVI(i0 + u)), 0);
+                tkept++;
+            }
+        }
+    }
+#else
     for (int k = kov; k < ke; k++) {
         const int o = OVI(k - kov);
         const float nn = OVF_N(o);
@@ -330,6 +420,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             tkept++;
         }
     }
+#endif
 
     for (int pass = 0; pass <= cycles; pass++) {
         int rem = 0;
@@ -358,6 +449,24 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                 }
             }
 #endif
+#if SC_GB > 0
+            for (int i0 = 0; i0 < nov; i0 += SC_GB) {
+                float bs[SC_GB], bn[SC_GB];
+#pragma unroll
+                for (int u = 0; u < SC_GB; u++)
+                    OVF_LOAD(i0, u, bs, bn)
+#pragma unroll
+                for (int u = 0; u < SC_GB; u++) {
+                    if (bn[u] != 0.0f && sc_clip(bs[u], bn[u], averf, thrf, aver, thr)) {
+                        const int o = OVI(i0 + u);
+                        t = sc_sums_entry(t, (double)sc_coef(coefs, kov + i0 + u), bs[u], bn[u],
+                                          OVF_VAR(o), 1);
+                        OVF_N(o) = 0.0f;
+                        rem++;
+                    }
+                }
+            }
+#else
             for (int k = kov; k < ke; k++) {
                 const int o = OVI(k - kov);
                 const float nn = OVF_N(o);
@@ -367,6 +476,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     rem++;
                 }
             }
+#endif
             tkept -= rem;
             if (tkept == 0)
                 t.s = t.w = t.n2 = t.c = t.var = 0.0;
@@ -448,12 +558,25 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     a = sc_az_entry(a, (double)sc_coef(coefs, kb + R + j), lms[LMI(j)], nn);
             }
 #endif
+#if SC_GB > 0
+            for (int i0 = 0; i0 < nov; i0 += SC_GB) {
+                float bs[SC_GB], bn[SC_GB];
+#pragma unroll
+                for (int u = 0; u < SC_GB; u++)
+                    OVF_LOAD(i0, u, bs, bn)
+#pragma unroll
+                for (int u = 0; u < SC_GB; u++)
+                    if (bn[u] != 0.0f)
+                        a = sc_az_entry(a, (double)sc_coef(coefs, kov + i0 + u), bs[u], bn[u]);
+            }
+#else
             for (int k = kov; k < ke; k++) {
                 const int o = OVI(k - kov);
                 const float nn = OVF_N(o);
                 if (nn != 0.0f)
                     a = sc_az_entry(a, (double)sc_coef(coefs, k), OVF_S(o), nn);
             }
+#endif
             vv = a.vv;
         }
         lv[lid] = vv;

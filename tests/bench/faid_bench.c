@@ -225,6 +225,36 @@ static uint64_t profile_hash(uint64_t h, const faid_profile *p)
     return h;
 }
 
+/* h with the bits of a background (mean, std, sem, count) and a peak list's fields hashed in:
+ * the peak path's variants that only move loads must give the same bits as the defaults on the
+ * device itself (gpu-run.sh's peak sets, issue 17 round 3) */
+static uint64_t bytes_hash(uint64_t h, const void *a, size_t n)
+{
+    const unsigned char *b = a;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint64_t peaks_hash(uint64_t h, const faid_result *r)
+{
+    const size_t nb = (size_t)r->bg->nbins * sizeof(float);
+    const float *bg[4] = {r->bg->mean, r->bg->std, r->bg->sem, r->bg->count};
+    for (int k = 0; k < 4; k++)
+        h = bytes_hash(h, bg[k], nb);
+    const faid_peak_list *l = r->peaks;
+    const size_t n = (size_t)l->n * 4;
+    const void *f[8] = {l->x,   l->y,         l->intensity, l->sigma,
+                        l->snr, l->max_pixel, l->npix,      l->index};
+    h = bytes_hash(h, &l->n, sizeof l->n);
+    h = bytes_hash(h, &l->n_found, sizeof l->n_found);
+    for (int k = 0; k < 8; k++)
+        h = bytes_hash(h, f[k], n);
+    return h;
+}
+
 static int in_list(const char *list, const char *name)
 {
     size_t n = strlen(name);
@@ -1357,6 +1387,10 @@ int main(int argc, char **argv)
             if (sync[k]->p2d)
                 result_hash = profile_hash(result_hash, sync[k]->p2d);
         }
+    uint64_t pk_hash = 0xcbf29ce484222325ull;
+    for (int k = 0; k < NDISTINCT && peaks_on; k++)
+        if (sync[k] && sync[k]->bg && sync[k]->peaks)
+            pk_hash = peaks_hash(pk_hash, sync[k]);
     if (peaks_on && o.check)
         peaks_ok = check_peaks(faid_engine_device_name(e), sync, refk, &bg_err);
     for (int v = 0; v < NVARIANTS; v++) {
@@ -1596,7 +1630,8 @@ int main(int argc, char **argv)
                 " \"bg_rel_err\": %.3e, \"num_peaks\": [%d, %d, %d, %d],\n"
                 " \"kind\": \"%s\", \"device_bytes\": %zu, \"device_bytes_depth1\": %zu,"
                 " \"h2d_event_gbs\": %.3f, \"h2d_wall_gbs\": %.3f, \"floor_fps\": %.1f,\n"
-                " \"integrate_variant\": %d, \"result_hash\": \"%016llx\",\n \"variants\": [\n",
+                " \"integrate_variant\": %d, \"result_hash\": \"%016llx\", \"peaks_hash\": "
+                "\"%016llx\",\n \"variants\": [\n",
                 faid_engine_device_name(e), s->rows, s->cols, faid_dtype_name(dt), s->csr->npt_rad,
                 s->csr2d ? s->csr2d->npt_azim : 0, o.cake_arrays ? o.cake_arrays : 4,
                 faid_split_name(cfg.split), faid_unit_name(cfg.unit),
@@ -1605,7 +1640,8 @@ int main(int argc, char **argv)
                 sync[0] ? sync[0]->num_peaks : -1, sync[1] ? sync[1]->num_peaks : -1,
                 sync[2] ? sync[2]->num_peaks : -1, sync[3] ? sync[3]->num_peaks : -1, o.kind,
                 dev_bytes, dev_bytes1, h2d_ev_gbs, h2d_wall_gbs, floor_fps,
-                faid_engine_integrate_variant(e), (unsigned long long)result_hash);
+                faid_engine_integrate_variant(e), (unsigned long long)result_hash,
+                (unsigned long long)(peaks_on ? pk_hash : 0));
         for (int v = 0; v < nv; v++) {
             fprintf(f,
                     "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "

@@ -35,7 +35,7 @@
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
 # default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
-# r4np r4win all", names below in psets ("default":
+# r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 all", names below in psets ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
 # PEAK_DEPTH
@@ -68,7 +68,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win all}
+PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -264,9 +264,31 @@ declare -A psets=(
     [r4np]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=0 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_NOPREP=1"
     # the windows in a fill launch of their own instead (the candidates' pass stays lean)
     [r4win]="FAID_PEAKS_KOPTS=-DPF8_RECS=1,-DPF8_CLASS=0,-DPF8_WINFILL=1 FAID_PF8_MERGE=1 FAID_PF8_NOPREP=1"
-    # every variant (round 4: PF8_CLASS left out, the candidates' pass holds the classes in its
-    # window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill launch)
-    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPF8_RECS=1,-DPF8_CLASS=0 FAID_PF8_FILL_GROUPS=512 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1 FAID_PF8_NOPREP=1"
+    # round 4 of the sigma clip and the picker (latency variants, off by default): the clip's
+    # gather in batches of 4 or 8 entries with their loads issued together; the picker's loads of
+    # its 4 pixels (and of each row of a seed's patch) issued together; both on the defaults
+    [gb4]="FAID_SIGCLIP_GB=4"
+    [gb8]="FAID_SIGCLIP_GB=8"
+    # 4 entries in registers instead of 8 (fewer registers, perhaps 3 work-groups per SM instead
+    # of 2; bins above 4,096 entries overflow, their walks batched): same order, same bits
+    [gb8r4]="FAID_SIGCLIP_GB=8 FAID_SIGCLIP_R=4"
+    # the clip's registers capped (NVIDIA's -cl-nv-maxrregcount): 3 or 4 work-groups of 256 per SM
+    # instead of (probably) 2, perhaps with spills (the "registers" lines say)
+    [gb8m80]="FAID_SIGCLIP_GB=8 FAID_SIGCLIP_MAXREG=80"
+    [gb8m64]="FAID_SIGCLIP_GB=8 FAID_SIGCLIP_MAXREG=64"
+    # 512 work-items per bin (4 in local memory: 45 KB; 8 in registers): 6,144 entries on chip,
+    # the largest bin 23 per work-item; another order of the sums than 256 (=default may say NO;
+    # the lists are checked against the reference device as always)
+    [wg512]="FAID_SIGCLIP_WG=512 FAID_SIGCLIP_LM=4 FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8"
+    [ppf]="FAID_PEAKS_KOPTS=-DPP_PREFETCH=1"
+    # the picker's write ranks its span with one scan instead of 4; faid_pk_scan (both finders)
+    # loads its counts at once
+    [pscan]="FAID_PEAKS_KOPTS=-DPP_WSCAN1=1,-DPK_SCAN_PF=32"
+    # the sigma clip's and the picker's round-4 variants together
+    [c4]="FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32"
+    # every variant (peakfinder8: PF8_CLASS left out, the candidates' pass holds the classes in
+    # its window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill launch)
+    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPF8_RECS=1,-DPF8_CLASS=0,-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32 FAID_PF8_FILL_GROUPS=512 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1 FAID_PF8_NOPREP=1"
 )
 for ps in $PEAK_SETS; do
     if [ -z "${psets[$ps]+x}" ]; then
@@ -279,7 +301,9 @@ for ps in $PEAK_SETS; do
         a="${args[$c]} $PEAK_EXTRA"
         say "peak set $ps ($c): ${psets[$ps]:-defaults} $bench $a --depth $PEAK_DEPTH"
         # shellcheck disable=SC2086
-        if ! env FAID_PEAKSET="$ps" ${psets[$ps]} "$bench" --device "$DEVICE" --frames "$FRAMES" \
+        # FAID_CL_VERBOSE=1: the build logs, with ptxas's registers per kernel on NVIDIA (the
+        # summary's "registers" lines)
+        if ! env FAID_PEAKSET="$ps" FAID_CL_VERBOSE=1 ${psets[$ps]} "$bench" --device "$DEVICE" --frames "$FRAMES" \
             --depth "$PEAK_DEPTH" --batch "$BATCH" $a --variants fused,pipelined \
             --json "$LOG/pkset_${ps}_$c.json" >"$LOG/pkset_${ps}_$c.log" 2>&1; then
             say "WARNING: peak set $ps ($c) failed or found a difference, tail of $LOG/pkset_${ps}_$c.log:"
@@ -366,7 +390,7 @@ fi
 # 6. compact table, last (the tuning sweep, the pyFAI comparison and daemon-bench come before it)
 PEAK_SETS="$PEAK_SETS" PEAK_DEPTH="$PEAK_DEPTH" BATCH="$BATCH" INTV="$INT_VARIANTS" INTB="$INT_BATCHES" \
     python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
-import json, os, sys
+import json, os, re, sys
 log, sweep, configs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 def fmt(v, k, f="{:.0f}"):
     x = v.get(k)
@@ -555,12 +579,15 @@ if psets:
           f'{os.environ.get("PEAK_DEPTH", "8")} slots x {os.environ.get("BATCH", "4")} frames in flight; '
           "one frame alone = the fused variant's median device times; a set whose peak lists or "
           "results differ from the reference device is not reported)")
+    # "=default": the set's background and peak lists (faid-bench's peaks_hash over the 4
+    # distinct frames) bit for bit those of the set "default" of the same run, pyfai/pf8 (every
+    # set of the same work-group size sums in the same order; round 3's variants only move loads)
     hdr = ("set", "clip+pyfai fps", "clip+pf8 fps", "pkprep us", "clip us", "pyfai find us",
-           "pf8 find us", "bg rel.err")
-    w = [10, 15, 13, 10, 8, 14, 12, 10]
+           "pf8 find us", "bg rel.err", "=default")
+    w = [10, 15, 13, 10, 8, 14, 12, 10, 9]
     print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
     print(" ".join(str(x).rjust(n) for x, n in zip(
-        ("target", ">= 8000", ">= 6000", "~floor", "~floor", "~floor", "~floor", ""), w)))
+        ("target", ">= 8000", ">= 6000", "~floor", "~floor", "~floor", "~floor", "", ""), w)))
     # memory-traffic floors (docs/PERFORMANCE.md, "Speed round 3"): bytes read + written per
     # pixel / the HBM bandwidth (H100 SXM 3.35 TB/s, H200 4.8 TB/s); upper bounds of the bins'
     # entries by the pixel count: Poisson preprocess raw + normp + float4 out, sigma clip index +
@@ -577,10 +604,16 @@ if psets:
         print(" ".join(str(x).rjust(n) for x, n in zip(
             ("floor us", f'{j["rows"]}x{j["cols"]}', "", f"{fl[0]:.0f}", f"{fl[1]:.0f}", f"{fl[2]:.0f}", f"{fl[3]:.0f}",
              f"{bw / 1e12:.2f}TB/s"), w)))
+    def pkhash(ps, c):
+        p = os.path.join(log, f"pkset_{ps}_{c}.json")
+        return json.load(open(p)).get("peaks_hash") if os.path.exists(p) else None
     for ps in psets:
         r = {}
         ok = True
         err = 0.0
+        same = "/".join("-" if pkhash(ps, c) is None or pkhash("default", c) is None
+                        else "yes" if pkhash(ps, c) == pkhash("default", c) else "NO"
+                        for c in ("pk-pyfai", "pk-pf8"))
         for c in ("pk-pyfai", "pk-pf8"):
             p = os.path.join(log, f"pkset_{ps}_{c}.json")
             if not os.path.exists(p):
@@ -601,7 +634,7 @@ if psets:
         pre = "pk-pf8" if ps.startswith("r4") else "pk-pyfai"  # the run that has them
         row = (ps, cell("pk-pyfai", "fps", 0), cell("pk-pf8", "fps", 0),
                cell(pre, "pkpre_us", 1), cell(pre, "clip_us", 1),
-               cell("pk-pyfai", "find_us", 1), cell("pk-pf8", "find_us", 1), f"{err:.1e}")
+               cell("pk-pyfai", "find_us", 1), cell("pk-pf8", "find_us", 1), f"{err:.1e}", same)
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
     print("finder kernels, one frame alone (fused variant, median us): pyfai flag / scan / write;"
           " peakfinder8 prep / radial / candidates / fill / scan / write (0: no such launch, "
@@ -619,6 +652,32 @@ if psets:
                 if nk == 6:
                     parts[-1] += f" (launches {sum(1 for k in range(1, 7) if v.get(f'find{k}_us', 0) > 0)})"
         print(f"{ps:>10}  " + "; ".join(parts))
+    # ptxas's registers and spills per kernel (FAID_CL_VERBOSE=1 on NVIDIA's OpenCL): what
+    # decides how many work-groups of the sigma clip an SM holds (docs/PERFORMANCE.md, round 3)
+    want = ("faid_sigma_clip", "faid_pick_flag", "faid_pk_scan", "faid_pick_write")
+    lines = []
+    for ps in psets:
+        p = os.path.join(log, f"pkset_{ps}_pk-pyfai.log")
+        if not os.path.exists(p):
+            continue
+        regs, cur = {}, None
+        pat = (r"Compiling entry function '(\w+)'|(\d+) bytes spill stores|"
+               r"Used (\d+) registers(?:, (\d+) bytes smem)?")
+        for m in re.finditer(pat, open(p, errors="replace").read()):
+            if m.group(1):
+                cur = m.group(1)
+            elif cur and m.group(2):
+                regs.setdefault(cur, {})["spill"] = int(m.group(2))
+            elif cur and m.group(3):
+                regs.setdefault(cur, {})["regs"] = int(m.group(3))
+                regs[cur]["smem"] = int(m.group(4) or 0)
+        got = [f'{k} {regs[k].get("regs", "?")} ({regs[k].get("smem", 0)} B local, spill '
+               f'{regs[k].get("spill", 0)} B)' for k in want if k in regs]
+        if got:
+            lines.append(f"{ps:>10}  " + "; ".join(got))
+    if lines:
+        print("registers per work-item (ptxas, FAID_CL_VERBOSE=1), pk-pyfai's kernels:")
+        print("\n".join(lines))
 for p in (os.path.join(log, "daemon-bench.txt"), os.path.join(log, "daemon-peaks", "daemon-bench.txt")):
     if os.path.exists(p):
         print(open(p).read().rstrip("\n"))

@@ -46,16 +46,20 @@ def test_peaks_checked_against_reference(tmp_path, finder):
         # the defaults since issue 17's GPU run fold the preprocess into the reads where the
         # local-memory sigma clip fits (PoCL's 2 MB does): no peak-stage preprocess
         assert x["clip_us"] > 0 and x["find_us"] > 0 and x["pkpre_us"] == 0
-        # each of the finder's launches timed apart (issue 17): 3 for the picker, 6 for pf8
-        nk = 3 if finder == "pyfai" else 6
-        assert all(x[f"find{k}_us"] > 0 for k in range(1, nk + 1)), x
-        assert all(x[f"find{k}_us"] == 0 for k in range(nk + 1, 7)), x
+        # each of the finder's launches timed apart (issue 17): 3 for the picker; pf8's 6
+        # places, the 5th (the scan) empty since the write finds its offsets (FAID_PF8_MERGE,
+        # the default after round 4's GPU run)
+        launched = (1, 2, 3) if finder == "pyfai" else (1, 2, 3, 4, 6)
+        assert all(x[f"find{k}_us"] > 0 for k in launched), x
+        assert all(x[f"find{k}_us"] == 0 for k in range(1, 7) if k not in launched), x
 
 
 OLD = {"FAID_PEAKS_FUSED": "0", "FAID_SIGCLIP_LM": "0",
        "FAID_PEAKS_KOPTS": "-DPF8_HASH=0,-DPF8_LOCAL_CAND=0"}
 ALL = {"FAID_PEAKS_FUSED": "1", "FAID_SIGCLIP_LM": "4", "FAID_SIGCLIP_R": "4",
-       "FAID_PEAKS_KOPTS": "-DPF8_HASH=1,-DPF8_LOCAL_CAND=1", "FAID_PF8_FILL_GROUPS": "8"}
+       "FAID_PEAKS_KOPTS": "-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPP_PREFETCH=1,-DPP_WSCAN1=1,"
+                           "-DPK_SCAN_PF=32",
+       "FAID_PF8_FILL_GROUPS": "8", "FAID_SIGCLIP_GB": "8"}
 
 
 @pytest.mark.parametrize("name,env,fused", [("all", ALL, True), ("reg", OLD, False)])
@@ -73,6 +77,40 @@ def test_peak_kernel_variants_checked(tmp_path, name, env, fused):
     for x in j["variants"]:
         assert x["clip_us"] > 0, x
         assert (x["pkpre_us"] == 0) == fused, (name, x)
+
+
+def test_round3_variants_same_bits(tmp_path):
+    """Issue 17 round 3's latency variants (gpu-run.sh's set r3: the sigma clip's gather and
+    overflow walks in batches, the picker's loads issued together, its records ranked with one
+    scan, the span scan's counts loaded at once) give the background and the
+    peak lists of the defaults bit for bit (faid-bench's peaks_hash, gpu-run.sh's "=default"
+    column), with 32 work-items so that the small detector's bins overflow the registers and
+    local memory."""
+    hashes = {}
+    r3 = {"FAID_SIGCLIP_GB": "3",
+          "FAID_PEAKS_KOPTS": "-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32"}
+    for name, env in (("default", {}), ("r3", r3)):
+        js = tmp_path / f"{name}.json"
+        env["FAID_SIGCLIP_WG"] = "32"
+        r = bench(tmp_path, "--device", "cpu", "--frames", 4, "--depth", 2, "--batch", 2,
+                  "--variants", "fused", "--peaks", "pyfai", "--json", js, env_extra=env)
+        assert "lists equal" in r.stdout, r.stdout
+        j = json.loads(js.read_text())
+        assert j["peaks_ref_equal"] == 1 and all(n > 0 for n in j["num_peaks"])
+        hashes[name] = j["peaks_hash"]
+    assert hashes["r3"] == hashes["default"] != "0000000000000000", hashes
+
+
+def test_cl_verbose_build_logs(tmp_path):
+    """FAID_CL_VERBOSE=1 logs every program's build (gpu-run.sh reads ptxas's registers per
+    kernel from it on NVIDIA's OpenCL); without it a successful build logs nothing."""
+    args = ("--device", "cpu", "--frames", 2, "--depth", 1, "--batch", 1, "--variants", "fused",
+            "--peaks", "pyfai")
+    r = bench(tmp_path, *args, env_extra={"FAID_CL_VERBOSE": "1"})
+    assert "built peaks/sigma_clip.cl" in r.stderr and "built peaks/pick_pyfai.cl" in r.stderr, \
+        r.stderr[-2000:]
+    r = bench(tmp_path, *args)
+    assert "built " not in r.stderr, r.stderr[-2000:]
 
 
 def test_two_engines_same_bits(tmp_path):

@@ -130,7 +130,7 @@ typedef struct frame_set {
     faid_csr *csr;
 } frame_set;
 
-static int make_frames(frame_set *fs, uint64_t seed, int nspots)
+static int make_frames_sized(frame_set *fs, uint64_t seed, int nspots, int rows, int cols)
 {
     memset(fs, 0, sizeof *fs);
     faid_geometry *g = &fs->g;
@@ -141,8 +141,8 @@ static int make_frames(frame_set *fs, uint64_t seed, int nspots)
     g->rot2 = -0.01;
     g->wavelength = 1e-10;
     g->pixel1 = g->pixel2 = 100e-6;
-    g->rows = 256;
-    g->cols = 320;
+    g->rows = rows;
+    g->cols = cols;
     size_t n = (size_t)g->rows * (size_t)g->cols;
     fs->mask = calloc(n, 1);
     if (!fs->mask)
@@ -172,6 +172,11 @@ static int make_frames(frame_set *fs, uint64_t seed, int nspots)
     cp.unit = FAID_UNIT_Q_NM;
     cp.npt_rad = 200;
     return faid_csr_build(g, fs->mask, &cp, &fs->csr, &d);
+}
+
+static int make_frames(frame_set *fs, uint64_t seed, int nspots)
+{
+    return make_frames_sized(fs, seed, nspots, 256, 320);
 }
 
 static void free_frames(frame_set *fs)
@@ -707,6 +712,127 @@ static void test_sigclip_local(void)
     free_frames(&fs);
 }
 
+/* Issue 17 round 3's latency variants: the sigma clip's gather in batches (FAID_SIGCLIP_GB) and
+ * the picker's loads issued together (FAID_PEAKS_KOPTS=-DPP_PREFETCH=1). They change where loads
+ * are issued, not what is summed, so the background must be bit for bit the same kernel's
+ * without them and the peaks the reference's: for the three error models, with each work-item's
+ * entries in registers, local memory and the overflow buffer at once (32 work-items, 1 + 2 on
+ * chip, a batch of 3 so that batches straddle the three), the register kernel's overflow (CSR
+ * layout), the preprocessed copy instead of the raw frame, and patch sizes 3 and 5 (each patch
+ * row loaded at once), and 5 built with PP_PF_HW 1 (the loop as before); a batch out of range is
+ * refused, named; FAID_SIGCLIP_MAXREG adds NVIDIA's register cap on NVIDIA's devices only. */
+static void test_round3_variants(void)
+{
+    if (!have_cl())
+        return;
+    faid_diag d;
+    frame_set fs;
+    CHECK(make_frames(&fs, 11, 25) == 0);
+    faid_peak_params p;
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PYFAI;
+    const faid_clip_model models[] = {FAID_CLIP_POISSON, FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
+    /* base environment (variable, value pairs, NULL-terminated) */
+    static const char *const kinds[][8] = {
+        {"FAID_SIGCLIP_LM", "2", "FAID_SIGCLIP_R", "1", "FAID_PEAKS_FUSED", "1", NULL},
+        {"FAID_SIGCLIP_LM", "0", "FAID_SIGCLIP_R", "2", "FAID_PEAKS_FUSED", "1", NULL},
+        {"FAID_SIGCLIP_LM", "2", "FAID_SIGCLIP_R", "1", "FAID_PEAKS_FUSED", "0", NULL},
+    };
+    for (int m = 0; m < 3; m++) {
+        p.error_model = models[m];
+        /* patch 3 (the default), 5 (the benchmark's), and 5 past a PP_PF_HW of 1 */
+        p.patch_size = m == 0 ? 3 : 5;
+        const char *ppf = m == 2 ? "-DPP_PREFETCH=1,-DPP_PF_HW=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=4"
+                                 : "-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=4";
+        faid_result *ref[NFRAMES] = {0};
+        CHECK_MSG(run_frames(&fs, &p, "ref", ref, &d) == 0, "reference: %s", d.msg);
+        for (int k = 0; k < 3; k++) {
+            faid_result *base[NFRAMES] = {0}, *var[NFRAMES] = {0};
+            setenv("FAID_SIGCLIP_WG", "32", 1);
+            for (int e = 0; kinds[k][e]; e += 2)
+                setenv(kinds[k][e], kinds[k][e + 1], 1);
+            CHECK_MSG(run_frames(&fs, &p, NULL, base, &d) == 0, "kind %d: %s", k, d.msg);
+            setenv("FAID_SIGCLIP_GB", "3", 1);
+            setenv("FAID_PEAKS_KOPTS", ppf, 1);
+            CHECK_MSG(run_frames(&fs, &p, NULL, var, &d) == 0, "kind %d, variants: %s", k, d.msg);
+            unsetenv("FAID_SIGCLIP_GB");
+            unsetenv("FAID_PEAKS_KOPTS");
+            unsetenv("FAID_SIGCLIP_WG");
+            for (int e = 0; kinds[k][e]; e += 2)
+                unsetenv(kinds[k][e]);
+            for (int f = 0; f < NFRAMES; f++) {
+                CHECK_MSG(base[f] && var[f] && bg_same_bits(var[f]->bg, base[f]->bg),
+                          "model %d, kind %d, frame %d: FAID_SIGCLIP_GB changed the background", m,
+                          k, f);
+                CHECK_MSG(var[f] && ref[f] && lists_equal(var[f]->peaks, ref[f]->peaks) &&
+                              ref[f]->peaks->n_found >= 15,
+                          "model %d, kind %d, frame %d: PP_PREFETCH peaks %d, reference %d", m, k,
+                          f, var[f] ? var[f]->peaks->n_found : -1,
+                          ref[f] ? ref[f]->peaks->n_found : -1);
+                faid_result_destroy(&base[f]);
+                faid_result_destroy(&var[f]);
+            }
+        }
+        for (int f = 0; f < NFRAMES; f++)
+            faid_result_destroy(&ref[f]);
+    }
+    /* a frame of 360 spans: faid_pk_scan's work-items take 2 counts each (PK_SCAN_PF), and
+     * one where they take 2 but PK_SCAN_PF is 1 (the loop as before) */
+    frame_set big;
+    CHECK(make_frames_sized(&big, 13, 120, 576, 640) == 0);
+    p.error_model = FAID_CLIP_AZIMUTHAL;
+    p.patch_size = 5;
+    static const char *const scans[] = {"-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=4",
+                                        "-DPP_WSCAN1=1,-DPK_SCAN_PF=1"};
+    faid_result *bref[NFRAMES] = {0}, *bdef[NFRAMES] = {0};
+    CHECK_MSG(run_frames(&big, &p, "ref", bref, &d) == 0, "reference: %s", d.msg);
+    CHECK_MSG(run_frames(&big, &p, NULL, bdef, &d) == 0, "defaults: %s", d.msg);
+    for (int v = 0; v < 2; v++) {
+        faid_result *var[NFRAMES] = {0};
+        setenv("FAID_PEAKS_KOPTS", scans[v], 1);
+        CHECK_MSG(run_frames(&big, &p, NULL, var, &d) == 0, "%s: %s", scans[v], d.msg);
+        unsetenv("FAID_PEAKS_KOPTS");
+        for (int f = 0; f < NFRAMES; f++) {
+            CHECK_MSG(var[f] && bdef[f] && bg_same_bits(var[f]->bg, bdef[f]->bg) && bref[f] &&
+                          lists_equal(var[f]->peaks, bref[f]->peaks) &&
+                          bref[f]->peaks->n_found >= 60,
+                      "%s, frame %d: peaks %d, reference %d", scans[v], f,
+                      var[f] ? var[f]->peaks->n_found : -1, bref[f] ? bref[f]->peaks->n_found : -1);
+            faid_result_destroy(&var[f]);
+        }
+    }
+    for (int f = 0; f < NFRAMES; f++) {
+        faid_result_destroy(&bref[f]);
+        faid_result_destroy(&bdef[f]);
+    }
+    free_frames(&big);
+    faid_dev_info info = {.name = "test device", .max_wg = 256, .local_mem = 49152};
+    faid_sigclip_cfg cfg;
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.gb == 0 && strstr(cfg.opts, "SC_GB") == NULL); /* off by default */
+    setenv("FAID_SIGCLIP_GB", "8", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.gb == 8 && strstr(cfg.opts, "-D SC_GB=8") != NULL);
+    setenv("FAID_SIGCLIP_GB", "17", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
+    CHECK(strstr(d.msg, "FAID_SIGCLIP_GB") != NULL);
+    unsetenv("FAID_SIGCLIP_GB");
+    /* the register cap: NVIDIA's compiler option on NVIDIA's devices only, none by default */
+    faid_dev_info nv = {.name = "NVIDIA H100 80GB HBM3", .max_wg = 1024, .local_mem = 49152};
+    CHECK(faid_sigclip_config(&nv, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(strstr(cfg.opts, "maxrregcount") == NULL);
+    setenv("FAID_SIGCLIP_MAXREG", "80", 1);
+    CHECK(faid_sigclip_config(&nv, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(strstr(cfg.opts, " -cl-nv-maxrregcount=80") != NULL);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(strstr(cfg.opts, "maxrregcount") == NULL);
+    setenv("FAID_SIGCLIP_MAXREG", "256", 1);
+    CHECK(faid_sigclip_config(&nv, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
+    CHECK(strstr(d.msg, "FAID_SIGCLIP_MAXREG") != NULL);
+    unsetenv("FAID_SIGCLIP_MAXREG");
+    free_frames(&fs);
+}
+
 /* 1 when an OpenCL engine with environment variable var = val refuses s or frame f with an
  * error naming var. */
 static int engine_refused(faid_setup *s, const char *dev, const char *var, const char *val,
@@ -854,6 +980,7 @@ int main(void)
     RUN(test_sigclip_overflow());
     RUN(test_sigclip_local());
     RUN(test_pf8_variants());
+    RUN(test_round3_variants());
     engines_close();
     RUN(test_engine_devices());
     return faid_test_finish();
