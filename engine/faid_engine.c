@@ -642,6 +642,20 @@ int faid_engine_collect(faid_engine *e, faid_result *res, uint64_t *tag, int blo
     return collect_oldest(e, res, tag, block, 1, d);
 }
 
+int faid_engine_launch_open(faid_engine *e, faid_diag *d)
+{
+    if (!e || !e->res)
+        return faid_fail(d, FAID_EINVAL, "engine: no setup");
+    faid_stage_slot *sl = open_slot(e);
+    if (!sl || sl->n == 0 || sl == &e->res->slot[e->head])
+        return 0;
+    int rc = e->ops->close_slot(&e->env, &e->res->s, sl, d);
+    if (rc)
+        return rc;
+    sl->closed = 1;
+    return 1;
+}
+
 int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *res, faid_diag *d)
 {
     if (!e || !e->res)

@@ -44,6 +44,8 @@ typedef struct faid_stage_times {
     double find_us[6]; /* part of peaks_us: the finder's launches in order (OpenCL; pyfai: flag,
                         * scan, write; peakfinder8: prep, radial, candidates, fill, scan, write),
                         * for faid-bench (issue 17: which kernel costs) */
+    double pkfind_us;  /* part of peaks_us: the finder's launches together (the sum of find_us;
+                        * the reference device: its finder's host time) */
 } faid_stage_times;
 
 #define FAID_RESULT_OUTPUTS 48 /* named outputs of one result, at most (faid_outputs.h) */
@@ -202,6 +204,16 @@ int faid_engine_submit_table(faid_engine *e, const faid_frame *f, const faid_blo
  * no frame was consumed; any other negative code: the oldest frame failed (e.g. FAID_ECORRUPT
  * from the device decoder), it is consumed, *tag names it and d says why. */
 int faid_engine_collect(faid_engine *e, faid_result *r, uint64_t *tag, int block, faid_diag *d);
+
+/* With batches: starts the downstream stages of the slot taking frames now (a partial batch)
+ * when it is not the oldest slot in flight, so that its frames run while the caller waits for
+ * older ones instead of after them (collect launches a partial slot only when it reaches it).
+ * For a caller that has no further frame at hand and is about to wait: no frame can join the
+ * slot meanwhile anyway. The frames give the same bits (a batch of fewer frames). Returns 1 when
+ * it launched a slot, 0 when there was none to launch (no slot open, or the open slot is the
+ * oldest: collect launches it), a negative code when the launch failed (the slot stays open and
+ * collect tries again, reporting the failure for its frames). */
+int faid_engine_launch_open(faid_engine *e, faid_diag *d);
 
 /* Zero-copy input. (1) The staging area of the slot the next submit takes: a producer (network
  * receive) may write the frame's bytes there and submit a frame whose data points at it; the

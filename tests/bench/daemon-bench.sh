@@ -40,7 +40,22 @@
 #      the CONNS-connection throughput, the row it is about, batch1 = pipeline.batch 1 (a slot
 #      per frame: its latency against the main run's batch BATCH), poll =
 #      pipeline.collect_poll_us 200 (frames that arrive while others are in flight are submitted
-#      at once instead of after the oldest frame's result).
+#      at once instead of after the oldest frame's result), benchpeaks = the main settings with
+#      faid-bench's peak parameters (tests/bench/faid_bench.c, --peaks: cutoff_clip 5, cutoff_peak
+#      4, patch_size 5, adc_threshold 20, minimum_snr 4; the daemon's defaults find about ten
+#      times as many peaks on these frames), so the daemon runs the configuration faid-bench's
+#      peak figures are of;
+#   4. unless BENCH=0, faid-bench on the main daemon's own configuration file (and benchpeaks'),
+#      on the same device, depth INFLIGHT / BATCH and batch BATCH: one frame alone (the fused
+#      variant: every stage's device time) and pipelined (frames/s of the GPU stage), so that the
+#      stage table below sets the daemon's per-result stage times beside the engine's alone.
+# The stage table (issue 17: where the daemon's engine time goes): for every latency run the
+# median of each result's *_us keys (queue, host, h2d, decode, integrate, clip, find, d2h,
+# compute = the engine's submit -> collect, latency) and from status the worker's own time per
+# frame (submit_us, wait_us = in the engine's collect, encode_us = after it) and ingest's
+# copy + table; for each throughput run the worker's time per frame from status; then the
+# faid-bench rows of the same configuration. "engine - stages" is the part of compute_us that
+# no stage accounts for (waiting behind frames in flight, host work between submit and collect).
 # A compact table comes last; it is also written to $OUT/daemon-bench.txt (gpu-run.sh prints it)
 # and the figures to $OUT/daemon-bench.json. Exit status 0 when every step ran and every daemon
 # stopped cleanly with every frame processed.
@@ -53,7 +68,9 @@
 # (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COPY (input.pinned_copy,
 # default auto), CONTEXTS (input.contexts, default per_connection), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
-# "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll"),
+# "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
+# "benchpeaks"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
 # disk: the files are removed after the run),
@@ -77,6 +94,8 @@ PINNED_COPY=${PINNED_COPY:-auto}
 CONTEXTS=${CONTEXTS:-per_connection}
 PEAKS=${PEAKS:-none}
 COMPARE=${COMPARE-nopin}
+BENCH=${BENCH:-1}
+BENCH_FRAMES=${BENCH_FRAMES:-400}
 WRITER_DIR=${WRITER_DIR:-}
 LOG=${OUT:-$root/tests/out/daemon-bench}
 
@@ -85,7 +104,8 @@ LOG=$(cd "$LOG" && pwd)
 say() { echo "daemon-bench: $*" | tee -a "$LOG/daemon-bench.log"; }
 : >"$LOG/daemon-bench.log"
 rm -f "$LOG"/daemon-bench.txt "$LOG"/daemon-bench.json "$LOG"/*.sub "$LOG"/*.replay* \
-    "$LOG"/*.jsonl "$LOG"/status_*.json "$LOG"/zmq_ceiling*.json "$LOG"/faid_*.rc
+    "$LOG"/*.jsonl "$LOG"/status_*.json "$LOG"/zmq_ceiling*.json "$LOG"/faid_*.rc \
+    "$LOG"/bench_*.json
 
 for b in faid faidctl faid-bench; do
     [ -x "$BIN/$b" ] || { say "ERROR: $BIN/$b not found or not executable"; exit 1; }
@@ -109,19 +129,20 @@ fi
 
 # Writes $LOG/<name>.yaml from base.yaml with fresh ports ($pin[], $pout, $pctl), pinned bytes $2,
 # input.pinned_copy $3, writer.directory $4 (empty: off), input.contexts $5 (default
-# $CONTEXTS) and pipeline.collect_poll_us $6 (default 0); peaks.algorithm $PEAKS.
+# $CONTEXTS), pipeline.collect_poll_us $6 (default 0) and, with $7 = bench, faid-bench's peak
+# parameters; peaks.algorithm $PEAKS.
 make_config() {
-    local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-0}
+    local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-0} pk=${7:-}
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
     pctl=$(port)
     cfg=$LOG/$name.yaml
     python3 - "$LOG/base.yaml" "$cfg" "$pout" "$pctl" "$DEVICE" "$INFLIGHT" "$BATCH" "$pinned" \
-        "$pcopy" "$wdir" "$ctxs" "$PEAKS" "$poll" "${pin[@]}" <<'EOF'
+        "$pcopy" "$wdir" "$ctxs" "$PEAKS" "$poll" "$pk" "${pin[@]}" <<'EOF'
 import sys
-src, dst, pout, pctl, dev, infl, batch, pinned, pcopy, wdir, ctxs, peaks, poll = sys.argv[1:14]
-ins = sys.argv[14:]
+src, dst, pout, pctl, dev, infl, batch, pinned, pcopy, wdir, ctxs, peaks, poll, pk = sys.argv[1:15]
+ins = sys.argv[15:]
 eps = "[" + ", ".join(f'"tcp://127.0.0.1:{p}"' for p in ins) + "]"
 # stats.interval 0: no periodic message, so sub's clock starts with the series, not a stats tick
 want = {("input", "endpoint"): eps, ("input", "mode"): "bind",
@@ -134,6 +155,12 @@ want = {("input", "endpoint"): eps, ("input", "mode"): "bind",
         ("pipeline", "collect_poll_us"): poll}
 if wdir:
     want[("writer", "directory")] = f'"{wdir}"'
+if pk == "bench":
+    # faid-bench's --peaks parameters (tests/bench/faid_bench.c, build_config)
+    for k, v in (("cutoff_clip", "5.0"), ("cutoff_peak", "4.0"), ("patch_size", "5"),
+                 ("adc_threshold", "20.0"), ("minimum_snr", "4.0"), ("cycles", "5"),
+                 ("error_model", "azimuthal"), ("max_num_peaks", "2048")):
+        want[("peaks", k)] = v
 out, sec, done = [], "", set()
 for line in open(src):
     body = line.rstrip("\n")
@@ -286,13 +313,14 @@ for v in $COMPARE; do
     batch1) BATCH=1 make_config "$v" "$PINNED" "$PINNED_COPY" ;;
     poll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 ;;
     shared) make_config "$v" "$PINNED" "$PINNED_COPY" "" shared ;;
+    benchpeaks) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 bench ;;
     writer)
         wdir=${WRITER_DIR:-$LOG/writer-files}
         mkdir -p "$wdir" && rm -f "$wdir"/*.h5
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, writer)"
         continue
         ;;
     esac
@@ -323,6 +351,25 @@ for v in $COMPARE; do
 done
 trap - EXIT
 
+# 4. faid-bench on the daemons' own configuration files: the engine alone, same device, same
+# depth and batch (one frame alone: the fused variant; the GPU stage: pipelined)
+if [ "$BENCH" != 0 ]; then
+    bdepth=$((INFLIGHT / BATCH))
+    [ "$bdepth" -lt 1 ] && bdepth=1
+    for v in main $COMPARE; do
+        case $v in main | benchpeaks) ;; *) continue ;; esac
+        [ -f "$LOG/$v.yaml" ] || continue
+        say "faid-bench on $v.yaml: --depth $bdepth --batch $BATCH --frames $BENCH_FRAMES --variants fused,pipelined"
+        if ! "$BIN/faid-bench" --config "$LOG/$v.yaml" --device "$DEVICE" --frames "$BENCH_FRAMES" \
+            --depth "$bdepth" --batch "$BATCH" --variants fused,pipelined \
+            --json "$LOG/bench_$v.json" >"$LOG/bench_$v.log" 2>&1; then
+            say "WARNING: faid-bench on $v.yaml failed or found a difference, tail of $LOG/bench_$v.log:"
+            tail -n 8 "$LOG/bench_$v.log" | tee -a "$LOG/daemon-bench.log"
+            rm -f "$LOG/bench_$v.json"
+        fi
+    done
+fi
+
 # compact table, last
 python3 - "$LOG" "$DEVICE" "$INFLIGHT" "$BATCH" "$LAT_RATE" "$CONNS" "$LAT_RUNS" "$PINNED" \
     "$PINNED_COPY" "$COMPARE" "$PEAKS" "$CONTEXTS" <<'EOF' | tee "$LOG/daemon-bench.txt"
@@ -346,6 +393,9 @@ def pct(v, q):
         return None
     v = sorted(v)
     return v[min(len(v) - 1, int(q * len(v)))]
+# a result's stage keys, in pipeline order (PROTOCOL.md: result)
+STAGE_KEYS = ("queue_us", "host_us", "h2d_us", "decode_us", "preprocess_us", "integrate_us",
+              "clip_us", "find_us", "d2h_us", "compute_us", "latency_us")
 
 res = {"device": dev, "inflight": int(infl), "batch": int(batch), "conns": conns,
        "pinned_bytes": int(pinned)}
@@ -369,7 +419,8 @@ def throughput(name):
             "mb_per_s": rate * mbf if rate and mbf else None, "counters": st.get("counters", {}),
             "input": st.get("input", {}),
             "host_us": dv[0].get("host_us") if dv else None,
-            "table_us": dv[0].get("table_us") if dv else None}
+            "table_us": dv[0].get("table_us") if dv else None,
+            "worker_us": {k: dv[0].get(k) for k in ("submit_us", "wait_us", "encode_us")} if dv else {}}
 
 def latency(name):
     rows = []
@@ -385,13 +436,18 @@ def latency(name):
     comp = [r["compute_us"] for r in rows if "compute_us" in r]
     recv = sorted(r["received_ns"] for r in rows if "received_ns" in r)
     gaps = [(b - a) / 1e3 for a, b in zip(recv, recv[1:])]
+    # the median of every *_us key of the results (issue 17: the daemon's stages, frame by frame)
+    stages = {k: pct([r[k] for r in rows if isinstance(r.get(k), (int, float))], 0.5)
+              for k in STAGE_KEYS}
+    dv = st.get("devices", [{}])
+    worker = {k: dv[0].get(k) for k in ("submit_us", "wait_us", "encode_us", "table_us")} if dv else {}
     return {"samples": len(lat), "p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99),
             "max_us": max(lat) if lat else None, "queue_p99_us": pct(q, 0.99),
             "queue_max_us": max(q) if q else None, "compute_p50_us": pct(comp, 0.5),
             "compute_p99_us": pct(comp, 0.99),
             "gap_p1_us": pct(gaps, 0.01), "gaps_below_200us": sum(g < 200 for g in gaps),
             "status_p99_us": h.get("p99"), "status_max_us": h.get("max"),
-            "counters": st.get("counters", {})}
+            "counters": st.get("counters", {}), "stages": stages, "worker_us": worker}
 
 res["tp1"] = throughput("tp1")
 res["tpn"] = throughput("tpn") if conns > 1 else {}
@@ -487,6 +543,61 @@ rows.append(("clean stop", f"exit {','.join(f'{k}={v}' for k, v in sorted(rcs.it
              f"{cm.get('dropped', '-')}: {'ok' if ok else 'NOT OK'}"))
 for r in rows:
     print(f"{r[0]:<24} {r[1]:>18} {r[2]:>14}  {r[3]}")
+
+# issue 17: the stages, the daemon's results beside faid-bench on the same configuration file
+bench = {v: jread(f"bench_{v}.json") for v in ["main"] + compare}
+res["bench"] = {v: b for v, b in bench.items() if b}
+json.dump(res, open(os.path.join(log, "daemon-bench.json"), "w"), indent=1)
+cols = ("queue", "host", "h2d", "decode", "integr", "clip", "find", "d2h", "engine", "latency",
+        "eng-stg")
+print(f"\nstages, median us per frame (results' *_us keys; engine = compute_us, submit -> collect; "
+      f"eng-stg = engine minus host, h2d, decode, preprocess, integrate, clip, find, d2h: the wait "
+      f"behind other frames and the host work between submit and collect); worker = status "
+      f"submit / wait (in collect) / encode us per frame; ingest = copy + table")
+print(f"{'run':<24} " + " ".join(f"{c:>7}" for c in cols) + "  worker submit/wait/encode, ingest")
+def stage_row(name, s, wk):
+    if not s or s.get("compute_us") is None:
+        return
+    dev = sum(s.get(k) or 0 for k in ("host_us", "h2d_us", "decode_us", "preprocess_us",
+                                       "integrate_us", "clip_us", "find_us", "d2h_us"))
+    vals = [s.get(k) for k in ("queue_us", "host_us", "h2d_us", "decode_us", "integrate_us",
+                               "clip_us", "find_us", "d2h_us", "compute_us", "latency_us")]
+    vals.append(s["compute_us"] - dev)
+    w = "/".join(f(wk.get(k)) for k in ("submit_us", "wait_us", "encode_us")) if wk else "-"
+    print(f"{name:<24} " + " ".join(f"{f(x):>7}" for x in vals) +
+          f"  {w}, {f(wk.get('table_us')) if wk else '-'}")
+for name, l in lats:
+    stage_row(name, l.get("stages"), l.get("worker_us"))
+tps = [("throughput, 1 conn", res["tp1"])]
+if conns > 1:
+    tps.append((f"throughput, {conns} conn", res["tpn"]))
+for v in compare:
+    tps.append((f"throughput, {v}", res["compare"][v]["tp1"]))
+for name, t in tps:
+    wk = t.get("worker_us") or {}
+    if t.get("results_per_s") and wk.get("wait_us") is not None:
+        per = 1e6 / t["results_per_s"]
+        busy = sum(wk.get(k) or 0 for k in ("submit_us", "wait_us", "encode_us"))
+        print(f"{name:<24} worker per frame: submit {f(wk.get('submit_us'))}, wait {f(wk.get('wait_us'))}, "
+              f"encode {f(wk.get('encode_us'))} us = {f(busy)} of the {f(per)} us between results; "
+              f"ingest copy+table {f(t.get('table_us'))} us")
+for v, b in bench.items():
+    vs = {x.get("name"): x for x in b.get("variants", [])}
+    one, pipe = vs.get("fused"), vs.get("pipelined")
+    if not one:
+        continue
+    ks = ("stage_us", "h2d_us", "decode_us", "integrate_us", "clip_us", "find_us", "d2h_us", "total_us")
+    vals = [None, one.get("stage_us"), one.get("h2d_us"), one.get("decode_us"),
+            (one.get("integrate_us") or 0) + (one.get("preprocess_us") or 0),
+            (one.get("clip_us") or 0) + (one.get("pkpre_us") or 0), one.get("find_us"),
+            one.get("d2h_us"), one.get("total_us"), None, None]
+    print(f"{'faid-bench ' + v:<24} " + " ".join(f"{f(x):>7}" for x in vals) +
+          f"  (one frame alone; peaks of frames 0-3 {b.get('num_peaks')})")
+    if pipe:
+        print(f"{'  pipelined':<24} {f(pipe.get('fps'))} frames/s "
+              f"({pipe.get('depth')} in flight, batch {pipe.get('batch')}), engine median "
+              f"{f(pipe.get('total_us'))} us; identical to one frame alone: "
+              f"{ {1: 'yes', 0: 'NO'}.get(pipe.get('identical'), '-') }")
 sys.exit(0 if ok else 1)
 EOF
 [ "${PIPESTATUS[0]}" = 0 ] || status=1

@@ -684,8 +684,9 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
                 "\"identical_pipelined\": %d, \"peaks\": \"%s\", \"peaks_ref_equal\": %d, "
                 "\"bg_rel_err\": %.3e,\n \"split\": \"%s\", \"dtype\": \"%s\",\n"
                 " \"devices\": [\n",
-                nd, o->frames, o->depth, o->batch, o->parsers, fps, identical, ident_pipe, o->peaks,
-                peaks_ok, bg_err, faid_split_name(s->cfg.split), faid_dtype_name(dt));
+                nd, o->frames, o->depth, o->batch, o->parsers, fps, identical, ident_pipe,
+                faid_peak_algorithm_name(s->cfg.peaks.algorithm), peaks_ok, bg_err,
+                faid_split_name(s->cfg.split), faid_dtype_name(dt));
         for (int j = 0; j < nd; j++) {
             fprintf(f, "  {\"name\": \"%s\", \"frames\": %ld, \"fps\": %.3f",
                     faid_engine_device_name(e[j]), job[j].p.nframes,
@@ -1388,11 +1389,12 @@ int main(int argc, char **argv)
                 s->csr2d ? s->csr2d->npt_azim : 0, o.cake_arrays ? o.cake_arrays : 4,
                 faid_split_name(cfg.split), faid_unit_name(cfg.unit),
                 faid_error_model_name(cfg.error_model), o.frames, raw_bytes, mean_clen, setup_ms,
-                (long long)s->csr->nnz, init_ms, o.peaks, peaks_ok, bg_err,
-                sync[0] ? sync[0]->num_peaks : -1, sync[1] ? sync[1]->num_peaks : -1,
-                sync[2] ? sync[2]->num_peaks : -1, sync[3] ? sync[3]->num_peaks : -1, o.kind,
-                dev_bytes, dev_bytes1, h2d_ev_gbs, h2d_wall_gbs, floor_fps,
-                faid_engine_integrate_variant(e), (unsigned long long)result_hash);
+                (long long)s->csr->nnz, init_ms, faid_peak_algorithm_name(cfg.peaks.algorithm),
+                peaks_ok, bg_err, sync[0] ? sync[0]->num_peaks : -1,
+                sync[1] ? sync[1]->num_peaks : -1, sync[2] ? sync[2]->num_peaks : -1,
+                sync[3] ? sync[3]->num_peaks : -1, o.kind, dev_bytes, dev_bytes1, h2d_ev_gbs,
+                h2d_wall_gbs, floor_fps, faid_engine_integrate_variant(e),
+                (unsigned long long)result_hash);
         for (int v = 0; v < nv; v++) {
             fprintf(f,
                     "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "
