@@ -655,7 +655,7 @@
     X(STATUS_DEVICE, BUSY, "float", REQ, "fraction of time computing over the last interval")      \
     X(STATUS_DEVICE, HOST_US, "float", REQ, "mean host time of the worker's submit per frame (copy into pinned staging, block table when ingest had none; the engine's `host` time, `faid_stage_seconds{stage=\"host\"}`), since start or `reset`") \
     X(STATUS_DEVICE, TABLE_US, "float", REQ, "mean time ingest spent parsing the frame's block table, since start or `reset` (ingest's time, before the frame reaches a worker: no engine time)")\
-    X(STATUS_DEVICE, SUBMIT_US, "float", REQ, "mean time per frame the worker spent handing frames to the engine (`host_us` and the enqueueing), since start or `reset`") \
+    X(STATUS_DEVICE, SUBMIT_US, "float", REQ, "mean time per frame the worker spent handing frames to the engine (`host_us` and the enqueueing; the reference device reduces the frame here), since start or `reset`") \
     X(STATUS_DEVICE, WAIT_US, "float", REQ, "mean time per frame the worker spent in the engine's collect (waiting for the device, reading the results out), since start or `reset`: with `submit_us` and `encode_us`, where the worker's time goes") \
     X(STATUS_DEVICE, ENCODE_US, "float", REQ, "mean time per frame the worker spent after collect: the result message, aggregates, statistics, since start or `reset`") \
     X(STATUS_DEVICE, EARLY_LAUNCHES, "uint", REQ, "`pipeline.batch` > 1: partly filled slots the worker launched when no frame was waiting, before it waited for an older frame (their frames start at once instead of after every frame before them), since start") \
