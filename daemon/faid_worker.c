@@ -231,8 +231,10 @@ static void collect_or_frame(wstate *w, long poll_us)
     faid_server *s = w->wk->srv;
     struct timespec ts = {poll_us / 1000000, (poll_us % 1000000) * 1000};
     while (!collect_oldest(w, 0) && faid_queue_len(s->frames) == 0) {
-        atomic_store_explicit(&w->wk->alive_ns, faid_now_ns(), memory_order_relaxed);
+        const int64_t t0 = faid_now_ns();
+        atomic_store_explicit(&w->wk->alive_ns, t0, memory_order_relaxed);
         nanosleep(&ts, NULL);
+        faid_stat_add(&w->wk->wait_ns, (uint64_t)(faid_now_ns() - t0)); /* status wait_us */
     }
 }
 
