@@ -420,7 +420,7 @@ static const faid_option options[] = {
            "batch slots (at least 1, at most 32) of pipeline.batch frames."),
     SIMPLE("pipeline.batch", FAID_OT_INT, "frames", 1, 8, "1", 0, NULL, batch, 0,
            "Frames integrated in one pass over the CSR matrix (shares the matrix traffic on a "
-           "GPU; a partial batch is integrated as soon as its oldest frame is awaited)."),
+           "GPU; a partial batch is integrated as soon as no further frame waits to join it)."),
     SIMPLE("pipeline.collect_poll_us", FAID_OT_INT, "us", 0, 10000, "0", 0, NULL, collect_poll_us,
            0,
            "While frames are in flight and none waits in the frame queue: 0 = the worker waits "
