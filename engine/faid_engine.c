@@ -18,6 +18,7 @@
 #include "faid_engine.h"
 
 #include "faid_log.h"
+#include "faid_pcopy.h"
 #include "faid_stage.h"
 
 #include <stdio.h>
@@ -252,6 +253,7 @@ void faid_engine_destroy(faid_engine **pe)
         if (faid_stages[i]->shutdown)
             faid_stages[i]->shutdown(&e->env, i);
     e->ops->close(&e->env);
+    faid_pcopy_destroy(&e->env.pcopy);
     free(e);
     *pe = NULL;
 }
@@ -306,6 +308,23 @@ int faid_engine_set_resident(faid_engine *e, int on)
     if (!e)
         return FAID_EINVAL;
     e->env.resident = on != 0;
+    return FAID_OK;
+}
+
+int faid_engine_set_copy_threads(faid_engine *e, int n, faid_diag *d)
+{
+    if (!e)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    if (n < 1 || n > FAID_PCOPY_MAX)
+        return faid_fail(d, FAID_ERANGE, "engine: %d copy threads out of range 1..%d", n,
+                         FAID_PCOPY_MAX);
+    if (faid_pcopy_threads(e->env.pcopy) == n)
+        return FAID_OK;
+    faid_pcopy *p = NULL;
+    if (n > 1 && !(p = faid_pcopy_new(n, d)))
+        return d && d->code ? d->code : FAID_ENOMEM;
+    faid_pcopy_destroy(&e->env.pcopy);
+    e->env.pcopy = p;
     return FAID_OK;
 }
 

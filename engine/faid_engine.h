@@ -227,6 +227,12 @@ int faid_engine_launch_open(faid_engine *e, faid_diag *d);
  * address and length): the decode reads the copy already on the device. The bytes must not have
  * changed since (faid-bench's frames never do). Off by default; the daemon never sets it. */
 int faid_engine_set_resident(faid_engine *e, int on);
+/* Threads that copy a frame into pinned staging when its bytes lie outside engine pinned memory
+ * (faid_pcopy.h): 1 (default) = the calling thread's memcpy; n (up to FAID_PCOPY_MAX) = the
+ * caller and n - 1 threads of the engine's own, each a share of the frame. The same bytes reach
+ * the device. Issue 17: the daemon's one worker per device copied such frames itself, 149 of
+ * its 228 us per result with four input connections on one H100. */
+int faid_engine_set_copy_threads(faid_engine *e, int n, faid_diag *d);
 /* Device memory held by the engine's buffers for the current setup and depth, in bytes (0 on
  * the reference device). */
 size_t faid_engine_device_bytes(const faid_engine *e);

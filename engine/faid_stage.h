@@ -68,6 +68,8 @@ typedef struct faid_stage_env {
     size_t wg_override;            /* FAID_ENGINE_WG, 0 = none */
     int int_variant;               /* FAID_ENGINE_INTEGRATE: FAID_INTV_* bits, 0 = none */
     int resident;                  /* faid_engine_set_resident (benchmarks) */
+    struct faid_pcopy *pcopy;      /* faid_engine_set_copy_threads: staging copies shared by
+                                    * several threads (NULL: memcpy) */
     void *dev;                     /* the device's own state */
     void *estate[FAID_STAGE_MAX];  /* a stage's engine-lifetime state */
 } faid_stage_env;

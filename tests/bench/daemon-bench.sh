@@ -44,7 +44,9 @@
 #      faid-bench's peak parameters (tests/bench/faid_bench.c, --peaks: cutoff_clip 5, cutoff_peak
 #      4, patch_size 5, adc_threshold 20, minimum_snr 4; the daemon's defaults find about ten
 #      times as many peaks on these frames), so the daemon runs the configuration faid-bench's
-#      peak figures are of;
+#      peak figures are of; copy4 = pipeline.copy_threads 4 (the frames outside the arena copied
+#      into staging by the worker and 3 threads, a share each; also runs the CONNS-connection
+#      throughput: issue 17's four connections, where the worker's copies were most of its time);
 #   4. unless BENCH=0, faid-bench on the main daemon's own configuration file (and benchpeaks'),
 #      on the same device, depth INFLIGHT / BATCH and batch BATCH: one frame alone (the fused
 #      variant: every stage's device time) and pipelined (frames/s of the GPU stage), so that the
@@ -69,7 +71,7 @@
 # default auto), CONTEXTS (input.contexts, default per_connection), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
 # "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
-# "benchpeaks"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# "benchpeaks", "copy4"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
 # 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
@@ -129,20 +131,21 @@ fi
 
 # Writes $LOG/<name>.yaml from base.yaml with fresh ports ($pin[], $pout, $pctl), pinned bytes $2,
 # input.pinned_copy $3, writer.directory $4 (empty: off), input.contexts $5 (default
-# $CONTEXTS), pipeline.collect_poll_us $6 (default 0) and, with $7 = bench, faid-bench's peak
-# parameters; peaks.algorithm $PEAKS.
+# $CONTEXTS), pipeline.collect_poll_us $6 (default 0), with $7 = bench faid-bench's peak
+# parameters, pipeline.copy_threads $8 (default 1); peaks.algorithm $PEAKS.
 make_config() {
     local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-0} pk=${7:-}
+    local ct=${8:-1}
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
     pctl=$(port)
     cfg=$LOG/$name.yaml
     python3 - "$LOG/base.yaml" "$cfg" "$pout" "$pctl" "$DEVICE" "$INFLIGHT" "$BATCH" "$pinned" \
-        "$pcopy" "$wdir" "$ctxs" "$PEAKS" "$poll" "$pk" "${pin[@]}" <<'EOF'
+        "$pcopy" "$wdir" "$ctxs" "$PEAKS" "$poll" "$pk" "$ct" "${pin[@]}" <<'EOF'
 import sys
-src, dst, pout, pctl, dev, infl, batch, pinned, pcopy, wdir, ctxs, peaks, poll, pk = sys.argv[1:15]
-ins = sys.argv[15:]
+src, dst, pout, pctl, dev, infl, batch, pinned, pcopy, wdir, ctxs, peaks, poll, pk, ct = sys.argv[1:16]
+ins = sys.argv[16:]
 eps = "[" + ", ".join(f'"tcp://127.0.0.1:{p}"' for p in ins) + "]"
 # stats.interval 0: no periodic message, so sub's clock starts with the series, not a stats tick
 want = {("input", "endpoint"): eps, ("input", "mode"): "bind",
@@ -152,7 +155,7 @@ want = {("input", "endpoint"): eps, ("input", "mode"): "bind",
         ("queue", "policy"): "block", ("pipeline", "inflight"): infl,
         ("pipeline", "batch"): batch, ("stats", "interval"): "0", ("log", "level"): "info",
         ("input", "contexts"): ctxs, ("peaks", "algorithm"): peaks,
-        ("pipeline", "collect_poll_us"): poll}
+        ("pipeline", "collect_poll_us"): poll, ("pipeline", "copy_threads"): ct}
 if wdir:
     want[("writer", "directory")] = f'"{wdir}"'
 if pk == "bench":
@@ -314,13 +317,14 @@ for v in $COMPARE; do
     poll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 ;;
     shared) make_config "$v" "$PINNED" "$PINNED_COPY" "" shared ;;
     benchpeaks) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 bench ;;
+    copy4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" 4 ;;
     writer)
         wdir=${WRITER_DIR:-$LOG/writer-files}
         mkdir -p "$wdir" && rm -f "$wdir"/*.h5
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, writer)"
         continue
         ;;
     esac
@@ -331,7 +335,7 @@ for v in $COMPARE; do
         series "tp1_$v" 2 "$FRAMES" 1
         "$ctl" status "${c[@]}" --json >"$LOG/status_tp1_$v.json" 2>>"$LOG/daemon-bench.log"
         "$ctl" reset "${c[@]}" >/dev/null 2>&1
-        if [ "$v" = shared ] && [ "$CONNS" -gt 1 ]; then
+        if { [ "$v" = shared ] || [ "$v" = copy4 ]; } && [ "$CONNS" -gt 1 ]; then
             say "throughput, $CONNS connections, $v: $FRAMES frames"
             series "tpn_$v" 3 "$FRAMES" "$CONNS"
             "$ctl" status "${c[@]}" --json >"$LOG/status_tpn_$v.json" 2>>"$LOG/daemon-bench.log"
@@ -573,6 +577,8 @@ if conns > 1:
     tps.append((f"throughput, {conns} conn", res["tpn"]))
 for v in compare:
     tps.append((f"throughput, {v}", res["compare"][v]["tp1"]))
+    if res["compare"][v]["tpn"].get("results_per_s"):
+        tps.append((f"throughput, {conns}c, {v}", res["compare"][v]["tpn"]))
 for name, t in tps:
     wk = t.get("worker_us") or {}
     if t.get("results_per_s") and wk.get("wait_us") is not None:

@@ -101,6 +101,7 @@ typedef struct opts {
     const char *kind;     /* frames: synthetic | lowcount */
     const char *detector; /* detector.preset override (eiger_1m ... eiger_16m), NULL: config */
     int cake_arrays;      /* --cake-arrays: leading cake arrays read back (0: all four) */
+    int copy_threads;     /* --copy-threads: staging copies over N threads (0: the config's) */
 } opts;
 
 static const char usage[] =
@@ -113,6 +114,8 @@ static const char usage[] =
     "                  [--kind synthetic|lowcount] [--detector PRESET]\n"
     "                  [--cake-arrays 1..4]  (the cake's I, sigma, std, count read back;\n"
     "                  1 = the daemon's lean cake, output.cake lean)\n"
+    "                  [--copy-threads 1..16]  (copies into pinned staging shared by N\n"
+    "                  threads, as the daemon's pipeline.copy_threads)\n"
     "                  (variants also: compute = decode + integrate of frames already on\n"
     "                  the device)\n"
     "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
@@ -835,6 +838,7 @@ static int parse_args(int argc, char **argv, opts *o)
                 NULL,
                 "synthetic",
                 NULL,
+                0,
                 0};
     const bench_shared sh = {.frames = &o->frames,
                              .config = &o->config,
@@ -858,6 +862,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"detector", BENCH_STR, &o->detector, NULL, 0, 0, NULL},
         {"no-check", BENCH_OFF, NULL, &o->check, 0, 0, NULL},
         {"cake-arrays", BENCH_INT, NULL, &o->cake_arrays, 1, 4, NULL},
+        {"copy-threads", BENCH_INT, NULL, &o->copy_threads, 1, 16, NULL},
     };
     int prc =
         bench_parse("faid-bench", argc, argv, &sh, own, (int)(sizeof own / sizeof own[0]), usage);
@@ -1102,6 +1107,13 @@ int main(int argc, char **argv)
     }
     if (faid_engine_prepare(e, dt, &d)) {
         fprintf(stderr, "faid-bench: kernels: %s\n", d.msg);
+        return 1;
+    }
+    /* --copy-threads N (else pipeline.copy_threads of the configuration): the pipelined-copy
+     * variant's copies into staging shared by N threads, as the daemon's worker does */
+    const int copy_threads = o.copy_threads ? o.copy_threads : cfg.copy_threads;
+    if (faid_engine_set_copy_threads(e, copy_threads, &d)) {
+        fprintf(stderr, "faid-bench: --copy-threads %d: %s\n", copy_threads, d.msg);
         return 1;
     }
     /* --cake-arrays N: the D2H of the daemon's cake (its sums stay on the device, N of I, sigma,

@@ -882,6 +882,42 @@ def test_partial_batch_launched_before_wait(daemons, tmpdir_):
     assert d.terminate() == 0
 
 
+def test_copy_threads_same_results(daemons, tmpdir_):
+    """pipeline.copy_threads 3 with no pinned arena: the worker and two threads copy each frame
+    (1 MB, above the split threshold) into staging, a share each; every frame is answered with
+    the bits `faidctl process` gives on the same device."""
+    shape = (512, 512)
+    d = daemons(devices="ref", lossless=True, shape=shape, max_frame_bytes=4000000,
+                input_extra="  pinned_bytes: 0\n", extra="pipeline:\n  copy_threads: 3\n")
+    assert "copy_threads: 3" in subprocess.run(
+        [FAIDCTL, "config", "--control", ep(d.ports["ctl"])], capture_output=True, text=True,
+        timeout=LONG).stdout
+    rx = Receiver(d, lossless=True)
+    rx.settle()
+    tx = Sender(d)
+    rng = np.random.default_rng(8)
+    imgs = [rng.poisson(30 + k, shape).astype(np.uint32) for k in range(4)]
+    tx.start(series_id=4, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=4)
+    tx.end(series_id=4)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == list(range(len(imgs)))
+    out = os.path.join(tmpdir_, "copy")
+    os.makedirs(out)
+    np.save(os.path.join(out, "f.npy"), np.stack(imgs))
+    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "ref", "-o", out,
+                        os.path.join(out, "f.npy")], capture_output=True, text=True, timeout=LONG)
+    assert p.returncode == 0, p.stderr
+    for i in range(len(imgs)):
+        ref = np.loadtxt(os.path.join(out, "f_%05d.dat" % i), dtype=np.float64)
+        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
+            want = ref[:, col].astype(np.float32)
+            assert np.array_equal(arr(results[i][key]).view(np.uint32), want.view(np.uint32)), key
+    assert d.terminate() == 0
+
+
 @pytest.mark.parametrize("batch", [1, 2])
 def test_collect_poll_same_results(daemons, tmpdir_, batch):
     """pipeline.collect_poll_us: the worker checks the oldest frame and the queue instead of
