@@ -224,6 +224,8 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
     }
     const char *rv = getenv("FAID_ENGINE_ROWS");
     e->env.rows_env = rv && (rv[0] == '0' || rv[0] == '1') && !rv[1] ? rv[0] - '0' : -1;
+    const char *sd = getenv("FAID_ENGINE_SLOT_D2H");
+    e->env.slot_d2h = sd && strcmp(sd, "1") == 0;
     if (!device || !*device)
         device = "auto";
     e->ops = strcmp(device, "ref") == 0 ? &faid_devops_ref : &faid_devops_cl;

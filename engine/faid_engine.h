@@ -159,6 +159,9 @@ int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *r, fai
  *     }
  *     while (faid_engine_in_flight(e)) faid_engine_collect(e, res, &tag, 1, &d);
  *
+ * On OpenCL each frame's outputs are read back as soon as its own stages are done, not after
+ * the whole slot's (FAID_ENGINE_SLOT_D2H=1 at engine creation: one read-back per slot after its
+ * last frame, the path before, for measurements).
  * The reference device runs the frame at submit and hands the result over at collect.
  * set_setup, set_fused and set_depth are refused (FAID_EBUSY) while frames are in flight. */
 #define FAID_ENGINE_DEPTH_DEFAULT 4

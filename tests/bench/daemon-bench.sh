@@ -46,7 +46,10 @@
 #      times as many peaks on these frames), so the daemon runs the configuration faid-bench's
 #      peak figures are of; copy4 = pipeline.copy_threads 4 (the frames outside the arena copied
 #      into staging by the worker and 3 threads, a share each; also runs the CONNS-connection
-#      throughput: issue 17's four connections, where the worker's copies were most of its time);
+#      throughput: issue 17's four connections, where the worker's copies were most of its time),
+#      slotd2h = the main settings with FAID_ENGINE_SLOT_D2H=1 (one read-back per slot after its
+#      last frame, the path before per-lane reads: with batches the first frames of a slot
+#      waited for the last one's peak stages);
 #   4. unless BENCH=0, faid-bench on the main daemon's own configuration file (and benchpeaks'),
 #      on the same device, depth INFLIGHT / BATCH and batch BATCH: one frame alone (the fused
 #      variant: every stage's device time) and pipelined (frames/s of the GPU stage), so that the
@@ -71,7 +74,7 @@
 # default auto), CONTEXTS (input.contexts, default per_connection), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
 # "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
-# "benchpeaks", "copy4"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# "benchpeaks", "copy4", "slotd2h"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
 # 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
@@ -190,7 +193,7 @@ EOF
 start_faid() {
     local name=$1
     say "faid $name: devices $DEVICE; log $LOG/faid_$name.log"
-    "$BIN/faid" -c "$cfg" 2>"$LOG/faid_$name.log" &
+    env ${fenv[@]+"${fenv[@]}"} "$BIN/faid" -c "$cfg" 2>"$LOG/faid_$name.log" &
     faid_pid=$!
     c=(--control "tcp://127.0.0.1:$pctl")
     for _ in $(seq 1 $((TIMEOUT * 2))); do
@@ -220,6 +223,7 @@ stop_faid() {
     [ "$rc" = 0 ] || { say "ERROR: faid $name exited with status $rc"; status=1; }
 }
 faid_pid=""
+fenv=() # environment of the next faid (a COMPARE entry's engine knob)
 # shellcheck disable=SC2317 # (called by the EXIT trap)
 cleanup() { [ -n "$faid_pid" ] && kill "$faid_pid" 2>/dev/null; }
 trap cleanup EXIT
@@ -308,6 +312,7 @@ fi
 
 # 3. the comparison daemons: one connection and one latency run each
 for v in $COMPARE; do
+    fenv=()
     case $v in
     nopin) make_config "$v" 0 auto ;;
     always) make_config "$v" "$PINNED" always ;;
@@ -318,13 +323,17 @@ for v in $COMPARE; do
     shared) make_config "$v" "$PINNED" "$PINNED_COPY" "" shared ;;
     benchpeaks) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 bench ;;
     copy4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" 4 ;;
+    slotd2h)
+        make_config "$v" "$PINNED" "$PINNED_COPY"
+        fenv=(FAID_ENGINE_SLOT_D2H=1)
+        ;;
     writer)
         wdir=${WRITER_DIR:-$LOG/writer-files}
         mkdir -p "$wdir" && rm -f "$wdir"/*.h5
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, slotd2h, writer)"
         continue
         ;;
     esac

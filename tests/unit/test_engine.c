@@ -744,6 +744,25 @@ static void test_integrate_variants(ctx *c, const faid_setup *boot)
     faid_engine_destroy(&e);
 }
 
+/* Each lane's outputs are read back on their own after its stages (a frame does not wait for
+ * the lanes after it); FAID_ENGINE_SLOT_D2H=1 keeps the one read-back per slot of before (plain
+ * and rectangular, a lean cake). Both give every frame's bits: pipeline_on compares each with
+ * faid_engine_process of the frame alone. */
+static void test_slot_d2h(const faid_setup *boot)
+{
+    faid_diag d = {0};
+    setenv("FAID_ENGINE_SLOT_D2H", "1", 1);
+    faid_engine *e = faid_engine_new(boot, "cpu", &d);
+    unsetenv("FAID_ENGINE_SLOT_D2H");
+    CHECK_MSG(e != NULL, "%s", d.msg);
+    if (!e)
+        return;
+    pipeline_on(e, &setups[0], 2, 3); /* poisson with cake, batches of 3 */
+    CHECK_MSG(faid_engine_set_cake_arrays(e, 1, &d) == 0, "%s", d.msg);
+    pipeline_on(e, &setups[0], 2, 2); /* the lean cake: the lanes' prefixes, one rectangle */
+    faid_engine_destroy(&e);
+}
+
 int main(void)
 {
     faid_log_set_level(FAID_LOG_ERROR);
@@ -769,6 +788,7 @@ int main(void)
         test_errors(&c);
         test_pipeline(&c);
         test_integrate_variants(&c, &boot);
+        test_slot_d2h(&boot);
         printf("worst relative difference OpenCL vs reference: %.3g (tolerance %.0e)\n",
                max_err_seen, TOL);
     }
