@@ -601,13 +601,13 @@ for v, b in bench.items():
     one, pipe = vs.get("fused"), vs.get("pipelined")
     if not one:
         continue
-    ks = ("stage_us", "h2d_us", "decode_us", "integrate_us", "clip_us", "find_us", "d2h_us", "total_us")
     vals = [None, one.get("stage_us"), one.get("h2d_us"), one.get("decode_us"),
             (one.get("integrate_us") or 0) + (one.get("preprocess_us") or 0),
             (one.get("clip_us") or 0) + (one.get("pkpre_us") or 0), one.get("find_us"),
             one.get("d2h_us"), one.get("total_us"), None, None]
     print(f"{'faid-bench ' + v:<24} " + " ".join(f"{f(x):>7}" for x in vals) +
-          f"  (one frame alone; peaks of frames 0-3 {b.get('num_peaks')})")
+          "  (one frame alone" + (f"; peaks of frames 0-3 {b.get('num_peaks')})"
+                                  if b.get("peaks", "none") != "none" else ")"))
     if pipe:
         print(f"{'  pipelined':<24} {f(pipe.get('fps'))} frames/s "
               f"({pipe.get('depth')} in flight, batch {pipe.get('batch')}), engine median "
