@@ -420,7 +420,7 @@ static const faid_option options[] = {
            "batch slots (at least 1, at most 32) of pipeline.batch frames."),
     SIMPLE("pipeline.batch", FAID_OT_INT, "frames", 1, 8, "1", 0, NULL, batch, 0,
            "Frames integrated in one pass over the CSR matrix (shares the matrix traffic on a "
-           "GPU; a partial batch is integrated as soon as its oldest frame is awaited)."),
+           "GPU; a partial batch is integrated as soon as no further frame waits to join it)."),
     SIMPLE("pipeline.collect_poll_us", FAID_OT_INT, "us", 0, 10000, "0", 0, NULL, collect_poll_us,
            0,
            "While frames are in flight and none waits in the frame queue: 0 = the worker waits "
@@ -429,6 +429,12 @@ static const faid_option options[] = {
            "is submitted at once and its transfer and decode overlap the device work of the "
            "frames before it (lower latency at a fixed rate, a worker thread that wakes every "
            "N us while the device works)."),
+    SIMPLE("pipeline.copy_threads", FAID_OT_INT, "threads", 1, 16, "1", 0, NULL, copy_threads, 0,
+           "Threads per device that copy a frame into pinned staging when it is not in the "
+           "pinned input arena (input.pinned_bytes 0, the arena full, or input.pinned_copy "
+           "leaving the copy to the worker): 1 = the worker alone; N = the worker and N - 1 "
+           "threads, a share of the frame each (the one worker per device copying every such "
+           "frame limits several input connections)."),
     SIMPLE("stats.interval", FAID_OT_DOUBLE, "s", 0, 86400, "1.0", R, NULL, stats_interval, 0,
            "Period of the published stats message; 0 = off."),
     SIMPLE("log.level", FAID_OT_STRING, "", 0, 0, "info", R, faid_log_level_names, log_level, 16,

@@ -111,6 +111,7 @@ typedef struct faid_config {
     int inflight;        /* frames in flight per device (slots with batch) */
     int batch;           /* frames per integration pass */
     int collect_poll_us; /* worker: poll the oldest frame and the queue every N us, 0 = block */
+    int copy_threads;    /* threads per device copying a frame into pinned staging */
     int64_t max_frame_bytes;
     int io_threads;            /* ZeroMQ I/O threads */
     double series_timeout;     /* s without a message before an open series closes */

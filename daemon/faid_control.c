@@ -229,6 +229,10 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
             .busy = faid_bits_to_f64(atomic_load(&wk->busy_frac_bits)),
             .host_us = nt > 0 ? (double)faid_stat_get(&wk->host_ns) / 1e3 / nt : 0.0,
             .table_us = nt > 0 ? (double)faid_stat_get(&wk->table_ns) / 1e3 / nt : 0.0,
+            .submit_us = nt > 0 ? (double)faid_stat_get(&wk->submit_ns) / 1e3 / nt : 0.0,
+            .wait_us = nt > 0 ? (double)faid_stat_get(&wk->wait_ns) / 1e3 / nt : 0.0,
+            .encode_us = nt > 0 ? (double)faid_stat_get(&wk->encode_ns) / 1e3 / nt : 0.0,
+            .early_launches = faid_stat_get(&wk->early_launches),
         };
     }
 }
@@ -318,6 +322,9 @@ static void handle(faid_server *s, const void *req, size_t len, faid_mpw *w, int
             atomic_store(&s->workers[i].busy_frac_bits, 0);
             atomic_store(&s->workers[i].host_ns, 0);
             atomic_store(&s->workers[i].table_ns, 0);
+            atomic_store(&s->workers[i].submit_ns, 0);
+            atomic_store(&s->workers[i].wait_ns, 0);
+            atomic_store(&s->workers[i].encode_ns, 0);
             atomic_store(&s->workers[i].timed, 0);
         }
         faid_log_ratelimited(&rl_reset, FAID_LOG_INFO, "control", "aggregates reset");

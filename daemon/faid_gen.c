@@ -135,6 +135,11 @@ faid_gen *faid_gen_build_masked(faid_server *s, const faid_config *cfg, uint64_t
             faid_diag_prefix(d, "device %s: pipeline.batch %d: ", s->workers[i].spec, batch);
             goto fail;
         }
+        if (faid_engine_set_copy_threads(g->engines[i], cfg->copy_threads, d)) {
+            faid_diag_prefix(d, "device %s: pipeline.copy_threads %d: ", s->workers[i].spec,
+                             cfg->copy_threads);
+            goto fail;
+        }
         /* Results carry I, sigma, std and count of the cake; its sums stay on the device. */
         if (faid_engine_set_sums_2d(g->engines[i], 0, d)) {
             faid_diag_prefix(d, "device %s: ", s->workers[i].spec);

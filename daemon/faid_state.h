@@ -76,6 +76,14 @@ typedef struct faid_worker {
      * row, which declares host_us, faid_times_status) and ingest's block-table parse (the
      * daemon's time, before the engine: no engine row) */
     atomic_uint_fast64_t host_ns, table_ns, timed;
+    /* the worker's own time, summed (status "submit_us", "wait_us", "encode_us", per timed
+     * frame): handing frames to the engine, in the engine's collect (waiting for the device
+     * included), and after it (result message, aggregates, statistics). Issue 17: whether the
+     * one worker per device or its device is the limit shows here. */
+    atomic_uint_fast64_t submit_ns, wait_ns, encode_ns;
+    /* partly filled slots launched before the worker waited for older frames (status
+     * "early_launches", faid_engine_launch_open) */
+    atomic_uint_fast64_t early_launches;
     atomic_uint_fast64_t busy_frac_bits; /* double: busy fraction over the last interval */
     atomic_int in_flight;                /* frames submitted to the engine, not collected */
     atomic_int_fast64_t alive_ns;        /* heartbeat: the worker loop's last turn (watchdog) */

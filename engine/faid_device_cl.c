@@ -9,9 +9,11 @@
  * dtype arrives) the stages' launch plans run for all the slot's frames: first every stage's
  * per-slot launches in stage order, then lane after lane every stage's per-lane launches in
  * stage order (so a per-slot scratch buffer used by one lane at a time, such as the peak stages'
- * preprocessed frame, serves every lane); one D2H then brings every read-back output segment of
- * every lane (faid_restab.h). Collect waits for that copy, fills the commands' device times, and
- * lets each stage check (decode error flag), then take its outputs and times.
+ * preprocessed frame, serves every lane), each lane's launches followed by the D2H of that lane's
+ * read-back output segments (faid_restab.h), so a frame does not wait for the lanes after it
+ * (FAID_ENGINE_SLOT_D2H=1: one D2H of every lane after the last, the path before). Collect waits
+ * for the lane's copy, fills the commands' device times, and lets each stage check (decode error
+ * flag), then take its outputs and times.
  *
  * A plan is resolved once per setup, frame dtype and slot layout (kernels built, parameters
  * matched to the plan's arguments by name, buffers to resource-table entries) and cached in the
@@ -305,10 +307,11 @@ static void cl_slot_reset(faid_stage_slot *sl)
         for (int s = 0; s < FAID_STAGE_MAX; s++)
             for (int i = 0; i < FAID_STAGE_EV; i++)
                 release_event(&sl->lane[f].ev[s][i]);
+    for (int f = 0; f < sl->nlanes; f++)
+        release_event(&sl->lane[f].ev_d2h);
     for (int s = 0; s < FAID_STAGE_MAX; s++)
         for (int i = 0; i < FAID_STAGE_EV; i++)
             release_event(&sl->ev[s][i]);
-    release_event(&sl->ev_d2h);
     sl->n = sl->ncol = sl->closed = 0;
 }
 
@@ -527,34 +530,47 @@ static int cl_close_slot(faid_stage_env *env, faid_stage_res *res, faid_stage_sl
             if (!r->per_lane && (rc = run_launch(res, sl, r, 0, &sl->ev[i][r->ev], d)))
                 goto fail;
         }
-    /* then lane after lane, every stage's launches of that lane */
-    for (int f = 0; f < sl->n; f++)
+    /* then lane after lane, every stage's launches of that lane and the read-back of its outputs
+     * (where a segment is read only in part, a lean cake: 1.44 of 5.76 MB per lane at 360 x
+     * 1000, the prefix of the lane's block): a lane's frame is complete once its own stages are,
+     * without waiting for the lanes after it (issue 17: with peaks a batch of 2 made the first
+     * frame wait for the second one's clip and find, about 0.3 ms on an H100). With
+     * FAID_ENGINE_SLOT_D2H=1 one copy after the last lane brings every lane's, as before. */
+    const size_t stride = faid_restab_out_stride(res->rt) * sizeof(float);
+    const size_t want = faid_restab_out_read(res->rt) * sizeof(float);
+    cl_mem out = faid_restab_mem(res->rt, "out", sl->index);
+    uint8_t *h_out = faid_restab_host(res->rt, "out", sl->index);
+    for (int f = 0; f < sl->n; f++) {
         for (int i = 0; i < ns; i++)
             for (int j = 0; rp[i] && j < rp[i]->n; j++) {
                 const rlaunch *r = &rp[i]->l[j];
                 if (r->per_lane && (rc = run_launch(res, sl, r, f, &sl->lane[f].ev[i][r->ev], d)))
                     goto fail;
             }
-    /* every read-back output of every lane in one copy; where a segment is read only in part
-     * (a lean cake: 1.44 of 5.76 MB per lane at 360 x 1000), the prefix of each lane block, in
-     * one rectangular copy */
-    const size_t stride = faid_restab_out_stride(res->rt) * sizeof(float);
-    const size_t want = faid_restab_out_read(res->rt) * sizeof(float);
-    cl_mem out = faid_restab_mem(res->rt, "out", sl->index);
-    void *h_out = faid_restab_host(res->rt, "out", sl->index);
-    cl_event d2h = NULL;
-    if (want == stride)
-        FAID_CL_TRY_GOTO(d, rc, fail,
-                         clEnqueueReadBuffer(queue_of(sl), out, CL_FALSE, 0, (size_t)sl->n * stride,
-                                             h_out, 0, NULL, &d2h));
-    else {
-        const size_t origin[3] = {0, 0, 0}, region[3] = {want, (size_t)sl->n, 1};
-        FAID_CL_TRY_GOTO(d, rc, fail,
-                         clEnqueueReadBufferRect(queue_of(sl), out, CL_FALSE, origin, origin,
-                                                 region, stride, 0, stride, 0, h_out, 0, NULL,
-                                                 &d2h));
+        if (env->slot_d2h && f < sl->n - 1)
+            continue;
+        /* lane f alone, or (FAID_ENGINE_SLOT_D2H) lanes 0..f */
+        const int first = env->slot_d2h ? 0 : f;
+        cl_event d2h = NULL;
+        if (want == stride || f == first)
+            FAID_CL_TRY_GOTO(d, rc, fail,
+                             clEnqueueReadBuffer(queue_of(sl), out, CL_FALSE,
+                                                 (size_t)first * stride,
+                                                 (size_t)(f - first) * stride + want,
+                                                 h_out + (size_t)first * stride, 0, NULL, &d2h));
+        else {
+            const size_t origin[3] = {0, 0, 0}, region[3] = {want, (size_t)(f - first + 1), 1};
+            FAID_CL_TRY_GOTO(d, rc, fail,
+                             clEnqueueReadBufferRect(queue_of(sl), out, CL_FALSE, origin, origin,
+                                                     region, stride, 0, stride, 0, h_out, 0, NULL,
+                                                     &d2h));
+        }
+        for (int k = first; k <= f; k++) {
+            if (k < f)
+                clRetainEvent(d2h);
+            sl->lane[k].ev_d2h = (faid_devent)d2h;
+        }
     }
-    sl->ev_d2h = (faid_devent)d2h;
     FAID_CL_TRY_GOTO(d, rc, fail, clFlush(queue_of(sl)));
     sl->closed = 1;
     return FAID_OK;
@@ -563,7 +579,8 @@ fail:
     for (int s = 0; s < FAID_STAGE_MAX; s++)
         for (int i = 0; i < FAID_STAGE_EV; i++)
             release_event(&sl->ev[s][i]);
-    release_event(&sl->ev_d2h);
+    for (int f = 0; f < sl->nlanes; f++)
+        release_event(&sl->lane[f].ev_d2h);
     return rc;
 }
 
@@ -577,7 +594,7 @@ static int cl_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot 
     if (!sl->closed && (rc = cl_close_slot(env, res, sl, d)))
         goto out;
     rc = FAID_ECL;
-    cl_event d2h = (cl_event)sl->ev_d2h;
+    cl_event d2h = (cl_event)ln->ev_d2h;
     if (!block) {
         cl_int st = CL_COMPLETE;
         FAID_CL_TRY_GOTO(
@@ -608,7 +625,8 @@ static int cl_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot 
     for (int i = 0; faid_stages[i]; i++)
         if (res->enabled[i] && faid_stages[i]->times)
             faid_stages[i]->times(sl, lane, i, &r->t);
-    r->t.d2h_us = ev_us(sl->ev_d2h) / sl->n;
+    /* this lane's copy (FAID_ENGINE_SLOT_D2H: its share of the slot's) */
+    r->t.d2h_us = ev_us(ln->ev_d2h) / (env->slot_d2h ? sl->n : 1);
     r->t.transfer_us = r->t.h2d_us + r->t.d2h_us;
     r->t.batch = sl->n;
     r->t.total_us = faid_stage_now_us() - ln->t_submit;

@@ -18,6 +18,7 @@
 #include "faid_engine.h"
 
 #include "faid_log.h"
+#include "faid_pcopy.h"
 #include "faid_stage.h"
 
 #include <stdio.h>
@@ -223,6 +224,8 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
     }
     const char *rv = getenv("FAID_ENGINE_ROWS");
     e->env.rows_env = rv && (rv[0] == '0' || rv[0] == '1') && !rv[1] ? rv[0] - '0' : -1;
+    const char *sd = getenv("FAID_ENGINE_SLOT_D2H");
+    e->env.slot_d2h = sd && strcmp(sd, "1") == 0;
     if (!device || !*device)
         device = "auto";
     e->ops = strcmp(device, "ref") == 0 ? &faid_devops_ref : &faid_devops_cl;
@@ -252,6 +255,7 @@ void faid_engine_destroy(faid_engine **pe)
         if (faid_stages[i]->shutdown)
             faid_stages[i]->shutdown(&e->env, i);
     e->ops->close(&e->env);
+    faid_pcopy_destroy(&e->env.pcopy);
     free(e);
     *pe = NULL;
 }
@@ -306,6 +310,23 @@ int faid_engine_set_resident(faid_engine *e, int on)
     if (!e)
         return FAID_EINVAL;
     e->env.resident = on != 0;
+    return FAID_OK;
+}
+
+int faid_engine_set_copy_threads(faid_engine *e, int n, faid_diag *d)
+{
+    if (!e)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    if (n < 1 || n > FAID_PCOPY_MAX)
+        return faid_fail(d, FAID_ERANGE, "engine: %d copy threads out of range 1..%d", n,
+                         FAID_PCOPY_MAX);
+    if (faid_pcopy_threads(e->env.pcopy) == n)
+        return FAID_OK;
+    faid_pcopy *p = NULL;
+    if (n > 1 && !(p = faid_pcopy_new(n, d)))
+        return d && d->code ? d->code : FAID_ENOMEM;
+    faid_pcopy_destroy(&e->env.pcopy);
+    e->env.pcopy = p;
     return FAID_OK;
 }
 
@@ -640,6 +661,20 @@ int faid_engine_collect(faid_engine *e, faid_result *res, uint64_t *tag, int blo
     if (rc)
         return rc;
     return collect_oldest(e, res, tag, block, 1, d);
+}
+
+int faid_engine_launch_open(faid_engine *e, faid_diag *d)
+{
+    if (!e || !e->res)
+        return faid_fail(d, FAID_EINVAL, "engine: no setup");
+    faid_stage_slot *sl = open_slot(e);
+    if (!sl || sl->n == 0 || sl == &e->res->slot[e->head])
+        return 0;
+    int rc = e->ops->close_slot(&e->env, &e->res->s, sl, d);
+    if (rc)
+        return rc;
+    sl->closed = 1;
+    return 1;
 }
 
 int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *res, faid_diag *d)

@@ -44,6 +44,8 @@ typedef struct faid_stage_times {
     double find_us[6]; /* part of peaks_us: the finder's launches in order (OpenCL; pyfai: flag,
                         * scan, write; peakfinder8: prep, radial, candidates, fill, scan, write),
                         * for faid-bench (issue 17: which kernel costs) */
+    double pkfind_us;  /* part of peaks_us: the finder's launches together (the sum of find_us;
+                        * the reference device: its finder's host time) */
 } faid_stage_times;
 
 #define FAID_RESULT_OUTPUTS 48 /* named outputs of one result, at most (faid_outputs.h) */
@@ -157,6 +159,9 @@ int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *r, fai
  *     }
  *     while (faid_engine_in_flight(e)) faid_engine_collect(e, res, &tag, 1, &d);
  *
+ * On OpenCL each frame's outputs are read back as soon as its own stages are done, not after
+ * the whole slot's (FAID_ENGINE_SLOT_D2H=1 at engine creation: one read-back per slot after its
+ * last frame, the path before, for measurements).
  * The reference device runs the frame at submit and hands the result over at collect.
  * set_setup, set_fused and set_depth are refused (FAID_EBUSY) while frames are in flight. */
 #define FAID_ENGINE_DEPTH_DEFAULT 4
@@ -203,6 +208,16 @@ int faid_engine_submit_table(faid_engine *e, const faid_frame *f, const faid_blo
  * from the device decoder), it is consumed, *tag names it and d says why. */
 int faid_engine_collect(faid_engine *e, faid_result *r, uint64_t *tag, int block, faid_diag *d);
 
+/* With batches: starts the downstream stages of the slot taking frames now (a partial batch)
+ * when it is not the oldest slot in flight, so that its frames run while the caller waits for
+ * older ones instead of after them (collect launches a partial slot only when it reaches it).
+ * For a caller that has no further frame at hand and is about to wait: no frame can join the
+ * slot meanwhile anyway. The frames give the same bits (a batch of fewer frames). Returns 1 when
+ * it launched a slot, 0 when there was none to launch (no slot open, or the open slot is the
+ * oldest: collect launches it), a negative code when the launch failed (the slot stays open and
+ * collect tries again, reporting the failure for its frames). */
+int faid_engine_launch_open(faid_engine *e, faid_diag *d);
+
 /* Zero-copy input. (1) The staging area of the slot the next submit takes: a producer (network
  * receive) may write the frame's bytes there and submit a frame whose data points at it; the
  * area is valid until that submit. FAID_EBUSY when every slot is in flight. (2) Pinned host
@@ -215,6 +230,12 @@ int faid_engine_collect(faid_engine *e, faid_result *r, uint64_t *tag, int block
  * address and length): the decode reads the copy already on the device. The bytes must not have
  * changed since (faid-bench's frames never do). Off by default; the daemon never sets it. */
 int faid_engine_set_resident(faid_engine *e, int on);
+/* Threads that copy a frame into pinned staging when its bytes lie outside engine pinned memory
+ * (faid_pcopy.h): 1 (default) = the calling thread's memcpy; n (up to FAID_PCOPY_MAX) = the
+ * caller and n - 1 threads of the engine's own, each a share of the frame. The same bytes reach
+ * the device. Issue 17: the daemon's one worker per device copied such frames itself, 149 of
+ * its 228 us per result with four input connections on one H100. */
+int faid_engine_set_copy_threads(faid_engine *e, int n, faid_diag *d);
 /* Device memory held by the engine's buffers for the current setup and depth, in bytes (0 on
  * the reference device). */
 size_t faid_engine_device_bytes(const faid_engine *e);

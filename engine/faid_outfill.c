@@ -64,7 +64,7 @@ void faid_out_result_times(faid_out_result *o, faid_out_time *t, size_t max, con
     size_t n = 0;
     for (int i = 0; i < faid_times_count() && n < max; i++) {
         const faid_time_decl *d = faid_times_at(i);
-        if (d->key != FAID_KEY_UNKNOWN)
+        if (d->key != FAID_KEY_UNKNOWN && (!d->peaks_only || r->peaks))
             t[n++] = (faid_out_time){.key = d->key, .us = faid_time_us(d, &r->t)};
     }
     o->times = t;

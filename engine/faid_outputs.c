@@ -180,13 +180,17 @@ const faid_output_decl *faid_outputs_find(faid_key k)
 static const faid_time_decl engine_head[] = {
     {.name = "host",
      .help = "host work before the device: block table, copy into pinned staging",
-     .key = FAID_KEY_UNKNOWN,
+     .key = FAID_KEY_HOST_US,
      .field = offsetof(faid_stage_times, stage_us),
      .histogram = 1,
      .status = FAID_KEY_HOST_US},
     FAID_TIME("transfer", TRANSFER_US, transfer_us, 1, "host <-> device copies"),
 };
+/* h2d and d2h: the parts of transfer, without a histogram (results and faid-bench show them:
+ * issue 17 compares the daemon's stages with faid-bench's one by one) */
 static const faid_time_decl engine_tail[] = {
+    FAID_TIME("h2d", H2D_US, h2d_us, 0, "part of transfer: host -> device"),
+    FAID_TIME("d2h", D2H_US, d2h_us, 0, "part of transfer: device -> host (the frame's share)"),
     FAID_TIME("compute", COMPUTE_US, total_us, 1, "the engine's total for the frame"),
 };
 #define NHEAD ((int)(sizeof engine_head / sizeof engine_head[0]))

@@ -67,6 +67,7 @@ typedef struct faid_time_decl {
     int histogram;
     faid_key status; /* status devices[]' key for its mean per frame on each device since start or
                       * `reset` (FAID_KEY_UNKNOWN: none) */
+    int peaks_only;  /* a peak stage's time: in a result only when it has peaks (r->peaks) */
 } faid_time_decl;
 
 /* A time row: FAID_TIME("decode", DECODE_US, decode_us, 1, "decompression ..."); key UNKNOWN

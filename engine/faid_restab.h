@@ -9,8 +9,8 @@
  *            the entry's alignment), on the device or in pinned host memory mapped once (staging);
  *   output   a segment of floats per lane in the slot's output buffer "out": segments read back
  *            lie in each lane's block (lane stride out_stride floats), so one D2H brings every
- *            read-back output of every lane of a slot; the others lie after the lanes and never
- *            leave the device.
+ *            read-back output of a lane (or of every lane of a slot); the others lie after the
+ *            lanes and never leave the device.
  * With a NULL OpenCL context (reference device) every entry is plain host memory. Stages use
  * this header (names, sizes, host pointers); the device buffers behind the names are the OpenCL
  * device's business (faid_restab_cl.h). */

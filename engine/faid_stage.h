@@ -68,8 +68,12 @@ typedef struct faid_stage_env {
     size_t wg_override;            /* FAID_ENGINE_WG, 0 = none */
     int int_variant;               /* FAID_ENGINE_INTEGRATE: FAID_INTV_* bits, 0 = none */
     int resident;                  /* faid_engine_set_resident (benchmarks) */
-    void *dev;                     /* the device's own state */
-    void *estate[FAID_STAGE_MAX];  /* a stage's engine-lifetime state */
+    int slot_d2h; /* FAID_ENGINE_SLOT_D2H=1: one read-back per slot after every lane (the path
+                   * before per-lane reads; for measurements) */
+    struct faid_pcopy *pcopy;     /* faid_engine_set_copy_threads: staging copies shared by
+                                   * several threads (NULL: memcpy) */
+    void *dev;                    /* the device's own state */
+    void *estate[FAID_STAGE_MAX]; /* a stage's engine-lifetime state */
 } faid_stage_env;
 
 /* What belongs to one setup: its resource table and the stages' per-setup state. */
@@ -101,6 +105,7 @@ typedef struct faid_stage_lane {
     const void *res_src; /* pinned bytes last uploaded to this lane (resident mode) */
     size_t res_len;
     double stage_us, table_us, cpu_decode_us;
+    faid_devent ev_d2h; /* the read-back of this lane's outputs (OpenCL) */
     /* reference device: the result computed at submit, and a slot buffer made on demand */
     faid_result *ref_res;
     uint8_t *ref_stage;
@@ -118,7 +123,6 @@ typedef struct faid_stage_slot {
     faid_dtype dtype;                              /* of every frame in the slot */
     faid_devent ev[FAID_STAGE_MAX][FAID_STAGE_EV]; /* launches for the whole slot */
     double us[FAID_STAGE_MAX][FAID_STAGE_EV];      /* device time of ev[][] */
-    faid_devent ev_d2h;
 } faid_stage_slot;
 
 /* ---- launch plans ---- */

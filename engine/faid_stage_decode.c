@@ -17,6 +17,7 @@
 #include "faid_stage.h"
 
 #include "faid_log.h"
+#include "faid_pcopy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -77,14 +78,15 @@ static void dec_shutdown(faid_stage_env *env, int id)
     env->estate[id] = NULL;
 }
 
-static int decode_cpu(const faid_frame *f, void *dst, size_t raw_bytes, faid_diag *d)
+static int decode_cpu(const faid_stage_env *env, const faid_frame *f, void *dst, size_t raw_bytes,
+                      faid_diag *d)
 {
     size_t esz = faid_dtype_size(f->dtype);
     if (f->encoding == FAID_ENC_NONE) {
         if (f->len != raw_bytes)
             return faid_fail(d, FAID_ESIZE, "raw frame of %zu bytes, expected %zu", f->len,
                              raw_bytes);
-        memcpy(dst, f->data, raw_bytes);
+        faid_pcopy_run(env ? env->pcopy : NULL, dst, f->data, raw_bytes);
         return FAID_OK;
     }
     return faid_decode(f->encoding, f->data, f->len, esz, dst, raw_bytes, d);
@@ -95,7 +97,7 @@ static int dec_ref_run(faid_stage_env *env, faid_stage_res *res, faid_ref_frame 
     (void)env;
     double t0 = faid_stage_now_us();
     void *raw = faid_restab_host(res->rt, "raw", 0);
-    int rc = decode_cpu(fr->f, raw, res->npix * faid_dtype_size(fr->f->dtype), d);
+    int rc = decode_cpu(env, fr->f, raw, res->npix * faid_dtype_size(fr->f->dtype), d);
     fr->res->t.decode_us = faid_stage_now_us() - t0;
     return rc;
 }
@@ -155,7 +157,7 @@ static int dec_submit(faid_stage_env *env, faid_stage_res *res, int id, faid_sta
      * the cache instead of taking one memory miss per block in the caller's cold buffer. */
     int copied = 0;
     if (lzx && !in_stage && !pinned && f->len <= stage_cap) {
-        memcpy(stage, src, f->len);
+        faid_pcopy_run(env->pcopy, stage, src, f->len);
         copied = 1;
     }
     double hc = faid_stage_now_us();
@@ -186,7 +188,7 @@ static int dec_submit(faid_stage_env *env, faid_stage_res *res, int id, faid_sta
     if (codec) {
         direct = pinned;
         if (!in_stage && !pinned && !copied)
-            memcpy(stage, src, f->len);
+            faid_pcopy_run(env->pcopy, stage, src, f->len);
     } else if (f->encoding == FAID_ENC_NONE && (in_stage || pinned)) {
         if (f->len != raw_bytes)
             return faid_fail(d, FAID_ESIZE, "raw frame of %zu bytes, expected %zu", f->len,
@@ -202,10 +204,10 @@ static int dec_submit(faid_stage_env *env, faid_stage_res *res, int id, faid_sta
                 return faid_fail(d, FAID_ENOMEM, "engine: out of memory");
             de->scratch_bytes = dr->max_raw_bytes;
         }
-        if ((rc = decode_cpu(f, de->scratch, raw_bytes, d)))
+        if ((rc = decode_cpu(env, f, de->scratch, raw_bytes, d)))
             return rc;
         memcpy(stage, de->scratch, raw_bytes);
-    } else if ((rc = decode_cpu(f, stage, raw_bytes, d))) {
+    } else if ((rc = decode_cpu(env, f, stage, raw_bytes, d))) {
         return rc;
     }
     double h2 = faid_stage_now_us();

@@ -299,6 +299,7 @@ static void pk_times(const faid_stage_slot *sl, int lane, int id, faid_stage_tim
     const double *us = sl->lane[lane].us[id];
     for (int i = EV_A; i <= EV_F; i++) {
         t->peaks_us += us[i];
+        t->pkfind_us += us[i];
         t->find_us[i - EV_A] += us[i];
     }
 }
@@ -320,6 +321,7 @@ static int pk_ref_run(faid_stage_env *env, faid_stage_res *res, faid_ref_frame *
                  ? faid_pick_ref(ps->geom, pre, fr->res->bg, &ps->p, fr->res->peaks, d)
                  : faid_pf8_ref(ps->geom, ps->pf8, pre, &ps->p, fr->res->peaks, d);
     fr->res->t.peaks_us += faid_stage_now_us() - t0;
+    fr->res->t.pkfind_us += faid_stage_now_us() - t0;
     return rc;
 }
 
@@ -334,6 +336,16 @@ static const faid_output_decl pk_outputs[] = {
     FAID_OUTPUT(PEAK_MAX_PIXEL, F32, PEAKS, faid_peak_list, max_pixel),
 };
 
+/* The finder's time, a result key (find_us) of frames with peaks (issue 17: the daemon's
+ * results beside faid-bench's stage by stage). */
+static const faid_time_decl pk_timings[] = {
+    {.name = "find",
+     .help = "part of peaks: the peak finder's launches",
+     .key = FAID_KEY_FIND_US,
+     .field = offsetof(faid_stage_times, pkfind_us),
+     .peaks_only = 1},
+};
+
 const faid_stage faid_stage_peaks = {
     .name = "peaks",
     .enabled = pk_enabled,
@@ -344,4 +356,6 @@ const faid_stage faid_stage_peaks = {
     .times = pk_times,
     .outputs = pk_outputs,
     .noutputs = FAID_NROWS(pk_outputs),
+    .timings = pk_timings,
+    .ntimings = FAID_NROWS(pk_timings),
 };

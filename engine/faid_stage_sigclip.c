@@ -459,10 +459,16 @@ static const faid_output_decl sc_outputs[] = {
     FAID_OUTPUT(BG_COUNT, F32, BG, faid_background, count),
 };
 
-/* No histogram, no result key: faid-bench reports them (the peaks stage adds to "peaks" too). */
+/* No histogram: faid-bench reports them (the peaks stage adds to "peaks" too); the clip is a
+ * result key (clip_us) of frames with peaks, so that the daemon's results show it beside
+ * faid-bench's (issue 17). */
 static const faid_time_decl sc_timings[] = {
     FAID_TIME("peaks", UNKNOWN, peaks_us, 0, "background, peak finding and hit decision"),
-    FAID_TIME("clip", UNKNOWN, clip_us, 0, "part of peaks: the sigma clip"),
+    {.name = "clip",
+     .help = "part of peaks: the sigma clip",
+     .key = FAID_KEY_CLIP_US,
+     .field = offsetof(faid_stage_times, clip_us),
+     .peaks_only = 1},
     FAID_TIME("peaks_preprocess", UNKNOWN, pkpre_us, 0,
               "part of peaks: the peak stages' Poisson preprocess"),
 };

@@ -70,6 +70,14 @@
     X(INTEGRATE_US, "integrate_us")                                                                \
     X(TRANSFER_US, "transfer_us")                                                                  \
     X(COMPUTE_US, "compute_us")                                                                    \
+    X(H2D_US, "h2d_us")                                                                            \
+    X(D2H_US, "d2h_us")                                                                            \
+    X(CLIP_US, "clip_us")                                                                          \
+    X(FIND_US, "find_us")                                                                          \
+    X(SUBMIT_US, "submit_us")                                                                      \
+    X(WAIT_US, "wait_us")                                                                          \
+    X(ENCODE_US, "encode_us")                                                                      \
+    X(EARLY_LAUNCHES, "early_launches")                                                            \
     X(PAYLOAD_BYTES, "payload_bytes")                                                              \
     X(NUM_PEAKS, "num_peaks")                                                                      \
     X(IS_HIT, "is_hit")                                                                            \
@@ -459,6 +467,11 @@
     X(RESULT, PREPROCESS_US, "float", REQ, "engine stage timing: preprocess")                      \
     X(RESULT, INTEGRATE_US, "float", REQ, "engine stage timing: integrate")                        \
     X(RESULT, TRANSFER_US, "float", REQ, "engine stage timing: transfers")                         \
+    X(RESULT, HOST_US, "float", OPT, "engine stage timing (faid's engine writes it, as the next four): the worker's host work before the device (copy into pinned staging, block table when ingest had none)") \
+    X(RESULT, H2D_US, "float", OPT, "engine stage timing: host -> device copy (part of `transfer_us`)") \
+    X(RESULT, D2H_US, "float", OPT, "engine stage timing: device -> host copy, this frame's share of its slot's (part of `transfer_us`)") \
+    X(RESULT, CLIP_US, "float", OPT, "with peaks: engine stage timing: the background's sigma clip") \
+    X(RESULT, FIND_US, "float", OPT, "with peaks: engine stage timing: the peak finder's launches together") \
     X(RESULT, COMPUTE_US, "float", REQ, "engine total")                                            \
     X(RESULT, PAYLOAD_BYTES, "uint", REQ, "size of the encoded frame")                             \
     X(RESULT, TIMESTAMP, "float", OPT, "passed through from the input header when present")        \
@@ -642,6 +655,10 @@
     X(STATUS_DEVICE, BUSY, "float", REQ, "fraction of time computing over the last interval")      \
     X(STATUS_DEVICE, HOST_US, "float", REQ, "mean host time of the worker's submit per frame (copy into pinned staging, block table when ingest had none; the engine's `host` time, `faid_stage_seconds{stage=\"host\"}`), since start or `reset`") \
     X(STATUS_DEVICE, TABLE_US, "float", REQ, "mean time ingest spent parsing the frame's block table, since start or `reset` (ingest's time, before the frame reaches a worker: no engine time)")\
+    X(STATUS_DEVICE, SUBMIT_US, "float", REQ, "mean time per frame the worker spent handing frames to the engine (`host_us` and the enqueueing; the reference device reduces the frame here), since start or `reset`") \
+    X(STATUS_DEVICE, WAIT_US, "float", REQ, "mean time per frame the worker spent in the engine's collect (waiting for the device, reading the results out), since start or `reset`: with `submit_us` and `encode_us`, where the worker's time goes") \
+    X(STATUS_DEVICE, ENCODE_US, "float", REQ, "mean time per frame the worker spent after collect: the result message, aggregates, statistics, since start or `reset`") \
+    X(STATUS_DEVICE, EARLY_LAUNCHES, "uint", REQ, "`pipeline.batch` > 1: partly filled slots the worker launched when no frame was waiting, before it waited for an older frame (their frames start at once instead of after every frame before them), since start") \
     X(STATUS_MEMORY, RSS_BYTES, "uint", REQ, "resident memory (`VmRSS`)")                          \
     X(STATUS_MEMORY, RSS_ANON_BYTES, "uint", REQ, "its anonymous part (`RssAnon`: heaps, thread arenas, mappings, stacks; the rest is pages of files, mostly the libraries)")\
     X(STATUS_MEMORY, HEAP_BYTES, "uint", REQ, "bytes the C library's allocator holds in its arenas (the main heap and the arenas it makes for threads; glibc `mallinfo2().arena`); this and the four below are 0 where the C library does not tell (not glibc, or a build with AddressSanitizer, whose malloc it is)")\

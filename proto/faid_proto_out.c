@@ -730,6 +730,10 @@ void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
         kv_f64(w, FAID_K_BUSY, dv->busy);
         kv_f64(w, FAID_K_HOST_US, dv->host_us);
         kv_f64(w, FAID_K_TABLE_US, dv->table_us);
+        kv_f64(w, FAID_K_SUBMIT_US, dv->submit_us);
+        kv_f64(w, FAID_K_WAIT_US, dv->wait_us);
+        kv_f64(w, FAID_K_ENCODE_US, dv->encode_us);
+        kv_uint(w, FAID_K_EARLY_LAUNCHES, dv->early_launches);
         faid_mpw_map_end(w);
     }
 

@@ -133,6 +133,8 @@ typedef struct faid_out_device {
     const char *spec, *name;
     uint64_t processed, failed;
     double busy, host_us, table_us;
+    double submit_us, wait_us, encode_us; /* the worker's time per frame (status devices[]) */
+    uint64_t early_launches;
 } faid_out_device;
 
 /* The status body (PROTOCOL.md 4, status reply and periodic stats message). */

@@ -40,7 +40,27 @@
 #      the CONNS-connection throughput, the row it is about, batch1 = pipeline.batch 1 (a slot
 #      per frame: its latency against the main run's batch BATCH), poll =
 #      pipeline.collect_poll_us 200 (frames that arrive while others are in flight are submitted
-#      at once instead of after the oldest frame's result).
+#      at once instead of after the oldest frame's result), benchpeaks = the main settings with
+#      faid-bench's peak parameters (tests/bench/faid_bench.c, --peaks: cutoff_clip 5, cutoff_peak
+#      4, patch_size 5, adc_threshold 20, minimum_snr 4; the daemon's defaults find about ten
+#      times as many peaks on these frames), so the daemon runs the configuration faid-bench's
+#      peak figures are of; copy4 = pipeline.copy_threads 4 (the frames outside the arena copied
+#      into staging by the worker and 3 threads, a share each; also runs the CONNS-connection
+#      throughput: issue 17's four connections, where the worker's copies were most of its time),
+#      slotd2h = the main settings with FAID_ENGINE_SLOT_D2H=1 (one read-back per slot after its
+#      last frame, the path before per-lane reads: with batches the first frames of a slot
+#      waited for the last one's peak stages);
+#   4. unless BENCH=0, faid-bench on the main daemon's own configuration file (and benchpeaks'),
+#      on the same device, depth INFLIGHT / BATCH and batch BATCH: one frame alone (the fused
+#      variant: every stage's device time) and pipelined (frames/s of the GPU stage), so that the
+#      stage table below sets the daemon's per-result stage times beside the engine's alone.
+# The stage table (issue 17: where the daemon's engine time goes): for every latency run the
+# median of each result's *_us keys (queue, host, h2d, decode, integrate, clip, find, d2h,
+# compute = the engine's submit -> collect, latency) and from status the worker's own time per
+# frame (submit_us, wait_us = in the engine's collect, encode_us = after it) and ingest's
+# copy + table; for each throughput run the worker's time per frame from status; then the
+# faid-bench rows of the same configuration. "engine - stages" is the part of compute_us that
+# no stage accounts for (waiting behind frames in flight, host work between submit and collect).
 # A compact table comes last; it is also written to $OUT/daemon-bench.txt (gpu-run.sh prints it)
 # and the figures to $OUT/daemon-bench.json. Exit status 0 when every step ran and every daemon
 # stopped cleanly with every frame processed.
@@ -53,7 +73,9 @@
 # (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COPY (input.pinned_copy,
 # default auto), CONTEXTS (input.contexts, default per_connection), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
-# "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll"),
+# "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
+# "benchpeaks", "copy4", "slotd2h"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
 # disk: the files are removed after the run),
@@ -79,6 +101,8 @@ PINNED_COPY=${PINNED_COPY:-auto}
 CONTEXTS=${CONTEXTS:-per_connection}
 PEAKS=${PEAKS:-none}
 COMPARE=${COMPARE-nopin}
+BENCH=${BENCH:-1}
+BENCH_FRAMES=${BENCH_FRAMES:-400}
 WRITER_DIR=${WRITER_DIR:-}
 LOG=${OUT:-$root/tests/out/daemon-bench}
 
@@ -87,7 +111,8 @@ LOG=$(cd "$LOG" && pwd)
 say() { echo "daemon-bench: $*" | tee -a "$LOG/daemon-bench.log"; }
 : >"$LOG/daemon-bench.log"
 rm -f "$LOG"/daemon-bench.txt "$LOG"/daemon-bench.json "$LOG"/*.sub "$LOG"/*.replay* \
-    "$LOG"/*.jsonl "$LOG"/status_*.json "$LOG"/zmq_ceiling*.json "$LOG"/faid_*.rc "$LOG"/ports
+    "$LOG"/*.jsonl "$LOG"/status_*.json "$LOG"/zmq_ceiling*.json "$LOG"/faid_*.rc "$LOG"/ports \
+    "$LOG"/bench_*.json
 
 for b in faid faidctl faid-bench; do
     [ -x "$BIN/$b" ] || { say "ERROR: $BIN/$b not found or not executable"; exit 1; }
@@ -111,9 +136,11 @@ fi
 
 # Writes $LOG/<name>.yaml from base.yaml with fresh ports ($pin[], $pout, $pctl), pinned bytes $2,
 # input.pinned_copy $3, writer.directory $4 (empty: off), input.contexts $5 (default
-# $CONTEXTS) and pipeline.collect_poll_us $6 (default 0); peaks.algorithm $PEAKS.
+# $CONTEXTS), pipeline.collect_poll_us $6 (default 0), with $7 = bench faid-bench's peak
+# parameters, pipeline.copy_threads $8 (default 1); peaks.algorithm $PEAKS.
 make_config() {
-    local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-0}
+    local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-0} pk=${7:-}
+    local ct=${8:-1}
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
@@ -128,8 +155,12 @@ make_config() {
         "output.lossless_endpoint=null" "control.endpoint=\"tcp://127.0.0.1:$pctl\""
         "devices=$DEVICE" "queue.policy=block" "pipeline.inflight=$INFLIGHT"
         "pipeline.batch=$BATCH" "stats.interval=0" "log.level=info" "input.contexts=$ctxs"
-        "peaks.algorithm=$PEAKS" "pipeline.collect_poll_us=$poll")
+        "peaks.algorithm=$PEAKS" "pipeline.collect_poll_us=$poll" "pipeline.copy_threads=$ct")
     [ -n "$wdir" ] && kv+=("writer.directory=\"$wdir\"")
+    # faid-bench's --peaks parameters (tests/bench/faid_bench.c, build_config)
+    [ "$pk" = bench ] && kv+=("peaks.cutoff_clip=5.0" "peaks.cutoff_peak=4.0" "peaks.patch_size=5"
+        "peaks.adc_threshold=20.0" "peaks.minimum_snr=4.0" "peaks.cycles=5"
+        "peaks.error_model=azimuthal" "peaks.max_num_peaks=2048")
     bench_edit "$LOG/base.yaml" "$cfg" "${kv[@]}"
 }
 
@@ -137,7 +168,7 @@ make_config() {
 start_faid() {
     local name=$1
     say "faid $name: devices $DEVICE; log $LOG/faid_$name.log"
-    "$BIN/faid" -c "$cfg" 2>"$LOG/faid_$name.log" &
+    env ${fenv[@]+"${fenv[@]}"} "$BIN/faid" -c "$cfg" 2>"$LOG/faid_$name.log" &
     faid_pid=$!
     c=(--control "tcp://127.0.0.1:$pctl")
     bench_wait_up "$pctl" "$faid_pid" "faid $name" "$LOG/faid_$name.log" && return 0
@@ -156,6 +187,7 @@ stop_faid() {
     faid_pid=""
 }
 faid_pid=""
+fenv=() # environment of the next faid (a COMPARE entry's engine knob)
 # shellcheck disable=SC2317 # (called by the EXIT trap)
 cleanup() { [ -n "$faid_pid" ] && kill "$faid_pid" 2>/dev/null; }
 trap cleanup EXIT
@@ -229,6 +261,7 @@ fi
 
 # 3. the comparison daemons: one connection and one latency run each
 for v in $COMPARE; do
+    fenv=()
     case $v in
     nopin) make_config "$v" 0 auto ;;
     always) make_config "$v" "$PINNED" always ;;
@@ -237,13 +270,19 @@ for v in $COMPARE; do
     batch1) BATCH=1 make_config "$v" "$PINNED" "$PINNED_COPY" ;;
     poll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 ;;
     shared) make_config "$v" "$PINNED" "$PINNED_COPY" "" shared ;;
+    benchpeaks) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 bench ;;
+    copy4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" 4 ;;
+    slotd2h)
+        make_config "$v" "$PINNED" "$PINNED_COPY"
+        fenv=(FAID_ENGINE_SLOT_D2H=1)
+        ;;
     writer)
         wdir=${WRITER_DIR:-$LOG/writer-files}
         mkdir -p "$wdir" && rm -f "$wdir"/*.h5
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, slotd2h, writer)"
         continue
         ;;
     esac
@@ -254,7 +293,7 @@ for v in $COMPARE; do
         series "tp1_$v" 2 "$FRAMES" 1
         "$ctl" status "${c[@]}" --json >"$LOG/status_tp1_$v.json" 2>>"$LOG/daemon-bench.log"
         "$ctl" reset "${c[@]}" >/dev/null 2>&1
-        if [ "$v" = shared ] && [ "$CONNS" -gt 1 ]; then
+        if { [ "$v" = shared ] || [ "$v" = copy4 ]; } && [ "$CONNS" -gt 1 ]; then
             say "throughput, $CONNS connections, $v: $FRAMES frames"
             series "tpn_$v" 3 "$FRAMES" "$CONNS"
             "$ctl" status "${c[@]}" --json >"$LOG/status_tpn_$v.json" 2>>"$LOG/daemon-bench.log"
@@ -273,6 +312,25 @@ for v in $COMPARE; do
     fi
 done
 trap - EXIT
+
+# 4. faid-bench on the daemons' own configuration files: the engine alone, same device, same
+# depth and batch (one frame alone: the fused variant; the GPU stage: pipelined)
+if [ "$BENCH" != 0 ]; then
+    bdepth=$((INFLIGHT / BATCH))
+    [ "$bdepth" -lt 1 ] && bdepth=1
+    for v in main $COMPARE; do
+        case $v in main | benchpeaks) ;; *) continue ;; esac
+        [ -f "$LOG/$v.yaml" ] || continue
+        say "faid-bench on $v.yaml: --depth $bdepth --batch $BATCH --frames $BENCH_FRAMES --variants fused,pipelined"
+        if ! "$BIN/faid-bench" --config "$LOG/$v.yaml" --device "$DEVICE" --frames "$BENCH_FRAMES" \
+            --depth "$bdepth" --batch "$BATCH" --variants fused,pipelined \
+            --json "$LOG/bench_$v.json" >"$LOG/bench_$v.log" 2>&1; then
+            say "WARNING: faid-bench on $v.yaml failed or found a difference, tail of $LOG/bench_$v.log:"
+            tail -n 8 "$LOG/bench_$v.log" | tee -a "$LOG/daemon-bench.log"
+            rm -f "$LOG/bench_$v.json"
+        fi
+    done
+fi
 
 # compact table, last
 python3 - "$LOG" "$DEVICE" "$INFLIGHT" "$BATCH" "$LAT_RATE" "$CONNS" "$LAT_RUNS" "$PINNED" \
@@ -297,6 +355,9 @@ def pct(v, q):
         return None
     v = sorted(v)
     return v[min(len(v) - 1, int(q * len(v)))]
+# a result's stage keys, in pipeline order (PROTOCOL.md: result)
+STAGE_KEYS = ("queue_us", "host_us", "h2d_us", "decode_us", "preprocess_us", "integrate_us",
+              "clip_us", "find_us", "d2h_us", "compute_us", "latency_us")
 
 res = {"device": dev, "inflight": int(infl), "batch": int(batch), "conns": conns,
        "pinned_bytes": int(pinned)}
@@ -320,7 +381,8 @@ def throughput(name):
             "mb_per_s": rate * mbf if rate and mbf else None, "counters": st.get("counters", {}),
             "input": st.get("input", {}),
             "host_us": dv[0].get("host_us") if dv else None,
-            "table_us": dv[0].get("table_us") if dv else None}
+            "table_us": dv[0].get("table_us") if dv else None,
+            "worker_us": {k: dv[0].get(k) for k in ("submit_us", "wait_us", "encode_us")} if dv else {}}
 
 def latency(name):
     rows = []
@@ -336,13 +398,18 @@ def latency(name):
     comp = [r["compute_us"] for r in rows if "compute_us" in r]
     recv = sorted(r["received_ns"] for r in rows if "received_ns" in r)
     gaps = [(b - a) / 1e3 for a, b in zip(recv, recv[1:])]
+    # the median of every *_us key of the results (issue 17: the daemon's stages, frame by frame)
+    stages = {k: pct([r[k] for r in rows if isinstance(r.get(k), (int, float))], 0.5)
+              for k in STAGE_KEYS}
+    dv = st.get("devices", [{}])
+    worker = {k: dv[0].get(k) for k in ("submit_us", "wait_us", "encode_us", "table_us")} if dv else {}
     return {"samples": len(lat), "p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99),
             "max_us": max(lat) if lat else None, "queue_p99_us": pct(q, 0.99),
             "queue_max_us": max(q) if q else None, "compute_p50_us": pct(comp, 0.5),
             "compute_p99_us": pct(comp, 0.99),
             "gap_p1_us": pct(gaps, 0.01), "gaps_below_200us": sum(g < 200 for g in gaps),
             "status_p99_us": h.get("p99"), "status_max_us": h.get("max"),
-            "counters": st.get("counters", {})}
+            "counters": st.get("counters", {}), "stages": stages, "worker_us": worker}
 
 res["tp1"] = throughput("tp1")
 res["tpn"] = throughput("tpn") if conns > 1 else {}
@@ -438,6 +505,63 @@ rows.append(("clean stop", f"exit {','.join(f'{k}={v}' for k, v in sorted(rcs.it
              f"{cm.get('dropped', '-')}: {'ok' if ok else 'NOT OK'}"))
 for r in rows:
     print(f"{r[0]:<24} {r[1]:>18} {r[2]:>14}  {r[3]}")
+
+# issue 17: the stages, the daemon's results beside faid-bench on the same configuration file
+bench = {v: jread(f"bench_{v}.json") for v in ["main"] + compare}
+res["bench"] = {v: b for v, b in bench.items() if b}
+json.dump(res, open(os.path.join(log, "daemon-bench.json"), "w"), indent=1)
+cols = ("queue", "host", "h2d", "decode", "integr", "clip", "find", "d2h", "engine", "latency",
+        "eng-stg")
+print(f"\nstages, median us per frame (results' *_us keys; engine = compute_us, submit -> collect; "
+      f"eng-stg = engine minus host, h2d, decode, preprocess, integrate, clip, find, d2h: the wait "
+      f"behind other frames and the host work between submit and collect); worker = status "
+      f"submit / wait (in collect) / encode us per frame; ingest = copy + table")
+print(f"{'run':<24} " + " ".join(f"{c:>7}" for c in cols) + "  worker submit/wait/encode, ingest")
+def stage_row(name, s, wk):
+    if not s or s.get("compute_us") is None:
+        return
+    dev = sum(s.get(k) or 0 for k in ("host_us", "h2d_us", "decode_us", "preprocess_us",
+                                       "integrate_us", "clip_us", "find_us", "d2h_us"))
+    vals = [s.get(k) for k in ("queue_us", "host_us", "h2d_us", "decode_us", "integrate_us",
+                               "clip_us", "find_us", "d2h_us", "compute_us", "latency_us")]
+    vals.append(s["compute_us"] - dev)
+    w = "/".join(f(wk.get(k)) for k in ("submit_us", "wait_us", "encode_us")) if wk else "-"
+    print(f"{name:<24} " + " ".join(f"{f(x):>7}" for x in vals) +
+          f"  {w}, {f(wk.get('table_us')) if wk else '-'}")
+for name, l in lats:
+    stage_row(name, l.get("stages"), l.get("worker_us"))
+tps = [("throughput, 1 conn", res["tp1"])]
+if conns > 1:
+    tps.append((f"throughput, {conns} conn", res["tpn"]))
+for v in compare:
+    tps.append((f"throughput, {v}", res["compare"][v]["tp1"]))
+    if res["compare"][v]["tpn"].get("results_per_s"):
+        tps.append((f"throughput, {conns}c, {v}", res["compare"][v]["tpn"]))
+for name, t in tps:
+    wk = t.get("worker_us") or {}
+    if t.get("results_per_s") and wk.get("wait_us") is not None:
+        per = 1e6 / t["results_per_s"]
+        busy = sum(wk.get(k) or 0 for k in ("submit_us", "wait_us", "encode_us"))
+        print(f"{name:<24} worker per frame: submit {f(wk.get('submit_us'))}, wait {f(wk.get('wait_us'))}, "
+              f"encode {f(wk.get('encode_us'))} us = {f(busy)} of the {f(per)} us between results; "
+              f"ingest copy+table {f(t.get('table_us'))} us")
+for v, b in bench.items():
+    vs = {x.get("name"): x for x in b.get("variants", [])}
+    one, pipe = vs.get("fused"), vs.get("pipelined")
+    if not one:
+        continue
+    vals = [None, one.get("stage_us"), one.get("h2d_us"), one.get("decode_us"),
+            (one.get("integrate_us") or 0) + (one.get("preprocess_us") or 0),
+            (one.get("clip_us") or 0) + (one.get("pkpre_us") or 0), one.get("find_us"),
+            one.get("d2h_us"), one.get("total_us"), None, None]
+    print(f"{'faid-bench ' + v:<24} " + " ".join(f"{f(x):>7}" for x in vals) +
+          "  (one frame alone" + (f"; peaks of frames 0-3 {b.get('num_peaks')})"
+                                  if b.get("peaks", "none") != "none" else ")"))
+    if pipe:
+        print(f"{'  pipelined':<24} {f(pipe.get('fps'))} frames/s "
+              f"({pipe.get('depth')} in flight, batch {pipe.get('batch')}), engine median "
+              f"{f(pipe.get('total_us'))} us; identical to one frame alone: "
+              f"{ {1: 'yes', 0: 'NO'}.get(pipe.get('identical'), '-') }")
 sys.exit(0 if ok else 1)
 EOF
 [ "${PIPESTATUS[0]}" = 0 ] || status=1

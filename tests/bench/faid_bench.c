@@ -107,6 +107,7 @@ typedef struct opts {
     const char *detector; /* detector.preset override (eiger_1m ... eiger_16m), NULL: config */
     int cake_arrays;      /* --cake-arrays: leading cake arrays read back (0: all four) */
     const char *pinned;   /* --devices: own (frames pinned per device) | shared (device 0's) */
+    int copy_threads;     /* --copy-threads: staging copies over N threads (0: the config's) */
 } opts;
 
 static const char usage[] =
@@ -121,6 +122,8 @@ static const char usage[] =
     "                  [--kind synthetic|lowcount] [--detector PRESET]\n"
     "                  [--cake-arrays 1..4]  (the cake's I, sigma, std, count read back;\n"
     "                  1 = the daemon's lean cake, output.cake lean)\n"
+    "                  [--copy-threads 1..16]  (copies into pinned staging shared by N\n"
+    "                  threads, as the daemon's pipeline.copy_threads)\n"
     "                  (variants also: compute = decode + integrate of frames already on\n"
     "                  the device)\n"
     "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
@@ -888,10 +891,11 @@ static int multi_main(const opts *o, const faid_setup *s, faid_dtype dt, uint8_t
             "\"%s\", \"builds_timed\": %llu, \"build_wait_ms\": %.3f, \"floor_bytes\": %.0f,\n"
             " \"wall_s\": %.6f, \"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f, \"cpus_busy\": %.3f,\n"
             " \"devices\": [\n",
-            nd, o->frames, o->depth, o->batch, o->parsers, fps, identical, ident_pipe, o->peaks,
-            peaks_ok, bg_err, faid_split_name(s->cfg.split), faid_dtype_name(dt),
-            shared ? "shared" : "own", (unsigned long long)builds_timed, wait1_ms - wait0_ms,
-            mean_clen, wall, cpu_user, cpu_sys, (cpu_user + cpu_sys) / wall);
+            nd, o->frames, o->depth, o->batch, o->parsers, fps, identical, ident_pipe,
+            faid_peak_algorithm_name(s->cfg.peaks.algorithm), peaks_ok, bg_err,
+            faid_split_name(s->cfg.split), faid_dtype_name(dt), shared ? "shared" : "own",
+            (unsigned long long)builds_timed, wait1_ms - wait0_ms, mean_clen, wall, cpu_user,
+            cpu_sys, (cpu_user + cpu_sys) / wall);
         static const char *hkeys[6] = {"host_submit_us",  "host_parse_wait_us", "host_wait_us",
                                        "host_collect_us", "host_check_us",      "host_other_us"};
         for (int j = 0; j < nd; j++) {
@@ -1056,7 +1060,8 @@ static int parse_args(int argc, char **argv, opts *o)
                 "synthetic",
                 NULL,
                 0,
-                "own"};
+                "own",
+                0};
     const bench_shared sh = {.frames = &o->frames,
                              .config = &o->config,
                              .dtype = &o->dtype,
@@ -1080,6 +1085,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"no-check", BENCH_OFF, NULL, &o->check, 0, 0, NULL},
         {"cake-arrays", BENCH_INT, NULL, &o->cake_arrays, 1, 4, NULL},
         {"pinned", BENCH_STR, &o->pinned, NULL, 0, 0, "own|shared"},
+        {"copy-threads", BENCH_INT, NULL, &o->copy_threads, 1, 16, NULL},
     };
     int prc =
         bench_parse("faid-bench", argc, argv, &sh, own, (int)(sizeof own / sizeof own[0]), usage);
@@ -1328,6 +1334,13 @@ int main(int argc, char **argv)
     }
     if (faid_engine_prepare(e, dt, &d)) {
         fprintf(stderr, "faid-bench: kernels: %s\n", d.msg);
+        return 1;
+    }
+    /* --copy-threads N (else pipeline.copy_threads of the configuration): the pipelined-copy
+     * variant's copies into staging shared by N threads, as the daemon's worker does */
+    const int copy_threads = o.copy_threads ? o.copy_threads : cfg.copy_threads;
+    if (faid_engine_set_copy_threads(e, copy_threads, &d)) {
+        fprintf(stderr, "faid-bench: --copy-threads %d: %s\n", copy_threads, d.msg);
         return 1;
     }
     /* --cake-arrays N: the D2H of the daemon's cake (its sums stay on the device, N of I, sigma,
@@ -1636,12 +1649,12 @@ int main(int argc, char **argv)
                 s->csr2d ? s->csr2d->npt_azim : 0, o.cake_arrays ? o.cake_arrays : 4,
                 faid_split_name(cfg.split), faid_unit_name(cfg.unit),
                 faid_error_model_name(cfg.error_model), o.frames, raw_bytes, mean_clen, setup_ms,
-                (long long)s->csr->nnz, init_ms, o.peaks, peaks_ok, bg_err,
-                sync[0] ? sync[0]->num_peaks : -1, sync[1] ? sync[1]->num_peaks : -1,
-                sync[2] ? sync[2]->num_peaks : -1, sync[3] ? sync[3]->num_peaks : -1, o.kind,
-                dev_bytes, dev_bytes1, h2d_ev_gbs, h2d_wall_gbs, floor_fps,
-                faid_engine_integrate_variant(e), (unsigned long long)result_hash,
-                (unsigned long long)(peaks_on ? pk_hash : 0));
+                (long long)s->csr->nnz, init_ms, faid_peak_algorithm_name(cfg.peaks.algorithm),
+                peaks_ok, bg_err, sync[0] ? sync[0]->num_peaks : -1,
+                sync[1] ? sync[1]->num_peaks : -1, sync[2] ? sync[2]->num_peaks : -1,
+                sync[3] ? sync[3]->num_peaks : -1, o.kind, dev_bytes, dev_bytes1, h2d_ev_gbs,
+                h2d_wall_gbs, floor_fps, faid_engine_integrate_variant(e),
+                (unsigned long long)result_hash, (unsigned long long)(peaks_on ? pk_hash : 0));
         for (int v = 0; v < nv; v++) {
             fprintf(f,
                     "  {\"name\": \"%s\", \"fps\": %.3f, \"device_decode\": %d, "

@@ -374,12 +374,14 @@ if [ "${DAEMON_BENCH:-1}" != 0 ]; then
     fi
     # issue 17's peak rows: the daemon with peak finding, one and two connections against the
     # ceiling, three latency runs at 1 kHz; idle = input.pinned_copy idle, nopin = no arena,
-    # batch1 = one frame per slot, poll = pipeline.collect_poll_us 200 (latency)
+    # batch1 = one frame per slot, poll = pipeline.collect_poll_us 200 (latency), benchpeaks =
+    # faid-bench's peak parameters (its stage table sets the daemon beside faid-bench on the
+    # daemon's own configuration files), slotd2h = one read-back per slot (the path before)
     if [ "${DAEMON_PEAKS:-pyfai}" != none ]; then
         say "daemon-bench with peaks.algorithm ${DAEMON_PEAKS:-pyfai} (log $LOG/daemon-peaks/daemon-bench.log)"
         if ! FAID_BIN="$BIN" DEVICE="$DEVICE" OUT="$LOG/daemon-peaks" \
             FRAMES="${DAEMON_FRAMES:-20000}" CONNS=2 PEAKS="${DAEMON_PEAKS:-pyfai}" \
-            COMPARE="${DAEMON_PEAKS_COMPARE:-idle nopin batch1 poll}" \
+            COMPARE="${DAEMON_PEAKS_COMPARE:-idle nopin batch1 poll benchpeaks slotd2h}" \
             bash tests/bench/daemon-bench.sh >"$LOG/daemon-peaks.out" 2>&1; then
             say "WARNING: daemon-bench with peaks failed or found a problem, tail of $LOG/daemon-peaks.out:"
             tail -n 12 "$LOG/daemon-peaks.out" | tee -a "$LOG/gpu-run.log"

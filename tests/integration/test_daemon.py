@@ -836,6 +836,88 @@ def test_pinned_copy_idle_leaves_the_copy_to_the_worker_while_input_waits(daemon
     assert d.terminate() == 0
 
 
+def test_partial_batch_launched_before_wait(daemons, tmpdir_):
+    """pipeline.batch 2: a slot holding one frame that is not the oldest in flight starts as soon
+    as no further frame waits, instead of after every frame before it is collected (status
+    devices[].early_launches; issue 17: a frame arriving at 1 kHz while the previous one was in
+    flight waited for it before its own integration and peak stages). Frame 0 is uint32 and the
+    others uint16: a frame of another dtype closes the open slot, so frame 0 is alone in its slot
+    however the frames arrive, and the worker (held 0.3 s after each collect) meets a partly
+    filled slot behind one in flight whatever the interleaving. Every frame answered once, with
+    the bits of `faidctl process` on the same device."""
+    d = daemons(devices="ref", lossless=True, env={"FAID_TEST_WORKER_DELAY_US": "300000"},
+                extra="pipeline:\n  inflight: 4\n  batch: 2\n")
+    rx = Receiver(d, lossless=True)
+    rx.settle()
+    tx = Sender(d)
+    imgs = [frames(1, seed=5, dtype=np.uint32)[0]] + frames(3, seed=6)
+    tx.start(series_id=3, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=3)
+    tx.end(series_id=3)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == list(range(len(imgs))) and len(rx.of("result")) == len(imgs)
+    # without peaks no peak stage times; the engine's host and transfer parts are there
+    assert all("clip_us" not in r and "find_us" not in r and "h2d_us" in r
+               for r in results.values())
+    st = d.status()
+    assert st["devices"][0]["early_launches"] >= 1, st["devices"]
+    assert st["counters"]["received"] == st["counters"]["processed"] == len(imgs)
+    out = os.path.join(tmpdir_, "early")
+    os.makedirs(out)
+    np.save(os.path.join(out, "a.npy"), imgs[0][None])
+    np.save(os.path.join(out, "b.npy"), np.stack(imgs[1:]))
+    for stem, first in (("a", 0), ("b", 1)):
+        p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "ref", "-o", out,
+                            os.path.join(out, stem + ".npy")], capture_output=True, text=True,
+                           timeout=LONG)
+        assert p.returncode == 0, p.stderr
+        for k in range(len(imgs[first:]) if first else 1):
+            ref = np.loadtxt(os.path.join(out, "%s_%05d.dat" % (stem, k)), dtype=np.float64)
+            got = results[first + k]
+            for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
+                want = ref[:, col].astype(np.float32)
+                assert np.array_equal(arr(got[key]).view(np.uint32), want.view(np.uint32)), key
+    assert d.terminate() == 0
+
+
+def test_copy_threads_same_results(daemons, tmpdir_):
+    """pipeline.copy_threads 3 with no pinned arena: the worker and two threads copy each frame
+    (1 MB, above the split threshold) into staging, a share each; every frame is answered with
+    the bits `faidctl process` gives on the same device."""
+    shape = (512, 512)
+    d = daemons(devices="ref", lossless=True, shape=shape, max_frame_bytes=4000000,
+                input_extra="  pinned_bytes: 0\n", extra="pipeline:\n  copy_threads: 3\n")
+    assert "copy_threads: 3" in subprocess.run(
+        [FAIDCTL, "config", "--control", ep(d.ports["ctl"])], capture_output=True, text=True,
+        timeout=LONG).stdout
+    rx = Receiver(d, lossless=True)
+    rx.settle()
+    tx = Sender(d)
+    rng = np.random.default_rng(8)
+    imgs = [rng.poisson(30 + k, shape).astype(np.uint32) for k in range(4)]
+    tx.start(series_id=4, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=4)
+    tx.end(series_id=4)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == list(range(len(imgs)))
+    out = os.path.join(tmpdir_, "copy")
+    os.makedirs(out)
+    np.save(os.path.join(out, "f.npy"), np.stack(imgs))
+    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "ref", "-o", out,
+                        os.path.join(out, "f.npy")], capture_output=True, text=True, timeout=LONG)
+    assert p.returncode == 0, p.stderr
+    for i in range(len(imgs)):
+        ref = np.loadtxt(os.path.join(out, "f_%05d.dat" % i), dtype=np.float64)
+        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
+            want = ref[:, col].astype(np.float32)
+            assert np.array_equal(arr(results[i][key]).view(np.uint32), want.view(np.uint32)), key
+    assert d.terminate() == 0
+
+
 @pytest.mark.parametrize("batch", [1, 2])
 def test_collect_poll_same_results(daemons, tmpdir_, batch):
     """pipeline.collect_poll_us: the worker checks the oldest frame and the queue instead of

@@ -125,6 +125,9 @@ def test_peaks_results_aggregates_files(daemons, tmpdir_, device):
             assert arr(r[k]).shape == (48,), k
         bg = arr(r["bg_I"])
         assert np.nanmedian(bg[arr(r["bg_count"]) > 0]) > 0
+        # the peak stages' times (issue 17: the daemon's results stage by stage)
+        assert r["clip_us"] > 0 and r["find_us"] > 0, (r["clip_us"], r["find_us"])
+        assert {"host_us", "h2d_us", "d2h_us"} <= set(r), sorted(r)
         if truth[i]:
             # every planted spot found, within 0.5 px, and nothing else
             assert n == NSPOTS, (i, n)

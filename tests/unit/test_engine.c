@@ -632,8 +632,49 @@ static void pipeline_on(faid_engine *e, const faid_setup *s, int slots, int batc
     faid_result_destroy(&got);
 }
 
+/* faid_engine_launch_open: a partly filled slot that is not the oldest starts at once (1), the
+ * oldest or no open slot is left to collect (0), a launched slot takes no further frame, and
+ * every frame gives the bits of faid_engine_process. */
+static void launch_open_on(faid_engine *e, const faid_setup *s)
+{
+    faid_diag d = {0};
+    const char *name = faid_engine_device_name(e);
+    CHECK_MSG(faid_engine_set_setup(e, s, &d) == 0, "%s", d.msg);
+    size_t nbytes;
+    void *raw = make_frame(FAID_DT_U32, &nbytes);
+    const faid_frame f = {raw, nbytes, FAID_ENC_NONE, FAID_DT_U32, ROWS, COLS};
+    faid_result *want = faid_result_new(s), *got = faid_result_new(s);
+    CHECK_MSG(faid_engine_process(e, &f, want, &d) == 0, "%s", d.msg);
+    CHECK_MSG(faid_engine_set_batch(e, 2, &d) == 0 && faid_engine_set_depth(e, 2, &d) == 0, "%s",
+              d.msg);
+    CHECK(faid_engine_launch_open(e, &d) == 0); /* nothing in flight */
+    CHECK(faid_engine_submit(e, &f, 0, &d) == 0);
+    CHECK(faid_engine_launch_open(e, &d) == 0); /* the open slot is the oldest */
+    CHECK(faid_engine_submit(e, &f, 1, &d) == 0);
+    CHECK(faid_engine_launch_open(e, &d) == 0); /* the slot is full (launched) */
+    CHECK(faid_engine_submit(e, &f, 2, &d) == 0);
+    CHECK_MSG(faid_engine_launch_open(e, &d) == 1, "%s: partial slot not launched", name);
+    CHECK(faid_engine_launch_open(e, &d) == 0);
+    /* launched: frame 3 cannot join it, and both slots are in flight */
+    CHECK(faid_engine_submit(e, &f, 3, &d) == FAID_EBUSY && faid_engine_in_flight(e) == 3);
+    uint64_t tag = 99;
+    for (uint64_t k = 0; k < 3; k++) {
+        CHECK_MSG(faid_engine_collect(e, got, &tag, 1, &d) == 0, "%s", d.msg);
+        CHECK(tag == k);
+        CHECK_MSG(result_equal(got, want), "%s: frame %llu differs after an early launch", name,
+                  (unsigned long long)k);
+    }
+    CHECK(faid_engine_in_flight(e) == 0);
+    CHECK(faid_engine_set_batch(e, 1, &d) == 0 && faid_engine_set_depth(e, 1, &d) == 0);
+    faid_result_destroy(&want);
+    faid_result_destroy(&got);
+    free(raw);
+}
+
 static void test_pipeline(ctx *c)
 {
+    launch_open_on(c->cl, &setups[0]);
+    launch_open_on(c->ref, &setups[0]);
     pipeline_on(c->cl, &setups[0], 3, 1); /* poisson with cake: two integration launches */
     pipeline_on(c->cl, &setups[1], 8, 1); /* deeper than the number of frames */
     pipeline_on(c->cl, &setups[0], 2, 3); /* batches of 3 (one with the corrupt frame) */
@@ -703,6 +744,25 @@ static void test_integrate_variants(ctx *c, const faid_setup *boot)
     faid_engine_destroy(&e);
 }
 
+/* Each lane's outputs are read back on their own after its stages (a frame does not wait for
+ * the lanes after it); FAID_ENGINE_SLOT_D2H=1 keeps the one read-back per slot of before (plain
+ * and rectangular, a lean cake). Both give every frame's bits: pipeline_on compares each with
+ * faid_engine_process of the frame alone. */
+static void test_slot_d2h(const faid_setup *boot)
+{
+    faid_diag d = {0};
+    setenv("FAID_ENGINE_SLOT_D2H", "1", 1);
+    faid_engine *e = faid_engine_new(boot, "cpu", &d);
+    unsetenv("FAID_ENGINE_SLOT_D2H");
+    CHECK_MSG(e != NULL, "%s", d.msg);
+    if (!e)
+        return;
+    pipeline_on(e, &setups[0], 2, 3); /* poisson with cake, batches of 3 */
+    CHECK_MSG(faid_engine_set_cake_arrays(e, 1, &d) == 0, "%s", d.msg);
+    pipeline_on(e, &setups[0], 2, 2); /* the lean cake: the lanes' prefixes, one rectangle */
+    faid_engine_destroy(&e);
+}
+
 int main(void)
 {
     faid_log_set_level(FAID_LOG_ERROR);
@@ -728,6 +788,7 @@ int main(void)
         test_errors(&c);
         test_pipeline(&c);
         test_integrate_variants(&c, &boot);
+        test_slot_d2h(&boot);
         printf("worst relative difference OpenCL vs reference: %.3g (tolerance %.0e)\n",
                max_err_seen, TOL);
     }

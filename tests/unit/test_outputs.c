@@ -260,20 +260,39 @@ static void test_times(void)
                            .preprocess_us = 2.5,
                            .integrate_us = 3.75,
                            .transfer_us = 4.5,
+                           .h2d_us = 4.0,
+                           .d2h_us = 0.5,
                            .total_us = 20.0,
-                           .stage_us = 7.0}};
+                           .stage_us = 7.0,
+                           .clip_us = 9.0,
+                           .pkfind_us = 11.0}};
     faid_out_time t[16];
     faid_out_result a = {.series_uid = "", .latency_us = 30, .queue_us = 5};
     faid_out_result b = a;
+    /* without peaks (r.peaks NULL) no clip_us / find_us: the peak stages' times are theirs */
     faid_out_result_times(&a, t, 16, &r);
-    CHECK(a.ntimes == 5);
+    CHECK(a.ntimes == 8);
+    for (size_t i = 0; i < a.ntimes; i++)
+        CHECK(t[i].key != FAID_KEY_CLIP_US && t[i].key != FAID_KEY_FIND_US);
+    faid_peak_list pl = {0};
+    r.peaks = &pl;
+    faid_out_time tp[16];
+    faid_out_result c = a;
+    faid_out_result_times(&c, tp, 16, &r);
+    CHECK(c.ntimes == 10);
+    int seen = 0;
+    for (size_t i = 0; i < c.ntimes; i++)
+        seen |= (tp[i].key == FAID_KEY_CLIP_US && tp[i].us == 9.0) |
+                (tp[i].key == FAID_KEY_FIND_US && tp[i].us == 11.0) << 1;
+    CHECK(seen == 3);
     /* the same times given in another order */
     const faid_out_time given[] = {
         {FAID_KEY_COMPUTE_US, 20.0},   {FAID_KEY_DECODE_US, 1.25},    {FAID_KEY_TRANSFER_US, 4.5},
-        {FAID_KEY_PREPROCESS_US, 2.5}, {FAID_KEY_INTEGRATE_US, 3.75},
+        {FAID_KEY_PREPROCESS_US, 2.5}, {FAID_KEY_INTEGRATE_US, 3.75}, {FAID_KEY_D2H_US, 0.5},
+        {FAID_KEY_H2D_US, 4.0},        {FAID_KEY_HOST_US, 7.0},
     };
     b.times = given;
-    b.ntimes = 5;
+    b.ntimes = 8;
     const float I = 1;
     const faid_out_array prof[] = {
         faid_out_f32(FAID_KEY_I, 1, &I), faid_out_f32(FAID_KEY_SIGMA, 1, &I),

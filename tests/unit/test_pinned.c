@@ -2,7 +2,10 @@
  * reference device): blocks never overlap and stay inside the arena, a full arena refuses
  * instead of waiting, blocks given back out of order free their space once the tail reaches
  * them, the ring wraps, and a random multi-threaded alloc/free run with a byte pattern per block
- * finds no block overwritten by another and ends with nothing used. */
+ * finds no block overwritten by another and ends with nothing used. And the copy into pinned
+ * staging shared by several threads (base/faid_pcopy.c): every size, offset and pool gives the
+ * bytes memcpy gives, and leaves the bytes around the destination alone. */
+#include "faid_pcopy.h"
 #include "faid_pinned.h"
 
 #include "faid_test.h"
@@ -117,9 +120,65 @@ static void test_threads(void)
     faid_pinned_destroy(&p);
 }
 
+/* faid_pcopy_run equals memcpy for pools of 1 to 5 threads, sizes around the split threshold and
+ * around share boundaries, unaligned source and destination; the bytes just before and after the
+ * destination stay as they were; pools out of range are refused naming the range. */
+static void test_pcopy(void)
+{
+    const size_t big = 3 * 1024 * 1024 + 7, pad = 64;
+    uint8_t *src = malloc(big + pad), *dst = malloc(big + 2 * pad), *want = malloc(big + 2 * pad);
+    CHECK(src && dst && want);
+    if (!src || !dst || !want) {
+        free(src);
+        free(dst);
+        free(want);
+        return;
+    }
+    for (size_t i = 0; i < big + pad; i++)
+        src[i] = (uint8_t)(i * 2654435761u >> 13);
+    const size_t sizes[] = {0,
+                            1,
+                            100,
+                            FAID_PCOPY_MIN - 1,
+                            FAID_PCOPY_MIN,
+                            FAID_PCOPY_MIN + 13,
+                            FAID_PCOPY_MIN * 3 + 64,
+                            2690568,
+                            big};
+    faid_diag d = {0};
+    for (int n = 1; n <= 5; n++) {
+        faid_pcopy *p = faid_pcopy_new(n, &d);
+        CHECK_MSG(p != NULL, "%d threads: %s", n, d.msg);
+        CHECK(faid_pcopy_threads(p) == n);
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+            for (size_t so = 0; so < 3; so++) {
+                const size_t len = sizes[k], doff = pad + (so * 7) % 64;
+                memset(dst, 0xA5, big + 2 * pad);
+                memset(want, 0xA5, big + 2 * pad);
+                memcpy(want + doff, src + so, len);
+                faid_pcopy_run(p, dst + doff, src + so, len);
+                CHECK_MSG(memcmp(dst, want, big + 2 * pad) == 0,
+                          "%d threads, %zu bytes, offset %zu: differs from memcpy", n, len, so);
+            }
+        faid_pcopy_destroy(&p);
+        CHECK(p == NULL);
+    }
+    /* no pool: memcpy */
+    memset(dst, 0, 1000);
+    faid_pcopy_run(NULL, dst, src, 1000);
+    CHECK(memcmp(dst, src, 1000) == 0 && faid_pcopy_threads(NULL) == 1);
+    faid_pcopy_destroy(NULL);
+    CHECK(faid_pcopy_new(0, &d) == NULL && strstr(d.msg, "1..16") != NULL);
+    CHECK(faid_pcopy_new(FAID_PCOPY_MAX + 1, &d) == NULL && d.code == FAID_ERANGE);
+    free(src);
+    free(dst);
+    free(want);
+}
+
 int main(void)
 {
     RUN(test_basic());
     RUN(test_threads());
+    RUN(test_pcopy());
     return faid_test_finish();
 }
