@@ -7,8 +7,9 @@ Every row sends the same frames (PRESET, DISTINCT distinct bslz4 frames cycled, 
 the frame: what `faidctl replay` sends) and counts from the first message its receivers got to
 the last (connection setup left out). The first three rows are paired: the ceiling, replay -> C
 and fan io=N run in turn REPEAT times, each run printed, the table giving their medians and, as
-issue 18's figure, the median of the fan/ceiling ratios of the same runs; the other rows are
-single runs against those medians. Every receiver allocates alike (freed memory kept, as
+issue 18's figure, the median of the fan/ceiling ratios of the same runs, and each run line the
+sender's own rate (replay's first image sent to its last written out: the same window in both
+rows, a check of the receivers'); the other rows are single runs against those medians. Every receiver allocates alike (freed memory kept, as
 faid-fan does: before, the C sink faulted each message in afresh and the ceiling's receiver did
 not):
 
@@ -86,14 +87,22 @@ def port():
         return s.getsockname()[1]
 
 
+SENDER_RATE = {}  # endpoint -> replay's own rate (its "rate:" line)
+
+
 def replay(endpoint):
-    """faidctl replay of the run's frames; returns its exit status."""
+    """faidctl replay of the run's frames; returns its exit status. Its own rate (frames/s from
+    its first image sent to the last one written out, the queue flushed: the same window in
+    every row, on the sender's side) goes to SENDER_RATE[endpoint]."""
     r = subprocess.run([os.path.join(BIN, "faidctl"), "replay", "--to", endpoint, "--frames",
                         str(FRAMES), "--preset", PRESET, "--distinct", str(DISTINCT), "--quiet",
                         "--timeout", str(int(TIMEOUT))], capture_output=True, text=True,
                        timeout=TIMEOUT + 30)
     if r.returncode:
         print("fan-bench: replay failed:", r.stdout[-500:], r.stderr[-500:], file=sys.stderr)
+    for line in r.stdout.splitlines():
+        if line.startswith("rate: "):
+            SENDER_RATE[endpoint] = float(line.split()[1])
     return r.returncode
 
 
@@ -179,7 +188,8 @@ def control_c(tmp):
     src = sink.wait(TIMEOUT + 30)
     r = json.load(open(js)) if os.path.exists(js) else {"messages": 0}
     # the series' start and end are messages too: FRAMES + 2, the images' span is the same
-    return {"rows": [r], "ok": rc == 0 and src == 0 and r["messages"] == FRAMES + 2}
+    return {"rows": [r], "sender": SENDER_RATE.get(ep),
+            "ok": rc == 0 and src == 0 and r["messages"] == FRAMES + 2}
 
 
 def control_py():
@@ -298,6 +308,7 @@ def fan_row(tmp, io, sink_kind, perf, tee=False):
     if tee_row:
         sink_rcs.append(0 if tee_row["messages"] == FRAMES + 2 else 1)
     return {"rows": sorted(rows, key=lambda r: r["name"]), "status": st, "fan_rc": fan_rc,
+            "sender": SENDER_RATE.get(ep["in"]),
             "tee": tee_row,
             "ok": n == FRAMES and rc == 0 and fan_rc == 0 and c["dropped"] == 0
             and c["lost"] == 0 and all(x == 0 for x in sink_rcs)}
@@ -374,11 +385,12 @@ def main():
         _, frr = span_rate(fr["rows"])
         ok = ok and d["ok"] and fr["ok"]
         runs.append({"ceiling": ce["msg_per_s"], "direct": dr, "fan": frr, "d": d, "fr": fr})
-        line = ("run %d: ceiling %s, replay -> C sink %s (%s), replay -> faid-fan -> %d C sinks "
-                "%s (%s x ceiling, %s x direct)%s"
+        line = ("run %d: ceiling %s, replay -> C sink %s (%s; the sender's own %s), replay -> "
+                "faid-fan -> %d C sinks %s (%s x ceiling, %s x direct; the sender's own %s)%s"
                 % (k + 1, rate_s(ce["msg_per_s"]), rate_s(dr),
-                   fmt(dr / ce["msg_per_s"] if dr else None), SINKS, rate_s(frr),
-                   fmt(frr / ce["msg_per_s"] if frr else None), fmt(frr / dr if frr and dr else None),
+                   fmt(dr / ce["msg_per_s"] if dr else None), rate_s(d.get("sender")), SINKS,
+                   rate_s(frr), fmt(frr / ce["msg_per_s"] if frr else None),
+                   fmt(frr / dr if frr and dr else None), rate_s(fr.get("sender")),
                    "" if d["ok"] and fr["ok"] else " NOT ALL FRAMES ARRIVED"))
         print(line, flush=True)
         runs[-1]["line"] = line
