@@ -9,9 +9,9 @@ the last (connection setup left out). The first three rows are paired: the ceili
 and fan io=N run in turn REPEAT times, each run printed, the table giving their medians and, as
 issue 18's figure, the median of the fan/ceiling ratios of the same runs, and each run line the
 sender's own rate (replay's first image sent to its last written out: the same window in both
-rows, a check of the receivers'); the other rows are single runs against those medians. Every receiver allocates alike (freed memory kept, as
-faid-fan does: before, the C sink faulted each message in afresh and the ceiling's receiver did
-not):
+rows, a check of the receivers'); the other rows are single runs against those medians. Every
+receiver allocates alike (freed memory kept, as faid-fan does: before, the C sink faulted each
+message in afresh and the ceiling's receiver did not):
 
   ceiling         `faid-bench --zmq-ceiling`: a C PUSH thread -> a C PULL thread, one tcp
                   loopback connection, one I/O thread each side: what one connection carries;
