@@ -73,6 +73,7 @@ typedef struct fmsg {
     msg_kind kind;
     uint64_t series_id, frame_id;
     const char *protocol; /* the format's name (static) */
+    int teed;             /* offered to the tee: an image routed again is not copied again */
 } fmsg;
 
 static void fmsg_free(fmsg **pm)
@@ -549,18 +550,36 @@ static int send_detector(fan *f, inst *it, fmsg *m, int move)
     return 0;
 }
 
+static faid_ratelimit rl_tee;
+
+/* Each detector message is offered to the tee once: an image whose send to an instance failed
+ * is routed again, and was copied to the tee again (test_tee_each_message_once_when_an_instance_
+ * is_gone: frame 4 twice). */
 static void tee(fan *f, fmsg *m)
 {
-    if (!f->tee)
+    if (!f->tee || m->teed)
         return;
+    m->teed = 1;
     for (int k = 0; k < m->n; k++) {
         zmq_msg_t c;
         zmq_msg_init(&c);
         zmq_msg_copy(&c, &m->part[k]);
         if (zmq_msg_send(&c, f->tee, ZMQ_DONTWAIT | (k + 1 < m->n ? ZMQ_SNDMORE : 0)) < 0) {
+            int e = zmq_errno();
             zmq_msg_close(&c);
             /* only the first part can be refused (atomic multipart delivery) */
             cnt(&C.tee_dropped, 1);
+            char frame[40] = "";
+            if (m->kind == K_IMAGE)
+                snprintf(frame, sizeof(frame), ", frame %llu", (unsigned long long)m->frame_id);
+            faid_log_ratelimited(
+                &rl_tee, FAID_LOG_WARN, "fan", "tee: dropped the %s of series %llu%s: %s",
+                m->kind == K_START   ? "start"
+                : m->kind == K_IMAGE ? "image"
+                : m->kind == K_END   ? "end"
+                                     : "message",
+                (unsigned long long)m->series_id, frame,
+                e == EAGAIN ? "no consumer connected, or its queue is full" : zmq_strerror(e));
             return;
         }
     }

@@ -19,6 +19,8 @@
 #include "faid_log.h"
 #include "faid_synth.h"
 
+#include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,6 +243,15 @@ int faid_zmq_ceiling_main(int argc, char **argv)
     if (prc)
         return prc > 0 ? 0 : 2;
     faid_log_set_name("faid-bench");
+    /* Every receiver of fan-bench.py allocates the same way (the ceiling's receiver, these
+     * sinks, faid-fan): each message is megabytes, which glibc mapped fresh or gave back to the
+     * kernel at its free, so the next one faulted its pages in again, zeroed. The ceiling's
+     * process escaped that by chance (freeing its 16 MB raw frame raised glibc's dynamic
+     * threshold), a sink did not: 30 page faults per EIGER 4M message in `--zmq-sink` against
+     * 4 in the ceiling (perf stat, 1000 messages, 2-core box), a handicap of the rows without
+     * the fan-out. Kept and reused instead, as faid-fan does (glibc's largest threshold). */
+    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
     zc_run *r = calloc(1, sizeof(*r));
     if (!r) {
         fprintf(stderr, "faid-bench --zmq-ceiling: out of memory\n");

@@ -257,6 +257,37 @@ def test_replay_errors(tmp_path):
     assert rc == 1 and "no receiver" in err
 
 
+def test_replay_stalled_receiver_times_out(tmp_path):
+    """A receiver that connects, takes the series' start and then nothing more: replay's sends
+    go straight into the queue while it has room and wait (through the poll that watches the
+    timeout) only once it is full; replay then gives up with the reason after --timeout and
+    does not hang (the path of a full queue, which the sender no longer polls before every
+    message)."""
+    np.save(tmp_path / "big.npy", np.zeros((512, 512), np.uint16))
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    pull.setsockopt(zmq.RCVHWM, 1)
+    pull.setsockopt(zmq.LINGER, 0)
+    port = free_port()
+    pull.bind(ep(port))
+    try:
+        p = subprocess.Popen([FAIDCTL, "replay", "--to", ep(port), "--npy",
+                              str(tmp_path / "big.npy"), "--encoding", "none", "--frames",
+                              "2000", "--hwm", "2", "--timeout", "0.5", "--quiet"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert pull.poll(LONG * 1000), "replay's start never came"
+        start = msgpack.unpackb(pull.recv())
+        assert start["type"] == "start", start
+        out, err = p.communicate(timeout=LONG)
+        assert p.returncode == 1, (out, err)
+        assert "no receiver took it" in err and "within 0.5 s" in err, err
+        sent = summary_value(out, "frames")
+        assert 0 < sent < 2000, out  # some went into the queue, the rest waited and gave up
+    finally:
+        pull.close()
+        ctx.term()
+
+
 # ------------------------------------------------------------------------------------------------
 # sub and the Python subscriber against a Python sender of output messages
 

@@ -877,3 +877,61 @@ def test_dashboard_of_the_whole_run(rig):
         assert base + "api/v1/fan" in seen["urls"], seen["urls"]
         assert not seen["outside"], seen["outside"]
     det.close()
+
+
+def test_tee_each_message_once_when_an_instance_is_gone(rig):
+    """An image whose send to an instance fails (the instance's connection closed before the
+    fan-out counted it out) goes to another instance; the tee still gets it once (it got it
+    twice: once per attempt), and tee_sent counts every detector message once."""
+    start_fan, start_instance = rig
+    fan = start_fan(sets=("fan.instance_timeout=30",))  # gone by its connection, not by silence
+    tee = Tee(fan)
+    good = start_instance(fan)
+    ghost = fan.ctx.socket(zmq.DEALER)
+    ghost.setsockopt(zmq.LINGER, 0)
+    ghost.connect(fan.ep("inst"))
+    ghost.send(msgpack.packb({"type": "hello", "instance": "ghost", "config_hash":
+                              good.status()["config_hash"], "window": 64, "done": 0}))
+    fan.wait(lambda st: len(fan.live(st)) == 2, "two live instances")
+    good.rx.settle()
+    time.sleep(0.3)  # the tee's connection is up
+    msgs = native_series(31, frames(16, seed=31))
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    det.send(msgs[0])
+    assert ghost.poll(LONG * 1000), "the ghost never got the series' start"
+    ghost.close()  # its blocks' sends fail from now on (ROUTER_MANDATORY: host unreachable)
+    time.sleep(0.5)  # the fan-out's I/O thread has seen the connection close
+    for m in msgs[1:]:
+        det.send(m)
+    good.rx.collect_until_end()
+    assert sorted(r["frame_id"] for r in good.rx.of("result")) == list(range(16))
+    st = fan.wait(lambda st: [i["state"] for i in st["instances"]
+                              if i["instance"] == "ghost"] == ["dead"], "the ghost counted out")
+    assert "instance ghost:" in fan.logtext()  # a send to it failed: the case under test
+    got = tee.collect(len(msgs))
+    while tee.sock.poll(300):  # anything beyond the series: a duplicate
+        got.append(tee.sock.recv_multipart())
+    ids = [msgpack.unpackb(m[0])["frame_id"] for m in got if len(m) == 2]
+    assert sorted(ids) == list(range(16)), ids
+    assert st["counters"]["tee_sent"] == len(msgs) and st["counters"]["tee_dropped"] == 0
+
+
+def test_tee_drop_names_the_message(rig):
+    """With no consumer on fan.tee_endpoint the tee drops (it never blocks the detector): each
+    drop is counted and the log names what was dropped (series, kind, frame id), so a writer
+    that missed messages can be told which."""
+    start_fan, start_instance = rig
+    fan = start_fan()
+    good = start_instance(fan)
+    fan.wait(lambda st: len(fan.live(st)) == 1, "one live instance")
+    good.rx.settle()
+    msgs = native_series(32, frames(2, seed=32))
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    for m in msgs:
+        det.send(m)
+    good.rx.collect_until_end()
+    st = fan.wait(lambda st: st["counters"]["tee_dropped"] == len(msgs), "every message dropped")
+    assert st["counters"]["tee_sent"] == 0
+    log = fan.logtext()
+    assert "tee: dropped the start of series 32" in log, log
+    assert "tee: dropped the image of series 32, frame 0" in log, log
