@@ -77,14 +77,14 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
     long r = env_knob("FAID_SIGCLIP_R", 1, 128, d);
     /* -2: unset, the default below; 0 selects the register kernel */
     long lm = env_knob_or("FAID_SIGCLIP_LM", 0, 1024, -2, d);
-    /* the gather in batches (sigma_clip.cl's SC_GB, issue 17 round 3): 0, the gather as measured
-     * on 2026-11-26, until a GPU run says otherwise */
-    long gb = env_knob("FAID_SIGCLIP_GB", 0, 16, d);
+    /* the gather in batches (sigma_clip.cl's SC_GB, issue 17 round 4); -2: unset, 8 with the
+     * default local-memory kernel below, else 0 */
+    long gb = env_knob_or("FAID_SIGCLIP_GB", 0, 16, -2, d);
     /* a cap on the kernel's registers per work-item (NVIDIA's -cl-nv-maxrregcount; round 3):
      * 2 work-groups of 256 per SM at up to 128 registers, 3 at 80, 4 at 64 (65,536 per SM); 0,
      * the compiler's choice, until a GPU run says otherwise */
     long maxreg = env_knob("FAID_SIGCLIP_MAXREG", 0, 255, d);
-    if (wg < 0 || r < 0 || lm == -1 || gb < 0 || maxreg < 0)
+    if (wg < 0 || r < 0 || lm == -1 || gb == -1 || maxreg < 0)
         return d ? d->code : FAID_EINVAL;
     if (wg & (wg - 1))
         return faid_fail(d, FAID_EINVAL, "peaks: FAID_SIGCLIP_WG=%ld is not a power of two", wg);
@@ -101,7 +101,7 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
             maxbin = csr->indptr[b + 1] - csr->indptr[b];
     const int nv = em == FAID_CLIP_AZIMUTHAL ? 2 : 3; /* signal, norm (and variance) per entry */
     if (lm == -2) {
-        /* the default: 12 entries per work-item in local memory and 8 in registers (the rest
+        /* the default: 12 entries per work-item in local memory and 4 in registers (the rest
          * overflows), issue 17's GPU run (one H100, EIGER 4M, docs/PERFORMANCE.md): the sigma
          * clip 173 us a frame fused with it, 290 us in the register kernel. Where 12 does not fit
          * (NVIDIA's 48 KB with the variance of the poisson and hybrid models: 52 KB) the largest
@@ -110,9 +110,17 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
         lm = 12;
         while (lm > 0 && info->local_mem && sc_local_bytes(cfg->wg, lm, nv) > info->local_mem)
             lm--;
+        /* 4 in registers and the gather in batches of 8 (round 4's H100 run, 2026-11-26,
+         * tests/bench/results/h100-2026-11-26-round4-clip: clip 173 -> 159 us one frame alone,
+         * clip + picker 3,013 -> 3,206 frames/s pipelined, same bits; 8 in registers with the
+         * batches 232 us, the batches alone no better) */
         if (lm && !r)
-            r = 8;
+            r = 4;
+        if (lm && gb == -2)
+            gb = 8;
     }
+    if (gb == -2)
+        gb = 0;
     if (!r) {
         /* the largest bin in registers (with FAID_SIGCLIP_LM: what local memory does not hold):
          * on an H200, EIGER 4M, 1000 bins (11,396 entries at most), 48 per work-item of 256

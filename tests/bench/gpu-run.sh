@@ -34,7 +34,7 @@
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
-# default "default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
+# default "default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
 # r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 all", names below in psets ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
@@ -68,7 +68,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 all}
+PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -235,6 +235,8 @@ old="FAID_PEAKS_FUSED=0 FAID_SIGCLIP_LM=0 FAID_PEAKS_KOPTS=-DPF8_HASH=0,-DPF8_LO
 pf8v="FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1"
 declare -A psets=(
     [default]=""                                     # today's defaults (docs/peaks.md)
+    # round 4's sigma clip before its GPU run: 8 in registers, no batched gather
+    [c3]="FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=0"
     [reg]="$old"                                     # the register sigma clip, as before the run
     # entries per work-item in local memory: 12 x 256 x 8 B = 24 KB + 15 KB of the scan's arrays,
     # inside the 48 KB that NVIDIA's OpenCL gives a work-group (16 would leave 0.8 KB)
@@ -267,15 +269,15 @@ declare -A psets=(
     # round 4 of the sigma clip and the picker (latency variants, off by default): the clip's
     # gather in batches of 4 or 8 entries with their loads issued together; the picker's loads of
     # its 4 pixels (and of each row of a seed's patch) issued together; both on the defaults
-    [gb4]="FAID_SIGCLIP_GB=4"
-    [gb8]="FAID_SIGCLIP_GB=8"
+    [gb4]="FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=4"
+    [gb8]="FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8"
     # 4 entries in registers instead of 8 (fewer registers, perhaps 3 work-groups per SM instead
     # of 2; bins above 4,096 entries overflow, their walks batched): same order, same bits
     [gb8r4]="FAID_SIGCLIP_GB=8 FAID_SIGCLIP_R=4"
     # the clip's registers capped (NVIDIA's -cl-nv-maxrregcount): 3 or 4 work-groups of 256 per SM
     # instead of (probably) 2, perhaps with spills (the "registers" lines say)
-    [gb8m80]="FAID_SIGCLIP_GB=8 FAID_SIGCLIP_MAXREG=80"
-    [gb8m64]="FAID_SIGCLIP_GB=8 FAID_SIGCLIP_MAXREG=64"
+    [gb8m80]="FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_SIGCLIP_MAXREG=80"
+    [gb8m64]="FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_SIGCLIP_MAXREG=64"
     # 512 work-items per bin (4 in local memory: 45 KB; 8 in registers): 6,144 entries on chip,
     # the largest bin 23 per work-item; another order of the sums than 256 (=default may say NO;
     # the lists are checked against the reference device as always)
@@ -285,7 +287,7 @@ declare -A psets=(
     # loads its counts at once
     [pscan]="FAID_PEAKS_KOPTS=-DPP_WSCAN1=1,-DPK_SCAN_PF=32"
     # the sigma clip's and the picker's round-4 variants together
-    [c4]="FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32"
+    [c4]="FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32"
     # every variant (peakfinder8: PF8_CLASS left out, the candidates' pass holds the classes in
     # its window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill launch)
     [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPF8_RECS=1,-DPF8_CLASS=0,-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32 FAID_PF8_FILL_GROUPS=512 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1 FAID_PF8_NOPREP=1"

@@ -692,18 +692,20 @@ static void test_sigclip_local(void)
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
     CHECK(cfg.lm == 0 && strstr(cfg.opts, "LM") == NULL && cfg.r >= 4);
     unsetenv("FAID_SIGCLIP_LM");
-    /* the default: LM=12 and R=8 where they fit (the entries without the variance)... */
+    /* the default: LM=12, R=4 and the gather 8 at a time where they fit (the entries without the
+     * variance; round 4's GPU run)... */
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
-    CHECK(cfg.lm == 12 && cfg.r == 8 && strstr(cfg.opts, "-D LM=12") != NULL);
+    CHECK(cfg.lm == 12 && cfg.r == 4 && cfg.gb == 8 && strstr(cfg.opts, "-D LM=12") != NULL &&
+          strstr(cfg.opts, "-D SC_GB=8") != NULL);
     /* ...the largest share that fits where 12 does not (with the variance: 10, 46 KB), without
      * an error... */
     CHECK_MSG(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0, "%s", d.msg);
-    CHECK(cfg.lm == 10 && cfg.r == 8 && strstr(cfg.opts, "-D LM=10") != NULL);
+    CHECK(cfg.lm == 10 && cfg.r == 4 && strstr(cfg.opts, "-D LM=10") != NULL);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_HYBRID, &cfg, &d) == 0 && cfg.lm == 10);
     /* ...an explicit R stays... */
-    setenv("FAID_SIGCLIP_R", "4", 1);
+    setenv("FAID_SIGCLIP_R", "8", 1);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
-    CHECK(cfg.lm == 12 && cfg.r == 4);
+    CHECK(cfg.lm == 12 && cfg.r == 8);
     unsetenv("FAID_SIGCLIP_R");
     /* ...and the register kernel where no share fits */
     faid_dev_info small = {.name = "small device", .max_wg = 256, .local_mem = 16384};
@@ -809,7 +811,15 @@ static void test_round3_variants(void)
     faid_dev_info info = {.name = "test device", .max_wg = 256, .local_mem = 49152};
     faid_sigclip_cfg cfg;
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
-    CHECK(cfg.gb == 0 && strstr(cfg.opts, "SC_GB") == NULL); /* off by default */
+    CHECK(cfg.gb == 8 && strstr(cfg.opts, "-D SC_GB=8") != NULL); /* on with the default LM */
+    setenv("FAID_SIGCLIP_GB", "0", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.gb == 0 && strstr(cfg.opts, "SC_GB") == NULL); /* =0 turns it off */
+    unsetenv("FAID_SIGCLIP_GB");
+    setenv("FAID_SIGCLIP_LM", "0", 1); /* off with the register kernel unless set */
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.gb == 0 && strstr(cfg.opts, "SC_GB") == NULL);
+    unsetenv("FAID_SIGCLIP_LM");
     setenv("FAID_SIGCLIP_GB", "8", 1);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
     CHECK(cfg.gb == 8 && strstr(cfg.opts, "-D SC_GB=8") != NULL);
