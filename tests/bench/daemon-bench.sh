@@ -47,6 +47,10 @@
 #      peak figures are of; copy4 = pipeline.copy_threads 4 (the frames outside the arena copied
 #      into staging by the worker and 3 threads, a share each; also runs the CONNS-connection
 #      throughput: issue 17's four connections, where the worker's copies were most of its time),
+#      alwayspoll / idlepoll / copy4poll = always / idle / copy4 with collect_poll_us 200 (with
+#      peaks the worker spent 399 us a frame submitting, most of it the copy into staging of the
+#      frames ingest had not copied, and 264 waiting for the oldest frame while newer ones
+#      queued: round 4's H100 run, tests/bench/results/h100-2026-11-26-round4-daemon),
 #      slotd2h = the main settings with FAID_ENGINE_SLOT_D2H=1 (one read-back per slot after its
 #      last frame, the path before per-lane reads: with batches the first frames of a slot
 #      waited for the last one's peak stages);
@@ -272,6 +276,9 @@ for v in $COMPARE; do
     shared) make_config "$v" "$PINNED" "$PINNED_COPY" "" shared ;;
     benchpeaks) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 bench ;;
     copy4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" 4 ;;
+    alwayspoll) make_config "$v" "$PINNED" always "" "" 200 ;;
+    idlepoll) make_config "$v" "$PINNED" idle "" "" 200 ;;
+    copy4poll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 "" 4 ;;
     slotd2h)
         make_config "$v" "$PINNED" "$PINNED_COPY"
         fenv=(FAID_ENGINE_SLOT_D2H=1)
@@ -282,7 +289,7 @@ for v in $COMPARE; do
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, slotd2h, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, slotd2h, writer)"
         continue
         ;;
     esac
