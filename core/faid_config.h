@@ -138,6 +138,7 @@ typedef struct faid_config {
     int fan_block;
     int64_t fan_buffer_bytes;
     double fan_instance_timeout;
+    double fan_end_timeout;
     int fan_config_flag; /* 0 = refuse, 1 = flag */
 
     /* The detector and geometry keys as written (or their defaults): faid_config_resolve derives

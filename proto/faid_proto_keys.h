@@ -114,6 +114,7 @@
     X(SHARDS, "shards")                                                                            \
     X(WINDOW, "window")                                                                            \
     X(DONE, "done")                                                                                \
+    X(ACCOUNTED, "accounted")                                                                      \
     X(FLAGGED, "flagged")                                                                          \
     X(SERIES, "series")                                                                            \
     X(INSTANCES, "instances")                                                                      \
@@ -227,6 +228,7 @@
     X(ACCEPT_FAILED, "accept_failed")                                                              \
     X(CONNECTION_CAP, "connection_cap")                                                            \
     X(OVER_CAP, "over_cap")                                                                        \
+    X(FAN_LINK, "fan_link")                                                                        \
     X(DEPTH, "depth")                                                                              \
     X(CAPACITY, "capacity")                                                                        \
     X(POLICY, "policy")                                                                            \
@@ -607,6 +609,7 @@
     X(STATUS_INPUT, ACCEPT_FAILED, "uint", REQ, "accepts that failed (e.g. the descriptor limit)") \
     X(STATUS_INPUT, CONNECTION_CAP, "uint", REQ, "most input connections kept open: the descriptor limit less a reserve for control and files") \
     X(STATUS_INPUT, OVER_CAP, "uint", REQ, "connections closed as soon as accepted because `connection_cap` were open") \
+    X(STATUS_INPUT, FAN_LINK, "str", REQ, "`input.protocol: fan`: the link to the fan-out: `\"joining\"` (hello sent), `\"live\"` (welcomed, its beats come), `\"refused\"` (config_hash differs from the other instances', also after a reload), `\"silent\"` (no beat for `fan.instance_timeout`: the fan-out is taken for gone, the open series ended); `\"off\"` otherwise") \
     X(STATUS_QUEUE, DEPTH, "uint", REQ, "frames waiting")                                          \
     X(STATUS_QUEUE, CAPACITY, "uint", REQ, "frame queue capacity")                                 \
     X(STATUS_QUEUE, POLICY, "str", REQ, "backpressure policy")                                     \
@@ -664,11 +667,12 @@
     X(STATUS_WRITER, ERRORS, "map str -> uint", REQ, "write errors per kind: `no_space` (ENOSPC), `file_size` (RLIMIT_FSIZE), `unwritable` (directory missing, read-only), `removed` (file or directory removed while written), `io`, `message` (a message unlike its start)") \
     X(STATUS_WRITER, DROPPED, "map str -> uint", REQ, "messages not queued for the writer because `writer.queue_bytes` was full, per kind: `start`, `result`, `end`, `hit`") \
     /* the fan-out link (proto/faid_fan_proto.h) */ \
-    X(FAN_LINK, TYPE, "str", REQ, "instance to fan-out: `\"hello\"`, `\"credit\"`, `\"bye\"`; fan-out to instance: `\"welcome\"`, `\"refused\"`, `\"rejoin\"`, `\"route\"`") \
+    X(FAN_LINK, TYPE, "str", REQ, "instance to fan-out: `\"hello\"`, `\"credit\"`, `\"bye\"`; fan-out to instance: `\"welcome\"`, `\"refused\"`, `\"rejoin\"`, `\"route\"`, `\"beat\"` (every 100 ms: the fan-out is alive)") \
     X(FAN_LINK, INSTANCE, "str (< 128 bytes)", OPT, "hello: the instance's name (`instance.name`, as its start, results and end carry it)") \
-    X(FAN_LINK, CONFIG_HASH, "str", OPT, "hello: the instance's `config_hash` (as its `status`)") \
+    X(FAN_LINK, CONFIG_HASH, "str", OPT, "hello, credit: the instance's `config_hash` (as its `status`); in a credit the one in force, so that a reload that changes it is checked against the other instances again") \
     X(FAN_LINK, WINDOW, "uint", OPT, "hello, credit, bye: frames the instance may hold beyond those it accounted for") \
     X(FAN_LINK, DONE, "uint", OPT, "hello, credit, bye: frames the instance accounted for (results, errors, drops) since it started; the fan-out credits `done + window - sent`") \
+    X(FAN_LINK, ACCOUNTED, "[[uint, uint, uint]]", OPT, "credit, bye: the frames accounted for (results, errors, drops published) since the previous credit, exactly, as inclusive `[series_id, first, last]` ranges, at most 256 per message; the fan-out's outstanding frames of the instance are those sent and never named here") \
     X(FAN_LINK, FLAGGED, "bool", OPT, "welcome: the instance's `config_hash` differs from the others' (`fan.config_mismatch: flag`)") \
     X(FAN_LINK, ERROR, "str", OPT, "refused: why") \
     X(FAN_LINK, PROTOCOL, "str", OPT, "route: the detector format of the message that follows (`native`, `dectris-v1`, `dectris-v2`)") \
