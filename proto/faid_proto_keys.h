@@ -115,6 +115,8 @@
     X(WINDOW, "window")                                                                            \
     X(DONE, "done")                                                                                \
     X(ACCOUNTED, "accounted")                                                                      \
+    X(ROUTED, "routed")                                                                            \
+    X(ENDS_AWAITED, "ends_awaited")                                                                \
     X(FLAGGED, "flagged")                                                                          \
     X(SERIES, "series")                                                                            \
     X(INSTANCES, "instances")                                                                      \
@@ -314,6 +316,7 @@
     X(STATUS_WRITER, "status.writer", "status: writer")                                            \
     X(FAN_LINK, "fanout-link", "fan-out link: instance and fan-out messages")                         \
     X(FAN_LOST, "fanout-lost", "fan-out: lost")                                                       \
+    X(FAN_ROUTED, "fanout-routed", "fan-out: routed")                                                 \
     X(FAN_STATUS, "fanout-status", "fan-out: status reply")                                           \
     X(FAN_STATUS_INSTANCE, "fanout-status.instances", "fan-out status: each entry of instances")
 
@@ -687,12 +690,18 @@
     X(FAN_LOST, INSTANCE, "str", REQ, "the instance they were handed to; `\"\"`: dropped by the fan-out itself (`fan.buffer_bytes` full)") \
     X(FAN_LOST, REASON, "str", REQ, "`\"gone (connection closed)\"`, `\"timed out\"`, `\"left\"`, `\"replaced by a new connection\"`, `\"buffer full\"`") \
     X(FAN_LOST, FRAMES, "[[uint, uint]]", REQ, "the frame ids as inclusive `[first, last]` ranges") \
+    /* the fan-out's PUB: the frames it handed out in a series */ \
+    X(FAN_ROUTED, TYPE, "str", REQ, "`\"routed\"`") \
+    X(FAN_ROUTED, SERIES, "uint", REQ, "the series") \
+    X(FAN_ROUTED, FRAMES, "[[uint, uint]]", REQ, "every image id of the series the fan-out handed to an instance, sorted, as inclusive `[first, last]` ranges (images its buffer dropped are in `lost` reports with instance `\"\"`)") \
+    X(FAN_ROUTED, INCOMPLETE, "bool", REQ, "true when the ids took more than 65,536 ranges: `frames` is then not the whole set (a consumer falls back to the series' frame count)") \
     /* faid-fan's status reply (after ok, cmd) */ \
     X(FAN_STATUS, SOFTWARE_VERSION, "str", REQ, "faid version") \
     X(FAN_STATUS, UPTIME_S, "float", REQ, "seconds since faid-fan started") \
     X(FAN_STATUS, STATE, "str", REQ, "`\"running\"` (a series is open) or `\"idle\"`") \
     X(FAN_STATUS, SERIES_ID, "uint", REQ, "the open or last series") \
     X(FAN_STATUS, POLICY, "str", REQ, "`fan.policy`: `\"blocks\"` or `\"credit\"`") \
+    X(FAN_STATUS, ENDS_AWAITED, "uint", REQ, "ends of the open series still to come: starts minus ends over the inputs (several senders: the end goes to the instances at 0, or `fan.end_timeout` after the first end)") \
     X(FAN_STATUS, COUNTERS, "map str -> uint", REQ, "`received`, `received_bytes` (detector messages), `bad_input` (unreadable: tee only), `routed` (images handed to an instance), `broadcast` (starts, ends, other messages sent to every instance), `dropped` (images the full buffer dropped), `lost` (frames reported lost), `tee_sent`, `tee_dropped`, `joined`, `left`, `died`, `refused` (instances), `queued_bytes` (the buffer now)") \
     X(FAN_STATUS, INSTANCES, "[map]", REQ, "every instance seen (`fanout-status.instances` below)") \
     X(FAN_STATUS_INSTANCE, INSTANCE, "str", REQ, "its name") \

@@ -54,6 +54,11 @@
 #define BLOCK_MAP     4096 /* recent blocks' owners (blocks policy) */
 #define MAX_DROPS     1024 /* frame ranges dropped by the buffer, not yet reported */
 #define MAX_RID       256
+/* The most [first, last] ranges of the ids handed out in one series (the `routed` report):
+ * 65,536 ranges are 1.2 MB of msgpack at most; a series routed in blocks of fan.block frames
+ * takes one range per block and instance change, a million frames in blocks of 16 at most
+ * 62,500. Beyond it the report says incomplete. */
+#define MAX_ROUTED 65536
 /* The most frames an instance may claim as its window: faid asks 2 x queue.depth (at most
  * 131072); a peer claiming more would only hoard the stream. */
 #define MAX_WINDOW 131072u
@@ -353,6 +358,10 @@ typedef struct fan {
     fmsg *end;
     int64_t end_ns;
     int64_t beat_ns; /* the last beat to the instances */
+    /* the image ids of the open series handed to an instance, as ranges in routing order */
+    uint64_t (*routed)[2];
+    size_t nrouted, cap_routed;
+    int routed_incomplete;
     block_owner blocks[BLOCK_MAP];
     int rr; /* next instance in turn (blocks) */
     int64_t t0_ns;
@@ -919,8 +928,82 @@ static fmsg *fmsg_copy(const fmsg *m)
     return c;
 }
 
+static void routed_note(fan *f, uint64_t frame)
+{
+    if (f->nrouted && f->routed[f->nrouted - 1][1] + 1 == frame) {
+        f->routed[f->nrouted - 1][1] = frame;
+        return;
+    }
+    if (f->nrouted == f->cap_routed) {
+        size_t cap = f->cap_routed ? 2 * f->cap_routed : 256;
+        void *p = cap <= MAX_ROUTED ? realloc(f->routed, cap * sizeof(*f->routed)) : NULL;
+        if (!p) {
+            f->routed_incomplete = 1;
+            return;
+        }
+        f->routed = p;
+        f->cap_routed = cap;
+    }
+    f->routed[f->nrouted][0] = f->routed[f->nrouted][1] = frame;
+    f->nrouted++;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* The `routed` report of the open series (its end passed on, or superseded): its ids sorted and
+ * joined. */
+static void publish_routed(fan *f)
+{
+    qsort(f->routed, f->nrouted, sizeof(*f->routed), range_cmp);
+    size_t n = 0;
+    for (size_t k = 0; k < f->nrouted; k++) {
+        if (n && f->routed[k][0] <= f->routed[n - 1][1] + 1) {
+            if (f->routed[k][1] > f->routed[n - 1][1])
+                f->routed[n - 1][1] = f->routed[k][1];
+            continue;
+        }
+        f->routed[n][0] = f->routed[k][0];
+        f->routed[n][1] = f->routed[k][1];
+        n++;
+    }
+    size_t cap = 128 + n * 20;
+    uint8_t *buf = malloc(cap);
+    if (buf) {
+        faid_mpw w;
+        faid_mpw_init(&w, buf, cap);
+        faid_mpw_map_begin(&w);
+        faid_mpw_key(&w, FAID_K_TYPE);
+        faid_mpw_key(&w, FAID_K_ROUTED);
+        faid_mpw_key(&w, FAID_K_SERIES);
+        faid_mpw_uint(&w, f->series_id);
+        faid_mpw_key(&w, FAID_K_FRAMES);
+        faid_mpw_array(&w, (uint32_t)n);
+        for (size_t k = 0; k < n; k++) {
+            faid_mpw_array(&w, 2);
+            faid_mpw_uint(&w, f->routed[k][0]);
+            faid_mpw_uint(&w, f->routed[k][1]);
+        }
+        faid_mpw_key(&w, FAID_K_INCOMPLETE);
+        faid_mpw_bool(&w, f->routed_incomplete);
+        faid_mpw_map_end(&w);
+        if (faid_mpw_finish(&w, NULL) == 0) {
+            zmq_send(f->pub, FAID_K_ROUTED, strlen(FAID_K_ROUTED), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+            zmq_send(f->pub, buf, w.len, ZMQ_DONTWAIT);
+        }
+        free(buf);
+    }
+    f->nrouted = 0;
+    f->routed_incomplete = 0;
+}
+
 static void open_series(fan *f, fmsg *m)
 {
+    if (f->series_open)
+        publish_routed(f); /* superseded */
     fmsg_free(&f->start);
     f->start = fmsg_copy(m);
     fmsg_free(&f->end);
@@ -982,6 +1065,8 @@ static void broadcast(fan *f, fmsg *m)
     }
     cnt(&C.broadcast, 1);
     if (m->kind == K_END && m->series_id == f->series_id) {
+        if (f->series_open)
+            publish_routed(f);
         f->series_open = 0;
         fmsg_free(&f->start);
         fmsg_free(&f->end);
@@ -1012,6 +1097,8 @@ static void route(fan *f)
             }
             it->sent++;
             it->frames_sent++;
+            if (f->series_open && m->series_id == f->series_id)
+                routed_note(f, m->frame_id);
             if (out_push(it, m->series_id, m->frame_id) != 0)
                 FAID_WARN("fan", "out of memory for the frames of instance %s", it->name);
             cnt(&C.routed, 1);
@@ -1128,6 +1215,11 @@ static void write_status(fan *f, faid_mpw *w)
     faid_mpw_uint(w, f->series_id);
     faid_mpw_key(w, FAID_K_POLICY);
     faid_mpw_key(w, f->cfg->fan_policy ? "credit" : "blocks");
+    uint64_t awaited = 0;
+    for (int i = 0; f->series_open && i < FAID_MAX_ENDPOINTS; i++)
+        awaited += f->starts[i] > f->ends[i] ? f->starts[i] - f->ends[i] : 0;
+    faid_mpw_key(w, FAID_K_ENDS_AWAITED);
+    faid_mpw_uint(w, awaited);
     faid_mpw_key(w, FAID_K_COUNTERS);
     struct {
         const char *k;
@@ -1645,6 +1737,7 @@ static void fan_stop(fan *f)
         queue_pop(&f->q);
     fmsg_free(&f->start);
     fmsg_free(&f->end);
+    free(f->routed);
     faid_fan_http_stop(&f->http);
     for (int i = 0; i < f->naggr; i++) {
         faid_sub_destroy(&f->aggr_sub[i]);
