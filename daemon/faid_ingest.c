@@ -74,7 +74,6 @@ typedef struct ingest {
     int64_t fan_credit_ns;  /* when the last credit went out */
     uint64_t fan_done;      /* done in the last credit */
     int64_t fan_beat_ns;    /* the fan-out's last message of any kind (its beats: every 100 ms) */
-    char fan_hash[17];      /* config_hash in the last hello or credit */
     faid_fan_msg fan_route; /* the route of the message being handled */
     faid_fan_msg fan_out;   /* the link message being sent (large: off the stack) */
     uint8_t fan_buf[FAID_FAN_LINK_MAX];
@@ -654,9 +653,10 @@ static void fan_send(ingest *in, faid_fan_type type)
     size_t len = 0;
     if (faid_fan_encode(m, in->fan_buf, sizeof(in->fan_buf), &len, NULL))
         return;
-    /* Never waits: a fan-out that is not there yet gets the next one. What it did not take of
-     * the accounted ranges stays with it: those frames are then reported lost if this instance
-     * dies, never the other way round. */
+    /* Never waits: a fan-out that is not there yet gets the next one. The ranges of a credit
+     * the socket did not take are not named again: those frames stay outstanding at the
+     * fan-out and are reported lost if this instance dies (a merged subscriber that has their
+     * results counts them lost_delivered), never the other way round. */
     if (zmq_send(in->pull, in->fan_buf, len, ZMQ_DONTWAIT) < 0)
         return;
     int64_t now = faid_now_ns();
@@ -664,7 +664,6 @@ static void fan_send(ingest *in, faid_fan_type type)
         in->fan_hello_ns = now;
     in->fan_credit_ns = now;
     in->fan_done = m->done;
-    snprintf(in->fan_hash, sizeof(in->fan_hash), "%s", m->config_hash);
 }
 
 /* The fan-out silent for fan.instance_timeout (no beat, no route: it beats every 100 ms): taken
@@ -678,10 +677,10 @@ static void fan_silent(ingest *in, int64_t now)
     in->fan_welcomed = 0;
     in->fan_hello_ns = now;
     atomic_store(s->fan_link, FAID_FAN_LINK_SILENT);
-    FAID_WARN("ingest",
-              "fan-out silent for %.1f s (fan.instance_timeout %.1f s): taken for gone; the open "
-              "series ends (timeout), hello again each second",
-              (double)(now - in->fan_beat_ns) / 1e9, s->cfg->fan_instance_timeout);
+    faid_log_ratelimited(&rl_fan, FAID_LOG_WARN, "ingest",
+                         "fan-out silent for %.1f s (fan.instance_timeout %.1f s): taken for "
+                         "gone; the open series ends (timeout), hello again each second",
+                         (double)(now - in->fan_beat_ns) / 1e9, s->cfg->fan_instance_timeout);
     faid_series_out out;
     lock(in);
     if (faid_series_current(in->sh->series, NULL, NULL, NULL)) {
@@ -693,8 +692,9 @@ static void fan_silent(ingest *in, int64_t now)
 }
 
 /* Hello until welcomed (again each second: a fan-out that starts later, or refused this
- * instance, hears it again); then credit whenever done grew, frames are to be named, the
- * configuration hash changed (a reload) and every 100 ms as heartbeat. */
+ * instance, hears it again); then credit whenever done grew or frames are to be named, and every
+ * 100 ms as heartbeat (each credit carries the config_hash in force: a reload is told within
+ * 100 ms). */
 static void fan_tick(ingest *in)
 {
     if (!in->fan)
@@ -709,21 +709,14 @@ static void fan_tick(ingest *in)
         fan_silent(in, now);
         return;
     }
-    int hash_changed = 0;
-    faid_gen *g = faid_server_current_gen(in->s->srv);
-    if (g && strcmp(g->setup->config_hash, in->fan_hash) != 0)
-        hash_changed = 1;
-    faid_gen_release(&g);
     pthread_mutex_lock(&in->s->fan_acct->mu);
     size_t pending = in->s->fan_acct->n;
     pthread_mutex_unlock(&in->s->fan_acct->mu);
     /* at most 16 credits a turn (4,096 ranges): the rest goes with the next turn */
     for (int k = 0; k < 16 && (pending || k == 0); k++) {
-        if (!pending && !hash_changed && fan_done(in->s) == in->fan_done &&
-            now - in->fan_credit_ns <= 100000000ll)
+        if (!pending && fan_done(in->s) == in->fan_done && now - in->fan_credit_ns <= 100000000ll)
             break;
         fan_send(in, FAID_FAN_CREDIT);
-        hash_changed = 0;
         pending = pending > FAID_FAN_ACCOUNTED_MAX ? pending - FAID_FAN_ACCOUNTED_MAX : 0;
     }
 }
