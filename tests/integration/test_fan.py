@@ -1125,3 +1125,57 @@ def test_two_senders_one_end_after_both(rig):
     assert len(ends) == 2 and sum(e["frames_received"] for e in ends) == 4, ends
     for d in dets:
         d.close()
+
+
+def test_credit_names_frames_out_of_order(rig):
+    """The fan-out's side of exact losses, deterministically: an instance (here a DEALER
+    speaking the link, as faid does) that was sent frames 0..3 and published 1 and 3 first (two
+    devices finishing out of order) names them in its credit; when it then leaves, the frames
+    reported lost are exactly 0 and 2, never the oldest two by count. The `routed` report of the
+    series names all four."""
+    start_fan, _ = rig
+    fan = start_fan()
+    fan.status()
+    time.sleep(0.5)  # the test's SUB on the fan-out's PUB is connected before anything is lost
+    peer = fan.ctx.socket(zmq.DEALER)
+    peer.setsockopt(zmq.LINGER, 0)
+    peer.connect(fan.ep("inst"))
+    peer.send(msgpack.packb({"type": "hello", "instance": "two-devices",
+                             "config_hash": "0123456789abcdef", "window": 4, "done": 0}))
+
+    def link():
+        assert peer.poll(LONG * 1000), "nothing from the fan-out"
+        parts = peer.recv_multipart()
+        return msgpack.unpackb(parts[0]), parts[1:]
+
+    while link()[0]["type"] != "welcome":
+        pass
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    msgs = native_series(14, frames(4, seed=31))
+    for m in msgs[:5]:
+        det.send(m)
+    got = []
+    while len(got) < 4:
+        m, _ = link()
+        if m["type"] == "route" and m["kind"] == "image":
+            got.append(m["frame_id"])
+    assert got == [0, 1, 2, 3]
+    peer.send(msgpack.packb({"type": "credit", "window": 4, "done": 2,
+                             "accounted": [[14, 1, 1], [14, 3, 3]]}))
+    peer.send(msgpack.packb({"type": "bye", "window": 4, "done": 2, "accounted": []}))
+    fan.wait(lambda st: st["counters"]["lost"] == 2, "two frames reported lost")
+    t_end = time.monotonic() + LONG
+    while not fan.lost_msgs:
+        assert time.monotonic() < t_end, "no lost report"
+        fan.poll_lost(0.2)
+    assert fan.lost_frames(14) == [0, 2], fan.lost_msgs
+    assert fan.lost_msgs[0]["instance"] == "two-devices" and fan.lost_msgs[0]["reason"] == "left"
+    det.send(msgs[5])
+    fan.wait(lambda st: st["state"] == "idle", "the series ended")
+    while not fan.routed_msgs:
+        assert time.monotonic() < t_end, "no routed report"
+        fan.poll_lost(0.2)
+    check_keys("fanout-routed", fan.routed_msgs[0])
+    assert fan.routed_msgs[0]["series"] == 14 and fan.routed_msgs[0]["frames"] == [[0, 3]]
+    peer.close()
+    det.close()
