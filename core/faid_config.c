@@ -497,7 +497,7 @@ static const faid_option options[] = {
            "0.1 s) counts as dead: it gets nothing more and the frames it had not accounted for "
            "are reported lost. An instance (input.protocol fan): the fan-out silent this long "
            "(no beat, which it sends every 0.1 s) counts as gone: the open series ends (reason "
-           "timeout) and status input.fan_link says silent."),
+           "timeout) and status fan_link (in input) says silent."),
     SIMPLE("fan.end_timeout", FAID_OT_DOUBLE, "s", 0.1, 86400, "30.0", 0, NULL, fan_end_timeout, 0,
            "faid-fan only: several senders feeding one series (several input endpoints, or "
            "several senders on one bound endpoint) each send its start and end; the series' "

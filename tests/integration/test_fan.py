@@ -977,7 +977,7 @@ def test_exact_losses_instance_with_two_devices_killed(rig):
 
 def test_fan_out_killed_mid_series(rig):
     """kill -9 of the fan-out mid-series: the instances hear no beat for fan.instance_timeout,
-    say so (status input.fan_link "silent", their log) and end the open series; the merged view
+    say so (status `fan_link` "silent", their log) and end the open series; the merged view
     ends without the fan-out's report (fan_report false) and lists the frames it held or never
     received: every id of the start's nimages never seen."""
     start_fan, start_instance = rig
