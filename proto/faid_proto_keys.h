@@ -688,7 +688,7 @@
     X(FAN_LOST, TYPE, "str", REQ, "`\"lost\"`") \
     X(FAN_LOST, SERIES, "uint", REQ, "the series") \
     X(FAN_LOST, INSTANCE, "str", REQ, "the instance they were handed to; `\"\"`: dropped by the fan-out itself (`fan.buffer_bytes` full)") \
-    X(FAN_LOST, REASON, "str", REQ, "`\"gone (connection closed)\"`, `\"timed out\"`, `\"left\"`, `\"replaced by a new connection\"`, `\"buffer full\"`") \
+    X(FAN_LOST, REASON, "str", REQ, "`\"gone (connection closed)\"`, `\"timed out\"`, `\"left\"`, `\"replaced by a new connection\"`, `\"refused after a reload (config_hash differs)\"`, `\"buffer full\"`") \
     X(FAN_LOST, FRAMES, "[[uint, uint]]", REQ, "the frame ids as inclusive `[first, last]` ranges") \
     /* the fan-out's PUB: the frames it handed out in a series */ \
     X(FAN_ROUTED, TYPE, "str", REQ, "`\"routed\"`") \
@@ -705,7 +705,7 @@
     X(FAN_STATUS, COUNTERS, "map str -> uint", REQ, "`received`, `received_bytes` (detector messages), `bad_input` (unreadable: tee only), `routed` (images handed to an instance), `broadcast` (starts, ends, other messages sent to every instance), `dropped` (images the full buffer dropped), `lost` (frames reported lost), `tee_sent`, `tee_dropped`, `joined`, `left`, `died`, `refused` (instances), `queued_bytes` (the buffer now)") \
     X(FAN_STATUS, INSTANCES, "[map]", REQ, "every instance seen (`fanout-status.instances` below)") \
     X(FAN_STATUS_INSTANCE, INSTANCE, "str", REQ, "its name") \
-    X(FAN_STATUS_INSTANCE, STATE, "str", REQ, "`\"live\"` (receives frames), `\"dead\"` (connection closed or silent for `fan.instance_timeout`), `\"left\"` (said bye), `\"refused\"`") \
+    X(FAN_STATUS_INSTANCE, STATE, "str", REQ, "`\"live\"` (receives frames), `\"dead\"` (connection closed or silent for `fan.instance_timeout`), `\"left\"` (said bye), `\"refused\"` (its `config_hash` differs, at its hello or after a reload)") \
     X(FAN_STATUS_INSTANCE, CONFIG_HASH, "str", REQ, "its `config_hash`") \
     X(FAN_STATUS_INSTANCE, FLAGGED, "bool", REQ, "its hash differs and `fan.config_mismatch` is `flag`") \
     X(FAN_STATUS_INSTANCE, CREDIT, "uint", REQ, "frames it may be sent now") \

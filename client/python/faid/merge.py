@@ -221,6 +221,20 @@ def _bit(bits: bytearray, fid: int) -> bool:
     return fid < len(bits) * 8 and bool(bits[fid >> 3] & (1 << (fid & 7)))
 
 
+def _ids(*maps: bytearray):
+    """The ids set in any of the bitmaps, ascending (zero bytes skipped)."""
+    n = max(len(b) for b in maps)
+    for i in range(n):
+        byte = 0
+        for b in maps:
+            if i < len(b):
+                byte |= b[i]
+        if byte:
+            for k in range(8):
+                if byte >> k & 1:
+                    yield i * 8 + k
+
+
 def _bits_range(bits: bytearray, a: int, b: int) -> None:
     """Ids a..b (inclusive) into a bitmap grown by doubling, clamped to the tracked ids (as the
     C client's)."""
@@ -375,16 +389,13 @@ class MergedSubscriber:
             lo, hi = s.min_seen, s.max_seen
         else:
             have, lo, hi = False, 0, 0
-        lost_delivered = sum(1 for fid in range(len(s.lbits) * 8)
-                             if _bit(s.lbits, fid) and s.seen(fid))
+        lost_delivered = sum(1 for fid in _ids(s.lbits) if s.seen(fid))
         expected = hi - lo + 1 if have else 0
         missing, ranges, trunc = 0, [], False
         if s.has_routed:
             # exactly what the fan-out handed out or dropped, less what came
             expected = 0
-            for fid in range(max(len(s.rbits), len(s.lbits)) * 8):
-                if not _bit(s.rbits, fid) and not _bit(s.lbits, fid):
-                    continue
+            for fid in _ids(s.rbits, s.lbits):
                 expected += 1
                 if s.seen(fid):
                     continue
