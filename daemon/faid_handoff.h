@@ -71,9 +71,11 @@ static inline uint32_t faid_fan_acct_take(faid_fan_acct *a, uint64_t (*out)[3], 
 {
     pthread_mutex_lock(&a->mu);
     uint32_t n = a->n < max ? (uint32_t)a->n : max;
-    memcpy(out, a->r, n * sizeof(*out));
-    memmove(a->r, a->r + n, (a->n - n) * sizeof(*a->r));
-    a->n -= n;
+    if (n) { /* none noted yet: a->r may still be NULL (memcpy's source must not be) */
+        memcpy(out, a->r, n * sizeof(*out));
+        memmove(a->r, a->r + n, (a->n - n) * sizeof(*a->r));
+        a->n -= n;
+    }
     pthread_mutex_unlock(&a->mu);
     return n;
 }
