@@ -416,23 +416,35 @@ def test_py_merge_fan_routed_report(daemons, tmpdir_):
             txs[1].image(i, imgs[i], series_id=7)
         for d, k in zip(ds, (4, 2)):
             d.wait_counters(lambda c, k=k: c["processed"] >= k, "the frames reduced")
-        read_until_start(p)
+        before = read_until_start(p)
         got = []
         while len([m for m in got if m.type == "result"]) < 6:
             m = sub.recv(LONG)
             assert m is not None, [m.type for m in got]
             got.append(m)
         time.sleep(0.5)  # every result reached the C merge too
-        fan.send_multipart([b"lost", msgpack.packb({"type": "lost", "series": 7,
-                                                    "instance": "f1", "reason": "timed out",
-                                                    "frames": [[3, 3], [5, 5]]})])
+        # routed, then lost, on one socket: a merge that saw the lost report has the routed one
         fan.send_multipart([b"routed", msgpack.packb({"type": "routed", "series": 7,
                                                       "frames": [[0, 9]],
                                                       "incomplete": False})])
+        fan.send_multipart([b"lost", msgpack.packb({"type": "lost", "series": 7,
+                                                    "instance": "f1", "reason": "timed out",
+                                                    "frames": [[3, 3], [5, 5]]})])
+        # both merges have the reports before any instance ends (same order for both)
+        while not any(isinstance(m, Lost) for m in got):
+            m = sub.recv(LONG)
+            assert m is not None, [m.type for m in got]
+            got.append(m)
+        while True:
+            ln = p.stdout.readline()
+            assert ln, "faidctl sub ended before the lost report"
+            before += ln
+            if ln.startswith('{"type": "lost"'):
+                break
         for tx in txs:
             tx.end(series_id=7)
         got += collect(sub)
-    lines, _, _ = sub_lines(p)
+    lines, _, _ = sub_lines(p, before)
     fan.close(linger=0)
     end = got[-1]
     assert isinstance(end, MergedEnd), got
