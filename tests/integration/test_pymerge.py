@@ -441,14 +441,14 @@ def test_py_merge_fan_routed_report(daemons, tmpdir_):
             before += ln
             if ln.startswith('{"type": "lost"'):
                 break
-        for tx in txs:
-            tx.end(series_id=7)
+        txs[0].end(series_id=7)  # f1 was reported lost: it never ends (as an instance killed)
         got += collect(sub)
     lines, _, _ = sub_lines(p, before)
     fan.close(linger=0)
     end = got[-1]
     assert isinstance(end, MergedEnd), got
     assert end.fan_report is True and end.expected == 10, end
+    assert end.ended == 1 and end.lost == 1, end
     assert end.lost_delivered == 1, end
     assert end.missing_frames == [[5, 5], [7, 9]] and end.missing == 4, end
     c_end = [m for m in lines if m["type"] == "end"]
