@@ -167,8 +167,12 @@ int faid_array_view_to_f64(const faid_array_view *a, double *out, size_t n, faid
  *     as given here), and every part of the series is
  *     accounted for (its `shards` stamp; unstamped instances: one part per endpoint; a part
  *     whose instance never started the series counts once an instance that did not start it
- *     is silent): summed totals, and the frames never seen, by id (the range [0, nimages) of
- *     the start, else the ids between the least and the greatest seen);
+ *     is silent): summed totals, and the frames never seen, by id: with the fan-out given, the
+ *     ids its `routed` report (sent as it passes the series' end on) and its `lost` reports
+ *     name, exactly (the end waits up to max_wait_ms for the report once the instances are
+ *     done; fan_report says whether it came); else the range [0, nimages) of the start, else
+ *     the ids between the least and the greatest seen. A frame a `lost` report named whose
+ *     result came anyway is delivered, not missing (lost_delivered counts them);
  *   - errors, stats and aggregates of each instance, and the fan-out's `lost` reports, passed
  *     on as they come.
  * Memory is bounded whatever the peers send: messages of at most max_message_bytes (a larger
@@ -216,6 +220,8 @@ typedef struct faid_merge_end {
     uint64_t late, duplicates, refused, untracked;
     uint64_t expected; /* frames the series should have (see above), 0: unknown */
     uint64_t missing;  /* frames never seen */
+    int fan_report;    /* expected and missing come from the fan-out's routed and lost reports */
+    uint64_t lost_delivered; /* frames a lost report named whose result was delivered */
     uint64_t ranges[FAID_MERGE_RANGES][2]; /* the missing frames, [first, last] each */
     int nranges;
     int ranges_truncated; /* more ranges than kept */

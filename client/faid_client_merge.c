@@ -43,6 +43,12 @@ typedef struct mseries {
     int nheap;
     uint8_t *bits; /* frame ids seen, from 0 */
     size_t cap_bits;
+    uint8_t *lbits; /* frame ids a fan-out's lost report named */
+    size_t cap_lbits;
+    uint8_t *rbits; /* frame ids the fan-out's routed report named */
+    size_t cap_rbits;
+    int has_routed;  /* the routed report came (and was whole) */
+    int64_t done_ns; /* when the instances were first all done (the report is awaited) */
     int has_seen;
     uint64_t min_seen, max_seen;
     faid_series_info si;
@@ -59,6 +65,7 @@ struct faid_merge {
     int n;
     faid_sub *fan;
     int window, max_wait_ms, dead_after_ms;
+    int64_t now_ns; /* of the current due() pass */
     size_t window_bytes, held_bytes;
     held *pool; /* window + 1 entries; body NULL = free */
     int nheld;
@@ -231,10 +238,52 @@ static void series_free(faid_merge *m, mseries *s)
     snprintf(m->recent[m->recent_next].uid, sizeof(m->recent[0].uid), "%s", s->uid);
     m->recent_next = (m->recent_next + 1) % RECENT;
     free(s->bits);
+    free(s->lbits);
+    free(s->rbits);
     faid_series_info_clear(&s->si);
     int *heap = s->heap;
     memset(s, 0, sizeof(*s));
     s->heap = heap;
+}
+
+/* Sets bit id in a bitmap grown on demand (ids below FAID_MERGE_TRACKED_IDS): 1 when it was
+ * set now, 0 when it was set already, -1 beyond the bound or out of memory. */
+static int bit_set(uint8_t **bits, size_t *cap, uint64_t id)
+{
+    if (id >= FAID_MERGE_TRACKED_IDS)
+        return -1;
+    if (id >= *cap) {
+        size_t ncap = *cap ? *cap : 4096;
+        while (ncap <= id)
+            ncap *= 2;
+        uint8_t *nb = realloc(*bits, ncap / 8);
+        if (!nb)
+            return -1;
+        memset(nb + *cap / 8, 0, (ncap - *cap) / 8);
+        *bits = nb;
+        *cap = ncap;
+    }
+    if ((*bits)[id / 8] & (1u << (id % 8)))
+        return 0;
+    (*bits)[id / 8] |= (uint8_t)(1u << (id % 8));
+    return 1;
+}
+
+static int bit_get(const uint8_t *bits, size_t cap, uint64_t id)
+{
+    return id < cap && (bits[id / 8] & (1u << (id % 8)));
+}
+
+/* Ranges [a, b] into a bitmap, clamped to the tracked ids. */
+static void bits_range(uint8_t **bits, size_t *cap, uint64_t a, uint64_t b)
+{
+    if (a >= FAID_MERGE_TRACKED_IDS)
+        return;
+    if (b >= FAID_MERGE_TRACKED_IDS)
+        b = FAID_MERGE_TRACKED_IDS - 1;
+    for (uint64_t id = a; id <= b; id++)
+        if (bit_set(bits, cap, id) < 0)
+            return;
 }
 
 /* Records frame id as seen: 1 when it was new, 0 when a duplicate; ids beyond the bitmap's
@@ -286,7 +335,7 @@ static int popcount64(uint64_t x)
  * for: the series has `shards` parts (the stamps' count; unstamped instances, shards 1: one
  * per endpoint), each an instance that started and is done, or one that never started it and
  * is silent (died before). */
-static int series_done(const faid_merge *m, const mseries *s)
+static int series_done(const faid_merge *m, mseries *s)
 {
     if (s->closing)
         return 1;
@@ -295,7 +344,16 @@ static int series_done(const faid_merge *m, const mseries *s)
     if (!s->started || (in & ~done))
         return 0;
     int parts = s->parts > 1 ? (int)s->parts : m->n;
-    return popcount64(in) + popcount64(m->silent & ~in) >= parts;
+    if (popcount64(in) + popcount64(m->silent & ~in) < parts)
+        return 0;
+    /* with a fan-out, its routed report (sent as it passes the end on, so usually here first)
+     * for at most max_wait_ms: without it (the fan-out died) the end says so */
+    if (!m->fan || s->has_routed)
+        return 1;
+    if (!s->done_ns)
+        s->done_ns = m->now_ns;
+    int64_t wait_ms = m->max_wait_ms > 0 ? m->max_wait_ms : 2000;
+    return m->now_ns - s->done_ns > wait_ms * 1000000LL;
 }
 
 /* The merged end: the frames never seen, by range. */
@@ -333,10 +391,37 @@ static void finish_end(const faid_merge *m, mseries *s, faid_merge_end *e)
         hi = s->max_seen;
         have = 1;
     }
+    e->lost_delivered = 0;
+    for (uint64_t id = 0; id < s->cap_lbits; id++)
+        if (bit_get(s->lbits, s->cap_lbits, id) && seen(s, id))
+            e->lost_delivered++;
     e->expected = have ? hi - lo + 1 : 0;
     e->missing = 0;
     e->nranges = 0;
     e->ranges_truncated = 0;
+    if (s->has_routed) {
+        /* exactly what the fan-out handed out or dropped, less what came */
+        e->fan_report = 1;
+        e->expected = 0;
+        size_t top = s->cap_rbits > s->cap_lbits ? s->cap_rbits : s->cap_lbits;
+        for (uint64_t id = 0; id < top; id++) {
+            if (!bit_get(s->rbits, s->cap_rbits, id) && !bit_get(s->lbits, s->cap_lbits, id))
+                continue;
+            e->expected++;
+            if (seen(s, id))
+                continue;
+            e->missing++;
+            if (e->nranges && e->ranges[e->nranges - 1][1] + 1 == id) {
+                e->ranges[e->nranges - 1][1] = id;
+            } else if (e->nranges < FAID_MERGE_RANGES) {
+                e->ranges[e->nranges][0] = e->ranges[e->nranges][1] = id;
+                e->nranges++;
+            } else {
+                e->ranges_truncated = 1;
+            }
+        }
+        return;
+    }
     if (!have)
         return;
     if (hi >= FAID_MERGE_TRACKED_IDS)
@@ -561,6 +646,7 @@ static void deliver_held(faid_merge *m, mseries *s, int idx, faid_merge_msg *out
 /* A result due now, or the end of a series that is done: 1 when *out was filled. */
 static int due(faid_merge *m, int64_t now, faid_merge_msg *out)
 {
+    m->now_ns = now;
     /* Instances silent too long are done with their open series. */
     m->silent = 0;
     for (int k = 0; k < m->n; k++)
@@ -806,16 +892,101 @@ static int absorb_fan(faid_merge *m, faid_sub_msg *msg, faid_merge_msg *out, fai
     if (rc)
         return rc;
     int src = src_of_name(m, out->lost.instance);
-    for (int i = 0; i < FAID_MERGE_SERIES && src >= 0; i++) {
+    for (int i = 0; i < FAID_MERGE_SERIES; i++) {
         mseries *s = &m->ser[i];
-        if (s->used && s->id == out->lost.series_id)
+        if (!s->used || s->id != out->lost.series_id)
+            continue;
+        if (src >= 0)
             s->lost |= 1ull << src;
+        for (int k = 0; k < out->lost.nranges; k++)
+            bits_range(&s->lbits, &s->cap_lbits, out->lost.ranges[k][0], out->lost.ranges[k][1]);
     }
     out->kind = FAID_MERGE_LOST;
     out->source = -1;
     snprintf(out->instance, sizeof(out->instance), "%s", out->lost.instance);
     out->msg = *msg;
     return 1;
+}
+
+/* The fan-out's routed report: the ids it handed out in a series, kept with the series (the
+ * most recent of that id). Absorbed (nothing for the caller); a malformed one is an error. */
+static int absorb_routed(faid_merge *m, const faid_sub_msg *msg, faid_diag *d)
+{
+    faid_mpr r;
+    faid_mp_obj o, k, v;
+    faid_mpr_init(&r, msg->body, msg->len);
+    int rc = faid_mpr_next(&r, &o, d);
+    if (rc)
+        return rc;
+    if (o.type != FAID_MP_MAP)
+        return faid_fail(d, FAID_EFORMAT, "routed: not a map");
+    uint64_t series = 0;
+    int has_series = 0, incomplete = 0;
+    faid_mpr frames = r;
+    int has_frames = 0;
+    uint32_t nframes = 0;
+    for (uint32_t i = 0; i < o.len; i++) {
+        if ((rc = faid_mpr_next(&r, &k, d)))
+            return rc;
+        if (k.type != FAID_MP_STR)
+            return faid_fail(d, FAID_EFORMAT, "routed: a key is not a string");
+        if (faid_mp_str_eq(&k, FAID_K_SERIES)) {
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            if (faid_mp_to_u64(&v, &series) != 0)
+                return faid_fail(d, FAID_EFORMAT, "routed: series is not an unsigned integer");
+            has_series = 1;
+        } else if (faid_mp_str_eq(&k, FAID_K_INCOMPLETE)) {
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            incomplete = v.type == FAID_MP_BOOL && v.b;
+        } else if (faid_mp_str_eq(&k, FAID_K_FRAMES)) {
+            frames = r;
+            if ((rc = faid_mpr_next(&r, &v, d)))
+                return rc;
+            if (v.type != FAID_MP_ARRAY)
+                return faid_fail(d, FAID_EFORMAT, "routed: frames is not an array");
+            nframes = v.len;
+            for (uint32_t j = 0; j < v.len; j++) {
+                faid_mp_obj e, a, b;
+                uint64_t x, y;
+                if ((rc = faid_mpr_next(&r, &e, d)))
+                    return rc;
+                if (e.type != FAID_MP_ARRAY || e.len != 2 || faid_mpr_next(&r, &a, d) ||
+                    faid_mpr_next(&r, &b, d) || faid_mp_to_u64(&a, &x) || faid_mp_to_u64(&b, &y) ||
+                    y < x)
+                    return faid_fail(d, FAID_EFORMAT,
+                                     "routed: frames[%u] is not a range [first, last]", j);
+            }
+            has_frames = 1;
+        } else if ((rc = faid_mpr_skip(&r, d))) {
+            return rc;
+        }
+    }
+    if (!has_series || !has_frames)
+        return faid_fail(d, FAID_EFORMAT, "routed: missing key '%s'",
+                         has_series ? FAID_K_FRAMES : "series");
+    mseries *s = NULL;
+    for (int i = 0; i < FAID_MERGE_SERIES; i++)
+        if (m->ser[i].used && m->ser[i].id == series && (!s || m->ser[i].order > s->order))
+            s = &m->ser[i];
+    if (!s || incomplete)
+        return 0; /* not a series here, or not the whole set: the fallback judges */
+    /* the ranges again, now checked */
+    faid_mp_obj arr;
+    faid_mpr_next(&frames, &arr, d);
+    for (uint32_t j = 0; j < nframes; j++) {
+        faid_mp_obj e, a, b;
+        uint64_t x = 0, y = 0;
+        faid_mpr_next(&frames, &e, d);
+        faid_mpr_next(&frames, &a, d);
+        faid_mpr_next(&frames, &b, d);
+        faid_mp_to_u64(&a, &x);
+        faid_mp_to_u64(&b, &y);
+        bits_range(&s->rbits, &s->cap_rbits, x, y);
+    }
+    s->has_routed = 1;
+    return 0;
 }
 
 /* Takes up the pending message again: 1 when *out was filled, 0 absorbed or still waiting. */
@@ -875,6 +1046,14 @@ int faid_merge_next(faid_merge *m, int timeout_ms, faid_merge_msg *out, faid_dia
             int rc = faid_sub_recv(m->fan, 0, &msg, d);
             if (rc == FAID_EZMQ || rc == FAID_EAUTH)
                 return rc;
+            if (rc != FAID_ETIMEOUT && strcmp(msg.topic, FAID_K_ROUTED) == 0 && msg.body) {
+                faid_diag dd = {0};
+                if (absorb_routed(m, &msg, &dd) != 0) {
+                    *d = dd;
+                    return FAID_EFORMAT;
+                }
+                continue;
+            }
             if (rc != FAID_ETIMEOUT && strcmp(msg.topic, "lost") == 0 && msg.body) {
                 faid_diag dd = {0};
                 if (absorb_fan(m, &msg, out, &dd) == 1)

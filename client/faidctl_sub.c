@@ -215,7 +215,8 @@ static int merged_event(const faid_merge_msg *mm, sub_stats *st, int json, char 
                 "\"frames_failed\": %llu, \"frames_dropped\": %llu, \"stale_messages\": %llu, "
                 "\"incomplete\": %s, \"delivered\": %llu, \"late\": %llu, \"duplicates\": "
                 "%llu, \"refused\": %llu, \"untracked\": %llu, \"expected\": %llu, \"missing\": "
-                "%llu, \"missing_truncated\": %s, \"missing_frames\": [",
+                "%llu, \"missing_truncated\": %s, \"fan_report\": %s, \"lost_delivered\": "
+                "%llu, \"missing_frames\": [",
                 (unsigned long long)e->series_id, uid, e->instances, e->ended, e->silent, e->lost,
                 (unsigned long long)e->frames_received, (unsigned long long)e->frames_processed,
                 (unsigned long long)e->frames_failed, (unsigned long long)e->frames_dropped,
@@ -223,7 +224,8 @@ static int merged_event(const faid_merge_msg *mm, sub_stats *st, int json, char 
                 (unsigned long long)e->delivered, (unsigned long long)e->late,
                 (unsigned long long)e->duplicates, (unsigned long long)e->refused,
                 (unsigned long long)e->untracked, (unsigned long long)e->expected,
-                (unsigned long long)e->missing, e->ranges_truncated ? "true" : "false");
+                (unsigned long long)e->missing, e->ranges_truncated ? "true" : "false",
+                e->fan_report ? "true" : "false", (unsigned long long)e->lost_delivered);
             for (int i = 0; i < e->nranges && n < cap; i++)
                 n += (size_t)snprintf(jb + n, cap - n, "%s[%llu, %llu]", i ? ", " : "",
                                       (unsigned long long)e->ranges[i][0],

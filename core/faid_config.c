@@ -506,9 +506,16 @@ static const faid_option options[] = {
            "and thread each, whatever this says."),
     SIMPLE("fan.instance_timeout", FAID_OT_DOUBLE, "s", 0.2, 3600, "3.0", 0, NULL,
            fan_instance_timeout, 0,
-           "faid-fan only: an instance silent this long (no credit, which it sends every "
+           "faid-fan: an instance silent this long (no credit, which it sends every "
            "0.1 s) counts as dead: it gets nothing more and the frames it had not accounted for "
-           "are reported lost."),
+           "are reported lost. An instance (input.protocol fan): the fan-out silent this long "
+           "(no beat, which it sends every 0.1 s) counts as gone: the open series ends (reason "
+           "timeout) and status fan_link (in input) says silent."),
+    SIMPLE("fan.end_timeout", FAID_OT_DOUBLE, "s", 0.1, 86400, "30.0", 0, NULL, fan_end_timeout, 0,
+           "faid-fan only: several senders feeding one series (several input endpoints, or "
+           "several senders on one bound endpoint) each send its start and end; the series' "
+           "end goes to the instances once every input has sent as many ends as starts, or "
+           "this long after the first end, naming the input whose end is missing."),
     SIMPLE("fan.config_mismatch", FAID_OT_ENUM, "", 0, 0, "refuse", 0, fan_mismatch_names,
            fan_config_flag, 0,
            "faid-fan only: an instance whose config_hash differs from the instances' already "

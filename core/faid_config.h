@@ -139,6 +139,7 @@ typedef struct faid_config {
     int fan_block;
     int64_t fan_buffer_bytes;
     double fan_instance_timeout;
+    double fan_end_timeout;
     int fan_config_flag; /* 0 = refuse, 1 = flag */
     int fan_io_threads;  /* ZeroMQ I/O threads of the instances' sockets */
 

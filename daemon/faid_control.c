@@ -101,6 +101,12 @@ static const char *state_name(int st)
     }
 }
 
+static const char *fan_link_name(int st)
+{
+    static const char *const names[] = {"off", "joining", "live", "refused", "silent"};
+    return st >= 0 && st < (int)(sizeof(names) / sizeof(names[0])) ? names[st] : "off";
+}
+
 void faid_status_fill(faid_server *s, faid_status_snap *sn)
 {
     faid_out_status *o = &sn->out;
@@ -140,7 +146,8 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
                   .closed = clo,
                   .accept_failed = faid_stat_get(&s->in_accept_failed),
                   .connection_cap = (uint64_t)s->in_conn_cap,
-                  .over_cap = faid_stat_get(&s->in_over_cap)},
+                  .over_cap = faid_stat_get(&s->in_over_cap),
+                  .fan_link = fan_link_name(atomic_load(&s->fan_link))},
         .queue = {.depth = faid_queue_len(s->frames),
                   .capacity = faid_queue_cap(s->frames),
                   .policy = faid_queue_policy_names[s->policy],

@@ -73,7 +73,10 @@ typedef struct ingest {
     int64_t fan_hello_ns;   /* when the last hello went out (0: none yet) */
     int64_t fan_credit_ns;  /* when the last credit went out */
     uint64_t fan_done;      /* done in the last credit */
+    int64_t fan_beat_ns;    /* the fan-out's last message of any kind (its beats: every 100 ms) */
     faid_fan_msg fan_route; /* the route of the message being handled */
+    faid_fan_msg fan_out;   /* the link message being sent (large: off the stack) */
+    uint8_t fan_buf[FAID_FAN_LINK_MAX];
     char fan_name[FAID_FAN_NAME_MAX];
 } ingest;
 
@@ -630,33 +633,68 @@ static uint64_t fan_window(const faid_handoff *s)
 static void fan_send(ingest *in, faid_fan_type type)
 {
     const faid_handoff *s = in->s;
-    faid_fan_msg m;
-    memset(&m, 0, sizeof(m));
-    m.type = type;
-    m.window = fan_window(s);
-    m.done = fan_done(s);
+    faid_fan_msg *m = &in->fan_out;
+    memset(m, 0, sizeof(*m));
+    m->type = type;
+    m->window = fan_window(s);
+    m->done = fan_done(s);
+    /* the configuration hash in force: a reload may have changed it (the fan-out checks it
+     * against the other instances' again) */
+    faid_gen *g = faid_server_current_gen(s->srv);
+    snprintf(m->config_hash, sizeof(m->config_hash), "%s", g ? g->setup->config_hash : "");
+    faid_gen_release(&g);
     if (type == FAID_FAN_HELLO) {
-        snprintf(m.instance, sizeof(m.instance), "%s", in->fan_name);
-        faid_gen *g = faid_server_current_gen(s->srv);
-        snprintf(m.config_hash, sizeof(m.config_hash), "%s", g ? g->setup->config_hash : "");
-        faid_gen_release(&g);
+        snprintf(m->instance, sizeof(m->instance), "%s", in->fan_name);
+    } else {
+        /* the frames published since the last credit, by id */
+        m->has_accounted = 1;
+        m->naccounted = faid_fan_acct_take(s->fan_acct, m->accounted, FAID_FAN_ACCOUNTED_MAX);
     }
-    uint8_t buf[512];
     size_t len = 0;
-    if (faid_fan_encode(&m, buf, sizeof(buf), &len, NULL))
+    if (faid_fan_encode(m, in->fan_buf, sizeof(in->fan_buf), &len, NULL))
         return;
-    /* Never waits: a fan-out that is not there yet gets the next one. */
-    if (zmq_send(in->pull, buf, len, ZMQ_DONTWAIT) < 0)
+    /* Never waits: a fan-out that is not there yet gets the next one. The ranges of a credit
+     * the socket did not take are not named again: those frames stay outstanding at the
+     * fan-out and are reported lost if this instance dies (a merged subscriber that has their
+     * results counts them lost_delivered), never the other way round. */
+    if (zmq_send(in->pull, in->fan_buf, len, ZMQ_DONTWAIT) < 0)
         return;
     int64_t now = faid_now_ns();
     if (type == FAID_FAN_HELLO)
         in->fan_hello_ns = now;
     in->fan_credit_ns = now;
-    in->fan_done = m.done;
+    in->fan_done = m->done;
+}
+
+/* The fan-out silent for fan.instance_timeout (no beat, no route: it beats every 100 ms): taken
+ * for gone. The open series ends (reason timeout: its end is published once every frame held
+ * is accounted for), so that a merged view of the instances ends too, with the frames the
+ * fan-out held listed missing; status fan_link says silent, and hello goes out again each
+ * second (a fan-out that comes back is joined anew). */
+static void fan_silent(ingest *in, int64_t now)
+{
+    const faid_handoff *s = in->s;
+    in->fan_welcomed = 0;
+    in->fan_hello_ns = now;
+    atomic_store(s->fan_link, FAID_FAN_LINK_SILENT);
+    faid_log_ratelimited(&rl_fan, FAID_LOG_WARN, "ingest",
+                         "fan-out silent for %.1f s (fan.instance_timeout %.1f s): taken for "
+                         "gone; the open series ends (timeout), hello again each second",
+                         (double)(now - in->fan_beat_ns) / 1e9, s->cfg->fan_instance_timeout);
+    faid_series_out out;
+    lock(in);
+    if (faid_series_current(in->sh->series, NULL, NULL, NULL)) {
+        faid_series_close(in->sh->series, FAID_SERIES_TIMEOUT, &out);
+        emit(in, &out, NULL);
+        set_status_series(in);
+    }
+    unlock(in);
 }
 
 /* Hello until welcomed (again each second: a fan-out that starts later, or refused this
- * instance, hears it again); then credit whenever done grew and every 100 ms as heartbeat. */
+ * instance, hears it again); then credit whenever done grew or frames are to be named, and every
+ * 100 ms as heartbeat (each credit carries the config_hash in force: a reload is told within
+ * 100 ms). */
 static void fan_tick(ingest *in)
 {
     if (!in->fan)
@@ -667,28 +705,48 @@ static void fan_tick(ingest *in)
             fan_send(in, FAID_FAN_HELLO);
         return;
     }
-    if (fan_done(in->s) != in->fan_done || now - in->fan_credit_ns > 100000000ll)
+    if (now - in->fan_beat_ns > (int64_t)(in->s->cfg->fan_instance_timeout * 1e9)) {
+        fan_silent(in, now);
+        return;
+    }
+    pthread_mutex_lock(&in->s->fan_acct->mu);
+    size_t pending = in->s->fan_acct->n;
+    pthread_mutex_unlock(&in->s->fan_acct->mu);
+    /* at most 16 credits a turn (4,096 ranges): the rest goes with the next turn */
+    for (int k = 0; k < 16 && (pending || k == 0); k++) {
+        if (!pending && fan_done(in->s) == in->fan_done && now - in->fan_credit_ns <= 100000000ll)
+            break;
         fan_send(in, FAID_FAN_CREDIT);
+        pending = pending > FAID_FAN_ACCOUNTED_MAX ? pending - FAID_FAN_ACCOUNTED_MAX : 0;
+    }
 }
 
 /* A link message of the fan-out that is not a route (welcome, refused, rejoin). */
 static void fan_control(ingest *in, const faid_fan_msg *m)
 {
     switch (m->type) {
+    case FAID_FAN_BEAT:
+        break; /* the fan-out is alive (receive() noted the time) */
     case FAID_FAN_WELCOME:
         in->fan_welcomed = 1;
+        in->fan_beat_ns = faid_now_ns();
+        atomic_store(in->s->fan_link, FAID_FAN_LINK_LIVE);
         FAID_INFO("ingest", "fan-out welcomed instance %s%s", in->fan_name,
                   m->flagged ? " (flagged: its config_hash differs from the others')" : "");
         fan_send(in, FAID_FAN_CREDIT);
         break;
     case FAID_FAN_REFUSED:
         in->fan_welcomed = 0;
+        /* hello again in a second (not at once: a refused instance must not flood) */
+        in->fan_hello_ns = faid_now_ns();
+        atomic_store(in->s->fan_link, FAID_FAN_LINK_REFUSED);
         faid_log_ratelimited(&rl_fan, FAID_LOG_ERROR, "ingest",
                              "fan-out refused instance %s: %s (hello again in 1 s)", in->fan_name,
                              m->error);
         break;
     case FAID_FAN_REJOIN:
         in->fan_welcomed = 0;
+        atomic_store(in->s->fan_link, FAID_FAN_LINK_JOINING);
         faid_log_ratelimited(&rl_fan, FAID_LOG_WARN, "ingest",
                              "fan-out had counted instance %s out (silent too long): hello again",
                              in->fan_name);
@@ -728,6 +786,7 @@ static int receive(ingest *in, faid_slot *slot, int *nparts, size_t *bytes)
         faid_diag d;
         faid_diag_clear(&d);
         int more = zmq_msg_more(&route);
+        in->fan_beat_ns = faid_now_ns(); /* any message of the fan-out: it is alive */
         int rc = faid_fan_decode(zmq_msg_data(&route), zmq_msg_size(&route), &in->fan_route, &d);
         zmq_msg_close(&route);
         if (rc == 0 && in->fan_route.type != FAID_FAN_ROUTE)
@@ -1174,6 +1233,8 @@ int faid_ingest_start(const faid_handoff *h, faid_ingest_set **out, faid_diag *d
         in->policy = s->policy;
         in->protocol = proto;
         in->fan = s->fan;
+        if (in->fan)
+            atomic_store(s->fan_link, FAID_FAN_LINK_JOINING);
         if (in->fan)
             fan_name(in);
         atomic_store(&s->alive_ns[i], faid_now_ns());

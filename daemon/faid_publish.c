@@ -363,6 +363,12 @@ static void handle(publisher *p, void *item)
     }
     if (slot->counted && slot->series_seq)
         faid_series_ledger_count(p->ledger, slot->series_seq, outcome);
+    /* behind a fan-out: named exactly in the next credit (only once published: a frame the
+     * instance dies holding stays the fan-out's to report lost) */
+    if (s->fan && slot->has_frame_id &&
+        (slot->kind == FAID_SLOT_RESULT || slot->kind == FAID_SLOT_ERROR ||
+         slot->kind == FAID_SLOT_DROP))
+        faid_fan_acct_note(&s->fan_acct, slot->h.series_id, slot->frame_id);
     faid_slot_put(s, slot);
     publish_due_ends(p, 0);
 }

@@ -285,6 +285,7 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     s->ctl_closed = 1; /* until the main loop serves control (faid_main.c) */
     pthread_mutex_init(&s->build_mu, NULL);
     pthread_mutex_init(&s->info_mu, NULL);
+    pthread_mutex_init(&s->fan_acct.mu, NULL);
     faid_stats_init(&s->stats);
     s->start_mono_ns = faid_now_ns();
     s->aggr = faid_aggr_new();
@@ -541,6 +542,8 @@ int faid_server_start(faid_server *s, faid_diag *d)
         .alive_ns = s->ingest_alive_ns,
         .dtypes_seen = &s->dtypes_seen,
         .fan = s->fan,
+        .fan_acct = &s->fan_acct,
+        .fan_link = &s->fan_link,
         .instance_name = s->instance_name,
     };
     return faid_ingest_start(&h, &s->ingest, d);
@@ -633,6 +636,9 @@ void faid_server_destroy(faid_server **ps)
     pthread_mutex_destroy(&s->ctl_mu);
     pthread_mutex_destroy(&s->build_mu);
     pthread_mutex_destroy(&s->info_mu);
+    pthread_mutex_destroy(&s->fan_acct.mu);
+    free(s->fan_acct.r);
+    s->fan_acct.r = NULL;
     faid_hitsend_destroy(&s->hitsend);
     free(s);
     *ps = NULL;

@@ -100,7 +100,9 @@ struct faid_server {
     int in_nctx;                    /* ZeroMQ contexts the input sockets use (status) */
     void *pull[FAID_MAX_ENDPOINTS]; /* one PULL per entry of input.endpoint (a DEALER with fan) */
     int npull;
-    int fan; /* input.protocol fan: an instance behind faid-fan (faid_fan_proto.h) */
+    int fan;                /* input.protocol fan: an instance behind faid-fan (faid_fan_proto.h) */
+    faid_fan_acct fan_acct; /* with fan: frames published, not yet named in a credit */
+    atomic_int fan_link;    /* with fan: faid_fan_link_state (status fan_link) */
     void *pub, *router, *rep; /* router: the lossless channel, NULL when off */
     faid_lossless *ll;        /* the lossless channel's buffer and session */
     void *forward;  /* PUSH re-sending raw input messages (input.forward_endpoint), or NULL */

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const type_names[] = {"",        "hello",   "credit", "bye",
-                                         "welcome", "refused", "rejoin", "route"};
+static const char *const type_names[] = {"",        "hello",  "credit", "bye", "welcome",
+                                         "refused", "rejoin", "route",  "beat"};
 static const char *const kind_names[] = {"other", "start", "image", "end"};
 
 const char *faid_fan_type_name(faid_fan_type t)
@@ -29,7 +29,7 @@ static void kv_uint(faid_mpw *w, const char *k, uint64_t v)
 
 int faid_fan_encode(const faid_fan_msg *m, void *buf, size_t cap, size_t *len, faid_diag *d)
 {
-    if (m->type <= FAID_FAN_NONE || m->type > FAID_FAN_ROUTE)
+    if (m->type <= FAID_FAN_NONE || m->type > FAID_FAN_BEAT)
         return faid_fail(d, FAID_EINVAL, "fan link: no message type %d", (int)m->type);
     faid_mpw w;
     faid_mpw_init(&w, buf, cap);
@@ -47,6 +47,22 @@ int faid_fan_encode(const faid_fan_msg *m, void *buf, size_t cap, size_t *len, f
     case FAID_FAN_BYE:
         kv_uint(&w, FAID_K_WINDOW, m->window);
         kv_uint(&w, FAID_K_DONE, m->done);
+        if (m->type != FAID_FAN_HELLO && m->config_hash[0]) {
+            faid_mpw_key(&w, FAID_K_CONFIG_HASH);
+            faid_mpw_str(&w, m->config_hash);
+        }
+        if (m->type != FAID_FAN_HELLO && m->has_accounted) {
+            if (m->naccounted > FAID_FAN_ACCOUNTED_MAX)
+                return faid_fail(d, FAID_ESIZE, "fan link: %u accounted ranges (at most %d)",
+                                 m->naccounted, FAID_FAN_ACCOUNTED_MAX);
+            faid_mpw_key(&w, FAID_K_ACCOUNTED);
+            faid_mpw_array(&w, m->naccounted);
+            for (uint32_t k = 0; k < m->naccounted; k++) {
+                faid_mpw_array(&w, 3);
+                for (int j = 0; j < 3; j++)
+                    faid_mpw_uint(&w, m->accounted[k][j]);
+            }
+        }
         break;
     case FAID_FAN_WELCOME:
         faid_mpw_key(&w, FAID_K_FLAGGED);
@@ -97,6 +113,38 @@ static int get_str(const faid_mp_obj *v, const char *key, char *out, size_t cap,
     return 0;
 }
 
+/* accounted: at most FAID_FAN_ACCOUNTED_MAX [series, first, last] ranges, first <= last (a
+ * range costs its reader one comparison per outstanding frame, whatever its span). */
+static int get_accounted(faid_mpr *r, const faid_mp_obj *v, faid_fan_msg *m, faid_diag *d)
+{
+    if (v->type != FAID_MP_ARRAY)
+        return faid_fail(d, FAID_EFORMAT, "fan link: accounted is not an array");
+    if (v->len > FAID_FAN_ACCOUNTED_MAX)
+        return faid_fail(d, FAID_ESIZE, "fan link: accounted has %u ranges (at most %d)", v->len,
+                         FAID_FAN_ACCOUNTED_MAX);
+    m->has_accounted = 1;
+    m->naccounted = v->len;
+    for (uint32_t k = 0; k < v->len; k++) {
+        faid_mp_obj e, x;
+        int rc = faid_mpr_next(r, &e, d);
+        if (rc)
+            return rc;
+        if (e.type != FAID_MP_ARRAY || e.len != 3)
+            return faid_fail(d, FAID_EFORMAT,
+                             "fan link: accounted[%u] is not [series_id, first, last]", k);
+        for (int j = 0; j < 3; j++) {
+            if ((rc = faid_mpr_next(r, &x, d)))
+                return rc;
+            if (faid_mp_to_u64(&x, &m->accounted[k][j]))
+                return faid_fail(d, FAID_EFORMAT,
+                                 "fan link: accounted[%u][%d] is not an unsigned integer", k, j);
+        }
+        if (m->accounted[k][2] < m->accounted[k][1])
+            return faid_fail(d, FAID_EFORMAT, "fan link: accounted[%u] ends before it begins", k);
+    }
+    return 0;
+}
+
 int faid_fan_decode(const void *buf, size_t len, faid_fan_msg *m, faid_diag *d)
 {
     memset(m, 0, sizeof(*m));
@@ -122,6 +170,12 @@ int faid_fan_decode(const void *buf, size_t len, faid_fan_msg *m, faid_diag *d)
         faid_mpr at = r;
         if ((rc = faid_mpr_next(&at, &v, d)))
             return rc;
+        if (key == FAID_KEY_ACCOUNTED) {
+            r = at;
+            if ((rc = get_accounted(&r, &v, m, d)))
+                return rc;
+            continue;
+        }
         if (v.type == FAID_MP_ARRAY || v.type == FAID_MP_MAP) {
             if ((rc = faid_mpr_skip(&r, d)))
                 return rc;
@@ -193,7 +247,7 @@ int faid_fan_decode(const void *buf, size_t len, faid_fan_msg *m, faid_diag *d)
     }
     if (!type[0])
         return faid_fail(d, FAID_EFORMAT, "fan link: the message has no type");
-    for (int t = FAID_FAN_HELLO; t <= FAID_FAN_ROUTE; t++)
+    for (int t = FAID_FAN_HELLO; t <= FAID_FAN_BEAT; t++)
         if (strcmp(type, type_names[t]) == 0)
             m->type = (faid_fan_type)t;
     if (m->type == FAID_FAN_NONE)

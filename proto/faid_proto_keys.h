@@ -122,6 +122,9 @@
     X(SHARDS, "shards")                                                                            \
     X(WINDOW, "window")                                                                            \
     X(DONE, "done")                                                                                \
+    X(ACCOUNTED, "accounted")                                                                      \
+    X(ROUTED, "routed")                                                                            \
+    X(ENDS_AWAITED, "ends_awaited")                                                                \
     X(FLAGGED, "flagged")                                                                          \
     X(SERIES, "series")                                                                            \
     X(INSTANCES, "instances")                                                                      \
@@ -235,6 +238,7 @@
     X(ACCEPT_FAILED, "accept_failed")                                                              \
     X(CONNECTION_CAP, "connection_cap")                                                            \
     X(OVER_CAP, "over_cap")                                                                        \
+    X(FAN_LINK, "fan_link")                                                                        \
     X(DEPTH, "depth")                                                                              \
     X(CAPACITY, "capacity")                                                                        \
     X(POLICY, "policy")                                                                            \
@@ -320,6 +324,7 @@
     X(STATUS_WRITER, "status.writer", "status: writer")                                            \
     X(FAN_LINK, "fanout-link", "fan-out link: instance and fan-out messages")                         \
     X(FAN_LOST, "fanout-lost", "fan-out: lost")                                                       \
+    X(FAN_ROUTED, "fanout-routed", "fan-out: routed")                                                 \
     X(FAN_STATUS, "fanout-status", "fan-out: status reply")                                           \
     X(FAN_STATUS_INSTANCE, "fanout-status.instances", "fan-out status: each entry of instances")
 
@@ -620,6 +625,7 @@
     X(STATUS_INPUT, ACCEPT_FAILED, "uint", REQ, "accepts that failed (e.g. the descriptor limit)") \
     X(STATUS_INPUT, CONNECTION_CAP, "uint", REQ, "most input connections kept open: the descriptor limit less a reserve for control and files") \
     X(STATUS_INPUT, OVER_CAP, "uint", REQ, "connections closed as soon as accepted because `connection_cap` were open") \
+    X(STATUS_INPUT, FAN_LINK, "str", REQ, "`input.protocol: fan`: the link to the fan-out: `\"joining\"` (hello sent), `\"live\"` (welcomed, its beats come), `\"refused\"` (config_hash differs from the other instances', also after a reload), `\"silent\"` (no beat for `fan.instance_timeout`: the fan-out is taken for gone, the open series ended); `\"off\"` otherwise") \
     X(STATUS_QUEUE, DEPTH, "uint", REQ, "frames waiting")                                          \
     X(STATUS_QUEUE, CAPACITY, "uint", REQ, "frame queue capacity")                                 \
     X(STATUS_QUEUE, POLICY, "str", REQ, "backpressure policy")                                     \
@@ -681,11 +687,12 @@
     X(STATUS_WRITER, ERRORS, "map str -> uint", REQ, "write errors per kind: `no_space` (ENOSPC), `file_size` (RLIMIT_FSIZE), `unwritable` (directory missing, read-only), `removed` (file or directory removed while written), `io`, `message` (a message unlike its start)") \
     X(STATUS_WRITER, DROPPED, "map str -> uint", REQ, "messages not queued for the writer because `writer.queue_bytes` was full, per kind: `start`, `result`, `end`, `hit`") \
     /* the fan-out link (proto/faid_fan_proto.h) */ \
-    X(FAN_LINK, TYPE, "str", REQ, "instance to fan-out: `\"hello\"`, `\"credit\"`, `\"bye\"`; fan-out to instance: `\"welcome\"`, `\"refused\"`, `\"rejoin\"`, `\"route\"`") \
+    X(FAN_LINK, TYPE, "str", REQ, "instance to fan-out: `\"hello\"`, `\"credit\"`, `\"bye\"`; fan-out to instance: `\"welcome\"`, `\"refused\"`, `\"rejoin\"`, `\"route\"`, `\"beat\"` (every 100 ms: the fan-out is alive)") \
     X(FAN_LINK, INSTANCE, "str (< 128 bytes)", OPT, "hello: the instance's name (`instance.name`, as its start, results and end carry it)") \
-    X(FAN_LINK, CONFIG_HASH, "str", OPT, "hello: the instance's `config_hash` (as its `status`)") \
+    X(FAN_LINK, CONFIG_HASH, "str", OPT, "hello, credit: the instance's `config_hash` (as its `status`); in a credit the one in force, so that a reload that changes it is checked against the other instances again") \
     X(FAN_LINK, WINDOW, "uint", OPT, "hello, credit, bye: frames the instance may hold beyond those it accounted for") \
     X(FAN_LINK, DONE, "uint", OPT, "hello, credit, bye: frames the instance accounted for (results, errors, drops) since it started; the fan-out credits `done + window - sent`") \
+    X(FAN_LINK, ACCOUNTED, "[[uint, uint, uint]]", OPT, "credit, bye: the frames accounted for (results, errors, drops published) since the previous credit, exactly, as inclusive `[series_id, first, last]` ranges, at most 256 per message; the fan-out's outstanding frames of the instance are those sent and never named here") \
     X(FAN_LINK, FLAGGED, "bool", OPT, "welcome: the instance's `config_hash` differs from the others' (`fan.config_mismatch: flag`)") \
     X(FAN_LINK, ERROR, "str", OPT, "refused: why") \
     X(FAN_LINK, PROTOCOL, "str", OPT, "route: the detector format of the message that follows (`native`, `dectris-v1`, `dectris-v2`)") \
@@ -698,18 +705,24 @@
     X(FAN_LOST, TYPE, "str", REQ, "`\"lost\"`") \
     X(FAN_LOST, SERIES, "uint", REQ, "the series") \
     X(FAN_LOST, INSTANCE, "str", REQ, "the instance they were handed to; `\"\"`: dropped by the fan-out itself (`fan.buffer_bytes` full)") \
-    X(FAN_LOST, REASON, "str", REQ, "`\"gone (connection closed)\"`, `\"timed out\"`, `\"left\"`, `\"replaced by a new connection\"`, `\"buffer full\"`") \
+    X(FAN_LOST, REASON, "str", REQ, "`\"gone (connection closed)\"`, `\"timed out\"`, `\"left\"`, `\"replaced by a new connection\"`, `\"refused after a reload (config_hash differs)\"`, `\"buffer full\"`") \
     X(FAN_LOST, FRAMES, "[[uint, uint]]", REQ, "the frame ids as inclusive `[first, last]` ranges") \
+    /* the fan-out's PUB: the frames it handed out in a series */ \
+    X(FAN_ROUTED, TYPE, "str", REQ, "`\"routed\"`") \
+    X(FAN_ROUTED, SERIES, "uint", REQ, "the series") \
+    X(FAN_ROUTED, FRAMES, "[[uint, uint]]", REQ, "every image id of the series the fan-out handed to an instance, sorted, as inclusive `[first, last]` ranges (images its buffer dropped are in `lost` reports with instance `\"\"`)") \
+    X(FAN_ROUTED, INCOMPLETE, "bool", REQ, "true when the ids took more than 65,536 ranges: `frames` is then not the whole set (a consumer falls back to the series' frame count)") \
     /* faid-fan's status reply (after ok, cmd) */ \
     X(FAN_STATUS, SOFTWARE_VERSION, "str", REQ, "faid version") \
     X(FAN_STATUS, UPTIME_S, "float", REQ, "seconds since faid-fan started") \
     X(FAN_STATUS, STATE, "str", REQ, "`\"running\"` (a series is open) or `\"idle\"`") \
     X(FAN_STATUS, SERIES_ID, "uint", REQ, "the open or last series") \
     X(FAN_STATUS, POLICY, "str", REQ, "`fan.policy`: `\"blocks\"` or `\"credit\"`") \
+    X(FAN_STATUS, ENDS_AWAITED, "uint", REQ, "ends of the open series still to come: starts minus ends over the inputs (several senders: the end goes to the instances at 0, or `fan.end_timeout` after the first end)") \
     X(FAN_STATUS, COUNTERS, "map str -> uint", REQ, "`received`, `received_bytes` (detector messages), `bad_input` (unreadable: tee only), `routed` (images handed to an instance), `broadcast` (starts, ends, other messages sent to every instance), `dropped` (images the full buffer dropped), `lost` (frames reported lost), `tee_sent`, `tee_dropped`, `joined`, `left`, `died`, `refused` (instances), `queued_bytes` (the buffer now)") \
     X(FAN_STATUS, INSTANCES, "[map]", REQ, "every instance seen (`fanout-status.instances` below)") \
     X(FAN_STATUS_INSTANCE, INSTANCE, "str", REQ, "its name") \
-    X(FAN_STATUS_INSTANCE, STATE, "str", REQ, "`\"live\"` (receives frames), `\"dead\"` (connection closed or silent for `fan.instance_timeout`), `\"left\"` (said bye), `\"refused\"`") \
+    X(FAN_STATUS_INSTANCE, STATE, "str", REQ, "`\"live\"` (receives frames), `\"dead\"` (connection closed or silent for `fan.instance_timeout`), `\"left\"` (said bye), `\"refused\"` (its `config_hash` differs, at its hello or after a reload)") \
     X(FAN_STATUS_INSTANCE, CONFIG_HASH, "str", REQ, "its `config_hash`") \
     X(FAN_STATUS_INSTANCE, FLAGGED, "bool", REQ, "its hash differs and `fan.config_mismatch` is `flag`") \
     X(FAN_STATUS_INSTANCE, CREDIT, "uint", REQ, "frames it may be sent now") \

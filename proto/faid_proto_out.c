@@ -667,6 +667,7 @@ void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
     kv_uint(w, FAID_K_ACCEPT_FAILED, s->input.accept_failed);
     kv_uint(w, FAID_K_CONNECTION_CAP, s->input.connection_cap);
     kv_uint(w, FAID_K_OVER_CAP, s->input.over_cap);
+    kv_str(w, FAID_K_FAN_LINK, s->input.fan_link ? s->input.fan_link : "off");
     faid_mpw_map_end(w);
 
     faid_mpw_key(w, FAID_K_QUEUE);

@@ -151,6 +151,9 @@ typedef struct faid_out_status {
     struct {
         uint64_t max_message_bytes, endpoints, pinned_bytes, pinned_frames, pinned_fallback,
             zmq_contexts, connections, accepted, closed, accept_failed, connection_cap, over_cap;
+        /* input.protocol fan: the link to the fan-out (`"off"`, `"joining"`, `"live"`,
+         * `"refused"`, `"silent"`) */
+        const char *fan_link;
     } input;
     struct {
         uint64_t depth, capacity;

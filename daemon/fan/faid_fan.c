@@ -57,6 +57,11 @@
 #define BLOCK_MAP     4096 /* recent blocks' owners (blocks policy) */
 #define MAX_DROPS     1024 /* frame ranges dropped by the buffer, not yet reported */
 #define MAX_RID       256
+/* The most [first, last] ranges of the ids handed out in one series (the `routed` report):
+ * 65,536 ranges are 1.2 MB of msgpack at most; a series routed in blocks of fan.block frames
+ * takes one range per block and instance change, a million frames in blocks of 16 at most
+ * 62,500. Beyond it the report says incomplete. */
+#define MAX_ROUTED 65536
 /* The most frames an instance may claim as its window: faid asks 2 x queue.depth (at most
  * 131072); a peer claiming more would only hoard the stream. */
 #define MAX_WINDOW 131072u
@@ -74,6 +79,7 @@ typedef struct fmsg {
     uint64_t series_id, frame_id;
     const char *protocol; /* the format's name (static) */
     int teed;             /* offered to the tee: an image routed again is not copied again */
+    int src;              /* the input endpoint it came from (index in input.endpoint) */
 } fmsg;
 
 static void fmsg_free(fmsg **pm)
@@ -197,6 +203,7 @@ static void queue_pop(fan_queue *q)
 typedef struct input {
     pthread_t thread;
     int started;
+    int index; /* in input.endpoint */
     void *ctx, *sock;
     char endpoint[256];
     faid_input_protocol protocol;
@@ -283,6 +290,7 @@ static void *input_main(void *arg)
             }
             cnt(&C.received, 1);
             cnt(&C.received_bytes, m->bytes);
+            m->src = in->index;
             if (nparts > m->n) {
                 /* more parts than any format has: not a message this fan-out can pass on whole */
                 m->kind = K_BAD;
@@ -319,9 +327,11 @@ typedef struct inst {
     int64_t last_ns;
     int in_series; /* got the open series' start */
     uint32_t shard, shards;
-    /* frames sent and not yet covered by done, oldest first (a ring) */
+    /* frames sent and not yet accounted for, oldest first (a ring); out_done marks those a
+     * credit named since (exactly, by id: they leave once everything older left too) */
     uint64_t *out_series, *out_frame;
-    size_t out_cap, out_head, out_n;
+    uint8_t *out_done;
+    size_t out_cap, out_head, out_n, out_live;
     /* totals over the life of the fan-out */
     uint64_t frames_sent, frames_lost, messages_sent;
 } inst;
@@ -347,6 +357,17 @@ typedef struct fan {
     uint64_t series_id;
     fmsg *start; /* copies of its start's parts, for instances that join */
     uint32_t shards_next;
+    /* several senders of the series: starts and ends per input endpoint; the end goes to the
+     * instances once every input sent as many ends as starts (or fan.end_timeout after the
+     * first end: `end` is the copy then sent) */
+    uint64_t starts[FAID_MAX_ENDPOINTS], ends[FAID_MAX_ENDPOINTS];
+    fmsg *end;
+    int64_t end_ns;
+    int64_t beat_ns; /* the last beat to the instances */
+    /* the image ids of the open series handed to an instance, as ranges in routing order */
+    uint64_t (*routed)[2];
+    size_t nrouted, cap_routed;
+    int routed_incomplete;
     block_owner blocks[BLOCK_MAP];
     int rr; /* next instance in turn (blocks) */
     int64_t t0_ns;
@@ -372,28 +393,60 @@ static int out_push(inst *it, uint64_t series, uint64_t frame)
     if (it->out_n == it->out_cap) {
         size_t cap = it->out_cap ? 2 * it->out_cap : 256;
         uint64_t *s = malloc(cap * sizeof(*s)), *f = malloc(cap * sizeof(*f));
-        if (!s || !f) {
+        uint8_t *dn = malloc(cap);
+        if (!s || !f || !dn) {
             free(s);
             free(f);
+            free(dn);
             return -1;
         }
         for (size_t k = 0; k < it->out_n; k++) {
             size_t j = (it->out_head + k) % it->out_cap;
             s[k] = it->out_series[j];
             f[k] = it->out_frame[j];
+            dn[k] = it->out_done[j];
         }
         free(it->out_series);
         free(it->out_frame);
+        free(it->out_done);
         it->out_series = s;
         it->out_frame = f;
+        it->out_done = dn;
         it->out_cap = cap;
         it->out_head = 0;
     }
     size_t j = (it->out_head + it->out_n) % it->out_cap;
     it->out_series[j] = series;
     it->out_frame[j] = frame;
+    it->out_done[j] = 0;
     it->out_n++;
+    it->out_live++;
     return 0;
+}
+
+/* Drops accounted entries from the ring's head; when accounted entries behind an old
+ * unaccounted one hold more than half of it, squeezes them out (the ring stays within twice the
+ * frames really outstanding, plus 256). */
+static void out_trim(inst *it)
+{
+    while (it->out_n && it->out_done[it->out_head]) {
+        it->out_head = (it->out_head + 1) % it->out_cap;
+        it->out_n--;
+    }
+    if (it->out_n <= 2 * it->out_live + 256)
+        return;
+    size_t w = 0;
+    for (size_t k = 0; k < it->out_n; k++) {
+        size_t j = (it->out_head + k) % it->out_cap;
+        if (it->out_done[j])
+            continue;
+        size_t t = (it->out_head + w) % it->out_cap;
+        it->out_series[t] = it->out_series[j];
+        it->out_frame[t] = it->out_frame[j];
+        it->out_done[t] = 0;
+        w++;
+    }
+    it->out_n = w;
 }
 
 /* Publishes one `lost` message: frames of one series as [first, last] ranges. */
@@ -433,14 +486,18 @@ static void publish_lost(fan *f, const char *instance, const char *reason, uint6
 /* Reports every frame sent to it and not accounted for as lost, series by series. */
 static void report_outstanding(fan *f, inst *it, const char *reason)
 {
-    if (!it->out_n)
+    if (!it->out_n || !it->out_live) {
+        it->out_n = it->out_head = it->out_live = 0;
         return;
+    }
     uint64_t(*ranges)[2] = malloc(it->out_n * sizeof(*ranges));
     size_t nr = 0;
     uint64_t series = 0, total = 0;
     for (size_t k = 0; k <= it->out_n; k++) {
         size_t j = (it->out_head + k) % (it->out_cap ? it->out_cap : 1);
         int end = k == it->out_n;
+        if (!end && it->out_done[j])
+            continue;
         if (!end && ranges && nr && it->out_series[j] == series &&
             it->out_frame[j] == ranges[nr - 1][1] + 1) {
             ranges[nr - 1][1] = it->out_frame[j];
@@ -456,7 +513,7 @@ static void report_outstanding(fan *f, inst *it, const char *reason)
         ranges[nr][0] = ranges[nr][1] = it->out_frame[j];
         nr++;
     }
-    total = it->out_n;
+    total = it->out_live;
     faid_log_ratelimited(&rl_lost, FAID_LOG_WARN, "fan",
                          "instance %s %s: %llu frame(s) it had not accounted for reported lost",
                          it->name, reason, (unsigned long long)total);
@@ -465,6 +522,7 @@ static void report_outstanding(fan *f, inst *it, const char *reason)
     free(ranges);
     it->out_n = 0;
     it->out_head = 0;
+    it->out_live = 0;
 }
 
 static void inst_end(fan *f, inst *it, inst_state st, const char *reason)
@@ -472,7 +530,7 @@ static void inst_end(fan *f, inst *it, inst_state st, const char *reason)
     if (it->state != I_LIVE)
         return;
     it->state = st;
-    cnt(st == I_LEFT ? &C.left : &C.died, 1);
+    cnt(st == I_LEFT ? &C.left : st == I_REFUSED ? &C.refused : &C.died, 1);
     report_outstanding(f, it, reason);
     it->in_series = 0;
 }
@@ -597,6 +655,8 @@ static void join_series(fan *f, inst *it)
         it->in_series = 1;
 }
 
+static const char *ref_hash(const fan *f, const inst *it);
+
 static void handle_hello(fan *f, const void *rid, size_t rid_len, const faid_fan_msg *m)
 {
     inst *it = NULL;
@@ -624,16 +684,14 @@ static void handle_hello(fan *f, const void *rid, size_t rid_len, const faid_fan
         return;
     }
     /* the configuration hash of the instances already there (the unflagged live ones) */
-    const char *ref = NULL;
-    for (int i = 0; i < MAX_INSTANCES && !ref; i++)
-        if (&f->inst[i] != it && f->inst[i].state == I_LIVE && !f->inst[i].flagged)
-            ref = f->inst[i].hash;
+    const char *ref = ref_hash(f, it);
     int differs = ref && strcmp(ref, m->config_hash) != 0;
     if (rid_len > MAX_RID)
         rid_len = MAX_RID;
     if (it->state == I_FREE || strcmp(it->name, m->instance) != 0) {
         free(it->out_series);
         free(it->out_frame);
+        free(it->out_done);
         uint32_t gen = it->gen;
         memset(it, 0, sizeof(*it));
         it->gen = gen;
@@ -665,6 +723,7 @@ static void handle_hello(fan *f, const void *rid, size_t rid_len, const faid_fan
     it->sent = 0;
     it->out_n = 0;
     it->out_head = 0;
+    it->out_live = 0;
     it->in_series = 0;
     it->last_ns = faid_now_ns();
     cnt(&C.joined, 1);
@@ -678,23 +737,94 @@ static void handle_hello(fan *f, const void *rid, size_t rid_len, const faid_fan
     join_series(f, it);
 }
 
+/* The configuration hash of the live, unflagged instances other than it (NULL: none). */
+static const char *ref_hash(const fan *f, const inst *it)
+{
+    for (int i = 0; i < MAX_INSTANCES; i++)
+        if (&f->inst[i] != it && f->inst[i].state == I_LIVE && !f->inst[i].flagged)
+            return f->inst[i].hash;
+    return NULL;
+}
+
+/* A credit's config_hash that changed (the instance reloaded): checked against the other
+ * instances' again, as at its hello. Refused (fan.config_mismatch refuse): it gets nothing
+ * more, the frames it had not accounted for are reported lost, it says hello again each
+ * second (refused while it differs). */
+static void rehash(fan *f, inst *it, const char *hash)
+{
+    const char *ref = ref_hash(f, it);
+    int differs = ref && strcmp(ref, hash) != 0;
+    char old[sizeof(it->hash)];
+    snprintf(old, sizeof(old), "%s", it->hash);
+    snprintf(it->hash, sizeof(it->hash), "%s", hash);
+    if (!differs) {
+        it->flagged = 0;
+        faid_log_ratelimited(&rl_inst, FAID_LOG_INFO, "fan",
+                             "instance %s reloaded: config_hash %s -> %s (as the others')",
+                             it->name, old, hash);
+        return;
+    }
+    if (f->cfg->fan_config_flag) {
+        it->flagged = 1;
+        faid_log_ratelimited(&rl_inst, FAID_LOG_WARN, "fan",
+                             "instance %s reloaded: config_hash %s differs from the other "
+                             "instances' %s: FLAGGED (fan.config_mismatch flag)",
+                             it->name, hash, ref);
+        return;
+    }
+    faid_fan_msg rep;
+    memset(&rep, 0, sizeof(rep));
+    rep.type = FAID_FAN_REFUSED;
+    snprintf(rep.error, sizeof(rep.error),
+             "config_hash %s (after a reload) differs from the other instances' %s "
+             "(fan.config_mismatch refuse): every instance must run the same reduction",
+             hash, ref);
+    faid_log_ratelimited(&rl_inst, FAID_LOG_ERROR, "fan", "instance %s refused: %s", it->name,
+                         rep.error);
+    inst_end(f, it, I_REFUSED, "refused after a reload (config_hash differs)");
+    send_link(f, it->rid, it->rid_len, &rep);
+}
+
 static void handle_credit(fan *f, inst *it, const faid_fan_msg *m)
 {
     uint64_t done = m->done >= it->done0 ? m->done - it->done0 : 0;
     if (done > it->sent) /* never more than it was sent: credit stays within its window */
         done = it->sent;
-    /* frames newly accounted for leave the outstanding list, oldest first */
-    uint64_t newly = done > it->done ? done - it->done : 0;
-    while (newly && it->out_n) {
-        it->out_head = (it->out_head + 1) % it->out_cap;
-        it->out_n--;
-        newly--;
+    if (m->has_accounted) {
+        /* exactly the frames named: whatever order its devices finished them in */
+        for (size_t k = 0; k < it->out_n && it->out_live; k++) {
+            size_t j = (it->out_head + k) % it->out_cap;
+            if (it->out_done[j])
+                continue;
+            for (uint32_t r = 0; r < m->naccounted; r++)
+                if (it->out_series[j] == m->accounted[r][0] &&
+                    it->out_frame[j] >= m->accounted[r][1] &&
+                    it->out_frame[j] <= m->accounted[r][2]) {
+                    it->out_done[j] = 1;
+                    it->out_live--;
+                    break;
+                }
+        }
+        out_trim(it);
+    } else {
+        /* a peer that names no ids: the oldest leave first (by count) */
+        uint64_t newly = done > it->done ? done - it->done : 0;
+        while (newly && it->out_n) {
+            if (!it->out_done[it->out_head]) {
+                it->out_live--;
+                newly--;
+            }
+            it->out_head = (it->out_head + 1) % it->out_cap;
+            it->out_n--;
+        }
+        out_trim(it);
     }
     if (done > it->done)
         it->done = done;
     it->window = m->window < MAX_WINDOW ? m->window : MAX_WINDOW;
     it->last_ns = faid_now_ns();
-    (void)f;
+    if (m->config_hash[0] && strcmp(m->config_hash, it->hash) != 0)
+        rehash(f, it, m->config_hash);
 }
 
 static void handle_router(fan *f)
@@ -807,17 +937,103 @@ static int pick(fan *f, const fmsg *m)
     return inst_credit(&f->inst[b->inst]) > 0 ? b->inst : -1;
 }
 
+/* A copy of m whose parts share m's bytes (reference-counted), or NULL. */
+static fmsg *fmsg_copy(const fmsg *m)
+{
+    fmsg *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    *c = *m;
+    c->next = NULL;
+    for (int k = 0; k < m->n; k++) {
+        zmq_msg_init(&c->part[k]);
+        zmq_msg_copy(&c->part[k], (zmq_msg_t *)&m->part[k]);
+    }
+    return c;
+}
+
+static void routed_note(fan *f, uint64_t frame)
+{
+    if (f->nrouted && f->routed[f->nrouted - 1][1] + 1 == frame) {
+        f->routed[f->nrouted - 1][1] = frame;
+        return;
+    }
+    if (f->nrouted == f->cap_routed) {
+        size_t cap = f->cap_routed ? 2 * f->cap_routed : 256;
+        void *p = cap <= MAX_ROUTED ? realloc(f->routed, cap * sizeof(*f->routed)) : NULL;
+        if (!p) {
+            f->routed_incomplete = 1;
+            return;
+        }
+        f->routed = p;
+        f->cap_routed = cap;
+    }
+    f->routed[f->nrouted][0] = f->routed[f->nrouted][1] = frame;
+    f->nrouted++;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* The `routed` report of the open series (its end passed on, or superseded): its ids sorted and
+ * joined. */
+static void publish_routed(fan *f)
+{
+    qsort(f->routed, f->nrouted, sizeof(*f->routed), range_cmp);
+    size_t n = 0;
+    for (size_t k = 0; k < f->nrouted; k++) {
+        if (n && f->routed[k][0] <= f->routed[n - 1][1] + 1) {
+            if (f->routed[k][1] > f->routed[n - 1][1])
+                f->routed[n - 1][1] = f->routed[k][1];
+            continue;
+        }
+        f->routed[n][0] = f->routed[k][0];
+        f->routed[n][1] = f->routed[k][1];
+        n++;
+    }
+    size_t cap = 128 + n * 20;
+    uint8_t *buf = malloc(cap);
+    if (buf) {
+        faid_mpw w;
+        faid_mpw_init(&w, buf, cap);
+        faid_mpw_map_begin(&w);
+        faid_mpw_key(&w, FAID_K_TYPE);
+        faid_mpw_key(&w, FAID_K_ROUTED);
+        faid_mpw_key(&w, FAID_K_SERIES);
+        faid_mpw_uint(&w, f->series_id);
+        faid_mpw_key(&w, FAID_K_FRAMES);
+        faid_mpw_array(&w, (uint32_t)n);
+        for (size_t k = 0; k < n; k++) {
+            faid_mpw_array(&w, 2);
+            faid_mpw_uint(&w, f->routed[k][0]);
+            faid_mpw_uint(&w, f->routed[k][1]);
+        }
+        faid_mpw_key(&w, FAID_K_INCOMPLETE);
+        faid_mpw_bool(&w, f->routed_incomplete);
+        faid_mpw_map_end(&w);
+        if (faid_mpw_finish(&w, NULL) == 0) {
+            zmq_send(f->pub, FAID_K_ROUTED, strlen(FAID_K_ROUTED), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+            zmq_send(f->pub, buf, w.len, ZMQ_DONTWAIT);
+        }
+        free(buf);
+    }
+    f->nrouted = 0;
+    f->routed_incomplete = 0;
+}
+
 static void open_series(fan *f, fmsg *m)
 {
+    if (f->series_open)
+        publish_routed(f); /* superseded */
     fmsg_free(&f->start);
-    f->start = calloc(1, sizeof(*f->start));
-    if (f->start) {
-        *f->start = *m;
-        for (int k = 0; k < m->n; k++) {
-            zmq_msg_init(&f->start->part[k]);
-            zmq_msg_copy(&f->start->part[k], &m->part[k]);
-        }
-    }
+    f->start = fmsg_copy(m);
+    fmsg_free(&f->end);
+    memset(f->starts, 0, sizeof(f->starts));
+    memset(f->ends, 0, sizeof(f->ends));
+    f->starts[m->src] = 1;
     f->series_open = 1;
     f->series_id = m->series_id;
     memset(f->blocks, 0, sizeof(f->blocks));
@@ -859,6 +1075,39 @@ static fmsg *route_next(fmsg *m, size_t *freed)
     return next;
 }
 
+/* Every input that started the open series sent as many ends as starts. */
+static int all_ended(const fan *f)
+{
+    for (int i = 0; i < FAID_MAX_ENDPOINTS; i++)
+        if (f->ends[i] < f->starts[i])
+            return 0;
+    return 1;
+}
+
+/* m (start, end, other) to every live instance; an end of the open series closes it. */
+static void broadcast(fan *f, fmsg *m)
+{
+    for (int i = 0; i < MAX_INSTANCES; i++) {
+        inst *it = &f->inst[i];
+        if (it->state != I_LIVE)
+            continue;
+        if (m->kind == K_START)
+            it->in_series = 1;
+        if (send_detector(f, it, m, 0) != 0)
+            inst_end(f, it, I_DEAD, "gone (connection closed)");
+    }
+    cnt(&C.broadcast, 1);
+    if (m->kind == K_END && m->series_id == f->series_id) {
+        if (f->series_open)
+            publish_routed(f);
+        f->series_open = 0;
+        fmsg_free(&f->start);
+        fmsg_free(&f->end);
+        for (int i = 0; i < MAX_INSTANCES; i++)
+            f->inst[i].in_series = 0;
+    }
+}
+
 /* Routes what the queue holds until it is empty or its head must wait for credit. The list is
  * taken out of the queue under one lock, and what waits is put back in front of what came
  * meanwhile under one more, with the bytes routed: two lock round trips per wake-up instead of
@@ -890,32 +1139,40 @@ static void route(fan *f)
             }
             it->sent++;
             it->frames_sent++;
+            if (f->series_open && m->series_id == f->series_id)
+                routed_note(f, m->frame_id);
             if (out_push(it, m->series_id, m->frame_id) != 0)
                 FAID_WARN("fan", "out of memory for the frames of instance %s", it->name);
             cnt(&C.routed, 1);
             m = route_next(m, &freed);
             continue;
         }
+        if (m->kind == K_START && f->series_open && m->series_id == f->series_id) {
+            /* another input (or sender) starting the open series: it joins the series, whose
+             * start the instances have */
+            f->starts[m->src]++;
+            tee(f, m);
+            m = route_next(m, &freed);
+            continue;
+        }
+        if (m->kind == K_END && f->series_open && m->series_id == f->series_id) {
+            f->ends[m->src]++;
+            if (!all_ended(f)) {
+                /* another input has yet to end it: the end waits (fan.end_timeout) */
+                if (!f->end) {
+                    f->end = fmsg_copy(m);
+                    f->end_ns = faid_now_ns();
+                }
+                tee(f, m);
+                m = route_next(m, &freed);
+                continue;
+            }
+        }
         /* start, end and the format's other messages: every instance */
         if (m->kind == K_START)
             open_series(f, m);
         tee(f, m);
-        for (int i = 0; i < MAX_INSTANCES; i++) {
-            inst *it = &f->inst[i];
-            if (it->state != I_LIVE)
-                continue;
-            if (m->kind == K_START)
-                it->in_series = 1;
-            if (send_detector(f, it, m, 0) != 0)
-                inst_end(f, it, I_DEAD, "gone (connection closed)");
-        }
-        cnt(&C.broadcast, 1);
-        if (m->kind == K_END && m->series_id == f->series_id) {
-            f->series_open = 0;
-            fmsg_free(&f->start);
-            for (int i = 0; i < MAX_INSTANCES; i++)
-                f->inst[i].in_series = 0;
-        }
+        broadcast(f, m);
         m = route_next(m, &freed);
     }
     pthread_mutex_lock(&f->q.mu);
@@ -935,6 +1192,36 @@ static void route(fan *f)
 static void housekeeping(fan *f)
 {
     int64_t now = faid_now_ns();
+    if (f->end && f->series_open && now - f->end_ns > (int64_t)(f->cfg->fan_end_timeout * 1e9)) {
+        char who[512] = "";
+        size_t n = 0;
+        for (int i = 0; i < f->ninputs && n < sizeof(who); i++)
+            if (f->ends[i] < f->starts[i]) {
+                int w = snprintf(who + n, sizeof(who) - n, "%s%s (%llu start(s), %llu end(s))",
+                                 n ? ", " : "", f->in[i]->endpoint,
+                                 (unsigned long long)f->starts[i], (unsigned long long)f->ends[i]);
+                if (w < 0)
+                    break;
+                n += (size_t)w;
+            }
+        FAID_WARN("fan",
+                  "series %llu: no end from input %s within fan.end_timeout (%.1f s) of the "
+                  "first end: ended without it",
+                  (unsigned long long)f->series_id, who, f->cfg->fan_end_timeout);
+        fmsg *e = f->end;
+        f->end = NULL;
+        broadcast(f, e);
+        fmsg_free(&e);
+    }
+    if (now - f->beat_ns > 100000000ll) {
+        /* the beat: an instance that hears nothing for fan.instance_timeout takes the fan-out
+         * for gone and ends its open series */
+        faid_fan_msg b = {.type = FAID_FAN_BEAT};
+        for (int i = 0; i < MAX_INSTANCES; i++)
+            if (f->inst[i].state == I_LIVE)
+                send_link(f, f->inst[i].rid, f->inst[i].rid_len, &b);
+        f->beat_ns = now;
+    }
     for (int i = 0; i < MAX_INSTANCES; i++) {
         inst *it = &f->inst[i];
         if (it->state == I_LIVE && now - it->last_ns > f->timeout_ns) {
@@ -980,6 +1267,11 @@ static void write_status(fan *f, faid_mpw *w)
     faid_mpw_uint(w, f->series_id);
     faid_mpw_key(w, FAID_K_POLICY);
     faid_mpw_key(w, f->cfg->fan_policy ? "credit" : "blocks");
+    uint64_t awaited = 0;
+    for (int i = 0; f->series_open && i < FAID_MAX_ENDPOINTS; i++)
+        awaited += f->starts[i] > f->ends[i] ? f->starts[i] - f->ends[i] : 0;
+    faid_mpw_key(w, FAID_K_ENDS_AWAITED);
+    faid_mpw_uint(w, awaited);
     faid_mpw_key(w, FAID_K_COUNTERS);
     struct {
         const char *k;
@@ -1456,6 +1748,7 @@ static int fan_start(fan *f, faid_diag *d)
         if (!in)
             return faid_fail(d, FAID_ENOMEM, "out of memory for input %d", i);
         f->in[i] = in;
+        in->index = i;
         in->q = &f->q;
         in->protocol = proto;
         faid_config_endpoint_at(cfg->input_endpoint, i, in->endpoint, sizeof(in->endpoint));
@@ -1503,6 +1796,8 @@ static void fan_stop(fan *f)
     while ((m = queue_peek(&f->q)))
         queue_pop(&f->q);
     fmsg_free(&f->start);
+    fmsg_free(&f->end);
+    free(f->routed);
     faid_fan_http_stop(&f->http);
     for (int i = 0; i < f->naggr; i++) {
         faid_sub_destroy(&f->aggr_sub[i]);
@@ -1512,6 +1807,7 @@ static void fan_stop(fan *f)
     for (int i = 0; i < MAX_INSTANCES; i++) {
         free(f->inst[i].out_series);
         free(f->inst[i].out_frame);
+        free(f->inst[i].out_done);
     }
     void *socks[] = {f->router, f->pub, f->rep, f->tee};
     for (size_t k = 0; k < 4; k++)

@@ -1,10 +1,11 @@
 /* Fuzz target of what faid-fan and its instances read from each other (proto/faid_fan_proto.c):
  * the input is split into the parts of one multipart message (fuzz_parts.h framing). Part 0 is
- * decoded as a link message (hello, credit, bye from an instance; welcome, refused, rejoin,
- * route from the fan-out); a message that decodes is encoded again and must decode to the same
- * fields (the encoder writes what the decoder reads). Parts 1.. are the detector message a route
- * carries, read as the fan-out's routing peek reads it (auto detection: kind, series, frame).
- * Any input must give 0 or an error with a message, never a crash, an overread or a leak. */
+ * decoded as a link message (hello, credit with its accounted ranges and config_hash, bye from
+ * an instance; welcome, refused, rejoin, route, beat from the fan-out); a message that decodes is
+ * encoded again and must decode to the same fields (the encoder writes what the decoder reads).
+ * Parts 1.. are the detector message a route carries, read as the fan-out's routing peek reads it
+ * (auto detection: kind, series, frame). Any input must give 0 or an error with a message, never a
+ * crash, an overread or a leak. */
 #include "faid_fan_proto.h"
 #include "fuzz_parts.h"
 
@@ -24,7 +25,7 @@ static void check_link(const faid_input_part *p)
     if (m.type == FAID_FAN_NONE || strlen(m.instance) >= sizeof(m.instance) ||
         strlen(m.error) >= sizeof(m.error) || strlen(m.protocol) >= sizeof(m.protocol))
         abort();
-    uint8_t buf[1024];
+    uint8_t buf[FAID_FAN_LINK_MAX];
     size_t len = 0;
     if (faid_fan_encode(&m, buf, sizeof(buf), &len, &d) != 0)
         abort(); /* every decoded message fits: its strings are bounded */
@@ -39,8 +40,17 @@ static void check_link(const faid_input_part *p)
             abort();
         break;
     case FAID_FAN_CREDIT:
-        if (again.window != m.window || again.done != m.done)
+    case FAID_FAN_BYE:
+        if (again.window != m.window || again.done != m.done ||
+            strcmp(again.config_hash, m.config_hash) || again.has_accounted != m.has_accounted ||
+            again.naccounted != m.naccounted ||
+            memcmp(again.accounted, m.accounted, m.naccounted * sizeof(m.accounted[0])))
             abort();
+        if (m.naccounted > FAID_FAN_ACCOUNTED_MAX)
+            abort();
+        for (uint32_t k = 0; k < m.naccounted; k++)
+            if (m.accounted[k][2] < m.accounted[k][1])
+                abort();
         break;
     case FAID_FAN_ROUTE:
         if (again.kind != m.kind || again.series_id != m.series_id ||

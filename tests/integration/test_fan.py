@@ -76,6 +76,7 @@ class Fan:
         self.sub.connect(self.ep("out"))
         self.sub.setsockopt(zmq.SUBSCRIBE, b"")
         self.lost_msgs = []
+        self.routed_msgs = []
 
     def request(self, req, timeout=LONG):
         s = self.ctx.socket(zmq.REQ)
@@ -116,8 +117,8 @@ class Fan:
             if self.sub.poll(int(max(0.0, t_end - time.monotonic()) * 1000)):
                 topic, body = self.sub.recv_multipart()
                 m = msgpack.unpackb(body)
-                assert topic == b"lost" and m["type"] == "lost", (topic, m)
-                self.lost_msgs.append(m)
+                assert topic in (b"lost", b"routed") and m["type"] == topic.decode(), (topic, m)
+                (self.lost_msgs if topic == b"lost" else self.routed_msgs).append(m)
                 continue
             if time.monotonic() >= t_end:
                 return self.lost_msgs
@@ -151,14 +152,14 @@ class Fan:
 class Instance(Daemon):
     """faid as an instance behind the fan-out: input.protocol fan, connected to its ROUTER."""
 
-    def __init__(self, tmpdir, fan, npt=64, wrapper=(), extra="", out_port=None):
+    def __init__(self, tmpdir, fan, npt=64, wrapper=(), extra="", out_port=None, devices="ref"):
         self.ports = {k: free_port() for k in ("out", "lossless", "ctl")}
         if out_port:
             self.ports["out"] = out_port
         self.ports["in"] = fan.ports["inst"]
         self.config = os.path.join(tmpdir, "faid.yaml")
         with open(self.config, "w") as f:
-            text = config_text(self.ports, npt=npt, devices="ref", depth=8, input_mode="connect",
+            text = config_text(self.ports, npt=npt, devices=devices, depth=8, input_mode="connect",
                                input_extra="  protocol: fan\n", output_extra="  sndhwm: 10000\n",
                                extra=extra)
             # sndhwm: the test's receivers read only between phases; a burst beyond the
@@ -935,3 +936,303 @@ def test_tee_drop_names_the_message(rig):
     log = fan.logtext()
     assert "tee: dropped the start of series 32" in log, log
     assert "tee: dropped the image of series 32, frame 0" in log, log
+
+
+# ---- exact losses, reloads, several senders (issue 18 points 2 and 4) -------------------------
+
+
+def merged_sub(fan, insts, *extra):
+    """`faidctl sub --json --until-end` over the instances and the fan-out's PUB."""
+    return subprocess.Popen(
+        [FAIDCTL, "sub", "--json", "--quiet", "--until-end", *extra,
+         *[a for d in insts for a in ("--from", ep(d.ports["out"]))], "--fan", fan.ep("out")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def merged_lines(sub):
+    import json
+    try:
+        out, err = sub.communicate(timeout=LONG * 2)
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+            sub.communicate()
+    assert sub.returncode == 0, err
+    return [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+
+
+def ids(ranges):
+    out = []
+    for r in ranges:
+        a, b = (r, r) if isinstance(r, int) else r
+        out += range(a, b + 1)
+    return out
+
+
+def test_exact_losses_instance_with_two_devices_killed(rig):
+    """kill -9 of an instance reducing on two devices (`devices: [0, 0]`, two PoCL workers: results leave out
+    of order) mid-series, behind a merged `faidctl sub --fan`. Its credits name the frame ids it
+    published, so the fan-out's `lost` report is exact: every frame without a result is in it
+    (none lost silently), and one it names that did reach a subscriber (published after the
+    instance's last credit) is delivered, not missing, and counted lost_delivered. The start
+    says no frame count: the fan-out's `routed` report tells the merge which ids to expect, so
+    delivered + missing is every id exactly once (fan_report true)."""
+    start_fan, start_instance = rig
+    fan = start_fan()
+    insts = [start_instance(fan), start_instance(fan, devices="[0, 0]")]
+    fan.wait(lambda st: len(fan.live(st)) == 2, "two live instances")
+    victim = insts[1]
+    assert len(victim.status()["devices"]) == 2, victim.status()["devices"]
+    names = [d.status()["instance"] for d in insts]
+    sub = merged_sub(fan, insts, "--timeout", "60", "--dead-after", "600")
+    try:
+        time.sleep(1.0)  # the merge's subscriptions are up before the start is published
+        det = Detector(fan.ctx, connect_to=fan.ep("in"))
+        n = 64
+        imgs = frames(n, seed=17)
+        msgs = native_series(9, imgs)
+        msgs[0] = [msgpack.packb(dict(type="start", protocol_version=1, series_id=9))]
+        for m in msgs[:25]:
+            det.send(m)
+        victim.wait_counters(lambda c: c["processed"] >= 4, "the victim reduced frames")
+        os.kill(victim.proc.pid, signal.SIGSTOP)  # what it is sent next waits in its hands
+        for m in msgs[25:41]:
+            det.send(m)
+        fan.wait(lambda st: st["counters"]["routed"] == 40, "40 frames routed")
+        victim.proc.kill()
+        victim.proc.wait()
+        for m in msgs[41:]:
+            det.send(m)
+        lines = merged_lines(sub)
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+            sub.communicate()
+    det.close()
+    lost = [m for m in lines if m["type"] == "lost"]
+    assert lost and all(m["instance"] == names[1] for m in lost), lost
+    reported = ids(r for m in lost for r in m["frames"])
+    assert len(reported) == len(set(reported)), "a frame reported lost twice"
+    ends = [m for m in lines if m["type"] == "end" and m["series_id"] == 9]
+    assert len(ends) == 1, ends
+    end = ends[0]
+    delivered = [m["frame_id"] for m in lines if m["type"] == "result" and m["series_id"] == 9]
+    assert len(delivered) == len(set(delivered)), "a frame was delivered twice"
+    missing = ids(end["missing_frames"])
+    assert end["fan_report"] is True and end["expected"] == n, end
+    assert not set(delivered) & set(missing), (sorted(delivered), missing)
+    assert sorted(delivered + missing) == list(range(n)), (sorted(delivered), missing)
+    assert missing, "the killed instance held frames it never reduced"
+    # exact: every frame without a result was reported lost by the fan-out (none silently) ...
+    assert set(missing) <= set(reported), (missing, sorted(reported))
+    # ... and what it reported that came anyway is counted, not listed
+    assert end["lost_delivered"] == len(set(reported) & set(delivered)), (end, reported)
+    assert end["missing"] == len(set(reported) - set(delivered)), (end, reported)
+    st = fan.status()
+    assert st["counters"]["lost"] == len(reported), st["counters"]
+
+
+def test_fan_out_killed_mid_series(rig):
+    """kill -9 of the fan-out mid-series: the instances hear no beat for fan.instance_timeout,
+    say so (status `fan_link` "silent", their log) and end the open series; the merged view
+    ends without the fan-out's report (fan_report false) and lists the frames it held or never
+    received: every id of the start's nimages never seen."""
+    start_fan, start_instance = rig
+    fan = start_fan()
+    extra = "fan:\n  instance_timeout: 1.0\n"
+    insts = [start_instance(fan, extra=extra) for _ in range(2)]
+    fan.wait(lambda st: len(fan.live(st)) == 2, "two live instances")
+    for d in insts:
+        assert d.status()["input"]["fan_link"] == "live", d.status()["input"]
+    sub = merged_sub(fan, insts, "--timeout", "60", "--dead-after", "600")
+    try:
+        time.sleep(1.0)
+        det = Detector(fan.ctx, connect_to=fan.ep("in"))
+        n = 40
+        msgs = native_series(10, frames(n, seed=19))
+        for m in msgs[:21]:  # the start and frames 0..19
+            det.send(m)
+        t_end = time.monotonic() + LONG
+        while sum(d.status()["counters"]["processed"] for d in insts) < 20:
+            assert time.monotonic() < t_end, "20 frames never reduced"
+            time.sleep(0.05)
+        fan.proc.kill()
+        fan.proc.wait()
+        for m in msgs[21:31]:  # frames the dead fan-out never passes on
+            det.send(m)
+        lines = merged_lines(sub)
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+            sub.communicate()
+    det.close()
+    ends = [m for m in lines if m["type"] == "end" and m["series_id"] == 10]
+    assert len(ends) == 1, ends
+    end = ends[0]
+    delivered = sorted(m["frame_id"] for m in lines
+                       if m["type"] == "result" and m["series_id"] == 10)
+    assert delivered == list(range(20)), delivered
+    assert end["fan_report"] is False and end["expected"] == n, end
+    assert ids(end["missing_frames"]) == list(range(20, n)), end
+    for d in insts:
+        st = d.status()
+        assert st["input"]["fan_link"] == "silent", st["input"]
+        assert "fan-out silent" in d.logtext()
+        assert [m["reason"] for m in d.rx.collect_until_end(1) if m["type"] == "end"] == \
+            ["timeout"]
+
+
+def test_reload_that_changes_the_reduction_is_refused(rig):
+    """An instance whose configuration changes (SIGHUP reload: another npt) tells the fan-out
+    its new config_hash in its next credit; it now differs from the other instance's, so the
+    fan-out refuses it (fan.config_mismatch refuse) and says so in status, and the instance's
+    status says refused. Later frames all go to the other instance."""
+    start_fan, start_instance = rig
+    fan = start_fan()
+    insts = [start_instance(fan) for _ in range(2)]
+    fan.wait(lambda st: len(fan.live(st)) == 2, "two live instances")
+    a, b = insts
+    name_b = b.status()["instance"]
+    old_hash = b.status()["config_hash"]
+    with open(b.config) as f:
+        text = f.read()
+    assert "npt: 64" in text
+    with open(b.config, "w") as f:
+        f.write(text.replace("npt: 64", "npt: 80"))
+    b.proc.send_signal(signal.SIGHUP)
+    t_end = time.monotonic() + LONG
+    while b.status()["config_hash"] == old_hash:
+        assert time.monotonic() < t_end, "the reload never happened"
+        time.sleep(0.05)
+    st = fan.wait(lambda st: any(i["instance"] == name_b and i["state"] == "refused"
+                                 for i in st["instances"]), "the reloaded instance refused")
+    row = [i for i in st["instances"] if i["instance"] == name_b][0]
+    assert row["config_hash"] == b.status()["config_hash"], row
+    assert fan.live(st) == [a.status()["instance"]]
+    assert "after a reload" in fan.logtext()
+    t_end = time.monotonic() + LONG
+    while b.status()["input"]["fan_link"] != "refused":
+        assert time.monotonic() < t_end, b.status()["input"]
+        time.sleep(0.05)
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    for m in native_series(11, frames(8, seed=23)):
+        det.send(m)
+    a.rx.collect_until_end(1)
+    assert sorted(r["frame_id"] for r in a.rx.of("result") if r["series_id"] == 11) == \
+        list(range(8))
+    det.close()
+
+
+def test_two_senders_one_end_after_both(rig):
+    """Two senders into one fan-out (two PUSH sockets on its bound input, as two `faidctl
+    replay` or a detector's modules on two connections), each sending the series' start, half
+    of its frames and an end: the series ends at the instances once, after both ends (status
+    ends_awaited counts the one still to come), with every frame in it. A sender that never
+    sends its end: the series ends fan.end_timeout after the first end, the log naming the
+    input."""
+    start_fan, start_instance = rig
+    fan = start_fan(sets=("fan.end_timeout=1.0",))
+    insts = [start_instance(fan) for _ in range(2)]
+    fan.wait(lambda st: len(fan.live(st)) == 2, "two live instances")
+    for d in insts:
+        d.rx.settle()
+    dets = [Detector(fan.ctx, connect_to=fan.ep("in")) for _ in range(2)]
+    n = 24
+    imgs = frames(n, seed=29)
+    msgs = native_series(12, imgs)
+    start, images, end = msgs[0], msgs[1:-1], msgs[-1]
+
+    def received(k):
+        fan.wait(lambda st: st["counters"]["received"] == k, "%d messages received" % k)
+
+    dets[0].send(start)
+    received(1)
+    dets[1].send(start)
+    received(2)
+    assert fan.status()["ends_awaited"] == 2
+    for m in images[: n // 2]:
+        dets[0].send(m)
+    dets[0].send(end)
+    received(2 + n // 2 + 1)
+    st = fan.wait(lambda st: st["counters"]["routed"] == n // 2, "the first half routed")
+    assert st["ends_awaited"] == 1 and st["state"] == "running", st
+    for m in images[n // 2:]:
+        dets[1].send(m)
+    dets[1].send(end)
+    for d in insts:
+        d.rx.collect_until_end(1)
+    st = fan.wait(lambda st: st["state"] == "idle", "the series ended")
+    assert st["ends_awaited"] == 0
+    ends = [m for d in insts for m in d.rx.of("end") if m["series_id"] == 12]
+    assert len(ends) == 2 and all(e["reason"] == "end" for e in ends), ends
+    assert sum(e["frames_received"] for e in ends) == n, ends
+    got = sorted(r["frame_id"] for d in insts for r in d.rx.of("result") if r["series_id"] == 12)
+    assert got == list(range(n)), got
+    # the second sender never ends series 13: fan.end_timeout ends it, naming the input
+    msgs = native_series(13, imgs[:4])
+    dets[0].send(msgs[0])
+    received(2 + n + 2 + 1)
+    dets[1].send(msgs[0])
+    for m in msgs[1:]:
+        dets[0].send(m)
+    for d in insts:
+        d.rx.collect_until_end(1)  # one more end each
+    assert "no end from input %s (2 start(s), 1 end(s))" % fan.ep("in") in fan.logtext()
+    ends = [m for d in insts for m in d.rx.of("end") if m["series_id"] == 13]
+    assert len(ends) == 2 and sum(e["frames_received"] for e in ends) == 4, ends
+    for d in dets:
+        d.close()
+
+
+def test_credit_names_frames_out_of_order(rig):
+    """The fan-out's side of exact losses, deterministically: an instance (here a DEALER
+    speaking the link, as faid does) that was sent frames 0..3 and published 1 and 3 first (two
+    devices finishing out of order) names them in its credit; when it then leaves, the frames
+    reported lost are exactly 0 and 2, never the oldest two by count. The `routed` report of the
+    series names all four."""
+    start_fan, _ = rig
+    fan = start_fan()
+    fan.status()
+    time.sleep(0.5)  # the test's SUB on the fan-out's PUB is connected before anything is lost
+    peer = fan.ctx.socket(zmq.DEALER)
+    peer.setsockopt(zmq.LINGER, 0)
+    peer.connect(fan.ep("inst"))
+    peer.send(msgpack.packb({"type": "hello", "instance": "two-devices",
+                             "config_hash": "0123456789abcdef", "window": 4, "done": 0}))
+
+    def link():
+        assert peer.poll(LONG * 1000), "nothing from the fan-out"
+        parts = peer.recv_multipart()
+        return msgpack.unpackb(parts[0]), parts[1:]
+
+    while link()[0]["type"] != "welcome":
+        pass
+    det = Detector(fan.ctx, connect_to=fan.ep("in"))
+    msgs = native_series(14, frames(4, seed=31))
+    for m in msgs[:5]:
+        det.send(m)
+    got = []
+    while len(got) < 4:
+        m, _ = link()
+        if m["type"] == "route" and m["kind"] == "image":
+            got.append(m["frame_id"])
+    assert got == [0, 1, 2, 3]
+    peer.send(msgpack.packb({"type": "credit", "window": 4, "done": 2,
+                             "accounted": [[14, 1, 1], [14, 3, 3]]}))
+    peer.send(msgpack.packb({"type": "bye", "window": 4, "done": 2, "accounted": []}))
+    fan.wait(lambda st: st["counters"]["lost"] == 2, "two frames reported lost")
+    t_end = time.monotonic() + LONG
+    while not fan.lost_msgs:
+        assert time.monotonic() < t_end, "no lost report"
+        fan.poll_lost(0.2)
+    assert fan.lost_frames(14) == [0, 2], fan.lost_msgs
+    assert fan.lost_msgs[0]["instance"] == "two-devices" and fan.lost_msgs[0]["reason"] == "left"
+    det.send(msgs[5])
+    fan.wait(lambda st: st["state"] == "idle", "the series ended")
+    while not fan.routed_msgs:
+        assert time.monotonic() < t_end, "no routed report"
+        fan.poll_lost(0.2)
+    check_keys("fanout-routed", fan.routed_msgs[0])
+    assert fan.routed_msgs[0]["series"] == 14 and fan.routed_msgs[0]["frames"] == [[0, 3]]
+    peer.close()
+    det.close()

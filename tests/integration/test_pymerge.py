@@ -329,3 +329,67 @@ def test_py_merge_refuses_malformed_messages(daemons):
     pub.close(linger=0)
     assert [m.frame_id for m in got if m.type == "result"] == list(range(n))
     assert got[-1].missing == 0 and got[-1].ended == 1, got[-1]
+
+
+def test_py_merge_fan_routed_report(daemons, tmpdir_):
+    """The fan-out's `routed` report (every image id of the series it handed out) makes the
+    merged end exact without a frame count in the start: missing = (routed + lost) - delivered;
+    a frame a `lost` report named whose result came anyway is delivered, not missing, and counted
+    lost_delivered. The test's PUB plays the fan-out; the C merge, given the same peers, ends
+    with the same map, key for key."""
+    ds = [daemons(devices="ref", extra=instance_cfg("f%d" % k, k, 2)) for k in range(2)]
+    fan = zmq.Context.instance().socket(zmq.PUB)
+    fport = td.free_port()
+    fan.bind(ep(fport))
+    p = sub_proc(ds, None, "--fan", ep(fport), "--dead-after", "60")
+    imgs = frames(8, seed=5)
+    eps = [ep(d.ports["out"]) for d in ds]
+    with MergedSubscriber(eps, fan=ep(fport), dead_after=60) as sub:
+        settled(sub, ["f0", "f1"])
+        time.sleep(0.5)  # the PUB bound here: subscriptions in place
+        txs = [Sender(d) for d in ds]
+        for tx in txs:
+            tx.start(series_id=7)  # no nimages: only the report says which ids to expect
+        for i in (0, 2, 4, 6):
+            txs[0].image(i, imgs[i], series_id=7)
+        for i in (1, 3):
+            txs[1].image(i, imgs[i], series_id=7)
+        for d, k in zip(ds, (4, 2)):
+            d.wait_counters(lambda c, k=k: c["processed"] >= k, "the frames reduced")
+        before = read_until_start(p)
+        got = []
+        while len([m for m in got if m.type == "result"]) < 6:
+            m = sub.recv(LONG)
+            assert m is not None, [m.type for m in got]
+            got.append(m)
+        time.sleep(0.5)  # every result reached the C merge too
+        # routed, then lost, on one socket: a merge that saw the lost report has the routed one
+        fan.send_multipart([b"routed", msgpack.packb({"type": "routed", "series": 7,
+                                                      "frames": [[0, 9]],
+                                                      "incomplete": False})])
+        fan.send_multipart([b"lost", msgpack.packb({"type": "lost", "series": 7,
+                                                    "instance": "f1", "reason": "timed out",
+                                                    "frames": [[3, 3], [5, 5]]})])
+        # both merges have the reports before any instance ends (same order for both)
+        while not any(isinstance(m, Lost) for m in got):
+            m = sub.recv(LONG)
+            assert m is not None, [m.type for m in got]
+            got.append(m)
+        while True:
+            ln = p.stdout.readline()
+            assert ln, "faidctl sub ended before the lost report"
+            before += ln
+            if ln.startswith('{"type": "lost"'):
+                break
+        txs[0].end(series_id=7)  # f1 was reported lost: it never ends (as an instance killed)
+        got += collect(sub)
+    lines, _, _ = sub_lines(p, before)
+    fan.close(linger=0)
+    end = got[-1]
+    assert isinstance(end, MergedEnd), got
+    assert end.fan_report is True and end.expected == 10, end
+    assert end.ended == 1 and end.lost == 1, end
+    assert end.lost_delivered == 1, end
+    assert end.missing_frames == [[5, 5], [7, 9]] and end.missing == 4, end
+    c_end = [m for m in lines if m["type"] == "end"]
+    assert len(c_end) == 1 and c_end[0] == end.raw, (c_end, end.raw)

@@ -73,6 +73,8 @@ class MergedEnd(End):
     expected: int = 0
     missing: int = 0
     missing_truncated: bool = False
+    fan_report: bool = False  # expected and missing from the fan-out's routed and lost reports
+    lost_delivered: int = 0  # frames a lost report named whose result was delivered
     missing_frames: List[List[int]] = field(default_factory=list)  # [first, last] ranges
 
 
@@ -183,6 +185,10 @@ class _Series:
         self.next = 0  # frames below it were delivered (or let through by the window)
         self.heap: List[Tuple[int, int, _Held]] = []
         self.bits = bytearray()  # frame ids seen, from 0 (grows by doubling, < 2**24 bits)
+        self.lbits = bytearray()  # frame ids a fan-out's lost report named
+        self.rbits = bytearray()  # frame ids the fan-out's routed report named
+        self.has_routed = False
+        self.done_at: Optional[float] = None  # instances all done: the report is awaited
         self.has_seen = False
         self.min_seen = self.max_seen = 0
         self.start: Optional[Dict[str, Any]] = None
@@ -208,7 +214,49 @@ class _Series:
         return True
 
     def seen(self, fid: int) -> bool:
-        return fid < len(self.bits) * 8 and bool(self.bits[fid >> 3] & (1 << (fid & 7)))
+        return _bit(self.bits, fid)
+
+
+def _bit(bits: bytearray, fid: int) -> bool:
+    return fid < len(bits) * 8 and bool(bits[fid >> 3] & (1 << (fid & 7)))
+
+
+def _ids(*maps: bytearray):
+    """The ids set in any of the bitmaps, ascending (zero bytes skipped)."""
+    n = max(len(b) for b in maps)
+    for i in range(n):
+        byte = 0
+        for b in maps:
+            if i < len(b):
+                byte |= b[i]
+        if byte:
+            for k in range(8):
+                if byte >> k & 1:
+                    yield i * 8 + k
+
+
+def _bits_range(bits: bytearray, a: int, b: int) -> None:
+    """Ids a..b (inclusive) into a bitmap grown by doubling, clamped to the tracked ids (as the
+    C client's)."""
+    if a >= TRACKED_IDS:
+        return
+    b = min(b, TRACKED_IDS - 1)
+    if b >= len(bits) * 8:
+        ncap = len(bits) * 8 or 4096
+        while ncap <= b:
+            ncap *= 2
+        bits.extend(bytes(ncap // 8 - len(bits)))
+    fid = a
+    while fid <= b and fid & 7:
+        bits[fid >> 3] |= 1 << (fid & 7)
+        fid += 1
+    nbytes = (b + 1 - fid) >> 3
+    if nbytes > 0:
+        bits[fid >> 3:(fid >> 3) + nbytes] = b"\xff" * nbytes
+        fid += nbytes * 8
+    while fid <= b:
+        bits[fid >> 3] |= 1 << (fid & 7)
+        fid += 1
 
 
 class MergedSubscriber:
@@ -264,6 +312,7 @@ class MergedSubscriber:
         self.recent: List[Tuple[int, str]] = []
         self.next_order = 0
         self.silent_mask = 0
+        self.now = time.monotonic()
         self.nheld = 0
         self.held_bytes = 0
         self.seq = itertools.count()  # heap tie-break
@@ -307,7 +356,15 @@ class MergedSubscriber:
         if not s.started or (inn & ~done):
             return False
         parts = s.parts if s.parts > 1 else len(self.subs)
-        return bin(inn).count("1") + bin(self.silent_mask & ~inn).count("1") >= parts
+        if bin(inn).count("1") + bin(self.silent_mask & ~inn).count("1") < parts:
+            return False
+        # with a fan-out, its routed report (sent as it passes the end on) for at most
+        # max_wait (2 s without one): without it (the fan-out died) the end says so
+        if self.fan is None or s.has_routed:
+            return True
+        if s.done_at is None:
+            s.done_at = self.now
+        return self.now - s.done_at > (self.max_wait or 2.0)
 
     def _end(self, s: _Series) -> MergedEnd:
         nst = nend = nsil = nlost = 0
@@ -332,9 +389,24 @@ class MergedSubscriber:
             lo, hi = s.min_seen, s.max_seen
         else:
             have, lo, hi = False, 0, 0
+        lost_delivered = sum(1 for fid in _ids(s.lbits) if s.seen(fid))
         expected = hi - lo + 1 if have else 0
         missing, ranges, trunc = 0, [], False
-        if have:
+        if s.has_routed:
+            # exactly what the fan-out handed out or dropped, less what came
+            expected = 0
+            for fid in _ids(s.rbits, s.lbits):
+                expected += 1
+                if s.seen(fid):
+                    continue
+                missing += 1
+                if ranges and ranges[-1][1] + 1 == fid:
+                    ranges[-1][1] = fid
+                elif len(ranges) < RANGES:
+                    ranges.append([fid, fid])
+                else:
+                    trunc = True
+        elif have:
             hi = min(hi, TRACKED_IDS - 1)  # beyond the bitmap: not judged
             fid = lo
             while fid <= hi:
@@ -358,7 +430,8 @@ class MergedSubscriber:
                "incomplete": e["incomplete"], "delivered": e["delivered"], "late": e["late"],
                "duplicates": e["duplicates"], "refused": e["refused"],
                "untracked": e["untracked"], "expected": expected, "missing": missing,
-               "missing_truncated": trunc, "missing_frames": ranges}
+               "missing_truncated": trunc, "fan_report": s.has_routed,
+               "lost_delivered": lost_delivered, "missing_frames": ranges}
         out = MergedEnd(**{k: v for k, v in raw.items() if k != "type"})
         out.type = out.topic = "end"
         out.reason = "merged"
@@ -384,6 +457,7 @@ class MergedSubscriber:
 
     def _due(self, now: float) -> Optional[AnyMessage]:
         """A result due now, or the end of a series that is done."""
+        self.now = now
         self.silent_mask = 0
         for k in range(len(self.subs)):
             if now - self.last[k] > self.dead_after:
@@ -508,12 +582,44 @@ class MergedSubscriber:
         src = next((i for i, n in enumerate(self.names) if n and n == lost.instance), -1)
         if src < 0:
             src = next((i for i, s in enumerate(self.subs) if s.endpoint == lost.instance), -1)
-        if src >= 0:
-            for s in self.ser:
-                if s.id == lost.series:
+        for s in self.ser:
+            if s.id == lost.series:
+                if src >= 0:
                     s.lost |= 1 << src
+                for a, b in lost.ranges:
+                    _bits_range(s.lbits, a, b)
         self.fan_lost += lost.nframes
         return lost
+
+    def _absorb_routed(self, m: Dict[str, Any]) -> None:
+        """The fan-out's routed report: the ids it handed out in a series, kept with the series
+        (the most recent of that id); BadMessage when malformed (as the C client)."""
+        series = m.get("series")
+        if series is None:
+            raise BadMessage("routed: missing key 'series'")
+        if not isinstance(series, int) or isinstance(series, bool) or not 0 <= series < 1 << 64:
+            raise BadMessage("routed: series is not an unsigned integer")
+        frames = m.get("frames")
+        if frames is None:
+            raise BadMessage("routed: missing key 'frames'")
+        if not isinstance(frames, list):
+            raise BadMessage("routed: frames is not an array")
+        ranges = []
+        for j, r in enumerate(frames):
+            ok = isinstance(r, list) and len(r) == 2 and all(
+                isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 1 << 64 for x in r)
+            if not ok or r[1] < r[0]:
+                raise BadMessage("routed: frames[%d] is not a range [first, last]" % j)
+            ranges.append(r)
+        target = None
+        for s in self.ser:
+            if s.id == series and (target is None or s.order > target.order):
+                target = s
+        if target is None or m.get("incomplete") is True:
+            return  # not a series here, or not the whole set: the fallback judges
+        for a, b in ranges:
+            _bits_range(target.rbits, a, b)
+        target.has_routed = True
 
     def _recv(self, sub: Subscriber,
               fan: bool = False) -> Optional[Tuple[str, Dict[str, Any], int]]:
@@ -575,6 +681,9 @@ class MergedSubscriber:
                 continue
             if self.fan is not None and ready.get(self.fan.sock):
                 got = self._recv(self.fan, fan=True)
+                if got and got[0] == "routed":
+                    self._absorb_routed(got[1])
+                    continue
                 if got and got[0] == "lost":
                     return self._absorb_fan(got[1])
                 continue  # the fan-out's other messages are not the instances' stream
