@@ -12,8 +12,10 @@ import time
 import msgpack
 import numpy as np
 import pytest
+import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_daemon as td  # noqa: E402
 from test_daemon import LONG, Receiver, Sender, daemons, ep, frames, tmpdir_  # noqa: E402,F401
 from shards import (captured_series, dat_columns, instance_cfg, kill_last_mid_series,  # noqa: E402
                     peer_pub, read_until_start, replay, second_stalls, send_dealt, send_part,
