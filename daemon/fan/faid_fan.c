@@ -1075,6 +1075,16 @@ static fmsg *route_next(fmsg *m, size_t *freed)
     return next;
 }
 
+/* Ends of the open series still to come: starts minus ends over its inputs (status and
+ * /metrics). */
+static uint64_t ends_awaited(const fan *f)
+{
+    uint64_t awaited = 0;
+    for (int i = 0; f->series_open && i < FAID_MAX_ENDPOINTS; i++)
+        awaited += f->starts[i] > f->ends[i] ? f->starts[i] - f->ends[i] : 0;
+    return awaited;
+}
+
 /* Every input that started the open series sent as many ends as starts. */
 static int all_ended(const fan *f)
 {
@@ -1267,11 +1277,8 @@ static void write_status(fan *f, faid_mpw *w)
     faid_mpw_uint(w, f->series_id);
     faid_mpw_key(w, FAID_K_POLICY);
     faid_mpw_key(w, f->cfg->fan_policy ? "credit" : "blocks");
-    uint64_t awaited = 0;
-    for (int i = 0; f->series_open && i < FAID_MAX_ENDPOINTS; i++)
-        awaited += f->starts[i] > f->ends[i] ? f->starts[i] - f->ends[i] : 0;
     faid_mpw_key(w, FAID_K_ENDS_AWAITED);
-    faid_mpw_uint(w, awaited);
+    faid_mpw_uint(w, ends_awaited(f));
     faid_mpw_key(w, FAID_K_COUNTERS);
     struct {
         const char *k;
@@ -1428,6 +1435,8 @@ static int metrics_text(fan *f, char *out, size_t cap)
       get(&C.tee_dropped));
     M("queued_bytes", "Bytes waiting in the fan-out's buffer.", "gauge", get(&C.queued_bytes));
     M("instances_live", "Instances receiving frames.", "gauge", (uint64_t)live_count(f));
+    M("ends_awaited", "Ends of the open series still to come from its senders (fan.end_timeout).",
+      "gauge", ends_awaited(f));
 #undef M
     for (int i = 0; i < MAX_INSTANCES; i++) {
         inst *it = &f->inst[i];

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import msgpack
 import numpy as np
@@ -1156,6 +1157,13 @@ def test_two_senders_one_end_after_both(rig):
     received(2 + n // 2 + 1)
     st = fan.wait(lambda st: st["counters"]["routed"] == n // 2, "the first half routed")
     assert st["ends_awaited"] == 1 and st["state"] == "running", st
+    # /metrics carries the same gauge (its text is refreshed twice a second)
+    url = "http://%s:%d/metrics" % (fan.host, fan.ports["http"])
+    deadline = time.monotonic() + LONG
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    while "faid_fan_ends_awaited 1\n" not in opener.open(url, timeout=LONG).read().decode():
+        assert time.monotonic() < deadline, "faid_fan_ends_awaited 1 never in /metrics"
+        time.sleep(0.1)
     for m in images[n // 2:]:
         dets[1].send(m)
     dets[1].send(end)
