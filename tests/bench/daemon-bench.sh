@@ -75,10 +75,11 @@
 # (a faid YAML for the detector and integration; its endpoints, devices, queue, pipeline,
 # stats and log keys are replaced; default: the embedded EIGER 4M default), INFLIGHT / BATCH
 # (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COPY (input.pinned_copy,
-# default auto), CONTEXTS (input.contexts, default per_connection), PEAKS (peaks.algorithm of
+# default auto), CONTEXTS (input.contexts, default per_connection), COPY_THREADS / POLL_US (the
+# main daemon's pipeline.copy_threads and pipeline.collect_poll_us, default 1 and 0), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
 # "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
-# "benchpeaks", "copy4", "slotd2h"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "slotd2h"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
 # 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
@@ -103,6 +104,10 @@ TIMEOUT=${TIMEOUT:-600}
 PINNED=${PINNED:-536870912}
 PINNED_COPY=${PINNED_COPY:-auto}
 CONTEXTS=${CONTEXTS:-per_connection}
+# the main daemon's pipeline.copy_threads and pipeline.collect_poll_us (a COMPARE entry that names
+# its own keeps them)
+COPY_THREADS=${COPY_THREADS:-1}
+POLL_US=${POLL_US:-0}
 PEAKS=${PEAKS:-none}
 COMPARE=${COMPARE-nopin}
 BENCH=${BENCH:-1}
@@ -130,7 +135,7 @@ status=0
 # the transport ceiling, 32 with batches of 4 only 68 %. Override with INFLIGHT / BATCH.
 INFLIGHT=${INFLIGHT:-8}
 BATCH=${BATCH:-2}
-say "pipeline.inflight $INFLIGHT, pipeline.batch $BATCH, $CONNS input endpoints, input.pinned_bytes $PINNED, input.pinned_copy $PINNED_COPY, input.contexts $CONTEXTS, peaks.algorithm $PEAKS"
+say "pipeline.inflight $INFLIGHT, pipeline.batch $BATCH, $CONNS input endpoints, input.pinned_bytes $PINNED, input.pinned_copy $PINNED_COPY, input.contexts $CONTEXTS, pipeline.copy_threads $COPY_THREADS, pipeline.collect_poll_us $POLL_US, peaks.algorithm $PEAKS"
 
 port() { bench_port; }
 if ! "$BIN/faid" ${CONFIG:+-c "$CONFIG"} --dump-config >"$LOG/base.yaml" 2>>"$LOG/daemon-bench.log"; then
@@ -143,8 +148,8 @@ fi
 # $CONTEXTS), pipeline.collect_poll_us $6 (default 0), with $7 = bench faid-bench's peak
 # parameters, pipeline.copy_threads $8 (default 1); peaks.algorithm $PEAKS.
 make_config() {
-    local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-0} pk=${7:-}
-    local ct=${8:-1}
+    local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-$POLL_US} pk=${7:-}
+    local ct=${8:-$COPY_THREADS}
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
