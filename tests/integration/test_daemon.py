@@ -451,6 +451,28 @@ def arr(a):
     return np.frombuffer(a["data"], a["dtype"]).reshape(a["shape"])
 
 
+def process_refs(d, out, imgs, device, stem="f"):
+    """`faidctl process` on daemon d's configuration over imgs (written as OUT/STEM.npy) on
+    device: its 1D profiles (.dat rows, float64) per frame, the reference the daemon's results
+    are compared with bit for bit."""
+    os.makedirs(out, exist_ok=True)
+    np.save(os.path.join(out, stem + ".npy"), np.stack(imgs))
+    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", device, "-o", out,
+                        os.path.join(out, stem + ".npy")], capture_output=True, text=True,
+                       timeout=LONG)
+    assert p.returncode == 0, p.stderr
+    return [np.loadtxt(os.path.join(out, "%s_%05d.dat" % (stem, k)), dtype=np.float64)
+            for k in range(len(imgs))]
+
+
+def assert_profile_bits(res, ref):
+    """A result's I, sigma, std and count are bit for bit the float32 of `faidctl process`'s
+    .dat columns (%.9g round-trips float32 exactly)."""
+    for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
+        want = ref[:, col].astype(np.float32)
+        assert np.array_equal(arr(res[key]).view(np.uint32), want.view(np.uint32)), key
+
+
 # ------------------------------------------------------------------------------------------------
 
 
@@ -791,21 +813,14 @@ def test_cake_lean_carries_intensities_only(daemons, tmpdir_, device, batch):
         for key in ("I", "sigma", "std", "count"):
             assert arr(res[key]).shape == (48,), key
     out = os.path.join(tmpdir_, "cake")
-    os.makedirs(out)
-    np.save(os.path.join(out, "f.npy"), np.stack(imgs))
-    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", device, "-o", out,
-                        os.path.join(out, "f.npy")], capture_output=True, text=True, timeout=LONG)
-    assert p.returncode == 0, p.stderr
+    refs = process_refs(d, out, imgs, device)
     for i in range(len(imgs)):
         got = arr(results[i]["I_2d"])
         want = np.load(os.path.join(out, "f_%05d_2d_I.npy" % i))
         assert got.shape == want.shape == (36, 48)
         assert np.array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32))
         # the 1D profile of every lane, which lies before the cake in each lane's block
-        ref = np.loadtxt(os.path.join(out, "f_%05d.dat" % i), dtype=np.float64)
-        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
-            want = ref[:, col].astype(np.float32)  # %.9g round-trips float32 exactly
-            assert np.array_equal(arr(results[i][key]).view(np.uint32), want.view(np.uint32)), key
+        assert_profile_bits(results[i], refs[i])
     assert d.terminate() == 0
 
 
@@ -865,20 +880,9 @@ def test_partial_batch_launched_before_wait(daemons, tmpdir_):
     assert st["devices"][0]["early_launches"] >= 1, st["devices"]
     assert st["counters"]["received"] == st["counters"]["processed"] == len(imgs)
     out = os.path.join(tmpdir_, "early")
-    os.makedirs(out)
-    np.save(os.path.join(out, "a.npy"), imgs[0][None])
-    np.save(os.path.join(out, "b.npy"), np.stack(imgs[1:]))
-    for stem, first in (("a", 0), ("b", 1)):
-        p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "ref", "-o", out,
-                            os.path.join(out, stem + ".npy")], capture_output=True, text=True,
-                           timeout=LONG)
-        assert p.returncode == 0, p.stderr
-        for k in range(len(imgs[first:]) if first else 1):
-            ref = np.loadtxt(os.path.join(out, "%s_%05d.dat" % (stem, k)), dtype=np.float64)
-            got = results[first + k]
-            for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
-                want = ref[:, col].astype(np.float32)
-                assert np.array_equal(arr(got[key]).view(np.uint32), want.view(np.uint32)), key
+    for stem, first, part in (("a", 0, imgs[:1]), ("b", 1, imgs[1:])):
+        for k, ref in enumerate(process_refs(d, out, part, "ref", stem)):
+            assert_profile_bits(results[first + k], ref)
     assert d.terminate() == 0
 
 
@@ -904,17 +908,8 @@ def test_copy_threads_same_results(daemons, tmpdir_):
     rx.collect_until_end()
     results = {r["frame_id"]: r for r in rx.of("result")}
     assert sorted(results) == list(range(len(imgs)))
-    out = os.path.join(tmpdir_, "copy")
-    os.makedirs(out)
-    np.save(os.path.join(out, "f.npy"), np.stack(imgs))
-    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "ref", "-o", out,
-                        os.path.join(out, "f.npy")], capture_output=True, text=True, timeout=LONG)
-    assert p.returncode == 0, p.stderr
-    for i in range(len(imgs)):
-        ref = np.loadtxt(os.path.join(out, "f_%05d.dat" % i), dtype=np.float64)
-        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
-            want = ref[:, col].astype(np.float32)
-            assert np.array_equal(arr(results[i][key]).view(np.uint32), want.view(np.uint32)), key
+    for i, ref in enumerate(process_refs(d, os.path.join(tmpdir_, "copy"), imgs, "ref")):
+        assert_profile_bits(results[i], ref)
     assert d.terminate() == 0
 
 
@@ -940,17 +935,8 @@ def test_collect_poll_same_results(daemons, tmpdir_, batch):
     results = {r["frame_id"]: r for r in rx.of("result")}
     assert sorted(results) == list(range(len(imgs)))
     assert len(rx.of("result")) == len(imgs)
-    out = os.path.join(tmpdir_, "poll")
-    os.makedirs(out)
-    np.save(os.path.join(out, "f.npy"), np.stack(imgs))
-    p = subprocess.run([FAIDCTL, "process", "-c", d.config, "--device", "cpu", "-o", out,
-                        os.path.join(out, "f.npy")], capture_output=True, text=True, timeout=LONG)
-    assert p.returncode == 0, p.stderr
-    for i in range(len(imgs)):
-        ref = np.loadtxt(os.path.join(out, "f_%05d.dat" % i), dtype=np.float64)
-        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
-            want = ref[:, col].astype(np.float32)
-            assert np.array_equal(arr(results[i][key]).view(np.uint32), want.view(np.uint32)), key
+    for i, ref in enumerate(process_refs(d, os.path.join(tmpdir_, "poll"), imgs, "cpu")):
+        assert_profile_bits(results[i], ref)
     c = d.status()["counters"]
     assert c["received"] == c["processed"] == len(imgs), c
     assert d.terminate() == 0

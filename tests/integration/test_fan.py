@@ -33,8 +33,8 @@ import pytest
 import zmq
 
 from chromium_page import needs_chromium
-from test_daemon import (BIN, FAIDCTL, LONG, COLS, ROWS, Daemon, Receiver, arr, config_text,
-                         ep, frames, free_port, header)
+from test_daemon import (BIN, FAIDCTL, LONG, COLS, ROWS, Daemon, Receiver, assert_profile_bits,
+                         config_text, ep, frames, free_port, header, process_refs)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 import dectris_stream as ds  # noqa: E402
@@ -224,19 +224,9 @@ def results_of(insts, series):
 
 def check_against_process(inst, imgs, results, tmp_path, stem):
     """Every result equals `faidctl process` on the same frame (same configuration, device)."""
-    out = tmp_path / ("proc-" + stem)
-    out.mkdir()
-    np.save(out / (stem + ".npy"), np.stack(imgs))
-    r = subprocess.run([FAIDCTL, "process", "-c", inst.config, "--device", "ref", "-o", str(out),
-                        str(out / (stem + ".npy"))], capture_output=True, text=True, timeout=LONG)
-    assert r.returncode == 0, r.stderr
+    refs = process_refs(inst, str(tmp_path / ("proc-" + stem)), imgs, "ref", stem)
     for res in results:
-        k = res["frame_id"]
-        ref = np.loadtxt(out / ("%s_%05d.dat" % (stem, k)), dtype=np.float64)
-        for col, key in enumerate(("I", "sigma", "std", "count"), start=1):
-            got = arr(res[key])
-            want = ref[:, col].astype(np.float32)
-            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (stem, k, key)
+        assert_profile_bits(res, refs[res["frame_id"]])
 
 
 class Tee:
