@@ -108,6 +108,7 @@ typedef struct opts {
     int cake_arrays;      /* --cake-arrays: leading cake arrays read back (0: all four) */
     const char *pinned;   /* --devices: own (frames pinned per device) | shared (device 0's) */
     int copy_threads;     /* --copy-threads: staging copies over N threads (0: the config's) */
+    const char *sets;     /* --set KEY=VALUE[,KEY=VALUE...]: options applied last */
 } opts;
 
 static const char usage[] =
@@ -124,6 +125,8 @@ static const char usage[] =
     "                  1 = the daemon's lean cake, output.cake lean)\n"
     "                  [--copy-threads 1..16]  (copies into pinned staging shared by N\n"
     "                  threads, as the daemon's pipeline.copy_threads)\n"
+    "                  [--set KEY=VALUE[,KEY=VALUE...]]  (options applied after all the\n"
+    "                  others, e.g. --set peaks.cycles=0,peaks.error_model=poisson)\n"
     "                  (variants also: compute = decode + integrate of frames already on\n"
     "                  the device)\n"
     "       faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] ...\n"
@@ -1061,7 +1064,8 @@ static int parse_args(int argc, char **argv, opts *o)
                 NULL,
                 0,
                 "own",
-                0};
+                0,
+                NULL};
     const bench_shared sh = {.frames = &o->frames,
                              .config = &o->config,
                              .dtype = &o->dtype,
@@ -1086,6 +1090,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"cake-arrays", BENCH_INT, NULL, &o->cake_arrays, 1, 4, NULL},
         {"pinned", BENCH_STR, &o->pinned, NULL, 0, 0, "own|shared"},
         {"copy-threads", BENCH_INT, NULL, &o->copy_threads, 1, 16, NULL},
+        {"set", BENCH_STR, &o->sets, NULL, 0, 0, NULL},
     };
     int prc =
         bench_parse("faid-bench", argc, argv, &sh, own, (int)(sizeof own / sizeof own[0]), usage);
@@ -1181,6 +1186,24 @@ static int build_config(const opts *o, faid_config *cfg, faid_diag *d)
                              o->peaks);
         if (faid_config_load_string(y, n, "command line (--peaks)", cfg, d))
             return -1;
+    }
+    /* --set: the probes of issue 17 (the clip's time per cycle and per error model) */
+    if (o->sets) {
+        char buf[1024];
+        if (strlen(o->sets) >= sizeof buf)
+            return faid_fail(d, FAID_EINVAL, "--set: longer than %zu characters", sizeof buf - 1);
+        strcpy(buf, o->sets);
+        char *save = NULL;
+        for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '=');
+            if (!eq || eq == kv)
+                return faid_fail(d, FAID_EINVAL, "--set %s: expected KEY=VALUE", kv);
+            *eq = '\0';
+            if (faid_config_set(cfg, kv, eq + 1, d)) {
+                faid_diag_prefix(d, "--set: ");
+                return -1;
+            }
+        }
     }
     return 0;
 }
