@@ -409,7 +409,14 @@ static int input_waiting(ingest *in)
 static void to_pinned(ingest *in, faid_slot *slot)
 {
     const faid_handoff *s = in->s;
-    if (!s->pinned || slot->h.encoding == FAID_ENC_LZ4_RAW || slot->payload_len == 0)
+    if (!s->pinned || slot->payload_len == 0)
+        return;
+    /* input.pinned_receive: libzmq's I/O thread received the frame into the arena already */
+    if (faid_pinned_contains(s->pinned, slot->payload)) {
+        faid_stat_add(s->pin_received, 1);
+        return;
+    }
+    if (slot->h.encoding == FAID_ENC_LZ4_RAW)
         return;
     /* input.pinned_copy auto: with no frame waiting the workers keep up, and this thread may be
      * the one that limits (one connection): the worker copies. */

@@ -51,6 +51,10 @@
 #      peaks the worker spent 399 us a frame submitting, most of it the copy into staging of the
 #      frames ingest had not copied, and 264 waiting for the oldest frame while newer ones
 #      queued: round 4's H100 run, tests/bench/results/h100-2026-11-26-round4-daemon),
+#      rx / rxpoll / rxcopy4 = the main settings / poll / copy4 with input.pinned_receive true
+#      (libzmq's input I/O thread receives each frame straight into the pinned arena, so nobody
+#      copies it: daemon/faid_rxalloc.h; rx and rxcopy4 also run the CONNS-connection
+#      throughput),
 #      slotd2h = the main settings with FAID_ENGINE_SLOT_D2H=1 (one read-back per slot after its
 #      last frame, the path before per-lane reads: with batches the first frames of a slot
 #      waited for the last one's peak stages);
@@ -76,10 +80,12 @@
 # stats and log keys are replaced; default: the embedded EIGER 4M default), INFLIGHT / BATCH
 # (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COPY (input.pinned_copy,
 # default auto), CONTEXTS (input.contexts, default per_connection), COPY_THREADS / POLL_US (the
-# main daemon's pipeline.copy_threads and pipeline.collect_poll_us, default 1 and 0), PEAKS (peaks.algorithm of
+# main daemon's pipeline.copy_threads and pipeline.collect_poll_us, default 1 and 0), RX (the main
+# daemon's input.pinned_receive, default false), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
 # "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
-# "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "slotd2h"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "rx", "rxpoll", "rxcopy4",
+# "slotd2h"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
 # 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
@@ -108,6 +114,8 @@ CONTEXTS=${CONTEXTS:-per_connection}
 # its own keeps them)
 COPY_THREADS=${COPY_THREADS:-1}
 POLL_US=${POLL_US:-0}
+# the main daemon's input.pinned_receive (a COMPARE entry rx* sets it true)
+RX=${RX:-false}
 PEAKS=${PEAKS:-none}
 COMPARE=${COMPARE-nopin}
 BENCH=${BENCH:-1}
@@ -149,7 +157,7 @@ fi
 # parameters, pipeline.copy_threads $8 (default 1); peaks.algorithm $PEAKS.
 make_config() {
     local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-$POLL_US} pk=${7:-}
-    local ct=${8:-$COPY_THREADS}
+    local ct=${8:-$COPY_THREADS} rx=${9:-$RX}
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
@@ -164,7 +172,8 @@ make_config() {
         "output.lossless_endpoint=null" "control.endpoint=\"tcp://127.0.0.1:$pctl\""
         "devices=$DEVICE" "queue.policy=block" "pipeline.inflight=$INFLIGHT"
         "pipeline.batch=$BATCH" "stats.interval=0" "log.level=info" "input.contexts=$ctxs"
-        "peaks.algorithm=$PEAKS" "pipeline.collect_poll_us=$poll" "pipeline.copy_threads=$ct")
+        "peaks.algorithm=$PEAKS" "pipeline.collect_poll_us=$poll" "pipeline.copy_threads=$ct"
+        "input.pinned_receive=$rx")
     [ -n "$wdir" ] && kv+=("writer.directory=\"$wdir\"")
     # faid-bench's --peaks parameters (tests/bench/faid_bench.c, build_config)
     [ "$pk" = bench ] && kv+=("peaks.cutoff_clip=5.0" "peaks.cutoff_peak=4.0" "peaks.patch_size=5"
@@ -284,6 +293,9 @@ for v in $COMPARE; do
     alwayspoll) make_config "$v" "$PINNED" always "" "" 200 ;;
     idlepoll) make_config "$v" "$PINNED" idle "" "" 200 ;;
     copy4poll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 "" 4 ;;
+    rx) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" "" "" "" true ;;
+    rxpoll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 "" "" true ;;
+    rxcopy4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" "" "" 4 true ;;
     slotd2h)
         make_config "$v" "$PINNED" "$PINNED_COPY"
         fenv=(FAID_ENGINE_SLOT_D2H=1)
@@ -294,7 +306,7 @@ for v in $COMPARE; do
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, slotd2h, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, rx, rxpoll, rxcopy4, slotd2h, writer)"
         continue
         ;;
     esac
@@ -305,7 +317,8 @@ for v in $COMPARE; do
         series "tp1_$v" 2 "$FRAMES" 1
         "$ctl" status "${c[@]}" --json >"$LOG/status_tp1_$v.json" 2>>"$LOG/daemon-bench.log"
         "$ctl" reset "${c[@]}" >/dev/null 2>&1
-        if { [ "$v" = shared ] || [ "$v" = copy4 ]; } && [ "$CONNS" -gt 1 ]; then
+        case $v in shared | copy4 | rx | rxcopy4) tpn=1 ;; *) tpn=0 ;; esac
+        if [ "$tpn" = 1 ] && [ "$CONNS" -gt 1 ]; then
             say "throughput, $CONNS connections, $v: $FRAMES frames"
             series "tpn_$v" 3 "$FRAMES" "$CONNS"
             "$ctl" status "${c[@]}" --json >"$LOG/status_tpn_$v.json" 2>>"$LOG/daemon-bench.log"
@@ -476,6 +489,14 @@ rows = [
      f"{f(res['tp1']['table_us'], '{:.0f}')} us per frame; arena frames "
      f"{res['tp1']['input'].get('pinned_frames', '-')}"),
 ]
+def rx_cols(inp):
+    """input.pinned_receive's frames (received straight into the arena) and fallbacks"""
+    if inp.get("pinned_receive", "off") == "off":
+        return ""
+    return (f"; pinned_receive {inp['pinned_receive']}: received {inp.get('pinned_received', '-')}, "
+            f"fallback {inp.get('pinned_receive_fallback', '-')}")
+
+
 if conns > 1:
     cnt = res["tpn"].get("counters", {})
     rows.append((f"daemon, {conns} conn", f"{f(rn)} results/s", f"{f(res['tpn'].get('mb_per_s'))} MB/s",
@@ -491,14 +512,14 @@ for v in compare:
         rows.append((f"daemon, 1 conn, {v}", f"{f(r)} results/s", f"{f(t['mb_per_s'])} MB/s",
                      f"{f(c1 and 100 * r / c1, '{:.1f}')} % of ceiling; worker host "
                      f"{f(t['host_us'])} us, ingest copy+table {f(t['table_us'])} us per frame; "
-                     f"arena frames {t['input'].get('pinned_frames', '-')}"))
+                     f"arena frames {t['input'].get('pinned_frames', '-')}{rx_cols(t['input'])}"))
     t = res["compare"][v]["tpn"]
     r = t["results_per_s"]
     if r:
         rows.append((f"daemon, {conns} conn, {v}", f"{f(r)} results/s", f"{f(t['mb_per_s'])} MB/s",
                      f"{f(res['tp1']['results_per_s'] and r / res['tp1']['results_per_s'], '{:.2f}')}x "
                      f"the main 1-conn run, {f(cn and 100 * r / cn, '{:.1f}')} % of the {conns}-conn "
-                     f"ceiling; dropped {t['counters'].get('dropped', '-')}"))
+                     f"ceiling; dropped {t['counters'].get('dropped', '-')}{rx_cols(t.get('input', {}))}"))
 lats = [(f"latency {float(lat_rate):.0f} Hz #{i + 1}", l) for i, l in enumerate(res["lat"])]
 for v in compare:
     if res["compare"][v]["lat"]["samples"]:
