@@ -15,6 +15,7 @@
  *
  * Per-frame problems are logged with rate limiting: a stream of garbage must not flood the log. */
 #include "faid_ingest.h"
+#include "faid_thread.h"
 
 #include "faid_gen.h"
 #include "faid_handoff.h"
@@ -1247,6 +1248,7 @@ int faid_ingest_start(const faid_handoff *h, faid_ingest_set **out, faid_diag *d
         atomic_store(&s->alive_ns[i], faid_now_ns());
         if (pthread_create(&in->thread, NULL, ingest_main, in))
             return faid_fail(d, FAID_ENOMEM, "cannot start ingest thread %d", i);
+        faid_thread_name(in->thread, "faid-ingest%d", i);
         in->started = 1;
     }
     return 0;

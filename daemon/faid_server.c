@@ -2,6 +2,7 @@
  * shutdown). The pools are faid_pool.c's, generations and reload faid_gen.c's, the ingest
  * threads faid_ingest.c's. See faid_state.h for the thread design. */
 #include "faid_server.h"
+#include "faid_thread.h"
 
 #include "faid_pool.h"
 #include "faid_gen.h"
@@ -533,12 +534,14 @@ int faid_server_start(faid_server *s, faid_diag *d)
     for (int i = 0; i < s->nworkers; i++) {
         if (pthread_create(&s->workers[i].thread, NULL, faid_worker_main, &s->workers[i]))
             return faid_fail(d, FAID_ENOMEM, "cannot start worker thread %d", i);
+        faid_thread_name(s->workers[i].thread, "faid-worker%d", i);
         s->workers[i].started = 1;
     }
     if (faid_writer_start(s->writer))
         return faid_fail(d, FAID_ENOMEM, "cannot start the writer thread");
     if (pthread_create(&s->publish_thread, NULL, faid_publish_main, s))
         return faid_fail(d, FAID_ENOMEM, "cannot start the publisher thread");
+    faid_thread_name(s->publish_thread, "faid-publish");
     s->publish_started = 1;
     faid_handoff h = {
         .srv = s,

@@ -214,9 +214,28 @@ trap cleanup EXIT
 # frames k*n/K.. of the same series id). $1 = name, $2 = series id, $3 = frames, $4 = K, then
 # extra replay arguments. sub --json when the name starts with "lat". Leaves $LOG/<name>.sub
 # (and .jsonl) and $LOG/<name>.replay<k>.
+# The CPU ticks of every thread of the running faid (tid, name, utime + stime) and the clock,
+# into $1: the throughput runs' per-thread CPU share (which thread limits: the summary's "threads"
+# lines; faid names its threads, faid_thread.h).
+threads_snap() {
+    python3 - "$faid_pid" >"$1" 2>/dev/null <<'PY'
+import glob, sys, time
+print(time.time())
+for t in glob.glob(f"/proc/{sys.argv[1]}/task/*"):
+    try:
+        s = open(t + "/stat").read()
+        comm = open(t + "/comm").read().strip().replace(" ", "_")
+    except OSError:
+        continue  # ended meanwhile
+    f = s[s.rindex(")") + 2:].split()  # comm may hold spaces and parentheses
+    print(t.rsplit("/", 1)[1], comm, int(f[11]) + int(f[12]))
+PY
+}
+
 series() {
     local name=$1 sid=$2 n=$3 k=$4
     shift 4
+    case $name in tp*) [ -n "${faid_pid:-}" ] && threads_snap "$LOG/threads_${name}_a.txt" ;; esac
     local json=()
     case $name in lat*) json=(--json) ;; esac
     "$ctl" sub --from "tcp://127.0.0.1:$pout" --count "$n" --until-end --timeout "$TIMEOUT" --quiet \
@@ -234,6 +253,7 @@ series() {
     done
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     wait "$sub_pid" || rc=1
+    case $name in tp*) [ -n "${faid_pid:-}" ] && threads_snap "$LOG/threads_${name}_b.txt" ;; esac
     if [ "$rc" != 0 ]; then
         say "ERROR: $name series failed; tails of $LOG/$name.replay* and $LOG/$name.sub:"
         tail -n 5 "$LOG/$name".replay* "$LOG/$name.sub" | tee -a "$LOG/daemon-bench.log"
@@ -392,6 +412,26 @@ res["ceiling_n"] = {"connections": len(par),
                     "msg_per_s": sum(p.get("msg_per_s", 0) for p in par) if par else None,
                     "gb_per_s": sum(p.get("gb_per_s", 0) for p in par) if par else None}
 
+def threads(name, top=7):
+    """Per-thread CPU of faid over run `name` (threads_snap before and after), as % of one core,
+    summed over the threads of one name, the busiest first."""
+    try:
+        a, b = (open(os.path.join(log, f"threads_{name}_{x}.txt")).read().split("\n") for x in "ab")
+        t0, t1 = float(a[0]), float(b[0])
+        hz = os.sysconf("SC_CLK_TCK")
+        before = {l.split()[0]: int(l.split()[2]) for l in a[1:] if l.strip()}
+        use = {}
+        for l in b[1:]:
+            if not l.strip():
+                continue
+            tid, comm, ticks = l.split()
+            use[comm] = use.get(comm, 0) + int(ticks) - before.get(tid, 0)
+        span = t1 - t0
+        return sorted(((c, 100.0 * v / hz / span) for c, v in use.items() if span > 0),
+                      key=lambda x: -x[1])[:top]
+    except (OSError, ValueError, IndexError):
+        return []
+
 def throughput(name):
     sub = read(f"{name}.sub")
     reps = [read(os.path.basename(p)) for p in sorted(glob.glob(os.path.join(log, f"{name}.replay*")))]
@@ -407,7 +447,8 @@ def throughput(name):
             "input": st.get("input", {}),
             "host_us": dv[0].get("host_us") if dv else None,
             "table_us": dv[0].get("table_us") if dv else None,
-            "worker_us": {k: dv[0].get(k) for k in ("submit_us", "wait_us", "encode_us")} if dv else {}}
+            "worker_us": {k: dv[0].get(k) for k in ("submit_us", "wait_us", "encode_us")} if dv else {},
+            "threads": threads(name)}
 
 def latency(name):
     rows = []
@@ -578,6 +619,9 @@ for name, t in tps:
         print(f"{name:<24} worker per frame: submit {f(wk.get('submit_us'))}, wait {f(wk.get('wait_us'))}, "
               f"encode {f(wk.get('encode_us'))} us = {f(busy)} of the {f(per)} us between results; "
               f"ingest copy+table {f(t.get('table_us'))} us")
+    if t.get("threads"):
+        print(f"{'':<24} threads, % of a core over the run: " +
+              ", ".join(f"{c} {v:.0f}" for c, v in t["threads"]))
 for v, b in bench.items():
     vs = {x.get("name"): x for x in b.get("variants", [])}
     one, pipe = vs.get("fused"), vs.get("pipelined")

@@ -913,6 +913,21 @@ def test_copy_threads_same_results(daemons, tmpdir_):
     assert d.terminate() == 0
 
 
+def test_threads_named(daemons):
+    """The daemon's threads carry names (`top -H`, `ps -L`, gdb, daemon-bench's per-thread CPU):
+    one ingest per input endpoint, one worker per device, the publisher, the writer."""
+    d = daemons()
+    names = set()
+    for t in os.listdir("/proc/%d/task" % d.proc.pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (d.proc.pid, t)) as f:
+                names.add(f.read().strip())
+        except OSError:
+            pass  # a thread that ended meanwhile
+    assert {"faid-ingest0", "faid-worker0", "faid-publish", "faid-writer"} <= names, names
+    assert d.terminate() == 0
+
+
 def pinned_receive_on(st):
     """status input.pinned_receive: "on", or "unavailable" in a sanitizer build (its allocator
     is the sanitizer's: faid_rxalloc.h); anything else fails."""
