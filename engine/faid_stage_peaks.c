@@ -30,7 +30,9 @@
  * computes the values), FAID_PF8_GATHER=1 builds the prep and radial pass with -D PF8_GATHER=1
  * (both read the bins' index list pk.f8idx, an alias of pk.f8pos otherwise); buffers pk.cls (a
  * class byte per pixel, PF8_CLASS), pk.cspan (each span's candidates in pk.cand) and pk.recs (the
- * fill's records, PF8_RECS) are there for every build; each launch keeps its event index, so that
+ * fill's records, PF8_RECS) are there for every build; the picker's PP_CAND (FAID_PEAKS_KOPTS,
+ * round 5: candidates first) makes pk.flag 2 bytes per position (each span's sorted peaks); each
+ * launch keeps its event index, so that
  * faid-bench's find1..find6 name the same kernels whatever is dropped. collect unpacks the
  * block into the result's peak list. Lists equal the
  * references' bit for bit (tests/unit/test_peaks.c). */
@@ -57,6 +59,18 @@ static int ngroups(const faid_stage_env *env, const faid_stage_res *res)
 static int pf8_nrec(const faid_stage_res *res)
 {
     return res->npix >= 64 ? (int)(res->npix / 32) : 2;
+}
+
+/* The value of -D NAME=V (or -DNAME=V) in FAID_PEAKS_KOPTS (ps->kopts), 0 when absent. */
+static int kopt_value(const faid_peak_setup *ps, const char *name)
+{
+    const size_t n = strlen(name);
+    for (const char *k = strstr(ps->kopts, name); k; k = strstr(k + 1, name)) {
+        const int starts = k == ps->kopts || k[-1] == ' ' || k[-1] == 'D';
+        if (starts && k[n] == '=')
+            return atoi(k + n + 1);
+    }
+    return 0;
 }
 
 static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_diag *d)
@@ -111,8 +125,13 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
             rc = faid_stage_peaks_scratch(env, res, "pk.recs",
                                           (size_t)pf8_nrec(res) * 8 * sizeof(float), d);
     }
+    /* pk.flag: a byte per position; with the picker's PP_CAND (FAID_PEAKS_KOPTS, issue 17 round
+     * 5) the sorted list of each span's peaks instead, a ushort per position of every span */
+    const size_t span = faid_stage_peaks_wg(env) * FAID_PK_PPI;
+    const int cand = ps->p.algorithm == FAID_PEAKS_PYFAI && kopt_value(ps, "PP_CAND") != 0;
     if (!rc)
-        rc = faid_stage_peaks_scratch(env, res, "pk.flag", npix, d);
+        rc = faid_stage_peaks_scratch(env, res, "pk.flag",
+                                      cand ? ng * span * sizeof(uint16_t) : npix, d);
     if (!rc)
         rc = faid_stage_peaks_scratch(env, res, "pk.counts", (ng + 1) * sizeof(int32_t), d);
     if (!rc)

@@ -981,6 +981,103 @@ static void test_engine_devices(void)
     }
 }
 
+/* Adds a spot of amplitude amp (3 x 3 pixels around (r, c), sigma 0.8 pixel) to every frame of
+ * fs, leaving masked pixels as they are. */
+static void plant(frame_set *fs, int r, int c, float amp)
+{
+    const int rows = fs->g.rows, cols = fs->g.cols;
+    for (int k = 0; k < NFRAMES; k++)
+        for (int i = -1; i <= 1; i++)
+            for (int j = -1; j <= 1; j++) {
+                if (r + i < 0 || r + i >= rows || c + j < 0 || c + j >= cols)
+                    continue;
+                const size_t q = (size_t)(r + i) * (size_t)cols + (size_t)(c + j);
+                if (!fs->mask[q])
+                    fs->raw[k][q] += amp * expf(-(float)(i * i + j * j) / (2.0f * 0.64f));
+            }
+}
+
+/* The picker's candidates first (FAID_PEAKS_KOPTS=-DPP_CAND=1, issue 17 round 5: faid_pick_flag
+ * decides the first test of every pixel, then the patch test of its candidates; faid_pick_write
+ * reads each span's sorted list of peaks instead of ranking its flags), with and without its
+ * loads issued at once (PP_CAND_PF), fused and from the preprocessed copy, patch 3 and 5: lists
+ * bit for bit the reference's on frames with spots planted at the spans' borders (1,024
+ * positions: PK_WG 256 x PK_PPI 4; first and last position of a span, a patch across one), the
+ * image's borders and corners, next to masked pixels and on both sides of the module gap
+ * (columns 150-152), a row of 64 spots (spans holding many peaks, each found in any order in
+ * the candidates' list), and a list cut at its capacity inside a span (max_num_peaks 40). It
+ * failed with the write reading a span's list backwards (8 checks), the flag pass skipping its
+ * last row of candidates (8) and one work-item's peaks ranked one too far (6). */
+static void test_pick_cand(void)
+{
+    if (!have_cl())
+        return;
+    faid_diag d;
+    frame_set fs;
+    CHECK(make_frames(&fs, 31, 12) == 0);
+    /* (row, col, 1 when a peak): spans' first and last positions (1024, 2047, 3072, 4095 and
+     * a patch across 6144), the image's borders and corners (on the border: candidates whose
+     * patch leaves the image, never peaks; 2 pixels in: peaks whose 5 x 5 patch reaches the
+     * border), next to the masked pixels 5000 (row 15, column 200) and 40000 (row 125, column
+     * 0: in the 5 x 5 patch of (124, 2)), both sides of the module gap */
+    static const int sites[][3] = {
+        {3, 64, 1},    {6, 127, 1},   {9, 192, 1},  {12, 255, 1},  {19, 63, 1},
+        {0, 10, 0},    {255, 300, 0}, {100, 0, 0},  {120, 319, 0}, {0, 0, 0},
+        {255, 319, 0}, {128, 0, 0},   {2, 40, 1},   {253, 40, 1},  {40, 2, 1},
+        {44, 317, 1},  {15, 201, 1},  {16, 198, 1}, {124, 2, 1},   {50, 149, 1},
+        {60, 153, 1},  {70, 148, 1},  {80, 154, 1}, {203, 191, 1}, {207, 196, 1},
+    };
+    const int nsites = (int)(sizeof sites / sizeof sites[0]);
+    for (int t = 0; t < nsites; t++)
+        plant(&fs, sites[t][0], sites[t][1], 3000.0f);
+    for (int c = 2; c < 320; c += 5) /* row 230: 64 spots, 15 spans' worth of positions */
+        plant(&fs, 230, c, 1500.0f + 10.0f * (float)c);
+    faid_peak_params p;
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PYFAI;
+    p.error_model = FAID_CLIP_AZIMUTHAL;
+    static const char *const kopts[] = {"-DPP_CAND=1", "-DPP_CAND=1,-DPP_CAND_PF=1"};
+    static const char *const fused[] = {"1", "0"};
+    for (int v = 0; v < 4; v++) {
+        p.patch_size = v % 2 ? 5 : 3;
+        p.max_num_peaks = v == 3 ? 40 : 2048;
+        faid_result *ref[NFRAMES] = {0}, *var[NFRAMES] = {0};
+        CHECK_MSG(run_frames(&fs, &p, "ref", ref, &d) == 0, "reference: %s", d.msg);
+        /* the planted sites the reference calls peaks (within a pixel) as the table says */
+        int planted = 0;
+        for (int t = 0; t < nsites && ref[0] && v < 3; t++) {
+            const faid_peak_list *l = ref[0]->peaks;
+            int hit = 0;
+            for (int q = 0; q < l->n && !hit; q++) {
+                const int r = l->index[q] / fs.g.cols, c = l->index[q] % fs.g.cols;
+                hit = abs(r - sites[t][0]) <= 1 && abs(c - sites[t][1]) <= 1;
+            }
+            planted += hit == sites[t][2];
+            CHECK_MSG(hit == sites[t][2], "case %d: site (%d, %d) %s", v, sites[t][0], sites[t][1],
+                      hit ? "a peak" : "not a peak");
+        }
+        setenv("FAID_PEAKS_KOPTS", kopts[v % 2], 1);
+        setenv("FAID_PEAKS_FUSED", fused[v / 2 % 2], 1);
+        CHECK_MSG(run_frames(&fs, &p, NULL, var, &d) == 0, "%s: %s", kopts[v % 2], d.msg);
+        unsetenv("FAID_PEAKS_KOPTS");
+        unsetenv("FAID_PEAKS_FUSED");
+        if (getenv("FAID_TEST_VERBOSE") && v < 3)
+            printf("pick_cand %d: %d peaks, %d of %d planted sites as expected\n", v,
+                   ref[0] ? ref[0]->peaks->n_found : -1, planted, nsites);
+        for (int f = 0; f < NFRAMES; f++) {
+            CHECK_MSG(var[f] && ref[f] && lists_equal(var[f]->peaks, ref[f]->peaks) &&
+                          ref[f]->peaks->n_found >= 70,
+                      "case %d (%s, patch %d, cap %d), frame %d: peaks %d/%d, reference %d/%d", v,
+                      kopts[v % 2], p.patch_size, p.max_num_peaks, f,
+                      var[f] ? var[f]->peaks->n : -1, var[f] ? var[f]->peaks->n_found : -1,
+                      ref[f] ? ref[f]->peaks->n : -1, ref[f] ? ref[f]->peaks->n_found : -1);
+            faid_result_destroy(&var[f]);
+            faid_result_destroy(&ref[f]);
+        }
+    }
+    free_frames(&fs);
+}
+
 int main(void)
 {
     RUN(test_params());
@@ -991,6 +1088,7 @@ int main(void)
     RUN(test_sigclip_local());
     RUN(test_pf8_variants());
     RUN(test_round3_variants());
+    RUN(test_pick_cand());
     engines_close();
     RUN(test_engine_devices());
     return faid_test_finish();
