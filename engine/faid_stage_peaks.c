@@ -193,10 +193,14 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
 {
     const size_t wg = faid_stage_peaks_wg(env), ng = (size_t)ngroups(env, res);
     if (ps->p.algorithm == FAID_PEAKS_PYFAI) {
-        l[0] = (pk_launch){"faid_pick_flag", 0, ng, wg, EV_A};
-        l[1] = (pk_launch){"faid_pk_scan", 0, 1, wg, EV_B};
-        l[2] = (pk_launch){"faid_pick_write", 0, ng, wg, EV_C};
-        return 3;
+        /* -DPP_MERGE=1 in FAID_PEAKS_KOPTS: faid_pick_write finds its span's offset (no scan) */
+        const int merge = kopt_value(ps, "PP_MERGE") != 0;
+        int n = 0;
+        l[n++] = (pk_launch){"faid_pick_flag", 0, ng, wg, EV_A};
+        if (!merge)
+            l[n++] = (pk_launch){"faid_pk_scan", 0, 1, wg, EV_B};
+        l[n++] = (pk_launch){"faid_pick_write", 0, ng, wg, EV_C};
+        return n;
     }
     int n = 0;
     if (!ps->pf8_noprep) /* else faid_pf8_radial computes the values (PF8_NOPREP) */

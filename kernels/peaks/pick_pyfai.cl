@@ -42,7 +42,11 @@
  * in pk.flag, 2 bytes per position: the host sizes it from the option), and faid_pick_write
  * then computes record k of span g from entry k, without ranking the span's 1,024 flags (its 4
  * scans of 16 barriers each, 24 us with its scan before it). The same function decides every
- * pixel, the same offsets rank the peaks (pixel order), so the same lists. */
+ * pixel, the same offsets rank the peaks (pixel order), so the same lists.
+ * PP_MERGE (0 unless FAID_PEAKS_KOPTS=-DPP_MERGE=1, which also drops the faid_pk_scan launch on
+ * the host: 8 us of the 111 on one H100; round 5): faid_pick_write finds its span's offset
+ * itself, the sum of counts[0..g) (integer sums: any order gives the same), and group 0 writes
+ * the total, as peakfinder8's PF8_WSCAN (its default since round 4's H100 run). */
 #pragma OPENCL FP_CONTRACT OFF
 
 /* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
@@ -71,6 +75,9 @@
 #endif
 #ifndef PP_CAND_PF
 #define PP_CAND_PF 0
+#endif
+#ifndef PP_MERGE
+#define PP_MERGE 0
 #endif
 /* PP_PREFETCH: a pixel's float4 with its loads independent of each other (faid_pixel loads raw
  * only where normp is not 0; faid_pixel_v returns 0 for a norm of 0 before it looks at the rest,
@@ -352,6 +359,41 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
 }
 #endif
 
+/* The offset of span g in the list: offsets[g] (faid_pk_scan's), or with PP_MERGE the sum of
+ * counts[0..g) found here by the work-group (red: PK_WG ints of local memory), group 0 summing
+ * all of them for the total at out[8 cap]; -1 when the span writes nothing (no peaks, or all of
+ * them past the capacity). */
+static inline int pp_span_base(const global int *counts, const global int *offsets,
+                               const int ngroups, const int cap, global float *out, local int *red)
+{
+    const int g = get_group_id(0);
+#if PP_MERGE
+    if (g != 0 && counts[g] == 0)
+        return -1; /* the group's branch: counts[g] is the same for all its work-items */
+    const int lid = get_local_id(0), upto = g == 0 ? ngroups : g;
+    int s = 0;
+    for (int k = lid; k < upto; k += PK_WG)
+        s += counts[k];
+    red[lid] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = PK_WG / 2; w > 0; w >>= 1) {
+        if (lid < w)
+            red[lid] += red[lid + w];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const int sum = red[0];
+    if (g == 0 && lid == 0)
+        out[8 * cap] = as_float(sum);
+    const int base = g == 0 ? 0 : sum;
+#else
+    (void)ngroups;
+    (void)out;
+    (void)red;
+    const int base = offsets[g];
+#endif
+    return counts[g] == 0 || base >= cap ? -1 : base;
+}
+
 /* One work-group per span (compact.cl): the records of the flagged pixels whose rank < cap. */
 kernel void faid_pick_write(const global float4 *pre4, const global float *radius,
                             const global float *radius1d, const global float *bg,
@@ -360,15 +402,23 @@ kernel void faid_pick_write(const global float4 *pre4, const global float *radiu
                             const float noise, const int hw, const int connected,
                             const global uchar *flag, const global int *counts,
                             const global int *offsets, const int cap, global float *out,
-                            const int out_off,
+                            const int out_off, const int ngroups,
                             const global uchar *raw, const global float *dark,
                             const global float *normp, const uint raw_off, const int do_dark,
                             const int do_dummy, const float dummy, const float delta_dummy)
 {
+#if PP_MERGE
+    local int red[PK_WG];
+#else
+    local int red[1]; /* unused */
+#endif
+    const int span_base = pp_span_base(counts, offsets, ngroups, cap, out + out_off, red);
+    if (span_base < 0)
+        return;
 #if PP_CAND
     /* record k of span g from entry k of the span's sorted list (faid_pick_flag, PP_CAND) */
     const int g = get_group_id(0);
-    const int base = offsets[g], cnt = counts[g];
+    const int base = span_base, cnt = counts[g];
     if (cnt == 0 || base >= cap)
         return;
     const global ushort *plist = (const global ushort *)flag + g * PK_SPAN;
@@ -384,7 +434,7 @@ kernel void faid_pick_write(const global float4 *pre4, const global float *radiu
 #elif PP_WSCAN1 && PK_PPI <= 4
     local ulong pscan[PK_WG];
     const int g = get_group_id(0);
-    const int base = offsets[g];
+    const int base = span_base;
     if (counts[g] == 0 || base >= cap)
         return;
     const int lid = get_local_id(0);
@@ -423,7 +473,7 @@ kernel void faid_pick_write(const global float4 *pre4, const global float *radiu
 #else
     local int scratch[PK_WG];
     const int g = get_group_id(0);
-    int base = offsets[g];
+    int base = span_base;
     if (counts[g] == 0 || base >= cap)
         return;
     for (int j = 0; j < PK_PPI; j++) {

@@ -1005,9 +1005,12 @@ static void plant(frame_set *fs, int r, int c, float amp)
  * positions: PK_WG 256 x PK_PPI 4; first and last position of a span, a patch across one), the
  * image's borders and corners, next to masked pixels and on both sides of the module gap
  * (columns 150-152), a row of 64 spots (spans holding many peaks, each found in any order in
- * the candidates' list), and a list cut at its capacity inside a span (max_num_peaks 40). It
- * failed with the write reading a span's list backwards (8 checks), the flag pass skipping its
- * last row of candidates (8) and one work-item's peaks ranked one too far (6). */
+ * the candidates' list), and a list cut at its capacity inside a span (max_num_peaks 40); and
+ * the scan merged into the write (-DPP_MERGE=1: each span's offset and the total found there),
+ * with and without PP_CAND. It failed (checks failed of 96) with the write reading a span's
+ * list backwards (8), the flag pass skipping its last row of candidates (8), one work-item's
+ * peaks ranked one too far (6), PP_MERGE's total missing the last span (6) and its offsets one
+ * too far (6). */
 static void test_pick_cand(void)
 {
     if (!have_cl())
@@ -1036,16 +1039,25 @@ static void test_pick_cand(void)
     faid_peak_params_default(&p);
     p.algorithm = FAID_PEAKS_PYFAI;
     p.error_model = FAID_CLIP_AZIMUTHAL;
-    static const char *const kopts[] = {"-DPP_CAND=1", "-DPP_CAND=1,-DPP_CAND_PF=1"};
-    static const char *const fused[] = {"1", "0"};
-    for (int v = 0; v < 4; v++) {
-        p.patch_size = v % 2 ? 5 : 3;
-        p.max_num_peaks = v == 3 ? 40 : 2048;
+    /* build options, fused, patch_size, max_num_peaks */
+    static const struct {
+        const char *kopts, *fused;
+        int patch, cap;
+    } cases[] = {
+        {"-DPP_CAND=1", "1", 3, 2048},
+        {"-DPP_CAND=1,-DPP_CAND_PF=1", "1", 5, 2048},
+        {"-DPP_CAND=1,-DPP_MERGE=1", "0", 3, 2048},
+        {"-DPP_CAND=1,-DPP_CAND_PF=1,-DPP_MERGE=1", "0", 5, 40},
+        {"-DPP_MERGE=1", "1", 5, 40}, /* the scan merged into the write that ranks flags */
+    };
+    for (int v = 0; v < (int)(sizeof cases / sizeof cases[0]); v++) {
+        p.patch_size = cases[v].patch;
+        p.max_num_peaks = cases[v].cap;
         faid_result *ref[NFRAMES] = {0}, *var[NFRAMES] = {0};
         CHECK_MSG(run_frames(&fs, &p, "ref", ref, &d) == 0, "reference: %s", d.msg);
         /* the planted sites the reference calls peaks (within a pixel) as the table says */
         int planted = 0;
-        for (int t = 0; t < nsites && ref[0] && v < 3; t++) {
+        for (int t = 0; t < nsites && ref[0] && p.max_num_peaks > 1000; t++) {
             const faid_peak_list *l = ref[0]->peaks;
             int hit = 0;
             for (int q = 0; q < l->n && !hit; q++) {
@@ -1056,19 +1068,19 @@ static void test_pick_cand(void)
             CHECK_MSG(hit == sites[t][2], "case %d: site (%d, %d) %s", v, sites[t][0], sites[t][1],
                       hit ? "a peak" : "not a peak");
         }
-        setenv("FAID_PEAKS_KOPTS", kopts[v % 2], 1);
-        setenv("FAID_PEAKS_FUSED", fused[v / 2 % 2], 1);
-        CHECK_MSG(run_frames(&fs, &p, NULL, var, &d) == 0, "%s: %s", kopts[v % 2], d.msg);
+        setenv("FAID_PEAKS_KOPTS", cases[v].kopts, 1);
+        setenv("FAID_PEAKS_FUSED", cases[v].fused, 1);
+        CHECK_MSG(run_frames(&fs, &p, NULL, var, &d) == 0, "%s: %s", cases[v].kopts, d.msg);
         unsetenv("FAID_PEAKS_KOPTS");
         unsetenv("FAID_PEAKS_FUSED");
-        if (getenv("FAID_TEST_VERBOSE") && v < 3)
+        if (getenv("FAID_TEST_VERBOSE"))
             printf("pick_cand %d: %d peaks, %d of %d planted sites as expected\n", v,
                    ref[0] ? ref[0]->peaks->n_found : -1, planted, nsites);
         for (int f = 0; f < NFRAMES; f++) {
             CHECK_MSG(var[f] && ref[f] && lists_equal(var[f]->peaks, ref[f]->peaks) &&
                           ref[f]->peaks->n_found >= 70,
                       "case %d (%s, patch %d, cap %d), frame %d: peaks %d/%d, reference %d/%d", v,
-                      kopts[v % 2], p.patch_size, p.max_num_peaks, f,
+                      cases[v].kopts, p.patch_size, p.max_num_peaks, f,
                       var[f] ? var[f]->peaks->n : -1, var[f] ? var[f]->peaks->n_found : -1,
                       ref[f] ? ref[f]->peaks->n : -1, ref[f] ? ref[f]->peaks->n_found : -1);
             faid_result_destroy(&var[f]);
