@@ -203,8 +203,12 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
         return n;
     }
     int n = 0;
-    if (!ps->pf8_noprep) /* else faid_pf8_radial computes the values (PF8_NOPREP) */
-        l[n++] = (pk_launch){"faid_pf8_prep", res->npix, 0, wg, EV_A};
+    /* else faid_pf8_radial computes the values (PF8_NOPREP); -DPF8_PREP4=1 in FAID_PEAKS_KOPTS:
+     * 4 pixels per work-item */
+    if (!ps->pf8_noprep)
+        l[n++] =
+            (pk_launch){"faid_pf8_prep",
+                        kopt_value(ps, "PF8_PREP4") ? (res->npix + 3) / 4 : res->npix, 0, wg, EV_A};
     l[n++] = (pk_launch){"faid_pf8_radial", 0, (size_t)ps->pf8->nbins, FAID_PF8_LANES, EV_B};
     l[n++] = (pk_launch){"faid_pf8_cand", 0, ng, wg, EV_C};
     if (!ps->pf8_candfill) /* else faid_pf8_cand evaluates its candidates (PF8_CANDFILL) */

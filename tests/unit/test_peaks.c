@@ -1090,6 +1090,55 @@ static void test_pick_cand(void)
     free_frames(&fs);
 }
 
+/* peakfinder8's prep with 4 pixels per work-item and its loads issued at once
+ * (FAID_PEAKS_KOPTS=-DPF8_PREP4=1, issue 17 round 5; a quarter of the work-items), fused and
+ * from the preprocessed copy, with the radial pass reading cval or gathering from img
+ * (FAID_PF8_GATHER=1): lists bit for bit the reference's on a 250 x 317 frame (79,250 pixels:
+ * the last work-group's pixels run past the end) with 60 spots and the module gap, and on
+ * dense noise peaks. It failed (7 of 15 checks) with the prep skipping each work-item's last
+ * pixel. */
+static void test_pf8_prep4(void)
+{
+    if (!have_cl())
+        return;
+    faid_diag d;
+    frame_set sp;
+    CHECK(make_frames_sized(&sp, 23, 60, 250, 317) == 0);
+    faid_peak_params p;
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PEAKFINDER8;
+    static const char *const fused[] = {"1", "0"}, *const gather[] = {"0", "1"};
+    for (int dense = 0; dense < 2; dense++) {
+        p.adc_threshold = dense ? 0.0 : 50.0;
+        p.minimum_snr = dense ? 1.0 : p.minimum_snr;
+        p.min_pixel_count = dense ? 1 : p.min_pixel_count;
+        faid_result *ref[NFRAMES] = {0};
+        CHECK_MSG(run_frames(&sp, &p, "ref", ref, &d) == 0, "reference: %s", d.msg);
+        for (int v = 0; v < 2; v++) {
+            faid_result *var[NFRAMES] = {0};
+            setenv("FAID_PEAKS_KOPTS", "-DPF8_PREP4=1", 1);
+            setenv("FAID_PEAKS_FUSED", fused[v], 1);
+            setenv("FAID_PF8_GATHER", gather[v], 1);
+            CHECK_MSG(run_frames(&sp, &p, NULL, var, &d) == 0, "PF8_PREP4 %d: %s", v, d.msg);
+            unsetenv("FAID_PEAKS_KOPTS");
+            unsetenv("FAID_PEAKS_FUSED");
+            unsetenv("FAID_PF8_GATHER");
+            for (int f = 0; f < NFRAMES; f++) {
+                CHECK_MSG(var[f] && ref[f] && lists_equal(var[f]->peaks, ref[f]->peaks) &&
+                              ref[f]->peaks->n_found > (dense ? 300 : 20),
+                          "PF8_PREP4, fused %s, gather %s, %s, frame %d: peaks %d, reference %d",
+                          fused[v], gather[v], dense ? "dense" : "spots", f,
+                          var[f] ? var[f]->peaks->n_found : -1,
+                          ref[f] ? ref[f]->peaks->n_found : -1);
+                faid_result_destroy(&var[f]);
+            }
+        }
+        for (int f = 0; f < NFRAMES; f++)
+            faid_result_destroy(&ref[f]);
+    }
+    free_frames(&sp);
+}
+
 int main(void)
 {
     RUN(test_params());
@@ -1101,6 +1150,7 @@ int main(void)
     RUN(test_pf8_variants());
     RUN(test_round3_variants());
     RUN(test_pick_cand());
+    RUN(test_pf8_prep4());
     engines_close();
     RUN(test_engine_devices());
     return faid_test_finish();
