@@ -55,6 +55,22 @@
 #ifndef PF8_PREP4
 #define PF8_PREP4 0
 #endif
+/* PF8_BANDN = R x cols (the host's, from FAID_PEAKS_KOPTS=-DPF8_BAND=R; 0: off; round 5, off
+ * until a GPU run decides): faid_pf8_prep takes a band of R whole rows per work-group. The prep's
+ * cval[pos_of[i]] stores are what costs: peakfinder8's bins are rings one pixel wide, so 32
+ * consecutive pixels of a row fall in about 20 bins and their entries in about 21 separate
+ * 32-byte sectors of cval (EIGER 4M: 2,992,128 sectors for 140,178 warps, 5.3x the 560,712 of a
+ * coalesced store: about 96 MB of the prep's 172 MB). A bin's entries are in pixel order, so
+ * the entries of a band's pixels in a bin are consecutive in cval: the work-group writes each
+ * band pixel's value into local memory (and img, coalesced), then stores cval in the bins'
+ * order, entry t of the band from bvals[bperm[t]] to cval[baddr[t]] (two static tables of the
+ * setup, in the band's entry order: the pixel's place in the band, its entry), runs of
+ * consecutive addresses: 1,672,287 sectors with R = 1, 1,170,841 with 2, 913,919 with 4
+ * (1.6x), 788,873 with 8 (counted from the EIGER 4M's bins). The same value into the same
+ * entry: the same cval and img. */
+#ifndef PF8_BANDN
+#define PF8_BANDN 0
+#endif
 
 #ifndef PF8_LANES
 #define PF8_LANES 64 /* = FAID_PF8_LANES, passed by the host */
@@ -87,9 +103,40 @@ kernel void faid_pf8_prep(const global float4 *pre4, const global uchar *valid,
                           global float *cval, global int *zero, const int nzero,
                           const global uchar *raw, const global float *dark,
                           const global float *normp, const uint raw_off, const int do_dark,
-                          const int do_dummy, const float dummy, const float delta_dummy)
+                          const int do_dummy, const float dummy, const float delta_dummy,
+                          const global ushort *bperm, const global int *baddr)
 {
-#if PF8_PREP4
+#if PF8_BANDN > 0 && !PF8_GATHER
+    local float bvals[PF8_BANDN];
+    for (int z = get_global_id(0); z < nzero; z += get_global_size(0))
+        zero[z] = 0;
+    const int lid = get_local_id(0), ls = get_local_size(0);
+    const int b0 = get_group_id(0) * PF8_BANDN;
+    const int n = min(PF8_BANDN, npix - b0);
+    /* 4 pixels a round, every load of the 4 issued before any value is used */
+    for (int p0 = lid; p0 < n; p0 += 4 * ls) {
+        float4 pq[4];
+        uchar pv[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int i = p0 + j * ls < n ? b0 + p0 + j * ls : b0; /* the band's first stands in */
+            pq[j] = PF8_PIXEL_NB(i);
+            pv[j] = valid[i];
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int p = p0 + j * ls;
+            if (p < n) {
+                const float v = pv[j] && pq[j].s3 != 0.0f ? pq[j].s0 : NAN;
+                img[b0 + p] = v;
+                bvals[p] = v;
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t = lid; t < n; t += ls)
+        cval[baddr[b0 + t]] = bvals[bperm[b0 + t]];
+#elif PF8_PREP4
     for (int z = get_global_id(0); z < nzero; z += get_global_size(0))
         zero[z] = 0;
     const int ls = get_local_size(0), i0 = get_group_id(0) * 4 * ls + get_local_id(0);

@@ -1090,13 +1090,16 @@ static void test_pick_cand(void)
     free_frames(&fs);
 }
 
-/* peakfinder8's prep with 4 pixels per work-item and its loads issued at once
- * (FAID_PEAKS_KOPTS=-DPF8_PREP4=1, issue 17 round 5; a quarter of the work-items), fused and
- * from the preprocessed copy, with the radial pass reading cval or gathering from img
- * (FAID_PF8_GATHER=1): lists bit for bit the reference's on a 250 x 317 frame (79,250 pixels:
- * the last work-group's pixels run past the end) with 60 spots and the module gap, and on
- * dense noise peaks. It failed (7 of 15 checks) with the prep skipping each work-item's last
- * pixel. */
+/* peakfinder8's prep variants of issue 17 round 5 (FAID_PEAKS_KOPTS): 4 pixels per work-item
+ * with their loads issued at once (-DPF8_PREP4=1, a quarter of the work-items) and a band of R
+ * rows per work-group, cval stored in the bins' order from local memory (-DPF8_BAND=R, its
+ * tables built by the host), fused and from the preprocessed copy, and with the radial pass
+ * gathering from img (FAID_PF8_GATHER=1, where the band is moot): lists bit for bit the
+ * reference's on a 250 x 317 frame (79,250 pixels: the last work-group of PREP4 runs past the
+ * end, the last band of 3 rows holds one) with 60 spots and the module gap, and on dense noise
+ * peaks; a band past the limits is refused, named. It failed (checks failed of 34) with PREP4
+ * skipping each work-item's last pixel (8) and with a band's stores skipping its last entry
+ * (4). */
 static void test_pf8_prep4(void)
 {
     if (!have_cl())
@@ -1107,27 +1110,34 @@ static void test_pf8_prep4(void)
     faid_peak_params p;
     faid_peak_params_default(&p);
     p.algorithm = FAID_PEAKS_PEAKFINDER8;
-    static const char *const fused[] = {"1", "0"}, *const gather[] = {"0", "1"};
+    static const struct {
+        const char *kopts, *fused, *gather;
+    } v[] = {
+        {"-DPF8_PREP4=1", "1", "0"}, {"-DPF8_PREP4=1", "0", "1"},
+        {"-DPF8_BAND=3", "1", "0"},  {"-DPF8_BAND=1,-DPF8_PREP4=1", "0", "0"},
+        {"-DPF8_BAND=3", "1", "1"},
+    };
+    const int nv = (int)(sizeof v / sizeof v[0]);
     for (int dense = 0; dense < 2; dense++) {
         p.adc_threshold = dense ? 0.0 : 50.0;
         p.minimum_snr = dense ? 1.0 : p.minimum_snr;
         p.min_pixel_count = dense ? 1 : p.min_pixel_count;
         faid_result *ref[NFRAMES] = {0};
         CHECK_MSG(run_frames(&sp, &p, "ref", ref, &d) == 0, "reference: %s", d.msg);
-        for (int v = 0; v < 2; v++) {
+        for (int k = 0; k < nv; k++) {
             faid_result *var[NFRAMES] = {0};
-            setenv("FAID_PEAKS_KOPTS", "-DPF8_PREP4=1", 1);
-            setenv("FAID_PEAKS_FUSED", fused[v], 1);
-            setenv("FAID_PF8_GATHER", gather[v], 1);
-            CHECK_MSG(run_frames(&sp, &p, NULL, var, &d) == 0, "PF8_PREP4 %d: %s", v, d.msg);
+            setenv("FAID_PEAKS_KOPTS", v[k].kopts, 1);
+            setenv("FAID_PEAKS_FUSED", v[k].fused, 1);
+            setenv("FAID_PF8_GATHER", v[k].gather, 1);
+            CHECK_MSG(run_frames(&sp, &p, NULL, var, &d) == 0, "%s: %s", v[k].kopts, d.msg);
             unsetenv("FAID_PEAKS_KOPTS");
             unsetenv("FAID_PEAKS_FUSED");
             unsetenv("FAID_PF8_GATHER");
             for (int f = 0; f < NFRAMES; f++) {
                 CHECK_MSG(var[f] && ref[f] && lists_equal(var[f]->peaks, ref[f]->peaks) &&
                               ref[f]->peaks->n_found > (dense ? 300 : 20),
-                          "PF8_PREP4, fused %s, gather %s, %s, frame %d: peaks %d, reference %d",
-                          fused[v], gather[v], dense ? "dense" : "spots", f,
+                          "%s, fused %s, gather %s, %s, frame %d: peaks %d, reference %d",
+                          v[k].kopts, v[k].fused, v[k].gather, dense ? "dense" : "spots", f,
                           var[f] ? var[f]->peaks->n_found : -1,
                           ref[f] ? ref[f]->peaks->n_found : -1);
                 faid_result_destroy(&var[f]);
@@ -1136,6 +1146,13 @@ static void test_pf8_prep4(void)
         for (int f = 0; f < NFRAMES; f++)
             faid_result_destroy(&ref[f]);
     }
+    /* 300 rows of 317 pixels: more than a ushort's places in a band */
+    faid_result *bad[NFRAMES] = {0};
+    setenv("FAID_PEAKS_KOPTS", "-DPF8_BAND=300", 1);
+    CHECK(run_frames(&sp, &p, NULL, bad, &d) != 0 && strstr(d.msg, "PF8_BAND=300") != NULL);
+    unsetenv("FAID_PEAKS_KOPTS");
+    for (int f = 0; f < NFRAMES; f++)
+        faid_result_destroy(&bad[f]);
     free_frames(&sp);
 }
 
