@@ -15,6 +15,11 @@
  *             at 1000 bins with the defaults) loads them SC_GB at a time before using them in
  *             the same order; the same values in the same places and the same sums in the same
  *             order, so the same bits (FAID_SIGCLIP_GB)
+ *   SC_CG     0, or 1: the gather coalesced (issue 17, round 5; FAID_SIGCLIP_CG): the work-group
+ *             walks its bin's CSR range in chunks of WG x SC_CGU entries, lane-consecutive, and
+ *             puts each entry where its owner keeps it; the entries after the registers then sit
+ *             in local memory in the owner's CSR order (padded), not entry-major (below)
+ *   SC_CGU    entries per work-item and chunk of that gather (default 4)
  *   HAS_COEF  1 when the matrix carries coefficients (else every coefficient is 1)
  *   SC_EM     error model: 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model values)
  *
@@ -61,6 +66,12 @@
 #endif
 #ifndef SC_GB
 #define SC_GB 0
+#endif
+#ifndef SC_CG
+#define SC_CG 0
+#endif
+#ifndef SC_CGU
+#define SC_CGU 4
 #endif
 
 /* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
@@ -117,6 +128,56 @@
     }
 /* a local entry's place: entry j of every work-item side by side (no bank conflicts) */
 #define LMI(j) ((j) * WG + lid)
+
+/* SC_CG, the coalesced gather (issue 17, round 5). Measured on one H100 (main b0d344a, EIGER 4M,
+ * 1000 bins, fused, faid-bench one frame alone): the clip takes 111 us with 0 cycles and 159 us
+ * with 5 (poisson 150 / 194), so the gather and the first integration are most of it, not the
+ * cycles. Without SC_CG each work-item loads its own m = ceil(n / WG) consecutive entries: the 32
+ * lanes of a warp read 32 places m entries apart, each load instruction 32 sectors of 32 bytes
+ * for 4 useful bytes each (about 13.5 M sector requests per frame for 4.5 M entries x 3 arrays:
+ * tens of microseconds of L1/L2 throughput alone), each a chain index -> pixel. With SC_CG the
+ * work-group walks the bin in chunks of WG x SC_CGU entries, entry k0 + c + u WG + lid for lane
+ * lid: the indices load coalesced and, consecutive CSR entries of a radial bin being mostly
+ * neighbouring pixels, so do normp, raw and dark; each lane issues its SC_CGU entries' loads
+ * before it uses any. Each entry (the same faid_pixel_v, sc_ok and coefficient tests) goes where
+ * its owner o = p / m keeps its entry j = p - o m:
+ *   j < R           a staging area in local memory (o R + j), read into the owner's registers
+ *                   after one barrier (compile-time register indices only); the area is the
+ *                   scan's arrays (12 KB for 256 work-items, dead until the first pass) where it
+ *                   fits (R x (2 or 3 floats) <= 12: R <= 4 with the variance), else an array of
+ *                   its own;
+ *   R <= j < R + L  local memory in the owner's CSR order, o L + j - R with L = min(m - R, LM)
+ *                   entries per owner, padded by one every 32 (q + q / 32) so that the passes'
+ *                   reads at a stride of L do not all fall on one bank (LMX);
+ *   beyond          ovf in the same places as without SC_CG (entry-major for LM > 0, the CSR
+ *                   position for LM 0: written coalesced there).
+ * Every work-item then holds the same values in the same places of its own order as without
+ * SC_CG, and sums them in the same order: the same bits (tests/unit/test_peaks.c,
+ * test_sigclip_cg). Registers: the gather's state is SC_CGU indices and pixels; the register
+ * entries' loads leave the kernel's start (PoCL reports no register counts; FAID_CL_VERBOSE=1 on
+ * NVIDIA's OpenCL does: gpu-run.sh's "registers" lines). */
+#define CGP(q) ((q) + ((q) >> 5))
+#define NVAL (NEEDVAR ? 3 : 2)
+#if SC_CG && LM > 0
+#define LMX(j) CGP(lid * lml + (j))
+#define LMCAP (LM * WG + (LM * WG) / 32 + 1)
+#else
+#define LMX(j) LMI(j)
+#define LMCAP (LM * WG)
+#endif
+#if SC_CG && LM > 0
+#define CG_OVI(o, i, p) (k0 + (i) * WG + (o))
+#else
+#define CG_OVI(o, i, p) (k0 + (p))
+#endif
+/* SC_CG: a pixel's loads issued independently of each other (as SC_PIXEL with SC_GB) */
+#ifdef PK_FUSED
+#define CG_PIXEL(i)                                                                            \
+    faid_pixel_v(normp[(i)], (float)((const global raw_t *)raw + raw_off)[(i)],              \
+                 do_dark ? dark[(i)] : 0.0f, do_dark, do_dummy, dummy, delta_dummy)
+#else
+#define CG_PIXEL(i) pre4[(i)]
+#endif
 /* an entry's variance as the sums take it: 0 where the model keeps none (the azimuthal model's
  * ovf holds no variances, its kernel no rv) */
 #if NEEDVAR
@@ -127,7 +188,7 @@
 #define REG_VAR(j) 0.0f
 #endif
 #if NEEDVAR && LM > 0
-#define LM_VAR(j) lmv[LMI(j)]
+#define LM_VAR(j) lmv[LMX(j)]
 #else
 #define LM_VAR(j) 0.0f
 #endif
@@ -237,8 +298,11 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                             const global float *normp, const uint raw_off, const int do_dark,
                             const int do_dummy, const float dummy, const float delta_dummy)
 {
-    /* per work-item sums: S, O, sum w^2, count, sum c^2 var; removed; vv */
-    local double l0[WG], l1[WG], l2[WG], l3[WG], l4[WG], lv[WG];
+    /* per work-item sums: S, O, sum w^2, count, sum c^2 var; removed; vv (one array: with SC_CG
+     * it is the register entries' staging area before the first pass) */
+    local double lsc[6 * WG];
+    local double *const l0 = lsc, *const l1 = lsc + WG, *const l2 = lsc + 2 * WG;
+    local double *const l3 = lsc + 3 * WG, *const l4 = lsc + 4 * WG, *const lv = lsc + 5 * WG;
     local int lr[WG];
     /* per chunk: sums, then exclusive prefixes of S and O */
     local double t0[NCH], t1[NCH], t2[NCH], t3[NCH], t4[NCH], tv[NCH];
@@ -249,9 +313,16 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #if LM > 0
     /* the entries after the first R of each work-item: signal, norm (0: not valid or clipped) and
      * the variance where the model needs it */
-    local float lms[LM * WG], lmn[LM * WG];
+    local float lms[LMCAP], lmn[LMCAP];
 #if NEEDVAR
-    local float lmv[LM * WG];
+    local float lmv[LMCAP];
+#endif
+#endif
+#if SC_CG
+#if R * NVAL <= 12
+    local float *const stg = (local float *)lsc;
+#else
+    local float stg[R * WG * NVAL];
 #endif
 #endif
     const int b = get_group_id(0);
@@ -282,6 +353,78 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #if HAS_COEF
     float rc[R];
 #endif
+#if SC_CG
+    /* local entries per work-item in the CSR-order layout (LMX) */
+    const int lml = min(max(m - R, 0), LM);
+    {
+        const int n = k1 - k0;
+        for (int c0 = 0; c0 < n; c0 += WG * SC_CGU) {
+            int ix[SC_CGU];
+            float cf[SC_CGU];
+            float4 q[SC_CGU];
+#pragma unroll
+            for (int u = 0; u < SC_CGU; u++) {
+                const int p = c0 + u * WG + lid;
+                ix[u] = p < n ? indices[k0 + p] : -1;
+                cf[u] = p < n ? sc_coef(coefs, k0 + p) : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < SC_CGU; u++)
+                q[u] = ix[u] >= 0 ? CG_PIXEL(ix[u]) : (float4)(0.0f);
+#pragma unroll
+            for (int u = 0; u < SC_CGU; u++) {
+                const int p = c0 + u * WG + lid;
+                if (p < n) {
+                    const int ok = cf[u] != 0.0f && sc_ok(q[u]);
+                    const float s = ok ? q[u].s0 : 0.0f, nn = ok ? q[u].s2 : 0.0f;
+                    const float v = ok ? q[u].s1 : 0.0f;
+                    const int o = p / m, j = p - o * m; /* the owner, its entry */
+                    if (j < R) {
+                        stg[o * R + j] = s;
+                        stg[R * WG + o * R + j] = nn;
+#if NEEDVAR
+                        stg[2 * R * WG + o * R + j] = v;
+#endif
+                    }
+#if LM > 0
+                    else if (j < R + lml) {
+                        const int ql = CGP(o * lml + j - R);
+                        lms[ql] = s;
+                        lmn[ql] = nn;
+#if NEEDVAR
+                        lmv[ql] = v;
+#endif
+                    }
+#endif
+                    else {
+                        const int oi = CG_OVI(o, j - R - LM, p);
+                        OVF_S(oi) = s;
+                        OVF_N(oi) = nn;
+#if NEEDVAR
+                        OVF_V(oi) = v;
+#endif
+                    }
+                    (void)v;
+                }
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        const int in = j < nreg;
+        rs[j] = in ? stg[lid * R + j] : 0.0f;
+        rn[j] = in ? stg[R * WG + lid * R + j] : 0.0f;
+#if NEEDVAR
+        rv[j] = in ? stg[2 * R * WG + lid * R + j] : 0.0f;
+#endif
+#if HAS_COEF
+        rc[j] = in ? coefs[kb + j] : 0.0f;
+#endif
+    }
+    /* the staging area is the scan's arrays, which the first pass writes */
+    barrier(CLK_LOCAL_MEM_FENCE);
+#else
 #pragma unroll
     for (int j = 0; j < R; j++) {
         float s = 0.0f, nn = 0.0f, v = 0.0f, c = 0.0f;
@@ -354,8 +497,8 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         const float c = sc_coef(coefs, k);
         const float4 q = PK_PIXEL(indices[k]);
         const int ok = c != 0.0f && sc_ok(q);
-        lms[LMI(j)] = ok ? q.s0 : 0.0f;
-        lmn[LMI(j)] = ok ? q.s2 : 0.0f;
+        lms[LMX(j)] = ok ? q.s0 : 0.0f;
+        lmn[LMX(j)] = ok ? q.s2 : 0.0f;
 #if NEEDVAR
         lmv[LMI(j)] = ok ? q.s1 : 0.0f;
 #endif
@@ -373,6 +516,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #endif
     }
 #endif
+#endif /* SC_CG */
 
     /* this work-item's sums over its kept entries: taken once, then a clipped entry's share is
      * taken out of them (the sums of a work-item left without entries are set to 0 exactly) */
@@ -388,9 +532,9 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     }
 #if LM > 0
     for (int j = 0; j < nlm; j++) {
-        const float nn = lmn[LMI(j)];
+        const float nn = lmn[LMX(j)];
         if (nn != 0.0f) {
-            t = sc_sums_entry(t, (double)sc_coef(coefs, kb + R + j), lms[LMI(j)], nn, LM_VAR(j),
+            t = sc_sums_entry(t, (double)sc_coef(coefs, kb + R + j), lms[LMX(j)], nn, LM_VAR(j),
                               0);
             tkept++;
         }
@@ -441,10 +585,10 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             }
 #if LM > 0
             for (int j = 0; j < nlm; j++) {
-                const float nn = lmn[LMI(j)], s = lms[LMI(j)];
+                const float nn = lmn[LMX(j)], s = lms[LMX(j)];
                 if (nn != 0.0f && sc_clip(s, nn, averf, thrf, aver, thr)) {
                     t = sc_sums_entry(t, (double)sc_coef(coefs, kb + R + j), s, nn, LM_VAR(j), 1);
-                    lmn[LMI(j)] = 0.0f;
+                    lmn[LMX(j)] = 0.0f;
                     rem++;
                 }
             }
@@ -553,9 +697,9 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     a = sc_az_entry(a, REG_COEF(j), rs[j], rn[j]);
 #if LM > 0
             for (int j = 0; j < nlm; j++) {
-                const float nn = lmn[LMI(j)];
+                const float nn = lmn[LMX(j)];
                 if (nn != 0.0f)
-                    a = sc_az_entry(a, (double)sc_coef(coefs, kb + R + j), lms[LMI(j)], nn);
+                    a = sc_az_entry(a, (double)sc_coef(coefs, kb + R + j), lms[LMX(j)], nn);
             }
 #endif
 #if SC_GB > 0
