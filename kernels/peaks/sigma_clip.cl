@@ -409,7 +409,9 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             }
         }
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    /* global too: an overflow entry is written by the work-item that loaded it and read by its
+     * owner */
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
 #pragma unroll
     for (int j = 0; j < R; j++) {
         const int in = j < nreg;
