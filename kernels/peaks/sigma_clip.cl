@@ -15,10 +15,12 @@
  *             at 1000 bins with the defaults) loads them SC_GB at a time before using them in
  *             the same order; the same values in the same places and the same sums in the same
  *             order, so the same bits (FAID_SIGCLIP_GB)
- *   SC_CG     0, or 1: the gather coalesced (issue 17, round 5; FAID_SIGCLIP_CG): the work-group
- *             walks its bin's CSR range in chunks of WG x SC_CGU entries, lane-consecutive, and
- *             puts each entry where its owner keeps it; the entries after the registers then sit
- *             in local memory in the owner's CSR order (padded), not entry-major (below)
+ *   SC_CG     0, 1 or 2: the gather coalesced (issue 17, round 5; FAID_SIGCLIP_CG): the
+ *             work-group walks its bin's CSR range in chunks of WG x SC_CGU entries,
+ *             lane-consecutive, and puts each entry where its owner keeps it; the entries after
+ *             the registers then sit in local memory in the owner's CSR order (padded), not
+ *             entry-major (below); 2: each chunk through a tile in local memory, so that the
+ *             overflow entries are written coalesced too
  *   SC_CGU    entries per work-item and chunk of that gather (default 4)
  *   HAS_COEF  1 when the matrix carries coefficients (else every coefficient is 1)
  *   SC_EM     error model: 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model values)
@@ -157,6 +159,19 @@
  * entries' loads leave the kernel's start (PoCL reports no register counts; FAID_CL_VERBOSE=1 on
  * NVIDIA's OpenCL does: gpu-run.sh's "registers" lines). */
 #define CGP(q) ((q) + ((q) >> 5))
+/* SC_CG 2: the chunk's tile (the registers' and the overflow entries; the local ones are stored
+ * directly as with 1): entry p of the chunk at CGP(p - c0), the signals, then the norms (then the
+ * variances), TCAP floats each. After the chunk's barrier each work-item takes its register
+ * entries that lie in the chunk (an unrolled test per register), and the work-group writes the
+ * chunk's overflow entries entry-major, consecutive work-items on consecutive owners: runs of
+ * about WG SC_CGU / m floats instead of a 32-byte sector per entry (on the benchmark's matrix
+ * 1.36 M overflow entries with R 4 + LM 12, 2.7 M scattered sector writes per frame with 1:
+ * more than half of the 4.8 M sectors its gather reads). In the scan's arrays (12 WG floats)
+ * where the tile fits (SC_CGU <= 5 without the variance, <= 3 with it), else an array of its own;
+ * two barriers per chunk. The padding keeps the transposing reads (a stride of m) at 2-way bank
+ * conflicts or fewer for m up to 48 but 31 (31-way: the bins of 7,681-7,936 entries with 256
+ * work-items, a few reads per work-item and chunk) and 43 (3-way). */
+#define TCAP (WG * SC_CGU + (WG * SC_CGU) / 32 + 1)
 #define NVAL (NEEDVAR ? 3 : 2)
 #if SC_CG && LM > 0
 #define LMX(j) CGP(lid * lml + (j))
@@ -318,11 +333,17 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     local float lmv[LMCAP];
 #endif
 #endif
-#if SC_CG
+#if SC_CG == 1
 #if R * NVAL <= 12
     local float *const stg = (local float *)lsc;
 #else
     local float stg[R * WG * NVAL];
+#endif
+#elif SC_CG == 2
+#if TCAP * NVAL <= 12 * WG
+    local float *const tile = (local float *)lsc;
+#else
+    local float tile[TCAP * NVAL];
 #endif
 #endif
     const int b = get_group_id(0);
@@ -356,6 +377,15 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #if SC_CG
     /* local entries per work-item in the CSR-order layout (LMX) */
     const int lml = min(max(m - R, 0), LM);
+#if SC_CG == 2
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        rs[j] = rn[j] = 0.0f;
+#if NEEDVAR
+        rv[j] = 0.0f;
+#endif
+    }
+#endif
     {
         const int n = k1 - k0;
         for (int c0 = 0; c0 < n; c0 += WG * SC_CGU) {
@@ -379,6 +409,34 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     const float s = ok ? q[u].s0 : 0.0f, nn = ok ? q[u].s2 : 0.0f;
                     const float v = ok ? q[u].s1 : 0.0f;
                     const int o = p / m, j = p - o * m; /* the owner, its entry */
+#if SC_CG == 2
+                    if (j < R || (LM > 0 && j >= R + lml)) {
+                        const int t = CGP(u * WG + lid);
+                        tile[t] = s;
+                        tile[TCAP + t] = nn;
+#if NEEDVAR
+                        tile[2 * TCAP + t] = v;
+#endif
+                    }
+#if LM > 0
+                    else {
+                        const int ql = CGP(o * lml + j - R);
+                        lms[ql] = s;
+                        lmn[ql] = nn;
+#if NEEDVAR
+                        lmv[ql] = v;
+#endif
+                    }
+#else
+                    else {
+                        OVF_S(k0 + p) = s; /* the register kernel's layout: coalesced */
+                        OVF_N(k0 + p) = nn;
+#if NEEDVAR
+                        OVF_V(k0 + p) = v;
+#endif
+                    }
+#endif
+#else
                     if (j < R) {
                         stg[o * R + j] = s;
                         stg[R * WG + o * R + j] = nn;
@@ -404,9 +462,48 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                         OVF_V(oi) = v;
 #endif
                     }
+#endif /* SC_CG == 2 */
                     (void)v;
                 }
             }
+#if SC_CG == 2
+            barrier(CLK_LOCAL_MEM_FENCE);
+            const int cend = min(c0 + WG * SC_CGU, n);
+            /* this work-item's register entries in the chunk */
+#pragma unroll
+            for (int j = 0; j < R; j++) {
+                const int p = lid * m + j;
+                if (j < nreg && p >= c0 && p < cend) {
+                    const int t = CGP(p - c0);
+                    rs[j] = tile[t];
+                    rn[j] = tile[TCAP + t];
+#if NEEDVAR
+                    rv[j] = tile[2 * TCAP + t];
+#endif
+                }
+            }
+#if LM > 0
+            /* the chunk's overflow entries, entry i of owners oa, oa + 1, ... side by side */
+            {
+                const int novo = m - R - LM, oa = c0 / m;
+                const int no = (cend - 1) / m - oa + 1;
+                for (int e = lid; e < novo * no; e += WG) {
+                    const int i = e / no, o = oa + (e - i * no);
+                    const int p = o * m + R + LM + i;
+                    if (p >= c0 && p < cend) {
+                        const int t = CGP(p - c0), oi = k0 + i * WG + o;
+                        OVF_S(oi) = tile[t];
+                        OVF_N(oi) = tile[TCAP + t];
+#if NEEDVAR
+                        OVF_V(oi) = tile[2 * TCAP + t];
+#endif
+                    }
+                }
+            }
+#endif
+            /* the next chunk writes the tile */
+            barrier(CLK_LOCAL_MEM_FENCE);
+#endif
         }
     }
     /* global too: an overflow entry is written by the work-item that loaded it and read by its
@@ -415,14 +512,17 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #pragma unroll
     for (int j = 0; j < R; j++) {
         const int in = j < nreg;
+#if SC_CG == 1
         rs[j] = in ? stg[lid * R + j] : 0.0f;
         rn[j] = in ? stg[R * WG + lid * R + j] : 0.0f;
 #if NEEDVAR
         rv[j] = in ? stg[2 * R * WG + lid * R + j] : 0.0f;
 #endif
+#endif
 #if HAS_COEF
         rc[j] = in ? coefs[kb + j] : 0.0f;
 #endif
+        (void)in;
     }
     /* the staging area is the scan's arrays, which the first pass writes */
     barrier(CLK_LOCAL_MEM_FENCE);

@@ -874,13 +874,15 @@ static int run_frames_coef(frame_set *fs, const faid_peak_params *p, const char 
 }
 
 /* Issue 17 round 5: the sigma clip's coalesced gather (FAID_SIGCLIP_CG=1, sigma_clip.cl's
- * SC_CG) puts every entry where the gather without it puts it, so the background is bit for bit
+ * SC_CG; 2: each chunk through a tile in local memory, the overflow written coalesced, the tile
+ * in the scan's arrays or, with 8 entries a work-item or 4 with the variance, an array of its
+ * own) puts every entry where the gather without it puts it, so the background is bit for bit
  * the same kernel's without it and the peaks are the C reference's: for the three error models,
  * with and without coefficients, 32 work-items and each layout of the entries: registers, local
  * memory and overflow at once (1 + 2 on chip: most bins above the local capacity), all of a bin
  * on chip (1 + 63), the register kernel's overflow (LM 0: CSR positions), and 5 in registers
  * (staged in the scan's arrays without the variance, in an array of its own with it); chunks of
- * 4 and 3 entries per work-item (a chunk straddles the owners' layouts). The knobs' checks:
+ * 3, 4 and 8 entries per work-item (a chunk straddles the owners' layouts). The knobs' checks:
  * on in the build options, out of range refused and named, the local memory it needs counted. */
 static void test_sigclip_cg(void)
 {
@@ -895,44 +897,51 @@ static void test_sigclip_cg(void)
     const faid_clip_model models[] = {FAID_CLIP_POISSON, FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
     /* LM, R and the chunk of each layout */
     static const char *const kinds[][3] = {
-        {"2", "1", "4"}, {"63", "1", "3"}, {"0", "2", "4"}, {"3", "5", "3"}};
+        {"2", "1", "4"}, {"63", "1", "3"}, {"0", "2", "8"}, {"3", "5", "3"}};
     for (int m = 0; m < 3; m++) {
         p.error_model = models[m];
         for (int coef = 0; coef < 2; coef++) {
             faid_result *ref[NFRAMES] = {0};
             CHECK_MSG(run_frames_coef(&fs, &p, "ref", coef, ref, &d) == 0, "reference: %s", d.msg);
             for (int k = 0; k < 4; k++) {
-                faid_result *base[NFRAMES] = {0}, *var[NFRAMES] = {0};
+                if (coef && (k == 1 || k == 2))
+                    continue; /* coefficients: with overflow and registers (kinds 0 and 3) */
+                faid_result *base[NFRAMES] = {0};
                 setenv("FAID_SIGCLIP_WG", "32", 1);
                 setenv("FAID_PEAKS_FUSED", k == 2 ? "0" : "1", 1);
                 setenv("FAID_SIGCLIP_LM", kinds[k][0], 1);
                 setenv("FAID_SIGCLIP_R", kinds[k][1], 1);
                 CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, base, &d) == 0, "kind %d: %s", k,
                           d.msg);
-                setenv("FAID_SIGCLIP_CG", "1", 1);
-                setenv("FAID_SIGCLIP_CGU", kinds[k][2], 1);
-                CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, var, &d) == 0, "kind %d, cg: %s", k,
-                          d.msg);
-                unsetenv("FAID_SIGCLIP_CG");
-                unsetenv("FAID_SIGCLIP_CGU");
+                for (int cg = 1; cg <= 2; cg++) {
+                    faid_result *var[NFRAMES] = {0};
+                    setenv("FAID_SIGCLIP_CG", cg == 1 ? "1" : "2", 1);
+                    setenv("FAID_SIGCLIP_CGU", kinds[k][2], 1);
+                    CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, var, &d) == 0,
+                              "kind %d, cg %d: %s", k, cg, d.msg);
+                    unsetenv("FAID_SIGCLIP_CG");
+                    unsetenv("FAID_SIGCLIP_CGU");
+                    for (int f = 0; f < NFRAMES; f++) {
+                        CHECK_MSG(base[f] && var[f] && bg_same_bits(var[f]->bg, base[f]->bg),
+                                  "model %d, coef %d, kind %d, cg %d, frame %d: FAID_SIGCLIP_CG "
+                                  "changed the background",
+                                  m, coef, k, cg, f);
+                        CHECK_MSG(var[f] && ref[f] && bg_worst(var[f]->bg, ref[f]->bg) < 1e-5 &&
+                                      lists_equal(var[f]->peaks, ref[f]->peaks) &&
+                                      ref[f]->peaks->n_found >= 15,
+                                  "model %d, coef %d, kind %d, cg %d, frame %d: peaks %d, "
+                                  "reference %d",
+                                  m, coef, k, cg, f, var[f] ? var[f]->peaks->n_found : -1,
+                                  ref[f] ? ref[f]->peaks->n_found : -1);
+                        faid_result_destroy(&var[f]);
+                    }
+                }
                 unsetenv("FAID_SIGCLIP_LM");
                 unsetenv("FAID_SIGCLIP_R");
                 unsetenv("FAID_SIGCLIP_WG");
                 unsetenv("FAID_PEAKS_FUSED");
-                for (int f = 0; f < NFRAMES; f++) {
-                    CHECK_MSG(base[f] && var[f] && bg_same_bits(var[f]->bg, base[f]->bg),
-                              "model %d, coef %d, kind %d, frame %d: FAID_SIGCLIP_CG changed the "
-                              "background",
-                              m, coef, k, f);
-                    CHECK_MSG(var[f] && ref[f] && bg_worst(var[f]->bg, ref[f]->bg) < 1e-5 &&
-                                  lists_equal(var[f]->peaks, ref[f]->peaks) &&
-                                  ref[f]->peaks->n_found >= 15,
-                              "model %d, coef %d, kind %d, frame %d: peaks %d, reference %d", m,
-                              coef, k, f, var[f] ? var[f]->peaks->n_found : -1,
-                              ref[f] ? ref[f]->peaks->n_found : -1);
+                for (int f = 0; f < NFRAMES; f++)
                     faid_result_destroy(&base[f]);
-                    faid_result_destroy(&var[f]);
-                }
             }
             for (int f = 0; f < NFRAMES; f++)
                 faid_result_destroy(&ref[f]);
@@ -962,7 +971,16 @@ static void test_sigclip_cg(void)
     CHECK(strstr(d.msg, "FAID_SIGCLIP_CG") != NULL);
     unsetenv("FAID_SIGCLIP_R");
     unsetenv("FAID_SIGCLIP_LM");
+    /* 2: the tile in the scan's arrays (4 entries a work-item without the variance, 3 with it:
+     * LM as with 1), else an array of its own (4 with the variance: 10 no longer fits) */
     setenv("FAID_SIGCLIP_CG", "2", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.cg == 2 && cfg.lm == 12 && strstr(cfg.opts, " -D SC_CG=2 -D SC_CGU=4") != NULL);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0 && cfg.lm < 10);
+    setenv("FAID_SIGCLIP_CGU", "3", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0 && cfg.lm == 10);
+    unsetenv("FAID_SIGCLIP_CGU");
+    setenv("FAID_SIGCLIP_CG", "3", 1);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
     CHECK(strstr(d.msg, "FAID_SIGCLIP_CG") != NULL);
     unsetenv("FAID_SIGCLIP_CG");
