@@ -313,11 +313,16 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                             const global float *normp, const uint raw_off, const int do_dark,
                             const int do_dummy, const float dummy, const float delta_dummy)
 {
-    /* per work-item sums: S, O, sum w^2, count, sum c^2 var; removed; vv (one array: with SC_CG
-     * it is the register entries' staging area before the first pass) */
+    /* per work-item sums: S, O, sum w^2, count, sum c^2 var; removed; vv (with SC_CG one array,
+     * the gather's staging area or tile before the first pass; without it the arrays as they
+     * were, so that the default kernel is the one measured) */
+#if SC_CG
     local double lsc[6 * WG];
     local double *const l0 = lsc, *const l1 = lsc + WG, *const l2 = lsc + 2 * WG;
     local double *const l3 = lsc + 3 * WG, *const l4 = lsc + 4 * WG, *const lv = lsc + 5 * WG;
+#else
+    local double l0[WG], l1[WG], l2[WG], l3[WG], l4[WG], lv[WG];
+#endif
     local int lr[WG];
     /* per chunk: sums, then exclusive prefixes of S and O */
     local double t0[NCH], t1[NCH], t2[NCH], t3[NCH], t4[NCH], tv[NCH];

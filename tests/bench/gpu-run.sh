@@ -35,7 +35,7 @@
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
 # default "default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
-# r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg cgu8 cgr1 cgm80 cg2 pois cgpois cg2pois all", names
+# r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois all", names
 # below in psets, a set's extra faid-bench arguments in pargs and its "=default" baseline in pbase ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
@@ -69,7 +69,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg cgu8 cgr1 cgm80 cg2 pois cgpois cg2pois all}
+PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -294,12 +294,14 @@ declare -A psets=(
     # cgr1: 1 in registers and 15 in local memory (fewer registers, the same 4,096 on chip);
     # pois / cgpois: the poisson model without / with it (extra faid-bench arguments: pargs);
     # cgm80: with the registers capped at 80 (3 work-groups per SM if it holds without spills);
+    # cggb0: the passes' overflow walks one entry at a time (fewer registers than 8 at a time);
     # cg2: each chunk through a tile in local memory, the overflow entries (1.36 M of 4.24 M)
     # written coalesced too (cg2pois: chunks of 3, so that the tile fits the scan's arrays)
     [cg]="FAID_SIGCLIP_CG=1"
     [cgu8]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_CGU=8"
     [cgr1]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_R=1 FAID_SIGCLIP_LM=15"
     [cgm80]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_MAXREG=80"
+    [cggb0]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_GB=0"
     [cg2]="FAID_SIGCLIP_CG=2"
     [pois]=""
     [cgpois]="FAID_SIGCLIP_CG=1"
