@@ -155,9 +155,13 @@
  *                   position for LM 0: written coalesced there).
  * Every work-item then holds the same values in the same places of its own order as without
  * SC_CG, and sums them in the same order: the same bits (tests/unit/test_peaks.c,
- * test_sigclip_cg). Registers: the gather's state is SC_CGU indices and pixels; the register
- * entries' loads leave the kernel's start (PoCL reports no register counts; FAID_CL_VERBOSE=1 on
- * NVIDIA's OpenCL does: gpu-run.sh's "registers" lines). */
+ * test_sigclip_cg). Registers (PoCL reports none; FAID_CL_VERBOSE=1 on NVIDIA's OpenCL does:
+ * gpu-run.sh's "registers" lines; the probe: 128 a work-item, 2 work-groups per SM): the
+ * gather's live state falls from SC_GB's batch (8 indices and 8 x normp, raw, dark, beside the
+ * R register entries' own loads: about 40) to SC_CGU indices and SC_CGU x 3 loads (16 with 4);
+ * the passes keep theirs (the float64 sums, thresholds, the R entries, SC_GB's 16 floats of an
+ * overflow batch), so the kernel's count may now be the passes': gpu-run.sh's cggb0 (no batches
+ * in the passes) and cgr1 (1 in registers) measure that. */
 #define CGP(q) ((q) + ((q) >> 5))
 /* SC_CG 2: the chunk's tile (the registers' and the overflow entries; the local ones are stored
  * directly as with 1): entry p of the chunk at CGP(p - c0), the signals, then the norms (then the
