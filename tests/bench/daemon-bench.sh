@@ -53,7 +53,11 @@
 #      queued: round 4's H100 run, tests/bench/results/h100-2026-11-26-round4-daemon),
 #      slotd2h = the main settings with FAID_ENGINE_SLOT_D2H=1 (one read-back per slot after its
 #      last frame, the path before per-lane reads: with batches the first frames of a slot
-#      waited for the last one's peak stages);
+#      waited for the last one's peak stages), collect = pipeline.collect_thread true (a collect
+#      thread per device: the worker copies and submits while it waits for the oldest frame and
+#      encodes; issue 17, speed round 5), collect4 = collect with pipeline.copy_threads 4; both
+#      also run the CONNS-connection throughput and LAT_RUNS latency runs (the p99 target is 3
+#      runs of 3), and COLLECT_THREAD sets the main daemon's;
 #   4. unless BENCH=0, faid-bench on the main daemon's own configuration file (and benchpeaks'),
 #      on the same device, depth INFLIGHT / BATCH and batch BATCH: one frame alone (the fused
 #      variant: every stage's device time) and pipelined (frames/s of the GPU stage), so that the
@@ -75,11 +79,13 @@
 # (a faid YAML for the detector and integration; its endpoints, devices, queue, pipeline,
 # stats and log keys are replaced; default: the embedded EIGER 4M default), INFLIGHT / BATCH
 # (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COPY (input.pinned_copy,
-# default auto), CONTEXTS (input.contexts, default per_connection), COPY_THREADS / POLL_US (the
-# main daemon's pipeline.copy_threads and pipeline.collect_poll_us, default 1 and 0), PEAKS (peaks.algorithm of
+# default auto), CONTEXTS (input.contexts, default per_connection), COPY_THREADS / POLL_US /
+# COLLECT_THREAD (the main daemon's pipeline.copy_threads, pipeline.collect_poll_us and
+# pipeline.collect_thread, default 1, 0 and false), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
 # "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
-# "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "slotd2h"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "slotd2h", "collect",
+# "collect4"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
 # 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
@@ -108,6 +114,7 @@ CONTEXTS=${CONTEXTS:-per_connection}
 # its own keeps them)
 COPY_THREADS=${COPY_THREADS:-1}
 POLL_US=${POLL_US:-0}
+COLLECT_THREAD=${COLLECT_THREAD:-false}
 PEAKS=${PEAKS:-none}
 COMPARE=${COMPARE-nopin}
 BENCH=${BENCH:-1}
@@ -135,7 +142,7 @@ status=0
 # the transport ceiling, 32 with batches of 4 only 68 %. Override with INFLIGHT / BATCH.
 INFLIGHT=${INFLIGHT:-8}
 BATCH=${BATCH:-2}
-say "pipeline.inflight $INFLIGHT, pipeline.batch $BATCH, $CONNS input endpoints, input.pinned_bytes $PINNED, input.pinned_copy $PINNED_COPY, input.contexts $CONTEXTS, pipeline.copy_threads $COPY_THREADS, pipeline.collect_poll_us $POLL_US, peaks.algorithm $PEAKS"
+say "pipeline.inflight $INFLIGHT, pipeline.batch $BATCH, $CONNS input endpoints, input.pinned_bytes $PINNED, input.pinned_copy $PINNED_COPY, input.contexts $CONTEXTS, pipeline.copy_threads $COPY_THREADS, pipeline.collect_poll_us $POLL_US, pipeline.collect_thread $COLLECT_THREAD, peaks.algorithm $PEAKS"
 
 port() { bench_port; }
 if ! "$BIN/faid" ${CONFIG:+-c "$CONFIG"} --dump-config >"$LOG/base.yaml" 2>>"$LOG/daemon-bench.log"; then
@@ -146,10 +153,11 @@ fi
 # Writes $LOG/<name>.yaml from base.yaml with fresh ports ($pin[], $pout, $pctl), pinned bytes $2,
 # input.pinned_copy $3, writer.directory $4 (empty: off), input.contexts $5 (default
 # $CONTEXTS), pipeline.collect_poll_us $6 (default 0), with $7 = bench faid-bench's peak
-# parameters, pipeline.copy_threads $8 (default 1); peaks.algorithm $PEAKS.
+# parameters, pipeline.copy_threads $8 (default 1), pipeline.collect_thread $9 (default
+# $COLLECT_THREAD); peaks.algorithm $PEAKS.
 make_config() {
     local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-$POLL_US} pk=${7:-}
-    local ct=${8:-$COPY_THREADS}
+    local ct=${8:-$COPY_THREADS} cth=${9:-$COLLECT_THREAD}
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
@@ -164,7 +172,8 @@ make_config() {
         "output.lossless_endpoint=null" "control.endpoint=\"tcp://127.0.0.1:$pctl\""
         "devices=$DEVICE" "queue.policy=block" "pipeline.inflight=$INFLIGHT"
         "pipeline.batch=$BATCH" "stats.interval=0" "log.level=info" "input.contexts=$ctxs"
-        "peaks.algorithm=$PEAKS" "pipeline.collect_poll_us=$poll" "pipeline.copy_threads=$ct")
+        "peaks.algorithm=$PEAKS" "pipeline.collect_poll_us=$poll" "pipeline.copy_threads=$ct"
+        "pipeline.collect_thread=$cth")
     [ -n "$wdir" ] && kv+=("writer.directory=\"$wdir\"")
     # faid-bench's --peaks parameters (tests/bench/faid_bench.c, build_config)
     [ "$pk" = bench ] && kv+=("peaks.cutoff_clip=5.0" "peaks.cutoff_peak=4.0" "peaks.patch_size=5"
@@ -284,6 +293,8 @@ for v in $COMPARE; do
     alwayspoll) make_config "$v" "$PINNED" always "" "" 200 ;;
     idlepoll) make_config "$v" "$PINNED" idle "" "" 200 ;;
     copy4poll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 "" 4 ;;
+    collect) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" true ;;
+    collect4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" 4 true ;;
     slotd2h)
         make_config "$v" "$PINNED" "$PINNED_COPY"
         fenv=(FAID_ENGINE_SLOT_D2H=1)
@@ -294,7 +305,7 @@ for v in $COMPARE; do
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, slotd2h, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, slotd2h, collect, collect4, writer)"
         continue
         ;;
     esac
@@ -305,7 +316,8 @@ for v in $COMPARE; do
         series "tp1_$v" 2 "$FRAMES" 1
         "$ctl" status "${c[@]}" --json >"$LOG/status_tp1_$v.json" 2>>"$LOG/daemon-bench.log"
         "$ctl" reset "${c[@]}" >/dev/null 2>&1
-        if { [ "$v" = shared ] || [ "$v" = copy4 ]; } && [ "$CONNS" -gt 1 ]; then
+        if case $v in shared | copy4 | collect | collect4) true ;; *) false ;; esac &&
+            [ "$CONNS" -gt 1 ]; then
             say "throughput, $CONNS connections, $v: $FRAMES frames"
             series "tpn_$v" 3 "$FRAMES" "$CONNS"
             "$ctl" status "${c[@]}" --json >"$LOG/status_tpn_$v.json" 2>>"$LOG/daemon-bench.log"
@@ -314,6 +326,15 @@ for v in $COMPARE; do
         say "latency, $v: $LAT_FRAMES frames at $LAT_RATE Hz"
         series "lat_$v" 20 "$LAT_FRAMES" 1 --rate "$LAT_RATE"
         "$ctl" status "${c[@]}" --json >"$LOG/status_lat_$v.json" 2>>"$LOG/daemon-bench.log"
+        # collect, collect4: LAT_RUNS latency runs as the main daemon's (lat_<v>_r2, ...)
+        case $v in collect | collect4) nlat=$LAT_RUNS ;; *) nlat=1 ;; esac
+        for r in $(seq 2 "$nlat"); do
+            "$ctl" reset "${c[@]}" >/dev/null 2>&1
+            say "latency, $v, run $r: $LAT_FRAMES frames at $LAT_RATE Hz"
+            series "lat_${v}_r$r" $((20 + r)) "$LAT_FRAMES" 1 --rate "$LAT_RATE"
+            "$ctl" status "${c[@]}" --json >"$LOG/status_lat_${v}_r$r.json" \
+                2>>"$LOG/daemon-bench.log"
+        done
         stop_faid "$v"
         if [ "$v" = writer ]; then
             say "writer: $(python3 -c 'import json,sys; w=json.load(open(sys.argv[1]))["writer"]; print("files_written %d frames_written %d bytes_written %d errors %s dropped %s" % (w["files_written"], w["frames_written"], w["bytes_written"], w["errors"], w["dropped"]))' "$LOG/status_lat_writer.json" 2>&1)"
@@ -426,7 +447,9 @@ def latency(name):
 res["tp1"] = throughput("tp1")
 res["tpn"] = throughput("tpn") if conns > 1 else {}
 res["compare"] = {v: {"tp1": throughput(f"tp1_{v}"), "tpn": throughput(f"tpn_{v}"),
-                     "lat": latency(f"lat_{v}")} for v in compare}
+                     "lat": latency(f"lat_{v}"),
+                     "lat_more": [latency(f"lat_{v}_r{r}") for r in range(2, lat_runs + 1)]}
+                  for v in compare}
 res["peaks"], res["contexts"] = peaks, ctxs
 res["lat"] = [latency(f"lat{r}") for r in range(1, lat_runs + 1)]
 c1 = res["ceiling"].get("msg_per_s")
@@ -503,6 +526,9 @@ lats = [(f"latency {float(lat_rate):.0f} Hz #{i + 1}", l) for i, l in enumerate(
 for v in compare:
     if res["compare"][v]["lat"]["samples"]:
         lats.append((f"latency, {v}", res["compare"][v]["lat"]))
+    for r, l in enumerate(res["compare"][v]["lat_more"], start=2):
+        if l["samples"]:
+            lats.append((f"latency, {v} #{r}", l))
 for name, l in lats:
     rows.append((name, f"p50 {ms(l['p50_us'])} ms", f"p99 {ms(l['p99_us'])} ms",
                  f"max {ms(l['max_us'])} ms (target p99 < 2 ms); queued p99 {ms(l['queue_p99_us'])}"
