@@ -5,6 +5,7 @@
  * share done wakes the caller. Shares are multiples of 64 bytes, so with a 64-byte aligned
  * destination (the engine's staging) no two threads write one cache line. */
 #include "faid_pcopy.h"
+#include "faid_thread.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -86,6 +87,7 @@ faid_pcopy *faid_pcopy_new(int n, faid_diag *d)
             faid_pcopy_destroy(&p);
             return NULL;
         }
+        faid_thread_name(p->th[i], "faid-copy%d", i);
         p->started = i;
     }
     return p;

@@ -88,6 +88,7 @@ typedef struct faid_config {
     int64_t input_pinned_bytes; /* pinned input arena (faid_pinned.h), 0 = off */
     int input_pinned_copy;      /* 0 = auto (while frames wait), 1 = always, 2 = idle */
     int input_contexts;         /* 0 = shared, 1 = per_connection */
+    int input_pinned_receive;   /* frames received into the pinned arena (faid_rxalloc.h) */
     int output_cake;            /* 0 = lean (I_2d), 1 = full (I_2d, sigma_2d, count_2d) */
     char input_protocol[32];    /* auto | native | dectris-v1 | dectris-v2 | fan */
     char input_channel[64];     /* DECTRIS v2 channel, "" = the first */

@@ -9,6 +9,7 @@
 
 #include "faid_gen.h"
 #include "faid_pool.h"
+#include "faid_rxalloc.h"
 #include "faid_writer.h"
 
 #include "faid_aggregates.h"
@@ -140,6 +141,11 @@ void faid_status_fill(faid_server *s, faid_status_snap *sn)
                   .pinned_bytes = s->pinned ? (uint64_t)s->cfg.input_pinned_bytes : 0,
                   .pinned_frames = faid_stat_get(&s->pin_frames),
                   .pinned_fallback = faid_stat_get(&s->pin_fallback),
+                  .pinned_receive = s->rx_state == 1   ? "on"
+                                    : s->rx_state == 2 ? "unavailable"
+                                                       : "off",
+                  .pinned_received = faid_stat_get(&s->pin_received),
+                  .pinned_receive_fallback = s->rx_state == 1 ? faid_rxalloc_fallbacks() : 0,
                   .zmq_contexts = (uint64_t)(s->in_nctx + (s->in_nctx < s->npull)),
                   .connections = acc > clo ? acc - clo : 0,
                   .accepted = acc,

@@ -1,6 +1,7 @@
 /* faid_gen: generations (a reduction setup and the engines built from it), their builds for
  * series starts on a builder thread, and the swap on reload. See faid_gen.h. */
 #include "faid_gen.h"
+#include "faid_thread.h"
 
 #include "faid_state.h"
 
@@ -454,6 +455,7 @@ int faid_server_series_setup(faid_server *s, const uint8_t *mask, uint64_t hash,
         faid_gen_job_release(&b);
         return faid_fail(d, FAID_ENOMEM, "cannot start the setup builder thread");
     }
+    faid_thread_name(b->thread, "faid-builder");
     b->joinable = 1;
     *build = b;
     *choice = FAID_SETUP_REBUILT;

@@ -105,6 +105,7 @@ typedef struct faid_handoff {
     void *forward;       /* input.forward_endpoint's PUSH, or NULL */
     faid_pinned *pinned; /* input.pinned_bytes' arena, or NULL */
     atomic_uint_fast64_t *pin_frames, *pin_fallback;
+    atomic_uint_fast64_t *pin_received; /* frames ingest found in the arena already */
     size_t max_user_data;
     atomic_int *stop_ingest;      /* set by the lifecycle: stop reading input */
     const int64_t *stop_since_ns; /* when the stop began (set before stop_ingest) */

@@ -15,6 +15,7 @@
  *
  * Per-frame problems are logged with rate limiting: a stream of garbage must not flood the log. */
 #include "faid_ingest.h"
+#include "faid_thread.h"
 
 #include "faid_gen.h"
 #include "faid_handoff.h"
@@ -409,7 +410,14 @@ static int input_waiting(ingest *in)
 static void to_pinned(ingest *in, faid_slot *slot)
 {
     const faid_handoff *s = in->s;
-    if (!s->pinned || slot->h.encoding == FAID_ENC_LZ4_RAW || slot->payload_len == 0)
+    if (!s->pinned || slot->payload_len == 0)
+        return;
+    /* input.pinned_receive: libzmq's I/O thread received the frame into the arena already */
+    if (faid_pinned_contains(s->pinned, slot->payload)) {
+        faid_stat_add(s->pin_received, 1);
+        return;
+    }
+    if (slot->h.encoding == FAID_ENC_LZ4_RAW)
         return;
     /* input.pinned_copy auto: with no frame waiting the workers keep up, and this thread may be
      * the one that limits (one connection): the worker copies. */
@@ -1240,6 +1248,7 @@ int faid_ingest_start(const faid_handoff *h, faid_ingest_set **out, faid_diag *d
         atomic_store(&s->alive_ns[i], faid_now_ns());
         if (pthread_create(&in->thread, NULL, ingest_main, in))
             return faid_fail(d, FAID_ENOMEM, "cannot start ingest thread %d", i);
+        faid_thread_name(in->thread, "faid-ingest%d", i);
         in->started = 1;
     }
     return 0;

@@ -2,11 +2,13 @@
  * shutdown). The pools are faid_pool.c's, generations and reload faid_gen.c's, the ingest
  * threads faid_ingest.c's. See faid_state.h for the thread design. */
 #include "faid_server.h"
+#include "faid_thread.h"
 
 #include "faid_pool.h"
 #include "faid_gen.h"
 
 #include "faid_ingest.h"
+#include "faid_rxalloc.h"
 
 #include "faid_aggregates.h"
 #include "faid_hits_send.h"
@@ -237,12 +239,19 @@ static void *make_socket(faid_server *s, int type, const char *endpoint, int bin
  * the H100 host against 3.4x for independent pairs, issue 17). A failure to make one falls back
  * to the shared context (logged): it costs speed, never the start. With security.curve the
  * ZAP handler answers in zctx only, so CURVE inputs stay there. */
+/* input.pinned_receive: the I/O threads of a context the inputs use carry the name faid_rxalloc
+ * knows them by (before the context's first socket starts them). */
+static int name_input_threads(const faid_server *s, void *ctx)
+{
+    return s->rx_state == 1 ? zmq_ctx_set(ctx, ZMQ_THREAD_NAME_PREFIX, FAID_RXALLOC_PREFIX) : 0;
+}
+
 static void *input_context(faid_server *s, int i)
 {
     if (!s->cfg.input_contexts || s->cfg.security_curve)
         return s->zctx;
     void *c = zmq_ctx_new();
-    if (!c || zmq_ctx_set(c, ZMQ_IO_THREADS, 1) != 0) {
+    if (!c || zmq_ctx_set(c, ZMQ_IO_THREADS, 1) != 0 || name_input_threads(s, c) != 0) {
         FAID_WARN("server", "input %d: no ZeroMQ context of its own (%s): it shares the daemon's",
                   i, zmq_strerror(zmq_errno()));
         if (c)
@@ -311,6 +320,7 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
     atomic_init(&s->in_over_cap, 0u);
     atomic_init(&s->pin_frames, 0u);
     atomic_init(&s->pin_fallback, 0u);
+    atomic_init(&s->pin_received, 0u);
 
     if (parse_devices(s, cfg->devices, d))
         goto fail;
@@ -356,6 +366,19 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
                       (long long)cfg->input_pinned_bytes,
                       faid_pinned_locked(s->pinned) ? "page-locked" : "plain memory");
     }
+    /* input.pinned_receive: before the first input context exists (its I/O thread is named,
+     * and asks for message buffers, from its first socket on) */
+    if (cfg->input_pinned_receive) {
+        if (s->pinned && faid_rxalloc_start(s->pinned) == FAID_OK) {
+            s->rx_state = 1;
+            FAID_INFO("server", "input.pinned_receive: frames are received into the arena");
+        } else {
+            s->rx_state = 2;
+            FAID_WARN("server", "input.pinned_receive: unavailable (%s): frames are copied",
+                      !s->pinned ? "no pinned input arena"
+                                 : "this build's allocator is its sanitizer's");
+        }
+    }
     s->gen = faid_gen_build(s, cfg, s->next_version++, d);
     if (!s->gen)
         goto fail;
@@ -389,6 +412,10 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
         io_threads = nin + 1;
     if (zmq_ctx_set(s->zctx, ZMQ_IO_THREADS, io_threads) != 0)
         FAID_WARN("server", "ZMQ_IO_THREADS %d: %s", io_threads, zmq_strerror(zmq_errno()));
+    /* inputs in this context (input.contexts shared, or CURVE): its I/O threads receive them */
+    if ((!cfg->input_contexts || cfg->security_curve) && name_input_threads(s, s->zctx) != 0)
+        FAID_WARN("server", "ZMQ_THREAD_NAME_PREFIX: %s: frames are received into ordinary memory",
+                  zmq_strerror(zmq_errno()));
     /* input.protocol: a value this build cannot honour stops the daemon here, never later. */
     faid_input_protocol proto;
     s->fan = strcmp(cfg->input_protocol, "fan") == 0;
@@ -507,12 +534,14 @@ int faid_server_start(faid_server *s, faid_diag *d)
     for (int i = 0; i < s->nworkers; i++) {
         if (pthread_create(&s->workers[i].thread, NULL, faid_worker_main, &s->workers[i]))
             return faid_fail(d, FAID_ENOMEM, "cannot start worker thread %d", i);
+        faid_thread_name(s->workers[i].thread, "faid-worker%d", i);
         s->workers[i].started = 1;
     }
     if (faid_writer_start(s->writer))
         return faid_fail(d, FAID_ENOMEM, "cannot start the writer thread");
     if (pthread_create(&s->publish_thread, NULL, faid_publish_main, s))
         return faid_fail(d, FAID_ENOMEM, "cannot start the publisher thread");
+    faid_thread_name(s->publish_thread, "faid-publish");
     s->publish_started = 1;
     faid_handoff h = {
         .srv = s,
@@ -527,6 +556,7 @@ int faid_server_start(faid_server *s, faid_diag *d)
         .pinned = s->pinned,
         .pin_frames = &s->pin_frames,
         .pin_fallback = &s->pin_fallback,
+        .pin_received = &s->pin_received,
         .max_user_data = s->max_user_data,
         .stop_ingest = &s->stop_ingest,
         .stop_since_ns = &s->stop_since_ns,
@@ -618,6 +648,9 @@ void faid_server_destroy(faid_server **ps)
     faid_gen_release(&s->gen);
     faid_aggr_destroy(&s->aggr);
     faid_writer_destroy(&s->writer);
+    /* every context has ended, so every message received into the arena is freed */
+    if (s->rx_state == 1)
+        faid_rxalloc_stop();
     /* after every slot and generation: the engines read from it until they are gone */
     faid_pinned_destroy(&s->pinned);
     faid_queue_destroy(&s->pool);

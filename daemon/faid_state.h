@@ -120,9 +120,11 @@ struct faid_server {
     /* most accepted input connections kept open (faid_main.c, input_event); 0 = no cap */
     int64_t in_conn_cap;
     /* the pinned input arena (input.pinned_bytes), or NULL; frames copied into it by ingest and
-     * frames that did not fit (the worker copied them) */
+     * frames that did not fit (the worker copied them); input.pinned_receive (faid_rxalloc.h:
+     * 0 off, 1 on, 2 asked for but unavailable) and the frames received straight into it */
     faid_pinned *pinned;
-    atomic_uint_fast64_t pin_frames, pin_fallback;
+    atomic_uint_fast64_t pin_frames, pin_fallback, pin_received;
+    int rx_state;
     faid_queue *pool, *frames, *results, *event_pool;
     faid_slot *slots;
     size_t nslots;

@@ -1,5 +1,6 @@
 /* faid_writer: see faid_writer.h. */
 #include "faid_writer.h"
+#include "faid_thread.h"
 
 #include "faid_log.h"
 #include "faid_proto.h"
@@ -870,6 +871,7 @@ int faid_writer_start(faid_writer *w)
 {
     if (pthread_create(&w->thread, NULL, writer_main, w))
         return FAID_ENOMEM;
+    faid_thread_name(w->thread, "faid-writer");
     w->started = 1;
     return 0;
 }

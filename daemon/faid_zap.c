@@ -1,5 +1,6 @@
 /* faid_zap: the ZAP handler that admits CURVE clients by their public key (see faid_zap.h). */
 #include "faid_zap.h"
+#include "faid_thread.h"
 
 #include "faid_keyfile.h"
 #include "faid_log.h"
@@ -201,7 +202,9 @@ faid_zap *faid_zap_new(void *zctx, faid_zap_keys *keys, faid_diag *d)
         faid_zap_destroy(&z);
         return NULL;
     }
-    if (pthread_create(&z->thread, NULL, zap_main, z) != 0) {
+    if (pthread_create(&z->thread, NULL, zap_main, z) == 0) {
+        faid_thread_name(z->thread, "faid-zap");
+    } else {
         faid_fail(d, FAID_ENOMEM, "ZAP handler: cannot start its thread");
         faid_zap_destroy(&z);
         return NULL;

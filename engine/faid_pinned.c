@@ -188,3 +188,14 @@ size_t faid_pinned_used(faid_pinned *p)
     pthread_mutex_unlock(&p->mu);
     return u;
 }
+
+int faid_pinned_contains(const faid_pinned *p, const void *ptr)
+{
+    return p && (const uint8_t *)ptr >= p->base && (const uint8_t *)ptr < p->base + p->cap;
+}
+
+size_t faid_pinned_block_bytes(const void *block)
+{
+    const blk *b = (const blk *)((const uint8_t *)block - HDR);
+    return b->size - HDR;
+}

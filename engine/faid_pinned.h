@@ -32,6 +32,10 @@ int faid_pinned_locked(const faid_pinned *p);
 void *faid_pinned_alloc(faid_pinned *p, size_t n);
 /* Gives a block back (NULL: nothing). */
 void faid_pinned_free(faid_pinned *p, void *block);
+/* Whether ptr lies inside the arena (a block, or bytes within one). */
+int faid_pinned_contains(const faid_pinned *p, const void *ptr);
+/* The bytes a block returned by faid_pinned_alloc can hold (at least what was asked). */
+size_t faid_pinned_block_bytes(const void *block);
 /* Bytes in blocks not yet given back (tests, status). */
 size_t faid_pinned_used(faid_pinned *p);
 

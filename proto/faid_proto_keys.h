@@ -232,6 +232,9 @@
     X(PINNED_FRAMES, "pinned_frames")                                                              \
     X(ZMQ_CONTEXTS, "zmq_contexts")                                                                \
     X(PINNED_FALLBACK, "pinned_fallback")                                                          \
+    X(PINNED_RECEIVE, "pinned_receive")                                                            \
+    X(PINNED_RECEIVED, "pinned_received")                                                          \
+    X(PINNED_RECEIVE_FALLBACK, "pinned_receive_fallback")                                          \
     X(CONNECTIONS, "connections")                                                                  \
     X(ACCEPTED, "accepted")                                                                        \
     X(CLOSED, "closed")                                                                            \
@@ -619,6 +622,9 @@
     X(STATUS_INPUT, PINNED_FRAMES, "uint", REQ, "frames ingest copied into the arena (the device reads them in place)") \
     X(STATUS_INPUT, ZMQ_CONTEXTS, "uint", REQ, "ZeroMQ contexts the input sockets use: one per endpoint with `input.contexts` per_connection, 1 when they share the daemon's") \
     X(STATUS_INPUT, PINNED_FALLBACK, "uint", REQ, "frames that did not fit in the arena: the worker copied them") \
+    X(STATUS_INPUT, PINNED_RECEIVE, "str", REQ, "`input.pinned_receive`: `\"on\"` (large messages of the input I/O threads are received into the arena), `\"off\"`, or `\"unavailable\"` (asked for, but the arena is off or this build has no such allocator)") \
+    X(STATUS_INPUT, PINNED_RECEIVED, "uint", REQ, "frames whose bytes were received straight into the arena: nobody copied them") \
+    X(STATUS_INPUT, PINNED_RECEIVE_FALLBACK, "uint", REQ, "large messages of the input I/O threads that found the arena full (received into ordinary memory)") \
     X(STATUS_INPUT, CONNECTIONS, "uint", REQ, "connections open now")                              \
     X(STATUS_INPUT, ACCEPTED, "uint", REQ, "accepted (or connected, in connect mode)")            \
     X(STATUS_INPUT, CLOSED, "uint", REQ, "closed by the peer, or by ZeroMQ for an oversized part or a protocol error") \

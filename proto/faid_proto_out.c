@@ -660,6 +660,9 @@ void faid_proto_write_status_entries(faid_mpw *w, const faid_out_status *s)
     kv_uint(w, FAID_K_PINNED_BYTES, s->input.pinned_bytes);
     kv_uint(w, FAID_K_PINNED_FRAMES, s->input.pinned_frames);
     kv_uint(w, FAID_K_PINNED_FALLBACK, s->input.pinned_fallback);
+    kv_str(w, FAID_K_PINNED_RECEIVE, s->input.pinned_receive ? s->input.pinned_receive : "off");
+    kv_uint(w, FAID_K_PINNED_RECEIVED, s->input.pinned_received);
+    kv_uint(w, FAID_K_PINNED_RECEIVE_FALLBACK, s->input.pinned_receive_fallback);
     kv_uint(w, FAID_K_ZMQ_CONTEXTS, s->input.zmq_contexts);
     kv_uint(w, FAID_K_CONNECTIONS, s->input.connections);
     kv_uint(w, FAID_K_ACCEPTED, s->input.accepted);

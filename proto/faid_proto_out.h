@@ -150,7 +150,10 @@ typedef struct faid_out_status {
     faid_out_counters counters;
     struct {
         uint64_t max_message_bytes, endpoints, pinned_bytes, pinned_frames, pinned_fallback,
-            zmq_contexts, connections, accepted, closed, accept_failed, connection_cap, over_cap;
+            pinned_received, pinned_receive_fallback, zmq_contexts, connections, accepted, closed,
+            accept_failed, connection_cap, over_cap;
+        /* input.pinned_receive: "on", "off" or "unavailable" (NULL: "off") */
+        const char *pinned_receive;
         /* input.protocol fan: the link to the fan-out (`"off"`, `"joining"`, `"live"`,
          * `"refused"`, `"silent"`) */
         const char *fan_link;

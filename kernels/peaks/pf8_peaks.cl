@@ -166,6 +166,33 @@
 #define PF8_WIX(gr, gc) (-1)
 #endif
 
+#if PF8_WINDOWS
+/* The window of seed pixel (ss, fs) of panel (pss, pfs), centred on it: its origin in *wr0, *wc0,
+ * and this work-item's share (t = lid, lid + lsz, ...) of its pixels' class, value and bin in
+ * local memory (pixels outside the frame are left alone: PF8_WIX never reads them, as pf8_seed
+ * tests the frame's bounds first). The callers hold the barriers before and after. */
+static inline void pf8_window_load(const global float *img, const global int *bin_of,
+                                   const global float *rthr, const int rows, const int cols,
+                                   const int prows, const int pcols, const int pss, const int pfs,
+                                   const int ss, const int fs, const int lid, const int lsz,
+                                   local uchar *wcls, local float *wimg, local int *wbin,
+                                   int *wr0, int *wc0)
+{
+    *wr0 = pss * prows + ss - PF8_WS / 2;
+    *wc0 = pfs * pcols + fs - PF8_WS / 2;
+    for (int t = lid; t < PF8_WS * PF8_WS; t += lsz) {
+        const int r = *wr0 + t / PF8_WS, c = *wc0 + t % PF8_WS;
+        if (r >= 0 && r < rows && c >= 0 && c < cols) {
+            const int q = r * cols + c, b = bin_of[q];
+            const float v = img[q], th = rthr[b];
+            wimg[t] = v;
+            wbin[t] = b;
+            wcls[t] = v > th ? 1 : v < th ? 2 : 0;
+        }
+    }
+}
+#endif
+
 /* Pixel q = (gr, gc) of the frame, from the window where it holds q, else from global memory:
  * above (img > rthr), below (img < rthr), value, bin. */
 static inline int pf8_above(PF8_ARGS, PF8_WARGS, int gr, int gc, int q)
@@ -529,18 +556,10 @@ kernel void faid_pf8_cand(const global float *img, const global int *bin_of,
             const int o = lc[k];
             int pss, pfs, ss, fs;
             pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
-            const int wr0 = pss * prows + ss - PF8_WS / 2, wc0 = pfs * pcols + fs - PF8_WS / 2;
+            int wr0, wc0;
             barrier(CLK_LOCAL_MEM_FENCE); /* the window of the candidate before is done with */
-            for (int t = lid; t < PF8_WS * PF8_WS; t += PK_WG) {
-                const int r = wr0 + t / PF8_WS, c = wc0 + t % PF8_WS;
-                if (r >= 0 && r < rows && c >= 0 && c < cols) {
-                    const int q = r * cols + c, b = bin_of[q];
-                    const float v = img[q], th = rthr[b];
-                    wimg[t] = v;
-                    wbin[t] = b;
-                    wcls[t] = v > th ? 1 : v < th ? 2 : 0;
-                }
-            }
+            pf8_window_load(img, bin_of, rthr, rows, cols, prows, pcols, pss, pfs, ss, fs, lid,
+                            PK_WG, wcls, wimg, wbin, &wr0, &wc0);
             barrier(CLK_LOCAL_MEM_FENCE);
             if (lid == 0) {
                 float rec[6];
@@ -594,18 +613,10 @@ kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
         const int o = cand[c];
         int pss, pfs, ss, fs;
         pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
-        const int wr0 = pss * prows + ss - PF8_WS / 2, wc0 = pfs * pcols + fs - PF8_WS / 2;
+        int wr0, wc0;
         barrier(CLK_LOCAL_MEM_FENCE); /* the window of the candidate before is done with */
-        for (int t = lid; t < PF8_WS * PF8_WS; t += lsz) {
-            const int r = wr0 + t / PF8_WS, cc = wc0 + t % PF8_WS;
-            if (r >= 0 && r < rows && cc >= 0 && cc < cols) {
-                const int q = r * cols + cc, b = bin_of[q];
-                const float v = img[q], th = rthr[b];
-                wimg[t] = v;
-                wbin[t] = b;
-                wcls[t] = v > th ? 1 : v < th ? 2 : 0;
-            }
-        }
+        pf8_window_load(img, bin_of, rthr, rows, cols, prows, pcols, pss, pfs, ss, fs, lid, lsz,
+                        wcls, wimg, wbin, &wr0, &wc0);
         barrier(CLK_LOCAL_MEM_FENCE);
         float rec[6];
         int npix;

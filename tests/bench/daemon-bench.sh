@@ -51,13 +51,18 @@
 #      peaks the worker spent 399 us a frame submitting, most of it the copy into staging of the
 #      frames ingest had not copied, and 264 waiting for the oldest frame while newer ones
 #      queued: round 4's H100 run, tests/bench/results/h100-2026-11-26-round4-daemon),
+#      rx / rxpoll / rxcopy4 = the main settings / poll / copy4 with input.pinned_receive true
+#      (libzmq's input I/O thread receives each frame straight into the pinned arena, so nobody
+#      copies it: daemon/faid_rxalloc.h; rx and rxcopy4 also run the CONNS-connection
+#      throughput),
 #      slotd2h = the main settings with FAID_ENGINE_SLOT_D2H=1 (one read-back per slot after its
 #      last frame, the path before per-lane reads: with batches the first frames of a slot
 #      waited for the last one's peak stages), collect = pipeline.collect_thread true (a collect
 #      thread per device: the worker copies and submits while it waits for the oldest frame and
-#      encodes; issue 17, speed round 5), collect4 = collect with pipeline.copy_threads 4; both
-#      also run the CONNS-connection throughput and LAT_RUNS latency runs (the p99 target is 3
-#      runs of 3), and COLLECT_THREAD sets the main daemon's;
+#      encodes; issue 17, speed round 5), collect4 = collect with pipeline.copy_threads 4,
+#      collectrx = collect with input.pinned_receive true; the three also run the
+#      CONNS-connection throughput and LAT_RUNS latency runs (the p99 target is 3 runs of 3), and
+#      COLLECT_THREAD sets the main daemon's;
 #   4. unless BENCH=0, faid-bench on the main daemon's own configuration file (and benchpeaks'),
 #      on the same device, depth INFLIGHT / BATCH and batch BATCH: one frame alone (the fused
 #      variant: every stage's device time) and pipelined (frames/s of the GPU stage), so that the
@@ -79,13 +84,14 @@
 # (a faid YAML for the detector and integration; its endpoints, devices, queue, pipeline,
 # stats and log keys are replaced; default: the embedded EIGER 4M default), INFLIGHT / BATCH
 # (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COPY (input.pinned_copy,
-# default auto), CONTEXTS (input.contexts, default per_connection), COPY_THREADS / POLL_US /
-# COLLECT_THREAD (the main daemon's pipeline.copy_threads, pipeline.collect_poll_us and
-# pipeline.collect_thread, default 1, 0 and false), PEAKS (peaks.algorithm of
+# default auto), CONTEXTS (input.contexts, default per_connection), COPY_THREADS / POLL_US (the
+# main daemon's pipeline.copy_threads and pipeline.collect_poll_us, default 1 and 0), RX (the main
+# daemon's input.pinned_receive, default false), COLLECT_THREAD (the main daemon's
+# pipeline.collect_thread, default false), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
 # "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
-# "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "slotd2h", "collect",
-# "collect4"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "rx", "rxpoll", "rxcopy4",
+# "slotd2h", "collect", "collect4", "collectrx"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
 # 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
@@ -114,6 +120,8 @@ CONTEXTS=${CONTEXTS:-per_connection}
 # its own keeps them)
 COPY_THREADS=${COPY_THREADS:-1}
 POLL_US=${POLL_US:-0}
+# the main daemon's input.pinned_receive (a COMPARE entry rx* sets it true)
+RX=${RX:-false}
 COLLECT_THREAD=${COLLECT_THREAD:-false}
 PEAKS=${PEAKS:-none}
 COMPARE=${COMPARE-nopin}
@@ -142,7 +150,7 @@ status=0
 # the transport ceiling, 32 with batches of 4 only 68 %. Override with INFLIGHT / BATCH.
 INFLIGHT=${INFLIGHT:-8}
 BATCH=${BATCH:-2}
-say "pipeline.inflight $INFLIGHT, pipeline.batch $BATCH, $CONNS input endpoints, input.pinned_bytes $PINNED, input.pinned_copy $PINNED_COPY, input.contexts $CONTEXTS, pipeline.copy_threads $COPY_THREADS, pipeline.collect_poll_us $POLL_US, pipeline.collect_thread $COLLECT_THREAD, peaks.algorithm $PEAKS"
+say "pipeline.inflight $INFLIGHT, pipeline.batch $BATCH, $CONNS input endpoints, input.pinned_bytes $PINNED, input.pinned_copy $PINNED_COPY, input.contexts $CONTEXTS, pipeline.copy_threads $COPY_THREADS, pipeline.collect_poll_us $POLL_US, input.pinned_receive $RX, pipeline.collect_thread $COLLECT_THREAD, peaks.algorithm $PEAKS"
 
 port() { bench_port; }
 if ! "$BIN/faid" ${CONFIG:+-c "$CONFIG"} --dump-config >"$LOG/base.yaml" 2>>"$LOG/daemon-bench.log"; then
@@ -153,11 +161,11 @@ fi
 # Writes $LOG/<name>.yaml from base.yaml with fresh ports ($pin[], $pout, $pctl), pinned bytes $2,
 # input.pinned_copy $3, writer.directory $4 (empty: off), input.contexts $5 (default
 # $CONTEXTS), pipeline.collect_poll_us $6 (default 0), with $7 = bench faid-bench's peak
-# parameters, pipeline.copy_threads $8 (default 1), pipeline.collect_thread $9 (default
-# $COLLECT_THREAD); peaks.algorithm $PEAKS.
+# parameters, pipeline.copy_threads $8 (default 1), input.pinned_receive $9 (default $RX),
+# pipeline.collect_thread $10 (default $COLLECT_THREAD); peaks.algorithm $PEAKS.
 make_config() {
     local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-$POLL_US} pk=${7:-}
-    local ct=${8:-$COPY_THREADS} cth=${9:-$COLLECT_THREAD}
+    local ct=${8:-$COPY_THREADS} rx=${9:-$RX} cth=${10:-$COLLECT_THREAD}
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
@@ -173,7 +181,7 @@ make_config() {
         "devices=$DEVICE" "queue.policy=block" "pipeline.inflight=$INFLIGHT"
         "pipeline.batch=$BATCH" "stats.interval=0" "log.level=info" "input.contexts=$ctxs"
         "peaks.algorithm=$PEAKS" "pipeline.collect_poll_us=$poll" "pipeline.copy_threads=$ct"
-        "pipeline.collect_thread=$cth")
+        "input.pinned_receive=$rx" "pipeline.collect_thread=$cth")
     [ -n "$wdir" ] && kv+=("writer.directory=\"$wdir\"")
     # faid-bench's --peaks parameters (tests/bench/faid_bench.c, build_config)
     [ "$pk" = bench ] && kv+=("peaks.cutoff_clip=5.0" "peaks.cutoff_peak=4.0" "peaks.patch_size=5"
@@ -214,9 +222,28 @@ trap cleanup EXIT
 # frames k*n/K.. of the same series id). $1 = name, $2 = series id, $3 = frames, $4 = K, then
 # extra replay arguments. sub --json when the name starts with "lat". Leaves $LOG/<name>.sub
 # (and .jsonl) and $LOG/<name>.replay<k>.
+# The CPU ticks of every thread of the running faid (tid, name, utime + stime) and the clock,
+# into $1: the throughput runs' per-thread CPU share (which thread limits: the summary's "threads"
+# lines; faid names its threads, faid_thread.h).
+threads_snap() {
+    python3 - "$faid_pid" >"$1" 2>/dev/null <<'PY'
+import glob, sys, time
+print(time.time())
+for t in glob.glob(f"/proc/{sys.argv[1]}/task/*"):
+    try:
+        s = open(t + "/stat").read()
+        comm = open(t + "/comm").read().strip().replace(" ", "_")
+    except OSError:
+        continue  # ended meanwhile
+    f = s[s.rindex(")") + 2:].split()  # comm may hold spaces and parentheses
+    print(t.rsplit("/", 1)[1], comm, int(f[11]) + int(f[12]))
+PY
+}
+
 series() {
     local name=$1 sid=$2 n=$3 k=$4
     shift 4
+    case $name in tp*) [ -n "${faid_pid:-}" ] && threads_snap "$LOG/threads_${name}_a.txt" ;; esac
     local json=()
     case $name in lat*) json=(--json) ;; esac
     "$ctl" sub --from "tcp://127.0.0.1:$pout" --count "$n" --until-end --timeout "$TIMEOUT" --quiet \
@@ -234,6 +261,7 @@ series() {
     done
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     wait "$sub_pid" || rc=1
+    case $name in tp*) [ -n "${faid_pid:-}" ] && threads_snap "$LOG/threads_${name}_b.txt" ;; esac
     if [ "$rc" != 0 ]; then
         say "ERROR: $name series failed; tails of $LOG/$name.replay* and $LOG/$name.sub:"
         tail -n 5 "$LOG/$name".replay* "$LOG/$name.sub" | tee -a "$LOG/daemon-bench.log"
@@ -293,8 +321,12 @@ for v in $COMPARE; do
     alwayspoll) make_config "$v" "$PINNED" always "" "" 200 ;;
     idlepoll) make_config "$v" "$PINNED" idle "" "" 200 ;;
     copy4poll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 "" 4 ;;
-    collect) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" true ;;
-    collect4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" 4 true ;;
+    rx) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" "" "" "" true ;;
+    rxpoll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 "" "" true ;;
+    rxcopy4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" "" "" 4 true ;;
+    collect) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" "" true ;;
+    collect4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" 4 "" true ;;
+    collectrx) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" true true ;;
     slotd2h)
         make_config "$v" "$PINNED" "$PINNED_COPY"
         fenv=(FAID_ENGINE_SLOT_D2H=1)
@@ -305,7 +337,7 @@ for v in $COMPARE; do
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, slotd2h, collect, collect4, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, rx, rxpoll, rxcopy4, slotd2h, collect, collect4, collectrx, writer)"
         continue
         ;;
     esac
@@ -316,8 +348,8 @@ for v in $COMPARE; do
         series "tp1_$v" 2 "$FRAMES" 1
         "$ctl" status "${c[@]}" --json >"$LOG/status_tp1_$v.json" 2>>"$LOG/daemon-bench.log"
         "$ctl" reset "${c[@]}" >/dev/null 2>&1
-        if case $v in shared | copy4 | collect | collect4) true ;; *) false ;; esac &&
-            [ "$CONNS" -gt 1 ]; then
+        case $v in shared | copy4 | rx | rxcopy4 | collect | collect4 | collectrx) tpn=1 ;; *) tpn=0 ;; esac
+        if [ "$tpn" = 1 ] && [ "$CONNS" -gt 1 ]; then
             say "throughput, $CONNS connections, $v: $FRAMES frames"
             series "tpn_$v" 3 "$FRAMES" "$CONNS"
             "$ctl" status "${c[@]}" --json >"$LOG/status_tpn_$v.json" 2>>"$LOG/daemon-bench.log"
@@ -326,8 +358,8 @@ for v in $COMPARE; do
         say "latency, $v: $LAT_FRAMES frames at $LAT_RATE Hz"
         series "lat_$v" 20 "$LAT_FRAMES" 1 --rate "$LAT_RATE"
         "$ctl" status "${c[@]}" --json >"$LOG/status_lat_$v.json" 2>>"$LOG/daemon-bench.log"
-        # collect, collect4: LAT_RUNS latency runs as the main daemon's (lat_<v>_r2, ...)
-        case $v in collect | collect4) nlat=$LAT_RUNS ;; *) nlat=1 ;; esac
+        # collect, collect4, collectrx: LAT_RUNS latency runs as the main daemon's (lat_<v>_r2, ...)
+        case $v in collect | collect4 | collectrx) nlat=$LAT_RUNS ;; *) nlat=1 ;; esac
         for r in $(seq 2 "$nlat"); do
             "$ctl" reset "${c[@]}" >/dev/null 2>&1
             say "latency, $v, run $r: $LAT_FRAMES frames at $LAT_RATE Hz"
@@ -400,6 +432,26 @@ res["ceiling_n"] = {"connections": len(par),
                     "msg_per_s": sum(p.get("msg_per_s", 0) for p in par) if par else None,
                     "gb_per_s": sum(p.get("gb_per_s", 0) for p in par) if par else None}
 
+def threads(name, top=7):
+    """Per-thread CPU of faid over run `name` (threads_snap before and after), as % of one core,
+    summed over the threads of one name, the busiest first."""
+    try:
+        a, b = (open(os.path.join(log, f"threads_{name}_{x}.txt")).read().split("\n") for x in "ab")
+        t0, t1 = float(a[0]), float(b[0])
+        hz = os.sysconf("SC_CLK_TCK")
+        before = {l.split()[0]: int(l.split()[2]) for l in a[1:] if l.strip()}
+        use = {}
+        for l in b[1:]:
+            if not l.strip():
+                continue
+            tid, comm, ticks = l.split()
+            use[comm] = use.get(comm, 0) + int(ticks) - before.get(tid, 0)
+        span = t1 - t0
+        return sorted(((c, 100.0 * v / hz / span) for c, v in use.items() if span > 0),
+                      key=lambda x: -x[1])[:top]
+    except (OSError, ValueError, IndexError):
+        return []
+
 def throughput(name):
     sub = read(f"{name}.sub")
     reps = [read(os.path.basename(p)) for p in sorted(glob.glob(os.path.join(log, f"{name}.replay*")))]
@@ -415,7 +467,8 @@ def throughput(name):
             "input": st.get("input", {}),
             "host_us": dv[0].get("host_us") if dv else None,
             "table_us": dv[0].get("table_us") if dv else None,
-            "worker_us": {k: dv[0].get(k) for k in ("submit_us", "wait_us", "encode_us")} if dv else {}}
+            "worker_us": {k: dv[0].get(k) for k in ("submit_us", "wait_us", "encode_us")} if dv else {},
+            "threads": threads(name)}
 
 def latency(name):
     rows = []
@@ -499,6 +552,14 @@ rows = [
      f"{f(res['tp1']['table_us'], '{:.0f}')} us per frame; arena frames "
      f"{res['tp1']['input'].get('pinned_frames', '-')}"),
 ]
+def rx_cols(inp):
+    """input.pinned_receive's frames (received straight into the arena) and fallbacks"""
+    if inp.get("pinned_receive", "off") == "off":
+        return ""
+    return (f"; pinned_receive {inp['pinned_receive']}: received {inp.get('pinned_received', '-')}, "
+            f"fallback {inp.get('pinned_receive_fallback', '-')}")
+
+
 if conns > 1:
     cnt = res["tpn"].get("counters", {})
     rows.append((f"daemon, {conns} conn", f"{f(rn)} results/s", f"{f(res['tpn'].get('mb_per_s'))} MB/s",
@@ -514,14 +575,14 @@ for v in compare:
         rows.append((f"daemon, 1 conn, {v}", f"{f(r)} results/s", f"{f(t['mb_per_s'])} MB/s",
                      f"{f(c1 and 100 * r / c1, '{:.1f}')} % of ceiling; worker host "
                      f"{f(t['host_us'])} us, ingest copy+table {f(t['table_us'])} us per frame; "
-                     f"arena frames {t['input'].get('pinned_frames', '-')}"))
+                     f"arena frames {t['input'].get('pinned_frames', '-')}{rx_cols(t['input'])}"))
     t = res["compare"][v]["tpn"]
     r = t["results_per_s"]
     if r:
         rows.append((f"daemon, {conns} conn, {v}", f"{f(r)} results/s", f"{f(t['mb_per_s'])} MB/s",
                      f"{f(res['tp1']['results_per_s'] and r / res['tp1']['results_per_s'], '{:.2f}')}x "
                      f"the main 1-conn run, {f(cn and 100 * r / cn, '{:.1f}')} % of the {conns}-conn "
-                     f"ceiling; dropped {t['counters'].get('dropped', '-')}"))
+                     f"ceiling; dropped {t['counters'].get('dropped', '-')}{rx_cols(t.get('input', {}))}"))
 lats = [(f"latency {float(lat_rate):.0f} Hz #{i + 1}", l) for i, l in enumerate(res["lat"])]
 for v in compare:
     if res["compare"][v]["lat"]["samples"]:
@@ -583,6 +644,9 @@ for name, t in tps:
         print(f"{name:<24} worker per frame: submit {f(wk.get('submit_us'))}, wait {f(wk.get('wait_us'))}, "
               f"encode {f(wk.get('encode_us'))} us = {f(busy)} of the {f(per)} us between results; "
               f"ingest copy+table {f(t.get('table_us'))} us")
+    if t.get("threads"):
+        print(f"{'':<24} threads, % of a core over the run: " +
+              ", ".join(f"{c} {v:.0f}" for c, v in t["threads"]))
 for v, b in bench.items():
     vs = {x.get("name"): x for x in b.get("variants", [])}
     one, pipe = vs.get("fused"), vs.get("pipelined")

@@ -247,7 +247,8 @@ NOT_OPTIONS = {
     "input.shape_matches", "input.detector_masked_pixels", "input.protocol", "input.accepted",
     "lossless.given_up", "input.applied.pixel_mask", "input.applied.flatfield",
     "input.connections", "input.max_message_bytes", "hits.dropped",
-    "input.endpoints", "input.pinned_frames", "input.pinned_fallback",
+    "input.endpoints", "input.pinned_frames", "input.pinned_fallback", "input.pinned_received",
+    "input.pinned_receive_fallback",
     "input.zmq_contexts",
     "control.request", "control.reply",  # PROTOCOL.md's generated-table markers
     "integration.nptt",  # the misspelt key of configuration.md's error-message example

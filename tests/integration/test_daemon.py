@@ -913,6 +913,98 @@ def test_copy_threads_same_results(daemons, tmpdir_):
     assert d.terminate() == 0
 
 
+def test_threads_named(daemons):
+    """The daemon's threads carry names (`top -H`, `ps -L`, gdb, daemon-bench's per-thread CPU):
+    one ingest per input endpoint, one worker per device, the publisher, the writer."""
+    d = daemons()
+    names = set()
+    for t in os.listdir("/proc/%d/task" % d.proc.pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (d.proc.pid, t)) as f:
+                names.add(f.read().strip())
+        except OSError:
+            pass  # a thread that ended meanwhile
+    assert {"faid-ingest0", "faid-worker0", "faid-publish", "faid-writer"} <= names, names
+    assert d.terminate() == 0
+
+
+def pinned_receive_on(st):
+    """status input.pinned_receive: "on", or "unavailable" in a sanitizer build (its allocator
+    is the sanitizer's: faid_rxalloc.h); anything else fails."""
+    mode = st["input"]["pinned_receive"]
+    if mode == "unavailable" and os.environ.get("ASAN_OPTIONS"):
+        return False
+    assert mode == "on", st["input"]
+    return True
+
+
+@pytest.mark.parametrize("contexts", ["per_connection", "shared"])
+def test_pinned_receive_same_results(daemons, tmpdir_, contexts):
+    """input.pinned_receive: the 1 MB frames are received by libzmq's input I/O thread straight
+    into the pinned arena (its own context's, or the daemon's shared one), so nobody copies them
+    (status input.pinned_received counts every frame, pinned_frames none), and each result has
+    the bits `faidctl process` gives on the same device."""
+    shape = (512, 512)
+    d = daemons(devices="ref", lossless=True, shape=shape, max_frame_bytes=4000000,
+                input_extra="  pinned_receive: true\n  pinned_copy: always\n"
+                "  contexts: %s\n" % contexts)
+    rx = Receiver(d, lossless=True)
+    rx.settle()
+    tx = Sender(d)
+    rng = np.random.default_rng(12)
+    imgs = [rng.poisson(20 + k, shape).astype(np.uint32) for k in range(5)]
+    tx.start(series_id=4, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=4)
+    tx.end(series_id=4)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == list(range(len(imgs)))
+    for i, ref in enumerate(process_refs(d, os.path.join(tmpdir_, "rx"), imgs, "ref")):
+        assert_profile_bits(results[i], ref)
+    st = d.status()
+    if pinned_receive_on(st):
+        assert st["input"]["pinned_received"] == len(imgs), st["input"]
+        # pinned_copy always would have copied every frame that was not in the arena already
+        assert st["input"]["pinned_frames"] == 0, st["input"]
+        assert st["input"]["pinned_receive_fallback"] == 0, st["input"]
+    assert d.terminate() == 0
+
+
+def test_pinned_receive_arena_full_falls_back(daemons, tmpdir_):
+    """input.pinned_receive with an arena of 2.5 MB and 1 MB frames, held 0.2 s each by the
+    worker: frames received while two are held find the arena full and are received into
+    ordinary memory (status input.pinned_receive_fallback), never waited for; every frame is
+    answered once with the bits of `faidctl process`, and received + fallen back = sent."""
+    shape = (512, 512)
+    d = daemons(devices="ref", lossless=True, shape=shape, max_frame_bytes=4000000, depth=8,
+                env={"FAID_TEST_WORKER_DELAY_US": "200000"},
+                input_extra="  pinned_receive: true\n  pinned_bytes: 2621440\n",
+                extra="pipeline:\n  inflight: 1\n  batch: 1\n")
+    rx = Receiver(d, lossless=True)
+    rx.settle()
+    tx = Sender(d)
+    rng = np.random.default_rng(13)
+    imgs = [rng.poisson(25 + k, shape).astype(np.uint32) for k in range(6)]
+    tx.start(series_id=5, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=5)
+    tx.end(series_id=5)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == list(range(len(imgs)))
+    assert len(rx.of("result")) == len(imgs)
+    for i, ref in enumerate(process_refs(d, os.path.join(tmpdir_, "rxfull"), imgs, "ref")):
+        assert_profile_bits(results[i], ref)
+    st = d.status()
+    if pinned_receive_on(st):
+        inp = st["input"]
+        assert inp["pinned_receive_fallback"] >= 1, inp
+        assert inp["pinned_received"] >= 1, inp
+        assert inp["pinned_received"] + inp["pinned_receive_fallback"] == len(imgs), inp
+    assert d.terminate() == 0
+
+
 @pytest.mark.parametrize("batch", [1, 2])
 def test_collect_poll_same_results(daemons, tmpdir_, batch):
     """pipeline.collect_poll_us: the worker checks the oldest frame and the queue instead of

@@ -23,7 +23,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
@@ -396,6 +395,24 @@ def send_slowly(det, msgs, until=None):
             until()
 
 
+def kill_mid_series(fan, det, victim, msgs, stop_at, kill_at, reduced):
+    """The victim's death mid-series as the kill tests stage it: msgs[:stop_at] sent; once the
+    victim has reduced `reduced` frames it is stopped (SIGSTOP), so that what msgs[stop_at:kill_at]
+    route to it waits in its hands; every frame of those routed (msgs[0] is the start), it is
+    killed (-9) and reaped; then the rest is sent."""
+    for m in msgs[:stop_at]:
+        det.send(m)
+    victim.wait_counters(lambda c: c["processed"] >= reduced, "the victim reduced frames")
+    os.kill(victim.proc.pid, signal.SIGSTOP)
+    for m in msgs[stop_at:kill_at]:
+        det.send(m)
+    fan.wait(lambda st: st["counters"]["routed"] == kill_at - 1, f"{kill_at - 1} frames routed")
+    victim.proc.kill()
+    victim.proc.wait()
+    for m in msgs[kill_at:]:
+        det.send(m)
+
+
 def test_kill_instance_mid_series(rig):
     """kill -9 of one instance mid-series: the others go on and end the series; every frame is
     reduced exactly once or reported lost by series and frame id on the fan-out's PUB."""
@@ -404,18 +421,8 @@ def test_kill_instance_mid_series(rig):
     imgs = frames(48, seed=3)
     msgs = native_series(7, imgs)
     victim = insts[1]
-    for m in msgs[:13]:
-        det.send(m)
-    victim.wait_counters(lambda c: c["processed"] >= 2, "the victim reduced frames")
-    # frames in its hands when it dies: stopped first, so that what it is sent next waits there
-    os.kill(victim.proc.pid, signal.SIGSTOP)
-    for m in msgs[13:25]:
-        det.send(m)
-    fan.wait(lambda st: st["counters"]["routed"] == 24, "24 frames routed")
-    victim.proc.kill()
-    victim.proc.wait()
-    for m in msgs[25:]:
-        det.send(m)
+    # frames in its hands when it dies
+    kill_mid_series(fan, det, victim, msgs, 13, 25, 2)
     survivors = [insts[0], insts[2]]
     collect_ends(survivors)
     st = fan.wait(lambda st: st["counters"]["routed"] + st["counters"]["dropped"] == len(imgs),
@@ -465,17 +472,7 @@ def test_merged_sub_over_fan_out_with_killed_instance(rig):
         imgs = frames(48, seed=11)
         msgs = native_series(8, imgs)
         victim = insts[1]
-        for m in msgs[:13]:
-            det.send(m)
-        victim.wait_counters(lambda c: c["processed"] >= 2, "the victim reduced frames")
-        os.kill(victim.proc.pid, signal.SIGSTOP)  # what it is sent next waits in its hands
-        for m in msgs[13:25]:
-            det.send(m)
-        fan.wait(lambda st: st["counters"]["routed"] == 24, "24 frames routed")
-        victim.proc.kill()
-        victim.proc.wait()
-        for m in msgs[25:]:
-            det.send(m)
+        kill_mid_series(fan, det, victim, msgs, 13, 25, 2)
         out, err = sub.communicate(timeout=LONG * 2)
     finally:
         if sub.poll() is None:
@@ -983,17 +980,7 @@ def test_exact_losses_instance_with_two_devices_killed(rig):
         imgs = frames(n, seed=17)
         msgs = native_series(9, imgs)
         msgs[0] = [msgpack.packb(dict(type="start", protocol_version=1, series_id=9))]
-        for m in msgs[:25]:
-            det.send(m)
-        victim.wait_counters(lambda c: c["processed"] >= 4, "the victim reduced frames")
-        os.kill(victim.proc.pid, signal.SIGSTOP)  # what it is sent next waits in its hands
-        for m in msgs[25:41]:
-            det.send(m)
-        fan.wait(lambda st: st["counters"]["routed"] == 40, "40 frames routed")
-        victim.proc.kill()
-        victim.proc.wait()
-        for m in msgs[41:]:
-            det.send(m)
+        kill_mid_series(fan, det, victim, msgs, 25, 41, 4)
         lines = merged_lines(sub)
     finally:
         if sub.poll() is None:

@@ -34,7 +34,13 @@ static void test_basic(void)
         CHECK(b[i] >= base && b[i] + 10 * 1024 <= base + cap);
         if (i)
             CHECK(b[i] >= b[i - 1] + 10 * 1024);
+        /* what faid_rxalloc's free and realloc go by: inside or not, and a block's size */
+        CHECK(faid_pinned_contains(p, b[i]) && faid_pinned_contains(p, b[i] + 10 * 1024 - 1));
+        CHECK(faid_pinned_block_bytes(b[i]) >= 10 * 1024 &&
+              faid_pinned_block_bytes(b[i]) < 10 * 1024 + 64);
     }
+    CHECK(!faid_pinned_contains(p, base + cap) && !faid_pinned_contains(p, base - 1));
+    CHECK(!faid_pinned_contains(p, &cap) && !faid_pinned_contains(NULL, base));
     CHECK(faid_pinned_alloc(p, 10 * 1024) == NULL);
     /* out of order: the second block back frees nothing yet (the tail is at the first) */
     faid_pinned_free(p, b[1]);
