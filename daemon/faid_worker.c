@@ -26,6 +26,7 @@
 #include "faid_aggregates.h"
 #include "faid_hits_send.h"
 #include "faid_log.h"
+#include "faid_thread.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -520,7 +521,9 @@ void *faid_worker_main(void *arg)
         pthread_cond_init(&w.cv, &ca);
         pthread_condattr_destroy(&ca);
         w.threaded = pthread_create(&w.collector, NULL, collect_main, &w) == 0;
-        if (!w.threaded)
+        if (w.threaded)
+            faid_thread_name(w.collector, "faid-collect%d", wk->index);
+        else
             FAID_WARN("worker",
                       "device %d: no collect thread (pthread_create failed): the "
                       "worker collects itself",

@@ -53,9 +53,17 @@ def in_order(rx, sid=None):
 def test_same_bits_in_order(daemons, tmpdir_, device, batch):
     """Frames sent a few at a time, some while others are in flight: each answered once, in
     reception order, with the bits `faidctl process` gives (the serial worker's); the
-    configuration says the thread is on."""
+    configuration says the thread is on and it runs beside the worker (faid-collect0)."""
     d = daemons(devices=device, lossless=True, extra=pipeline(batch=batch))
     assert d.request({"cmd": "config"})["config"].count("collect_thread: true") == 1
+    names = set()
+    for t in os.listdir("/proc/%d/task" % d.proc.pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (d.proc.pid, t)) as f:
+                names.add(f.read().strip())
+        except OSError:
+            pass  # a thread that ended meanwhile
+    assert {"faid-worker0", "faid-collect0"} <= names, names
     rx = Receiver(d, lossless=True)
     rx.settle()
     imgs = frames(11, seed=21)
