@@ -342,15 +342,14 @@ static void *collect_main(void *arg)
 }
 
 /* Threaded: waits until fewer than n frames are in flight (the collect thread took the oldest).
- * The worker's time here is status wait_us as the serial worker's collect is. */
+ * Idle time, as the wait for a frame: not in status wait_us, which is the collect thread's time
+ * in the engine's collect (submit_us the worker's, wait_us + encode_us the collect thread's). */
 static void wait_below(wstate *w, int n)
 {
-    const int64_t t0 = faid_now_ns();
     pthread_mutex_lock(&w->mu);
     while (w->q.n >= n && w->q.n > 0)
         wait_turn(w, &w->wk->alive_ns);
     pthread_mutex_unlock(&w->mu);
-    faid_stat_add(&w->wk->wait_ns, (uint64_t)(faid_now_ns() - t0));
 }
 
 static int in_flight(wstate *w)

@@ -76,7 +76,10 @@ def test_same_bits_in_order(daemons, tmpdir_, device, batch):
     st = d.status()
     c = st["counters"]
     assert c["received"] == c["processed"] == len(imgs) and c["failed"] == 0, c
-    assert st["devices"][0]["processed"] == len(imgs)
+    dev = st["devices"][0]
+    assert dev["processed"] == len(imgs)
+    # submit_us: the worker's own time; wait_us + encode_us: the collect thread's
+    assert dev["submit_us"] > 0 and dev["wait_us"] > 0 and dev["encode_us"] > 0, dev
     assert d.terminate() == 0
 
 
