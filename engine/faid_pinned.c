@@ -21,8 +21,14 @@ typedef struct blk {
     int live;
 } blk;
 
+/* freed blocks kept for the next allocation of their size (faid_pinned.h) */
+#define KEEP_MAX 32
+
 struct faid_pinned {
     pthread_mutex_t mu;
+    blk *keep[KEEP_MAX]; /* given back, still live in the ring, the last one freed on top */
+    int nkeep, keep_max;
+    uint64_t kept_hits; /* allocations served from keep */
     uint8_t *base;
     size_t cap;
     size_t head, tail, wrap; /* wrap: end of the live area before 0 (0 = not wrapped) */
@@ -45,6 +51,7 @@ faid_pinned *faid_pinned_new(const char *device, size_t bytes, faid_diag *d)
     }
     pthread_mutex_init(&p->mu, NULL);
     p->cap = bytes & ~(size_t)(ALIGN - 1);
+    p->keep_max = FAID_PINNED_KEEP;
     if (device && strcmp(device, "ref") != 0) {
         faid_cl_device_info info;
         cl_int err = CL_SUCCESS;
@@ -113,13 +120,10 @@ int faid_pinned_locked(const faid_pinned *p)
     return p ? p->locked : 0;
 }
 
-void *faid_pinned_alloc(faid_pinned *p, size_t n)
+/* A block of need bytes (header included) from the ring, or NULL; p->mu held. */
+static blk *ring_alloc(faid_pinned *p, size_t need)
 {
-    if (!p || n > p->cap)
-        return NULL;
-    size_t need = (n + HDR + ALIGN - 1) & ~(size_t)(ALIGN - 1);
     size_t off;
-    pthread_mutex_lock(&p->mu);
     if (p->nlive == 0)
         p->head = p->tail = p->wrap = 0;
     if (!p->wrap) {
@@ -131,23 +135,75 @@ void *faid_pinned_alloc(faid_pinned *p, size_t n)
             off = 0;
             p->head = need;
         } else {
-            pthread_mutex_unlock(&p->mu);
             return NULL;
         }
     } else if (p->tail - p->head >= need) {
         off = p->head;
         p->head += need;
     } else {
-        pthread_mutex_unlock(&p->mu);
         return NULL;
     }
     blk *b = (blk *)(p->base + off);
     b->size = need;
     b->live = 1;
     p->nlive++;
-    p->used += need;
+    return b;
+}
+
+/* Block b back to the ring: the tail moves over every block given back before it; p->mu held. */
+static void ring_release(faid_pinned *p, blk *b)
+{
+    b->live = 0;
+    p->nlive--;
+    if (p->nlive == 0) {
+        p->head = p->tail = p->wrap = 0;
+        return;
+    }
+    for (;;) {
+        if (p->wrap && p->tail == p->wrap) {
+            p->tail = 0;
+            p->wrap = 0;
+            continue;
+        }
+        if (!p->wrap && p->tail == p->head)
+            break;
+        blk *t = (blk *)(p->base + p->tail);
+        if (t->live)
+            break;
+        p->tail += t->size;
+    }
+}
+
+void *faid_pinned_alloc(faid_pinned *p, size_t n)
+{
+    if (!p || n > p->cap)
+        return NULL;
+    size_t need = (n + HDR + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    blk *b = NULL;
+    pthread_mutex_lock(&p->mu);
+    /* the block given back last that fits without wasting more than an eighth of it: the
+     * memory the frames before used, still in the cache and the TLB */
+    for (int i = p->nkeep - 1; i >= 0; i--) {
+        blk *k = p->keep[i];
+        if (k->size >= need && k->size - need <= k->size / 8) {
+            b = k;
+            memmove(&p->keep[i], &p->keep[i + 1], (size_t)(p->nkeep - 1 - i) * sizeof(blk *));
+            p->nkeep--;
+            p->kept_hits++;
+            break;
+        }
+    }
+    if (!b && !(b = ring_alloc(p, need)) && p->nkeep > 0) {
+        /* full: the kept blocks go back to the ring, then one more try */
+        for (int i = 0; i < p->nkeep; i++)
+            ring_release(p, p->keep[i]);
+        p->nkeep = 0;
+        b = ring_alloc(p, need);
+    }
+    if (b)
+        p->used += b->size;
     pthread_mutex_unlock(&p->mu);
-    return p->base + off + HDR;
+    return b ? (uint8_t *)b + HDR : NULL;
 }
 
 void faid_pinned_free(faid_pinned *p, void *block)
@@ -156,27 +212,44 @@ void faid_pinned_free(faid_pinned *p, void *block)
         return;
     blk *b = (blk *)((uint8_t *)block - HDR);
     pthread_mutex_lock(&p->mu);
-    b->live = 0;
-    p->nlive--;
     p->used -= b->size;
-    if (p->nlive == 0) {
-        p->head = p->tail = p->wrap = 0;
+    if (p->nkeep < p->keep_max) {
+        p->keep[p->nkeep++] = b;
     } else {
-        for (;;) {
-            if (p->wrap && p->tail == p->wrap) {
-                p->tail = 0;
-                p->wrap = 0;
-                continue;
-            }
-            if (!p->wrap && p->tail == p->head)
-                break;
-            blk *t = (blk *)(p->base + p->tail);
-            if (t->live)
-                break;
-            p->tail += t->size;
+        /* the oldest kept block makes room (the most recent ones are the warmest) */
+        if (p->nkeep > 0) {
+            ring_release(p, p->keep[0]);
+            memmove(&p->keep[0], &p->keep[1], (size_t)(p->nkeep - 1) * sizeof(blk *));
+            p->keep[p->nkeep - 1] = b;
+        } else {
+            ring_release(p, b);
         }
     }
     pthread_mutex_unlock(&p->mu);
+}
+
+void faid_pinned_set_keep(faid_pinned *p, int n)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->keep_max = n < 0 ? 0 : n > KEEP_MAX ? KEEP_MAX : n;
+    while (p->nkeep > p->keep_max) {
+        ring_release(p, p->keep[0]);
+        memmove(&p->keep[0], &p->keep[1], (size_t)(p->nkeep - 1) * sizeof(blk *));
+        p->nkeep--;
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+uint64_t faid_pinned_reused(faid_pinned *p)
+{
+    if (!p)
+        return 0;
+    pthread_mutex_lock(&p->mu);
+    uint64_t r = p->kept_hits;
+    pthread_mutex_unlock(&p->mu);
+    return r;
 }
 
 size_t faid_pinned_used(faid_pinned *p)

@@ -30,7 +30,11 @@
  * computes the values), FAID_PF8_GATHER=1 builds the prep and radial pass with -D PF8_GATHER=1
  * (both read the bins' index list pk.f8idx, an alias of pk.f8pos otherwise); buffers pk.cls (a
  * class byte per pixel, PF8_CLASS), pk.cspan (each span's candidates in pk.cand) and pk.recs (the
- * fill's records, PF8_RECS) are there for every build; each launch keeps its event index, so that
+ * fill's records, PF8_RECS) are there for every build; the picker's PP_CAND (FAID_PEAKS_KOPTS,
+ * round 5: candidates first) makes pk.flag 2 bytes per position (each span's sorted peaks), and
+ * peakfinder8's PF8_BAND=R declares pk.f8perm and pk.f8addr (the banded prep's tables, aliases of
+ * pk.f8pos otherwise) and launches a prep work-group per R rows; each
+ * launch keeps its event index, so that
  * faid-bench's find1..find6 name the same kernels whatever is dropped. collect unpacks the
  * block into the result's peak list. Lists equal the
  * references' bit for bit (tests/unit/test_peaks.c). */
@@ -57,6 +61,68 @@ static int ngroups(const faid_stage_env *env, const faid_stage_res *res)
 static int pf8_nrec(const faid_stage_res *res)
 {
     return res->npix >= 64 ? (int)(res->npix / 32) : 2;
+}
+
+/* The value of -D NAME=V (or -DNAME=V) in FAID_PEAKS_KOPTS (ps->kopts), 0 when absent. */
+static int kopt_value(const faid_peak_setup *ps, const char *name)
+{
+    const size_t n = strlen(name);
+    for (const char *k = strstr(ps->kopts, name); k; k = strstr(k + 1, name)) {
+        const int starts = k == ps->kopts || k[-1] == ' ' || k[-1] == 'D';
+        if (starts && k[n] == '=')
+            return atoi(k + n + 1);
+    }
+    return 0;
+}
+
+/* Rows per band of peakfinder8's prep (-DPF8_BAND=R in FAID_PEAKS_KOPTS, kernels/peaks/
+ * pf8_radial.cl's PF8_BANDN), 0 when off or moot (FAID_PF8_GATHER: the prep writes img alone;
+ * FAID_PF8_NOPREP: no prep). */
+static int pf8_band(const faid_peak_setup *ps)
+{
+    return ps->p.algorithm == FAID_PEAKS_PEAKFINDER8 && !ps->pf8_gather && !ps->pf8_noprep
+               ? kopt_value(ps, "PF8_BAND")
+               : 0;
+}
+
+/* The static tables of the banded prep (R rows a band): entry t of band k's n = R cols pixels,
+ * in the bins' order, comes from the band's pixel pk.f8perm[k n + t] (ushort) and goes to entry
+ * pk.f8addr[k n + t] of cval. Walking the bins' index list in order lists each band's entries in
+ * order. */
+static int pf8_band_tables(faid_stage_env *env, faid_stage_res *res, const faid_peak_setup *ps,
+                           int band, faid_diag *d)
+{
+    const faid_peak_geom *g = ps->geom;
+    const long n = (long)band * g->cols;
+    const size_t lm = env->info->local_mem;
+    if (band < 1 || band > 64 || n > 65535 || (lm && (size_t)n * sizeof(float) > lm))
+        return faid_fail(d, FAID_EINVAL,
+                         "peaks: FAID_PEAKS_KOPTS PF8_BAND=%d: not 1-64 rows, or %ld pixels a "
+                         "band (at most 65535, %zu bytes of local memory on %s)",
+                         band, n, lm, env->info->name);
+    const size_t npix = res->npix, nb = (npix + (size_t)n - 1) / (size_t)n;
+    uint16_t *perm = malloc(npix * sizeof *perm);
+    int32_t *addr = malloc(npix * sizeof *addr);
+    size_t *fill = calloc(nb, sizeof *fill);
+    int rc = perm && addr && fill ? FAID_OK
+                                  : faid_fail(d, FAID_ENOMEM,
+                                              "peaks: out of memory for the "
+                                              "PF8_BAND tables (%zu pixels)",
+                                              npix);
+    for (size_t k = 0; !rc && k < npix; k++) {
+        const size_t i = (size_t)ps->pf8->indices[k], b = i / (size_t)n;
+        const size_t t = b * (size_t)n + fill[b]++;
+        perm[t] = (uint16_t)(i - b * (size_t)n);
+        addr[t] = (int32_t)k;
+    }
+    if (!rc)
+        rc = faid_restab_static(res->rt, "pk.f8perm", npix * sizeof *perm, perm, d);
+    if (!rc)
+        rc = faid_restab_static(res->rt, "pk.f8addr", npix * sizeof *addr, addr, d);
+    free(perm);
+    free(addr);
+    free(fill);
+    return rc;
 }
 
 static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_diag *d)
@@ -103,6 +169,14 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
                 ps->pf8_gather || ps->pf8_noprep
                     ? faid_restab_static(res->rt, "pk.f8idx", npix * sizeof(int32_t), b->indices, d)
                     : faid_restab_alias(res->rt, "pk.f8idx", "pk.f8pos", d);
+        /* round 5's banded prep (PF8_BAND): its tables, else aliases never read */
+        const int band = pf8_band(ps);
+        if (!rc && band)
+            rc = pf8_band_tables(env, res, ps, band, d);
+        if (!rc && !band)
+            rc = faid_restab_alias(res->rt, "pk.f8perm", "pk.f8pos", d);
+        if (!rc && !band)
+            rc = faid_restab_alias(res->rt, "pk.f8addr", "pk.f8pos", d);
         if (!rc)
             rc = faid_stage_peaks_scratch(env, res, "pk.cls", npix, d);
         if (!rc)
@@ -111,8 +185,13 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
             rc = faid_stage_peaks_scratch(env, res, "pk.recs",
                                           (size_t)pf8_nrec(res) * 8 * sizeof(float), d);
     }
+    /* pk.flag: a byte per position; with the picker's PP_CAND (FAID_PEAKS_KOPTS, issue 17 round
+     * 5) the sorted list of each span's peaks instead, a ushort per position of every span */
+    const size_t span = faid_stage_peaks_wg(env) * FAID_PK_PPI;
+    const int cand = ps->p.algorithm == FAID_PEAKS_PYFAI && kopt_value(ps, "PP_CAND") != 0;
     if (!rc)
-        rc = faid_stage_peaks_scratch(env, res, "pk.flag", npix, d);
+        rc = faid_stage_peaks_scratch(env, res, "pk.flag",
+                                      cand ? ng * span * sizeof(uint16_t) : npix, d);
     if (!rc)
         rc = faid_stage_peaks_scratch(env, res, "pk.counts", (ng + 1) * sizeof(int32_t), d);
     if (!rc)
@@ -135,8 +214,10 @@ static int pk_program(const faid_stage_env *env, const faid_peak_setup *ps, faid
     const int nf = ps->fused ? 0 : 1;
     if (!strcmp(name, "faid_pf8_radial") || !strcmp(name, "faid_pf8_prep")) {
         static const char *const rfiles[] = {"process/preprocess.cl", "peaks/pf8_radial.cl"};
-        snprintf(base, sizeof base, "%s -D PF8_LANES=%d -D PF8_GATHER=%d -D PF8_NOPREP=%d %s", ieee,
-                 FAID_PF8_LANES, ps->pf8_gather, ps->pf8_noprep, ps->kopts);
+        snprintf(base, sizeof base,
+                 "%s -D PF8_LANES=%d -D PF8_GATHER=%d -D PF8_NOPREP=%d -D PF8_BANDN=%d %s", ieee,
+                 FAID_PF8_LANES, ps->pf8_gather, ps->pf8_noprep, pf8_band(ps) * ps->geom->cols,
+                 ps->kopts);
         *files = rfiles + nf;
         return faid_stage_peaks_fused_opts(ps, dt, base, opts, opts_len, d) ? 0 : 2 - nf;
     }
@@ -174,14 +255,25 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
 {
     const size_t wg = faid_stage_peaks_wg(env), ng = (size_t)ngroups(env, res);
     if (ps->p.algorithm == FAID_PEAKS_PYFAI) {
-        l[0] = (pk_launch){"faid_pick_flag", 0, ng, wg, EV_A};
-        l[1] = (pk_launch){"faid_pk_scan", 0, 1, wg, EV_B};
-        l[2] = (pk_launch){"faid_pick_write", 0, ng, wg, EV_C};
-        return 3;
+        /* -DPP_MERGE=1 in FAID_PEAKS_KOPTS: faid_pick_write finds its span's offset (no scan) */
+        const int merge = kopt_value(ps, "PP_MERGE") != 0;
+        int n = 0;
+        l[n++] = (pk_launch){"faid_pick_flag", 0, ng, wg, EV_A};
+        if (!merge)
+            l[n++] = (pk_launch){"faid_pk_scan", 0, 1, wg, EV_B};
+        l[n++] = (pk_launch){"faid_pick_write", 0, ng, wg, EV_C};
+        return n;
     }
     int n = 0;
-    if (!ps->pf8_noprep) /* else faid_pf8_radial computes the values (PF8_NOPREP) */
-        l[n++] = (pk_launch){"faid_pf8_prep", res->npix, 0, wg, EV_A};
+    /* else faid_pf8_radial computes the values (PF8_NOPREP); in FAID_PEAKS_KOPTS, -DPF8_BAND=R:
+     * a work-group per band of R rows, else -DPF8_PREP4=1: 4 pixels per work-item */
+    const size_t band = (size_t)pf8_band(ps) * (size_t)ps->geom->cols; /* pixels a band */
+    if (!ps->pf8_noprep && band)
+        l[n++] = (pk_launch){"faid_pf8_prep", 0, (res->npix + band - 1) / band, wg, EV_A};
+    else if (!ps->pf8_noprep)
+        l[n++] =
+            (pk_launch){"faid_pf8_prep",
+                        kopt_value(ps, "PF8_PREP4") ? (res->npix + 3) / 4 : res->npix, 0, wg, EV_A};
     l[n++] = (pk_launch){"faid_pf8_radial", 0, (size_t)ps->pf8->nbins, FAID_PF8_LANES, EV_B};
     l[n++] = (pk_launch){"faid_pf8_cand", 0, ng, wg, EV_C};
     if (!ps->pf8_candfill) /* else faid_pf8_cand evaluates its candidates (PF8_CANDFILL) */
@@ -246,6 +338,8 @@ static void pk_args(const faid_stage_env *env, const faid_stage_res *res, const 
     faid_pa_float(l, "min_snr", (float)ps->p.minimum_snr);
     faid_pa_float(l, "adc", (float)ps->p.adc_threshold);
     faid_pa_buf(l, "indices", "pk.f8idx");
+    faid_pa_buf(l, "bperm", "pk.f8perm");
+    faid_pa_buf(l, "baddr", "pk.f8addr");
     faid_pa_buf(l, "cls", "pk.cls");
     faid_pa_buf(l, "cspan", "pk.cspan");
     faid_pa_buf(l, "recs", "pk.recs");

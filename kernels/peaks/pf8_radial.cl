@@ -42,6 +42,36 @@
 #define PF8_NOPREP 0
 #endif
 
+/* PF8_PREP4=1 (FAID_PEAKS_KOPTS=-DPF8_PREP4=1, issue 17 round 5, off until a GPU run decides; the
+ * host launches a quarter of the work-items): faid_pf8_prep decides 4 pixels per work-item,
+ * pixel (4 group + j) local size + lid (coalesced), every load of the 4 (normp, raw, dark,
+ * valid, pos_of) issued before any value is used. What the prep moves per pixel (fused):
+ * normp 4 + raw 4 + valid 1 + pos_of 4 bytes read, img 4 + cval 4 written = 21 B, 94 MB for an
+ * EIGER 4M, 28 us at 3.35 TB/s; measured 69 us on one H100 with one pixel per work-item (14
+ * registers), whose loads are two chains (normp, then raw where normp is not 0; pos_of, then
+ * the scattered store). faid_pixel reads raw only where normp is not 0; faid_pixel_v returns 0
+ * for a norm of 0 before it looks at the rest, so reading raw anyway changes no value: the same
+ * values in the same places. */
+#ifndef PF8_PREP4
+#define PF8_PREP4 0
+#endif
+/* PF8_BANDN = R x cols (the host's, from FAID_PEAKS_KOPTS=-DPF8_BAND=R; 0: off; round 5, off
+ * until a GPU run decides): faid_pf8_prep takes a band of R whole rows per work-group. The prep's
+ * cval[pos_of[i]] stores are what costs: peakfinder8's bins are rings one pixel wide, so 32
+ * consecutive pixels of a row fall in about 20 bins and their entries in about 21 separate
+ * 32-byte sectors of cval (EIGER 4M: 2,992,128 sectors for 140,178 warps, 5.3x the 560,712 of a
+ * coalesced store: about 96 MB of the prep's 172 MB). A bin's entries are in pixel order, so
+ * the entries of a band's pixels in a bin are consecutive in cval: the work-group writes each
+ * band pixel's value into local memory (and img, coalesced), then stores cval in the bins'
+ * order, entry t of the band from bvals[bperm[t]] to cval[baddr[t]] (two static tables of the
+ * setup, in the band's entry order: the pixel's place in the band, its entry), runs of
+ * consecutive addresses: 1,672,287 sectors with R = 1, 1,170,841 with 2, 913,919 with 4
+ * (1.6x), 788,873 with 8 (counted from the EIGER 4M's bins). The same value into the same
+ * entry: the same cval and img. */
+#ifndef PF8_BANDN
+#define PF8_BANDN 0
+#endif
+
 #ifndef PF8_LANES
 #define PF8_LANES 64 /* = FAID_PF8_LANES, passed by the host */
 #endif
@@ -59,14 +89,83 @@
 #else
 #define PK_PIXEL(i) pre4[(i)]
 #endif
+/* PF8_PREP4: a pixel's float4 with its loads independent of each other (above) */
+#ifdef PK_FUSED
+#define PF8_PIXEL_NB(i)                                                                        \
+    faid_pixel_v(normp[(i)], (float)((const global raw_t *)raw + raw_off)[(i)],              \
+                 do_dark ? dark[(i)] : 0.0f, do_dark, do_dummy, dummy, delta_dummy)
+#else
+#define PF8_PIXEL_NB(i) pre4[(i)]
+#endif
 
 kernel void faid_pf8_prep(const global float4 *pre4, const global uchar *valid,
                           const global int *pos_of, const int npix, global float *img,
                           global float *cval, global int *zero, const int nzero,
                           const global uchar *raw, const global float *dark,
                           const global float *normp, const uint raw_off, const int do_dark,
-                          const int do_dummy, const float dummy, const float delta_dummy)
+                          const int do_dummy, const float dummy, const float delta_dummy,
+                          const global ushort *bperm, const global int *baddr)
 {
+#if PF8_BANDN > 0 && !PF8_GATHER
+    local float bvals[PF8_BANDN];
+    for (int z = get_global_id(0); z < nzero; z += get_global_size(0))
+        zero[z] = 0;
+    const int lid = get_local_id(0), ls = get_local_size(0);
+    const int b0 = get_group_id(0) * PF8_BANDN;
+    const int n = min(PF8_BANDN, npix - b0);
+    /* 4 pixels a round, every load of the 4 issued before any value is used */
+    for (int p0 = lid; p0 < n; p0 += 4 * ls) {
+        float4 pq[4];
+        uchar pv[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int i = p0 + j * ls < n ? b0 + p0 + j * ls : b0; /* the band's first stands in */
+            pq[j] = PF8_PIXEL_NB(i);
+            pv[j] = valid[i];
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int p = p0 + j * ls;
+            if (p < n) {
+                const float v = pv[j] && pq[j].s3 != 0.0f ? pq[j].s0 : NAN;
+                img[b0 + p] = v;
+                bvals[p] = v;
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t = lid; t < n; t += ls)
+        cval[baddr[b0 + t]] = bvals[bperm[b0 + t]];
+#elif PF8_PREP4
+    for (int z = get_global_id(0); z < nzero; z += get_global_size(0))
+        zero[z] = 0;
+    const int ls = get_local_size(0), i0 = get_group_id(0) * 4 * ls + get_local_id(0);
+    float4 pq[4];
+    uchar pv[4];
+#if !PF8_GATHER
+    int pp[4];
+#endif
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int p = i0 + j * ls < npix ? i0 + j * ls : 0; /* pixel 0 stands in past the end */
+        pq[j] = PF8_PIXEL_NB(p);
+        pv[j] = valid[p];
+#if !PF8_GATHER
+        pp[j] = pos_of[p];
+#endif
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int i = i0 + j * ls;
+        if (i < npix) {
+            const float v = pv[j] && pq[j].s3 != 0.0f ? pq[j].s0 : NAN;
+            img[i] = v;
+#if !PF8_GATHER
+            cval[pp[j]] = v;
+#endif
+        }
+    }
+#else
     const int i = get_global_id(0);
     if (i < nzero)
         zero[i] = 0;
@@ -77,6 +176,7 @@ kernel void faid_pf8_prep(const global float4 *pre4, const global uchar *valid,
     img[i] = v;
 #if !PF8_GATHER
     cval[pos_of[i]] = v;
+#endif
 #endif
 }
 

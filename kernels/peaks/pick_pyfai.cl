@@ -23,7 +23,30 @@
  * same bits.
  * PP_WSCAN1 (0 unless FAID_PEAKS_KOPTS=-DPP_WSCAN1=1; round 3): faid_pick_write ranks the flags of
  * all PK_PPI (at most 4) rows of its span with one scan of 16-bit counters packed in a ulong
- * instead of one scan per row (16 barriers instead of 64): the same ranks, so the same lists. */
+ * instead of one scan per row (16 barriers instead of 64): the same ranks, so the same lists.
+ *
+ * PP_CAND (0 unless FAID_PEAKS_KOPTS=-DPP_CAND=1; issue 17, round 5, "candidates first"): on the
+ * benchmark's EIGER 4M frames (patch_size 5, connected 2, cutoff_peak 4, noise 1, azimuthal
+ * background) 1,899-2,056 of the 4,485,690 pixels pass the first test (x > 0 and x >= cutoff
+ * sigma: 0.044 %), in 1,440-1,492 of the 140,178 warps of 32 and 1,161-1,210 of the 4,381 spans,
+ * and 25-29 are peaks (counted on the reference device, four frames). So the patch loop is not
+ * what makes the flag pass 78 us against its 17-20 us floor (one H100): the pass over every
+ * pixel is, and each of its work-items carried the patch loop's code between its pixels. With
+ * PP_CAND, faid_pick_flag first decides the first test of its PK_PPI pixels alone (straight-line
+ * code, no patch loop between them; with PP_CAND_PF=1 their radius, normp and raw loads issued
+ * at once, as PP_PREFETCH), appending the candidates to a list in local memory (local atomics:
+ * their order does not matter, each is decided alone), then its work-items run the patch test of
+ * the list's candidates (k = lid, lid + PK_WG, ...: no lane waits on a non-candidate), marking
+ * the peaks in local memory. It writes no flag byte (4.5 MB of the pass's 58 MB): a span with
+ * peaks (about 27 of 4,381) gets the sorted list of its peaks' positions in the span (ushort,
+ * in pk.flag, 2 bytes per position: the host sizes it from the option), and faid_pick_write
+ * then computes record k of span g from entry k, without ranking the span's 1,024 flags (its 4
+ * scans of 16 barriers each, 24 us with its scan before it). The same function decides every
+ * pixel, the same offsets rank the peaks (pixel order), so the same lists.
+ * PP_MERGE (0 unless FAID_PEAKS_KOPTS=-DPP_MERGE=1, which also drops the faid_pk_scan launch on
+ * the host: 8 us of the 111 on one H100; round 5): faid_pick_write finds its span's offset
+ * itself, the sum of counts[0..g) (integer sums: any order gives the same), and group 0 writes
+ * the total, as peakfinder8's PF8_WSCAN (its default since round 4's H100 run). */
 #pragma OPENCL FP_CONTRACT OFF
 
 /* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
@@ -46,6 +69,15 @@
 #endif
 #ifndef PP_WSCAN1
 #define PP_WSCAN1 0
+#endif
+#ifndef PP_CAND
+#define PP_CAND 0
+#endif
+#ifndef PP_CAND_PF
+#define PP_CAND_PF 0
+#endif
+#ifndef PP_MERGE
+#define PP_MERGE 0
 #endif
 /* PP_PREFETCH: a pixel's float4 with its loads independent of each other (faid_pixel loads raw
  * only where normp is not 0; faid_pixel_v returns 0 for a norm of 0 before it looks at the rest,
@@ -210,6 +242,76 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
     local int n;
     if (get_local_id(0) == 0)
         n = 0;
+#if PP_CAND
+    /* candidates first (PP_CAND above): positions of the span's candidates (any order), the
+     * span's peaks (position p = j PK_WG + lid of pixel pk_pos(j)) */
+    local ushort lcand[PK_SPAN];
+    local uchar lpeak[PK_SPAN];
+    local int ncand, scratch[PK_WG];
+    const int lid = get_local_id(0), g = get_group_id(0), npx = rows * cols;
+    if (lid == 0)
+        ncand = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+#if PP_CAND_PF
+    float prad[PK_PPI];
+    float4 pq[PK_PPI];
+#pragma unroll
+    for (int j = 0; j < PK_PPI; j++) {
+        const int i = pk_pos(j);
+        const int in = i < npx;
+        prad[j] = in ? radius[i] : 0.0f;
+        pq[j] = in ? PP_PIXEL_NB(i) : (float4)(0.0f);
+    }
+#endif
+#pragma unroll
+    for (int j = 0; j < PK_PPI; j++) {
+        const int i = pk_pos(j);
+        lpeak[j * PK_WG + lid] = 0;
+        if (i < npx) {
+            /* pp_value's statements for an in-image pixel, then pp_decide_x's first test */
+#if PP_CAND_PF
+            const float2 x = pp_from(prad[j], pq[j].s0, pq[j].s2, radius1d, bg + bg_off,
+                                     bg + bg_off + nb, nb, rad_min, rad_max, noise);
+#else
+            const float rad = radius[i];
+            const float4 q = PK_PIXEL(i);
+            const float2 x = pp_from(rad, q.s0, q.s2, radius1d, bg + bg_off, bg + bg_off + nb, nb,
+                                     rad_min, rad_max, noise);
+#endif
+            if (x.s0 > 0.0f && x.s0 >= cutoff * x.s1)
+                lcand[atomic_inc(&ncand)] = (ushort)(j * PK_WG + lid);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int nc = ncand;
+    for (int k = lid; k < nc; k += PK_WG) {
+        const int p = lcand[k];
+        const int i = g * PK_SPAN + p;
+        float rec[5];
+        int npix;
+        if (pp_decide(PP_DPASS, cutoff, noise, hw, connected, PK_RAW_PASS, i / cols, i % cols,
+                      rec, &npix)) {
+            lpeak[p] = 1;
+            atomic_inc(&n);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int np = n; /* the same in every work-item: the branch below is the group's */
+    if (np > 0) {
+        /* the peaks' positions in order: work-item lid ranks its PK_PPI from lid PK_PPI on */
+        int s = 0;
+        for (int t = 0; t < PK_PPI; t++)
+            s += lpeak[lid * PK_PPI + t];
+        int r = pk_local_scan(scratch, s) - s;
+        global ushort *plist = (global ushort *)flag + g * PK_SPAN;
+        for (int t = 0; t < PK_PPI; t++)
+            if (lpeak[lid * PK_PPI + t])
+                plist[r++] = (ushort)(lid * PK_PPI + t);
+    }
+    if (lid == 0)
+        counts[g] = np;
+}
+#else
     barrier(CLK_LOCAL_MEM_FENCE);
 #if PP_PREFETCH
     /* every pixel's loads first (pp_value's, in the same order of operations after them) */
@@ -255,6 +357,42 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
     if (get_local_id(0) == 0)
         counts[get_group_id(0)] = n;
 }
+#endif
+
+/* The offset of span g in the list: offsets[g] (faid_pk_scan's), or with PP_MERGE the sum of
+ * counts[0..g) found here by the work-group (red: PK_WG ints of local memory), group 0 summing
+ * all of them for the total at out[8 cap]; -1 when the span writes nothing (no peaks, or all of
+ * them past the capacity). */
+static inline int pp_span_base(const global int *counts, const global int *offsets,
+                               const int ngroups, const int cap, global float *out, local int *red)
+{
+    const int g = get_group_id(0);
+#if PP_MERGE
+    if (g != 0 && counts[g] == 0)
+        return -1; /* the group's branch: counts[g] is the same for all its work-items */
+    const int lid = get_local_id(0), upto = g == 0 ? ngroups : g;
+    int s = 0;
+    for (int k = lid; k < upto; k += PK_WG)
+        s += counts[k];
+    red[lid] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = PK_WG / 2; w > 0; w >>= 1) {
+        if (lid < w)
+            red[lid] += red[lid + w];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const int sum = red[0];
+    if (g == 0 && lid == 0)
+        out[8 * cap] = as_float(sum);
+    const int base = g == 0 ? 0 : sum;
+#else
+    (void)ngroups;
+    (void)out;
+    (void)red;
+    const int base = offsets[g];
+#endif
+    return counts[g] == 0 || base >= cap ? -1 : base;
+}
 
 /* One work-group per span (compact.cl): the records of the flagged pixels whose rank < cap. */
 kernel void faid_pick_write(const global float4 *pre4, const global float *radius,
@@ -264,15 +402,39 @@ kernel void faid_pick_write(const global float4 *pre4, const global float *radiu
                             const float noise, const int hw, const int connected,
                             const global uchar *flag, const global int *counts,
                             const global int *offsets, const int cap, global float *out,
-                            const int out_off,
+                            const int out_off, const int ngroups,
                             const global uchar *raw, const global float *dark,
                             const global float *normp, const uint raw_off, const int do_dark,
                             const int do_dummy, const float dummy, const float delta_dummy)
 {
-#if PP_WSCAN1 && PK_PPI <= 4
+#if PP_MERGE
+    local int red[PK_WG];
+#else
+    local int red[1]; /* unused */
+#endif
+    const int span_base = pp_span_base(counts, offsets, ngroups, cap, out + out_off, red);
+    if (span_base < 0)
+        return;
+#if PP_CAND
+    /* record k of span g from entry k of the span's sorted list (faid_pick_flag, PP_CAND) */
+    const int g = get_group_id(0);
+    const int base = span_base, cnt = counts[g];
+    if (cnt == 0 || base >= cap)
+        return;
+    const global ushort *plist = (const global ushort *)flag + g * PK_SPAN;
+    for (int k = get_local_id(0); k < cnt && base + k < cap; k += PK_WG) {
+        const int i = g * PK_SPAN + plist[k];
+        float rec[5];
+        int npix;
+        pp_decide(PP_DPASS, cutoff, noise, hw, connected, PK_RAW_PASS, i / cols, i % cols, rec,
+                  &npix);
+        pk_store(out + out_off, cap, base + k, rec[0], rec[1], rec[2], rec[3], rec[2] / rec[3],
+                 rec[4], npix, i);
+    }
+#elif PP_WSCAN1 && PK_PPI <= 4
     local ulong pscan[PK_WG];
     const int g = get_group_id(0);
-    const int base = offsets[g];
+    const int base = span_base;
     if (counts[g] == 0 || base >= cap)
         return;
     const int lid = get_local_id(0);
@@ -311,7 +473,7 @@ kernel void faid_pick_write(const global float4 *pre4, const global float *radiu
 #else
     local int scratch[PK_WG];
     const int g = get_group_id(0);
-    int base = offsets[g];
+    int base = span_base;
     if (counts[g] == 0 || base >= cap)
         return;
     for (int j = 0; j < PK_PPI; j++) {

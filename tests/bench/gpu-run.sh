@@ -36,7 +36,7 @@
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
 # default "default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
-# r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 all", names below in psets ("default":
+# r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 all", names below in psets ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
 # PEAK_DEPTH
@@ -69,7 +69,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 all}
+PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -289,9 +289,31 @@ declare -A psets=(
     [pscan]="FAID_PEAKS_KOPTS=-DPP_WSCAN1=1,-DPK_SCAN_PF=32"
     # the sigma clip's and the picker's round-4 variants together
     [c4]="FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32"
+    # round 5 (issue 17, docs/PERFORMANCE.md "Speed round 5"): the picker's candidates first
+    # (about 2,000 of 4.49 M pixels pass the first test on these frames, 1 % of the warps): the
+    # flag pass decides the first test of every pixel with no patch loop between them, then the
+    # patch test of its candidates, and writes each span's sorted peaks instead of a flag byte per
+    # pixel; the write reads them instead of ranking 1,024 flags. pcandpf: the 4 pixels' loads
+    # issued at once too (PP_PREFETCH's first half); pmerge: the scan merged into the write (no
+    # faid_pk_scan launch, 8 us of 111), alone and with pcand; pprep4: peakfinder8's prep with 4
+    # pixels per work-item, their loads issued at once (prep 69 us against a 28 us floor);
+    # pband2 / pband4: the prep by bands of 2 / 4 rows, cval stored in the bins' order from local
+    # memory (its scattered stores touch 5.3x the sectors of a coalesced store, 1.6x by bands of
+    # 4); r5: pcandpf + pmerge + pband4 with the sigma clip's round-4 knobs (c4's)
+    [pcand]="FAID_PEAKS_KOPTS=-DPP_CAND=1"
+    [pcandpf]="FAID_PEAKS_KOPTS=-DPP_CAND=1,-DPP_CAND_PF=1"
+    [pmerge]="FAID_PEAKS_KOPTS=-DPP_MERGE=1"
+    [pcandm]="FAID_PEAKS_KOPTS=-DPP_CAND=1,-DPP_MERGE=1"
+    [pprep4]="FAID_PEAKS_KOPTS=-DPF8_PREP4=1"
+    [pband2]="FAID_PEAKS_KOPTS=-DPF8_BAND=2"
+    [pband4]="FAID_PEAKS_KOPTS=-DPF8_BAND=4"
+    [r5]="FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPP_CAND=1,-DPP_CAND_PF=1,-DPP_MERGE=1,-DPF8_BAND=4"
     # every variant (peakfinder8: PF8_CLASS left out, the candidates' pass holds the classes in
-    # its window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill launch)
-    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPF8_RECS=1,-DPF8_CLASS=0,-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32 FAID_PF8_FILL_GROUPS=512 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1 FAID_PF8_NOPREP=1"
+    # its window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill
+    # launch; the picker: PP_CAND's write, no scan launch (PP_MERGE), its patch tests load rows
+    # as PP_PREFETCH does; PP_WSCAN1 left out, moot under PP_CAND; PF8_PREP4 and PF8_BAND too,
+    # moot under FAID_PF8_NOPREP)
+    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPF8_RECS=1,-DPF8_CLASS=0,-DPP_PREFETCH=1,-DPK_SCAN_PF=32,-DPP_CAND=1,-DPP_MERGE=1 FAID_PF8_FILL_GROUPS=512 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1 FAID_PF8_NOPREP=1"
 )
 for ps in $PEAK_SETS; do
     if [ -z "${psets[$ps]+x}" ]; then

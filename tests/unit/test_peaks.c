@@ -981,6 +981,181 @@ static void test_engine_devices(void)
     }
 }
 
+/* Adds a spot of amplitude amp (3 x 3 pixels around (r, c), sigma 0.8 pixel) to every frame of
+ * fs, leaving masked pixels as they are. */
+static void plant(frame_set *fs, int r, int c, float amp)
+{
+    const int rows = fs->g.rows, cols = fs->g.cols;
+    for (int k = 0; k < NFRAMES; k++)
+        for (int i = -1; i <= 1; i++)
+            for (int j = -1; j <= 1; j++) {
+                if (r + i < 0 || r + i >= rows || c + j < 0 || c + j >= cols)
+                    continue;
+                const size_t q = (size_t)(r + i) * (size_t)cols + (size_t)(c + j);
+                if (!fs->mask[q])
+                    fs->raw[k][q] += amp * expf(-(float)(i * i + j * j) / (2.0f * 0.64f));
+            }
+}
+
+/* The picker's candidates first (FAID_PEAKS_KOPTS=-DPP_CAND=1, issue 17 round 5: faid_pick_flag
+ * decides the first test of every pixel, then the patch test of its candidates; faid_pick_write
+ * reads each span's sorted list of peaks instead of ranking its flags), with and without its
+ * loads issued at once (PP_CAND_PF), fused and from the preprocessed copy, patch 3 and 5: lists
+ * bit for bit the reference's on frames with spots planted at the spans' borders (1,024
+ * positions: PK_WG 256 x PK_PPI 4; first and last position of a span, a patch across one), the
+ * image's borders and corners, next to masked pixels and on both sides of the module gap
+ * (columns 150-152), a row of 64 spots (spans holding many peaks, each found in any order in
+ * the candidates' list), and a list cut at its capacity inside a span (max_num_peaks 40); and
+ * the scan merged into the write (-DPP_MERGE=1: each span's offset and the total found there),
+ * with and without PP_CAND. It failed (checks failed of 96) with the write reading a span's
+ * list backwards (8), the flag pass skipping its last row of candidates (8), one work-item's
+ * peaks ranked one too far (6), PP_MERGE's total missing the last span (6) and its offsets one
+ * too far (6). */
+static void test_pick_cand(void)
+{
+    if (!have_cl())
+        return;
+    faid_diag d;
+    frame_set fs;
+    CHECK(make_frames(&fs, 31, 12) == 0);
+    /* (row, col, 1 when a peak): spans' first and last positions (1024, 2047, 3072, 4095 and
+     * a patch across 6144), the image's borders and corners (on the border: candidates whose
+     * patch leaves the image, never peaks; 2 pixels in: peaks whose 5 x 5 patch reaches the
+     * border), next to the masked pixels 5000 (row 15, column 200) and 40000 (row 125, column
+     * 0: in the 5 x 5 patch of (124, 2)), both sides of the module gap */
+    static const int sites[][3] = {
+        {3, 64, 1},    {6, 127, 1},   {9, 192, 1},  {12, 255, 1},  {19, 63, 1},
+        {0, 10, 0},    {255, 300, 0}, {100, 0, 0},  {120, 319, 0}, {0, 0, 0},
+        {255, 319, 0}, {128, 0, 0},   {2, 40, 1},   {253, 40, 1},  {40, 2, 1},
+        {44, 317, 1},  {15, 201, 1},  {16, 198, 1}, {124, 2, 1},   {50, 149, 1},
+        {60, 153, 1},  {70, 148, 1},  {80, 154, 1}, {203, 191, 1}, {207, 196, 1},
+    };
+    const int nsites = (int)(sizeof sites / sizeof sites[0]);
+    for (int t = 0; t < nsites; t++)
+        plant(&fs, sites[t][0], sites[t][1], 3000.0f);
+    for (int c = 2; c < 320; c += 5) /* row 230: 64 spots, 15 spans' worth of positions */
+        plant(&fs, 230, c, 1500.0f + 10.0f * (float)c);
+    faid_peak_params p;
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PYFAI;
+    p.error_model = FAID_CLIP_AZIMUTHAL;
+    /* build options, fused, patch_size, max_num_peaks */
+    static const struct {
+        const char *kopts, *fused;
+        int patch, cap;
+    } cases[] = {
+        {"-DPP_CAND=1", "1", 3, 2048},
+        {"-DPP_CAND=1,-DPP_CAND_PF=1", "1", 5, 2048},
+        {"-DPP_CAND=1,-DPP_MERGE=1", "0", 3, 2048},
+        {"-DPP_CAND=1,-DPP_CAND_PF=1,-DPP_MERGE=1", "0", 5, 40},
+        {"-DPP_MERGE=1", "1", 5, 40}, /* the scan merged into the write that ranks flags */
+    };
+    for (int v = 0; v < (int)(sizeof cases / sizeof cases[0]); v++) {
+        p.patch_size = cases[v].patch;
+        p.max_num_peaks = cases[v].cap;
+        faid_result *ref[NFRAMES] = {0}, *var[NFRAMES] = {0};
+        CHECK_MSG(run_frames(&fs, &p, "ref", ref, &d) == 0, "reference: %s", d.msg);
+        /* the planted sites the reference calls peaks (within a pixel) as the table says */
+        int planted = 0;
+        for (int t = 0; t < nsites && ref[0] && p.max_num_peaks > 1000; t++) {
+            const faid_peak_list *l = ref[0]->peaks;
+            int hit = 0;
+            for (int q = 0; q < l->n && !hit; q++) {
+                const int r = l->index[q] / fs.g.cols, c = l->index[q] % fs.g.cols;
+                hit = abs(r - sites[t][0]) <= 1 && abs(c - sites[t][1]) <= 1;
+            }
+            planted += hit == sites[t][2];
+            CHECK_MSG(hit == sites[t][2], "case %d: site (%d, %d) %s", v, sites[t][0], sites[t][1],
+                      hit ? "a peak" : "not a peak");
+        }
+        setenv("FAID_PEAKS_KOPTS", cases[v].kopts, 1);
+        setenv("FAID_PEAKS_FUSED", cases[v].fused, 1);
+        CHECK_MSG(run_frames(&fs, &p, NULL, var, &d) == 0, "%s: %s", cases[v].kopts, d.msg);
+        unsetenv("FAID_PEAKS_KOPTS");
+        unsetenv("FAID_PEAKS_FUSED");
+        if (getenv("FAID_TEST_VERBOSE"))
+            printf("pick_cand %d: %d peaks, %d of %d planted sites as expected\n", v,
+                   ref[0] ? ref[0]->peaks->n_found : -1, planted, nsites);
+        for (int f = 0; f < NFRAMES; f++) {
+            CHECK_MSG(var[f] && ref[f] && lists_equal(var[f]->peaks, ref[f]->peaks) &&
+                          ref[f]->peaks->n_found >= 70,
+                      "case %d (%s, patch %d, cap %d), frame %d: peaks %d/%d, reference %d/%d", v,
+                      cases[v].kopts, p.patch_size, p.max_num_peaks, f,
+                      var[f] ? var[f]->peaks->n : -1, var[f] ? var[f]->peaks->n_found : -1,
+                      ref[f] ? ref[f]->peaks->n : -1, ref[f] ? ref[f]->peaks->n_found : -1);
+            faid_result_destroy(&var[f]);
+            faid_result_destroy(&ref[f]);
+        }
+    }
+    free_frames(&fs);
+}
+
+/* peakfinder8's prep variants of issue 17 round 5 (FAID_PEAKS_KOPTS): 4 pixels per work-item
+ * with their loads issued at once (-DPF8_PREP4=1, a quarter of the work-items) and a band of R
+ * rows per work-group, cval stored in the bins' order from local memory (-DPF8_BAND=R, its
+ * tables built by the host), fused and from the preprocessed copy, and with the radial pass
+ * gathering from img (FAID_PF8_GATHER=1, where the band is moot): lists bit for bit the
+ * reference's on a 250 x 317 frame (79,250 pixels: the last work-group of PREP4 runs past the
+ * end, the last band of 3 rows holds one) with 60 spots and the module gap, and on dense noise
+ * peaks; a band past the limits is refused, named. It failed (checks failed of 34) with PREP4
+ * skipping each work-item's last pixel (8) and with a band's stores skipping its last entry
+ * (4). */
+static void test_pf8_prep4(void)
+{
+    if (!have_cl())
+        return;
+    faid_diag d;
+    frame_set sp;
+    CHECK(make_frames_sized(&sp, 23, 60, 250, 317) == 0);
+    faid_peak_params p;
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PEAKFINDER8;
+    static const struct {
+        const char *kopts, *fused, *gather;
+    } v[] = {
+        {"-DPF8_PREP4=1", "1", "0"}, {"-DPF8_PREP4=1", "0", "1"},
+        {"-DPF8_BAND=3", "1", "0"},  {"-DPF8_BAND=1,-DPF8_PREP4=1", "0", "0"},
+        {"-DPF8_BAND=3", "1", "1"},
+    };
+    const int nv = (int)(sizeof v / sizeof v[0]);
+    for (int dense = 0; dense < 2; dense++) {
+        p.adc_threshold = dense ? 0.0 : 50.0;
+        p.minimum_snr = dense ? 1.0 : p.minimum_snr;
+        p.min_pixel_count = dense ? 1 : p.min_pixel_count;
+        faid_result *ref[NFRAMES] = {0};
+        CHECK_MSG(run_frames(&sp, &p, "ref", ref, &d) == 0, "reference: %s", d.msg);
+        for (int k = 0; k < nv; k++) {
+            faid_result *var[NFRAMES] = {0};
+            setenv("FAID_PEAKS_KOPTS", v[k].kopts, 1);
+            setenv("FAID_PEAKS_FUSED", v[k].fused, 1);
+            setenv("FAID_PF8_GATHER", v[k].gather, 1);
+            CHECK_MSG(run_frames(&sp, &p, NULL, var, &d) == 0, "%s: %s", v[k].kopts, d.msg);
+            unsetenv("FAID_PEAKS_KOPTS");
+            unsetenv("FAID_PEAKS_FUSED");
+            unsetenv("FAID_PF8_GATHER");
+            for (int f = 0; f < NFRAMES; f++) {
+                CHECK_MSG(var[f] && ref[f] && lists_equal(var[f]->peaks, ref[f]->peaks) &&
+                              ref[f]->peaks->n_found > (dense ? 300 : 20),
+                          "%s, fused %s, gather %s, %s, frame %d: peaks %d, reference %d",
+                          v[k].kopts, v[k].fused, v[k].gather, dense ? "dense" : "spots", f,
+                          var[f] ? var[f]->peaks->n_found : -1,
+                          ref[f] ? ref[f]->peaks->n_found : -1);
+                faid_result_destroy(&var[f]);
+            }
+        }
+        for (int f = 0; f < NFRAMES; f++)
+            faid_result_destroy(&ref[f]);
+    }
+    /* 300 rows of 317 pixels: more than a ushort's places in a band */
+    faid_result *bad[NFRAMES] = {0};
+    setenv("FAID_PEAKS_KOPTS", "-DPF8_BAND=300", 1);
+    CHECK(run_frames(&sp, &p, NULL, bad, &d) != 0 && strstr(d.msg, "PF8_BAND=300") != NULL);
+    unsetenv("FAID_PEAKS_KOPTS");
+    for (int f = 0; f < NFRAMES; f++)
+        faid_result_destroy(&bad[f]);
+    free_frames(&sp);
+}
+
 int main(void)
 {
     RUN(test_params());
@@ -991,6 +1166,8 @@ int main(void)
     RUN(test_sigclip_local());
     RUN(test_pf8_variants());
     RUN(test_round3_variants());
+    RUN(test_pick_cand());
+    RUN(test_pf8_prep4());
     engines_close();
     RUN(test_engine_devices());
     return faid_test_finish();

@@ -22,6 +22,8 @@ static void test_basic(void)
     CHECK(faid_pinned_new("ref", 100, &d) == NULL && d.code == FAID_EINVAL);
     faid_pinned *p = faid_pinned_new("ref", 64 * 1024, &d);
     CHECK(p != NULL);
+    /* the ring alone (test_keep: the blocks kept for reuse) */
+    faid_pinned_set_keep(p, 0);
     size_t cap = 0;
     uint8_t *base = faid_pinned_base(p, &cap);
     CHECK(base && cap == 64 * 1024 && !faid_pinned_locked(p));
@@ -97,6 +99,50 @@ static void *run(void *arg)
     for (int k = 0; k < HELD; k++)
         faid_pinned_free(w->p, held[k]);
     return NULL;
+}
+
+/* Blocks given back are reused, the last one first, for a request of their size (within an
+ * eighth); other sizes go to the ring; a full ring takes the kept blocks back first. */
+static void test_keep(void)
+{
+    faid_diag d;
+    faid_diag_clear(&d);
+    faid_pinned *p = faid_pinned_new("ref", 64 * 1024, &d);
+    CHECK(p != NULL);
+    size_t cap = 0;
+    uint8_t *base = faid_pinned_base(p, &cap);
+    uint8_t *a = faid_pinned_alloc(p, 10 * 1024), *b = faid_pinned_alloc(p, 10 * 1024);
+    CHECK(a && b && b > a);
+    faid_pinned_free(p, a);
+    faid_pinned_free(p, b);
+    CHECK(faid_pinned_used(p) == 0);
+    /* the last one given back first, then the one before */
+    CHECK(faid_pinned_alloc(p, 10 * 1024) == b);
+    CHECK(faid_pinned_alloc(p, 9 * 1024 + 512) == a); /* within an eighth */
+    CHECK(faid_pinned_reused(p) == 2);
+    faid_pinned_free(p, a);
+    /* half the size would waste half the block: from the ring, after b */
+    uint8_t *c = faid_pinned_alloc(p, 5 * 1024);
+    CHECK(c && c > b && faid_pinned_reused(p) == 2);
+    /* more than the ring has left: the kept block (a) goes back to the ring, whose tail then
+     * passes it (it is the first block), so the ring wraps into a's space and the rest */
+    uint8_t *e = faid_pinned_alloc(p, 40 * 1024);
+    CHECK(e == NULL); /* a's 10 KiB + the end's free space are not one piece */
+    uint8_t *f = faid_pinned_alloc(p, 10 * 1024);
+    CHECK(f != NULL && f != a); /* a went back to the ring: not handed out as kept */
+    faid_pinned_free(p, b);
+    faid_pinned_free(p, c);
+    faid_pinned_free(p, f);
+    CHECK(faid_pinned_used(p) == 0);
+    /* keep 0: every block straight back to the ring, the kept ones too */
+    faid_pinned_set_keep(p, 0);
+    uint8_t *g = faid_pinned_alloc(p, 60 * 1024);
+    CHECK(g == base + 64); /* the whole arena free again: one block from its start */
+    faid_pinned_free(p, g);
+    CHECK(faid_pinned_used(p) == 0);
+    (void)cap;
+    faid_pinned_destroy(&p);
+    CHECK(p == NULL);
 }
 
 static void test_threads(void)
@@ -184,6 +230,7 @@ static void test_pcopy(void)
 int main(void)
 {
     RUN(test_basic());
+    RUN(test_keep());
     RUN(test_threads());
     RUN(test_pcopy());
     return faid_test_finish();
