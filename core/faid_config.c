@@ -445,6 +445,12 @@ static const faid_option options[] = {
            "leaving the copy to the worker): 1 = the worker alone; N = the worker and N - 1 "
            "threads, a share of the frame each (the one worker per device copying every such "
            "frame limits several input connections)."),
+    SIMPLE("pipeline.collect_thread", FAID_OT_BOOL, "", 0, 0, "false", 0, NULL, collect_thread, 0,
+           "A collect thread per device beside its worker: the worker copies and submits "
+           "frames and waits only when pipeline.inflight frames are in flight; the collect "
+           "thread waits for the oldest frame, encodes its result and hands it on, in order. "
+           "false = the worker does both, one after the other (pipeline.collect_poll_us applies "
+           "then only)."),
     SIMPLE("stats.interval", FAID_OT_DOUBLE, "s", 0, 86400, "1.0", R, NULL, stats_interval, 0,
            "Period of the published stats message; 0 = off."),
     SIMPLE("log.level", FAID_OT_STRING, "", 0, 0, "info", R, faid_log_level_names, log_level, 16,

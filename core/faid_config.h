@@ -113,6 +113,7 @@ typedef struct faid_config {
     int batch;           /* frames per integration pass */
     int collect_poll_us; /* worker: poll the oldest frame and the queue every N us, 0 = block */
     int copy_threads;    /* threads per device copying a frame into pinned staging */
+    int collect_thread;  /* a collect thread per device beside its worker */
     int64_t max_frame_bytes;
     int io_threads;            /* ZeroMQ I/O threads */
     double series_timeout;     /* s without a message before an open series closes */

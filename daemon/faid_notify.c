@@ -78,6 +78,11 @@ static const char *stale_thread(faid_server *s, int64_t now, int64_t limit, char
             snprintf(buf, cap, "worker %d", i);
             return buf;
         }
+    for (int i = 0; i < s->nworkers; i++)
+        if (s->workers[i].started && old(&s->workers[i].collect_alive_ns, now, limit)) {
+            snprintf(buf, cap, "worker %d collect", i);
+            return buf;
+        }
     return NULL;
 }
 

@@ -84,9 +84,11 @@ typedef struct faid_worker {
     /* partly filled slots launched before the worker waited for older frames (status
      * "early_launches", faid_engine_launch_open) */
     atomic_uint_fast64_t early_launches;
-    atomic_uint_fast64_t busy_frac_bits; /* double: busy fraction over the last interval */
-    atomic_int in_flight;                /* frames submitted to the engine, not collected */
-    atomic_int_fast64_t alive_ns;        /* heartbeat: the worker loop's last turn (watchdog) */
+    atomic_uint_fast64_t busy_frac_bits;  /* double: busy fraction over the last interval */
+    atomic_int in_flight;                 /* frames submitted to the engine, not collected */
+    atomic_int_fast64_t alive_ns;         /* heartbeat: the worker loop's last turn (watchdog) */
+    atomic_int_fast64_t collect_alive_ns; /* heartbeat of its collect thread (pipeline.
+                                           * collect_thread; 0 = none running) */
 } faid_worker;
 
 struct faid_server {

@@ -6,7 +6,15 @@
  * Up to pipeline.inflight frames are in flight per device (engine submit/collect): the CPU part
  * and the upload of one frame overlap the kernels of the previous ones; with pipeline.batch B
  * the engine integrates B of them per pass over the CSR matrix. Frames complete in
- * submission order, so results of one worker leave in reception order. */
+ * submission order, so results of one worker leave in reception order.
+ *
+ * pipeline.collect_thread splits the loop in two: the worker pops, copies and submits frames and
+ * never waits for a result unless the engine is full (then for the collect thread's signal); the
+ * device's collect thread waits for the oldest frame in flight, encodes its result and hands it
+ * on, in submission order. The two share the in-flight ring (under wstate.mu) and the engine
+ * (one submitter, one collector: faid_engine.h). Issue 17: serial, with peaks on one H100, the
+ * worker spent 354-399 us per result submitting (mostly the copy into staging) and 264-283 us
+ * waiting for the oldest frame, one after the other; a frame that arrived meanwhile waited. */
 #include "faid_outfill.h"
 #include "faid_outputs.h"
 #include "faid_state.h"
@@ -18,7 +26,9 @@
 #include "faid_aggregates.h"
 #include "faid_hits_send.h"
 #include "faid_log.h"
+#include "faid_thread.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,18 +113,24 @@ typedef struct inflight {
 
 typedef struct wstate {
     faid_worker *wk;
-    faid_gen *active;
-    inflight q;
+    faid_gen *active; /* the worker's; a frame in flight holds its own in slot->gen */
+    inflight q;       /* threaded: under mu */
     long delay_us;
     long poll_us;      /* pipeline.collect_poll_us (fixed for the life of the process) */
-    int64_t busy_from; /* start of the current busy period (something in flight) */
+    int64_t busy_from; /* start of the current busy period (something in flight); threaded: mu */
+    /* pipeline.collect_thread (fixed for the life of the process) */
+    int threaded;
+    pthread_t collector;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* q changed (a frame in flight, one collected) or quit */
+    int quit;          /* the worker ends: the collector leaves once q is empty */
 } wstate;
 
 static void finish(wstate *w, faid_slot *slot, int rc, faid_diag *d, int64_t pop_ns)
 {
     faid_worker *wk = w->wk;
     faid_server *s = wk->srv;
-    faid_gen *g = w->active;
+    faid_gen *g = slot->gen; /* the generation the frame was submitted under (w->active then) */
     int64_t done_mono = faid_now_ns();
     const int64_t t_finish = done_mono;
     int64_t done_wall = faid_wall_ns();
@@ -187,8 +203,8 @@ static int collect_oldest(wstate *w, int block)
     faid_diag_clear(&d);
     uint64_t tag = 0;
     const int64_t t0 = faid_now_ns();
-    int rc = faid_engine_collect(w->active->engines[wk->index], w->active->results[wk->index], &tag,
-                                 block, &d);
+    faid_gen *g = slot->gen;
+    int rc = faid_engine_collect(g->engines[wk->index], g->results[wk->index], &tag, block, &d);
     if (!block && rc == FAID_EBUSY)
         return 0;
     faid_stat_add(&wk->wait_ns, (uint64_t)(faid_now_ns() - t0));
@@ -259,8 +275,104 @@ static void launch_open(wstate *w)
                    wk->index, d.msg);
 }
 
+/* ---- pipeline.collect_thread ---- */
+
+/* Waits on w->cv for at most POLL_MS, so that the waiting thread's heartbeat turns (mu held). */
+static void wait_turn(wstate *w, atomic_int_fast64_t *alive)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)POLL_MS * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    atomic_store_explicit(alive, faid_now_ns(), memory_order_relaxed);
+}
+
+/* The collect thread: waits for the oldest frame in flight (the engine's blocking collect),
+ * hands it on (finish: result message, statistics, results queue) and takes the next, in
+ * submission order, until the worker ends and nothing is left in flight. */
+static void *collect_main(void *arg)
+{
+    wstate *w = arg;
+    faid_worker *wk = w->wk;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        atomic_store_explicit(&wk->collect_alive_ns, faid_now_ns(), memory_order_relaxed);
+        if (w->q.n == 0) {
+            if (w->quit)
+                break;
+            wait_turn(w, &wk->collect_alive_ns);
+            continue;
+        }
+        faid_slot *slot = w->q.slot[w->q.head];
+        const int64_t pop_ns = w->q.pop_ns[w->q.head];
+        pthread_mutex_unlock(&w->mu);
+        faid_gen *g = slot->gen;
+        faid_diag d;
+        faid_diag_clear(&d);
+        uint64_t tag = 0;
+        const int64_t t0 = faid_now_ns();
+        int rc = faid_engine_collect(g->engines[wk->index], g->results[wk->index], &tag, 1, &d);
+        faid_stat_add(&wk->wait_ns, (uint64_t)(faid_now_ns() - t0));
+        if (rc == FAID_EINVAL || rc == FAID_EBUSY)
+            faid_diag_prefix(&d, "collect: "); /* nothing consumed: answer it (collect_oldest) */
+        else if (rc == 0 && tag != slot->frame_id)
+            rc = faid_fail(&d, FAID_EINVAL, "engine returned frame %llu, expected %llu",
+                           (unsigned long long)tag, (unsigned long long)slot->frame_id);
+        if (w->delay_us > 0) {
+            struct timespec ts = {w->delay_us / 1000000, (w->delay_us % 1000000) * 1000};
+            nanosleep(&ts, NULL);
+        }
+        pthread_mutex_lock(&w->mu);
+        w->q.head = (w->q.head + 1) % RING;
+        w->q.n--;
+        atomic_store_explicit(&wk->in_flight, w->q.n, memory_order_relaxed);
+        const int64_t now = faid_now_ns();
+        faid_stat_add(&wk->busy_ns, (uint64_t)(now - w->busy_from));
+        w->busy_from = now;
+        pthread_cond_broadcast(&w->cv); /* room for the worker, or the drain it waits for */
+        pthread_mutex_unlock(&w->mu);
+        finish(w, slot, rc, &d, pop_ns);
+        pthread_mutex_lock(&w->mu);
+    }
+    atomic_store_explicit(&wk->collect_alive_ns, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Threaded: waits until fewer than n frames are in flight (the collect thread took the oldest).
+ * Idle time, as the wait for a frame: not in status wait_us, which is the collect thread's time
+ * in the engine's collect (submit_us the worker's, wait_us + encode_us the collect thread's). */
+static void wait_below(wstate *w, int n)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->q.n >= n && w->q.n > 0)
+        wait_turn(w, &w->wk->alive_ns);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int in_flight(wstate *w)
+{
+    if (!w->threaded)
+        return w->q.n;
+    pthread_mutex_lock(&w->mu);
+    int n = w->q.n;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+/* Every frame in flight collected and handed on (threaded: by the collect thread, the partial
+ * batch handed to it first). */
 static void drain(wstate *w)
 {
+    if (w->threaded) {
+        if (in_flight(w) > 0) {
+            launch_open(w);
+            wait_below(w, 1);
+        }
+        return;
+    }
     while (w->q.n > 0)
         collect_one(w);
 }
@@ -295,6 +407,13 @@ static void submit(wstate *w, faid_slot *slot, int64_t pop_ns)
         faid_gen_release(&w->active);
         w->active = slot->gen;
         faid_gen_acquire(w->active);
+        if (w->threaded) {
+            faid_diag dt;
+            faid_diag_clear(&dt);
+            /* a new engine, nothing in flight: cannot fail (logged if it did) */
+            if (faid_engine_set_threaded(w->active->engines[wk->index], 1, &dt))
+                FAID_WARN("worker", "device %d: %s", wk->index, dt.msg);
+        }
     }
     faid_frame f = {
         .data = slot->payload,
@@ -307,7 +426,7 @@ static void submit(wstate *w, faid_slot *slot, int64_t pop_ns)
     slot->frame_id = slot->h.frame_id;
     faid_diag d;
     faid_diag_clear(&d);
-    if (w->q.n == 0)
+    if (!w->threaded && w->q.n == 0)
         w->busy_from = faid_now_ns();
     int rc;
     /* With batches a slot closed before it was full holds fewer frames, so the engine may be
@@ -318,21 +437,67 @@ static void submit(wstate *w, faid_slot *slot, int64_t pop_ns)
         rc = faid_engine_submit_table(w->active->engines[wk->index], &f, table, slot->h.frame_id,
                                       &d);
         faid_stat_add(&wk->submit_ns, (uint64_t)(faid_now_ns() - t0));
-        if (rc != FAID_EBUSY || w->q.n == 0)
+        const int n = in_flight(w);
+        if (rc != FAID_EBUSY || n == 0)
             break;
         faid_diag_clear(&d);
-        collect_one(w);
+        if (w->threaded)
+            wait_below(w, n); /* the collect thread frees a slot */
+        else
+            collect_one(w);
     }
     if (rc) {
         /* Refused at submit (malformed block table, ...): not in flight, answer it now. */
         finish(w, slot, rc, &d, pop_ns);
         return;
     }
+    if (w->threaded)
+        pthread_mutex_lock(&w->mu);
+    if (w->threaded && w->q.n == 0)
+        w->busy_from = faid_now_ns();
     int tail = (w->q.head + w->q.n) % RING;
     w->q.slot[tail] = slot;
     w->q.pop_ns[tail] = pop_ns;
     w->q.n++;
     atomic_store_explicit(&wk->in_flight, w->q.n, memory_order_relaxed);
+    if (w->threaded) {
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+/* pipeline.collect_thread: the worker's loop beside the collect thread. It waits only for room
+ * in the engine (depth frames in flight) and, with nothing queued, for the next frame; a partial
+ * batch is handed to the collect thread before that wait (launch_open). */
+static void run_threaded(wstate *w)
+{
+    faid_worker *wk = w->wk;
+    faid_server *s = wk->srv;
+    for (;;) {
+        atomic_store_explicit(&wk->alive_ns, faid_now_ns(), memory_order_relaxed);
+        int depth = w->active ? faid_engine_depth(w->active->engines[wk->index]) : 1;
+        if (depth > RING)
+            depth = RING;
+        const int n = in_flight(w);
+        if (n >= depth) {
+            wait_below(w, depth);
+            continue;
+        }
+        void *item = NULL;
+        int rc = faid_queue_pop(s->frames, &item, 0);
+        if (rc && rc != FAID_ESTOPPED) {
+            if (n)
+                launch_open(w); /* no frame at hand: the partial batch goes now */
+            rc = faid_queue_pop(s->frames, &item, POLL_MS);
+        }
+        if (rc == FAID_ESTOPPED) {
+            drain(w);
+            break;
+        }
+        if (rc)
+            continue;
+        submit(w, item, faid_now_ns());
+    }
 }
 
 void *faid_worker_main(void *arg)
@@ -347,7 +512,31 @@ void *faid_worker_main(void *arg)
         w.delay_us = strtol(dv, NULL, 10);
     if (w.delay_us > 0)
         FAID_WARN("worker", "device %d: test delay of %ld us per frame", wk->index, w.delay_us);
-    for (;;) {
+    if (s->cfg.collect_thread) {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_mutex_init(&w.mu, NULL);
+        pthread_cond_init(&w.cv, &ca);
+        pthread_condattr_destroy(&ca);
+        w.threaded = pthread_create(&w.collector, NULL, collect_main, &w) == 0;
+        if (w.threaded)
+            faid_thread_name(w.collector, "faid-collect%d", wk->index);
+        else
+            FAID_WARN("worker",
+                      "device %d: no collect thread (pthread_create failed): the "
+                      "worker collects itself",
+                      wk->index);
+    }
+    if (w.threaded) {
+        run_threaded(&w);
+        pthread_mutex_lock(&w.mu);
+        w.quit = 1;
+        pthread_cond_broadcast(&w.cv);
+        pthread_mutex_unlock(&w.mu);
+        pthread_join(w.collector, NULL);
+    }
+    for (; !w.threaded;) {
         atomic_store_explicit(&wk->alive_ns, faid_now_ns(), memory_order_relaxed);
         int depth = w.active ? faid_engine_depth(w.active->engines[wk->index]) : 1;
         if (depth > RING)
@@ -373,6 +562,10 @@ void *faid_worker_main(void *arg)
             continue;
         }
         submit(&w, item, faid_now_ns());
+    }
+    if (s->cfg.collect_thread) {
+        pthread_cond_destroy(&w.cv);
+        pthread_mutex_destroy(&w.mu);
     }
     faid_gen_release(&w.active);
     return NULL;

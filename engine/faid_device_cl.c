@@ -431,13 +431,18 @@ static int run_cmd(cl_dev *dv, faid_stage_res *res, faid_stage_slot *sl, const f
 static int cl_submit(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *sl, int lane,
                      const faid_frame *f, const faid_block_table *table, faid_diag *d)
 {
-    int rc;
-    /* the plans of the downstream stages first: a frame they cannot take is refused here */
-    for (int i = 0; faid_stages[i]; i++) {
+    int rc = FAID_OK;
+    /* the plans of the downstream stages first: a frame they cannot take is refused here (the
+     * plan cache is shared with a collecting thread's launches: under the engine's lock) */
+    pthread_mutex_lock(env->mu);
+    for (int i = 0; faid_stages[i] && !rc; i++) {
         const rplan *rp;
-        if (res->enabled[i] && (rc = plan_get(env, res, i, f->dtype, &rp, d)))
-            return rc;
+        if (res->enabled[i])
+            rc = plan_get(env, res, i, f->dtype, &rp, d);
     }
+    pthread_mutex_unlock(env->mu);
+    if (rc)
+        return rc;
     faid_stage_lane *ln = &sl->lane[lane];
     for (int i = 0; faid_stages[i]; i++) {
         const faid_stage *st = faid_stages[i];
@@ -450,7 +455,9 @@ static int cl_submit(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *
         if (c.n > FAID_DCMD_MAX)
             return faid_fail(d, FAID_EINVAL, "engine: stage %s lists more than %d commands",
                              st->name, FAID_DCMD_MAX);
-        for (int k = 0; k < c.n; k++) {
+        /* the enqueues under the engine's lock (the device decoder's kernel arguments) */
+        pthread_mutex_lock(env->mu);
+        for (int k = 0; k < c.n && !rc; k++) {
             const faid_dcmd *x = &c.c[k];
             faid_devent *evp = x->ev >= 0 && x->ev < FAID_STAGE_EV ? &ln->ev[i][x->ev] : NULL;
             if ((rc = run_cmd(env->dev, res, sl, x, evp, d))) {
@@ -458,9 +465,11 @@ static int cl_submit(faid_stage_env *env, faid_stage_res *res, faid_stage_slot *
                 ln->err_dirty = 1; /* the flag's clear may not have run: clear it next time */
                 for (int e = 0; e < FAID_STAGE_EV; e++)
                     release_event(&ln->ev[i][e]);
-                return rc;
             }
         }
+        pthread_mutex_unlock(env->mu);
+        if (rc)
+            return rc;
     }
     return FAID_OK;
 }

@@ -149,7 +149,6 @@ static int ref_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot
     }
     r->num_peaks = src->num_peaks;
     r->is_hit = src->is_hit;
-    sl->closed = 1;
     return FAID_OK;
 }
 

@@ -14,7 +14,15 @@
  * the open slot (or opens the next slot) and enqueues its commands without waiting; a slot closes
  * when full, when collect reaches it, or when a frame of another dtype arrives; collect waits for
  * the oldest slot. faid_engine_process is submit + collect of one frame, so both APIs run the
- * same commands with the same arguments and give the same bits. */
+ * same commands with the same arguments and give the same bits.
+ *
+ * THREADS. One thread may submit while another collects (faid_engine.h says what each may
+ * call). The lock `mu` guards the ring (head, used, inflight, filling, a slot's n / ncol /
+ * closed / launch_req) and every enqueue on the slots' queues: the device's submit takes it
+ * for its enqueues only (env.mu), so the copy of a frame into staging runs beside a collect's
+ * wait and result copy, which run without it. The order a slot's queue relies on (a lane's
+ * H2D and decode, then the slot's launches and read-backs) holds because a slot is closed under
+ * the lock and never while a submit fills one of its lanes (filling: the collector waits). */
 #include "faid_engine.h"
 
 #include "faid_log.h"
@@ -41,6 +49,11 @@ struct faid_engine {
     int depth;      /* slots per resource set */
     int head, used; /* oldest slot in use, slots in use (FIFO ring) */
     int inflight;   /* frames submitted and not collected */
+    int filling;    /* a submit is between taking a lane of the open slot and enqueuing it */
+    int threaded;   /* faid_engine_set_threaded: a blocking collect leaves an open slot to the
+                     * submitter (full, another dtype, faid_engine_launch_open) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* a lane was enqueued, a slot was closed or freed */
     struct {
         void *handle;
         void *ptr;
@@ -201,6 +214,9 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
         faid_fail(d, FAID_ENOMEM, "engine: out of memory");
         return NULL;
     }
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    e->env.mu = &e->mu;
     e->env.fused = 1;
     e->env.sums2d = 1;
     e->env.cake_arrays = 4;
@@ -219,6 +235,8 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
                   "FAID_ENGINE_INTEGRATE=\"%s\": unknown variant (known: base, gather, "
                   "entrynorm, prefetch, unroll8, comma-separated)",
                   iv);
+        pthread_cond_destroy(&e->cv);
+        pthread_mutex_destroy(&e->mu);
         free(e);
         return NULL;
     }
@@ -231,6 +249,8 @@ faid_engine *faid_engine_new(const faid_setup *setup, const char *device, faid_d
     e->ops = strcmp(device, "ref") == 0 ? &faid_devops_ref : &faid_devops_cl;
     e->env.ops = e->ops;
     if (e->ops->open(&e->env, device, e->name, sizeof e->name, d)) {
+        pthread_cond_destroy(&e->cv);
+        pthread_mutex_destroy(&e->mu);
         free(e);
         return NULL;
     }
@@ -256,6 +276,8 @@ void faid_engine_destroy(faid_engine **pe)
             faid_stages[i]->shutdown(&e->env, i);
     e->ops->close(&e->env);
     faid_pcopy_destroy(&e->env.pcopy);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
     free(e);
     *pe = NULL;
 }
@@ -539,14 +561,15 @@ static int check_table(const eng_res *r, const faid_frame *f, const faid_block_t
     return FAID_OK;
 }
 
-/* The slot taking frames now (filled partly, not closed), or NULL. */
+/* The slot taking frames now (filled partly, not closed, not handed to the collector), or
+ * NULL. Under mu. */
 static faid_stage_slot *open_slot(faid_engine *e)
 {
     eng_res *r = e->res;
     if (!e->used)
         return NULL;
     faid_stage_slot *sl = &r->slot[(e->head + e->used - 1) % r->nslots];
-    return !sl->closed && sl->n < e->env.batch ? sl : NULL;
+    return !sl->closed && !sl->launch_req && sl->n < e->env.batch ? sl : NULL;
 }
 
 /* The slot and lane the next frame goes to, opening a slot if needed; NULL (FAID_EBUSY) when
@@ -570,7 +593,7 @@ static faid_stage_slot *take_lane(faid_engine *e, faid_dtype dt, int *opened, fa
         return NULL;
     }
     sl = &r->slot[(e->head + e->used) % r->nslots];
-    sl->n = sl->ncol = sl->closed = 0;
+    sl->n = sl->ncol = sl->closed = sl->launch_req = 0;
     sl->dtype = dt;
     e->used++;
     *opened = 1;
@@ -595,39 +618,76 @@ int faid_engine_submit_table(faid_engine *e, const faid_frame *f, const faid_blo
     if (rc)
         return rc;
     int opened;
+    pthread_mutex_lock(&e->mu);
     faid_stage_slot *sl = take_lane(e, f->dtype, &opened, d);
-    if (!sl)
+    if (!sl) {
+        pthread_cond_broadcast(&e->cv); /* take_lane may have closed a slot (another dtype) */
+        pthread_mutex_unlock(&e->mu);
         return FAID_EBUSY;
-    faid_stage_lane *ln = &sl->lane[sl->n];
+    }
+    const int lane = sl->n;
+    e->filling = 1;
+    pthread_mutex_unlock(&e->mu);
+    /* the host work (copy into staging, table) without the lock: a collect runs beside it */
+    faid_stage_lane *ln = &sl->lane[lane];
     ln->t_submit = faid_stage_now_us();
-    rc = e->ops->submit(&e->env, &e->res->s, sl, sl->n, f, table, d);
+    rc = e->ops->submit(&e->env, &e->res->s, sl, lane, f, table, d);
+    pthread_mutex_lock(&e->mu);
+    e->filling = 0;
     if (rc) {
         if (opened)
-            e->used--;
-        return rc;
-    }
-    ln->tag = tag;
-    sl->n++;
-    e->inflight++;
-    if (sl->n == e->env.batch) {
-        /* full: run the downstream stages now (a failure shows at collect, which tries again) */
-        if (e->ops->close_slot(&e->env, &e->res->s, sl, d))
-            faid_diag_clear(d);
+            e->used--; /* the slot opened last: only the submitter opens slots */
     } else {
-        e->ops->flush(sl); /* the H2D and the decode start while the batch fills */
+        ln->tag = tag;
+        sl->n++;
+        e->inflight++;
+        if (sl->n == e->env.batch) {
+            /* full: run the downstream stages now (a failure shows at collect, which tries
+             * again) */
+            if (e->ops->close_slot(&e->env, &e->res->s, sl, d))
+                faid_diag_clear(d);
+        } else {
+            e->ops->flush(sl); /* the H2D and the decode start while the batch fills */
+        }
     }
-    return FAID_OK;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
 }
 
-/* Collects the oldest frame (checked by the caller: one in flight, res matches the setup). */
+/* Collects the oldest frame (checked by the caller: one in flight, res matches the setup). Called
+ * and returns with mu held; waits for the device without it once the slot is closed. */
 static int collect_oldest(faid_engine *e, faid_result *res, uint64_t *tag, int block, int named,
                           faid_diag *d)
 {
     eng_res *r = e->res;
     faid_stage_slot *sl = &r->slot[e->head];
+    int rc;
+    /* The slot's launches and read-backs go on its queue after every lane's H2D and decode:
+     * never while a submit is filling one of its lanes. Threaded, a blocking collect leaves an
+     * open slot to the submitter, which closes it when full or hands it over (launch_req) when
+     * it has no frame for it: otherwise every batch would be closed at its first frame. */
+    while (!sl->closed && ((e->filling && open_slot(e) == sl) ||
+                           (e->threaded && !sl->launch_req && sl->n < e->env.batch))) {
+        if (!block)
+            return FAID_EBUSY;
+        pthread_cond_wait(&e->cv, &e->mu);
+    }
+    if (!sl->closed && e->ops->close_slot(&e->env, &r->s, sl, d) == FAID_OK)
+        sl->closed = 1;
+    faid_diag_clear(d);
     int f = sl->ncol;
     faid_stage_lane *ln = &sl->lane[f];
-    int rc = e->ops->collect(&e->env, &r->s, sl, f, res, block, d);
+    if (sl->closed) {
+        /* launched: the wait and the copy into res touch this lane and res alone */
+        pthread_mutex_unlock(&e->mu);
+        rc = e->ops->collect(&e->env, &r->s, sl, f, res, block, d);
+        pthread_mutex_lock(&e->mu);
+    } else {
+        /* the launch failed: the device's collect tries it again (under mu: it enqueues) and
+         * reports the failure for this frame */
+        rc = e->ops->collect(&e->env, &r->s, sl, f, res, block, d);
+    }
     if (rc == FAID_EBUSY)
         return rc;
     if (rc == FAID_OK) {
@@ -648,6 +708,7 @@ static int collect_oldest(faid_engine *e, faid_result *res, uint64_t *tag, int b
         e->head = (e->head + 1) % r->nslots;
         e->used--;
     }
+    pthread_cond_broadcast(&e->cv);
     return rc;
 }
 
@@ -655,52 +716,92 @@ int faid_engine_collect(faid_engine *e, faid_result *res, uint64_t *tag, int blo
 {
     if (!e || !e->res)
         return faid_fail(d, FAID_EINVAL, "engine: no setup");
-    if (!e->inflight)
-        return faid_fail(d, FAID_EINVAL, "engine: no frame in flight");
     int rc = check_result(e->res, res, FAID_EINVAL, d);
     if (rc)
         return rc;
-    return collect_oldest(e, res, tag, block, 1, d);
+    pthread_mutex_lock(&e->mu);
+    if (!e->inflight)
+        rc = faid_fail(d, FAID_EINVAL, "engine: no frame in flight");
+    else
+        rc = collect_oldest(e, res, tag, block, 1, d);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
 }
 
 int faid_engine_launch_open(faid_engine *e, faid_diag *d)
 {
     if (!e || !e->res)
         return faid_fail(d, FAID_EINVAL, "engine: no setup");
+    int rc = 0;
+    pthread_mutex_lock(&e->mu);
     faid_stage_slot *sl = open_slot(e);
-    if (!sl || sl->n == 0 || sl == &e->res->slot[e->head])
-        return 0;
-    int rc = e->ops->close_slot(&e->env, &e->res->s, sl, d);
-    if (rc)
-        return rc;
-    sl->closed = 1;
-    return 1;
+    if (!sl || sl->n == 0) {
+        rc = 0;
+    } else if (sl == &e->res->slot[e->head]) {
+        if (e->threaded) {
+            sl->launch_req = 1; /* the collector, waiting for it, launches it */
+            pthread_cond_broadcast(&e->cv);
+        }
+        rc = 0;
+    } else if ((rc = e->ops->close_slot(&e->env, &e->res->s, sl, d)) == FAID_OK) {
+        sl->closed = 1;
+        rc = 1;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+int faid_engine_set_threaded(faid_engine *e, int on, faid_diag *d)
+{
+    if (!e)
+        return faid_fail(d, FAID_EINVAL, "engine: NULL");
+    pthread_mutex_lock(&e->mu);
+    int n = e->inflight;
+    if (!n)
+        e->threaded = on != 0;
+    pthread_mutex_unlock(&e->mu);
+    if (n)
+        return faid_fail(d, FAID_EBUSY,
+                         "engine: %d frames in flight, collect them before "
+                         "changing the threading",
+                         n);
+    return FAID_OK;
 }
 
 int faid_engine_process(faid_engine *e, const faid_frame *f, faid_result *res, faid_diag *d)
 {
     if (!e || !e->res)
         return faid_fail(d, FAID_EINVAL, "engine: no setup");
-    if (e->inflight)
-        return faid_fail(d, FAID_EBUSY, "engine: %d frames submitted and not collected",
-                         e->inflight);
     int rc = check_frame(e->res, f, d);
     if (!rc)
         rc = check_result(e->res, res, FAID_ESIZE, d);
     if (rc)
         return rc;
+    /* not with a pipeline in use: one thread, nothing in flight (the lock only keeps the
+     * device's submit, which takes it for its enqueues, consistent) */
+    pthread_mutex_lock(&e->mu);
+    const int n = e->inflight;
     int opened;
-    faid_stage_slot *sl = take_lane(e, f->dtype, &opened, d);
+    faid_stage_slot *sl = n ? NULL : take_lane(e, f->dtype, &opened, d);
+    pthread_mutex_unlock(&e->mu);
+    if (n)
+        return faid_fail(d, FAID_EBUSY, "engine: %d frames submitted and not collected", n);
     if (!sl)
         return FAID_EBUSY;
     sl->lane[0].t_submit = faid_stage_now_us();
-    if ((rc = e->ops->submit(&e->env, &e->res->s, sl, 0, f, NULL, d))) {
+    rc = e->ops->submit(&e->env, &e->res->s, sl, 0, f, NULL, d);
+    pthread_mutex_lock(&e->mu);
+    if (rc) {
         e->used--;
-        return rc;
+    } else {
+        sl->n = 1;
+        sl->launch_req =
+            1; /* a slot of one frame: launched by the collect below, threaded or not */
+        e->inflight++;
+        rc = collect_oldest(e, res, NULL, 1, 0, d);
     }
-    sl->n = 1;
-    e->inflight++;
-    return collect_oldest(e, res, NULL, 1, 0, d);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -781,7 +882,13 @@ int faid_engine_depth(const faid_engine *e)
 
 int faid_engine_in_flight(const faid_engine *e)
 {
-    return e ? e->inflight : 0;
+    if (!e)
+        return 0;
+    faid_engine *m = (faid_engine *)e; /* the lock, not the engine, changes */
+    pthread_mutex_lock(&m->mu);
+    int n = e->inflight;
+    pthread_mutex_unlock(&m->mu);
+    return n;
 }
 
 int faid_engine_slot_buffer(faid_engine *e, void **ptr, size_t *cap, faid_diag *d)
@@ -789,14 +896,16 @@ int faid_engine_slot_buffer(faid_engine *e, void **ptr, size_t *cap, faid_diag *
     if (!e || !e->res || !ptr || !cap)
         return faid_fail(d, FAID_EINVAL, "engine: no setup or NULL argument");
     eng_res *r = e->res;
+    pthread_mutex_lock(&e->mu);
     faid_stage_slot *sl = open_slot(e);
-    if (!sl) {
-        if (e->used == r->nslots)
-            return faid_fail(d, FAID_EBUSY, "engine: all %d slots are in flight, collect first",
-                             r->nslots);
+    int f = sl ? sl->n : 0;
+    const int full = !sl && e->used == r->nslots;
+    if (!sl && !full)
         sl = &r->slot[(e->head + e->used) % r->nslots];
-    }
-    int f = sl == open_slot(e) ? sl->n : 0;
+    pthread_mutex_unlock(&e->mu);
+    if (full)
+        return faid_fail(d, FAID_EBUSY, "engine: all %d slots are in flight, collect first",
+                         r->nslots);
     return e->ops->slot_buffer(&e->env, &r->s, sl, f, ptr, cap, d);
 }
 

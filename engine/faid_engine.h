@@ -4,7 +4,18 @@
  * bit-identical results on the same device.
  *
  * An engine owns its device context, programs and buffers (sized at creation from the setup: no
- * allocation per frame). Not thread-safe: one engine per worker thread. */
+ * allocation per frame).
+ *
+ * Threads. An engine is used by one thread, with one exception: the pipelined API may be split
+ * between ONE submitting thread (faid_engine_submit / _submit_table, faid_engine_launch_open,
+ * faid_engine_slot_buffer, faid_engine_depth, faid_engine_batch) and ONE collecting thread
+ * (faid_engine_collect); faid_engine_in_flight may be called from either. Everything else
+ * (creation, set_*, prepare, process, host_alloc / _register / _free, destroy) is for one thread
+ * while no other uses the engine and, where it says so, nothing is in flight. The two threads
+ * share a lock for the ring of slots and the device's enqueues only: a submit's copy into
+ * staging runs beside a collect's wait for the device and its copy into the result. A frame's
+ * bytes handed to submit must stay untouched until collect returned it where the zero-copy
+ * rules below say so; the result passed to collect belongs to the collecting thread. */
 #ifndef FAID_ENGINE_H
 #define FAID_ENGINE_H
 
@@ -217,6 +228,16 @@ int faid_engine_collect(faid_engine *e, faid_result *r, uint64_t *tag, int block
  * oldest: collect launches it), a negative code when the launch failed (the slot stays open and
  * collect tries again, reporting the failure for its frames). */
 int faid_engine_launch_open(faid_engine *e, faid_diag *d);
+
+/* A collecting thread beside the submitting one (off by default; FAID_EBUSY while frames are in
+ * flight). On, a blocking collect whose oldest slot is still open (a partial batch) does not
+ * launch it at once, which would close every batch at its first frame while the collector
+ * waits: it waits until the submitter fills the slot, closes it for a frame of another dtype,
+ * or calls faid_engine_launch_open with no frame at hand, which on a threaded engine hands the
+ * oldest open slot to the collector (it launches it; launch_open still returns 0 for it). So a
+ * submitter with no further frame must call faid_engine_launch_open before it waits for the
+ * collector, or the collector waits for ever. Off: collect launches the oldest slot itself. */
+int faid_engine_set_threaded(faid_engine *e, int on, faid_diag *d);
 
 /* Zero-copy input. (1) The staging area of the slot the next submit takes: a producer (network
  * receive) may write the frame's bytes there and submit a frame whose data points at it; the

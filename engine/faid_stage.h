@@ -35,6 +35,8 @@
 #include "faid_outputs.h"
 #include "faid_restab.h"
 
+#include <pthread.h>
+
 #define FAID_STAGE_MAX  8  /* stages in faid_stages[] */
 #define FAID_STAGE_EV   6  /* device commands timed per stage and lane (and per stage and slot) */
 #define FAID_LAUNCH_MAX 8  /* launches in one stage's plan */
@@ -70,8 +72,14 @@ typedef struct faid_stage_env {
     int resident;                  /* faid_engine_set_resident (benchmarks) */
     int slot_d2h; /* FAID_ENGINE_SLOT_D2H=1: one read-back per slot after every lane (the path
                    * before per-lane reads; for measurements) */
-    struct faid_pcopy *pcopy;     /* faid_engine_set_copy_threads: staging copies shared by
-                                   * several threads (NULL: memcpy) */
+    struct faid_pcopy *pcopy; /* faid_engine_set_copy_threads: staging copies shared by
+                               * several threads (NULL: memcpy) */
+    /* The engine's lock (faid_engine.c): a device's submit holds it around what it shares with
+     * a collecting thread, the launch plans and every enqueue (OpenCL kernel arguments are set
+     * on kernel objects that all slots share, so setting them and enqueuing is one step), and
+     * not around its host work (the copy into staging). Nothing else in a device takes it: the
+     * engine core holds it around close_slot, slot_reset and the ring. */
+    pthread_mutex_t *mu;
     void *dev;                    /* the device's own state */
     void *estate[FAID_STAGE_MAX]; /* a stage's engine-lifetime state */
 } faid_stage_env;
@@ -116,11 +124,13 @@ typedef struct faid_stage_slot {
     int index; /* for the resource table's per-slot buffers */
     faid_dqueue q;
     faid_stage_lane *lane;
-    int nlanes;                                    /* lanes allocated (the batch it was made for) */
-    int n;                                         /* lanes filled */
-    int ncol;                                      /* lanes collected */
-    int closed;                                    /* downstream stages and D2H enqueued */
-    faid_dtype dtype;                              /* of every frame in the slot */
+    int nlanes;       /* lanes allocated (the batch it was made for) */
+    int n;            /* lanes filled */
+    int ncol;         /* lanes collected */
+    int closed;       /* downstream stages and D2H enqueued */
+    int launch_req;   /* engine core, threaded: the submitter has no frame for this open oldest
+                       * slot; the collecting thread launches it (faid_engine_launch_open) */
+    faid_dtype dtype; /* of every frame in the slot */
     faid_devent ev[FAID_STAGE_MAX][FAID_STAGE_EV]; /* launches for the whole slot */
     double us[FAID_STAGE_MAX][FAID_STAGE_EV];      /* device time of ev[][] */
 } faid_stage_slot;

@@ -57,7 +57,12 @@
 #      throughput),
 #      slotd2h = the main settings with FAID_ENGINE_SLOT_D2H=1 (one read-back per slot after its
 #      last frame, the path before per-lane reads: with batches the first frames of a slot
-#      waited for the last one's peak stages);
+#      waited for the last one's peak stages), collect = pipeline.collect_thread true (a collect
+#      thread per device: the worker copies and submits while it waits for the oldest frame and
+#      encodes; issue 17, speed round 5), collect4 = collect with pipeline.copy_threads 4,
+#      collectrx = collect with input.pinned_receive true; the three also run the
+#      CONNS-connection throughput and LAT_RUNS latency runs (the p99 target is 3 runs of 3), and
+#      COLLECT_THREAD sets the main daemon's;
 #   4. unless BENCH=0, faid-bench on the main daemon's own configuration file (and benchpeaks'),
 #      on the same device, depth INFLIGHT / BATCH and batch BATCH: one frame alone (the fused
 #      variant: every stage's device time) and pipelined (frames/s of the GPU stage), so that the
@@ -82,11 +87,12 @@
 # (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COPY (input.pinned_copy,
 # default auto), CONTEXTS (input.contexts, default per_connection), COPY_THREADS / POLL_US (the
 # main daemon's pipeline.copy_threads and pipeline.collect_poll_us, default 1 and 0), RX (the main
-# daemon's input.pinned_receive, default false), PEAKS (peaks.algorithm of
+# daemon's input.pinned_receive, default false), COLLECT_THREAD (the main daemon's
+# pipeline.collect_thread, default false), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
 # "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
 # "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "rx", "rxpoll", "rxcopy4",
-# "slotd2h"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# "slotd2h", "collect", "collect4", "collectrx"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
 # 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
@@ -118,6 +124,7 @@ COPY_THREADS=${COPY_THREADS:-1}
 POLL_US=${POLL_US:-0}
 # the main daemon's input.pinned_receive (a COMPARE entry rx* sets it true)
 RX=${RX:-false}
+COLLECT_THREAD=${COLLECT_THREAD:-false}
 PEAKS=${PEAKS:-none}
 COMPARE=${COMPARE-nopin}
 BENCH=${BENCH:-1}
@@ -145,7 +152,7 @@ status=0
 # the transport ceiling, 32 with batches of 4 only 68 %. Override with INFLIGHT / BATCH.
 INFLIGHT=${INFLIGHT:-8}
 BATCH=${BATCH:-2}
-say "pipeline.inflight $INFLIGHT, pipeline.batch $BATCH, $CONNS input endpoints, input.pinned_bytes $PINNED, input.pinned_copy $PINNED_COPY, input.contexts $CONTEXTS, pipeline.copy_threads $COPY_THREADS, pipeline.collect_poll_us $POLL_US, peaks.algorithm $PEAKS"
+say "pipeline.inflight $INFLIGHT, pipeline.batch $BATCH, $CONNS input endpoints, input.pinned_bytes $PINNED, input.pinned_copy $PINNED_COPY, input.contexts $CONTEXTS, pipeline.copy_threads $COPY_THREADS, pipeline.collect_poll_us $POLL_US, input.pinned_receive $RX, pipeline.collect_thread $COLLECT_THREAD, peaks.algorithm $PEAKS"
 
 port() { bench_port; }
 if ! "$BIN/faid" ${CONFIG:+-c "$CONFIG"} --dump-config >"$LOG/base.yaml" 2>>"$LOG/daemon-bench.log"; then
@@ -156,10 +163,11 @@ fi
 # Writes $LOG/<name>.yaml from base.yaml with fresh ports ($pin[], $pout, $pctl), pinned bytes $2,
 # input.pinned_copy $3, writer.directory $4 (empty: off), input.contexts $5 (default
 # $CONTEXTS), pipeline.collect_poll_us $6 (default 0), with $7 = bench faid-bench's peak
-# parameters, pipeline.copy_threads $8 (default 1); peaks.algorithm $PEAKS.
+# parameters, pipeline.copy_threads $8 (default 1), input.pinned_receive $9 (default $RX),
+# pipeline.collect_thread $10 (default $COLLECT_THREAD); peaks.algorithm $PEAKS.
 make_config() {
     local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-$POLL_US} pk=${7:-}
-    local ct=${8:-$COPY_THREADS} rx=${9:-$RX}
+    local ct=${8:-$COPY_THREADS} rx=${9:-$RX} cth=${10:-$COLLECT_THREAD}
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
@@ -175,7 +183,7 @@ make_config() {
         "devices=$DEVICE" "queue.policy=block" "pipeline.inflight=$INFLIGHT"
         "pipeline.batch=$BATCH" "stats.interval=0" "log.level=info" "input.contexts=$ctxs"
         "peaks.algorithm=$PEAKS" "pipeline.collect_poll_us=$poll" "pipeline.copy_threads=$ct"
-        "input.pinned_receive=$rx")
+        "input.pinned_receive=$rx" "pipeline.collect_thread=$cth")
     [ -n "$wdir" ] && kv+=("writer.directory=\"$wdir\"")
     # faid-bench's --peaks parameters (tests/bench/faid_bench.c, build_config)
     [ "$pk" = bench ] && kv+=("peaks.cutoff_clip=5.0" "peaks.cutoff_peak=4.0" "peaks.patch_size=5"
@@ -323,6 +331,9 @@ for v in $COMPARE; do
     rx) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" "" "" "" true ;;
     rxpoll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 "" "" true ;;
     rxcopy4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" "" "" 4 true ;;
+    collect) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" "" true ;;
+    collect4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" 4 "" true ;;
+    collectrx) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" true true ;;
     slotd2h)
         make_config "$v" "$PINNED" "$PINNED_COPY"
         fenv=(FAID_ENGINE_SLOT_D2H=1)
@@ -333,7 +344,7 @@ for v in $COMPARE; do
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, rx, rxpoll, rxcopy4, slotd2h, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, rx, rxpoll, rxcopy4, slotd2h, collect, collect4, collectrx, writer)"
         continue
         ;;
     esac
@@ -344,7 +355,7 @@ for v in $COMPARE; do
         series "tp1_$v" 2 "$FRAMES" 1
         "$ctl" status "${c[@]}" --json >"$LOG/status_tp1_$v.json" 2>>"$LOG/daemon-bench.log"
         "$ctl" reset "${c[@]}" >/dev/null 2>&1
-        case $v in shared | copy4 | rx | rxcopy4) tpn=1 ;; *) tpn=0 ;; esac
+        case $v in shared | copy4 | rx | rxcopy4 | collect | collect4 | collectrx) tpn=1 ;; *) tpn=0 ;; esac
         if [ "$tpn" = 1 ] && [ "$CONNS" -gt 1 ]; then
             say "throughput, $CONNS connections, $v: $FRAMES frames"
             series "tpn_$v" 3 "$FRAMES" "$CONNS"
@@ -354,6 +365,15 @@ for v in $COMPARE; do
         say "latency, $v: $LAT_FRAMES frames at $LAT_RATE Hz"
         series "lat_$v" 20 "$LAT_FRAMES" 1 --rate "$LAT_RATE"
         "$ctl" status "${c[@]}" --json >"$LOG/status_lat_$v.json" 2>>"$LOG/daemon-bench.log"
+        # collect, collect4, collectrx: LAT_RUNS latency runs as the main daemon's (lat_<v>_r2, ...)
+        case $v in collect | collect4 | collectrx) nlat=$LAT_RUNS ;; *) nlat=1 ;; esac
+        for r in $(seq 2 "$nlat"); do
+            "$ctl" reset "${c[@]}" >/dev/null 2>&1
+            say "latency, $v, run $r: $LAT_FRAMES frames at $LAT_RATE Hz"
+            series "lat_${v}_r$r" $((20 + r)) "$LAT_FRAMES" 1 --rate "$LAT_RATE"
+            "$ctl" status "${c[@]}" --json >"$LOG/status_lat_${v}_r$r.json" \
+                2>>"$LOG/daemon-bench.log"
+        done
         stop_faid "$v"
         if [ "$v" = writer ]; then
             say "writer: $(python3 -c 'import json,sys; w=json.load(open(sys.argv[1]))["writer"]; print("files_written %d frames_written %d bytes_written %d errors %s dropped %s" % (w["files_written"], w["frames_written"], w["bytes_written"], w["errors"], w["dropped"]))' "$LOG/status_lat_writer.json" 2>&1)"
@@ -506,7 +526,9 @@ def latency(name):
 res["tp1"] = throughput("tp1")
 res["tpn"] = throughput("tpn") if conns > 1 else {}
 res["compare"] = {v: {"tp1": throughput(f"tp1_{v}"), "tpn": throughput(f"tpn_{v}"),
-                     "lat": latency(f"lat_{v}")} for v in compare}
+                     "lat": latency(f"lat_{v}"),
+                     "lat_more": [latency(f"lat_{v}_r{r}") for r in range(2, lat_runs + 1)]}
+                  for v in compare}
 res["peaks"], res["contexts"] = peaks, ctxs
 res["lat"] = [latency(f"lat{r}") for r in range(1, lat_runs + 1)]
 c1 = res["ceiling"].get("msg_per_s")
@@ -594,6 +616,9 @@ lats = [(f"latency {float(lat_rate):.0f} Hz #{i + 1}", l) for i, l in enumerate(
 for v in compare:
     if res["compare"][v]["lat"]["samples"]:
         lats.append((f"latency, {v}", res["compare"][v]["lat"]))
+    for r, l in enumerate(res["compare"][v]["lat_more"], start=2):
+        if l["samples"]:
+            lats.append((f"latency, {v} #{r}", l))
 for name, l in lats:
     rows.append((name, f"p50 {ms(l['p50_us'])} ms", f"p99 {ms(l['p99_us'])} ms",
                  f"max {ms(l['max_us'])} ms (target p99 < 2 ms); queued p99 {ms(l['queue_p99_us'])}"
@@ -645,9 +670,18 @@ for name, t in tps:
     if t.get("results_per_s") and wk.get("wait_us") is not None:
         per = 1e6 / t["results_per_s"]
         busy = sum(wk.get(k) or 0 for k in ("submit_us", "wait_us", "encode_us"))
-        print(f"{name:<24} worker per frame: submit {f(wk.get('submit_us'))}, wait {f(wk.get('wait_us'))}, "
-              f"encode {f(wk.get('encode_us'))} us = {f(busy)} of the {f(per)} us between results; "
-              f"ingest copy+table {f(t.get('table_us'))} us")
+        if "collect" in name:
+            # pipeline.collect_thread: submit_us is the worker's, wait_us + encode_us the collect
+            # thread's (status: the two run side by side)
+            coll = sum(wk.get(k) or 0 for k in ("wait_us", "encode_us"))
+            print(f"{name:<24} per frame: worker submit {f(wk.get('submit_us'))} us, collect thread "
+                  f"wait {f(wk.get('wait_us'))} + encode {f(wk.get('encode_us'))} = {f(coll)} us, "
+                  f"each of the {f(per)} us between results; ingest copy+table "
+                  f"{f(t.get('table_us'))} us")
+        else:
+            print(f"{name:<24} worker per frame: submit {f(wk.get('submit_us'))}, wait {f(wk.get('wait_us'))}, "
+                  f"encode {f(wk.get('encode_us'))} us = {f(busy)} of the {f(per)} us between results; "
+                  f"ingest copy+table {f(t.get('table_us'))} us")
     if t.get("threads"):
         print(f"{'':<24} threads, % of a core over the run: " +
               ", ".join(f"{c} {v:.0f}" for c, v in t["threads"]))

@@ -5,7 +5,8 @@
  * and bslz4, fused and unfused kernels, a reload, determinism (same frame twice is bit-identical)
  * and a corrupt bslz4 frame (an error, and the next good frame is unaffected). The pipelined API
  * (submit / collect with several frames in flight, zero-copy inputs) must give the same bits as
- * faid_engine_process, in submission order, with a corrupt frame failing alone.
+ * faid_engine_process, in submission order, with a corrupt frame failing alone, also with one
+ * thread submitting and another collecting (faid_engine_set_threaded).
  *
  * Agreement criterion per bin: |x_cl - x_ref| <= 1e-5 * max(|x_ref|, mean |x_ref|) for I, sigma
  * and std; the reference is float64 (faid_reduce.h), the kernels compensated float32. */
@@ -15,10 +16,12 @@
 #include "faid_log.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define ROWS  37
 #define COLS  53
@@ -671,8 +674,115 @@ static void launch_open_on(faid_engine *e, const faid_setup *s)
     free(raw);
 }
 
+/* One submitting and one collecting thread (faid_engine_set_threaded): NTF frames (uint32 bslz4,
+ * every fifth uint16 so that slots close early for another dtype, every seventh raw) submitted
+ * by this thread, which hands its partly filled slot over (launch_open) before every pause and
+ * retries while the engine is full; a second thread collects them with blocking collects. Every
+ * frame comes out once, in submission order, with the bits of faid_engine_process. */
+#define NTF 24
+
+typedef struct tcollect {
+    faid_engine *e;
+    faid_result *got;
+    faid_result *const *sync;
+    int order_bad, bits_bad, failed; /* counted here, checked by the main thread */
+} tcollect;
+
+static void *collect_thread(void *arg)
+{
+    tcollect *t = arg;
+    faid_diag d = {0};
+    int idle = 0;
+    for (int k = 0; k < NTF; k++) {
+        uint64_t tag = 999;
+        int rc = faid_engine_collect(t->e, t->got, &tag, 1, &d);
+        if (rc == FAID_EINVAL && faid_engine_in_flight(t->e) == 0 && idle++ < 100000) {
+            /* nothing submitted yet (the daemon's collect thread waits on its own ring) */
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+            k--;
+            continue;
+        }
+        if (rc) {
+            t->failed++;
+            continue;
+        }
+        if (tag != (uint64_t)k)
+            t->order_bad++;
+        else if (!result_equal(t->got, t->sync[k]))
+            t->bits_bad++;
+    }
+    return NULL;
+}
+
+static void threaded_on(faid_engine *e, const faid_setup *s, int slots, int batch)
+{
+    faid_diag d = {0};
+    const char *name = faid_engine_device_name(e);
+    CHECK_MSG(faid_engine_set_setup(e, s, &d) == 0, "%s", d.msg);
+    void *raw[NTF];
+    uint8_t *comp[NTF];
+    faid_frame f[NTF];
+    faid_result *sync[NTF];
+    for (int k = 0; k < NTF; k++) {
+        faid_dtype t = k % 5 == 4 ? FAID_DT_U16 : FAID_DT_U32;
+        size_t nbytes, es = faid_dtype_size(t), clen = 0;
+        raw[k] = make_frame(t, &nbytes);
+        f[k] = (faid_frame){raw[k], nbytes, FAID_ENC_NONE, t, ROWS, COLS};
+        size_t cap = faid_bslz4_bound(nbytes, es, 0);
+        comp[k] = malloc(cap);
+        CHECK(faid_bslz4_encode(raw[k], nbytes, es, 0, comp[k], cap, &clen, NULL) == 0);
+        if (k % 7 != 6) {
+            f[k].data = comp[k];
+            f[k].len = clen;
+            f[k].encoding = FAID_ENC_BSLZ4;
+        }
+        sync[k] = faid_result_new(s);
+        CHECK_MSG(faid_engine_process(e, &f[k], sync[k], &d) == 0, "%s: frame %d: %s", name, k,
+                  d.msg);
+    }
+    CHECK_MSG(faid_engine_set_batch(e, batch, &d) == 0, "%s: %s", name, d.msg);
+    CHECK_MSG(faid_engine_set_depth(e, slots, &d) == 0, "%s: %s", name, d.msg);
+    CHECK_MSG(faid_engine_set_threaded(e, 1, &d) == 0, "%s: %s", name, d.msg);
+    tcollect t = {e, faid_result_new(s), sync, 0, 0, 0};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, collect_thread, &t) == 0);
+    for (int k = 0; k < NTF; k++) {
+        int rc, tries = 0;
+        while ((rc = faid_engine_submit(e, &f[k], (uint64_t)k, &d)) == FAID_EBUSY &&
+               tries++ < 100000) {
+            faid_engine_launch_open(e, &d); /* full: nothing more joins the open slot */
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+        CHECK_MSG(rc == 0, "%s: submit %d: %s", name, k, d.msg);
+        if (k % 3 == 2) { /* no frame at hand: the partial batch goes, then a pause */
+            CHECK(faid_engine_launch_open(e, &d) >= 0);
+            struct timespec ts = {0, 500000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    CHECK(faid_engine_launch_open(e, &d) >= 0);
+    pthread_join(th, NULL);
+    CHECK_MSG(t.failed == 0 && t.order_bad == 0 && t.bits_bad == 0,
+              "%s, %d slots x %d: %d failed, %d out of order, %d with other bits", name, slots,
+              batch, t.failed, t.order_bad, t.bits_bad);
+    CHECK(faid_engine_in_flight(e) == 0);
+    CHECK(faid_engine_set_threaded(e, 0, &d) == 0);
+    CHECK(faid_engine_set_batch(e, 1, &d) == 0 && faid_engine_set_depth(e, 1, &d) == 0);
+    for (int k = 0; k < NTF; k++) {
+        free(raw[k]);
+        free(comp[k]);
+        faid_result_destroy(&sync[k]);
+    }
+    faid_result_destroy(&t.got);
+}
+
 static void test_pipeline(ctx *c)
 {
+    threaded_on(c->cl, &setups[0], 3, 1);
+    threaded_on(c->cl, &setups[0], 3, 2);
+    threaded_on(c->ref, &setups[0], 2, 3);
     launch_open_on(c->cl, &setups[0]);
     launch_open_on(c->ref, &setups[0]);
     pipeline_on(c->cl, &setups[0], 3, 1); /* poisson with cake: two integration launches */
