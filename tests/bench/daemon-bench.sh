@@ -54,7 +54,9 @@
 #      rx / rxpoll / rxcopy4 = the main settings / poll / copy4 with input.pinned_receive true
 #      (libzmq's input I/O thread receives each frame straight into the pinned arena, so nobody
 #      copies it: daemon/faid_rxalloc.h; rx and rxcopy4 also run the CONNS-connection
-#      throughput),
+#      throughput, rx LAT_RUNS latency runs), norx = input.pinned_receive and
+#      pipeline.collect_thread false whatever RX and COLLECT_THREAD say (the A of an A/B with the
+#      main daemon run with RX=true; CONNS connections and LAT_RUNS latency runs too),
 #      slotd2h = the main settings with FAID_ENGINE_SLOT_D2H=1 (one read-back per slot after its
 #      last frame, the path before per-lane reads: with batches the first frames of a slot
 #      waited for the last one's peak stages), collect = pipeline.collect_thread true (a collect
@@ -92,7 +94,7 @@
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
 # "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
 # "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "rx", "rxpoll", "rxcopy4",
-# "slotd2h", "collect", "collect4", "collectrx"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# "slotd2h", "collect", "collect4", "collectrx", "norx"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
 # 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
@@ -334,6 +336,7 @@ for v in $COMPARE; do
     collect) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" "" true ;;
     collect4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" 4 "" true ;;
     collectrx) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" true true ;;
+    norx) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" "" "" "" false false ;;
     slotd2h)
         make_config "$v" "$PINNED" "$PINNED_COPY"
         fenv=(FAID_ENGINE_SLOT_D2H=1)
@@ -344,7 +347,7 @@ for v in $COMPARE; do
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, rx, rxpoll, rxcopy4, slotd2h, collect, collect4, collectrx, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, rx, rxpoll, rxcopy4, slotd2h, collect, collect4, collectrx, norx, writer)"
         continue
         ;;
     esac
@@ -355,7 +358,7 @@ for v in $COMPARE; do
         series "tp1_$v" 2 "$FRAMES" 1
         "$ctl" status "${c[@]}" --json >"$LOG/status_tp1_$v.json" 2>>"$LOG/daemon-bench.log"
         "$ctl" reset "${c[@]}" >/dev/null 2>&1
-        case $v in shared | copy4 | rx | rxcopy4 | collect | collect4 | collectrx) tpn=1 ;; *) tpn=0 ;; esac
+        case $v in shared | copy4 | rx | rxcopy4 | collect | collect4 | collectrx | norx) tpn=1 ;; *) tpn=0 ;; esac
         if [ "$tpn" = 1 ] && [ "$CONNS" -gt 1 ]; then
             say "throughput, $CONNS connections, $v: $FRAMES frames"
             series "tpn_$v" 3 "$FRAMES" "$CONNS"
@@ -366,7 +369,7 @@ for v in $COMPARE; do
         series "lat_$v" 20 "$LAT_FRAMES" 1 --rate "$LAT_RATE"
         "$ctl" status "${c[@]}" --json >"$LOG/status_lat_$v.json" 2>>"$LOG/daemon-bench.log"
         # collect, collect4, collectrx: LAT_RUNS latency runs as the main daemon's (lat_<v>_r2, ...)
-        case $v in collect | collect4 | collectrx) nlat=$LAT_RUNS ;; *) nlat=1 ;; esac
+        case $v in collect | collect4 | collectrx | rx | norx) nlat=$LAT_RUNS ;; *) nlat=1 ;; esac
         for r in $(seq 2 "$nlat"); do
             "$ctl" reset "${c[@]}" >/dev/null 2>&1
             say "latency, $v, run $r: $LAT_FRAMES frames at $LAT_RATE Hz"
