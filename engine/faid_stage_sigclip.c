@@ -94,13 +94,21 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
      * 2 work-groups of 256 per SM at up to 128 registers, 3 at 80, 4 at 64 (65,536 per SM); 0,
      * the compiler's choice, until a GPU run says otherwise */
     long maxreg = env_knob("FAID_SIGCLIP_MAXREG", 0, 255, d);
-    /* the coalesced gather (sigma_clip.cl's SC_CG, issue 17 round 5): off until a GPU run says
-     * otherwise; 2 takes each chunk through a tile in local memory (the overflow entries written
-     * coalesced); FAID_SIGCLIP_CGU entries per work-item and chunk (default 4) */
-    long cg = env_knob("FAID_SIGCLIP_CG", 0, 2, d);
-    long cgu = env_knob_or("FAID_SIGCLIP_CGU", 1, 16, 4, d);
-    if (wg < 0 || r < 0 || lm == -1 || gb == -1 || maxreg < 0 || cg < 0 || cgu < 0)
+    /* the coalesced gather (sigma_clip.cl's SC_CG, issue 17 round 5); 2 takes each chunk through
+     * a tile in local memory (the overflow entries written coalesced); FAID_SIGCLIP_CGU entries
+     * per work-item and chunk. -2: unset, 1 with the default local-memory kernel (FAID_SIGCLIP_LM
+     * and FAID_SIGCLIP_R unset), else 0: on one H100 (2026-11-27, EIGER 4M, 1000 bins, two runs,
+     * tests/bench/results/h100-2026-11-27-round5-final) clip + pyfai picker 3,192 -> 3,407 and
+     * 3,209 -> 3,415 frames/s pipelined with chunks of 8, clip + peakfinder8 equal or better
+     * (2,764 -> 2,763, 2,672 -> 2,759), the poisson model 2,402 -> 2,760; one frame alone the
+     * clip is slower (159 -> 184 us: a barrier per chunk), in flight it moves 2.6x fewer sectors
+     * (docs/PERFORMANCE.md, round 5); the same bits */
+    long cg = env_knob_or("FAID_SIGCLIP_CG", 0, 2, -2, d);
+    long cgu = env_knob_or("FAID_SIGCLIP_CGU", 1, 16, 8, d);
+    if (wg < 0 || r < 0 || lm == -1 || gb == -1 || maxreg < 0 || cg == -1 || cgu < 0)
         return d ? d->code : FAID_EINVAL;
+    if (cg == -2)
+        cg = lm == -2 && r == 0 ? 1 : 0;
     if (wg & (wg - 1))
         return faid_fail(d, FAID_EINVAL, "peaks: FAID_SIGCLIP_WG=%ld is not a power of two", wg);
     size_t pick = 256;

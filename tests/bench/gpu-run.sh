@@ -36,7 +36,7 @@
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
 # default "default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
-# r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois
+# r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois
 # cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 all", names below in psets, a set's
 # extra faid-bench arguments in pargs and its "=default" baseline in pbase ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
@@ -71,7 +71,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 all}
+PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -299,7 +299,10 @@ declare -A psets=(
     # cggb0: the passes' overflow walks one entry at a time (fewer registers than 8 at a time);
     # cg2: each chunk through a tile in local memory, the overflow entries (1.36 M of 4.24 M)
     # written coalesced too (cg2pois: chunks of 3, so that the tile fits the scan's arrays)
-    [cg]="FAID_SIGCLIP_CG=1"
+    # (since the H100 runs of 2026-11-27 the default is CG 1 with chunks of 256 x 8 = cgu8;
+    # cg0 is the kernel before it, round 4's default)
+    [cg0]="FAID_SIGCLIP_CG=0"
+    [cg]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_CGU=4"
     [cgu8]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_CGU=8"
     [cgr1]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_R=1 FAID_SIGCLIP_LM=15"
     [cgm80]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_MAXREG=80"

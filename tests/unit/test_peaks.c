@@ -950,11 +950,27 @@ static void test_sigclip_cg(void)
     faid_dev_info info = {.name = "test device", .max_wg = 256, .local_mem = 49152};
     faid_sigclip_cfg cfg;
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
-    CHECK(cfg.cg == 0 && strstr(cfg.opts, "SC_CG") == NULL); /* off by default */
+    /* on by default with the default kernel (round 5's H100 runs), chunks of 8 */
+    CHECK(cfg.cg == 1 && cfg.cgu == 8 && cfg.lm == 12 && cfg.r == 4 &&
+          strstr(cfg.opts, " -D SC_CG=1 -D SC_CGU=8") != NULL);
+    /* an explicit share of registers or local memory keeps the kernel it names: off */
+    setenv("FAID_SIGCLIP_R", "4", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.cg == 0 && strstr(cfg.opts, "SC_CG") == NULL);
+    unsetenv("FAID_SIGCLIP_R");
+    setenv("FAID_SIGCLIP_LM", "12", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.cg == 0 && strstr(cfg.opts, "SC_CG") == NULL);
+    unsetenv("FAID_SIGCLIP_LM");
+    setenv("FAID_SIGCLIP_CG", "0", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.cg == 0 && strstr(cfg.opts, "SC_CG") == NULL);
     setenv("FAID_SIGCLIP_CG", "1", 1);
+    setenv("FAID_SIGCLIP_CGU", "4", 1);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
     CHECK(cfg.cg == 1 && cfg.cgu == 4 && cfg.lm == 12 && cfg.r == 4 &&
           strstr(cfg.opts, " -D SC_CG=1 -D SC_CGU=4") != NULL);
+    unsetenv("FAID_SIGCLIP_CGU");
     /* the padded entries and the poisson variance: 10 fit in 48 KB as without it */
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0 && cfg.lm == 10);
     setenv("FAID_SIGCLIP_CGU", "8", 1);
@@ -974,12 +990,16 @@ static void test_sigclip_cg(void)
     /* 2: the tile in the scan's arrays (4 entries a work-item without the variance, 3 with it:
      * LM as with 1), else an array of its own (4 with the variance: 10 no longer fits) */
     setenv("FAID_SIGCLIP_CG", "2", 1);
+    setenv("FAID_SIGCLIP_CGU", "4", 1);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
     CHECK(cfg.cg == 2 && cfg.lm == 12 && strstr(cfg.opts, " -D SC_CG=2 -D SC_CGU=4") != NULL);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0 && cfg.lm < 10);
     setenv("FAID_SIGCLIP_CGU", "3", 1);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0 && cfg.lm == 10);
+    /* the default chunks of 8 for the tile: an array of its own, a smaller share */
     unsetenv("FAID_SIGCLIP_CGU");
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0 && cfg.cgu == 8 &&
+          cfg.lm < 12);
     setenv("FAID_SIGCLIP_CG", "3", 1);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
     CHECK(strstr(d.msg, "FAID_SIGCLIP_CG") != NULL);
