@@ -8,8 +8,8 @@ answered once, in reception order (the lossless stream's results, as published),
 another dtype closes a slot; the test delay hook keeps frames in flight), peaks on (the result's
 peaks and background equal those of a serial daemon on the same frames); the frame accounting
 stays exact under overload (drop_oldest: every drop counted, received = processed + dropped); a
-reload between two series while frames of the first are in flight (each series with its own
-setup's bits); a stop with frames in flight (every frame received is answered before the end).
+reload between two series while frames of the first are in flight and a new mask mid-stream
+(a setup built while frames are in flight), each series with its own setup's bits; a stop with frames in flight (every frame received is answered before the end).
 A collect thread that lost, repeated or reordered a frame fails the order and count assertions.
 Timeouts only turn hangs into failures."""
 
@@ -181,6 +181,47 @@ def test_reload_between_series_with_frames_in_flight(daemons, tmpdir_):
     c = d.status()["counters"]
     assert c["received"] == c["processed"] == len(one) + len(two), c
     assert d.terminate() == 0
+
+
+def test_new_mask_mid_stream_with_frames_in_flight(daemons, tmpdir_):
+    """DECTRIS stream v2: series 1 with mask m1, then at once series 2 with another mask, each
+    needing a setup built off the ingest thread (made to last 0.5 s), the device held 30 ms a
+    frame (batch 2): series 2's frames reach the worker while series 1's are in flight and wait
+    for their build, the collect thread answering series 1 first. Both series complete, in
+    order, each frame with the numbers of `faidctl process` given its own mask."""
+    from test_dectris_stream import Detector, counters_balance, reference, same_numbers
+    from test_series_setup import masked_config, send_series as send_v2
+    d = daemons(lossless=True, depth=16, extra=pipeline(inflight=4, batch=2),
+                env={"FAID_TEST_WORKER_DELAY_US": "30000", "FAID_TEST_SETUP_BUILD_DELAY_MS": "500"})
+    rx = Receiver(d, lossless=True)
+    det = Detector(d, bind=False)
+    rng = np.random.default_rng(14)
+    m1 = np.zeros((td.ROWS, td.COLS), np.uint32)
+    m1.flat[rng.choice(td.ROWS * td.COLS, 200, replace=False)] = 1
+    m2 = m1.copy()
+    m2[10:14, :] = 2
+    stacks = {sid: [rng.poisson(40, (td.ROWS, td.COLS)).astype(np.uint16) for _ in range(6)]
+              for sid in (1, 2)}
+    send_v2(det, 1, "M1", stacks[1], m1)
+    send_v2(det, 2, "M2", stacks[2], m2)
+    rx.collect_until_end(n_ends=2)
+    st = {s["series_id"]: s for s in rx.of("start")}
+    assert st[1]["input"]["setup"] == st[2]["input"]["setup"] == "rebuilt"
+    assert st[2]["setup_version"] > st[1]["setup_version"]
+    assert [(r["series_id"], r["frame_id"]) for r in rx.of("result")] == \
+        [(sid, i) for sid in (1, 2) for i in range(6)]
+    res = {(r["series_id"], r["frame_id"]): r for r in rx.of("result")}
+    for sid, mask in ((1, m1), (2, m2)):
+        cfg = masked_config(d, tmpdir_, "m%d" % sid, mask)
+        for i, ref in enumerate(reference(d, tmpdir_, "s%d" % sid, np.stack(stacks[sid]),
+                                          config=cfg)):
+            assert res[(sid, i)]["setup_version"] == st[sid]["setup_version"]
+            same_numbers(res[(sid, i)], ref)
+    c = d.status()["counters"]
+    counters_balance(c)
+    assert c["processed"] == 12, c
+    assert d.terminate() == 0
+    det.close()
 
 
 def test_stop_with_frames_in_flight_answers_them(daemons):
