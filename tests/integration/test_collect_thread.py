@@ -29,9 +29,10 @@ from test_daemon import (LONG, Receiver, Sender, arr, assert_profile_bits, frame
 daemons = td.daemons
 
 
-def pipeline(inflight=4, batch=1, collect=True, **more):
+def pipeline(inflight=4, batch=1, collect=True, launch="eager", **more):
     text = "pipeline:\n  inflight: %d\n  batch: %d\n  collect_thread: %s\n" % (
         inflight, batch, "true" if collect else "false")
+    text += "  collect_launch: %s\n" % launch
     return text + "".join("  %s: %s\n" % kv for kv in more.items())
 
 
@@ -49,12 +50,13 @@ def in_order(rx, sid=None):
     return [r["frame_id"] for r in rx.of("result") if sid is None or r["series_id"] == sid]
 
 
-@pytest.mark.parametrize("device,batch", [("cpu", 1), ("cpu", 2), ("ref", 2)])
-def test_same_bits_in_order(daemons, tmpdir_, device, batch):
+@pytest.mark.parametrize("device,batch,launch", [("cpu", 1, "eager"), ("cpu", 2, "eager"),
+                                                 ("ref", 2, "eager"), ("cpu", 2, "fill")])
+def test_same_bits_in_order(daemons, tmpdir_, device, batch, launch):
     """Frames sent a few at a time, some while others are in flight: each answered once, in
     reception order, with the bits `faidctl process` gives (the serial worker's); the
     configuration says the thread is on and it runs beside the worker (faid-collect0)."""
-    d = daemons(devices=device, lossless=True, extra=pipeline(batch=batch))
+    d = daemons(devices=device, lossless=True, extra=pipeline(batch=batch, launch=launch))
     assert d.request({"cmd": "config"})["config"].count("collect_thread: true") == 1
     names = set()
     for t in os.listdir("/proc/%d/task" % d.proc.pid):
@@ -83,14 +85,15 @@ def test_same_bits_in_order(daemons, tmpdir_, device, batch):
     assert d.terminate() == 0
 
 
-def test_partial_batches_in_order(daemons, tmpdir_):
+@pytest.mark.parametrize("launch", ["eager", "fill"])
+def test_partial_batches_in_order(daemons, tmpdir_, launch):
     """pipeline.batch 2 on the reference device, held 0.2 s after each collect: frames 0 and 3 are
-    uint32, the others uint16, so slots close early for another dtype and the worker, which hands
-    the slot it cannot fill to the collect thread before it waits, leaves partial batches behind
-    frames in flight. Every frame answered once, in order, with the bits of `faidctl process`
-    (of each dtype's frames)."""
+    uint32, the others uint16, so slots close early for another dtype and partial batches stand
+    behind frames in flight: launched by the worker when it has no frame at hand (collect_launch
+    eager) or by the collect thread when it reaches them (fill). Every frame answered once, in
+    order, with the bits of `faidctl process` (of each dtype's frames)."""
     d = daemons(devices="ref", lossless=True, env={"FAID_TEST_WORKER_DELAY_US": "200000"},
-                extra=pipeline(inflight=4, batch=2))
+                extra=pipeline(inflight=4, batch=2, launch=launch))
     rx = Receiver(d, lossless=True)
     rx.settle()
     wide = frames(2, seed=5, dtype=np.uint32)
@@ -107,8 +110,11 @@ def test_partial_batches_in_order(daemons, tmpdir_):
             refs[k] = ref
     for i in range(len(imgs)):
         assert_profile_bits(results[i], refs[i])
-    c = d.status()["counters"]
+    st = d.status()
+    c = st["counters"]
     assert c["received"] == c["processed"] == len(imgs), c
+    if launch == "fill":  # only the collect thread launches partial batches
+        assert st["devices"][0]["early_launches"] == 0, st["devices"]
     assert d.terminate() == 0
 
 
@@ -224,12 +230,13 @@ def test_new_mask_mid_stream_with_frames_in_flight(daemons, tmpdir_):
     det.close()
 
 
-def test_stop_with_frames_in_flight_answers_them(daemons):
+@pytest.mark.parametrize("launch", ["eager", "fill"])
+def test_stop_with_frames_in_flight_answers_them(daemons, launch):
     """SIGTERM while frames are queued and in flight (device held 20 ms a frame, batch 2): every
     frame received is answered before the end, once, in order, with no gap in the lossless
     stream; the end is complete and its counts add up."""
     d = daemons(lossless=True, env={"FAID_TEST_WORKER_DELAY_US": "20000"},
-                extra=pipeline(inflight=4, batch=2))
+                extra=pipeline(inflight=4, batch=2, launch=launch))
     rx = Receiver(d, lossless=True)
     tx = Sender(d)
     imgs = frames(3)
