@@ -293,7 +293,10 @@ typedef struct faid_sigclip_cfg {
     size_t wg;
     int r;
     int lm;
-    int gb; /* FAID_SIGCLIP_GB: entries gathered per batch beyond the registers (0: one by one) */
+    int gb;  /* FAID_SIGCLIP_GB: entries gathered per batch beyond the registers (0: one by one) */
+    int cg;  /* FAID_SIGCLIP_CG: 1, the gather coalesced across the work-group (sigma_clip.cl);
+              * 2, each chunk through a tile in local memory (the overflow written coalesced) */
+    int cgu; /* FAID_SIGCLIP_CGU: entries per work-item and chunk of that gather (0 without it) */
     size_t ovf_bytes;
     char opts[200];
 } faid_sigclip_cfg;
@@ -312,8 +315,12 @@ typedef struct faid_sigclip_cfg {
  * together (issue 17 round 3, a latency variant; 0 gathers them one by one). FAID_SIGCLIP_MAXREG
  * (0-255, default 0: the compiler's choice) caps the kernel's registers per work-item on NVIDIA's
  * OpenCL (-cl-nv-maxrregcount; ignored on other platforms): more work-groups per SM, perhaps
- * with spills. Every setting gives the same bits for the same wg (the entries are summed in the
- * same order wherever they are kept). */
+ * with spills. cg: FAID_SIGCLIP_CG (0-2, default 0), the gather coalesced across the
+ * work-group in chunks of wg x cgu entries (FAID_SIGCLIP_CGU, 1-16, default 4), the local
+ * entries kept in each work-item's CSR order (issue 17 round 5); 2 takes each chunk through a
+ * tile in local memory, so that the overflow entries are written coalesced too. Every setting gives
+ * the same bits for the same wg (the entries are summed in the same order wherever they are kept).
+ */
 int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_clip_model em,
                         faid_sigclip_cfg *cfg, faid_diag *d);
 

@@ -61,12 +61,22 @@ static long env_knob(const char *name, long lo, long hi, faid_diag *d)
 
 /* The local arrays of the sigma clip's local-memory kernel (LM entries per work-item): 6 doubles
  * and an int per work-item, 8 doubles and an int per raking chunk (at most 32), and the entries
- * (nv floats each) */
-static size_t sc_local_bytes(size_t wg, long lm, int nv)
+ * (nv floats each); with the coalesced gather (cg) the entries padded by one in 32 and, where the
+ * scan's arrays (12 wg floats) cannot hold the staging of r register entries (cg 1: r nv > 12)
+ * or the chunk's tile (cg 2: wg cgu entries padded), that staging or tile too (sigma_clip.cl's
+ * SC_CG, TCAP) */
+static size_t sc_local_bytes(size_t wg, long lm, int nv, int cg, long r, long cgu)
 {
     const size_t nch = wg < 32 ? wg : 32;
+    size_t ents = (size_t)lm * wg;
+    if (cg && lm)
+        ents += ents / 32 + 1;
+    const size_t tcap = wg * (size_t)cgu + wg * (size_t)cgu / 32 + 1;
+    size_t stage = cg == 1 && r * nv > 12 ? (size_t)r * wg * (size_t)nv * sizeof(float)
+                   : cg == 2 && tcap * (size_t)nv > 12 * wg ? tcap * (size_t)nv * sizeof(float)
+                                                            : 0;
     return wg * (6 * sizeof(double) + sizeof(int)) + nch * (8 * sizeof(double) + sizeof(int)) + 64 +
-           (size_t)lm * wg * (size_t)nv * sizeof(float);
+           ents * (size_t)nv * sizeof(float) + stage;
 }
 
 int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_clip_model em,
@@ -84,7 +94,12 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
      * 2 work-groups of 256 per SM at up to 128 registers, 3 at 80, 4 at 64 (65,536 per SM); 0,
      * the compiler's choice, until a GPU run says otherwise */
     long maxreg = env_knob("FAID_SIGCLIP_MAXREG", 0, 255, d);
-    if (wg < 0 || r < 0 || lm == -1 || gb == -1 || maxreg < 0)
+    /* the coalesced gather (sigma_clip.cl's SC_CG, issue 17 round 5): off until a GPU run says
+     * otherwise; 2 takes each chunk through a tile in local memory (the overflow entries written
+     * coalesced); FAID_SIGCLIP_CGU entries per work-item and chunk (default 4) */
+    long cg = env_knob("FAID_SIGCLIP_CG", 0, 2, d);
+    long cgu = env_knob_or("FAID_SIGCLIP_CGU", 1, 16, 4, d);
+    if (wg < 0 || r < 0 || lm == -1 || gb == -1 || maxreg < 0 || cg < 0 || cgu < 0)
         return d ? d->code : FAID_EINVAL;
     if (wg & (wg - 1))
         return faid_fail(d, FAID_EINVAL, "peaks: FAID_SIGCLIP_WG=%ld is not a power of two", wg);
@@ -108,7 +123,8 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
          * share that does, the register kernel where none does; an explicit FAID_SIGCLIP_LM that
          * does not fit stays an error below. */
         lm = 12;
-        while (lm > 0 && info->local_mem && sc_local_bytes(cfg->wg, lm, nv) > info->local_mem)
+        while (lm > 0 && info->local_mem &&
+               sc_local_bytes(cfg->wg, lm, nv, (int)cg, r ? r : 4, cgu) > info->local_mem)
             lm--;
         /* 4 in registers and the gather in batches of 8 (round 4's H100 run, 2026-11-26,
          * tests/bench/results/h100-2026-11-26-round4-clip: clip 173 -> 159 us one frame alone,
@@ -132,13 +148,19 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
     cfg->r = (int)r;
     cfg->lm = (int)lm;
     cfg->gb = (int)gb;
-    if (lm) {
-        const size_t bytes = sc_local_bytes(cfg->wg, lm, nv);
+    cfg->cg = (int)cg;
+    cfg->cgu = cg ? (int)cgu : 0;
+    if (lm || cg) {
+        const size_t bytes = sc_local_bytes(cfg->wg, lm, nv, (int)cg, r, cgu);
         if (info->local_mem && bytes > info->local_mem)
             return faid_fail(d, FAID_EUNSUP,
-                             "peaks: FAID_SIGCLIP_LM=%ld with %zu work-items needs %zu bytes of "
-                             "local memory, %s has %zu",
-                             lm, cfg->wg, bytes, info->name, info->local_mem);
+                             "peaks: FAID_SIGCLIP_LM=%ld, FAID_SIGCLIP_R=%ld%s with %zu "
+                             "work-items needs %zu bytes of local memory, %s has %zu",
+                             lm, r,
+                             cg == 1   ? ", FAID_SIGCLIP_CG=1"
+                             : cg == 2 ? ", FAID_SIGCLIP_CG=2"
+                                       : "",
+                             cfg->wg, bytes, info->name, info->local_mem);
     }
     const size_t esz = em == FAID_CLIP_AZIMUTHAL ? 2 * sizeof(float) : 4 * sizeof(float);
     cfg->ovf_bytes = (size_t)maxbin > cfg->wg * (size_t)(r + lm) && csr->nnz > 0
@@ -154,6 +176,11 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
     if (gb) {
         size_t n = strlen(cfg->opts);
         snprintf(cfg->opts + n, sizeof cfg->opts - n, " -D SC_GB=%d", cfg->gb);
+    }
+    if (cg) {
+        size_t n = strlen(cfg->opts);
+        snprintf(cfg->opts + n, sizeof cfg->opts - n, " -D SC_CG=%d -D SC_CGU=%d", cfg->cg,
+                 cfg->cgu);
     }
     /* a compiler option of NVIDIA's OpenCL only (another platform refuses an unknown option): a
      * knob without effect elsewhere */
@@ -410,7 +437,7 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
         l->per_lane = 1;
         l->ev = EV_SC;
         l->hint = "FAID_SIGCLIP_WG, FAID_SIGCLIP_R, FAID_SIGCLIP_LM, FAID_SIGCLIP_GB, "
-                  "FAID_SIGCLIP_MAXREG";
+                  "FAID_SIGCLIP_MAXREG, FAID_SIGCLIP_CG, FAID_SIGCLIP_CGU";
         faid_pa_buf(l, "pre4", "pk.pre");
         faid_pa_buf(l, "coefs", "bg.coef");
         faid_pa_buf(l, "indices", "bg.indices");

@@ -15,6 +15,13 @@
  *             at 1000 bins with the defaults) loads them SC_GB at a time before using them in
  *             the same order; the same values in the same places and the same sums in the same
  *             order, so the same bits (FAID_SIGCLIP_GB)
+ *   SC_CG     0, 1 or 2: the gather coalesced (issue 17, round 5; FAID_SIGCLIP_CG): the
+ *             work-group walks its bin's CSR range in chunks of WG x SC_CGU entries,
+ *             lane-consecutive, and puts each entry where its owner keeps it; the entries after
+ *             the registers then sit in local memory in the owner's CSR order (padded), not
+ *             entry-major (below); 2: each chunk through a tile in local memory, so that the
+ *             overflow entries are written coalesced too
+ *   SC_CGU    entries per work-item and chunk of that gather (default 4)
  *   HAS_COEF  1 when the matrix carries coefficients (else every coefficient is 1)
  *   SC_EM     error model: 0 poisson, 1 azimuthal, 2 hybrid (faid_clip_model values)
  *
@@ -61,6 +68,12 @@
 #endif
 #ifndef SC_GB
 #define SC_GB 0
+#endif
+#ifndef SC_CG
+#define SC_CG 0
+#endif
+#ifndef SC_CGU
+#define SC_CGU 4
 #endif
 
 /* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
@@ -117,6 +130,73 @@
     }
 /* a local entry's place: entry j of every work-item side by side (no bank conflicts) */
 #define LMI(j) ((j) * WG + lid)
+
+/* SC_CG, the coalesced gather (issue 17, round 5). Measured on one H100 (main b0d344a, EIGER 4M,
+ * 1000 bins, fused, faid-bench one frame alone): the clip takes 111 us with 0 cycles and 159 us
+ * with 5 (poisson 150 / 194), so the gather and the first integration are most of it, not the
+ * cycles. Without SC_CG each work-item loads its own m = ceil(n / WG) consecutive entries: the 32
+ * lanes of a warp read 32 places m entries apart, each load instruction 32 sectors of 32 bytes
+ * for 4 useful bytes each (about 13.5 M sector requests per frame for 4.5 M entries x 3 arrays:
+ * tens of microseconds of L1/L2 throughput alone), each a chain index -> pixel. With SC_CG the
+ * work-group walks the bin in chunks of WG x SC_CGU entries, entry k0 + c + u WG + lid for lane
+ * lid: the indices load coalesced and, consecutive CSR entries of a radial bin being mostly
+ * neighbouring pixels, so do normp, raw and dark; each lane issues its SC_CGU entries' loads
+ * before it uses any. Each entry (the same faid_pixel_v, sc_ok and coefficient tests) goes where
+ * its owner o = p / m keeps its entry j = p - o m:
+ *   j < R           a staging area in local memory (o R + j), read into the owner's registers
+ *                   after one barrier (compile-time register indices only); the area is the
+ *                   scan's arrays (12 KB for 256 work-items, dead until the first pass) where it
+ *                   fits (R x (2 or 3 floats) <= 12: R <= 4 with the variance), else an array of
+ *                   its own;
+ *   R <= j < R + L  local memory in the owner's CSR order, o L + j - R with L = min(m - R, LM)
+ *                   entries per owner, padded by one every 32 (q + q / 32) so that the passes'
+ *                   reads at a stride of L do not all fall on one bank (LMX);
+ *   beyond          ovf in the same places as without SC_CG (entry-major for LM > 0, the CSR
+ *                   position for LM 0: written coalesced there).
+ * Every work-item then holds the same values in the same places of its own order as without
+ * SC_CG, and sums them in the same order: the same bits (tests/unit/test_peaks.c,
+ * test_sigclip_cg). Registers (PoCL reports none; FAID_CL_VERBOSE=1 on NVIDIA's OpenCL does:
+ * gpu-run.sh's "registers" lines; the probe: 128 a work-item, 2 work-groups per SM): the
+ * gather's live state falls from SC_GB's batch (8 indices and 8 x normp, raw, dark, beside the
+ * R register entries' own loads: about 40) to SC_CGU indices and SC_CGU x 3 loads (16 with 4);
+ * the passes keep theirs (the float64 sums, thresholds, the R entries, SC_GB's 16 floats of an
+ * overflow batch), so the kernel's count may now be the passes': gpu-run.sh's cggb0 (no batches
+ * in the passes) and cgr1 (1 in registers) measure that. */
+#define CGP(q) ((q) + ((q) >> 5))
+/* SC_CG 2: the chunk's tile (the registers' and the overflow entries; the local ones are stored
+ * directly as with 1): entry p of the chunk at CGP(p - c0), the signals, then the norms (then the
+ * variances), TCAP floats each. After the chunk's barrier each work-item takes its register
+ * entries that lie in the chunk (an unrolled test per register), and the work-group writes the
+ * chunk's overflow entries entry-major, consecutive work-items on consecutive owners: runs of
+ * about WG SC_CGU / m floats instead of a 32-byte sector per entry (on the benchmark's matrix
+ * 1.36 M overflow entries with R 4 + LM 12, 2.7 M scattered sector writes per frame with 1:
+ * more than half of the 4.8 M sectors its gather reads). In the scan's arrays (12 WG floats)
+ * where the tile fits (SC_CGU <= 5 without the variance, <= 3 with it), else an array of its own;
+ * two barriers per chunk. The padding keeps the transposing reads (a stride of m) at 2-way bank
+ * conflicts or fewer for m up to 48 but 31 (31-way: the bins of 7,681-7,936 entries with 256
+ * work-items, a few reads per work-item and chunk) and 43 (3-way). */
+#define TCAP (WG * SC_CGU + (WG * SC_CGU) / 32 + 1)
+#define NVAL (NEEDVAR ? 3 : 2)
+#if SC_CG && LM > 0
+#define LMX(j) CGP(lid * lml + (j))
+#define LMCAP (LM * WG + (LM * WG) / 32 + 1)
+#else
+#define LMX(j) LMI(j)
+#define LMCAP (LM * WG)
+#endif
+#if SC_CG && LM > 0
+#define CG_OVI(o, i, p) (k0 + (i) * WG + (o))
+#else
+#define CG_OVI(o, i, p) (k0 + (p))
+#endif
+/* SC_CG: a pixel's loads issued independently of each other (as SC_PIXEL with SC_GB) */
+#ifdef PK_FUSED
+#define CG_PIXEL(i)                                                                            \
+    faid_pixel_v(normp[(i)], (float)((const global raw_t *)raw + raw_off)[(i)],              \
+                 do_dark ? dark[(i)] : 0.0f, do_dark, do_dummy, dummy, delta_dummy)
+#else
+#define CG_PIXEL(i) pre4[(i)]
+#endif
 /* an entry's variance as the sums take it: 0 where the model keeps none (the azimuthal model's
  * ovf holds no variances, its kernel no rv) */
 #if NEEDVAR
@@ -127,7 +207,7 @@
 #define REG_VAR(j) 0.0f
 #endif
 #if NEEDVAR && LM > 0
-#define LM_VAR(j) lmv[LMI(j)]
+#define LM_VAR(j) lmv[LMX(j)]
 #else
 #define LM_VAR(j) 0.0f
 #endif
@@ -237,8 +317,16 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                             const global float *normp, const uint raw_off, const int do_dark,
                             const int do_dummy, const float dummy, const float delta_dummy)
 {
-    /* per work-item sums: S, O, sum w^2, count, sum c^2 var; removed; vv */
+    /* per work-item sums: S, O, sum w^2, count, sum c^2 var; removed; vv (with SC_CG one array,
+     * the gather's staging area or tile before the first pass; without it the arrays as they
+     * were, so that the default kernel is the one measured) */
+#if SC_CG
+    local double lsc[6 * WG];
+    local double *const l0 = lsc, *const l1 = lsc + WG, *const l2 = lsc + 2 * WG;
+    local double *const l3 = lsc + 3 * WG, *const l4 = lsc + 4 * WG, *const lv = lsc + 5 * WG;
+#else
     local double l0[WG], l1[WG], l2[WG], l3[WG], l4[WG], lv[WG];
+#endif
     local int lr[WG];
     /* per chunk: sums, then exclusive prefixes of S and O */
     local double t0[NCH], t1[NCH], t2[NCH], t3[NCH], t4[NCH], tv[NCH];
@@ -249,9 +337,22 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #if LM > 0
     /* the entries after the first R of each work-item: signal, norm (0: not valid or clipped) and
      * the variance where the model needs it */
-    local float lms[LM * WG], lmn[LM * WG];
+    local float lms[LMCAP], lmn[LMCAP];
 #if NEEDVAR
-    local float lmv[LM * WG];
+    local float lmv[LMCAP];
+#endif
+#endif
+#if SC_CG == 1
+#if R * NVAL <= 12
+    local float *const stg = (local float *)lsc;
+#else
+    local float stg[R * WG * NVAL];
+#endif
+#elif SC_CG == 2
+#if TCAP * NVAL <= 12 * WG
+    local float *const tile = (local float *)lsc;
+#else
+    local float tile[TCAP * NVAL];
 #endif
 #endif
     const int b = get_group_id(0);
@@ -282,6 +383,159 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #if HAS_COEF
     float rc[R];
 #endif
+#if SC_CG
+    /* local entries per work-item in the CSR-order layout (LMX) */
+    const int lml = min(max(m - R, 0), LM);
+#if SC_CG == 2
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        rs[j] = rn[j] = 0.0f;
+#if NEEDVAR
+        rv[j] = 0.0f;
+#endif
+    }
+#endif
+    {
+        const int n = k1 - k0;
+        for (int c0 = 0; c0 < n; c0 += WG * SC_CGU) {
+            int ix[SC_CGU];
+            float cf[SC_CGU];
+            float4 q[SC_CGU];
+#pragma unroll
+            for (int u = 0; u < SC_CGU; u++) {
+                const int p = c0 + u * WG + lid;
+                ix[u] = p < n ? indices[k0 + p] : -1;
+                cf[u] = p < n ? sc_coef(coefs, k0 + p) : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < SC_CGU; u++)
+                q[u] = ix[u] >= 0 ? CG_PIXEL(ix[u]) : (float4)(0.0f);
+#pragma unroll
+            for (int u = 0; u < SC_CGU; u++) {
+                const int p = c0 + u * WG + lid;
+                if (p < n) {
+                    const int ok = cf[u] != 0.0f && sc_ok(q[u]);
+                    const float s = ok ? q[u].s0 : 0.0f, nn = ok ? q[u].s2 : 0.0f;
+                    const float v = ok ? q[u].s1 : 0.0f;
+                    const int o = p / m, j = p - o * m; /* the owner, its entry */
+#if SC_CG == 2
+                    if (j < R || (LM > 0 && j >= R + lml)) {
+                        const int t = CGP(u * WG + lid);
+                        tile[t] = s;
+                        tile[TCAP + t] = nn;
+#if NEEDVAR
+                        tile[2 * TCAP + t] = v;
+#endif
+                    }
+#if LM > 0
+                    else {
+                        const int ql = CGP(o * lml + j - R);
+                        lms[ql] = s;
+                        lmn[ql] = nn;
+#if NEEDVAR
+                        lmv[ql] = v;
+#endif
+                    }
+#else
+                    else {
+                        OVF_S(k0 + p) = s; /* the register kernel's layout: coalesced */
+                        OVF_N(k0 + p) = nn;
+#if NEEDVAR
+                        OVF_V(k0 + p) = v;
+#endif
+                    }
+#endif
+#else
+                    if (j < R) {
+                        stg[o * R + j] = s;
+                        stg[R * WG + o * R + j] = nn;
+#if NEEDVAR
+                        stg[2 * R * WG + o * R + j] = v;
+#endif
+                    }
+#if LM > 0
+                    else if (j < R + lml) {
+                        const int ql = CGP(o * lml + j - R);
+                        lms[ql] = s;
+                        lmn[ql] = nn;
+#if NEEDVAR
+                        lmv[ql] = v;
+#endif
+                    }
+#endif
+                    else {
+                        const int oi = CG_OVI(o, j - R - LM, p);
+                        OVF_S(oi) = s;
+                        OVF_N(oi) = nn;
+#if NEEDVAR
+                        OVF_V(oi) = v;
+#endif
+                    }
+#endif /* SC_CG == 2 */
+                    (void)v;
+                }
+            }
+#if SC_CG == 2
+            barrier(CLK_LOCAL_MEM_FENCE);
+            const int cend = min(c0 + WG * SC_CGU, n);
+            /* this work-item's register entries in the chunk */
+#pragma unroll
+            for (int j = 0; j < R; j++) {
+                const int p = lid * m + j;
+                if (j < nreg && p >= c0 && p < cend) {
+                    const int t = CGP(p - c0);
+                    rs[j] = tile[t];
+                    rn[j] = tile[TCAP + t];
+#if NEEDVAR
+                    rv[j] = tile[2 * TCAP + t];
+#endif
+                }
+            }
+#if LM > 0
+            /* the chunk's overflow entries, entry i of owners oa, oa + 1, ... side by side */
+            {
+                const int novo = m - R - LM, oa = c0 / m;
+                const int no = (cend - 1) / m - oa + 1;
+                for (int e = lid; e < novo * no; e += WG) {
+                    const int i = e / no, o = oa + (e - i * no);
+                    const int p = o * m + R + LM + i;
+                    if (p >= c0 && p < cend) {
+                        const int t = CGP(p - c0), oi = k0 + i * WG + o;
+                        OVF_S(oi) = tile[t];
+                        OVF_N(oi) = tile[TCAP + t];
+#if NEEDVAR
+                        OVF_V(oi) = tile[2 * TCAP + t];
+#endif
+                    }
+                }
+            }
+#endif
+            /* the next chunk writes the tile */
+            barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+        }
+    }
+    /* global too: an overflow entry is written by the work-item that loaded it and read by its
+     * owner */
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        const int in = j < nreg;
+#if SC_CG == 1
+        rs[j] = in ? stg[lid * R + j] : 0.0f;
+        rn[j] = in ? stg[R * WG + lid * R + j] : 0.0f;
+#if NEEDVAR
+        rv[j] = in ? stg[2 * R * WG + lid * R + j] : 0.0f;
+#endif
+#endif
+#if HAS_COEF
+        rc[j] = in ? coefs[kb + j] : 0.0f;
+#endif
+        (void)in;
+    }
+    /* the staging area is the scan's arrays, which the first pass writes */
+    barrier(CLK_LOCAL_MEM_FENCE);
+#else
 #pragma unroll
     for (int j = 0; j < R; j++) {
         float s = 0.0f, nn = 0.0f, v = 0.0f, c = 0.0f;
@@ -354,8 +608,8 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         const float c = sc_coef(coefs, k);
         const float4 q = PK_PIXEL(indices[k]);
         const int ok = c != 0.0f && sc_ok(q);
-        lms[LMI(j)] = ok ? q.s0 : 0.0f;
-        lmn[LMI(j)] = ok ? q.s2 : 0.0f;
+        lms[LMX(j)] = ok ? q.s0 : 0.0f;
+        lmn[LMX(j)] = ok ? q.s2 : 0.0f;
 #if NEEDVAR
         lmv[LMI(j)] = ok ? q.s1 : 0.0f;
 #endif
@@ -373,6 +627,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #endif
     }
 #endif
+#endif /* SC_CG */
 
     /* this work-item's sums over its kept entries: taken once, then a clipped entry's share is
      * taken out of them (the sums of a work-item left without entries are set to 0 exactly) */
@@ -388,9 +643,9 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     }
 #if LM > 0
     for (int j = 0; j < nlm; j++) {
-        const float nn = lmn[LMI(j)];
+        const float nn = lmn[LMX(j)];
         if (nn != 0.0f) {
-            t = sc_sums_entry(t, (double)sc_coef(coefs, kb + R + j), lms[LMI(j)], nn, LM_VAR(j),
+            t = sc_sums_entry(t, (double)sc_coef(coefs, kb + R + j), lms[LMX(j)], nn, LM_VAR(j),
                               0);
             tkept++;
         }
@@ -441,10 +696,10 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             }
 #if LM > 0
             for (int j = 0; j < nlm; j++) {
-                const float nn = lmn[LMI(j)], s = lms[LMI(j)];
+                const float nn = lmn[LMX(j)], s = lms[LMX(j)];
                 if (nn != 0.0f && sc_clip(s, nn, averf, thrf, aver, thr)) {
                     t = sc_sums_entry(t, (double)sc_coef(coefs, kb + R + j), s, nn, LM_VAR(j), 1);
-                    lmn[LMI(j)] = 0.0f;
+                    lmn[LMX(j)] = 0.0f;
                     rem++;
                 }
             }
@@ -553,9 +808,9 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     a = sc_az_entry(a, REG_COEF(j), rs[j], rn[j]);
 #if LM > 0
             for (int j = 0; j < nlm; j++) {
-                const float nn = lmn[LMI(j)];
+                const float nn = lmn[LMX(j)];
                 if (nn != 0.0f)
-                    a = sc_az_entry(a, (double)sc_coef(coefs, kb + R + j), lms[LMI(j)], nn);
+                    a = sc_az_entry(a, (double)sc_coef(coefs, kb + R + j), lms[LMX(j)], nn);
             }
 #endif
 #if SC_GB > 0

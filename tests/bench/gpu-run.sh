@@ -36,7 +36,9 @@
 # PEAK_SETS (issue 17: kernel variants of the peak path, each run as pk-pyfai and pk-pf8 with the
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
 # default "default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
-# r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 all", names below in psets ("default":
+# r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois
+# cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 all", names below in psets, a set's
+# extra faid-bench arguments in pargs and its "=default" baseline in pbase ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
 # PEAK_DEPTH
@@ -69,7 +71,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 all}
+PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -289,6 +291,23 @@ declare -A psets=(
     [pscan]="FAID_PEAKS_KOPTS=-DPP_WSCAN1=1,-DPK_SCAN_PF=32"
     # the sigma clip's and the picker's round-4 variants together
     [c4]="FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32"
+    # round 5 (issue 17): the sigma clip's gather coalesced across the work-group (chunks of 256 x
+    # 4 entries, the local entries in each work-item's CSR order); cgu8: chunks of 256 x 8;
+    # cgr1: 1 in registers and 15 in local memory (fewer registers, the same 4,096 on chip);
+    # pois / cgpois: the poisson model without / with it (extra faid-bench arguments: pargs);
+    # cgm80: with the registers capped at 80 (3 work-groups per SM if it holds without spills);
+    # cggb0: the passes' overflow walks one entry at a time (fewer registers than 8 at a time);
+    # cg2: each chunk through a tile in local memory, the overflow entries (1.36 M of 4.24 M)
+    # written coalesced too (cg2pois: chunks of 3, so that the tile fits the scan's arrays)
+    [cg]="FAID_SIGCLIP_CG=1"
+    [cgu8]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_CGU=8"
+    [cgr1]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_R=1 FAID_SIGCLIP_LM=15"
+    [cgm80]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_MAXREG=80"
+    [cggb0]="FAID_SIGCLIP_CG=1 FAID_SIGCLIP_GB=0"
+    [cg2]="FAID_SIGCLIP_CG=2"
+    [pois]=""
+    [cgpois]="FAID_SIGCLIP_CG=1"
+    [cg2pois]="FAID_SIGCLIP_CG=2 FAID_SIGCLIP_CGU=3"
     # round 5 (issue 17, docs/PERFORMANCE.md "Speed round 5"): the picker's candidates first
     # (about 2,000 of 4.49 M pixels pass the first test on these frames, 1 % of the warps): the
     # flag pass decides the first test of every pixel with no patch loop between them, then the
@@ -312,9 +331,21 @@ declare -A psets=(
     # its window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill
     # launch; the picker: PP_CAND's write, no scan launch (PP_MERGE), its patch tests load rows
     # as PP_PREFETCH does; PP_WSCAN1 left out, moot under PP_CAND; PF8_PREP4 and PF8_BAND too,
-    # moot under FAID_PF8_NOPREP)
-    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPF8_RECS=1,-DPF8_CLASS=0,-DPP_PREFETCH=1,-DPK_SCAN_PF=32,-DPP_CAND=1,-DPP_MERGE=1 FAID_PF8_FILL_GROUPS=512 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1 FAID_PF8_NOPREP=1"
+    # moot under FAID_PF8_NOPREP; the sigma clip's coalesced gather with R 4, the default since
+    # round 4: with it 8 would need a staging array of its own, 57 KB of local memory in all,
+    # more than NVIDIA's 48 KB)
+    [all]="FAID_PEAKS_FUSED=1 FAID_SIGCLIP_LM=12 FAID_SIGCLIP_R=4 FAID_SIGCLIP_GB=8 FAID_SIGCLIP_CG=1 FAID_PEAKS_KOPTS=-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPF8_RECS=1,-DPF8_CLASS=0,-DPP_PREFETCH=1,-DPK_SCAN_PF=32,-DPP_CAND=1,-DPP_MERGE=1 FAID_PF8_FILL_GROUPS=512 FAID_PF8_MERGE=1 FAID_PF8_CANDFILL=1 FAID_PF8_GATHER=1 FAID_PF8_NOPREP=1"
 )
+# more faid-bench arguments of a set (after PEAK_EXTRA), and the set whose results its "=default"
+# column compares with (default: "default"; a set of another error model has its own baseline)
+declare -A pargs=(
+    [pois]="--set peaks.error_model=poisson"
+    [cgpois]="--set peaks.error_model=poisson"
+    [cg2pois]="--set peaks.error_model=poisson"
+)
+declare -A pbase=([cgpois]=pois [cg2pois]=pois)
+PEAK_BASES=""
+for ps in "${!pbase[@]}"; do PEAK_BASES="$PEAK_BASES $ps:${pbase[$ps]}"; done
 for ps in $PEAK_SETS; do
     if [ -z "${psets[$ps]+x}" ]; then
         say "WARNING: unknown peak set '$ps' skipped (known: ${!psets[*]})"
@@ -323,7 +354,7 @@ for ps in $PEAK_SETS; do
     for c in pk-pyfai pk-pf8; do
         # the r4* sets change peakfinder8's kernels alone: no pyfai run (its cells print "-")
         case "$ps:$c" in r4*:pk-pyfai) continue ;; esac
-        a="${args[$c]} $PEAK_EXTRA"
+        a="${args[$c]} $PEAK_EXTRA ${pargs[$ps]:-}"
         say "peak set $ps ($c): ${psets[$ps]:-defaults} $bench $a --depth $PEAK_DEPTH"
         # shellcheck disable=SC2086
         # FAID_CL_VERBOSE=1: the build logs, with ptxas's registers per kernel on NVIDIA (the
@@ -419,7 +450,7 @@ if [ "${DAEMON_BENCH:-1}" != 0 ]; then
 fi
 
 # 6. compact table, last (the tuning sweep, the pyFAI comparison and daemon-bench come before it)
-PEAK_SETS="$PEAK_SETS" PEAK_DEPTH="$PEAK_DEPTH" BATCH="$BATCH" INTV="$INT_VARIANTS" INTB="$INT_BATCHES" \
+PEAK_SETS="$PEAK_SETS" PEAK_BASES="$PEAK_BASES" PEAK_DEPTH="$PEAK_DEPTH" BATCH="$BATCH" INTV="$INT_VARIANTS" INTB="$INT_BATCHES" \
     python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
 import json, os, re, sys
 log, sweep, configs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
@@ -638,13 +669,17 @@ if psets:
     def pkhash(ps, c):
         p = os.path.join(log, f"pkset_{ps}_{c}.json")
         return json.load(open(p)).get("peaks_hash") if os.path.exists(p) else None
+    bases = dict(x.split(":", 1) for x in os.environ.get("PEAK_BASES", "").split())
     for ps in psets:
         r = {}
         ok = True
         err = 0.0
-        same = "/".join("-" if pkhash(ps, c) is None or pkhash("default", c) is None
-                        else "yes" if pkhash(ps, c) == pkhash("default", c) else "NO"
+        base = bases.get(ps, "default")
+        same = "/".join("-" if pkhash(ps, c) is None or pkhash(base, c) is None
+                        else "yes" if pkhash(ps, c) == pkhash(base, c) else "NO"
                         for c in ("pk-pyfai", "pk-pf8"))
+        if base != "default":
+            same += f" ({base})"
         for c in ("pk-pyfai", "pk-pf8"):
             p = os.path.join(log, f"pkset_{ps}_{c}.json")
             if not os.path.exists(p):

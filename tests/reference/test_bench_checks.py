@@ -59,7 +59,7 @@ OLD = {"FAID_PEAKS_FUSED": "0", "FAID_SIGCLIP_LM": "0",
 ALL = {"FAID_PEAKS_FUSED": "1", "FAID_SIGCLIP_LM": "4", "FAID_SIGCLIP_R": "4",
        "FAID_PEAKS_KOPTS": "-DPF8_HASH=1,-DPF8_LOCAL_CAND=1,-DPP_PREFETCH=1,-DPP_WSCAN1=1,"
                            "-DPK_SCAN_PF=32",
-       "FAID_PF8_FILL_GROUPS": "8", "FAID_SIGCLIP_GB": "8"}
+       "FAID_PF8_FILL_GROUPS": "8", "FAID_SIGCLIP_GB": "8", "FAID_SIGCLIP_CG": "1"}
 
 
 @pytest.mark.parametrize("name,env,fused", [("all", ALL, True), ("reg", OLD, False)])
@@ -82,14 +82,17 @@ def test_peak_kernel_variants_checked(tmp_path, name, env, fused):
 def test_round3_variants_same_bits(tmp_path):
     """Issue 17 round 3's latency variants (gpu-run.sh's set r3: the sigma clip's gather and
     overflow walks in batches, the picker's loads issued together, its records ranked with one
-    scan, the span scan's counts loaded at once) give the background and the
+    scan, the span scan's counts loaded at once) and round 5's coalesced gather give the
+    background and the
     peak lists of the defaults bit for bit (faid-bench's peaks_hash, gpu-run.sh's "=default"
     column), with 32 work-items so that the small detector's bins overflow the registers and
     local memory."""
     hashes = {}
     r3 = {"FAID_SIGCLIP_GB": "3",
           "FAID_PEAKS_KOPTS": "-DPP_PREFETCH=1,-DPP_WSCAN1=1,-DPK_SCAN_PF=32"}
-    for name, env in (("default", {}), ("r3", r3)):
+    # and round 5's coalesced gather (gpu-run.sh's set cg), chunks of 32 x 3 entries
+    cg = {"FAID_SIGCLIP_CG": "1", "FAID_SIGCLIP_CGU": "3"}
+    for name, env in (("default", {}), ("r3", r3), ("cg", cg)):
         js = tmp_path / f"{name}.json"
         env["FAID_SIGCLIP_WG"] = "32"
         r = bench(tmp_path, "--device", "cpu", "--frames", 4, "--depth", 2, "--batch", 2,
@@ -98,7 +101,7 @@ def test_round3_variants_same_bits(tmp_path):
         j = json.loads(js.read_text())
         assert j["peaks_ref_equal"] == 1 and all(n > 0 for n in j["num_peaks"])
         hashes[name] = j["peaks_hash"]
-    assert hashes["r3"] == hashes["default"] != "0000000000000000", hashes
+    assert hashes["r3"] == hashes["cg"] == hashes["default"] != "0000000000000000", hashes
 
 
 def test_cl_verbose_build_logs(tmp_path):

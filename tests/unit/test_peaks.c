@@ -843,6 +843,150 @@ static void test_round3_variants(void)
     free_frames(&fs);
 }
 
+/* run_frames with coefficients in the background matrix (coef: not 0; sigma_clip.cl's HAS_COEF):
+ * every seventh entry 0 (left out of every sum), the others 0.5, 0.625, ... 1.0 (exact in float) */
+static int run_frames_coef(frame_set *fs, const faid_peak_params *p, const char *dev, int coef,
+                           faid_result **out, faid_diag *d)
+{
+    if (!coef)
+        return run_frames(fs, p, dev, out, d);
+    if (!dev)
+        dev = getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "cpu";
+    faid_setup *s = fs_setup(fs, p, d);
+    faid_csr *m = s ? s->csr_bg : NULL;
+    int rc = m ? 0 : -1;
+    if (!rc && !m->data && !(m->data = malloc((size_t)(m->nnz ? m->nnz : 1) * sizeof(float))))
+        rc = -1;
+    for (int64_t k = 0; !rc && k < m->nnz; k++)
+        m->data[k] = k % 7 == 3 ? 0.0f : 0.5f + 0.125f * (float)(k % 5);
+    faid_engine *e = rc ? NULL : faid_engine_new(s, dev, d);
+    rc = e ? 0 : -1;
+    for (int k = 0; k < NFRAMES && !rc; k++) {
+        faid_frame f = {fs->raw[k], s->npix * 4, FAID_ENC_NONE, FAID_DT_F32, s->rows, s->cols};
+        if (!(out[k] = faid_result_new(s)))
+            rc = -1;
+        else
+            rc = faid_engine_process(e, &f, out[k], d);
+    }
+    faid_engine_destroy(&e);
+    faid_setup_destroy(&s);
+    return rc;
+}
+
+/* Issue 17 round 5: the sigma clip's coalesced gather (FAID_SIGCLIP_CG=1, sigma_clip.cl's
+ * SC_CG; 2: each chunk through a tile in local memory, the overflow written coalesced, the tile
+ * in the scan's arrays or, with 8 entries a work-item or 4 with the variance, an array of its
+ * own) puts every entry where the gather without it puts it, so the background is bit for bit
+ * the same kernel's without it and the peaks are the C reference's: for the three error models,
+ * with and without coefficients, 32 work-items and each layout of the entries: registers, local
+ * memory and overflow at once (1 + 2 on chip: most bins above the local capacity), all of a bin
+ * on chip (1 + 63), the register kernel's overflow (LM 0: CSR positions), and 5 in registers
+ * (staged in the scan's arrays without the variance, in an array of its own with it); chunks of
+ * 3, 4 and 8 entries per work-item (a chunk straddles the owners' layouts). The knobs' checks:
+ * on in the build options, out of range refused and named, the local memory it needs counted. */
+static void test_sigclip_cg(void)
+{
+    if (!have_cl())
+        return;
+    faid_diag d;
+    frame_set fs;
+    CHECK(make_frames(&fs, 17, 25) == 0);
+    faid_peak_params p;
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PYFAI;
+    const faid_clip_model models[] = {FAID_CLIP_POISSON, FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
+    /* LM, R and the chunk of each layout */
+    static const char *const kinds[][3] = {
+        {"2", "1", "4"}, {"63", "1", "3"}, {"0", "2", "8"}, {"3", "5", "3"}};
+    for (int m = 0; m < 3; m++) {
+        p.error_model = models[m];
+        for (int coef = 0; coef < 2; coef++) {
+            faid_result *ref[NFRAMES] = {0};
+            CHECK_MSG(run_frames_coef(&fs, &p, "ref", coef, ref, &d) == 0, "reference: %s", d.msg);
+            for (int k = 0; k < 4; k++) {
+                if (coef && (k == 1 || k == 2))
+                    continue; /* coefficients: with overflow and registers (kinds 0 and 3) */
+                faid_result *base[NFRAMES] = {0};
+                setenv("FAID_SIGCLIP_WG", "32", 1);
+                setenv("FAID_PEAKS_FUSED", k == 2 ? "0" : "1", 1);
+                setenv("FAID_SIGCLIP_LM", kinds[k][0], 1);
+                setenv("FAID_SIGCLIP_R", kinds[k][1], 1);
+                CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, base, &d) == 0, "kind %d: %s", k,
+                          d.msg);
+                for (int cg = 1; cg <= 2; cg++) {
+                    faid_result *var[NFRAMES] = {0};
+                    setenv("FAID_SIGCLIP_CG", cg == 1 ? "1" : "2", 1);
+                    setenv("FAID_SIGCLIP_CGU", kinds[k][2], 1);
+                    CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, var, &d) == 0,
+                              "kind %d, cg %d: %s", k, cg, d.msg);
+                    unsetenv("FAID_SIGCLIP_CG");
+                    unsetenv("FAID_SIGCLIP_CGU");
+                    for (int f = 0; f < NFRAMES; f++) {
+                        CHECK_MSG(base[f] && var[f] && bg_same_bits(var[f]->bg, base[f]->bg),
+                                  "model %d, coef %d, kind %d, cg %d, frame %d: FAID_SIGCLIP_CG "
+                                  "changed the background",
+                                  m, coef, k, cg, f);
+                        CHECK_MSG(var[f] && ref[f] && bg_worst(var[f]->bg, ref[f]->bg) < 1e-5 &&
+                                      lists_equal(var[f]->peaks, ref[f]->peaks) &&
+                                      ref[f]->peaks->n_found >= 15,
+                                  "model %d, coef %d, kind %d, cg %d, frame %d: peaks %d, "
+                                  "reference %d",
+                                  m, coef, k, cg, f, var[f] ? var[f]->peaks->n_found : -1,
+                                  ref[f] ? ref[f]->peaks->n_found : -1);
+                        faid_result_destroy(&var[f]);
+                    }
+                }
+                unsetenv("FAID_SIGCLIP_LM");
+                unsetenv("FAID_SIGCLIP_R");
+                unsetenv("FAID_SIGCLIP_WG");
+                unsetenv("FAID_PEAKS_FUSED");
+                for (int f = 0; f < NFRAMES; f++)
+                    faid_result_destroy(&base[f]);
+            }
+            for (int f = 0; f < NFRAMES; f++)
+                faid_result_destroy(&ref[f]);
+        }
+    }
+    faid_dev_info info = {.name = "test device", .max_wg = 256, .local_mem = 49152};
+    faid_sigclip_cfg cfg;
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.cg == 0 && strstr(cfg.opts, "SC_CG") == NULL); /* off by default */
+    setenv("FAID_SIGCLIP_CG", "1", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.cg == 1 && cfg.cgu == 4 && cfg.lm == 12 && cfg.r == 4 &&
+          strstr(cfg.opts, " -D SC_CG=1 -D SC_CGU=4") != NULL);
+    /* the padded entries and the poisson variance: 10 fit in 48 KB as without it */
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0 && cfg.lm == 10);
+    setenv("FAID_SIGCLIP_CGU", "8", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(strstr(cfg.opts, " -D SC_CGU=8") != NULL);
+    setenv("FAID_SIGCLIP_CGU", "17", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
+    CHECK(strstr(d.msg, "FAID_SIGCLIP_CGU") != NULL);
+    unsetenv("FAID_SIGCLIP_CGU");
+    /* 8 in registers with the variance: a staging array of its own (24 KB), too much with 10 */
+    setenv("FAID_SIGCLIP_R", "8", 1);
+    setenv("FAID_SIGCLIP_LM", "10", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == FAID_EUNSUP);
+    CHECK(strstr(d.msg, "FAID_SIGCLIP_CG") != NULL);
+    unsetenv("FAID_SIGCLIP_R");
+    unsetenv("FAID_SIGCLIP_LM");
+    /* 2: the tile in the scan's arrays (4 entries a work-item without the variance, 3 with it:
+     * LM as with 1), else an array of its own (4 with the variance: 10 no longer fits) */
+    setenv("FAID_SIGCLIP_CG", "2", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(cfg.cg == 2 && cfg.lm == 12 && strstr(cfg.opts, " -D SC_CG=2 -D SC_CGU=4") != NULL);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0 && cfg.lm < 10);
+    setenv("FAID_SIGCLIP_CGU", "3", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0 && cfg.lm == 10);
+    unsetenv("FAID_SIGCLIP_CGU");
+    setenv("FAID_SIGCLIP_CG", "3", 1);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
+    CHECK(strstr(d.msg, "FAID_SIGCLIP_CG") != NULL);
+    unsetenv("FAID_SIGCLIP_CG");
+    free_frames(&fs);
+}
+
 /* 1 when an OpenCL engine with environment variable var = val refuses s or frame f with an
  * error naming var. */
 static int engine_refused(faid_setup *s, const char *dev, const char *var, const char *val,
@@ -1166,6 +1310,7 @@ int main(void)
     RUN(test_sigclip_local());
     RUN(test_pf8_variants());
     RUN(test_round3_variants());
+    RUN(test_sigclip_cg());
     RUN(test_pick_cand());
     RUN(test_pf8_prep4());
     engines_close();
