@@ -47,6 +47,7 @@ static const char *const fan_tee_names[] = {"push", "pub", NULL};
 static const char *const fan_mismatch_names[] = {"refuse", "flag", NULL};
 const char *const faid_queue_policy_names[] = {"block", "drop_oldest", "drop_newest", NULL};
 const char *const faid_ll_overflow_names[] = {"block", "drop_oldest", NULL};
+const char *const faid_collect_launch_names[] = {"eager", "fill", NULL};
 static const char *const hits_mode_names[] = {"frame", "patches", NULL};
 
 #define OFF(f) offsetof(faid_config, f)
@@ -451,6 +452,14 @@ static const faid_option options[] = {
            "thread waits for the oldest frame, encodes its result and hands it on, in order. "
            "false = the worker does both, one after the other (pipeline.collect_poll_us applies "
            "then only)."),
+    SIMPLE("pipeline.collect_launch", FAID_OT_ENUM, "", 0, 0, "eager", 0, faid_collect_launch_names,
+           collect_launch, 0,
+           "With pipeline.collect_thread and pipeline.batch > 1, when a partly filled batch "
+           "starts: eager = as soon as the worker has no further frame at hand (the serial "
+           "worker's rule: its frames start at once, a batch rarely fills when frames arrive "
+           "one at a time); fill = when the collect thread reaches it, every older frame "
+           "collected (frames arriving meanwhile join it, so batches fill while the device is "
+           "busy; the device waits for the launch after the older frames)."),
     SIMPLE("stats.interval", FAID_OT_DOUBLE, "s", 0, 86400, "1.0", R, NULL, stats_interval, 0,
            "Period of the published stats message; 0 = off."),
     SIMPLE("log.level", FAID_OT_STRING, "", 0, 0, "info", R, faid_log_level_names, log_level, 16,

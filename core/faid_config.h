@@ -33,6 +33,9 @@ typedef enum { FAID_LL_OVERFLOW_BLOCK = 0, FAID_LL_OVERFLOW_DROP_OLDEST } faid_l
  * NULL-terminated (the option table's choices; status and logs use them too). */
 extern const char *const faid_queue_policy_names[];
 extern const char *const faid_ll_overflow_names[];
+/* pipeline.collect_launch: who launches a partly filled batch with a collect thread. */
+typedef enum { FAID_COLLECT_LAUNCH_EAGER = 0, FAID_COLLECT_LAUNCH_FILL } faid_collect_launch;
+extern const char *const faid_collect_launch_names[];
 
 typedef struct faid_config {
     char source[FAID_PATH_MAX]; /* file it came from, "" = embedded default */
@@ -114,6 +117,7 @@ typedef struct faid_config {
     int collect_poll_us; /* worker: poll the oldest frame and the queue every N us, 0 = block */
     int copy_threads;    /* threads per device copying a frame into pinned staging */
     int collect_thread;  /* a collect thread per device beside its worker */
+    faid_collect_launch collect_launch; /* with it: who launches a partial batch */
     int64_t max_frame_bytes;
     int io_threads;            /* ZeroMQ I/O threads */
     double series_timeout;     /* s without a message before an open series closes */

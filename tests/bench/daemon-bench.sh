@@ -62,7 +62,9 @@
 #      waited for the last one's peak stages), collect = pipeline.collect_thread true (a collect
 #      thread per device: the worker copies and submits while it waits for the oldest frame and
 #      encodes; issue 17, speed round 5), collect4 = collect with pipeline.copy_threads 4,
-#      collectrx = collect with input.pinned_receive true; the three also run the
+#      collectrx = collect with input.pinned_receive true, collectfill / collectrxfill = collect /
+#      collectrx with pipeline.collect_launch fill (a partial batch waits for the collect thread
+#      instead of starting when the worker has no frame at hand); every collect* also runs the
 #      CONNS-connection throughput and LAT_RUNS latency runs (the p99 target is 3 runs of 3), and
 #      COLLECT_THREAD sets the main daemon's;
 #   4. unless BENCH=0, faid-bench on the main daemon's own configuration file (and benchpeaks'),
@@ -94,7 +96,7 @@
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
 # "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
 # "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "rx", "rxpoll", "rxcopy4",
-# "slotd2h", "collect", "collect4", "collectrx", "norx"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# "slotd2h", "collect", "collect4", "collectrx", "collectfill", "collectrxfill", "norx"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
 # 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
@@ -166,10 +168,11 @@ fi
 # input.pinned_copy $3, writer.directory $4 (empty: off), input.contexts $5 (default
 # $CONTEXTS), pipeline.collect_poll_us $6 (default 0), with $7 = bench faid-bench's peak
 # parameters, pipeline.copy_threads $8 (default 1), input.pinned_receive $9 (default $RX),
-# pipeline.collect_thread $10 (default $COLLECT_THREAD); peaks.algorithm $PEAKS.
+# pipeline.collect_thread $10 (default $COLLECT_THREAD), pipeline.collect_launch $11 (default
+# eager); peaks.algorithm $PEAKS.
 make_config() {
     local name=$1 pinned=$2 pcopy=$3 wdir=${4:-} ctxs=${5:-$CONTEXTS} poll=${6:-$POLL_US} pk=${7:-}
-    local ct=${8:-$COPY_THREADS} rx=${9:-$RX} cth=${10:-$COLLECT_THREAD}
+    local ct=${8:-$COPY_THREADS} rx=${9:-$RX} cth=${10:-$COLLECT_THREAD} cl=${11:-eager}
     pin=()
     for _ in $(seq 1 "$CONNS"); do pin+=("$(port)"); done
     pout=$(port)
@@ -185,7 +188,7 @@ make_config() {
         "devices=$DEVICE" "queue.policy=block" "pipeline.inflight=$INFLIGHT"
         "pipeline.batch=$BATCH" "stats.interval=0" "log.level=info" "input.contexts=$ctxs"
         "peaks.algorithm=$PEAKS" "pipeline.collect_poll_us=$poll" "pipeline.copy_threads=$ct"
-        "input.pinned_receive=$rx" "pipeline.collect_thread=$cth")
+        "input.pinned_receive=$rx" "pipeline.collect_thread=$cth" "pipeline.collect_launch=$cl")
     [ -n "$wdir" ] && kv+=("writer.directory=\"$wdir\"")
     # faid-bench's --peaks parameters (tests/bench/faid_bench.c, build_config)
     [ "$pk" = bench ] && kv+=("peaks.cutoff_clip=5.0" "peaks.cutoff_peak=4.0" "peaks.patch_size=5"
@@ -336,6 +339,8 @@ for v in $COMPARE; do
     collect) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" "" true ;;
     collect4) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" 4 "" true ;;
     collectrx) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" true true ;;
+    collectfill) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" "" true fill ;;
+    collectrxfill) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" true true fill ;;
     norx) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" "" "" "" false false ;;
     slotd2h)
         make_config "$v" "$PINNED" "$PINNED_COPY"
@@ -347,7 +352,7 @@ for v in $COMPARE; do
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, rx, rxpoll, rxcopy4, slotd2h, collect, collect4, collectrx, norx, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, rx, rxpoll, rxcopy4, slotd2h, collect, collect4, collectrx, collectfill, collectrxfill, norx, writer)"
         continue
         ;;
     esac
@@ -358,7 +363,7 @@ for v in $COMPARE; do
         series "tp1_$v" 2 "$FRAMES" 1
         "$ctl" status "${c[@]}" --json >"$LOG/status_tp1_$v.json" 2>>"$LOG/daemon-bench.log"
         "$ctl" reset "${c[@]}" >/dev/null 2>&1
-        case $v in shared | copy4 | rx | rxcopy4 | collect | collect4 | collectrx | norx) tpn=1 ;; *) tpn=0 ;; esac
+        case $v in shared | copy4 | rx | rxcopy4 | collect* | norx) tpn=1 ;; *) tpn=0 ;; esac
         if [ "$tpn" = 1 ] && [ "$CONNS" -gt 1 ]; then
             say "throughput, $CONNS connections, $v: $FRAMES frames"
             series "tpn_$v" 3 "$FRAMES" "$CONNS"
@@ -368,8 +373,8 @@ for v in $COMPARE; do
         say "latency, $v: $LAT_FRAMES frames at $LAT_RATE Hz"
         series "lat_$v" 20 "$LAT_FRAMES" 1 --rate "$LAT_RATE"
         "$ctl" status "${c[@]}" --json >"$LOG/status_lat_$v.json" 2>>"$LOG/daemon-bench.log"
-        # collect, collect4, collectrx: LAT_RUNS latency runs as the main daemon's (lat_<v>_r2, ...)
-        case $v in collect | collect4 | collectrx | rx | norx) nlat=$LAT_RUNS ;; *) nlat=1 ;; esac
+        # collect*, rx, norx: LAT_RUNS latency runs as the main daemon's (lat_<v>_r2, ...)
+        case $v in collect* | rx | norx) nlat=$LAT_RUNS ;; *) nlat=1 ;; esac
         for r in $(seq 2 "$nlat"); do
             "$ctl" reset "${c[@]}" >/dev/null 2>&1
             say "latency, $v, run $r: $LAT_FRAMES frames at $LAT_RATE Hz"

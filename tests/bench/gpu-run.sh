@@ -29,7 +29,7 @@
 # shared ZeroMQ context), DAEMON_PEAKS (peaks.algorithm of a second daemon-bench run, one and
 # two connections and the 1 kHz latency with peaks, issue 17; default pyfai, none skips it),
 # DAEMON_PEAKS_COMPARE (its comparison daemons, default "idle nopin batch1 poll benchpeaks slotd2h
-# collect collect4 collectrx"), WRITER_DIR (the writer
+# collect collect4 collectrx collectfill collectrxfill"), WRITER_DIR (the writer
 # run's directory), KINDS (frame kinds of the decoder / PCIe-floor runs, default
 # "synthetic lowcount"), SIZES (detector presets of the size runs besides the EIGER 4M of the
 # lowcount run, default "eiger_1m eiger_9m eiger_16m"; "" skips), SIZE_FRAMES (default 300),
@@ -438,12 +438,13 @@ if [ "${DAEMON_BENCH:-1}" != 0 ]; then
     # daemon's own configuration files), slotd2h = one read-back per slot (the path before),
     # collect / collect4 / collectrx = pipeline.collect_thread true (with copy_threads 4, with
     # input.pinned_receive): a collect thread per device, one and two connections and three
-    # latency runs each (issue 17, round 5)
+    # latency runs each (issue 17, round 5); collectfill / collectrxfill = collect / collectrx
+    # with pipeline.collect_launch fill (partial batches left to the collect thread)
     if [ "${DAEMON_PEAKS:-pyfai}" != none ]; then
         say "daemon-bench with peaks.algorithm ${DAEMON_PEAKS:-pyfai} (log $LOG/daemon-peaks/daemon-bench.log)"
         if ! FAID_BIN="$BIN" DEVICE="$DEVICE" OUT="$LOG/daemon-peaks" \
             FRAMES="${DAEMON_FRAMES:-20000}" CONNS=2 PEAKS="${DAEMON_PEAKS:-pyfai}" \
-            COMPARE="${DAEMON_PEAKS_COMPARE:-idle nopin batch1 poll benchpeaks slotd2h collect collect4 collectrx}" \
+            COMPARE="${DAEMON_PEAKS_COMPARE:-idle nopin batch1 poll benchpeaks slotd2h collect collect4 collectrx collectfill collectrxfill}" \
             bash tests/bench/daemon-bench.sh >"$LOG/daemon-peaks.out" 2>&1; then
             say "WARNING: daemon-bench with peaks failed or found a problem, tail of $LOG/daemon-peaks.out:"
             tail -n 12 "$LOG/daemon-peaks.out" | tee -a "$LOG/gpu-run.log"

@@ -8,8 +8,8 @@ answered once, in reception order (the lossless stream's results, as published),
 another dtype closes a slot; the test delay hook keeps frames in flight), peaks on (the result's
 peaks and background equal those of a serial daemon on the same frames); the frame accounting
 stays exact under overload (drop_oldest: every drop counted, received = processed + dropped); a
-reload between two series while frames of the first are in flight (each series with its own
-setup's bits); a stop with frames in flight (every frame received is answered before the end).
+reload between two series while frames of the first are in flight and a new mask mid-stream
+(a setup built while frames are in flight), each series with its own setup's bits; a stop with frames in flight (every frame received is answered before the end).
 A collect thread that lost, repeated or reordered a frame fails the order and count assertions.
 Timeouts only turn hangs into failures."""
 
@@ -29,9 +29,10 @@ from test_daemon import (LONG, Receiver, Sender, arr, assert_profile_bits, frame
 daemons = td.daemons
 
 
-def pipeline(inflight=4, batch=1, collect=True, **more):
+def pipeline(inflight=4, batch=1, collect=True, launch="eager", **more):
     text = "pipeline:\n  inflight: %d\n  batch: %d\n  collect_thread: %s\n" % (
         inflight, batch, "true" if collect else "false")
+    text += "  collect_launch: %s\n" % launch
     return text + "".join("  %s: %s\n" % kv for kv in more.items())
 
 
@@ -49,12 +50,13 @@ def in_order(rx, sid=None):
     return [r["frame_id"] for r in rx.of("result") if sid is None or r["series_id"] == sid]
 
 
-@pytest.mark.parametrize("device,batch", [("cpu", 1), ("cpu", 2), ("ref", 2)])
-def test_same_bits_in_order(daemons, tmpdir_, device, batch):
+@pytest.mark.parametrize("device,batch,launch", [("cpu", 1, "eager"), ("cpu", 2, "eager"),
+                                                 ("ref", 2, "eager"), ("cpu", 2, "fill")])
+def test_same_bits_in_order(daemons, tmpdir_, device, batch, launch):
     """Frames sent a few at a time, some while others are in flight: each answered once, in
     reception order, with the bits `faidctl process` gives (the serial worker's); the
     configuration says the thread is on and it runs beside the worker (faid-collect0)."""
-    d = daemons(devices=device, lossless=True, extra=pipeline(batch=batch))
+    d = daemons(devices=device, lossless=True, extra=pipeline(batch=batch, launch=launch))
     assert d.request({"cmd": "config"})["config"].count("collect_thread: true") == 1
     names = set()
     for t in os.listdir("/proc/%d/task" % d.proc.pid):
@@ -83,14 +85,15 @@ def test_same_bits_in_order(daemons, tmpdir_, device, batch):
     assert d.terminate() == 0
 
 
-def test_partial_batches_in_order(daemons, tmpdir_):
+@pytest.mark.parametrize("launch", ["eager", "fill"])
+def test_partial_batches_in_order(daemons, tmpdir_, launch):
     """pipeline.batch 2 on the reference device, held 0.2 s after each collect: frames 0 and 3 are
-    uint32, the others uint16, so slots close early for another dtype and the worker, which hands
-    the slot it cannot fill to the collect thread before it waits, leaves partial batches behind
-    frames in flight. Every frame answered once, in order, with the bits of `faidctl process`
-    (of each dtype's frames)."""
+    uint32, the others uint16, so slots close early for another dtype and partial batches stand
+    behind frames in flight: launched by the worker when it has no frame at hand (collect_launch
+    eager) or by the collect thread when it reaches them (fill). Every frame answered once, in
+    order, with the bits of `faidctl process` (of each dtype's frames)."""
     d = daemons(devices="ref", lossless=True, env={"FAID_TEST_WORKER_DELAY_US": "200000"},
-                extra=pipeline(inflight=4, batch=2))
+                extra=pipeline(inflight=4, batch=2, launch=launch))
     rx = Receiver(d, lossless=True)
     rx.settle()
     wide = frames(2, seed=5, dtype=np.uint32)
@@ -107,8 +110,11 @@ def test_partial_batches_in_order(daemons, tmpdir_):
             refs[k] = ref
     for i in range(len(imgs)):
         assert_profile_bits(results[i], refs[i])
-    c = d.status()["counters"]
+    st = d.status()
+    c = st["counters"]
     assert c["received"] == c["processed"] == len(imgs), c
+    if launch == "fill":  # only the collect thread launches partial batches
+        assert st["devices"][0]["early_launches"] == 0, st["devices"]
     assert d.terminate() == 0
 
 
@@ -183,12 +189,54 @@ def test_reload_between_series_with_frames_in_flight(daemons, tmpdir_):
     assert d.terminate() == 0
 
 
-def test_stop_with_frames_in_flight_answers_them(daemons):
+def test_new_mask_mid_stream_with_frames_in_flight(daemons, tmpdir_):
+    """DECTRIS stream v2: series 1 with mask m1, then at once series 2 with another mask, each
+    needing a setup built off the ingest thread (made to last 0.5 s), the device held 30 ms a
+    frame (batch 2): series 2's frames reach the worker while series 1's are in flight and wait
+    for their build, the collect thread answering series 1 first. Both series complete, in
+    order, each frame with the numbers of `faidctl process` given its own mask."""
+    from test_dectris_stream import Detector, counters_balance, reference, same_numbers
+    from test_series_setup import masked_config, send_series as send_v2
+    d = daemons(lossless=True, depth=16, extra=pipeline(inflight=4, batch=2),
+                env={"FAID_TEST_WORKER_DELAY_US": "30000", "FAID_TEST_SETUP_BUILD_DELAY_MS": "500"})
+    rx = Receiver(d, lossless=True)
+    det = Detector(d, bind=False)
+    rng = np.random.default_rng(14)
+    m1 = np.zeros((td.ROWS, td.COLS), np.uint32)
+    m1.flat[rng.choice(td.ROWS * td.COLS, 200, replace=False)] = 1
+    m2 = m1.copy()
+    m2[10:14, :] = 2
+    stacks = {sid: [rng.poisson(40, (td.ROWS, td.COLS)).astype(np.uint16) for _ in range(6)]
+              for sid in (1, 2)}
+    send_v2(det, 1, "M1", stacks[1], m1)
+    send_v2(det, 2, "M2", stacks[2], m2)
+    rx.collect_until_end(n_ends=2)
+    st = {s["series_id"]: s for s in rx.of("start")}
+    assert st[1]["input"]["setup"] == st[2]["input"]["setup"] == "rebuilt"
+    assert st[2]["setup_version"] > st[1]["setup_version"]
+    assert [(r["series_id"], r["frame_id"]) for r in rx.of("result")] == \
+        [(sid, i) for sid in (1, 2) for i in range(6)]
+    res = {(r["series_id"], r["frame_id"]): r for r in rx.of("result")}
+    for sid, mask in ((1, m1), (2, m2)):
+        cfg = masked_config(d, tmpdir_, "m%d" % sid, mask)
+        for i, ref in enumerate(reference(d, tmpdir_, "s%d" % sid, np.stack(stacks[sid]),
+                                          config=cfg)):
+            assert res[(sid, i)]["setup_version"] == st[sid]["setup_version"]
+            same_numbers(res[(sid, i)], ref)
+    c = d.status()["counters"]
+    counters_balance(c)
+    assert c["processed"] == 12, c
+    assert d.terminate() == 0
+    det.close()
+
+
+@pytest.mark.parametrize("launch", ["eager", "fill"])
+def test_stop_with_frames_in_flight_answers_them(daemons, launch):
     """SIGTERM while frames are queued and in flight (device held 20 ms a frame, batch 2): every
     frame received is answered before the end, once, in order, with no gap in the lossless
     stream; the end is complete and its counts add up."""
     d = daemons(lossless=True, env={"FAID_TEST_WORKER_DELAY_US": "20000"},
-                extra=pipeline(inflight=4, batch=2))
+                extra=pipeline(inflight=4, batch=2, launch=launch))
     rx = Receiver(d, lossless=True)
     tx = Sender(d)
     imgs = frames(3)
