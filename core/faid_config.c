@@ -255,8 +255,7 @@ static const faid_option options[] = {
            "message waits on this input socket (the ingest thread has time to spare: with "
            "peak finding the frame queue is rarely empty, so auto made the one ingest thread "
            "of a single connection copy every frame)."),
-    SIMPLE("input.pinned_receive", FAID_OT_BOOL, "", 0, 0, "false", 0, NULL, input_pinned_receive,
-           0,
+    SIMPLE("input.pinned_receive", FAID_OT_BOOL, "", 0, 0, "true", 0, NULL, input_pinned_receive, 0,
            "Receive frames straight into the pinned input arena (input.pinned_bytes): the "
            "buffers libzmq's input I/O threads allocate for messages of 64 KiB or more are "
            "blocks of the arena while one fits, so neither ingest nor the worker copies the "
@@ -264,7 +263,9 @@ static const faid_option options[] = {
            "frames, input.pinned_receive_fallback the messages that found the arena full; "
            "these get the copies of input.pinned_copy). Needs the arena; a build with "
            "AddressSanitizer or ThreadSanitizer has no such allocator (status "
-           "input.pinned_receive says unavailable)."),
+           "input.pinned_receive says unavailable). On one H100 with peak finding 1,794 / "
+           "1,645 results/s against 1,552 / 1,463 without (one connection, two runs), latency "
+           "p99 at 1 kHz about 1.0 against 1.7 ms; false = the copies of input.pinned_copy."),
     SIMPLE("input.contexts", FAID_OT_ENUM, "", 0, 0, "per_connection", 0, contexts_names,
            input_contexts, 0,
            "ZeroMQ contexts of the input sockets: per_connection = each entry of "

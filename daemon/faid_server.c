@@ -374,7 +374,7 @@ faid_server *faid_server_new(const faid_config *cfg, const char *config_path, fa
             FAID_INFO("server", "input.pinned_receive: frames are received into the arena");
         } else {
             s->rx_state = 2;
-            FAID_WARN("server", "input.pinned_receive: unavailable (%s): frames are copied",
+            FAID_INFO("server", "input.pinned_receive: unavailable (%s): frames are copied",
                       !s->pinned ? "no pinned input arena"
                                  : "this build's allocator is its sanitizer's");
         }

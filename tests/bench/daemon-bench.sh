@@ -91,7 +91,7 @@
 # (default 8 and 2), PINNED (input.pinned_bytes, default 536870912), PINNED_COPY (input.pinned_copy,
 # default auto), CONTEXTS (input.contexts, default per_connection), COPY_THREADS / POLL_US (the
 # main daemon's pipeline.copy_threads and pipeline.collect_poll_us, default 1 and 0), RX (the main
-# daemon's input.pinned_receive, default false), COLLECT_THREAD (the main daemon's
+# daemon's input.pinned_receive, default true, the option's default), COLLECT_THREAD (the main daemon's
 # pipeline.collect_thread, default false), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
 # "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
@@ -126,8 +126,8 @@ CONTEXTS=${CONTEXTS:-per_connection}
 # its own keeps them)
 COPY_THREADS=${COPY_THREADS:-1}
 POLL_US=${POLL_US:-0}
-# the main daemon's input.pinned_receive (a COMPARE entry rx* sets it true)
-RX=${RX:-false}
+# the main daemon's input.pinned_receive (default true, the option's; COMPARE norx turns it off)
+RX=${RX:-true}
 COLLECT_THREAD=${COLLECT_THREAD:-false}
 PEAKS=${PEAKS:-none}
 COMPARE=${COMPARE-nopin}

@@ -832,7 +832,7 @@ def test_pinned_copy_idle_leaves_the_copy_to_the_worker_while_input_waits(daemon
     socket: frames 4, 5 and 6 (read while the rest of the burst was queued in the socket behind
     them) are never copied, the last one is. Every frame is processed either way."""
     d = daemons(env={"FAID_TEST_WORKER_DELAY_US": "300000"}, depth=2,
-                input_extra="  pinned_copy: %s\n" % mode,
+                input_extra="  pinned_copy: %s\n  pinned_receive: false\n" % mode,
                 extra="pipeline:\n  inflight: 1\n  batch: 1\n")
     tx = Sender(d)
     imgs = frames(8, seed=3)

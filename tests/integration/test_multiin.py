@@ -187,7 +187,7 @@ def test_pinned_arena_results_match_faidctl_process(multi, tmpdir_):
     """Frames copied into the pinned input arena by two ingest threads (input.pinned_copy: always)
     give the same bits as `faidctl process` on the same frames, same device; every frame went
     through the arena (status input.pinned_frames), none fell back."""
-    d = multi(2, input_extra="  pinned_copy: always\n")
+    d = multi(2, input_extra="  pinned_copy: always\n  pinned_receive: false\n")
     rx = Receiver(d)
     rx.settle()
     imgs = frames(6) + [f.astype(np.uint32) * 3 for f in frames(2, seed=9)]
