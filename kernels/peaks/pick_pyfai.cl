@@ -310,7 +310,6 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
     }
     if (lid == 0)
         counts[g] = np;
-}
 #else
     barrier(CLK_LOCAL_MEM_FENCE);
 #if PP_PREFETCH
@@ -356,8 +355,8 @@ kernel void faid_pick_flag(const global float4 *pre4, const global float *radius
     barrier(CLK_LOCAL_MEM_FENCE);
     if (get_local_id(0) == 0)
         counts[get_group_id(0)] = n;
-}
 #endif
+}
 
 /* The offset of span g in the list: offsets[g] (faid_pk_scan's), or with PP_MERGE the sum of
  * counts[0..g) found here by the work-group (red: PK_WG ints of local memory), group 0 summing

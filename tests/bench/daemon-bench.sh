@@ -56,7 +56,10 @@
 #      copies it: daemon/faid_rxalloc.h; rx and rxcopy4 also run the CONNS-connection
 #      throughput, rx LAT_RUNS latency runs), norx = input.pinned_receive and
 #      pipeline.collect_thread false whatever RX and COLLECT_THREAD say (the A of an A/B with the
-#      main daemon run with RX=true; CONNS connections and LAT_RUNS latency runs too),
+#      main daemon run with RX=true; CONNS connections and LAT_RUNS latency runs too), cg0 = the
+#      main settings with FAID_SIGCLIP_CG=0 (the sigma clip's gather as before round 5: one
+#      frame alone 159 against 184 us, in flight the coalesced one is faster; LAT_RUNS latency
+#      runs),
 #      slotd2h = the main settings with FAID_ENGINE_SLOT_D2H=1 (one read-back per slot after its
 #      last frame, the path before per-lane reads: with batches the first frames of a slot
 #      waited for the last one's peak stages), collect = pipeline.collect_thread true (a collect
@@ -96,7 +99,7 @@
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
 # "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
 # "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "rx", "rxpoll", "rxcopy4",
-# "slotd2h", "collect", "collect4", "collectrx", "collectfill", "collectrxfill", "norx"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
+# "slotd2h", "collect", "collect4", "collectrx", "collectfill", "collectrxfill", "norx", "cg0"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
 # 400),
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
@@ -342,6 +345,10 @@ for v in $COMPARE; do
     collectfill) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" "" true fill ;;
     collectrxfill) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 "" "" true true fill ;;
     norx) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" "" "" "" false false ;;
+    cg0)
+        make_config "$v" "$PINNED" "$PINNED_COPY"
+        fenv=(FAID_SIGCLIP_CG=0)
+        ;;
     slotd2h)
         make_config "$v" "$PINNED" "$PINNED_COPY"
         fenv=(FAID_ENGINE_SLOT_D2H=1)
@@ -352,7 +359,7 @@ for v in $COMPARE; do
         make_config "$v" "$PINNED" "$PINNED_COPY" "$wdir"
         ;;
     *)
-        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, rx, rxpoll, rxcopy4, slotd2h, collect, collect4, collectrx, collectfill, collectrxfill, norx, writer)"
+        say "WARNING: unknown COMPARE entry '$v' skipped (nopin, always, auto, idle, shared, batch1, poll, benchpeaks, copy4, alwayspoll, idlepoll, copy4poll, rx, rxpoll, rxcopy4, slotd2h, cg0, collect, collect4, collectrx, collectfill, collectrxfill, norx, writer)"
         continue
         ;;
     esac
@@ -374,7 +381,7 @@ for v in $COMPARE; do
         series "lat_$v" 20 "$LAT_FRAMES" 1 --rate "$LAT_RATE"
         "$ctl" status "${c[@]}" --json >"$LOG/status_lat_$v.json" 2>>"$LOG/daemon-bench.log"
         # collect*, rx, norx: LAT_RUNS latency runs as the main daemon's (lat_<v>_r2, ...)
-        case $v in collect* | rx | norx) nlat=$LAT_RUNS ;; *) nlat=1 ;; esac
+        case $v in collect* | rx | norx | cg0) nlat=$LAT_RUNS ;; *) nlat=1 ;; esac
         for r in $(seq 2 "$nlat"); do
             "$ctl" reset "${c[@]}" >/dev/null 2>&1
             say "latency, $v, run $r: $LAT_FRAMES frames at $LAT_RATE Hz"
