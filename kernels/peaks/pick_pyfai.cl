@@ -142,6 +142,25 @@ static inline float2 pp_value(const global float4 *pre4, const global float *rad
 #define PP_PASS pre4, radius, radius1d, bg + bg_off, bg + bg_off + nb, rows, cols, nb, rad_min, rad_max
 #define PP_DPASS pre4, radius, radius1d, bg, bg_off, rows, cols, nb, rad_min, rad_max
 
+/* Neighbour (i, j) of a patch, of value and sigma y, taken into pp_decide_x's sums (active,
+ * local_max, m0, m1, sum, sum_var): the one place of those statements for both of its walks, in
+ * their order, so the same bits. A neighbour outside the image or masked refuses the patch
+ * (active -1) and leaves the walk's inner loop (break). A macro, not a function, so that the
+ * statements are the kernel's own, as measured. */
+#define PP_TAKE(y, i, j)                                                                       \
+    if ((y).s0 > 0.0f) {                                                                       \
+        if ((y).s0 >= cutoff * (y).s1)                                                         \
+            active++;                                                                          \
+        local_max = fmax(local_max, (y).s0);                                                   \
+        m0 += (float)(i) * (y).s0;                                                             \
+        m1 += (float)(j) * (y).s0;                                                             \
+        sum += (y).s0;                                                                         \
+        sum_var += (y).s1 * (y).s1;                                                            \
+    } else if ((y).s1 <= 0.0f) {                                                               \
+        active = -1;                                                                           \
+        break;                                                                                 \
+    }
+
 /* 1 and the record (x, y, intensity, sigma, max, npix) when pixel (r, c), of value and sigma x,
  * is a peak. */
 static int pp_decide_x(PP_ARGS, float2 x, int r, int c, float *rec, int *npix)
@@ -176,18 +195,7 @@ static int pp_decide_x(PP_ARGS, float2 x, int r, int c, float *rec, int *npix)
                                         nq[j + PP_PF_HW].s2, radius1d, bg + bg_off,
                                         bg + bg_off + nb, nb, rad_min, rad_max, noise)
                               : (float2)(-1.0f, 0.0f);
-                if (y.s0 > 0.0f) {
-                    if (y.s0 >= cutoff * y.s1)
-                        active++;
-                    local_max = fmax(local_max, y.s0);
-                    m0 += (float)i * y.s0;
-                    m1 += (float)j * y.s0;
-                    sum += y.s0;
-                    sum_var += y.s1 * y.s1;
-                } else if (y.s1 <= 0.0f) {
-                    active = -1;
-                    break;
-                }
+                PP_TAKE(y, i, j)
             }
         }
     } else
@@ -195,18 +203,7 @@ static int pp_decide_x(PP_ARGS, float2 x, int r, int c, float *rec, int *npix)
     for (int i = -hw; i <= hw && active >= 0; i++) {
         for (int j = -hw; j <= hw; j++) {
             float2 y = pp_value(PP_PASS, noise, PK_RAW_PASS, r + i, c + j);
-            if (y.s0 > 0.0f) {
-                if (y.s0 >= cutoff * y.s1)
-                    active++;
-                local_max = fmax(local_max, y.s0);
-                m0 += (float)i * y.s0;
-                m1 += (float)j * y.s0;
-                sum += y.s0;
-                sum_var += y.s1 * y.s1;
-            } else if (y.s1 <= 0.0f) {
-                active = -1;
-                break;
-            }
+            PP_TAKE(y, i, j)
         }
     }
     if (!(x.s0 == local_max && active >= connected))
