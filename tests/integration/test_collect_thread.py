@@ -58,13 +58,7 @@ def test_same_bits_in_order(daemons, tmpdir_, device, batch, launch):
     configuration says the thread is on and it runs beside the worker (faid-collect0)."""
     d = daemons(devices=device, lossless=True, extra=pipeline(batch=batch, launch=launch))
     assert d.request({"cmd": "config"})["config"].count("collect_thread: true") == 1
-    names = set()
-    for t in os.listdir("/proc/%d/task" % d.proc.pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (d.proc.pid, t)) as f:
-                names.add(f.read().strip())
-        except OSError:
-            pass  # a thread that ended meanwhile
+    names = td.thread_names(d)
     assert {"faid-worker0", "faid-collect0"} <= names, names
     rx = Receiver(d, lossless=True)
     rx.settle()

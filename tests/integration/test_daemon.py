@@ -465,6 +465,38 @@ def process_refs(d, out, imgs, device, stem="f"):
             for k in range(len(imgs))]
 
 
+def thread_names(d):
+    """The names of daemon d's threads now (/proc/PID/task/*/comm)."""
+    names = set()
+    for t in os.listdir("/proc/%d/task" % d.proc.pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (d.proc.pid, t)) as f:
+                names.add(f.read().strip())
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return names
+
+
+def series_with_bits(d, out, imgs, series_id, device):
+    """imgs sent to daemon d as series series_id and received on its lossless channel: every
+    frame answered exactly once, each with the bits `faidctl process` gives on device (its
+    references written under out). The results by frame id."""
+    rx = Receiver(d, lossless=True)
+    rx.settle()
+    tx = Sender(d)
+    tx.start(series_id=series_id, nimages=len(imgs))
+    for i, img in enumerate(imgs):
+        tx.image(i, img, series_id=series_id)
+    tx.end(series_id=series_id)
+    rx.collect_until_end()
+    results = {r["frame_id"]: r for r in rx.of("result")}
+    assert sorted(results) == list(range(len(imgs)))
+    assert len(rx.of("result")) == len(imgs)
+    for i, ref in enumerate(process_refs(d, out, imgs, device)):
+        assert_profile_bits(results[i], ref)
+    return results
+
+
 def assert_profile_bits(res, ref):
     """A result's I, sigma, std and count are bit for bit the float32 of `faidctl process`'s
     .dat columns (%.9g round-trips float32 exactly)."""
@@ -896,20 +928,9 @@ def test_copy_threads_same_results(daemons, tmpdir_):
     assert "copy_threads: 3" in subprocess.run(
         [FAIDCTL, "config", "--control", ep(d.ports["ctl"])], capture_output=True, text=True,
         timeout=LONG).stdout
-    rx = Receiver(d, lossless=True)
-    rx.settle()
-    tx = Sender(d)
     rng = np.random.default_rng(8)
     imgs = [rng.poisson(30 + k, shape).astype(np.uint32) for k in range(4)]
-    tx.start(series_id=4, nimages=len(imgs))
-    for i, img in enumerate(imgs):
-        tx.image(i, img, series_id=4)
-    tx.end(series_id=4)
-    rx.collect_until_end()
-    results = {r["frame_id"]: r for r in rx.of("result")}
-    assert sorted(results) == list(range(len(imgs)))
-    for i, ref in enumerate(process_refs(d, os.path.join(tmpdir_, "copy"), imgs, "ref")):
-        assert_profile_bits(results[i], ref)
+    series_with_bits(d, os.path.join(tmpdir_, "copy"), imgs, 4, "ref")
     assert d.terminate() == 0
 
 
@@ -917,13 +938,7 @@ def test_threads_named(daemons):
     """The daemon's threads carry names (`top -H`, `ps -L`, gdb, daemon-bench's per-thread CPU):
     one ingest per input endpoint, one worker per device, the publisher, the writer."""
     d = daemons()
-    names = set()
-    for t in os.listdir("/proc/%d/task" % d.proc.pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (d.proc.pid, t)) as f:
-                names.add(f.read().strip())
-        except OSError:
-            pass  # a thread that ended meanwhile
+    names = thread_names(d)
     assert {"faid-ingest0", "faid-worker0", "faid-publish", "faid-writer"} <= names, names
     assert d.terminate() == 0
 
@@ -948,20 +963,9 @@ def test_pinned_receive_same_results(daemons, tmpdir_, contexts):
     d = daemons(devices="ref", lossless=True, shape=shape, max_frame_bytes=4000000,
                 input_extra="  pinned_receive: true\n  pinned_copy: always\n"
                 "  contexts: %s\n" % contexts)
-    rx = Receiver(d, lossless=True)
-    rx.settle()
-    tx = Sender(d)
     rng = np.random.default_rng(12)
     imgs = [rng.poisson(20 + k, shape).astype(np.uint32) for k in range(5)]
-    tx.start(series_id=4, nimages=len(imgs))
-    for i, img in enumerate(imgs):
-        tx.image(i, img, series_id=4)
-    tx.end(series_id=4)
-    rx.collect_until_end()
-    results = {r["frame_id"]: r for r in rx.of("result")}
-    assert sorted(results) == list(range(len(imgs)))
-    for i, ref in enumerate(process_refs(d, os.path.join(tmpdir_, "rx"), imgs, "ref")):
-        assert_profile_bits(results[i], ref)
+    series_with_bits(d, os.path.join(tmpdir_, "rx"), imgs, 4, "ref")
     st = d.status()
     if pinned_receive_on(st):
         assert st["input"]["pinned_received"] == len(imgs), st["input"]
@@ -981,21 +985,9 @@ def test_pinned_receive_arena_full_falls_back(daemons, tmpdir_):
                 env={"FAID_TEST_WORKER_DELAY_US": "200000"},
                 input_extra="  pinned_receive: true\n  pinned_bytes: 2621440\n",
                 extra="pipeline:\n  inflight: 1\n  batch: 1\n")
-    rx = Receiver(d, lossless=True)
-    rx.settle()
-    tx = Sender(d)
     rng = np.random.default_rng(13)
     imgs = [rng.poisson(25 + k, shape).astype(np.uint32) for k in range(6)]
-    tx.start(series_id=5, nimages=len(imgs))
-    for i, img in enumerate(imgs):
-        tx.image(i, img, series_id=5)
-    tx.end(series_id=5)
-    rx.collect_until_end()
-    results = {r["frame_id"]: r for r in rx.of("result")}
-    assert sorted(results) == list(range(len(imgs)))
-    assert len(rx.of("result")) == len(imgs)
-    for i, ref in enumerate(process_refs(d, os.path.join(tmpdir_, "rxfull"), imgs, "ref")):
-        assert_profile_bits(results[i], ref)
+    series_with_bits(d, os.path.join(tmpdir_, "rxfull"), imgs, 5, "ref")
     st = d.status()
     if pinned_receive_on(st):
         inp = st["input"]
