@@ -197,6 +197,23 @@
 #else
 #define CG_PIXEL(i) pre4[(i)]
 #endif
+/* one entry (signal s, norm nn, variance v) into its places S and N and, where the model keeps
+ * the variance, V (else the expression V is dropped unexpanded: lmv, rv and the ovf variances
+ * exist only then): the gathers' one way to store an entry, in every layout */
+#if NEEDVAR
+#define SC_PUT(S, N, V, s, nn, v)                                                              \
+    do {                                                                                       \
+        S = (s);                                                                               \
+        N = (nn);                                                                              \
+        V = (v);                                                                               \
+    } while (0)
+#else
+#define SC_PUT(S, N, V, s, nn, v)                                                              \
+    do {                                                                                       \
+        S = (s);                                                                               \
+        N = (nn);                                                                              \
+    } while (0)
+#endif
 /* an entry's variance as the sums take it: 0 where the model keeps none (the azimuthal model's
  * ovf holds no variances, its kernel no rv) */
 #if NEEDVAR
@@ -388,12 +405,8 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     const int lml = min(max(m - R, 0), LM);
 #if SC_CG == 2
 #pragma unroll
-    for (int j = 0; j < R; j++) {
-        rs[j] = rn[j] = 0.0f;
-#if NEEDVAR
-        rv[j] = 0.0f;
-#endif
-    }
+    for (int j = 0; j < R; j++)
+        SC_PUT(rs[j], rn[j], rv[j], 0.0f, 0.0f, 0.0f);
 #endif
     {
         const int n = k1 - k0;
@@ -421,55 +434,33 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #if SC_CG == 2
                     if (j < R || (LM > 0 && j >= R + lml)) {
                         const int t = CGP(u * WG + lid);
-                        tile[t] = s;
-                        tile[TCAP + t] = nn;
-#if NEEDVAR
-                        tile[2 * TCAP + t] = v;
-#endif
+                        SC_PUT(tile[t], tile[TCAP + t], tile[2 * TCAP + t], s, nn, v);
                     }
 #if LM > 0
                     else {
                         const int ql = CGP(o * lml + j - R);
-                        lms[ql] = s;
-                        lmn[ql] = nn;
-#if NEEDVAR
-                        lmv[ql] = v;
-#endif
+                        SC_PUT(lms[ql], lmn[ql], lmv[ql], s, nn, v);
                     }
 #else
                     else {
-                        OVF_S(k0 + p) = s; /* the register kernel's layout: coalesced */
-                        OVF_N(k0 + p) = nn;
-#if NEEDVAR
-                        OVF_V(k0 + p) = v;
-#endif
+                        /* the register kernel's layout: coalesced */
+                        SC_PUT(OVF_S(k0 + p), OVF_N(k0 + p), OVF_V(k0 + p), s, nn, v);
                     }
 #endif
 #else
                     if (j < R) {
-                        stg[o * R + j] = s;
-                        stg[R * WG + o * R + j] = nn;
-#if NEEDVAR
-                        stg[2 * R * WG + o * R + j] = v;
-#endif
+                        SC_PUT(stg[o * R + j], stg[R * WG + o * R + j],
+                               stg[2 * R * WG + o * R + j], s, nn, v);
                     }
 #if LM > 0
                     else if (j < R + lml) {
                         const int ql = CGP(o * lml + j - R);
-                        lms[ql] = s;
-                        lmn[ql] = nn;
-#if NEEDVAR
-                        lmv[ql] = v;
-#endif
+                        SC_PUT(lms[ql], lmn[ql], lmv[ql], s, nn, v);
                     }
 #endif
                     else {
                         const int oi = CG_OVI(o, j - R - LM, p);
-                        OVF_S(oi) = s;
-                        OVF_N(oi) = nn;
-#if NEEDVAR
-                        OVF_V(oi) = v;
-#endif
+                        SC_PUT(OVF_S(oi), OVF_N(oi), OVF_V(oi), s, nn, v);
                     }
 #endif /* SC_CG == 2 */
                     (void)v;
@@ -484,11 +475,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                 const int p = lid * m + j;
                 if (j < nreg && p >= c0 && p < cend) {
                     const int t = CGP(p - c0);
-                    rs[j] = tile[t];
-                    rn[j] = tile[TCAP + t];
-#if NEEDVAR
-                    rv[j] = tile[2 * TCAP + t];
-#endif
+                    SC_PUT(rs[j], rn[j], rv[j], tile[t], tile[TCAP + t], tile[2 * TCAP + t]);
                 }
             }
 #if LM > 0
@@ -501,11 +488,8 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     const int p = o * m + R + LM + i;
                     if (p >= c0 && p < cend) {
                         const int t = CGP(p - c0), oi = k0 + i * WG + o;
-                        OVF_S(oi) = tile[t];
-                        OVF_N(oi) = tile[TCAP + t];
-#if NEEDVAR
-                        OVF_V(oi) = tile[2 * TCAP + t];
-#endif
+                        SC_PUT(OVF_S(oi), OVF_N(oi), OVF_V(oi), tile[t], tile[TCAP + t],
+                               tile[2 * TCAP + t]);
                     }
                 }
             }
@@ -522,11 +506,8 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     for (int j = 0; j < R; j++) {
         const int in = j < nreg;
 #if SC_CG == 1
-        rs[j] = in ? stg[lid * R + j] : 0.0f;
-        rn[j] = in ? stg[R * WG + lid * R + j] : 0.0f;
-#if NEEDVAR
-        rv[j] = in ? stg[2 * R * WG + lid * R + j] : 0.0f;
-#endif
+        SC_PUT(rs[j], rn[j], rv[j], in ? stg[lid * R + j] : 0.0f,
+               in ? stg[R * WG + lid * R + j] : 0.0f, in ? stg[2 * R * WG + lid * R + j] : 0.0f);
 #endif
 #if HAS_COEF
         rc[j] = in ? coefs[kb + j] : 0.0f;
@@ -582,20 +563,12 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                 const float v = ok ? q[u].s1 : 0.0f;
 #if LM > 0
                 if (j < R + LM) {
-                    lms[LMI(j - R)] = s;
-                    lmn[LMI(j - R)] = nn;
-#if NEEDVAR
-                    lmv[LMI(j - R)] = v;
-#endif
+                    SC_PUT(lms[LMI(j - R)], lmn[LMI(j - R)], lmv[LMI(j - R)], s, nn, v);
                 } else
 #endif
                 {
                     const int o = OVI(j - R - LM);
-                    OVF_S(o) = s;
-                    OVF_N(o) = nn;
-#if NEEDVAR
-                    OVF_V(o) = v;
-#endif
+                    SC_PUT(OVF_S(o), OVF_N(o), OVF_V(o), s, nn, v);
                 }
                 (void)v;
             }
@@ -608,11 +581,8 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         const float c = sc_coef(coefs, k);
         const float4 q = PK_PIXEL(indices[k]);
         const int ok = c != 0.0f && sc_ok(q);
-        lms[LMX(j)] = ok ? q.s0 : 0.0f;
-        lmn[LMX(j)] = ok ? q.s2 : 0.0f;
-#if NEEDVAR
-        lmv[LMI(j)] = ok ? q.s1 : 0.0f;
-#endif
+        SC_PUT(lms[LMX(j)], lmn[LMX(j)], lmv[LMX(j)], ok ? q.s0 : 0.0f, ok ? q.s2 : 0.0f,
+               ok ? q.s1 : 0.0f);
     }
 #endif
     for (int k = kov; k < ke; k++) {
@@ -620,11 +590,8 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         const float c = sc_coef(coefs, k);
         const float4 q = PK_PIXEL(indices[k]);
         const int ok = c != 0.0f && sc_ok(q);
-        OVF_S(o) = ok ? q.s0 : 0.0f;
-        OVF_N(o) = ok ? q.s2 : 0.0f;
-#if NEEDVAR
-        OVF_V(o) = ok ? q.s1 : 0.0f;
-#endif
+        SC_PUT(OVF_S(o), OVF_N(o), OVF_V(o), ok ? q.s0 : 0.0f, ok ? q.s2 : 0.0f,
+               ok ? q.s1 : 0.0f);
     }
 #endif
 #endif /* SC_CG */
