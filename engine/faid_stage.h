@@ -347,6 +347,10 @@ typedef struct faid_peak_setup {
                                 * writes img alone */
     int pf8_candfill;          /* FAID_PF8_CANDFILL=1: faid_pf8_cand evaluates its candidates
                                 * (-D PF8_CANDFILL=1), no faid_pf8_fill launch */
+    int perm;                  /* FAID_SIGCLIP_PERM (issue 17, round 6): 0, or the sigma clip
+                                * reads its bin's pixels in the background matrix' entry order
+                                * from a copy of the raw frame made per lane by faid_bg_scatter
+                                * (1) or faid_bg_gather (2), kernels/peaks/bg_permute.cl */
     int pf8_noprep;            /* FAID_PF8_NOPREP=1: faid_pf8_radial computes the values
                                 * (-D PF8_NOPREP=1), no faid_pf8_prep launch */
     const char *pre;           /* host buffer of the preprocessed frame the references read
@@ -372,6 +376,14 @@ void faid_stage_peaks_raw_args(const faid_stage_res *res, faid_dtype dt, faid_la
  * FAID_EDTYPE for a dtype without a raw code, FAID_ERANGE when they do not fit n. */
 int faid_stage_peaks_fused_opts(const faid_peak_setup *ps, faid_dtype dt, const char *base,
                                 char *opts, size_t n, faid_diag *d);
+
+/* The per-pixel factor the kernels read as `normp` (flat x polarization x solid angle x the
+ * normalization factor, 0 for masked pixels and dummy flats) into normp[npix]. */
+void faid_stage_fold_norm(const faid_corrections *c, float *normp);
+/* The static buffer `name` of csr's nnz floats: src (a per-pixel array) in the matrix' entry
+ * order, entry k = src[indices[k]]. */
+int faid_stage_entry_order(faid_stage_res *res, const char *name, const faid_csr *csr,
+                           const float *src, faid_diag *d);
 
 /* ---- devices ---- */
 

@@ -69,7 +69,7 @@ static int is_dummy_f(float x, float dummy, float delta)
  * normalization x flat x polarization x solid angle); 0 marks a pixel that can never contribute
  * (masked, flat equal to the dummy, non-finite or zero norm). As in the reference, a flat equal to
  * 0 is rejected even without dummy checking (pyFAI's placeholder dummy). */
-static void fold_norm(const faid_corrections *c, float *normp)
+void faid_stage_fold_norm(const faid_corrections *c, float *normp)
 {
     const float dummy = c->do_dummy ? c->dummy : 0.0f;
     const float ddummy = c->do_dummy ? c->delta_dummy : 0.0f;
@@ -125,8 +125,8 @@ static int choose_rows(const faid_csr *csr, int env)
 
 /* The variant entrynorm (FAID_INTV_ENORM): a static per-pixel array copied into the matrix'
  * entry order, src[indices[k]] at entry k (the same floats, so the same bits). */
-static int declare_entry_order(faid_stage_res *res, const char *name, const faid_csr *csr,
-                               const float *src, faid_diag *d)
+int faid_stage_entry_order(faid_stage_res *res, const char *name, const faid_csr *csr,
+                           const float *src, faid_diag *d)
 {
     float *e = malloc((size_t)csr->nnz * sizeof(float));
     if (!e)
@@ -162,9 +162,9 @@ static int declare_matrix(faid_stage_env *env, faid_stage_res *res, int_res *ir,
     m->enorm = (env->int_variant & FAID_INTV_ENORM) && !m->rows && csr->nnz > 0 &&
                res->setup->corr.error_model != FAID_EM_AZIMUTHAL;
     if (!rc && m->enorm)
-        rc = declare_entry_order(res, M_ENORM[k], csr, normp, d);
+        rc = faid_stage_entry_order(res, M_ENORM[k], csr, normp, d);
     if (!rc && m->enorm)
-        rc = ir->do_dark ? declare_entry_order(res, M_EDARK[k], csr, res->setup->corr.dark, d)
+        rc = ir->do_dark ? faid_stage_entry_order(res, M_EDARK[k], csr, res->setup->corr.dark, d)
                          : faid_restab_alias(res->rt, M_EDARK[k], "one", d);
     return rc;
 }
@@ -181,7 +181,7 @@ static int int_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_di
     float *normp = malloc(s->npix * sizeof(float));
     if (!normp)
         return faid_fail(d, FAID_ENOMEM, "engine: out of memory for %zu pixels", s->npix);
-    fold_norm(&s->corr, normp);
+    faid_stage_fold_norm(&s->corr, normp);
     const float one = 1.0f;
     int rc = faid_restab_static(res->rt, "one", sizeof one, &one, d);
     if (!rc)

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EV_PRE, EV_SC }; /* per lane */
+enum { EV_PRE, EV_SC, EV_PERM }; /* per lane */
 
 size_t faid_stage_peaks_wg(const faid_stage_env *env)
 {
@@ -260,6 +260,50 @@ static int pk_kopts(char *out, size_t cap, faid_diag *d)
     return FAID_OK;
 }
 
+/* FAID_SIGCLIP_PERM: the corrections in the background matrix' entry order ("bg.normp",
+ * "bg.dark"), the entry of every pixel ("bg.perm", -1 for a pixel in no bin; the scatter's map)
+ * and the per-slot copy of a raw frame in that order ("pk.rawp", nnz elements of at most 4
+ * bytes: every raw code of faid_stage_raw_code). */
+static int sc_declare_perm(faid_stage_env *env, faid_stage_res *res, const faid_csr *m,
+                           faid_diag *d)
+{
+    const faid_setup *s = res->setup;
+    float *normp = malloc(s->npix * sizeof(float));
+    int32_t *perm = malloc(s->npix * sizeof(int32_t));
+    int rc = normp && perm
+                 ? FAID_OK
+                 : faid_fail(d, FAID_ENOMEM,
+                             "peaks: out of memory for FAID_SIGCLIP_PERM (%zu pixels)", s->npix);
+    if (!rc) {
+        faid_stage_fold_norm(&s->corr, normp);
+        rc = faid_stage_entry_order(res, "bg.normp", m, normp, d);
+    }
+    if (!rc)
+        rc = s->corr.dark ? faid_stage_entry_order(res, "bg.dark", m, s->corr.dark, d)
+                          : faid_restab_alias(res->rt, "bg.dark", "one", d);
+    for (size_t i = 0; !rc && i < s->npix; i++)
+        perm[i] = -1;
+    for (int64_t k = 0; !rc && k < (int64_t)m->nnz; k++) {
+        const int32_t px = m->indices[k];
+        if (px < 0 || (size_t)px >= s->npix || perm[px] != -1)
+            rc = faid_fail(d, FAID_ECONFIG,
+                           "peaks: FAID_SIGCLIP_PERM: entry %lld of the background matrix names "
+                           "pixel %d, %s",
+                           (long long)k, (int)px,
+                           px < 0 || (size_t)px >= s->npix ? "outside the frame"
+                                                           : "which an earlier entry names too");
+        else
+            perm[px] = (int32_t)k;
+    }
+    if (!rc)
+        rc = faid_restab_static(res->rt, "bg.perm", s->npix * sizeof(int32_t), perm, d);
+    if (!rc)
+        rc = faid_stage_peaks_scratch(env, res, "pk.rawp", (size_t)m->nnz * sizeof(float), d);
+    free(normp);
+    free(perm);
+    return rc;
+}
+
 static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
 {
     if (!env->info->has_fp64)
@@ -290,6 +334,20 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
     if (!rc && fz && *fz && strcmp(fz, "0") != 0 && strcmp(fz, "1") != 0)
         rc = faid_fail(d, FAID_EINVAL, "peaks: FAID_PEAKS_FUSED=%s is not 0 or 1", fz);
     ps->fused = fz && *fz ? !strcmp(fz, "1") : ps->sc.lm > 0;
+    /* the clip's pixels from a copy of the frame in the matrix' entry order (issue 17, round 6,
+     * peaks/bg_permute.cl): 1 made by a scatter in pixel order, 2 by a gather in entry order;
+     * off unless set (GPU figures: docs/PERFORMANCE.md) */
+    long pm = rc ? 0 : env_knob("FAID_SIGCLIP_PERM", 0, 2, d);
+    if (pm < 0)
+        rc = d ? d->code : FAID_EINVAL;
+    ps->perm = pm > 0 && m->nnz > 0 ? (int)pm : 0;
+    if (!rc && ps->perm && !ps->fused)
+        rc = faid_fail(d, FAID_EINVAL,
+                       "peaks: FAID_SIGCLIP_PERM=%d reads the raw frame and needs the fused "
+                       "kernels (FAID_PEAKS_FUSED=1, or unset with the default sigma clip)",
+                       ps->perm);
+    if (!rc && ps->perm)
+        rc = sc_declare_perm(env, res, m, d);
     if (!rc)
         rc = pk_kopts(ps->kopts, sizeof ps->kopts, d);
     long fg = rc ? 0 : env_knob("FAID_PF8_FILL_GROUPS", 1, 65536, d);
@@ -430,9 +488,34 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
         faid_pa_int(l, "npix", (int32_t)res->npix, 0);
         faid_pa_buf(l, "out", "pk.pre");
     }
+    if (ps->perm) {
+        static const char *const pm_files[] = {"process/preprocess.cl", "peaks/bg_permute.cl"};
+        l = faid_plan_add(p, pm_files, 2, opts,
+                          ps->perm == 1 ? "faid_bg_scatter" : "faid_bg_gather");
+        if (l) {
+            size_t lws = env->info->is_gpu ? 256 : 64;
+            if (lws > env->info->max_wg)
+                lws = env->info->max_wg;
+            l->lws = lws;
+            l->shrink = 1;
+            l->items = ps->perm == 1 ? res->npix : (size_t)ps->csr_bg->nnz;
+            l->per_lane = 1;
+            l->ev = EV_PERM;
+            faid_pa_buf(l, "raw", "raw");
+            faid_pa_uint(l, "raw_off", 0,
+                         (int64_t)(faid_restab_lane_bytes(res->rt, "raw") / faid_dtype_size(dt)));
+            faid_pa_buf(l, "perm", "bg.perm");
+            faid_pa_int(l, "npix", (int32_t)res->npix, 0);
+            faid_pa_buf(l, "indices", "bg.indices");
+            faid_pa_int(l, "nnz", (int32_t)ps->csr_bg->nnz, 0);
+            faid_pa_buf(l, "rawp", "pk.rawp");
+        }
+    }
     static const char *const sc_files[] = {"process/preprocess.cl", "peaks/sigma_clip.cl"};
-    char sc_opts[sizeof ps->sc.opts + 64];
-    int rc = faid_stage_peaks_fused_opts(ps, dt, ps->sc.opts, sc_opts, sizeof sc_opts, d);
+    char sc_base[sizeof ps->sc.opts + 16];
+    snprintf(sc_base, sizeof sc_base, "%s%s", ps->sc.opts, ps->perm ? " -D SC_PERM=1" : "");
+    char sc_opts[sizeof ps->sc.opts + 80];
+    int rc = faid_stage_peaks_fused_opts(ps, dt, sc_base, sc_opts, sizeof sc_opts, d);
     if (rc)
         return rc;
     l = faid_plan_add(p, ps->fused ? sc_files : sc_files + 1, ps->fused ? 2 : 1, sc_opts,
@@ -445,7 +528,7 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
         l->per_lane = 1;
         l->ev = EV_SC;
         l->hint = "FAID_SIGCLIP_WG, FAID_SIGCLIP_R, FAID_SIGCLIP_LM, FAID_SIGCLIP_GB, "
-                  "FAID_SIGCLIP_MAXREG, FAID_SIGCLIP_CG, FAID_SIGCLIP_CGU";
+                  "FAID_SIGCLIP_MAXREG, FAID_SIGCLIP_CG, FAID_SIGCLIP_CGU, FAID_SIGCLIP_PERM";
         faid_pa_buf(l, "pre4", "pk.pre");
         faid_pa_buf(l, "coefs", "bg.coef");
         faid_pa_buf(l, "indices", "bg.indices");
@@ -457,7 +540,21 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
         faid_pa_float(l, "empty", c->empty);
         faid_pa_buf(l, "out", "out");
         faid_pa_int(l, "out_off", off, stride);
-        faid_stage_peaks_raw_args(res, dt, l);
+        if (ps->perm) {
+            /* the lane's copy in entry order (made just before, same queue) and the
+             * corrections in that order */
+            const faid_corrections *pc = &res->setup->corr;
+            faid_pa_buf(l, "raw", "pk.rawp");
+            faid_pa_buf(l, "dark", "bg.dark");
+            faid_pa_buf(l, "normp", "bg.normp");
+            faid_pa_int(l, "do_dark", pc->dark != NULL, 0);
+            faid_pa_int(l, "do_dummy", pc->do_dummy, 0);
+            faid_pa_float(l, "dummy", pc->dummy);
+            faid_pa_float(l, "delta_dummy", pc->delta_dummy);
+            faid_pa_uint(l, "raw_off", 0, 0);
+        } else {
+            faid_stage_peaks_raw_args(res, dt, l);
+        }
     }
     return faid_plan_check(p, "sigclip", d);
 }
@@ -482,7 +579,8 @@ static int sc_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot 
 static void sc_times(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t)
 {
     const double *us = sl->lane[lane].us[id];
-    const double pre = us[EV_PRE], sc = us[EV_SC];
+    /* the copy in entry order (FAID_SIGCLIP_PERM) counts as the clip's */
+    const double pre = us[EV_PRE], sc = us[EV_SC] + us[EV_PERM];
     t->peaks_us += pre + sc;
     t->pkpre_us += pre;
     t->clip_us += sc;

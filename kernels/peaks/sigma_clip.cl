@@ -75,6 +75,22 @@
 #ifndef SC_CGU
 #define SC_CGU 4
 #endif
+#ifndef SC_PERM
+#define SC_PERM 0
+#endif
+
+/* SC_PERM (issue 17, round 6; FAID_SIGCLIP_PERM): raw, dark and normp hold the frame and its
+ * corrections in the matrix' entry order (peaks/bg_permute.cl), so entry k's pixel is element k
+ * and the CSR indices are not read; otherwise the pixel of entry k is the index of entry k.
+ * Either way the same values reach the same sums. */
+#if SC_PERM
+#if !defined(PK_FUSED)
+#error "SC_PERM reads the raw frame: build it with PK_FUSED"
+#endif
+#define SC_IX(k) (k)
+#else
+#define SC_IX(k) indices[(k)]
+#endif
 
 /* A pixel's float4 (signal, variance, norm, count): read from the preprocessed frame pre4, or,
  * built with PK_FUSED (issue 17: the Poisson preprocess folded into the reads), computed from the
@@ -417,7 +433,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #pragma unroll
             for (int u = 0; u < SC_CGU; u++) {
                 const int p = c0 + u * WG + lid;
-                ix[u] = p < n ? indices[k0 + p] : -1;
+                ix[u] = p < n ? SC_IX(k0 + p) : -1;
                 cf[u] = p < n ? sc_coef(coefs, k0 + p) : 0.0f;
             }
 #pragma unroll
@@ -523,7 +539,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         if (j < nreg) {
             const int k = kb + j;
             c = sc_coef(coefs, k);
-            const float4 q = SC_PIXEL(indices[k]);
+            const float4 q = SC_PIXEL(SC_IX(k));
             if (c != 0.0f && sc_ok(q)) {
                 s = q.s0;
                 v = q.s1;
@@ -550,7 +566,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         float4 q[SC_GB];
 #pragma unroll
         for (int u = 0; u < SC_GB; u++)
-            ix[u] = j0 + u < nown ? indices[kb + j0 + u] : -1;
+            ix[u] = j0 + u < nown ? SC_IX(kb + j0 + u) : -1;
 #pragma unroll
         for (int u = 0; u < SC_GB; u++)
             q[u] = ix[u] >= 0 ? SC_PIXEL(ix[u]) : (float4)(0.0f);
@@ -579,7 +595,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     for (int j = 0; j < nlm; j++) {
         const int k = kb + R + j;
         const float c = sc_coef(coefs, k);
-        const float4 q = PK_PIXEL(indices[k]);
+        const float4 q = PK_PIXEL(SC_IX(k));
         const int ok = c != 0.0f && sc_ok(q);
         SC_PUT(lms[LMX(j)], lmn[LMX(j)], lmv[LMX(j)], ok ? q.s0 : 0.0f, ok ? q.s2 : 0.0f,
                ok ? q.s1 : 0.0f);
@@ -588,7 +604,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     for (int k = kov; k < ke; k++) {
         const int o = OVI(k - kov);
         const float c = sc_coef(coefs, k);
-        const float4 q = PK_PIXEL(indices[k]);
+        const float4 q = PK_PIXEL(SC_IX(k));
         const int ok = c != 0.0f && sc_ok(q);
         SC_PUT(OVF_S(o), OVF_N(o), OVF_V(o), ok ? q.s0 : 0.0f, ok ? q.s2 : 0.0f,
                ok ? q.s1 : 0.0f);

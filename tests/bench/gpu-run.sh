@@ -37,7 +37,7 @@
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
 # default "default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
 # r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois
-# cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 all", names below in psets, a set's
+# cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois all", names below in psets, a set's
 # extra faid-bench arguments in pargs and its "=default" baseline in pbase ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
@@ -71,7 +71,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 all}
+PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -330,6 +330,16 @@ declare -A psets=(
     [pband2]="FAID_PEAKS_KOPTS=-DPF8_BAND=2"
     [pband4]="FAID_PEAKS_KOPTS=-DPF8_BAND=4"
     [r5]="FAID_SIGCLIP_R=8 FAID_SIGCLIP_GB=8 FAID_PEAKS_KOPTS=-DPP_CAND=1,-DPP_CAND_PF=1,-DPP_MERGE=1,-DPF8_BAND=4"
+    # round 6 (issue 17, docs/PERFORMANCE.md "Speed round 6"): the sigma clip reads its bins'
+    # pixels from a copy of the frame in the background matrix' entry order (consecutive reads
+    # instead of the gather through the indices), made per frame by a scatter in pixel order
+    # (perm1) or a gather (perm2); with and without the coalesced gather's chunks (cg0: each
+    # work-item reads its own consecutive entries); permpois: the poisson model with it
+    [perm1]="FAID_SIGCLIP_PERM=1"
+    [perm2]="FAID_SIGCLIP_PERM=2"
+    [perm1cg0]="FAID_SIGCLIP_PERM=1 FAID_SIGCLIP_CG=0"
+    [perm1u4]="FAID_SIGCLIP_PERM=1 FAID_SIGCLIP_CGU=4"
+    [permpois]="FAID_SIGCLIP_PERM=1"
     # every variant (peakfinder8: PF8_CLASS left out, the candidates' pass holds the classes in
     # its window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill
     # launch; the picker: PP_CAND's write, no scan launch (PP_MERGE), its patch tests load rows
@@ -345,8 +355,9 @@ declare -A pargs=(
     [pois]="--set peaks.error_model=poisson"
     [cgpois]="--set peaks.error_model=poisson"
     [cg2pois]="--set peaks.error_model=poisson"
+    [permpois]="--set peaks.error_model=poisson"
 )
-declare -A pbase=([cgpois]=pois [cg2pois]=pois)
+declare -A pbase=([cgpois]=pois [cg2pois]=pois [permpois]=pois)
 PEAK_BASES=""
 for ps in "${!pbase[@]}"; do PEAK_BASES="$PEAK_BASES $ps:${pbase[$ps]}"; done
 for ps in $PEAK_SETS; do

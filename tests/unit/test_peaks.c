@@ -845,20 +845,30 @@ static void test_round3_variants(void)
 
 /* run_frames with coefficients in the background matrix (coef: not 0; sigma_clip.cl's HAS_COEF):
  * every seventh entry 0 (left out of every sum), the others 0.5, 0.625, ... 1.0 (exact in float) */
-static int run_frames_coef(frame_set *fs, const faid_peak_params *p, const char *dev, int coef,
-                           faid_result **out, faid_diag *d)
+/* As run_frames_coef, and with dark set a dark image (0 to 4 counts, a few pixels above their
+ * frame's value) in the setup's corrections. */
+static int run_frames_dark(frame_set *fs, const faid_peak_params *p, const char *dev, int coef,
+                           int dark, faid_result **out, faid_diag *d)
 {
-    if (!coef)
+    if (!coef && !dark)
         return run_frames(fs, p, dev, out, d);
     if (!dev)
         dev = getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "cpu";
     faid_setup *s = fs_setup(fs, p, d);
     faid_csr *m = s ? s->csr_bg : NULL;
     int rc = m ? 0 : -1;
-    if (!rc && !m->data && !(m->data = malloc((size_t)(m->nnz ? m->nnz : 1) * sizeof(float))))
+    if (!rc && coef && !m->data &&
+        !(m->data = malloc((size_t)(m->nnz ? m->nnz : 1) * sizeof(float))))
         rc = -1;
-    for (int64_t k = 0; !rc && k < m->nnz; k++)
+    for (int64_t k = 0; !rc && coef && k < m->nnz; k++)
         m->data[k] = k % 7 == 3 ? 0.0f : 0.5f + 0.125f * (float)(k % 5);
+    if (!rc && dark) {
+        if (!(s->dark = malloc(s->npix * sizeof(float))))
+            rc = -1;
+        for (size_t i = 0; !rc && i < s->npix; i++)
+            s->dark[i] = (float)((i * 2654435761u) % 17) * 0.25f;
+        s->corr.dark = s->dark;
+    }
     faid_engine *e = rc ? NULL : faid_engine_new(s, dev, d);
     rc = e ? 0 : -1;
     for (int k = 0; k < NFRAMES && !rc; k++) {
@@ -871,6 +881,12 @@ static int run_frames_coef(frame_set *fs, const faid_peak_params *p, const char 
     faid_engine_destroy(&e);
     faid_setup_destroy(&s);
     return rc;
+}
+
+static int run_frames_coef(frame_set *fs, const faid_peak_params *p, const char *dev, int coef,
+                           faid_result **out, faid_diag *d)
+{
+    return run_frames_dark(fs, p, dev, coef, 0, out, d);
 }
 
 /* Issue 17 round 5: the sigma clip's coalesced gather (FAID_SIGCLIP_CG=1, sigma_clip.cl's
@@ -1004,6 +1020,92 @@ static void test_sigclip_cg(void)
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
     CHECK(strstr(d.msg, "FAID_SIGCLIP_CG") != NULL);
     unsetenv("FAID_SIGCLIP_CG");
+    free_frames(&fs);
+}
+
+/* Issue 17 round 6: the sigma clip from a copy of the frame in the background matrix' entry
+ * order (FAID_SIGCLIP_PERM=1: made by a scatter in pixel order, 2: by a gather; sigma_clip.cl's
+ * SC_PERM, peaks/bg_permute.cl), with the corrections (normp, dark) copied into that order: the
+ * background bit for bit the same kernel's without the copy and the peaks the reference's, for
+ * the three error models, with and without coefficients and a dark image, in the layouts of
+ * test_sigclip_cg (registers and overflow, all in local memory, registers only, the coalesced
+ * gather); the copy refused without the fused kernels and out of range, naming the variable. */
+static void test_sigclip_perm(void)
+{
+    if (!have_cl())
+        return;
+    faid_diag d;
+    frame_set fs;
+    CHECK(make_frames(&fs, 23, 25) == 0);
+    faid_peak_params p;
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PYFAI;
+    const faid_clip_model models[] = {FAID_CLIP_POISSON, FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
+    /* LM, R, CG of each layout */
+    static const char *const kinds[][3] = {
+        {"2", "1", "0"}, {"63", "1", "0"}, {"0", "2", "0"}, {"3", "5", "1"}};
+    for (int m = 0; m < 3; m++) {
+        p.error_model = models[m];
+        for (int v = 0; v < 3; v++) {
+            const int coef = v == 1, dark = v == 2;
+            faid_result *ref[NFRAMES] = {0};
+            CHECK_MSG(run_frames_dark(&fs, &p, "ref", coef, dark, ref, &d) == 0, "reference: %s",
+                      d.msg);
+            for (int k = 0; k < 4; k++) {
+                if (v && (k == 1 || k == 2))
+                    continue; /* coefficients, dark: overflow and the coalesced gather */
+                faid_result *base[NFRAMES] = {0};
+                setenv("FAID_SIGCLIP_WG", "32", 1);
+                setenv("FAID_PEAKS_FUSED", "1", 1);
+                setenv("FAID_SIGCLIP_LM", kinds[k][0], 1);
+                setenv("FAID_SIGCLIP_R", kinds[k][1], 1);
+                setenv("FAID_SIGCLIP_CG", kinds[k][2], 1);
+                CHECK_MSG(run_frames_dark(&fs, &p, NULL, coef, dark, base, &d) == 0, "kind %d: %s",
+                          k, d.msg);
+                for (int pm = 1; pm <= 2; pm++) {
+                    faid_result *var[NFRAMES] = {0};
+                    setenv("FAID_SIGCLIP_PERM", pm == 1 ? "1" : "2", 1);
+                    CHECK_MSG(run_frames_dark(&fs, &p, NULL, coef, dark, var, &d) == 0,
+                              "kind %d, perm %d: %s", k, pm, d.msg);
+                    unsetenv("FAID_SIGCLIP_PERM");
+                    for (int f = 0; f < NFRAMES; f++) {
+                        CHECK_MSG(base[f] && var[f] && bg_same_bits(var[f]->bg, base[f]->bg),
+                                  "model %d, coef %d, dark %d, kind %d, perm %d, frame %d: "
+                                  "FAID_SIGCLIP_PERM changed the background",
+                                  m, coef, dark, k, pm, f);
+                        CHECK_MSG(var[f] && ref[f] && bg_worst(var[f]->bg, ref[f]->bg) < 1e-5 &&
+                                      lists_equal(var[f]->peaks, ref[f]->peaks) &&
+                                      ref[f]->peaks->n_found >= 15,
+                                  "model %d, coef %d, dark %d, kind %d, perm %d, frame %d: peaks "
+                                  "%d, reference %d",
+                                  m, coef, dark, k, pm, f, var[f] ? var[f]->peaks->n_found : -1,
+                                  ref[f] ? ref[f]->peaks->n_found : -1);
+                        faid_result_destroy(&var[f]);
+                    }
+                }
+                unsetenv("FAID_SIGCLIP_LM");
+                unsetenv("FAID_SIGCLIP_R");
+                unsetenv("FAID_SIGCLIP_CG");
+                unsetenv("FAID_SIGCLIP_WG");
+                unsetenv("FAID_PEAKS_FUSED");
+                for (int f = 0; f < NFRAMES; f++)
+                    faid_result_destroy(&base[f]);
+            }
+            for (int f = 0; f < NFRAMES; f++)
+                faid_result_destroy(&ref[f]);
+        }
+    }
+    /* refused: without the fused kernels, and out of range */
+    faid_result *out[NFRAMES] = {0};
+    setenv("FAID_PEAKS_FUSED", "0", 1);
+    setenv("FAID_SIGCLIP_PERM", "1", 1);
+    CHECK(run_frames(&fs, &p, NULL, out, &d) != 0 && strstr(d.msg, "FAID_SIGCLIP_PERM") != NULL);
+    unsetenv("FAID_PEAKS_FUSED");
+    setenv("FAID_SIGCLIP_PERM", "3", 1);
+    CHECK(run_frames(&fs, &p, NULL, out, &d) != 0 && strstr(d.msg, "FAID_SIGCLIP_PERM") != NULL);
+    unsetenv("FAID_SIGCLIP_PERM");
+    for (int f = 0; f < NFRAMES; f++)
+        faid_result_destroy(&out[f]);
     free_frames(&fs);
 }
 
@@ -1331,6 +1433,7 @@ int main(void)
     RUN(test_pf8_variants());
     RUN(test_round3_variants());
     RUN(test_sigclip_cg());
+    RUN(test_sigclip_perm());
     RUN(test_pick_cand());
     RUN(test_pf8_prep4());
     engines_close();
