@@ -579,8 +579,9 @@ static int sc_collect(faid_stage_env *env, faid_stage_res *res, faid_stage_slot 
 static void sc_times(const faid_stage_slot *sl, int lane, int id, faid_stage_times *t)
 {
     const double *us = sl->lane[lane].us[id];
-    /* the copy in entry order (FAID_SIGCLIP_PERM) counts as the clip's */
-    const double pre = us[EV_PRE], sc = us[EV_SC] + us[EV_PERM];
+    /* the copy in entry order (FAID_SIGCLIP_PERM) counts as the peak stages' preprocess, so
+     * that the benchmark shows the copy and the clip apart */
+    const double pre = us[EV_PRE] + us[EV_PERM], sc = us[EV_SC];
     t->peaks_us += pre + sc;
     t->pkpre_us += pre;
     t->clip_us += sc;

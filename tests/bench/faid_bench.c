@@ -143,6 +143,9 @@ static const char usage[] =
     "                  [--device SPEC] [--json FILE]\n"
     "                  (the daemon's host work per frame with and without the pinned\n"
     "                  input arena)\n"
+    "       faid-bench --decode [--frames N] [--depth Q] [--config FILE] [--dtype T]\n"
+    "                  [--device SPEC] [--json FILE]\n"
+    "                  (the device decoder alone: one frame, and frames on Q queues)\n"
     "A value goes as --frames 2 or --frames=2; -h, --help prints this text (a mode's\n"
     "own: faid-bench --zmq-ceiling --help, ...).\n";
 
@@ -1217,6 +1220,8 @@ int faid_proto_encode_main(int argc, char **argv);
 int faid_writer_bench_main(int argc, char **argv);
 /* host_path.c: the daemon's host work per frame with and without the pinned input arena. */
 int faid_host_path_main(int argc, char **argv);
+/* decode_bench.c: the device decoder alone, one frame and frames in flight. */
+int faid_decode_bench_main(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
@@ -1232,6 +1237,8 @@ int main(int argc, char **argv)
             return faid_writer_bench_main(argc, argv);
         else if (strcmp(argv[i], "--host-path") == 0)
             return faid_host_path_main(argc, argv);
+        else if (strcmp(argv[i], "--decode") == 0)
+            return faid_decode_bench_main(argc, argv);
     opts o;
     int prc = parse_args(argc, argv, &o);
     if (prc)

@@ -48,7 +48,9 @@
 # INT_VARIANTS (issue 17: variants of the batched integration kernel, FAID_ENGINE_INTEGRATE
 # values, each run as GPU stage and compute alone on the synthetic frames beside "base", the
 # default kernel; default "base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8";
-# "" skips), INT_BATCHES (frames per slot of those runs, default "$BATCH 8").
+# "" skips), INT_BATCHES (frames per slot of those runs, default "$BATCH 8"), DECODE_SETS (issue 17:
+# decoder builds run alone by faid-bench --decode, names in dsets, default "default"; "" skips),
+# DECODE_QUEUES (its queues, default 8).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -76,6 +78,8 @@ PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
 INT_BATCHES=${INT_BATCHES-$(printf '%s\n' "$BATCH" 8 | awk '!seen[$0]++' | tr '\n' ' ')}
+DECODE_SETS=${DECODE_SETS-default}
+DECODE_QUEUES=${DECODE_QUEUES:-8}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
@@ -177,6 +181,26 @@ for iv in $INT_VARIANTS; do
             status=1
         fi
     done
+done
+
+# 4a''. issue 17: the device decoder alone (faid-bench --decode: one frame at a time, and frames
+# on DECODE_QUEUES in-order queues with nothing else on the device), each decoder build of
+# DECODE_SETS (names in dsets: FAID_CLCODEC_DEFINES values); every run compares its decoded
+# frames byte for byte with the encoded ones
+declare -A dsets=([default]="")
+for ds in $DECODE_SETS; do
+    if [ -z "${dsets[$ds]+x}" ]; then
+        say "WARNING: unknown decoder set '$ds' skipped (known: ${!dsets[*]})"
+        continue
+    fi
+    say "decoder $ds: FAID_CLCODEC_DEFINES='${dsets[$ds]}' $bench --decode --depth $DECODE_QUEUES"
+    if ! FAID_CLCODEC_DEFINES="${dsets[$ds]}" "$bench" --decode --device "$DEVICE" \
+        --frames "$FRAMES" --depth "$DECODE_QUEUES" --json "$LOG/decode_$ds.json" \
+        >"$LOG/decode_$ds.log" 2>&1; then
+        say "ERROR: decoder $ds failed or differs, tail of $LOG/decode_$ds.log:"
+        tail -n 6 "$LOG/decode_$ds.log" | tee -a "$LOG/gpu-run.log"
+        status=1
+    fi
 done
 
 # 4b. tuning sweep: the pipelined variant of the full-split run with one knob changed
@@ -560,6 +584,17 @@ if kinds:
                f'{j.get("device_bytes", 0) / 1e6:.0f}', "yes" if ok else "NO",
                f'{max(v.get("max_rel_err", 0) for v in (pi, co) if v):.1e}' if (pi or co) else "-")
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
+# issue 17: the decoder alone (step 4a'')
+dv = sorted(f for f in os.listdir(log) if f.startswith("decode_") and f.endswith(".json"))
+if dv:
+    print("\nissue 17, the device decoder alone (faid-bench --decode; alone = one frame's device "
+          "time; in flight = wall time per frame over the queues, nothing else on the device)")
+    print(" ".join(str(x).rjust(n) for x, n in zip(("set", "alone us", "queues", "inflight us", "frames/s", "ident"), (12, 9, 7, 12, 9, 6))))
+    for f in dv:
+        j = json.load(open(os.path.join(log, f)))
+        row = (f[7:-5], f'{j["alone_us"]:.1f}', j["queues"], f'{j["inflight_us"]:.1f}', f'{j["fps"]:.0f}',
+               "yes" if j["ident"] else "NO")
+        print(" ".join(str(x).rjust(n) for x, n in zip(row, (12, 9, 7, 12, 9, 6))))
 # issue 17, integration: the kernel variants side by side (step 4a'), with the issue's targets
 iv = sorted(f for f in os.listdir(log) if f.startswith("intv_") and f.endswith(".json"))
 iv_missing = [f'{v.replace(",", "+")}_b{b}' for v in os.environ.get("INTV", "").split()

@@ -191,6 +191,25 @@ def test_compute_alone_and_pcie_floor(tmp_path):
     assert sizes["lowcount"] < sizes["synthetic"]
 
 
+def test_decode_alone_checked(tmp_path):
+    """faid-bench --decode (the device decoder alone, issue 17): one frame at a time and frames
+    on several queues, every decoded frame's last copy compared byte for byte with the frame that
+    was encoded (ident); a decoder build that decodes wrongly is caught (exit 1, naming the
+    queue), and a queue count out of range is refused."""
+    js = tmp_path / "d.json"
+    r = bench(tmp_path, "--decode", "--device", "cpu", "--frames", 8, "--depth", 3, "--json", js)
+    assert "one frame alone" in r.stdout and "in flight,  3 queues" in r.stdout, r.stdout
+    j = json.loads(js.read_text())
+    assert j["ident"] == 1 and j["queues"] == 3 and j["alone_us"] > 0 and j["fps"] > 0
+    # a decoder built for 2-byte elements unshuffles the uint32 frame's bit planes wrongly (the
+    # later -D wins): the comparison must fail
+    r = bench(tmp_path, "--decode", "--device", "cpu", "--frames", 8, "--depth", 2, ok=False,
+              env_extra={"FAID_CLCODEC_DEFINES": "-D ELEM_SIZE=2"})
+    assert r.returncode == 1 and "decoded differently" in r.stderr, r.stdout + r.stderr
+    r = bench(tmp_path, "--decode", "--depth", 0, ok=False)
+    assert r.returncode == 2 and "--depth" in r.stderr
+
+
 def test_integrate_variants_checked(tmp_path):
     """gpu-run.sh's integration variants (FAID_ENGINE_INTEGRATE): the run reports the variant
     and checks its batched results bit for bit against its one-frame results, whose hash equals
@@ -250,13 +269,13 @@ def test_command_line_getopt():
     def fb(*args):
         return subprocess.run([BENCH, *args], env=env, capture_output=True, text=True, timeout=60)
 
-    for mode in ([], ["--zmq-ceiling"], ["--proto-encode"], ["--host-path"]):
+    for mode in ([], ["--zmq-ceiling"], ["--proto-encode"], ["--host-path"], ["--decode"]):
         r = fb(*mode, "--help")
         assert r.returncode == 0 and r.stdout.startswith("usage: faid-bench"), r.stdout + r.stderr
         assert fb(*mode, "-h").stdout == r.stdout
         r = fb(*mode, "--no-such-option")
         assert r.returncode == 2 and "--no-such-option" in r.stderr, r.stderr
-    frames_mode = ([], ["--zmq-ceiling"], ["--host-path"])
+    frames_mode = ([], ["--zmq-ceiling"], ["--host-path"], ["--decode"])
     for mode in frames_mode:
         for bad in ("x", "2x", ""):
             joined, split = fb(*mode, f"--frames={bad}"), fb(*mode, "--frames", bad)
