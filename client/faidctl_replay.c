@@ -112,6 +112,10 @@ static void usage(FILE *f)
             "  --bind               bind ENDPOINT instead of connecting to it\n"
             "  --frames N           number of frames to send (default 100)\n"
             "  --rate HZ            frames per second (default: as fast as possible)\n"
+            "  --start-at T         send the first frame at wall-clock time T (seconds since\n"
+            "                       the epoch), after the frames are made and the series start\n"
+            "                       is sent: several replays started at once then send\n"
+            "                       together (a late one says by how much)\n"
             "  --preset NAME        synthetic frames for this detector (e.g. eiger_4m, pilatus1m)\n"
             "  -c, --config FILE    synthetic frames for the detector and geometry of a faid\n"
             "                       configuration (default: faid's embedded default)\n"
@@ -528,7 +532,7 @@ int faidctl_replay(int argc, char **argv)
     const char *npy[MAX_NPY];
     int nnpy = 0, bind = 0, no_series = 0, quiet = 0, copy = 0, hwm = 0;
     uint64_t frames = 100, series_id = 1, first = 0, seed = 12345, distinct = 8;
-    double rate = 0, timeout = 30;
+    double rate = 0, timeout = 30, start_at = 0;
     char series_uid[FAID_SERIES_UID_MAX] = "";
     faid_dtype dtype = FAID_DT_INVALID;
     faid_encoding enc = FAID_ENC_BSLZ4;
@@ -551,6 +555,7 @@ int faidctl_replay(int argc, char **argv)
         O_DISTINCT,
         O_HWM,
         O_RATE,
+        O_START_AT,
         O_TIMEOUT,
         O_SERIES_UID,
         O_DTYPE,
@@ -576,6 +581,7 @@ int faidctl_replay(int argc, char **argv)
         {"distinct", required_argument, NULL, O_DISTINCT},
         {"hwm", required_argument, NULL, O_HWM},
         {"rate", required_argument, NULL, O_RATE},
+        {"start-at", required_argument, NULL, O_START_AT},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"series-unique-id", required_argument, NULL, O_SERIES_UID},
         {"dtype", required_argument, NULL, O_DTYPE},
@@ -656,6 +662,10 @@ int faidctl_replay(int argc, char **argv)
         case O_RATE:
             rate = strtod(v, &end);
             bad = *end || !(rate >= 0 && rate < 1e9);
+            break;
+        case O_START_AT:
+            start_at = strtod(v, &end);
+            bad = *end || !(start_at > 0 && start_at < 1e11);
             break;
         case O_TIMEOUT:
             timeout = strtod(v, &end);
@@ -895,8 +905,20 @@ int faidctl_replay(int argc, char **argv)
             status = 1;
         }
     }
+    /* --start-at: every replay of a multi-connection benchmark sends from the same moment (the
+     * frames' preparation took 0.6 s longer in one of four replays started together on a
+     * 64-core host, 2026-11-27, so their windows overlapped for half the run) */
+    double late = 0.0;
+    if (start_at > 0 && status == 0) {
+        const int64_t wait = (int64_t)(start_at * 1e9) - faid_wall_ns();
+        if (wait > 0)
+            sleep_until(faid_now_ns() + wait);
+        else
+            late = (double)-wait / 1e9;
+    }
     int tty = isatty(STDERR_FILENO);
     uint64_t sent = 0, bytes = 0;
+    const int64_t w0 = faid_wall_ns();
     int64_t t0 = faid_now_ns(), next_line = t0 + 1000000000LL;
     h.type = FAID_IN_IMAGE;
     h.rows = fr.rows;
@@ -945,6 +967,7 @@ int faidctl_replay(int argc, char **argv)
      * handed over without a copy are freed only after that. */
     faid_sender_destroy(&s);
     int64_t t2 = faid_now_ns();
+    const int64_t w2 = w0 + (t2 - t0);
     frames_free(&fr);
     free(dx.buf);
 
@@ -965,6 +988,13 @@ int faidctl_replay(int argc, char **argv)
     printf("rate: %.1f frames/s, %.1f MB/s over %.3f s (of which %.3f s flushing the queue)\n",
            el > 0 ? (double)sent / el : 0.0, el > 0 ? (double)bytes / 1e6 / el : 0.0, el,
            (double)(t2 - t1) / 1e9);
+    printf("window: %.6f %.6f (wall clock, s: the first frame handed over, the last one gone)\n",
+           (double)w0 / 1e9, (double)w2 / 1e9);
+    if (start_at > 0) {
+        printf("start-at: %.6f, late by %.3f s\n", start_at, late);
+        if (late > 0.01)
+            fprintf(stderr, "faidctl replay: ready %.3f s after --start-at\n", late);
+    }
     if (faidctl_stop && status == 0) {
         fprintf(stderr, "faidctl replay: interrupted after %llu frames\n",
                 (unsigned long long)sent);

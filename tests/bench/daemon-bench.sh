@@ -8,7 +8,8 @@
 #
 #   1. ceilings: `faid-bench --zmq-ceiling` (PUSH -> PULL over tcp loopback, one connection, the
 #      frames `faidctl replay` sends: header part + bslz4 payload, zero-copy), then CONNS of them
-#      at once (CONNS independent connections, sender and receiver each: msg/s summed);
+#      at once (CONNS independent connections, sender and receiver each, sending from one
+#      wall-clock moment: messages over their common span, first message of any to the last);
 #   2. faid on free loopback ports with CONNS input endpoints (`input.endpoint` as a list: one
 #      PULL socket and one ingest thread each; queue.policy block; pipeline.inflight /
 #      pipeline.batch INFLIGHT / BATCH; the pinned input arena input.pinned_bytes PINNED); after
@@ -18,7 +19,10 @@
 #         last message), and their ratio to the one-connection ceiling;
 #      b. CONNS connections: one `faidctl replay` per endpoint at once (N / CONNS frames each,
 #         frame ids of their own ranges, the same series id: every connection is a source of one
-#         series), results/s against the one-connection run and the CONNS-connection ceiling;
+#         series), all sending from one wall-clock moment (`--start-at`, START_MARGIN s after
+#         the launch, default 3: each replay makes its frames first, and four replays began up to
+#         0.6 s apart without it), results/s against the one-connection run and the
+#         CONNS-connection ceiling; the senders' start spread and any late sender are printed;
 #      c. latency, LAT_RUNS times: `faidctl reset`, then `faidctl replay --rate LAT_RATE` for
 #         LAT_FRAMES frames with `faidctl sub --json`: p50 / p99 / max of every result's own
 #         latency_us (frame received -> result encoded, exact), the part of it spent queued
@@ -104,7 +108,8 @@
 # WRITER_DIR
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
 # disk: the files are removed after the run),
-# TIMEOUT (seconds a step may wait, default 600), OUT (default tests/out/daemon-bench).
+# START_MARGIN (seconds between launching several senders and the moment they all start sending,
+# default 3), TIMEOUT (seconds a step may wait, default 600), OUT (default tests/out/daemon-bench).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -260,13 +265,14 @@ series() {
         --rcvhwm 1000000 ${json[@]+"${json[@]}"} >"$LOG/$name.sub" 2>&1 &
     local sub_pid=$!
     sleep 1 # the subscription reaches the PUB socket before the first result
-    local rc=0 pids=() each=$((n / k)) i
+    local rc=0 pids=() each=$((n / k)) i sync=()
+    [ "$k" -gt 1 ] && sync=(--start-at "$(start_at)")
     for i in $(seq 0 $((k - 1))); do
         local cnt=$each
         [ "$i" = $((k - 1)) ] && cnt=$((n - each * (k - 1)))
         "$ctl" replay --to "tcp://127.0.0.1:${pin[$i]}" -c "$cfg" --frames "$cnt" \
             --first-frame $((i * n)) --series-id "$sid" --distinct 8 --timeout "$TIMEOUT" \
-            --quiet "$@" >"$LOG/$name.replay$i" 2>&1 &
+            --quiet ${sync[@]+"${sync[@]}"} "$@" >"$LOG/$name.replay$i" 2>&1 &
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
@@ -461,11 +467,24 @@ for r in rounds:
     par = [jread(os.path.basename(p))
            for p in sorted(glob.glob(os.path.join(log, f"zmq_ceiling_r{r}_c*.json")))]
     if par:
-        ns.append({"connections": len(par), "msg_per_s": sum(p.get("msg_per_s", 0) for p in par),
-                   "gb_per_s": sum(p.get("gb_per_s", 0) for p in par)})
+        # the pairs' common span (they send from one --start-at): every message over the time
+        # from the first message received by any to the last; "summed" adds each pair's own rate
+        # (what this row was before: it counts a pair that ran partly alone at its solo rate)
+        fw = [p["first_wall"] for p in par if p.get("first_wall")]
+        lw = [p["last_wall"] for p in par if p.get("last_wall")]
+        msgs = sum(p.get("messages", 0) for p in par)
+        span = max(lw) - min(fw) if len(fw) == len(par) and len(lw) == len(par) else 0
+        summed = sum(p.get("msg_per_s", 0) for p in par)
+        rate = (msgs - 1) / span if span > 0 else summed
+        mb = sum(p.get("message_bytes", 0) * p.get("messages", 0) for p in par) / max(msgs, 1)
+        ns.append({"connections": len(par), "msg_per_s": rate, "gb_per_s": rate * mb / 1e9,
+                   "summed_msg_per_s": summed,
+                   "start_spread_s": max(fw) - min(fw) if fw else None,
+                   "late_s": max(p.get("late_s", 0) for p in par)})
 res["ceiling_n"] = (sorted(ns, key=lambda x: x["msg_per_s"])[len(ns) // 2] if ns
                     else {"connections": 0, "msg_per_s": None, "gb_per_s": None})
 res["ceiling_n"]["rounds"] = [x["msg_per_s"] for x in ns]
+res["ceiling_n"]["summed_rounds"] = [x.get("summed_msg_per_s") for x in ns]
 
 def threads(name, top=7):
     """Per-thread CPU of faid over run `name` (threads_snap before and after), as % of one core,
@@ -502,7 +521,14 @@ def throughput(name):
     mbf = mb / n if mb and n else None
     st = jread(f"status_{name}.json")
     dv = st.get("devices", [{}])
+    # the senders' windows (replay's "window:" line) and lateness (--start-at)
+    wins = [re.search(r"^window: ([\d.]+) ([\d.]+)", r, re.M) for r in reps]
+    wins = [(float(w.group(1)), float(w.group(2))) for w in wins if w]
+    lates = [num(r"late by ([\d.]+) s", r, 0) for r in reps]
     return {"results": num(r"results: (\d+)", sub), "results_per_s": rate,
+            "senders": len(reps), "start_spread_s": max(w[0] for w in wins) - min(w[0] for w in wins) if wins else None,
+            "end_spread_s": max(w[1] for w in wins) - min(w[1] for w in wins) if wins else None,
+            "late_s": max(lates) if lates else None,
             "lost": num(r"lost messages: (\d+)", sub), "mb_per_frame": mbf,
             "mb_per_s": rate * mbf if rate and mbf else None, "counters": st.get("counters", {}),
             "input": st.get("input", {}),
@@ -588,8 +614,10 @@ rows = [
      + " / ".join(f(x) for x in res['ceiling'].get('rounds', []))),
     (f"zmq ceiling, {res['ceiling_n']['connections']} conn", f"{f(cn)} msg/s",
      f"{f(res['ceiling_n'].get('gb_per_s') and res['ceiling_n']['gb_per_s'] * 1e3)} MB/s",
-     "independent pairs at once, summed; median of rounds: "
-     + " / ".join(f(x) for x in res['ceiling_n'].get('rounds', []))),
+     "independent pairs sending from one moment, messages over their common span; median of "
+     "rounds: " + " / ".join(f(x) for x in res['ceiling_n'].get('rounds', []))
+     + " (each pair's own rate summed: " + " / ".join(f(x) for x in res['ceiling_n'].get('summed_rounds', []))
+     + f"; start spread {f(res['ceiling_n'].get('start_spread_s') and 1e3 * res['ceiling_n']['start_spread_s'])} ms)"),
     ("daemon, 1 conn", f"{f(r1)} results/s", f"{f(res['tp1']['mb_per_s'])} MB/s",
      f"{f(res['ratio_1'] and 100 * res['ratio_1'], '{:.1f}')} % of ceiling (target >= 95 %); "
      f"worker host {f(res['tp1']['host_us'], '{:.0f}')} us, ingest copy+table "
@@ -609,7 +637,11 @@ if conns > 1:
     rows.append((f"daemon, {conns} conn", f"{f(rn)} results/s", f"{f(res['tpn'].get('mb_per_s'))} MB/s",
                  f"{f(res['ratio_n_vs_1'], '{:.2f}')}x one conn (target >= {tn}), "
                  f"{f(res['ratio_n_ceiling'] and 100 * res['ratio_n_ceiling'], '{:.1f}')} % of the "
-                 f"{conns}-conn ceiling (target >= 90 %); dropped {cnt.get('dropped', '-')}; arena frames "
+                 f"{conns}-conn ceiling (target >= 90 %); senders' start / end spread "
+                 f"{f(res['tpn'].get('start_spread_s') and 1e3 * res['tpn']['start_spread_s'])} / "
+                 f"{f(res['tpn'].get('end_spread_s') and 1e3 * res['tpn']['end_spread_s'])} ms"
+                 f"{', LATE by %.2f s' % res['tpn']['late_s'] if res['tpn'].get('late_s', 0) and res['tpn']['late_s'] > 0.01 else ''}"
+                 f"; dropped {cnt.get('dropped', '-')}; arena frames "
                  f"{res['tpn'].get('input', {}).get('pinned_frames', '-')}, fallback "
                  f"{res['tpn'].get('input', {}).get('pinned_fallback', '-')}"))
 for v in compare:

@@ -128,7 +128,17 @@ bench_stop() {
 # bench_ceilings CONFIG FRAMES CONNS JSON_1 PREFIX_N: `faid-bench --zmq-ceiling` with the
 # frames `faidctl replay` sends for CONFIG's detector (8 distinct), one connection (JSON_1,
 # log next to it), then CONNS independent pairs at once with FRAMES / CONNS frames each
-# (PREFIX_N<k>.json); CONNS 1 skips those. Returns 1 when one failed.
+# (PREFIX_N<k>.json); CONNS 1 skips those. Returns 1 when one failed. The pairs send from one
+# wall-clock moment (--start-at, START_MARGIN s ahead, default 3: each process makes its frames
+# first), so that their common span is known (first_wall / last_wall in their JSON).
+# start_at: a wall-clock time START_MARGIN seconds ahead (default 3), for --start-at of several
+# senders started together (four replays started at once on a 64-core host began sending up to
+# 0.6 s apart, 2026-11-27: the time each took to make its frames, which halved the span in which
+# all four sent)
+start_at() {
+    python3 -c "import time; print('%.6f' % (time.time() + ${START_MARGIN:-3}))"
+}
+
 bench_ceilings() {
     local cfg=$1 n=$2 k=$3 j1=$4 pre=$5 rc=0 i p cps=()
     if ! "$BIN/faid-bench" --zmq-ceiling --config "$cfg" --frames "$n" --distinct 8 \
@@ -138,9 +148,11 @@ bench_ceilings() {
         rc=1
     fi
     [ "$k" -gt 1 ] || return $rc
+    local t0
+    t0=$(start_at)
     for i in $(seq 1 "$k"); do
         "$BIN/faid-bench" --zmq-ceiling --config "$cfg" --frames $((n / k)) --distinct 8 \
-            --json "$pre$i.json" >"$pre$i.log" 2>&1 &
+            --start-at "$t0" --json "$pre$i.json" >"$pre$i.log" 2>&1 &
         cps+=($!)
     done
     for p in "${cps[@]}"; do wait "$p" || { say "ERROR: a parallel zmq ceiling failed"; rc=1; }; done

@@ -11,7 +11,12 @@
  *
  * Usage: faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE] [--dtype T]
  *                   [--distinct K] [--io-threads N] [--transport tcp|ipc] [--hwm N]
- *                   [--json FILE] */
+ *                   [--start-at T] [--json FILE]
+ *
+ * --start-at T (wall clock, seconds since the epoch): the sender waits until T before its first
+ * message, so that several of these processes started together (daemon-bench's parallel pairs)
+ * send at the same time; the JSON then carries the wall-clock times of the first and last
+ * message received, from which the pairs' common span is taken. */
 #include "faid_codec.h"
 #include "faid_config.h"
 #include "faid_dtype.h"
@@ -25,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -45,6 +51,8 @@ typedef struct zc_opts {
     const char *transport;
     int hwm;
     const char *json;
+    const char *start_at_s;
+    double start_at;
 } zc_opts;
 
 typedef struct zc_run {
@@ -57,7 +65,8 @@ typedef struct zc_run {
     /* receiver results */
     long received;
     double bytes;
-    int64_t first_ns, last_ns;
+    int64_t first_ns, last_ns, first_wall, last_wall;
+    double late; /* --start-at: how late the sender was ready, s */
     int rx_err, tx_err;
     char rx_msg[160], tx_msg[160];
 } zc_run;
@@ -65,11 +74,12 @@ typedef struct zc_run {
 static const char zc_usage[] =
     "usage: faid-bench --zmq-ceiling [--frames N] [--preset NAME | --config FILE]\n"
     "                  [--dtype T] [--distinct K] [--io-threads N] [--transport tcp|ipc]\n"
-    "                  [--hwm N] [--json FILE]\n"
+    "                  [--hwm N] [--start-at T] [--json FILE]\n"
     "PUSH -> PULL over one loopback connection, the frames of `faidctl replay`\n"
     "(header part + bslz4 payload, zero-copy), msg/s and GB/s from first to last\n"
     "message received. Defaults: 2000 frames, eiger_4m, uint32, 4 distinct, 1 I/O\n"
-    "thread per side, tcp.\n";
+    "thread per side, tcp. --start-at T: the first message at wall-clock time T\n"
+    "(seconds since the epoch), so that pairs started together send together.\n";
 
 static int zc_parse(int argc, char **argv, zc_opts *o)
 {
@@ -91,9 +101,20 @@ static int zc_parse(int argc, char **argv, zc_opts *o)
         {"io-threads", BENCH_INT, NULL, &o->io_threads, 1, 64, NULL},
         {"transport", BENCH_STR, &o->transport, NULL, 0, 0, "tcp|ipc"},
         {"hwm", BENCH_INT, NULL, &o->hwm, 0, INT_MAX, NULL},
+        {"start-at", BENCH_STR, &o->start_at_s, NULL, 0, 0, NULL},
     };
-    return bench_parse("faid-bench --zmq-ceiling", argc, argv, &sh, own,
-                       (int)(sizeof own / sizeof own[0]), zc_usage);
+    int rc = bench_parse("faid-bench --zmq-ceiling", argc, argv, &sh, own,
+                         (int)(sizeof own / sizeof own[0]), zc_usage);
+    if (rc == 0 && o->start_at_s) {
+        char *end = NULL;
+        o->start_at = strtod(o->start_at_s, &end);
+        if (end == o->start_at_s || *end || !(o->start_at > 0 && o->start_at < 1e11)) {
+            fprintf(stderr, "faid-bench --zmq-ceiling: bad value '%s' for --start-at\n",
+                    o->start_at_s);
+            return -1;
+        }
+    }
+    return rc;
 }
 
 /* The distinct compressed frames, generated as `faidctl replay` does for the same detector. */
@@ -172,10 +193,13 @@ static void *zc_receiver(void *arg)
             r->bytes += n;
             more = zmq_msg_more(&m);
         }
-        int64_t now = faid_now_ns();
-        if (r->received == 0)
+        int64_t now = faid_now_ns(), wall = faid_wall_ns();
+        if (r->received == 0) {
             r->first_ns = now;
+            r->first_wall = wall;
+        }
         r->last_ns = now;
+        r->last_wall = wall;
         r->received++;
     }
     zmq_msg_close(&m);
@@ -187,6 +211,16 @@ static void *zc_sender(void *arg)
     zc_run *r = arg;
     uint8_t hdr[HEADER_BYTES];
     memset(hdr, 0xa5, sizeof hdr);
+    if (r->o->start_at > 0) {
+        const int64_t wait = (int64_t)(r->o->start_at * 1e9) - faid_wall_ns();
+        if (wait > 0) {
+            struct timespec ts = {(time_t)(wait / 1000000000LL), (long)(wait % 1000000000LL)};
+            while (nanosleep(&ts, &ts) != 0)
+                ;
+        } else {
+            r->late = (double)-wait / 1e9;
+        }
+    }
     for (long i = 0; i < r->o->frames; i++) {
         int k = (int)(i % r->ndistinct);
         zmq_msg_t m;
@@ -305,8 +339,10 @@ int faid_zmq_ceiling_main(int argc, char **argv)
             fprintf(f,
                     "{\"transport\": \"%s\", \"io_threads\": %d, \"messages\": %ld, "
                     "\"message_bytes\": %.0f, \"seconds\": %.6f, \"msg_per_s\": %.1f, "
-                    "\"gb_per_s\": %.4f}\n",
-                    o.transport, o.io_threads, r->received, per, s, msgs, gbs);
+                    "\"gb_per_s\": %.4f, \"first_wall\": %.6f, \"last_wall\": %.6f, "
+                    "\"start_at\": %.6f, \"late_s\": %.3f}\n",
+                    o.transport, o.io_threads, r->received, per, s, msgs, gbs,
+                    (double)r->first_wall / 1e9, (double)r->last_wall / 1e9, o.start_at, r->late);
             fclose(f);
         }
     }

@@ -242,6 +242,55 @@ def test_replay_synthetic_bslz4(tmp_path, procs):
     assert len(np.unique(decoded[0])) > 20
 
 
+def test_replay_start_at(tmp_path, procs):
+    """--start-at T: two replays started together send from wall-clock T (a benchmark's several
+    connections then overlap), each prints its send window and how late it was; a T already
+    past sends at once and says by how much; a bad T is refused naming the option."""
+    cfg = write_config(tmp_path)
+    ctx = zmq.Context.instance()
+    pulls, ports = [], []
+    for _ in range(2):
+        pull = ctx.socket(zmq.PULL)
+        pull.setsockopt(zmq.LINGER, 0)
+        ports.append(pull.bind_to_random_port("tcp://127.0.0.1"))
+        pulls.append(pull)
+    try:
+        t = time.time() + 2.0
+        rps = [procs([FAIDCTL, "replay", "--to", ep(port), "--frames", "3", "-c", cfg,
+                      "--distinct", "2", "--start-at", f"{t:.6f}", "--quiet"]) for port in ports]
+        got = [receive_series(pull) for pull in pulls]
+        for rp in rps:
+            assert rp.wait() == 0, rp.stderr()
+    finally:
+        for pull in pulls:
+            pull.close()
+    for (headers, _), rp in zip(got, rps):
+        assert [h["type"] for h in headers] == ["start", "image", "image", "image", "end"]
+        # the frames' timestamps are taken as each is handed over: none before T
+        assert min(h["timestamp"] for h in headers if h["type"] == "image") >= t
+        w = re.search(r"^window: ([\d.]+) ([\d.]+)", rp.stdout(), re.M)
+        assert w and t <= float(w.group(1)) <= float(w.group(2)), rp.stdout()
+        late = re.search(r"^start-at: ([\d.]+), late by ([\d.]+) s", rp.stdout(), re.M)
+        assert late and abs(float(late.group(1)) - t) < 1e-5 and float(late.group(2)) == 0.0
+    # a time already past: sent at once, lateness said on stdout and stderr
+    pull = ctx.socket(zmq.PULL)
+    pull.setsockopt(zmq.LINGER, 0)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        rp = procs([FAIDCTL, "replay", "--to", ep(port), "--frames", "1", "-c", cfg,
+                    "--distinct", "1", "--start-at", f"{time.time() - 5:.3f}", "--quiet"])
+        receive_series(pull)
+        assert rp.wait() == 0, rp.stderr()
+    finally:
+        pull.close()
+    late = re.search(r"^start-at: [\d.]+, late by ([\d.]+) s", rp.stdout(), re.M)
+    assert late and float(late.group(1)) >= 5.0, rp.stdout()
+    assert "after --start-at" in rp.stderr()
+    for bad in ("soon", "-1", "0"):
+        rc, out, err = run([FAIDCTL, "replay", "--start-at", bad])
+        assert rc == 2 and "--start-at" in err, (bad, err)
+
+
 def test_replay_errors(tmp_path):
     rc, out, err = run([FAIDCTL, "replay", "--frames", "x"])
     assert rc == 2 and "--frames" in err
