@@ -6,8 +6,10 @@
 # connections >= 1.9x one; latency frame received -> result ready at 1 kHz input: p99 < 2 ms,
 # in 3 runs out of 3). Measures, never asserts on time.
 #
-#   1. ceilings: `faid-bench --zmq-ceiling` (PUSH -> PULL over tcp loopback, one connection, the
-#      frames `faidctl replay` sends: header part + bslz4 payload, zero-copy), then CONNS of them
+#   1. ceilings (CEILING=replay, the default: `faidctl replay --no-series` into `faid-bench
+#      --zmq-sink`, a C PULL socket that only receives: the daemon's own sender and frames;
+#      CEILING=pair: `faid-bench --zmq-ceiling`, PUSH -> PULL in one process, the frames
+#      `faidctl replay` sends: header part + bslz4 payload, zero-copy), one connection, then CONNS of them
 #      at once (CONNS independent connections, sender and receiver each, sending from one
 #      wall-clock moment: messages over their common span, first message of any to the last);
 #   2. faid on free loopback ports with CONNS input endpoints (`input.endpoint` as a list: one
@@ -20,7 +22,7 @@
 #      b. CONNS connections: one `faidctl replay` per endpoint at once (N / CONNS frames each,
 #         frame ids of their own ranges, the same series id: every connection is a source of one
 #         series), all sending from one wall-clock moment (`--start-at`, START_MARGIN s after
-#         the launch, default 3: each replay makes its frames first, and four replays began up to
+#         the launch, default 4: each replay makes its frames first, and four replays began up to
 #         0.6 s apart without it), results/s against the one-connection run and the
 #         CONNS-connection ceiling; the senders' start spread and any late sender are printed;
 #      c. latency, LAT_RUNS times: `faidctl reset`, then `faidctl replay --rate LAT_RATE` for
@@ -109,7 +111,7 @@
 # (the writer run's writer.directory, default $OUT/writer-files; a tmpfs such as /dev/shm/x or a
 # disk: the files are removed after the run),
 # START_MARGIN (seconds between launching several senders and the moment they all start sending,
-# default 3), TIMEOUT (seconds a step may wait, default 600), OUT (default tests/out/daemon-bench).
+# default 4), CEILING (replay or pair, step 1), TIMEOUT (seconds a step may wait, default 600), OUT (default tests/out/daemon-bench).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -124,6 +126,11 @@ LAT_FRAMES=${LAT_FRAMES:-3000}
 LAT_RATE=${LAT_RATE:-1000}
 LAT_RUNS=${LAT_RUNS:-3}
 CEIL_RUNS=${CEIL_RUNS:-3}
+# the transport ceiling: replay (the daemon's own sender, faidctl replay, into a C PULL sink) or
+# pair (faid-bench --zmq-ceiling's sender and receiver in one process, the ceiling before
+# 2026-11-27: below what replay -> faid moved on the H100 host)
+CEILING=${CEILING:-replay}
+case $CEILING in replay | pair) ;; *) echo "daemon-bench: CEILING must be replay or pair" >&2; exit 2 ;; esac
 WARMUP=${WARMUP:-32}
 CONFIG=${CONFIG:-}
 TIMEOUT=${TIMEOUT:-600}
@@ -293,11 +300,11 @@ series() {
 
 # 1. transport ceilings, with the same frames (the generated configuration's detector)
 make_config main "$PINNED" "$PINNED_COPY"
-say "ceiling: $BIN/faid-bench --zmq-ceiling --config $cfg --frames $FRAMES --distinct 8, then $CONNS at once with $((FRAMES / CONNS)) frames each"
+say "ceiling ($CEILING): $FRAMES frames of $cfg's detector, 8 distinct, then $CONNS at once with $((FRAMES / CONNS)) frames each"
 # CEIL_RUNS rounds, the median taken: one round moved by +-15 % between calls on the H100 host
 # (1,435 to 1,861 msg/s for one connection, 2026-11-27), more than the daemon rows it divides
 for r in $(seq 1 "$CEIL_RUNS"); do
-    bench_ceilings "$cfg" "$FRAMES" "$CONNS" "$LOG/zmq_ceiling_r$r.json" "$LOG/zmq_ceiling_r${r}_c" ||
+    "bench_${CEILING}_ceilings" "$cfg" "$FRAMES" "$CONNS" "$LOG/zmq_ceiling_r$r.json" "$LOG/zmq_ceiling_r${r}_c" ||
         status=1
 done
 

@@ -125,19 +125,84 @@ bench_stop() {
     [ "$rc" = 0 ] || { say "ERROR: $3 exited with status $rc"; return 1; }
 }
 
+# bench_replay_ceilings CONFIG FRAMES CONNS JSON_1 PREFIX_N: the transport ceiling of the daemon's
+# own sender: `faidctl replay --no-series` (the same frames as the daemon's runs) into
+# `faid-bench --zmq-sink`, a C PULL socket that only receives, on one connection (JSON_1), then
+# CONNS replays into CONNS sinks sending from one --start-at (PREFIX_N<k>.json); the files carry
+# --zmq-ceiling's keys (msg_per_s, gb_per_s, messages, message_bytes, first_wall / last_wall: the
+# sinks' first and last message, a clock common to the host, late_s: the replay's lateness).
+# Why: the pairs of --zmq-ceiling (sender and receiver in one process) moved 1,255-1,335 msg/s
+# where replay -> faid moved 1,604 results/s with peaks on the same H100 host (2026-11-27), so
+# they were no ceiling of what the daemon is given.
+bench_replay_ceilings() {
+    local cfg=$1 n=$2 k=$3 j1=$4 pre=$5 rc=0
+    _replay_pairs "$cfg" "$n" 1 "${j1%.json}_p" && cp "${j1%.json}_p1.json" "$j1" || rc=1
+    if [ "$k" -gt 1 ]; then
+        _replay_pairs "$cfg" $((n / k)) "$k" "$pre" || rc=1
+    fi
+    return $rc
+}
+
+# _replay_pairs CONFIG FRAMES_EACH K PREFIX: K sinks and K replays, PREFIX<i>.json, i = 1..K
+_replay_pairs() {
+    local cfg=$1 each=$2 k=$3 pre=$4 rc=0 i ports sinks=() reps=()
+    ports=$(python3 -c "
+import socket
+ss = [socket.socket() for _ in range($k)]
+for s in ss: s.bind(('127.0.0.1', 0))
+print(' '.join(str(s.getsockname()[1]) for s in ss))
+for s in ss: s.close()")
+    # shellcheck disable=SC2206
+    ports=($ports)
+    for i in $(seq 1 "$k"); do
+        "$BIN/faid-bench" --zmq-sink --bind --endpoint "tcp://127.0.0.1:${ports[$((i - 1))]}" \
+            --frames "$each" --timeout "$TIMEOUT" --json "$pre$i.sink" >"$pre$i.sink.log" 2>&1 &
+        sinks+=($!)
+    done
+    sleep 0.5
+    local sync=()
+    [ "$k" -gt 1 ] && sync=(--start-at "$(start_at)")
+    for i in $(seq 1 "$k"); do
+        "$ctl" replay --to "tcp://127.0.0.1:${ports[$((i - 1))]}" -c "$cfg" --frames "$each" \
+            --distinct 8 --no-series --timeout "$TIMEOUT" --quiet ${sync[@]+"${sync[@]}"} \
+            >"$pre$i.replay" 2>&1 &
+        reps+=($!)
+    done
+    for p in "${reps[@]}"; do wait "$p" || { say "ERROR: a ceiling replay failed"; rc=1; }; done
+    for p in "${sinks[@]}"; do wait "$p" || { say "ERROR: a ceiling sink failed"; rc=1; }; done
+    for i in $(seq 1 "$k"); do
+        python3 - "$pre$i.sink" "$pre$i.replay" "$pre$i.json" <<'PY' || rc=1
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+rep = open(sys.argv[2]).read()
+m = re.search(r"late by ([\d.]+) s", rep)
+n, s = j["messages"], (j["last_ns"] - j["first_ns"]) / 1e9
+rate = (n - 1) / s if s > 0 else 0.0
+mb = j["bytes"] / n if n else 0.0
+json.dump({"transport": "tcp, faidctl replay -> C PULL", "io_threads": 1, "messages": n,
+           "message_bytes": mb, "seconds": s, "msg_per_s": rate, "gb_per_s": rate * mb / 1e9,
+           "first_wall": j["first_ns"] / 1e9, "last_wall": j["last_ns"] / 1e9,
+           "late_s": float(m.group(1)) if m else 0.0}, open(sys.argv[3], "w"))
+PY
+    done
+    return $rc
+}
+
 # bench_ceilings CONFIG FRAMES CONNS JSON_1 PREFIX_N: `faid-bench --zmq-ceiling` with the
 # frames `faidctl replay` sends for CONFIG's detector (8 distinct), one connection (JSON_1,
 # log next to it), then CONNS independent pairs at once with FRAMES / CONNS frames each
 # (PREFIX_N<k>.json); CONNS 1 skips those. Returns 1 when one failed. The pairs send from one
-# wall-clock moment (--start-at, START_MARGIN s ahead, default 3: each process makes its frames
+# wall-clock moment (--start-at, START_MARGIN s ahead, default 4: each process makes its frames
 # first), so that their common span is known (first_wall / last_wall in their JSON).
-# start_at: a wall-clock time START_MARGIN seconds ahead (default 3), for --start-at of several
+# start_at: a wall-clock time START_MARGIN seconds ahead (default 4), for --start-at of several
 # senders started together (four replays started at once on a 64-core host began sending up to
 # 0.6 s apart, 2026-11-27: the time each took to make its frames, which halved the span in which
 # all four sent)
 start_at() {
-    python3 -c "import time; print('%.6f' % (time.time() + ${START_MARGIN:-3}))"
+    python3 -c "import time; print('%.6f' % (time.time() + ${START_MARGIN:-4}))"
 }
+
+bench_pair_ceilings() { bench_ceilings "$@"; }
 
 bench_ceilings() {
     local cfg=$1 n=$2 k=$3 j1=$4 pre=$5 rc=0 i p cps=()
