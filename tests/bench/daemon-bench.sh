@@ -103,7 +103,10 @@
 # daemon's input.pinned_receive, default true, the option's default), COLLECT_THREAD (the main daemon's
 # pipeline.collect_thread, default false), PEAKS (peaks.algorithm of
 # every daemon: pyfai or peakfinder8; default none), COMPARE (default "nopin"; "" skips;
-# "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "poll",
+# "writer" adds the writer-on run; also "always", "auto", "idle", "shared", "batch1", "batch4"
+# (pipeline.batch 4: the GPU's peak kernels ran 3,425 frames/s at 8 slots of 4 in faid-bench,
+# the daemon's default is 2; also the CONNS-connection run), "infl16" (pipeline.inflight 16, also
+# the CONNS-connection run), "poll",
 # "benchpeaks", "copy4", "alwayspoll", "idlepoll", "copy4poll", "rx", "rxpoll", "rxcopy4",
 # "slotd2h", "collect", "collect4", "collectrx", "collectfill", "collectrxfill", "norx", "cg0"), BENCH (default 1; 0 skips step 4), BENCH_FRAMES (faid-bench's frames, default
 # 400),
@@ -342,6 +345,8 @@ for v in $COMPARE; do
     auto) make_config "$v" "$PINNED" auto ;;
     idle) make_config "$v" "$PINNED" idle ;;
     batch1) BATCH=1 make_config "$v" "$PINNED" "$PINNED_COPY" ;;
+    batch4) BATCH=4 make_config "$v" "$PINNED" "$PINNED_COPY" ;;
+    infl16) INFLIGHT=16 make_config "$v" "$PINNED" "$PINNED_COPY" ;;
     poll) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 200 ;;
     shared) make_config "$v" "$PINNED" "$PINNED_COPY" "" shared ;;
     benchpeaks) make_config "$v" "$PINNED" "$PINNED_COPY" "" "" 0 bench ;;
@@ -383,7 +388,7 @@ for v in $COMPARE; do
         series "tp1_$v" 2 "$FRAMES" 1
         "$ctl" status "${c[@]}" --json >"$LOG/status_tp1_$v.json" 2>>"$LOG/daemon-bench.log"
         "$ctl" reset "${c[@]}" >/dev/null 2>&1
-        case $v in shared | copy4 | rx | rxcopy4 | collect* | norx) tpn=1 ;; *) tpn=0 ;; esac
+        case $v in shared | copy4 | rx | rxcopy4 | collect* | norx | batch4 | infl16) tpn=1 ;; *) tpn=0 ;; esac
         if [ "$tpn" = 1 ] && [ "$CONNS" -gt 1 ]; then
             say "throughput, $CONNS connections, $v: $FRAMES frames"
             series "tpn_$v" 3 "$FRAMES" "$CONNS"
