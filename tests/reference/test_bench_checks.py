@@ -191,6 +191,16 @@ def test_compute_alone_and_pcie_floor(tmp_path):
     assert sizes["lowcount"] < sizes["synthetic"]
 
 
+def test_results_checked_against_the_reference(tmp_path):
+    """A build whose results are wrong the same way every time passes the pipelined-against-
+    synchronous identity check; faid-bench compares frame 0 with the C reference too and stops
+    with exit status 1 naming the difference (here a decoder built for 2-byte elements, which
+    unshuffles the uint32 frames' bit planes wrongly), instead of printing figures."""
+    r = bench(tmp_path, "--device", "cpu", "--frames", 4, "--variants", "pipelined", ok=False,
+              env_extra={"FAID_CLCODEC_DEFINES": "-D ELEM_SIZE=2"})
+    assert r.returncode == 1 and "differs from the C reference" in r.stderr, r.stdout + r.stderr
+
+
 def test_decode_alone_checked(tmp_path):
     """faid-bench --decode (the device decoder alone, issue 17): one frame at a time and frames
     on several queues, every decoded frame's last copy compared byte for byte with the frame that
