@@ -20,9 +20,31 @@
  *               on an H100 one frame alone decodes 10 % faster, 61 vs 67 us, but frames in
  *               flight 11 % slower, 11,400 vs 12,800 frames/s decode + integrate: fewer groups
  *               fit beside the other frames' kernels)
+ *   DEC_GLOBAL  0 (default): the decoded block in local memory; 1: in device memory, so that local
+ *               memory no longer limits the blocks in flight (issue 17, GPU figures pending).
+ *               Why: one frame decodes in 66 us on an H100 whatever its sequence count, and with
+ *               frames in flight decode + integrate take 83.5 us per frame; 8 KiB of decoded
+ *               block (+ 1 KiB the hardware reserves per block on sm_90) lets at most 25 groups
+ *               of one warp run on an SM (228 KB), about 1.5 EIGER 4M frames (2,190 blocks) on
+ *               132 SMs, and each block is a long serial chain, so throughput is latency x
+ *               occupancy, not bytes (2.69 MB read + 17.9 MB written is ~6 us at 3.35 TB/s).
+ *               bslz4_decode takes one more argument, a scratch of nblocks x
+ *               SCRATCH_STRIDE(block_bytes) bytes (faid_clcodec.c keeps one per queue), block k
+ *               at scratch + k x stride: written and read back by its own group, it stays in L2;
+ *               the barriers then fence global memory too. lz4h5_decode (no shuffle) decodes
+ *               straight into dst instead (so a failing block may leave bytes in its own part
+ *               of dst, which the error flag makes undefined anyway). The SM's own limit of 32
+ *               resident groups then bounds a one-warp group: 28 % more than 25.
+ *   ZRUN        0 (default); 1: an overlapping match of offset 1-4 (a run of one byte, mostly 0
+ *               in the empty bit planes of counting data, or of a 2-4 byte pattern) is written
+ *               from the off source bytes held in registers, with no read of dec per byte and no
+ *               modulo; offsets 1, 2 and 4 as one 16-byte vector store per item and round in the
+ *               run's aligned middle (a block's tail is often one such match of thousands of
+ *               bytes: 64 rounds of 4 loads + 4 stores per item become 16 stores).
  *
- * Local memory per group: BLOCK_CAP (the decoded block, 8 KiB by default), + CMP_CAP with
- * CMP_LOCAL. The unshuffled output goes from registers to global memory, 8 x ELEM_SIZE
+ * Local memory per group: BLOCK_CAP (the decoded block, 8 KiB by default; none with DEC_GLOBAL),
+ * + CMP_CAP with CMP_LOCAL. Every variant gives the same bytes and flags the same blocks
+ * (unit.codec decodes its chunks with each and compares them with the CPU decoder). The unshuffled output goes from registers to global memory, 8 x ELEM_SIZE
  * contiguous bytes (one vector store) per column group of 8 elements.
  *
  * Robustness: every literal and match copy is bounded by the remaining input and output, offsets
@@ -86,6 +108,25 @@
 #define CMP_SPACE __global
 #endif
 
+/* DEC_GLOBAL 1: the decoded block lives in global memory (L2) instead of local memory, see the
+ * header; DEC_SPACE is where lz4_block writes and unshuffle reads, DEC_FENCE the fence of the
+ * barriers that make one item's writes to it visible to the others. */
+#ifndef DEC_GLOBAL
+#define DEC_GLOBAL 0
+#endif
+#if DEC_GLOBAL
+#define DEC_SPACE __global
+#define DEC_FENCE (CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE)
+#else
+#define DEC_SPACE __local
+#define DEC_FENCE CLK_LOCAL_MEM_FENCE
+#endif
+
+/* ZRUN 1: overlapping matches of offset 1-4 written as a repeated pattern, see the header. */
+#ifndef ZRUN
+#define ZRUN 0
+#endif
+
 /* The 8 elements of one column group as one vector of ELEM_SIZE ulongs. */
 #if ELEM_SIZE == 1
 #define OUTV ulong
@@ -144,10 +185,47 @@ inline int lz4_extend(CMP_SPACE const uchar *cmp, uint *ip, uint iend, uint *len
     return 1;
 }
 
+#if ZRUN
+/* Writes dec[op, op + mlen) as the repeated off-byte pattern pat (byte i = byte i % off of pat),
+ * off 1..4, with no reads of dec; amis = the address of dec[0] modulo 16. For off 1, 2 or 4 (which
+ * divide 16) every 16-byte aligned piece of the run holds the same 16 bytes, so the run's middle
+ * is one vector store per item and round; off 3 is written a byte per item. */
+inline void fill_pattern(DEC_SPACE uchar *dec, uint op, uint mlen, uint off, uint pat, uint amis)
+{
+    const uint lid = get_local_id(0);
+    if (mlen <= WG) {
+        const uint r = off == 3 ? lid % 3 : lid & (off - 1);
+        if (lid < mlen)
+            dec[op + lid] = (uchar)(pat >> (8 * r));
+        return;
+    }
+    if (off == 3) {
+        PAR_FOR(i, mlen)
+            dec[op + i] = (uchar)(pat >> (8 * (i % 3)));
+        return;
+    }
+    /* rep: the pattern over 32 bits (byte k = byte k % off of pat) */
+    const uint rep = off == 1 ? pat * 0x01010101u : off == 2 ? pat | (pat << 16) : pat;
+    const uint head = min((16 - ((amis + op) & 15)) & 15, mlen);
+    PAR_FOR(i, head)
+        dec[op + i] = (uchar)(rep >> (8 * (i & 3)));
+    const uint nv = (mlen - head) / 16;
+    const uint h3 = head & 3;
+    const uint w = h3 ? (rep >> (8 * h3)) | (rep << (32 - 8 * h3)) : rep;
+    DEC_SPACE uint4 *v = (DEC_SPACE uint4 *)(dec + op + head);
+    PAR_FOR(i, nv)
+        v[i] = (uint4)(w);
+    const uint t0 = head + 16 * nv;
+    PAR_FOR(i, mlen - t0)
+        dec[op + t0 + i] = (uchar)(rep >> (8 * ((t0 + i) & 3)));
+}
+#endif
+
 /* Decodes the LZ4 block cmp[ip0, ip0 + csize) into dec[0, oend). Returns 1 when the block is valid
- * and decodes to exactly oend bytes. Ends with a barrier, so dec is complete for every item. */
-inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local uchar *dec,
-                     uint oend)
+ * and decodes to exactly oend bytes. Ends with a barrier, so dec is complete for every item.
+ * amis: the address of dec[0] modulo 16 (used by ZRUN's vector stores). */
+inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, DEC_SPACE uchar *dec,
+                     uint oend, uint amis)
 {
     uint ip = ip0;
     const uint iend = ip0 + csize;
@@ -211,10 +289,20 @@ inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local u
             break;
         const uint src = op - off;
         if (src + min(mlen, off) > synced) {
-            barrier(CLK_LOCAL_MEM_FENCE);
+            barrier(DEC_FENCE);
             synced = op;
         }
-        if (mlen <= WG) {
+#if ZRUN
+        if (off <= 4 && off < mlen) {
+            /* a run of a repeated 1-4 byte pattern (mostly off 1, a run of zero bytes in the
+             * empty bit planes of counting data): its off source bytes, then stores only */
+            uint pat = dec[src];
+            for (uint k = 1; k < off; k++)
+                pat |= (uint)dec[src + k] << (8 * k);
+            fill_pattern(dec, op, mlen, off, pat, amis);
+        } else
+#endif
+            if (mlen <= WG) {
             /* The common short match: one byte per item, and a modulo only when the match
              * overlaps its own output (uniform branches, so the usual case skips it). */
             const uint i = get_local_id(0);
@@ -263,7 +351,7 @@ inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, __local u
         }
         op += mlen;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    barrier(DEC_FENCE);
     return ok;
 }
 
@@ -301,11 +389,11 @@ inline OUTV zip_planes(const ulong *w)
  * lands at out[g]). Row r of the shuffled bit matrix (r = 8j + k: byte j, bit k of every element)
  * holds n/8 bytes. Rows whose length is a multiple of 4 are read 32 bits at a time (4 column
  * groups per item); others a byte at a time. */
-inline void unshuffle(__local const uchar *dec, uint n, __global OUTV *out)
+inline void unshuffle(DEC_SPACE const uchar *dec, uint n, __global OUTV *out)
 {
     const uint row = n / 8;
     if ((row & 3) == 0) {
-        __local const uint *dw = (__local const uint *)dec;
+        DEC_SPACE const uint *dw = (DEC_SPACE const uint *)dec;
         const uint rw = row / 4;
         PAR_FOR(h, rw) {
             ulong w[4][ELEM_SIZE];
@@ -362,6 +450,24 @@ inline void copy_tail(__global const uchar *chunk, uint chunk_len, uint tail_off
         dst[tail_dst + i] = chunk[tail_off + i];
 }
 
+/* The decoded block's local buffer (default build): 8-byte aligned as before; ZRUN's vector
+ * stores need 16. */
+#if ZRUN
+#define DECL_ALIGN __attribute__((aligned(16)))
+#else
+#define DECL_ALIGN
+#endif
+
+/* DEC_GLOBAL: bslz4_decode's extra argument, the scratch of the decoded blocks (block k at
+ * scratch + k x SCRATCH_STRIDE(block_bytes), 16-byte aligned; the host sizes it as nblocks x
+ * that stride and gives each launch in flight its own). */
+#define SCRATCH_STRIDE(b) (((b) + 15u) & ~15u)
+#if DEC_GLOBAL
+#define SCRATCH_ARG , __global uchar *scratch
+#else
+#define SCRATCH_ARG
+#endif
+
 /* Arguments (both kernels):
  *   chunk, chunk_off  the compressed chunk starts at byte chunk_off (a multiple of 4) of chunk
  *   chunk_len         its length in bytes
@@ -373,17 +479,22 @@ inline void copy_tail(__global const uchar *chunk, uint chunk_len, uint tail_off
  *   tail_off          offset of the raw tail in the chunk, tail_bytes its length (0 for lz4)
  *   dst, dst_off      decoded byte b lands at dst[dst_off + b]; dst_off a multiple of 8
  *   err, err_idx      error flag err[err_idx], zeroed by the host; set to (failing block + 1)
+ *   scratch           (bslz4_decode with DEC_GLOBAL only) nblocks x SCRATCH_STRIDE(block_bytes)
+ *                     bytes of device memory this launch alone uses
  */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 bslz4_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __global const uint *table,
              uint table_off, uint nblocks, uint block_bytes, uint last_bytes, uint tail_off,
-             uint tail_bytes, __global uchar *dst, ulong dst_off, __global int *err, uint err_idx)
+             uint tail_bytes, __global uchar *dst, ulong dst_off, __global int *err,
+             uint err_idx SCRATCH_ARG)
 {
     chunk += chunk_off;
     table += table_off;
     dst += dst_off;
     err += err_idx;
-    __local ulong decl[BLOCK_CAP / 8];
+#if !DEC_GLOBAL
+    __local ulong decl[BLOCK_CAP / 8] DECL_ALIGN;
+#endif
 #if CMP_LOCAL
     __local ulong cmpl[CMP_CAP / 8];
 #endif
@@ -397,17 +508,22 @@ bslz4_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
     uint off, csize, dbytes;
     if (!block_entry(table, nblocks, gid, chunk_len, block_bytes, last_bytes, &off, &csize,
                      &dbytes) ||
-        dbytes % (8 * ELEM_SIZE) != 0 || block_bytes % (8 * ELEM_SIZE) != 0) {
+        dbytes % (8 * ELEM_SIZE) != 0 || block_bytes % (8 * ELEM_SIZE) != 0 ||
+        (DEC_GLOBAL && dbytes > block_bytes)) {
         ERR_SET(err, gid);
         return;
     }
+#if DEC_GLOBAL
+    __global uchar *dec = scratch + (ulong)gid * SCRATCH_STRIDE(block_bytes);
+#else
     __local uchar *dec = (__local uchar *)decl;
+#endif
 #if CMP_LOCAL
     load_block(chunk, off, csize, (__local uint *)cmpl);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes);
+    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes, 0);
 #else
-    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes);
+    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes, 0);
 #endif
     if (!ok) {
         ERR_SET(err, gid);
@@ -427,7 +543,9 @@ lz4h5_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
     table += table_off;
     dst += dst_off;
     err += err_idx;
-    __local ulong decl[BLOCK_CAP / 8];
+#if !DEC_GLOBAL
+    __local ulong decl[BLOCK_CAP / 8] DECL_ALIGN;
+#endif
 #if CMP_LOCAL
     __local ulong cmpl[CMP_CAP / 8];
 #endif
@@ -447,18 +565,28 @@ lz4h5_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
             out[i] = chunk[off + i];
         return;
     }
+#if DEC_GLOBAL
+    /* no shuffle: the block is decoded straight into its place in dst (its buffer is aligned to
+     * at least 16 bytes: CL_DEVICE_MEM_BASE_ADDR_ALIGN) */
+    const uint amis = (uint)((dst_off + (ulong)gid * block_bytes) & 15);
+    __global uchar *dec = out;
+#else
+    const uint amis = 0;
     __local uchar *dec = (__local uchar *)decl;
+#endif
 #if CMP_LOCAL
     load_block(chunk, off, csize, (__local uint *)cmpl);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes);
+    const int ok = lz4_block((__local const uchar *)cmpl, off & 3, csize, dec, dbytes, amis);
 #else
-    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes);
+    const int ok = lz4_block(chunk + off, 0, csize, dec, dbytes, amis);
 #endif
     if (!ok) {
         ERR_SET(err, gid);
         return;
     }
+#if !DEC_GLOBAL
     PAR_FOR(i, dbytes)
         out[i] = dec[i];
+#endif
 }

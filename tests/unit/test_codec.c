@@ -371,20 +371,35 @@ static void test_corruption(void)
     free(c);
 }
 
-/* The OpenCL decoder against the CPU decoder, on whatever device "auto" selects (PoCL here). */
-static void test_gpu(void)
+/* Frames whose bit planes repeat with a period of q bytes (q = 1..4): element i takes the value
+ * pat[(i / 8) % q], so every row of the shuffled block is a run of a q-byte pattern and the LZ4
+ * encoder writes long overlapping matches of offset q (bslz4.cl's ZRUN path), with a few noisy
+ * elements so that literals and ordinary matches come in between. */
+static void fill_periodic(uint8_t *buf, size_t n, size_t e, uint32_t q)
 {
-    faid_cl_device_info dev;
-    faid_diag d;
-    if (faid_cl_select(getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "auto", &dev,
-                       &d) != 0) {
-        printf("test_codec: no OpenCL device (%s), GPU decoder not tested\n", d.msg);
-        return;
+    uint64_t pat[4];
+    for (uint32_t k = 0; k < 4; k++)
+        pat[k] = rng() % 1000;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = pat[(i / 8) % q];
+        if (rng() % 512 == 0)
+            v = rng();
+        for (size_t j = 0; j < e; j++)
+            buf[i * e + j] = (uint8_t)(v >> (8 * (j % 8)));
     }
-    faid_cl_ctx *ctx = faid_cl_ctx_new(&dev, 0, &d);
-    CHECK_MSG(ctx != NULL, "%s", d.msg);
-    if (!ctx)
-        return;
+}
+
+/* The OpenCL decoder built with the extra options `defines` (FAID_CLCODEC_DEFINES, after those of
+ * the environment) against the CPU decoder: every chunk decoded byte for byte the same and
+ * nothing written past the output, the corrupt chunks flagged. */
+static void gpu_variant(faid_cl_ctx *ctx, const char *defines)
+{
+    const char *env = getenv("FAID_CLCODEC_DEFINES");
+    char *saved = env ? strdup(env) : NULL;
+    char opts[256];
+    snprintf(opts, sizeof opts, "%s %s", saved ? saved : "", defines);
+    setenv("FAID_CLCODEC_DEFINES", opts, 1);
+    faid_diag d;
     const size_t esz[] = {1, 2, 4, 8};
     const size_t counts[] = {1, 7, 8, 9, 100, 2047, 2048, 2049, 4103, 8192, 12345};
     const size_t blocks[] = {0, 8, 256, 1000, 2048};
@@ -394,28 +409,32 @@ static void test_gpu(void)
     for (size_t ei = 0; ei < sizeof esz / sizeof esz[0]; ei++) {
         size_t e = esz[ei];
         faid_clcodec *cc = faid_clcodec_new(ctx, e, maxn * e, &d);
-        CHECK_MSG(cc != NULL, "clcodec e=%zu: %s", e, d.msg);
+        CHECK_MSG(cc != NULL, "clcodec e=%zu [%s]: %s", e, defines, d.msg);
         if (!cc)
             continue;
         int failures = 0;
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
-            for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
-                size_t n = counts[ci], bs = blocks[bi];
-                if (bs * e > 8192)
-                    continue;
-                fill(data, n, e, (int)((ci + bi) % 3));
-                uint8_t *c;
-                size_t len = encode(data, n * e, e, bs, &c);
-                memset(back, 0xA5, n * e + 16);
-                int rc = faid_clcodec_decode_host(cc, FAID_ENC_BSLZ4, c, len, back, n * e, &d);
-                if (rc || memcmp(back, data, n * e) || back[n * e] != 0xA5) {
-                    failures++;
-                    fprintf(stderr, "GPU bslz4 e=%zu n=%zu bs=%zu: %s\n", e, n, bs,
-                            rc ? d.msg : "data differ");
+            for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
+                for (uint32_t q = 0; q <= 4; q++) {
+                    size_t n = counts[ci], bs = blocks[bi];
+                    if (bs * e > 8192 || (q && n < 2000))
+                        continue;
+                    if (q)
+                        fill_periodic(data, n, e, q);
+                    else
+                        fill(data, n, e, (int)((ci + bi) % 3));
+                    uint8_t *c;
+                    size_t len = encode(data, n * e, e, bs, &c);
+                    memset(back, 0xA5, n * e + 16);
+                    int rc = faid_clcodec_decode_host(cc, FAID_ENC_BSLZ4, c, len, back, n * e, &d);
+                    if (rc || memcmp(back, data, n * e) || back[n * e] != 0xA5) {
+                        failures++;
+                        fprintf(stderr, "GPU bslz4 [%s] e=%zu n=%zu bs=%zu q=%u: %s\n", defines, e,
+                                n, bs, q, rc ? d.msg : "data differ");
+                    }
+                    free(c);
                 }
-                free(c);
-            }
-        CHECK_MSG(failures == 0, "e=%zu", e);
+        CHECK_MSG(failures == 0, "e=%zu [%s]", e, defines);
 
         /* Corrupt chunks: the table parser or the kernel's error flag must catch what the CPU
          * decoder catches for a wrong block length, and nothing may crash. */
@@ -437,8 +456,8 @@ static void test_gpu(void)
                 agree = 0;
             free(ref);
         }
-        CHECK(gpu_err > 0);
-        CHECK(agree);
+        CHECK_MSG(gpu_err > 0, "[%s]", defines);
+        CHECK_MSG(agree, "[%s]", defines);
         memcpy(m, c, len);
         uint32_t c0 =
             ((uint32_t)m[12] << 24) | ((uint32_t)m[13] << 16) | ((uint32_t)m[14] << 8) | m[15];
@@ -449,8 +468,66 @@ static void test_gpu(void)
         faid_clcodec_destroy(&cc);
         CHECK(cc == NULL);
     }
+
+    /* HDF5-LZ4 chunks (no shuffle; blocks of 1000 bytes start at every 8-byte alignment, raw
+     * blocks from random data), the same against the CPU decoder. */
+    faid_clcodec *cc = faid_clcodec_new(ctx, 1, maxn * 4, &d);
+    CHECK_MSG(cc != NULL, "clcodec lz4 [%s]: %s", defines, d.msg);
+    const size_t lz_blocks[] = {1000, 4096, 8192};
+    int failures = 0;
+    for (size_t ci = 0; cc && ci < sizeof counts / sizeof counts[0]; ci++)
+        for (size_t bi = 0; bi < sizeof lz_blocks / sizeof lz_blocks[0]; bi++)
+            for (uint32_t q = 0; q <= 4; q++) {
+                size_t nb = counts[ci] * 4;
+                if (q)
+                    fill_periodic(data, counts[ci], 4, q);
+                else
+                    fill(data, counts[ci], 4, (int)((ci + bi) % 3));
+                size_t cap = faid_lz4h5_bound(nb, lz_blocks[bi]);
+                uint8_t *c = malloc(cap);
+                size_t len = 0;
+                int rc = faid_lz4h5_encode(data, nb, lz_blocks[bi], c, cap, &len, &d);
+                memset(back, 0xA5, nb + 16);
+                if (!rc)
+                    rc = faid_clcodec_decode_host(cc, FAID_ENC_LZ4, c, len, back, nb, &d);
+                if (rc || memcmp(back, data, nb) || back[nb] != 0xA5) {
+                    failures++;
+                    fprintf(stderr, "GPU lz4 [%s] n=%zu bs=%zu q=%u: %s\n", defines, nb,
+                            lz_blocks[bi], q, rc ? d.msg : "data differ");
+                }
+                free(c);
+            }
+    CHECK_MSG(failures == 0, "lz4 [%s]", defines);
+    faid_clcodec_destroy(&cc);
     free(data);
     free(back);
+    if (saved)
+        setenv("FAID_CLCODEC_DEFINES", saved, 1);
+    else
+        unsetenv("FAID_CLCODEC_DEFINES");
+    free(saved);
+}
+
+/* The OpenCL decoder against the CPU decoder, on whatever device "auto" selects (PoCL here), in
+ * its default build and in each tuning variant of bslz4.cl's header (issue 17: ZRUN, DEC_GLOBAL,
+ * both, and ZRUN with CMP_LOCAL), which must give the same bytes. */
+static void test_gpu(void)
+{
+    faid_cl_device_info dev;
+    faid_diag d;
+    if (faid_cl_select(getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "auto", &dev,
+                       &d) != 0) {
+        printf("test_codec: no OpenCL device (%s), GPU decoder not tested\n", d.msg);
+        return;
+    }
+    faid_cl_ctx *ctx = faid_cl_ctx_new(&dev, 0, &d);
+    CHECK_MSG(ctx != NULL, "%s", d.msg);
+    if (!ctx)
+        return;
+    const char *variants[] = {"", "-D ZRUN=1", "-D DEC_GLOBAL=1", "-D DEC_GLOBAL=1 -D ZRUN=1",
+                              "-D CMP_LOCAL=1 -D ZRUN=1"};
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
+        gpu_variant(ctx, variants[i]);
     faid_cl_ctx_destroy(&ctx);
 }
 
