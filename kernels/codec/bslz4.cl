@@ -40,7 +40,14 @@
  *               from the off source bytes held in registers, with no read of dec per byte and no
  *               modulo; offsets 1, 2 and 4 as one 16-byte vector store per item and round in the
  *               run's aligned middle (a block's tail is often one such match of thousands of
- *               bytes: 64 rounds of 4 loads + 4 stores per item become 16 stores).
+ *               bytes: 64 rounds of 4 loads + 4 stores per item become 16 stores). 2: also an
+ *               overlapping match of at least 16 x WG bytes whose offset is a power of two
+ *               dividing 16 x WG (512 with WG 32): each item gathers its 16 pattern bytes once
+ *               and then stores them every round. Why: in the benchmark's EIGER 4M frames most
+ *               decoded bytes come from one such match per block, offset 256 = one bit-plane row
+ *               of a 2048-element block (the empty high planes repeat the row before), 5-7 KiB
+ *               long: 67 % of the synthetic frame's bytes, 82 % of the low-count one's, against
+ *               5 % (offset 1) and 6-9 % (offset 2) for level 1 (tests/bench/bslz4_stats.py).
  *
  * Local memory per group: BLOCK_CAP (the decoded block, 8 KiB by default; none with DEC_GLOBAL),
  * + CMP_CAP with CMP_LOCAL. Every variant gives the same bytes and flags the same blocks
@@ -122,7 +129,8 @@
 #define DEC_FENCE CLK_LOCAL_MEM_FENCE
 #endif
 
-/* ZRUN 1: overlapping matches of offset 1-4 written as a repeated pattern, see the header. */
+/* ZRUN 1: overlapping matches of offset 1-4 written as a repeated pattern; 2: and long ones of a
+ * power-of-two offset dividing 16 x WG; see the header. */
 #ifndef ZRUN
 #define ZRUN 0
 #endif
@@ -221,6 +229,36 @@ inline void fill_pattern(DEC_SPACE uchar *dec, uint op, uint mlen, uint off, uin
 }
 #endif
 
+#if ZRUN >= 2
+/* Writes dec[op, op + mlen) as the repetition of its off source bytes dec[src, src + off), off a
+ * power of two dividing 16 x WG (so off < 16 x WG <= mlen): the 16-byte aligned piece j of the
+ * run (j = this item's index + WG x round) holds the pattern from (head + 16 j) mod off =
+ * (head + 16 x item) mod off, the same every round, so an item gathers its 16 bytes once and then
+ * only stores. Reads only the source bytes, which precede op: no hazard with the stores. */
+inline void fill_period(DEC_SPACE uchar *dec, uint src, uint op, uint mlen, uint off, uint amis)
+{
+    const uint m = off - 1;
+    const uint head = (16 - ((amis + op) & 15)) & 15;
+    PAR_FOR(i, head)
+        dec[op + i] = dec[src + (i & m)];
+    const uint nv = (mlen - head) / 16;
+    const uint b = head + 16 * get_local_id(0);
+    const uchar16 x = (uchar16)(
+        dec[src + (b & m)], dec[src + ((b + 1) & m)], dec[src + ((b + 2) & m)],
+        dec[src + ((b + 3) & m)], dec[src + ((b + 4) & m)], dec[src + ((b + 5) & m)],
+        dec[src + ((b + 6) & m)], dec[src + ((b + 7) & m)], dec[src + ((b + 8) & m)],
+        dec[src + ((b + 9) & m)], dec[src + ((b + 10) & m)], dec[src + ((b + 11) & m)],
+        dec[src + ((b + 12) & m)], dec[src + ((b + 13) & m)], dec[src + ((b + 14) & m)],
+        dec[src + ((b + 15) & m)]);
+    DEC_SPACE uint4 *v = (DEC_SPACE uint4 *)(dec + op + head);
+    PAR_FOR(i, nv)
+        v[i] = as_uint4(x);
+    const uint t0 = head + 16 * nv;
+    PAR_FOR(i, mlen - t0)
+        dec[op + t0 + i] = dec[src + ((t0 + i) & m)];
+}
+#endif
+
 /* Decodes the LZ4 block cmp[ip0, ip0 + csize) into dec[0, oend). Returns 1 when the block is valid
  * and decodes to exactly oend bytes. Ends with a barrier, so dec is complete for every item.
  * amis: the address of dec[0] modulo 16 (used by ZRUN's vector stores). */
@@ -292,8 +330,13 @@ inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, DEC_SPACE
             barrier(DEC_FENCE);
             synced = op;
         }
+#if ZRUN >= 2
+        if (mlen >= 16 * WG && (off & (off - 1)) == 0 && (16 * WG) % off == 0) {
+            fill_period(dec, src, op, mlen, off, amis);
+        } else
+#endif
 #if ZRUN
-        if (off <= 4 && off < mlen) {
+            if (off <= 4 && off < mlen) {
             /* a run of a repeated 1-4 byte pattern (mostly off 1, a run of zero bytes in the
              * empty bit planes of counting data): its off source bytes, then stores only */
             uint pat = dec[src];

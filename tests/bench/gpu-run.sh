@@ -48,7 +48,11 @@
 # INT_VARIANTS (issue 17: variants of the batched integration kernel, FAID_ENGINE_INTEGRATE
 # values, each run as GPU stage and compute alone on the synthetic frames beside "base", the
 # default kernel; default "base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8";
-# "" skips), INT_BATCHES (frames per slot of those runs, default "$BATCH 8").
+# "" skips), INT_BATCHES (frames per slot of those runs, default "$BATCH 8"),
+# DEC_VARIANTS (issue 17: build variants of the bslz4 decoder, kernels/codec/bslz4.cl's header,
+# each run beside the default decoder as one frame alone (fused), GPU stage and compute alone on
+# the synthetic frames, checked like every run; names in decdefs below, default "dglob zrun zrun2
+# dglob+zrun dglob+zrun2"; "" skips).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -76,6 +80,7 @@ PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
 INT_BATCHES=${INT_BATCHES-$(printf '%s\n' "$BATCH" 8 | awk '!seen[$0]++' | tr '\n' ' ')}
+DEC_VARIANTS=${DEC_VARIANTS-dglob zrun zrun2 dglob+zrun dglob+zrun2}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
@@ -177,6 +182,59 @@ for iv in $INT_VARIANTS; do
             status=1
         fi
     done
+done
+
+# 4a''. issue 17: the bslz4 decoder's build variants (FAID_CLCODEC_DEFINES, bslz4.cl's header),
+# each beside the default decoder ("default", run first when any variant is asked for): decode
+# alone (fused, one frame at a time), GPU stage and compute alone (16 frames in flight) on the
+# synthetic frames; every run checks frame 0 against the C reference and every pipelined result
+# bit for bit against the synchronous ones, and the table compares each run's result hash with
+# the default decoder's (a variant that decodes other bytes integrates other profiles)
+declare -A decdefs=(
+    [default]=""
+    [dglob]="-D DEC_GLOBAL=1"
+    [zrun]="-D ZRUN=1"
+    [zrun2]="-D ZRUN=2"
+    [dglob+zrun]="-D DEC_GLOBAL=1 -D ZRUN=1"
+    [dglob+zrun2]="-D DEC_GLOBAL=1 -D ZRUN=2"
+    [cmpl+zrun2]="-D CMP_LOCAL=1 -D ZRUN=2"
+)
+decrun=""
+[ -n "$DEC_VARIANTS" ] && decrun="default $DEC_VARIANTS"
+for dv in $decrun; do
+    if [ -z "${decdefs[$dv]+x}" ]; then
+        say "WARNING: unknown decoder variant '$dv' skipped (known: ${!decdefs[*]})"
+        continue
+    fi
+    say "decoder variant $dv: FAID_CLCODEC_DEFINES='${decdefs[$dv]}' $bench --split full --variants fused,pipelined,compute --kind synthetic"
+    if ! FAID_CLCODEC_DEFINES="${decdefs[$dv]}" "$bench" --device "$DEVICE" --frames "$FRAMES" \
+        --depth "$DEPTH" --batch "$BATCH" --split full --variants fused,pipelined,compute \
+        --kind synthetic --json "$LOG/decv_$dv.json" >"$LOG/decv_$dv.log" 2>&1; then
+        say "ERROR: decoder variant $dv failed or differs, tail of $LOG/decv_$dv.log:"
+        tail -n 10 "$LOG/decv_$dv.log" | tee -a "$LOG/gpu-run.log"
+        rm -f "$LOG/decv_$dv.json"
+        status=1
+    elif ! python3 - "$LOG" "$dv" >>"$LOG/decv_$dv.log" 2>&1 <<'EOF'
+# faid-bench reports frame 0's error against the C reference but does not fail on it, and a
+# decoder that is wrong the same way every time passes its identity check: a variant must hash
+# to the default decoder's results and stay within the reference tolerance
+import json, os, sys
+log, dv = sys.argv[1], sys.argv[2]
+j = json.load(open(os.path.join(log, f"decv_{dv}.json")))
+err = max(v.get("max_rel_err", 0) for v in j["variants"])
+p = os.path.join(log, "decv_default.json")
+h0 = json.load(open(p)).get("result_hash") if os.path.exists(p) else None
+bad = err > 1e-5 or (dv != "default" and h0 is not None and j.get("result_hash") != h0)
+if bad:
+    print(f"gpu-run: max rel err {err:.2e}, result hash {j.get('result_hash')}, the default's {h0}")
+sys.exit(1 if bad else 0)
+EOF
+    then
+        say "ERROR: decoder variant $dv gives other results than the default decoder, tail of $LOG/decv_$dv.log:"
+        tail -n 1 "$LOG/decv_$dv.log" | tee -a "$LOG/gpu-run.log"
+        mv "$LOG/decv_$dv.json" "$LOG/decv_$dv.wrong.json"
+        status=1
+    fi
 done
 
 # 4b. tuning sweep: the pipelined variant of the full-split run with one knob changed
@@ -453,7 +511,7 @@ if [ "${DAEMON_BENCH:-1}" != 0 ]; then
 fi
 
 # 6. compact table, last (the tuning sweep, the pyFAI comparison and daemon-bench come before it)
-PEAK_SETS="$PEAK_SETS" PEAK_BASES="$PEAK_BASES" PEAK_DEPTH="$PEAK_DEPTH" BATCH="$BATCH" INTV="$INT_VARIANTS" INTB="$INT_BATCHES" \
+PEAK_SETS="$PEAK_SETS" PEAK_BASES="$PEAK_BASES" PEAK_DEPTH="$PEAK_DEPTH" BATCH="$BATCH" INTV="$INT_VARIANTS" INTB="$INT_BATCHES" DECV="$decrun" \
     python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
 import json, os, re, sys
 log, sweep, configs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
@@ -602,6 +660,38 @@ if iv:
               f'[{name}, batch {b}]; target <= 40 us (stretch 25)')
         print(f'versus pyFAI + silx at its fastest (poisson): ' +
               (f'{pi["fps"] / pyf:.1f}x ({pyf:.0f} frames/s)' if pyf else "not run") + "; target >= 20x")
+# issue 17, the decoder's build variants (step 4a''), the default decoder first
+decv = [v for v in os.environ.get("DECV", "").split()]
+for v in decv:
+    if not os.path.exists(os.path.join(log, f"decv_{v}.json")):
+        print(f"issue 17, decoder: variant {v} FAILED or differs, no figures (see decv_{v}.log)")
+decv = [v for v in decv if os.path.exists(os.path.join(log, f"decv_{v}.json"))]
+if decv:
+    j0 = json.load(open(os.path.join(log, f"decv_{decv[0]}.json")))
+    print(f'\nissue 17, decoder variants ({j0["rows"]} x {j0["cols"]} {j0["dtype"]} synthetic bslz4, '
+          f'{j0["chunk_bytes_mean"] / 1e6:.2f} MB, split {j0["split"]}, {j0["npt"]} bins; '
+          "FAID_CLCODEC_DEFINES builds of bslz4.cl; dec alone = fused, one frame, median decode "
+          "kernel us; cmp = compute alone, frames on the device, us per frame; stage = pipelined "
+          "frames/s; =default: result hash equal to the default decoder's; target: compute alone <= 40 us)")
+    hdr = ("variant", "dec alone", "cmp us", "cmp dec", "stage/s", "floor/s", "%floor", "ident",
+           "=default", "relerr")
+    w = [12, 9, 7, 7, 8, 8, 6, 5, 8, 8]
+    print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
+    h0 = j0.get("result_hash") if decv[0] == "default" else None
+    for v in decv:
+        j = json.load(open(os.path.join(log, f"decv_{v}.json")))
+        vs = {x["name"]: x for x in j["variants"]}
+        fu, pi, co = vs.get("fused", {}), vs.get("pipelined", {}), vs.get("compute", {})
+        fl = j.get("floor_fps", 0)
+        dd = all(x.get("device_decode") == 1 for x in (fu, pi, co) if x)
+        row = (v, fmt(fu, "decode_us", "{:.1f}"),
+               f'{1e6 / co["fps"]:.1f}' if co.get("fps") else "-",
+               fmt(co, "decode_us", "{:.1f}"), fmt(pi, "fps"), f"{fl:.0f}",
+               f'{100 * pi["fps"] / fl:.1f}' if fl and pi.get("fps") else "-",
+               "yes" if all(x.get("identical") == 1 for x in (pi, co) if x) else "NO",
+               "-" if h0 is None else ("yes" if j.get("result_hash") == h0 else "NO"),
+               f'{max(x.get("max_rel_err", 0) for x in (fu, pi, co) if x):.1e}')
+        print(" ".join(str(x).rjust(n) for x, n in zip(row, w)) + ("" if dd else "  (NOT decoded on the device)"))
 # multi-device scaling: a line per run, then a row per device (issue 17: where each device's run
 # went; faid_bench.c multi_main, tests/bench/README.md "Several devices")
 sc = sorted(f for f in os.listdir(log) if f.startswith("scale_") and f.endswith(".json"))
