@@ -52,7 +52,9 @@
 # DEC_VARIANTS (issue 17: build variants of the bslz4 decoder, kernels/codec/bslz4.cl's header,
 # each run beside the default decoder as one frame alone (fused), GPU stage and compute alone on
 # the synthetic frames, checked like every run; names in decdefs below, default "dglob zrun zrun2
-# dglob+zrun dglob+zrun2"; "" skips).
+# dglob+zrun dglob+zrun2"; "" skips), DEC_BENCH_FRAMES (frames of the decoder-only run of each
+# variant, `test_codec bench`: one launch at a time, back to back, and 2 and 4 queues of frames
+# in flight, with the compiled program (NVIDIA: PTX) saved as decv_NAME.ptx; default 200, 0 skips).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -81,6 +83,7 @@ PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
 INT_BATCHES=${INT_BATCHES-$(printf '%s\n' "$BATCH" 8 | awk '!seen[$0]++' | tr '\n' ' ')}
 DEC_VARIANTS=${DEC_VARIANTS-dglob zrun zrun2 dglob+zrun dglob+zrun2}
+DEC_BENCH_FRAMES=${DEC_BENCH_FRAMES:-200}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
 mkdir -p "$LOG" || { echo "gpu-run: cannot create $LOG" >&2; exit 1; }
@@ -233,6 +236,14 @@ EOF
         say "ERROR: decoder variant $dv gives other results than the default decoder, tail of $LOG/decv_$dv.log:"
         tail -n 1 "$LOG/decv_$dv.log" | tee -a "$LOG/gpu-run.log"
         mv "$LOG/decv_$dv.json" "$LOG/decv_$dv.wrong.json"
+        status=1
+    fi
+    # the decoder alone (EIGER 4M sparse-count frame of test_codec, checked byte for byte there)
+    if [ "$DEC_BENCH_FRAMES" -gt 0 ] && [ -x "$BIN/test_codec" ] &&
+        ! FAID_CLCODEC_DEFINES="${decdefs[$dv]}" FAID_BENCH_PTX="$LOG/decv_$dv.ptx" \
+            "$BIN/test_codec" bench "$DEVICE" "$DEC_BENCH_FRAMES" 4 3 >"$LOG/decb_$dv.log" 2>&1; then
+        say "ERROR: decoder variant $dv: test_codec bench failed or WRONG, tail of $LOG/decb_$dv.log:"
+        tail -n 5 "$LOG/decb_$dv.log" | tee -a "$LOG/gpu-run.log"
         status=1
     fi
 done
@@ -673,9 +684,19 @@ if decv:
           "FAID_CLCODEC_DEFINES builds of bslz4.cl; dec alone = fused, one frame, median decode "
           "kernel us; cmp = compute alone, frames on the device, us per frame; stage = pipelined "
           "frames/s; =default: result hash equal to the default decoder's; target: compute alone <= 40 us)")
+    print("  decoder alone (test_codec bench, EIGER 4M uint32 sparse counts; us per frame): dec 1q = "
+          "back-to-back launches on one queue, dec 4q = 4 queues of frames in flight")
     hdr = ("variant", "dec alone", "cmp us", "cmp dec", "stage/s", "floor/s", "%floor", "ident",
-           "=default", "relerr")
-    w = [12, 9, 7, 7, 8, 8, 6, 5, 8, 8]
+           "=default", "relerr", "dec 1q", "dec 4q")
+    w = [12, 9, 7, 7, 8, 8, 6, 5, 8, 8, 7, 7]
+    def decb(v):
+        p = os.path.join(log, f"decb_{v}.log")
+        t = open(p).read() if os.path.exists(p) else ""
+        if "WRONG" in t:
+            return "WRONG", "WRONG"
+        a = re.search(r"back-to-back launches ([0-9.]+) us/frame", t)
+        b = re.search(r"4 queues: ([0-9.]+) us/frame", t)
+        return (a.group(1) if a else "-"), (b.group(1) if b else "-")
     print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
     h0 = j0.get("result_hash") if decv[0] == "default" else None
     for v in decv:
@@ -690,7 +711,7 @@ if decv:
                f'{100 * pi["fps"] / fl:.1f}' if fl and pi.get("fps") else "-",
                "yes" if all(x.get("identical") == 1 for x in (pi, co) if x) else "NO",
                "-" if h0 is None else ("yes" if j.get("result_hash") == h0 else "NO"),
-               f'{max(x.get("max_rel_err", 0) for x in (fu, pi, co) if x):.1e}')
+               f'{max(x.get("max_rel_err", 0) for x in (fu, pi, co) if x):.1e}') + decb(v)
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)) + ("" if dd else "  (NOT decoded on the device)"))
 # multi-device scaling: a line per run, then a row per device (issue 17: where each device's run
 # went; faid_bench.c multi_main, tests/bench/README.md "Several devices")

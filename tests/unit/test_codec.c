@@ -617,9 +617,10 @@ static int bench(int argc, char **argv)
         return 1;
     }
     if (getenv("FAID_BENCH_PTX")) { /* the device's compiled program, e.g. NVIDIA's PTX */
-        char opts[128];
-        snprintf(opts, sizeof opts, "-D ELEM_SIZE=%zu -D BLOCK_CAP=8192 -D WG=%zu", e,
-                 faid_clcodec_wg(cc));
+        char opts[384];
+        const char *extra = getenv("FAID_CLCODEC_DEFINES"); /* the variant's, as the decoder's */
+        snprintf(opts, sizeof opts, "-D ELEM_SIZE=%zu -D BLOCK_CAP=8192 -D WG=%zu %s", e,
+                 faid_clcodec_wg(cc), extra ? extra : "");
         const char *names[] = {"codec/bslz4.cl"};
         cl_program prog;
         if (faid_cl_build(ctx, names, 1, opts, &prog, &d) == 0) {
@@ -689,8 +690,10 @@ static int bench(int argc, char **argv)
            best, sum / frames, 1e6 / (sum / frames), (double)nbytes / (sum / frames) / 1e3,
            wall_async, 1e6 / wall_async, wall_sync);
     /* Frames in flight on several in-order queues (one decoder and output per queue, as the
-     * engine would have per in-flight frame): kernels of different frames overlap. */
+     * engine would have per in-flight frame): kernels of different frames overlap. At least one
+     * frame per queue, so that every output checked below was written. */
     for (int nq = 2; nq <= 4 && ok; nq *= 2) {
+        const int qframes = frames < nq ? nq : frames;
         cl_command_queue qs[4];
         cl_mem dsts[4], errs[4];
         faid_clcodec *ccs[4];
@@ -703,7 +706,7 @@ static int bench(int argc, char **argv)
         }
         for (int pass = 0; pass < 2; pass++) {
             t0 = faid_now_ns();
-            for (int f = 0; f < frames; f++) {
+            for (int f = 0; f < qframes; f++) {
                 int q = f % nq;
                 faid_clcodec_io io = {.chunk = bc, .table = bt, .dst = dsts[q], .err = errs[q]};
                 faid_clcodec_enqueue_io(ccs[q], qs[q], FAID_ENC_BSLZ4, &io, &t, 0, NULL, NULL, &d);
@@ -714,7 +717,7 @@ static int bench(int argc, char **argv)
             for (int q = 0; q < nq; q++)
                 clFinish(qs[q]);
         }
-        double us = (double)(faid_now_ns() - t0) / 1e3 / frames;
+        double us = (double)(faid_now_ns() - t0) / 1e3 / qframes;
         int good = 1;
         for (int q = 0; q < nq; q++) {
             clEnqueueReadBuffer(qs[q], errs[q], CL_TRUE, 0, 4, &flag, 0, NULL, NULL);
