@@ -36,6 +36,7 @@ typedef struct clcodec_variant {
     cl_kernel bslz4;
     cl_kernel lz4h5;
     int scratch; /* the bslz4 kernel takes the DEC_GLOBAL scratch (argument 14) */
+    int bpg;     /* blocks per work-group of the bslz4 kernel (BPG, 1 or 2) */
 } clcodec_variant;
 
 /* DEC_GLOBAL: the scratch of the launches on one queue. */
@@ -119,6 +120,8 @@ static int variant_build(faid_clcodec *c, uint32_t cap, clcodec_variant *v, faid
         return rc;
     }
     v->scratch = nargs == FAID_CLCODEC_NARGS + 1;
+    /* BPG (bslz4.cl) changes the launch's group count: taken from the options given */
+    v->bpg = extra && strstr(extra, "BPG=2") ? 2 : 1;
     size_t kwg = 0;
     err = clGetKernelWorkGroupInfo(v->bslz4, c->ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE,
                                    sizeof kwg, &kwg, NULL);
@@ -384,7 +387,8 @@ int faid_clcodec_enqueue_io(faid_clcodec *c, cl_command_queue queue, faid_encodi
         FAID_CL_TRY(d, clSetKernelArg(k, FAID_CLCODEC_NARGS, sizeof(cl_mem), &scr));
     }
     size_t local = c->wg;
-    size_t global = ((size_t)t->nblocks + 1) * c->wg;
+    size_t bpg = enc == FAID_ENC_BSLZ4 ? (size_t)v->bpg : 1;
+    size_t global = (((size_t)t->nblocks + bpg - 1) / bpg + 1) * c->wg;
     FAID_CL_TRY(d, clEnqueueNDRangeKernel(queue ? queue : c->ctx->queue, k, 1, NULL, &global,
                                           &local, nwait, nwait ? wait : NULL, done));
     return FAID_OK;

@@ -7,7 +7,8 @@
  *
  * Launch: global size (nblocks + 1) x WG, local size WG. Group k < nblocks decodes block k; group
  * nblocks copies the raw tail (0 bytes is fine), so the tail is written whether or not there is a
- * partial block.
+ * partial block. (bslz4_decode with BPG 2: ceil(nblocks / 2) + 1 groups, group k < ceil(nblocks /
+ * 2) decoding blocks 2k and 2k + 1, the next one the tail.)
  *
  * Build constants (-D):
  *   ELEM_SIZE   element size in bytes, 1, 2, 4 or 8 (bslz4_decode only)
@@ -48,6 +49,19 @@
  *               of a 2048-element block (the empty high planes repeat the row before), 5-7 KiB
  *               long: 67 % of the synthetic frame's bytes, 82 % of the low-count one's, against
  *               5 % (offset 1) and 6-9 % (offset 2) for level 1 (tests/bench/bslz4_stats.py).
+ *   BPG         blocks per work-group of bslz4_decode, 1 (default) or 2: the two halves of the
+ *               group (WG / 2 items each, a half-warp with WG 32) decode blocks 2k and 2k + 1.
+ *               Every item parses both token streams (the same bytes for the whole group, so
+ *               control flow stays uniform and the barriers legal), each half copies its own
+ *               block's literals and matches (loops run to the larger count of the two halves),
+ *               then the group unshuffles one block after the other. Why: with DEC_GLOBAL a
+ *               one-warp group is limited by the SM's 32 resident groups, so two blocks per
+ *               group is the next doubling of the blocks in flight (64 per SM), and a warp has
+ *               two independent dependency chains to interleave. Not with CMP_LOCAL; with ZRUN 2
+ *               a half's qualifying match is written as fill_period does (HW in place of WG);
+ *               ZRUN 1's offsets 1-4 are not special-cased here. Without DEC_GLOBAL a group
+ *               holds two blocks in local memory (16 KiB). The host (faid_clcodec.c) launches
+ *               ceil(nblocks / 2) + 1 groups when the options it was given contain "BPG=2".
  *
  * Local memory per group: BLOCK_CAP (the decoded block, 8 KiB by default; none with DEC_GLOBAL),
  * + CMP_CAP with CMP_LOCAL. Every variant gives the same bytes and flags the same blocks
@@ -134,6 +148,18 @@
 #ifndef ZRUN
 #define ZRUN 0
 #endif
+
+/* BPG 2: two blocks per work-group, see the header. */
+#ifndef BPG
+#define BPG 1
+#endif
+#if BPG != 1 && BPG != 2
+#error "BPG must be 1 or 2"
+#endif
+#if BPG == 2 && CMP_LOCAL
+#error "BPG 2 parses the compressed blocks from global memory (CMP_LOCAL 0)"
+#endif
+#define HW (WG / BPG)
 
 /* The 8 elements of one column group as one vector of ELEM_SIZE ulongs. */
 #if ELEM_SIZE == 1
@@ -398,6 +424,187 @@ inline int lz4_block(CMP_SPACE const uchar *cmp, uint ip0, uint csize, DEC_SPACE
     return ok;
 }
 
+#if BPG == 2
+/* One LZ4 stream's state in a two-block group. st: 0 running, 1 ended valid, -1 invalid, 2 no
+ * block (an odd block count's last group). */
+typedef struct lz_state {
+    uint ip, iend, op, oend, synced;
+    int st;
+} lz_state;
+
+/* One sequence of lz4_block for stream z, with the same checks: its literal run (*lit bytes from
+ * cmp[*lip] to dec[*lop]) and its match (*mlen bytes ending at z->op, *moff back; *mlen 0 when
+ * none); z->st becomes 1 at the valid end, -1 on an error; nothing when z->st != 0. */
+inline void lz_step(__global const uchar *cmp, lz_state *z, uint *lit, uint *lip, uint *lop,
+                    uint *moff, uint *mlen)
+{
+    *lit = 0;
+    *lip = 0;
+    *lop = 0;
+    *moff = 1;
+    *mlen = 0;
+    if (z->st)
+        return;
+    uint ip = z->ip, op = z->op;
+    const uint iend = z->iend, oend = z->oend;
+    const uint token = cmp[ip++];
+    uint l = token >> 4;
+    if ((l == 15 && !lz4_extend(cmp, &ip, iend, &l)) || l > iend - ip || l > oend - op) {
+        z->st = -1;
+        return;
+    }
+    const int last = (oend - op < l + 12) | (iend - ip < l + 8);
+    if (last && l != iend - ip) {
+        z->st = -1;
+        return;
+    }
+    *lit = l;
+    *lip = ip;
+    *lop = op;
+    ip += l;
+    op += l;
+    if (last) {
+        z->st = op == oend ? 1 : -1;
+        z->op = op;
+        return;
+    }
+    const uint off = (uint)cmp[ip] | ((uint)cmp[ip + 1] << 8);
+    ip += 2;
+    uint m = token & 15;
+    if (off - 1 >= op || (m == 15 && !lz4_extend(cmp, &ip, iend, &m))) {
+        z->st = -1;
+        return;
+    }
+    m += 4;
+    if (oend - op < 5 || m > oend - op - 5 || ip >= iend) {
+        z->st = -1;
+        return;
+    }
+    *moff = off;
+    *mlen = m;
+    z->ip = ip;
+    z->op = op + m;
+}
+
+/* This half's literal run: n bytes s -> d by its HW items (j = the item's index in the half),
+ * four per item per round; nmax (the larger run of the two halves) makes the loop uniform. */
+inline void copy_lit2(__global const uchar *s, DEC_SPACE uchar *d, uint n, uint nmax, uint j)
+{
+    for (uint b = 0; b < nmax; b += 4 * HW) {
+        const uint i = b + j;
+        uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+        if (i < n)
+            v0 = s[i];
+        if (i + HW < n)
+            v1 = s[i + HW];
+        if (i + 2 * HW < n)
+            v2 = s[i + 2 * HW];
+        if (i + 3 * HW < n)
+            v3 = s[i + 3 * HW];
+        if (i < n)
+            d[i] = v0;
+        if (i + HW < n)
+            d[i + HW] = v1;
+        if (i + 2 * HW < n)
+            d[i + 2 * HW] = v2;
+        if (i + 3 * HW < n)
+            d[i + 3 * HW] = v3;
+    }
+}
+
+/* This half's match: n bytes at d, byte i from d - off + (i mod off) (a repeating pattern when
+ * the match overlaps its own output), as lz4_block's long copy; nmax as in copy_lit2. */
+inline void copy_match2(DEC_SPACE uchar *d, uint off, uint n, uint nmax, uint j)
+{
+    DEC_SPACE const uchar *src = d - off;
+    uint step = HW, period = 0xFFFFFFFFu, r = j;
+    if (off < n) {
+        step = HW % off;
+        period = off;
+        r %= off;
+    }
+    for (uint b = 0; b < nmax; b += 4 * HW) {
+        const uint i = b + j;
+        uint r1 = r + step;
+        r1 -= r1 >= period ? period : 0;
+        uint r2 = r1 + step;
+        r2 -= r2 >= period ? period : 0;
+        uint r3 = r2 + step;
+        r3 -= r3 >= period ? period : 0;
+        uchar v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+        if (i < n)
+            v0 = src[r];
+        if (i + HW < n)
+            v1 = src[r1];
+        if (i + 2 * HW < n)
+            v2 = src[r2];
+        if (i + 3 * HW < n)
+            v3 = src[r3];
+        if (i < n)
+            d[i] = v0;
+        if (i + HW < n)
+            d[i + HW] = v1;
+        if (i + 2 * HW < n)
+            d[i + 2 * HW] = v2;
+        if (i + 3 * HW < n)
+            d[i + 3 * HW] = v3;
+        r = r3 + step;
+        r -= r >= period ? period : 0;
+    }
+}
+
+/* The matches of both halves (at op0 / op1 of their blocks, mo* back, ml* bytes; dmine = this
+ * half's block). With ZRUN 2 a half whose match qualifies for fill_period (at least 16 x HW
+ * bytes, a power-of-two offset dividing 16 x HW) writes it the same way: 16 pattern bytes
+ * gathered once per item, then vector stores (the block bases are 16-byte aligned); the other
+ * half meanwhile copies. Every loop runs to the larger count of the two halves. */
+inline void match2(DEC_SPACE uchar *dmine, uint op0, uint mo0, uint ml0, uint op1, uint mo1,
+                   uint ml1, uint me, uint j)
+{
+    const uint op = me ? op1 : op0, off = me ? mo1 : mo0, n = me ? ml1 : ml0;
+#if ZRUN >= 2
+    const int f0 = ml0 >= 16 * HW && (mo0 & (mo0 - 1)) == 0 && (16 * HW) % mo0 == 0;
+    const int f1 = ml1 >= 16 * HW && (mo1 & (mo1 - 1)) == 0 && (16 * HW) % mo1 == 0;
+    const int fm = me ? f1 : f0;
+    const uint h0 = (16 - (op0 & 15)) & 15, h1 = (16 - (op1 & 15)) & 15;
+    const uint nv0 = f0 ? (ml0 - h0) / 16 : 0, nv1 = f1 ? (ml1 - h1) / 16 : 0;
+    const uint head = me ? h1 : h0, nv = me ? nv1 : nv0, m = off - 1;
+    DEC_SPACE uchar *d = dmine + op;
+    DEC_SPACE const uchar *src = d - off;
+    for (uint b = 0; b < 16; b += HW) {
+        const uint i = b + j;
+        if (fm && i < head)
+            d[i] = src[i & m];
+    }
+    uchar16 x = (uchar16)(0);
+    if (fm) {
+        const uint c = head + 16 * j;
+        x = (uchar16)(src[c & m], src[(c + 1) & m], src[(c + 2) & m], src[(c + 3) & m],
+                      src[(c + 4) & m], src[(c + 5) & m], src[(c + 6) & m], src[(c + 7) & m],
+                      src[(c + 8) & m], src[(c + 9) & m], src[(c + 10) & m], src[(c + 11) & m],
+                      src[(c + 12) & m], src[(c + 13) & m], src[(c + 14) & m],
+                      src[(c + 15) & m]);
+    }
+    DEC_SPACE uint4 *v = (DEC_SPACE uint4 *)(d + head);
+    const uint nvmax = max(nv0, nv1);
+    for (uint b = 0; b < nvmax; b += HW) {
+        const uint i = b + j;
+        if (i < nv)
+            v[i] = as_uint4(x);
+    }
+    const uint t0 = head + 16 * nv;
+    for (uint b = 0; b < 16; b += HW) {
+        const uint i = b + j;
+        if (fm && i < n - t0)
+            d[t0 + i] = src[(t0 + i) & m];
+    }
+    copy_match2(d, off, fm ? 0 : n, max(f0 ? 0 : ml0, f1 ? 0 : ml1), j);
+#else
+    copy_match2(dmine + op, off, n, max(ml0, ml1), j);
+#endif
+}
+#endif
+
 /* Interleaves ELEM_SIZE byte planes (w[j]: byte i = byte j of element i of a group of 8) into the
  * 8 elements in memory order. */
 inline OUTV zip_planes(const ulong *w)
@@ -535,24 +742,93 @@ bslz4_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
     table += table_off;
     dst += dst_off;
     err += err_idx;
-#if !DEC_GLOBAL
+#if !DEC_GLOBAL && BPG == 2
+    __local ulong decl2[2][BLOCK_CAP / 8] DECL_ALIGN;
+#elif !DEC_GLOBAL
     __local ulong decl[BLOCK_CAP / 8] DECL_ALIGN;
 #endif
 #if CMP_LOCAL
     __local ulong cmpl[CMP_CAP / 8];
 #endif
     const uint gid = get_group_id(0);
-    if (gid >= nblocks) {
-        if (gid == nblocks)
+    const uint ngroups = (nblocks + BPG - 1) / BPG; /* groups that decode blocks */
+    if (gid >= ngroups) {
+        if (gid == ngroups)
             copy_tail(chunk, chunk_len, tail_off, tail_bytes, dst,
                       nblocks ? (ulong)(nblocks - 1) * block_bytes + last_bytes : 0);
         return;
     }
+#if BPG == 2
+    /* Blocks 2 gid (items [0, HW)) and 2 gid + 1 (items [HW, WG)): every item parses both token
+     * streams (the same bytes for the whole group: uniform control flow, legal barriers), each
+     * half copies its own block's literals and matches, loops run to the larger of the two
+     * halves' counts, then the whole group unshuffles one block after the other. */
+    const uint lid = get_local_id(0), me = lid / HW, j = lid % HW;
+    lz_state z0, z1;
+    uint off0, cs0, db0, off1 = 0, cs1 = 0, db1 = 0;
+    int ok0 = block_entry(table, nblocks, 2 * gid, chunk_len, block_bytes, last_bytes, &off0, &cs0,
+                          &db0) &&
+              db0 % (8 * ELEM_SIZE) == 0 && block_bytes % (8 * ELEM_SIZE) == 0;
+    const int has1 = 2 * gid + 1 < nblocks;
+    int ok1 = has1 &&
+              block_entry(table, nblocks, 2 * gid + 1, chunk_len, block_bytes, last_bytes, &off1,
+                          &cs1, &db1) &&
+              db1 % (8 * ELEM_SIZE) == 0 && block_bytes % (8 * ELEM_SIZE) == 0;
+#if DEC_GLOBAL
+    ok0 = ok0 && db0 <= block_bytes;
+    ok1 = ok1 && db1 <= block_bytes;
+#endif
+    z0.ip = z0.op = z0.synced = 0;
+    z0.iend = cs0;
+    z0.oend = db0;
+    z0.st = ok0 ? 0 : -1;
+    z1.ip = z1.op = z1.synced = 0;
+    z1.iend = cs1;
+    z1.oend = db1;
+    z1.st = ok1 ? 0 : has1 ? -1 : 2;
+    __global const uchar *cmp0 = chunk + (ok0 ? off0 : 0), *cmp1 = chunk + (ok1 ? off1 : 0);
+#if DEC_GLOBAL
+    __global uchar *dec0 = scratch + (ulong)(2 * gid) * SCRATCH_STRIDE(block_bytes);
+    __global uchar *dec1 = dec0 + SCRATCH_STRIDE(block_bytes);
+#else
+    __local uchar *dec0 = (__local uchar *)decl2[0], *dec1 = (__local uchar *)decl2[1];
+#endif
+    __global const uchar *cmine = me ? cmp1 : cmp0;
+    DEC_SPACE uchar *dmine = me ? dec1 : dec0;
+    while (z0.st == 0 || z1.st == 0) {
+        uint l0, lip0, lop0, mo0, ml0, l1, lip1, lop1, mo1, ml1;
+        lz_step(cmp0, &z0, &l0, &lip0, &lop0, &mo0, &ml0);
+        lz_step(cmp1, &z1, &l1, &lip1, &lop1, &mo1, &ml1);
+        copy_lit2(cmine + (me ? lip1 : lip0), dmine + (me ? lop1 : lop0), me ? l1 : l0,
+                  max(l0, l1), j);
+        const uint op0 = z0.op - ml0, op1 = z1.op - ml1;
+        if ((ml0 && op0 - mo0 + min(ml0, mo0) > z0.synced) ||
+            (ml1 && op1 - mo1 + min(ml1, mo1) > z1.synced)) {
+            barrier(DEC_FENCE);
+            z0.synced = op0;
+            z1.synced = op1;
+        }
+        match2(dmine, op0, mo0, ml0, op1, mo1, ml1, me, j);
+    }
+    barrier(DEC_FENCE);
+    if (z0.st != 1)
+        ERR_SET(err, 2 * gid);
+    else
+        unshuffle(dec0, db0 / ELEM_SIZE, (__global OUTV *)(dst + (ulong)(2 * gid) * block_bytes));
+    if (z1.st == -1)
+        ERR_SET(err, 2 * gid + 1);
+    else if (z1.st == 1)
+        unshuffle(dec1, db1 / ELEM_SIZE,
+                  (__global OUTV *)(dst + (ulong)(2 * gid + 1) * block_bytes));
+#else
     uint off, csize, dbytes;
     if (!block_entry(table, nblocks, gid, chunk_len, block_bytes, last_bytes, &off, &csize,
                      &dbytes) ||
-        dbytes % (8 * ELEM_SIZE) != 0 || block_bytes % (8 * ELEM_SIZE) != 0 ||
-        (DEC_GLOBAL && dbytes > block_bytes)) {
+        dbytes % (8 * ELEM_SIZE) != 0 || block_bytes % (8 * ELEM_SIZE) != 0
+#if DEC_GLOBAL
+        || dbytes > block_bytes
+#endif
+    ) {
         ERR_SET(err, gid);
         return;
     }
@@ -573,6 +849,7 @@ bslz4_decode(__global const uchar *chunk, uint chunk_off, uint chunk_len, __glob
         return;
     }
     unshuffle(dec, dbytes / ELEM_SIZE, (__global OUTV *)(dst + (ulong)gid * block_bytes));
+#endif
 }
 
 /* HDF5-LZ4 framing: no shuffle, any block size up to BLOCK_CAP, and a block whose compressed

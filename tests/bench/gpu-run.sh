@@ -52,7 +52,8 @@
 # DEC_VARIANTS (issue 17: build variants of the bslz4 decoder, kernels/codec/bslz4.cl's header,
 # each run beside the default decoder as one frame alone (fused), GPU stage and compute alone on
 # the synthetic frames, checked like every run; names in decdefs below, default "dglob zrun zrun2
-# dglob+zrun dglob+zrun2"; "" skips), DEC_BENCH_FRAMES (frames of the decoder-only run of each
+# dglob+zrun2 bpg2 bpg2+zrun2 bpg2l+zrun2", each of them decoded byte for byte by unit.codec too;
+# "" skips), DEC_BENCH_FRAMES (frames of the decoder-only run of each
 # variant, `test_codec bench`: one launch at a time, back to back, and 2 and 4 queues of frames
 # in flight, with the compiled program (NVIDIA: PTX) saved as decv_NAME.ptx; default 200, 0 skips).
 set -u
@@ -82,7 +83,7 @@ PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
 INT_BATCHES=${INT_BATCHES-$(printf '%s\n' "$BATCH" 8 | awk '!seen[$0]++' | tr '\n' ' ')}
-DEC_VARIANTS=${DEC_VARIANTS-dglob zrun zrun2 dglob+zrun dglob+zrun2}
+DEC_VARIANTS=${DEC_VARIANTS-dglob zrun zrun2 dglob+zrun2 bpg2 bpg2+zrun2 bpg2l+zrun2}
 DEC_BENCH_FRAMES=${DEC_BENCH_FRAMES:-200}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
@@ -198,9 +199,11 @@ declare -A decdefs=(
     [dglob]="-D DEC_GLOBAL=1"
     [zrun]="-D ZRUN=1"
     [zrun2]="-D ZRUN=2"
-    [dglob+zrun]="-D DEC_GLOBAL=1 -D ZRUN=1"
     [dglob+zrun2]="-D DEC_GLOBAL=1 -D ZRUN=2"
     [cmpl+zrun2]="-D CMP_LOCAL=1 -D ZRUN=2"
+    [bpg2]="-D BPG=2 -D DEC_GLOBAL=1"
+    [bpg2+zrun2]="-D BPG=2 -D DEC_GLOBAL=1 -D ZRUN=2"
+    [bpg2l+zrun2]="-D BPG=2 -D ZRUN=2"
 )
 decrun=""
 [ -n "$DEC_VARIANTS" ] && decrun="default $DEC_VARIANTS"

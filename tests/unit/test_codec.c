@@ -510,7 +510,8 @@ static void gpu_variant(faid_cl_ctx *ctx, const char *defines)
 
 /* The OpenCL decoder against the CPU decoder, on whatever device "auto" selects (PoCL here), in
  * its default build and in each tuning variant of bslz4.cl's header (issue 17: ZRUN 1 and 2,
- * DEC_GLOBAL, both, and ZRUN with CMP_LOCAL), which must give the same bytes. */
+ * DEC_GLOBAL, BPG 2 and their combinations, the ones tests/bench/gpu-run.sh runs), which must
+ * give the same bytes. */
 static void test_gpu(void)
 {
     faid_cl_device_info dev;
@@ -528,9 +529,11 @@ static void test_gpu(void)
                               "-D ZRUN=1",
                               "-D ZRUN=2",
                               "-D DEC_GLOBAL=1",
-                              "-D DEC_GLOBAL=1 -D ZRUN=1",
                               "-D DEC_GLOBAL=1 -D ZRUN=2",
-                              "-D CMP_LOCAL=1 -D ZRUN=2"};
+                              "-D CMP_LOCAL=1 -D ZRUN=2",
+                              "-D BPG=2 -D DEC_GLOBAL=1",
+                              "-D BPG=2 -D ZRUN=2",
+                              "-D BPG=2 -D DEC_GLOBAL=1 -D ZRUN=2"};
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
         gpu_variant(ctx, variants[i]);
     faid_cl_ctx_destroy(&ctx);
