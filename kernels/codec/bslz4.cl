@@ -63,8 +63,8 @@
  *               holds two blocks in local memory (16 KiB). The host (faid_clcodec.c) launches
  *               ceil(nblocks / 2) + 1 groups when the options it was given contain "BPG=2".
  *
- * Local memory per group: BLOCK_CAP (the decoded block, 8 KiB by default; none with DEC_GLOBAL),
- * + CMP_CAP with CMP_LOCAL. Every variant gives the same bytes and flags the same blocks
+ * Local memory per group: BLOCK_CAP (the decoded block, 8 KiB by default; none with DEC_GLOBAL;
+ * twice that with BPG 2), + CMP_CAP with CMP_LOCAL. Every variant gives the same bytes and flags the same blocks
  * (unit.codec decodes its chunks with each and compares them with the CPU decoder). The unshuffled output goes from registers to global memory, 8 x ELEM_SIZE
  * contiguous bytes (one vector store) per column group of 8 elements.
  *
@@ -72,7 +72,8 @@
  * must stay inside the block's own output, the decoded length must equal the expected one, and the
  * table entries are re-checked against the chunk length and the local capacities, so no input can
  * make a group read or write out of bounds. A failing group stores (block index + 1) into *err if
- * it is still 0, and writes nothing to dst; the host must zero *err before the launch. The LZ4
+ * it is still 0, and writes nothing to dst (lz4h5_decode with DEC_GLOBAL: nothing outside its
+ * own block's part of dst); the host must zero *err before the launch. The LZ4
  * end-of-block rules that liblz4 enforces (the last 5 bytes are literals, a literal run reaching
  * the last 12 output bytes or the last 8 input bytes ends the block) are enforced too, so that the
  * GPU and the CPU decoder agree on everything an LZ4 encoder can produce.
