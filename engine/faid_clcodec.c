@@ -5,7 +5,15 @@
  * capacity (BLOCK_CAP): 8192 bytes is built at creation and serves the default bitshuffle block;
  * a chunk with a larger header block size builds the next power of two on first use, if the
  * device's local memory holds it. The chosen program never depends on the data beyond that, so
- * the hot path allocates nothing. */
+ * the hot path allocates nothing.
+ *
+ * The DEC_GLOBAL build of bslz4.cl (FAID_CLCODEC_DEFINES="-D DEC_GLOBAL=1", a tuning variant,
+ * issue 17) decodes each block into device memory instead of local memory: its bslz4 kernel
+ * takes one more argument, a scratch of nblocks x 16-byte-rounded block size. Launches on one
+ * in-order queue run one after the other, so the decoder keeps one scratch per queue it is
+ * given (at most FAID_CLCODEC_QUEUES, a reference held on each), grown to the largest chunk
+ * seen: the engine's slots have a queue each, so the scratch in use is one decoded frame per
+ * slot. The build is recognised by the kernel's argument count. */
 #include "faid_clcodec.h"
 
 #include "faid_log.h"
@@ -16,13 +24,27 @@
 
 #define FAID_CLCODEC_VARIANTS 4
 #define FAID_CLCODEC_BASE_CAP 8192u
+/* Queues a DEC_GLOBAL decoder keeps a scratch for: the engine's slots (FAID_ENGINE_DEPTH_MAX,
+ * 32) and the context's queue fit. */
+#define FAID_CLCODEC_QUEUES 64
+/* bslz4.cl's argument count without and with the DEC_GLOBAL scratch. */
+#define FAID_CLCODEC_NARGS 14
 
 typedef struct clcodec_variant {
     uint32_t cap;
     cl_program prog;
     cl_kernel bslz4;
     cl_kernel lz4h5;
+    int scratch; /* the bslz4 kernel takes the DEC_GLOBAL scratch (argument 14) */
+    int bpg;     /* blocks per work-group of the bslz4 kernel (BPG, 1 or 2) */
 } clcodec_variant;
+
+/* DEC_GLOBAL: the scratch of the launches on one queue. */
+typedef struct clcodec_scratch {
+    cl_command_queue q; /* retained */
+    cl_mem buf;
+    size_t cap;
+} clcodec_scratch;
 
 struct faid_clcodec {
     faid_cl_ctx *ctx;
@@ -38,7 +60,18 @@ struct faid_clcodec {
     faid_block_table h_t;
     uint32_t *h_packed;
     size_t h_packed_cap;
+    /* DEC_GLOBAL builds only */
+    clcodec_scratch scr[FAID_CLCODEC_QUEUES];
+    int nscr;
 };
+
+/* DEC_GLOBAL: bytes of scratch a bslz4 chunk needs (bslz4.cl's SCRATCH_STRIDE). Blocks are at
+ * least 8 bytes, so this is less than 3 x (decoded bytes + one block): bounded by the decoder's
+ * max_decoded_bytes, which faid_clcodec_supports enforces first. */
+static uint64_t scratch_bytes(const faid_block_table *t)
+{
+    return (uint64_t)t->nblocks * (((uint64_t)t->block_bytes + 15) & ~(uint64_t)15);
+}
 
 /* Local memory of one work-group for a given capacity, at most (with the CMP_LOCAL
  * buffer of bslz4.cl; the default build uses only the first term). */
@@ -79,6 +112,16 @@ static int variant_build(faid_clcodec *c, uint32_t cap, clcodec_variant *v, faid
         variant_release(v);
         return rc;
     }
+    cl_uint nargs = 0;
+    err = clGetKernelInfo(v->bslz4, CL_KERNEL_NUM_ARGS, sizeof nargs, &nargs, NULL);
+    if (err != CL_SUCCESS) {
+        rc = faid_cl_fail(d, err, "clGetKernelInfo", __FILE__, __LINE__);
+        variant_release(v);
+        return rc;
+    }
+    v->scratch = nargs == FAID_CLCODEC_NARGS + 1;
+    /* BPG (bslz4.cl) changes the launch's group count: taken from the options given */
+    v->bpg = extra && strstr(extra, "BPG=2") ? 2 : 1;
     size_t kwg = 0;
     err = clGetKernelWorkGroupInfo(v->bslz4, c->ctx->info.device, CL_KERNEL_WORK_GROUP_SIZE,
                                    sizeof kwg, &kwg, NULL);
@@ -91,8 +134,9 @@ static int variant_build(faid_clcodec *c, uint32_t cap, clcodec_variant *v, faid
         return rc;
     }
     v->cap = cap;
-    FAID_DEBUG("clcodec", "built bslz4 decoder on %s: %s, %zu bytes of local memory per group",
-               c->ctx->info.name, opts, local_bytes(cap));
+    FAID_DEBUG("clcodec", "built bslz4 decoder on %s: %s, %zu bytes of local memory per group%s",
+               c->ctx->info.name, opts, local_bytes(cap),
+               v->scratch ? " (DEC_GLOBAL: blocks decoded in device memory)" : "");
     return FAID_OK;
 }
 
@@ -173,6 +217,11 @@ void faid_clcodec_destroy(faid_clcodec **pc)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             clReleaseMemObject(bufs[i]);
+    for (int i = 0; i < c->nscr; i++) {
+        if (c->scr[i].buf)
+            clReleaseMemObject(c->scr[i].buf);
+        clReleaseCommandQueue(c->scr[i].q);
+    }
     faid_block_table_free(&c->h_t);
     free(c->h_packed);
     free(c);
@@ -206,6 +255,12 @@ int faid_clcodec_supports(const faid_clcodec *c, faid_encoding enc, const faid_b
             (unsigned long long)t->total_bytes, c->max_decoded);
     if (t->tail_offset + t->tail_bytes > UINT32_MAX || t->total_bytes > ((uint64_t)1 << 40))
         return faid_fail(d, FAID_EUNSUP, "chunk too large for the device decoder");
+    if (enc == FAID_ENC_BSLZ4 && c->var[0].scratch &&
+        scratch_bytes(t) > 3 * ((uint64_t)t->total_bytes + c->max_cap))
+        return faid_fail(d, FAID_EUNSUP,
+                         "bslz4 chunk of %u blocks of %u bytes needs more scratch than the device "
+                         "decoder allows",
+                         t->nblocks, t->block_bytes);
     return FAID_OK;
 }
 
@@ -241,6 +296,41 @@ static int variant_for(faid_clcodec *c, uint32_t block_bytes, clcodec_variant **
     FAID_INFO("clcodec", "built a device decoder for %u-byte blocks on %s", need,
               c->ctx->info.name);
     *out = &c->var[c->nvar++];
+    return FAID_OK;
+}
+
+/* DEC_GLOBAL: the scratch of queue q, at least size bytes (grown when smaller: a buffer still
+ * used by a launch in flight lives until that launch ends). */
+static int scratch_for(faid_clcodec *c, cl_command_queue q, size_t size, cl_mem *out, faid_diag *d)
+{
+    clcodec_scratch *s = NULL;
+    for (int i = 0; i < c->nscr && !s; i++)
+        if (c->scr[i].q == q)
+            s = &c->scr[i];
+    if (!s) {
+        if (c->nscr == FAID_CLCODEC_QUEUES)
+            return faid_fail(d, FAID_EUNSUP,
+                             "bslz4 decoder (DEC_GLOBAL): more than %d queues use one decoder",
+                             FAID_CLCODEC_QUEUES);
+        cl_command_queue_properties props = 0;
+        FAID_CL_TRY(d, clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL));
+        if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+            return faid_fail(d, FAID_EUNSUP,
+                             "bslz4 decoder (DEC_GLOBAL): its scratch needs an in-order queue");
+        FAID_CL_TRY(d, clRetainCommandQueue(q));
+        s = &c->scr[c->nscr++];
+        s->q = q;
+    }
+    if (!s->buf || s->cap < size) {
+        if (s->buf)
+            clReleaseMemObject(s->buf);
+        s->cap = 0;
+        s->buf = faid_cl_buffer(c->ctx, CL_MEM_READ_WRITE, size < 64 ? 64 : size, NULL, d);
+        if (!s->buf)
+            return d ? d->code : FAID_ECL;
+        s->cap = size < 64 ? 64 : size;
+    }
+    *out = s->buf;
     return FAID_OK;
 }
 
@@ -289,8 +379,16 @@ int faid_clcodec_enqueue_io(faid_clcodec *c, cl_command_queue queue, faid_encodi
     FAID_CL_TRY(d, clSetKernelArg(k, 11, sizeof dst_off, &dst_off));
     FAID_CL_TRY(d, clSetKernelArg(k, 12, sizeof(cl_mem), &io->err));
     FAID_CL_TRY(d, clSetKernelArg(k, 13, sizeof err_idx, &err_idx));
+    if (enc == FAID_ENC_BSLZ4 && v->scratch) {
+        cl_mem scr = NULL;
+        rc = scratch_for(c, queue ? queue : c->ctx->queue, (size_t)scratch_bytes(t), &scr, d);
+        if (rc)
+            return rc;
+        FAID_CL_TRY(d, clSetKernelArg(k, FAID_CLCODEC_NARGS, sizeof(cl_mem), &scr));
+    }
     size_t local = c->wg;
-    size_t global = ((size_t)t->nblocks + 1) * c->wg;
+    size_t bpg = enc == FAID_ENC_BSLZ4 ? (size_t)v->bpg : 1;
+    size_t global = (((size_t)t->nblocks + bpg - 1) / bpg + 1) * c->wg;
     FAID_CL_TRY(d, clEnqueueNDRangeKernel(queue ? queue : c->ctx->queue, k, 1, NULL, &global,
                                           &local, nwait, nwait ? wait : NULL, done));
     return FAID_OK;

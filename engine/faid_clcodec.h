@@ -40,7 +40,11 @@ typedef struct faid_clcodec faid_clcodec;
  * chunks with larger header block sizes get a second program on first use, when the device's
  * local memory allows it. Environment FAID_CLCODEC_WG overrides the work-group size (default
  * 32, one warp per block on NVIDIA, the fastest measured; clamped to the device) and
- * FAID_CLCODEC_DEFINES adds build options for tuning experiments (e.g. "-D CMP_LOCAL=1").
+ * FAID_CLCODEC_DEFINES adds build options for tuning experiments (e.g. "-D CMP_LOCAL=1"; the
+ * variants are described in bslz4.cl's header). With "-D DEC_GLOBAL=1" the bslz4 blocks are
+ * decoded in device memory: the decoder then owns one scratch buffer per queue it launches on
+ * (one decoded chunk, nblocks x the block size rounded up to 16 bytes; the queue must be
+ * in-order), released by faid_clcodec_destroy.
  * Returns NULL with d filled on failure. */
 faid_clcodec *faid_clcodec_new(faid_cl_ctx *ctx, size_t elem_size, size_t max_decoded_bytes,
                                faid_diag *d);

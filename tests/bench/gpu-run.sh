@@ -48,9 +48,16 @@
 # INT_VARIANTS (issue 17: variants of the batched integration kernel, FAID_ENGINE_INTEGRATE
 # values, each run as GPU stage and compute alone on the synthetic frames beside "base", the
 # default kernel; default "base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8";
-# "" skips), INT_BATCHES (frames per slot of those runs, default "$BATCH 8"), DECODE_SETS (issue 17:
-# decoder builds run alone by faid-bench --decode, names in dsets, default "default"; "" skips),
-# DECODE_QUEUES (its queues, default 8).
+# "" skips), INT_BATCHES (frames per slot of those runs, default "$BATCH 8"),
+# DEC_VARIANTS (issue 17: build variants of the bslz4 decoder, kernels/codec/bslz4.cl's header,
+# each run beside the default decoder as one frame alone (fused), GPU stage and compute alone on
+# the synthetic frames, checked like every run; names in decdefs below, default "dglob zrun zrun2
+# dglob+zrun2 bpg2 bpg2+zrun2 bpg2l+zrun2", each of them decoded byte for byte by unit.codec too;
+# "" skips), DEC_BENCH_FRAMES (frames of the decoder-only run of each
+# variant, `test_codec bench`: one launch at a time, back to back, and 2 and 4 queues of frames
+# in flight, with the compiled program (NVIDIA: PTX) saved as decv_NAME.ptx; default 200, 0 skips;
+# and `faid-bench --decode` on the benchmark's own synthetic frames, one frame alone and on
+# DECODE_QUEUES queues, default 8).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -78,7 +85,8 @@ PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
 INT_BATCHES=${INT_BATCHES-$(printf '%s\n' "$BATCH" 8 | awk '!seen[$0]++' | tr '\n' ' ')}
-DECODE_SETS=${DECODE_SETS-default}
+DEC_VARIANTS=${DEC_VARIANTS-dglob zrun zrun2 dglob+zrun2 bpg2 bpg2+zrun2 bpg2l+zrun2}
+DEC_BENCH_FRAMES=${DEC_BENCH_FRAMES:-200}
 DECODE_QUEUES=${DECODE_QUEUES:-8}
 SWEEP=${SWEEP-batch1 batch2 batch8 depth2 depth8 wg128 wg512 wg1024 dwg64 dwg128 parsers0}
 LOG=${OUT:-$root/tests/out/gpu-run}
@@ -183,22 +191,76 @@ for iv in $INT_VARIANTS; do
     done
 done
 
-# 4a''. issue 17: the device decoder alone (faid-bench --decode: one frame at a time, and frames
-# on DECODE_QUEUES in-order queues with nothing else on the device), each decoder build of
-# DECODE_SETS (names in dsets: FAID_CLCODEC_DEFINES values); every run compares its decoded
-# frames byte for byte with the encoded ones
-declare -A dsets=([default]="")
-for ds in $DECODE_SETS; do
-    if [ -z "${dsets[$ds]+x}" ]; then
-        say "WARNING: unknown decoder set '$ds' skipped (known: ${!dsets[*]})"
+# 4a''. issue 17: the bslz4 decoder's build variants (FAID_CLCODEC_DEFINES, bslz4.cl's header),
+# each beside the default decoder ("default", run first when any variant is asked for): decode
+# alone (fused, one frame at a time), GPU stage and compute alone (16 frames in flight) on the
+# synthetic frames; every run checks frame 0 against the C reference and every pipelined result
+# bit for bit against the synchronous ones, and the table compares each run's result hash with
+# the default decoder's (a variant that decodes other bytes integrates other profiles)
+declare -A decdefs=(
+    [default]=""
+    [dglob]="-D DEC_GLOBAL=1"
+    [zrun]="-D ZRUN=1"
+    [zrun2]="-D ZRUN=2"
+    [dglob+zrun2]="-D DEC_GLOBAL=1 -D ZRUN=2"
+    [cmpl+zrun2]="-D CMP_LOCAL=1 -D ZRUN=2"
+    [bpg2]="-D BPG=2 -D DEC_GLOBAL=1"
+    [bpg2+zrun2]="-D BPG=2 -D DEC_GLOBAL=1 -D ZRUN=2"
+    [bpg2l+zrun2]="-D BPG=2 -D ZRUN=2"
+)
+decrun=""
+[ -n "$DEC_VARIANTS" ] && decrun="default $DEC_VARIANTS"
+for dv in $decrun; do
+    if [ -z "${decdefs[$dv]+x}" ]; then
+        say "WARNING: unknown decoder variant '$dv' skipped (known: ${!decdefs[*]})"
         continue
     fi
-    say "decoder $ds: FAID_CLCODEC_DEFINES='${dsets[$ds]}' $bench --decode --depth $DECODE_QUEUES"
-    if ! FAID_CLCODEC_DEFINES="${dsets[$ds]}" "$bench" --decode --device "$DEVICE" \
-        --frames "$FRAMES" --depth "$DECODE_QUEUES" --json "$LOG/decode_$ds.json" \
-        >"$LOG/decode_$ds.log" 2>&1; then
-        say "ERROR: decoder $ds failed or differs, tail of $LOG/decode_$ds.log:"
-        tail -n 6 "$LOG/decode_$ds.log" | tee -a "$LOG/gpu-run.log"
+    say "decoder variant $dv: FAID_CLCODEC_DEFINES='${decdefs[$dv]}' $bench --split full --variants fused,pipelined,compute --kind synthetic"
+    if ! FAID_CLCODEC_DEFINES="${decdefs[$dv]}" "$bench" --device "$DEVICE" --frames "$FRAMES" \
+        --depth "$DEPTH" --batch "$BATCH" --split full --variants fused,pipelined,compute \
+        --kind synthetic --json "$LOG/decv_$dv.json" >"$LOG/decv_$dv.log" 2>&1; then
+        say "ERROR: decoder variant $dv failed or differs, tail of $LOG/decv_$dv.log:"
+        tail -n 10 "$LOG/decv_$dv.log" | tee -a "$LOG/gpu-run.log"
+        rm -f "$LOG/decv_$dv.json"
+        status=1
+    elif ! python3 - "$LOG" "$dv" >>"$LOG/decv_$dv.log" 2>&1 <<'EOF'
+# faid-bench reports frame 0's error against the C reference but does not fail on it, and a
+# decoder that is wrong the same way every time passes its identity check: a variant must hash
+# to the default decoder's results and stay within the reference tolerance
+import json, os, sys
+log, dv = sys.argv[1], sys.argv[2]
+j = json.load(open(os.path.join(log, f"decv_{dv}.json")))
+err = max(v.get("max_rel_err", 0) for v in j["variants"])
+p = os.path.join(log, "decv_default.json")
+h0 = json.load(open(p)).get("result_hash") if os.path.exists(p) else None
+bad = err > 1e-5 or (dv != "default" and h0 is not None and j.get("result_hash") != h0)
+if bad:
+    print(f"gpu-run: max rel err {err:.2e}, result hash {j.get('result_hash')}, the default's {h0}")
+sys.exit(1 if bad else 0)
+EOF
+    then
+        say "ERROR: decoder variant $dv gives other results than the default decoder, tail of $LOG/decv_$dv.log:"
+        tail -n 1 "$LOG/decv_$dv.log" | tee -a "$LOG/gpu-run.log"
+        mv "$LOG/decv_$dv.json" "$LOG/decv_$dv.wrong.json"
+        status=1
+    fi
+    # the decoder alone (EIGER 4M sparse-count frame of test_codec, checked byte for byte there)
+    if [ "$DEC_BENCH_FRAMES" -gt 0 ] && [ -x "$BIN/test_codec" ] &&
+        ! FAID_CLCODEC_DEFINES="${decdefs[$dv]}" FAID_BENCH_PTX="$LOG/decv_$dv.ptx" \
+            "$BIN/test_codec" bench "$DEVICE" "$DEC_BENCH_FRAMES" 4 3 >"$LOG/decb_$dv.log" 2>&1; then
+        say "ERROR: decoder variant $dv: test_codec bench failed or WRONG, tail of $LOG/decb_$dv.log:"
+        tail -n 5 "$LOG/decb_$dv.log" | tee -a "$LOG/gpu-run.log"
+        status=1
+    fi
+    # the decoder alone on the benchmark's own frames (faid-bench --decode: the synthetic frames
+    # of the compute-alone rows, one frame alone and DECODE_QUEUES queues of frames in flight,
+    # every queue's last frame compared byte for byte)
+    if ! FAID_CLCODEC_DEFINES="${decdefs[$dv]}" "$bench" --decode --device "$DEVICE" \
+        --frames "$FRAMES" --depth "$DECODE_QUEUES" --json "$LOG/decode_$dv.json" \
+        >"$LOG/decode_$dv.log" 2>&1; then
+        say "ERROR: decoder variant $dv: faid-bench --decode failed or differs, tail of $LOG/decode_$dv.log:"
+        tail -n 6 "$LOG/decode_$dv.log" | tee -a "$LOG/gpu-run.log"
+        rm -f "$LOG/decode_$dv.json"
         status=1
     fi
 done
@@ -488,7 +550,7 @@ if [ "${DAEMON_BENCH:-1}" != 0 ]; then
 fi
 
 # 6. compact table, last (the tuning sweep, the pyFAI comparison and daemon-bench come before it)
-PEAK_SETS="$PEAK_SETS" PEAK_BASES="$PEAK_BASES" PEAK_DEPTH="$PEAK_DEPTH" BATCH="$BATCH" INTV="$INT_VARIANTS" INTB="$INT_BATCHES" \
+PEAK_SETS="$PEAK_SETS" PEAK_BASES="$PEAK_BASES" PEAK_DEPTH="$PEAK_DEPTH" BATCH="$BATCH" INTV="$INT_VARIANTS" INTB="$INT_BATCHES" DECV="$decrun" \
     python3 - "$LOG" "$SWEEP" $CONFIGS <<'EOF' | tee "$LOG/summary.txt"
 import json, os, re, sys
 log, sweep, configs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
@@ -584,7 +646,7 @@ if kinds:
                f'{j.get("device_bytes", 0) / 1e6:.0f}', "yes" if ok else "NO",
                f'{max(v.get("max_rel_err", 0) for v in (pi, co) if v):.1e}' if (pi or co) else "-")
         print(" ".join(str(x).rjust(n) for x, n in zip(row, w)))
-# issue 17: the decoder alone (step 4a'')
+# issue 17: the decoder alone on the benchmark's frames (step 4a'', faid-bench --decode)
 dv = sorted(f for f in os.listdir(log) if f.startswith("decode_") and f.endswith(".json"))
 if dv:
     print("\nissue 17, the device decoder alone (faid-bench --decode; alone = one frame's device "
@@ -648,6 +710,48 @@ if iv:
               f'[{name}, batch {b}]; target <= 40 us (stretch 25)')
         print(f'versus pyFAI + silx at its fastest (poisson): ' +
               (f'{pi["fps"] / pyf:.1f}x ({pyf:.0f} frames/s)' if pyf else "not run") + "; target >= 20x")
+# issue 17, the decoder's build variants (step 4a''), the default decoder first
+decv = [v for v in os.environ.get("DECV", "").split()]
+for v in decv:
+    if not os.path.exists(os.path.join(log, f"decv_{v}.json")):
+        print(f"issue 17, decoder: variant {v} FAILED or differs, no figures (see decv_{v}.log)")
+decv = [v for v in decv if os.path.exists(os.path.join(log, f"decv_{v}.json"))]
+if decv:
+    j0 = json.load(open(os.path.join(log, f"decv_{decv[0]}.json")))
+    print(f'\nissue 17, decoder variants ({j0["rows"]} x {j0["cols"]} {j0["dtype"]} synthetic bslz4, '
+          f'{j0["chunk_bytes_mean"] / 1e6:.2f} MB, split {j0["split"]}, {j0["npt"]} bins; '
+          "FAID_CLCODEC_DEFINES builds of bslz4.cl; dec alone = fused, one frame, median decode "
+          "kernel us; cmp = compute alone, frames on the device, us per frame; stage = pipelined "
+          "frames/s; =default: result hash equal to the default decoder's; target: compute alone <= 40 us)")
+    print("  decoder alone (test_codec bench, EIGER 4M uint32 sparse counts; us per frame): dec 1q = "
+          "back-to-back launches on one queue, dec 4q = 4 queues of frames in flight")
+    hdr = ("variant", "dec alone", "cmp us", "cmp dec", "stage/s", "floor/s", "%floor", "ident",
+           "=default", "relerr", "dec 1q", "dec 4q")
+    w = [12, 9, 7, 7, 8, 8, 6, 5, 8, 8, 7, 7]
+    def decb(v):
+        p = os.path.join(log, f"decb_{v}.log")
+        t = open(p).read() if os.path.exists(p) else ""
+        if "WRONG" in t:
+            return "WRONG", "WRONG"
+        a = re.search(r"back-to-back launches ([0-9.]+) us/frame", t)
+        b = re.search(r"4 queues: ([0-9.]+) us/frame", t)
+        return (a.group(1) if a else "-"), (b.group(1) if b else "-")
+    print(" ".join(h.rjust(n) for h, n in zip(hdr, w)))
+    h0 = j0.get("result_hash") if decv[0] == "default" else None
+    for v in decv:
+        j = json.load(open(os.path.join(log, f"decv_{v}.json")))
+        vs = {x["name"]: x for x in j["variants"]}
+        fu, pi, co = vs.get("fused", {}), vs.get("pipelined", {}), vs.get("compute", {})
+        fl = j.get("floor_fps", 0)
+        dd = all(x.get("device_decode") == 1 for x in (fu, pi, co) if x)
+        row = (v, fmt(fu, "decode_us", "{:.1f}"),
+               f'{1e6 / co["fps"]:.1f}' if co.get("fps") else "-",
+               fmt(co, "decode_us", "{:.1f}"), fmt(pi, "fps"), f"{fl:.0f}",
+               f'{100 * pi["fps"] / fl:.1f}' if fl and pi.get("fps") else "-",
+               "yes" if all(x.get("identical") == 1 for x in (pi, co) if x) else "NO",
+               "-" if h0 is None else ("yes" if j.get("result_hash") == h0 else "NO"),
+               f'{max(x.get("max_rel_err", 0) for x in (fu, pi, co) if x):.1e}') + decb(v)
+        print(" ".join(str(x).rjust(n) for x, n in zip(row, w)) + ("" if dd else "  (NOT decoded on the device)"))
 # multi-device scaling: a line per run, then a row per device (issue 17: where each device's run
 # went; faid_bench.c multi_main, tests/bench/README.md "Several devices")
 sc = sorted(f for f in os.listdir(log) if f.startswith("scale_") and f.endswith(".json"))

@@ -371,51 +371,106 @@ static void test_corruption(void)
     free(c);
 }
 
-/* The OpenCL decoder against the CPU decoder, on whatever device "auto" selects (PoCL here). */
-static void test_gpu(void)
+/* Frames whose bit planes repeat with a period of q bytes (q = 1..4): element i takes the value
+ * pat[(i / 8) % q], so every row of the shuffled block is a run of a q-byte pattern and the LZ4
+ * encoder writes long overlapping matches of offset q (bslz4.cl's ZRUN path), with a few noisy
+ * elements so that literals and ordinary matches come in between. */
+static void fill_periodic(uint8_t *buf, size_t n, size_t e, uint32_t q)
 {
-    faid_cl_device_info dev;
-    faid_diag d;
-    if (faid_cl_select(getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "auto", &dev,
-                       &d) != 0) {
-        printf("test_codec: no OpenCL device (%s), GPU decoder not tested\n", d.msg);
-        return;
+    uint64_t pat[4];
+    for (uint32_t k = 0; k < 4; k++)
+        pat[k] = rng() % 1000;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = pat[(i / 8) % q];
+        if (rng() % 512 == 0)
+            v = rng();
+        for (size_t j = 0; j < e; j++)
+            buf[i * e + j] = (uint8_t)(v >> (8 * (j % 8)));
     }
-    faid_cl_ctx *ctx = faid_cl_ctx_new(&dev, 0, &d);
-    CHECK_MSG(ctx != NULL, "%s", d.msg);
-    if (!ctx)
-        return;
-    const size_t esz[] = {1, 2, 4, 8};
+}
+
+/* HDF5-LZ4 chunks (no shuffle; blocks of 1000 bytes start at every 8-byte alignment, raw blocks
+ * from random data) through the device decoder cc (built for at least 4 x 12345 bytes), against
+ * the CPU encoder's input. */
+static void gpu_lz4(faid_clcodec *cc, const char *defines, const size_t *counts, size_t ncounts,
+                    uint8_t *data, uint8_t *back)
+{
+    faid_diag d;
+    const size_t lz_blocks[] = {1000, 4096, 8192};
+    int failures = 0;
+    for (size_t ci = 0; ci < ncounts; ci++)
+        for (size_t bi = 0; bi < sizeof lz_blocks / sizeof lz_blocks[0]; bi++)
+            for (uint32_t q = 0; q <= 4; q++) {
+                size_t nb = counts[ci] * 4;
+                if (q)
+                    fill_periodic(data, counts[ci], 4, q);
+                else
+                    fill(data, counts[ci], 4, (int)((ci + bi) % 3));
+                size_t cap = faid_lz4h5_bound(nb, lz_blocks[bi]);
+                uint8_t *c = malloc(cap);
+                size_t len = 0;
+                int rc = faid_lz4h5_encode(data, nb, lz_blocks[bi], c, cap, &len, &d);
+                memset(back, 0xA5, nb + 16);
+                if (!rc)
+                    rc = faid_clcodec_decode_host(cc, FAID_ENC_LZ4, c, len, back, nb, &d);
+                if (rc || memcmp(back, data, nb) || back[nb] != 0xA5) {
+                    failures++;
+                    fprintf(stderr, "GPU lz4 [%s] n=%zu bs=%zu q=%u: %s\n", defines, nb,
+                            lz_blocks[bi], q, rc ? d.msg : "data differ");
+                }
+                free(c);
+            }
+    CHECK_MSG(failures == 0, "lz4 [%s]", defines);
+}
+
+/* The OpenCL decoder built with the extra options `defines` (FAID_CLCODEC_DEFINES, after those of
+ * the environment) against the CPU decoder: every chunk decoded byte for byte the same and
+ * nothing written past the output, the corrupt chunks flagged. */
+static void gpu_variant(faid_cl_ctx *ctx, const char *defines, int all_sizes)
+{
+    const char *env = getenv("FAID_CLCODEC_DEFINES");
+    char *saved = env ? strdup(env) : NULL;
+    char opts[256];
+    snprintf(opts, sizeof opts, "%s %s", saved ? saved : "", defines);
+    setenv("FAID_CLCODEC_DEFINES", opts, 1);
+    faid_diag d;
+    /* the variants with the element sizes of detector data (one program build each) */
+    const size_t esz[] = {2, 4, 1, 8};
+    const size_t nesz = all_sizes ? 4 : 2;
     const size_t counts[] = {1, 7, 8, 9, 100, 2047, 2048, 2049, 4103, 8192, 12345};
     const size_t blocks[] = {0, 8, 256, 1000, 2048};
     size_t maxn = 12345;
     uint8_t *data = malloc(maxn * 8);
     uint8_t *back = malloc(maxn * 8 + 16);
-    for (size_t ei = 0; ei < sizeof esz / sizeof esz[0]; ei++) {
+    for (size_t ei = 0; ei < nesz; ei++) {
         size_t e = esz[ei];
         faid_clcodec *cc = faid_clcodec_new(ctx, e, maxn * e, &d);
-        CHECK_MSG(cc != NULL, "clcodec e=%zu: %s", e, d.msg);
+        CHECK_MSG(cc != NULL, "clcodec e=%zu [%s]: %s", e, defines, d.msg);
         if (!cc)
             continue;
         int failures = 0;
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
-            for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
-                size_t n = counts[ci], bs = blocks[bi];
-                if (bs * e > 8192)
-                    continue;
-                fill(data, n, e, (int)((ci + bi) % 3));
-                uint8_t *c;
-                size_t len = encode(data, n * e, e, bs, &c);
-                memset(back, 0xA5, n * e + 16);
-                int rc = faid_clcodec_decode_host(cc, FAID_ENC_BSLZ4, c, len, back, n * e, &d);
-                if (rc || memcmp(back, data, n * e) || back[n * e] != 0xA5) {
-                    failures++;
-                    fprintf(stderr, "GPU bslz4 e=%zu n=%zu bs=%zu: %s\n", e, n, bs,
-                            rc ? d.msg : "data differ");
+            for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
+                for (uint32_t q = 0; q <= 4; q++) {
+                    size_t n = counts[ci], bs = blocks[bi];
+                    if (bs * e > 8192 || (q && n < 2000))
+                        continue;
+                    if (q)
+                        fill_periodic(data, n, e, q);
+                    else
+                        fill(data, n, e, (int)((ci + bi) % 3));
+                    uint8_t *c;
+                    size_t len = encode(data, n * e, e, bs, &c);
+                    memset(back, 0xA5, n * e + 16);
+                    int rc = faid_clcodec_decode_host(cc, FAID_ENC_BSLZ4, c, len, back, n * e, &d);
+                    if (rc || memcmp(back, data, n * e) || back[n * e] != 0xA5) {
+                        failures++;
+                        fprintf(stderr, "GPU bslz4 [%s] e=%zu n=%zu bs=%zu q=%u: %s\n", defines, e,
+                                n, bs, q, rc ? d.msg : "data differ");
+                    }
+                    free(c);
                 }
-                free(c);
-            }
-        CHECK_MSG(failures == 0, "e=%zu", e);
+        CHECK_MSG(failures == 0, "e=%zu [%s]", e, defines);
 
         /* Corrupt chunks: the table parser or the kernel's error flag must catch what the CPU
          * decoder catches for a wrong block length, and nothing may crash. */
@@ -437,8 +492,8 @@ static void test_gpu(void)
                 agree = 0;
             free(ref);
         }
-        CHECK(gpu_err > 0);
-        CHECK(agree);
+        CHECK_MSG(gpu_err > 0, "[%s]", defines);
+        CHECK_MSG(agree, "[%s]", defines);
         memcpy(m, c, len);
         uint32_t c0 =
             ((uint32_t)m[12] << 24) | ((uint32_t)m[13] << 16) | ((uint32_t)m[14] << 8) | m[15];
@@ -446,11 +501,49 @@ static void test_gpu(void)
         CHECK(faid_clcodec_decode_host(cc, FAID_ENC_BSLZ4, m, len, back, n * e, &d) != 0);
         free(m);
         free(c);
+        if (e == 4) /* the same program's lz4h5_decode */
+            gpu_lz4(cc, defines, counts, sizeof counts / sizeof counts[0], data, back);
         faid_clcodec_destroy(&cc);
         CHECK(cc == NULL);
     }
+
     free(data);
     free(back);
+    if (saved)
+        setenv("FAID_CLCODEC_DEFINES", saved, 1);
+    else
+        unsetenv("FAID_CLCODEC_DEFINES");
+    free(saved);
+}
+
+/* The OpenCL decoder against the CPU decoder, on whatever device "auto" selects (PoCL here), in
+ * its default build and in each tuning variant of bslz4.cl's header (issue 17: ZRUN 1 and 2,
+ * DEC_GLOBAL, BPG 2 and their combinations, the ones tests/bench/gpu-run.sh runs), which must
+ * give the same bytes. */
+static void test_gpu(void)
+{
+    faid_cl_device_info dev;
+    faid_diag d;
+    if (faid_cl_select(getenv("FAID_TEST_DEVICE") ? getenv("FAID_TEST_DEVICE") : "auto", &dev,
+                       &d) != 0) {
+        printf("test_codec: no OpenCL device (%s), GPU decoder not tested\n", d.msg);
+        return;
+    }
+    faid_cl_ctx *ctx = faid_cl_ctx_new(&dev, 0, &d);
+    CHECK_MSG(ctx != NULL, "%s", d.msg);
+    if (!ctx)
+        return;
+    const char *variants[] = {"",
+                              "-D ZRUN=1",
+                              "-D ZRUN=2",
+                              "-D DEC_GLOBAL=1",
+                              "-D DEC_GLOBAL=1 -D ZRUN=2",
+                              "-D CMP_LOCAL=1 -D ZRUN=2",
+                              "-D BPG=2 -D DEC_GLOBAL=1",
+                              "-D BPG=2 -D ZRUN=2",
+                              "-D BPG=2 -D DEC_GLOBAL=1 -D ZRUN=2"};
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
+        gpu_variant(ctx, variants[i], i == 0);
     faid_cl_ctx_destroy(&ctx);
 }
 
@@ -535,9 +628,10 @@ static int bench(int argc, char **argv)
         return 1;
     }
     if (getenv("FAID_BENCH_PTX")) { /* the device's compiled program, e.g. NVIDIA's PTX */
-        char opts[128];
-        snprintf(opts, sizeof opts, "-D ELEM_SIZE=%zu -D BLOCK_CAP=8192 -D WG=%zu", e,
-                 faid_clcodec_wg(cc));
+        char opts[384];
+        const char *extra = getenv("FAID_CLCODEC_DEFINES"); /* the variant's, as the decoder's */
+        snprintf(opts, sizeof opts, "-D ELEM_SIZE=%zu -D BLOCK_CAP=8192 -D WG=%zu %s", e,
+                 faid_clcodec_wg(cc), extra ? extra : "");
         const char *names[] = {"codec/bslz4.cl"};
         cl_program prog;
         if (faid_cl_build(ctx, names, 1, opts, &prog, &d) == 0) {
@@ -607,8 +701,10 @@ static int bench(int argc, char **argv)
            best, sum / frames, 1e6 / (sum / frames), (double)nbytes / (sum / frames) / 1e3,
            wall_async, 1e6 / wall_async, wall_sync);
     /* Frames in flight on several in-order queues (one decoder and output per queue, as the
-     * engine would have per in-flight frame): kernels of different frames overlap. */
+     * engine would have per in-flight frame): kernels of different frames overlap. At least one
+     * frame per queue, so that every output checked below was written. */
     for (int nq = 2; nq <= 4 && ok; nq *= 2) {
+        const int qframes = frames < nq ? nq : frames;
         cl_command_queue qs[4];
         cl_mem dsts[4], errs[4];
         faid_clcodec *ccs[4];
@@ -621,7 +717,7 @@ static int bench(int argc, char **argv)
         }
         for (int pass = 0; pass < 2; pass++) {
             t0 = faid_now_ns();
-            for (int f = 0; f < frames; f++) {
+            for (int f = 0; f < qframes; f++) {
                 int q = f % nq;
                 faid_clcodec_io io = {.chunk = bc, .table = bt, .dst = dsts[q], .err = errs[q]};
                 faid_clcodec_enqueue_io(ccs[q], qs[q], FAID_ENC_BSLZ4, &io, &t, 0, NULL, NULL, &d);
@@ -632,7 +728,7 @@ static int bench(int argc, char **argv)
             for (int q = 0; q < nq; q++)
                 clFinish(qs[q]);
         }
-        double us = (double)(faid_now_ns() - t0) / 1e3 / frames;
+        double us = (double)(faid_now_ns() - t0) / 1e3 / qframes;
         int good = 1;
         for (int q = 0; q < nq; q++) {
             clEnqueueReadBuffer(qs[q], errs[q], CL_TRUE, 0, 4, &flag, 0, NULL, NULL);
