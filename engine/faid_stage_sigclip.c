@@ -206,18 +206,31 @@ int faid_stage_peaks_scratch(faid_stage_env *env, faid_stage_res *res, const cha
     return faid_restab_declare(res->rt, name, (bytes + nl - 1) / nl, 64, FAID_RES_DEVICE, d);
 }
 
-void faid_stage_peaks_raw_args(const faid_stage_res *res, faid_dtype dt, faid_launch *l)
+/* Elements between two lanes' frames in the slot's "raw" buffer (frames of dtype dt). */
+static int64_t raw_lane_step(const faid_stage_res *res, faid_dtype dt)
+{
+    return (int64_t)(faid_restab_lane_bytes(res->rt, "raw") / faid_dtype_size(dt));
+}
+
+/* The raw-side arguments from the named buffers: the frame (raw_off advancing by raw_step per
+ * lane), the dark and normp arrays in the same pixel order, and the corrections' scalars. */
+static void raw_args_from(const faid_stage_res *res, faid_launch *l, const char *raw,
+                          const char *dark, const char *normp, int64_t raw_step)
 {
     const faid_corrections *c = &res->setup->corr;
-    faid_pa_buf(l, "raw", "raw");
-    faid_pa_buf(l, "dark", "dark");
-    faid_pa_buf(l, "normp", "normp");
+    faid_pa_buf(l, "raw", raw);
+    faid_pa_buf(l, "dark", dark);
+    faid_pa_buf(l, "normp", normp);
     faid_pa_int(l, "do_dark", c->dark != NULL, 0);
     faid_pa_int(l, "do_dummy", c->do_dummy, 0);
     faid_pa_float(l, "dummy", c->dummy);
     faid_pa_float(l, "delta_dummy", c->delta_dummy);
-    faid_pa_uint(l, "raw_off", 0,
-                 (int64_t)(faid_restab_lane_bytes(res->rt, "raw") / faid_dtype_size(dt)));
+    faid_pa_uint(l, "raw_off", 0, raw_step);
+}
+
+void faid_stage_peaks_raw_args(const faid_stage_res *res, faid_dtype dt, faid_launch *l)
+{
+    raw_args_from(res, l, "raw", "dark", "normp", raw_lane_step(res, dt));
 }
 
 int faid_stage_peaks_fused_opts(const faid_peak_setup *ps, faid_dtype dt, const char *base,
@@ -502,8 +515,7 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
             l->per_lane = 1;
             l->ev = EV_PERM;
             faid_pa_buf(l, "raw", "raw");
-            faid_pa_uint(l, "raw_off", 0,
-                         (int64_t)(faid_restab_lane_bytes(res->rt, "raw") / faid_dtype_size(dt)));
+            faid_pa_uint(l, "raw_off", 0, raw_lane_step(res, dt));
             faid_pa_buf(l, "perm", "bg.perm");
             faid_pa_int(l, "npix", (int32_t)res->npix, 0);
             faid_pa_buf(l, "indices", "bg.indices");
@@ -540,21 +552,10 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
         faid_pa_float(l, "empty", c->empty);
         faid_pa_buf(l, "out", "out");
         faid_pa_int(l, "out_off", off, stride);
-        if (ps->perm) {
-            /* the lane's copy in entry order (made just before, same queue) and the
-             * corrections in that order */
-            const faid_corrections *pc = &res->setup->corr;
-            faid_pa_buf(l, "raw", "pk.rawp");
-            faid_pa_buf(l, "dark", "bg.dark");
-            faid_pa_buf(l, "normp", "bg.normp");
-            faid_pa_int(l, "do_dark", pc->dark != NULL, 0);
-            faid_pa_int(l, "do_dummy", pc->do_dummy, 0);
-            faid_pa_float(l, "dummy", pc->dummy);
-            faid_pa_float(l, "delta_dummy", pc->delta_dummy);
-            faid_pa_uint(l, "raw_off", 0, 0);
-        } else {
+        if (ps->perm) /* the lane's copy in entry order (made just before, same queue) */
+            raw_args_from(res, l, "pk.rawp", "bg.dark", "bg.normp", 0);
+        else
             faid_stage_peaks_raw_args(res, dt, l);
-        }
     }
     return faid_plan_check(p, "sigclip", d);
 }
