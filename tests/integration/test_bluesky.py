@@ -113,7 +113,11 @@ def test_unstage_waits_for_the_series_to_be_reduced(daemons, RE):
 def test_stage_points_the_writer_at_the_scan(daemons, RE, tmp_path):
     scan = tmp_path / "scan"
     scan.mkdir()
-    d = daemons(extra="writer:\n  directory: %s\n" % tmp_path)
+    # The writer thread is held 1.5 s at the series' start: the series is reduced long before
+    # its file is written, and unstage must wait for the file all the same (CI on 2 cores saw
+    # the file still open when unstage returned).
+    d = daemons(extra="writer:\n  directory: %s\n" % tmp_path,
+                env={"FAID_TEST_WRITER_START_DELAY_MS": "1500"})
     try:
         Control(ep(d.ports["ctl"]), timeout=LONG).writer()
     except FaidError as e:

@@ -207,17 +207,24 @@ class FaidDetector(StandardReadable, Triggerable, Flyable, WritesStreamAssets):
                 self._drain(0.1)
                 st = self._ctl.status()
                 c = st["counters"]
-                if (not self._open_series and st["state"] == "idle"
+                # The writer is a consumer of its own: its queue holds the series' last results
+                # and end until its thread has put them in the file and closed it.
+                w = st.get("writer", {})
+                written = w.get("queued_bytes", 0) == 0 and w.get("state", "off") != "writing"
+                if (not self._open_series and st["state"] == "idle" and written
                         and c["received"] == c["processed"] + c["failed"] + c["dropped"]):
                     return
             if time.monotonic() >= deadline:
-                raise TimeoutError("faid: series %s not reduced within %g s (state %s)" % (
-                    sorted(self._open_series), self._unstage_timeout, st["state"]))
+                raise TimeoutError(
+                    "faid: series %s not reduced and written within %g s (state %s, writer %s, "
+                    "%s bytes queued for the writer)" % (
+                        sorted(self._open_series), self._unstage_timeout, st["state"],
+                        w.get("state", "off"), w.get("queued_bytes", 0)))
 
     @AsyncStatus.wrap
     async def unstage(self) -> None:
         """Waits until what faid received is reduced (every series started while staged has
-        ended), then leaves the output."""
+        ended) and its writer has closed the series' files, then leaves the output."""
         try:
             await asyncio.to_thread(self._wait_reduced)
             self._apply(await asyncio.to_thread(self._poll))
