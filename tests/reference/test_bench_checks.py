@@ -320,3 +320,50 @@ def test_cake_lean_read_back(tmp_path):
     assert v["pipelined"]["max_rel_err"] < 1e-5
     bad = bench(tmp_path, "--device", "cpu", "--frames", 2, "--cake-arrays", 5, ok=False)
     assert bad.returncode != 0 and "cake-arrays" in bad.stderr, bad.stderr
+
+
+RECORDED = ("faid_sigma_clip", "faid_pick_flag", "bslz4_decode", "faid_integrate_raw")
+
+
+def test_launch_recorder_replays_to_the_same_bytes(tmp_path):
+    """The launch recorder (tests/bench/clrec/) preloaded into faid-bench records one launch per
+    named kernel; cl_replay.py launches each again from its record and gets the bytes the
+    recorded launch wrote. A record changed (the sigma clip's cutoff) replays to other bytes
+    and exit status 1: the comparison is the replay's proof."""
+    import os
+    import shutil
+    import sys
+
+    rec = tmp_path / "rec"
+    env = {"LD_PRELOAD": str(FAID_BIN.parent / "lib" / "libfaid_clrec.so"),
+           "FAID_CLREC_DIR": str(rec), "FAID_CLREC_KERNELS": ",".join(RECORDED),
+           "FAID_CLREC_SKIP": "1"}
+    if os.environ.get("FAID_SANITIZED"):
+        # the recorder goes before the sanitizer's runtime in the list of libraries
+        env["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+    r = bench(tmp_path, "--device", "cpu", "--frames", 3, "--variants", "fused", "--depth", 1,
+              "--batch", 1, "--peaks", "pyfai", "--no-check", env_extra=env)
+    replay = [sys.executable, str(faidtools.ROOT / "tests" / "bench" / "cl_replay.py")]
+    for k in RECORDED:
+        d = rec / k
+        assert ("faid_clrec: recorded %s (launch 1)" % k) in r.stderr, r.stderr[-2000:]
+        meta = json.loads((d / "meta.json").read_text())
+        assert meta["kernel"] == k and meta["local"] and (d / "program.bin").stat().st_size > 0
+        kinds = {a["kind"] for a in meta["args"]}
+        assert "mem" in kinds and "unset" not in kinds, meta["args"]
+        # the launch wrote something: a replay that wrote nothing would not match
+        assert any((d / f.name.replace(".in", ".out")).read_bytes() != f.read_bytes()
+                   for f in d.glob("arg*.in")), k
+        p = subprocess.run([*replay, str(d)], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "differ" not in p.stdout and "identical" in p.stdout, p.stdout
+
+    bad = tmp_path / "clip-changed"
+    shutil.copytree(rec / "faid_sigma_clip", bad)
+    meta = json.loads((bad / "meta.json").read_text())
+    # faid_sigma_clip(pre4, coefs, indices, indptr, ovf, nbins, cutoff, ...): cutoff 5 -> 1
+    assert meta["args"][6] == {"kind": "scalar", "size": 4, "hex": "0000a040"}, meta["args"][6]
+    meta["args"][6]["hex"] = "0000803f"
+    (bad / "meta.json").write_text(json.dumps(meta))
+    p = subprocess.run([*replay, str(bad)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and "differ from the recorded launch" in p.stdout, p.stdout + p.stderr
