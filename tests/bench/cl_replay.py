@@ -117,6 +117,29 @@ def run_opencl(meta, binary, ins, args):
     return t0, got, launch, dev.name
 
 
+# NVIDIA's OpenCL reads the launch's offsets from environment registers that its runtime sets
+# and a CUDA launch does not (they hold other values there: a replayed sigma clip took 6.8 us
+# and wrote other bytes, one H100, 2026-11-27): get_group_id(0) is %envreg0 + %ctaid.x,
+# get_global_id(0) %envreg3 + %ctaid.x * %ntid.x + %tid.x, get_global_size(0) %envreg6 * %ntid.x
+# (read from the PTX of faid's kernels). A replay has no offsets and one launch for the grid.
+ENVREG = {0: "0", 1: "0", 2: "0", 3: "0", 4: "0", 5: "0",
+          6: "%nctaid.x", 7: "%nctaid.y", 8: "%nctaid.z"}
+
+
+def ptx_for_cuda(ptx):
+    """The PTX text with every read of an environment register replaced by its value in a launch
+    without offsets; ValueError naming a register it does not know."""
+    import re
+
+    def sub(m):
+        k = int(m.group(3))
+        if k not in ENVREG:
+            raise ValueError("%%envreg%d (line: %s)" % (k, m.group(0).strip()))
+        v = ENVREG[k]
+        return "%smov.u32 %s, %s;" % (m.group(1), m.group(2), v)
+    return re.sub(r"(\s*)mov\.b32\s+(%r\d+),\s*%envreg(\d+);", sub, ptx)
+
+
 def run_cuda(meta, binary, ins, args):
     import cupy as cp
     if meta["offset"] and any(meta["offset"]):
@@ -129,12 +152,28 @@ def run_cuda(meta, binary, ins, args):
     if meta["local"] is None:
         print("cl_replay: the recorded launch left the work-group size to the runtime")
         sys.exit(2)
+    try:
+        ptx = ptx_for_cuda(binary.rstrip(b"\0").decode())
+    except ValueError as e:
+        print("cl_replay: the PTX reads a register a CUDA launch does not set: %s" % e)
+        sys.exit(2)
     path = os.path.join(args.record, "program.ptx")
-    if not os.path.exists(path):
-        with open(path, "wb") as f:
-            f.write(binary.rstrip(b"\0"))
-    mod = cp.RawModule(path=path)
-    fn = mod.get_function(meta["kernel"])
+    with open(path, "w") as f:
+        f.write(ptx)
+    try:
+        fn = cp.RawModule(path=path).get_function(meta["kernel"])
+    except cp.cuda.driver.CUDADriverError as e:
+        # the driver says only "invalid image": ptxas, where it is installed, says why
+        import shutil
+        import subprocess
+        why = ""
+        if shutil.which("ptxas"):
+            cc = cp.cuda.Device().compute_capability
+            r = subprocess.run(["ptxas", "-arch=sm_%s" % cc, path, "-o", os.devnull],
+                               capture_output=True, text=True)
+            why = (r.stdout + r.stderr).strip()[-2000:]
+        print("cl_replay: CUDA does not load %s: %s\n%s" % (path, e, why))
+        sys.exit(2)
     bufs, cargs = {}, []
     for i, a in enumerate(meta["args"]):
         if a["kind"] == "mem":

@@ -367,3 +367,19 @@ def test_launch_recorder_replays_to_the_same_bytes(tmp_path):
     (bad / "meta.json").write_text(json.dumps(meta))
     p = subprocess.run([*replay, str(bad)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 1 and "differ from the recorded launch" in p.stdout, p.stdout + p.stderr
+
+
+def test_replay_ptx_without_the_opencl_registers():
+    """cl_replay.py's CUDA backend replaces NVIDIA OpenCL's environment registers (the launch's
+    offsets and grid size, which a CUDA launch does not set) and refuses one it does not know."""
+    import sys
+    sys.path.insert(0, str(faidtools.ROOT / "tests" / "bench"))
+    import cl_replay
+    ptx = ("\tmov.b32 \t%r214, %envreg0;\n\tmov.u32 \t%r215, %ctaid.x;\n"
+           "\tmov.b32 \t%r5, %envreg3;\n\tmov.b32 \t%r278, %envreg6;\n")
+    out = cl_replay.ptx_for_cuda(ptx)
+    assert "envreg" not in out
+    assert "mov.u32 %r214, 0;" in out and "mov.u32 %r5, 0;" in out
+    assert "mov.u32 %r278, %nctaid.x;" in out and "%ctaid.x;" in out
+    with pytest.raises(ValueError, match="envreg12"):
+        cl_replay.ptx_for_cuda("\tmov.b32 \t%r1, %envreg12;\n")
