@@ -91,6 +91,23 @@
  * + peakfinder8 2,645 -> 2,689 frames/s. These three are the defaults since; CANDFILL (267 us
  * alone, but 2,427 pipelined: the pass over every pixel carries the seed's code), GATHER,
  * NOPREP and WINFILL lost and stay off. */
+/* Issue 17, round 7 (FAID_PEAKS_KOPTS=-DPF8_SPREAD=32; 0, off, until a GPU run decides; the same
+ * lists bit for bit: each candidate is evaluated by the same function):
+ *   PF8_SPREAD=W  faid_pf8_fill gives each candidate a run of W work-items of its own (one warp
+ *                 with 32), of which the first evaluates it, when the launch has a run for every
+ *                 candidate; else one candidate per work-item, as before. Why: the fill walks
+ *                 cand[] from work-item 0, so the benchmark's 18 candidates were 18 lanes of
+ *                 one warp on one SM, each lane its own flood fill and background disc, the
+ *                 warp executing every lane's branches one after the other. Nsight Compute on
+ *                 a replay of the launch (one H100, 2026-11-27, tests/bench/cl_replay.py,
+ *                 tests/bench/results/h100-2026-11-27-round7-probe/): 176.7 us, 280,919 cycles
+ *                 elapsed against 2,722 active cycles per SM on average (one SM busy), 152,007
+ *                 warp instructions, 4.97 threads active per warp, 12.7 cycles between a warp's
+ *                 instructions (34 % of them waiting on L1TEX); a warp per candidate makes the
+ *                 fill the longest candidate's chain instead of the divergent sum of all. */
+#ifndef PF8_SPREAD
+#define PF8_SPREAD 0
+#endif
 #ifndef PF8_CLASS
 #define PF8_CLASS 1
 #endif
@@ -629,7 +646,20 @@ kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
         }
     }
 #else
-    for (int c = get_global_id(0); c < n; c += get_global_size(0)) {
+    /* PF8_SPREAD (above): with at most one candidate per PF8_SPREAD work-items, candidate c goes
+     * to the first work-item of run lw of group g, c = lw x groups + g (consecutive candidates on
+     * consecutive groups, so on different SMs); else one per work-item. n is the same for every
+     * work-item, so the choice is the launch's. */
+    int c0 = get_global_id(0), cstep = get_global_size(0);
+#if PF8_SPREAD > 1
+    if (n <= (int)(get_global_size(0) / PF8_SPREAD)) {
+        const int lid = get_local_id(0);
+        c0 = lid % PF8_SPREAD ? n
+                              : (lid / PF8_SPREAD) * (int)get_num_groups(0) + (int)get_group_id(0);
+        cstep = n; /* one candidate at most */
+    }
+#endif
+    for (int c = c0; c < n; c += cstep) {
         const int o = cand[c];
         int pss, pfs, ss, fs;
         pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);

@@ -383,3 +383,22 @@ def test_replay_ptx_without_the_opencl_registers():
     assert "mov.u32 %r278, %nctaid.x;" in out and "%ctaid.x;" in out
     with pytest.raises(ValueError, match="envreg12"):
         cl_replay.ptx_for_cuda("\tmov.b32 \t%r1, %envreg12;\n")
+
+
+def test_pf8_fill_spread_same_bits(tmp_path):
+    """Round 7's PF8_SPREAD (a run of 32 work-items per candidate in peakfinder8's fill, the
+    first evaluating it) gives the defaults' lists bit for bit, both where every candidate gets
+    its run (the default grid) and where the launch falls back to one candidate per work-item
+    (one work-group: 8 runs for more candidates than that)."""
+    hashes, cands = {}, {}
+    sets = {"default": {}, "spread": {"FAID_PEAKS_KOPTS": "-DPF8_SPREAD=32"},
+            "spread1g": {"FAID_PEAKS_KOPTS": "-DPF8_SPREAD=32", "FAID_PF8_FILL_GROUPS": "1"}}
+    for name, env in sets.items():
+        js = tmp_path / f"{name}.json"
+        r = bench(tmp_path, "--device", "cpu", "--frames", 4, "--depth", 2, "--batch", 2,
+                  "--variants", "fused", "--peaks", "peakfinder8", "--json", js, env_extra=env)
+        assert "lists equal" in r.stdout, r.stdout
+        j = json.loads(js.read_text())
+        assert j["peaks_ref_equal"] == 1 and all(n > 0 for n in j["num_peaks"])
+        hashes[name] = j["peaks_hash"]
+    assert hashes["spread"] == hashes["spread1g"] == hashes["default"] != "0" * 16, hashes
