@@ -103,8 +103,11 @@
  *                 tests/bench/results/h100-2026-11-27-round7-probe/): 176.7 us, 280,919 cycles
  *                 elapsed against 2,722 active cycles per SM on average (one SM busy), 152,007
  *                 warp instructions, 4.97 threads active per warp, 12.7 cycles between a warp's
- *                 instructions (34 % of them waiting on L1TEX); a warp per candidate makes the
- *                 fill the longest candidate's chain instead of the divergent sum of all. */
+ *                 instructions (34 % of them waiting on L1TEX). The busy warp issued an
+ *                 instruction about every 2 cycles, its lanes' paths hiding each other's
+ *                 latency, so a candidate alone in its warp (a chain of about 33,000
+ *                 instructions) may not finish sooner: the GPU run decides (r4win, a work-group
+ *                 per candidate, measured 438 us against 137). */
 #ifndef PF8_SPREAD
 #define PF8_SPREAD 0
 #endif
