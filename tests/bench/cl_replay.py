@@ -109,6 +109,10 @@ def run_opencl(meta, binary, ins, args):
         e.wait()
         return (e.profile.end - e.profile.start) * 1e-3
 
+    # the kernel's arguments refer to these buffers: they live as long as the launches do (the
+    # kernel object does not hold them; freed, the next launch reads released memory)
+    launch.keep = (ctx, prg, bufs)
+
     t0 = launch()
     got = {}
     for i in bufs:

@@ -57,7 +57,9 @@
 # variant, `test_codec bench`: one launch at a time, back to back, and 2 and 4 queues of frames
 # in flight, with the compiled program (NVIDIA: PTX) saved as decv_NAME.ptx; default 200, 0 skips;
 # and `faid-bench --decode` on the benchmark's own synthetic frames, one frame alone and on
-# DECODE_QUEUES queues, default 8).
+# DECODE_QUEUES queues, default 8), PROFILE_KERNELS (issue 17, round 7: kernels whose recorded
+# launch tests/bench/profile-kernels.sh replays through CUDA and profiles with Nsight Compute,
+# e.g. "faid_sigma_clip bslz4_decode", or "all" for its own list; default empty: skipped).
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -552,6 +554,20 @@ if [ "${DAEMON_BENCH:-1}" != 0 ]; then
             tail -n 12 "$LOG/daemon-peaks.out" | tee -a "$LOG/gpu-run.log"
         fi
     fi
+fi
+
+# 5c. where each kernel's time goes (issue 17, round 7): tests/bench/profile-kernels.sh records a
+# launch of each kernel named in PROFILE_KERNELS, replays it through CUDA and profiles the replay
+# with Nsight Compute (which does not see OpenCL launches); its table comes before faid-bench's
+if [ -n "${PROFILE_KERNELS:-}" ]; then
+    say "kernel profiles: tests/bench/profile-kernels.sh ($PROFILE_KERNELS; log $LOG/profile/profile.log)"
+    # "all": the script's own list
+    pk=$PROFILE_KERNELS
+    [ "$pk" = all ] && pk=""
+    FAID_BIN="$BIN" DEVICE="$DEVICE" OUT="$LOG/profile" KERNELS="$pk" \
+        bash tests/bench/profile-kernels.sh >"$LOG/profile.out" 2>&1 ||
+        say "WARNING: profile-kernels.sh failed, tail of $LOG/profile.out:"
+    tail -n 20 "$LOG/profile.out" | tee -a "$LOG/gpu-run.log"
 fi
 
 # 6. compact table, last (the tuning sweep, the pyFAI comparison and daemon-bench come before it)

@@ -354,9 +354,12 @@ def test_launch_recorder_replays_to_the_same_bytes(tmp_path):
         # the launch wrote something: a replay that wrote nothing would not match
         assert any((d / f.name.replace(".in", ".out")).read_bytes() != f.read_bytes()
                    for f in d.glob("arg*.in")), k
-        p = subprocess.run([*replay, str(d)], capture_output=True, text=True, timeout=300)
+        # --repeat: launches after the checked one, with the buffers still alive
+        p = subprocess.run([*replay, "--repeat", "1", str(d)], capture_output=True, text=True,
+                           timeout=300)
         assert p.returncode == 0, p.stdout + p.stderr
         assert "differ" not in p.stdout and "identical" in p.stdout, p.stdout
+        assert "median" in p.stdout, p.stdout
 
     bad = tmp_path / "clip-changed"
     shutil.copytree(rec / "faid_sigma_clip", bad)
@@ -402,3 +405,47 @@ def test_pf8_fill_spread_same_bits(tmp_path):
         assert j["peaks_ref_equal"] == 1 and all(n > 0 for n in j["num_peaks"])
         hashes[name] = j["peaks_hash"]
     assert hashes["spread"] == hashes["spread1g"] == hashes["default"] != "0" * 16, hashes
+
+
+def test_profile_kernels_on_pocl(tmp_path):
+    """tests/bench/profile-kernels.sh as gpu-run.sh's PROFILE_KERNELS step runs it, here with
+    the pyopencl replay and no profiler: every named kernel recorded by one of its three runs
+    (the picker, peakfinder8, the pipelined stage) replays to the recorded bytes; a kernel no
+    run launches is named as such."""
+    import os
+    import sys
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    out = tmp_path / "prof"
+    env = faidtools.tool_env()
+    env.update(OUT=str(out), BACKEND="opencl", PYTHON=sys.executable, DEVICE="cpu", NCU="none",
+               REPEAT="1", FAID_BIN=str(FAID_BIN),
+               BENCH_EXTRA="--config %s" % (tmp_path / "c.yaml"),
+               KERNELS="faid_sigma_clip faid_pf8_fill faid_integrate_raw_b faid_nowhere")
+    if os.environ.get("FAID_SANITIZED"):
+        env["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+    r = subprocess.run(["bash", str(faidtools.ROOT / "tests" / "bench" / "profile-kernels.sh")],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = {line.split()[0]: line.split() for line in (out / "summary.txt").read_text().splitlines()
+            if line.startswith(" ") or line.startswith("faid")}
+    for k in ("faid_sigma_clip", "faid_pf8_fill", "faid_integrate_raw_b"):
+        assert k in rows and rows[k][1] == "same", (k, r.stdout)
+        assert any((out / "records").glob("*/%s/meta.json" % k)), k
+    assert "faid_nowhere: no launch recorded" in r.stdout
+
+
+def test_ncu_summary_reads_the_h100_profiles():
+    """ncu_summary.py on round 7's stored H100 outputs: the two kernels whose replay wrote the
+    recorded bytes with their profile's numbers, the others marked (their launches were not
+    faid's: the environment registers, since replaced)."""
+    import sys
+    d = faidtools.ROOT / "tests" / "bench" / "results" / "h100-2026-11-27-round7-probe"
+    r = subprocess.run([sys.executable, str(faidtools.ROOT / "tests" / "bench" / "ncu_summary.py"),
+                        str(d)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    rows = {line.split()[0]: line for line in r.stdout.splitlines()[2:]}
+    fill = rows["faid_pf8_fill"].split()
+    assert fill[1:10] == ["same", "137.7", "176.7", "280919", "2722", "48", "8.2", "12.7",
+                          "152007"], fill
+    assert "L1TEX" in rows["faid_pf8_prep"] and " 81.8 " in rows["faid_pf8_prep"]
+    assert "DIFFER" in rows["faid_sigma_clip"] and "FAILED" in rows["faid_pick_flag"]

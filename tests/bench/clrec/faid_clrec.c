@@ -61,6 +61,7 @@ static rec_kernel kernels[MAX_KERNELS];
 static cl_mem mems[MAX_MEMS];
 static int nmems;
 static int launches[MAX_KERNELS]; /* per position in FAID_CLREC_KERNELS */
+static int write_errors;          /* files of the record being written that failed */
 static int done[MAX_KERNELS];
 
 #define REAL(name) ((name##_fn)real_sym(#name))
@@ -182,6 +183,7 @@ static int write_file(const char *dir, const char *name, const void *p, size_t n
     FILE *f = fopen(path, "wb");
     if (!f || (n && fwrite(p, 1, n, f) != n) || fclose(f)) {
         fprintf(stderr, "faid_clrec: cannot write %s: %s\n", path, strerror(errno));
+        write_errors++;
         return -1;
     }
     return 0;
@@ -251,6 +253,7 @@ static void write_meta(const char *dir, const char *kname, const rec_kernel *rk,
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "faid_clrec: cannot write %s: %s\n", path, strerror(errno));
+        write_errors++;
         return;
     }
     cl_device_id dev = NULL;
@@ -350,9 +353,16 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dim, cons
     clFinish(q);
     char dir[3800];
     snprintf(dir, sizeof dir, "%s/%s", getenv("FAID_CLREC_DIR"), kname);
-    mkdir(getenv("FAID_CLREC_DIR"), 0755);
-    if (mkdir(dir, 0755) && errno != EEXIST)
-        fprintf(stderr, "faid_clrec: cannot create %s: %s\n", dir, strerror(errno));
+    /* the folder and its parents, as mkdir -p */
+    for (char *sl = strchr(dir + 1, '/');; sl = strchr(sl + 1, '/')) {
+        if (sl)
+            *sl = 0;
+        if (mkdir(dir, 0755) && errno != EEXIST)
+            fprintf(stderr, "faid_clrec: cannot create %s: %s\n", dir, strerror(errno));
+        if (!sl)
+            break;
+        *sl = '/';
+    }
     static rec_kernel snap; /* one recorded launch at a time (the recorder's own lock below) */
     static pthread_mutex_t rec_mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&rec_mu);
@@ -372,7 +382,13 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dim, cons
     cl_int rc = real(q, k, dim, off, gws, lws, nev, evs, ev);
     clFinish(q);
     dump_mems(q, &snap, dir, kname, "out");
-    fprintf(stderr, "faid_clrec: recorded %s (launch %d) in %s\n", kname, skip, dir);
+    if (write_errors)
+        fprintf(stderr,
+                "faid_clrec: recording %s (launch %d) in %s failed: %d file(s) not written\n",
+                kname, skip, dir, write_errors);
+    else
+        fprintf(stderr, "faid_clrec: recorded %s (launch %d) in %s\n", kname, skip, dir);
+    write_errors = 0;
     pthread_mutex_unlock(&rec_mu);
     return rc;
 }
