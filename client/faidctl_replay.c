@@ -381,35 +381,6 @@ static int load_npy(const char *const *paths, int npaths, faid_dtype want_dtype,
     return 0;
 }
 
-/* The bad-pixel mask of a configuration: the preset's module gaps and the user's mask file. */
-static int config_mask(const faid_config *cfg, uint8_t *mask, size_t npix, faid_diag *d)
-{
-    const faid_detector_preset *p = cfg->preset[0] ? faid_detector_find(cfg->preset) : NULL;
-    if (p && p->rows == cfg->rows && p->cols == cfg->cols)
-        faid_detector_gap_mask(p, mask);
-    if (!cfg->mask_path[0])
-        return 0;
-    faid_array a;
-    memset(&a, 0, sizeof(a));
-    int rc = faid_npy_read(cfg->mask_path, &a, d);
-    if (rc)
-        return rc;
-    if (a.count != npix) {
-        faid_array_free(&a);
-        return faid_fail(d, FAID_ESHAPE, "%s: mask of %zu pixels for a %dx%d detector",
-                         cfg->mask_path, a.count, cfg->rows, cfg->cols);
-    }
-    double v[1024];
-    for (size_t i = 0; i < npix; i += 1024) {
-        size_t k = npix - i < 1024 ? npix - i : 1024;
-        faid_dtype_to_f64(a.dtype, (const uint8_t *)a.data + i * faid_dtype_size(a.dtype), k, v);
-        for (size_t j = 0; j < k; j++)
-            mask[i + j] |= v[j] != 0;
-    }
-    faid_array_free(&a);
-    return 0;
-}
-
 /* Synthetic frames for the detector of a preset, a configuration file or the default. */
 static int make_synthetic(const char *preset, const char *config, int distinct, uint64_t seed,
                           replay_frames *r, char *input_ep, size_t ep_cap, int *ep_bind,
@@ -434,7 +405,6 @@ static int make_synthetic(const char *preset, const char *config, int distinct, 
         if (rc == 0)
             rc = faid_config_load_string(yaml, strlen(yaml), "--preset", cfg, d);
     }
-    uint8_t *mask = NULL;
     void *raw = NULL;
     faid_synth *syn = NULL;
     if (rc)
@@ -465,18 +435,15 @@ static int make_synthetic(const char *preset, const char *config, int distinct, 
     r->rows = g.rows;
     r->cols = g.cols;
     r->raw_bytes = npix * faid_dtype_size(r->dtype);
-    mask = calloc(npix, 1);
     raw = malloc(r->raw_bytes);
-    if (!mask || !raw) {
+    if (!raw) {
         rc = faid_fail(d, FAID_ENOMEM, "out of memory for a %dx%d frame", g.rows, g.cols);
         goto out;
     }
-    if ((rc = config_mask(cfg, mask, npix, d)))
-        goto out;
     faid_synth_params sp;
     faid_synth_default_params(&sp);
     sp.seed = seed;
-    syn = faid_synth_new(&g, mask, &sp, d);
+    syn = faid_synth_for_config(cfg, &sp, d);
     if (!syn) {
         rc = d && d->code ? d->code : FAID_EINVAL;
         goto out;
@@ -489,7 +456,6 @@ static int make_synthetic(const char *preset, const char *config, int distinct, 
 out:
     faid_synth_destroy(&syn);
     free(raw);
-    free(mask);
     free(cfg);
     return rc;
 }

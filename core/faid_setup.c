@@ -36,33 +36,32 @@ static int read_aux(const char *path, const char *key, int rows, int cols, faid_
     return 0;
 }
 
-static int load_mask(faid_setup *s, faid_diag *d)
+int faid_config_bad_pixels(const faid_config *cfg, int rows, int cols, uint8_t *mask, faid_diag *d)
 {
-    const faid_config *cfg = &s->cfg;
     if (cfg->preset[0]) {
         const faid_detector_preset *p = faid_detector_find(cfg->preset);
-        if (p && p->rows == s->rows && p->cols == s->cols)
-            faid_detector_gap_mask(p, s->mask);
+        if (p && p->rows == rows && p->cols == cols)
+            faid_detector_gap_mask(p, mask);
         else if (p)
             FAID_WARN("setup",
                       "detector.shape %dx%d differs from preset %s (%dx%d): module gaps "
                       "not masked",
-                      s->rows, s->cols, p->name, p->rows, p->cols);
+                      rows, cols, p->name, p->rows, p->cols);
     }
     if (!cfg->mask_path[0])
         return 0;
     faid_array a = {0};
-    int rc = read_aux(cfg->mask_path, "detector.mask", s->rows, s->cols, &a, d);
+    int rc = read_aux(cfg->mask_path, "detector.mask", rows, cols, &a, d);
     if (rc)
         return rc;
     double buf[4096];
-    size_t es = faid_dtype_size(a.dtype);
-    for (size_t i = 0; i < s->npix; i += 4096) {
-        size_t n = s->npix - i < 4096 ? s->npix - i : 4096;
+    const size_t es = faid_dtype_size(a.dtype), npix = (size_t)rows * (size_t)cols;
+    for (size_t i = 0; i < npix; i += 4096) {
+        size_t n = npix - i < 4096 ? npix - i : 4096;
         faid_dtype_to_f64(a.dtype, (const char *)a.data + i * es, n, buf);
         for (size_t k = 0; k < n; k++)
             if (buf[k] != 0.0) /* NaN counts as masked too */
-                s->mask[i + k] = 1;
+                mask[i + k] = 1;
     }
     faid_array_free(&a);
     return 0;
@@ -167,7 +166,7 @@ faid_setup *faid_setup_new_masked(const faid_config *cfg, uint64_t version,
         faid_fail(d, FAID_ENOMEM, "setup: out of memory for %zu pixels", s->npix);
         goto fail;
     }
-    if ((rc = load_mask(s, d)) ||
+    if ((rc = faid_config_bad_pixels(&s->cfg, s->rows, s->cols, s->mask, d)) ||
         (rc = load_f32(cfg->dark_path, "integration.dark", s, &s->dark, d)) ||
         (rc = load_f32(cfg->flat_path, "integration.flat", s, &s->flat, d)))
         goto fail;

@@ -34,4 +34,12 @@ faid_setup *faid_setup_new_masked(const faid_config *cfg, uint64_t version,
                                   const uint8_t *detector_mask, faid_diag *d);
 void faid_setup_destroy(faid_setup **s);
 
+/* The bad pixels of a configuration's detector of rows x cols pixels into mask (rows * cols
+ * bytes; a byte set to 1 is bad, bytes already set stay set): the preset's module gaps where the
+ * preset has that shape (a warning names both shapes where it does not), OR the detector.mask
+ * file (non-zero or NaN = bad; a file of another shape is an error naming the key, the file and
+ * both shapes). The setup's mask and the synthetic frames of faidctl replay and faid-bench
+ * (faid_synth_for_config) come from here. */
+int faid_config_bad_pixels(const faid_config *cfg, int rows, int cols, uint8_t *mask, faid_diag *d);
+
 #endif

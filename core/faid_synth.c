@@ -5,6 +5,8 @@
  * for test data and keeps a 4M-pixel frame at a few tens of milliseconds. */
 #include "faid_synth.h"
 
+#include "faid_setup.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,4 +313,28 @@ int faid_synth_frame(faid_synth *s, uint64_t index, faid_dtype dtype, void *out,
         }
     }
     return 0;
+}
+
+faid_synth *faid_synth_for_config(const faid_config *cfg, const faid_synth_params *p, faid_diag *d)
+{
+    if (cfg->rows <= 0 || cfg->cols <= 0) {
+        faid_fail(d, FAID_ESHAPE, "the configuration gives no detector shape");
+        return NULL;
+    }
+    faid_geometry g = cfg->geometry;
+    g.rows = cfg->rows;
+    g.cols = cfg->cols;
+    const size_t npix = (size_t)g.rows * (size_t)g.cols;
+    uint8_t *mask = calloc(npix, 1);
+    if (!mask) {
+        faid_fail(d, FAID_ENOMEM, "out of memory for the mask of a %dx%d detector", g.rows, g.cols);
+        return NULL;
+    }
+    faid_synth_params dp;
+    faid_synth_default_params(&dp);
+    faid_synth *s = faid_config_bad_pixels(cfg, g.rows, g.cols, mask, d)
+                        ? NULL
+                        : faid_synth_new(&g, mask, p ? p : &dp, d);
+    free(mask);
+    return s;
 }

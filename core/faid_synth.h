@@ -11,6 +11,7 @@
 #ifndef FAID_SYNTH_H
 #define FAID_SYNTH_H
 
+#include "faid_config.h"
 #include "faid_dtype.h"
 #include "faid_err.h"
 #include "faid_geometry.h"
@@ -47,6 +48,12 @@ void faid_synth_destroy(faid_synth **s);
  * the bad-pixel value of the type. */
 int faid_synth_frame(faid_synth *s, uint64_t index, faid_dtype dtype, void *out, size_t out_len,
                      faid_diag *d);
+
+/* A generator for a configuration's detector: its geometry (cfg->rows x cfg->cols), its bad
+ * pixels (faid_config_bad_pixels: the preset's module gaps and the detector.mask file), the
+ * parameters p (NULL: faid_synth_default_params). NULL, d saying why, for a configuration
+ * without a detector shape, a mask file that does not fit, or no memory. */
+faid_synth *faid_synth_for_config(const faid_config *cfg, const faid_synth_params *p, faid_diag *d);
 
 /* The bad-pixel value of a frame dtype as a double (NaN for float32). */
 double faid_synth_bad_value(faid_dtype dtype);

@@ -80,8 +80,7 @@ int faid_decode_bench_main(int argc, char **argv)
     g.cols = cfg.cols;
     const size_t npix = (size_t)g.rows * (size_t)g.cols, esz = faid_dtype_size(dt);
     const size_t raw_bytes = npix * esz, cap = faid_bslz4_bound(raw_bytes, esz, 0);
-    uint8_t *mask = calloc(npix, 1), *raw[NDISTINCT] = {0}, *comp = malloc(cap),
-            *back = malloc(raw_bytes);
+    uint8_t *raw[NDISTINCT] = {0}, *comp = malloc(cap), *back = malloc(raw_bytes);
     uint32_t *packed = NULL;
     size_t clen[NDISTINCT] = {0};
     faid_block_table tab[NDISTINCT] = {0};
@@ -92,14 +91,9 @@ int faid_decode_bench_main(int argc, char **argv)
     cl_command_queue q[MAXQ] = {0};
     int last_frame[MAXQ];
     int rc = 1;
-    if (!mask || !comp || !back || !alone)
+    if (!comp || !back || !alone)
         goto out;
-    const faid_detector_preset *p = cfg.preset[0] ? faid_detector_find(cfg.preset) : NULL;
-    if (p && p->rows == g.rows && p->cols == g.cols)
-        faid_detector_gap_mask(p, mask);
-    faid_synth_params sp;
-    faid_synth_default_params(&sp);
-    faid_synth *syn = faid_synth_new(&g, mask, &sp, &d);
+    faid_synth *syn = faid_synth_for_config(&cfg, NULL, &d);
     if (!syn)
         goto fail;
     faid_cl_device_info info;
@@ -278,6 +272,5 @@ out:
     free(alone);
     free(back);
     free(comp);
-    free(mask);
     return rc;
 }

@@ -82,21 +82,15 @@ int faid_host_path_main(int argc, char **argv)
     g.cols = cfg.cols;
     size_t npix = (size_t)g.rows * (size_t)g.cols, esz = faid_dtype_size(dt);
     size_t raw_bytes = npix * esz, cap = faid_bslz4_bound(raw_bytes, esz, 0);
-    uint8_t *mask = calloc(npix, 1), *raw = malloc(raw_bytes), *comp[NDISTINCT] = {0},
-            *recv[NRECV] = {0}, *staging = NULL;
+    uint8_t *raw = malloc(raw_bytes), *comp[NDISTINCT] = {0}, *recv[NRECV] = {0}, *staging = NULL;
     size_t clen[NDISTINCT] = {0};
     double *t[5] = {0};
     faid_block_table tab = {0};
     faid_pinned *arena = NULL;
     int rc = 1;
-    if (!mask || !raw)
+    if (!raw)
         goto out;
-    const faid_detector_preset *p = cfg.preset[0] ? faid_detector_find(cfg.preset) : NULL;
-    if (p && p->rows == g.rows && p->cols == g.cols)
-        faid_detector_gap_mask(p, mask);
-    faid_synth_params sp;
-    faid_synth_default_params(&sp);
-    faid_synth *syn = faid_synth_new(&g, mask, &sp, &d);
+    faid_synth *syn = faid_synth_for_config(&cfg, NULL, &d);
     if (!syn)
         goto out;
     size_t maxc = 0;
@@ -209,7 +203,6 @@ out:
         free(recv[k]);
     for (int k = 0; k < NDISTINCT; k++)
         free(comp[k]);
-    free(mask);
     free(raw);
     return rc;
 }

@@ -141,19 +141,13 @@ static int zc_frames(zc_run *r, faid_diag *d)
     g.cols = cfg.cols;
     size_t npix = (size_t)g.rows * (size_t)g.cols, esz = faid_dtype_size(dt);
     size_t raw_bytes = npix * esz, cap = faid_bslz4_bound(raw_bytes, esz, 0);
-    uint8_t *mask = calloc(npix, 1);
     void *raw = malloc(raw_bytes);
     int rc = 0;
-    if (!mask || !raw) {
+    if (!raw) {
         rc = faid_fail(d, FAID_ENOMEM, "out of memory for a %dx%d frame", g.rows, g.cols);
         goto out;
     }
-    const faid_detector_preset *p = cfg.preset[0] ? faid_detector_find(cfg.preset) : NULL;
-    if (p && p->rows == g.rows && p->cols == g.cols)
-        faid_detector_gap_mask(p, mask);
-    faid_synth_params sp;
-    faid_synth_default_params(&sp);
-    faid_synth *syn = faid_synth_new(&g, mask, &sp, d);
+    faid_synth *syn = faid_synth_for_config(&cfg, NULL, d);
     if (!syn) {
         rc = -1;
         goto out;
@@ -170,7 +164,6 @@ static int zc_frames(zc_run *r, faid_diag *d)
     printf("zmq-ceiling: %dx%d %s, %d distinct bslz4 frames, %.2f MB each\n", g.rows, g.cols,
            faid_dtype_name(dt), o->distinct, (double)r->clen[0] / 1e6);
 out:
-    free(mask);
     free(raw);
     return rc;
 }

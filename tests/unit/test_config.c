@@ -943,6 +943,68 @@ static void test_synth(void)
     CHECK(s == NULL);
 }
 
+/* faid_synth_for_config: the configuration's shape and bad pixels (the mask file here; the
+ * preset's gaps below), faid_synth_frame's bad value exactly there; a mask of another shape and
+ * a configuration without a shape are refused with the key or the reason named. */
+static void test_synth_for_config(void)
+{
+    enum { R = 30, C = 40 };
+    static uint8_t m[R * C];
+    for (int i = 0; i < R * C; i++)
+        m[i] = (uint8_t)(i / C == 12 || i % 53 == 0);
+    save_npy("sm.npy", FAID_DT_U8, R, C, m);
+    save_npy("sm_wrong.npy", FAID_DT_U8, C, R, m);
+    faid_config c;
+    faid_diag d;
+    int rc = load_file("sfc.yaml",
+                       "detector: {preset: null, shape: [30, 40], pixel_size: [1.0e-4, 1.0e-4],"
+                       " mask: sm.npy}\ngeometry: {dist: 0.05}\n",
+                       &c, &d);
+    CHECK_MSG(rc == 0, "%s", d.msg);
+    faid_synth *s = faid_synth_for_config(&c, NULL, &d);
+    CHECK_MSG(s != NULL, "%s", d.msg);
+    static uint32_t f[R * C];
+    if (s) {
+        CHECK(faid_synth_frame(s, 1, FAID_DT_U32, f, sizeof f, &d) == 0);
+        int exact = 1;
+        for (int i = 0; i < R * C; i++)
+            exact &= (f[i] == 0xffffffffu) == (m[i] != 0);
+        CHECK(exact);
+        faid_synth_destroy(&s);
+    }
+    rc = load_file("sfc2.yaml",
+                   "detector: {preset: null, shape: [30, 40], pixel_size: [1.0e-4, 1.0e-4],"
+                   " mask: sm_wrong.npy}\ngeometry: {dist: 0.05}\n",
+                   &c, &d);
+    CHECK_MSG(rc == 0, "%s", d.msg);
+    s = faid_synth_for_config(&c, NULL, &d);
+    CHECK(s == NULL && d.code == FAID_ESHAPE);
+    CHECK_MSG(strstr(d.msg, "detector.mask") && strstr(d.msg, "sm_wrong.npy"), "%s", d.msg);
+    /* a preset's module gaps: the same pixels as the setup masks */
+    rc = load_file("sfc3.yaml", "detector: {preset: eiger_1m}\ngeometry: {dist: 0.1}\n", &c, &d);
+    CHECK_MSG(rc == 0, "%s", d.msg);
+    s = faid_synth_for_config(&c, NULL, &d);
+    faid_setup *su = faid_setup_new(&c, 1, &d);
+    CHECK_MSG(s && su, "%s", d.msg);
+    if (s && su) {
+        uint16_t *g = malloc(su->npix * sizeof *g);
+        CHECK(g && faid_synth_frame(s, 0, FAID_DT_U16, g, su->npix * sizeof *g, &d) == 0);
+        size_t same = 0, gaps = 0;
+        for (size_t i = 0; g && i < su->npix; i++) {
+            same += (g[i] == 0xffff) == (su->mask[i] != 0);
+            gaps += su->mask[i] != 0;
+        }
+        CHECK(g && same == su->npix && gaps > 0);
+        free(g);
+    }
+    faid_synth_destroy(&s);
+    faid_setup_destroy(&su);
+    faid_config_default(&c);
+    c.rows = 0;
+    s = faid_synth_for_config(&c, NULL, &d);
+    CHECK(s == NULL && d.code == FAID_ESHAPE && strstr(d.msg, "no detector shape"));
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/faid_test_config_XXXXXX");
@@ -966,6 +1028,7 @@ int main(void)
     RUN(test_generated_docs());
     RUN(test_setup());
     RUN(test_synth());
+    RUN(test_synth_for_config());
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
