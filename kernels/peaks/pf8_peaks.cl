@@ -111,6 +111,32 @@
 #ifndef PF8_SPREAD
 #define PF8_SPREAD 0
 #endif
+/*   PF8_WGSEED=C  faid_pf8_fill evaluates each candidate with a whole work-group when the launch
+ *                 has at most C candidates per work-group (else one per work-item, as before):
+ *                 the flood fill a level at a time (every pair of a queued pixel and one of its 8
+ *                 neighbours of the level tested at once, a new pixel queued from the first pair
+ *                 that meets it, in pair order: the reference's queue), the queued pixels' and
+ *                 the background disc's values loaded by the group into local memory, and one
+ *                 work-item summing them in the reference's order. A component that leaves a
+ *                 window of PF8_WGW x PF8_WGW pixels (default 64) around the seed is walked by
+ *                 one work-item with pf8_seed. Why: the same profile; one candidate is a chain
+ *                 of about 33,000 instructions, most of them its flood fill's 8 neighbour tests
+ *                 per pixel and its disc's 144 pixels one after the other. Compiled only where
+ *                 PF8_MAXQ <= 512 (the queue and its values in local memory), used where
+ *                 4 x local_bg_radius <= PF8_WGD (default 32: the disc's side). */
+#ifndef PF8_WGSEED
+#define PF8_WGSEED 0
+#endif
+#ifndef PF8_WGW
+#define PF8_WGW 64
+#endif
+#ifndef PF8_WGD
+#define PF8_WGD 32 /* the disc's side in local memory: local_bg_radius up to 8 */
+#endif
+#if PF8_WGSEED && PF8_MAXQ > 512
+#undef PF8_WGSEED
+#define PF8_WGSEED 0
+#endif
 #ifndef PF8_CLASS
 #define PF8_CLASS 1
 #endif
@@ -649,6 +675,243 @@ kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
         }
     }
 #else
+#if PF8_WGSEED
+    /* PF8_WGSEED (above): a work-group per candidate, its work spread over the group. Every
+     * branch below that holds a barrier depends on values every work-item holds alike (n, the
+     * candidate, what the shared scalars say after a barrier). */
+    local int wq[PF8_MAXQ];              /* the queue: pixel indices in the reference's order */
+    local int wkey[PF8_WGW * PF8_WGW];   /* the window around the seed: INT_MAX not met, -1
+                                            queued, else the first pair that met it this level */
+    local float wv[PF8_MAXQ], wci[PF8_MAXQ]; /* the queued pixels' values, value - offset */
+    local float dv[PF8_WGD * PF8_WGD];   /* the background disc's values */
+    local uchar din[PF8_WGD * PF8_WGD];  /* and whether each is counted */
+    local int scan[PK_WG];
+    local int sh[4];                     /* rejected, outside the window, disc centre row, col */
+    if (n <= PF8_WGSEED * (int)get_num_groups(0) && 4 * bg_radius <= PF8_WGD) {
+        const int lid = get_local_id(0), lsz = get_local_size(0);
+        const int W = cols, PR = prows, PC = pcols;
+        for (int c = get_group_id(0); c < n; c += get_num_groups(0)) {
+            const int o = cand[c];
+            int pss, pfs, ss, fs;
+            pf8_pixel(o, cols, prows, pcols, &pss, &pfs, &ss, &fs);
+            const int ss0 = pss * PR, fs0 = pfs * PC, me = (ss0 + ss) * W + fs0 + fs;
+            /* window origin: the seed at its centre */
+            const int r0 = ss0 + ss - PF8_WGW / 2, c0 = fs0 + fs - PF8_WGW / 2;
+#define WG_ABOVE(lss, lfs)                                                                     \
+    pf8_above(PF8_PASS, PF8_NOWIN_PASS, ss0 + (lss), fs0 + (lfs), (ss0 + (lss)) * W + fs0 + (lfs))
+#define WG_INTERIOR(lss, lfs) ((lss) >= 1 && (lss) <= PR - 2 && (lfs) >= 1 && (lfs) <= PC - 2)
+            /* the cheap tests, as pf8_seed's first lines (every work-item alike) */
+            int ok = WG_INTERIOR(ss, fs) && WG_ABOVE(ss, fs);
+            for (int k = 0; k < 4 && ok; k++) {
+                const int nss = ss + pf8_nb_ss[k], nfs = fs + pf8_nb_fs[k];
+                if (WG_INTERIOR(nss, nfs) && WG_ABOVE(nss, nfs))
+                    ok = 0;
+            }
+            if (!ok)
+                continue;
+            barrier(CLK_LOCAL_MEM_FENCE); /* the candidate before is done with the arrays */
+            for (int t = lid; t < PF8_WGW * PF8_WGW; t += lsz)
+                wkey[t] = INT_MAX;
+            if (lid == 0) {
+                wq[0] = me;
+                sh[0] = sh[1] = 0;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (lid == 0)
+                wkey[(PF8_WGW / 2) * PF8_WGW + PF8_WGW / 2] = -1;
+            /* The flood fill a level at a time: the pairs (queue entry a + t / 8, neighbour t % 8)
+             * of the level [a, b) in t order are the reference's walk of the queue; a pixel
+             * joins the queue from the first pair that meets it (the smallest t), in t order,
+             * so the queue is the reference's, and a component it rejects (an earlier interior
+             * pixel, more than PF8_MAXQ pixels) is rejected here. */
+            int a = 0, b = 1, rej = 0, out = 0;
+            while (a < b && !rej && !out) {
+                const int npair = 8 * (b - a);
+                for (int t = lid; t < npair; t += lsz) {
+                    const int cur = wq[a + t / 8], k = t % 8;
+                    const int nss = cur / W - ss0 + pf8_nb_ss[k], nfs = cur % W - fs0 + pf8_nb_fs[k];
+                    if (nss >= 0 && nss < PR && nfs >= 0 && nfs < PC && WG_ABOVE(nss, nfs)) {
+                        const int wr = ss0 + nss - r0, wc = fs0 + nfs - c0;
+                        if ((uint)wr < (uint)PF8_WGW && (uint)wc < (uint)PF8_WGW)
+                            atomic_min(&wkey[wr * PF8_WGW + wc], t);
+                        else
+                            sh[1] = 1; /* the component leaves the window */
+                    }
+                }
+                barrier(CLK_LOCAL_MEM_FENCE);
+                int added = 0; /* alike in every work-item: sums of the scans */
+                for (int t0 = 0; t0 < npair; t0 += lsz) {
+                    const int t = t0 + lid;
+                    int win = 0, q = 0, wi = 0, nss = 0, nfs = 0;
+                    if (t < npair) {
+                        const int cur = wq[a + t / 8], k = t % 8;
+                        nss = cur / W - ss0 + pf8_nb_ss[k];
+                        nfs = cur % W - fs0 + pf8_nb_fs[k];
+                        const int wr = ss0 + nss - r0, wc = fs0 + nfs - c0;
+                        if (nss >= 0 && nss < PR && nfs >= 0 && nfs < PC &&
+                            (uint)wr < (uint)PF8_WGW && (uint)wc < (uint)PF8_WGW) {
+                            wi = wr * PF8_WGW + wc;
+                            win = wkey[wi] == t;
+                            q = (ss0 + nss) * W + fs0 + nfs;
+                        }
+                    }
+                    scan[lid] = win;
+                    barrier(CLK_LOCAL_MEM_FENCE);
+                    for (int off = 1; off < lsz; off <<= 1) {
+                        const int v = lid >= off ? scan[lid - off] : 0;
+                        barrier(CLK_LOCAL_MEM_FENCE);
+                        scan[lid] += v;
+                        barrier(CLK_LOCAL_MEM_FENCE);
+                    }
+                    const int pos = b + added + scan[lid] - win;
+                    added += scan[lsz - 1];
+                    if (win) {
+                        wkey[wi] = -1;
+                        if (WG_INTERIOR(nss, nfs) && q < me)
+                            sh[0] = 1; /* an earlier interior pixel of the component */
+                        if (pos >= PF8_MAXQ)
+                            sh[0] = 1; /* more than max_pixel_count pixels */
+                        else
+                            wq[pos] = q;
+                    }
+                    barrier(CLK_LOCAL_MEM_FENCE); /* scan[] and wq[] before they are read */
+                }
+                rej = sh[0];
+                out = sh[1];
+                a = b;
+                b += added;
+                barrier(CLK_LOCAL_MEM_FENCE); /* sh[] read by all before it changes */
+            }
+            if (out) {
+                /* a component larger than the window: the reference's walk, one work-item */
+                float rec[6];
+                int npix;
+                if (lid == 0 && pf8_seed(PF8_PASS, PF8_NOWIN_PASS, pss, pfs, ss, fs, rec, &npix)) {
+                    flag[o] = 2;
+                    atomic_inc(&counts[o / PK_SPAN]);
+#if PF8_RECS
+                    pf8_keep(recs, nrec, c, rec, npix);
+#endif
+                }
+                continue;
+            }
+            const int nq = b;
+            if (rej || nq < min_pix)
+                continue;
+            for (int m = lid; m < nq; m += lsz) {
+                const int q = wq[m];
+                const float v = img[q];
+                wv[m] = v;
+                wci[m] = v - roff[bin_of[q]];
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            /* the sums in queue order, then the disc's centre (one work-item, pf8_seed's
+             * statements) */
+            float sum_i = 0.0f, sum_fs = 0.0f, sum_ss = 0.0f;
+            if (lid == 0) {
+                for (int m = 0; m < nq; m++) {
+                    const int q = wq[m];
+                    const float ci = wci[m];
+                    sum_i += ci;
+                    sum_fs += ci * (float)(q % W);
+                    sum_ss += ci * (float)(q / W);
+                }
+                sh[0] = fabs((double)sum_i) < 1e-10;
+                if (!sh[0]) {
+                    const float com_fs = sum_fs / fabs(sum_i), com_ss = sum_ss / fabs(sum_i);
+                    sh[2] = (int)rint(com_ss);
+                    sh[3] = (int)rint(com_fs);
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            const int zero_i = sh[0], com_ss_r = sh[2], com_fs_r = sh[3];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (zero_i)
+                continue;
+            const int cfi = com_fs_r - fs0, csi = com_ss_r - ss0;
+            const int rw = 2 * bg_radius, side = 2 * rw;
+            int np = 0;
+            float bsum = 0.0f, bsum2 = 0.0f, bg_max = 0.0f;
+            /* the disc, loaded by the group into local memory in the reference's order (row by
+             * row), summed in that order by one work-item below */
+            for (int t = lid; t < side * side; t += lsz) {
+                const int sj = t / side - rw, fi = t % side - rw;
+                const int lss = csi + sj, lfs = cfi + fi;
+                const int in = lss >= 0 && lss < PR && lfs >= 0 && lfs < PC &&
+                               fi * fi + sj * sj <= rw * rw;
+                int cnt = 0;
+                float v = 0.0f;
+                if (in) {
+                    const int q = (ss0 + lss) * W + fs0 + lfs;
+                    v = img[q];
+                    cnt = pf8_below(PF8_PASS, PF8_NOWIN_PASS, ss0 + lss, fs0 + lfs, q, v);
+                }
+                dv[t] = v;
+                din[t] = (uchar)cnt;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            /* every work-item sums the same local values in the same order (so every one holds
+             * the same record); one writes it */
+            for (int u = 0; u < side * side; u++) {
+                if (din[u]) {
+                    const float x = dv[u];
+                    np++;
+                    bsum += x;
+                    bsum2 += x * x;
+                    if (x > bg_max)
+                        bg_max = x;
+                }
+            }
+            float loff, lsig;
+            if (np) {
+                loff = bsum / (float)np;
+                lsig = bsum2 / (float)np - loff * loff;
+                lsig = lsig >= 0.0f ? sqrt(lsig) : 0.01f;
+            } else {
+                loff = roff[bin_of[com_ss_r * W + com_fs_r]];
+                lsig = 0.01f;
+            }
+            float tot = 0.0f, raw = 0.0f, max_i = 0.0f;
+            float sfs = 0.0f, sss = 0.0f;
+            for (int m = 0; m < nq; m++) {
+                const int q = wq[m];
+                const float v = wv[m];
+                const float ci = v - loff;
+                tot += ci;
+                raw += v;
+                sfs += v * (float)(q % W);
+                sss += v * (float)(q / W);
+                if (ci > max_i)
+                    max_i = ci;
+            }
+            int acc = fabs((double)raw) >= 1e-10;
+            float com_fs = 0.0f, com_ss = 0.0f, snr = 0.0f;
+            if (acc) {
+                com_fs = sfs / fabs(raw);
+                com_ss = sss / fabs(raw);
+                snr = fabs((double)lsig) > 1e-10 ? tot / lsig : 0.0f;
+                acc = !(snr < min_snr) && !(max_i < bg_max - loff) &&
+                      !(com_fs < (float)fs0 || com_fs > (float)(fs0 + PC - 1) ||
+                        com_ss < (float)ss0 || com_ss > (float)(ss0 + PR - 1));
+            }
+            if (acc && lid == 0) {
+                const float rec[6] = {com_fs, com_ss, tot, lsig, snr, max_i};
+                flag[o] = 2;
+                atomic_inc(&counts[o / PK_SPAN]);
+#if PF8_RECS
+                pf8_keep(recs, nrec, c, rec, nq);
+#endif
+            }
+            /* (needed by PoCL 5: without a barrier here every work-item of the group took the
+             * branch of work-item 0 above, the region before the loop's next iteration holding
+             * the continues of the tests above; every peak was counted 256 times) */
+            barrier(CLK_LOCAL_MEM_FENCE);
+#undef WG_ABOVE
+#undef WG_INTERIOR
+        }
+        return;
+    }
+#endif
     /* PF8_SPREAD (above): with at most one candidate per PF8_SPREAD work-items, candidate c goes
      * to the first work-item of run lw of group g, c = lw x groups + g (consecutive candidates on
      * consecutive groups, so on different SMs); else one per work-item. n is the same for every

@@ -457,7 +457,8 @@ static void test_kernels(void)
  * (FAID_PF8_MERGE=1: no scan launch) and the radial statistics gathering from img
  * (FAID_PF8_GATHER=1) or computing the values itself (FAID_PF8_NOPREP=1: no prep launch), the
  * fill in the candidates' pass (FAID_PF8_CANDFILL=1, windows in local memory) or windows in the
- * fill launch (PF8_WINFILL), fused and not: lists
+ * fill launch (PF8_WINFILL), and round 7's fill by runs of a warp (PF8_SPREAD) or by work-groups
+ * (PF8_WGSEED), fused and not: lists
  * bit for bit the reference's on frames with 60 spots (some overlapping, one panel and 2x2 panels:
  * spots cut by panel borders and the module gap) and with dense noise peaks (thousands of
  * candidates, more than the records kept), whole and cut at a capacity inside a span; values scaled
@@ -486,6 +487,17 @@ static void test_pf8_variants(void)
         /* the windows in the fill launch, a work-group per candidate */
         {"-DPF8_RECS=1,-DPF8_WINFILL=1", "1", "0", "0", "", "1"},
         {"-DPF8_CLASS=1,-DPF8_WINFILL=1,-DPF8_WS=8", "0", "0", "0", "", "0"},
+        /* round 7: a warp's run of work-items per candidate (where the launch has one for
+         * each; the dense frame falls back to one per work-item) */
+        {"-DPF8_SPREAD=32", "1", "0", "0", "", "0"},
+        /* a work-group per candidate, the flood fill a level at a time: for every candidate
+         * (the dense frame too), with the window of 64 x 64 and of 8 x 8 pixels (components
+         * that leave it walked by one work-item), without class bytes and records, and as
+         * the knob's default would use it (the dense frame one candidate per work-item) */
+        {"-DPF8_WGSEED=1000000", "1", "0", "0", "", "0"},
+        {"-DPF8_WGSEED=1000000,-DPF8_WGW=8", "1", "0", "0", "", "0"},
+        {"-DPF8_WGSEED=1000000,-DPF8_CLASS=0,-DPF8_RECS=0", "0", "0", "0", "0", "0"},
+        {"-DPF8_WGSEED=4", "1", "0", "0", "", "0"},
     };
     frame_set sp, dn;
     CHECK(make_frames(&sp, 21, 60) == 0);
