@@ -141,7 +141,12 @@ def ptx_for_cuda(ptx):
             raise ValueError("%%envreg%d (line: %s)" % (k, m.group(0).strip()))
         v = ENVREG[k]
         return "%smov.u32 %s, %s;" % (m.group(1), m.group(2), v)
-    return re.sub(r"(\s*)mov\.b32\s+(%r\d+),\s*%envreg(\d+);", sub, ptx)
+    out = re.sub(r"(\s*)mov\.[bu]32\s+(%r\d+),\s*%envreg(\d+);", sub, ptx)
+    left = re.search(r".*%envreg\d+.*", out)
+    if left:
+        raise ValueError("an environment register read otherwise than by mov: %s" %
+                         left.group(0).strip())
+    return out
 
 
 def run_cuda(meta, binary, ins, args):

@@ -386,6 +386,8 @@ def test_replay_ptx_without_the_opencl_registers():
     assert "mov.u32 %r278, %nctaid.x;" in out and "%ctaid.x;" in out
     with pytest.raises(ValueError, match="envreg12"):
         cl_replay.ptx_for_cuda("\tmov.b32 \t%r1, %envreg12;\n")
+    with pytest.raises(ValueError, match="otherwise than by mov"):
+        cl_replay.ptx_for_cuda("\tadd.s32 \t%r1, %envreg0, %r2;\n")
 
 
 def test_pf8_fill_spread_same_bits(tmp_path):
