@@ -490,14 +490,12 @@ static void test_pf8_variants(void)
         /* round 7: a warp's run of work-items per candidate (where the launch has one for
          * each; the dense frame falls back to one per work-item) */
         {"-DPF8_SPREAD=32", "1", "0", "0", "", "0"},
-        /* a work-group per candidate, the flood fill a level at a time: for every candidate
-         * (the dense frame too), with the window of 64 x 64 and of 8 x 8 pixels (components
-         * that leave it walked by one work-item), without class bytes and records, and as
-         * the knob's default would use it (the dense frame one candidate per work-item) */
+        /* a work-group per candidate, the flood fill a level at a time, for every candidate
+         * (the dense frame too): with the window of 64 x 64 pixels, and of 8 x 8 (components
+         * that leave it walked by one work-item) without class bytes and records, not fused
+         * (the default threshold, 4 a group, is reference.bench_checks') */
         {"-DPF8_WGSEED=1000000", "1", "0", "0", "", "0"},
-        {"-DPF8_WGSEED=1000000,-DPF8_WGW=8", "1", "0", "0", "", "0"},
-        {"-DPF8_WGSEED=1000000,-DPF8_CLASS=0,-DPF8_RECS=0", "0", "0", "0", "0", "0"},
-        {"-DPF8_WGSEED=4", "1", "0", "0", "", "0"},
+        {"-DPF8_WGSEED=1000000,-DPF8_WGW=8,-DPF8_CLASS=0,-DPF8_RECS=0", "0", "0", "0", "0", "0"},
     };
     frame_set sp, dn;
     CHECK(make_frames(&sp, 21, 60) == 0);
