@@ -48,6 +48,40 @@ def top_stall(text):
     return best
 
 
+def hot_instructions(path, top=3):
+    """The `top` machine instructions with the most stall samples, from the CSV of
+    `ncu --page source --csv --print-source sass` (a column of all stall samples and one of the
+    instruction's text): [(share of the samples, instruction)], or [] where the table has
+    neither column."""
+    import csv
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+    except OSError:
+        return []
+    head = next((i for i, r in enumerate(rows) if any("Stall Sampling (All" in c for c in r)),
+                None)
+    if head is None:
+        return []
+    cols = rows[head]
+    si = next(i for i, c in enumerate(cols) if "Stall Sampling (All" in c)
+    ti = next((i for i, c in enumerate(cols) if c.strip() in ("Source", "Instruction")), None)
+    if ti is None:
+        return []
+    got = []
+    for r in rows[head + 1:]:
+        if len(r) > max(si, ti):
+            try:
+                got.append((float(r[si].replace(",", "")), r[ti].strip()))
+            except ValueError:
+                pass
+    total = sum(x for x, _ in got)
+    if total <= 0:
+        return []
+    got.sort(key=lambda x: -x[0])
+    return [(x / total, t) for x, t in got[:top]]
+
+
 def replay_state(text):
     if "differ from the recorded launch" in text:
         return "DIFFER"
@@ -109,6 +143,8 @@ def main():
                         fmt(m.get("DRAM Throughput"), "{:.1f}"),
                         "%.1f %s" % st if st else "-")
         print(" ".join(str(x).rjust(n) if n else str(x) for x, n in zip(cells, w)))
+        for share, ins in hot_instructions(os.path.join(d, "src_%s.csv" % r["kernel"])):
+            print("%s %4.1f %% of the stall samples: %s" % (" " * 20, 100 * share, ins))
 
 
 if __name__ == "__main__":

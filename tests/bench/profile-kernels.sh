@@ -62,7 +62,7 @@ record() { # name, faid-bench arguments
 record pyfai --frames 3 --variants fused --depth 1 --batch 1 --peaks pyfai
 record pf8 --frames 3 --variants fused --depth 1 --batch 1 --peaks peakfinder8
 record pipe --frames 12 --variants pipelined --depth 2 --batch 4
-rm -f "$LOG"/replay_*.txt "$LOG"/ncu_*.txt
+rm -f "$LOG"/replay_*.txt "$LOG"/ncu_*.txt "$LOG"/src_*.csv
 for k in $KERNELS; do
     d=""
     for r in pyfai pf8 pipe; do
@@ -83,6 +83,13 @@ for k in $KERNELS; do
             --export "$LOG/ncu_$k" --force-overwrite \
             "$PYTHON" tests/bench/cl_replay.py --backend cuda "$d" >"$LOG/ncu_$k.txt" 2>&1 ||
             say "WARNING: ncu on $k: exit status $? (see $LOG/ncu_$k.txt)"
+        # the machine instructions with their stall samples (SourceCounters), as CSV: where in
+        # the kernel the warps wait (ncu_summary.py names the three that waited most)
+        if [ -f "$LOG/ncu_$k.ncu-rep" ]; then
+            timeout 120 "$NCU" --import "$LOG/ncu_$k.ncu-rep" --page source --csv \
+                --print-source sass >"$LOG/src_$k.csv" 2>"$LOG/src_$k.err" ||
+                say "note: no per-instruction table for $k (see $LOG/src_$k.err)"
+        fi
     fi
 done
 "$PYTHON" tests/bench/ncu_summary.py "$LOG" | tee "$LOG/summary.txt"

@@ -455,3 +455,22 @@ def test_ncu_summary_reads_the_h100_profiles():
                           "152007"], fill
     assert "L1TEX" in rows["faid_pf8_prep"] and " 81.8 " in rows["faid_pf8_prep"]
     assert "DIFFER" in rows["faid_sigma_clip"] and "FAILED" in rows["faid_pick_flag"]
+
+
+def test_ncu_summary_hot_instructions(tmp_path):
+    """The three machine instructions with the most stall samples, from a per-instruction CSV in
+    the columns ncu's source page names (the page's exact layout on the GPU host is not yet
+    seen: a table without those columns gives nothing, not an error)."""
+    import sys
+    sys.path.insert(0, str(faidtools.ROOT / "tests" / "bench"))
+    import ncu_summary
+    p = tmp_path / "src.csv"
+    p.write_text('"Address","Source","Warp Stall Sampling (All Samples)"\n'
+                 '"0x10","LDG.E R2, [R4.64]","1,200"\n"0x20","DADD R6, R6, R8","300"\n'
+                 '"0x30","BAR.SYNC 0x0","500"\n"0x40","EXIT","0"\n')
+    got = ncu_summary.hot_instructions(str(p))
+    assert [t for _, t in got] == ["LDG.E R2, [R4.64]", "BAR.SYNC 0x0", "DADD R6, R6, R8"]
+    assert abs(got[0][0] - 0.6) < 1e-12
+    p.write_text('"Address","Source"\n"0x10","EXIT"\n')
+    assert ncu_summary.hot_instructions(str(p)) == []
+    assert ncu_summary.hot_instructions(str(tmp_path / "none.csv")) == []
