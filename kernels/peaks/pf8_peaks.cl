@@ -295,6 +295,49 @@ static inline int pf8_pixel(int o, int cols, int prows, int pcols, int *pss, int
     return (*pss * prows + *ss) * cols + *pfs * pcols + *fs;
 }
 
+/* The local background of a peak from its disc's counted pixels (np of them, their sum, sum of
+ * squares): offset and sigma; the radial offset of the centre's bin where none counted.
+ * pf8_seed's statements, shared by the fill's one-work-item and work-group paths. */
+static inline void pf8_local_bg(int np, float bsum, float bsum2, const global float *roff,
+                                const global int *bin_of, int com_at, float *loff, float *lsig)
+{
+    if (np) {
+        *loff = bsum / (float)np;
+        *lsig = bsum2 / (float)np - *loff * *loff;
+        *lsig = *lsig >= 0.0f ? sqrt(*lsig) : 0.01f;
+    } else {
+        *loff = roff[bin_of[com_at]];
+        *lsig = 0.01f;
+    }
+}
+
+/* Acceptance of a peak from its second sums over the queue (tot, raw, sum_fs, sum_ss, max_i) and
+ * its local background: 1 with the record in rec[0..5] (x, y, intensity, sigma, snr, max pixel),
+ * 0 when peakfinder8 rejects it. pf8_seed's statements, shared as pf8_local_bg. */
+static inline int pf8_accept(float tot, float raw, float sum_fs, float sum_ss, float max_i,
+                             float loff, float lsig, float bg_max, float min_snr, int fs0, int ss0,
+                             int PC, int PR, float *rec)
+{
+    if (fabs((double)raw) < 1e-10)
+        return 0;
+    const float com_fs = sum_fs / fabs(raw), com_ss = sum_ss / fabs(raw);
+    const float snr = fabs((double)lsig) > 1e-10 ? tot / lsig : 0.0f;
+    if (snr < min_snr)
+        return 0;
+    if (max_i < bg_max - loff)
+        return 0;
+    if (com_fs < (float)fs0 || com_fs > (float)(fs0 + PC - 1) || com_ss < (float)ss0 ||
+        com_ss > (float)(ss0 + PR - 1))
+        return 0;
+    rec[0] = com_fs;
+    rec[1] = com_ss;
+    rec[2] = tot;
+    rec[3] = lsig;
+    rec[4] = snr;
+    rec[5] = max_i;
+    return 1;
+}
+
 static int pf8_seed(PF8_ARGS, PF8_WARGS, int pss, int pfs, int ss, int fs, float *rec,
                     int *npix_out)
 {
@@ -445,14 +488,7 @@ static int pf8_seed(PF8_ARGS, PF8_WARGS, int pss, int pfs, int ss, int fs, float
     }
 #endif
     float loff, lsig;
-    if (np) {
-        loff = bsum / (float)np;
-        lsig = bsum2 / (float)np - loff * loff;
-        lsig = lsig >= 0.0f ? sqrt(lsig) : 0.01f;
-    } else {
-        loff = roff[bin_of[com_ss_r * W + com_fs_r]];
-        lsig = 0.01f;
-    }
+    pf8_local_bg(np, bsum, bsum2, roff, bin_of, com_ss_r * W + com_fs_r, &loff, &lsig);
     float tot = 0.0f, raw = 0.0f, max_i = 0.0f;
     sum_fs = 0.0f;
     sum_ss = 0.0f;
@@ -467,24 +503,9 @@ static int pf8_seed(PF8_ARGS, PF8_WARGS, int pss, int pfs, int ss, int fs, float
         if (ci > max_i)
             max_i = ci;
     }
-    if (fabs((double)raw) < 1e-10)
+    if (!pf8_accept(tot, raw, sum_fs, sum_ss, max_i, loff, lsig, bg_max, min_snr, fs0, ss0, PC,
+                    PR, rec))
         return 0;
-    com_fs = sum_fs / fabs(raw);
-    com_ss = sum_ss / fabs(raw);
-    float snr = fabs((double)lsig) > 1e-10 ? tot / lsig : 0.0f;
-    if (snr < min_snr)
-        return 0;
-    if (max_i < bg_max - loff)
-        return 0;
-    if (com_fs < (float)fs0 || com_fs > (float)(fs0 + PC - 1) || com_ss < (float)ss0 ||
-        com_ss > (float)(ss0 + PR - 1))
-        return 0;
-    rec[0] = com_fs;
-    rec[1] = com_ss;
-    rec[2] = tot;
-    rec[3] = lsig;
-    rec[4] = snr;
-    rec[5] = max_i;
     *npix_out = n;
     return 1;
 #undef PIX
@@ -863,14 +884,7 @@ kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
                 }
             }
             float loff, lsig;
-            if (np) {
-                loff = bsum / (float)np;
-                lsig = bsum2 / (float)np - loff * loff;
-                lsig = lsig >= 0.0f ? sqrt(lsig) : 0.01f;
-            } else {
-                loff = roff[bin_of[com_ss_r * W + com_fs_r]];
-                lsig = 0.01f;
-            }
+            pf8_local_bg(np, bsum, bsum2, roff, bin_of, com_ss_r * W + com_fs_r, &loff, &lsig);
             float tot = 0.0f, raw = 0.0f, max_i = 0.0f;
             float sfs = 0.0f, sss = 0.0f;
             for (int m = 0; m < nq; m++) {
@@ -884,18 +898,10 @@ kernel void faid_pf8_fill(const global float *img, const global int *bin_of,
                 if (ci > max_i)
                     max_i = ci;
             }
-            int acc = fabs((double)raw) >= 1e-10;
-            float com_fs = 0.0f, com_ss = 0.0f, snr = 0.0f;
-            if (acc) {
-                com_fs = sfs / fabs(raw);
-                com_ss = sss / fabs(raw);
-                snr = fabs((double)lsig) > 1e-10 ? tot / lsig : 0.0f;
-                acc = !(snr < min_snr) && !(max_i < bg_max - loff) &&
-                      !(com_fs < (float)fs0 || com_fs > (float)(fs0 + PC - 1) ||
-                        com_ss < (float)ss0 || com_ss > (float)(ss0 + PR - 1));
-            }
+            float rec[6];
+            const int acc = pf8_accept(tot, raw, sfs, sss, max_i, loff, lsig, bg_max, min_snr, fs0,
+                                       ss0, PC, PR, rec);
             if (acc && lid == 0) {
-                const float rec[6] = {com_fs, com_ss, tot, lsig, snr, max_i};
                 flag[o] = 2;
                 atomic_inc(&counts[o / PK_SPAN]);
 #if PF8_RECS
