@@ -19,6 +19,12 @@ double faid_stage_now_us(void)
     return (double)faid_now_ns() * 1e-3;
 }
 
+size_t faid_stage_pixel_wg(const faid_stage_env *env)
+{
+    size_t lws = env->info->is_gpu ? 256 : 64;
+    return lws > env->info->max_wg ? env->info->max_wg : lws;
+}
+
 int faid_stage_raw_code(faid_dtype t)
 {
     switch (t) {

@@ -435,6 +435,9 @@ extern const faid_devops faid_devops_ref;
 double faid_stage_now_us(void);
 /* The element code of a frame dtype in the kernels (RAW_CODE), 0 when unsupported. */
 int faid_stage_raw_code(faid_dtype t);
+/* Work-group size of a pass with a work-item per pixel (or entry): 256 on a GPU, 64 elsewhere,
+ * at most the device's limit. */
+size_t faid_stage_pixel_wg(const faid_stage_env *env);
 /* Largest bslz4 chunk of npix elements of any frame dtype. */
 size_t faid_stage_max_comp(size_t npix);
 /* Index of st in faid_stages[] (-1 when absent). */

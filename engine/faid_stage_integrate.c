@@ -351,10 +351,7 @@ static int int_plan(const faid_stage_env *env, const faid_stage_res *res, int id
     if (per_lane && !env->fused) {
         faid_launch *l = faid_plan_add(p, files, 2, opts, "faid_preprocess");
         if (l) {
-            size_t lws = env->info->is_gpu ? 256 : 64;
-            if (lws > env->info->max_wg)
-                lws = env->info->max_wg;
-            l->lws = lws;
+            l->lws = faid_stage_pixel_wg(env);
             l->items = res->npix;
             l->per_lane = 1;
             l->ev = EV_PRE;

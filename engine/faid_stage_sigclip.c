@@ -489,10 +489,7 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
     /* with ps->fused the kernels compute each pixel from the raw frame: no preprocess */
     faid_launch *l = ps->fused ? NULL : faid_plan_add(p, pre_files, 2, opts, "faid_preprocess");
     if (l) {
-        size_t lws = env->info->is_gpu ? 256 : 64;
-        if (lws > env->info->max_wg)
-            lws = env->info->max_wg;
-        l->lws = lws;
+        l->lws = faid_stage_pixel_wg(env);
         l->shrink = 1;
         l->items = res->npix;
         l->per_lane = 1;
@@ -506,10 +503,7 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
         l = faid_plan_add(p, pm_files, 2, opts,
                           ps->perm == 1 ? "faid_bg_scatter" : "faid_bg_gather");
         if (l) {
-            size_t lws = env->info->is_gpu ? 256 : 64;
-            if (lws > env->info->max_wg)
-                lws = env->info->max_wg;
-            l->lws = lws;
+            l->lws = faid_stage_pixel_wg(env);
             l->shrink = 1;
             l->items = ps->perm == 1 ? res->npix : (size_t)ps->csr_bg->nnz;
             l->per_lane = 1;
