@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "bench_opt.h"
+#include "bench_setup.h"
 
 int faid_decode_bench_main(int argc, char **argv);
 
@@ -65,20 +66,11 @@ int faid_decode_bench_main(int argc, char **argv)
     faid_diag d;
     faid_diag_clear(&d);
     faid_config cfg;
-    faid_config_default(&cfg);
-    if (config && faid_config_load(config, &cfg, &d)) {
-        fprintf(stderr, "faid-bench --decode: %s\n", d.msg);
-        return 1;
-    }
-    faid_dtype dt = faid_dtype_parse(dtype);
-    if (!faid_dtype_is_frame(dt)) {
-        fprintf(stderr, "faid-bench --decode: --dtype %s is not a frame type\n", dtype);
-        return 2;
-    }
-    faid_geometry g = cfg.geometry;
-    g.rows = cfg.rows;
-    g.cols = cfg.cols;
-    const size_t npix = (size_t)g.rows * (size_t)g.cols, esz = faid_dtype_size(dt);
+    faid_dtype dt;
+    int src = bench_config_dtype("faid-bench --decode", config, dtype, &cfg, &dt);
+    if (src)
+        return src;
+    const size_t npix = (size_t)cfg.rows * (size_t)cfg.cols, esz = faid_dtype_size(dt);
     const size_t raw_bytes = npix * esz, cap = faid_bslz4_bound(raw_bytes, esz, 0);
     uint8_t *raw[NDISTINCT] = {0}, *comp = malloc(cap), *back = malloc(raw_bytes);
     uint32_t *packed = NULL;
@@ -147,7 +139,7 @@ int faid_decode_bench_main(int argc, char **argv)
     }
     printf("decode: %s, %dx%d %s bslz4 %.2f MB (ratio %.1f), %u blocks, work-group %zu, "
            "FAID_CLCODEC_DEFINES '%s'\n",
-           ctx->info.name, g.rows, g.cols, faid_dtype_name(dt), (double)clen[0] / 1e6,
+           ctx->info.name, cfg.rows, cfg.cols, faid_dtype_name(dt), (double)clen[0] / 1e6,
            (double)raw_bytes / (double)clen[0], (unsigned)tab[0].nblocks, faid_clcodec_wg(codec),
            getenv("FAID_CLCODEC_DEFINES") ? getenv("FAID_CLCODEC_DEFINES") : "");
 #define IO(k, i)                                                                                   \

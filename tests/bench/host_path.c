@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "bench_opt.h"
+#include "bench_setup.h"
 
 int faid_host_path_main(int argc, char **argv);
 
@@ -67,20 +68,11 @@ int faid_host_path_main(int argc, char **argv)
     faid_diag d;
     faid_diag_clear(&d);
     faid_config cfg;
-    faid_config_default(&cfg);
-    if (config && faid_config_load(config, &cfg, &d)) {
-        fprintf(stderr, "faid-bench --host-path: %s\n", d.msg);
-        return 1;
-    }
-    faid_dtype dt = faid_dtype_parse(dtype);
-    if (!faid_dtype_is_frame(dt)) {
-        fprintf(stderr, "faid-bench --host-path: --dtype %s is not a frame type\n", dtype);
-        return 2;
-    }
-    faid_geometry g = cfg.geometry;
-    g.rows = cfg.rows;
-    g.cols = cfg.cols;
-    size_t npix = (size_t)g.rows * (size_t)g.cols, esz = faid_dtype_size(dt);
+    faid_dtype dt;
+    int src = bench_config_dtype("faid-bench --host-path", config, dtype, &cfg, &dt);
+    if (src)
+        return src;
+    size_t npix = (size_t)cfg.rows * (size_t)cfg.cols, esz = faid_dtype_size(dt);
     size_t raw_bytes = npix * esz, cap = faid_bslz4_bound(raw_bytes, esz, 0);
     uint8_t *raw = malloc(raw_bytes), *comp[NDISTINCT] = {0}, *recv[NRECV] = {0}, *staging = NULL;
     size_t clen[NDISTINCT] = {0};
@@ -122,7 +114,7 @@ int faid_host_path_main(int argc, char **argv)
     if (!staging || !t[0] || !t[1] || !t[2] || !t[3] || !t[4])
         goto out_stage;
     printf("host-path: %dx%d %s, %d distinct bslz4 frames, %.2f MB each, arena %s, %d frames\n",
-           g.rows, g.cols, faid_dtype_name(dt), NDISTINCT, (double)clen[0] / 1e6,
+           cfg.rows, cfg.cols, faid_dtype_name(dt), NDISTINCT, (double)clen[0] / 1e6,
            faid_pinned_locked(arena) ? "page-locked" : "plain memory", frames);
     void *held[8] = {0};
     for (int i = 0; i < frames; i++) {

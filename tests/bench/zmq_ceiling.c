@@ -136,15 +136,12 @@ static int zc_frames(zc_run *r, faid_diag *d)
     faid_dtype dt = faid_dtype_parse(o->dtype);
     if (!faid_dtype_is_frame(dt))
         return faid_fail(d, FAID_EINVAL, "--dtype %s is not a frame type", o->dtype);
-    faid_geometry g = cfg.geometry;
-    g.rows = cfg.rows;
-    g.cols = cfg.cols;
-    size_t npix = (size_t)g.rows * (size_t)g.cols, esz = faid_dtype_size(dt);
+    size_t npix = (size_t)cfg.rows * (size_t)cfg.cols, esz = faid_dtype_size(dt);
     size_t raw_bytes = npix * esz, cap = faid_bslz4_bound(raw_bytes, esz, 0);
     void *raw = malloc(raw_bytes);
     int rc = 0;
     if (!raw) {
-        rc = faid_fail(d, FAID_ENOMEM, "out of memory for a %dx%d frame", g.rows, g.cols);
+        rc = faid_fail(d, FAID_ENOMEM, "out of memory for a %dx%d frame", cfg.rows, cfg.cols);
         goto out;
     }
     faid_synth *syn = faid_synth_for_config(&cfg, NULL, d);
@@ -161,7 +158,7 @@ static int zc_frames(zc_run *r, faid_diag *d)
         r->ndistinct = k + 1;
     }
     faid_synth_destroy(&syn);
-    printf("zmq-ceiling: %dx%d %s, %d distinct bslz4 frames, %.2f MB each\n", g.rows, g.cols,
+    printf("zmq-ceiling: %dx%d %s, %d distinct bslz4 frames, %.2f MB each\n", cfg.rows, cfg.cols,
            faid_dtype_name(dt), o->distinct, (double)r->clen[0] / 1e6);
 out:
     free(raw);
