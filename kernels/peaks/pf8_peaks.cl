@@ -123,9 +123,14 @@
  *                 of about 33,000 instructions, most of them its flood fill's 8 neighbour tests
  *                 per pixel and its disc's 144 pixels one after the other. Compiled only where
  *                 PF8_MAXQ <= 512 (the queue and its values in local memory), used where
- *                 4 x local_bg_radius <= PF8_WGD (default 32: the disc's side). */
+ *                 4 x local_bg_radius <= PF8_WGD (default 32: the disc's side).
+ *                 The default (C = 4) since round 8's run (one H100, 2026-11-27, EIGER 4M,
+ *                 tests/bench/results/h100-2026-11-27-round8-probe/): the fill 136 -> 44 us one
+ *                 frame alone, peakfinder8's find 282 -> 190 us, clip + peakfinder8 pipelined
+ *                 2,796 -> 2,886 frames/s (PF8_SPREAD: 86 us, 2,795); -DPF8_WGSEED=0 turns it
+ *                 off. */
 #ifndef PF8_WGSEED
-#define PF8_WGSEED 0
+#define PF8_WGSEED 4
 #endif
 #ifndef PF8_WGW
 #define PF8_WGW 64

@@ -49,9 +49,8 @@
  * normp 4 + raw 4 + valid 1 + pos_of 4 bytes read, img 4 + cval 4 written = 21 B, 94 MB for an
  * EIGER 4M, 28 us at 3.35 TB/s; measured 69 us on one H100 with one pixel per work-item (14
  * registers), whose loads are two chains (normp, then raw where normp is not 0; pos_of, then
- * the scattered store). faid_pixel reads raw only where normp is not 0; faid_pixel_v returns 0
- * for a norm of 0 before it looks at the rest, so reading raw anyway changes no value: the same
- * values in the same places. */
+ * the scattered store; since round 8 faid_pixel issues normp's and raw's loads together). The
+ * same values in the same places. */
 #ifndef PF8_PREP4
 #define PF8_PREP4 0
 #endif

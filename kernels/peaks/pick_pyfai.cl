@@ -79,9 +79,8 @@
 #ifndef PP_MERGE
 #define PP_MERGE 0
 #endif
-/* PP_PREFETCH: a pixel's float4 with its loads independent of each other (faid_pixel loads raw
- * only where normp is not 0; faid_pixel_v returns 0 for a norm of 0 before it looks at the rest,
- * so reading raw there anyway changes no value) */
+/* PP_PREFETCH: a pixel's float4 with its loads independent of each other (written when
+ * faid_pixel read raw only where normp was not 0; since round 8 it reads both at once too) */
 #ifdef PK_FUSED
 #define PP_PIXEL_NB(i)                                                                         \
     faid_pixel_v(normp[(i)], (float)((const global raw_t *)raw + raw_off)[(i)],              \

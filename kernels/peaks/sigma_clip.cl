@@ -104,9 +104,8 @@
 #else
 #define PK_PIXEL(i) pre4[(i)]
 #endif
-/* SC_GB: the same pixel with its loads independent of each other (faid_pixel loads raw only where
- * normp is not 0; faid_pixel_v returns 0 for a norm of 0 before it looks at the rest, so reading
- * raw there anyway changes no value) */
+/* SC_GB: the same pixel with its loads independent of each other (written when faid_pixel read
+ * raw only where normp was not 0; since round 8 it reads both at once too) */
 #if SC_GB > 0 && defined(PK_FUSED)
 #define SC_PIXEL(i)                                                                            \
     faid_pixel_v(normp[(i)], (float)((const global raw_t *)raw + raw_off)[(i)],              \
@@ -430,15 +429,44 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             int ix[SC_CGU];
             float cf[SC_CGU];
             float4 q[SC_CGU];
+            /* every load of the chunk issued before any is used: the loads past the bin's end
+             * read its last entry and the pixel 0 (always there), and selects drop them; a
+             * conditional load was issued only after the previous entry's test (issue 17,
+             * round 8's profile: 16 round trips a chunk one after the other) */
 #pragma unroll
             for (int u = 0; u < SC_CGU; u++) {
                 const int p = c0 + u * WG + lid;
-                ix[u] = p < n ? SC_IX(k0 + p) : -1;
-                cf[u] = p < n ? sc_coef(coefs, k0 + p) : 0.0f;
+                const int kk = k0 + min(p, n - 1);
+                const int iv = SC_IX(kk);
+                const float cv = sc_coef(coefs, kk);
+                ix[u] = p < n ? iv : -1;
+                cf[u] = p < n ? cv : 0.0f;
             }
+#ifdef PK_FUSED
+            float pn[SC_CGU], pv[SC_CGU], pd[SC_CGU];
 #pragma unroll
             for (int u = 0; u < SC_CGU; u++)
-                q[u] = ix[u] >= 0 ? CG_PIXEL(ix[u]) : (float4)(0.0f);
+                pn[u] = normp[max(ix[u], 0)];
+#pragma unroll
+            for (int u = 0; u < SC_CGU; u++)
+                pv[u] = (float)((const global raw_t *)raw + raw_off)[max(ix[u], 0)];
+#pragma unroll
+            for (int u = 0; u < SC_CGU; u++)
+                pd[u] = do_dark ? dark[max(ix[u], 0)] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < SC_CGU; u++) {
+                const float4 qv =
+                    faid_pixel_v(pn[u], pv[u], pd[u], do_dark, do_dummy, dummy, delta_dummy);
+                q[u] = ix[u] >= 0 ? qv : (float4)(0.0f);
+            }
+#else
+#pragma unroll
+            for (int u = 0; u < SC_CGU; u++)
+                q[u] = pre4[max(ix[u], 0)];
+#pragma unroll
+            for (int u = 0; u < SC_CGU; u++)
+                q[u] = ix[u] >= 0 ? q[u] : (float4)(0.0f);
+#endif
 #pragma unroll
             for (int u = 0; u < SC_CGU; u++) {
                 const int p = c0 + u * WG + lid;

@@ -108,47 +108,44 @@ static inline float dw_div_to_fp(float2 x, float2 y)
 
 /* The per-pixel rule on values already loaded: n = normp[i], v = (float)raw[i], dk = dark[i]
  * (read only when do_dark). Split from the loads so that integrate.cl can issue the loads of
- * several entries before using any of them. */
+ * several entries before using any of them. Written without branches: every test selects, so a
+ * compiler cannot move the caller's loads of v and dk behind the test of n (one GPU profile,
+ * issue 17 round 8: with an early return for n == 0 both NVIDIA's compiler and LLVM's loaded
+ * raw only after normp had arrived, two round trips per pixel one after the other, a third of
+ * the sigma clip's stall samples); the same value for every input. */
 static inline float4 faid_pixel_v(float n, float v, float dk, int do_dark, int do_dummy,
                                   float dummy, float delta_dummy)
 {
-    if (n == 0.0f)
-        return (float4)(0.0f);
+    int bad = n == 0.0f;
 #if RAW_CODE == 32
     /* an integer raw value converts to a finite float: only float frames need the test */
-    if (!isfinite(v))
-        return (float4)(0.0f);
+    bad |= !isfinite(v);
 #endif
-    if (do_dummy) {
-        int is_dummy = delta_dummy != 0.0f ? fabs(v - dummy) <= delta_dummy : v == dummy;
-        if (is_dummy)
-            return (float4)(0.0f);
-    }
-    float s = do_dark ? v - dk : v;
+    const int is_dummy = delta_dummy != 0.0f ? fabs(v - dummy) <= delta_dummy : v == dummy;
+    bad |= (do_dummy != 0) & is_dummy;
+    const float s = do_dark ? v - dk : v;
 #if RAW_CODE == 32
-    if (!isfinite(s))
-        return (float4)(0.0f);
+    bad |= !isfinite(s);
 #else
-    if (do_dark && !isfinite(s)) /* finite v minus a non-finite dark */
-        return (float4)(0.0f);
+    bad |= (do_dark != 0) & !isfinite(s); /* finite v minus a non-finite dark */
 #endif
 #if EM == 1
-    float var = fmax(v, 1.0f);
+    const float var = fmax(v, 1.0f);
 #else
-    float var = 0.0f; /* none; azimuthal estimates the variance from the spread instead */
+    const float var = 0.0f; /* none; azimuthal estimates the variance from the spread instead */
 #endif
-    return (float4)(s, var, n, 1.0f);
+    return bad ? (float4)(0.0f) : (float4)(s, var, n, 1.0f);
 }
 
 static inline float4 faid_pixel(__global const raw_t *raw, __global const float *dark,
                                 __global const float *normp, uint i, int do_dark, int do_dummy,
                                 float dummy, float delta_dummy)
 {
-    float n = normp[i];
-    if (n == 0.0f)
-        return (float4)(0.0f);
-    return faid_pixel_v(n, (float)raw[i], do_dark ? dark[i] : 0.0f, do_dark, do_dummy, dummy,
-                        delta_dummy);
+    /* raw is read for a pixel of norm 0 too (its value is dropped): its load is then issued
+     * beside normp's, not after it (issue 17 round 8's profiles of the picker's flag pass and
+     * peakfinder8's prep: the wait for normp, then for raw, was their largest stall) */
+    return faid_pixel_v(normp[i], (float)raw[i], do_dark ? dark[i] : 0.0f, do_dark, do_dummy,
+                        dummy, delta_dummy);
 }
 
 /* One work-item per pixel; any work-group size. out[i] = (signal, variance, norm, count). The

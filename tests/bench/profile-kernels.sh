@@ -81,8 +81,14 @@ for k in $KERNELS; do
         # shellcheck disable=SC2086
         timeout 180 "$NCU" --kernel-name "$k" --launch-count 1 $secs --print-summary none \
             --export "$LOG/ncu_$k" --force-overwrite \
-            "$PYTHON" tests/bench/cl_replay.py --backend cuda "$d" >"$LOG/ncu_$k.txt" 2>&1 ||
-            say "WARNING: ncu on $k: exit status $? (see $LOG/ncu_$k.txt)"
+            "$PYTHON" tests/bench/cl_replay.py --backend cuda "$d" >"$LOG/ncu_$k.run.txt" 2>&1 ||
+            say "WARNING: ncu on $k: exit status $? (see $LOG/ncu_$k.run.txt)"
+        # ncu prints no section when it exports (measured: every text report of the first run
+        # was empty), so the text report comes from the exported one
+        if [ -f "$LOG/ncu_$k.ncu-rep" ]; then
+            timeout 120 "$NCU" --import "$LOG/ncu_$k.ncu-rep" --page details --print-summary none \
+                >"$LOG/ncu_$k.txt" 2>&1 || say "WARNING: ncu --import of $k: exit status $?"
+        fi
         # the machine instructions with their stall samples (SourceCounters), as CSV: where in
         # the kernel the warps wait (ncu_summary.py names the three that waited most)
         if [ -f "$LOG/ncu_$k.ncu-rep" ]; then
