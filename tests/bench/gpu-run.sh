@@ -37,7 +37,7 @@
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
 # default "default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
 # r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois
-# cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall all", names below in psets, a set's
+# cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall r8wg0 r8ppf0 all", names below in psets, a set's
 # extra faid-bench arguments in pargs and its "=default" baseline in pbase ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
@@ -82,7 +82,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall all}
+PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall r8wg0 r8ppf0 all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -438,6 +438,12 @@ declare -A psets=(
     # the reference's order; r7wgall: for every candidate
     [r7wg]="FAID_PEAKS_KOPTS=-DPF8_WGSEED=4"
     [r7wgall]="FAID_PEAKS_KOPTS=-DPF8_WGSEED=1000000"
+    # round 8 (docs/PERFORMANCE.md "Round 8"): r7wg's fill is the default since; r8wg0 a
+    # candidate per work-item, as before (peakfinder8's alone, as r7*)
+    [r8wg0]="FAID_PEAKS_KOPTS=-DPF8_WGSEED=0"
+    # the picker's flag pass with its 4 pixels' loads first and the patch loop as it is
+    # (PP_PREFETCH without its rows of patch loads: PP_PF_HW=0)
+    [r8ppf0]="FAID_PEAKS_KOPTS=-DPP_PREFETCH=1,-DPP_PF_HW=0"
     # every variant (peakfinder8: PF8_CLASS left out, the candidates' pass holds the classes in
     # its window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill
     # launch; the picker: PP_CAND's write, no scan launch (PP_MERGE), its patch tests load rows
@@ -465,7 +471,7 @@ for ps in $PEAK_SETS; do
     fi
     for c in pk-pyfai pk-pf8; do
         # the r4* and r7* sets change peakfinder8's kernels alone: no pyfai run (its cells print "-")
-        case "$ps:$c" in r4*:pk-pyfai | r7*:pk-pyfai) continue ;; esac
+        case "$ps:$c" in r4*:pk-pyfai | r7*:pk-pyfai | r8wg*:pk-pyfai) continue ;; esac
         a="${args[$c]} $PEAK_EXTRA ${pargs[$ps]:-}"
         say "peak set $ps ($c): ${psets[$ps]:-defaults} $bench $a --depth $PEAK_DEPTH"
         # shellcheck disable=SC2086
@@ -871,12 +877,12 @@ if psets:
             err = max(err, j.get("bg_rel_err", 0.0))
             r[c] = (vs.get("pipelined", {}), vs.get("fused", {}), good)
         def cell(c, k, src):
-            if c == "pk-pyfai" and ps.startswith(("r4", "r7")):
+            if c == "pk-pyfai" and ps.startswith(("r4", "r7", "r8wg")):
                 return "-"
             if c not in r or not r[c][2]:
                 return "WRONG" if c in r else "FAILED"
             return fmt(r[c][src], k)
-        pre = "pk-pf8" if ps.startswith(("r4", "r7")) else "pk-pyfai"  # the run that has them
+        pre = "pk-pf8" if ps.startswith(("r4", "r7", "r8wg")) else "pk-pyfai"  # the run that has them
         row = (ps, cell("pk-pyfai", "fps", 0), cell("pk-pf8", "fps", 0),
                cell(pre, "pkpre_us", 1), cell(pre, "clip_us", 1),
                cell("pk-pyfai", "find_us", 1), cell("pk-pf8", "find_us", 1), f"{err:.1e}", same)

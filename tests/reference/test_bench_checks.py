@@ -394,13 +394,14 @@ def test_pf8_fill_spread_same_bits(tmp_path):
     """Round 7's PF8_SPREAD (a run of 32 work-items per candidate in peakfinder8's fill, the
     first evaluating it) gives the defaults' lists bit for bit, both where every candidate gets
     its run (the default grid) and where the launch falls back to one candidate per work-item
-    (one work-group: 8 runs for more candidates than that); so does PF8_WGSEED (a work-group
-    per candidate; unit.peaks' test_pf8_variants checks it on harder frames), as gpu-run.sh's
-    sets r7spread and r7wg run them."""
+    (one work-group: 8 runs for more candidates than that); so does PF8_WGSEED=0 (a candidate
+    per work-item; the default since round 8 is a work-group per candidate, which unit.peaks'
+    test_pf8_variants checks on harder frames), as gpu-run.sh's sets r7spread and r8wg0 run
+    them."""
     hashes, cands = {}, {}
     sets = {"default": {}, "spread": {"FAID_PEAKS_KOPTS": "-DPF8_SPREAD=32"},
             "spread1g": {"FAID_PEAKS_KOPTS": "-DPF8_SPREAD=32", "FAID_PF8_FILL_GROUPS": "1"},
-            "wg": {"FAID_PEAKS_KOPTS": "-DPF8_WGSEED=4"}}
+            "wg0": {"FAID_PEAKS_KOPTS": "-DPF8_WGSEED=0"}}
     for name, env in sets.items():
         js = tmp_path / f"{name}.json"
         r = bench(tmp_path, "--device", "cpu", "--frames", 4, "--depth", 2, "--batch", 2,
@@ -409,7 +410,7 @@ def test_pf8_fill_spread_same_bits(tmp_path):
         j = json.loads(js.read_text())
         assert j["peaks_ref_equal"] == 1 and all(n > 0 for n in j["num_peaks"])
         hashes[name] = j["peaks_hash"]
-    assert hashes["spread"] == hashes["spread1g"] == hashes["wg"] == hashes["default"] \
+    assert hashes["spread"] == hashes["spread1g"] == hashes["wg0"] == hashes["default"] \
         != "0" * 16, hashes
 
 

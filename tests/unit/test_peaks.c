@@ -495,6 +495,8 @@ static void test_pf8_variants(void)
          * that leave it walked by one work-item) without class bytes and records, not fused
          * (the default threshold, 4 a group, is reference.bench_checks') */
         {"-DPF8_WGSEED=1000000", "1", "0", "0", "", "0"},
+        /* a candidate per work-item, as before round 8 made the work-groups the default */
+        {"-DPF8_WGSEED=0", "1", "0", "0", "", "0"},
         {"-DPF8_WGSEED=1000000,-DPF8_WGW=8,-DPF8_CLASS=0,-DPF8_RECS=0", "0", "0", "0", "0", "0"},
     };
     frame_set sp, dn;
