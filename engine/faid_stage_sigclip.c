@@ -92,8 +92,14 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
     long gb = env_knob_or("FAID_SIGCLIP_GB", 0, 16, -2, d);
     /* a cap on the kernel's registers per work-item (NVIDIA's -cl-nv-maxrregcount; round 3):
      * 2 work-groups of 256 per SM at up to 128 registers, 3 at 80, 4 at 64 (65,536 per SM); 0,
-     * the compiler's choice, until a GPU run says otherwise */
-    long maxreg = env_knob("FAID_SIGCLIP_MAXREG", 0, 255, d);
+     * the compiler's choice. -2: unset, 80 with the default local-memory kernel (FAID_SIGCLIP_LM
+     * and FAID_SIGCLIP_R unset), else 0: on one H100 (2026-11-27, EIGER 4M, 1000 bins, round 8,
+     * tests/bench/results/h100-2026-11-27-round8-probe, two calls) clip + pyfai picker 3,762 ->
+     * 3,953 and 3,768 -> 3,985 frames/s pipelined, clip + peakfinder8 3,092 -> 3,204 and
+     * 3,105 -> 3,239; the clip alone 155 -> 151 us (121 registers before: 2 work-groups per SM,
+     * 24 % occupancy, latency-bound in its profile; 64: 3,924 / 3,223, alone 173 us; 72 and 96
+     * less); the same bits (a register cap moves no operation) */
+    long maxreg = env_knob_or("FAID_SIGCLIP_MAXREG", 0, 255, -2, d);
     /* the coalesced gather (sigma_clip.cl's SC_CG, issue 17 round 5); 2 takes each chunk through
      * a tile in local memory (the overflow entries written coalesced); FAID_SIGCLIP_CGU entries
      * per work-item and chunk. -2: unset, 1 with the default local-memory kernel (FAID_SIGCLIP_LM
@@ -105,8 +111,10 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
      * (docs/PERFORMANCE.md, round 5); the same bits */
     long cg = env_knob_or("FAID_SIGCLIP_CG", 0, 2, -2, d);
     long cgu = env_knob_or("FAID_SIGCLIP_CGU", 1, 16, 8, d);
-    if (wg < 0 || r < 0 || lm == -1 || gb == -1 || maxreg < 0 || cg == -1 || cgu < 0)
+    if (wg < 0 || r < 0 || lm == -1 || gb == -1 || maxreg == -1 || cg == -1 || cgu < 0)
         return d ? d->code : FAID_EINVAL;
+    if (maxreg == -2)
+        maxreg = lm == -2 && r == 0 ? 80 : 0;
     if (cg == -2)
         cg = lm == -2 && r == 0 ? 1 : 0;
     if (wg & (wg - 1))
@@ -248,7 +256,8 @@ int faid_stage_peaks_fused_opts(const faid_peak_setup *ps, faid_dtype dt, const 
     return FAID_OK;
 }
 
-/* FAID_PEAKS_KOPTS: extra -D options of the finders' programs, a benchmark knob for the kernel
+/* FAID_PEAKS_KOPTS: extra -D options of the finders' and the sigma clip's programs (since round 8:
+ * sigma_clip.cl's SC_AZSEL), a benchmark knob for the kernel
  * variants of issue 17 (pf8_peaks.cl: PF8_HASH, PF8_LOCAL_CAND, both 1 by default since the GPU
  * run; -DPF8_HASH=0,-DPF8_LOCAL_CAND=0 selects the kernels before); "" when unset. Letters,
  * digits, '_', '=', '-', spaces and commas (read as spaces, so that a shell word holds several
@@ -518,9 +527,11 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
         }
     }
     static const char *const sc_files[] = {"process/preprocess.cl", "peaks/sigma_clip.cl"};
-    char sc_base[sizeof ps->sc.opts + 16];
-    snprintf(sc_base, sizeof sc_base, "%s%s", ps->sc.opts, ps->perm ? " -D SC_PERM=1" : "");
-    char sc_opts[sizeof ps->sc.opts + 80];
+    /* FAID_PEAKS_KOPTS reaches the sigma clip's program too (sigma_clip.cl's SC_AZSEL) */
+    char sc_base[sizeof ps->sc.opts + sizeof ps->kopts + 16];
+    snprintf(sc_base, sizeof sc_base, "%s%s %s", ps->sc.opts, ps->perm ? " -D SC_PERM=1" : "",
+             ps->kopts);
+    char sc_opts[sizeof sc_base + 80];
     int rc = faid_stage_peaks_fused_opts(ps, dt, sc_base, sc_opts, sizeof sc_opts, d);
     if (rc)
         return rc;

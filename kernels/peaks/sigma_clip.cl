@@ -78,6 +78,21 @@
 #ifndef SC_PERM
 #define SC_PERM 0
 #endif
+/* SC_AZSEL (issue 17, round 8; FAID_PEAKS_KOPTS=-DSC_AZSEL=1): the azimuthal recurrence takes
+ * every entry through sc_az_sel, selects instead of a branch per entry; the same bits */
+#ifndef SC_AZSEL
+#define SC_AZSEL 0
+#endif
+/* a kept entry into the recurrence, or with SC_AZSEL any entry (a not-kept one selects a) */
+#if SC_AZSEL
+#define SC_AZ(a, c, s, nn) ((a) = sc_az_sel((a), (c), (s), (nn)))
+#else
+#define SC_AZ(a, c, s, nn)                                                                     \
+    do {                                                                                       \
+        if ((nn) != 0.0f)                                                                      \
+            (a) = sc_az_entry((a), (c), (s), (nn));                                            \
+    } while (0)
+#endif
 
 /* SC_PERM (issue 17, round 6; FAID_SIGCLIP_PERM): raw, dark and normp hold the frame and its
  * corrections in the matrix' entry order (peaks/bg_permute.cl), so entry k's pixel is element k
@@ -253,6 +268,22 @@
 /* raking: NCH chunks of CH work-items */
 #define NCH (WG < 32 ? WG : 32)
 #define CH (WG / NCH)
+/* SC_RAKE (issue 17, round 8; 1 by default, FAID_PEAKS_KOPTS=-DSC_RAKE=0 the layout before): the
+ * same raking sums in the same order, the per-work-item values chunk-major in local memory,
+ * work-item i at RK(i) = (i % CH) NCH + i / CH, so that the NCH work-items walking their chunks
+ * read consecutive doubles (in work-item order they were 8 doubles apart with 256 work-items, a
+ * 16-way bank conflict on every read). Round 8's profile of the clip (one H100): the two
+ * barriers after the raking's phases held 16 % of its stall samples. (Summing the six chunk
+ * sums with six work-items, one each, instead of one taking all six, gave PoCL 5 other bits
+ * with the hybrid model, and was dropped.) */
+#ifndef SC_RAKE
+#define SC_RAKE 1
+#endif
+#if SC_RAKE
+#define RK(i) (((i) % CH) * NCH + (i) / CH)
+#else
+#define RK(i) (i)
+#endif
 
 static inline int sc_ok(float4 q)
 {
@@ -320,6 +351,23 @@ static inline sc_az sc_az_entry(sc_az a, double c, float s, float nn)
     a.o += w;
     return a;
 }
+
+/* sc_az_entry for any entry, kept (nn != 0) or not (a unchanged), without a branch (SC_AZSEL):
+ * the same operations on the same values where it takes the entry in, selects where it does
+ * not, so a work-item's divisions do not each wait for the previous entry's test. */
+static inline sc_az sc_az_sel(sc_az a, double c, float s, float nn)
+{
+    const int kept = nn != 0.0f;
+    const double sd = (double)s, nd = (double)nn;
+    const double w = c * nd;
+    const double dd = fma(sd, a.o, -(nd * a.s));
+    const double term = c * c * (dd * dd) / (a.o * (a.o + w));
+    a.vv = kept && a.o != 0.0 ? a.vv + term : a.vv;
+    a.s = kept ? a.s + c * sd : a.s;
+    a.o = kept ? a.o + w : a.o;
+    return a;
+}
+
 
 /* Whether a kept entry (signal s, norm nn) is clipped: the reference's |s/nn - aver| > thr
  * (thr = k std). Decided in float32 as |s - aver nn| > thr |nn| where the two sides differ by more
@@ -747,12 +795,15 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             if (tkept == 0)
                 t.s = t.w = t.n2 = t.c = t.var = 0.0;
         }
-        l0[lid] = t.s;
-        l1[lid] = t.w;
-        l2[lid] = t.n2;
-        l3[lid] = t.c;
-        l4[lid] = t.var;
-        lr[lid] = rem;
+        {
+            const int q = RK(lid);
+            l0[q] = t.s;
+            l1[q] = t.w;
+            l2[q] = t.n2;
+            l3[q] = t.c;
+            l4[q] = t.var;
+            lr[q] = rem;
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
         /* raking: chunk lid's inclusive scan of S and O in place, and its sums */
         if (lid < NCH) {
@@ -760,14 +811,15 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, s4 = 0.0;
             int sr = 0;
             for (int i = i0; i < i0 + CH; i++) {
-                s0 += l0[i];
-                s1 += l1[i];
-                l0[i] = s0;
-                l1[i] = s1;
-                s2 += l2[i];
-                s3 += l3[i];
-                s4 += l4[i];
-                sr += lr[i];
+                const int q = RK(i);
+                s0 += l0[q];
+                s1 += l1[q];
+                l0[q] = s0;
+                l1[q] = s1;
+                s2 += l2[q];
+                s3 += l3[q];
+                s4 += l4[q];
+                sr += lr[q];
             }
             t0[lid] = s0;
             t1[lid] = s1;
@@ -810,19 +862,15 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         if (az) {
             const int ch = lid / CH;
             sc_az a;
-            a.s = p0[ch] + (lid % CH ? l0[lid - 1] : 0.0);
-            a.o = p1[ch] + (lid % CH ? l1[lid - 1] : 0.0);
+            a.s = p0[ch] + (lid % CH ? l0[RK(lid - 1)] : 0.0);
+            a.o = p1[ch] + (lid % CH ? l1[RK(lid - 1)] : 0.0);
             a.vv = 0.0;
 #pragma unroll
             for (int j = 0; j < R; j++)
-                if (rn[j] != 0.0f)
-                    a = sc_az_entry(a, REG_COEF(j), rs[j], rn[j]);
+                SC_AZ(a, REG_COEF(j), rs[j], rn[j]);
 #if LM > 0
-            for (int j = 0; j < nlm; j++) {
-                const float nn = lmn[LMX(j)];
-                if (nn != 0.0f)
-                    a = sc_az_entry(a, (double)sc_coef(coefs, kb + R + j), lms[LMX(j)], nn);
-            }
+            for (int j = 0; j < nlm; j++)
+                SC_AZ(a, (double)sc_coef(coefs, kb + R + j), lms[LMX(j)], lmn[LMX(j)]);
 #endif
 #if SC_GB > 0
             for (int i0 = 0; i0 < nov; i0 += SC_GB) {
@@ -832,25 +880,22 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     OVF_LOAD(i0, u, bs, bn)
 #pragma unroll
                 for (int u = 0; u < SC_GB; u++)
-                    if (bn[u] != 0.0f)
-                        a = sc_az_entry(a, (double)sc_coef(coefs, kov + i0 + u), bs[u], bn[u]);
+                    SC_AZ(a, (double)sc_coef(coefs, kov + i0 + u), bs[u], bn[u]);
             }
 #else
             for (int k = kov; k < ke; k++) {
                 const int o = OVI(k - kov);
-                const float nn = OVF_N(o);
-                if (nn != 0.0f)
-                    a = sc_az_entry(a, (double)sc_coef(coefs, k), OVF_S(o), nn);
+                SC_AZ(a, (double)sc_coef(coefs, k), OVF_S(o), OVF_N(o));
             }
 #endif
             vv = a.vv;
         }
-        lv[lid] = vv;
+        lv[RK(lid)] = vv;
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid < NCH) {
             double s = 0.0;
             for (int i = lid * CH; i < lid * CH + CH; i++)
-                s += lv[i];
+                s += lv[RK(i)];
             tv[lid] = s;
         }
         barrier(CLK_LOCAL_MEM_FENCE);

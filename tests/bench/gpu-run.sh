@@ -37,7 +37,7 @@
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
 # default "default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
 # r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois
-# cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall r8wg0 r8ppf0 all", names below in psets, a set's
+# cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall r8wg0 r8ppf0 r8azsel r8m64 r8azm80 r8w128 r8w128m80 r8m72 r8m96 r8m0 r8rake0 all", names below in psets, a set's
 # extra faid-bench arguments in pargs and its "=default" baseline in pbase ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
@@ -82,7 +82,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall r8wg0 r8ppf0 all}
+PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall r8wg0 r8ppf0 r8azsel r8m64 r8azm80 r8w128 r8w128m80 r8m72 r8m96 r8m0 r8rake0 all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -444,6 +444,21 @@ declare -A psets=(
     # the picker's flag pass with its 4 pixels' loads first and the patch loop as it is
     # (PP_PREFETCH without its rows of patch loads: PP_PF_HW=0)
     [r8ppf0]="FAID_PEAKS_KOPTS=-DPP_PREFETCH=1,-DPP_PF_HW=0"
+    # the sigma clip: the azimuthal recurrence by selects (SC_AZSEL), the registers capped at 64
+    # (4 work-groups per SM instead of 2 at 121: its profile found it latency-bound, 24 %
+    # occupancy), both with the cap at 80 (cgm80's), and work-groups of 128 with 24 entries
+    # each in local memory (4 per SM, half the work-items at each barrier)
+    [r8azsel]="FAID_PEAKS_KOPTS=-DSC_AZSEL=1"
+    [r8m64]="FAID_SIGCLIP_MAXREG=64"
+    [r8azm80]="FAID_SIGCLIP_MAXREG=80 FAID_PEAKS_KOPTS=-DSC_AZSEL=1"
+    [r8w128]="FAID_SIGCLIP_WG=128 FAID_SIGCLIP_LM=24 FAID_SIGCLIP_R=4 FAID_SIGCLIP_GB=8 FAID_SIGCLIP_CG=1"
+    [r8w128m80]="FAID_SIGCLIP_WG=128 FAID_SIGCLIP_LM=24 FAID_SIGCLIP_R=4 FAID_SIGCLIP_GB=8 FAID_SIGCLIP_CG=1 FAID_SIGCLIP_MAXREG=80"
+    [r8m72]="FAID_SIGCLIP_MAXREG=72"
+    [r8m96]="FAID_SIGCLIP_MAXREG=96"
+    # the cap at 80 is the default since (cgm80 won both calls); r8m0: none, the compiler's 121;
+    # r8rake0: the clip's raking as before SC_RAKE (work-item order, one work-item summing)
+    [r8m0]="FAID_SIGCLIP_MAXREG=0"
+    [r8rake0]="FAID_PEAKS_KOPTS=-DSC_RAKE=0"
     # every variant (peakfinder8: PF8_CLASS left out, the candidates' pass holds the classes in
     # its window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill
     # launch; the picker: PP_CAND's write, no scan launch (PP_MERGE), its patch tests load rows

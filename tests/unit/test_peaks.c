@@ -734,7 +734,8 @@ static void test_sigclip_local(void)
  * chip, a batch of 3 so that batches straddle the three), the register kernel's overflow (CSR
  * layout), the preprocessed copy instead of the raw frame, and patch sizes 3 and 5 (each patch
  * row loaded at once), and 5 built with PP_PF_HW 1 (the loop as before); a batch out of range is
- * refused, named; FAID_SIGCLIP_MAXREG adds NVIDIA's register cap on NVIDIA's devices only. */
+ * refused, named; FAID_SIGCLIP_MAXREG adds NVIDIA's register cap on NVIDIA's devices only (80
+ * by default with the default local-memory kernel). */
 static void test_round3_variants(void)
 {
     if (!have_cl())
@@ -839,8 +840,18 @@ static void test_round3_variants(void)
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
     CHECK(strstr(d.msg, "FAID_SIGCLIP_GB") != NULL);
     unsetenv("FAID_SIGCLIP_GB");
-    /* the register cap: NVIDIA's compiler option on NVIDIA's devices only, none by default */
+    /* the register cap: NVIDIA's compiler option on NVIDIA's devices only; 80 by default with
+     * the default local-memory kernel (round 8), none with an explicit share or with 0 */
     faid_dev_info nv = {.name = "NVIDIA H100 80GB HBM3", .max_wg = 1024, .local_mem = 49152};
+    CHECK(faid_sigclip_config(&nv, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(strstr(cfg.opts, " -cl-nv-maxrregcount=80") != NULL);
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(strstr(cfg.opts, "maxrregcount") == NULL);
+    setenv("FAID_SIGCLIP_LM", "4", 1);
+    CHECK(faid_sigclip_config(&nv, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
+    CHECK(strstr(cfg.opts, "maxrregcount") == NULL);
+    unsetenv("FAID_SIGCLIP_LM");
+    setenv("FAID_SIGCLIP_MAXREG", "0", 1);
     CHECK(faid_sigclip_config(&nv, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
     CHECK(strstr(cfg.opts, "maxrregcount") == NULL);
     setenv("FAID_SIGCLIP_MAXREG", "80", 1);
@@ -1042,6 +1053,80 @@ static void test_sigclip_cg(void)
  * the three error models, with and without coefficients and a dark image, in every layout that
  * reads pixels (below); the copy refused without the fused kernels and out of range, naming the
  * variable. */
+/* Round 8's sigma clip options through FAID_PEAKS_KOPTS: SC_AZSEL=1 (the azimuthal recurrence
+ * takes every entry through selects instead of a branch per entry) and SC_RAKE=0 (the raking's
+ * layout and single summing work-item before round 8, against the chunk-major layout and six
+ * summing work-items of the default): the background bit for bit the default's and the lists
+ * the reference's, for the models that run the recurrence (azimuthal, hybrid), with each place
+ * an entry can live (registers and local memory one at a time with the overflow, the batched
+ * overflow walk, the coalesced gather, the register kernel's overflow), with work-groups of
+ * 32, 64 and 256 (chunks of 1, 2 and 8 work-items) and with coefficients. */
+static void test_sigclip_kopts(void)
+{
+    if (!have_cl())
+        return;
+    faid_diag d;
+    frame_set fs;
+    CHECK(make_frames(&fs, 29, 25) == 0);
+    faid_peak_params p;
+    faid_peak_params_default(&p);
+    p.algorithm = FAID_PEAKS_PYFAI;
+    const faid_clip_model models[] = {FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
+    static const char *const opts[] = {"-DSC_AZSEL=1", "-DSC_RAKE=0"};
+    /* LM, R, CG, GB, WG of each layout ("" unset: the default kernel) */
+    static const char *const kinds[][5] = {{"2", "1", "0", "0", "32"}, {"3", "1", "0", "4", "32"},
+                                           {"3", "5", "1", "0", "64"}, {"0", "2", "0", "0", "32"},
+                                           {"", "", "", "", "256"}};
+    static const char *const knobs[] = {"FAID_SIGCLIP_LM", "FAID_SIGCLIP_R", "FAID_SIGCLIP_CG",
+                                        "FAID_SIGCLIP_GB", "FAID_SIGCLIP_WG"};
+    for (int m = 0; m < 2; m++) {
+        p.error_model = models[m];
+        for (int coef = 0; coef < 2; coef++) {
+            faid_result *ref[NFRAMES] = {0};
+            CHECK_MSG(run_frames_coef(&fs, &p, "ref", coef, ref, &d) == 0, "reference: %s", d.msg);
+            for (int k = 0; k < 5; k++) {
+                if (coef && k != 2 && k != 4)
+                    continue;
+                setenv("FAID_PEAKS_FUSED", "1", 1);
+                for (int e = 0; e < 5; e++)
+                    if (kinds[k][e][0])
+                        setenv(knobs[e], kinds[k][e], 1);
+                faid_result *base[NFRAMES] = {0};
+                CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, base, &d) == 0, "kind %d: %s", k,
+                          d.msg);
+                for (int o = 0; o < 2; o++) {
+                    faid_result *var[NFRAMES] = {0};
+                    setenv("FAID_PEAKS_KOPTS", opts[o], 1);
+                    CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, var, &d) == 0,
+                              "kind %d, %s: %s", k, opts[o], d.msg);
+                    unsetenv("FAID_PEAKS_KOPTS");
+                    for (int f = 0; f < NFRAMES; f++) {
+                        CHECK_MSG(base[f] && var[f] && bg_same_bits(var[f]->bg, base[f]->bg),
+                                  "model %d, coef %d, kind %d, frame %d: %s changed the "
+                                  "background",
+                                  m, coef, k, f, opts[o]);
+                        CHECK_MSG(var[f] && ref[f] && lists_equal(var[f]->peaks, ref[f]->peaks) &&
+                                      ref[f]->peaks->n_found >= 15,
+                                  "model %d, coef %d, kind %d, frame %d, %s: peaks %d, reference "
+                                  "%d",
+                                  m, coef, k, f, opts[o], var[f] ? var[f]->peaks->n_found : -1,
+                                  ref[f] ? ref[f]->peaks->n_found : -1);
+                        faid_result_destroy(&var[f]);
+                    }
+                }
+                for (int f = 0; f < NFRAMES; f++)
+                    faid_result_destroy(&base[f]);
+                for (int e = 0; e < 5; e++)
+                    unsetenv(knobs[e]);
+                unsetenv("FAID_PEAKS_FUSED");
+            }
+            for (int f = 0; f < NFRAMES; f++)
+                faid_result_destroy(&ref[f]);
+        }
+    }
+    free_frames(&fs);
+}
+
 static void test_sigclip_perm(void)
 {
     if (!have_cl())
@@ -1454,6 +1539,7 @@ int main(void)
     RUN(test_round3_variants());
     RUN(test_sigclip_cg());
     RUN(test_sigclip_perm());
+    RUN(test_sigclip_kopts());
     RUN(test_pick_cand());
     RUN(test_pf8_prep4());
     engines_close();
