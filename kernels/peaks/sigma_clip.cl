@@ -268,16 +268,19 @@
 /* raking: NCH chunks of CH work-items */
 #define NCH (WG < 32 ? WG : 32)
 #define CH (WG / NCH)
-/* SC_RAKE (issue 17, round 8; 1 by default, FAID_PEAKS_KOPTS=-DSC_RAKE=0 the layout before): the
- * same raking sums in the same order, the per-work-item values chunk-major in local memory,
- * work-item i at RK(i) = (i % CH) NCH + i / CH, so that the NCH work-items walking their chunks
- * read consecutive doubles (in work-item order they were 8 doubles apart with 256 work-items, a
- * 16-way bank conflict on every read). Round 8's profile of the clip (one H100): the two
- * barriers after the raking's phases held 16 % of its stall samples. (Summing the six chunk
- * sums with six work-items, one each, instead of one taking all six, gave PoCL 5 other bits
- * with the hybrid model, and was dropped.) */
+/* SC_RAKE (issue 17, round 8; 0 by default, FAID_PEAKS_KOPTS=-DSC_RAKE=1): the same raking sums
+ * in the same order, the per-work-item values chunk-major in local memory, work-item i at
+ * RK(i) = (i % CH) NCH + i / CH, so that the NCH work-items walking their chunks read
+ * consecutive doubles (in work-item order they are 8 doubles apart with 256 work-items, a
+ * 16-way bank conflict on every read of the 32 raking work-items). Round 8's profile of the clip
+ * (one H100) had the two barriers after the raking's phases hold 16 % of its stall samples, but
+ * the layout lost: clip + picker 3,867 frames/s pipelined against 4,039 without it, the clip
+ * alone 159 us against 151 (the same call; every work-item's store is then the conflicted
+ * access, 8 doubles apart, where only the 32 raking work-items' reads were). (Summing the six
+ * chunk sums with six work-items, one each, gave PoCL 5 other bits with the hybrid model and was
+ * dropped untried.) */
 #ifndef SC_RAKE
-#define SC_RAKE 1
+#define SC_RAKE 0
 #endif
 #if SC_RAKE
 #define RK(i) (((i) % CH) * NCH + (i) / CH)

@@ -1054,9 +1054,8 @@ static void test_sigclip_cg(void)
  * reads pixels (below); the copy refused without the fused kernels and out of range, naming the
  * variable. */
 /* Round 8's sigma clip options through FAID_PEAKS_KOPTS: SC_AZSEL=1 (the azimuthal recurrence
- * takes every entry through selects instead of a branch per entry) and SC_RAKE=0 (the raking's
- * layout and single summing work-item before round 8, against the chunk-major layout and six
- * summing work-items of the default): the background bit for bit the default's and the lists
+ * takes every entry through selects instead of a branch per entry) and SC_RAKE=1 (the raking's
+ * values chunk-major in local memory): the background bit for bit the default's and the lists
  * the reference's, for the models that run the recurrence (azimuthal, hybrid), with each place
  * an entry can live (registers and local memory one at a time with the overflow, the batched
  * overflow walk, the coalesced gather, the register kernel's overflow), with work-groups of
@@ -1072,7 +1071,7 @@ static void test_sigclip_kopts(void)
     faid_peak_params_default(&p);
     p.algorithm = FAID_PEAKS_PYFAI;
     const faid_clip_model models[] = {FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
-    static const char *const opts[] = {"-DSC_AZSEL=1", "-DSC_RAKE=0"};
+    static const char *const opts[] = {"-DSC_AZSEL=1", "-DSC_RAKE=1"};
     /* LM, R, CG, GB, WG of each layout ("" unset: the default kernel) */
     static const char *const kinds[][5] = {{"2", "1", "0", "0", "32"}, {"3", "1", "0", "4", "32"},
                                            {"3", "5", "1", "0", "64"}, {"0", "2", "0", "0", "32"},
