@@ -60,7 +60,9 @@ static long env_knob(const char *name, long lo, long hi, faid_diag *d)
 }
 
 /* The local arrays of the sigma clip's local-memory kernel (LM entries per work-item): 6 doubles
- * and an int per work-item, 8 doubles and an int per raking chunk (at most 32), and the entries
+ * and an int per work-item and per raking chunk (sigma_clip.cl's SC_RAKE=2 pads each chunk; at
+ * most 1,664 bytes more, within NVIDIA's 48 KB with the default shares of every model), 8
+ * doubles and an int per raking chunk (at most 32), and the entries
  * (nv floats each); with the coalesced gather (cg) the entries padded by one in 32 and, where the
  * scan's arrays (12 wg floats) cannot hold the staging of r register entries (cg 1: r nv > 12)
  * or the chunk's tile (cg 2: wg cgu entries padded), that staging or tile too (sigma_clip.cl's
@@ -75,8 +77,9 @@ static size_t sc_local_bytes(size_t wg, long lm, int nv, int cg, long r, long cg
     size_t stage = cg == 1 && r * nv > 12 ? (size_t)r * wg * (size_t)nv * sizeof(float)
                    : cg == 2 && tcap * (size_t)nv > 12 * wg ? tcap * (size_t)nv * sizeof(float)
                                                             : 0;
-    return wg * (6 * sizeof(double) + sizeof(int)) + nch * (8 * sizeof(double) + sizeof(int)) + 64 +
-           ents * (size_t)nv * sizeof(float) + stage;
+    return (wg + nch) * (6 * sizeof(double) + sizeof(int)) +
+           nch * (8 * sizeof(double) + sizeof(int)) + 64 + ents * (size_t)nv * sizeof(float) +
+           stage;
 }
 
 int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_clip_model em,

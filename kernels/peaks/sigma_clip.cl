@@ -278,14 +278,22 @@
  * alone 159 us against 151 (the same call; every work-item's store is then the conflicted
  * access, 8 doubles apart, where only the 32 raking work-items' reads were). (Summing the six
  * chunk sums with six work-items, one each, gave PoCL 5 other bits with the hybrid model and was
- * dropped untried.) */
+ * dropped untried.) SC_RAKE=2: work-item order with a double of padding after each chunk,
+ * work-item i at RK(i) = i + i / CH: the raking work-items' reads 9 doubles apart (18 banks: a
+ * permutation of the banks over each half-warp, no conflict) and every work-item's store
+ * consecutive but for one skip a chunk; LW = WG + NCH doubles an array. */
 #ifndef SC_RAKE
 #define SC_RAKE 0
 #endif
-#if SC_RAKE
+#if SC_RAKE == 2
+#define RK(i) ((i) + (i) / CH)
+#define LW (WG + NCH)
+#elif SC_RAKE
 #define RK(i) (((i) % CH) * NCH + (i) / CH)
+#define LW WG
 #else
 #define RK(i) (i)
+#define LW WG
 #endif
 
 static inline int sc_ok(float4 q)
@@ -404,13 +412,13 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
      * the gather's staging area or tile before the first pass; without it the arrays as they
      * were, so that the default kernel is the one measured) */
 #if SC_CG
-    local double lsc[6 * WG];
-    local double *const l0 = lsc, *const l1 = lsc + WG, *const l2 = lsc + 2 * WG;
-    local double *const l3 = lsc + 3 * WG, *const l4 = lsc + 4 * WG, *const lv = lsc + 5 * WG;
+    local double lsc[6 * LW];
+    local double *const l0 = lsc, *const l1 = lsc + LW, *const l2 = lsc + 2 * LW;
+    local double *const l3 = lsc + 3 * LW, *const l4 = lsc + 4 * LW, *const lv = lsc + 5 * LW;
 #else
-    local double l0[WG], l1[WG], l2[WG], l3[WG], l4[WG], lv[WG];
+    local double l0[LW], l1[LW], l2[LW], l3[LW], l4[LW], lv[LW];
 #endif
-    local int lr[WG];
+    local int lr[LW];
     /* per chunk: sums, then exclusive prefixes of S and O */
     local double t0[NCH], t1[NCH], t2[NCH], t3[NCH], t4[NCH], tv[NCH];
     local int tr[NCH];

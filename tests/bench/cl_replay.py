@@ -149,6 +149,23 @@ def ptx_for_cuda(ptx):
     return out
 
 
+def ptx_maxnreg(ptx, kernel, options):
+    """The PTX text with the register cap of the recorded build (NVIDIA's -cl-nv-maxrregcount=N,
+    a ptxas option that the PTX does not carry) written as `.maxnreg N` on the kernel's entry, so
+    that a CUDA replay runs at the occupancy of faid's launch (round 8: the sigma clip's replay
+    used 128 registers where faid's build was capped at 80); the text unchanged without a cap or
+    where the entry has one."""
+    import re
+    m = re.search(r"-cl-nv-maxrregcount[= ](\d+)", options or "")
+    if not m:
+        return ptx
+    entry = re.compile(r"(\.entry\s+%s\s*\([^()]*\))(\s*)(?=\{)" % re.escape(kernel))
+    e = entry.search(ptx)
+    if not e or ".maxnreg" in ptx[e.start():ptx.find("{", e.end())]:
+        return ptx
+    return ptx[:e.end(1)] + "\n.maxnreg %s" % m.group(1) + ptx[e.end(1):]
+
+
 def run_cuda(meta, binary, ins, args):
     import cupy as cp
     if meta["offset"] and any(meta["offset"]):
@@ -162,7 +179,8 @@ def run_cuda(meta, binary, ins, args):
         print("cl_replay: the recorded launch left the work-group size to the runtime")
         sys.exit(2)
     try:
-        ptx = ptx_for_cuda(binary.rstrip(b"\0").decode())
+        ptx = ptx_maxnreg(ptx_for_cuda(binary.rstrip(b"\0").decode()), meta["kernel"],
+                          meta.get("build_options"))
     except ValueError as e:
         print("cl_replay: the PTX reads a register a CUDA launch does not set: %s" % e)
         sys.exit(2)

@@ -390,6 +390,27 @@ def test_replay_ptx_without_the_opencl_registers():
         cl_replay.ptx_for_cuda("\tadd.s32 \t%r1, %envreg0, %r2;\n")
 
 
+def test_replay_ptx_keeps_the_register_cap():
+    """cl_replay.py's CUDA backend writes the recorded build's register cap
+    (-cl-nv-maxrregcount=N, which NVIDIA's OpenCL passes to ptxas, not into the PTX) as
+    `.maxnreg N` on the replayed kernel's entry alone, once, and leaves the text as it is
+    without a cap."""
+    import sys
+    sys.path.insert(0, str(faidtools.ROOT / "tests" / "bench"))
+    import cl_replay
+    ptx = (".visible .entry faid_pre(\n\t.param .u64 a\n)\n{\n\tret;\n}\n"
+           ".visible .entry faid_sigma_clip(\n\t.param .u64 a,\n\t.param .u32 b\n)\n{\n"
+           "\tret;\n}\n")
+    opts = "-cl-std=CL1.2 -D WG=256 -cl-nv-maxrregcount=80"
+    out = cl_replay.ptx_maxnreg(ptx, "faid_sigma_clip", opts)
+    assert out.count(".maxnreg 80") == 1
+    assert out.index(".maxnreg 80") > out.index("faid_sigma_clip(")
+    assert out.index(".maxnreg 80") < out.index("{", out.index("faid_sigma_clip("))
+    assert cl_replay.ptx_maxnreg(out, "faid_sigma_clip", opts) == out
+    assert cl_replay.ptx_maxnreg(ptx, "faid_sigma_clip", "-D WG=256") == ptx
+    assert cl_replay.ptx_maxnreg(ptx, "faid_other", opts) == ptx
+
+
 def test_pf8_fill_spread_same_bits(tmp_path):
     """Round 7's PF8_SPREAD (a run of 32 work-items per candidate in peakfinder8's fill, the
     first evaluating it) gives the defaults' lists bit for bit, both where every candidate gets

@@ -1046,20 +1046,14 @@ static void test_sigclip_cg(void)
     free_frames(&fs);
 }
 
-/* Issue 17 round 6: the sigma clip from a copy of the frame in the background matrix' entry
- * order (FAID_SIGCLIP_PERM=1: made by a scatter in pixel order, 2: by a gather; sigma_clip.cl's
- * SC_PERM, peaks/bg_permute.cl), with the corrections (normp, dark) copied into that order: the
- * background bit for bit the same kernel's without the copy and the peaks the reference's, for
- * the three error models, with and without coefficients and a dark image, in every layout that
- * reads pixels (below); the copy refused without the fused kernels and out of range, naming the
- * variable. */
 /* Round 8's sigma clip options through FAID_PEAKS_KOPTS: SC_AZSEL=1 (the azimuthal recurrence
- * takes every entry through selects instead of a branch per entry) and SC_RAKE=1 (the raking's
- * values chunk-major in local memory): the background bit for bit the default's and the lists
- * the reference's, for the models that run the recurrence (azimuthal, hybrid), with each place
- * an entry can live (registers and local memory one at a time with the overflow, the batched
- * overflow walk, the coalesced gather, the register kernel's overflow), with work-groups of
- * 32, 64 and 256 (chunks of 1, 2 and 8 work-items) and with coefficients. */
+ * takes every entry through selects instead of a branch per entry) and SC_RAKE=1 and 2 (the
+ * raking's values chunk-major in local memory, or padded after each chunk): the background bit
+ * for bit the default's and the lists the reference's, for the models that run the recurrence
+ * (azimuthal, hybrid), with each place an entry can live (registers and local memory one at a
+ * time with the overflow, the batched overflow walk, the coalesced gather, the register kernel's
+ * overflow), with work-groups of 32, 64 and 256 (chunks of 1, 2 and 8 work-items) and with
+ * coefficients. */
 static void test_sigclip_kopts(void)
 {
     if (!have_cl())
@@ -1071,10 +1065,12 @@ static void test_sigclip_kopts(void)
     faid_peak_params_default(&p);
     p.algorithm = FAID_PEAKS_PYFAI;
     const faid_clip_model models[] = {FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
-    static const char *const opts[] = {"-DSC_AZSEL=1", "-DSC_RAKE=1"};
+    static const char *const opts[] = {"-DSC_AZSEL=1", "-DSC_RAKE=1", "-DSC_RAKE=2"};
     /* LM, R, CG, GB, WG of each layout ("" unset: the default kernel) */
-    static const char *const kinds[][5] = {{"2", "1", "0", "0", "32"}, {"3", "1", "0", "4", "32"},
-                                           {"3", "5", "1", "0", "64"}, {"0", "2", "0", "0", "32"},
+    static const char *const kinds[][5] = {{"2", "1", "0", "0", "32"},
+                                           {"3", "1", "0", "4", "32"},
+                                           {"3", "5", "1", "0", "64"},
+                                           {"0", "2", "0", "0", "32"},
                                            {"", "", "", "", "256"}};
     static const char *const knobs[] = {"FAID_SIGCLIP_LM", "FAID_SIGCLIP_R", "FAID_SIGCLIP_CG",
                                         "FAID_SIGCLIP_GB", "FAID_SIGCLIP_WG"};
@@ -1093,11 +1089,11 @@ static void test_sigclip_kopts(void)
                 faid_result *base[NFRAMES] = {0};
                 CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, base, &d) == 0, "kind %d: %s", k,
                           d.msg);
-                for (int o = 0; o < 2; o++) {
+                for (int o = 0; o < 3; o++) {
                     faid_result *var[NFRAMES] = {0};
                     setenv("FAID_PEAKS_KOPTS", opts[o], 1);
-                    CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, var, &d) == 0,
-                              "kind %d, %s: %s", k, opts[o], d.msg);
+                    CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, var, &d) == 0, "kind %d, %s: %s",
+                              k, opts[o], d.msg);
                     unsetenv("FAID_PEAKS_KOPTS");
                     for (int f = 0; f < NFRAMES; f++) {
                         CHECK_MSG(base[f] && var[f] && bg_same_bits(var[f]->bg, base[f]->bg),
@@ -1126,6 +1122,13 @@ static void test_sigclip_kopts(void)
     free_frames(&fs);
 }
 
+/* Issue 17 round 6: the sigma clip from a copy of the frame in the background matrix' entry
+ * order (FAID_SIGCLIP_PERM=1: made by a scatter in pixel order, 2: by a gather; sigma_clip.cl's
+ * SC_PERM, peaks/bg_permute.cl), with the corrections (normp, dark) copied into that order: the
+ * background bit for bit the same kernel's without the copy and the peaks the reference's, for
+ * the three error models, with and without coefficients and a dark image, in every layout that
+ * reads pixels (below); the copy refused without the fused kernels and out of range, naming the
+ * variable. */
 static void test_sigclip_perm(void)
 {
     if (!have_cl())
