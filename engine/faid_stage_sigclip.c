@@ -7,18 +7,18 @@
  * error model is poisson, else preprocessed again here with the Poisson variance ("pk_pre"),
  * then faid_sigclip_ref over setup->csr_bg (no pixel splitting, the profile's bins).
  *
- * Compute devices: buffers bg.indptr / bg.indices / bg.coef (setup->csr_bg), per slot pk.pre (one
- * preprocessed frame, float4 per pixel; 16 bytes when fused (FAID_PEAKS_FUSED=1, or unset with
- * the local-memory sigma clip), when the kernels compute each pixel from the raw frame and the
- * preprocess launch is left out) and pk.cpk (the
- * overflow entries of bins larger than the kernel keeps in registers, faid_sigclip_config; 16 bytes
- * when none is); output bg (mean, std, sem, count per bin, read back). Its plan, per lane:
- * faid_preprocess of process/preprocess.cl built with the Poisson error model (EM=1) into pk.pre,
- * then faid_sigma_clip of peaks/sigma_clip.cl into the lane's bg segment. The peaks stage's
- * per-lane launches read the same pk.pre and bg right after (the device runs every stage's launches
- * of a lane before the next lane's), so one preprocessed frame per slot serves every lane (64 MB
- * for a 4M detector) instead of one per lane. The kernels equal the references
- * (tests/unit/test_peaks.c). */
+ * Compute devices: buffers bg.indptr / bg.indices / bg.coef (setup->csr_bg), bg.order (its bins
+ * from the largest to the smallest: the work-groups' order with sigma_clip.cl's SC_ORDER), per slot
+ * pk.pre (one preprocessed frame, float4 per pixel; 16 bytes when fused (FAID_PEAKS_FUSED=1, or
+ * unset with the local-memory sigma clip), when the kernels compute each pixel from the raw frame
+ * and the preprocess launch is left out) and pk.cpk (the overflow entries of bins larger than the
+ * kernel keeps in registers, faid_sigclip_config; 16 bytes when none is); output bg (mean, std,
+ * sem, count per bin, read back). Its plan, per lane: faid_preprocess of process/preprocess.cl
+ * built with the Poisson error model (EM=1) into pk.pre, then faid_sigma_clip of
+ * peaks/sigma_clip.cl into the lane's bg segment. The peaks stage's per-lane launches read the same
+ * pk.pre and bg right after (the device runs every stage's launches of a lane before the next
+ * lane's), so one preprocessed frame per slot serves every lane (64 MB for a 4M detector) instead
+ * of one per lane. The kernels equal the references (tests/unit/test_peaks.c). */
 #include "faid_stage.h"
 
 #include "faid_pf8.h"
@@ -60,9 +60,7 @@ static long env_knob(const char *name, long lo, long hi, faid_diag *d)
 }
 
 /* The local arrays of the sigma clip's local-memory kernel (LM entries per work-item): 6 doubles
- * and an int per work-item and per raking chunk (sigma_clip.cl's SC_RAKE=2 pads each chunk; at
- * most 1,664 bytes more, within NVIDIA's 48 KB with the default shares of every model), 8
- * doubles and an int per raking chunk (at most 32), and the entries
+ * and an int per work-item, 8 doubles and an int per raking chunk (at most 32), and the entries
  * (nv floats each); with the coalesced gather (cg) the entries padded by one in 32 and, where the
  * scan's arrays (12 wg floats) cannot hold the staging of r register entries (cg 1: r nv > 12)
  * or the chunk's tile (cg 2: wg cgu entries padded), that staging or tile too (sigma_clip.cl's
@@ -77,9 +75,8 @@ static size_t sc_local_bytes(size_t wg, long lm, int nv, int cg, long r, long cg
     size_t stage = cg == 1 && r * nv > 12 ? (size_t)r * wg * (size_t)nv * sizeof(float)
                    : cg == 2 && tcap * (size_t)nv > 12 * wg ? tcap * (size_t)nv * sizeof(float)
                                                             : 0;
-    return (wg + nch) * (6 * sizeof(double) + sizeof(int)) +
-           nch * (8 * sizeof(double) + sizeof(int)) + 64 + ents * (size_t)nv * sizeof(float) +
-           stage;
+    return wg * (6 * sizeof(double) + sizeof(int)) + nch * (8 * sizeof(double) + sizeof(int)) + 64 +
+           ents * (size_t)nv * sizeof(float) + stage;
 }
 
 int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_clip_model em,
@@ -111,9 +108,12 @@ int faid_sigclip_config(const faid_dev_info *info, const faid_csr *csr, faid_cli
      * 3,209 -> 3,415 frames/s pipelined with chunks of 8, clip + peakfinder8 equal or better
      * (2,764 -> 2,763, 2,672 -> 2,759), the poisson model 2,402 -> 2,760; one frame alone the
      * clip is slower (159 -> 184 us: a barrier per chunk), in flight it moves 2.6x fewer sectors
-     * (docs/PERFORMANCE.md, round 5); the same bits */
+     * (docs/PERFORMANCE.md, round 5); the same bits. Chunks of 4 by default since round 8 (its
+     * chunk's loads issued together since: clip + picker 4,032 -> 4,068 and 4,025 -> 4,072
+     * frames/s in two calls against 8, 16 slower; tests/bench/results/
+     * h100-2026-11-27-round8-probe, calls g and h) */
     long cg = env_knob_or("FAID_SIGCLIP_CG", 0, 2, -2, d);
-    long cgu = env_knob_or("FAID_SIGCLIP_CGU", 1, 16, 8, d);
+    long cgu = env_knob_or("FAID_SIGCLIP_CGU", 1, 16, 4, d);
     if (wg < 0 || r < 0 || lm == -1 || gb == -1 || maxreg == -1 || cg == -1 || cgu < 0)
         return d ? d->code : FAID_EINVAL;
     if (maxreg == -2)
@@ -329,6 +329,39 @@ static int sc_declare_perm(faid_stage_env *env, faid_stage_res *res, const faid_
     return rc;
 }
 
+/* The sigma clip's bins from the largest to the smallest, ties in bin order ("bg.order": work-group
+ * g of faid_sigma_clip takes bin order[g], sigma_clip.cl's SC_ORDER). Sorted as 64-bit keys, the
+ * complement of the size above the bin index, so that the comparison needs no shared state. */
+static int sc_key_cmp(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int sc_declare_order(faid_stage_res *res, const faid_csr *m, faid_diag *d)
+{
+    const size_t n = m->nbins > 0 ? (size_t)m->nbins : 1;
+    uint64_t *key = malloc(n * sizeof *key);
+    int32_t *order = malloc(n * sizeof *order);
+    if (!key || !order) {
+        free(key);
+        free(order);
+        return faid_fail(d, FAID_ENOMEM,
+                         "peaks: out of memory for the sigma clip's bin order (%d bins)", m->nbins);
+    }
+    for (size_t b = 0; b < n; b++) {
+        const uint32_t size = m->nbins > 0 ? (uint32_t)(m->indptr[b + 1] - m->indptr[b]) : 0;
+        key[b] = ((uint64_t)(UINT32_MAX - size) << 32) | (uint32_t)b;
+    }
+    qsort(key, n, sizeof *key, sc_key_cmp);
+    for (size_t b = 0; b < n; b++)
+        order[b] = (int32_t)(key[b] & 0xffffffffu);
+    free(key);
+    int rc = faid_restab_static(res->rt, "bg.order", n * sizeof *order, order, d);
+    free(order);
+    return rc;
+}
+
 static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
 {
     if (!env->info->has_fp64)
@@ -343,6 +376,8 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
         rc = m->nnz > 0 ? faid_restab_static(res->rt, "bg.indices",
                                              (size_t)m->nnz * sizeof(int32_t), m->indices, d)
                         : faid_restab_alias(res->rt, "bg.indices", "one", d);
+    if (!rc)
+        rc = sc_declare_order(res, m, d);
     if (!rc)
         rc = m->data && m->nnz > 0 ? faid_restab_static(res->rt, "bg.coef",
                                                         (size_t)m->nnz * sizeof(float), m->data, d)
@@ -564,6 +599,7 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
             raw_args_from(res, l, "pk.rawp", "bg.dark", "bg.normp", 0);
         else
             faid_stage_peaks_raw_args(res, dt, l);
+        faid_pa_buf(l, "order", "bg.order");
     }
     return faid_plan_check(p, "sigclip", d);
 }

@@ -193,6 +193,29 @@
  * overflow batch), so the kernel's count may now be the passes': gpu-run.sh's cggb0 (no batches
  * in the passes) and cgr1 (1 in registers) measure that. */
 #define CGP(q) ((q) + ((q) >> 5))
+/* p / m for the gather's entry p (0 <= p < 2^24) and the bin's m (>= 1): the float quotient by
+ * the bin's reciprocal (rm, computed once), off by at most one, then corrected: the integer
+ * quotient exactly, in 6 instructions instead of the integer division's 20 or so (round 8's
+ * profile: 8 divisions a chunk) */
+/* SC_ORDER (issue 17, round 8; 0 by default, FAID_PEAKS_KOPTS=-DSC_ORDER=1): work-group g takes
+ * bin order[g], the host's list of the bins from the largest to the smallest (ties in bin
+ * order), so that the launch's last work-groups are its smallest bins; else bin g. Why: round
+ * 8's profile of the clip at its register cap (one H100): the SMs active 56 % of the elapsed
+ * cycles, 1,000 bins of 0 to 11,396 entries in 2.5 rounds of 396 work-groups leaving a tail of
+ * large bins. Each work-group's bin is computed as before: the same bits. Measured (call i): one
+ * frame alone 151 -> 143 us, but clip + picker pipelined 4,037 -> 3,917 frames/s (frames in
+ * flight fill one launch's tail with the next one's work-groups already), so it stays off. */
+#ifndef SC_ORDER
+#define SC_ORDER 0
+#endif
+#ifndef SC_FDIV
+#define SC_FDIV 1 /* FAID_PEAKS_KOPTS=-DSC_FDIV=0: the integer division */
+#endif
+#if SC_FDIV
+#define SC_DIVM(p) sc_divm((p), m, rm)
+#else
+#define SC_DIVM(p) ((p) / m)
+#endif
 /* SC_CG 2: the chunk's tile (the registers' and the overflow entries; the local ones are stored
  * directly as with 1): entry p of the chunk at CGP(p - c0), the signals, then the norms (then the
  * variances), TCAP floats each. After the chunk's barrier each work-item takes its register
@@ -281,7 +304,9 @@
  * dropped untried.) SC_RAKE=2: work-item order with a double of padding after each chunk,
  * work-item i at RK(i) = i + i / CH: the raking work-items' reads 9 doubles apart (18 banks: a
  * permutation of the banks over each half-warp, no conflict) and every work-item's store
- * consecutive but for one skip a chunk; LW = WG + NCH doubles an array. */
+ * consecutive but for one skip a chunk; LW = WG + NCH doubles an array: NCH x 52 bytes (1,664
+ * with 256 work-items) that the host's local-memory check does not count (a benchmark knob; it
+ * fits NVIDIA's 48 KB with the default shares of every model: 42.6 and 48.9 KB). */
 #ifndef SC_RAKE
 #define SC_RAKE 0
 #endif
@@ -295,6 +320,14 @@
 #define RK(i) (i)
 #define LW WG
 #endif
+
+static inline int sc_divm(int p, int m, float rm)
+{
+    int o = (int)((float)p * rm);
+    o -= o * m > p;
+    o += (o + 1) * m <= p;
+    return o;
+}
 
 static inline int sc_ok(float4 q)
 {
@@ -406,7 +439,8 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                             const int out_off,
                             const global uchar *raw, const global float *dark,
                             const global float *normp, const uint raw_off, const int do_dark,
-                            const int do_dummy, const float dummy, const float delta_dummy)
+                            const int do_dummy, const float dummy, const float delta_dummy,
+                            const global int *order)
 {
     /* per work-item sums: S, O, sum w^2, count, sum c^2 var; removed; vv (with SC_CG one array,
      * the gather's staging area or tile before the first pass; without it the arrays as they
@@ -446,13 +480,19 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     local float tile[TCAP * NVAL];
 #endif
 #endif
+#if SC_ORDER
+    const int b = order[get_group_id(0)];
+#else
+    (void)order;
     const int b = get_group_id(0);
+#endif
     const int lid = get_local_id(0);
     if (b >= nbins)
         return;
     const int k0 = indptr[b], k1 = indptr[b + 1];
     const int nnz = indptr[nbins];
     const int m = (k1 - k0 + WG - 1) / WG;
+    const float rm = 1.0f / (float)max(m, 1); /* SC_DIVM's */
     const int kb = k0 + lid * m;                   /* this work-item's first entry */
     const int ke = min(kb + m, k1);                /* and its end */
     const int nown = ke > kb ? ke - kb : 0;        /* entries it owns */
@@ -533,7 +573,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     const int ok = cf[u] != 0.0f && sc_ok(q[u]);
                     const float s = ok ? q[u].s0 : 0.0f, nn = ok ? q[u].s2 : 0.0f;
                     const float v = ok ? q[u].s1 : 0.0f;
-                    const int o = p / m, j = p - o * m; /* the owner, its entry */
+                    const int o = SC_DIVM(p), j = p - o * m; /* the owner, its entry */
 #if SC_CG == 2
                     if (j < R || (LM > 0 && j >= R + lml)) {
                         const int t = CGP(u * WG + lid);

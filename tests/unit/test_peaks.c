@@ -989,9 +989,9 @@ static void test_sigclip_cg(void)
     faid_dev_info info = {.name = "test device", .max_wg = 256, .local_mem = 49152};
     faid_sigclip_cfg cfg;
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
-    /* on by default with the default kernel (round 5's H100 runs), chunks of 8 */
-    CHECK(cfg.cg == 1 && cfg.cgu == 8 && cfg.lm == 12 && cfg.r == 4 &&
-          strstr(cfg.opts, " -D SC_CG=1 -D SC_CGU=8") != NULL);
+    /* on by default with the default kernel (round 5's H100 runs), chunks of 4 (round 8's) */
+    CHECK(cfg.cg == 1 && cfg.cgu == 4 && cfg.lm == 12 && cfg.r == 4 &&
+          strstr(cfg.opts, " -D SC_CG=1 -D SC_CGU=4") != NULL);
     /* an explicit share of registers or local memory keeps the kernel it names: off */
     setenv("FAID_SIGCLIP_R", "4", 1);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0);
@@ -1035,10 +1035,15 @@ static void test_sigclip_cg(void)
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0 && cfg.lm < 10);
     setenv("FAID_SIGCLIP_CGU", "3", 1);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_POISSON, &cfg, &d) == 0 && cfg.lm == 10);
-    /* the default chunks of 8 for the tile: an array of its own, a smaller share */
+    /* the default chunks of 4: the tile in the scan's arrays; of 8: an array of its own, a
+     * smaller share */
     unsetenv("FAID_SIGCLIP_CGU");
+    CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0 && cfg.cgu == 4 &&
+          cfg.lm == 12);
+    setenv("FAID_SIGCLIP_CGU", "8", 1);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == 0 && cfg.cgu == 8 &&
           cfg.lm < 12);
+    unsetenv("FAID_SIGCLIP_CGU");
     setenv("FAID_SIGCLIP_CG", "3", 1);
     CHECK(faid_sigclip_config(&info, fs.csr, FAID_CLIP_AZIMUTHAL, &cfg, &d) == FAID_EINVAL);
     CHECK(strstr(d.msg, "FAID_SIGCLIP_CG") != NULL);
@@ -1048,8 +1053,10 @@ static void test_sigclip_cg(void)
 
 /* Round 8's sigma clip options through FAID_PEAKS_KOPTS: SC_AZSEL=1 (the azimuthal recurrence
  * takes every entry through selects instead of a branch per entry) and SC_RAKE=1 and 2 (the
- * raking's values chunk-major in local memory, or padded after each chunk): the background bit
- * for bit the default's and the lists the reference's, for the models that run the recurrence
+ * raking's values chunk-major in local memory, or padded after each chunk) and SC_FDIV=0 (the
+ * gather's owners by the integer division instead of the bin's float reciprocal) and SC_ORDER=1
+ * (the work-groups from the largest bin to the smallest, not in bin order): the background
+ * bit for bit the default's and the lists the reference's, for the models that run the recurrence
  * (azimuthal, hybrid), with each place an entry can live (registers and local memory one at a
  * time with the overflow, the batched overflow walk, the coalesced gather, the register kernel's
  * overflow), with work-groups of 32, 64 and 256 (chunks of 1, 2 and 8 work-items) and with
@@ -1065,7 +1072,8 @@ static void test_sigclip_kopts(void)
     faid_peak_params_default(&p);
     p.algorithm = FAID_PEAKS_PYFAI;
     const faid_clip_model models[] = {FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
-    static const char *const opts[] = {"-DSC_AZSEL=1", "-DSC_RAKE=1", "-DSC_RAKE=2"};
+    static const char *const opts[] = {"-DSC_AZSEL=1", "-DSC_RAKE=1", "-DSC_RAKE=2", "-DSC_FDIV=0",
+                                       "-DSC_ORDER=1"};
     /* LM, R, CG, GB, WG of each layout ("" unset: the default kernel) */
     static const char *const kinds[][5] = {{"2", "1", "0", "0", "32"},
                                            {"3", "1", "0", "4", "32"},
@@ -1089,7 +1097,7 @@ static void test_sigclip_kopts(void)
                 faid_result *base[NFRAMES] = {0};
                 CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, base, &d) == 0, "kind %d: %s", k,
                           d.msg);
-                for (int o = 0; o < 3; o++) {
+                for (int o = 0; o < 5; o++) {
                     faid_result *var[NFRAMES] = {0};
                     setenv("FAID_PEAKS_KOPTS", opts[o], 1);
                     CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, var, &d) == 0, "kind %d, %s: %s",
