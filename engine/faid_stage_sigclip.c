@@ -260,7 +260,7 @@ int faid_stage_peaks_fused_opts(const faid_peak_setup *ps, faid_dtype dt, const 
 }
 
 /* FAID_PEAKS_KOPTS: extra -D options of the finders' and the sigma clip's programs (since round 8:
- * sigma_clip.cl's SC_AZSEL), a benchmark knob for the kernel
+ * sigma_clip.cl's SC_AZSEL, SC_RAKE, SC_FDIV, SC_ORDER), a benchmark knob for the kernel
  * variants of issue 17 (pf8_peaks.cl: PF8_HASH, PF8_LOCAL_CAND, both 1 by default since the GPU
  * run; -DPF8_HASH=0,-DPF8_LOCAL_CAND=0 selects the kernels before); "" when unset. Letters,
  * digits, '_', '=', '-', spaces and commas (read as spaces, so that a shell word holds several
@@ -565,7 +565,7 @@ static int sc_plan(const faid_stage_env *env, const faid_stage_res *res, int id,
         }
     }
     static const char *const sc_files[] = {"process/preprocess.cl", "peaks/sigma_clip.cl"};
-    /* FAID_PEAKS_KOPTS reaches the sigma clip's program too (sigma_clip.cl's SC_AZSEL) */
+    /* FAID_PEAKS_KOPTS reaches the sigma clip's program too (sigma_clip.cl's SC_* options) */
     char sc_base[sizeof ps->sc.opts + sizeof ps->kopts + 16];
     snprintf(sc_base, sizeof sc_base, "%s%s %s", ps->sc.opts, ps->perm ? " -D SC_PERM=1" : "",
              ps->kopts);

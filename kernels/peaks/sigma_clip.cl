@@ -193,10 +193,6 @@
  * overflow batch), so the kernel's count may now be the passes': gpu-run.sh's cggb0 (no batches
  * in the passes) and cgr1 (1 in registers) measure that. */
 #define CGP(q) ((q) + ((q) >> 5))
-/* p / m for the gather's entry p (0 <= p < 2^24) and the bin's m (>= 1): the float quotient by
- * the bin's reciprocal (rm, computed once), off by at most one, then corrected: the integer
- * quotient exactly, in 6 instructions instead of the integer division's 20 or so (round 8's
- * profile: 8 divisions a chunk) */
 /* SC_ORDER (issue 17, round 8; 0 by default, FAID_PEAKS_KOPTS=-DSC_ORDER=1): work-group g takes
  * bin order[g], the host's list of the bins from the largest to the smallest (ties in bin
  * order), so that the launch's last work-groups are its smallest bins; else bin g. Why: round
@@ -208,6 +204,10 @@
 #ifndef SC_ORDER
 #define SC_ORDER 0
 #endif
+/* p / m for the gather's entry p (0 <= p < 2^24) and the bin's m (>= 1): the float quotient by
+ * the bin's reciprocal (rm, computed once), off by at most one, then corrected: the integer
+ * quotient exactly, in 6 instructions instead of the integer division's 20 or so (round 8's
+ * profile: 8 divisions a chunk) */
 #ifndef SC_FDIV
 #define SC_FDIV 1 /* FAID_PEAKS_KOPTS=-DSC_FDIV=0: the integer division */
 #endif

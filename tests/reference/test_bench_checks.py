@@ -29,6 +29,18 @@ def bench(tmp, *args, ok=True, env_extra=None):
     return r
 
 
+def checked_peaks(tmp, name, finder, env, variants="fused"):
+    """faid-bench on PoCL (4 frames, 2 slots of 2) with the extra environment env: its lists
+    equal to the reference device's and every frame with peaks; its JSON."""
+    js = tmp / f"{name}.json"
+    r = bench(tmp, "--device", "cpu", "--frames", 4, "--depth", 2, "--batch", 2,
+              "--variants", variants, "--peaks", finder, "--json", js, env_extra=env)
+    assert "lists equal" in r.stdout, r.stdout
+    j = json.loads(js.read_text())
+    assert j["peaks_ref_equal"] == 1 and all(n > 0 for n in j["num_peaks"])
+    return j
+
+
 @pytest.mark.parametrize("finder", ["pyfai", "peakfinder8"])
 def test_peaks_checked_against_reference(tmp_path, finder):
     js = tmp_path / "b.json"
@@ -67,13 +79,7 @@ def test_peak_kernel_variants_checked(tmp_path, name, env, fused):
     """Issue 17's variants as gpu-run.sh's sets "all" and "reg" (the kernels before the GPU run,
     named explicitly) select them: the same lists as the reference device, and a peak-stage
     preprocess only when it is not folded into the reads."""
-    js = tmp_path / "v.json"
-    r = bench(tmp_path, "--device", "cpu", "--frames", 4, "--depth", 2, "--batch", 2,
-              "--variants", "fused,pipelined", "--peaks", "peakfinder8", "--json", js,
-              env_extra=env)
-    assert "lists equal" in r.stdout, r.stdout
-    j = json.loads(js.read_text())
-    assert j["peaks_ref_equal"] == 1 and all(n > 0 for n in j["num_peaks"])
+    j = checked_peaks(tmp_path, "v", "peakfinder8", env, "fused,pipelined")
     for x in j["variants"]:
         assert x["clip_us"] > 0, x
         assert (x["pkpre_us"] == 0) == fused, (name, x)
@@ -93,14 +99,8 @@ def test_round3_variants_same_bits(tmp_path):
     # and round 5's coalesced gather (gpu-run.sh's set cg), chunks of 32 x 3 entries
     cg = {"FAID_SIGCLIP_CG": "1", "FAID_SIGCLIP_CGU": "3"}
     for name, env in (("default", {}), ("r3", r3), ("cg", cg)):
-        js = tmp_path / f"{name}.json"
         env["FAID_SIGCLIP_WG"] = "32"
-        r = bench(tmp_path, "--device", "cpu", "--frames", 4, "--depth", 2, "--batch", 2,
-                  "--variants", "fused", "--peaks", "pyfai", "--json", js, env_extra=env)
-        assert "lists equal" in r.stdout, r.stdout
-        j = json.loads(js.read_text())
-        assert j["peaks_ref_equal"] == 1 and all(n > 0 for n in j["num_peaks"])
-        hashes[name] = j["peaks_hash"]
+        hashes[name] = checked_peaks(tmp_path, name, "pyfai", env)["peaks_hash"]
     assert hashes["r3"] == hashes["cg"] == hashes["default"] != "0000000000000000", hashes
 
 
@@ -419,18 +419,12 @@ def test_pf8_fill_spread_same_bits(tmp_path):
     per work-item; the default since round 8 is a work-group per candidate, which unit.peaks'
     test_pf8_variants checks on harder frames), as gpu-run.sh's sets r7spread and r8wg0 run
     them."""
-    hashes, cands = {}, {}
+    hashes = {}
     sets = {"default": {}, "spread": {"FAID_PEAKS_KOPTS": "-DPF8_SPREAD=32"},
             "spread1g": {"FAID_PEAKS_KOPTS": "-DPF8_SPREAD=32", "FAID_PF8_FILL_GROUPS": "1"},
             "wg0": {"FAID_PEAKS_KOPTS": "-DPF8_WGSEED=0"}}
     for name, env in sets.items():
-        js = tmp_path / f"{name}.json"
-        r = bench(tmp_path, "--device", "cpu", "--frames", 4, "--depth", 2, "--batch", 2,
-                  "--variants", "fused", "--peaks", "peakfinder8", "--json", js, env_extra=env)
-        assert "lists equal" in r.stdout, r.stdout
-        j = json.loads(js.read_text())
-        assert j["peaks_ref_equal"] == 1 and all(n > 0 for n in j["num_peaks"])
-        hashes[name] = j["peaks_hash"]
+        hashes[name] = checked_peaks(tmp_path, name, "peakfinder8", env)["peaks_hash"]
     assert hashes["spread"] == hashes["spread1g"] == hashes["wg0"] == hashes["default"] \
         != "0" * 16, hashes
 
