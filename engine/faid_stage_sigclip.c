@@ -8,7 +8,8 @@
  * then faid_sigclip_ref over setup->csr_bg (no pixel splitting, the profile's bins).
  *
  * Compute devices: buffers bg.indptr / bg.indices / bg.coef (setup->csr_bg), bg.order (its bins
- * from the largest to the smallest: the work-groups' order with sigma_clip.cl's SC_ORDER), per slot
+ * from the largest to the smallest: the work-groups' order with sigma_clip.cl's SC_ORDER, built
+ * only when FAID_PEAKS_KOPTS turns that on, else an alias of bg.indptr), per slot
  * pk.pre (one preprocessed frame, float4 per pixel; 16 bytes when fused (FAID_PEAKS_FUSED=1, or
  * unset with the local-memory sigma clip), when the kernels compute each pixel from the raw frame
  * and the preprocess launch is left out) and pk.cpk (the overflow entries of bins larger than the
@@ -260,9 +261,9 @@ int faid_stage_peaks_fused_opts(const faid_peak_setup *ps, faid_dtype dt, const 
 }
 
 /* FAID_PEAKS_KOPTS: extra -D options of the finders' and the sigma clip's programs (since round 8:
- * sigma_clip.cl's SC_AZSEL, SC_RAKE, SC_FDIV, SC_ORDER), a benchmark knob for the kernel
- * variants of issue 17 (pf8_peaks.cl: PF8_HASH, PF8_LOCAL_CAND, both 1 by default since the GPU
- * run; -DPF8_HASH=0,-DPF8_LOCAL_CAND=0 selects the kernels before); "" when unset. Letters,
+ * sigma_clip.cl's SC_AZSEL, SC_RAKE, SC_FDIV, SC_ORDER; round 9: SC_ONCE), a benchmark knob for the
+ * kernel variants of issue 17 (pf8_peaks.cl: PF8_HASH, PF8_LOCAL_CAND, both 1 by default since the
+ * GPU run; -DPF8_HASH=0,-DPF8_LOCAL_CAND=0 selects the kernels before); "" when unset. Letters,
  * digits, '_', '=', '-', spaces and commas (read as spaces, so that a shell word holds several
  * options: -DPF8_HASH=1,-DPF8_LOCAL_CAND=1) only, at most 120 characters: anything else is an
  * error naming the variable. */
@@ -338,8 +339,24 @@ static int sc_key_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Whether FAID_PEAKS_KOPTS builds the clip with SC_ORDER on ("-DSC_ORDER" or "-DSC_ORDER=V" with
+ * V not 0): only then does the kernel read bg.order */
+static int sc_wants_order(void)
+{
+    const char *v = getenv("FAID_PEAKS_KOPTS");
+    for (const char *o = v; o && (o = strstr(o, "SC_ORDER")); o += 8) {
+        const char c = o[8];
+        if (c == 0 || c == ' ' || c == ',' || (c == '=' && o[9] != '0'))
+            return 1;
+    }
+    return 0;
+}
+
 static int sc_declare_order(faid_stage_res *res, const faid_csr *m, faid_diag *d)
 {
+    /* the default build does not read it: the kernel's argument is then bound to bg.indptr */
+    if (!sc_wants_order())
+        return faid_restab_alias(res->rt, "bg.order", "bg.indptr", d);
     const size_t n = m->nbins > 0 ? (size_t)m->nbins : 1;
     uint64_t *key = malloc(n * sizeof *key);
     int32_t *order = malloc(n * sizeof *order);

@@ -204,6 +204,20 @@
 #ifndef SC_ORDER
 #define SC_ORDER 0
 #endif
+/* SC_ONCE (issue 17, round 9; 1 by default, FAID_PEAKS_KOPTS=-DSC_ONCE=0: every work-item as
+ * before): a pass's totals are turned into the bin's mean, std and the next cycle's threshold by
+ * work-item 0 alone, which hands them to the others through local memory at the barrier that
+ * ended the pass already; before, each of the 256 work-items summed the 32 chunk variances and
+ * took the float64 division, two square roots and the logarithm itself. Round 8's instruction
+ * profile of the clip (one H100, tests/bench/results/h100-2026-11-27-round8-probe, call i):
+ * that block, 335 instructions a warp and pass, was 8.4 % of the kernel's 40.4 M warp
+ * instructions. The values stay in local memory (gs) and are read where they are used (the
+ * loop's break, the next cycle's clip test, the result), so that no float64 of them is live in
+ * registers across a pass (the kernel runs at a cap of 80 registers, FAID_SIGCLIP_MAXREG). The
+ * same operations on the same values: the same bits. */
+#ifndef SC_ONCE
+#define SC_ONCE 1
+#endif
 /* p / m for the gather's entry p (0 <= p < 2^24) and the bin's m (>= 1): the float quotient by
  * the bin's reciprocal (rm, computed once), off by at most one, then corrected: the integer
  * quotient exactly, in 6 instructions instead of the integer division's 20 or so (round 8's
@@ -458,6 +472,10 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     local int tr[NCH];
     local double p0[NCH], p1[NCH];
     local double g[5];
+#if SC_ONCE
+    /* the pass's a1 .. a4, mean, std and the next cycle's threshold, from work-item 0 */
+    local double gs[7];
+#endif
     local int gr;
 #if LM > 0
     /* the entries after the first R of each work-item: signal, norm (0: not valid or clipped) and
@@ -790,15 +808,20 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     for (int pass = 0; pass <= cycles; pass++) {
         int rem = 0;
         if (pass > 0) {
+#if SC_ONCE
+            const double pav = gs[4], thr = gs[6];
+#else
+            const double pav = aver;
             double nkept = a4 > 3.0 ? a4 : 3.0;
             double kk = sqrt(2.0 * log(nkept / two_pi_sqrt));
             if ((double)cutoff > kk)
                 kk = (double)cutoff;
             const double thr = kk * std;
-            const float averf = (float)aver, thrf = (float)thr;
+#endif
+            const float averf = (float)pav, thrf = (float)thr;
 #pragma unroll
             for (int j = 0; j < R; j++) {
-                if (rn[j] != 0.0f && sc_clip(rs[j], rn[j], averf, thrf, aver, thr)) {
+                if (rn[j] != 0.0f && sc_clip(rs[j], rn[j], averf, thrf, pav, thr)) {
                     t = sc_sums_entry(t, REG_COEF(j), rs[j], rn[j], REG_VAR(j), 1);
                     rn[j] = 0.0f;
                     rem++;
@@ -807,7 +830,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #if LM > 0
             for (int j = 0; j < nlm; j++) {
                 const float nn = lmn[LMX(j)], s = lms[LMX(j)];
-                if (nn != 0.0f && sc_clip(s, nn, averf, thrf, aver, thr)) {
+                if (nn != 0.0f && sc_clip(s, nn, averf, thrf, pav, thr)) {
                     t = sc_sums_entry(t, (double)sc_coef(coefs, kb + R + j), s, nn, LM_VAR(j), 1);
                     lmn[LMX(j)] = 0.0f;
                     rem++;
@@ -822,7 +845,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
                     OVF_LOAD(i0, u, bs, bn)
 #pragma unroll
                 for (int u = 0; u < SC_GB; u++) {
-                    if (bn[u] != 0.0f && sc_clip(bs[u], bn[u], averf, thrf, aver, thr)) {
+                    if (bn[u] != 0.0f && sc_clip(bs[u], bn[u], averf, thrf, pav, thr)) {
                         const int o = OVI(i0 + u);
                         t = sc_sums_entry(t, (double)sc_coef(coefs, kov + i0 + u), bs[u], bn[u],
                                           OVF_VAR(o), 1);
@@ -835,7 +858,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             for (int k = kov; k < ke; k++) {
                 const int o = OVI(k - kov);
                 const float nn = OVF_N(o);
-                if (nn != 0.0f && sc_clip(OVF_S(o), nn, averf, thrf, aver, thr)) {
+                if (nn != 0.0f && sc_clip(OVF_S(o), nn, averf, thrf, pav, thr)) {
                     t = sc_sums_entry(t, (double)sc_coef(coefs, k), OVF_S(o), nn, OVF_VAR(o), 1);
                     OVF_N(o) = 0.0f;
                     rem++;
@@ -950,6 +973,40 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
             tv[lid] = s;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+#if SC_ONCE
+        if (lid == 0) {
+            double vtot = 0.0;
+            for (int i = 0; i < NCH; i++)
+                vtot += tv[i];
+            const double b0 = g[0], b1 = az ? vtot : g[4], b2 = g[1], b3 = g[2], b4 = g[3];
+            double bav, bsd;
+            if (b3 > 0.0) {
+                bav = b0 / b2;
+                bsd = sqrt(b1 / b3);
+            } else {
+                bav = bsd = NAN;
+            }
+            double nkept = b4 > 3.0 ? b4 : 3.0;
+            double kk = sqrt(2.0 * log(nkept / two_pi_sqrt));
+            if ((double)cutoff > kk)
+                kk = (double)cutoff;
+            gs[0] = b1;
+            gs[1] = b2;
+            gs[2] = b3;
+            gs[3] = b4;
+            gs[4] = bav;
+            gs[5] = bsd;
+            gs[6] = kk * bsd;
+        }
+        /* every work-item has read gr before the next pass writes it, and gs is written (read
+         * where it is used: the break below, the next pass's threshold, the result) */
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* (the next cycle's "nothing left to clip" test, here rather than before its first
+         * barrier: PoCL 3.1 crashed on a break there once the kernel had loops of data-dependent
+         * length) */
+        if ((pass > 0 && removed == 0) || gs[1] == 0.0 || gs[3] == 0.0)
+            break;
+#else
         double vtot = 0.0;
         for (int i = 0; i < NCH; i++)
             vtot += tv[i];
@@ -966,14 +1023,21 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         }
         /* every work-item has read g, gr and tv before the next pass writes them */
         barrier(CLK_LOCAL_MEM_FENCE);
-        /* (the next cycle's "nothing left to clip" test, here rather than before its first
-         * barrier: PoCL 3.1 crashed on a break there once the kernel had loops of data-dependent
-         * length) */
         if ((pass > 0 && removed == 0) || a2 == 0.0 || a4 == 0.0)
             break;
+#endif
     }
     global float *bg = out + out_off;
     if (lid == 0) {
+#if SC_ONCE
+        /* the last pass's, written by this work-item */
+        a1 = gs[0];
+        a2 = gs[1];
+        a3 = gs[2];
+        a4 = gs[3];
+        aver = gs[4];
+        std = gs[5];
+#endif
         bg[3 * nbins + b] = (float)a4;
         if (a3 > 0.0) {
             bg[b] = (float)aver;

@@ -37,7 +37,7 @@
 # one-frame (fused) and pipelined variants, checked against the reference device like every run;
 # default "default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg
 # r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois
-# cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall r8wg0 r8ppf0 r8azsel r8m64 r8azm80 r8w128 r8w128m80 r8m72 r8m96 r8m0 r8rake1 r8rake2 r8cgu4 r8cgu8 r8cgu16 r8gb0 r8fdiv0 r8order1 all", names below in psets, a set's
+# cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall r8wg0 r8ppf0 r8azsel r8m64 r8azm80 r8w128 r8w128m80 r8m72 r8m96 r8m0 r8rake1 r8rake2 r8cgu4 r8cgu8 r8cgu16 r8gb0 r8fdiv0 r8order1 r9once0 all", names below in psets, a set's
 # extra faid-bench arguments in pargs and its "=default" baseline in pbase ("default":
 # today's defaults, "reg": the kernels before the run of 2026-11-26, named explicitly); "" skips; the
 # issue 17 rows alone: CONFIGS=" " SWEEP="" KINDS="" SIZES="" DAEMON_BENCH=0 INT_VARIANTS=""),
@@ -82,7 +82,7 @@ PYFAI_FASTEST=${PYFAI_FASTEST:-.device/pyfai_fastest.py}
 KINDS=${KINDS-synthetic lowcount}
 SIZES=${SIZES-eiger_1m eiger_9m eiger_16m}
 SIZE_FRAMES=${SIZE_FRAMES:-300}
-PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall r8wg0 r8ppf0 r8azsel r8m64 r8azm80 r8w128 r8w128m80 r8m72 r8m96 r8m0 r8rake1 r8rake2 r8cgu4 r8cgu8 r8cgu16 r8gb0 r8fdiv0 r8order1 all}
+PEAK_SETS=${PEAK_SETS-default c3 reg lm12 lm12r8 fz fzlm12r8 pf8v pf8vg r3 r4rec r4cls r4merge r4gather r4cf r4cfg r4np r4win gb4 gb8 gb8r4 gb8m80 gb8m64 wg512 ppf pscan c4 cg0 cg cgu8 cgr1 cgm80 cggb0 cg2 pois cgpois cg2pois pcand pcandpf pmerge pcandm pprep4 pband2 pband4 r5 perm1 perm2 perm1cg0 perm1u4 permpois r7spread r7wg r7wgall r8wg0 r8ppf0 r8azsel r8m64 r8azm80 r8w128 r8w128m80 r8m72 r8m96 r8m0 r8rake1 r8rake2 r8cgu4 r8cgu8 r8cgu16 r8gb0 r8fdiv0 r8order1 r9once0 all}
 PEAK_DEPTH=${PEAK_DEPTH:-8}
 PEAK_EXTRA=${PEAK_EXTRA:-}
 INT_VARIANTS=${INT_VARIANTS-base gather entrynorm prefetch unroll8 gather,entrynorm,prefetch,unroll8}
@@ -473,6 +473,9 @@ declare -A psets=(
     # the clip's work-groups from the largest bin to the smallest (SC_ORDER; call i: one frame
     # alone 151 -> 143 us, pipelined 4,037 -> 3,917 frames/s, so off)
     [r8order1]="FAID_PEAKS_KOPTS=-DSC_ORDER=1"
+    # round 9: every work-item computing a pass's mean, std and next threshold itself, as before
+    # SC_ONCE (work-item 0 for all, the default since)
+    [r9once0]="FAID_PEAKS_KOPTS=-DSC_ONCE=0"
     # every variant (peakfinder8: PF8_CLASS left out, the candidates' pass holds the classes in
     # its window; GATHER is moot under NOPREP, WINFILL and the fill groups without the fill
     # launch; the picker: PP_CAND's write, no scan launch (PP_MERGE), its patch tests load rows

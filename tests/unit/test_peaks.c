@@ -1055,7 +1055,9 @@ static void test_sigclip_cg(void)
  * takes every entry through selects instead of a branch per entry) and SC_RAKE=1 and 2 (the
  * raking's values chunk-major in local memory, or padded after each chunk) and SC_FDIV=0 (the
  * gather's owners by the integer division instead of the bin's float reciprocal) and SC_ORDER=1
- * (the work-groups from the largest bin to the smallest, not in bin order): the background
+ * (the work-groups from the largest bin to the smallest, not in bin order), and round 9's
+ * SC_ONCE=0 (every work-item computing the pass's mean, std and threshold itself, where the
+ * default has work-item 0 compute them for all): the background
  * bit for bit the default's and the lists the reference's, for the models that run the recurrence
  * (azimuthal, hybrid), with each place an entry can live (registers and local memory one at a
  * time with the overflow, the batched overflow walk, the coalesced gather, the register kernel's
@@ -1072,8 +1074,8 @@ static void test_sigclip_kopts(void)
     faid_peak_params_default(&p);
     p.algorithm = FAID_PEAKS_PYFAI;
     const faid_clip_model models[] = {FAID_CLIP_AZIMUTHAL, FAID_CLIP_HYBRID};
-    static const char *const opts[] = {"-DSC_AZSEL=1", "-DSC_RAKE=1", "-DSC_RAKE=2", "-DSC_FDIV=0",
-                                       "-DSC_ORDER=1"};
+    static const char *const opts[] = {"-DSC_AZSEL=1", "-DSC_RAKE=1",  "-DSC_RAKE=2",
+                                       "-DSC_FDIV=0",  "-DSC_ORDER=1", "-DSC_ONCE=0"};
     /* LM, R, CG, GB, WG of each layout ("" unset: the default kernel) */
     static const char *const kinds[][5] = {{"2", "1", "0", "0", "32"},
                                            {"3", "1", "0", "4", "32"},
