@@ -1089,7 +1089,7 @@ static void test_sigclip_kopts(void)
         for (int coef = 0; coef < 2; coef++) {
             faid_result *ref[NFRAMES] = {0};
             CHECK_MSG(run_frames_coef(&fs, &p, "ref", coef, ref, &d) == 0, "reference: %s", d.msg);
-            for (int k = 0; k < 5; k++) {
+            for (int k = 0; k < (int)(sizeof kinds / sizeof kinds[0]); k++) {
                 if (coef && k != 2 && k != 4)
                     continue;
                 setenv("FAID_PEAKS_FUSED", "1", 1);
@@ -1099,7 +1099,7 @@ static void test_sigclip_kopts(void)
                 faid_result *base[NFRAMES] = {0};
                 CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, base, &d) == 0, "kind %d: %s", k,
                           d.msg);
-                for (int o = 0; o < 5; o++) {
+                for (int o = 0; o < (int)(sizeof opts / sizeof opts[0]); o++) {
                     faid_result *var[NFRAMES] = {0};
                     setenv("FAID_PEAKS_KOPTS", opts[o], 1);
                     CHECK_MSG(run_frames_coef(&fs, &p, NULL, coef, var, &d) == 0, "kind %d, %s: %s",
