@@ -440,6 +440,45 @@ static inline int sc_clip(float s, float nn, float averf, float thrf, double ave
     return fabs((double)s / (double)nn - aver) > thr;
 }
 
+/* A pass's results from its totals g (S, O, sum w^2, count, sum c^2 var) and the NCH chunks'
+ * azimuthal variances tv (az: the variance is theirs, else g's sum c^2 var): a1 the variance
+ * sum, a2 O, a3 sum w^2, a4 the count, the mean S / O and std sqrt(a1 / a3) (NAN where a3 is
+ * 0). The one place of this arithmetic, for SC_ONCE's work-item 0 and for every work-item
+ * without it. */
+typedef struct {
+    double a1, a2, a3, a4, aver, std;
+} sc_stats;
+
+static inline sc_stats sc_pass_stats(const local double *g, const local double *tv, int az)
+{
+    double vtot = 0.0;
+    for (int i = 0; i < NCH; i++)
+        vtot += tv[i];
+    sc_stats r;
+    r.a1 = az ? vtot : g[4];
+    r.a2 = g[1];
+    r.a3 = g[2];
+    r.a4 = g[3];
+    if (r.a3 > 0.0) {
+        r.aver = g[0] / r.a2;
+        r.std = sqrt(r.a1 / r.a3);
+    } else {
+        r.aver = r.std = NAN;
+    }
+    return r;
+}
+
+/* The next cycle's clipping threshold k std for a pass's count a4 and std: k the larger of the
+ * cutoff and Chauvenet's sqrt(2 log(max(a4, 3) / sqrt(2 pi))) */
+static inline double sc_threshold(double a4, double std, float cutoff)
+{
+    const double nkept = a4 > 3.0 ? a4 : 3.0;
+    double kk = sqrt(2.0 * log(nkept / sqrt(2.0 * M_PI)));
+    if ((double)cutoff > kk)
+        kk = (double)cutoff;
+    return kk * std;
+}
+
 /* One work-group per bin; out[out_off ...] receives 4 arrays of nbins floats: mean, std, sem,
  * count.
  *
@@ -520,9 +559,8 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
     const int nov = ke - kov;                      /* its overflow entries (<= 0: none) */
     const int hybrid = SC_EM == EM_HYBRID;
     int az = SC_EM == EM_AZIMUTHAL || (hybrid && cycles > 0);
-    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, a4 = 0.0;
+    double a1 = 0.0, a2 = 0.0, a3 = 0.0, a4 = 0.0;
     double aver = NAN, std = NAN;
-    const double two_pi_sqrt = sqrt(2.0 * M_PI);
 
     /* the entries, gathered once (norm 0: not valid or clipped) */
     float rs[R], rn[R];
@@ -811,12 +849,7 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
 #if SC_ONCE
             const double pav = gs[4], thr = gs[6];
 #else
-            const double pav = aver;
-            double nkept = a4 > 3.0 ? a4 : 3.0;
-            double kk = sqrt(2.0 * log(nkept / two_pi_sqrt));
-            if ((double)cutoff > kk)
-                kk = (double)cutoff;
-            const double thr = kk * std;
+            const double pav = aver, thr = sc_threshold(a4, std, cutoff);
 #endif
             const float averf = (float)pav, thrf = (float)thr;
 #pragma unroll
@@ -975,28 +1008,14 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         barrier(CLK_LOCAL_MEM_FENCE);
 #if SC_ONCE
         if (lid == 0) {
-            double vtot = 0.0;
-            for (int i = 0; i < NCH; i++)
-                vtot += tv[i];
-            const double b0 = g[0], b1 = az ? vtot : g[4], b2 = g[1], b3 = g[2], b4 = g[3];
-            double bav, bsd;
-            if (b3 > 0.0) {
-                bav = b0 / b2;
-                bsd = sqrt(b1 / b3);
-            } else {
-                bav = bsd = NAN;
-            }
-            double nkept = b4 > 3.0 ? b4 : 3.0;
-            double kk = sqrt(2.0 * log(nkept / two_pi_sqrt));
-            if ((double)cutoff > kk)
-                kk = (double)cutoff;
-            gs[0] = b1;
-            gs[1] = b2;
-            gs[2] = b3;
-            gs[3] = b4;
-            gs[4] = bav;
-            gs[5] = bsd;
-            gs[6] = kk * bsd;
+            const sc_stats st = sc_pass_stats(g, tv, az);
+            gs[0] = st.a1;
+            gs[1] = st.a2;
+            gs[2] = st.a3;
+            gs[3] = st.a4;
+            gs[4] = st.aver;
+            gs[5] = st.std;
+            gs[6] = sc_threshold(st.a4, st.std, cutoff);
         }
         /* every work-item has read gr before the next pass writes it, and gs is written (read
          * where it is used: the break below, the next pass's threshold, the result) */
@@ -1007,19 +1026,14 @@ kernel void faid_sigma_clip(const global float4 *pre4, const global float *coefs
         if ((pass > 0 && removed == 0) || gs[1] == 0.0 || gs[3] == 0.0)
             break;
 #else
-        double vtot = 0.0;
-        for (int i = 0; i < NCH; i++)
-            vtot += tv[i];
-        a0 = g[0];
-        a1 = az ? vtot : g[4];
-        a2 = g[1];
-        a3 = g[2];
-        a4 = g[3];
-        if (a3 > 0.0) {
-            aver = a0 / a2;
-            std = sqrt(a1 / a3);
-        } else {
-            aver = std = NAN;
+        {
+            const sc_stats st = sc_pass_stats(g, tv, az);
+            a1 = st.a1;
+            a2 = st.a2;
+            a3 = st.a3;
+            a4 = st.a4;
+            aver = st.aver;
+            std = st.std;
         }
         /* every work-item has read g, gr and tv before the next pass writes them */
         barrier(CLK_LOCAL_MEM_FENCE);
