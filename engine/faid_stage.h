@@ -376,6 +376,11 @@ void faid_stage_peaks_raw_args(const faid_stage_res *res, faid_dtype dt, faid_la
  * FAID_EDTYPE for a dtype without a raw code, FAID_ERANGE when they do not fit n. */
 int faid_stage_peaks_fused_opts(const faid_peak_setup *ps, faid_dtype dt, const char *base,
                                 char *opts, size_t n, faid_diag *d);
+/* The value a kernel built with FAID_PEAKS_KOPTS (ps->kopts) sees for NAME: V for -D NAME=V or
+ * -DNAME=V, 1 for a bare -DNAME (the preprocessor's meaning), 0 when absent: the one reading of
+ * those options on the host (the launch plans that follow a kernel option, and which buffers
+ * the sigma clip needs). */
+int faid_stage_peaks_kopt(const faid_peak_setup *ps, const char *name);
 
 /* The per-pixel factor the kernels read as `normp` (flat x polarization x solid angle x the
  * normalization factor, 0 for masked pixels and dummy flats) into normp[npix]. */

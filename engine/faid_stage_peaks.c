@@ -63,14 +63,15 @@ static int pf8_nrec(const faid_stage_res *res)
     return res->npix >= 64 ? (int)(res->npix / 32) : 2;
 }
 
-/* The value of -D NAME=V (or -DNAME=V) in FAID_PEAKS_KOPTS (ps->kopts), 0 when absent. */
-static int kopt_value(const faid_peak_setup *ps, const char *name)
+int faid_stage_peaks_kopt(const faid_peak_setup *ps, const char *name)
 {
     const size_t n = strlen(name);
     for (const char *k = strstr(ps->kopts, name); k; k = strstr(k + 1, name)) {
         const int starts = k == ps->kopts || k[-1] == ' ' || k[-1] == 'D';
         if (starts && k[n] == '=')
             return atoi(k + n + 1);
+        if (starts && (k[n] == 0 || k[n] == ' '))
+            return 1;
     }
     return 0;
 }
@@ -81,7 +82,7 @@ static int kopt_value(const faid_peak_setup *ps, const char *name)
 static int pf8_band(const faid_peak_setup *ps)
 {
     return ps->p.algorithm == FAID_PEAKS_PEAKFINDER8 && !ps->pf8_gather && !ps->pf8_noprep
-               ? kopt_value(ps, "PF8_BAND")
+               ? faid_stage_peaks_kopt(ps, "PF8_BAND")
                : 0;
 }
 
@@ -188,7 +189,8 @@ static int pk_declare(faid_stage_env *env, faid_stage_res *res, int id, faid_dia
     /* pk.flag: a byte per position; with the picker's PP_CAND (FAID_PEAKS_KOPTS, issue 17 round
      * 5) the sorted list of each span's peaks instead, a ushort per position of every span */
     const size_t span = faid_stage_peaks_wg(env) * FAID_PK_PPI;
-    const int cand = ps->p.algorithm == FAID_PEAKS_PYFAI && kopt_value(ps, "PP_CAND") != 0;
+    const int cand =
+        ps->p.algorithm == FAID_PEAKS_PYFAI && faid_stage_peaks_kopt(ps, "PP_CAND") != 0;
     if (!rc)
         rc = faid_stage_peaks_scratch(env, res, "pk.flag",
                                       cand ? ng * span * sizeof(uint16_t) : npix, d);
@@ -256,7 +258,7 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
     const size_t wg = faid_stage_peaks_wg(env), ng = (size_t)ngroups(env, res);
     if (ps->p.algorithm == FAID_PEAKS_PYFAI) {
         /* -DPP_MERGE=1 in FAID_PEAKS_KOPTS: faid_pick_write finds its span's offset (no scan) */
-        const int merge = kopt_value(ps, "PP_MERGE") != 0;
+        const int merge = faid_stage_peaks_kopt(ps, "PP_MERGE") != 0;
         int n = 0;
         l[n++] = (pk_launch){"faid_pick_flag", 0, ng, wg, EV_A};
         if (!merge)
@@ -271,9 +273,9 @@ static int pk_launches(const faid_stage_env *env, const faid_stage_res *res,
     if (!ps->pf8_noprep && band)
         l[n++] = (pk_launch){"faid_pf8_prep", 0, (res->npix + band - 1) / band, wg, EV_A};
     else if (!ps->pf8_noprep)
-        l[n++] =
-            (pk_launch){"faid_pf8_prep",
-                        kopt_value(ps, "PF8_PREP4") ? (res->npix + 3) / 4 : res->npix, 0, wg, EV_A};
+        l[n++] = (pk_launch){
+            "faid_pf8_prep",
+            faid_stage_peaks_kopt(ps, "PF8_PREP4") ? (res->npix + 3) / 4 : res->npix, 0, wg, EV_A};
     l[n++] = (pk_launch){"faid_pf8_radial", 0, (size_t)ps->pf8->nbins, FAID_PF8_LANES, EV_B};
     l[n++] = (pk_launch){"faid_pf8_cand", 0, ng, wg, EV_C};
     if (!ps->pf8_candfill) /* else faid_pf8_cand evaluates its candidates (PF8_CANDFILL) */

@@ -339,23 +339,11 @@ static int sc_key_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Whether FAID_PEAKS_KOPTS builds the clip with SC_ORDER on ("-DSC_ORDER" or "-DSC_ORDER=V" with
- * V not 0): only then does the kernel read bg.order */
-static int sc_wants_order(void)
+static int sc_declare_order(faid_stage_res *res, const faid_peak_setup *ps, const faid_csr *m,
+                            faid_diag *d)
 {
-    const char *v = getenv("FAID_PEAKS_KOPTS");
-    for (const char *o = v; o && (o = strstr(o, "SC_ORDER")); o += 8) {
-        const char c = o[8];
-        if (c == 0 || c == ' ' || c == ',' || (c == '=' && o[9] != '0'))
-            return 1;
-    }
-    return 0;
-}
-
-static int sc_declare_order(faid_stage_res *res, const faid_csr *m, faid_diag *d)
-{
-    /* the default build does not read it: the kernel's argument is then bound to bg.indptr */
-    if (!sc_wants_order())
+    /* a build without SC_ORDER does not read it: the kernel's argument is then bg.indptr */
+    if (!faid_stage_peaks_kopt(ps, "SC_ORDER"))
         return faid_restab_alias(res->rt, "bg.order", "bg.indptr", d);
     const size_t n = m->nbins > 0 ? (size_t)m->nbins : 1;
     uint64_t *key = malloc(n * sizeof *key);
@@ -394,8 +382,6 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
                                              (size_t)m->nnz * sizeof(int32_t), m->indices, d)
                         : faid_restab_alias(res->rt, "bg.indices", "one", d);
     if (!rc)
-        rc = sc_declare_order(res, m, d);
-    if (!rc)
         rc = m->data && m->nnz > 0 ? faid_restab_static(res->rt, "bg.coef",
                                                         (size_t)m->nnz * sizeof(float), m->data, d)
                                    : faid_restab_alias(res->rt, "bg.coef", "one", d);
@@ -427,6 +413,8 @@ static int sc_declare_cl(faid_stage_env *env, faid_stage_res *res, faid_diag *d)
         rc = sc_declare_perm(env, res, m, d);
     if (!rc)
         rc = pk_kopts(ps->kopts, sizeof ps->kopts, d);
+    if (!rc)
+        rc = sc_declare_order(res, ps, m, d);
     long fg = rc ? 0 : env_knob("FAID_PF8_FILL_GROUPS", 1, 65536, d);
     if (fg < 0)
         rc = d ? d->code : FAID_EINVAL;

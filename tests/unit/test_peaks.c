@@ -1380,6 +1380,37 @@ static void plant(frame_set *fs, int r, int c, float amp)
             }
 }
 
+/* The host's reading of FAID_PEAKS_KOPTS (faid_stage_peaks_kopt): the value the kernels' build
+ * sees, so that a launch plan or a buffer that follows a kernel option matches it. A bare -DNAME
+ * is 1 to the preprocessor; read as 0 (as before round 9), -DPP_CAND,-DPP_MERGE built the
+ * merged kernels under the other launch plan and faid-bench crashed. */
+static void test_kopt_values(void)
+{
+    faid_peak_setup ps;
+    memset(&ps, 0, sizeof ps);
+    static const struct {
+        const char *kopts, *name;
+        int want;
+    } cases[] = {
+        {"", "SC_ORDER", 0},
+        {"-DSC_ORDER=1", "SC_ORDER", 1},
+        {"-D SC_ORDER=3", "SC_ORDER", 3},
+        {"-DSC_ORDER=0", "SC_ORDER", 0},
+        {"-DSC_ORDER", "SC_ORDER", 1},
+        {"-DPP_CAND -DPP_MERGE", "PP_CAND", 1},
+        {"-DPP_CAND -DPP_MERGE", "PP_MERGE", 1},
+        {"-DPP_CAND_PF=1", "PP_CAND", 0}, /* another name that begins the same */
+        {"-DXSC_ORDER=1", "SC_ORDER", 0}, /* another name that ends the same */
+        {"-DPF8_BAND=4 -DSC_ONCE=0", "PF8_BAND", 4},
+    };
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        snprintf(ps.kopts, sizeof ps.kopts, "%s", cases[i].kopts);
+        const int got = faid_stage_peaks_kopt(&ps, cases[i].name);
+        CHECK_MSG(got == cases[i].want, "'%s': %s = %d, expected %d", cases[i].kopts, cases[i].name,
+                  got, cases[i].want);
+    }
+}
+
 /* The picker's candidates first (FAID_PEAKS_KOPTS=-DPP_CAND=1, issue 17 round 5: faid_pick_flag
  * decides the first test of every pixel, then the patch test of its candidates; faid_pick_write
  * reads each span's sorted list of peaks instead of ranking its flags), with and without its
@@ -1552,6 +1583,7 @@ int main(void)
     RUN(test_sigclip_cg());
     RUN(test_sigclip_perm());
     RUN(test_sigclip_kopts());
+    RUN(test_kopt_values());
     RUN(test_pick_cand());
     RUN(test_pf8_prep4());
     engines_close();
