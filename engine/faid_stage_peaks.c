@@ -63,19 +63,6 @@ static int pf8_nrec(const faid_stage_res *res)
     return res->npix >= 64 ? (int)(res->npix / 32) : 2;
 }
 
-int faid_stage_peaks_kopt(const faid_peak_setup *ps, const char *name)
-{
-    const size_t n = strlen(name);
-    for (const char *k = strstr(ps->kopts, name); k; k = strstr(k + 1, name)) {
-        const int starts = k == ps->kopts || k[-1] == ' ' || k[-1] == 'D';
-        if (starts && k[n] == '=')
-            return atoi(k + n + 1);
-        if (starts && (k[n] == 0 || k[n] == ' '))
-            return 1;
-    }
-    return 0;
-}
-
 /* Rows per band of peakfinder8's prep (-DPF8_BAND=R in FAID_PEAKS_KOPTS, kernels/peaks/
  * pf8_radial.cl's PF8_BANDN), 0 when off or moot (FAID_PF8_GATHER: the prep writes img alone;
  * FAID_PF8_NOPREP: no prep). */

@@ -286,6 +286,19 @@ static int pk_kopts(char *out, size_t cap, faid_diag *d)
     return FAID_OK;
 }
 
+int faid_stage_peaks_kopt(const faid_peak_setup *ps, const char *name)
+{
+    const size_t n = strlen(name);
+    for (const char *k = strstr(ps->kopts, name); k; k = strstr(k + 1, name)) {
+        const int starts = k == ps->kopts || k[-1] == ' ' || k[-1] == 'D';
+        if (starts && k[n] == '=')
+            return atoi(k + n + 1);
+        if (starts && (k[n] == 0 || k[n] == ' '))
+            return 1;
+    }
+    return 0;
+}
+
 /* FAID_SIGCLIP_PERM: the corrections in the background matrix' entry order ("bg.normp",
  * "bg.dark"), the entry of every pixel ("bg.perm", -1 for a pixel in no bin; the scatter's map)
  * and the per-slot copy of a raw frame in that order ("pk.rawp", nnz elements of at most 4
